@@ -1,0 +1,165 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Access request queues under /access.
+const (
+	AccessSmall = "small"
+	AccessLarge = "large"
+)
+
+// Access is a request to assemble an object for download.
+type Access struct {
+	Queue  string // AccessSmall or AccessLarge
+	ID     string // qid##########
+	Token  map[string]any
+	Status BatchStatus
+	Locked bool
+
+	version int32
+	owner   bool
+}
+
+// State is the request's current status.
+func (a *Access) State() State { return a.Status.Status }
+
+func (q *Queue) accessPath(queue, qid string, child ...string) string {
+	p := q.Path("/access/" + queue + "/" + qid)
+	for _, c := range child {
+		p += "/" + c
+	}
+	return p
+}
+
+func checkAccessQueue(queue string) error {
+	if queue != AccessSmall && queue != AccessLarge {
+		return fmt.Errorf("access queue %q: want %s or %s", queue, AccessSmall, AccessLarge)
+	}
+	return nil
+}
+
+// CreateAccess queues a Pending access request with its token.
+func (q *Queue) CreateAccess(queue string, token map[string]any) (*Access, error) {
+	if err := checkAccessQueue(queue); err != nil {
+		return nil, err
+	}
+	p, err := q.conn.Create(q.Path("/access/"+queue+"/qid"), nil, zk.FlagSequence, acl)
+	if err != nil {
+		return nil, fmt.Errorf("create access request: %w", err)
+	}
+	a := &Access{Queue: queue, ID: path2name(p), Token: token, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}}
+	status := create(q.accessPath(queue, a.ID, "status"), mustJSON(a.Status))
+	status.witness = true
+	if err := q.commit([]op{create(q.accessPath(queue, a.ID, "token"), mustJSON(token)), status}); err != nil {
+		_ = q.conn.Delete(p, -1)
+		return nil, fmt.Errorf("create access request %s: %w", a.ID, err)
+	}
+	return a, nil
+}
+
+// LoadAccess reads an access request.
+func (q *Queue) LoadAccess(queue, qid string) (*Access, error) {
+	if err := checkAccessQueue(queue); err != nil {
+		return nil, err
+	}
+	if !validName(qid, "qid") {
+		return nil, fmt.Errorf("%q is not an access request id (want qid followed by digits)", qid)
+	}
+	r := q.getAll(q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
+		q.accessPath(queue, qid, "token"), q.accessPath(queue, qid, "lock"))
+	if errors.Is(r[0].err, zk.ErrNoNode) {
+		return nil, notFound("access request", qid)
+	}
+	statusPath := q.rel(q.accessPath(queue, qid, "status"))
+	if r[1].err != nil {
+		return nil, corrupt(statusPath, "missing: %v", r[1].err)
+	}
+	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil}
+	var err error
+	if a.Status, err = decodeBatchStatus(AccessMachine, statusPath, r[1].data); err != nil {
+		return nil, err
+	}
+	if r[2].err == nil && len(r[2].data) > 0 {
+		if err := decodeJSON(q.rel(q.accessPath(queue, qid, "token")), r[2].data, &a.Token); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// AcquireAccess locks the oldest unlocked Pending request of a queue; nil
+// when there is none.
+func (q *Queue) AcquireAccess(queue string) (*Access, error) {
+	if err := checkAccessQueue(queue); err != nil {
+		return nil, err
+	}
+	kids, err := q.children(q.Path("/access/" + queue))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(kids)
+	for _, qid := range kids {
+		if !validName(qid, "qid") {
+			continue
+		}
+		ok, err := q.tryLock(q.accessPath(queue, qid, "lock"))
+		if err != nil || !ok {
+			continue
+		}
+		a, err := q.LoadAccess(queue, qid)
+		if err == nil && a.State() == Pending {
+			// Rewritten unchanged so its version moves on (see AcquireJob).
+			err = q.commit([]op{fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
+			if err == nil {
+				a.version++
+				a.owner, a.Locked = true, true
+				return a, nil
+			}
+		}
+		if err != nil && !errors.Is(err, ErrStale) {
+			q.log.Warn("queue: skipping access request", "queue", queue, "id", qid, "err", err)
+		}
+		_ = q.releaseOwnLock(q.accessPath(queue, qid, "lock"))
+	}
+	return nil, nil
+}
+
+// SetAccessStatus moves a request to another state, fenced like a job.
+func (q *Queue) SetAccessStatus(a *Access, to State, message string, release bool) error {
+	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
+		return err
+	}
+	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: message}
+	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
+	if release && a.owner {
+		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
+	}
+	if err := q.commit(ops); err != nil {
+		return err
+	}
+	a.Status, a.version = st, a.version+1
+	if release {
+		a.owner, a.Locked = false, false
+	}
+	return nil
+}
+
+// UnlockAccess releases a lock this session took.
+func (q *Queue) UnlockAccess(a *Access) error {
+	a.owner, a.Locked = false, false
+	return q.releaseOwnLock(q.accessPath(a.Queue, a.ID, "lock"))
+}
+
+// DeleteAccess removes a Completed or Deleted request from ZooKeeper.
+func (q *Queue) DeleteAccess(a *Access) error {
+	if a.State() != Completed && a.State() != Deleted {
+		return refused("access request %s is %s; only Completed or Deleted requests can be removed", a.ID, a.State())
+	}
+	return q.removeTree(q.accessPath(a.Queue, a.ID), fenceCheck(q.accessPath(a.Queue, a.ID, "status"), a.version))
+}

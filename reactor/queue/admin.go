@@ -1,0 +1,306 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Admin actions take the item's lock for the length of one change, so they
+// never race a daemon that is working on it: a locked item is refused with
+// ErrLocked. Each change is one fenced multi() that releases the lock.
+
+// withJob locks jid, runs fn, and unlocks unless fn's change released it.
+func (q *Queue) withJob(jid string, fn func(*Job) error) error {
+	j, err := q.lockJob(jid)
+	if errors.Is(err, ErrLocked) {
+		return fmt.Errorf("%w: a daemon is working on it; try again when its step ends", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if j.owner {
+			_ = q.UnlockJob(j)
+		}
+	}()
+	return fn(j)
+}
+
+func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
+	b, err := q.LockBatch(bid)
+	if errors.Is(err, ErrLocked) {
+		return fmt.Errorf("%w: a daemon is working on it; try again when its step ends", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if b.owner {
+			_ = q.UnlockBatch(b)
+		}
+	}()
+	return fn(b)
+}
+
+// HoldJob moves a Pending job to Held.
+func (q *Queue) HoldJob(jid string) error {
+	return q.withJob(jid, func(j *Job) error {
+		return q.SetJobStatus(j, Held, JobChange{Release: true})
+	})
+}
+
+// ReleaseJob moves a Held job back to Pending.
+func (q *Queue) ReleaseJob(jid string) error {
+	return q.withJob(jid, func(j *Job) error {
+		return q.SetJobStatus(j, Pending, JobChange{Release: true})
+	})
+}
+
+// RequeueTarget is where a Failed job resumes: the state after its last
+// successful one, or Pending when it never had one.
+func RequeueTarget(j *Job) State {
+	lss := j.Status.LastSuccessfulStatus
+	switch {
+	case lss == nil:
+		return Pending
+	case *lss == Pending:
+		return Estimating
+	}
+	if next, ok := JobMachine.Success(*lss); ok {
+		return next
+	}
+	return Pending
+}
+
+// RequeueJob sends a Failed job back to the state after its last successful
+// one, adds one to retry_count, and puts it back in batch-processing.
+func (q *Queue) RequeueJob(jid string) (State, error) {
+	var to State
+	err := q.withJob(jid, func(j *Job) error {
+		if j.State() != Failed {
+			return refused("job %s is %s; only a Failed job can be requeued", jid, j.State())
+		}
+		to = RequeueTarget(j)
+		return q.SetJobStatus(j, to, JobChange{Release: true, requeue: true})
+	})
+	return to, err
+}
+
+// FailJob moves a job to Failed with message. With force it does so even
+// while a daemon holds the job: the daemon's view goes stale, so its own
+// commit fails and it abandons the step.
+func (q *Queue) FailJob(jid, message string, force bool) error {
+	if message == "" {
+		message = "failed by an operator"
+	}
+	fail := func(j *Job) error { return q.SetJobStatus(j, Failed, JobChange{Message: message, Release: j.owner}) }
+	err := q.withJob(jid, fail)
+	if !force || !errors.Is(err, ErrLocked) {
+		return err
+	}
+	j, err := q.LoadJob(jid)
+	if err != nil {
+		return err
+	}
+	return fail(j)
+}
+
+// DeleteJob removes a job. A Held or Failed job goes to Deleted (it stays
+// listed in its batch's batch-deleted bucket, for the report); a Completed or
+// Deleted job is removed from ZooKeeper with its refs. Any other job is
+// refused: it is still in the pipeline.
+func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
+	err = q.withJob(jid, func(j *Job) error {
+		switch j.State() {
+		case Held, Failed:
+			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
+		case Completed, Deleted:
+			removed = true
+			return q.removeJob(j)
+		}
+		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted (fail it first)", jid, j.State())
+	})
+	return removed, err
+}
+
+// removeJob deletes a locked job's nodes, its ref and its batch ref in one
+// multi(), fenced by its status version.
+func (q *Queue) removeJob(j *Job) error {
+	kids, err := q.children(q.jobPath(j.ID))
+	if err != nil {
+		return err
+	}
+	ops := []op{fenceCheck(q.jobPath(j.ID, "status"), j.version)}
+	for _, k := range kids {
+		if k != "status" && k != "lock" {
+			ops = append(ops, del(q.jobPath(j.ID, k)))
+		}
+	}
+	ops = append(ops, del(q.jobPath(j.ID, "status")), delIfThere(q.jobPath(j.ID, "lock")), del(q.jobPath(j.ID)),
+		q.delRef(j.State(), j.ref, j.ID), delIfThere(q.batchPath(j.BatchID, "states", Bucket(j.State()), j.ID)))
+	if err := q.commit(ops); err != nil {
+		return err
+	}
+	j.owner, j.Locked = false, false
+	return nil
+}
+
+// HoldBatch moves a Pending batch to Held.
+func (q *Queue) HoldBatch(bid string) error {
+	return q.withBatch(bid, func(b *Batch) error { return q.SetBatchStatus(b, Held, BatchChange{Release: true}) })
+}
+
+// ReleaseBatch moves a Held batch back to Pending.
+func (q *Queue) ReleaseBatch(bid string) error {
+	return q.withBatch(bid, func(b *Batch) error { return q.SetBatchStatus(b, Pending, BatchChange{Release: true}) })
+}
+
+// ReportBatch moves a Failed batch to UpdateReporting, so a daemon reports it
+// again (after its failed jobs were requeued and finished).
+func (q *Queue) ReportBatch(bid string) error {
+	return q.withBatch(bid, func(b *Batch) error {
+		return q.SetBatchStatus(b, UpdateReporting, BatchChange{Release: true})
+	})
+}
+
+// DeleteBatch removes a batch with all its jobs: its uuid index, its nodes,
+// every job and every ref. Only a batch that is done (Completed, Failed,
+// Deleted) or Held, and that has no job still in the pipeline, can go.
+func (q *Queue) DeleteBatch(bid string) error {
+	return q.withBatch(bid, func(b *Batch) error { return q.removeBatch(b) })
+}
+
+func (q *Queue) removeBatch(b *Batch) error {
+	switch b.State() {
+	case Completed, Failed, Deleted, Held:
+	default:
+		return refused("batch %s is %s; only Completed, Failed, Deleted or Held batches can be deleted", b.ID, b.State())
+	}
+	buckets, err := q.BatchJobs(b.ID)
+	if err != nil {
+		return err
+	}
+	var jobs []*Job
+	for _, bucket := range Buckets {
+		for _, jid := range buckets[bucket] {
+			j, err := q.lockJob(jid)
+			if errors.Is(err, ErrNotFound) {
+				continue // a ref without a job: removed with the batch below
+			}
+			if err != nil {
+				q.unlockAll(jobs)
+				return fmt.Errorf("batch %s: %w", b.ID, err)
+			}
+			jobs = append(jobs, j)
+			if !slices.Contains([]State{Completed, Failed, Deleted, Held, Pending}, j.State()) {
+				q.unlockAll(jobs)
+				return refused("batch %s: job %s is %s, still in the pipeline", b.ID, jid, j.State())
+			}
+		}
+	}
+	// One multi() per job keeps each request small; the batch's own ref to a
+	// job goes with the job, so a crash midway leaves a consistent batch.
+	for _, j := range jobs {
+		if err := q.removeJob(j); err != nil {
+			q.unlockAll(jobs)
+			return fmt.Errorf("batch %s: remove job %s: %w", b.ID, j.ID, err)
+		}
+	}
+	return q.removeTree(q.batchPath(b.ID), fenceCheck(q.batchPath(b.ID, "status"), b.version),
+		delIfThere(q.Path("/batch-uuids/"+b.UUID())))
+}
+
+func (q *Queue) unlockAll(jobs []*Job) {
+	for _, j := range jobs {
+		if j.owner {
+			_ = q.UnlockJob(j)
+		}
+	}
+}
+
+// removeTree deletes root and everything under it in one multi(), with extra
+// ops (fences first).
+func (q *Queue) removeTree(root string, extra ...op) error {
+	var dels []op
+	var walk func(p string) error
+	walk = func(p string) error {
+		kids, err := q.children(p)
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := walk(p + "/" + k); err != nil {
+				return err
+			}
+		}
+		dels = append(dels, del(p))
+		return nil
+	}
+	if err := walk(root); err != nil {
+		return err
+	}
+	return q.commit(append(extra, dels...))
+}
+
+// Cleanup deletes every Completed batch with its jobs, and the empty job and
+// batch nodes that creations cut short by a crash left behind. It returns the
+// ids of the batches it removed; a batch it could not remove is reported in
+// problems and does not stop the sweep.
+func (q *Queue) Cleanup() (removed []string, problems []error, err error) {
+	batches, probs, err := q.ListBatches()
+	if err != nil {
+		return nil, nil, err
+	}
+	problems = probs
+	for _, b := range batches {
+		if b.State() != Completed || b.Locked {
+			continue
+		}
+		if err := q.DeleteBatch(b.ID); err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				problems = append(problems, err)
+			}
+			continue
+		}
+		removed = append(removed, b.ID)
+	}
+	for _, kind := range []string{"/batches", "/jobs"} {
+		if err := q.removeHusks(kind); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return removed, problems, nil
+}
+
+// huskAge is how old an empty bid/jid node must be before Cleanup removes
+// it: a younger one may be a creation still between its two steps.
+const huskAge = 10 * time.Minute
+
+// removeHusks deletes childless, dataless bid/jid nodes older than huskAge:
+// the leftovers of a creation cut short between its two steps.
+func (q *Queue) removeHusks(folder string) error {
+	kids, err := q.children(q.Path(folder))
+	if err != nil {
+		return err
+	}
+	prefix := map[string]string{"/batches": "bid", "/jobs": "jid"}[folder]
+	cutoff := q.now().Add(-huskAge).UnixMilli()
+	for _, k := range kids {
+		if !validName(k, prefix) {
+			continue
+		}
+		p := q.Path(folder + "/" + k)
+		ok, st, err := q.conn.Exists(p)
+		if err != nil || !ok || st.NumChildren > 0 || st.DataLength > 0 || st.Ctime > cutoff {
+			continue
+		}
+		if err := q.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+			return fmt.Errorf("remove empty %s: %w", q.rel(p), err)
+		}
+	}
+	return nil
+}

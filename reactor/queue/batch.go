@@ -1,0 +1,331 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/google/uuid"
+)
+
+func (q *Queue) batchPath(bid string, child ...string) string {
+	return q.Path("/batches/" + strings.Join(append([]string{bid}, child...), "/"))
+}
+
+// CreateBatch creates a Pending batch with the given submission. Its
+// "batchID" is the batch's uuid; one is generated when it is missing.
+func (q *Queue) CreateBatch(submission map[string]any) (*Batch, error) {
+	sub := make(map[string]any, len(submission)+1)
+	for k, v := range submission {
+		sub[k] = v
+	}
+	id, _ := sub["batchID"].(string)
+	if id == "" {
+		id = uuid.NewString()
+		sub["batchID"] = id
+	}
+	if strings.Contains(id, "/") {
+		return nil, fmt.Errorf("batchID %q: must not contain '/'", id)
+	}
+	uuidPath := q.Path("/batch-uuids/" + id)
+	if ok, _, err := q.conn.Exists(uuidPath); err != nil {
+		return nil, fmt.Errorf("check %s: %w", q.rel(uuidPath), err)
+	} else if ok {
+		return nil, refused("batchID %s is already used", id)
+	}
+	// The sequential name is only known once created, so the children follow
+	// in a second, atomic step; an empty /batches/bidN left by a crash between
+	// the two is skipped by readers and removed by Cleanup.
+	p, err := q.conn.Create(q.Path("/batches/bid"), nil, zk.FlagSequence, acl)
+	if err != nil {
+		return nil, fmt.Errorf("create batch: %w", err)
+	}
+	bid := path2name(p)
+	b := &Batch{ID: bid, Submission: sub, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}}
+	status := create(q.batchPath(bid, "status"), mustJSON(b.Status))
+	status.witness = true
+	err = q.commit([]op{
+		create(q.batchPath(bid, "submission"), mustJSON(sub)),
+		status,
+		create(uuidPath, []byte(bid)),
+	})
+	if err != nil {
+		_ = q.conn.Delete(p, -1)
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil, refused("batchID %s is already used", id)
+		}
+		return nil, fmt.Errorf("create batch %s: %w", bid, err)
+	}
+	b.version = 0
+	return b, nil
+}
+
+func path2name(p string) string { return p[strings.LastIndex(p, "/")+1:] }
+
+// LoadBatch reads a batch.
+func (q *Queue) LoadBatch(bid string) (*Batch, error) {
+	if !validName(bid, "bid") {
+		return nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
+	}
+	r := q.getAll(q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
+		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"))
+	if errors.Is(r[0].err, zk.ErrNoNode) {
+		return nil, notFound("batch", bid)
+	}
+	for _, x := range r {
+		if x.err != nil && !errors.Is(x.err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("load batch %s: %w", bid, x.err)
+		}
+	}
+	statusPath := q.rel(q.batchPath(bid, "status"))
+	if r[1].err != nil {
+		return nil, corrupt(statusPath, "missing (a creation that did not finish?)")
+	}
+	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil}
+	var err error
+	if b.Status, err = decodeBatchStatus(BatchMachine, statusPath, r[1].data); err != nil {
+		return nil, err
+	}
+	if r[2].err == nil {
+		if err := decodeJSON(q.rel(q.batchPath(bid, "submission")), r[2].data, &b.Submission); err != nil {
+			return nil, err
+		}
+	}
+	if r[3].err == nil && len(r[3].data) > 0 {
+		b.Report = new(StatusReport)
+		if err := decodeJSON(q.rel(q.batchPath(bid, "status-report")), r[3].data, b.Report); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// FindBatch looks a batch up by its uuid (submission.batchID).
+func (q *Queue) FindBatch(id string) (*Batch, error) {
+	if id == "" || strings.Contains(id, "/") {
+		return nil, notFound("batch uuid", fmt.Sprintf("%q", id))
+	}
+	data, _, err := q.get(q.Path("/batch-uuids/" + id))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, notFound("batch uuid", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return q.LoadBatch(strings.TrimSpace(string(data)))
+}
+
+// BatchIDs lists the batch ids in creation order.
+func (q *Queue) BatchIDs() ([]string, error) {
+	kids, err := q.children(q.Path("/batches"))
+	if err != nil {
+		return nil, err
+	}
+	kids = slices.DeleteFunc(kids, func(s string) bool { return !validName(s, "bid") })
+	slices.Sort(kids)
+	return kids, nil
+}
+
+// ListBatches reads every batch. A batch that cannot be read is reported in
+// problems, with its path, and left out; it never stops the listing.
+func (q *Queue) ListBatches() (batches []*Batch, problems []error, err error) {
+	ids, err := q.BatchIDs()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*Batch, len(ids))
+	errs := make([]error, len(ids))
+	forEach(indexes(len(ids)), 32, func(i int) { out[i], errs[i] = q.LoadBatch(ids[i]) })
+	for i := range ids {
+		if errs[i] != nil {
+			if !errors.Is(errs[i], ErrNotFound) { // deleted while listing
+				problems = append(problems, errs[i])
+			}
+			continue
+		}
+		batches = append(batches, out[i])
+	}
+	return batches, problems, nil
+}
+
+func indexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// AcquirePendingBatch locks the oldest unlocked Pending batch and marks it
+// acquired (its `states` child). It returns nil when there is none. A
+// Pending batch that has `states` was acquired by a session that died before
+// it finished; it is taken again, and its handler resumes it.
+func (q *Queue) AcquirePendingBatch() (*Batch, error) {
+	return q.acquireBatch(func(b *Batch) bool { return b.State() == Pending }, "")
+}
+
+// AcquireCompletedBatch locks a batch that is ready to report and moves it to
+// Reporting: a Processing batch with no job left in batch-processing. A batch
+// in Reporting or UpdateReporting whose reporter died is returned as it is.
+// It returns nil when there is none.
+func (q *Queue) AcquireCompletedBatch() (*Batch, error) {
+	return q.acquireBatch(func(b *Batch) bool {
+		switch b.State() {
+		case Reporting, UpdateReporting:
+			return true
+		case Processing:
+			ok, st, err := q.conn.Exists(q.batchPath(b.ID, "states", "batch-processing"))
+			return err == nil && (!ok || st.NumChildren == 0)
+		}
+		return false
+	}, Reporting)
+}
+
+// acquireBatch locks the first batch that wants, then moves it to "to" (if
+// set and it is Processing) or rewrites its status unchanged: either way the
+// status version moves on, so a session that held the batch before and lost
+// its lock can no longer commit.
+func (q *Queue) acquireBatch(want func(*Batch) bool, to State) (*Batch, error) {
+	ids, err := q.BatchIDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, bid := range ids {
+		b, err := q.LoadBatch(bid)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				q.log.Warn("queue: skipping unreadable batch", "err", err)
+			}
+			continue
+		}
+		if b.Locked || !want(b) {
+			continue
+		}
+		ok, err := q.tryLock(q.batchPath(bid, "lock"))
+		if err != nil || !ok {
+			continue
+		}
+		b.owner, b.Locked = true, true
+		// Re-check under the lock: the batch may have moved since it was read.
+		st := b.Status
+		if to != "" && b.State() == Processing {
+			st = BatchStatus{Status: to, LastModified: q.stamp()}
+		}
+		ops := []op{fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
+		if b.State() == Pending && !b.Acquired {
+			ops = append(ops, createRef(q.batchPath(bid, "states")))
+		}
+		if err := q.commit(ops); err != nil {
+			_ = q.releaseOwnLock(q.batchPath(bid, "lock"))
+			if errors.Is(err, ErrStale) {
+				continue
+			}
+			return nil, err
+		}
+		b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
+		return b, nil
+	}
+	return nil, nil
+}
+
+// LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
+func (q *Queue) LockBatch(bid string) (*Batch, error) {
+	ok, err := q.tryLock(q.batchPath(bid, "lock"))
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound("batch", bid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("batch %s: %w", bid, ErrLocked)
+	}
+	b, err := q.LoadBatch(bid)
+	if err != nil {
+		_ = q.releaseOwnLock(q.batchPath(bid, "lock"))
+		return nil, err
+	}
+	b.owner, b.Locked = true, true
+	return b, nil
+}
+
+// UnlockBatch releases a lock this session took. A stale view releases
+// nothing but the session's own lock node.
+func (q *Queue) UnlockBatch(b *Batch) error {
+	if !b.owner {
+		return fmt.Errorf("batch %s: this session does not hold its lock", b.ID)
+	}
+	b.owner, b.Locked = false, false
+	return q.releaseOwnLock(q.batchPath(b.ID, "lock"))
+}
+
+// BatchChange is what a batch transition writes besides the status.
+type BatchChange struct {
+	Message string
+	Report  *StatusReport // written to status-report in the same multi()
+	Release bool          // delete the lock in the same multi()
+}
+
+// SetBatchStatus moves a batch to another state in one multi(), fenced by the
+// version of the status this view was read at.
+func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
+	if err := BatchMachine.Check(b.ID, b.State(), to); err != nil {
+		return err
+	}
+	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: c.Message}
+	ops := []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}
+	if c.Report != nil {
+		ops = append(ops, upsert(q.batchPath(b.ID, "status-report"), mustJSON(c.Report), b.Report != nil))
+	}
+	if c.Release && b.owner {
+		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
+	}
+	if err := q.commit(ops); err != nil {
+		if errors.Is(err, ErrStale) && b.owner {
+			_ = q.releaseOwnLock(q.batchPath(b.ID, "lock"))
+			b.owner = false
+		}
+		return err
+	}
+	b.Status, b.version = st, b.version+1
+	if c.Report != nil {
+		b.Report = c.Report
+	}
+	if c.Release {
+		b.owner, b.Locked = false, false
+	}
+	return nil
+}
+
+// BatchJobs lists the jids in each of a batch's buckets.
+func (q *Queue) BatchJobs(bid string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, bucket := range Buckets {
+		kids, err := q.children(q.batchPath(bid, "states", bucket))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(kids)
+		out[bucket] = kids
+	}
+	return out, nil
+}
+
+// validName tells whether s is prefix followed by one or more digits.
+func validName(s, prefix string) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,243 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Violation is one breach of the queue's invariant.
+type Violation struct {
+	Path    string // relative to the queue root
+	Problem string
+}
+
+func (v Violation) String() string { return v.Path + ": " + v.Problem }
+
+// Check verifies the invariant: every job is listed in exactly one
+// /jobs/states folder and one bucket of its batch, both matching its status;
+// every ref names an existing job; every node can be read.
+//
+// ZooKeeper has no snapshot reads, so a listing taken while daemons work is
+// torn. Check therefore lists everything once, then re-examines each suspect
+// job on its own between two reads of its status: every change to a job's
+// refs also changes its status version, so an unchanged version means the
+// refs read in between belong together. Only what survives that is reported.
+func (q *Queue) Check() ([]Violation, error) {
+	jids, err := q.JobIDs()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string][]string{} // jid → "folder/ref" and "bid/bucket" entries
+	var dangling []string         // refs (absolute paths) naming no job
+	jobSet := map[string]bool{}
+	for _, j := range jids {
+		jobSet[j] = true
+	}
+	var out []Violation
+	for _, s := range JobMachine.States {
+		folder := q.Path("/jobs/states/" + s.Folder())
+		kids, err := q.children(folder)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kids {
+			_, jid, ok := parseRef(k)
+			if !ok {
+				out = append(out, Violation{q.rel(folder + "/" + k), "not a job ref (want PP-jid…)"})
+				continue
+			}
+			seen[jid] = append(seen[jid], "ref:"+s.Folder()+"/"+k)
+			if !jobSet[jid] {
+				dangling = append(dangling, folder+"/"+k)
+			}
+		}
+	}
+	bids, err := q.BatchIDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, bid := range bids {
+		buckets, err := q.BatchJobs(bid)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		for bucket, kids := range buckets {
+			for _, jid := range kids {
+				seen[jid] = append(seen[jid], "bucket:"+bid+"/"+bucket)
+				if !jobSet[jid] {
+					dangling = append(dangling, q.batchPath(bid, "states", bucket, jid))
+				}
+			}
+		}
+	}
+	var mu sync.Mutex
+	forEach(jids, 32, func(jid string) {
+		if len(jobProblems(jid, seen[jid], q.quickStatus(jid))) == 0 {
+			return
+		}
+		vs := q.verifyJob(jid)
+		mu.Lock()
+		out = append(out, vs...)
+		mu.Unlock()
+	})
+	for _, p := range dangling {
+		if q.confirmDangling(p) {
+			out = append(out, Violation{q.rel(p), "ref without a job"})
+		}
+	}
+	slices.SortFunc(out, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// jobState is what Check needs of a job: its status, priority and batch.
+type jobState struct {
+	missing  bool // no job node at all (deleted)
+	problem  string
+	status   State
+	priority int
+	bid      string
+}
+
+func (q *Queue) quickStatus(jid string) jobState {
+	j, err := q.LoadJob(jid)
+	return toJobState(j, err)
+}
+
+func toJobState(j *Job, err error) jobState {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return jobState{missing: true}
+	case err != nil:
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return jobState{problem: ce.Error()}
+		}
+		return jobState{problem: err.Error()}
+	}
+	return jobState{status: j.State(), priority: j.Priority, bid: j.BatchID}
+}
+
+// jobProblems compares where a job is listed with its status.
+func jobProblems(jid string, listed []string, js jobState) []string {
+	if js.missing {
+		return nil // refs without a job are reported as dangling
+	}
+	if js.problem != "" {
+		return []string{js.problem}
+	}
+	var refs, buckets []string
+	for _, e := range listed {
+		if r, ok := strings.CutPrefix(e, "ref:"); ok {
+			refs = append(refs, r)
+		} else {
+			buckets = append(buckets, strings.TrimPrefix(e, "bucket:"))
+		}
+	}
+	var out []string
+	wantRef := js.status.Folder() + "/" + refName(js.priority, jid)
+	switch {
+	case len(refs) == 0:
+		out = append(out, fmt.Sprintf("status %s but no ref in any /jobs/states folder (want %s)", js.status, wantRef))
+	case len(refs) > 1:
+		out = append(out, fmt.Sprintf("status %s but listed in %d state folders: %s", js.status, len(refs), strings.Join(refs, ", ")))
+	case refs[0] != wantRef:
+		out = append(out, fmt.Sprintf("status %s, priority %d, but its ref is %s (want %s)", js.status, js.priority, refs[0], wantRef))
+	}
+	wantBucket := js.bid + "/" + Bucket(js.status)
+	switch {
+	case len(buckets) == 0:
+		out = append(out, fmt.Sprintf("status %s but in no bucket of its batch (want %s)", js.status, wantBucket))
+	case len(buckets) > 1:
+		out = append(out, fmt.Sprintf("status %s but in %d batch buckets: %s", js.status, len(buckets), strings.Join(buckets, ", ")))
+	case buckets[0] != wantBucket:
+		out = append(out, fmt.Sprintf("status %s but in bucket %s (want %s)", js.status, buckets[0], wantBucket))
+	}
+	return out
+}
+
+// verifyJob re-reads one job's refs between two reads of its status, until
+// the status version is the same at both ends, and reports what is wrong.
+func (q *Queue) verifyJob(jid string) []Violation {
+	for range 10 {
+		_, st1, err := q.conn.Get(q.jobPath(jid, "status"))
+		if errors.Is(err, zk.ErrNoNode) {
+			return q.checkHusk(jid)
+		}
+		if err != nil {
+			return []Violation{{q.rel(q.jobPath(jid)), err.Error()}}
+		}
+		j, lerr := q.LoadJob(jid)
+		js := toJobState(j, lerr)
+		listed := q.listedAt(jid, js)
+		_, st2, err := q.conn.Get(q.jobPath(jid, "status"))
+		if err != nil || st1.Version != st2.Version {
+			continue // it moved while we looked: look again
+		}
+		var out []Violation
+		for _, p := range jobProblems(jid, listed, js) {
+			out = append(out, Violation{q.rel(q.jobPath(jid)), p})
+		}
+		return out
+	}
+	return nil // busy the whole time: it moves, so it is not stuck
+}
+
+// checkHusk reports a job node without a status once it is older than a
+// creation can take: a creation cut short between its two steps.
+func (q *Queue) checkHusk(jid string) []Violation {
+	ok, st, err := q.conn.Exists(q.jobPath(jid))
+	if err != nil || !ok || st.Ctime > q.now().Add(-huskAge).UnixMilli() {
+		return nil
+	}
+	if st.NumChildren == 0 {
+		return []Violation{{q.rel(q.jobPath(jid)), "empty job node (a creation cut short); cleanup removes it"}}
+	}
+	return []Violation{{q.rel(q.jobPath(jid, "status")), "missing"}}
+}
+
+// listedAt finds, by exists() on each place the job could be listed, where
+// it is: every state folder under its priority, and every bucket of its batch.
+func (q *Queue) listedAt(jid string, js jobState) []string {
+	if js.missing || js.problem != "" {
+		return nil
+	}
+	type place struct{ path, label string }
+	var places []place
+	for _, s := range JobMachine.States {
+		ref := refName(js.priority, jid)
+		places = append(places, place{q.refPath(s, ref), "ref:" + s.Folder() + "/" + ref})
+	}
+	for _, b := range Buckets {
+		places = append(places, place{q.batchPath(js.bid, "states", b, jid), "bucket:" + js.bid + "/" + b})
+	}
+	found := make([]bool, len(places))
+	forEach(indexes(len(places)), len(places), func(i int) {
+		found[i], _, _ = q.conn.Exists(places[i].path)
+	})
+	var out []string
+	for i, p := range places {
+		if found[i] {
+			out = append(out, p.label)
+		}
+	}
+	return out
+}
+
+// confirmDangling re-reads a ref that named no job: still there, job still
+// absent, ref still there. Jobs and their refs are created and deleted in one
+// multi(), so this sequence cannot be seen mid-change.
+func (q *Queue) confirmDangling(ref string) bool {
+	jid := path2name(ref)
+	if _, j, ok := parseRef(jid); ok {
+		jid = j
+	}
+	ok1, _, err1 := q.conn.Exists(ref)
+	okJob, _, err2 := q.conn.Exists(q.jobPath(jid, "status"))
+	ok2, _, err3 := q.conn.Exists(ref)
+	return err1 == nil && err2 == nil && err3 == nil && ok1 && !okJob && ok2
+}

@@ -1,0 +1,421 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+func (q *Queue) jobPath(jid string, child ...string) string {
+	return q.Path("/jobs/" + strings.Join(append([]string{jid}, child...), "/"))
+}
+
+func (q *Queue) refPath(s State, ref string) string {
+	return q.Path("/jobs/states/" + s.Folder() + "/" + ref)
+}
+
+// JobSpec is what a new job starts with.
+type JobSpec struct {
+	Priority    int // 0..99, lower runs first; DefaultPriority is 5
+	SpaceNeeded int64
+	Config      map[string]any // configuration: profile_name, submitter, payload_url, …
+	Identifiers *Identifiers
+	Metadata    *Metadata
+}
+
+// CreateJob creates a Pending job in batch bid, listed in pending and in the
+// batch's batch-processing bucket.
+func (q *Queue) CreateJob(bid string, spec JobSpec) (*Job, error) {
+	if err := checkPriority(spec.Priority); err != nil {
+		return nil, fmt.Errorf("create job in %s: %w", bid, err)
+	}
+	if spec.Config == nil {
+		spec.Config = map[string]any{}
+	}
+	if ok, _, err := q.conn.Exists(q.batchPath(bid, "status")); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, notFound("batch", bid)
+	}
+	// As for batches: the sequential create comes first, its children in one
+	// multi() after; an empty /jobs/jidN left by a crash is skipped by readers.
+	p, err := q.conn.Create(q.Path("/jobs/jid"), nil, zk.FlagSequence, acl)
+	if err != nil {
+		return nil, fmt.Errorf("create job: %w", err)
+	}
+	jid := path2name(p)
+	j := &Job{
+		ID: jid, BatchID: bid, Priority: spec.Priority, SpaceNeeded: spec.SpaceNeeded, Config: spec.Config,
+		Status:      JobStatus{Status: Pending, LastModified: q.stamp()},
+		Identifiers: spec.Identifiers, Metadata: spec.Metadata, ref: refName(spec.Priority, jid),
+	}
+	status := create(q.jobPath(jid, "status"), mustJSON(j.Status))
+	status.witness = true
+	ops := []op{
+		create(q.jobPath(jid, "bid"), []byte(bid)),
+		create(q.jobPath(jid, "priority"), []byte(strconv.Itoa(spec.Priority))),
+		create(q.jobPath(jid, "space_needed"), []byte(strconv.FormatInt(spec.SpaceNeeded, 10))),
+		create(q.jobPath(jid, "configuration"), mustJSON(spec.Config)),
+		status,
+	}
+	if spec.Identifiers != nil {
+		ops = append(ops, create(q.jobPath(jid, "identifiers"), mustJSON(spec.Identifiers)))
+	}
+	if spec.Metadata != nil {
+		ops = append(ops, create(q.jobPath(jid, "metadata"), mustJSON(spec.Metadata)))
+	}
+	ops = append(ops, create(q.refPath(Pending, j.ref), nil),
+		q.createIn(q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending)))
+	if err := q.commit(ops); err != nil {
+		_ = q.conn.Delete(p, -1)
+		return nil, fmt.Errorf("create job %s in batch %s: %w", jid, bid, err)
+	}
+	return j, nil
+}
+
+var jobChildren = []string{"status", "bid", "priority", "space_needed", "configuration",
+	"identifiers", "metadata", "store", "inventory", "lock"}
+
+// LoadJob reads a job. Its ref name is taken from its priority.
+func (q *Queue) LoadJob(jid string) (*Job, error) {
+	if !validName(jid, "jid") {
+		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
+	}
+	paths := []string{q.jobPath(jid)}
+	for _, c := range jobChildren {
+		paths = append(paths, q.jobPath(jid, c))
+	}
+	r := q.getAll(paths...)
+	if errors.Is(r[0].err, zk.ErrNoNode) {
+		return nil, notFound("job", jid)
+	}
+	got := map[string]read{}
+	for i, c := range jobChildren {
+		x := r[i+1]
+		if x.err != nil && !errors.Is(x.err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("load job %s: %w", jid, x.err)
+		}
+		if x.err == nil {
+			got[c] = x
+		}
+	}
+	rel := func(c string) string { return q.rel(q.jobPath(jid, c)) }
+	st, ok := got["status"]
+	if !ok {
+		return nil, corrupt(rel("status"), "missing (a creation that did not finish?)")
+	}
+	j := &Job{ID: jid, version: st.stat.Version, Priority: DefaultPriority}
+	_, j.Locked = got["lock"]
+	var err error
+	if j.Status, err = decodeJobStatus(rel("status"), st.data); err != nil {
+		return nil, err
+	}
+	bid, ok := got["bid"]
+	if !ok || !validName(strings.TrimSpace(string(bid.data)), "bid") {
+		return nil, corrupt(rel("bid"), "want the id of the job's batch (bid…), have %q", truncate(string(bid.data), 40))
+	}
+	j.BatchID = strings.TrimSpace(string(bid.data))
+	if x, ok := got["priority"]; ok {
+		p, err := decodeInt(rel("priority"), x.data)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPriority(int(p)); err != nil {
+			return nil, corrupt(rel("priority"), "%v", err)
+		}
+		j.Priority = int(p)
+	}
+	if x, ok := got["space_needed"]; ok {
+		if j.SpaceNeeded, err = decodeInt(rel("space_needed"), x.data); err != nil {
+			return nil, err
+		}
+	}
+	j.ref = refName(j.Priority, jid)
+	optional := []struct {
+		name string
+		dst  any
+	}{{"configuration", &j.Config}, {"identifiers", &j.Identifiers}, {"metadata", &j.Metadata},
+		{"store", &j.Store}, {"inventory", &j.Inventory}}
+	for _, o := range optional {
+		if x, ok := got[o.name]; ok && len(x.data) > 0 {
+			if err := decodeJSON(rel(o.name), x.data, o.dst); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return j, nil
+}
+
+// JobIDs lists the ids of every job in creation order.
+func (q *Queue) JobIDs() ([]string, error) {
+	kids, err := q.children(q.Path("/jobs"))
+	if err != nil {
+		return nil, err
+	}
+	kids = slices.DeleteFunc(kids, func(s string) bool { return !validName(s, "jid") })
+	slices.Sort(kids)
+	return kids, nil
+}
+
+// Refs lists the refs in one state folder, in acquisition order (priority,
+// then age). Names that are not refs are reported in problems and left out.
+func (q *Queue) Refs(s State) (refs []string, problems []error, err error) {
+	folder := q.Path("/jobs/states/" + s.Folder())
+	kids, err := q.children(folder)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(kids)
+	for _, k := range kids {
+		if _, _, ok := parseRef(k); !ok {
+			problems = append(problems, corrupt(q.rel(folder+"/"+k), "not a job ref (want PP-jid…)"))
+			continue
+		}
+		refs = append(refs, k)
+	}
+	return refs, problems, nil
+}
+
+// ListJobs reads jobs: those listed in state s, or every job when s is "".
+// Jobs that cannot be read are reported in problems and left out.
+func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
+	var ids []string
+	if s == "" {
+		if ids, err = q.JobIDs(); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		refs, probs, err := q.Refs(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		problems = probs
+		for _, r := range refs {
+			_, jid, _ := parseRef(r)
+			ids = append(ids, jid)
+		}
+	}
+	out := make([]*Job, len(ids))
+	errs := make([]error, len(ids))
+	forEach(indexes(len(ids)), 32, func(i int) { out[i], errs[i] = q.LoadJob(ids[i]) })
+	for i, id := range ids {
+		switch {
+		case errs[i] == nil:
+			jobs = append(jobs, out[i])
+		case errors.Is(errs[i], ErrNotFound) && s != "":
+			problems = append(problems, corrupt(q.rel(q.refPath(s, "")+"…-"+id), "ref without a job"))
+		case !errors.Is(errs[i], ErrNotFound):
+			problems = append(problems, errs[i])
+		}
+	}
+	return jobs, problems, nil
+}
+
+// AcquireJob locks the first job listed in state s (lowest priority number,
+// then oldest) that no one holds, and returns it. It returns nil when there
+// is none. The lock comes first, so a held job costs one request to pass;
+// the status is re-read under the lock, and rewritten unchanged so that its
+// version moves on: a session that held the job before and lost its lock
+// can then no longer commit.
+func (q *Queue) AcquireJob(s State) (*Job, error) {
+	refs, problems, err := q.Refs(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range problems {
+		q.log.Warn("queue: skipping", "err", p)
+	}
+	for _, ref := range refs {
+		_, jid, _ := parseRef(ref)
+		j, err := q.lockJob(jid)
+		if err != nil {
+			if !errors.Is(err, ErrLocked) {
+				q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
+			}
+			continue
+		}
+		if j.State() != s {
+			_ = q.UnlockJob(j) // moved on since the folder was listed
+			continue
+		}
+		j.ref = ref
+		err = q.commit([]op{fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
+		if err != nil {
+			_ = q.UnlockJob(j)
+			if errors.Is(err, ErrStale) {
+				continue
+			}
+			return nil, err
+		}
+		j.version++
+		return j, nil
+	}
+	return nil, nil
+}
+
+// LockJob takes a job's lock for an admin action, or fails with ErrLocked.
+func (q *Queue) LockJob(jid string) (*Job, error) { return q.lockJob(jid) }
+
+func (q *Queue) lockJob(jid string) (*Job, error) {
+	if !validName(jid, "jid") {
+		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
+	}
+	ok, err := q.tryLock(q.jobPath(jid, "lock"))
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound("job", jid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
+	}
+	j, err := q.LoadJob(jid)
+	if err != nil {
+		_ = q.releaseOwnLock(q.jobPath(jid, "lock"))
+		return nil, err
+	}
+	j.owner, j.Locked = true, true
+	return j, nil
+}
+
+// UnlockJob releases a lock this session took.
+func (q *Queue) UnlockJob(j *Job) error {
+	if !j.owner {
+		return fmt.Errorf("job %s: this session does not hold its lock", j.ID)
+	}
+	j.owner, j.Locked = false, false
+	return q.releaseOwnLock(q.jobPath(j.ID, "lock"))
+}
+
+// JobChange is what a job transition writes besides the status.
+type JobChange struct {
+	Message     string
+	Priority    *int   // a new priority: the ref is renamed
+	SpaceNeeded *int64 // a new estimate
+	Identifiers *Identifiers
+	Store       *StepManifest
+	Inventory   *StepManifest
+	Release     bool // delete the lock in the same multi()
+	requeue     bool // count a retry
+}
+
+// SetJobStatus moves a job to another state in one multi(), fenced by the
+// version of the status this view was read at: status (and priority) set,
+// the old ref deleted, the new one created, the batch ref moved when the
+// bucket changes, and the lock deleted when c.Release is set.
+func (q *Queue) SetJobStatus(j *Job, to State, c JobChange) error {
+	if err := JobMachine.Check(j.ID, j.State(), to); err != nil {
+		return err
+	}
+	from := j.State()
+	st := JobStatus{
+		Status: to, LastModified: q.stamp(), Message: c.Message,
+		LastSuccessfulStatus: nextLastSuccessful(j.Status.LastSuccessfulStatus, from, to),
+		RetryCount:           j.Status.RetryCount,
+	}
+	if c.requeue {
+		st.RetryCount++
+	}
+	return q.writeJob(j, st, c)
+}
+
+// UpdateJob writes job data (priority, space, identifiers, store, inventory)
+// without a change of state, fenced like a transition.
+func (q *Queue) UpdateJob(j *Job, c JobChange) error {
+	return q.writeJob(j, j.Status, c)
+}
+
+func (q *Queue) writeJob(j *Job, st JobStatus, c JobChange) error {
+	from, to := j.State(), st.Status
+	prio := j.Priority
+	if c.Priority != nil {
+		if err := checkPriority(*c.Priority); err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		prio = *c.Priority
+	}
+	newRef := refName(prio, j.ID)
+	ops := []op{fenceSet(q.jobPath(j.ID, "status"), mustJSON(st), j.version)}
+	if prio != j.Priority {
+		ops = append(ops, set(q.jobPath(j.ID, "priority"), []byte(strconv.Itoa(prio)), -1))
+	}
+	if c.SpaceNeeded != nil {
+		ops = append(ops, upsert(q.jobPath(j.ID, "space_needed"), []byte(strconv.FormatInt(*c.SpaceNeeded, 10)), true))
+	}
+	for _, x := range []struct {
+		name string
+		v    any
+		ok   bool
+		had  bool
+	}{{"identifiers", c.Identifiers, c.Identifiers != nil, j.Identifiers != nil},
+		{"store", c.Store, c.Store != nil, j.Store != nil},
+		{"inventory", c.Inventory, c.Inventory != nil, j.Inventory != nil}} {
+		if x.ok {
+			ops = append(ops, upsert(q.jobPath(j.ID, x.name), mustJSON(x.v), x.had))
+		}
+	}
+	if from != to || newRef != j.ref {
+		ops = append(ops, q.delRef(from, j.ref, j.ID), createRef(q.refPath(to, newRef)))
+	}
+	if Bucket(from) != Bucket(to) {
+		ops = append(ops, delIfThere(q.batchPath(j.BatchID, "states", Bucket(from), j.ID)),
+			q.createIn(q.batchPath(j.BatchID, "states", Bucket(to), j.ID), nil, q.batchPath(j.BatchID), "states", Bucket(to)))
+	}
+	if c.Release && j.owner {
+		ops = append(ops, delIfThere(q.jobPath(j.ID, "lock")))
+	}
+	if err := q.commit(ops); err != nil {
+		if errors.Is(err, ErrStale) && j.owner {
+			_ = q.releaseOwnLock(q.jobPath(j.ID, "lock"))
+			j.owner, j.Locked = false, false
+		}
+		return err
+	}
+	j.Status, j.version, j.Priority, j.ref = st, j.version+1, prio, newRef
+	if c.SpaceNeeded != nil {
+		j.SpaceNeeded = *c.SpaceNeeded
+	}
+	if c.Identifiers != nil {
+		j.Identifiers = c.Identifiers
+	}
+	if c.Store != nil {
+		j.Store = c.Store
+	}
+	if c.Inventory != nil {
+		j.Inventory = c.Inventory
+	}
+	if c.Release {
+		j.owner, j.Locked = false, false
+	}
+	return nil
+}
+
+// delRef deletes a job's ref in state s. A tree written by another library
+// may have filed it under another priority; then whatever ref of the job
+// the folder holds goes, and none at all is not an error.
+func (q *Queue) delRef(s State, ref, jid string) op {
+	o := del(q.refPath(s, ref))
+	o.recover = func(err error) ([]op, error) {
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		kids, err := q.children(q.Path("/jobs/states/" + s.Folder()))
+		if err != nil {
+			return nil, err
+		}
+		var repl []op
+		for _, k := range kids {
+			if _, id, ok := parseRef(k); ok && id == jid {
+				repl = append(repl, delIfThere(q.refPath(s, k)))
+			}
+		}
+		q.log.Warn("queue: job ref was not where its priority says", "job", jid, "state", s, "found", len(repl))
+		return repl, nil
+	}
+	return o
+}

@@ -1,0 +1,120 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Queue hold names under /locks/queue.
+const (
+	QueueIngest      = "ingest"
+	QueueAccessSmall = "accessSmall"
+	QueueAccessLarge = "accessLarge"
+)
+
+// Holds are persistent nodes: they outlive the session that set them and are
+// lifted only by an admin action.
+
+// HoldQueue stops new acquisitions on a queue. It reports false when the
+// queue was already held.
+func (q *Queue) HoldQueue(name string) (bool, error) { return q.createFlag("/locks/queue/"+name, 0) }
+
+// ReleaseQueue lifts a queue hold. It reports false when there was none.
+func (q *Queue) ReleaseQueue(name string) (bool, error) { return q.deleteFlag("/locks/queue/" + name) }
+
+// QueueHeld tells whether a queue is held.
+func (q *Queue) QueueHeld(name string) (bool, error) { return q.flag("/locks/queue/" + name) }
+
+// HoldCollection sends the pending batches and jobs of a profile to Held.
+func (q *Queue) HoldCollection(profile string) (bool, error) {
+	if err := checkNodeName("collection", profile); err != nil {
+		return false, err
+	}
+	return q.createFlag("/locks/collections/"+profile, 0)
+}
+
+// ReleaseCollection lifts a collection hold. Batches and jobs already Held
+// stay Held until released one by one.
+func (q *Queue) ReleaseCollection(profile string) (bool, error) {
+	if err := checkNodeName("collection", profile); err != nil {
+		return false, err
+	}
+	return q.deleteFlag("/locks/collections/" + profile)
+}
+
+// CollectionHeld tells whether a profile's collection is held.
+func (q *Queue) CollectionHeld(profile string) (bool, error) {
+	if profile == "" || checkNodeName("collection", profile) != nil {
+		return false, nil
+	}
+	return q.flag("/locks/collections/" + profile)
+}
+
+// HeldCollections lists the held collections.
+func (q *Queue) HeldCollections() ([]string, error) { return q.children(q.Path("/locks/collections")) }
+
+// LockStorage takes the ephemeral per-object storage lock for an ark; false
+// when another session holds it.
+func (q *Queue) LockStorage(ark string) (bool, error) {
+	return q.createFlag("/locks/storage/"+LockName(ark), zk.FlagEphemeral)
+}
+
+// UnlockStorage releases a storage lock.
+func (q *Queue) UnlockStorage(ark string) (bool, error) {
+	return q.deleteFlag("/locks/storage/" + LockName(ark))
+}
+
+// LockInventory takes the ephemeral per-object inventory lock for an ark.
+func (q *Queue) LockInventory(ark string) (bool, error) {
+	return q.createFlag("/locks/inventory/"+LockName(ark), zk.FlagEphemeral)
+}
+
+// UnlockInventory releases an inventory lock.
+func (q *Queue) UnlockInventory(ark string) (bool, error) {
+	return q.deleteFlag("/locks/inventory/" + LockName(ark))
+}
+
+// LockName maps an identifier to a node name: ":/" and "/" become "_".
+func LockName(ark string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(ark, ":/", "_"), "/", "_")
+}
+
+func checkNodeName(what, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s name %q: must be non-empty, without '/'", what, name)
+	}
+	return nil
+}
+
+func (q *Queue) createFlag(rel string, flags int32) (bool, error) {
+	_, err := q.conn.Create(q.Path(rel), nil, flags, acl)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, zk.ErrNodeExists):
+		return false, nil
+	}
+	return false, fmt.Errorf("create %s: %w", rel, err)
+}
+
+func (q *Queue) deleteFlag(rel string) (bool, error) {
+	err := q.conn.Delete(q.Path(rel), -1)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return false, nil
+	}
+	return false, fmt.Errorf("delete %s: %w", rel, err)
+}
+
+func (q *Queue) flag(rel string) (bool, error) {
+	ok, _, err := q.conn.Exists(q.Path(rel))
+	if err != nil {
+		return false, fmt.Errorf("check %s: %w", rel, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,215 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TimeLayout is the layout of last_modified, as the deployed library writes it.
+const TimeLayout = "2006-01-02 15:04:05 -0700"
+
+// DefaultPriority is the priority of a job created without one.
+const DefaultPriority = 5
+
+// JobStatus is the JSON of /jobs/<jid>/status.
+type JobStatus struct {
+	Status               State  `json:"status"`
+	LastModified         string `json:"last_modified"`
+	Message              string `json:"message"`
+	LastSuccessfulStatus *State `json:"last_successful_status"`
+	RetryCount           int    `json:"retry_count"`
+}
+
+// BatchStatus is the JSON of /batches/<bid>/status and /access/<q>/<qid>/status.
+type BatchStatus struct {
+	Status       State  `json:"status"`
+	LastModified string `json:"last_modified"`
+	Message      string `json:"message"`
+}
+
+// Identifiers is the JSON of /jobs/<jid>/identifiers.
+type Identifiers struct {
+	PrimaryID string   `json:"primary_id"`
+	LocalIDs  []string `json:"local_id"`
+}
+
+// Metadata is the JSON of /jobs/<jid>/metadata: the ERC kernel fields.
+type Metadata struct {
+	Who   string `json:"erc_who"`
+	What  string `json:"erc_what"`
+	When  string `json:"erc_when"`
+	Where string `json:"erc_where"`
+}
+
+// StepManifest is the JSON of /jobs/<jid>/store and /jobs/<jid>/inventory.
+type StepManifest struct {
+	ManifestURL string  `json:"manifest_url"`
+	Mode        string  `json:"mode"`
+	Delete      *string `json:"delete,omitempty"`
+}
+
+// StatusReport is the JSON of /batches/<bid>/status-report.
+type StatusReport struct {
+	LastModified   string   `json:"last_modified"`
+	SuccessfulJobs []string `json:"successful_jobs"`
+	FailedJobs     []string `json:"failed_jobs"`
+}
+
+// Job is one object's way through the pipeline, as read from ZooKeeper.
+type Job struct {
+	ID          string
+	BatchID     string
+	Priority    int
+	SpaceNeeded int64
+	Config      map[string]any
+	Status      JobStatus
+	Identifiers *Identifiers
+	Metadata    *Metadata
+	Store       *StepManifest
+	Inventory   *StepManifest
+	Locked      bool // someone holds /jobs/<jid>/lock (as read)
+
+	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
+	version int32  // version of the status node this view was read at
+	owner   bool   // this Queue's session took the lock
+}
+
+// State is the job's current status.
+func (j *Job) State() State { return j.Status.Status }
+
+// Profile is configuration.profile_name, or "" when there is none.
+func (j *Job) Profile() string { s, _ := j.Config["profile_name"].(string); return s }
+
+// Ref is the name of its ref under /jobs/states/<state>.
+func (j *Job) Ref() string { return j.ref }
+
+// Batch is a depositor's submission, as read from ZooKeeper.
+type Batch struct {
+	ID         string
+	Submission map[string]any
+	Status     BatchStatus
+	Report     *StatusReport
+	Acquired   bool // has a `states` child: no longer pending for mrt-zk
+	Locked     bool
+
+	version int32
+	owner   bool
+}
+
+// State is the batch's current status.
+func (b *Batch) State() State { return b.Status.Status }
+
+// UUID is submission.batchID, the batch's public key.
+func (b *Batch) UUID() string { s, _ := b.Submission["batchID"].(string); return s }
+
+// Profile is submission.profile_name, or "".
+func (b *Batch) Profile() string { s, _ := b.Submission["profile_name"].(string); return s }
+
+func (q *Queue) stamp() string { return q.now().Format(TimeLayout) }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("queue: cannot encode %T: %v", v, err)) // only our own types get here
+	}
+	return b
+}
+
+// decodeJSON reads a JSON node into v, naming the node on failure.
+func decodeJSON(path string, data []byte, v any) error {
+	if len(data) == 0 {
+		return corrupt(path, "empty, want JSON")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return corrupt(path, "bad JSON: %v", err)
+	}
+	return nil
+}
+
+func decodeInt(path string, data []byte) (int64, error) {
+	s := strings.TrimSpace(string(data))
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, corrupt(path, "want a decimal number, have %q", truncate(s, 40))
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// decodeJobStatus reads and validates a job status node.
+func decodeJobStatus(path string, data []byte) (JobStatus, error) {
+	var st JobStatus
+	if err := decodeJSON(path, data, &st); err != nil {
+		return st, err
+	}
+	if st.Status == "" {
+		return st, corrupt(path, "no \"status\" field")
+	}
+	if !JobMachine.Known(st.Status) {
+		return st, corrupt(path, "unknown job state %q (known: %s)", st.Status, joinStates(JobMachine.States))
+	}
+	if st.LastSuccessfulStatus != nil && !JobMachine.Known(*st.LastSuccessfulStatus) {
+		return st, corrupt(path, "unknown last_successful_status %q", *st.LastSuccessfulStatus)
+	}
+	return st, nil
+}
+
+func decodeBatchStatus(m *Machine, path string, data []byte) (BatchStatus, error) {
+	var st BatchStatus
+	if err := decodeJSON(path, data, &st); err != nil {
+		return st, err
+	}
+	if st.Status == "" {
+		return st, corrupt(path, "no \"status\" field")
+	}
+	if !m.Known(st.Status) {
+		return st, corrupt(path, "unknown %s state %q (known: %s)", m.Kind, st.Status, joinStates(m.States))
+	}
+	return st, nil
+}
+
+// checkPriority enforces the range the PP in a ref name can hold.
+func checkPriority(p int) error {
+	if p < 0 || p > 99 {
+		return fmt.Errorf("priority %d is outside 0..99", p)
+	}
+	return nil
+}
+
+// refName is the name of a job's ref: two-digit priority, dash, jid.
+func refName(priority int, jid string) string { return fmt.Sprintf("%02d-%s", priority, jid) }
+
+// parseRef splits "05-jid0000000001" into priority and jid.
+func parseRef(name string) (int, string, bool) {
+	pp, jid, ok := strings.Cut(name, "-")
+	if !ok || len(pp) != 2 || !strings.HasPrefix(jid, "jid") {
+		return 0, "", false
+	}
+	p, err := strconv.Atoi(pp)
+	if err != nil {
+		return 0, "", false
+	}
+	return p, jid, true
+}
+
+// SplitLocalIDs splits a depositor's "a;b" local id list.
+func SplitLocalIDs(s string) []string {
+	var out []string
+	for _, id := range strings.Split(s, ";") {
+		if id = strings.TrimSpace(id); id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Queue reads and writes the ingest queue in ZooKeeper, under an optional
+// root prefix. It is safe for concurrent use; it owns no goroutines.
+type Queue struct {
+	conn *zk.Conn
+	root string
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// Option configures a Queue.
+type Option func(*Queue)
+
+// WithLogger sets where the queue reports skipped (malformed) nodes.
+func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
+
+// WithClock sets the clock used for last_modified.
+func WithClock(now func() time.Time) Option { return func(q *Queue) { q.now = now } }
+
+// New returns a Queue on conn. root is "" or an absolute path without a
+// trailing slash ("/ingestq"); every node lives under it.
+func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
+	if root != "" && (!strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root) {
+		return nil, fmt.Errorf("zk root %q: want an absolute path like /ingestq, without a trailing slash", root)
+	}
+	q := &Queue{conn: conn, root: root, log: slog.Default(), now: time.Now}
+	for _, o := range opts {
+		o(q)
+	}
+	return q, nil
+}
+
+// Conn is the ZooKeeper connection the queue uses.
+func (q *Queue) Conn() *zk.Conn { return q.conn }
+
+// Root is the root prefix ("" for none).
+func (q *Queue) Root() string { return q.root }
+
+// Path is the absolute ZooKeeper path of a queue path ("/jobs" → "/root/jobs").
+func (q *Queue) Path(rel string) string { return q.root + rel }
+
+func (q *Queue) rel(abs string) string { return strings.TrimPrefix(abs, q.root) }
+
+// Roots are the folders every queue has (mrt-zk's list), created by Init.
+func Roots() []string {
+	roots := []string{"/batches", "/batch-uuids", "/jobs", "/jobs/states"}
+	for _, f := range JobFolders() {
+		roots = append(roots, "/jobs/states/"+f)
+	}
+	return append(roots, "/access", "/access/small", "/access/large", "/locks", "/locks/queue",
+		"/locks/localid", "/locks/storage", "/locks/inventory", "/locks/collections")
+}
+
+// Init creates the root prefix and the queue's folders where missing.
+func (q *Queue) Init() error {
+	var paths []string
+	if q.root != "" {
+		parts := strings.Split(q.root[1:], "/")
+		for i := range parts {
+			paths = append(paths, "/"+strings.Join(parts[:i+1], "/"))
+		}
+	}
+	for _, r := range Roots() {
+		paths = append(paths, q.Path(r))
+	}
+	for _, p := range paths {
+		if _, err := q.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// get reads a node; a missing node is (nil, nil, zk.ErrNoNode).
+func (q *Queue) get(p string) ([]byte, *zk.Stat, error) {
+	data, st, err := q.conn.Get(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("get %s: %w", q.rel(p), err)
+	}
+	return data, st, nil
+}
+
+func (q *Queue) children(p string) ([]string, error) {
+	kids, _, err := q.conn.Children(p)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", q.rel(p), err)
+	}
+	return kids, nil
+}
+
+// read is one node fetched by getAll.
+type read struct {
+	data []byte
+	stat *zk.Stat
+	err  error
+}
+
+// getAll fetches nodes concurrently: go-zookeeper pipelines requests on one
+// connection, so n reads cost about one round trip.
+func (q *Queue) getAll(paths ...string) []read {
+	out := make([]read, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].data, out[i].stat, out[i].err = q.conn.Get(p)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// forEach runs fn on each item with at most limit running at once.
+func forEach[T any](items []T, limit int, fn func(T)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(it)
+		}()
+	}
+	wg.Wait()
+}
+
+// mkdirs creates the folders rel1, rel1/rel2, … under base, which must
+// exist; it is the slow path of a create whose parent was missing.
+func (q *Queue) mkdirs(base string, rels ...string) error {
+	p := base
+	for _, r := range rels {
+		p += "/" + r
+		if _, err := q.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			if errors.Is(err, zk.ErrNoNode) {
+				return fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
+			}
+			return fmt.Errorf("create %s: %w", q.rel(p), err)
+		}
+	}
+	return nil
+}
+
+// releaseOwnLock deletes an ephemeral lock only if this session owns it.
+func (q *Queue) releaseOwnLock(p string) error {
+	ok, st, err := q.conn.Exists(p)
+	if err != nil || !ok {
+		return err
+	}
+	if st.EphemeralOwner != q.conn.SessionID() {
+		return nil
+	}
+	if err := q.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("unlock %s: %w", q.rel(p), err)
+	}
+	return nil
+}
+
+// tryLock creates an ephemeral lock node. It reports false when another
+// session holds it. A lock whose create was applied although the reply was
+// lost is recognised as this session's own.
+func (q *Queue) tryLock(p string) (bool, error) {
+	_, err := q.conn.Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, zk.ErrNodeExists):
+		return false, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return false, fmt.Errorf("lock %s: %w", q.rel(p), ErrNotFound)
+	case errors.Is(err, zk.ErrConnectionClosed):
+		ok, st, err2 := q.conn.Exists(p)
+		if err2 == nil && ok && st.EphemeralOwner == q.conn.SessionID() {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("lock %s: %w", q.rel(p), err)
+}

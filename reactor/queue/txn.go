@@ -1,0 +1,232 @@
+package queue
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// op is one request of a transaction, with what to do when it alone fails.
+// ZooKeeper rolls back the whole multi(), so a recovery that rewrites the
+// request list and tries again never leaves a half-written change.
+type op struct {
+	req any
+	// fence marks the versioned write that proves the caller's view is
+	// current; its failure is a stale view, never retried.
+	fence bool
+	// recover, when set, is asked what to do after this op failed with err:
+	// ops to put in its place (none to drop it), or an error to give up with.
+	recover func(err error) ([]op, error)
+	// witness marks a create whose presence, with its data, proves that a
+	// transaction whose reply was lost took effect.
+	witness bool
+}
+
+var acl = zk.WorldACL(zk.PermAll)
+
+func create(p string, data []byte) op {
+	return op{req: &zk.CreateRequest{Path: p, Data: data, Acl: acl}}
+}
+
+func set(p string, data []byte, version int32) op {
+	return op{req: &zk.SetDataRequest{Path: p, Data: data, Version: version}}
+}
+
+func del(p string) op { return op{req: &zk.DeleteRequest{Path: p, Version: -1}} }
+
+// fenceSet writes data to p only if p is still at version.
+func fenceSet(p string, data []byte, version int32) op {
+	o := set(p, data, version)
+	o.fence = true
+	return o
+}
+
+// fenceCheck fails the transaction unless p is still at version.
+func fenceCheck(p string, version int32) op {
+	return op{req: &zk.CheckVersionRequest{Path: p, Version: version}, fence: true}
+}
+
+// createRef creates an empty ref; if it is already there (a foreign writer
+// got there first) it is left as it is.
+func createRef(p string) op {
+	o := create(p, nil)
+	o.recover = func(err error) ([]op, error) {
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return o
+}
+
+// createIn creates a node whose parent folders (rels, under base) may not
+// exist yet; they are made on the first failure.
+func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op {
+	o := create(p, data)
+	o.recover = func(err error) ([]op, error) {
+		switch {
+		case errors.Is(err, zk.ErrNodeExists):
+			return nil, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := q.mkdirs(base, rels...); err != nil {
+				return nil, err
+			}
+			return []op{create(p, data)}, nil
+		}
+		return nil, err
+	}
+	return o
+}
+
+// delIfThere deletes p, or nothing when p is already gone.
+func delIfThere(p string) op {
+	o := del(p)
+	o.recover = func(err error) ([]op, error) {
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return o
+}
+
+// upsert writes p whether or not it exists.
+func upsert(p string, data []byte, exists bool) op {
+	if exists {
+		o := set(p, data, -1)
+		o.recover = func(err error) ([]op, error) {
+			if errors.Is(err, zk.ErrNoNode) {
+				return []op{create(p, data)}, nil
+			}
+			return nil, err
+		}
+		return o
+	}
+	o := create(p, data)
+	o.recover = func(err error) ([]op, error) {
+		if errors.Is(err, zk.ErrNodeExists) {
+			return []op{set(p, data, -1)}, nil
+		}
+		return nil, err
+	}
+	return o
+}
+
+// maxAttempts bounds the recoveries of one transaction; each recovery fixes
+// one op, so this is also the most repairs a broken tree gets in one change.
+const maxAttempts = 8
+
+// commit runs ops as one multi(), recovering failed ops as they ask.
+func (q *Queue) commit(ops []op) error {
+	for range maxAttempts {
+		reqs := make([]any, len(ops))
+		for i, o := range ops {
+			reqs[i] = o.req
+		}
+		resp, err := q.conn.Multi(reqs...)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, zk.ErrConnectionClosed) {
+			// The request may have been applied before the reply was lost.
+			if q.applied(ops) {
+				return nil
+			}
+			continue
+		}
+		i, opErr := failedOp(resp)
+		if i < 0 {
+			return fmt.Errorf("zookeeper multi: %w", err)
+		}
+		o := ops[i]
+		if o.fence {
+			return &StaleError{Path: q.rel(reqPath(o.req)), Reason: staleReason(opErr)}
+		}
+		if o.recover == nil {
+			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), opErr)
+		}
+		repl, rerr := o.recover(opErr)
+		if rerr != nil {
+			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), rerr)
+		}
+		if len(repl) == 0 {
+			q.log.Debug("queue: repaired a change", "op", reqVerb(o.req), "path", q.rel(reqPath(o.req)), "was", opErr)
+		}
+		ops = slices.Concat(ops[:i], repl, ops[i+1:])
+		if len(ops) == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("zookeeper multi: still failing after %d repairs", maxAttempts)
+}
+
+// applied tells whether a transaction whose reply was lost took effect, by
+// looking at its fencing write (at the next version, with our data) or its
+// witness create (there, with our data).
+func (q *Queue) applied(ops []op) bool {
+	for _, o := range ops {
+		switch r := o.req.(type) {
+		case *zk.SetDataRequest:
+			if o.fence {
+				data, st, err := q.conn.Get(r.Path)
+				return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data)
+			}
+		case *zk.CreateRequest:
+			if o.witness {
+				data, _, err := q.conn.Get(r.Path)
+				return err == nil && bytes.Equal(data, r.Data)
+			}
+		}
+	}
+	return false
+}
+
+func failedOp(resp []zk.MultiResponse) (int, error) {
+	for i, r := range resp {
+		for _, e := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrBadVersion, zk.ErrNotEmpty, zk.ErrNoChildrenForEphemerals} {
+			if errors.Is(r.Error, e) {
+				return i, r.Error
+			}
+		}
+	}
+	return -1, nil
+}
+
+func staleReason(err error) string {
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		return "changed by another session since it was read"
+	case errors.Is(err, zk.ErrNoNode):
+		return "deleted by another session since it was read"
+	}
+	return err.Error()
+}
+
+func reqPath(r any) string {
+	switch r := r.(type) {
+	case *zk.CreateRequest:
+		return r.Path
+	case *zk.SetDataRequest:
+		return r.Path
+	case *zk.DeleteRequest:
+		return r.Path
+	case *zk.CheckVersionRequest:
+		return r.Path
+	}
+	return "?"
+}
+
+func reqVerb(r any) string {
+	switch r.(type) {
+	case *zk.CreateRequest:
+		return "create"
+	case *zk.SetDataRequest:
+		return "set"
+	case *zk.DeleteRequest:
+		return "delete"
+	}
+	return "check"
+}

@@ -1,0 +1,332 @@
+// Package zktest runs real ZooKeeper servers (Debian's zookeeper package,
+// launched directly with java) for tests: a standalone Server, a loopback
+// Ensemble, and helpers for a per-test-binary shared server (Main, Shared,
+// Connect, Root).
+package zktest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Paths of the Debian zookeeper jars; zookeeper.jar's manifest Class-Path
+// pulls in the rest of its dependencies.
+const (
+	zookeeperJar   = "/usr/share/java/zookeeper.jar"
+	slf4jSimpleJar = "/usr/share/java/slf4j-simple.jar"
+)
+
+const (
+	standaloneMain = "org.apache.zookeeper.server.ZooKeeperServerMain"
+	quorumMain     = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+	readyTimeout = 30 * time.Second
+	pollInterval = 50 * time.Millisecond
+	stopTimeout  = 10 * time.Second
+	startTries   = 3 // attempts with fresh ports when a port was taken
+)
+
+// javaArgs keep the JVM light and quick to start on a small machine.
+var javaArgs = []string{
+	"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	"-XX:-UsePerfData", // no /tmp/hsperfdata_* files
+	"-Dzookeeper.jmx.log4j.disable=true",
+	"-Dorg.slf4j.simpleLogger.showDateTime=true",
+	"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+}
+
+// Installed reports nil when java and the ZooKeeper jars are present, else an
+// error naming the command that installs them.
+func Installed() error {
+	var missing []string
+	for _, jar := range []string{zookeeperJar, slf4jSimpleJar} {
+		if _, err := os.Stat(jar); err != nil {
+			missing = append(missing, jar)
+		}
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		missing = append(missing, "java on PATH")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("zktest: ZooKeeper is not installed (missing %s); install it with:\n\t%s",
+		strings.Join(missing, ", "), installCommand())
+}
+
+func installCommand() string {
+	cmd := "apt-get update && apt-get install -y zookeeper"
+	if os.Geteuid() != 0 {
+		cmd = "sudo apt-get update && sudo apt-get install -y zookeeper"
+	}
+	return cmd
+}
+
+// Server is a standalone ZooKeeper process (or one member of an Ensemble).
+type Server struct {
+	// Addr is the client address, "127.0.0.1:port"; it survives Restart.
+	Addr string
+
+	dir       string // holds zoo.cfg, data/ and zookeeper.log
+	mainClass string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd     // nil when not running
+	done     chan struct{} // closed when cmd has exited
+	logStart int64         // log size when cmd was launched
+}
+
+// StartServer starts a standalone server whose config, data and log live in
+// dir, on a free loopback port, and waits until it serves.
+func StartServer(dir string) (*Server, error) {
+	if err := Installed(); err != nil {
+		return nil, err
+	}
+	var err error
+	for try := 0; try < startTries; try++ {
+		var ports []int
+		if ports, err = freePorts(1); err != nil {
+			return nil, err
+		}
+		s := newServer(dir, standaloneMain, ports[0])
+		if err = writeConfig(s, ports[0], nil, 0); err != nil {
+			return nil, err
+		}
+		if err = s.Restart(); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, err
+}
+
+func newServer(dir, mainClass string, clientPort int) *Server {
+	return &Server{
+		Addr:      fmt.Sprintf("127.0.0.1:%d", clientPort),
+		dir:       dir,
+		mainClass: mainClass,
+	}
+}
+
+func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
+func (s *Server) cfgPath() string { return filepath.Join(s.dir, "zoo.cfg") }
+
+// LogPath is the file that collects the server's output.
+func (s *Server) LogPath() string { return filepath.Join(s.dir, "zookeeper.log") }
+
+// Stop sends SIGTERM to the server's process group and waits for it to exit,
+// escalating to SIGKILL after 10 s. It is a no-op when the server is not running.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopLocked(syscall.SIGTERM)
+}
+
+// Kill sends SIGKILL to the server's process group and waits for it to exit.
+// It is a no-op when the server is not running.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopLocked(syscall.SIGKILL)
+}
+
+// Restart starts the server again, on the same port and data dir, after Stop
+// or Kill, and waits until it serves.
+func (s *Server) Restart() error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	if err := s.waitReady(time.Now().Add(readyTimeout)); err != nil {
+		_ = s.Kill()
+		return err
+	}
+	return nil
+}
+
+// launch starts the java process without waiting for it to serve.
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("zktest: server %s is already running", s.Addr)
+	}
+	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child keeps its own descriptor
+	if fi, err := logf.Stat(); err == nil {
+		s.logStart = fi.Size()
+	}
+	args := append(append([]string{}, javaArgs...),
+		"-cp", zookeeperJar+":"+slf4jSimpleJar, s.mainClass, s.cfgPath())
+	cmd := exec.Command("java", args...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("zktest: start java: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	return nil
+}
+
+var errPortTaken = errors.New("zktest: port already in use")
+
+// waitReady polls srvr until it reports a Mode:, failing fast if the
+// process exits.
+func (s *Server) waitReady(deadline time.Time) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return fmt.Errorf("zktest: server %s is not running", s.Addr)
+	}
+	for {
+		if _, err := Mode(s.Addr); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			tail := s.logTail()
+			err := fmt.Errorf("zktest: server %s exited before serving; log %s:\n%s", s.Addr, s.LogPath(), tail)
+			if strings.Contains(tail, "Address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
+		case <-time.After(pollInterval):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zktest: server %s not serving after %v; log %s:\n%s",
+				s.Addr, readyTimeout, s.LogPath(), s.logTail())
+		}
+	}
+}
+
+func (s *Server) stopLocked(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return nil
+	}
+	pgid := s.cmd.Process.Pid // Setpgid: the group id is the leader's pid
+	_ = syscall.Kill(-pgid, sig)
+	select {
+	case <-s.done:
+	case <-time.After(stopTimeout):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		select {
+		case <-s.done:
+		case <-time.After(stopTimeout):
+			return fmt.Errorf("zktest: server %s (pid %d) did not exit", s.Addr, pgid)
+		}
+	}
+	s.cmd, s.done = nil, nil
+	return nil
+}
+
+// logTail returns the last lines the current (or last) process logged.
+func (s *Server) logTail() string {
+	const maxLines = 40
+	f, err := os.Open(s.LogPath())
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if _, err := f.Seek(s.logStart, io.SeekStart); err != nil {
+		return err.Error()
+	}
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > maxLines {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Mode asks the server at addr (four-letter word srvr) for its mode:
+// "standalone", "leader" or "follower". It fails while the server is not
+// serving.
+func Mode(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, "srvr"); err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(c)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if mode, ok := bytes.CutPrefix(line, []byte("Mode:")); ok {
+			return strings.TrimSpace(string(mode)), nil
+		}
+	}
+	return "", fmt.Errorf("zktest: %s not serving: %q", addr, bytes.TrimSpace(out))
+}
+
+// writeConfig writes s's zoo.cfg, plus data/myid for ensemble members
+// (myid > 0). peers are the "server.N=host:peer:election" lines.
+func writeConfig(s *Server, clientPort int, peers []string, myid int) error {
+	if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+minSessionTimeout=400
+maxSessionTimeout=60000
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat,mntr
+`, s.dataDir(), clientPort)
+	for _, p := range peers {
+		cfg += p + "\n"
+	}
+	if myid > 0 {
+		path := filepath.Join(s.dataDir(), "myid")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n", myid)), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(s.cfgPath(), []byte(cfg), 0o644)
+}
+
+// freePorts returns n distinct free loopback ports (all held open together
+// while picking, then released).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("zktest: find free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
