@@ -3,6 +3,7 @@ package queue_test
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"reflect"
 	"regexp"
@@ -82,7 +83,7 @@ type run struct {
 func newRun(t *testing.T) *run {
 	root := zktest.Root(t)
 	conn := zktest.Connect(t)
-	q, err := queue.New(conn, root)
+	q, err := queue.New(conn, root, queue.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func (r *run) name(placeholder, real string) { r.alias[real] = placeholder }
 // second opens another session on the same queue.
 func (r *run) second() (*zk.Conn, *queue.Queue) {
 	conn := zktest.Connect(r.t)
-	q, err := queue.New(conn, r.root)
+	q, err := queue.New(conn, r.root, queue.WithLogger(testLogger(r.t)))
 	r.ok(err)
 	return conn, q
 }
@@ -226,4 +227,16 @@ func normalize(v map[string]any) any {
 		panic(err)
 	}
 	return out
+}
+
+// testLogger sends the queue's log to the test's log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }

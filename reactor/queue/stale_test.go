@@ -1,0 +1,141 @@
+package queue_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A session whose job was moved on by another gets ErrStale and writes
+// nothing; its own lock is released.
+func TestStaleViewWritesNothing(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	created, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	_, qa := r.second()
+	mine, err := qa.AcquireJob(queue.Pending)
+	r.ok(err)
+	if mine == nil || mine.ID != created.ID {
+		t.Fatalf("acquired %v", mine)
+	}
+	// An operator fails the job while session A works on it.
+	r.ok(r.q.FailJob(mine.ID, "stopped by the operator", true))
+	before, err := r.q.Tree("")
+	r.ok(err)
+
+	err = qa.SetJobStatus(mine, queue.Estimating, queue.JobChange{Release: true})
+	var se *queue.StaleError
+	if !errors.Is(err, queue.ErrStale) || !errors.As(err, &se) || se.Path != "/jobs/"+mine.ID+"/status" {
+		t.Fatalf("commit of a stale view: %v, want a StaleError on its status", err)
+	}
+	after, err := r.q.Tree("")
+	r.ok(err)
+	// The one change allowed: A released its own lock.
+	var lockless []queue.Entry
+	for _, e := range before {
+		if e.Path != "/jobs/"+mine.ID+"/lock" {
+			lockless = append(lockless, e)
+		}
+	}
+	if !reflect.DeepEqual(lockless, after) {
+		t.Fatalf("the stale commit changed the tree:\nbefore %v\nafter  %v", before, after)
+	}
+	j, err := r.q.LoadJob(mine.ID)
+	r.ok(err)
+	if j.State() != queue.Failed || j.Status.Message != "stopped by the operator" || j.Locked {
+		t.Fatalf("job is %s %q locked=%v", j.State(), j.Status.Message, j.Locked)
+	}
+}
+
+// A session closed mid-step loses its lock; another takes the job in the
+// same state; the first session's view, used again from a new session (as
+// after an expiry), is stale.
+func TestClosedSessionLosesItsJobs(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	created, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	connA, qa := r.second()
+	jA, err := qa.AcquireJob(queue.Pending)
+	r.ok(err)
+	if jA == nil {
+		t.Fatal("A acquired nothing")
+	}
+	if j, err := r.q.AcquireJob(queue.Pending); err != nil || j != nil {
+		t.Fatalf("B acquired %v while A holds it (%v)", j, err)
+	}
+	r.closeAndWait(connA, "/jobs/"+created.ID+"/lock")
+
+	_, qb := r.second()
+	jB, err := qb.AcquireJob(queue.Pending)
+	r.ok(err)
+	if jB == nil || jB.ID != created.ID || jB.State() != queue.Pending {
+		t.Fatalf("B acquired %v, want %s in Pending", jB, created.ID)
+	}
+	// A comes back with a new session and its old view: fenced off even
+	// before B has moved the job, because B's acquisition moved the version.
+	_, qa2 := r.second()
+	if err := qa2.SetJobStatus(jA, queue.Estimating, queue.JobChange{}); !errors.Is(err, queue.ErrStale) {
+		t.Fatalf("A's old view committed: %v", err)
+	}
+	r.ok(qb.SetJobStatus(jB, queue.Estimating, queue.JobChange{Release: true}))
+	j, err := r.q.LoadJob(created.ID)
+	r.ok(err)
+	if j.State() != queue.Estimating || j.Locked || *j.Status.LastSuccessfulStatus != queue.Pending {
+		t.Fatalf("job %s locked=%v lss=%v", j.State(), j.Locked, *j.Status.LastSuccessfulStatus)
+	}
+	vs, err := r.q.Check()
+	r.ok(err)
+	if len(vs) != 0 {
+		t.Fatal(vs)
+	}
+}
+
+// Admin actions refuse what does not apply, saying why, and change nothing.
+func TestAdminRefusals(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	j, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	cases := []struct {
+		what string
+		err  error
+		want error
+	}{
+		{"requeue a Pending job", second(r.q.RequeueJob(j.ID)), queue.ErrRefused},
+		{"release a Pending job", r.q.ReleaseJob(j.ID), queue.ErrIllegalTransition},
+		{"delete a Processing batch", r.q.DeleteBatch(b.ID), queue.ErrRefused},
+		{"report a Processing batch", r.q.ReportBatch(b.ID), queue.ErrIllegalTransition},
+		{"hold a missing job", r.q.HoldJob("jid0000099999"), queue.ErrNotFound},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.what, c.err, c.want)
+		}
+	}
+	held, err := r.q.LockJob(j.ID)
+	r.ok(err)
+	if err := r.q.HoldJob(j.ID); !errors.Is(err, queue.ErrLocked) {
+		t.Errorf("hold a locked job: %v, want ErrLocked", err)
+	}
+	r.ok(r.q.UnlockJob(held))
+	r.ok(r.q.HoldJob(j.ID))
+	if _, err := r.q.DeleteJob(j.ID); err != nil {
+		t.Fatalf("delete a Held job: %v", err)
+	}
+	got, err := r.q.LoadJob(j.ID)
+	r.ok(err)
+	if got.State() != queue.Deleted {
+		t.Fatalf("deleted Held job is %s", got.State())
+	}
+	vs, err := r.q.Check()
+	r.ok(err)
+	if len(vs) != 0 {
+		t.Fatal(vs)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
