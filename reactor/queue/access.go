@@ -108,24 +108,28 @@ func (q *Queue) AcquireAccess(queue string) (*Access, error) {
 		if !validName(qid, "qid") {
 			continue
 		}
-		ok, err := q.tryLock(q.accessPath(queue, qid, "lock"))
-		if err != nil || !ok {
+		a, err := q.LoadAccess(queue, qid)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				q.log.Warn("queue: skipping access request", "queue", queue, "id", qid, "err", err)
+			}
 			continue
 		}
-		a, err := q.LoadAccess(queue, qid)
-		if err == nil && a.State() == Pending {
-			// Rewritten unchanged so its version moves on (see AcquireJob).
-			err = q.commit([]op{fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
-			if err == nil {
-				a.version++
-				a.owner, a.Locked = true, true
-				return a, nil
-			}
+		if a.Locked || a.State() != Pending {
+			continue
 		}
-		if err != nil && !errors.Is(err, ErrStale) {
-			q.log.Warn("queue: skipping access request", "queue", queue, "id", qid, "err", err)
+		// Locked and re-fenced in one multi(), as in AcquireJob.
+		err = q.commit([]op{lockOp(q.accessPath(queue, qid, "lock")),
+			fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
+		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
+			continue
 		}
-		_ = q.releaseOwnLock(q.accessPath(queue, qid, "lock"))
+		if err != nil {
+			return nil, err
+		}
+		a.version++
+		a.owner, a.Locked = true, true
+		return a, nil
 	}
 	return nil, nil
 }

@@ -183,10 +183,11 @@ func (q *Queue) AcquireCompletedBatch() (*Batch, error) {
 	}, Reporting)
 }
 
-// acquireBatch locks the first batch that wants, then moves it to "to" (if
-// set and it is Processing) or rewrites its status unchanged: either way the
-// status version moves on, so a session that held the batch before and lost
-// its lock can no longer commit.
+// acquireBatch locks the first batch that wants, and in the same multi()
+// moves it to "to" (if set and it is Processing) or rewrites its status
+// unchanged, at the version read: either way the lock is taken only if the
+// batch has not moved, and the status version moves on, so a session that
+// held the batch before and lost its lock can no longer commit.
 func (q *Queue) acquireBatch(want func(*Batch) bool, to State) (*Batch, error) {
 	ids, err := q.BatchIDs()
 	if err != nil {
@@ -203,27 +204,22 @@ func (q *Queue) acquireBatch(want func(*Batch) bool, to State) (*Batch, error) {
 		if b.Locked || !want(b) {
 			continue
 		}
-		ok, err := q.tryLock(q.batchPath(bid, "lock"))
-		if err != nil || !ok {
-			continue
-		}
-		b.owner, b.Locked = true, true
-		// Re-check under the lock: the batch may have moved since it was read.
 		st := b.Status
 		if to != "" && b.State() == Processing {
 			st = BatchStatus{Status: to, LastModified: q.stamp()}
 		}
-		ops := []op{fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
+		ops := []op{lockOp(q.batchPath(bid, "lock")), fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
 		if b.State() == Pending && !b.Acquired {
 			ops = append(ops, createRef(q.batchPath(bid, "states")))
 		}
-		if err := q.commit(ops); err != nil {
-			_ = q.releaseOwnLock(q.batchPath(bid, "lock"))
-			if errors.Is(err, ErrStale) {
-				continue
-			}
+		err = q.commit(ops)
+		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
+		b.owner, b.Locked = true, true
 		b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
 		return b, nil
 	}

@@ -73,14 +73,14 @@ func TestConformance(t *testing.T) {
 
 // run is one scenario's queue, and the names its real ids stand for.
 type run struct {
-	t     *testing.T
+	t     testing.TB
 	root  string
 	conn  *zk.Conn
 	q     *queue.Queue
 	alias map[string]string // real id → placeholder
 }
 
-func newRun(t *testing.T) *run {
+func newRun(t testing.TB) *run {
 	root := zktest.Root(t)
 	conn := zktest.Connect(t)
 	q, err := queue.New(conn, root, queue.WithLogger(testLogger(t)))
@@ -230,11 +230,11 @@ func normalize(v map[string]any) any {
 }
 
 // testLogger sends the queue's log to the test's log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))

@@ -217,10 +217,10 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 
 // AcquireJob locks the first job listed in state s (lowest priority number,
 // then oldest) that no one holds, and returns it. It returns nil when there
-// is none. The lock comes first, so a held job costs one request to pass;
-// the status is re-read under the lock, and rewritten unchanged so that its
-// version moves on: a session that held the job before and lost its lock
-// can then no longer commit.
+// is none. Each candidate is read, then locked in one multi() that also
+// rewrites its status unchanged at the version read: the lock is taken only
+// if the job has not moved since, and the status version moves on, so a
+// session that held the job before and lost its lock can no longer commit.
 func (q *Queue) AcquireJob(s State) (*Job, error) {
 	refs, problems, err := q.Refs(s)
 	if err != nil {
@@ -231,27 +231,25 @@ func (q *Queue) AcquireJob(s State) (*Job, error) {
 	}
 	for _, ref := range refs {
 		_, jid, _ := parseRef(ref)
-		j, err := q.lockJob(jid)
-		if err != nil {
-			if !errors.Is(err, ErrLocked) {
-				q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
-			}
+		j, err := q.LoadJob(jid)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
+			continue
+		case err != nil:
+			q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
+			continue
+		case j.Locked || j.State() != s:
+			continue // held, or moved on since the folder was listed
+		}
+		err = q.commit([]op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
+		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
 			continue
 		}
-		if j.State() != s {
-			_ = q.UnlockJob(j) // moved on since the folder was listed
-			continue
-		}
-		j.ref = ref
-		err = q.commit([]op{fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
 		if err != nil {
-			_ = q.UnlockJob(j)
-			if errors.Is(err, ErrStale) {
-				continue
-			}
 			return nil, err
 		}
-		j.version++
+		j.ref, j.version, j.owner, j.Locked = ref, j.version+1, true, true
 		return j, nil
 	}
 	return nil, nil

@@ -49,6 +49,19 @@ func fenceCheck(p string, version int32) op {
 	return op{req: &zk.CheckVersionRequest{Path: p, Version: version}, fence: true}
 }
 
+// lockOp creates an ephemeral lock; if it exists, someone else holds it.
+func lockOp(p string) op {
+	return op{
+		req: &zk.CreateRequest{Path: p, Acl: acl, Flags: zk.FlagEphemeral},
+		recover: func(err error) ([]op, error) {
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil, ErrLocked
+			}
+			return nil, err
+		},
+	}
+}
+
 // createRef creates an empty ref; if it is already there (a foreign writer
 // got there first) it is left as it is.
 func createRef(p string) op {
