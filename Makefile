@@ -1,0 +1,24 @@
+# ingestq — run `make help` for the targets.
+GO ?= go
+BENCHTIME ?= 3s
+
+.PHONY: help deps build test bench fmt
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+deps: ## install ZooKeeper from Debian's packages if it is missing
+	./scripts/install-zookeeper.sh
+
+build: ## build bin/ingestq
+	$(GO) build -o bin/ingestq ./cmd/ingestq
+
+test: ## vet, then every test with the race detector (starts its own ZooKeeper)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+bench: ## benchmarks beside their raw-ZooKeeper baselines (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 3 ./reactor/queue/
+
+fmt: ## gofmt every file
+	gofmt -w $$(git ls-files '*.go')
