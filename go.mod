@@ -10,7 +10,7 @@ require (
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/lmittmann/tint v1.2.1 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/lmittmann/tint v1.2.1
+	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9 // indirect
 )

@@ -143,8 +143,11 @@ func TestRefWithoutJob(t *testing.T) {
 	_ = good
 	jobs, problems, err := r.q.ListJobs(queue.Pending)
 	r.ok(err)
-	if len(jobs) != 3 || len(problems) != 2 {
+	if len(jobs) != 3 || len(problems) != 2 || problems[1].Error() != "/jobs/states/pending/00-jid0000099999: ref without a job" {
 		t.Fatalf("listed %d jobs with problems %v; want 3 jobs and 2 problems", len(jobs), problems)
+	}
+	if _, err := r.q.Tree("/jobs/jid0000099999"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("tree of a missing node: %v, want ErrNotFound", err)
 	}
 	for range 3 {
 		j, err := r.q.AcquireJob(queue.Pending)

@@ -184,6 +184,7 @@ func (q *Queue) Refs(s State) (refs []string, problems []error, err error) {
 // Jobs that cannot be read are reported in problems and left out.
 func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 	var ids []string
+	refOf := map[string]string{}
 	if s == "" {
 		if ids, err = q.JobIDs(); err != nil {
 			return nil, nil, err
@@ -197,6 +198,7 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 		for _, r := range refs {
 			_, jid, _ := parseRef(r)
 			ids = append(ids, jid)
+			refOf[jid] = r
 		}
 	}
 	out := make([]*Job, len(ids))
@@ -207,7 +209,7 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 		case errs[i] == nil:
 			jobs = append(jobs, out[i])
 		case errors.Is(errs[i], ErrNotFound) && s != "":
-			problems = append(problems, corrupt(q.rel(q.refPath(s, "")+"…-"+id), "ref without a job"))
+			problems = append(problems, corrupt(q.rel(q.refPath(s, refOf[id])), "ref without a job"))
 		case !errors.Is(errs[i], ErrNotFound):
 			problems = append(problems, errs[i])
 		}

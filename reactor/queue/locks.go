@@ -28,7 +28,8 @@ func (q *Queue) ReleaseQueue(name string) (bool, error) { return q.deleteFlag("/
 // QueueHeld tells whether a queue is held.
 func (q *Queue) QueueHeld(name string) (bool, error) { return q.flag("/locks/queue/" + name) }
 
-// HoldCollection sends the pending batches and jobs of a profile to Held.
+// HoldCollection holds a profile's collection: daemons then send its Pending
+// batches and jobs to Held instead of working on them.
 func (q *Queue) HoldCollection(profile string) (bool, error) {
 	if err := checkNodeName("collection", profile); err != nil {
 		return false, err

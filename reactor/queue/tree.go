@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ func (q *Queue) Tree(rel string) ([]Entry, error) {
 	walk = func(p string) error {
 		data, st, err := q.conn.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
+			if p == start {
+				return fmt.Errorf("%s: %w", q.rel(p), ErrNotFound)
+			}
 			return nil // deleted while listing
 		}
 		if err != nil {

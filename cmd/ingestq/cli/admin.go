@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Admin commands change the queue through its admin actions, which lock the
+// item for the length of one change: an item a daemon is working on is
+// refused (exit 1), and nothing is written.
+
+// holdCommands are `hold` and `release`, each for a job, a batch, a
+// collection or a queue.
+func (a *app) holdCommands() []*cobra.Command {
+	var out []*cobra.Command
+	for _, hold := range []bool{true, false} {
+		verb, short := "release", "Release a held job, batch, collection or queue"
+		if hold {
+			verb, short = "hold", "Hold a pending job or batch, a collection, or a queue"
+		}
+		cmd := &cobra.Command{
+			Use:   verb + " job JID | batch BID | collection NAME | queue [NAME]",
+			Short: short,
+			Args:  cobra.ArbitraryArgs,
+			RunE:  group,
+		}
+		cmd.AddCommand(a.holdJob(hold), a.holdBatch(hold), a.holdCollection(hold), a.holdQueue(hold))
+		out = append(out, cmd)
+	}
+	return out
+}
+
+func (a *app) holdJob(hold bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "job JID",
+		Short: "Pending → Held, or Held → Pending",
+		Args:  args("JID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			change, to := q.ReleaseJob, queue.Pending
+			if hold {
+				change, to = q.HoldJob, queue.Held
+			}
+			if err := change(args[0]); err != nil {
+				return err
+			}
+			a.println("job %s is %s", args[0], to)
+			return nil
+		}),
+	}
+}
+
+func (a *app) holdBatch(hold bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "batch BID|UUID",
+		Short: "Pending → Held, or Held → Pending",
+		Args:  args("BID|UUID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			bid, err := batchID(q, args[0])
+			if err != nil {
+				return err
+			}
+			change, to := q.ReleaseBatch, queue.Pending
+			if hold {
+				change, to = q.HoldBatch, queue.Held
+			}
+			if err := change(bid); err != nil {
+				return err
+			}
+			a.println("batch %s is %s", bid, to)
+			return nil
+		}),
+	}
+}
+
+func (a *app) holdCollection(hold bool) *cobra.Command {
+	short := "Lift a collection hold (what is already Held stays Held)"
+	if hold {
+		short = "Hold a collection (by profile name)"
+	}
+	return &cobra.Command{
+		Use:   "collection NAME",
+		Short: short,
+		Args:  args("NAME"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			change := q.ReleaseCollection
+			if hold {
+				change = q.HoldCollection
+			}
+			changed, err := change(args[0])
+			if err != nil {
+				return err
+			}
+			msg := holdResult("collection "+args[0], hold, changed)
+			if !hold && changed {
+				msg += " (batches and jobs already Held stay Held: release them one by one)"
+			}
+			a.println("%s", msg)
+			return nil
+		}),
+	}
+}
+
+var queueNames = []string{queue.QueueIngest, queue.QueueAccessSmall, queue.QueueAccessLarge}
+
+func (a *app) holdQueue(hold bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "queue [NAME]",
+		Short: "Stop or restart acquisitions on a queue: " + strings.Join(queueNames, ", ") + " (default ingest)",
+		Args:  args("[NAME]"),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 1 && !slices.Contains(queueNames, args[0]) {
+				return usagef("queue %q: want one of %s", args[0], strings.Join(queueNames, ", "))
+			}
+			return nil
+		},
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			name := queue.QueueIngest
+			if len(args) == 1 {
+				name = args[0]
+			}
+			change := q.ReleaseQueue
+			if hold {
+				change = q.HoldQueue
+			}
+			changed, err := change(name)
+			if err != nil {
+				return err
+			}
+			a.println("%s", holdResult("queue "+name, hold, changed))
+			return nil
+		}),
+	}
+}
+
+// holdResult says what a hold or release of a flag did; doing it twice is
+// not an error.
+func holdResult(what string, hold, changed bool) string {
+	switch {
+	case hold && changed:
+		return what + " held"
+	case hold:
+		return what + " was already held"
+	case changed:
+		return what + " released"
+	}
+	return what + " was not held"
+}
+
+func (a *app) requeueCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "requeue JID",
+		Short: "Send a Failed job back to the step after its last successful one",
+		Args:  args("JID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			to, err := q.RequeueJob(args[0])
+			if err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("job %s requeued: it resumes at %s", args[0], to)
+			if j, err := q.LoadJob(args[0]); err == nil && j.State() == to {
+				msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
+			}
+			a.println("%s", msg)
+			return nil
+		}),
+	}
+}
+
+func (a *app) failCommand() *cobra.Command {
+	var message string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "fail JID",
+		Short: "Move a job to Failed",
+		Long: "fail moves a job to Failed. A job a daemon is working on is refused, unless --force:\n" +
+			"then the daemon's view goes stale and it abandons its step.",
+		Args: args("JID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			if err := q.FailJob(args[0], message, force); err != nil {
+				return err
+			}
+			if j, err := q.LoadJob(args[0]); err == nil && j.State() == queue.Failed {
+				message = j.Status.Message
+			}
+			a.println("job %s is Failed: %s", args[0], message)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVarP(&message, "message", "m", "", "why (default \"failed by an operator\")")
+	cmd.Flags().BoolVar(&force, "force", false, "fail it even while a daemon holds its lock")
+	return cmd
+}
+
+func (a *app) deleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete JID|BID|UUID",
+		Short: "Delete a job, or a batch with all its jobs",
+		Long: "delete JID: a Held or Failed job moves to Deleted (it stays in its batch's report);\n" +
+			"a Completed or Deleted job is removed. A job still in the pipeline is refused.\n" +
+			"delete BID: a Completed, Failed, Deleted or Held batch is removed with its jobs.",
+		Args: args("JID|BID|UUID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			id := args[0]
+			if strings.HasPrefix(id, "jid") {
+				removed, err := q.DeleteJob(id)
+				if err != nil {
+					return err
+				}
+				if removed {
+					a.println("job %s removed", id)
+				} else {
+					a.println("job %s moved to Deleted", id)
+				}
+				return nil
+			}
+			bid, err := batchID(q, id)
+			if err != nil {
+				return err
+			}
+			if err := q.DeleteBatch(bid); err != nil {
+				return err
+			}
+			a.println("batch %s removed with its jobs", bid)
+			return nil
+		}),
+	}
+}
+
+func (a *app) reportCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report BID|UUID",
+		Short: "Have a Failed batch reported again (Failed → UpdateReporting)",
+		Args:  args("BID|UUID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			bid, err := batchID(q, args[0])
+			if err != nil {
+				return err
+			}
+			if err := q.ReportBatch(bid); err != nil {
+				return err
+			}
+			a.println("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)
+			return nil
+		}),
+	}
+}
+
+func (a *app) cleanupCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove Completed batches with their jobs, and leftovers of cut-short creations",
+		Args:  args(),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
+			removed, problems, err := q.Cleanup()
+			if err != nil {
+				return err
+			}
+			a.warnAll("not cleaned up", problems)
+			for _, bid := range removed {
+				a.println("removed %s", bid)
+			}
+			a.println("%s removed", plural(len(removed), "batch"))
+			return nil
+		}),
+	}
+}
+
+// batchID resolves a bid, or a batch uuid, to a bid.
+func batchID(q *queue.Queue, id string) (string, error) {
+	if strings.HasPrefix(id, "bid") {
+		return id, nil
+	}
+	b, err := q.FindBatch(id)
+	if err != nil {
+		return "", err
+	}
+	return b.ID, nil
+}

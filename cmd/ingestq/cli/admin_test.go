@@ -1,0 +1,232 @@
+package cli_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+func TestHoldReleaseJobAndBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	out, _, code := f.run("hold", "job", f.p1)
+	wantCode(t, code, 0)
+	if out != "job "+f.p1+" is Held\n" || f.jobState(f.p1) != queue.Held {
+		t.Errorf("hold job: %q, state %s", out, f.jobState(f.p1))
+	}
+	out, _, code = f.run("release", "job", f.p1)
+	wantCode(t, code, 0)
+	if out != "job "+f.p1+" is Pending\n" || f.jobState(f.p1) != queue.Pending {
+		t.Errorf("release job: %q, state %s", out, f.jobState(f.p1))
+	}
+	// A Failed job cannot be held: the transition is refused.
+	_, stderr, code := f.run("hold", "job", f.failed)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.failed, "Failed", "Held")
+
+	out, _, code = f.run("hold", "batch", "uuid-b2")
+	wantCode(t, code, 0)
+	if out != "batch "+f.b2+" is Held\n" || f.batchState(f.b2) != queue.Held {
+		t.Errorf("hold batch: %q, state %s", out, f.batchState(f.b2))
+	}
+	out, _, code = f.run("release", "batch", f.b2)
+	wantCode(t, code, 0)
+	if out != "batch "+f.b2+" is Pending\n" || f.batchState(f.b2) != queue.Pending {
+		t.Errorf("release batch: %q, state %s", out, f.batchState(f.b2))
+	}
+	_, stderr, code = f.run("release", "batch", f.b2)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.b2, "Pending")
+}
+
+func TestHoldReleaseJobLocked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	j, err := f.q.LockJob(f.p1) // a daemon at work
+	f.ok(err)
+	_, stderr, code := f.run("hold", "job", f.p1)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.p1, "locked")
+	f.ok(f.q.UnlockJob(j))
+}
+
+func TestHoldReleaseCollectionAndQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	steps := []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"hold", "collection", "demo"}, "collection demo held\n"},
+		{[]string{"hold", "collection", "demo"}, "collection demo was already held\n"},
+		{[]string{"hold", "queue"}, "queue ingest held\n"},
+		{[]string{"hold", "queue"}, "queue ingest was already held\n"},
+		{[]string{"hold", "queue", "accessSmall"}, "queue accessSmall held\n"},
+	}
+	for _, s := range steps {
+		out, _, code := e.run(s.args...)
+		wantCode(t, code, 0)
+		if out != s.out {
+			t.Errorf("%v: %q, want %q", s.args, out, s.out)
+		}
+	}
+	held := func(f func(string) (bool, error), name string) bool {
+		ok, err := f(name)
+		e.ok(err)
+		return ok
+	}
+	if !held(e.q.CollectionHeld, "demo") || !held(e.q.QueueHeld, queue.QueueIngest) || !held(e.q.QueueHeld, queue.QueueAccessSmall) {
+		t.Fatal("holds not set")
+	}
+	steps = []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"release", "collection", "demo"}, "collection demo released (batches and jobs already Held stay Held: release them one by one)\n"},
+		{[]string{"release", "collection", "demo"}, "collection demo was not held\n"},
+		{[]string{"release", "queue", "ingest"}, "queue ingest released\n"},
+		{[]string{"release", "queue"}, "queue ingest was not held\n"},
+	}
+	for _, s := range steps {
+		out, _, code := e.run(s.args...)
+		wantCode(t, code, 0)
+		if out != s.out {
+			t.Errorf("%v: %q, want %q", s.args, out, s.out)
+		}
+	}
+	if held(e.q.CollectionHeld, "demo") || held(e.q.QueueHeld, queue.QueueIngest) || !held(e.q.QueueHeld, queue.QueueAccessSmall) {
+		t.Error("holds not lifted as asked")
+	}
+	_, stderr, code := e.run("hold", "queue", "nonsense")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, "nonsense", "ingest")
+}
+
+func TestRequeue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	out, _, code := f.run("requeue", f.failed)
+	wantCode(t, code, 0)
+	// It failed in Provisioning after Estimating succeeded: it resumes there.
+	if out != "job "+f.failed+" requeued: it resumes at Provisioning (retry 1)\n" {
+		t.Errorf("requeue: %q", out)
+	}
+	j, err := f.q.LoadJob(f.failed)
+	f.ok(err)
+	if j.State() != queue.Provisioning || j.Status.RetryCount != 1 {
+		t.Errorf("after requeue: %s, retry %d", j.State(), j.Status.RetryCount)
+	}
+	_, stderr, code := f.run("requeue", f.p1)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.p1, "Pending", "only a Failed job")
+}
+
+func TestFail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	out, _, code := f.run("fail", f.p1, "--message", "bad payload url")
+	wantCode(t, code, 0)
+	if out != "job "+f.p1+" is Failed: bad payload url\n" {
+		t.Errorf("fail: %q", out)
+	}
+	j, err := f.q.LoadJob(f.p1)
+	f.ok(err)
+	if j.State() != queue.Failed || j.Status.Message != "bad payload url" {
+		t.Errorf("after fail: %s %q", j.State(), j.Status.Message)
+	}
+
+	// A job a daemon holds needs --force.
+	locked, err := f.q.LockJob(f.p2)
+	f.ok(err)
+	_, stderr, code := f.run("fail", f.p2)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.p2, "locked")
+	out, _, code = f.run("fail", f.p2, "--force")
+	wantCode(t, code, 0)
+	if out != "job "+f.p2+" is Failed: failed by an operator\n" || f.jobState(f.p2) != queue.Failed {
+		t.Errorf("fail --force: %q, state %s", out, f.jobState(f.p2))
+	}
+	_ = f.q.UnlockJob(locked)
+}
+
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// A Pending job is still in the pipeline: refused, one line naming it.
+	_, stderr, code := f.run("delete", f.p1)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "refused", "job "+f.p1+" is Pending")
+	if f.jobState(f.p1) != queue.Pending {
+		t.Error("a refused delete changed the job")
+	}
+
+	out, _, code := f.run("delete", f.failed)
+	wantCode(t, code, 0)
+	if out != "job "+f.failed+" moved to Deleted\n" || f.jobState(f.failed) != queue.Deleted {
+		t.Errorf("delete failed job: %q, state %s", out, f.jobState(f.failed))
+	}
+	out, _, code = f.run("delete", f.failed)
+	wantCode(t, code, 0)
+	if out != "job "+f.failed+" removed\n" {
+		t.Errorf("delete deleted job: %q", out)
+	}
+	if _, err := f.q.LoadJob(f.failed); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("removed job still loads: %v", err)
+	}
+
+	// A Pending batch is refused; a Held one goes with its jobs.
+	_, stderr, code = f.run("delete", f.b2)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.b2, "Pending")
+	f.moveBatch(f.b2, queue.Held)
+	out, _, code = f.run("delete", "uuid-b2")
+	wantCode(t, code, 0)
+	if out != "batch "+f.b2+" removed with its jobs\n" {
+		t.Errorf("delete batch: %q", out)
+	}
+	if _, err := f.q.LoadJob(f.o1); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("job of the removed batch: %v", err)
+	}
+}
+
+func TestReport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, stderr, code := f.run("report", f.b1)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.b1, "Pending", "UpdateReporting")
+
+	f.moveBatch(f.b1, queue.Processing, queue.Failed)
+	out, _, code := f.run("report", f.b1)
+	wantCode(t, code, 0)
+	if out != "batch "+f.b1+" is UpdateReporting: a daemon will report it again\n" {
+		t.Errorf("report: %q", out)
+	}
+	if s := f.batchState(f.b1); s != queue.UpdateReporting {
+		t.Errorf("after report: %s", s)
+	}
+}
+
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	out, _, code := f.run("cleanup")
+	wantCode(t, code, 0)
+	if out != "0 batches removed\n" {
+		t.Errorf("cleanup with nothing to do: %q", out)
+	}
+	f.moveJob(f.o1, "", queue.Held)
+	f.moveBatch(f.b2, queue.Processing, queue.Reporting, queue.Completed)
+	out, stderr, code := f.run("cleanup")
+	wantCode(t, code, 0)
+	if out != "removed "+f.b2+"\n1 batch removed\n" || stderr != "" {
+		t.Errorf("cleanup: %q, stderr %q", out, stderr)
+	}
+	if _, err := f.q.LoadBatch(f.b2); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("cleaned batch: %v", err)
+	}
+	if f.batchState(f.b1) != queue.Pending {
+		t.Error("cleanup touched a Pending batch")
+	}
+}

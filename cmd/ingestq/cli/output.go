@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+)
+
+// field is one line of a record (show): a key and its value, in the order
+// the record is printed.
+type field struct {
+	key   string
+	value any
+}
+
+// writeFields prints a record: aligned "key: value" lines in text, or one
+// JSON object that keeps the fields' order.
+func (a *app) writeFields(fields []field) error {
+	if a.json() {
+		var buf bytes.Buffer
+		buf.WriteByte('{')
+		for i, f := range fields {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			k, _ := json.Marshal(f.key)
+			v, err := json.Marshal(f.value)
+			if err != nil {
+				return fmt.Errorf("encode %s: %w", f.key, err)
+			}
+			buf.Write(k)
+			buf.WriteByte(':')
+			buf.Write(v)
+		}
+		buf.WriteByte('}')
+		return writeIndented(a.stdout, buf.Bytes())
+	}
+	width := 0
+	for _, f := range fields {
+		width = max(width, len(f.key))
+	}
+	for _, f := range fields {
+		fmt.Fprintf(a.stdout, "%-*s %s\n", width+1, f.key+":", textValue(f.value, "-"))
+	}
+	return nil
+}
+
+// writeJSON prints v as indented JSON.
+func (a *app) writeJSON(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	return writeIndented(a.stdout, data)
+}
+
+func writeIndented(w io.Writer, data []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "  "); err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// textValue renders one value for text output: strings as they are, whole
+// numbers as digits, booleans as yes/no, nil (and an empty string) as null,
+// anything else as compact JSON.
+func textValue(v any, null string) string {
+	switch x := v.(type) {
+	case nil:
+		return null
+	case string:
+		if x == "" {
+			return null
+		}
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		if x {
+			return "yes"
+		}
+		return "no"
+	case fmt.Stringer:
+		if s := x.String(); s != "" {
+			return s
+		}
+		return null
+	}
+	data, err := json.Marshal(v)
+	if err != nil || string(data) == "null" {
+		return null
+	}
+	return string(data)
+}
+
+// table prints rows under a header, in columns.
+type table struct {
+	w *tabwriter.Writer
+}
+
+func (a *app) newTable(header ...string) *table {
+	t := &table{w: tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+// row adds a line; an empty cell is shown as "-" so columns stay readable.
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if c == "" {
+			cells[i] = "-"
+		}
+		// A tab or newline in a cell would break the columns.
+		cells[i] = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(cells[i])
+	}
+	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.w.Flush() }
+
+// truncate shortens s to at most n runes, marking the cut with "…".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,392 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+func (a *app) treeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "tree [PATH]",
+		Short: "List the queue's nodes with their values (all, or those under PATH)",
+		Args:  args("[PATH]"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			rel := ""
+			if len(args) == 1 && args[0] != "/" {
+				rel = "/" + strings.Trim(args[0], "/")
+			}
+			entries, err := q.Tree(rel)
+			if err != nil {
+				return fmt.Errorf("tree %s: %w", q.Path(rel), err)
+			}
+			if a.json() {
+				m := make(map[string]any, len(entries))
+				for _, e := range entries {
+					m[e.Path] = e.Value
+				}
+				return a.writeJSON(m)
+			}
+			for _, e := range entries {
+				a.println("%s: %s", e.Path, textValue(e.Value, "null"))
+			}
+			return nil
+		}),
+	}
+}
+
+func (a *app) lsCommand() *cobra.Command {
+	ls := &cobra.Command{
+		Use:   "ls batches|jobs",
+		Short: "List batches or jobs",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  group,
+	}
+	ls.AddCommand(a.lsBatchesCommand(), a.lsJobsCommand())
+	return ls
+}
+
+func (a *app) lsBatchesCommand() *cobra.Command {
+	var stateFlag string
+	var state queue.State
+	cmd := &cobra.Command{
+		Use:   "batches",
+		Short: "List batches: status, uuid, profile and their jobs per bucket",
+		Args:  args(),
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			state, err = parseState(stateFlag, queue.ParseBatchState)
+			return err
+		},
+		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
+			batches, problems, err := q.ListBatches()
+			if err != nil {
+				return err
+			}
+			a.warnAll("skipped unreadable batch", problems)
+			if state != "" {
+				batches = filter(batches, func(b *queue.Batch) bool { return b.State() == state })
+			}
+			jobs := a.batchJobs(q, batches)
+			if a.json() {
+				type row struct {
+					BID          string              `json:"bid"`
+					Status       queue.State         `json:"status"`
+					UUID         string              `json:"uuid"`
+					Profile      string              `json:"profile"`
+					Jobs         map[string][]string `json:"jobs"` // by bucket; null when unreadable
+					LastModified string              `json:"last_modified"`
+				}
+				out := make([]row, len(batches))
+				for i, b := range batches {
+					out[i] = row{b.ID, b.State(), b.UUID(), b.Profile(), jobs[i], b.Status.LastModified}
+				}
+				return a.writeJSON(out)
+			}
+			t := a.newTable("BID", "STATUS", "UUID", "PROFILE", "JOBS", "LAST MODIFIED")
+			for i, b := range batches {
+				t.row(b.ID, string(b.State()), b.UUID(), b.Profile(), jobCounts(jobs[i]), b.Status.LastModified)
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().StringVar(&stateFlag, "state", "", "only batches in this state (any case)")
+	return cmd
+}
+
+// batchJobs reads each batch's buckets (q.BatchJobs), a few at a time. A
+// batch whose buckets cannot be read gets nil and a warning.
+func (a *app) batchJobs(q *queue.Queue, batches []*queue.Batch) []map[string][]string {
+	out := make([]map[string][]string, len(batches))
+	errs := make([]error, len(batches))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, b := range batches {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = q.BatchJobs(b.ID)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			a.warn("cannot list the jobs of batch "+batches[i].ID, err)
+		}
+	}
+	return out
+}
+
+// jobCounts renders a batch's buckets as "3 processing, 1 failed".
+func jobCounts(buckets map[string][]string) string {
+	if buckets == nil {
+		return "?"
+	}
+	var parts []string
+	for _, b := range queue.Buckets {
+		if n := len(buckets[b]); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.TrimPrefix(b, "batch-")))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (a *app) lsJobsCommand() *cobra.Command {
+	var stateFlag, batchFlag string
+	var state queue.State
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs (all, or by state and batch)",
+		Args:  args(),
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			state, err = parseState(stateFlag, queue.ParseJobState)
+			return err
+		},
+		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
+			bid, err := a.lsBatchID(q, batchFlag)
+			if err != nil {
+				return err
+			}
+			jobs, problems, err := q.ListJobs(state)
+			if err != nil {
+				return err
+			}
+			a.warnAll("skipped unreadable job", problems)
+			if bid != "" {
+				jobs = filter(jobs, func(j *queue.Job) bool { return j.BatchID == bid })
+			}
+			if a.json() {
+				type row struct {
+					JID          string      `json:"jid"`
+					BID          string      `json:"bid"`
+					Status       queue.State `json:"status"`
+					Priority     int         `json:"priority"`
+					Profile      string      `json:"profile"`
+					RetryCount   int         `json:"retry_count"`
+					Message      string      `json:"message"`
+					Locked       bool        `json:"locked"`
+					LastModified string      `json:"last_modified"`
+				}
+				out := make([]row, len(jobs))
+				for i, j := range jobs {
+					out[i] = row{j.ID, j.BatchID, j.State(), j.Priority, j.Profile(), j.Status.RetryCount,
+						j.Status.Message, j.Locked, j.Status.LastModified}
+				}
+				return a.writeJSON(out)
+			}
+			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED")
+			for _, j := range jobs {
+				t.row(j.ID, j.BatchID, string(j.State()), strconv.Itoa(j.Priority), j.Profile(),
+					strconv.Itoa(j.Status.RetryCount), truncate(j.Status.Message, 48), textValue(j.Locked, ""))
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().StringVar(&stateFlag, "state", "", "only jobs in this state (any case, or its folder name)")
+	cmd.Flags().StringVar(&batchFlag, "batch", "", "only jobs of this batch (bid… or batch uuid)")
+	return cmd
+}
+
+// lsBatchID resolves --batch to a bid ("" for none). A batch whose nodes
+// cannot be read still has jobs to list: that is only a warning.
+func (a *app) lsBatchID(q *queue.Queue, id string) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	b, err := findBatch(q, id)
+	switch {
+	case err == nil:
+		return b.ID, nil
+	case errors.Is(err, queue.ErrCorrupt) && strings.HasPrefix(id, "bid"):
+		a.warn("batch "+id+" is unreadable; listing its jobs anyway", err)
+		return id, nil
+	}
+	return "", err
+}
+
+// parseState parses an optional --state value; a bad one is a usage error.
+func parseState(s string, parse func(string) (queue.State, error)) (queue.State, error) {
+	if s == "" {
+		return "", nil
+	}
+	st, err := parse(s)
+	if err != nil {
+		return "", usagef("--state: %v", err)
+	}
+	return st, nil
+}
+
+func filter[T any](items []T, keep func(T) bool) []T {
+	var out []T
+	for _, it := range items {
+		if keep(it) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (a *app) warnAll(msg string, problems []error) {
+	for _, p := range problems {
+		a.warn(msg, p)
+	}
+}
+
+// findBatch reads a batch named by its bid or, failing that, its uuid.
+func findBatch(q *queue.Queue, id string) (*queue.Batch, error) {
+	if strings.HasPrefix(id, "bid") {
+		return q.LoadBatch(id)
+	}
+	return q.FindBatch(id)
+}
+
+func (a *app) showCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show JID|BID|UUID",
+		Short: "Show every field of a job, or of a batch (by bid or uuid)",
+		Args:  args("JID|BID|UUID"),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+			if strings.HasPrefix(args[0], "jid") {
+				j, err := q.LoadJob(args[0])
+				if err != nil {
+					return err
+				}
+				return a.writeFields(jobFields(j))
+			}
+			b, err := findBatch(q, args[0])
+			if err != nil {
+				return err
+			}
+			buckets, err := q.BatchJobs(b.ID)
+			if err != nil {
+				return err
+			}
+			return a.writeFields(batchFields(b, buckets))
+		}),
+	}
+}
+
+func jobFields(j *queue.Job) []field {
+	var lss any // null when the job never completed a step
+	if p := j.Status.LastSuccessfulStatus; p != nil {
+		lss = string(*p)
+	}
+	return []field{
+		{"jid", j.ID},
+		{"batch", j.BatchID},
+		{"status", string(j.State())},
+		{"last_modified", j.Status.LastModified},
+		{"last_successful_status", lss},
+		{"retry_count", j.Status.RetryCount},
+		{"message", j.Status.Message},
+		{"priority", j.Priority},
+		{"space_needed", j.SpaceNeeded},
+		{"configuration", j.Config},
+		{"identifiers", j.Identifiers},
+		{"metadata", j.Metadata},
+		{"store", j.Store},
+		{"inventory", j.Inventory},
+		{"locked", j.Locked},
+	}
+}
+
+func batchFields(b *queue.Batch, buckets map[string][]string) []field {
+	fields := []field{
+		{"bid", b.ID},
+		{"uuid", b.UUID()},
+		{"status", string(b.State())},
+		{"last_modified", b.Status.LastModified},
+		{"message", b.Status.Message},
+		{"profile", b.Profile()},
+		{"acquired", b.Acquired},
+		{"locked", b.Locked},
+		{"submission", b.Submission},
+		{"report", b.Report},
+	}
+	for _, bucket := range queue.Buckets {
+		jids := buckets[bucket]
+		if jids == nil {
+			jids = []string{}
+		}
+		fields = append(fields, field{bucket, jidList(jids)})
+	}
+	return fields
+}
+
+// jidList is a list of job ids: a JSON array, or space-separated in text.
+type jidList []string
+
+func (l jidList) String() string { return strings.Join(l, " ") }
+
+func (a *app) checkCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "Verify the queue's invariant; exit 1 when it is broken",
+		Long: "check verifies that every job is listed in exactly one /jobs/states folder and one bucket\n" +
+			"of its batch, both matching its status, that every ref names a job, and that every node\n" +
+			"can be read. It prints each violation and exits 1 if there is any.",
+		Args: args(),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
+			violations, err := q.Check()
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				type violation struct {
+					Path    string `json:"path"`
+					Problem string `json:"problem"`
+				}
+				out := make([]violation, len(violations))
+				for i, v := range violations {
+					out[i] = violation{v.Path, v.Problem}
+				}
+				if err := a.writeJSON(map[string]any{"violations": out}); err != nil {
+					return err
+				}
+			} else {
+				for _, v := range violations {
+					a.println("%s", v)
+				}
+			}
+			if len(violations) > 0 {
+				if !a.json() {
+					a.println("%s", plural(len(violations), "violation"))
+				}
+				return &exitError{code: 1, silent: true, err: errors.New(plural(len(violations), "violation"))}
+			}
+			if !a.json() {
+				jids, err := q.JobIDs()
+				if err != nil {
+					return err
+				}
+				bids, err := q.BatchIDs()
+				if err != nil {
+					return err
+				}
+				a.println("ok: %s, %s checked", plural(len(jids), "job"), plural(len(bids), "batch"))
+			}
+			return nil
+		}),
+	}
+}
+
+// plural is "1 job", "2 jobs", "3 batches".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "ch") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

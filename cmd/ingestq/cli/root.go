@@ -1,0 +1,319 @@
+// Package cli is the ingestq command line: it reads and administers the
+// ingest queue kept in ZooKeeper, through reactor/queue only.
+//
+// Every command connects, makes sure the queue's folders exist (queue.Init),
+// does one thing and exits: 0 on success, 1 with one line "ingestq: <reason>"
+// on stderr when ZooKeeper or the queue says no, 2 on a usage error. Read
+// commands print text, or JSON with -o json. Logs and warnings (unreadable
+// nodes skipped by a listing) go to stderr through log/slog.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+)
+
+// Environment variables read for the global flags' defaults; a flag wins.
+const (
+	EnvZK             = "INGESTQ_ZK"
+	EnvZKRoot         = "INGESTQ_ZK_ROOT"
+	EnvLogLevel       = "INGESTQ_LOG_LEVEL"
+	EnvConnectTimeout = "INGESTQ_CONNECT_TIMEOUT"
+)
+
+const (
+	defaultZK             = "127.0.0.1:2181"
+	defaultConnectTimeout = 10 * time.Second
+	sessionTimeout        = 10 * time.Second
+)
+
+// Main runs ingestq with the process environment and returns its exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return Run(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// Run runs ingestq with args (without the program name), reading the
+// environment through getenv, and returns the exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	logs := &gate{w: stderr}
+	defer logs.shut()
+	a := &app{stdout: stdout, stderr: stderr, logs: logs, getenv: getenv}
+	root := a.rootCommand()
+	if args == nil {
+		args = []string{} // cobra would read os.Args instead
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(logs)
+	err := root.ExecuteContext(ctx)
+	a.close()
+	if err == nil {
+		return 0
+	}
+	code := 2 // cobra's own errors: unknown command, bad flag, wrong arguments
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.silent {
+			return code
+		}
+	}
+	fmt.Fprintln(logs, "ingestq: "+oneLine(err.Error()))
+	return code
+}
+
+// exitError carries an exit code; silent when the output already said why.
+type exitError struct {
+	code   int
+	silent bool
+	err    error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usagef is a usage error (exit 2) found by a command itself.
+func usagef(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// oneLine keeps an error to the single line the CLI promises: cobra appends
+// suggestions after a blank line, and those are dropped.
+func oneLine(s string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(first)
+}
+
+// app is one invocation: its flags, streams and, once connected, its queue.
+type app struct {
+	stdout, stderr io.Writer
+	logs           *gate // stderr for the logger
+	getenv         func(string) string
+
+	zk             string
+	root           string
+	logLevel       string
+	output         string
+	connectTimeout time.Duration
+
+	log     *slog.Logger
+	session *zkwatch.Session
+}
+
+func (a *app) env(name, def string) string {
+	if v := a.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ingestq",
+		Short: "Inspect and administer the ingest queue kept in ZooKeeper",
+		Long: "ingestq reads and administers the ingest queue kept in ZooKeeper (the mrt-zk node layout).\n\n" +
+			"Environment: " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + " give the defaults of\n" +
+			"--zk, --zk-root and --log-level; a flag wins.",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		PersistentPreRunE: func(*cobra.Command, []string) error { return a.setup() },
+		Args:              cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q (see ingestq --help)", args[0])
+			}
+			return usagef("missing command (see ingestq --help)")
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.zk, "zk", a.env(EnvZK, defaultZK), "ZooKeeper servers, host:port[,host:port…] (env "+EnvZK+")")
+	pf.StringVar(&a.root, "zk-root", a.env(EnvZKRoot, ""), "node prefix of the queue, like /ingestq; empty for none (env "+EnvZKRoot+")")
+	pf.StringVar(&a.logLevel, "log-level", a.env(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
+	pf.StringVarP(&a.output, "output", "o", "text", "output format of read commands: text or json")
+	timeout, err := time.ParseDuration(a.env(EnvConnectTimeout, defaultConnectTimeout.String()))
+	if err != nil {
+		timeout = -1 // reported by setup unless the flag is given
+	}
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", timeout, "how long to wait for a ZooKeeper session (env "+EnvConnectTimeout+")")
+	_ = pf.MarkHidden("connect-timeout")
+
+	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.checkCommand())
+	root.AddCommand(a.holdCommands()...)
+	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
+	return root
+}
+
+// setup checks the global flags and makes the logger. A bad value is a
+// usage error, found before any connection.
+func (a *app) setup() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	a.log = slog.New(tint.NewTextHandler(a.logs, &tint.Options{
+		Level: level, TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr),
+	}))
+	switch a.output {
+	case "text", "json":
+	default:
+		return usagef("--output %q: want text or json", a.output)
+	}
+	if a.root == "/" {
+		a.root = ""
+	}
+	if a.root != "" && (!strings.HasPrefix(a.root, "/") || strings.HasSuffix(a.root, "/") || path.Clean(a.root) != a.root) {
+		return usagef("--zk-root %q: want an absolute path like /ingestq, without a trailing slash", a.root)
+	}
+	if len(zkwatch.ParseServers(a.zk)) == 0 {
+		return usagef("--zk is empty: want host:port[,host:port…]")
+	}
+	if a.connectTimeout <= 0 {
+		return usagef("connect timeout %v (--connect-timeout or %s=%q): want a positive duration like 3s",
+			a.connectTimeout, EnvConnectTimeout, a.getenv(EnvConnectTimeout))
+	}
+	return nil
+}
+
+// gate passes writes to w until shut, then drops them: the ZooKeeper
+// client's goroutines may still log after its Close returns, and nothing
+// may reach stderr once Run has returned.
+type gate struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	g.done = true
+	g.mu.Unlock()
+}
+
+// isTerminal tells whether w is a character device (a terminal), so logs
+// are coloured only there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// queue connects, opens the queue and makes sure its folders exist.
+func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
+	servers := zkwatch.ParseServers(a.zk)
+	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
+	defer cancel()
+	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: sessionTimeout, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	a.session = s
+	q, err := queue.New(s.Conn, a.root, queue.WithLogger(a.log))
+	if err != nil {
+		return nil, err
+	}
+	if err := q.Init(); err != nil {
+		return nil, fmt.Errorf("zookeeper %s: prepare queue folders under %q: %w", a.zk, a.root, err)
+	}
+	return q, nil
+}
+
+func (a *app) close() {
+	if a.session != nil {
+		a.session.Close()
+		a.session = nil
+	}
+}
+
+// action makes a command's RunE: it connects, runs fn, and turns its error
+// into exit 1 (unless fn chose another code).
+func (a *app) action(fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		q, err := a.queue(cmd.Context())
+		if err == nil {
+			err = fn(cmd.Context(), q, args)
+		}
+		var ee *exitError
+		if err == nil || errors.As(err, &ee) {
+			return err
+		}
+		return &exitError{code: 1, err: err}
+	}
+}
+
+// args checks a command's positional arguments: the names are required,
+// optional ones (in brackets) may be left out.
+func args(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, got []string) error {
+		required := 0
+		for _, n := range names {
+			if !strings.HasPrefix(n, "[") {
+				required++
+			}
+		}
+		switch {
+		case len(got) < required:
+			return usagef("%s: missing %s (usage: %s)", cmdPath(cmd), names[len(got)], cmd.UseLine())
+		case len(got) > len(names):
+			return usagef("%s: unexpected argument %q (usage: %s)", cmdPath(cmd), got[len(names)], cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// group is the RunE of a command that only holds subcommands.
+func group(cmd *cobra.Command, got []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if len(got) == 0 {
+		return usagef("%s: missing what (one of: %s)", cmdPath(cmd), strings.Join(names, ", "))
+	}
+	return usagef("%s: unknown %q (one of: %s)", cmdPath(cmd), got[0], strings.Join(names, ", "))
+}
+
+// cmdPath is a command's path without the program name: "ls jobs".
+func cmdPath(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// println writes one line of a command's result to stdout.
+func (a *app) println(format string, args ...any) {
+	fmt.Fprintf(a.stdout, format+"\n", args...)
+}
+
+// warn reports a problem that does not stop the command.
+func (a *app) warn(msg string, err error) {
+	a.log.Warn(msg, tint.Err(err))
+}
+
+func (a *app) json() bool { return a.output == "json" }

@@ -1,0 +1,142 @@
+package cli_test
+
+import (
+	"bytes"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	// No ZooKeeper is reachable at this address: a usage error must be
+	// found before connecting.
+	zk := []string{"--zk", "127.0.0.1:1", "--connect-timeout", "50ms"}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
+		{nil, []string{"missing command"}},
+		{[]string{"show"}, []string{"missing JID|BID|UUID"}},
+		{[]string{"show", "a", "b"}, []string{`unexpected argument "b"`}},
+		{[]string{"ls"}, []string{"batches, jobs"}},
+		{[]string{"ls", "things"}, []string{`"things"`}},
+		{[]string{"hold"}, []string{"batch, collection, job, queue"}},
+		{[]string{"release", "job"}, []string{"missing JID"}},
+		{[]string{"ls", "jobs", "--bogus"}, []string{"--bogus"}},
+		{[]string{"ls", "jobs", "--state", "sleeping"}, []string{"sleeping", "Pending"}},
+		{[]string{"tree", "-o", "yaml"}, []string{"yaml", "text or json"}},
+		{[]string{"tree", "--log-level", "loud"}, []string{"loud"}},
+		{[]string{"tree", "--zk-root", "ingestq/"}, []string{"ingestq/", "absolute"}},
+	}
+	for _, c := range cases {
+		_, stderr, code := runEnv(t, nil, slices.Concat(zk, c.args)...)
+		wantCode(t, code, 2)
+		wantErrLine(t, stderr, c.want...)
+	}
+}
+
+func TestMainUnknownCommand(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	code := cli.Main(t.Context(), []string{"--zk", zktest.Shared(t).Addr, "frobnicate"}, &out, &errb)
+	wantCode(t, code, 2)
+	wantErrLine(t, errb.String(), "frobnicate")
+	if out.Len() != 0 {
+		t.Errorf("stdout %q", out.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	out, stderr, code := runEnv(t, nil, "--help")
+	wantCode(t, code, 0)
+	for _, cmd := range []string{"tree", "ls", "show", "check", "hold", "release", "requeue", "fail", "delete", "report", "cleanup"} {
+		if !strings.Contains(out, "\n  "+cmd+" ") {
+			t.Errorf("help lacks %s", cmd)
+		}
+	}
+	if stderr != "" || strings.Contains(out, "connect-timeout") {
+		t.Errorf("stderr %q; or the hidden flag shows", stderr)
+	}
+}
+
+func TestNoZooKeeper(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, stderr, code := runEnv(t, map[string]string{"INGESTQ_CONNECT_TIMEOUT": "300ms"}, "--zk", addr, "ls", "jobs")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, addr, "no session")
+
+	_, stderr, code = runEnv(t, map[string]string{"INGESTQ_CONNECT_TIMEOUT": "soon"}, "--zk", addr, "ls", "jobs")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, "INGESTQ_CONNECT_TIMEOUT", "soon")
+}
+
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bid := e.batch("uuid-env", "demo")
+	addr := zktest.Shared(t).Addr
+	env := map[string]string{"INGESTQ_ZK": addr, "INGESTQ_ZK_ROOT": e.root}
+	out, _, code := runEnv(t, env, "ls", "batches")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, bid+"  Pending  uuid-env") {
+		t.Errorf("INGESTQ_ZK_ROOT not honoured:\n%s", out)
+	}
+
+	// A flag wins over the environment.
+	other := newEnv(t)
+	out, _, code = runEnv(t, env, "--zk-root", other.root, "ls", "batches")
+	wantCode(t, code, 0)
+	if strings.Contains(out, "uuid-env") {
+		t.Errorf("--zk-root did not win over INGESTQ_ZK_ROOT:\n%s", out)
+	}
+	_, stderr, code := runEnv(t, map[string]string{"INGESTQ_ZK": "127.0.0.1:1", "INGESTQ_ZK_ROOT": e.root},
+		"--zk", addr, "--log-level", "debug", "ls", "batches")
+	wantCode(t, code, 0)
+	if !strings.Contains(stderr, "DBG") {
+		t.Errorf("--log-level debug shows no debug lines: %q", stderr)
+	}
+
+	// INGESTQ_LOG_LEVEL=error silences the warnings of a listing.
+	_, err := e.conn.Set(e.root+"/batches/"+bid+"/status", []byte("garbage"), -1)
+	e.ok(err)
+	_, stderr, code = runEnv(t, env, "ls", "batches")
+	wantCode(t, code, 0)
+	if !strings.Contains(stderr, "WRN") || !strings.Contains(stderr, "/batches/"+bid+"/status") {
+		t.Errorf("no warning for the corrupt batch: %q", stderr)
+	}
+	env["INGESTQ_LOG_LEVEL"] = "error"
+	_, stderr, code = runEnv(t, env, "ls", "batches")
+	wantCode(t, code, 0)
+	if stderr != "" {
+		t.Errorf("INGESTQ_LOG_LEVEL=error, stderr %q", stderr)
+	}
+}
+
+func TestFreshRoot(t *testing.T) {
+	t.Parallel()
+	// A root that does not exist yet is created, folders and all.
+	root := zktest.Root(t)
+	out, _, code := run(t, root, "check")
+	wantCode(t, code, 0)
+	if out != "ok: 0 jobs, 0 batches checked\n" {
+		t.Errorf("check of a fresh root: %q", out)
+	}
+	out, _, code = run(t, root, "tree")
+	wantCode(t, code, 0)
+	if out != "" {
+		t.Errorf("tree of a fresh root: %q", out)
+	}
+}
