@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -19,6 +20,14 @@ type Config struct {
 	Servers        []string      // host:port, at least one
 	SessionTimeout time.Duration // default 10 s
 	Logger         *slog.Logger  // default slog.Default()
+
+	// MaxBufferSize caps the size of one packet from the server
+	// (zk.WithMaxBufferSize). 0, the default, means no cap: go-zookeeper
+	// then accepts any listing, however large. A packet over the cap makes
+	// the client drop the connection (the request fails with
+	// zk.ErrConnectionClosed). Tests use a small cap to provoke the failure
+	// a Java client sees past jute.maxbuffer (1 MB by default).
+	MaxBufferSize int
 }
 
 // ParseServers splits a connect string "h1:2181,h2:2181".
@@ -37,9 +46,13 @@ func ParseServers(s string) []string {
 type Session struct {
 	Conn *zk.Conn
 
-	mu      sync.Mutex
-	state   zk.State
-	changed chan struct{} // closed and replaced on every state change
+	maxBufferSize int         // Config.MaxBufferSize, for the watcher's diagnostics
+	closed        atomic.Bool // Close was called
+
+	mu          sync.Mutex
+	state       zk.State
+	expirations int           // StateExpired events seen
+	changed     chan struct{} // closed and replaced on every state change
 }
 
 // Dial connects and waits until the session is established or ctx ends.
@@ -53,9 +66,10 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Session{changed: make(chan struct{})}
+	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithLogger(slogPrintf{cfg.Logger}), zk.WithEventCallback(s.onEvent))
+		zk.WithLogger(slogPrintf{cfg.Logger}), zk.WithEventCallback(s.onEvent),
+		zk.WithMaxBufferSize(cfg.MaxBufferSize)) // 0: no cap, go-zookeeper's default
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
@@ -74,6 +88,9 @@ func (s *Session) onEvent(e zk.Event) {
 	}
 	s.mu.Lock()
 	s.state = e.State
+	if e.State == zk.StateExpired {
+		s.expirations++
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -87,12 +104,36 @@ func (s *Session) State() zk.State {
 }
 
 // WaitState waits until the session is in state want, or ctx ends.
+//
+// Transient states can be missed: zk.StateExpired, in particular, lasts
+// only until go-zookeeper starts its new session (and the client learns of
+// the expiry only once it reaches a server again). Use WaitExpirations to
+// wait for an expiry.
 func (s *Session) WaitState(ctx context.Context, want zk.State) error {
+	return s.wait(ctx, func() bool { return s.state == want })
+}
+
+// Expirations counts the session expiries seen since Dial. After each one
+// go-zookeeper opens a new session by itself: the old session's watches are
+// gone (each got zk.EventNotWatching) and so are its ephemeral nodes.
+func (s *Session) Expirations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expirations
+}
+
+// WaitExpirations waits until Expirations() >= n, or ctx ends.
+func (s *Session) WaitExpirations(ctx context.Context, n int) error {
+	return s.wait(ctx, func() bool { return s.expirations >= n })
+}
+
+// wait waits until cond (called with s.mu held) holds, or ctx ends.
+func (s *Session) wait(ctx context.Context, cond func() bool) error {
 	for {
 		s.mu.Lock()
-		st, ch := s.state, s.changed
+		ok, st, ch := cond(), s.state, s.changed
 		s.mu.Unlock()
-		if st == want {
+		if ok {
 			return nil
 		}
 		select {
@@ -103,8 +144,12 @@ func (s *Session) WaitState(ctx context.Context, want zk.State) error {
 	}
 }
 
-// Close ends the session; its ephemeral nodes (locks) go at once.
-func (s *Session) Close() { s.Conn.Close() }
+// Close ends the session; its ephemeral nodes (locks) go at once. Close a
+// Watcher on the session first.
+func (s *Session) Close() {
+	s.closed.Store(true)
+	s.Conn.Close()
+}
 
 // slogPrintf adapts go-zookeeper's Printf logger to slog, at debug level:
 // the client logs every reconnect, which is routine.

@@ -1,0 +1,564 @@
+package zkwatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Change is what a folder's watch saw.
+type Change struct {
+	Path    string   // the watched folder
+	Added   []string // children that appeared since the last listing, sorted
+	Removed []string // children that disappeared, sorted
+	Count   int      // children now
+
+	// Rescan marks a full listing: the first one after Watch (or after the
+	// folder appeared), the re-arm after a session expiry or an error, a
+	// RescanAll, the safety timer, or a folder that was deleted and
+	// re-created between two listings. Added is then every child now, and
+	// Removed what disappeared since the previous listing (if any): a
+	// consumer can replace its view of the folder with Added.
+	Rescan bool
+
+	// Gone marks the last change of a folder that was deleted: Removed is
+	// every child of the last listing, Count is 0, and the watch has
+	// stopped (Watch again to wait for the folder to come back).
+	Gone bool
+}
+
+// WatcherConfig tunes a Watcher; the zero value is fine.
+type WatcherConfig struct {
+	// Coalesce is how long to wait after a watch fires before re-listing,
+	// so a burst of creates costs one listing. 0 means 2 ms; negative, no
+	// wait.
+	Coalesce time.Duration
+	// Rescan is the period of the safety rescan of every folder (a full
+	// listing that emits a Rescan change even if nothing changed). 0 means
+	// 1 minute; negative, off.
+	Rescan time.Duration
+	Logger *slog.Logger // default slog.Default()
+}
+
+// WatcherStats are counters since NewWatcher.
+type WatcherStats struct {
+	Listings uint64 // getChildren requests sent
+	Fires    uint64 // watch events received (child and exists watches)
+	Rearms   uint64 // watches re-armed after a session expiry or an error
+	Emits    uint64 // calls of emit
+	Errors   uint64 // failed requests and lost watches (each retried with backoff)
+}
+
+const (
+	defaultCoalesce = 2 * time.Millisecond
+	defaultRescan   = time.Minute
+	backoffStart    = 50 * time.Millisecond
+	backoffMax      = 2 * time.Second
+
+	// largeListing is the estimated size of a listing above which the
+	// watcher warns: a ZooKeeper packet over jute.maxbuffer (1 MB by default,
+	// about 60,000 children of job-sized names) fails in Java clients and in
+	// go-zookeeper when capped with Config.MaxBufferSize.
+	largeListing  = 1 << 20
+	juteMaxBuffer = 1<<20 - 1
+)
+
+// Watcher keeps child watches on ZooKeeper folders and reports what
+// changed in them.
+//
+// ZooKeeper watches are one-shot: each folder's goroutine lists the folder
+// with a watch (getChildren), waits for the watch to fire, waits Coalesce,
+// lists again (re-arming), and emits the difference between the two
+// listings. Changes made between a fire and the re-arm show in the new
+// listing, so none is lost; several changes may come as one Change.
+//
+// On a session expiry (every watch gets zk.EventNotWatching and
+// go-zookeeper opens a new session by itself) or any failed request, the
+// folder retries with backoff (50 ms doubling to 2 s) and then emits a
+// Rescan change. A reconnect that keeps the session needs nothing:
+// go-zookeeper re-registers the watches and the server fires those whose
+// folders changed meanwhile.
+//
+// A listing is one ZooKeeper packet: about 60,000 children exceed the
+// default jute.maxbuffer (1 MB). go-zookeeper (uncapped, the default) still
+// accepts it, but Java clients such as zkCli.sh do not, and with
+// Config.MaxBufferSize set the listing fails: the watcher then logs an
+// error naming the folder and keeps retrying with backoff.
+type Watcher struct {
+	s    *Session
+	cfg  WatcherConfig
+	emit func(Change)
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	folders map[string]*folder // current (and ending) watches by path
+	closed  bool
+	wg      sync.WaitGroup
+
+	listings, fires, rearms, emits, errs atomic.Uint64
+}
+
+// NewWatcher returns a Watcher on s that calls emit with every change.
+//
+// emit is called from the watcher's goroutines; calls for one folder are
+// serialised and in order, calls for different folders may be concurrent.
+// It should return quickly (the folder's watch waits for it). It may call
+// Watch and RescanAll, and Unwatch for other folders, but not Unwatch of
+// its own folder nor Close: they wait for emit to return.
+func NewWatcher(s *Session, cfg WatcherConfig, emit func(Change)) *Watcher {
+	if cfg.Coalesce == 0 {
+		cfg.Coalesce = defaultCoalesce
+	}
+	if cfg.Rescan == 0 {
+		cfg.Rescan = defaultRescan
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Watcher{s: s, cfg: cfg, emit: emit, log: cfg.Logger, folders: map[string]*folder{}}
+}
+
+// Watch starts watching the folder at path; it is a no-op if path is
+// already watched, or after Close. A folder that does not exist yet is
+// waited for and watched once it appears (its first change is then a
+// Rescan). A folder that is deleted ends with a Gone change and its watch
+// stops, unless Watch is called again.
+func (w *Watcher) Watch(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	old := w.folders[path]
+	if old != nil && !old.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &folder{
+		w: w, path: path, ctx: ctx, cancel: cancel,
+		done:   make(chan struct{}),
+		rescan: make(chan struct{}, 1),
+	}
+	if old != nil {
+		f.after = old.done // the ended watch may still be in its last emit
+	}
+	w.folders[path] = f
+	w.wg.Add(1)
+	go f.run()
+}
+
+// Unwatch stops the watch on path and waits for its goroutine: once it
+// returns, emit is not called for path (until Watch is called again).
+func (w *Watcher) Unwatch(path string) {
+	w.mu.Lock()
+	f := w.folders[path]
+	if f != nil {
+		delete(w.folders, path)
+	}
+	w.mu.Unlock()
+	if f != nil {
+		f.cancel()
+		<-f.done
+	}
+}
+
+// Watching returns the watched paths, sorted (folders that do not exist
+// yet included, deleted ones not).
+func (w *Watcher) Watching() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	paths := make([]string, 0, len(w.folders))
+	for p, f := range w.folders {
+		if !f.ended.Load() {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	return paths
+}
+
+// RescanAll has every folder list itself now and emit a Rescan change
+// (folders that do not exist yet just check again and emit nothing).
+func (w *Watcher) RescanAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.folders {
+		select {
+		case f.rescan <- struct{}{}:
+		default: // one is already pending
+		}
+	}
+}
+
+// Stats returns the counters.
+func (w *Watcher) Stats() WatcherStats {
+	return WatcherStats{
+		Listings: w.listings.Load(),
+		Fires:    w.fires.Load(),
+		Rearms:   w.rearms.Load(),
+		Emits:    w.emits.Load(),
+		Errors:   w.errs.Load(),
+	}
+}
+
+// Close stops every watch and waits for the goroutines: emit is never
+// called after Close returns. It does not close the Session. A request in
+// flight when Close is called is abandoned, not waited for (it ends when
+// ZooKeeper answers or the Session is closed).
+func (w *Watcher) Close() {
+	w.mu.Lock()
+	w.closed = true
+	folders := w.folders
+	w.folders = map[string]*folder{}
+	w.mu.Unlock()
+	for _, f := range folders {
+		f.cancel()
+	}
+	w.wg.Wait()
+}
+
+// folder is the watch on one path, run by one goroutine.
+type folder struct {
+	w      *Watcher
+	path   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}   // closed when run returns
+	after  <-chan struct{} // a previous, ended watch of path to wait for
+	rescan chan struct{}   // RescanAll requests
+	ended  atomic.Bool     // the folder was deleted: run is ending
+
+	// Owned by run.
+	known    []string // children at the last listing, sorted
+	czxid    int64    // the folder's creation zxid at the last listing
+	listed   bool     // known is valid
+	warned   bool     // the large-listing warning was logged
+	avgName  int      // average child name length at the last listing
+	failures int      // consecutive failures
+}
+
+// result is a ZooKeeper reply, received from a helper goroutine.
+type result struct {
+	children []string
+	stat     *zk.Stat
+	exists   bool
+	watch    <-chan zk.Event
+	err      error
+}
+
+// call runs req in its own goroutine so that Unwatch and Close never wait
+// for ZooKeeper (a request made while disconnected waits for a
+// connection); false when the watch was stopped meanwhile.
+func (f *folder) call(req func() result) (result, bool) {
+	ch := make(chan result, 1)
+	go func() { ch <- req() }()
+	select {
+	case r := <-ch:
+		return r, true
+	case <-f.ctx.Done():
+		return result{}, false
+	}
+}
+
+func (f *folder) run() {
+	defer f.w.wg.Done()
+	defer close(f.done)
+	defer f.cleanup()
+	if f.after != nil {
+		select {
+		case <-f.after:
+		case <-f.ctx.Done():
+			return
+		}
+	}
+	w, conn := f.w, f.w.s.Conn
+
+	var safety <-chan time.Time
+	var timer *time.Timer
+	if w.cfg.Rescan > 0 {
+		timer = time.NewTimer(w.cfg.Rescan)
+		defer timer.Stop()
+		safety = timer.C
+	}
+
+	var (
+		watch      <-chan zk.Event // the armed watch, nil if none
+		childWatch bool            // watch is a child watch (else an exists watch)
+		rescan     = true          // the next listing emits a Rescan change
+		recovering bool            // the next successful listing is a re-arm
+		wait       time.Duration   // delay before the next listing
+	)
+	for {
+		if wait > 0 && !f.sleep(wait) {
+			return
+		}
+		wait = 0
+		select {
+		case <-f.rescan:
+			rescan = true
+		default:
+		}
+
+		// List the folder; with a watch unless one is armed already.
+		armed := watch != nil && childWatch
+		r, ok := f.call(func() result {
+			var r result
+			if armed {
+				r.children, r.stat, r.err = conn.Children(f.path)
+			} else {
+				r.children, r.stat, r.watch, r.err = conn.ChildrenW(f.path)
+			}
+			return r
+		})
+		if !ok {
+			return
+		}
+		w.listings.Add(1)
+
+		switch {
+		case r.err == nil:
+			if !armed {
+				watch, childWatch = r.watch, true
+			}
+			if recovering {
+				w.rearms.Add(1)
+				w.log.Info("zkwatch: watch re-armed", "path", f.path, "attempts", f.failures)
+				recovering = false
+			}
+			f.failures = 0
+			if f.listed && r.stat.Czxid != f.czxid {
+				w.log.Info("zkwatch: folder was re-created", "path", f.path)
+				rescan = true
+			}
+			f.czxid = r.stat.Czxid
+			if !f.report(r.children, rescan) {
+				return
+			}
+			if rescan && timer != nil {
+				timer.Reset(w.cfg.Rescan)
+			}
+			rescan = false
+
+		case errors.Is(r.err, zk.ErrNoNode):
+			if f.listed { // deleted
+				f.gone()
+				return
+			}
+			// Not there yet: wait for it with an exists watch.
+			armedExists := watch != nil && !childWatch
+			r, ok := f.call(func() result {
+				var r result
+				if armedExists {
+					r.exists, _, r.err = conn.Exists(f.path)
+				} else {
+					r.exists, _, r.watch, r.err = conn.ExistsW(f.path)
+				}
+				return r
+			})
+			if !ok {
+				return
+			}
+			if r.err != nil {
+				wait, recovering, rescan = f.failed("exists", r.err), true, true
+				watch = nil
+				continue
+			}
+			if !armedExists {
+				watch, childWatch = r.watch, false
+			}
+			if r.exists { // created meanwhile: list it now
+				continue
+			}
+			if recovering {
+				w.rearms.Add(1)
+				recovering = false
+			}
+			f.failures = 0
+			if timer != nil {
+				timer.Reset(w.cfg.Rescan)
+			}
+
+		default:
+			wait, recovering, rescan = f.failed("list", r.err), true, true
+			watch = nil // a fresh watch on retry
+			continue
+		}
+
+		// Wait for the watch, a rescan, or the end.
+		select {
+		case ev := <-watch:
+			w.fires.Add(1)
+			watch = nil
+			switch ev.Type {
+			case zk.EventNodeChildrenChanged:
+				if w.cfg.Coalesce > 0 {
+					wait = w.cfg.Coalesce
+				}
+			case zk.EventNotWatching: // session expired (or closed)
+				wait, recovering, rescan = f.failed("watch", ev.Err), true, true
+			default: // created, deleted: look now
+			}
+		case <-f.rescan:
+			rescan = true
+		case <-safety:
+			rescan = true
+		case <-f.ctx.Done():
+			return
+		}
+	}
+}
+
+// sleep waits d; false if the watch was stopped meanwhile.
+func (f *folder) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+// failed logs a failed request or a lost watch and returns the backoff
+// before the next attempt.
+func (f *folder) failed(what string, err error) time.Duration {
+	w := f.w
+	w.errs.Add(1)
+	f.failures++
+	d := backoffStart << min(f.failures-1, 6)
+	d = min(d, backoffMax)
+	loud := f.failures == 1 || f.failures%10 == 0 // the first failure and every tenth
+	level := slog.LevelWarn
+	if !loud || w.s.closed.Load() { // or the session was closed under the watcher
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, "zkwatch: "+what+" failed, retrying",
+		"path", f.path, "err", err, "attempt", f.failures, "backoff", d)
+	if what == "list" && loud && !w.s.closed.Load() {
+		f.diagnoseSize(err)
+	}
+	return d
+}
+
+// diagnoseSize checks, with a small request, whether a failed listing may
+// have been too big for one packet, and logs an error naming the folder.
+func (f *folder) diagnoseSize(listErr error) {
+	st, ok := f.call(func() result {
+		var r result
+		r.exists, r.stat, r.err = f.w.s.Conn.Exists(f.path)
+		return r
+	})
+	if !ok || st.err != nil || !st.exists {
+		return
+	}
+	limit := juteMaxBuffer
+	if m := f.w.s.maxBufferSize; m > 0 {
+		limit = m
+	}
+	size := f.listingSize(int(st.stat.NumChildren))
+	if size < limit*9/10 {
+		return
+	}
+	f.w.log.Error("zkwatch: cannot list folder: it has too many children for one ZooKeeper packet; "+
+		"drain it, or raise the packet limit (jute.maxbuffer on servers and Java clients, "+
+		"zkwatch Config.MaxBufferSize)",
+		"path", f.path, "children", st.stat.NumChildren, "estimated_bytes", size, "limit_bytes", limit,
+		"err", listErr)
+}
+
+// listingSize estimates the bytes of a getChildren reply with n children.
+func (f *folder) listingSize(n int) int {
+	name := f.avgName
+	if name == 0 {
+		name = 24
+	}
+	return 100 + n*(4+name)
+}
+
+// report diffs a listing against the last one and emits the change;
+// false if the watch was stopped.
+func (f *folder) report(children []string, rescan bool) bool {
+	sort.Strings(children)
+	added, removed := diff(f.known, children)
+	if rescan {
+		added = slices.Clone(children)
+	}
+	f.known, f.listed = children, true
+	total := 0
+	for _, c := range children {
+		total += len(c)
+	}
+	if len(children) > 0 {
+		f.avgName = total / len(children)
+	}
+	if size := f.listingSize(len(children)); size > largeListing && !f.warned {
+		f.warned = true
+		f.w.log.Warn("zkwatch: folder listing is over 1 MB: Java clients with the default jute.maxbuffer cannot list it",
+			"path", f.path, "children", len(children), "estimated_bytes", size)
+	} else if size <= largeListing/2 {
+		f.warned = false
+	}
+	if !rescan && len(added) == 0 && len(removed) == 0 {
+		return true
+	}
+	return f.send(Change{Path: f.path, Added: added, Removed: removed, Count: len(children), Rescan: rescan})
+}
+
+// gone ends the watch of a deleted folder with its Gone change.
+func (f *folder) gone() {
+	// Mark the watch ended first, so that a Watch of the same path (from
+	// emit, say) starts a new one, which waits for this one to finish.
+	f.ended.Store(true)
+	f.send(Change{Path: f.path, Removed: f.known, Count: 0, Gone: true})
+}
+
+// send calls emit unless the watch was stopped.
+func (f *folder) send(c Change) bool {
+	if f.ctx.Err() != nil {
+		return false
+	}
+	f.w.emits.Add(1)
+	f.w.emit(c)
+	return true
+}
+
+// cleanup forgets the folder when its watch ended by itself.
+func (f *folder) cleanup() {
+	w := f.w
+	w.mu.Lock()
+	if w.folders[f.path] == f {
+		delete(w.folders, f.path)
+	}
+	w.mu.Unlock()
+	f.cancel()
+}
+
+// diff returns what is in b and not in a, and what is in a and not in b;
+// both are sorted.
+func diff(a, b []string) (added, removed []string) {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
+			i++
+			j++
+		case a[i] < b[j]:
+			removed = append(removed, a[i])
+			i++
+		default:
+			added = append(added, b[j])
+			j++
+		}
+	}
+	removed = append(removed, a[i:]...)
+	added = append(added, b[j:]...)
+	return added, removed
+}
