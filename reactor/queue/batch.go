@@ -206,7 +206,9 @@ func (q *Queue) acquireBatch(want func(*Batch) bool, to State) (*Batch, error) {
 		}
 		st := b.Status
 		if to != "" && b.State() == Processing {
-			st = BatchStatus{Status: to, LastModified: q.stamp()}
+			// The message of a batch that failed before it had jobs is kept
+			// for its report.
+			st = BatchStatus{Status: to, LastModified: q.stamp(), Message: b.Status.Message}
 		}
 		ops := []op{lockOp(q.batchPath(bid, "lock")), fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
 		if b.State() == Pending && !b.Acquired {

@@ -223,7 +223,11 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 // rewrites its status unchanged at the version read: the lock is taken only
 // if the job has not moved since, and the status version moves on, so a
 // session that held the job before and lost its lock can no longer commit.
-func (q *Queue) AcquireJob(s State) (*Job, error) {
+func (q *Queue) AcquireJob(s State) (*Job, error) { return q.AcquireJobExcept(s, nil) }
+
+// AcquireJobExcept is AcquireJob passing over the jobs skip says to (nil
+// skips none): a daemon's jobs that wait for a timer, for instance.
+func (q *Queue) AcquireJobExcept(s State, skip func(jid string) bool) (*Job, error) {
 	refs, problems, err := q.Refs(s)
 	if err != nil {
 		return nil, err
@@ -233,6 +237,9 @@ func (q *Queue) AcquireJob(s State) (*Job, error) {
 	}
 	for _, ref := range refs {
 		_, jid, _ := parseRef(ref)
+		if skip != nil && skip(jid) {
+			continue
+		}
 		j, err := q.LoadJob(jid)
 		switch {
 		case errors.Is(err, ErrNotFound):

@@ -190,3 +190,6 @@ func (q *Queue) tryLock(p string) (bool, error) {
 	}
 	return false, fmt.Errorf("lock %s: %w", q.rel(p), err)
 }
+
+// Now is the queue's clock (last_modified stamps use it).
+func (q *Queue) Now() time.Time { return q.now() }
