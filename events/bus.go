@@ -1,0 +1,559 @@
+package events
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// DefaultStream is the name of the JetStream stream that records events.
+const DefaultStream = "INGESTQ_EVENTS"
+
+// Defaults and bounds of the bus.
+const (
+	defaultMaxAge     = 7 * 24 * time.Hour
+	defaultMaxBytes   = 1 << 30
+	connectTimeout    = 5 * time.Second        // dial timeout for an external URL
+	reconnectWait     = 250 * time.Millisecond // between reconnect attempts
+	setupTimeout      = 10 * time.Second       // stream create/update when ctx has no deadline
+	closeFlushTimeout = 2 * time.Second        // Close waits this long for acks
+	defaultAckTimeout = 15 * time.Second       // an unacknowledged publish is lost after this
+	lostWarnEvery     = 5 * time.Second        // at most one "lost" warning per interval
+	queueSize         = 65536                  // events waiting for the publisher goroutine (a 60k-ref listing fits)
+	queueWait         = 5 * time.Millisecond   // longest Publish waits for room in a full queue
+)
+
+// Config says where the bus runs and what the stream keeps. The zero value
+// runs an embedded, in-process-only server (DataDir is then required).
+type Config struct {
+	URL       string        // existing NATS server/cluster (comma-separated URLs); "" = run an embedded server
+	DataDir   string        // embedded server's JetStream store goes in DataDir/nats (required when embedded)
+	Listen    string        // embedded listener host:port, e.g. "127.0.0.1:4222"; "127.0.0.1:0" = random port; "" = in-process only
+	CredsFile string        // for URL: NATS credentials file (nats.UserCredentials)
+	Token     string        // for URL: authentication token
+	TLSCA     string        // for URL: CA certificate file (nats.RootCAs)
+	TLSCert   string        // for URL: client certificate file (nats.ClientCert, with TLSKey)
+	TLSKey    string        // for URL: client key file
+	Stream    string        // stream name, default DefaultStream
+	MaxAge    time.Duration // stream limit, default 7 days
+	MaxBytes  int64         // stream limit, default 1 GiB
+	Host      string        // stamped on events; default os.Hostname()
+	Logger    *slog.Logger  // default slog.Default()
+
+	ackTimeout time.Duration // tests shorten it; default defaultAckTimeout
+}
+
+// withDefaults fills in the defaults of every unset field.
+func (c Config) withDefaults() Config {
+	c.Stream = cmp.Or(c.Stream, DefaultStream)
+	c.MaxAge = cmp.Or(c.MaxAge, defaultMaxAge)
+	c.MaxBytes = cmp.Or(c.MaxBytes, defaultMaxBytes)
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.ackTimeout = cmp.Or(c.ackTimeout, defaultAckTimeout)
+	return c
+}
+
+// Stats counts what the bus did with published events.
+type Stats struct {
+	Published uint64 // acknowledged by the stream (recorded)
+	Lost      uint64 // not recorded: dropped, refused, or unacknowledged in time; also failed signals
+}
+
+// Bus publishes ingestq's events on NATS and records them in JetStream.
+// Its methods are safe for concurrent use.
+type Bus struct {
+	cfg Config
+	log *slog.Logger
+	ns  *server.Server // nil when joined to an external URL
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	mu     sync.RWMutex // guards closed against enqueueing
+	closed bool
+	queue  chan outMsg
+	stop   chan struct{} // closed by Close: the publisher drains and ends
+	stopBy time.Time     // set before stop is closed: when draining gives up
+	done   chan struct{} // closed when the publisher has ended
+
+	ctx    context.Context // cancelled by Close; bounds background work
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // background work started by connection callbacks
+
+	closing   atomic.Bool // Close has begun: the disconnect that follows is ours
+	settled   atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
+	congested atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
+	published atomic.Uint64
+	lost      atomic.Uint64
+	lastWarn  atomic.Int64 // unix nanoseconds of the last "lost" warning
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// outMsg is one item for the publisher goroutine: an event for JetStream,
+// a core NATS signal, or (flushed != nil) a marker Flush waits on.
+type outMsg struct {
+	subject string
+	data    []byte
+	core    bool
+	flushed chan struct{}
+}
+
+var errClosed = errors.New("events: bus closed")
+var errQueueFull = errors.New("events: publish queue full")
+
+// Open starts the embedded server if cfg.URL is empty, connects to NATS,
+// and creates or updates the stream. The connection reconnects forever;
+// each disconnect and reconnect is logged once. An external URL that
+// cannot be reached within a few seconds is an error naming it.
+func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	b := &Bus{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		queue: make(chan outMsg, queueSize),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if err := b.open(ctx); err != nil {
+		b.cancel()
+		if b.nc != nil {
+			b.closing.Store(true)
+			b.nc.Close()
+		}
+		if b.ns != nil {
+			b.ns.Shutdown()
+			b.ns.WaitForShutdown()
+		}
+		return nil, err
+	}
+	go b.publisher()
+	return b, nil
+}
+
+func (b *Bus) open(ctx context.Context) error {
+	opts := []nats.Option{
+		nats.Name("ingestq@" + b.cfg.Host),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.Timeout(connectTimeout),
+		nats.RetryOnFailedConnect(false),
+		nats.PingInterval(20 * time.Second),
+		nats.DrainTimeout(closeFlushTimeout),
+		nats.DisconnectErrHandler(b.onDisconnect),
+		nats.ReconnectHandler(b.onReconnect),
+		nats.ErrorHandler(b.onAsyncError),
+	}
+	var err error
+	if b.cfg.URL == "" {
+		if b.ns, err = startEmbedded(b.cfg); err != nil {
+			return err
+		}
+		opts = append(opts, nats.InProcessServer(b.ns))
+	} else {
+		auth, err := b.cfg.authOptions()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, auth...)
+	}
+	b.nc, err = nats.Connect(b.cfg.URL, opts...)
+	if err != nil {
+		if b.cfg.URL == "" {
+			return fmt.Errorf("events: connect to embedded NATS server: %w", err)
+		}
+		return fmt.Errorf("events: connect to NATS at %s: %w", redactURLs(b.cfg.URL), err)
+	}
+	b.js, err = jetstream.New(b.nc,
+		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) {
+			if !b.settled.Load() {
+				b.published.Add(1)
+			}
+		}),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			if !b.settled.Load() {
+				b.lose(err)
+			}
+		}),
+		jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout),
+	)
+	if err != nil {
+		return fmt.Errorf("events: JetStream: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
+	}
+	return b.ensureStream(ctx)
+}
+
+// authOptions turns the credentials of an external URL into NATS options.
+func (c Config) authOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, fmt.Errorf("events: TLS client certificate and key go together (cert %q, key %q)", c.TLSCert, c.TLSKey)
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts, nil
+}
+
+// ensureStream creates the stream or brings its configuration up to date.
+func (b *Bus) ensureStream(ctx context.Context) error {
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        b.cfg.Stream,
+		Description: "ingestq events",
+		Subjects:    []string{SubjectAll},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      b.cfg.MaxAge,
+		MaxBytes:    b.cfg.MaxBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("events: create or update stream %s: %w", b.cfg.Stream, err)
+	}
+	return nil
+}
+
+// Publish stamps the event (ID, Time, Host when empty) and hands it to the
+// publisher goroutine, which publishes it to JetStream asynchronously. It
+// never waits for NATS and never panics. When a burst fills the queue it
+// waits for room, at most a few milliseconds; if NATS is stuck it drops.
+//
+// An event is counted lost when it cannot be queued (bus closed, queue
+// full), when NATS refuses it (reconnect buffer full, no stream), or when
+// its acknowledgement fails: the connection drops with the event in flight,
+// or no ack comes within 15 s. While NATS reconnects, events wait in the
+// client's 8 MB reconnect buffer, so an outage shorter than the ack timeout
+// loses nothing; after a longer one, events counted lost may still be
+// recorded when the buffer is sent on reconnect. Lost is an upper bound.
+func (b *Bus) Publish(e Event) {
+	if b == nil {
+		return
+	}
+	if e.ID == "" {
+		e.ID = nuid.Next()
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	if e.Host == "" {
+		e.Host = b.cfg.Host
+	}
+	data, err := marshal(e)
+	if err != nil {
+		b.lose(err)
+		return
+	}
+	b.enqueue(outMsg{subject: e.Subject(), data: data})
+}
+
+// Signal publishes data on core NATS at InternalPrefix+subject, for
+// internal wake-ups. Signals are never recorded; like Publish it never
+// waits for NATS, and a signal that cannot be sent is counted lost.
+func (b *Bus) Signal(subject string, data []byte) {
+	if b == nil {
+		return
+	}
+	b.enqueue(outMsg{subject: InternalPrefix + subject, data: data, core: true})
+}
+
+// enqueue hands m to the publisher goroutine. A full queue slows the
+// caller to the publisher's pace for at most queueWait; if no room opens
+// in that time the publisher is stuck, and callers drop at once (instead
+// of each waiting queueWait) until it sends something again.
+func (b *Bus) enqueue(m outMsg) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		b.lose(errClosed)
+		return
+	}
+	select {
+	case b.queue <- m:
+		return
+	default:
+	}
+	if b.congested.Load() {
+		b.lose(errQueueFull)
+		return
+	}
+	t := time.NewTimer(queueWait)
+	defer t.Stop()
+	select {
+	case b.queue <- m:
+	case <-t.C:
+		b.congested.Store(true)
+		b.lose(errQueueFull)
+	}
+}
+
+// publisher sends queued messages in order until Close, then sends what
+// is left (within a bound) and ends.
+func (b *Bus) publisher() {
+	defer close(b.done)
+	for {
+		select {
+		case m := <-b.queue:
+			b.send(m)
+			if b.congested.Load() {
+				b.congested.Store(false)
+			}
+		case <-b.stop:
+			// Send what is left until Close's deadline: with NATS down
+			// each send may stall (200 ms at 4,000 unacknowledged).
+			for {
+				select {
+				case m := <-b.queue:
+					if time.Now().Before(b.stopBy) {
+						b.send(m)
+					} else if m.flushed != nil {
+						close(m.flushed)
+					} else {
+						b.lose(errClosed)
+					}
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (b *Bus) send(m outMsg) {
+	switch {
+	case m.flushed != nil:
+		close(m.flushed)
+	case m.core:
+		if err := b.nc.Publish(m.subject, m.data); err != nil {
+			b.lose(err)
+		}
+	default:
+		if _, err := b.js.PublishMsgAsync(&nats.Msg{Subject: m.subject, Data: m.data}); err != nil {
+			b.lose(err)
+		}
+	}
+}
+
+// lose counts one lost event and warns at most once per lostWarnEvery.
+func (b *Bus) lose(reason error) {
+	n := b.lost.Add(1)
+	now := time.Now().UnixNano()
+	last := b.lastWarn.Load()
+	if last != 0 && now-last < int64(lostWarnEvery) {
+		return
+	}
+	if b.lastWarn.CompareAndSwap(last, now) {
+		b.log.Warn("events: events not recorded", "lost_total", n, "reason", reason)
+	}
+}
+
+// Subscribe calls fn for each event published on subject (a NATS subject
+// filter such as "ingestq.job.completed.*"), on core NATS. Messages that
+// are not events are logged at debug and skipped. fn runs on one goroutine
+// per subscription, in order.
+func (b *Bus) Subscribe(subject string, fn func(Event)) (unsubscribe func(), err error) {
+	sub, err := b.nc.Subscribe(subject, func(m *nats.Msg) {
+		e, err := decode(m.Data)
+		if err != nil {
+			b.log.Debug("events: skipping a message that is not an event", "subject", m.Subject, "err", err)
+			return
+		}
+		fn(e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: subscribe %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// SubscribeSignal calls fn with the data of each signal sent with
+// Signal(subject, ...); subject may use NATS wildcards.
+func (b *Bus) SubscribeSignal(subject string, fn func(data []byte)) (unsubscribe func(), err error) {
+	sub, err := b.nc.Subscribe(InternalPrefix+subject, func(m *nats.Msg) { fn(m.Data) })
+	if err != nil {
+		return nil, fmt.Errorf("events: subscribe signal %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// Conn returns the bus's NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// ClientURL returns the URL other processes connect to: the embedded
+// server's when it listens, else Config.URL ("" for an in-process-only
+// embedded server).
+func (b *Bus) ClientURL() string {
+	if b.ns != nil {
+		if b.cfg.Listen == "" {
+			return ""
+		}
+		return b.ns.ClientURL()
+	}
+	return b.cfg.URL
+}
+
+// Stats returns the counters so far.
+func (b *Bus) Stats() Stats {
+	return Stats{Published: b.published.Load(), Lost: b.lost.Load()}
+}
+
+// Flush waits until every event published so far has been acknowledged or
+// counted lost, and every signal has reached the server. For tests and
+// shutdown; an error means ctx ended first or the server cannot be reached.
+func (b *Bus) Flush(ctx context.Context) error {
+	// No lock here: a Flush blocked on a full queue must not hold up Close
+	// (nor, through Close, Publish). After Close, b.done stands for the marker.
+	flushed := make(chan struct{})
+	select {
+	case b.queue <- outMsg{flushed: flushed}:
+	case <-b.done:
+	case <-ctx.Done():
+		return fmt.Errorf("events: flush: %w", ctx.Err())
+	}
+	select {
+	case <-flushed:
+	case <-b.done:
+	case <-ctx.Done():
+		return fmt.Errorf("events: flush: %w", ctx.Err())
+	}
+	select {
+	case <-b.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return fmt.Errorf("events: flush: %d publishes unacknowledged: %w", b.js.PublishAsyncPending(), ctx.Err())
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("events: flush: %w", err)
+	}
+	return nil
+}
+
+// Close sends what is queued, waits up to 2 s for acknowledgements, closes
+// the connection and shuts the embedded server down. Later Publish calls
+// count their events lost. Close is safe to call more than once.
+func (b *Bus) Close() error {
+	b.closeOnce.Do(func() { b.closeErr = b.close() })
+	return b.closeErr
+}
+
+func (b *Bus) close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	deadline := time.Now().Add(closeFlushTimeout)
+	b.stopBy = deadline
+	close(b.stop)
+	<-b.done
+
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	select {
+	case <-b.js.PublishAsyncComplete():
+	case <-ctx.Done():
+	}
+	// What is still unacknowledged now counts as lost, once: the
+	// connection is about to close, and ack timers firing later are ignored.
+	b.settled.Store(true)
+	if n := b.js.PublishAsyncPending(); n > 0 {
+		b.lost.Add(uint64(n))
+		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
+	}
+
+	b.closing.Store(true)
+	b.cancel()
+	b.bg.Wait()
+	closed := make(chan struct{})
+	b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := b.nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-time.After(closeFlushTimeout + time.Second):
+		}
+	}
+	b.nc.Close()
+
+	if b.ns != nil {
+		b.ns.Shutdown()
+		b.ns.WaitForShutdown()
+	}
+	return nil
+}
+
+// onDisconnect logs a lost connection once (at debug when Close caused it).
+func (b *Bus) onDisconnect(_ *nats.Conn, err error) {
+	if b.closing.Load() {
+		b.log.Debug("events: NATS connection closed")
+		return
+	}
+	b.log.Warn("events: NATS disconnected, reconnecting", "err", err)
+}
+
+// onReconnect logs the reconnect and makes sure the stream exists again
+// (a server that lost its store would otherwise refuse every event).
+func (b *Bus) onReconnect(nc *nats.Conn) {
+	b.log.Info("events: NATS reconnected", "url", nc.ConnectedUrlRedacted())
+	if b.closing.Load() {
+		return
+	}
+	b.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(b.ctx, setupTimeout)
+		defer cancel()
+		if err := b.ensureStream(ctx); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("events: after reconnect", "err", err)
+		}
+	})
+}
+
+// onAsyncError logs errors NATS reports outside any call (slow consumer,
+// permissions).
+func (b *Bus) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if sub != nil {
+		b.log.Warn("events: NATS subscription error", "subject", sub.Subject, "err", err)
+		return
+	}
+	b.log.Warn("events: NATS error", "err", err)
+}
+
+// redactURLs hides passwords in a comma-separated list of URLs.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil && u.User != nil {
+			p = u.Redacted()
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}

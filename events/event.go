@@ -1,0 +1,97 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Event kinds.
+const (
+	KindJob      = "job"      // a job changed state
+	KindBatch    = "batch"    // a batch changed state
+	KindProgress = "progress" // progress within a job's step
+	KindAdmin    = "admin"    // an operator's action
+)
+
+// SubjectAll is the subject filter of everything the stream records.
+const SubjectAll = "ingestq.>"
+
+// InternalPrefix starts the subjects of internal signals (watcher
+// wake-ups). They travel on core NATS only and are never recorded.
+const InternalPrefix = "_ingestq."
+
+// Event is the envelope of everything ingestq publishes.
+type Event struct {
+	ID       string         `json:"id"`                 // unique (nuid), set by Publish if empty
+	Time     time.Time      `json:"time"`               // set by Publish if zero
+	Kind     string         `json:"kind"`               // KindJob, KindBatch, KindProgress or KindAdmin
+	BatchID  string         `json:"batch_id,omitempty"` // the batch concerned
+	JobID    string         `json:"job_id,omitempty"`   // the job concerned
+	From     string         `json:"from,omitempty"`     // state before (job/batch transitions)
+	To       string         `json:"to,omitempty"`       // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
+	Priority *int           `json:"priority,omitempty"` // the job's or batch's priority, when known
+	Host     string         `json:"host,omitempty"`     // set by Publish from Config.Host if empty
+	Message  string         `json:"message,omitempty"`  // free text for people
+	Attrs    map[string]any `json:"attrs,omitempty"`    // anything else, JSON-encodable
+}
+
+// Subject returns the NATS subject the event is published on:
+//
+//	job      ingestq.job.<lower(To)>.<JobID>
+//	batch    ingestq.batch.<lower(To)>.<BatchID>
+//	progress ingestq.job.progress.<JobID>
+//	admin    ingestq.admin.<To>
+//
+// Any other kind goes to ingestq.<lower(Kind)>.<lower(To)>. Every token is
+// sanitised: '.', '*', '>' and white space become '_', and an empty token
+// becomes "_", so an identifier can never split or widen a subject.
+func (e Event) Subject() string {
+	switch e.Kind {
+	case KindJob:
+		return "ingestq.job." + token(strings.ToLower(e.To)) + "." + token(e.JobID)
+	case KindBatch:
+		return "ingestq.batch." + token(strings.ToLower(e.To)) + "." + token(e.BatchID)
+	case KindProgress:
+		return "ingestq.job.progress." + token(e.JobID)
+	case KindAdmin:
+		return "ingestq.admin." + token(e.To)
+	default:
+		return "ingestq." + token(strings.ToLower(e.Kind)) + "." + token(strings.ToLower(e.To))
+	}
+}
+
+// token makes s safe as one NATS subject token.
+func token(s string) string {
+	if s == "" {
+		return "_"
+	}
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unsafeRune(r) {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// unsafeRune reports whether r may not appear inside a subject token.
+func unsafeRune(r rune) bool {
+	switch r {
+	case '.', '*', '>', ' ', '\t', '\r', '\n', '\f', '\v':
+		return true
+	}
+	return r < 0x20 || r == 0x7f
+}
+
+// marshal encodes an event for the wire.
+func marshal(e Event) ([]byte, error) { return json.Marshal(e) }
+
+// decode reads an event from the wire.
+func decode(data []byte) (Event, error) {
+	var e Event
+	err := json.Unmarshal(data, &e)
+	return e, err
+}

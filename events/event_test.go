@@ -1,0 +1,34 @@
+package events
+
+import "testing"
+
+func TestSubject(t *testing.T) {
+	tests := []struct {
+		name string
+		e    Event
+		want string
+	}{
+		{"job", Event{Kind: KindJob, To: "Completed", JobID: "jid0042"}, "ingestq.job.completed.jid0042"},
+		{"batch", Event{Kind: KindBatch, To: "Reporting", BatchID: "bid0007"}, "ingestq.batch.reporting.bid0007"},
+		{"progress", Event{Kind: KindProgress, To: "Downloading", JobID: "jid0042"}, "ingestq.job.progress.jid0042"},
+		{"admin", Event{Kind: KindAdmin, To: "hold", JobID: "jid1"}, "ingestq.admin.hold"},
+		{"job id with dot", Event{Kind: KindJob, To: "Failed", JobID: "a.b"}, "ingestq.job.failed.a_b"},
+		{"job id star", Event{Kind: KindJob, To: "Failed", JobID: "*"}, "ingestq.job.failed._"},
+		{"batch id gt", Event{Kind: KindBatch, To: "Failed", BatchID: ">"}, "ingestq.batch.failed._"},
+		{"empty ids", Event{Kind: KindJob}, "ingestq.job._._"},
+		{"empty progress", Event{Kind: KindProgress}, "ingestq.job.progress._"},
+		{"spaces", Event{Kind: KindJob, To: "Held Up", JobID: "my job\tid\n"}, "ingestq.job.held_up.my_job_id_"},
+		{"hostile state", Event{Kind: KindBatch, To: "a.*.>", BatchID: "b 1"}, "ingestq.batch.a____.b_1"},
+		{"hostile admin", Event{Kind: KindAdmin, To: "re.queue >"}, "ingestq.admin.re_queue__"},
+		{"empty admin", Event{Kind: KindAdmin}, "ingestq.admin._"},
+		{"unknown kind", Event{Kind: "Audit.x", To: "Done"}, "ingestq.audit_x.done"},
+		{"no kind", Event{}, "ingestq._._"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.e.Subject(); got != tt.want {
+				t.Errorf("Subject() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

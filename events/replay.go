@@ -1,0 +1,146 @@
+package events
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Filter selects the recorded events Replay delivers.
+type Filter struct {
+	Since   time.Time // only events whose Time is not before Since; zero = from the start of the stream
+	BatchID string    // only events whose BatchID matches
+	JobID   string    // only events whose JobID matches
+	Subject string    // a NATS subject filter within the stream, default SubjectAll
+}
+
+// clockSkew is how much earlier than Filter.Since the server starts
+// reading: the server files messages by its own clock, events carry the
+// publisher's, so the exact cut is made on Event.Time.
+const clockSkew = time.Minute
+
+// replayIdle is how long Replay waits for the next message before it asks
+// the server whether anything is still pending (messages can expire or be
+// purged while a replay runs).
+const replayIdle = 2 * time.Second
+
+// match reports whether e passes the filter's client-side tests.
+func (f Filter) match(e Event) bool {
+	return (f.BatchID == "" || e.BatchID == f.BatchID) &&
+		(f.JobID == "" || e.JobID == f.JobID) &&
+		(f.Since.IsZero() || !e.Time.Before(f.Since))
+}
+
+// Replay calls fn, in stream order, for each recorded event that passes f,
+// reading stream (DefaultStream when "") through an ordered consumer on
+// nc. It stops once it has delivered everything that was in the stream
+// when it began, and returns fn's first error, ctx's error, or nil. An
+// empty stream returns nil at once; a missing stream is an error naming it.
+func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error) error {
+	if stream == "" {
+		stream = DefaultStream
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("events: replay: %w", err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("events: replay: no stream %q: %w", stream, err)
+	}
+	if err != nil {
+		return fmt.Errorf("events: replay: stream %q: %w", stream, err)
+	}
+	state := s.CachedInfo().State
+	if state.Msgs == 0 {
+		return nil
+	}
+	last := state.LastSeq
+
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{cmp.Or(f.Subject, SubjectAll)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if !f.Since.IsZero() {
+		start := f.Since.Add(-clockSkew)
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &start
+	}
+	cons, err := s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("events: replay %s: %w", stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("events: replay %s: %w", stream, err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
+	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+		return nil // nothing matches the subject filter and start
+	}
+
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(replayIdle))
+		if errors.Is(err, nats.ErrTimeout) {
+			info, ierr := cons.Info(ctx)
+			if ierr == nil && info.NumPending == 0 {
+				return nil // what was pending has expired or been purged
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("events: replay %s: %w", stream, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("events: replay %s: %w", stream, err)
+		}
+		if meta.Sequence.Stream > last {
+			return nil // recorded after the replay began
+		}
+		if e, err := decode(msg.Data()); err == nil && f.match(e) {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if meta.Sequence.Stream == last || meta.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// Tail calls fn for each live event on subject (SubjectAll when "") until
+// ctx is done, then returns nil. Messages that are not events are skipped.
+// fn runs on the caller's goroutine and is never called after Tail returns.
+func Tail(ctx context.Context, nc *nats.Conn, subject string, fn func(Event)) error {
+	subject = cmp.Or(subject, SubjectAll)
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		return fmt.Errorf("events: tail %s: %w", subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			continue // some were dropped; go on with the rest
+		}
+		if err != nil {
+			return fmt.Errorf("events: tail %s: %w", subject, err)
+		}
+		if e, err := decode(m.Data); err == nil {
+			fn(e)
+		}
+	}
+}
