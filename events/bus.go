@@ -432,7 +432,13 @@ func (b *Bus) Stats() Stats {
 // Flush waits until every event published so far has been acknowledged or
 // counted lost, and every signal has reached the server. For tests and
 // shutdown; an error means ctx ended first or the server cannot be reached.
+// Without a deadline on ctx, Flush gives up after 30 s.
 func (b *Bus) Flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
 	// No lock here: a Flush blocked on a full queue must not hold up Close
 	// (nor, through Close, Publish). After Close, b.done stands for the marker.
 	flushed := make(chan struct{})

@@ -1,0 +1,168 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// pendingBatchStep takes a Pending batch and makes its jobs: Held when its
+// collection is held; else the batch handler runs (with retries) and the
+// batch moves to Processing. A batch whose payload cannot be read moves to
+// Processing with the reason in its message and no jobs, so it reports at
+// once, as Failed.
+func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
+	if r.held.Load() {
+		return false, nil
+	}
+	b, err := r.q.AcquirePendingBatch()
+	if err != nil || b == nil {
+		return false, err
+	}
+	if r.collectionHeld(b.Profile()) {
+		r.moveBatch(b, queue.Held, queue.BatchChange{}, nil)
+		return true, nil
+	}
+	var message string
+	for attempt := 1; ; attempt++ {
+		err := r.cfg.Batches.CreateJobs(ctx, r.q, b)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			r.unlockBatch(b)
+			return true, nil
+		}
+		if IsFatal(err) || attempt >= r.cfg.Attempts {
+			message = fmt.Sprintf("payload: %v", err)
+			break
+		}
+		wait := backoff(r.cfg.Backoff, attempt)
+		r.log.Warn("reactor: batch handler failed; retrying", "batch", b.ID, "attempt", attempt, "in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			r.unlockBatch(b)
+			return true, nil
+		}
+	}
+	if r.moveBatch(b, queue.Processing, queue.BatchChange{Message: message}, nil) {
+		// A batch with no job left in batch-processing reports now: its
+		// folder may never appear, so no watch would fire.
+		r.signal(sigReport)
+	}
+	return true, nil
+}
+
+// reportStep takes a batch that is ready to report (every job done), reports
+// it, and records the report with the batch's final state.
+func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
+	b, err := r.q.AcquireCompletedBatch()
+	if err != nil || b == nil {
+		return false, err
+	}
+	from := b.State()
+	if from == queue.Reporting {
+		r.publishBatch(b, queue.Processing, nil)
+	}
+	rep, err := r.buildReport(b)
+	if err != nil {
+		r.log.Warn("reactor: cannot read the batch's jobs; report retried later", "batch", b.ID, "err", err)
+		r.unlockBatch(b)
+		return true, nil
+	}
+	msg := rep.Message
+	for attempt := 1; ; attempt++ {
+		err := r.cfg.Reporter.Report(ctx, b, rep)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			r.unlockBatch(b)
+			return true, nil
+		}
+		if IsFatal(err) || attempt >= r.cfg.Attempts {
+			msg = fmt.Sprintf("report not delivered: %v", err)
+			rep.Message = msg
+			break
+		}
+		if !sleep(ctx, backoff(r.cfg.Backoff, attempt)) {
+			r.unlockBatch(b)
+			return true, nil
+		}
+	}
+	to := queue.Completed
+	if rep.Failed() {
+		to = queue.Failed
+	}
+	report := rep.StatusReport
+	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &report}, map[string]any{
+		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "update": rep.Update})
+	return true, nil
+}
+
+// buildReport lists the batch's completed and failed jobs, with the failed
+// jobs' messages.
+func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
+	buckets, err := r.q.BatchJobs(b.ID)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{
+		StatusReport: queue.StatusReport{
+			LastModified:   r.q.Now().Format(queue.TimeLayout),
+			SuccessfulJobs: nonNil(buckets["batch-completed"]),
+			FailedJobs:     nonNil(buckets["batch-failed"]),
+		},
+		Messages: map[string]string{},
+		Update:   b.State() == queue.UpdateReporting,
+		Message:  b.Status.Message,
+	}
+	for _, jid := range rep.FailedJobs {
+		j, err := r.q.LoadJob(jid)
+		if err != nil {
+			rep.Messages[jid] = err.Error()
+			continue
+		}
+		rep.Messages[jid] = j.Status.Message
+	}
+	return rep, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// moveBatch commits a batch's transition, releasing its lock, and publishes
+// it; it reports whether the commit happened.
+func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
+	from := b.State()
+	c.Release = true
+	err := r.q.SetBatchStatus(b, to, c)
+	switch {
+	case errors.Is(err, queue.ErrStale):
+		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
+		return false
+	case err != nil:
+		r.log.Error("reactor: batch commit failed; left in its state", "batch", b.ID, "from", from, "to", to, "err", err)
+		r.unlockBatch(b)
+		return false
+	}
+	r.publishBatch(b, from, attrs)
+	return true
+}
+
+func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, attrs map[string]any) {
+	r.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: b.ID, From: string(from), To: string(b.State()),
+		Message: b.Status.Message, Attrs: attrs})
+}
+
+func (r *Reactor) unlockBatch(b *queue.Batch) {
+	if err := r.q.UnlockBatch(b); err != nil {
+		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "batch", b.ID, "err", err)
+	}
+}

@@ -1,0 +1,80 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// JobHandler does one state's work for one acquired job. It must be safe to
+// run again on the same job: a daemon that dies mid-step leaves the job in
+// its state, and another daemon runs the step again (resume, do not redo).
+type JobHandler interface {
+	Handle(ctx context.Context, j *queue.Job) (Result, error)
+}
+
+// JobHandlerFunc adapts a function to JobHandler.
+type JobHandlerFunc func(ctx context.Context, j *queue.Job) (Result, error)
+
+// Handle calls f.
+func (f JobHandlerFunc) Handle(ctx context.Context, j *queue.Job) (Result, error) { return f(ctx, j) }
+
+// Result is what a successful step writes with its transition.
+type Result struct {
+	// Change carries job data to write in the same multi() as the move to
+	// the next state: priority, space_needed, identifiers, store, inventory.
+	Change queue.JobChange
+	// Wait, when positive, means "not yet": the job stays in its state, its
+	// lock is released, and it is tried again after Wait (Provisioning).
+	Wait time.Duration
+	// Attrs are added to the transition's event.
+	Attrs map[string]any
+}
+
+// BatchHandler turns an acquired Pending batch into jobs. It runs again
+// after a crash, so it must not create a job twice: EnsureJobs does that.
+type BatchHandler interface {
+	CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error
+}
+
+// Reporter tells the depositor how a batch went. It may run again for the
+// same report if the daemon dies between reporting and recording it.
+type Reporter interface {
+	Report(ctx context.Context, b *queue.Batch, r Report) error
+}
+
+// Report is a batch's outcome.
+type Report struct {
+	queue.StatusReport
+	Messages map[string]string // failed jid → its message
+	Update   bool              // a report asked for again (UpdateReporting)
+	Message  string            // a batch-level failure (its payload could not be read)
+}
+
+// Failed tells whether the batch ends Failed: a failed job, or no job at all
+// because of a batch-level failure.
+func (r Report) Failed() bool { return len(r.FailedJobs) > 0 || r.Message != "" }
+
+// fatalError marks an error that retrying cannot fix.
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string { return e.err.Error() }
+func (e fatalError) Unwrap() error { return e.err }
+
+// Fatal marks err as fatal: the job goes to Failed at once, without retries
+// (a digest mismatch, a corrupt manifest, an id mismatch, bad input).
+// Errors not marked are retryable.
+func Fatal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fatalError{err}
+}
+
+// IsFatal tells whether err (or an error it wraps) was marked Fatal.
+func IsFatal(err error) bool {
+	var f fatalError
+	return errors.As(err, &f)
+}

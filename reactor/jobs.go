@@ -1,0 +1,100 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// ObjectKeyField is the configuration field that names the object a job is
+// for, unique within its batch. It is how a re-run batch handler knows
+// which objects already have jobs.
+const ObjectKeyField = "object_key"
+
+// Object is one object of a batch, to become one job.
+type Object struct {
+	Key  string // unique within the batch: a manifest line, a file name
+	Spec queue.JobSpec
+}
+
+// EnsureJobs creates a job for every object that has none in the batch yet,
+// and returns how many it created. Run again after a crash, it creates only
+// the missing ones: a batch never loses or duplicates a job.
+func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object) (int, error) {
+	have, err := existingKeys(q, b.ID)
+	if err != nil {
+		return 0, err
+	}
+	var todo []Object
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if seen[o.Key] {
+			return 0, Fatal(fmt.Errorf("batch %s: object %q is listed twice", b.ID, o.Key))
+		}
+		seen[o.Key] = true
+		if !have[o.Key] {
+			todo = append(todo, o)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		created int
+		first   error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, 16) // ZooKeeper takes concurrent creates far faster than serial ones
+	)
+	for _, o := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			spec := o.Spec
+			cfg := make(map[string]any, len(spec.Config)+1)
+			for k, v := range spec.Config {
+				cfg[k] = v
+			}
+			cfg[ObjectKeyField] = o.Key
+			spec.Config = cfg
+			_, err := q.CreateJob(b.ID, spec)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && first == nil {
+				first = fmt.Errorf("object %q: %w", o.Key, err)
+			}
+			if err == nil {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return created, first
+}
+
+// existingKeys reads the object keys of a batch's jobs.
+func existingKeys(q *queue.Queue, bid string) (map[string]bool, error) {
+	buckets, err := q.BatchJobs(bid)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, jids := range buckets {
+		for _, jid := range jids {
+			j, err := q.LoadJob(jid)
+			if err != nil {
+				return nil, fmt.Errorf("batch %s: read its job %s: %w", bid, jid, err)
+			}
+			if k, ok := j.Config[ObjectKeyField].(string); ok {
+				have[k] = true
+			}
+		}
+	}
+	return have, nil
+}

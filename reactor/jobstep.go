@@ -1,0 +1,126 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// jobStep is a pool's step for the jobs of state s.
+func (r *Reactor) jobStep(s queue.State) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if r.held.Load() {
+			return false, nil
+		}
+		j, err := r.q.AcquireJobExcept(s, r.waiting[s].skip)
+		if err != nil || j == nil {
+			return false, err
+		}
+		if s == queue.Pending {
+			r.startJob(j)
+		} else {
+			r.runJob(ctx, s, j)
+		}
+		return true, nil
+	}
+}
+
+// startJob moves an acquired Pending job on: to Held when its collection is
+// held, else to Estimating.
+func (r *Reactor) startJob(j *queue.Job) {
+	to := queue.Estimating
+	if r.collectionHeld(j.Profile()) {
+		to = queue.Held
+	}
+	r.move(j, to, queue.JobChange{}, nil)
+}
+
+// runJob runs state s's handler on an acquired job, retrying a retryable
+// error with backoff while it keeps the lock, and commits the outcome.
+func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
+	h := r.cfg.Jobs[s]
+	for attempt := 1; ; attempt++ {
+		res, err := h.Handle(ctx, j)
+		switch {
+		case err == nil && res.Wait > 0:
+			r.waiting[s].add(j.ID, time.Now().Add(res.Wait))
+			r.unlock(j)
+			time.AfterFunc(res.Wait, r.pools[sigJob(s)].Wake)
+			return
+		case err == nil:
+			next, _ := queue.JobMachine.Success(s)
+			r.move(j, next, res.Change, res.Attrs)
+			return
+		case ctx.Err() != nil:
+			// Shutdown cancelled the step: leave the job where it is, for
+			// this daemon's next run or another daemon.
+			r.log.Info("reactor: step cancelled by shutdown; job left in its state", "job", j.ID, "state", s)
+			r.unlock(j)
+			return
+		case IsFatal(err):
+			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
+			return
+		case attempt >= r.cfg.Attempts:
+			r.move(j, queue.Failed, queue.JobChange{
+				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
+			return
+		}
+		wait := backoff(r.cfg.Backoff, attempt)
+		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			r.unlock(j)
+			return
+		}
+	}
+}
+
+// move commits a job's transition, releasing its lock, and publishes it. A
+// stale view is abandoned: another session owns the job now.
+func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
+	from := j.State()
+	c.Release = true
+	err := r.q.SetJobStatus(j, to, c)
+	switch {
+	case errors.Is(err, queue.ErrStale):
+		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
+		return
+	case err != nil:
+		r.log.Error("reactor: commit failed; job left in its state", "job", j.ID, "from", from, "to", to, "err", err)
+		r.unlock(j)
+		return
+	}
+	prio := j.Priority
+	r.bus.Publish(events.Event{Kind: events.KindJob, BatchID: j.BatchID, JobID: j.ID,
+		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
+}
+
+func (r *Reactor) unlock(j *queue.Job) {
+	if err := r.q.UnlockJob(j); err != nil {
+		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "job", j.ID, "err", err)
+	}
+}
+
+// backoff is base doubled per attempt, at most a minute.
+func backoff(base time.Duration, attempt int) time.Duration {
+	d := base << (attempt - 1)
+	if d > time.Minute || d <= 0 {
+		return time.Minute
+	}
+	return d
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,97 @@
+package reactor
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// pool is the workers of one kind of work: the jobs of one state, pending
+// batches, or batches to report. Workers sleep until woken, then take and
+// do work until there is none left to take.
+type pool struct {
+	name    string
+	workers int
+	// step takes one item and does it; it reports false when it found
+	// nothing to take. It is given the work context, which outlives the
+	// acquire context by the shutdown grace period.
+	step func(ctx context.Context) (bool, error)
+	wake chan struct{} // capacity 1: wake-ups that arrive while one is pending merge
+	log  *slog.Logger
+}
+
+func newPool(name string, workers int, step func(context.Context) (bool, error), log *slog.Logger) *pool {
+	return &pool{name: name, workers: max(workers, 1), step: step, wake: make(chan struct{}, 1), log: log}
+}
+
+// Wake asks a worker to look for work. It never blocks.
+func (p *pool) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the workers until acquire ends; a step under way then runs on
+// under work until it ends or work is cancelled.
+func (p *pool) start(acquire, work context.Context, wg *sync.WaitGroup) {
+	for range p.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-acquire.Done():
+					return
+				case <-p.wake:
+				}
+				p.drain(acquire, work)
+			}
+		}()
+	}
+}
+
+// drain does work until there is none; every item taken wakes one more
+// worker, so a burst fans out over the pool.
+func (p *pool) drain(acquire, work context.Context) {
+	for acquire.Err() == nil {
+		did, err := p.step(work)
+		if err != nil {
+			p.log.Warn("reactor: looking for work failed; retrying at the next wake-up", "pool", p.name, "err", err)
+			return
+		}
+		if !did {
+			return
+		}
+		p.Wake()
+	}
+}
+
+// deferrals remembers jobs that asked to wait (Provisioning short of
+// space), so a pool passes over them until their time comes.
+type deferrals struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func (d *deferrals) add(jid string, t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.until == nil {
+		d.until = map[string]time.Time{}
+	}
+	d.until[jid] = t
+}
+
+// skip tells whether jid still waits; it forgets jobs whose time has come.
+func (d *deferrals) skip(jid string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.until[jid]
+	if ok && time.Now().Before(t) {
+		return true
+	}
+	delete(d.until, jid)
+	return false
+}

@@ -1,0 +1,265 @@
+// Package reactor is ingestq's daemon core: ZooKeeper child watchers on the
+// queue's folders emit signals onto the NATS bus; each state's pool of
+// workers wakes on its signal, acquires work in priority order and runs the
+// state's handler; every committed change is published as an event.
+//
+//	zkwatch.Watcher ──Change──▶ bus.Signal(watch.…) ──▶ pool.Wake ──▶ queue.Acquire… ──▶ handler
+//	                                                                         │
+//	                               bus.Publish(ingestq.job.<state>.<jid>) ◀──┘ commit (one multi)
+//
+// ZooKeeper is the source of truth and NATS only carries news: a lost signal
+// never strands work, because the watcher rescans every folder at start,
+// after an expiry and on a slow timer, and a pool wakes locally whenever the
+// bus is not connected.
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+)
+
+// Config wires a Reactor.
+type Config struct {
+	Queue   *queue.Queue
+	Session *zkwatch.Session
+	Bus     *events.Bus
+	Host    string // names this daemon in events and logs; default the host name
+
+	Jobs     map[queue.State]JobHandler // one per state from Estimating to Notify
+	Batches  BatchHandler               // Pending batches → jobs
+	Reporter Reporter                   // batch reports
+
+	Workers      map[queue.State]int // workers per job state; default 4
+	BatchWorkers int                 // workers for pending batches and for reports, each; default 2
+	Attempts     int                 // tries of a step before the job fails; default 3
+	Backoff      time.Duration       // wait before the first retry, doubled each time up to 1 min; default 1 s
+	Rescan       time.Duration       // safety rescan of every folder; default 1 min
+	Grace        time.Duration       // how long running steps may finish at shutdown; default 30 s
+	Logger       *slog.Logger
+}
+
+// JobStates are the states a reactor works in, in pipeline order.
+var JobStates = []queue.State{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading,
+	queue.Processing, queue.Storing, queue.Recording, queue.Notify}
+
+// Reactor is the daemon core. Run it once.
+type Reactor struct {
+	cfg     Config
+	q       *queue.Queue
+	bus     *events.Bus
+	log     *slog.Logger
+	watcher *zkwatch.Watcher
+
+	pools    map[string]*pool // by signal name
+	waiting  map[queue.State]*deferrals
+	held     atomic.Bool // the ingest queue is held
+	holdsMu  sync.Mutex
+	holds    map[string]bool // held collections
+	batchDir string          // "/…/batches", to recognise batch folders
+}
+
+// Signal names: internal subjects under events.InternalPrefix.
+const (
+	sigPending = "watch.batch.pending"
+	sigReport  = "watch.batch.report"
+)
+
+func sigJob(s queue.State) string { return "watch.job." + s.Folder() }
+
+// New checks cfg and builds a Reactor.
+func New(cfg Config) (*Reactor, error) {
+	if cfg.Queue == nil || cfg.Session == nil || cfg.Bus == nil || cfg.Batches == nil || cfg.Reporter == nil {
+		return nil, fmt.Errorf("reactor: Queue, Session, Bus, Batches and Reporter are required")
+	}
+	for _, s := range JobStates[1:] {
+		if cfg.Jobs[s] == nil {
+			return nil, fmt.Errorf("reactor: no handler for %s", s)
+		}
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	cfg.BatchWorkers = cmpOr(cfg.BatchWorkers, 2)
+	cfg.Attempts = cmpOr(cfg.Attempts, 3)
+	cfg.Backoff = cmpOr(cfg.Backoff, time.Second)
+	cfg.Rescan = cmpOr(cfg.Rescan, time.Minute)
+	cfg.Grace = cmpOr(cfg.Grace, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
+		pools: map[string]*pool{}, waiting: map[queue.State]*deferrals{}, holds: map[string]bool{},
+		batchDir: cfg.Queue.Path("/batches")}
+	for _, s := range JobStates {
+		r.waiting[s] = &deferrals{}
+		r.pools[sigJob(s)] = newPool(string(s), cmpOr(cfg.Workers[s], 4), r.jobStep(s), r.log)
+	}
+	r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
+	r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)
+	return r, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Run works until ctx ends, then stops taking work, lets running steps
+// finish within the grace period, cancels what is left and returns.
+func (r *Reactor) Run(ctx context.Context) error {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	var unsubs []func()
+	defer func() {
+		for _, u := range unsubs {
+			u()
+		}
+	}()
+	for name, p := range r.pools {
+		u, err := r.bus.SubscribeSignal(name, func([]byte) { p.Wake() })
+		if err != nil {
+			return fmt.Errorf("reactor: subscribe %s: %w", name, err)
+		}
+		unsubs = append(unsubs, u)
+	}
+	// Admin actions change statuses without a change of children (release
+	// of a batch, a new report): the CLI's admin events wake every pool.
+	u, err := r.bus.Subscribe("ingestq.admin.>", func(events.Event) { r.wakeAll() })
+	if err != nil {
+		return fmt.Errorf("reactor: subscribe admin events: %w", err)
+	}
+	unsubs = append(unsubs, u)
+
+	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
+	for _, s := range JobStates {
+		r.watcher.Watch(r.q.Path("/jobs/states/" + s.Folder()))
+	}
+	for _, p := range []string{"/batches", "/locks/queue", "/locks/collections"} {
+		r.watcher.Watch(r.q.Path(p))
+	}
+
+	var wg sync.WaitGroup
+	for _, p := range r.pools {
+		p.start(ctx, work, &wg)
+	}
+	r.log.Info("reactor: running", "states", len(JobStates), "rescan", r.cfg.Rescan)
+	<-ctx.Done()
+
+	r.log.Info("reactor: stopping; running steps may finish", "grace", r.cfg.Grace)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.Grace):
+		r.log.Warn("reactor: grace period over; cancelling the steps still running")
+		cancelWork()
+		<-done
+	}
+	r.watcher.Close()
+	return nil
+}
+
+// onChange turns a watcher's Change into signals, and keeps the hold flags
+// and the set of watched batch folders current.
+func (r *Reactor) onChange(c zkwatch.Change) {
+	rel := strings.TrimPrefix(c.Path, r.q.Root())
+	switch {
+	case strings.HasPrefix(rel, "/jobs/states/"):
+		if len(c.Added) > 0 || c.Rescan {
+			r.signal("watch.job." + strings.TrimPrefix(rel, "/jobs/states/"))
+		}
+	case rel == "/batches":
+		for _, bid := range c.Added {
+			r.watcher.Watch(r.batchProcessing(bid))
+		}
+		for _, bid := range c.Removed {
+			r.watcher.Unwatch(r.batchProcessing(bid))
+		}
+		r.signal(sigPending)
+		if c.Rescan {
+			r.signal(sigReport)
+		}
+	case strings.HasSuffix(rel, "/states/batch-processing"):
+		if c.Count == 0 {
+			r.signal(sigReport)
+		}
+	case rel == "/locks/queue":
+		r.setHeld(c)
+	case rel == "/locks/collections":
+		r.setCollections(c)
+	}
+}
+
+func (r *Reactor) batchProcessing(bid string) string {
+	return r.batchDir + "/" + bid + "/states/batch-processing"
+}
+
+// signal publishes a wake-up on the bus; while the bus is not connected the
+// pool is woken directly, so ZooKeeper work goes on without NATS.
+func (r *Reactor) signal(name string) {
+	r.bus.Signal(name, nil)
+	if !r.bus.Conn().IsConnected() {
+		if p := r.pools[name]; p != nil {
+			p.Wake()
+		}
+	}
+}
+
+func (r *Reactor) wakeAll() {
+	for _, p := range r.pools {
+		p.Wake()
+	}
+}
+
+func (r *Reactor) setHeld(c zkwatch.Change) {
+	held := r.held.Load()
+	if c.Rescan {
+		held = false
+	}
+	for _, n := range c.Added {
+		held = held || n == queue.QueueIngest
+	}
+	for _, n := range c.Removed {
+		held = held && n != queue.QueueIngest
+	}
+	if was := r.held.Swap(held); was != held {
+		r.log.Info("reactor: ingest queue hold changed", "held", held)
+		if !held {
+			r.wakeAll()
+		}
+	}
+}
+
+func (r *Reactor) setCollections(c zkwatch.Change) {
+	r.holdsMu.Lock()
+	if c.Rescan {
+		r.holds = map[string]bool{}
+	}
+	for _, n := range c.Added {
+		r.holds[n] = true
+	}
+	for _, n := range c.Removed {
+		delete(r.holds, n)
+	}
+	r.holdsMu.Unlock()
+}
+
+func (r *Reactor) collectionHeld(profile string) bool {
+	r.holdsMu.Lock()
+	defer r.holdsMu.Unlock()
+	return profile != "" && r.holds[profile]
+}

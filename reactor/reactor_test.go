@@ -1,0 +1,253 @@
+package reactor_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// env is one test's queue root, bus and daemons.
+type env struct {
+	t    *testing.T
+	root string
+	bus  *events.Bus
+	q    *queue.Queue // an operator's session
+	log  *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Close() })
+	e := &env{t: t, root: zktest.Root(t), bus: bus, log: log}
+	e.q = e.queue(e.session())
+	return e
+}
+
+func (e *env) session() *zkwatch.Session {
+	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(e.t).Addr}, SessionTimeout: 4 * time.Second, Logger: e.log})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Close)
+	return s
+}
+
+func (e *env) queue(s *zkwatch.Session) *queue.Queue {
+	q, err := queue.New(s.Conn, e.root, queue.WithLogger(e.log))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := q.Init(); err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
+// daemon runs a reactor with pass-through handlers until the test ends.
+func (e *env) daemon(host string) {
+	s := e.session()
+	pt := reactor.PassThrough{}
+	r, err := reactor.New(reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: host,
+		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: e.log})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Error(err)
+		}
+	})
+}
+
+// outside subscribes to subject from a separate NATS connection, as a
+// service outside the daemon would.
+func (e *env) outside(subject string) chan events.Event {
+	nc, err := nats.Connect(e.bus.ClientURL())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	ch := make(chan events.Event, 10000)
+	_, err = nc.Subscribe(subject, func(m *nats.Msg) {
+		var ev events.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			ch <- ev
+		}
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	return ch
+}
+
+// waitBatch waits for the batch's report event (Completed or Failed).
+func (e *env) waitBatch(ch chan events.Event, bid string) events.Event {
+	e.t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.BatchID == bid && (ev.To == "Completed" || ev.To == "Failed") {
+				return ev
+			}
+		case <-deadline:
+			e.t.Fatalf("batch %s did not report", bid)
+		}
+	}
+}
+
+func (e *env) submit(sub map[string]any) *queue.Batch {
+	b, err := e.q.CreateBatch(sub)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+func (e *env) clean() {
+	e.t.Helper()
+	vs, err := e.q.Check()
+	if err != nil || len(vs) > 0 {
+		e.t.Fatalf("check: %v %v", vs, err)
+	}
+}
+
+var fullTimeline = []string{"Estimating", "Provisioning", "Downloading", "Processing", "Storing", "Recording", "Notify", "Completed"}
+
+// A submitted batch of 200 jobs runs to Completed; an outside subscriber
+// hears every job complete and the batch report; the recorded events give
+// every job's full timeline.
+func TestBatchOf200(t *testing.T) {
+	e := newEnv(t)
+	completed := e.outside("ingestq.job.completed.*")
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a")
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:200"})
+
+	rep := e.waitBatch(batches, b.ID)
+	if rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	got, err := e.q.LoadBatch(b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State() != queue.Completed || got.Report == nil || len(got.Report.SuccessfulJobs) != 200 || len(got.Report.FailedJobs) != 0 {
+		t.Fatalf("batch %s, report %+v", got.State(), got.Report)
+	}
+	if n := len(completed); n != 200 {
+		t.Fatalf("outside subscriber heard %d job completions, want 200", n)
+	}
+	e.clean()
+
+	if err := e.bus.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	timelines := map[string][]string{}
+	var batchSteps []string
+	err = events.Replay(context.Background(), e.bus.Conn(), "", events.Filter{BatchID: b.ID}, func(ev events.Event) error {
+		if ev.Kind == events.KindJob {
+			timelines[ev.JobID] = append(timelines[ev.JobID], ev.To)
+		} else if ev.Kind == events.KindBatch {
+			batchSteps = append(batchSteps, ev.From+"→"+ev.To)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(timelines) != 200 {
+		t.Fatalf("replay has %d jobs, want 200", len(timelines))
+	}
+	for jid, tl := range timelines {
+		if !slices.Equal(tl, fullTimeline) {
+			t.Fatalf("%s timeline %v, want %v", jid, tl, fullTimeline)
+		}
+	}
+	want := []string{"Pending→Processing", "Processing→Reporting", "Reporting→Completed"}
+	if !slices.Equal(batchSteps, want) {
+		t.Fatalf("batch timeline %v, want %v", batchSteps, want)
+	}
+}
+
+// A job that fails fails its batch; after a requeue it completes, and an
+// operator's report makes the batch Completed.
+func TestFailureRequeueReport(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a")
+	b := e.submit(map[string]any{"payload_url": "passthrough:5", "fail_at": "Storing", "fail_job": 2})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
+		t.Fatalf("batch ended %s, want Failed", rep.To)
+	}
+	got, err := e.q.LoadBatch(b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Report.FailedJobs) != 1 || len(got.Report.SuccessfulJobs) != 4 {
+		t.Fatalf("report %+v", got.Report)
+	}
+	jid := got.Report.FailedJobs[0]
+	j, err := e.q.LoadJob(jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(j.Status.Message, "Storing: pass-through failure") || *j.Status.LastSuccessfulStatus != queue.Processing {
+		t.Fatalf("failed job: %q, lss %v", j.Status.Message, *j.Status.LastSuccessfulStatus)
+	}
+	// The cause is "fixed": the job no longer asks to fail.
+	raw, _ := json.Marshal(map[string]any{"object_key": j.Config["object_key"]})
+	if _, err := e.q.Conn().Set(e.q.Path("/jobs/"+jid+"/configuration"), raw, -1); err != nil {
+		t.Fatal(err)
+	}
+	jobs := e.outside("ingestq.job.*." + jid)
+	to, err := e.q.RequeueJob(jid)
+	if err != nil || to != queue.Storing {
+		t.Fatalf("requeue: %s %v, want Storing", to, err)
+	}
+	for ev := range jobs {
+		if ev.To == "Completed" {
+			break
+		}
+	}
+	if err := e.q.ReportBatch(b.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.bus.Publish(events.Event{Kind: events.KindAdmin, To: "report", BatchID: b.ID})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" || rep.From != "UpdateReporting" {
+		t.Fatalf("after the report: %s → %s, want UpdateReporting → Completed", rep.From, rep.To)
+	}
+	e.clean()
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
