@@ -106,6 +106,7 @@ type app struct {
 
 	zk             string
 	root           string
+	nats           string
 	logLevel       string
 	output         string
 	connectTimeout time.Duration
@@ -143,6 +144,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.zk, "zk", a.env(EnvZK, defaultZK), "ZooKeeper servers, host:port[,host:port…] (env "+EnvZK+")")
 	pf.StringVar(&a.root, "zk-root", a.env(EnvZKRoot, ""), "node prefix of the queue, like /ingestq; empty for none (env "+EnvZKRoot+")")
+	pf.StringVar(&a.nats, "nats", a.env(EnvNATS, ""), "NATS server URL(s); serve: join it instead of embedding one; other commands: where events are (default nats://127.0.0.1:4222) (env "+EnvNATS+")")
 	pf.StringVar(&a.logLevel, "log-level", a.env(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format of read commands: text or json")
 	timeout, err := time.ParseDuration(a.env(EnvConnectTimeout, defaultConnectTimeout.String()))
@@ -155,6 +157,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
+	root.AddCommand(a.serveCommand())
 	return root
 }
 

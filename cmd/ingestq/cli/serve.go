@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Environment variables of the daemon.
+const (
+	EnvNATS       = "INGESTQ_NATS"
+	EnvNATSListen = "INGESTQ_NATS_LISTEN"
+	EnvDataDir    = "INGESTQ_DATA_DIR"
+	EnvConfig     = "INGESTQ_CONFIG"
+)
+
+// serveFlags are the daemon's settings.
+type serveFlags struct {
+	dataDir      string
+	natsListen   string
+	natsCreds    string
+	natsToken    string
+	natsCA       string
+	natsCert     string
+	natsKey      string
+	host         string
+	config       string
+	pipeline     string
+	delay        time.Duration
+	workers      int
+	batchWorkers int
+	attempts     int
+	backoff      time.Duration
+	rescan       time.Duration
+	grace        time.Duration
+	maxAge       time.Duration
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon: watch the queue and work its batches and jobs",
+		Long: "serve runs the ingest daemon. ZooKeeper child watchers on the queue's folders signal\n" +
+			"worker pools over NATS; every change is published and recorded as an event.\n\n" +
+			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
+			"--nats-listen for the CLI and outside subscribers; --nats URL joins an existing server\n" +
+			"or cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
+			"(a YAML file of flag names and values, with ${VAR} expanded), then the defaults.\n\n" +
+			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
+			"cancel them and close the session; a second signal exits at once.",
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfig(cmd.Flags(), f.config, a.getenv); err != nil {
+				return usagef("%v", err)
+			}
+			return a.serve(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, "ingestq-data"), "local state: the embedded NATS store, working folders (env "+EnvDataDir+")")
+	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
+	fl.StringVar(&f.natsCreds, "nats-creds", "", "credentials file for --nats")
+	fl.StringVar(&f.natsToken, "nats-token", "", "token for --nats")
+	fl.StringVar(&f.natsCA, "nats-tls-ca", "", "CA file for --nats")
+	fl.StringVar(&f.natsCert, "nats-tls-cert", "", "client certificate for --nats")
+	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for --nats")
+	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
+	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
+	fl.StringVar(&f.pipeline, "pipeline", "passthrough", "handlers: passthrough (every step succeeds; for tests and benchmarks)")
+	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
+	fl.IntVar(&f.workers, "workers", 4, "workers per job state")
+	fl.IntVar(&f.batchWorkers, "batch-workers", 2, "workers for pending batches and for reports, each")
+	fl.IntVar(&f.attempts, "attempts", 3, "tries of a step before its job fails")
+	fl.DurationVar(&f.backoff, "backoff", time.Second, "wait before the first retry, doubled each time (at most 1m)")
+	fl.DurationVar(&f.rescan, "rescan", time.Minute, "safety rescan of every folder")
+	fl.DurationVar(&f.grace, "grace", 30*time.Second, "how long running steps may finish at shutdown")
+	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
+	return cmd
+}
+
+// applyConfig sets, from a YAML file, every flag not given on the command
+// line nor by its environment variable. ${VAR} in values is expanded.
+func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) error {
+	if file == "" {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var settings map[string]any
+	if err := yaml.Unmarshal([]byte(os.Expand(string(data), getenv)), &settings); err != nil {
+		return fmt.Errorf("--config %s: %w", file, err)
+	}
+	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen}
+	for name, v := range settings {
+		flag := fl.Lookup(name)
+		if flag == nil {
+			return fmt.Errorf("--config %s: unknown setting %q (settings are flag names, like data-dir)", file, name)
+		}
+		if flag.Changed || (envOf[name] != "" && getenv(envOf[name]) != "") {
+			continue
+		}
+		if err := flag.Value.Set(fmt.Sprint(v)); err != nil {
+			return fmt.Errorf("--config %s: %s: %w", file, name, err)
+		}
+	}
+	return nil
+}
+
+func (a *app) serve(ctx context.Context, f serveFlags) error {
+	if f.pipeline != "passthrough" {
+		return usagef("--pipeline %q: the only pipeline so far is passthrough", f.pipeline)
+	}
+	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
+	}
+	dataDir, _ := filepath.Abs(f.dataDir)
+	q, err := a.queue(ctx)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	listen := f.natsListen
+	if listen == "off" {
+		listen = ""
+	}
+	bus, err := events.Open(ctx, events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
+		CredsFile: f.natsCreds, Token: f.natsToken, TLSCA: f.natsCA, TLSCert: f.natsCert, TLSKey: f.natsKey,
+		MaxAge: f.maxAge, Logger: a.log})
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer bus.Close()
+	pt := reactor.PassThrough{Delay: f.delay}
+	workers := map[queue.State]int{}
+	for _, s := range reactor.JobStates {
+		workers[s] = f.workers
+	}
+	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host,
+		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Workers: workers, BatchWorkers: f.batchWorkers,
+		Attempts: f.attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	a.log.Info("ingestq: serving", "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	err = r.Run(ctx)
+	st := bus.Stats()
+	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+func natsWhere(url string, bus *events.Bus) string {
+	if url != "" {
+		return url
+	}
+	if u := bus.ClientURL(); u != "" {
+		return "embedded, " + u
+	}
+	return "embedded, in-process only"
+}
+
+// natsURL is where client commands find NATS: --nats, or the local
+// daemon's embedded listener.
+func (a *app) natsURL() string {
+	if a.nats != "" {
+		return a.nats
+	}
+	return "nats://127.0.0.1:4222"
+}
