@@ -280,13 +280,23 @@ func (b *Bus) Publish(e Event) {
 }
 
 // Signal publishes data on core NATS at InternalPrefix+subject, for
-// internal wake-ups. Signals are never recorded; like Publish it never
-// waits for NATS, and a signal that cannot be sent is counted lost.
+// internal wake-ups. Signals are never recorded. They do not queue behind
+// recorded events (whose JetStream publishes can take milliseconds each):
+// a core publish only writes to the connection's buffer, so Signal never
+// waits for NATS either. A signal that cannot be sent is counted lost.
 func (b *Bus) Signal(subject string, data []byte) {
 	if b == nil {
 		return
 	}
-	b.enqueue(outMsg{subject: InternalPrefix + subject, data: data, core: true})
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		b.lose(errClosed)
+		return
+	}
+	if err := b.nc.Publish(InternalPrefix+subject, data); err != nil {
+		b.lose(err)
+	}
 }
 
 // enqueue hands m to the publisher goroutine. A full queue slows the

@@ -4,29 +4,75 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// jobStep is a pool's step for the jobs of state s.
-func (r *Reactor) jobStep(s queue.State) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		if r.held.Load() {
-			return false, nil
-		}
-		j, err := r.q.AcquireJobExcept(s, r.waiting[s].skip)
-		if err != nil || j == nil {
-			return false, err
-		}
-		if s == queue.Pending {
-			r.startJob(j)
-		} else {
-			r.runJob(ctx, s, j)
-		}
-		return true, nil
+func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
+	return &jobPool{
+		name: string(s), workers: workers, log: r.log,
+		wake: make(chan struct{}, 1), refs: make(chan string),
+		list: func() ([]string, error) {
+			refs, problems, err := r.q.Refs(s)
+			for _, p := range problems {
+				r.log.Warn("reactor: skipping", "err", p)
+			}
+			return refs, err
+		},
+		skip: func(ref string) bool { return r.held.Load() || r.waiting[s].skip(jidOf(ref)) },
+		try:  func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
 	}
+}
+
+func jidOf(ref string) string {
+	_, jid, _ := strings.Cut(ref, "-")
+	return jid
+}
+
+// tryJob acquires a ref's job and runs its step.
+func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
+	j, err := r.q.TryAcquireJob(s, ref)
+	switch {
+	case errors.Is(err, queue.ErrLocked):
+		r.wakeOnUnlock(s, jidOf(ref))
+		return
+	case err != nil:
+		r.log.Warn("reactor: acquire failed", "state", s, "ref", ref, "err", err)
+		return
+	case j == nil:
+		return
+	}
+	if s == queue.Pending {
+		r.startJob(j)
+	} else {
+		r.runJob(ctx, s, j)
+	}
+}
+
+// wakeOnUnlock watches the lock of a job another session holds: when that
+// session ends its step or dies, the lock goes, the folder does not change,
+// and this watch is what wakes the pool to take the job.
+func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
+	p := r.q.Path("/jobs/" + jid + "/lock")
+	if _, loaded := r.lockWait.LoadOrStore(p, true); loaded {
+		return
+	}
+	ok, _, ch, err := r.cfg.Session.Conn.ExistsW(p)
+	if err != nil || !ok {
+		r.lockWait.Delete(p)
+		if err == nil {
+			r.pools[sigJob(s)].Wake() // gone already
+		}
+		return
+	}
+	go func() {
+		<-ch
+		r.lockWait.Delete(p)
+		r.pools[sigJob(s)].Wake()
+	}()
 }
 
 // startJob moves an acquired Pending job on: to Held when its collection is

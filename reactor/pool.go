@@ -7,8 +7,13 @@ import (
 	"time"
 )
 
-// pool is the workers of one kind of work: the jobs of one state, pending
-// batches, or batches to report. Workers sleep until woken, then take and
+// worker pools: a pool for batch work, a jobPool per job state.
+type waker interface {
+	Wake()
+	start(acquire, work context.Context, wg *sync.WaitGroup)
+}
+
+// pool is the workers of batch work: pending batches, or batches to report. Workers sleep until woken, then take and
 // do work until there is none left to take.
 type pool struct {
 	name    string
@@ -93,5 +98,87 @@ func (d *deferrals) skip(jid string) bool {
 		return true
 	}
 	delete(d.until, jid)
+	return false
+}
+
+// jobPool is the workers of one job state. When woken, its dispatcher lists
+// the state's folder once and hands the refs, in priority order, to the
+// workers, one ref to one worker: the workers of a daemon never race each
+// other for a job, and a folder is listed once per round, not once per job.
+// A wake-up during a round starts a new listing at once, so a job of higher
+// priority that arrives is not left behind a long list.
+type jobPool struct {
+	name    string
+	workers int
+	wake    chan struct{}
+	refs    chan string
+	list    func() ([]string, error)              // the folder, in acquisition order
+	skip    func(ref string) bool                 // not now: held queue, a job waiting for its timer
+	try     func(ctx context.Context, ref string) // acquire the ref's job and run its step
+	log     *slog.Logger
+}
+
+// Wake asks the dispatcher for a new round. It never blocks.
+func (p *jobPool) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *jobPool) start(acquire, work context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.dispatch(acquire)
+	}()
+	for range max(p.workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-acquire.Done():
+					return
+				case ref := <-p.refs:
+					p.try(work, ref)
+				}
+			}
+		}()
+	}
+}
+
+func (p *jobPool) dispatch(acquire context.Context) {
+	for {
+		select {
+		case <-acquire.Done():
+			return
+		case <-p.wake:
+		}
+		for p.round(acquire) {
+		}
+	}
+}
+
+// round lists the folder and hands out its refs; it reports true when a
+// wake-up arrived meanwhile, so the caller lists again.
+func (p *jobPool) round(acquire context.Context) bool {
+	refs, err := p.list()
+	if err != nil {
+		p.log.Warn("reactor: listing failed; retrying at the next wake-up", "pool", p.name, "err", err)
+		return false
+	}
+	for _, ref := range refs {
+		if p.skip(ref) {
+			continue
+		}
+		select {
+		case p.refs <- ref:
+		case <-p.wake:
+			return true
+		case <-acquire.Done():
+			return false
+		}
+	}
 	return false
 }

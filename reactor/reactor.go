@@ -60,7 +60,8 @@ type Reactor struct {
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 
-	pools    map[string]*pool // by signal name
+	pools    map[string]waker // by signal name
+	lockWait sync.Map         // lock paths with a watch that wakes a pool when they go
 	waiting  map[queue.State]*deferrals
 	held     atomic.Bool // the ingest queue is held
 	holdsMu  sync.Mutex
@@ -98,11 +99,11 @@ func New(cfg Config) (*Reactor, error) {
 		cfg.Logger = slog.Default()
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
-		pools: map[string]*pool{}, waiting: map[queue.State]*deferrals{}, holds: map[string]bool{},
+		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{}, holds: map[string]bool{},
 		batchDir: cfg.Queue.Path("/batches")}
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
-		r.pools[sigJob(s)] = newPool(string(s), cmpOr(cfg.Workers[s], 4), r.jobStep(s), r.log)
+		r.pools[sigJob(s)] = r.newJobPool(s, cmpOr(cfg.Workers[s], 4))
 	}
 	r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
 	r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)

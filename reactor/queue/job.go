@@ -240,28 +240,48 @@ func (q *Queue) AcquireJobExcept(s State, skip func(jid string) bool) (*Job, err
 		if skip != nil && skip(jid) {
 			continue
 		}
-		j, err := q.LoadJob(jid)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
-			continue
-		case err != nil:
-			q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
-			continue
-		case j.Locked || j.State() != s:
-			continue // held, or moved on since the folder was listed
-		}
-		err = q.commit([]op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
-		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
+		j, err := q.TryAcquireJob(s, ref)
+		if errors.Is(err, ErrLocked) {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		if j != nil || err != nil {
+			return j, err
 		}
-		j.ref, j.version, j.owner, j.Locked = ref, j.version+1, true, true
-		return j, nil
 	}
 	return nil, nil
+}
+
+// TryAcquireJob acquires the job of one ref in state s, as AcquireJob does.
+// It returns ErrLocked when another session holds the job, and nil, nil
+// when the job has moved on or cannot be read (which is logged with its
+// path).
+func (q *Queue) TryAcquireJob(s State, ref string) (*Job, error) {
+	_, jid, ok := parseRef(ref)
+	if !ok {
+		return nil, nil
+	}
+	j, err := q.LoadJob(jid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
+		return nil, nil
+	case err != nil:
+		q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
+		return nil, nil
+	case j.State() != s:
+		return nil, nil // moved on since the folder was listed
+	case j.Locked:
+		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
+	}
+	err = q.commit([]op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
+	if errors.Is(err, ErrStale) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	j.ref, j.version, j.owner, j.Locked = ref, j.version+1, true, true
+	return j, nil
 }
 
 // LockJob takes a job's lock for an admin action, or fails with ErrLocked.

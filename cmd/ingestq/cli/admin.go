@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -49,6 +50,7 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 			if err := change(args[0]); err != nil {
 				return err
 			}
+			a.announce(q, holdAction(hold), events.Event{JobID: args[0]})
 			a.println("job %s is %s", args[0], to)
 			return nil
 		}),
@@ -72,6 +74,7 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 			if err := change(bid); err != nil {
 				return err
 			}
+			a.announce(q, holdAction(hold), events.Event{BatchID: bid})
 			a.println("batch %s is %s", bid, to)
 			return nil
 		}),
@@ -100,6 +103,7 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 			if !hold && changed {
 				msg += " (batches and jobs already Held stay Held: release them one by one)"
 			}
+			a.announce(q, holdAction(hold), events.Event{Message: msg, Attrs: map[string]any{"collection": args[0]}})
 			a.println("%s", msg)
 			return nil
 		}),
@@ -132,6 +136,7 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.announce(q, holdAction(hold), events.Event{Message: holdResult("queue "+name, hold, changed), Attrs: map[string]any{"queue": name}})
 			a.println("%s", holdResult("queue "+name, hold, changed))
 			return nil
 		}),
@@ -166,6 +171,7 @@ func (a *app) requeueCommand() *cobra.Command {
 			if j, err := q.LoadJob(args[0]); err == nil && j.State() == to {
 				msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
 			}
+			a.announce(q, "requeue", events.Event{JobID: args[0], Message: msg})
 			a.println("%s", msg)
 			return nil
 		}),
@@ -188,6 +194,7 @@ func (a *app) failCommand() *cobra.Command {
 			if j, err := q.LoadJob(args[0]); err == nil && j.State() == queue.Failed {
 				message = j.Status.Message
 			}
+			a.announce(q, "fail", events.Event{JobID: args[0], Message: message})
 			a.println("job %s is Failed: %s", args[0], message)
 			return nil
 		}),
@@ -212,6 +219,7 @@ func (a *app) deleteCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				a.announce(q, "delete", events.Event{JobID: id, Attrs: map[string]any{"removed": removed}})
 				if removed {
 					a.println("job %s removed", id)
 				} else {
@@ -226,6 +234,7 @@ func (a *app) deleteCommand() *cobra.Command {
 			if err := q.DeleteBatch(bid); err != nil {
 				return err
 			}
+			a.announce(q, "delete", events.Event{BatchID: bid})
 			a.println("batch %s removed with its jobs", bid)
 			return nil
 		}),
@@ -245,6 +254,7 @@ func (a *app) reportCommand() *cobra.Command {
 			if err := q.ReportBatch(bid); err != nil {
 				return err
 			}
+			a.announce(q, "report", events.Event{BatchID: bid})
 			a.println("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)
 			return nil
 		}),
@@ -262,6 +272,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 				return err
 			}
 			a.warnAll("not cleaned up", problems)
+			a.announce(q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
 			for _, bid := range removed {
 				a.println("removed %s", bid)
 			}

@@ -111,8 +111,17 @@ type app struct {
 	output         string
 	connectTimeout time.Duration
 
-	log     *slog.Logger
-	session *zkwatch.Session
+	log            *slog.Logger
+	session        *zkwatch.Session
+	sessionTimeout time.Duration // serve's --zk-session-timeout; 0 = sessionTimeout
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 func (a *app) env(name, def string) string {
@@ -158,6 +167,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
+	root.AddCommand(a.submitCommand(), a.eventsCommand())
 	return root
 }
 
@@ -232,7 +242,7 @@ func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 	servers := zkwatch.ParseServers(a.zk)
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
-	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: sessionTimeout, Logger: a.log})
+	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmpOr(a.sessionTimeout, sessionTimeout), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.DurationVar(&f.backoff, "backoff", time.Second, "wait before the first retry, doubled each time (at most 1m)")
 	fl.DurationVar(&f.rescan, "rescan", time.Minute, "safety rescan of every folder")
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "how long running steps may finish at shutdown")
+	fl.DurationVar(&a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
 	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
 	return cmd
 }

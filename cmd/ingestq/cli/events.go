@@ -1,0 +1,377 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+const (
+	eventsDial   = 3 * time.Second // connect timeout of events tail and replay
+	announceDial = time.Second     // connect and publish timeout of an admin event
+)
+
+// dialNATS connects to the daemon's NATS (natsURL). The client's own
+// complaints go to the log instead of stderr; it reconnects for as long as
+// the command runs.
+func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
+	return nats.Connect(a.natsURL(),
+		nats.Name("ingestq-cli"),
+		nats.Timeout(timeout),
+		nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			a.log.Debug("nats: "+err.Error(), "subject", subject)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				a.log.Warn("nats: connection lost; reconnecting", "url", a.natsURL(), "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("nats: reconnected", "url", a.natsURL()) }),
+	)
+}
+
+// eventsNATS connects for events tail and replay; failure is exit 1.
+func (a *app) eventsNATS() (*nats.Conn, error) {
+	nc, err := a.dialNATS(eventsDial)
+	if err != nil {
+		return nil, &exitError{code: 1, err: fmt.Errorf("the daemon's NATS is not reachable at %s (is ingestq serve running? --nats or %s say where): %v",
+			a.natsURL(), EnvNATS, err)}
+	}
+	return nc, nil
+}
+
+// asExit1 turns an error that is not already an exitError into exit 1.
+func asExit1(err error) error {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: 1, err: err}
+}
+
+func (a *app) eventsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events tail | replay",
+		Short: "Follow the daemon's events live, or replay the recorded ones",
+		Long: "events reads the events the daemon publishes on NATS (--nats, default nats://127.0.0.1:4222):\n" +
+			"every change of a job or batch, progress, and operators' actions. tail follows them live;\n" +
+			"replay reads those recorded in the stream " + events.DefaultStream + ".",
+		Args: cobra.ArbitraryArgs,
+		RunE: group,
+	}
+	cmd.AddCommand(a.tailCommand(), a.replayCommand())
+	return cmd
+}
+
+func (a *app) tailCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "tail [SUBJECT]",
+		Short: "Print live events (default " + events.SubjectAll + ") until Ctrl-C",
+		Long: "tail prints each live event on SUBJECT, a NATS subject filter (default " + events.SubjectAll + "),\n" +
+			"such as ingestq.job.failed.* or ingestq.batch.>, one line each (-o json: one JSON event\n" +
+			"a line), until Ctrl-C.",
+		Args: args("[SUBJECT]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			subject := events.SubjectAll
+			if len(args) == 1 {
+				subject = args[0]
+			}
+			nc, err := a.eventsNATS()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			a.log.Debug("events tail: following", "subject", subject, "nats", a.natsURL())
+			return asExit1(events.Tail(cmd.Context(), nc, subject, func(ev events.Event) {
+				if a.json() {
+					data, err := json.Marshal(ev)
+					if err == nil {
+						a.println("%s", data)
+					}
+					return
+				}
+				a.println("%s", eventLine(ev))
+			}))
+		},
+	}
+}
+
+func (a *app) replayCommand() *cobra.Command {
+	var since, batch, job string
+	var from time.Time
+	cmd := &cobra.Command{
+		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID]",
+		Short: "Print the recorded events as a timeline",
+		Long: "replay prints the events recorded in the stream, oldest first. --batch prints the batch's own\n" +
+			"events, then each job's timeline, a blank line between jobs. -o json prints a JSON array.\n" +
+			"--since takes a duration back from now (10m, 2h) or a time (RFC 3339, or 2006-01-02 15:04:05\n" +
+			"in local time).",
+		Args: args(),
+		PreRunE: func(*cobra.Command, []string) (err error) {
+			if since != "" {
+				from, err = parseSince(since, time.Now())
+			}
+			return err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			bid := batch
+			if bid != "" && !strings.HasPrefix(bid, "bid") {
+				q, err := a.queue(ctx)
+				if err != nil {
+					return asExit1(err)
+				}
+				if bid, err = batchID(q, batch); err != nil {
+					return asExit1(err)
+				}
+			}
+			nc, err := a.eventsNATS()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			evs := []events.Event{}
+			err = events.Replay(ctx, nc, "", events.Filter{Since: from, BatchID: bid, JobID: job}, func(ev events.Event) error {
+				evs = append(evs, ev)
+				return nil
+			})
+			if err != nil {
+				return asExit1(err)
+			}
+			if a.json() {
+				return a.writeJSON(evs)
+			}
+			if len(evs) == 0 {
+				a.log.Info("events replay: no recorded event matches")
+				return nil
+			}
+			for i, group := range replayGroups(evs, bid != "" && job == "") {
+				if i > 0 {
+					a.println("")
+				}
+				for _, ev := range group {
+					a.println("%s", eventLine(ev))
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&since, "since", "", "only events since a duration back (10m) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
+	fl.StringVar(&batch, "batch", "", "only the events of this batch (bid… or batch uuid) and its jobs")
+	fl.StringVar(&job, "job", "", "only the events of this job")
+	return cmd
+}
+
+// replayGroups splits events (in stream order) into groups to print: all of
+// them as one, or, by batch, the batch's own events first and then each
+// job's, jobs in the order they first appear.
+func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
+	if !byJob {
+		return [][]events.Event{evs}
+	}
+	var own []events.Event
+	var order []string
+	jobs := map[string][]events.Event{}
+	for _, ev := range evs {
+		if ev.JobID == "" {
+			own = append(own, ev)
+			continue
+		}
+		if _, ok := jobs[ev.JobID]; !ok {
+			order = append(order, ev.JobID)
+		}
+		jobs[ev.JobID] = append(jobs[ev.JobID], ev)
+	}
+	var out [][]events.Event
+	if len(own) > 0 {
+		out = append(out, own)
+	}
+	for _, jid := range order {
+		out = append(out, jobs[jid])
+	}
+	return out
+}
+
+// parseSince reads --since: a duration back from now, an RFC 3339 time, or
+// a local "2006-01-02 15:04:05" (or just the date).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, usagef("--since %q: want a duration back from now, like 10m", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{time.DateTime, "2006-01-02T15:04:05", time.DateOnly} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usagef("--since %q: want a duration back from now (10m, 2h), an RFC 3339 time, or \"2006-01-02 15:04:05\"", s)
+}
+
+// eventLine renders an event for people:
+//
+//	15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
+func eventLine(ev events.Event) string {
+	var b strings.Builder
+	b.WriteString(ev.Time.Local().Format("15:04:05.000"))
+	b.WriteString(" " + cmp.Or(ev.Host, "-") + "  ")
+	job := func() string {
+		if ev.BatchID == "" {
+			return "job " + ev.JobID
+		}
+		return "job " + ev.JobID + " (" + ev.BatchID + ")"
+	}
+	switch ev.Kind {
+	case events.KindJob:
+		b.WriteString(job() + "  " + eventTransition(ev))
+	case events.KindBatch:
+		b.WriteString("batch " + ev.BatchID + "  " + eventTransition(ev))
+	case events.KindProgress:
+		b.WriteString("progress " + strings.TrimPrefix(job(), "job "))
+	case events.KindAdmin:
+		b.WriteString("admin " + ev.To)
+		switch {
+		case ev.JobID != "":
+			b.WriteString(" " + job())
+		case ev.BatchID != "":
+			b.WriteString(" batch " + ev.BatchID)
+		}
+		for _, k := range []string{"queue", "collection"} {
+			if v, ok := ev.Attrs[k].(string); ok {
+				b.WriteString(" " + k + " " + v)
+			}
+		}
+	default:
+		b.WriteString(ev.Kind + " " + eventTransition(ev))
+	}
+	if ev.Message != "" {
+		b.WriteString("  [" + strings.Join(strings.Fields(ev.Message), " ") + "]")
+	}
+	var extra []string
+	if ev.Priority != nil {
+		extra = append(extra, "priority="+strconv.Itoa(*ev.Priority))
+	}
+	keys := make([]string, 0, len(ev.Attrs))
+	for k := range ev.Attrs {
+		if !(ev.Kind == events.KindAdmin && (k == "queue" || k == "collection")) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		extra = append(extra, k+"="+attrValue(ev.Attrs[k]))
+	}
+	if len(extra) > 0 {
+		b.WriteString("  " + strings.Join(extra, " "))
+	}
+	return b.String()
+}
+
+func eventTransition(ev events.Event) string {
+	if ev.From == "" {
+		return "→ " + cmp.Or(ev.To, "?")
+	}
+	return ev.From + " → " + cmp.Or(ev.To, "?")
+}
+
+// attrValue renders an attribute: a list by its length (successful_jobs=200),
+// anything else as text.
+func attrValue(v any) string {
+	switch x := v.(type) {
+	case []any:
+		return strconv.Itoa(len(x))
+	case []string:
+		return strconv.Itoa(len(x))
+	case string:
+		if strings.ContainsAny(x, " \t\n\"") || x == "" {
+			return strconv.Quote(x)
+		}
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return textValue(v, "null")
+}
+
+// holdAction names the admin event of a hold or a release.
+func holdAction(hold bool) string {
+	if hold {
+		return "hold"
+	}
+	return "release"
+}
+
+// announce publishes an operator's action as an admin event
+// (ingestq.admin.<action>), so that daemons wake up and the action is
+// recorded. Best effort: NATS unreachable or slow only logs at debug, and
+// never changes the command's outcome. A job's batch is filled in from the
+// queue when it can still be read.
+func (a *app) announce(q *queue.Queue, action string, ev events.Event) {
+	ev.Kind, ev.To = events.KindAdmin, action
+	if ev.JobID != "" && ev.BatchID == "" && q != nil {
+		if j, err := q.LoadJob(ev.JobID); err == nil {
+			ev.BatchID = j.BatchID
+		}
+	}
+	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
+	if ev.Host == "" {
+		ev.Host, _ = os.Hostname()
+	}
+	if err := a.publishAdmin(ev); err != nil {
+		a.log.Debug("admin event not sent (daemons notice the change on their next rescan)",
+			"subject", ev.Subject(), "nats", a.natsURL(), "err", err)
+	}
+}
+
+func (a *app) publishAdmin(ev events.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(a.natsURL(), nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), announceDial)
+	defer cancel()
+	// Recorded in the stream when there is one; live subscribers (the
+	// daemons) get it either way.
+	if _, err := js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && nc.FlushTimeout(announceDial) == nil {
+			return fmt.Errorf("delivered, but not recorded: %w", err)
+		}
+		return err
+	}
+	return nil
+}

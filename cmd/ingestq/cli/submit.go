@@ -1,0 +1,458 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// payloadTypes are the values of --type.
+var payloadTypes = []string{"file", "container", "manifest"}
+
+// How submit --wait follows a batch. Variables, so that a test could shorten
+// them; the defaults are what an operator gets.
+var (
+	waitPoll     = 2 * time.Second  // re-count the batch's jobs in ZooKeeper
+	waitQuiet    = 10 * time.Second // no event for this long: read the batch's status from ZooKeeper
+	waitDial     = 3 * time.Second  // connect timeout to the daemon's NATS
+	progressStep = 5 * time.Second  // non-terminal progress: a line at least this far apart (besides each 10%)
+	progressTick = 100 * time.Millisecond
+)
+
+type submitFlags struct {
+	profile   string
+	submitter string
+	typ       string
+	priority  int
+	wait      bool
+	set       []string
+}
+
+func (a *app) submitCommand() *cobra.Command {
+	var f submitFlags
+	var sub map[string]any
+	cmd := &cobra.Command{
+		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--wait] URL|PATH",
+		Short: "Submit a payload (a URL or a local file) as a batch for a profile",
+		Long: "submit creates a Pending batch for a payload: a URL, or a local file or folder (made absolute;\n" +
+			"it must exist). It prints the batch id (-o json: batch_id and uuid). The profile is not\n" +
+			"checked here: the pipeline checks it when a daemon takes the batch.\n\n" +
+			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
+			"progress on stderr, then the batch's report; exit 0 when it is Completed, 1 when it is\n" +
+			"Failed. Ctrl-C stops waiting, not the batch: it keeps running in the daemon.",
+		Args: args("URL|PATH"),
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			sub, err = a.submission(f, cmd.Flags().Changed("priority"), args[0])
+			return err
+		},
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			return a.submit(ctx, q, sub, f.wait)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.profile, "profile", "", "the profile (collection) the payload is for (required)")
+	fl.StringVar(&f.submitter, "submitter", "", "who submits (default $USER)")
+	fl.StringVar(&f.typ, "type", "file", "what the payload is: "+strings.Join(payloadTypes, ", "))
+	fl.IntVar(&f.priority, "priority", 0, "priority of the batch's jobs, 0..99, lower runs first (default: the profile's)")
+	fl.BoolVar(&f.wait, "wait", false, "follow the batch until it reports (needs the daemon's NATS)")
+	fl.StringArrayVar(&f.set, "set", nil, "add key=value to the submission (value: JSON, else a string)")
+	_ = fl.MarkHidden("set")
+	return cmd
+}
+
+// submission checks the flags and the payload and builds the batch's
+// submission; anything wrong is a usage error, found before connecting.
+func (a *app) submission(f submitFlags, priority bool, payload string) (map[string]any, error) {
+	if f.profile == "" {
+		return nil, usagef("submit: missing --profile")
+	}
+	if !slices.Contains(payloadTypes, f.typ) {
+		return nil, usagef("submit: --type %q: want one of %s", f.typ, strings.Join(payloadTypes, ", "))
+	}
+	if priority && (f.priority < 0 || f.priority > 99) {
+		return nil, usagef("submit: --priority %d: want 0..99", f.priority)
+	}
+	if payload == "" {
+		return nil, usagef("submit: empty URL|PATH")
+	}
+	if !strings.Contains(payload, "://") && !strings.HasPrefix(payload, reactor.PassThroughScheme) {
+		abs, err := filepath.Abs(payload)
+		if err != nil {
+			return nil, usagef("submit: payload %q: %v", payload, err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, usagef("submit: payload %q is not a URL, and no such local file: %v", payload, err)
+		}
+		payload = abs
+	}
+	submitter := f.submitter
+	if submitter == "" {
+		submitter = a.env("USER", "unknown")
+	}
+	sub := map[string]any{
+		"profile_name":    f.profile,
+		"submitter":       submitter,
+		"payload_url":     payload,
+		"type":            f.typ,
+		"submission_mode": "add",
+	}
+	if priority {
+		sub["priority"] = f.priority
+	}
+	for _, kv := range f.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("submit: --set %q: want key=value", kv)
+		}
+		var val any
+		if json.Unmarshal([]byte(v), &val) != nil {
+			val = v
+		}
+		sub[k] = val
+	}
+	return sub, nil
+}
+
+func (a *app) submit(ctx context.Context, q *queue.Queue, sub map[string]any, wait bool) error {
+	var msgs chan *nats.Msg
+	if wait {
+		// Listen before the batch exists, so that no event of it is missed.
+		nc, err := a.dialNATS(waitDial)
+		if err != nil {
+			return fmt.Errorf("the daemon's NATS is not reachable at %s, and --wait needs it (is ingestq serve running? --nats or %s say where): %v",
+				a.natsURL(), EnvNATS, err)
+		}
+		defer nc.Close()
+		msgs = make(chan *nats.Msg, 1<<16)
+		for _, subject := range []string{"ingestq.job.>", "ingestq.batch.>"} {
+			if _, err := nc.ChanSubscribe(subject, msgs); err != nil {
+				return fmt.Errorf("nats %s: subscribe %s: %w", a.natsURL(), subject, err)
+			}
+		}
+		if err := nc.FlushTimeout(waitDial); err != nil {
+			return fmt.Errorf("nats %s: subscribe: %w", a.natsURL(), err)
+		}
+	}
+	b, err := q.CreateBatch(sub)
+	if err != nil {
+		return err
+	}
+	if !wait {
+		if a.json() {
+			return a.writeJSON(struct {
+				BatchID string `json:"batch_id"`
+				UUID    string `json:"uuid"`
+			}{b.ID, b.UUID()})
+		}
+		a.println("%s", b.ID)
+		return nil
+	}
+	if !a.json() {
+		a.println("%s", b.ID)
+	}
+	return a.followBatch(ctx, q, b.ID, msgs)
+}
+
+// tally is what a waiting submit knows of its batch's jobs: each job's last
+// known state (last state wins, so a requeued job that later completes is
+// counted once), and the counts that follow from it.
+type tally struct {
+	total        int               // jobs in the batch; -1 until counted
+	jobs         map[string]string // jid → its last known state
+	done, failed int
+}
+
+func jobDone(state string) (done, failed bool) {
+	switch queue.State(state) {
+	case queue.Failed:
+		return true, true
+	case queue.Completed, queue.Deleted:
+		return true, false
+	}
+	return false, false
+}
+
+func (t *tally) set(jid, state string) {
+	if done, failed := jobDone(t.jobs[jid]); done {
+		t.done--
+		if failed {
+			t.failed--
+		}
+	}
+	if done, failed := jobDone(state); done {
+		t.done++
+		if failed {
+			t.failed++
+		}
+	}
+	t.jobs[jid] = state
+}
+
+// counts are the jobs done (failed included), those failed, and the jobs
+// of the batch (-1 until counted).
+func (t *tally) counts() (done, failed, total int) {
+	if t.total >= 0 {
+		t.total = max(t.total, len(t.jobs))
+	}
+	return t.done, t.failed, t.total
+}
+
+// recountBatch reads the batch's buckets: ZooKeeper is the truth, and what it
+// says replaces what the events said (an event that is older than the read
+// only arrives later and is overtaken again by the next one).
+func (a *app) recountBatch(q *queue.Queue, bid string, t *tally) {
+	buckets, err := q.BatchJobs(bid)
+	if err != nil {
+		a.log.Debug("submit --wait: cannot count the batch's jobs", "batch", bid, "err", err)
+		return
+	}
+	state := map[string]string{
+		"batch-processing": "working", "batch-completed": string(queue.Completed),
+		"batch-failed": string(queue.Failed), "batch-deleted": string(queue.Deleted),
+	}
+	// The buckets are read one after the other, in this order: a job that
+	// moved on meanwhile may show in two, and the later read is the newer.
+	for _, bucket := range queue.Buckets {
+		for _, jid := range buckets[bucket] {
+			t.set(jid, state[bucket])
+		}
+	}
+	t.total = len(t.jobs)
+}
+
+// followBatch shows the batch's progress until it reports, then its report.
+func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs <-chan *nats.Msg) error {
+	t := &tally{total: -1, jobs: map[string]string{}}
+	p := &waitProgress{w: a.logs, tty: isTerminal(a.stderr), bid: bid, decile: -1, last: time.Now()}
+	show := func(force bool) {
+		done, failed, total := t.counts()
+		p.update(done, failed, total, time.Now(), force)
+	}
+	poll := time.NewTicker(waitPoll)
+	defer poll.Stop()
+	redraw := time.NewTicker(progressTick) // what a throttled redraw left out
+	defer redraw.Stop()
+	lastEvent := time.Now()
+	counting := false // the batch has its jobs: count them
+	finish := func(to string) error {
+		a.recountBatch(q, bid, t)
+		show(true)
+		p.end()
+		return a.batchReport(q, bid, to)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			p.end()
+			if counting {
+				a.recountBatch(q, bid, t)
+			}
+			return a.stoppedWaiting(q, bid, t)
+		case m := <-msgs:
+			var ev events.Event
+			if json.Unmarshal(m.Data, &ev) != nil || ev.BatchID != bid {
+				continue
+			}
+			lastEvent = time.Now()
+			switch ev.Kind {
+			case events.KindJob:
+				t.set(ev.JobID, ev.To)
+			case events.KindBatch:
+				switch queue.State(ev.To) {
+				case queue.Processing:
+					counting = true
+					a.recountBatch(q, bid, t)
+				case queue.Completed, queue.Failed:
+					return finish(ev.To)
+				case queue.Held:
+					p.note(fmt.Sprintf("batch %s is Held (its collection is held): waiting until it is released", bid))
+				}
+			}
+			show(false)
+		case <-poll.C:
+			if time.Since(lastEvent) >= waitQuiet {
+				// No news for a while (a dropped connection, lost events):
+				// ask ZooKeeper how the batch stands.
+				b, err := q.LoadBatch(bid)
+				switch {
+				case err != nil:
+					a.log.Debug("submit --wait: cannot read the batch", "batch", bid, "err", err)
+				case b.State() == queue.Completed || b.State() == queue.Failed:
+					return finish(string(b.State()))
+				case b.State() != queue.Pending && b.State() != queue.Held:
+					counting = true
+				}
+			}
+			if counting {
+				a.recountBatch(q, bid, t)
+			}
+			show(false)
+		case <-redraw.C:
+			show(false)
+		}
+	}
+}
+
+// stoppedWaiting says where the batch stands when the user stops waiting.
+func (a *app) stoppedWaiting(q *queue.Queue, bid string, t *tally) error {
+	state, fate := "in an unknown state", "it keeps running in the daemon"
+	if b, err := q.LoadBatch(bid); err == nil {
+		state = "is " + string(b.State())
+		if b.State() == queue.Held {
+			fate = "it stays Held until released (ingestq release)"
+		}
+	}
+	done, failed, n := t.counts()
+	total := "?"
+	if n >= 0 {
+		total = fmt.Sprint(n)
+	}
+	return &exitError{code: 1, err: fmt.Errorf("stopped waiting: batch %s %s, %d/%s jobs done, %d failed; %s (ingestq show %s)",
+		bid, state, done, total, failed, fate, bid)}
+}
+
+// batchReport prints a finished batch's report, as ZooKeeper has it; the
+// exit code follows to, the state the batch reported.
+func (a *app) batchReport(q *queue.Queue, bid, to string) error {
+	b, err := q.LoadBatch(bid)
+	if err != nil {
+		return fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, err)
+	}
+	type failedJob struct {
+		JID     string `json:"jid"`
+		Message string `json:"message"`
+	}
+	successful, failed := []string{}, []failedJob{}
+	if b.Report != nil {
+		successful = append(successful, b.Report.SuccessfulJobs...)
+		for _, jid := range b.Report.FailedJobs {
+			msg := ""
+			if j, err := q.LoadJob(jid); err != nil {
+				msg = "(cannot read the job: " + err.Error() + ")"
+			} else {
+				msg = j.Status.Message
+			}
+			failed = append(failed, failedJob{jid, msg})
+		}
+	}
+	if a.json() {
+		err = a.writeJSON(struct {
+			BatchID        string      `json:"batch_id"`
+			UUID           string      `json:"uuid"`
+			Status         queue.State `json:"status"`
+			Message        string      `json:"message"`
+			SuccessfulJobs []string    `json:"successful_jobs"`
+			FailedJobs     []failedJob `json:"failed_jobs"`
+		}{b.ID, b.UUID(), b.State(), b.Status.Message, successful, failed})
+		if err != nil {
+			return err
+		}
+	} else {
+		a.println("batch %s (uuid %s) %s", b.ID, b.UUID(), b.State())
+		if b.Status.Message != "" {
+			a.println("  message:         %s", oneLine(b.Status.Message))
+		}
+		a.println("  successful jobs: %d", len(successful))
+		a.println("  failed jobs:     %d", len(failed))
+		for _, f := range failed {
+			a.println("    %s  %s", f.JID, textValue(oneLine(f.Message), "-"))
+		}
+	}
+	if to == string(queue.Completed) {
+		return nil
+	}
+	why := fmt.Sprintf("%d of %s failed", len(failed), plural(len(successful)+len(failed), "job"))
+	if len(failed) == 0 && b.Status.Message != "" {
+		why = oneLine(b.Status.Message)
+	}
+	return &exitError{code: 1, err: fmt.Errorf("batch %s Failed: %s", b.ID, why)}
+}
+
+// waitProgress draws a waiting submit's progress on stderr: on a terminal one
+// line redrawn in place, otherwise a plain line at each tenth of the way and
+// at most every progressStep in between.
+type waitProgress struct {
+	w      io.Writer
+	tty    bool
+	bid    string
+	last   time.Time // of the last line or redraw
+	decile int       // of the last line (not a terminal)
+	shown  string
+	width  int  // of the line on the terminal
+	open   bool // a terminal line without its newline
+}
+
+func waitProgressText(bid string, done, failed, total int, tty bool) string {
+	of := "?"
+	if total >= 0 {
+		of = fmt.Sprint(total)
+	}
+	counts := fmt.Sprintf("%d/%s done, %d failed", done, of, failed)
+	if !tty {
+		return bid + ": " + counts
+	}
+	const width = 20
+	fill := 0
+	if total > 0 {
+		fill = min(width, done*width/total)
+	}
+	return "[" + strings.Repeat("#", fill) + strings.Repeat("-", width-fill) + "] " + counts
+}
+
+func (p *waitProgress) update(done, failed, total int, now time.Time, force bool) {
+	text := waitProgressText(p.bid, done, failed, total, p.tty)
+	if text == p.shown {
+		return
+	}
+	if p.tty {
+		if !force && now.Sub(p.last) < progressTick {
+			return
+		}
+		pad := max(0, p.width-len(text))
+		fmt.Fprintf(p.w, "\r%s%s", text, strings.Repeat(" ", pad))
+		p.width, p.open, p.shown, p.last = len(text), true, text, now
+		return
+	}
+	decile := -1
+	if total > 0 {
+		decile = done * 10 / total
+	} else if total == 0 {
+		decile = 10
+	}
+	if force || decile > p.decile || now.Sub(p.last) >= progressStep {
+		fmt.Fprintln(p.w, text)
+		p.decile, p.shown, p.last = max(p.decile, decile), text, now
+	}
+}
+
+// note prints a line of news between progress lines.
+func (p *waitProgress) note(s string) {
+	p.end()
+	fmt.Fprintln(p.w, s)
+}
+
+// end finishes a terminal's progress line.
+func (p *waitProgress) end() {
+	if p.open {
+		fmt.Fprintln(p.w)
+		p.open, p.width, p.shown = false, 0, ""
+	}
+}

@@ -1,0 +1,359 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// daemon is a test's queue with a bus (an embedded NATS listening on a
+// random port) and, once started, a reactor with pass-through handlers.
+type daemon struct {
+	*env
+	bus *events.Bus
+	log *slog.Logger
+}
+
+func newDaemon(t *testing.T) *daemon {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e := newEnv(t)
+	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Close() })
+	return &daemon{env: e, bus: bus, log: log}
+}
+
+// start runs a reactor on the daemon's queue and bus until the test ends.
+func (d *daemon) start() {
+	t := d.t
+	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(t).Addr}, SessionTimeout: 4 * time.Second, Logger: d.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	q, err := queue.New(s.Conn, d.root, queue.WithLogger(d.log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := reactor.PassThrough{}
+	r, err := reactor.New(reactor.Config{Queue: q, Session: s, Bus: d.bus, Host: "test",
+		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: d.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// cli runs the CLI against the daemon's queue and NATS.
+func (d *daemon) cli(args ...string) (string, string, int) {
+	d.t.Helper()
+	return d.run(append([]string{"--nats", d.bus.ClientURL()}, args...)...)
+}
+
+// flush waits until every event published so far is recorded.
+func (d *daemon) flush() {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.bus.Flush(ctx); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// testLog passes writes to t.Log until the test's last cleanup.
+type testLog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func newTestLog(t *testing.T) *testLog {
+	l := &testLog{t: t}
+	t.Cleanup(func() { l.mu.Lock(); l.done = true; l.mu.Unlock() }) // runs last
+	return l
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func (e *env) onlyBatch() *queue.Batch {
+	e.t.Helper()
+	batches, problems, err := e.q.ListBatches()
+	e.ok(err)
+	if len(batches) != 1 || len(problems) != 0 {
+		e.t.Fatalf("%d batches (%v), want 1", len(batches), problems)
+	}
+	return batches[0]
+}
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, stderr, code := e.run("submit", "--profile", "demo", "passthrough:3")
+	wantCode(t, code, 0)
+	b := e.onlyBatch()
+	if out != b.ID+"\n" || stderr != "" {
+		t.Fatalf("stdout %q, stderr %q; want the bid %s", out, stderr, b.ID)
+	}
+	want := map[string]any{"profile_name": "demo", "submitter": "unknown", "payload_url": "passthrough:3",
+		"type": "file", "submission_mode": "add", "batchID": b.UUID()}
+	if len(b.Submission) != len(want) {
+		t.Errorf("submission %v, want %v", b.Submission, want)
+	}
+	for k, v := range want {
+		if b.Submission[k] != v {
+			t.Errorf("submission %s = %v, want %v", k, b.Submission[k], v)
+		}
+	}
+	if b.State() != queue.Pending || b.UUID() == "" {
+		t.Errorf("batch %s, uuid %q", b.State(), b.UUID())
+	}
+
+	// -o json: the bid and the uuid; $USER is the default submitter; a
+	// URL is taken as it is.
+	var got struct {
+		BatchID string `json:"batch_id"`
+		UUID    string `json:"uuid"`
+	}
+	out, _, code = runEnv(t, map[string]string{"USER": "jdoe"}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root,
+		"submit", "-o", "json", "--profile", "demo", "--type", "manifest", "--priority", "3", "https://example.org/m.checkm")
+	wantCode(t, code, 0)
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.BatchID == "" || got.UUID == "" {
+		t.Fatalf("-o json: %q (%v)", out, err)
+	}
+	b2, err := e.q.FindBatch(got.UUID)
+	e.ok(err)
+	if b2.ID != got.BatchID || b2.Submission["submitter"] != "jdoe" || b2.Submission["type"] != "manifest" ||
+		b2.Submission["payload_url"] != "https://example.org/m.checkm" || b2.Submission["priority"] != float64(3) {
+		t.Errorf("batch %s: submission %v", b2.ID, b2.Submission)
+	}
+}
+
+func TestSubmitUsageErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	missing := filepath.Join(t.TempDir(), "nope.zip")
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"submit", "--profile", "demo", "--type", "tarball", "passthrough:1"}, []string{`"tarball"`, "file, container, manifest"}},
+		{[]string{"submit", "--profile", "demo", missing}, []string{missing, "no such"}},
+		{[]string{"submit", "--profile", "demo", "relative/nope.zip"}, []string{"relative/nope.zip", "no such"}},
+		{[]string{"submit", "passthrough:1"}, []string{"--profile"}},
+		{[]string{"submit", "--profile", "demo"}, []string{"missing URL|PATH"}},
+		{[]string{"submit", "--profile", "demo", "--priority", "100", "passthrough:1"}, []string{"--priority", "100"}},
+		{[]string{"submit", "--profile", "demo", "--set", "novalue", "passthrough:1"}, []string{"novalue", "key=value"}},
+	}
+	for _, c := range cases {
+		_, stderr, code := e.run(c.args...)
+		wantCode(t, code, 2)
+		wantErrLine(t, stderr, c.want...)
+	}
+	batches, _, err := e.q.ListBatches()
+	e.ok(err)
+	if len(batches) != 0 {
+		t.Fatalf("a usage error created %d batches", len(batches))
+	}
+}
+
+// A local path is made absolute. Not parallel: it changes the working
+// directory.
+func TestSubmitLocalPath(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	e.ok(os.WriteFile(filepath.Join(dir, "payload.zip"), []byte("zip"), 0o600))
+	t.Chdir(dir)
+	_, _, code := e.run("submit", "--profile", "demo", "--type", "container", "payload.zip")
+	wantCode(t, code, 0)
+	got, _ := e.onlyBatch().Submission["payload_url"].(string)
+	if !filepath.IsAbs(got) {
+		t.Fatalf("payload_url %q is not absolute", got)
+	}
+	gotReal, err := filepath.EvalSymlinks(got)
+	e.ok(err)
+	wantReal, err := filepath.EvalSymlinks(filepath.Join(dir, "payload.zip"))
+	e.ok(err)
+	if gotReal != wantReal {
+		t.Fatalf("payload_url %q, want %q", got, filepath.Join(dir, "payload.zip"))
+	}
+}
+
+func TestSubmitWait(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	out, stderr, code := d.cli("submit", "--profile", "demo", "--wait", "passthrough:50")
+	wantCode(t, code, 0)
+	b := d.onlyBatch()
+	if b.State() != queue.Completed || b.Report == nil || len(b.Report.SuccessfulJobs) != 50 {
+		t.Fatalf("batch %s, report %+v", b.State(), b.Report)
+	}
+	lines := strings.Split(out, "\n")
+	if lines[0] != b.ID || !strings.Contains(out, b.ID+" (uuid "+b.UUID()+") Completed") ||
+		!strings.Contains(out, "successful jobs: 50\n") || !strings.Contains(out, "failed jobs:     0\n") {
+		t.Errorf("report:\n%s", out)
+	}
+	if !strings.Contains(stderr, "50/50 done, 0 failed\n") || strings.Contains(stderr, "\r") {
+		t.Errorf("progress (not a terminal) does not end at 50/50 in plain lines:\n%s", stderr)
+	}
+	if n := strings.Count(stderr, "\n"); n > 12 {
+		t.Errorf("%d progress lines, want a line per 10%% at most:\n%s", n, stderr)
+	}
+}
+
+func TestSubmitWaitFailed(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	out, stderr, code := d.cli("submit", "--profile", "demo", "--wait",
+		"--set", "fail_at=Processing", "--set", "fail_job=3", "passthrough:5")
+	wantCode(t, code, 1)
+	b := d.onlyBatch()
+	if b.State() != queue.Failed || b.Report == nil || len(b.Report.FailedJobs) != 1 || len(b.Report.SuccessfulJobs) != 4 {
+		t.Fatalf("batch %s, report %+v", b.State(), b.Report)
+	}
+	failed := b.Report.FailedJobs[0]
+	if !strings.Contains(out, b.ID+" (uuid "+b.UUID()+") Failed") || !strings.Contains(out, "successful jobs: 4\n") ||
+		!strings.Contains(out, "    "+failed+"  Processing: pass-through failure asked for in Processing\n") {
+		t.Errorf("report does not name the failed job %s and its message:\n%s", failed, out)
+	}
+	last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
+	if last != "ingestq: batch "+b.ID+" Failed: 1 of 5 jobs failed\n" || !strings.Contains(stderr, "5/5 done, 1 failed\n") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+
+	// -o json: the report alone on stdout.
+	d.ok(d.q.DeleteBatch(b.ID))
+	out, _, code = d.cli("submit", "-o", "json", "--profile", "demo", "--wait",
+		"--set", "fail_at=Storing", "passthrough:2")
+	wantCode(t, code, 1)
+	var rep struct {
+		BatchID        string   `json:"batch_id"`
+		UUID           string   `json:"uuid"`
+		Status         string   `json:"status"`
+		SuccessfulJobs []string `json:"successful_jobs"`
+		FailedJobs     []struct {
+			JID     string `json:"jid"`
+			Message string `json:"message"`
+		} `json:"failed_jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	b = d.onlyBatch()
+	if rep.BatchID != b.ID || rep.UUID != b.UUID() || rep.Status != "Failed" || len(rep.SuccessfulJobs) != 1 ||
+		len(rep.FailedJobs) != 1 || rep.FailedJobs[0].JID != b.Report.FailedJobs[0] ||
+		!strings.Contains(rep.FailedJobs[0].Message, "pass-through failure asked for in Storing") {
+		t.Errorf("-o json report %+v", rep)
+	}
+}
+
+func TestSubmitWaitNoNATS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := "nats://" + closedAddr(t)
+	_, stderr, code := e.run("--nats", url, "submit", "--profile", "demo", "--wait", "passthrough:1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, url, "not reachable", "--wait")
+	batches, _, err := e.q.ListBatches()
+	e.ok(err)
+	if len(batches) != 0 {
+		t.Fatalf("a batch was created although --wait cannot follow it")
+	}
+}
+
+// Ctrl-C stops the waiting, not the batch: one line says where it stands.
+func TestSubmitWaitInterrupted(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t) // no reactor: the batch stays Pending
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	args := []string{"--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL(),
+		"submit", "--profile", "demo", "--wait", "passthrough:3"}
+	go func() { done <- cli.Run(ctx, args, &out, &errb, func(string) string { return "" }) }()
+	deadline := time.After(20 * time.Second)
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for !strings.HasSuffix(out.String(), "\n") {
+		select {
+		case <-poll.C:
+		case code := <-done:
+			t.Fatalf("submit --wait ended (exit %d): %s", code, errb.String())
+		case <-deadline:
+			t.Fatal("submit --wait printed no batch id")
+		}
+	}
+	cancel()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("submit --wait did not end on cancel")
+	}
+	wantCode(t, code, 1)
+	b := d.onlyBatch()
+	wantErrLine(t, errb.String(), "stopped waiting", b.ID, "Pending", "0/? jobs done", "keeps running in the daemon")
+	if out.String() != b.ID+"\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+}
+
+// Without events (the CLI listens on another NATS than the daemon's), the
+// waiting ends all the same, from ZooKeeper, once no news came for a while.
+func TestSubmitWaitWithoutEvents(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	elsewhere := newDaemon(t) // a bus no daemon publishes on
+	out, stderr, code := d.run("--nats", elsewhere.bus.ClientURL(), "submit", "--profile", "demo", "--wait", "passthrough:3")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "successful jobs: 3\n") || !strings.Contains(stderr, "3/3 done, 0 failed\n") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+}
