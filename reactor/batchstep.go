@@ -142,7 +142,7 @@ func nonNil(s []string) []string {
 func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
 	from := b.State()
 	c.Release = true
-	err := r.q.SetBatchStatus(b, to, c)
+	err := r.retry(func() error { return r.q.SetBatchStatus(b, to, c) })
 	switch {
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
@@ -162,7 +162,7 @@ func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, attrs map[strin
 }
 
 func (r *Reactor) unlockBatch(b *queue.Batch) {
-	if err := r.q.UnlockBatch(b); err != nil {
+	if err := r.retry(func() error { return r.q.UnlockBatch(b) }); err != nil {
 		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "batch", b.ID, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-zookeeper/zk"
 	"strings"
 	"time"
 
@@ -125,11 +126,13 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 }
 
 // move commits a job's transition, releasing its lock, and publishes it. A
-// stale view is abandoned: another session owns the job now.
+// stale view is abandoned: another session owns the job now. While
+// ZooKeeper cannot be reached the commit is retried, so a server restart
+// never leaves a job locked by this (surviving) session.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from := j.State()
 	c.Release = true
-	err := r.q.SetJobStatus(j, to, c)
+	err := r.retry(func() error { return r.q.SetJobStatus(j, to, c) })
 	switch {
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
@@ -145,9 +148,31 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 }
 
 func (r *Reactor) unlock(j *queue.Job) {
-	if err := r.q.UnlockJob(j); err != nil {
+	if err := r.retry(func() error { return r.q.UnlockJob(j) }); err != nil {
 		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "job", j.ID, "err", err)
 	}
+}
+
+// retry runs a ZooKeeper write until it succeeds, fails for a reason other
+// than an unreachable server, or the session is closed. It does not follow
+// the work context: a write under way at shutdown should still land.
+func (r *Reactor) retry(write func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := write()
+		if !transient(err) || r.cfg.Session.Closed() {
+			return err
+		}
+		r.log.Warn("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err)
+		time.Sleep(wait) // back-off between attempts while ZooKeeper is away
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// transient tells whether a ZooKeeper error may go away by itself.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing) || errors.Is(err, zk.ErrSessionExpired)
 }
 
 // backoff is base doubled per attempt, at most a minute.

@@ -145,6 +145,10 @@ func (r *Reactor) Run(ctx context.Context) error {
 	}
 	unsubs = append(unsubs, u)
 
+	// Back from a ZooKeeper outage that kept the session, no folder changed,
+	// so no watch fires: steps that failed meanwhile are tried again now.
+	r.cfg.Session.OnConnect(r.wakeAll)
+
 	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
 		r.watcher.Watch(r.q.Path("/jobs/states/" + s.Folder()))

@@ -46,12 +46,14 @@ func ParseServers(s string) []string {
 type Session struct {
 	Conn *zk.Conn
 
-	maxBufferSize int         // Config.MaxBufferSize, for the watcher's diagnostics
+	maxBufferSize int // Config.MaxBufferSize, for the watcher's diagnostics
+	log           *slog.Logger
 	closed        atomic.Bool // Close was called
 
 	mu          sync.Mutex
 	state       zk.State
 	expirations int           // StateExpired events seen
+	onConnect   []func()      // called when a session is (re-)established
 	changed     chan struct{} // closed and replaced on every state change
 }
 
@@ -66,7 +68,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize}
+	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize, log: cfg.Logger}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(slogPrintf{cfg.Logger}), zk.WithEventCallback(s.onEvent),
 		zk.WithMaxBufferSize(cfg.MaxBufferSize)) // 0: no cap, go-zookeeper's default
@@ -90,10 +92,25 @@ func (s *Session) onEvent(e zk.Event) {
 	s.state = e.State
 	if e.State == zk.StateExpired {
 		s.expirations++
+		s.log.Warn("zookeeper: session expired: its locks are gone; a new session is being opened and every watch re-armed")
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+	hooks := s.onConnect
 	s.mu.Unlock()
+	if e.State == zk.StateHasSession {
+		for _, fn := range hooks {
+			go fn() // never block the client's event loop
+		}
+	}
+}
+
+// OnConnect registers fn to run each time the client has a session again
+// (after a reconnect or an expiry): work that waited on ZooKeeper can go on.
+func (s *Session) OnConnect(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onConnect = append(s.onConnect, fn)
 }
 
 // State is the session's last known state.
@@ -158,3 +175,6 @@ type slogPrintf struct{ l *slog.Logger }
 func (p slogPrintf) Printf(format string, args ...any) {
 	p.l.Debug("zookeeper: " + fmt.Sprintf(format, args...))
 }
+
+// Closed tells whether Close was called.
+func (s *Session) Closed() bool { return s.closed.Load() }
