@@ -27,25 +27,13 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	var message string
-	for attempt := 1; ; attempt++ {
-		err := r.cfg.Batches.CreateJobs(ctx, r.q, b)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			r.unlockBatch(b)
-			return true, nil
-		}
-		if IsFatal(err) || attempt >= r.cfg.Attempts {
-			message = fmt.Sprintf("payload: %v", err)
-			break
-		}
-		wait := backoff(r.cfg.Backoff, attempt)
-		r.log.Warn("reactor: batch handler failed; retrying", "batch", b.ID, "attempt", attempt, "in", wait, "err", err)
-		if !sleep(ctx, wait) {
-			r.unlockBatch(b)
-			return true, nil
-		}
+	ok, err := r.withRetries(ctx, "batch handler", b.ID, func() error { return r.cfg.Batches.CreateJobs(ctx, r.q, b) })
+	if !ok {
+		r.unlockBatch(b)
+		return true, nil
+	}
+	if err != nil {
+		message = fmt.Sprintf("payload: %v", err)
 	}
 	if r.moveBatch(b, queue.Processing, queue.BatchChange{Message: message}, nil) {
 		// A batch with no job left in batch-processing reports now: its
@@ -73,24 +61,14 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	msg := rep.Message
-	for attempt := 1; ; attempt++ {
-		err := r.cfg.Reporter.Report(ctx, b, rep)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			r.unlockBatch(b)
-			return true, nil
-		}
-		if IsFatal(err) || attempt >= r.cfg.Attempts {
-			msg = fmt.Sprintf("report not delivered: %v", err)
-			rep.Message = msg
-			break
-		}
-		if !sleep(ctx, backoff(r.cfg.Backoff, attempt)) {
-			r.unlockBatch(b)
-			return true, nil
-		}
+	ok, err := r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
+	if !ok {
+		r.unlockBatch(b)
+		return true, nil
+	}
+	if err != nil {
+		msg = fmt.Sprintf("report not delivered: %v", err)
+		rep.Message = msg
 	}
 	to := queue.Completed
 	if rep.Failed() {
@@ -100,6 +78,29 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &report}, map[string]any{
 		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "update": rep.Update})
 	return true, nil
+}
+
+// withRetries runs a batch step's fn until it succeeds, fails fatally or
+// runs out of attempts (then its last error is returned), waiting with
+// backoff between tries. ok is false when ctx ended first: the step is to be
+// left for later.
+func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() error) (ok bool, err error) {
+	for attempt := 1; ; attempt++ {
+		err = fn()
+		switch {
+		case err == nil:
+			return true, nil
+		case ctx.Err() != nil:
+			return false, err
+		case IsFatal(err) || attempt >= r.cfg.Attempts:
+			return true, err
+		}
+		wait := backoff(r.cfg.Backoff, attempt)
+		r.log.Warn("reactor: "+what+" failed; retrying", "batch", bid, "attempt", attempt, "in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			return false, err
+		}
+	}
 }
 
 // buildReport lists the batch's completed and failed jobs, with the failed
