@@ -38,7 +38,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	if r.moveBatch(b, queue.Processing, queue.BatchChange{Message: message}, nil) {
 		// A batch with no job left in batch-processing reports now: its
 		// folder may never appear, so no watch would fire.
-		r.signal(sigReport)
+		r.signal(sigReport, b.ID)
 	}
 	return true, nil
 }
@@ -46,9 +46,16 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 // reportStep takes a batch that is ready to report (every job done), reports
 // it, and records the report with the batch's final state.
 func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
-	b, err := r.q.AcquireCompletedBatch()
-	if err != nil || b == nil {
+	ids, ok := r.nextReport()
+	if !ok {
+		return false, nil
+	}
+	b, err := r.q.AcquireCompletedBatchOf(ids)
+	if err != nil {
 		return false, err
+	}
+	if b == nil {
+		return true, nil // not ready (or taken): look at the next one
 	}
 	from := b.State()
 	if from == queue.Reporting {
@@ -61,7 +68,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	msg := rep.Message
-	ok, err := r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
+	ok, err = r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
 		r.unlockBatch(b)
 		return true, nil

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,10 @@ type Reactor struct {
 	holdsMu  sync.Mutex
 	holds    map[string]bool // held collections
 	batchDir string          // "/…/batches", to recognise batch folders
+
+	reportMu   sync.Mutex
+	toReport   []string // batches whose batch-processing emptied: tried first
+	reportScan bool     // a wake-up without a batch: look at every batch
 }
 
 // Signal names: internal subjects under events.InternalPrefix.
@@ -131,7 +136,12 @@ func (r *Reactor) Run(ctx context.Context) error {
 		}
 	}()
 	for name, p := range r.pools {
-		u, err := r.bus.SubscribeSignal(name, func([]byte) { p.Wake() })
+		u, err := r.bus.SubscribeSignal(name, func(data []byte) {
+			if name == sigReport {
+				r.queueReport(string(data))
+			}
+			p.Wake()
+		})
 		if err != nil {
 			return fmt.Errorf("reactor: subscribe %s: %w", name, err)
 		}
@@ -185,7 +195,7 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 	switch {
 	case strings.HasPrefix(rel, "/jobs/states/"):
 		if len(c.Added) > 0 || c.Rescan {
-			r.signal("watch.job." + strings.TrimPrefix(rel, "/jobs/states/"))
+			r.signal("watch.job."+strings.TrimPrefix(rel, "/jobs/states/"), "")
 		}
 	case rel == "/batches":
 		for _, bid := range c.Added {
@@ -194,13 +204,14 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 		for _, bid := range c.Removed {
 			r.watcher.Unwatch(r.batchProcessing(bid))
 		}
-		r.signal(sigPending)
+		r.signal(sigPending, "")
 		if c.Rescan {
-			r.signal(sigReport)
+			r.signal(sigReport, "")
 		}
 	case strings.HasSuffix(rel, "/states/batch-processing"):
 		if c.Count == 0 {
-			r.signal(sigReport)
+			bid := strings.TrimSuffix(strings.TrimPrefix(rel, "/batches/"), "/states/batch-processing")
+			r.signal(sigReport, bid)
 		}
 	case rel == "/locks/queue":
 		r.setHeld(c)
@@ -213,11 +224,15 @@ func (r *Reactor) batchProcessing(bid string) string {
 	return r.batchDir + "/" + bid + "/states/batch-processing"
 }
 
-// signal publishes a wake-up on the bus; while the bus is not connected the
-// pool is woken directly, so ZooKeeper work goes on without NATS.
-func (r *Reactor) signal(name string) {
-	r.bus.Signal(name, nil)
+// signal publishes a wake-up on the bus, with the batch it is about (or
+// ""); while the bus is not connected the pool is woken directly, so
+// ZooKeeper work goes on without NATS.
+func (r *Reactor) signal(name, bid string) {
+	r.bus.Signal(name, []byte(bid))
 	if !r.bus.Conn().IsConnected() {
+		if name == sigReport {
+			r.queueReport(bid)
+		}
 		if p := r.pools[name]; p != nil {
 			p.Wake()
 		}
@@ -225,9 +240,39 @@ func (r *Reactor) signal(name string) {
 }
 
 func (r *Reactor) wakeAll() {
+	r.queueReport("")
 	for _, p := range r.pools {
 		p.Wake()
 	}
+}
+
+// queueReport notes a batch that may be ready to report, or ("") that every
+// batch should be looked at.
+func (r *Reactor) queueReport(bid string) {
+	r.reportMu.Lock()
+	defer r.reportMu.Unlock()
+	if bid == "" {
+		r.reportScan = true
+	} else if !slices.Contains(r.toReport, bid) {
+		r.toReport = append(r.toReport, bid)
+	}
+}
+
+// nextReport says where the report pool looks next: one batch, all (nil,
+// true), or nowhere (false).
+func (r *Reactor) nextReport() (ids []string, ok bool) {
+	r.reportMu.Lock()
+	defer r.reportMu.Unlock()
+	if len(r.toReport) > 0 {
+		bid := r.toReport[0]
+		r.toReport = r.toReport[1:]
+		return []string{bid}, true
+	}
+	if r.reportScan {
+		r.reportScan = false
+		return nil, true
+	}
+	return nil, false
 }
 
 func (r *Reactor) setHeld(c zkwatch.Change) {

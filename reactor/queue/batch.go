@@ -163,15 +163,19 @@ func indexes(n int) []int {
 // Pending batch that has `states` was acquired by a session that died before
 // it finished; it is taken again, and its handler resumes it.
 func (q *Queue) AcquirePendingBatch() (*Batch, error) {
-	return q.acquireBatch(func(b *Batch) bool { return b.State() == Pending }, "")
+	return q.acquireBatch(nil, func(b *Batch) bool { return b.State() == Pending }, "")
 }
 
 // AcquireCompletedBatch locks a batch that is ready to report and moves it to
 // Reporting: a Processing batch with no job left in batch-processing. A batch
 // in Reporting or UpdateReporting whose reporter died is returned as it is.
 // It returns nil when there is none.
-func (q *Queue) AcquireCompletedBatch() (*Batch, error) {
-	return q.acquireBatch(func(b *Batch) bool {
+func (q *Queue) AcquireCompletedBatch() (*Batch, error) { return q.AcquireCompletedBatchOf(nil) }
+
+// AcquireCompletedBatchOf is AcquireCompletedBatch among the given batches
+// only (nil: all), for a daemon that knows which batch just emptied.
+func (q *Queue) AcquireCompletedBatchOf(ids []string) (*Batch, error) {
+	return q.acquireBatch(ids, func(b *Batch) bool {
 		switch b.State() {
 		case Reporting, UpdateReporting:
 			return true
@@ -188,10 +192,12 @@ func (q *Queue) AcquireCompletedBatch() (*Batch, error) {
 // unchanged, at the version read: either way the lock is taken only if the
 // batch has not moved, and the status version moves on, so a session that
 // held the batch before and lost its lock can no longer commit.
-func (q *Queue) acquireBatch(want func(*Batch) bool, to State) (*Batch, error) {
-	ids, err := q.BatchIDs()
-	if err != nil {
-		return nil, err
+func (q *Queue) acquireBatch(ids []string, want func(*Batch) bool, to State) (*Batch, error) {
+	if ids == nil {
+		var err error
+		if ids, err = q.BatchIDs(); err != nil {
+			return nil, err
+		}
 	}
 	for _, bid := range ids {
 		b, err := q.LoadBatch(bid)
