@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/go-zookeeper/zk"
 	"strings"
 	"time"
 
@@ -23,8 +22,11 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 			}
 			return refs, err
 		},
-		skip: func(ref string) bool { return r.held.Load() || r.waiting[s].skip(jidOf(ref)) },
-		try:  func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
+		skip: func(ref string) bool {
+			_, busy := r.working.Load(jidOf(ref))
+			return busy || r.held.Load() || r.waiting[s].skip(jidOf(ref))
+		},
+		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
 	}
 }
 
@@ -35,10 +37,23 @@ func jidOf(ref string) string {
 
 // tryJob acquires a ref's job and runs its step.
 func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
+	// Claimed before acquiring: wakeOnUnlock must never take a lock a worker
+	// here is getting for an orphan.
+	jid := jidOf(ref)
+	held := false
+	defer func() { // after the claim is dropped (defers run last-in first-out)
+		if held {
+			r.wakeOnUnlock(s, jid)
+		}
+	}()
+	if _, busy := r.working.LoadOrStore(jid, true); busy {
+		return
+	}
+	defer r.working.Delete(jid)
 	j, err := r.q.TryAcquireJob(s, ref)
 	switch {
 	case errors.Is(err, queue.ErrLocked):
-		r.wakeOnUnlock(s, jidOf(ref))
+		held = true
 		return
 	case err != nil:
 		r.log.Warn("reactor: acquire failed", "state", s, "ref", ref, "err", err)
@@ -61,13 +76,20 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 	if _, loaded := r.lockWait.LoadOrStore(p, true); loaded {
 		return
 	}
-	ok, _, ch, err := r.cfg.Session.Conn.ExistsW(p)
+	conn := r.cfg.Session.Conn
+	ok, st, ch, err := conn.ExistsW(p)
 	if err != nil || !ok {
 		r.lockWait.Delete(p)
 		if err == nil {
 			r.pools[sigJob(s)].Wake() // gone already
 		}
 		return
+	}
+	if _, busy := r.working.Load(jid); !busy && st.EphemeralOwner == conn.SessionID() {
+		// This session's lock, yet no worker here holds the job: an
+		// acquisition whose reply was lost and could not be confirmed.
+		r.log.Warn("reactor: releasing a lock this session holds but no worker uses", "job", jid)
+		_ = conn.Delete(p, -1) // the watch above fires, and wakes the pool
 	}
 	go func() {
 		<-ch
@@ -160,19 +182,13 @@ func (r *Reactor) retry(write func() error) error {
 	wait := 50 * time.Millisecond
 	for {
 		err := write()
-		if !transient(err) || r.cfg.Session.Closed() {
+		if !queue.Transient(err) || r.cfg.Session.Closed() {
 			return err
 		}
 		r.log.Warn("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err)
 		time.Sleep(wait) // back-off between attempts while ZooKeeper is away
 		wait = min(wait*2, 2*time.Second)
 	}
-}
-
-// transient tells whether a ZooKeeper error may go away by itself.
-func transient(err error) bool {
-	return errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrConnectionClosed) ||
-		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrClosing) || errors.Is(err, zk.ErrSessionExpired)
 }
 
 // backoff is base doubled per attempt, at most a minute.

@@ -63,6 +63,7 @@ type Reactor struct {
 
 	pools    map[string]waker // by signal name
 	lockWait sync.Map         // lock paths with a watch that wakes a pool when they go
+	working  sync.Map         // jids this daemon's workers hold
 	waiting  map[queue.State]*deferrals
 	held     atomic.Bool // the ingest queue is held
 	holdsMu  sync.Mutex

@@ -156,8 +156,11 @@ func (q *Queue) SetAccessStatus(a *Access, to State, message string, release boo
 
 // UnlockAccess releases a lock this session took.
 func (q *Queue) UnlockAccess(a *Access) error {
+	if err := q.releaseOwnLock(q.accessPath(a.Queue, a.ID, "lock")); err != nil {
+		return err
+	}
 	a.owner, a.Locked = false, false
-	return q.releaseOwnLock(q.accessPath(a.Queue, a.ID, "lock"))
+	return nil
 }
 
 // DeleteAccess removes a Completed or Deleted request from ZooKeeper.

@@ -261,8 +261,11 @@ func (q *Queue) UnlockBatch(b *Batch) error {
 	if !b.owner {
 		return fmt.Errorf("batch %s: this session does not hold its lock", b.ID)
 	}
+	if err := q.releaseOwnLock(q.batchPath(b.ID, "lock")); err != nil {
+		return err
+	}
 	b.owner, b.Locked = false, false
-	return q.releaseOwnLock(q.batchPath(b.ID, "lock"))
+	return nil
 }
 
 // BatchChange is what a batch transition writes besides the status.

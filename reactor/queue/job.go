@@ -315,8 +315,11 @@ func (q *Queue) UnlockJob(j *Job) error {
 	if !j.owner {
 		return fmt.Errorf("job %s: this session does not hold its lock", j.ID)
 	}
+	if err := q.releaseOwnLock(q.jobPath(j.ID, "lock")); err != nil {
+		return err
+	}
 	j.owner, j.Locked = false, false
-	return q.releaseOwnLock(q.jobPath(j.ID, "lock"))
+	return nil
 }
 
 // JobChange is what a job transition writes besides the status.

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"syscall"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -132,9 +136,16 @@ func upsert(p string, data []byte, exists bool) op {
 // one op, so this is also the most repairs a broken tree gets in one change.
 const maxAttempts = 8
 
-// commit runs ops as one multi(), recovering failed ops as they ask.
+// maxOutages bounds the tries of one transaction through connection
+// trouble (about 8 s of back-off); then the caller decides.
+const maxOutages = 12
+
+// commit runs ops as one multi(), recovering failed ops as they ask, and
+// trying again while the connection is in trouble.
 func (q *Queue) commit(ops []op) error {
-	for range maxAttempts {
+	lost := false // a try's reply was lost: it may have been applied
+	outages, wait := 0, 20*time.Millisecond
+	for repairs := 0; repairs < maxAttempts; {
 		reqs := make([]any, len(ops))
 		for i, o := range ops {
 			reqs[i] = o.req
@@ -143,12 +154,22 @@ func (q *Queue) commit(ops []op) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, zk.ErrConnectionClosed) {
-			// The request may have been applied before the reply was lost.
+		if Transient(err) {
+			// The request may have been applied before the reply was lost;
+			// if ZooKeeper cannot say yet, try again after a pause.
 			if q.applied(ops) {
 				return nil
 			}
+			lost = true
+			if outages++; outages > maxOutages {
+				return fmt.Errorf("zookeeper multi: %w", err)
+			}
+			time.Sleep(wait) // back-off while the client reconnects
+			wait = min(2*wait, time.Second)
 			continue
+		}
+		if lost && q.applied(ops) {
+			return nil // an earlier try whose reply was lost had done it
 		}
 		i, opErr := failedOp(resp)
 		if i < 0 {
@@ -169,6 +190,7 @@ func (q *Queue) commit(ops []op) error {
 			q.log.Debug("queue: repaired a change", "op", reqVerb(o.req), "path", q.rel(reqPath(o.req)), "was", opErr)
 		}
 		ops = slices.Concat(ops[:i], repl, ops[i+1:])
+		repairs++
 		if len(ops) == 0 {
 			return nil
 		}
@@ -176,10 +198,18 @@ func (q *Queue) commit(ops []op) error {
 	return fmt.Errorf("zookeeper multi: still failing after %d repairs", maxAttempts)
 }
 
-// applied tells whether a transaction whose reply was lost took effect, by
-// looking at its fencing write (at the next version, with our data) or its
-// witness create (there, with our data).
+// applied tells whether a transaction whose reply was lost took effect. A
+// lock it creates is the proof when there is one (an acquisition rewrites
+// the status unchanged, so another session's acquisition would look the
+// same): there, owned by this session. Else its fencing write (at the next
+// version, with our data), or its witness create (there, with our data).
 func (q *Queue) applied(ops []op) bool {
+	for _, o := range ops {
+		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
+			ok, st, err := q.conn.Exists(r.Path)
+			return err == nil && ok && st.EphemeralOwner == q.conn.SessionID()
+		}
+	}
 	for _, o := range ops {
 		switch r := o.req.(type) {
 		case *zk.SetDataRequest:
@@ -195,6 +225,23 @@ func (q *Queue) applied(ops []op) bool {
 		}
 	}
 	return false
+}
+
+// Transient tells whether a ZooKeeper error may go away by itself: the
+// server is unreachable, the connection broke, or the session moved or
+// expired (the client opens a new one).
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionMoved, zk.ErrClosing,
+		zk.ErrSessionExpired, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNREFUSED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 func failedOp(resp []zk.MultiResponse) (int, error) {

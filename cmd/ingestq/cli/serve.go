@@ -157,6 +157,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	a.log.Info("ingestq: serving", "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
 	err = r.Run(ctx)
+	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()
 	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost)
 	if err != nil {
