@@ -133,7 +133,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		case IsFatal(err):
 			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
 			return
-		case attempt >= r.cfg.Attempts:
+		case attempt >= cmpOr(r.cfg.StateAttempts[s], r.cfg.Attempts):
 			r.move(j, queue.Failed, queue.JobChange{
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -16,7 +18,9 @@ const PassThroughScheme = "passthrough:"
 
 // PassThrough is a pipeline that does no work, for tests and benchmarks of
 // the reactor itself: every step succeeds after Delay. A job whose
-// configuration has "fail_at": "<State>" fails fatally in that state.
+// configuration has "fail_at": "<State>" fails fatally in that state; one
+// with "flaky_at": "<State>" and "flaky_times": n fails retryably the first
+// n times it runs that state on a daemon.
 type PassThrough struct {
 	Delay time.Duration
 }
@@ -24,10 +28,18 @@ type PassThrough struct {
 // Handlers returns a handler for every job state from Estimating to Notify.
 func (p PassThrough) Handlers() map[queue.State]JobHandler {
 	hs := map[queue.State]JobHandler{}
+	var tries sync.Map // jid → times a flaky step ran
 	for _, s := range JobStates[1:] {
 		hs[s] = JobHandlerFunc(func(ctx context.Context, j *queue.Job) (Result, error) {
 			if at, _ := j.Config["fail_at"].(string); at == string(s) {
 				return Result{}, Fatal(fmt.Errorf("pass-through failure asked for in %s", s))
+			}
+			if at, _ := j.Config["flaky_at"].(string); at == string(s) {
+				n, _ := j.Config["flaky_times"].(float64)
+				v, _ := tries.LoadOrStore(j.ID, new(atomic.Int32))
+				if t := v.(*atomic.Int32).Add(1); t <= int32(n) {
+					return Result{}, fmt.Errorf("pass-through flaky failure %d of %d in %s", t, int(n), s)
+				}
 			}
 			if p.Delay > 0 && !sleep(ctx, p.Delay) {
 				return Result{}, ctx.Err()
@@ -38,8 +50,9 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 	return hs
 }
 
-// CreateJobs makes N jobs for a "passthrough:N" payload. A "fail_at" in the
-// submission is passed to the job whose number is "fail_job" (default 0).
+// CreateJobs makes N jobs for a "passthrough:N" payload. A "fail_at" or
+// "flaky_at" (with "flaky_times") in the submission is passed to the job
+// whose number is "fail_job" (default 0).
 func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error {
 	url, _ := b.Submission["payload_url"].(string)
 	n, err := strconv.Atoi(strings.TrimPrefix(url, PassThroughScheme))
@@ -47,7 +60,9 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 		return Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
 	}
 	failJob := -1
-	if _, ok := b.Submission["fail_at"]; ok {
+	_, fails := b.Submission["fail_at"]
+	_, flaky := b.Submission["flaky_at"]
+	if fails || flaky {
 		f, _ := b.Submission["fail_job"].(float64)
 		failJob = int(f)
 	}
@@ -60,7 +75,11 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 			}
 		}
 		if i == failJob {
-			cfg["fail_at"] = b.Submission["fail_at"]
+			for _, k := range []string{"fail_at", "flaky_at", "flaky_times"} {
+				if v, ok := b.Submission[k]; ok {
+					cfg[k] = v
+				}
+			}
 		}
 		objs[i] = Object{Key: fmt.Sprintf("obj-%06d", i), Spec: queue.JobSpec{Priority: queue.DefaultPriority, Config: cfg}}
 	}

@@ -40,13 +40,14 @@ type Config struct {
 	Batches  BatchHandler               // Pending batches → jobs
 	Reporter Reporter                   // batch reports
 
-	Workers      map[queue.State]int // workers per job state; default 4
-	BatchWorkers int                 // workers for pending batches and for reports, each; default 2
-	Attempts     int                 // tries of a step before the job fails; default 3
-	Backoff      time.Duration       // wait before the first retry, doubled each time up to 1 min; default 1 s
-	Rescan       time.Duration       // safety rescan of every folder; default 1 min
-	Grace        time.Duration       // how long running steps may finish at shutdown; default 30 s
-	Logger       *slog.Logger
+	Workers       map[queue.State]int // workers per job state; default 4
+	BatchWorkers  int                 // workers for pending batches and for reports, each; default 2
+	Attempts      int                 // tries of a step before the job fails; default 3
+	StateAttempts map[queue.State]int // per-state tries, overriding Attempts
+	Backoff       time.Duration       // wait before the first retry, doubled each time up to 1 min; default 1 s
+	Rescan        time.Duration       // safety rescan of every folder; default 1 min
+	Grace         time.Duration       // how long running steps may finish at shutdown; default 30 s
+	Logger        *slog.Logger
 }
 
 // JobStates are the states a reactor works in, in pipeline order.

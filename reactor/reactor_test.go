@@ -62,11 +62,15 @@ func (e *env) queue(s *zkwatch.Session) *queue.Queue {
 }
 
 // daemon runs a reactor with pass-through handlers until the test ends.
-func (e *env) daemon(host string) {
+func (e *env) daemon(host string, opts ...func(*reactor.Config)) {
 	s := e.session()
 	pt := reactor.PassThrough{}
-	r, err := reactor.New(reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: host,
-		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: e.log})
+	cfg := reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: host,
+		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: e.log}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := reactor.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -241,6 +245,79 @@ func TestFailureRequeueReport(t *testing.T) {
 	e.bus.Publish(events.Event{Kind: events.KindAdmin, To: "report", BatchID: b.ID})
 	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" || rep.From != "UpdateReporting" {
 		t.Fatalf("after the report: %s → %s, want UpdateReporting → Completed", rep.From, rep.To)
+	}
+	e.clean()
+}
+
+// A retryable failure is retried with backoff and the job goes on; one
+// that outlasts its state's attempt limit fails the job, naming the cause.
+func TestRetries(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a", func(c *reactor.Config) {
+		c.StateAttempts = map[queue.State]int{queue.Recording: 5}
+	})
+	recovers := e.submit(map[string]any{"payload_url": "passthrough:3", "flaky_at": "Downloading", "flaky_times": 2, "fail_job": 1})
+	if rep := e.waitBatch(batches, recovers.ID); rep.To != "Completed" {
+		t.Fatalf("2 flaky failures out of 3 attempts: batch %s (%s)", rep.To, rep.Message)
+	}
+	perState := e.submit(map[string]any{"payload_url": "passthrough:2", "flaky_at": "Recording", "flaky_times": 4})
+	if rep := e.waitBatch(batches, perState.ID); rep.To != "Completed" {
+		t.Fatalf("4 flaky failures in Recording, which has 5 attempts: batch %s", rep.To)
+	}
+	exhausted := e.submit(map[string]any{"payload_url": "passthrough:2", "flaky_at": "Downloading", "flaky_times": 5})
+	if rep := e.waitBatch(batches, exhausted.ID); rep.To != "Failed" {
+		t.Fatalf("5 flaky failures out of 3 attempts: batch %s", rep.To)
+	}
+	b, err := e.q.LoadBatch(exhausted.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.q.LoadJob(b.Report.FailedJobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Downloading failed after 3 attempts: pass-through flaky failure 3 of 5 in Downloading"
+	if j.Status.Message != want || *j.Status.LastSuccessfulStatus != queue.Provisioning {
+		t.Fatalf("message %q lss %v, want %q and Provisioning", j.Status.Message, *j.Status.LastSuccessfulStatus, want)
+	}
+	e.clean()
+}
+
+// A collection hold sends its pending batch to Held; a queue hold stops
+// acquisition, and its release lets the work go on.
+func TestHolds(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	if _, err := e.q.HoldCollection("frozen"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.q.HoldQueue(queue.QueueIngest); err != nil {
+		t.Fatal(err)
+	}
+	e.daemon("host-a")
+	waiting := e.submit(map[string]any{"profile_name": "open", "payload_url": "passthrough:3"})
+	if _, err := e.q.ReleaseQueue(queue.QueueIngest); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.waitBatch(batches, waiting.ID); rep.To != "Completed" {
+		t.Fatalf("after the queue's release: batch %s", rep.To)
+	}
+	frozen := e.submit(map[string]any{"profile_name": "frozen", "payload_url": "passthrough:3"})
+	for ev := range batches {
+		if ev.BatchID == frozen.ID {
+			if ev.To != "Held" {
+				t.Fatalf("batch of a held collection went %s → %s, want Held", ev.From, ev.To)
+			}
+			break
+		}
+	}
+	ids, err := e.q.JobIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 3 {
+		t.Fatalf("%d jobs, want only the open batch's 3", len(ids))
 	}
 	e.clean()
 }

@@ -38,6 +38,8 @@ type serveFlags struct {
 	pipeline     string
 	delay        time.Duration
 	workers      int
+	stateWorkers map[string]int
+	stateTries   map[string]int
 	batchWorkers int
 	attempts     int
 	backoff      time.Duration
@@ -80,6 +82,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.pipeline, "pipeline", "passthrough", "handlers: passthrough (every step succeeds; for tests and benchmarks)")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", 4, "workers per job state")
+	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
+	fl.StringToIntVar(&f.stateTries, "state-attempts", nil, "tries of some states' steps, like downloading=5 (default --attempts)")
 	fl.IntVar(&f.batchWorkers, "batch-workers", 2, "workers for pending batches and for reports, each")
 	fl.IntVar(&f.attempts, "attempts", 3, "tries of a step before its job fails")
 	fl.DurationVar(&f.backoff, "backoff", time.Second, "wait before the first retry, doubled each time (at most 1m)")
@@ -149,9 +153,16 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	for _, s := range reactor.JobStates {
 		workers[s] = f.workers
 	}
+	if err := perState(f.stateWorkers, workers); err != nil {
+		return usagef("--state-workers: %v", err)
+	}
+	attempts := map[queue.State]int{}
+	if err := perState(f.stateTries, attempts); err != nil {
+		return usagef("--state-attempts: %v", err)
+	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host,
 		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Workers: workers, BatchWorkers: f.batchWorkers,
-		Attempts: f.attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
+		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -162,6 +173,21 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost)
 	if err != nil {
 		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+// perState copies "state=n" settings into m, checking the names.
+func perState(in map[string]int, m map[queue.State]int) error {
+	for name, n := range in {
+		s, err := queue.ParseJobState(name)
+		if err != nil {
+			return err
+		}
+		if n < 1 {
+			return fmt.Errorf("%s=%d: want at least 1", name, n)
+		}
+		m[s] = n
 	}
 	return nil
 }
