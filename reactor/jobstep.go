@@ -14,7 +14,7 @@ import (
 func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 	return &jobPool{
 		name: string(s), workers: workers, log: r.log,
-		wake: make(chan struct{}, 1), refs: make(chan string),
+		wake: make(wakeup, 1), refs: make(chan string),
 		list: func() ([]string, error) {
 			refs, problems, err := r.q.Refs(s)
 			for _, p := range problems {

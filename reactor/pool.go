@@ -22,21 +22,28 @@ type pool struct {
 	// nothing to take. It is given the work context, which outlives the
 	// acquire context by the shutdown grace period.
 	step func(ctx context.Context) (bool, error)
-	wake chan struct{} // capacity 1: wake-ups that arrive while one is pending merge
+	wake wakeup
 	log  *slog.Logger
 }
 
-func newPool(name string, workers int, step func(context.Context) (bool, error), log *slog.Logger) *pool {
-	return &pool{name: name, workers: max(workers, 1), step: step, wake: make(chan struct{}, 1), log: log}
-}
+// wakeup is a wake-up channel of capacity 1: wake-ups that arrive while one
+// is pending merge into it.
+type wakeup chan struct{}
 
-// Wake asks a worker to look for work. It never blocks.
-func (p *pool) Wake() {
+// Wake asks for a look for work. It never blocks.
+func (w wakeup) Wake() {
 	select {
-	case p.wake <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }
+
+func newPool(name string, workers int, step func(context.Context) (bool, error), log *slog.Logger) *pool {
+	return &pool{name: name, workers: max(workers, 1), step: step, wake: make(wakeup, 1), log: log}
+}
+
+// Wake asks a worker to look for work. It never blocks.
+func (p *pool) Wake() { p.wake.Wake() }
 
 // start runs the workers until acquire ends; a step under way then runs on
 // under work until it ends or work is cancelled.
@@ -110,7 +117,7 @@ func (d *deferrals) skip(jid string) bool {
 type jobPool struct {
 	name    string
 	workers int
-	wake    chan struct{}
+	wake    wakeup
 	refs    chan string
 	list    func() ([]string, error)              // the folder, in acquisition order
 	skip    func(ref string) bool                 // not now: held queue, a job waiting for its timer
@@ -119,12 +126,7 @@ type jobPool struct {
 }
 
 // Wake asks the dispatcher for a new round. It never blocks.
-func (p *jobPool) Wake() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *jobPool) Wake() { p.wake.Wake() }
 
 func (p *jobPool) start(acquire, work context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
