@@ -303,16 +303,7 @@ func TestZooKeeperRestart(t *testing.T) {
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
 	const n = 200
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
-	proxy, err := zktest.StartProxy(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	srv, proxy := proxiedServer(t)
 	ns := startNATS(t, -1, t.TempDir())
 	url := ns.ClientURL()
 	const root = "/ingestq"
@@ -547,16 +538,7 @@ func TestSIGTERMWhileNATSDown(t *testing.T) {
 func TestConnectionCuts(t *testing.T) {
 	t.Parallel()
 	const n, maxCuts = 400, 200
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
-	proxy, err := zktest.StartProxy(srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	srv, proxy := proxiedServer(t)
 	ns := startNATS(t, -1, t.TempDir())
 	url := ns.ClientURL()
 	const root = "/ingestq"
@@ -598,4 +580,21 @@ func TestConnectionCuts(t *testing.T) {
 	}
 	t.Logf("batch of %d took %v with %d connection cuts; %d transitions without an event; daemon's log lines: %v",
 		n, took.Round(time.Millisecond), cuts, len(tl.missing), trouble)
+}
+
+// proxiedServer starts a ZooKeeper of the test's own and a proxy in front of
+// it, through which a daemon can be cut off or partitioned.
+func proxiedServer(t *testing.T) (*zktest.Server, *zktest.Proxy) {
+	t.Helper()
+	srv, err := zktest.StartServer(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Kill() })
+	proxy, err := zktest.StartProxy(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	return srv, proxy
 }
