@@ -1,0 +1,176 @@
+package checkm
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// hashHexLen is the hex length of each supported algorithm's digest, by its
+// normalised name.
+var hashHexLen = map[string]int{"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
+
+// buildEntry turns one data line's values (in the order of fields) into an
+// Entry, checking each value.
+func buildEntry(lineNo int, profile string, fields []field, vals []string) (Entry, error) {
+	e := Entry{Line: lineNo, Size: -1}
+	var alg, hash, size, name string
+	for i, f := range fields {
+		v := vals[i]
+		switch f {
+		case fieldURL:
+			e.URL = v
+		case fieldHashAlg:
+			alg = v
+		case fieldHashValue:
+			hash = v
+		case fieldSize:
+			size = v
+		case fieldModified:
+			e.Modified = v
+		case fieldName:
+			name = v
+		case fieldMime:
+			e.MimeType = v
+		case fieldPrimaryID:
+			e.PrimaryID = v
+		case fieldLocalID:
+			e.LocalIDs = splitLocalIDs(v)
+		case fieldCreator:
+			e.Who = v
+		case fieldTitle:
+			e.What = v
+		case fieldDate:
+			e.When = v
+		case fieldWhere:
+			e.Where = v
+		}
+	}
+	u, err := parseFileURL(e.URL)
+	if err != nil {
+		return Entry{}, err
+	}
+	if e.HashAlg, e.HashValue, err = parseHash(alg, hash); err != nil {
+		return Entry{}, err
+	}
+	if e.Size, err = parseSize(size); err != nil {
+		return Entry{}, err
+	}
+	// Batch and container manifests name objects by their identifiers, so
+	// only the profiles whose lines are files must have a file name.
+	needName := profile == IngestManifest || profile == SingleFileBatch
+	if e.FileName, err = fileName(name, u, needName); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+func parseFileURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("no file URL")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("file URL %q: %w", truncate(raw), err)
+	}
+	if u.Scheme == "" || (u.Host == "" && u.Path == "" && u.Opaque == "") {
+		return nil, fmt.Errorf("file URL %q is not an absolute URL", truncate(raw))
+	}
+	return u, nil
+}
+
+// parseHash normalises an algorithm name ("SHA-256" → "sha256") and a hex
+// digest (lower case, of the algorithm's length). Both empty means no hash.
+func parseHash(alg, value string) (string, string, error) {
+	if alg == "" && value == "" {
+		return "", "", nil
+	}
+	if alg == "" {
+		return "", "", fmt.Errorf("hash value %q without a hash algorithm", truncate(value))
+	}
+	norm := strings.ReplaceAll(strings.ToLower(alg), "-", "")
+	want, ok := hashHexLen[norm]
+	if !ok {
+		return "", "", fmt.Errorf("unsupported hash algorithm %q (want md5, sha1, sha256 or sha512)", truncate(alg))
+	}
+	if value == "" {
+		return "", "", fmt.Errorf("hash algorithm %s without a hash value", norm)
+	}
+	if len(value) != want {
+		return "", "", fmt.Errorf("%s hash value %q has %d characters, want %d", norm, truncate(value), len(value), want)
+	}
+	for i := 0; i < len(value); i++ {
+		if !isHex(value[i]) {
+			return "", "", fmt.Errorf("%s hash value %q is not hexadecimal", norm, value)
+		}
+	}
+	return norm, strings.ToLower(value), nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// parseSize reads nfo:fileSize: empty is unknown (-1), otherwise plain
+// decimal digits (no sign, no spaces inside).
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return -1, nil
+	}
+	if s[0] == '-' {
+		return 0, fmt.Errorf("file size %q is negative", truncate(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("file size %q is not a whole number of bytes", truncate(s))
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("file size %q: %w", truncate(s), err)
+	}
+	return n, nil
+}
+
+// fileName cleans the given name, or derives one from the URL's last path
+// segment when none is given.
+func fileName(given string, u *url.URL, required bool) (string, error) {
+	if given != "" {
+		name, err := CleanName(given)
+		if err != nil {
+			return "", fmt.Errorf("file name %q: %w", truncate(given), err)
+		}
+		return name, nil
+	}
+	escaped := u.EscapedPath()
+	segment := escaped[strings.LastIndexByte(escaped, '/')+1:]
+	if segment != "" {
+		if unescaped, err := url.PathUnescape(segment); err == nil {
+			segment = unescaped
+		}
+	}
+	if segment == "" {
+		if required {
+			return "", errors.New("no file name, and the URL path has no last segment to take one from")
+		}
+		return "", nil
+	}
+	name, err := CleanName(segment)
+	if err != nil {
+		return "", fmt.Errorf("file name %q (from the URL): %w", truncate(segment), err)
+	}
+	return name, nil
+}
+
+// splitLocalIDs splits mrt:localIdentifier on ";", dropping empty ids.
+func splitLocalIDs(s string) []string {
+	var ids []string
+	for part := range strings.SplitSeq(s, ";") {
+		if id := strings.TrimSpace(part); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}

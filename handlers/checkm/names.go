@@ -1,0 +1,67 @@
+package checkm
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+const (
+	maxNameBytes    = 1024
+	maxElementBytes = 255
+)
+
+// CleanName validates a depositor-given file name as a relative path inside
+// an object and returns its path.Clean form. It rejects names that are
+// empty, absolute ("/x", "C:\x", "C:x", "\\x"), have any ".." element, a
+// backslash, a NUL or other control character, are not valid UTF-8 (they
+// become storage keys), are longer than 1024 bytes or have an element
+// longer than 255 bytes, or clean to the folder itself ("." or "./").
+// Every error wraps ErrUnsafeName; it does not quote the name, so callers
+// can say where it came from.
+func CleanName(name string) (string, error) {
+	switch {
+	case name == "":
+		return "", unsafeName("empty")
+	case len(name) > maxNameBytes:
+		return "", unsafeName("longer than %d bytes", maxNameBytes)
+	case !utf8.ValidString(name):
+		return "", unsafeName("not valid UTF-8")
+	case strings.ContainsRune(name, '\\'):
+		return "", unsafeName("has a backslash")
+	case strings.HasPrefix(name, "/"):
+		return "", unsafeName("absolute")
+	case hasDriveLetter(name):
+		return "", unsafeName("absolute (starts with a drive letter)")
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return "", unsafeName("has control character %U", r)
+		}
+	}
+	for elem := range strings.SplitSeq(name, "/") {
+		if elem == ".." {
+			return "", unsafeName("a \"..\" element leaves the folder")
+		}
+		if len(elem) > maxElementBytes {
+			return "", unsafeName("has an element longer than %d bytes", maxElementBytes)
+		}
+	}
+	clean := path.Clean(name)
+	if clean == "." {
+		return "", unsafeName("names the folder itself")
+	}
+	return clean, nil
+}
+
+func unsafeName(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnsafeName}, args...)...)
+}
+
+// hasDriveLetter reports a Windows drive prefix such as "C:".
+func hasDriveLetter(name string) bool {
+	return len(name) >= 2 && name[1] == ':' &&
+		('a' <= name[0] && name[0] <= 'z' || 'A' <= name[0] && name[0] <= 'Z')
+}

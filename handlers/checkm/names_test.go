@@ -1,0 +1,78 @@
+package checkm
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCleanName(t *testing.T) {
+	good := map[string]string{
+		"a.txt":                  "a.txt",
+		"./a.txt":                "a.txt",
+		"dir//sub/./f":           "dir/sub/f",
+		"dir/":                   "dir",
+		"..a/b..":                "..a/b..",
+		"données/été.txt":        "données/été.txt",
+		"ab:c.txt":               "ab:c.txt",
+		"with space .txt":        "with space .txt",
+		strings.Repeat("n", 255): strings.Repeat("n", 255),
+	}
+	for in, want := range good {
+		got, err := CleanName(in)
+		if err != nil || got != want {
+			t.Errorf("CleanName(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	bad := map[string]string{
+		"":                              "empty",
+		"/etc/passwd":                   "absolute",
+		"C:\\x":                         "backslash",
+		"c:x":                           "drive letter",
+		"a:b.txt":                       "drive letter",
+		"\\\\server\\share":             "backslash",
+		"dir\\file":                     "backslash",
+		"..":                            `".."`,
+		"../x":                          `".."`,
+		"a/../b":                        `".."`,
+		"a/..":                          `".."`,
+		"a\x00b":                        "control character U+0000",
+		"a\nb":                          "control character U+000A",
+		"a\u0085b":                      "control character U+0085",
+		"a\x7fb":                        "control character U+007F",
+		"\xff\xfe":                      "UTF-8",
+		".":                             "folder itself",
+		"./":                            "folder itself",
+		strings.Repeat("n", 256):        "element longer than 255",
+		strings.Repeat("d/", 512) + "f": "longer than 1024 bytes",
+	}
+	for in, want := range bad {
+		got, err := CleanName(in)
+		if err == nil || !errors.Is(err, ErrUnsafeName) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CleanName(%.40q) = %q, %v; want an ErrUnsafeName saying %q", in, got, err, want)
+		}
+	}
+}
+
+// TestCleanNameStaysInside checks the promise callers rely on: a clean name
+// is local to the folder and cleaning it again changes nothing.
+func TestCleanNameStaysInside(t *testing.T) {
+	for _, in := range []string{"a", "a/b/c", "./x/./y/", "x//y", "...", ".../..a"} {
+		clean, err := CleanName(in)
+		if err != nil {
+			t.Fatalf("CleanName(%q): %v", in, err)
+		}
+		checkCleanName(t, in, clean)
+	}
+}
+
+func checkCleanName(t *testing.T, in, clean string) {
+	t.Helper()
+	if !filepath.IsLocal(filepath.FromSlash(clean)) {
+		t.Errorf("CleanName(%q) = %q, which is not local", in, clean)
+	}
+	if again, err := CleanName(clean); err != nil || again != clean {
+		t.Errorf("CleanName(%q) = %q, but cleaning that gives %q, %v", in, clean, again, err)
+	}
+}

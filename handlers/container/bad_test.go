@@ -1,0 +1,109 @@
+package container
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/handlers/checkm"
+)
+
+// TestRefusedBeforeWriting covers zips that the checks refuse: the error
+// names the zip and the entry, and nothing at all is written.
+func TestRefusedBeforeWriting(t *testing.T) {
+	ok := zipEntry{name: "ok.txt", body: "fine"}
+	tests := []struct {
+		name    string
+		entries []zipEntry
+		lim     Limits
+		entry   string // the entry the error must name
+		want    string
+	}{
+		{"dot-dot", []zipEntry{ok, {name: "../evil", body: "x"}}, Limits{}, "../evil", `".." element leaves the folder`},
+		{"deep dot-dot", []zipEntry{{name: "a/../../../etc/passwd", body: "x"}}, Limits{}, "a/../../../etc/passwd", `".."`},
+		{"absolute", []zipEntry{{name: "/etc/passwd", body: "x"}}, Limits{}, "/etc/passwd", "absolute"},
+		{"drive letter", []zipEntry{{name: "C:/Windows/evil.dll", body: "x"}}, Limits{}, "C:/Windows/evil.dll", "drive letter"},
+		{"backslash", []zipEntry{{name: `..\evil`, body: "x"}}, Limits{}, `..\evil`, "backslash"},
+		{"symlink", []zipEntry{ok, {name: "link", body: "/etc/passwd", mode: fs.ModeSymlink | 0o777}}, Limits{}, "link", "symbolic link"},
+		{"named pipe", []zipEntry{{name: "fifo", mode: fs.ModeNamedPipe | 0o644}}, Limits{}, "fifo", "not a regular file or folder"},
+		{"device", []zipEntry{{name: "sda", mode: fs.ModeDevice | 0o644}}, Limits{}, "sda", "not a regular file or folder"},
+		{"encrypted", []zipEntry{{name: "secret.txt", body: "garbage", flags: 0x1}}, Limits{}, "secret.txt", "encrypted"},
+		{"duplicate", []zipEntry{ok, {name: "./ok.txt", body: "again"}}, Limits{}, "./ok.txt", `duplicate of entry "ok.txt"`},
+		{"duplicate folder", []zipEntry{{name: "d/"}, {name: "d//"}}, Limits{}, "d//", `duplicate of entry "d/"`},
+		{"file then folder of it", []zipEntry{{name: "a", body: "x"}, {name: "a/b", body: "y"}}, Limits{}, "a/b", `puts a file inside "a"`},
+		{"folder of it then file", []zipEntry{{name: "a/b", body: "y"}, {name: "a", body: "x"}}, Limits{}, "a", `entry "a/b" puts files inside it`},
+		{"control character", []zipEntry{{name: "a\x1bb", body: "x"}}, Limits{}, "a\x1bb", "control character"},
+		{"too many entries", []zipEntry{ok, {name: "2"}, {name: "3"}}, Limits{MaxFiles: 2}, "3", "more than the limit of 2 entries"},
+		{"too many bytes", []zipEntry{{name: "big", body: strings.Repeat("x", 2000)}}, Limits{MaxBytes: 1000}, "big", "past the limit of 1000 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			zipPath := writeZip(t, tt.entries...)
+			dest := filepath.Join(t.TempDir(), "dest")
+			files, err := Extract(zipPath, dest, tt.lim)
+			if err == nil {
+				t.Fatalf("extracted %v, want an error", files)
+			}
+			prefix := fmt.Sprintf("container %s: entry %q: ", zipPath, tt.entry)
+			if msg := err.Error(); !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q, want it to start with %q and say %q", msg, prefix, tt.want)
+			}
+			missing(t, dest)
+		})
+	}
+}
+
+func TestUnsafeNamesWrapErrUnsafeName(t *testing.T) {
+	_, err := Extract(writeZip(t, zipEntry{name: "../../etc/passwd"}), t.TempDir(), Limits{})
+	if !errors.Is(err, checkm.ErrUnsafeName) {
+		t.Errorf("error %v does not wrap checkm.ErrUnsafeName", err)
+	}
+}
+
+func TestTruncatedZip(t *testing.T) {
+	zipPath := writeZip(t, zipEntry{name: "a.txt", body: strings.Repeat("abc", 1000)})
+	data, err := os.ReadFile(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(zipPath, data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "dest")
+	_, err = Extract(zipPath, dest, Limits{})
+	if err == nil || !strings.HasPrefix(err.Error(), "container "+zipPath+": ") || !strings.Contains(err.Error(), "not a valid zip file") {
+		t.Errorf("error %v, want one naming %s as not a valid zip", err, zipPath)
+	}
+	missing(t, dest)
+}
+
+// TestCorruptEntryData flips a byte of a stored entry's data: the checksum
+// fails on reading, the error names the entry, and no half file is left.
+func TestCorruptEntryData(t *testing.T) {
+	body := strings.Repeat("precious data ", 100)
+	zipPath := writeZip(t, zipEntry{name: "first.txt", body: "fine"}, zipEntry{name: "corrupt.txt", body: body, store: true})
+	data, err := os.ReadFile(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(data, []byte("precious"))
+	if at < 0 {
+		t.Fatal("cannot find the entry's data to corrupt")
+	}
+	data[at] ^= 0xff
+	if err := os.WriteFile(zipPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dest := t.TempDir()
+	_, err = Extract(zipPath, dest, Limits{})
+	prefix := "container " + zipPath + `: entry "corrupt.txt": data does not match its header: zip: checksum error`
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("error %v, want one starting %q", err, prefix)
+	}
+	missing(t, filepath.Join(dest, "corrupt.txt"))
+}

@@ -1,0 +1,124 @@
+package container
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+)
+
+// Limits bound what Extract accepts. Zero or negative fields take the default.
+type Limits struct {
+	MaxFiles int   // entries in the zip, folders included; default 100_000
+	MaxBytes int64 // total uncompressed bytes, default 64 GiB
+	MaxRatio int64 // max uncompressed:compressed ratio per entry, default 1000 (zip bomb)
+}
+
+const (
+	defaultMaxFiles = 100_000
+	defaultMaxBytes = 64 << 30
+	defaultMaxRatio = 1000
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = defaultMaxFiles
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = defaultMaxBytes
+	}
+	if l.MaxRatio <= 0 {
+		l.MaxRatio = defaultMaxRatio
+	}
+	return l
+}
+
+// File is a regular file as extracted.
+type File struct {
+	Name string // cleaned relative path, with "/" separators
+	Size int64  // bytes written
+}
+
+var zipMagic = []byte("PK\x03\x04")
+
+// Sniff tells whether the first bytes look like a zip ("PK\x03\x04").
+func Sniff(head []byte) bool { return bytes.HasPrefix(head, zipMagic) }
+
+// Extract unpacks the zip at zipPath into dest (created if missing) and
+// lists its regular files in zip order. It checks every entry before
+// writing any (see the package comment), so a refused zip leaves dest as it
+// was, except when an entry's data turns out bad or bigger than its header
+// said: then the files before it stay in dest, and the caller, who owns
+// dest, removes it. Running it again on the same dest overwrites the files.
+func Extract(zipPath, dest string, lim Limits) ([]File, error) {
+	lim = lim.withDefaults()
+	zr, err := zip.OpenReader(zipPath)
+	// ErrInsecurePath (GODEBUG zipinsecurepath=0) still returns the reader;
+	// the checks below name the offending entry.
+	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+	}
+	defer zr.Close()
+
+	entries, err := checkEntries(zr.File, lim)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+	}
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+	}
+	defer root.Close()
+
+	files := make([]File, 0, len(entries))
+	budget := lim.MaxBytes
+	for _, e := range entries {
+		if err := extractEntry(root, e, &budget, lim.MaxRatio); err != nil {
+			return nil, fmt.Errorf("container %s: entry %q: %w", zipPath, e.zf.Name, err)
+		}
+		if !e.folder {
+			files = append(files, File{Name: e.name, Size: e.written})
+		}
+	}
+	return files, nil
+}
+
+// extractEntry creates a folder, or writes a file, spending budget.
+func extractEntry(root *os.Root, e *entry, budget *int64, maxRatio int64) error {
+	if e.folder {
+		return root.MkdirAll(e.name, 0o755)
+	}
+	if dir := path.Dir(e.name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	src, err := e.zf.Open()
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := root.OpenFile(e.name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	e.written, err = copyCapped(dst, src, *budget, e.zf.CompressedSize64, maxRatio)
+	if closeErr := dst.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		// A half-written file must not pass for a whole one.
+		_ = root.Remove(e.name)
+		if errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrChecksum) {
+			return fmt.Errorf("data does not match its header: %w", err)
+		}
+		return err
+	}
+	*budget -= e.written
+	return nil
+}

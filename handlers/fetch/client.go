@@ -1,0 +1,150 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Config tunes a Client; zero fields take the defaults noted.
+type Config struct {
+	Attempts  int           // tries per request, default 5
+	MinWait   time.Duration // backoff base, default 200ms
+	MaxWait   time.Duration // longest backoff, default 10s
+	Timeout   time.Duration // response header and idle-read (stall) timeout, default 60s
+	PerHost   int           // concurrent requests per host across the Client, default 8
+	AllowFile bool          // allow file:// URLs (local files); otherwise only http and https
+	Logger    *slog.Logger  // nil: no logging
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 5
+	}
+	if cfg.MinWait <= 0 {
+		cfg.MinWait = 200 * time.Millisecond
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 10 * time.Second
+	}
+	cfg.MaxWait = max(cfg.MaxWait, cfg.MinWait)
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.PerHost <= 0 {
+		cfg.PerHost = 8
+	}
+	return cfg
+}
+
+// Client downloads files and small documents. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	rc  *retryablehttp.Client
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	cfg = cfg.withDefaults()
+	lim := &limiter{base: newTransport(cfg), idle: cfg.Timeout, perHost: cfg.PerHost, sems: map[string]chan struct{}{}}
+	rc := &retryablehttp.Client{
+		HTTPClient:   &http.Client{Transport: lim},
+		RetryWaitMin: cfg.MinWait,
+		RetryWaitMax: cfg.MaxWait,
+		RetryMax:     cfg.Attempts - 1,
+		CheckRetry:   checkRetry,
+		Backoff:      backoff,
+		ErrorHandler: giveUp,
+		PrepareRetry: prepareRetry,
+	}
+	// A nil *slog.Logger inside the interface would be called, and panic.
+	if cfg.Logger != nil {
+		rc.Logger = cfg.Logger
+	}
+	return &Client{cfg: cfg, rc: rc}
+}
+
+// HTTP returns the underlying retrying client, for other packages' requests
+// (they share the per-host bound and the stall timeout). Its hooks belong to
+// this package: replacing them breaks Download.
+func (c *Client) HTTP() *retryablehttp.Client { return c.rc }
+
+// checkRetry retries network errors, stalls, cut bodies and retryable
+// statuses, and stops on anything Permanent or local.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		if Permanent(err) {
+			return false, err
+		}
+		var local *localError
+		if errors.As(err, &local) {
+			return false, err
+		}
+		// The library's policy knows which client errors (bad TLS
+		// certificates, redirect loops) no retry can fix.
+		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
+	return retryableStatus(resp.StatusCode), nil
+}
+
+// backoff is exponential (honouring Retry-After) but never past max, with
+// jitter so that many workers hit by one outage do not come back in step.
+func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+	d := retryablehttp.DefaultBackoff(lo, hi, attempt, resp)
+	if d < 0 || d > hi { // a huge Retry-After overflows to negative
+		d = hi
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// giveUp builds the error of a request that failed for good, naming the
+// attempts and the last cause; callers add the URL.
+func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	if resp != nil {
+		resp.Body.Close()
+		if err == nil {
+			err = &StatusError{URL: resp.Request.URL.Redacted(), Code: resp.StatusCode}
+		}
+	}
+	return nil, fmt.Errorf("after %d attempt(s): %w", attempts, err)
+}
+
+// prepareRetry lets a download set its Range for the next attempt.
+func prepareRetry(req *http.Request) error {
+	if d, ok := req.Context().Value(downloadKey{}).(*download); ok {
+		// The header map is shared with the previous attempt's request.
+		req.Header = req.Header.Clone()
+		d.setRange(req.Header)
+	}
+	return nil
+}
+
+// parse checks that raw is a URL this client may fetch.
+func (c *Client) parse(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("bad URL: %w", err))
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return nil, permanent(fmt.Errorf("bad URL %s: no host", u.Redacted()))
+		}
+		return u, nil
+	case "file":
+		if c.cfg.AllowFile {
+			return u, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w", u.Redacted(), ErrScheme)
+}

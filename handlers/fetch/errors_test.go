@@ -1,0 +1,124 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestPermanent(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{io.ErrUnexpectedEOF, false},
+		{context.DeadlineExceeded, false},
+		{errStalled, false},
+		{&StatusError{Code: 400}, true},
+		{&StatusError{Code: 404}, true},
+		{&StatusError{Code: 408}, false},
+		{&StatusError{Code: 425}, false},
+		{&StatusError{Code: 429}, false},
+		{&StatusError{Code: 500}, false},
+		{&StatusError{Code: 503}, false},
+		{fmt.Errorf("x: %w", &StatusError{Code: 410}), true},
+		{&MismatchError{What: "size"}, true},
+		{fmt.Errorf("wrapped: %w", ErrScheme), true},
+		{&localError{os.ErrPermission}, false},
+		{permanent(os.ErrNotExist), true},
+	}
+	for _, tc := range cases {
+		if got := Permanent(tc.err); got != tc.want {
+			t.Errorf("Permanent(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	c := testClient(Config{AllowFile: true})
+	ctx := context.Background()
+	for _, u := range []string{"ftp://example.org/f", "gopher://x/", "s3://bucket/key", "mailto:a@b"} {
+		if _, err := c.Download(ctx, u, dest(t), Want{Size: -1}, nil); !errors.Is(err, ErrScheme) || !Permanent(err) {
+			t.Errorf("Download(%s): err = %v, want ErrScheme", u, err)
+		}
+		if _, err := c.Head(ctx, u); !errors.Is(err, ErrScheme) {
+			t.Errorf("Head(%s): err = %v, want ErrScheme", u, err)
+		}
+	}
+	for _, u := range []string{"http://[::1", "http:///no-host", "https://", "%zz"} {
+		_, err := c.Download(ctx, u, dest(t), Want{Size: -1}, nil)
+		if err == nil || !Permanent(err) {
+			t.Errorf("Download(%q): err = %v, want permanent", u, err)
+		}
+		if _, err := c.Fetch(ctx, u, 10); err == nil || !Permanent(err) {
+			t.Errorf("Fetch(%q): err = %v, want permanent", u, err)
+		}
+	}
+}
+
+func TestParseContentRange(t *testing.T) {
+	cases := []struct {
+		in           string
+		start, total int64
+		ok           bool
+	}{
+		{"bytes 0-99/100", 0, 100, true},
+		{"bytes 40-99/*", 40, -1, true},
+		{"bytes */100", -1, 100, true},
+		{"bytes 50-40/100", 0, 0, false},
+		{"bytes 0-100/100", 0, 0, false},
+		{"bytes */*", 0, 0, false},
+		{"items 0-1/2", 0, 0, false},
+		{"bytes -1-5/10", 0, 0, false},
+		{"", 0, 0, false},
+	}
+	for _, tc := range cases {
+		start, total, ok := parseContentRange(tc.in)
+		if ok != tc.ok || (ok && (start != tc.start || total != tc.total)) {
+			t.Errorf("parseContentRange(%q) = %d, %d, %v", tc.in, start, total, ok)
+		}
+	}
+}
+
+func TestVerify(t *testing.T) {
+	data := payload(70_000, 50)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Verify(path, Want{Alg: "sha1", Digest: digestOf(t, "sha1", data), Size: 70_000})
+	if err != nil || res.Bytes != 70_000 || res.Alg != "sha1" {
+		t.Fatalf("Verify = %+v, %v", res, err)
+	}
+	var m *MismatchError
+	if _, err := Verify(path, Want{Alg: "sha512", Digest: digestOf(t, "sha512", data[1:]), Size: -1}); !errors.As(err, &m) || m.What != "sha512" || m.URL != path {
+		t.Fatalf("wrong digest: err = %v", err)
+	}
+	if _, err := Verify(path, Want{Size: 69_999}); !errors.As(err, &m) || m.What != "size" {
+		t.Fatalf("wrong size: err = %v", err)
+	}
+	if _, err := Verify(path+"-missing", Want{Size: -1}); !errors.Is(err, os.ErrNotExist) || !Permanent(err) {
+		t.Fatalf("missing file: err = %v", err)
+	}
+	if _, err := Verify(path, Want{Alg: "whirlpool", Size: -1}); err == nil || !Permanent(err) {
+		t.Fatalf("unknown alg: err = %v", err)
+	}
+}
+
+func TestBackoffStaysWithinMax(t *testing.T) {
+	for _, after := range []string{"99999999999999999", "3600", "5", "-4", "soon"} {
+		resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {after}}}
+		for attempt := range 70 {
+			if d := backoff(time.Millisecond, time.Second, attempt, resp); d < 0 || d > time.Second {
+				t.Fatalf("Retry-After %q, attempt %d: backoff %v outside [0, 1s]", after, attempt, d)
+			}
+		}
+	}
+}

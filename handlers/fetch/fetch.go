@@ -1,0 +1,95 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Head returns the size of url from a HEAD request's Content-Length, or -1
+// when it cannot tell (no length, a status other than 2xx, any failure):
+// an estimate must never fail because of a HEAD. Only a URL this client may
+// not fetch is an error.
+func (c *Client) Head(ctx context.Context, rawURL string) (int64, error) {
+	u, err := c.parse(rawURL)
+	if err != nil {
+		return -1, fmt.Errorf("head: %w", err)
+	}
+	if u.Scheme == "file" {
+		return headLocal(u), nil
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
+	if err != nil {
+		return -1, nil
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := c.rc.Do(req)
+	if err != nil {
+		c.debug("HEAD gave no size", "url", u.Redacted(), "err", err)
+		return -1, nil
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		c.debug("HEAD gave no size", "url", u.Redacted(), "status", resp.StatusCode)
+		return -1, nil
+	}
+	return resp.ContentLength, nil
+}
+
+// Fetch reads a small document (a manifest) whole, failing with an error
+// wrapping ErrTooLarge past limit bytes.
+func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte, error) {
+	u, err := c.parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	if limit < 0 {
+		return nil, permanent(fmt.Errorf("fetch %s: negative limit %d", u.Redacted(), limit))
+	}
+	if u.Scheme == "file" {
+		b, err := fetchLocal(u, limit)
+		if err != nil {
+			return nil, fmt.Errorf("fetch: %w", err)
+		}
+		return b, nil
+	}
+	name := u.Redacted()
+	var buf bytes.Buffer
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, permanent(fmt.Errorf("fetch %s: %w", name, err))
+	}
+	req.SetResponseHandler(func(resp *http.Response) error {
+		defer resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return &StatusError{URL: name, Code: resp.StatusCode}
+		}
+		if resp.ContentLength > limit {
+			return fmt.Errorf("%s: %d bytes, more than %d: %w", name, resp.ContentLength, limit, ErrTooLarge)
+		}
+		buf.Reset() // a retry reads the document from the start
+		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		if int64(buf.Len()) > limit {
+			return fmt.Errorf("%s: more than %d bytes: %w", name, limit, ErrTooLarge)
+		}
+		return nil
+	})
+	resp, err := c.rc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", name, err)
+	}
+	resp.Body.Close()
+	return buf.Bytes(), nil
+}
+
+func (c *Client) debug(msg string, args ...any) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.Debug(msg, args...)
+	}
+}

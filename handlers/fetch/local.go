@@ -1,0 +1,116 @@
+package fetch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// localPath is the file a file:// URL names; only local hosts are allowed.
+func localPath(u *url.URL) (string, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return "", permanent(fmt.Errorf("%s: file URL names host %q", u.Redacted(), u.Host))
+	}
+	p := u.Path
+	if p == "" {
+		p = u.Opaque // file:relative/path
+	}
+	if p == "" {
+		return "", permanent(fmt.Errorf("%s: file URL without a path", u.Redacted()))
+	}
+	return filepath.FromSlash(p), nil
+}
+
+// openLocal opens the file of u, failing permanently when it is missing or
+// a directory.
+func openLocal(u *url.URL) (*os.File, int64, error) {
+	path, err := localPath(u)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, localOpenError(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, 0, permanent(fmt.Errorf("%s is a directory", path))
+	}
+	return f, st.Size(), nil
+}
+
+// copyLocal is Download's transfer for file:// URLs: the same .part, resume
+// and checks as over HTTP, with a seek in place of a Range.
+func (d *download) copyLocal(ctx context.Context, u *url.URL) error {
+	src, size, err := openLocal(u)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := d.expectTotal(size); err != nil {
+		return err
+	}
+	if d.offset > size {
+		if err := d.restart(); err != nil {
+			return err
+		}
+	}
+	if d.offset > 0 {
+		if _, err := src.Seek(d.offset, io.SeekStart); err != nil {
+			return err
+		}
+		d.resumed = true
+	}
+	return d.copy(ctxReader{ctx, src})
+}
+
+// ctxReader stops a local copy when ctx is done, as a request would.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// fetchLocal reads the file of u, at most limit bytes.
+func fetchLocal(u *url.URL, limit int64) ([]byte, error) {
+	f, size, err := openLocal(u)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d: %w", u.Redacted(), size, limit, ErrTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes: %w", u.Redacted(), limit, ErrTooLarge)
+	}
+	return b, nil
+}
+
+// headLocal is the size of the file of u, or -1.
+func headLocal(u *url.URL) int64 {
+	f, size, err := openLocal(u)
+	if err != nil {
+		return -1
+	}
+	f.Close()
+	return size
+}

@@ -1,0 +1,104 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func localFile(t *testing.T, data []byte) string {
+	path := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestFileURLAllowed(t *testing.T) {
+	data := payload(150_000, 30)
+	src := localFile(t, data)
+	c := testClient(Config{AllowFile: true})
+	ctx := context.Background()
+
+	path := dest(t)
+	var progress counter
+	res, err := c.Download(ctx, "file://"+src, path, sha256Want(t, data), progress.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, path, data)
+	if res.Digest != digestOf(t, "sha256", data) || progress.n.Load() != int64(len(data)) {
+		t.Fatalf("result %+v, progress %d", res, progress.n.Load())
+	}
+
+	// A .part left over is resumed here too.
+	path = dest(t)
+	if err := os.WriteFile(path+".part", data[:1000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Download(ctx, "file://"+src, path, sha256Want(t, data), nil); err != nil || !res.Resumed {
+		t.Fatalf("resume: %+v, %v", res, err)
+	}
+	wantFile(t, path, data)
+
+	if n, err := c.Head(ctx, "file://"+src); err != nil || n != int64(len(data)) {
+		t.Fatalf("Head = %d, %v", n, err)
+	}
+	if b, err := c.Fetch(ctx, "file://"+src, int64(len(data))); err != nil || len(b) != len(data) {
+		t.Fatalf("Fetch = %d bytes, %v", len(b), err)
+	}
+	if _, err := c.Fetch(ctx, "file://"+src, 10); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Fetch past limit: %v", err)
+	}
+}
+
+func TestFileURLMismatchAndMissing(t *testing.T) {
+	data := payload(10_000, 31)
+	src := localFile(t, data)
+	c := testClient(Config{AllowFile: true})
+	ctx := context.Background()
+
+	path := dest(t)
+	_, err := c.Download(ctx, "file://"+src, path, Want{Alg: "md5", Digest: digestOf(t, "md5", payload(10_000, 32)), Size: -1}, nil)
+	var m *MismatchError
+	if !errors.As(err, &m) || m.What != "md5" || !Permanent(err) {
+		t.Fatalf("err = %v, want an md5 mismatch", err)
+	}
+	wantNoFile(t, path)
+	wantNoFile(t, path+".part")
+
+	missing := "file://" + filepath.Join(t.TempDir(), "nothing")
+	_, err = c.Download(ctx, missing, dest(t), Want{Size: -1}, nil)
+	if !errors.Is(err, fs.ErrNotExist) || !Permanent(err) {
+		t.Fatalf("err = %v, want a permanent not-exist", err)
+	}
+	if n, err := c.Head(ctx, missing); n != -1 || err != nil {
+		t.Fatalf("Head of a missing file = %d, %v", n, err)
+	}
+	if _, err := c.Download(ctx, "file://"+t.TempDir(), dest(t), Want{Size: -1}, nil); !Permanent(err) {
+		t.Fatalf("a directory: err = %v, want permanent", err)
+	}
+	if _, err := c.Download(ctx, "file://elsewhere"+src, dest(t), Want{Size: -1}, nil); !Permanent(err) {
+		t.Fatalf("a remote host: err = %v, want permanent", err)
+	}
+}
+
+func TestFileURLDenied(t *testing.T) {
+	src := localFile(t, payload(100, 33))
+	c := testClient(Config{})
+	ctx := context.Background()
+	path := dest(t)
+	if _, err := c.Download(ctx, "file://"+src, path, Want{Size: -1}, nil); !errors.Is(err, ErrScheme) || !Permanent(err) {
+		t.Fatalf("Download: err = %v, want ErrScheme", err)
+	}
+	wantNoFile(t, path+".part")
+	if _, err := c.Head(ctx, "file://"+src); !errors.Is(err, ErrScheme) {
+		t.Fatalf("Head: err = %v, want ErrScheme", err)
+	}
+	if _, err := c.Fetch(ctx, "file://"+src, 1000); !errors.Is(err, ErrScheme) {
+		t.Fatalf("Fetch: err = %v, want ErrScheme", err)
+	}
+}

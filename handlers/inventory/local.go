@@ -1,0 +1,224 @@
+package inventory
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Local is the built-in inventory: an embedded bbolt database.
+type Local struct {
+	db   *bolt.DB
+	path string
+}
+
+var _ Inventory = (*Local)(nil)
+
+// DefaultLockTimeout is how long OpenLocal waits for another process to
+// release the database file before giving up.
+const DefaultLockTimeout = 2 * time.Second
+
+// ErrLocked is returned (wrapped) when another process holds the database.
+var ErrLocked = errors.New("locked by another process")
+
+var (
+	bucketObjects  = []byte("objects")
+	bucketVersions = []byte("versions")
+	bucketLocalIDs = []byte("localids")
+)
+
+// OpenLocal opens (creating it if needed) the database file at path.
+func OpenLocal(path string) (*Local, error) {
+	return OpenLocalTimeout(path, DefaultLockTimeout)
+}
+
+// OpenLocalTimeout is OpenLocal waiting at most timeout for the file lock.
+func OpenLocalTimeout(path string, timeout time.Duration) (*Local, error) {
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout // bbolt would wait for ever
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("inventory database %s is %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inventory database %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketObjects, bucketVersions, bucketLocalIDs} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("inventory database %s: %w", path, err)
+	}
+	return &Local{db: db, path: path}, nil
+}
+
+// Close closes the database, releasing its file.
+func (l *Local) Close() error {
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("inventory database %s: close: %w", l.path, err)
+	}
+	return nil
+}
+
+func versionKey(ark string, version int) []byte {
+	return fmt.Appendf(nil, "%s\x00%08d", ark, version)
+}
+
+func localIDKey(profile, localID string) []byte {
+	return []byte(profile + "\x00" + localID)
+}
+
+// Record writes the object row, the version row and the local-id rows of r
+// in one transaction; see [Inventory].
+func (l *Local) Record(ctx context.Context, r Record) error {
+	r, err := normalize(r)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("inventory: record %s version %d: %w", r.ARK, r.Version, err)
+	}
+	err = l.db.Update(func(tx *bolt.Tx) error {
+		objects, versions, localIDs := tx.Bucket(bucketObjects), tx.Bucket(bucketVersions), tx.Bucket(bucketLocalIDs)
+		vkey := versionKey(r.ARK, r.Version)
+		if b := versions.Get(vkey); b != nil {
+			var old Record
+			if err := json.Unmarshal(b, &old); err != nil {
+				return fmt.Errorf("version row %q: %w", vkey, err)
+			}
+			if diff := contentDiff(old, r); diff != "" {
+				return mismatch(old, r, diff)
+			}
+			return nil // recorded before: nothing to do
+		}
+
+		var obj ObjectRow
+		if b := objects.Get([]byte(r.ARK)); b != nil {
+			if err := json.Unmarshal(b, &obj); err != nil {
+				return fmt.Errorf("object row %s: %w", r.ARK, err)
+			}
+			if obj.Profile != r.Profile {
+				return fmt.Errorf("inventory: %s is in profile %q, not %q (batch %q job %q): %w",
+					r.ARK, obj.Profile, r.Profile, r.Batch, r.Job, ErrMismatch)
+			}
+		}
+		for _, id := range r.LocalIDs {
+			key := localIDKey(r.Profile, id)
+			if got := localIDs.Get(key); got != nil && string(got) != r.ARK {
+				return fmt.Errorf("inventory: local id %q in profile %q maps to %s, not %s: %w",
+					id, r.Profile, got, r.ARK, ErrConflict)
+			}
+			if err := localIDs.Put(key, []byte(r.ARK)); err != nil {
+				return err
+			}
+		}
+
+		obj.ARK, obj.Profile = r.ARK, r.Profile
+		obj.LocalIDs = append(obj.LocalIDs, r.LocalIDs...)
+		slices.Sort(obj.LocalIDs)
+		obj.LocalIDs = slices.Compact(obj.LocalIDs)
+		if r.Version >= obj.LatestVersion { // an older version recorded late keeps the newest's ERC
+			obj.LatestVersion = r.Version
+			obj.Who, obj.What, obj.When, obj.Where = r.Who, r.What, r.When, r.Where
+		}
+		if err := putJSON(objects, []byte(r.ARK), obj); err != nil {
+			return err
+		}
+		return putJSON(versions, vkey, r)
+	})
+	if err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrMismatch) {
+			return err
+		}
+		return fmt.Errorf("inventory database %s: record %s version %d: %w", l.path, r.ARK, r.Version, err)
+	}
+	return nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+// LookupLocalID returns the ARK localID maps to within profile.
+func (l *Local) LookupLocalID(ctx context.Context, profile, localID string) (string, bool, error) {
+	if err := checkLookup(profile, localID); err != nil {
+		return "", false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, fmt.Errorf("inventory: look up local id %q: %w", localID, err)
+	}
+	var ark string
+	err := l.db.View(func(tx *bolt.Tx) error {
+		ark = string(tx.Bucket(bucketLocalIDs).Get(localIDKey(profile, localID)))
+		return nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("inventory database %s: look up local id %q in profile %q: %w", l.path, localID, profile, err)
+	}
+	return ark, ark != "", nil
+}
+
+// Objects returns every object row, sorted by ARK.
+func (l *Local) Objects(ctx context.Context) ([]ObjectRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: list objects: %w", err)
+	}
+	var rows []ObjectRow
+	err := l.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketObjects).ForEach(func(k, v []byte) error {
+			var row ObjectRow
+			if err := json.Unmarshal(v, &row); err != nil {
+				return fmt.Errorf("object row %s: %w", k, err)
+			}
+			rows = append(rows, row)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory database %s: list objects: %w", l.path, err)
+	}
+	return rows, nil
+}
+
+// Versions returns the recorded versions of ark, oldest first; none is not
+// an error.
+func (l *Local) Versions(ctx context.Context, ark string) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("inventory: versions of %s: %w", ark, err)
+	}
+	prefix := []byte(ark + "\x00")
+	var recs []Record
+	err := l.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketVersions).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("version row %q: %w", k, err)
+			}
+			recs = append(recs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory database %s: versions of %s: %w", l.path, ark, err)
+	}
+	return recs, nil
+}

@@ -1,0 +1,113 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// maxBodyShown is how much of a failed reply goes into the error: enough
+// for a server's one-line reason, not a whole HTML error page.
+const maxBodyShown = 200
+
+// StatusError is a callback answered with a non-2xx status after the
+// client's retries.
+type StatusError struct {
+	URL        string // with any password redacted
+	StatusCode int
+	Status     string // e.g. "500 Internal Server Error"
+	Attempts   int
+	Body       string // the first maxBodyShown bytes
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("POST %s: %s after %d attempt(s), body %q", e.URL, e.Status, e.Attempts, e.Body)
+}
+
+// Callback POSTs payload as JSON to rawURL through client, which retries as
+// it is configured to (by default 5xx, 429 and connection errors). A 2xx
+// reply is success; any other final status is a *StatusError; a transport
+// failure is an error naming the URL.
+func Callback(ctx context.Context, client *retryablehttp.Client, rawURL string, payload any) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("callback: bad URL: %w", err)
+	}
+	shown := u.Redacted()
+	if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
+		return fmt.Errorf("callback %s: not an http(s) URL", shown)
+	}
+	if client == nil {
+		return fmt.Errorf("callback %s: no HTTP client", shown)
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("callback %s: encode payload: %w", shown, err)
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, rawURL, body)
+	if err != nil {
+		return fmt.Errorf("callback %s: %w", shown, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+
+	attempts := 0
+	resp, err := withLastResponse(client, &attempts).Do(req)
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return fmt.Errorf("POST %s: %w (attempts: %d)", shown, err, attempts)
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyShown))
+	// Read a little more so the connection can be reused; a huge body is
+	// not worth waiting for.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
+	}
+	return &StatusError{URL: shown, StatusCode: resp.StatusCode, Status: resp.Status, Attempts: attempts, Body: string(head)}
+}
+
+// withLastResponse copies client's settings into a new client whose error
+// handler hands back the final response, which the default handler would
+// discard with its status and body, and which counts the attempts. The
+// caller's client is not modified, so it may be shared between goroutines.
+func withLastResponse(client *retryablehttp.Client, attempts *int) *retryablehttp.Client {
+	hook := client.RequestLogHook
+	c := &retryablehttp.Client{
+		HTTPClient:   client.HTTPClient,
+		Logger:       client.Logger,
+		RetryWaitMin: client.RetryWaitMin,
+		RetryWaitMax: client.RetryWaitMax,
+		RetryMax:     client.RetryMax,
+		RequestLogHook: func(l retryablehttp.Logger, r *http.Request, retry int) {
+			*attempts = retry + 1
+			if hook != nil {
+				hook(l, r, retry)
+			}
+		},
+		ResponseLogHook: client.ResponseLogHook,
+		CheckRetry:      client.CheckRetry,
+		Backoff:         client.Backoff,
+		PrepareRetry:    client.PrepareRetry,
+		ErrorHandler:    retryablehttp.PassthroughErrorHandler,
+	}
+	// A zero Client (not from NewClient) lacks these, and Do needs them.
+	if c.HTTPClient == nil {
+		c.HTTPClient = http.DefaultClient
+	}
+	if c.CheckRetry == nil {
+		c.CheckRetry = retryablehttp.DefaultRetryPolicy
+	}
+	if c.Backoff == nil {
+		c.Backoff = retryablehttp.DefaultBackoff
+	}
+	return c
+}

@@ -1,0 +1,190 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// fastClient retries twice with millisecond waits.
+func fastClient() *retryablehttp.Client {
+	c := retryablehttp.NewClient()
+	c.RetryWaitMin = time.Millisecond
+	c.RetryWaitMax = 5 * time.Millisecond
+	c.RetryMax = 2
+	c.Logger = nil
+	return c
+}
+
+type done struct {
+	JobID string `json:"job_id"`
+	ARK   string `json:"ark"`
+}
+
+func TestCallbackSuccess(t *testing.T) {
+	type request struct {
+		method, contentType string
+		body                done
+	}
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req request
+		req.method, req.contentType = r.Method, r.Header.Get("Content-Type")
+		if err := json.NewDecoder(r.Body).Decode(&req.body); err != nil {
+			t.Errorf("server: %v", err)
+		}
+		got <- req
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	want := done{JobID: "jid-1", ARK: "ark:/99999/fk40000017"}
+	if err := Callback(context.Background(), fastClient(), srv.URL+"/hook", want); err != nil {
+		t.Fatal(err)
+	}
+	req := <-got
+	if req.method != http.MethodPost || req.contentType != "application/json" || req.body != want {
+		t.Errorf("server received %+v", req)
+	}
+}
+
+func TestCallbackServerError(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "database is down"+strings.Repeat("!", 500), http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+
+	url := srv.URL + "/hook"
+	err := Callback(context.Background(), fastClient(), url, done{JobID: "j"})
+	var se *StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v (%T) is not a *StatusError", err, err)
+	}
+	if n := hits.Load(); n != 3 {
+		t.Errorf("server hit %d times, want 3 (1 + 2 retries)", n)
+	}
+	if se.StatusCode != 500 || se.Attempts != 3 || len(se.Body) != maxBodyShown || !strings.HasPrefix(se.Body, "database is down") {
+		t.Errorf("StatusError = %+v", se)
+	}
+	for _, w := range []string{url, "500 Internal Server Error", "database is down", "3 attempt"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+func TestCallbackClientErrorIsNotRetried(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "unknown job", http.StatusNotFound)
+	}))
+	defer srv.Close()
+
+	err := Callback(context.Background(), fastClient(), srv.URL, done{})
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != 404 || !strings.Contains(err.Error(), "unknown job") || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("error = %v", err)
+	}
+	if n := hits.Load(); n != 1 || se.Attempts != 1 {
+		t.Errorf("hits %d, attempts %d; a 4xx must not be retried", n, se.Attempts)
+	}
+}
+
+func TestCallbackRecoversAfterRetry(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	if err := Callback(context.Background(), fastClient(), srv.URL, done{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("hits = %d, want 2", n)
+	}
+}
+
+func TestCallbackServerClosed(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/hook"
+	srv.Close() // nothing listens any more: connection refused
+	err := Callback(context.Background(), fastClient(), url, done{})
+	if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "attempts: 3") {
+		t.Errorf("error = %v, want one naming %s after 3 attempts", err, url)
+	}
+}
+
+// TestCallbackConnectionCut: the server reads the request and hangs up
+// without answering.
+func TestCallbackConnectionCut(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	}))
+	defer srv.Close()
+	err := Callback(context.Background(), fastClient(), srv.URL, done{})
+	if err == nil || !strings.Contains(err.Error(), srv.URL) {
+		t.Errorf("error = %v", err)
+	}
+	if n := hits.Load(); n != 3 {
+		t.Errorf("hits = %d, want 3: a cut connection is retried", n)
+	}
+}
+
+func TestCallbackBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		client  *retryablehttp.Client
+		url     string
+		payload any
+		want    string
+	}{
+		{"ftp URL", fastClient(), "ftp://example.org/x", done{}, "ftp://example.org/x"},
+		{"no host", fastClient(), "http:///x", done{}, "http:///x"},
+		{"unparsable", fastClient(), "http://[::1", done{}, "bad URL"},
+		{"nil client", nil, "http://example.org", done{}, "no HTTP client"},
+		{"payload", fastClient(), "http://example.org", func() {}, "encode payload"},
+		{"password hidden", fastClient(), "ftp://user:secret@example.org", done{}, "user:xxxxx@"},
+	}
+	for _, tt := range tests {
+		err := Callback(context.Background(), tt.client, tt.url, tt.payload)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestCallbackZeroClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "teapot", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	// A Client not made by NewClient has no retry policy or backoff.
+	err := Callback(context.Background(), &retryablehttp.Client{}, srv.URL, done{})
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusTeapot {
+		t.Errorf("error = %v", err)
+	}
+}

@@ -1,0 +1,192 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// tmpPrefix starts the name of a version folder still being written.
+const tmpPrefix = ".tmp-"
+
+// manifest is version.json.
+type manifest struct {
+	ARK      string    `json:"ark"`
+	Number   int       `json:"number"`
+	Created  time.Time `json:"created"`
+	LocalIDs []string  `json:"local_ids,omitempty"`
+	Files    []File    `json:"files"`
+}
+
+// version returns m as a Version whose files point into dir.
+func (m manifest) version(dir string) Version {
+	v := Version{ARK: m.ARK, Number: m.Number, Created: m.Created, Files: slices.Clone(m.Files)}
+	for i := range v.Files {
+		v.Files[i].Path = filepath.Join(dir, filepath.FromSlash(v.Files[i].Name))
+	}
+	return v
+}
+
+func versionDir(n int) string { return fmt.Sprintf("v%04d", n) }
+
+// parseVersionDir reads n from a folder named versionDir(n).
+func parseVersionDir(name string) (int, bool) {
+	if len(name) < 2 || name[0] != 'v' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(name[1:])
+	if err != nil || n < 1 || versionDir(n) != name {
+		return 0, false
+	}
+	return n, true
+}
+
+// readLatest reads the newest version in objDir. A non-empty ark must match
+// the one recorded: two ARKs can map to one folder name ("a_b", "a/b").
+func readLatest(objDir, ark string) (Version, error) {
+	entries, err := os.ReadDir(objDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return Version{}, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("storage: read object folder %s: %w", objDir, err)
+	}
+	newest := 0
+	for _, e := range entries {
+		if n, ok := parseVersionDir(e.Name()); ok && e.IsDir() && n > newest {
+			newest = n
+		}
+	}
+	if newest == 0 {
+		return Version{}, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
+	}
+	dir := filepath.Join(objDir, versionDir(newest))
+	b, err := os.ReadFile(filepath.Join(dir, reserved))
+	if err != nil {
+		return Version{}, fmt.Errorf("storage: read version of %s: %w", ark, err)
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Version{}, fmt.Errorf("storage: %s: %w", filepath.Join(dir, reserved), err)
+	}
+	if m.Number != newest || (ark != "" && m.ARK != ark) {
+		return Version{}, fmt.Errorf("storage: %s holds %s version %d, not %s version %d",
+			dir, m.ARK, m.Number, ark, newest)
+	}
+	return m.version(dir), nil
+}
+
+// writeVersion fills dir with the files and version.json, each verified
+// and synced, and syncs every folder it made.
+func writeVersion(ctx context.Context, dir string, m manifest, files []File) error {
+	dirs := map[string]bool{dir: true}
+	for _, f := range files {
+		dst := filepath.Join(dir, filepath.FromSlash(f.Name))
+		for d := filepath.Dir(dst); d != dir && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(ctx, dst, f); err != nil {
+			return err
+		}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeSynced(filepath.Join(dir, reserved), b); err != nil {
+		return err
+	}
+	for d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile copies f.Path to dst, checking size and digest on the way.
+func copyFile(ctx context.Context, dst string, f File) error {
+	src, err := os.Open(f.Path)
+	if err != nil {
+		return fmt.Errorf("file %q: %w", f.Name, err)
+	}
+	defer src.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("file %q: %w", f.Name, err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, src})
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("file %q: copy %s: %w", f.Name, f.Path, err)
+	}
+	if n != f.Size {
+		return fmt.Errorf("file %q: %s has %d bytes, expected %d", f.Name, f.Path, n, f.Size)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		return fmt.Errorf("file %q: %s has sha256 %s, expected %s", f.Name, f.Path, got, f.SHA256)
+	}
+	return nil
+}
+
+func writeSynced(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir makes a folder's entries (new files, a rename) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

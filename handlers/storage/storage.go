@@ -1,0 +1,167 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// File is one file of an object.
+type File struct {
+	Name   string `json:"name"`   // object-relative path, e.g. "producer/a.txt"
+	Path   string `json:"-"`      // where the content is now; Local sets it to the stored copy
+	Size   int64  `json:"size"`   // bytes
+	SHA256 string `json:"sha256"` // lower-case hex
+}
+
+// Object is what Put stores: an ARK and its files.
+type Object struct {
+	ARK      string
+	LocalIDs []string
+	Files    []File
+}
+
+// Version is one stored version of an object.
+type Version struct {
+	ARK     string    `json:"ark"`
+	Number  int       `json:"number"`
+	Created time.Time `json:"created"`
+	Files   []File    `json:"files"`             // sorted by Name
+	Changed bool      `json:"changed,omitempty"` // false when Put found the latest version identical
+}
+
+// ErrNotFound is returned (wrapped) by Latest for an ARK with no version.
+var ErrNotFound = errors.New("not found")
+
+// Store keeps objects as versions.
+type Store interface {
+	// Put stores obj as a new version unless its content (names, sizes,
+	// digests) equals the latest version's, in which case it returns the
+	// latest with Changed false.
+	Put(ctx context.Context, obj Object) (Version, error)
+	// Latest returns the newest version of ark, or ErrNotFound.
+	Latest(ctx context.Context, ark string) (Version, error)
+}
+
+// reserved is the name of the metadata file inside a version folder, which
+// no object file may take.
+const reserved = "version.json"
+
+// checkObject rejects what must never reach storage: a bad ARK, a hostile or
+// duplicate name, a malformed digest, a source file missing or of the wrong
+// size. It returns the files sorted by name, without touching obj.
+func checkObject(obj Object) ([]File, error) {
+	if err := checkARK(obj.ARK); err != nil {
+		return nil, err
+	}
+	if len(obj.Files) == 0 {
+		return nil, fmt.Errorf("storage: object %s has no files", obj.ARK)
+	}
+	files := slices.Clone(obj.Files)
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+	for i, f := range files {
+		if err := checkName(f.Name); err != nil {
+			return nil, fmt.Errorf("storage: object %s: %w", obj.ARK, err)
+		}
+		if i > 0 {
+			prev := files[i-1].Name
+			if prev == f.Name {
+				return nil, fmt.Errorf("storage: object %s: file %q listed twice", obj.ARK, f.Name)
+			}
+			// "a" and "a/b" cannot both be files.
+			if strings.HasPrefix(f.Name, prev+"/") {
+				return nil, fmt.Errorf("storage: object %s: file %q is also a folder of %q", obj.ARK, prev, f.Name)
+			}
+		}
+		if !validDigest(f.SHA256) {
+			return nil, fmt.Errorf("storage: object %s: file %q: sha256 %q is not 64 lower-case hex digits", obj.ARK, f.Name, f.SHA256)
+		}
+		if f.Path == "" {
+			return nil, fmt.Errorf("storage: object %s: file %q has no local path", obj.ARK, f.Name)
+		}
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("storage: object %s: file %q: %w", obj.ARK, f.Name, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("storage: object %s: file %q: %s is not a regular file", obj.ARK, f.Name, f.Path)
+		}
+		if st.Size() != f.Size {
+			return nil, fmt.Errorf("storage: object %s: file %q: %s has %d bytes, expected %d", obj.ARK, f.Name, f.Path, st.Size(), f.Size)
+		}
+	}
+	return files, nil
+}
+
+// checkName accepts a clean, relative, slash-separated path that stays inside
+// the object and is safe in a multipart header.
+func checkName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("file name %q %s", name, why) }
+	switch {
+	case name == "":
+		return errors.New("empty file name")
+	case !utf8.ValidString(name):
+		return bad("is not UTF-8")
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return bad("has a control character")
+	case strings.Contains(name, `\`):
+		return bad("has a backslash")
+	case strings.HasPrefix(name, "/"):
+		return bad("is absolute")
+	case slices.Contains(strings.Split(name, "/"), ".."):
+		return bad(`has a ".." element`)
+	case path.Clean(name) != name || name == ".":
+		return bad("is not a clean relative path")
+	case name == reserved:
+		return bad("is reserved for storage's own use")
+	}
+	return nil
+}
+
+// checkARK accepts an ARK that maps to one safe folder name.
+func checkARK(ark string) error {
+	dir := dirName(ark)
+	switch {
+	case ark == "":
+		return errors.New("storage: empty ARK")
+	case len(ark) > 200 || !utf8.ValidString(ark) || strings.ContainsFunc(ark, unicode.IsControl):
+		return fmt.Errorf("storage: ARK %q is too long or has control characters", ark)
+	case strings.Contains(ark, `\`) || strings.HasPrefix(dir, "."):
+		return fmt.Errorf("storage: ARK %q does not make a safe folder name", ark)
+	}
+	return nil
+}
+
+// dirName maps an ARK to its object folder's name: "ark:/99999/fk4b" →
+// "ark_99999_fk4b" (":/" together make one "_").
+func dirName(ark string) string {
+	return arkFolder.Replace(ark)
+}
+
+var arkFolder = strings.NewReplacer(":/", "_", ":", "_", "/", "_")
+
+func validDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// sameContent compares two sorted file lists by name, size and digest.
+func sameContent(a, b []File) bool {
+	return slices.EqualFunc(a, b, func(x, y File) bool {
+		return x.Name == y.Name && x.Size == y.Size && x.SHA256 == y.SHA256
+	})
+}
