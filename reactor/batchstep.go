@@ -83,7 +83,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	}
 	report := rep.StatusReport
 	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &report}, map[string]any{
-		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "update": rep.Update})
+		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "failures": rep.Messages, "update": rep.Update})
 	return true, nil
 }
 

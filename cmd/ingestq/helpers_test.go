@@ -296,6 +296,11 @@ type daemonConfig struct {
 	Grace time.Duration
 	Delay time.Duration // --passthrough-delay
 	Extra []string      // more flags
+	// Ingest runs the ingest pipeline (default: pass-through) with its
+	// data in DataDir (default: a fresh folder), which a restarted daemon
+	// can share.
+	Ingest  bool
+	DataDir string
 }
 
 // daemon is one `ingestq serve` child process.
@@ -326,7 +331,14 @@ func startDaemon(t *testing.T, c daemonConfig) *daemon {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	args := []string{"serve", "--zk", c.ZK, "--zk-root", c.Root, "--data-dir", filepath.Join(dir, "data"),
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join(dir, "data")
+	}
+	pipeline := "passthrough"
+	if c.Ingest {
+		pipeline = "ingest"
+	}
+	args := []string{"serve", "--zk", c.ZK, "--zk-root", c.Root, "--data-dir", c.DataDir, "--pipeline", pipeline,
 		"--host", c.Host, "--nats", c.NATS, "--grace", c.Grace.String(), "--rescan", "2s", "--backoff", "20ms",
 		"--log-level", "info", "--passthrough-delay", c.Delay.String()}
 	args = append(args, c.Extra...)

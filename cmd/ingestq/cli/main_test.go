@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -77,6 +78,14 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{t: t, root: root, conn: conn, q: q}
+}
+
+// publishDemo publishes the built-in demo profile, as a daemon does.
+func (e *env) publishDemo() {
+	e.t.Helper()
+	set, err := profile.NewSet(profile.Default())
+	e.ok(err)
+	e.ok(profile.Publish(e.conn, e.root, set))
 }
 
 func (e *env) run(args ...string) (string, string, int) {

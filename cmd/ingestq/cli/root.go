@@ -167,7 +167,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
-	root.AddCommand(a.submitCommand(), a.eventsCommand())
+	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand())
 	return root
 }
 

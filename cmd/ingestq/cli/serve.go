@@ -22,6 +22,8 @@ const (
 	EnvNATSListen = "INGESTQ_NATS_LISTEN"
 	EnvDataDir    = "INGESTQ_DATA_DIR"
 	EnvConfig     = "INGESTQ_CONFIG"
+	EnvProfiles   = "INGESTQ_PROFILES"
+	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 )
 
 // serveFlags are the daemon's settings.
@@ -46,6 +48,7 @@ type serveFlags struct {
 	rescan       time.Duration
 	grace        time.Duration
 	maxAge       time.Duration
+	ingest       ingestFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -79,7 +82,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for --nats")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
-	fl.StringVar(&f.pipeline, "pipeline", "passthrough", "handlers: passthrough (every step succeeds; for tests and benchmarks)")
+	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (every step succeeds; for tests and benchmarks)")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", 4, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -91,6 +94,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "how long running steps may finish at shutdown")
 	fl.DurationVar(&a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
 	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
+	a.ingestFlagSet(fl, &f.ingest)
 	return cmd
 }
 
@@ -109,7 +113,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen}
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -126,8 +130,8 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 }
 
 func (a *app) serve(ctx context.Context, f serveFlags) error {
-	if f.pipeline != "passthrough" {
-		return usagef("--pipeline %q: the only pipeline so far is passthrough", f.pipeline)
+	if f.pipeline != "passthrough" && f.pipeline != "ingest" {
+		return usagef("--pipeline %q: want ingest or passthrough", f.pipeline)
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -148,7 +152,15 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer bus.Close()
-	pt := reactor.PassThrough{Delay: f.delay}
+	var p pipeline = reactor.PassThrough{Delay: f.delay}
+	if f.pipeline == "ingest" {
+		ing, err := a.ingestPipeline(q, bus, dataDir, f.ingest)
+		if err != nil {
+			return err
+		}
+		defer ing.Close()
+		p = ing
+	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
 		workers[s] = f.workers
@@ -161,12 +173,12 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return usagef("--state-attempts: %v", err)
 	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host,
-		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Workers: workers, BatchWorkers: f.batchWorkers,
+		Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	a.log.Info("ingestq: serving", "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,12 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // payloadTypes are the values of --type.
-var payloadTypes = []string{"file", "container", "manifest"}
+var payloadTypes = []string{"auto", "file", "container", "manifest"}
 
 // How submit --wait follows a batch. Variables, so that a test could shorten
 // them; the defaults are what an operator gets.
@@ -49,8 +51,11 @@ func (a *app) submitCommand() *cobra.Command {
 		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--wait] URL|PATH",
 		Short: "Submit a payload (a URL or a local file) as a batch for a profile",
 		Long: "submit creates a Pending batch for a payload: a URL, or a local file or folder (made absolute;\n" +
-			"it must exist). It prints the batch id (-o json: batch_id and uuid). The profile is not\n" +
-			"checked here: the pipeline checks it when a daemon takes the batch.\n\n" +
+			"it must exist; it becomes a file: URL, which only profiles allowing local files accept).\n" +
+			"It prints the batch id (-o json: batch_id and uuid). The profile must be one a daemon\n" +
+			"has published (ingestq serve publishes its profiles in ZooKeeper at start).\n\n" +
+			"--type auto (the default) lets the daemon look at the payload: a checkm manifest (any of\n" +
+			"Merritt's four profiles), a zip container, or else a single file.\n\n" +
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"progress on stderr, then the batch's report; exit 0 when it is Completed, 1 when it is\n" +
 			"Failed. Ctrl-C stops waiting, not the batch: it keeps running in the daemon.",
@@ -66,7 +71,7 @@ func (a *app) submitCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.profile, "profile", "", "the profile (collection) the payload is for (required)")
 	fl.StringVar(&f.submitter, "submitter", "", "who submits (default $USER)")
-	fl.StringVar(&f.typ, "type", "file", "what the payload is: "+strings.Join(payloadTypes, ", "))
+	fl.StringVar(&f.typ, "type", "auto", "what the payload is: "+strings.Join(payloadTypes, ", "))
 	fl.IntVar(&f.priority, "priority", 0, "priority of the batch's jobs, 0..99, lower runs first (default: the profile's)")
 	fl.BoolVar(&f.wait, "wait", false, "follow the batch until it reports (needs the daemon's NATS)")
 	fl.StringArrayVar(&f.set, "set", nil, "add key=value to the submission (value: JSON, else a string)")
@@ -101,7 +106,7 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (map[stri
 			}
 			return nil, usagef("submit: payload %q is not a URL, and no such local file: %v", payload, err)
 		}
-		payload = abs
+		payload = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 	}
 	submitter := f.submitter
 	if submitter == "" {
@@ -132,6 +137,9 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (map[stri
 }
 
 func (a *app) submit(ctx context.Context, q *queue.Queue, sub map[string]any, wait bool) error {
+	if err := checkProfile(q, sub); err != nil {
+		return err
+	}
 	var msgs chan *nats.Msg
 	if wait {
 		// Listen before the batch exists, so that no event of it is missed.
@@ -455,4 +463,22 @@ func (p *waitProgress) end() {
 		fmt.Fprintln(p.w)
 		p.open, p.width, p.shown = false, 0, ""
 	}
+}
+
+// checkProfile refuses a submission for a profile no daemon has published.
+// Pass-through payloads (tests and benchmarks) need none.
+func checkProfile(q *queue.Queue, sub map[string]any) error {
+	name, _ := sub["profile_name"].(string)
+	if u, _ := sub["payload_url"].(string); strings.HasPrefix(u, reactor.PassThroughScheme) {
+		return nil
+	}
+	_, ok, err := profile.Known(q.Conn(), q.Root(), name)
+	if err != nil {
+		return fmt.Errorf("reading the profile registry: %w", err)
+	}
+	if !ok {
+		return &exitError{code: 2, err: fmt.Errorf("submit: unknown profile %q: no daemon on this queue has published it "+
+			"(ingestq serve publishes the profiles of its --profiles folder at start)", name)}
+	}
+	return nil
 }

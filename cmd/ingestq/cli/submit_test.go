@@ -139,7 +139,7 @@ func TestSubmit(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q; want the bid %s", out, stderr, b.ID)
 	}
 	want := map[string]any{"profile_name": "demo", "submitter": "unknown", "payload_url": "passthrough:3",
-		"type": "file", "submission_mode": "add", "batchID": b.UUID()}
+		"type": "auto", "submission_mode": "add", "batchID": b.UUID()}
 	if len(b.Submission) != len(want) {
 		t.Errorf("submission %v, want %v", b.Submission, want)
 	}
@@ -153,7 +153,8 @@ func TestSubmit(t *testing.T) {
 	}
 
 	// -o json: the bid and the uuid; $USER is the default submitter; a
-	// URL is taken as it is.
+	// URL is taken as it is. A real payload needs a published profile.
+	e.publishDemo()
 	var got struct {
 		BatchID string `json:"batch_id"`
 		UUID    string `json:"uuid"`
@@ -207,11 +208,13 @@ func TestSubmitLocalPath(t *testing.T) {
 	dir := t.TempDir()
 	e.ok(os.WriteFile(filepath.Join(dir, "payload.zip"), []byte("zip"), 0o600))
 	t.Chdir(dir)
+	e.publishDemo()
 	_, _, code := e.run("submit", "--profile", "demo", "--type", "container", "payload.zip")
 	wantCode(t, code, 0)
-	got, _ := e.onlyBatch().Submission["payload_url"].(string)
-	if !filepath.IsAbs(got) {
-		t.Fatalf("payload_url %q is not absolute", got)
+	u, _ := e.onlyBatch().Submission["payload_url"].(string)
+	got, ok := strings.CutPrefix(u, "file://")
+	if !ok || !filepath.IsAbs(got) {
+		t.Fatalf("payload_url %q is not a file: URL of an absolute path", u)
 	}
 	gotReal, err := filepath.EvalSymlinks(got)
 	e.ok(err)
@@ -220,6 +223,25 @@ func TestSubmitLocalPath(t *testing.T) {
 	if gotReal != wantReal {
 		t.Fatalf("payload_url %q, want %q", got, filepath.Join(dir, "payload.zip"))
 	}
+}
+
+// A profile no daemon has published is refused before any batch exists.
+func TestSubmitUnknownProfile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publishDemo()
+	_, stderr, code := e.run("submit", "--profile", "nosuch", "https://example.org/m.checkm")
+	wantCode(t, code, 2)
+	if !strings.Contains(stderr, `unknown profile "nosuch"`) {
+		t.Errorf("stderr %q does not name the profile", stderr)
+	}
+	batches, _, err := e.q.ListBatches()
+	e.ok(err)
+	if len(batches) != 0 {
+		t.Fatalf("a refused submission created %d batches", len(batches))
+	}
+	_, _, code = e.run("submit", "--profile", "demo", "https://example.org/m.checkm")
+	wantCode(t, code, 0)
 }
 
 func TestSubmitWait(t *testing.T) {

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+type demoFlags struct {
+	content string
+	dir     string
+	keep    bool
+}
+
+func (a *app) demoCommand() *cobra.Command {
+	var f demoFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Everything on one machine: ZooKeeper, the daemon, a sample deposit",
+		Long: "demo starts a ZooKeeper server (Debian's jars; `make deps` installs them), the daemon with\n" +
+			"its embedded NATS and the built-in demo profile, and a web server of the sample content in\n" +
+			"--content. It submits the sample batch manifest (four objects, one with a wrong digest on\n" +
+			"purpose), follows it live, prints the report, the stored objects and the inventory rows,\n" +
+			"and stops everything. The daemon's log goes to daemon.log in the demo folder.",
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.content, "content", "testdata/demo", "folder of the sample content: batch.checkm, objects/, files/")
+	fl.StringVar(&f.dir, "dir", "", "folder for ZooKeeper, the daemon's data and logs (default: a temporary one)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the demo folder afterwards")
+	return cmd
+}
+
+func (a *app) demo(ctx context.Context, f demoFlags) error {
+	if _, err := os.Stat(filepath.Join(f.content, "batch.checkm")); err != nil {
+		return usagef("--content %s: no batch.checkm there (run the demo from the repository's root, or give --content)", f.content)
+	}
+	dir := f.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "ingestq-demo-"); err != nil {
+			return err
+		}
+	}
+	if !f.keep {
+		defer os.RemoveAll(dir)
+	}
+	a.step("ZooKeeper: starting a local server in %s", dir)
+	zk, err := zktest.StartServer(filepath.Join(dir, "zookeeper"))
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer zk.Stop()
+	a.println("  listening on %s", zk.Addr)
+
+	web, err := serveContent(f.content)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer web.Close()
+	a.step("Content: serving %s at %s", f.content, web.url)
+
+	natsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "data")
+	logFile, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	a.step("Daemon: ingestq serve, embedded NATS on %s, data in %s, log in %s", natsAddr, data, logFile.Name())
+	dctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan int, 1)
+	go func() {
+		served <- Run(dctx, []string{"--zk", zk.Addr, "serve", "--data-dir", data, "--nats-listen", natsAddr,
+			"--provision-wait", "2s", "--backoff", "200ms"}, logFile, logFile, a.getenv)
+	}()
+	stopDaemon := func() int {
+		stop()
+		return <-served
+	}
+	natsURL := "nats://" + natsAddr
+	if err := waitDaemon(ctx, zk.Addr, natsURL, served); err != nil {
+		stopDaemon()
+		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); see %s", err, logFile.Name())}
+	}
+
+	a.step("Submit: %s/batch.checkm for profile demo, following it live", web.url)
+	code := Run(ctx, []string{"--zk", zk.Addr, "--nats", natsURL, "submit", "--profile", "demo", "--submitter", "demo",
+		"--wait", web.url + "/batch.checkm"}, a.stdout, a.stderr, a.getenv)
+
+	a.step("Daemon: stopping")
+	if c := stopDaemon(); c != 0 {
+		a.println("  the daemon exited %d; see %s", c, logFile.Name())
+	}
+	if err := a.printHoldings(ctx, data); err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	a.step("ZooKeeper: stopping")
+	switch code {
+	case 0, 1: // Completed, or Failed as the sample's wrong digest makes it
+		a.println("\nDone. One object of the sample has a wrong digest on purpose: its job failed with the\n" +
+			"mismatch named in the report, and the other objects were stored and recorded.")
+		return nil
+	default:
+		return &exitError{code: code, err: fmt.Errorf("submit --wait exited %d", code), silent: true}
+	}
+}
+
+func (a *app) step(format string, args ...any) { a.println("\n== "+format, args...) }
+
+// printHoldings lists what the built-in storage and inventory hold.
+func (a *app) printHoldings(ctx context.Context, data string) error {
+	store, err := storage.NewLocal(filepath.Join(data, "storage"))
+	if err != nil {
+		return err
+	}
+	arks, err := store.Objects()
+	if err != nil {
+		return err
+	}
+	a.step("Storage: %d objects in %s", len(arks), filepath.Join(data, "storage"))
+	for _, ark := range arks {
+		v, err := store.Latest(ctx, ark)
+		if err != nil {
+			return err
+		}
+		a.println("  %s  version %d, %d files", ark, v.Number, len(v.Files))
+		for _, f := range v.Files {
+			a.println("    %-36s %9d  sha256 %s…", f.Name, f.Size, f.SHA256[:16])
+		}
+	}
+	inv, err := inventory.OpenLocal(filepath.Join(data, "inventory.db"))
+	if err != nil {
+		return err
+	}
+	defer inv.Close()
+	rows, err := inv.Objects(ctx)
+	if err != nil {
+		return err
+	}
+	a.step("Inventory: %d objects in %s", len(rows), filepath.Join(data, "inventory.db"))
+	a.println("  %-24s %-8s %-14s %-7s %s", "ARK", "PROFILE", "LOCAL ID", "VERSION", "TITLE")
+	for _, r := range rows {
+		a.println("  %-24s %-8s %-14s %-7d %s", r.ARK, r.Profile, strings.Join(r.LocalIDs, ";"), r.LatestVersion, r.What)
+	}
+	return nil
+}
+
+// waitDaemon waits until the daemon has published its profiles and its
+// NATS answers, or it exited.
+func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) error {
+	s, err := zkwatch.Dial(ctx, zkwatch.Config{Servers: []string{zkAddr}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		_, known, _ := profile.Known(s.Conn, "", "demo")
+		if known {
+			if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
+				nc.Close()
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after 60 s")
+		}
+		select {
+		case code := <-exited:
+			return fmt.Errorf("it exited %d", code)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// demoWeb serves the sample content; manifests have their http://HOST/
+// placeholders replaced by the server's address.
+type demoWeb struct {
+	url string
+	srv *http.Server
+}
+
+func serveContent(dir string) (*demoWeb, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w := &demoWeb{url: "http://" + ln.Addr().String()}
+	files := http.FileServer(http.Dir(dir))
+	w.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		if !strings.HasSuffix(req.URL.Path, ".checkm") {
+			files.ServeHTTP(rw, req)
+			return
+		}
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(filepath.Clean("/"+req.URL.Path))))
+		if err != nil {
+			http.NotFound(rw, req)
+			return
+		}
+		_, _ = io.WriteString(rw, strings.ReplaceAll(string(data), "http://HOST/", w.url+"/"))
+	})}
+	go func() { _ = w.srv.Serve(ln) }()
+	return w, nil
+}
+
+func (w *demoWeb) Close() { _ = w.srv.Close() }
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}

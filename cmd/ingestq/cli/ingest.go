@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/notify"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// pipeline is what serve plugs into the reactor: the ingest pipeline or the
+// pass-through one.
+type pipeline interface {
+	reactor.BatchHandler
+	reactor.Reporter
+	Handlers() map[queue.State]reactor.JobHandler
+}
+
+// ingestFlags are the settings of the ingest pipeline.
+type ingestFlags struct {
+	profiles      string
+	smtp          string
+	smtpFrom      string
+	smtpUser      string
+	smtpPass      string
+	maxFill       float64
+	margin        string
+	provisionWait time.Duration
+	perJob        int
+	perHost       int
+	fetchAttempts int
+	fetchTimeout  time.Duration
+}
+
+func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
+	fl.StringVar(&f.profiles, "profiles", a.env(EnvProfiles, ""), "folder of profile files, one per collection (env "+EnvProfiles+"; default: the built-in demo profile)")
+	fl.StringVar(&f.smtp, "smtp", "", "SMTP server (host:port) for batch reports; none: reports are not e-mailed")
+	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
+	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
+	fl.StringVar(&f.smtpPass, "smtp-password", a.env(EnvSMTPPass, ""), "SMTP password (env "+EnvSMTPPass+")")
+	fl.Float64Var(&f.maxFill, "max-fill", 0.8, "provisioning: the highest fill ratio of the working storage a job may bring it to")
+	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
+	fl.DurationVar(&f.provisionWait, "provision-wait", 30*time.Second, "provisioning: how often a waiting job is tested again")
+	fl.IntVar(&f.perJob, "downloads-per-job", 4, "parallel downloads of one job")
+	fl.IntVar(&f.perHost, "downloads-per-host", 8, "parallel requests to one host, across all jobs")
+	fl.IntVar(&f.fetchAttempts, "fetch-attempts", 5, "tries of each HTTP request (downloads, callbacks, HTTP storage and inventory)")
+	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", time.Minute, "an HTTP response that sends nothing for this long is retried")
+}
+
+// ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
+// submit on any host can refuse an unknown one) and opens the pipeline.
+func (a *app) ingestPipeline(q *queue.Queue, bus *events.Bus, dataDir string, f ingestFlags) (*handlers.Pipeline, error) {
+	profiles, err := loadProfiles(f.profiles)
+	if err != nil {
+		return nil, usagef("--profiles: %v", err)
+	}
+	if err := profile.Publish(q.Conn(), q.Root(), profiles); err != nil {
+		return nil, &exitError{code: 1, err: fmt.Errorf("publishing the profiles: %w", err)}
+	}
+	margin, err := profile.ParseByteSize(f.margin)
+	if err != nil {
+		return nil, usagef("--space-margin: %v", err)
+	}
+	if f.maxFill <= 0 || f.maxFill > 1 {
+		return nil, usagef("--max-fill %v: want a ratio in (0, 1]", f.maxFill)
+	}
+	var mailer *notify.Mailer
+	if f.smtp != "" {
+		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
+	}
+	p, err := handlers.New(handlers.Config{Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
+		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
+		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
+		Logger: a.log})
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	a.log.Info("ingestq: profiles", "names", profiles.Names())
+	return p, nil
+}
+
+// loadProfiles reads a folder of profiles, or gives the built-in one.
+func loadProfiles(dir string) (*profile.Set, error) {
+	if dir == "" {
+		return profile.NewSet(profile.Default())
+	}
+	return profile.LoadDir(dir)
+}

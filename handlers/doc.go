@@ -1,0 +1,23 @@
+// Package handlers is ingestq's ingest pipeline: the work each state does,
+// plugged into the reactor.
+//
+//	batch Pending   fetch the payload, recognise it (file, zip, checkm manifest
+//	                of one of Merritt's four profiles) and make one job per object
+//	Estimating      HEAD every file; space_needed; a later priority for big jobs
+//	Provisioning    wait until the working storage has room
+//	Downloading     parallel, resumable, verified GETs into the working folder
+//	Processing      local-id lookup or minting (written to ZooKeeper first),
+//	                ERC and Dublin Core files, the storage manifest
+//	Storing         a new version in storage (none when nothing changed)
+//	Recording       the stored version in the inventory database
+//	Notify          the profile's callback; the working folder goes
+//	Reporting       the batch report, e-mailed to the profile's addresses
+//
+// Every step can run again on the same job after a crash, on this daemon or
+// another: each one resumes from what the last run left (a verified file, a
+// minted identifier, a stored version) instead of redoing it.
+//
+// Errors a retry cannot fix (a digest mismatch, a hostile file name, an
+// identifier mismatch, a refusing storage) are reactor.Fatal: the job fails
+// at once, with the cause in its message. Everything else is retried.
+package handlers

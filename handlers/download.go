@@ -1,0 +1,167 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/container"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// progressEvery is the least time between two progress events of a job
+// (besides one per finished file).
+const progressEvery = 500 * time.Millisecond
+
+// download fetches a job's files into its working folder, PerJob at a
+// time, and verifies each against the manifest's digest and size. A file
+// already there was downloaded and verified by an earlier run (downloads
+// land under a temporary name and are renamed once verified), so a retry
+// only checks it again. A container is then unpacked into producer/.
+func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+	prof, err := p.profile(j.Profile())
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	files, err := p.jobFiles(ctx, j, prof)
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	work := p.workDir(j.ID)
+	pr := p.newProgress(j, files)
+	client := p.client(prof)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.cfg.PerJob)
+	for _, f := range files {
+		dest := filepath.Join(work, filepath.FromSlash(f.Name))
+		if !filepath.IsLocal(f.Name) { // CleanName checked it already; never trust one check with the disk
+			return reactor.Result{}, reactor.Fatal(fmt.Errorf("file name %q leaves the working folder", f.Name))
+		}
+		g.Go(func() error {
+			if _, err := fetch.Verify(dest, f.Want); err == nil {
+				pr.done(f.Want.Size, true)
+				return nil
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				p.log.Warn("downloading: a kept file no longer verifies; fetching it again", "job", j.ID, "file", f.Name, "err", err)
+				_ = os.Remove(dest)
+			}
+			if err := os.MkdirAll(filepath.Dir(dest), 0o750); err != nil {
+				return err
+			}
+			res, err := client.Download(gctx, f.URL, dest, f.Want, pr.add)
+			if err != nil {
+				return classify(fmt.Errorf("%s: %w", f.Name, err))
+			}
+			pr.done(res.Bytes, false)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return reactor.Result{}, err
+	}
+	if str(j.Config, cfgType) == TypeContainer {
+		zip := filepath.Join(work, containerFile)
+		if _, err := container.Extract(zip, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
+			return reactor.Result{}, reactor.Fatal(err)
+		}
+	}
+	space, err := treeSize(filepath.Join(work, producerDir))
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	pr.publish()
+	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space},
+		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
+}
+
+// treeSize is the total size of the regular files under dir.
+func treeSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// progress counts a job's downloaded files and bytes and publishes them as
+// progress events, at most every progressEvery and at each finished file.
+type progress struct {
+	p           *Pipeline
+	j           *queue.Job
+	files       int
+	totalBytes  int64
+	doneFiles   atomic.Int64
+	bytes       atomic.Int64
+	skipped     atomic.Int64
+	mu          sync.Mutex
+	lastPublish time.Time
+}
+
+func (p *Pipeline) newProgress(j *queue.Job, files []file) *progress {
+	pr := &progress{p: p, j: j, files: len(files), lastPublish: time.Now()}
+	for _, f := range files {
+		if f.Want.Size > 0 {
+			pr.totalBytes += f.Want.Size
+		}
+	}
+	if pr.totalBytes == 0 {
+		pr.totalBytes = j.SpaceNeeded
+	}
+	return pr
+}
+
+// add counts bytes as they arrive.
+func (pr *progress) add(delta int64) {
+	pr.bytes.Add(delta)
+	pr.mu.Lock()
+	due := time.Since(pr.lastPublish) >= progressEvery
+	pr.mu.Unlock()
+	if due {
+		pr.publish()
+	}
+}
+
+// done counts a finished file: fetched, or found verified (its bytes then
+// count as done without being fetched).
+func (pr *progress) done(size int64, skipped bool) {
+	if skipped {
+		pr.skipped.Add(1)
+		pr.bytes.Add(max(size, 0))
+	}
+	pr.doneFiles.Add(1)
+	pr.publish()
+}
+
+func (pr *progress) publish() {
+	pr.mu.Lock()
+	pr.lastPublish = time.Now()
+	pr.mu.Unlock()
+	if pr.p.cfg.Bus == nil {
+		return
+	}
+	pr.p.cfg.Bus.Publish(events.Event{Kind: events.KindProgress, BatchID: pr.j.BatchID, JobID: pr.j.ID,
+		To: string(queue.Downloading), Attrs: map[string]any{
+			"files_done": pr.doneFiles.Load(), "files_total": pr.files, "skipped": pr.skipped.Load(),
+			"bytes_done": pr.bytes.Load(), "bytes_total": pr.totalBytes}})
+}

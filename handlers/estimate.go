@@ -1,0 +1,105 @@
+package handlers
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// estimate sums the sizes of a job's files into space_needed (the
+// manifest's size, else a HEAD) and gives big jobs the profile's later
+// priority. It never fails: a size it cannot learn makes the estimate 0
+// ("unknown"), and Provisioning treats that with care.
+func (p *Pipeline) estimate(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+	prof, err := p.profile(j.Profile())
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	var total int64
+	files, err := p.jobFiles(ctx, j, prof)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reactor.Result{}, ctx.Err()
+		}
+		p.log.Warn("estimating: files not known; estimate 0", "job", j.ID, "err", err)
+	} else {
+		total = p.sizes(ctx, prof.Name, files)
+	}
+	prio := prof.PriorityFor(total, j.Priority)
+	return reactor.Result{
+		Change: queue.JobChange{SpaceNeeded: &total, Priority: &prio},
+		Attrs:  map[string]any{"space_needed": total, "files": len(files)},
+	}, nil
+}
+
+// sizes is the sum of the files' sizes, or 0 when one of them is unknown.
+func (p *Pipeline) sizes(ctx context.Context, profName string, files []file) int64 {
+	prof, _ := p.cfg.Profiles.Get(profName)
+	var (
+		mu      sync.Mutex
+		total   int64
+		unknown bool
+	)
+	g := errgroup.Group{}
+	g.SetLimit(p.cfg.PerJob * 2)
+	for _, f := range files {
+		if f.Want.Size >= 0 {
+			total += f.Want.Size
+			continue
+		}
+		g.Go(func() error {
+			n, _ := p.client(prof).Head(ctx, f.URL)
+			mu.Lock()
+			defer mu.Unlock()
+			if n < 0 {
+				unknown = true
+			} else {
+				total += n
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if unknown {
+		return 0
+	}
+	return total
+}
+
+// provision lets a job on when the working storage has room for it: its
+// estimate plus the margin free, and the fill ratio after it at most
+// MaxFill. Otherwise it waits and is tested again after ProvisionWait.
+func (p *Pipeline) provision(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+	free, total, err := p.cfg.Space(p.work)
+	if err != nil {
+		return reactor.Result{}, err // retryable: a file system hiccup
+	}
+	need := uint64(max(j.SpaceNeeded, 0))
+	used := total - min(free, total)
+	fill := 1.0
+	if total > 0 {
+		fill = float64(used+need) / float64(total)
+	}
+	if need+uint64(p.cfg.Margin) > free || fill > p.cfg.MaxFill {
+		p.log.Info("provisioning: not enough room; job waits", "job", j.ID, "need", need, "free", free,
+			"fill_after", fill, "max_fill", p.cfg.MaxFill, "retest_in", p.cfg.ProvisionWait)
+		return reactor.Result{Wait: p.cfg.ProvisionWait}, nil
+	}
+	return reactor.Result{Attrs: map[string]any{"free": free}}, nil
+}
+
+// diskSpace is the free (for unprivileged users) and total bytes of dir's
+// file system.
+func diskSpace(dir string) (free, total uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+

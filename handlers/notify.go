@@ -1,0 +1,59 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/ingestq/ingestq/handlers/notify"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Callback is the JSON a profile's callback receives when a job completes.
+type Callback struct {
+	Status    string   `json:"status"` // "completed"
+	JobID     string   `json:"job_id"`
+	BatchID   string   `json:"batch_id"`
+	BatchUUID string   `json:"batch_uuid,omitempty"`
+	Profile   string   `json:"profile"`
+	ARK       string   `json:"ark"`
+	LocalIDs  []string `json:"local_ids,omitempty"`
+	Mode      string   `json:"mode,omitempty"` // add or update
+}
+
+// notify calls the profile's callback (the HTTP client retries; a callback
+// still failing after that fails the job), then forgets the job's minting
+// record and removes its working folder: the object is stored and recorded.
+// Run again after a crash, the callback is sent again: at least once.
+func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+	prof, err := p.profile(j.Profile())
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	ark, err := primaryID(j)
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	if prof.Callback != "" {
+		cb := Callback{Status: "completed", JobID: j.ID, BatchID: j.BatchID, BatchUUID: str(j.Config, "batchID"),
+			Profile: prof.Name, ARK: ark, LocalIDs: j.Identifiers.LocalIDs}
+		if j.Store != nil {
+			cb.Mode = j.Store.Mode
+		}
+		if err := notify.Callback(ctx, p.http.HTTP(), prof.Callback, cb); err != nil {
+			if ctx.Err() != nil {
+				return reactor.Result{}, ctx.Err()
+			}
+			return reactor.Result{}, reactor.Fatal(fmt.Errorf("callback: %w", err))
+		}
+	}
+	if err := p.minter.Forget(j.ID); err != nil {
+		p.log.Warn("notify: minting record not removed", "job", j.ID, "err", err)
+	}
+	if err := os.RemoveAll(p.workDir(j.ID)); err != nil {
+		p.log.Warn("notify: working folder not removed", "job", j.ID, "err", err)
+	}
+	return reactor.Result{Attrs: map[string]any{"ark": ark, "callback": prof.Callback != ""}}, nil
+}
+

@@ -1,0 +1,163 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Payload types of a job's configuration: what its payload_url is.
+const (
+	TypeFile     = "file"            // the object is this one file
+	TypeContainer = "container"      // a zip whose files are the object
+	TypeManifest = "object_manifest" // an mrt-ingest-manifest listing the object's files
+)
+
+// Job configuration fields written by the batch handler, beyond mrt-zk's.
+const (
+	cfgType     = "payload_type"
+	cfgURL      = "payload_url"
+	cfgFileName = "file_name"
+	cfgHashAlg  = "hash_algorithm"
+	cfgHashVal  = "hash_value"
+	cfgSize     = "file_size"
+)
+
+// The working folder of a job: the object's content under producer/ and
+// system/, and the pipeline's own files beside them.
+const (
+	producerDir      = "producer"
+	systemDir        = "system"
+	manifestCopy     = "object-manifest.checkm" // the job's object manifest, as first fetched
+	containerFile    = "container.zip"
+	storageManifest  = "storage-manifest.checkm"
+	storedRecord     = "stored-version.json"
+	maxManifestBytes = 64 << 20
+)
+
+// workDir is a job's working folder.
+func (p *Pipeline) workDir(jid string) string { return filepath.Join(p.work, jid) }
+
+// file is one file to download into a job's working folder.
+type file struct {
+	Name string // relative to the working folder: producer/… or container.zip
+	URL  string
+	Want fetch.Want
+}
+
+// jobFiles lists what a job downloads. An object manifest is fetched once
+// and kept in the working folder, so every step (and every retry) sees the
+// same list.
+func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Profile) ([]file, error) {
+	url := str(j.Config, cfgURL)
+	switch typ := str(j.Config, cfgType); typ {
+	case TypeFile, TypeContainer:
+		want := fetch.Want{Alg: str(j.Config, cfgHashAlg), Digest: str(j.Config, cfgHashVal), Size: num(j.Config, cfgSize, -1)}
+		if typ == TypeContainer {
+			return []file{{Name: containerFile, URL: url, Want: want}}, nil
+		}
+		name, err := checkm.CleanName(str(j.Config, cfgFileName))
+		if err != nil {
+			return nil, reactor.Fatal(fmt.Errorf("file name %q: %w", str(j.Config, cfgFileName), err))
+		}
+		return []file{{Name: path.Join(producerDir, name), URL: url, Want: want}}, nil
+	case TypeManifest:
+		m, err := p.objectManifest(ctx, j, prof)
+		if err != nil {
+			return nil, err
+		}
+		files := make([]file, len(m.Entries))
+		for i, e := range m.Entries {
+			files[i] = file{Name: path.Join(producerDir, e.FileName), URL: e.URL,
+				Want: fetch.Want{Alg: e.HashAlg, Digest: e.HashValue, Size: e.Size}}
+		}
+		return files, nil
+	default:
+		return nil, reactor.Fatal(fmt.Errorf("configuration: payload_type %q: want %s, %s or %s", typ, TypeFile, TypeContainer, TypeManifest))
+	}
+}
+
+// objectManifest reads the job's object manifest: the kept copy, or the
+// payload URL (then kept).
+func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profile.Profile) (*checkm.Manifest, error) {
+	url := str(j.Config, cfgURL)
+	keep := filepath.Join(p.workDir(j.ID), manifestCopy)
+	data, err := os.ReadFile(keep)
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = p.client(prof).Fetch(ctx, url, maxManifestBytes)
+		if err != nil {
+			return nil, classify(fmt.Errorf("object manifest: %w", err))
+		}
+		if err := writeFileAtomic(keep, data); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	m, err := checkm.Parse(bytes.NewReader(data), url, p.cfg.Manifests)
+	if err != nil {
+		return nil, reactor.Fatal(err)
+	}
+	if m.Profile != checkm.IngestManifest {
+		return nil, reactor.Fatal(fmt.Errorf("%s: an object's manifest must be an %s, not %s", url, checkm.IngestManifest, m.Profile))
+	}
+	return m, nil
+}
+
+// classify marks a fetch error that retrying cannot fix as fatal.
+func classify(err error) error {
+	if fetch.Permanent(err) {
+		return reactor.Fatal(err)
+	}
+	return err
+}
+
+// writeFileAtomic writes data to name through a temporary file and a
+// rename, creating the folder: a crash leaves the old file or the new one.
+func writeFileAtomic(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after an error
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
+}
+
+// str and num read configuration values (JSON: strings and float64).
+func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+
+func num(m map[string]any, k string, def int64) int64 {
+	switch v := m[k].(type) {
+	case float64:
+		return int64(v)
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	}
+	return def
+}

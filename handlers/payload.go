@@ -1,0 +1,240 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/handlers/container"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Submission types (its "type"): what the depositor says the payload is.
+// "auto" and "" mean: look at its first bytes.
+const (
+	SubmitAuto      = "auto"
+	SubmitFile      = "file"
+	SubmitContainer = "container"
+	SubmitManifest  = "manifest"
+)
+
+// CreateJobs reads a Pending batch's payload and makes one job per object.
+// Run again after a crash, it makes only the jobs still missing.
+func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error {
+	prof, err := p.profile(b.Profile())
+	if err != nil {
+		return err
+	}
+	url := str(b.Submission, cfgURL)
+	if url == "" {
+		return reactor.Fatal(fmt.Errorf("submission has no payload_url"))
+	}
+	kind := str(b.Submission, "type")
+	var m *checkm.Manifest
+	if kind == "" || kind == SubmitAuto || kind == SubmitManifest {
+		if kind, m, err = p.readPayload(ctx, prof, url, kind); err != nil {
+			return err
+		}
+	}
+	base := jobConfig(b, prof)
+	var objs []reactor.Object
+	switch kind {
+	case SubmitFile, SubmitContainer:
+		objs = []reactor.Object{p.single(b, prof, base, kind, url)}
+	case SubmitManifest:
+		objs, err = p.manifestObjects(b, prof, base, m, url)
+	default:
+		err = reactor.Fatal(fmt.Errorf("submission type %q: want %s, %s, %s or %s", kind, SubmitAuto, SubmitFile, SubmitContainer, SubmitManifest))
+	}
+	if err != nil {
+		return err
+	}
+	_, err = reactor.EnsureJobs(ctx, q, b, objs)
+	return err
+}
+
+// readPayload looks at the payload's first bytes: a checkm manifest is read
+// whole and parsed, a zip is a container, anything else a single file.
+func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, kind string) (string, *checkm.Manifest, error) {
+	head, err := p.head(ctx, prof, url)
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case checkm.Sniff(head):
+		data, err := p.client(prof).Fetch(ctx, url, maxManifestBytes)
+		if err != nil {
+			return "", nil, classify(fmt.Errorf("manifest: %w", err))
+		}
+		m, err := checkm.Parse(bytes.NewReader(data), url, p.cfg.Manifests)
+		if err != nil {
+			return "", nil, reactor.Fatal(err)
+		}
+		return SubmitManifest, m, nil
+	case kind == SubmitManifest:
+		return "", nil, reactor.Fatal(fmt.Errorf("payload %s was submitted as a manifest but does not start with #%%checkm", url))
+	case container.Sniff(head):
+		return SubmitContainer, nil, nil
+	default:
+		return SubmitFile, nil, nil
+	}
+}
+
+// head reads the first 512 bytes of a payload.
+func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) ([]byte, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: %w", raw, err))
+	}
+	var body io.ReadCloser
+	switch {
+	case u.Scheme == "file" && prof.AllowLocalFiles:
+		f, err := os.Open(u.Path)
+		if err != nil {
+			return nil, reactor.Fatal(fmt.Errorf("payload %s: %w", raw, err))
+		}
+		body = f
+	case u.Scheme == "http" || u.Scheme == "https":
+		req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+		if err != nil {
+			return nil, reactor.Fatal(fmt.Errorf("payload_url %q: %w", raw, err))
+		}
+		req.Header.Set("Range", "bytes=0-511") // a server that ignores it sends all: only 512 bytes are read
+		resp, err := p.http.HTTP().Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("payload %s: %w", raw, err)
+		}
+		if resp.StatusCode >= 300 {
+			resp.Body.Close()
+			err := fmt.Errorf("payload %s: %s", raw, resp.Status)
+			if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+				err = reactor.Fatal(err)
+			}
+			return nil, err
+		}
+		body = resp.Body
+	default:
+		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (http, https%s)", raw, u.Scheme, prof.Name, map[bool]string{true: ", file"}[prof.AllowLocalFiles]))
+	}
+	defer body.Close()
+	head, err := io.ReadAll(io.LimitReader(body, 512))
+	if err != nil {
+		return nil, fmt.Errorf("payload %s: %w", raw, err)
+	}
+	return head, nil
+}
+
+// jobConfig is the configuration every job of a batch shares.
+func jobConfig(b *queue.Batch, prof *profile.Profile) map[string]any {
+	cfg := map[string]any{"profile_name": prof.Name, "response_type": "json", "submission_mode": "add"}
+	for _, k := range []string{"submitter", "response_type", "submission_mode", "batchID"} {
+		if v, ok := b.Submission[k]; ok {
+			cfg[k] = v
+		}
+	}
+	return cfg
+}
+
+// single is the one object of a file or container payload.
+func (p *Pipeline) single(b *queue.Batch, prof *profile.Profile, base map[string]any, kind, raw string) reactor.Object {
+	cfg := clone(base)
+	cfg[cfgURL] = raw
+	cfg[cfgType] = kind
+	name := str(b.Submission, "filename")
+	if name == "" {
+		name = urlBase(raw)
+	}
+	cfg[cfgFileName] = name
+	for _, k := range []string{cfgHashAlg, cfgHashVal, cfgSize} {
+		if v, ok := b.Submission[k]; ok {
+			cfg[k] = v
+		}
+	}
+	spec := queue.JobSpec{Priority: batchPriority(b, prof), Config: cfg}
+	ids := &queue.Identifiers{PrimaryID: str(b.Submission, "primary_id"), LocalIDs: queue.SplitLocalIDs(str(b.Submission, "local_id"))}
+	if ids.PrimaryID != "" || len(ids.LocalIDs) > 0 {
+		spec.Identifiers = ids
+	}
+	md := &queue.Metadata{Who: str(b.Submission, "erc_who"), What: str(b.Submission, "erc_what"),
+		When: str(b.Submission, "erc_when"), Where: str(b.Submission, "erc_where")}
+	if *md != (queue.Metadata{}) {
+		spec.Metadata = md
+	}
+	return reactor.Object{Key: kind, Spec: spec}
+}
+
+// manifestObjects are the objects a manifest lists: the manifest itself
+// (mrt-ingest-manifest), or one per line.
+func (p *Pipeline) manifestObjects(b *queue.Batch, prof *profile.Profile, base map[string]any, m *checkm.Manifest, raw string) ([]reactor.Object, error) {
+	if m.Profile == checkm.IngestManifest {
+		o := p.single(b, prof, base, TypeManifest, raw)
+		delete(o.Spec.Config, cfgFileName)
+		o.Key = "manifest"
+		return []reactor.Object{o}, nil
+	}
+	types := map[string]string{checkm.BatchManifest: TypeManifest, checkm.SingleFileBatch: TypeFile, checkm.ContainerBatch: TypeContainer}
+	typ, ok := types[m.Profile]
+	if !ok {
+		return nil, reactor.Fatal(fmt.Errorf("%s: manifest profile %q is not one ingestq reads", raw, m.Profile))
+	}
+	objs := make([]reactor.Object, 0, len(m.Entries))
+	for _, e := range m.Entries {
+		cfg := clone(base)
+		cfg[cfgURL], cfg[cfgType] = e.URL, typ
+		if typ == TypeFile {
+			cfg[cfgFileName] = e.FileName
+		}
+		if typ != TypeManifest && e.HashAlg != "" {
+			cfg[cfgHashAlg], cfg[cfgHashVal] = e.HashAlg, e.HashValue
+		}
+		if typ != TypeManifest && e.Size >= 0 {
+			cfg[cfgSize] = e.Size
+		}
+		cfg["manifest_line"] = e.Line
+		spec := queue.JobSpec{Priority: batchPriority(b, prof), Config: cfg}
+		if e.PrimaryID != "" || len(e.LocalIDs) > 0 {
+			spec.Identifiers = &queue.Identifiers{PrimaryID: e.PrimaryID, LocalIDs: e.LocalIDs}
+		}
+		if md := (queue.Metadata{Who: e.Who, What: e.What, When: e.When, Where: e.Where}); md != (queue.Metadata{}) {
+			spec.Metadata = &md
+		}
+		// The line number and URL name the object: stable when the
+		// handler runs again on the same manifest.
+		objs = append(objs, reactor.Object{Key: fmt.Sprintf("line %d: %s", e.Line, e.URL), Spec: spec})
+	}
+	return objs, nil
+}
+
+func batchPriority(b *queue.Batch, prof *profile.Profile) int {
+	if v, ok := b.Submission["priority"].(float64); ok && v >= 0 && v <= 99 {
+		return int(v)
+	}
+	return prof.Priority
+}
+
+func urlBase(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return path.Base(strings.TrimSuffix(u.Path, "/"))
+}
+
+func clone(m map[string]any) map[string]any {
+	c := make(map[string]any, len(m)+8)
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,178 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/handlers/container"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/mint"
+	"github.com/ingestq/ingestq/handlers/notify"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Config wires a Pipeline.
+type Config struct {
+	Queue    *queue.Queue
+	Bus      *events.Bus // progress events; nil for none
+	Profiles *profile.Set
+	DataDir  string // work/, storage/ and inventory.db live here
+
+	Fetch  fetch.Config   // the HTTP client of downloads, callbacks and HTTP endpoints
+	Mailer *notify.Mailer // nil: reports are not e-mailed
+
+	PerJob        int           // parallel downloads of one job; default 4
+	MaxFill       float64       // provisioning: the highest fill ratio of the working storage; default 0.8
+	Margin        int64         // provisioning: bytes kept free beyond space_needed; default 64 MiB
+	ProvisionWait time.Duration // provisioning: re-test of a waiting job; default 30 s
+	// Space reports the free and total bytes of the file system of dir;
+	// default statfs. Tests replace it to make the disk look full.
+	Space func(dir string) (free, total uint64, err error)
+
+	Manifests  checkm.Limits
+	Containers container.Limits
+	Logger     *slog.Logger
+}
+
+// Pipeline is the ingest pipeline: a reactor.BatchHandler, a
+// reactor.Reporter, and the job handlers of Handlers.
+type Pipeline struct {
+	cfg       Config
+	q         *queue.Queue
+	log       *slog.Logger
+	http      *fetch.Client // http(s) only
+	local     *fetch.Client // also file://, for profiles that allow local files
+	minter    *mint.Minter
+	store     *storage.Local
+	inventory *inventory.Local
+	work      string
+
+	mu      sync.Mutex
+	stores  map[string]storage.Store       // HTTP storage endpoints
+	invents map[string]inventory.Inventory // HTTP inventory endpoints
+}
+
+// New opens the built-in storage and inventory under cfg.DataDir.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
+		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
+	}
+	cfg.PerJob = cmpOr(cfg.PerJob, 4)
+	cfg.MaxFill = cmpOr(cfg.MaxFill, 0.8)
+	cfg.Margin = cmpOr(cfg.Margin, 64<<20)
+	cfg.ProvisionWait = cmpOr(cfg.ProvisionWait, 30*time.Second)
+	if cfg.Space == nil {
+		cfg.Space = diskSpace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Join(cfg.DataDir, "work"),
+		minter: mint.New(cfg.Queue.Conn(), cfg.Queue.Root()),
+		stores: map[string]storage.Store{}, invents: map[string]inventory.Inventory{}}
+	fc := cfg.Fetch
+	fc.Logger = cmpOr(fc.Logger, cfg.Logger)
+	fc.AllowFile = false
+	p.http = fetch.New(fc)
+	fc.AllowFile = true
+	p.local = fetch.New(fc)
+	if err := os.MkdirAll(p.work, 0o750); err != nil {
+		return nil, fmt.Errorf("handlers: working folder: %w", err)
+	}
+	var err error
+	if p.store, err = storage.NewLocal(filepath.Join(cfg.DataDir, "storage")); err != nil {
+		return nil, fmt.Errorf("handlers: storage: %w", err)
+	}
+	if p.inventory, err = inventory.OpenLocal(filepath.Join(cfg.DataDir, "inventory.db")); err != nil {
+		return nil, fmt.Errorf("handlers: inventory: %w", err)
+	}
+	return p, nil
+}
+
+// Close closes the inventory database.
+func (p *Pipeline) Close() error { return p.inventory.Close() }
+
+// Storage is the built-in storage.
+func (p *Pipeline) Storage() *storage.Local { return p.store }
+
+// Inventory is the built-in inventory.
+func (p *Pipeline) Inventory() *inventory.Local { return p.inventory }
+
+// Handlers returns the handler of every job state from Estimating to Notify.
+func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
+	return map[queue.State]reactor.JobHandler{
+		queue.Estimating:   reactor.JobHandlerFunc(p.estimate),
+		queue.Provisioning: reactor.JobHandlerFunc(p.provision),
+		queue.Downloading:  reactor.JobHandlerFunc(p.download),
+		queue.Processing:   reactor.JobHandlerFunc(p.process),
+		queue.Storing:      reactor.JobHandlerFunc(p.storeObject),
+		queue.Recording:    reactor.JobHandlerFunc(p.record),
+		queue.Notify:       reactor.JobHandlerFunc(p.notify),
+	}
+}
+
+// profile returns a profile by name; an unknown one is fatal.
+func (p *Pipeline) profile(name string) (*profile.Profile, error) {
+	prof, ok := p.cfg.Profiles.Get(name)
+	if !ok {
+		return nil, reactor.Fatal(fmt.Errorf("unknown profile %q (profiles here: %v)", name, p.cfg.Profiles.Names()))
+	}
+	return prof, nil
+}
+
+// client is the fetch client a profile may use.
+func (p *Pipeline) client(prof *profile.Profile) *fetch.Client {
+	if prof.AllowLocalFiles {
+		return p.local
+	}
+	return p.http
+}
+
+// storageFor is the profile's storage: built-in, or its HTTP endpoint.
+func (p *Pipeline) storageFor(prof *profile.Profile) storage.Store {
+	if prof.Storage == "" {
+		return p.store
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.stores[prof.Storage]
+	if !ok {
+		s = storage.NewHTTP(prof.Storage, p.http.HTTP())
+		p.stores[prof.Storage] = s
+	}
+	return s
+}
+
+// inventoryFor is the profile's inventory: built-in, or its HTTP endpoint.
+func (p *Pipeline) inventoryFor(prof *profile.Profile) inventory.Inventory {
+	if prof.Inventory == "" {
+		return p.inventory
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, ok := p.invents[prof.Inventory]
+	if !ok {
+		i = inventory.NewHTTP(prof.Inventory, p.http.HTTP())
+		p.invents[prof.Inventory] = i
+	}
+	return i
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,164 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// process gives the object its identifier, writes its system files and the
+// storage manifest. The identifier comes from the inventory when one of the
+// job's local ids is already an object there (this deposit is an update of
+// it), else from the depositor, else from the minter; it is written to
+// ZooKeeper before anything else, so a restart never mints again.
+func (p *Pipeline) process(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+	prof, err := p.profile(j.Profile())
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	ids, update, err := p.identify(ctx, j, prof)
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	work := p.workDir(j.ID)
+	if err := writeSystemFiles(filepath.Join(work, systemDir), j, ids); err != nil {
+		return reactor.Result{}, err
+	}
+	entries, err := hashTree(work, producerDir, systemDir)
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	if !slices.ContainsFunc(entries, func(e manifestEntry) bool { return filepath.Dir(e.Name) != systemDir }) {
+		return reactor.Result{}, reactor.Fatal(errors.New("the object has no files"))
+	}
+	mpath := filepath.Join(work, storageManifest)
+	if err := writeStorageManifest(mpath, entries); err != nil {
+		return reactor.Result{}, err
+	}
+	mode := "add"
+	if update {
+		mode = "update"
+	}
+	return reactor.Result{
+		Change: queue.JobChange{Store: &queue.StepManifest{ManifestURL: fileURL(mpath), Mode: mode}},
+		Attrs:  map[string]any{"ark": ids.PrimaryID, "mode": mode, "files": len(entries)},
+	}, nil
+}
+
+// identify settles the job's primary identifier and writes it to ZooKeeper
+// when it is new. update tells that a local id named an existing object.
+func (p *Pipeline) identify(ctx context.Context, j *queue.Job, prof *profile.Profile) (*queue.Identifiers, bool, error) {
+	ids := &queue.Identifiers{}
+	if j.Identifiers != nil {
+		*ids = *j.Identifiers
+		ids.LocalIDs = slices.Clone(ids.LocalIDs)
+	}
+	given := ids.PrimaryID
+	var found string
+	inv := p.inventoryFor(prof)
+	for _, lid := range ids.LocalIDs {
+		ark, ok, err := inv.LookupLocalID(ctx, prof.Name, lid)
+		if err != nil {
+			return nil, false, fmt.Errorf("local id %q: inventory lookup: %w", lid, err)
+		}
+		if !ok {
+			continue
+		}
+		if found != "" && ark != found {
+			return nil, false, reactor.Fatal(fmt.Errorf("local ids name two objects: %s and %s", found, ark))
+		}
+		found = ark
+		if given != "" && given != ark {
+			return nil, false, reactor.Fatal(fmt.Errorf("identifier mismatch: the depositor gave %s, but local id %q is %s in the inventory", given, lid, ark))
+		}
+	}
+	switch {
+	case found != "":
+		ids.PrimaryID = found
+	case ids.PrimaryID == "":
+		ark, err := p.minter.Mint(ctx, j.ID, prof.NAAN, prof.Shoulder)
+		if err != nil {
+			return nil, false, fmt.Errorf("minting: %w", err)
+		}
+		ids.PrimaryID = ark
+	}
+	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
+		if err := p.q.UpdateJob(j, queue.JobChange{Identifiers: ids}); err != nil {
+			return nil, false, fmt.Errorf("recording identifier %s: %w", ids.PrimaryID, err)
+		}
+	}
+	return ids, found != "", nil
+}
+
+// manifestEntry is one file of the object, as the storage manifest lists it.
+type manifestEntry struct {
+	Name   string // producer/… or system/…
+	Path   string
+	Size   int64
+	SHA256 string
+}
+
+// hashTree lists and hashes the regular files under the given folders of
+// root, in name order. A symlink or other special file is refused.
+func hashTree(root string, dirs ...string) ([]manifestEntry, error) {
+	var out []manifestEntry
+	for _, d := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, d), func(path string, de fs.DirEntry, err error) error {
+			if err != nil || de.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			if !de.Type().IsRegular() {
+				return reactor.Fatal(fmt.Errorf("%s: not a regular file", filepath.ToSlash(rel)))
+			}
+			sum, size, err := sha256File(path)
+			if err != nil {
+				return err
+			}
+			out = append(out, manifestEntry{Name: filepath.ToSlash(rel), Path: path, Size: size, SHA256: sum})
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b manifestEntry) int { return cmpString(a.Name, b.Name) })
+	return out, nil
+}
+
+func sha256File(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func fileURL(path string) string { return "file://" + filepath.ToSlash(path) }

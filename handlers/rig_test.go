@@ -1,0 +1,334 @@
+package handlers_test
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// rig is one test's queue, bus, content server and ingest daemon.
+type rig struct {
+	t       *testing.T
+	root    string
+	data    string
+	bus     *events.Bus
+	q       *queue.Queue // an operator's session
+	log     *slog.Logger
+	content *content
+	p       *handlers.Pipeline
+	prof    *profile.Profile
+
+	mu      sync.Mutex
+	batches map[string]chan events.Event // bid → its batch events
+	jobs    map[string][]events.Event    // jid → its job events
+}
+
+type rigOption func(*handlers.Config, *reactor.Config)
+
+func newRig(t *testing.T, prof *profile.Profile, opts ...rigOption) *rig {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Close() })
+	if prof == nil {
+		prof = profile.Default()
+	}
+	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof,
+		batches: map[string]chan events.Event{}, jobs: map[string][]events.Event{}}
+	r.q = r.queue(r.session())
+	if _, err := bus.Subscribe("ingestq.batch.>", r.onBatch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Subscribe("ingestq.job.>", r.onJob); err != nil {
+		t.Fatal(err)
+	}
+	r.start(opts...)
+	return r
+}
+
+func (r *rig) session() *zkwatch.Session {
+	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(r.t).Addr}, SessionTimeout: 4 * time.Second, Logger: r.log})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(s.Close)
+	return s
+}
+
+func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
+	q, err := queue.New(s.Conn, r.root, queue.WithLogger(r.log))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := q.Init(); err != nil {
+		r.t.Fatal(err)
+	}
+	return q
+}
+
+// start runs the ingest pipeline in a reactor until the test ends.
+func (r *rig) start(opts ...rigOption) {
+	s := r.session()
+	q := r.queue(s)
+	set, err := profile.NewSet(r.prof)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	hc := handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log,
+		Fetch:         fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second},
+		ProvisionWait: 50 * time.Millisecond}
+	rc := reactor.Config{Queue: q, Session: s, Bus: r.bus, Host: "test", Backoff: 5 * time.Millisecond,
+		Attempts: 2, Grace: 5 * time.Second, Logger: r.log}
+	for _, o := range opts {
+		o(&hc, &rc)
+	}
+	p, err := handlers.New(hc)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.p = p
+	rc.Jobs, rc.Batches, rc.Reporter = p.Handlers(), p, p
+	d, err := reactor.New(rc)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	r.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			r.t.Errorf("reactor: %v", err)
+		}
+		_ = p.Close()
+	})
+}
+
+func (r *rig) onBatch(e events.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.batches[e.BatchID]
+	if !ok {
+		ch = make(chan events.Event, 64)
+		r.batches[e.BatchID] = ch
+	}
+	select {
+	case ch <- e:
+	default:
+	}
+}
+
+func (r *rig) onJob(e events.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs[e.JobID] = append(r.jobs[e.JobID], e)
+}
+
+// jobEvents is what the rig heard of a job, in order.
+func (r *rig) jobEvents(jid string) []events.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]events.Event(nil), r.jobs[jid]...)
+}
+
+// submit creates a batch for the rig's profile.
+func (r *rig) submit(payload string, extra ...string) *queue.Batch {
+	r.t.Helper()
+	sub := map[string]any{"profile_name": r.prof.Name, "submitter": "test", "payload_url": payload, "type": "auto", "submission_mode": "add"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		sub[extra[i]] = extra[i+1]
+	}
+	b, err := r.q.CreateBatch(sub)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return b
+}
+
+// waitBatch waits for the batch's event of reaching one of the states.
+func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
+	r.t.Helper()
+	r.mu.Lock()
+	ch, ok := r.batches[bid]
+	if !ok {
+		ch = make(chan events.Event, 64)
+		r.batches[bid] = ch
+	}
+	r.mu.Unlock()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case e := <-ch:
+			for _, s := range states {
+				if e.To == string(s) {
+					b, err := r.q.LoadBatch(bid)
+					if err != nil {
+						r.t.Fatal(err)
+					}
+					return b
+				}
+			}
+		case <-timeout:
+			r.dump()
+			r.t.Fatalf("batch %s did not reach %v in 60 s", bid, states)
+		}
+	}
+}
+
+// jobsOf loads a batch's jobs, by object key.
+func (r *rig) jobsOf(bid string) map[string]*queue.Job {
+	r.t.Helper()
+	buckets, err := r.q.BatchJobs(bid)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := map[string]*queue.Job{}
+	for _, jids := range buckets {
+		for _, jid := range jids {
+			j, err := r.q.LoadJob(jid)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			out[j.Config[reactor.ObjectKeyField].(string)] = j
+		}
+	}
+	return out
+}
+
+func (r *rig) dump() {
+	entries, err := r.q.Tree("")
+	if err != nil {
+		r.t.Logf("tree: %v", err)
+		return
+	}
+	for _, e := range entries {
+		r.t.Logf("%s %s", e.Path, e.Value)
+	}
+}
+
+// content is a web server of test files whose behaviour per path a test
+// can change: gone (404), failing (503), or lying (other bytes).
+type content struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	files map[string][]byte
+	gets  map[string]int
+	mode  map[string]int // http status to answer instead of the file
+}
+
+func newContent(t *testing.T) *content {
+	c := &content{files: map[string][]byte{}, gets: map[string]int{}, mode: map[string]int{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *content) serve(w http.ResponseWriter, req *http.Request) {
+	c.mu.Lock()
+	data, ok := c.files[req.URL.Path]
+	code := c.mode[req.URL.Path]
+	if req.Method == http.MethodGet {
+		c.gets[req.URL.Path]++
+	}
+	c.mu.Unlock()
+	switch {
+	case code != 0:
+		http.Error(w, http.StatusText(code), code)
+	case !ok:
+		http.NotFound(w, req)
+	default:
+		http.ServeContent(w, req, req.URL.Path, time.Time{}, strings.NewReader(string(data)))
+	}
+}
+
+// put serves data at path and returns its URL.
+func (c *content) put(path string, data []byte) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.files[path] = data
+	return c.srv.URL + path
+}
+
+func (c *content) setMode(path string, code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mode[path] = code
+}
+
+func (c *content) getCount(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gets[path]
+}
+
+// row is one line of a manifest being built.
+type row struct {
+	url, alg, digest, name string
+	size                   int64
+	primary, local         string
+	who, what, when        string
+}
+
+// fileRow is a manifest row for data at url, with its md5 and size.
+func fileRow(url, name string, data []byte) row {
+	s := md5.Sum(data)
+	return row{url: url, alg: "md5", digest: hex.EncodeToString(s[:]), name: name, size: int64(len(data))}
+}
+
+// manifest writes a checkm manifest of a profile.
+func manifest(prof string, rows ...row) []byte {
+	var b strings.Builder
+	b.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/" + prof + "\n")
+	b.WriteString("#%prefix | mrt: | http://merritt.cdlib.org/terms#\n#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n")
+	b.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier | mrt:creator | mrt:title | mrt:date\n")
+	for _, r := range rows {
+		size := ""
+		if r.size >= 0 {
+			size = fmt.Sprint(r.size)
+		}
+		fmt.Fprintf(&b, "%s | %s | %s | %s | | %s | %s | %s | %s | %s | %s\n", r.url, r.alg, r.digest, size, r.name, r.primary, r.local, r.who, r.what, r.when)
+	}
+	b.WriteString("#%eof\n")
+	return []byte(b.String())
+}
+
+func sha256hex(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+// tWriter sends log lines to t.Log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// readDir lists a folder under elems joined.
+func readDir(elems ...string) ([]os.DirEntry, error) { return os.ReadDir(filepath.Join(elems...)) }

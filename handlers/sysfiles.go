@@ -1,0 +1,117 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// System files Processing writes into system/. Their content depends only
+// on the job's identifiers and metadata (no time stamps), so processing a
+// job again, or depositing the same object again, stores no new version.
+const (
+	ercFile = "mrt-erc.txt"
+	dcFile  = "mrt-dc.xml"
+)
+
+func writeSystemFiles(dir string, j *queue.Job, ids *queue.Identifiers) error {
+	md := queue.Metadata{}
+	if j.Metadata != nil {
+		md = *j.Metadata
+	}
+	if err := writeFileAtomic(filepath.Join(dir, ercFile), erc(md, ids)); err != nil {
+		return fmt.Errorf("writing %s: %w", ercFile, err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, dcFile), dublinCore(md, ids)); err != nil {
+		return fmt.Errorf("writing %s: %w", dcFile, err)
+	}
+	return nil
+}
+
+// erc is the object's Electronic Resource Citation (the kernel elements
+// who, what, when, where), "(:unav)" for what the depositor did not give.
+func erc(md queue.Metadata, ids *queue.Identifiers) []byte {
+	var b bytes.Buffer
+	b.WriteString("erc:\n")
+	for _, kv := range [][2]string{{"who", md.Who}, {"what", md.What}, {"when", md.When}, {"where", ids.PrimaryID}} {
+		fmt.Fprintf(&b, "%s: %s\n", kv[0], ercValue(kv[1]))
+	}
+	if md.Where != "" && md.Where != ids.PrimaryID {
+		fmt.Fprintf(&b, "where: %s\n", ercValue(md.Where))
+	}
+	for _, lid := range ids.LocalIDs {
+		fmt.Fprintf(&b, "where: %s\n", ercValue(lid))
+	}
+	return b.Bytes()
+}
+
+// ercValue keeps an ANVL value on one line.
+func ercValue(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(:unav)"
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// dcRecord is the simple Dublin Core record of the object.
+type dcRecord struct {
+	XMLName    xml.Name `xml:"dc"`
+	NS         string   `xml:"xmlns,attr"`
+	Creator    string   `xml:"creator,omitempty"`
+	Title      string   `xml:"title,omitempty"`
+	Date       string   `xml:"date,omitempty"`
+	Identifier []string `xml:"identifier"`
+}
+
+func dublinCore(md queue.Metadata, ids *queue.Identifiers) []byte {
+	rec := dcRecord{NS: "http://purl.org/dc/elements/1.1/", Creator: md.Who, Title: md.What, Date: md.When,
+		Identifier: append([]string{ids.PrimaryID}, ids.LocalIDs...)}
+	out, _ := xml.MarshalIndent(rec, "", "  ") // plain strings: cannot fail
+	return append([]byte(xml.Header), append(out, '\n')...)
+}
+
+// writeStorageManifest writes the object's files as an mrt-ingest-manifest
+// with file: URLs and SHA-256 digests: what Storing hands to storage.
+func writeStorageManifest(path string, entries []manifestEntry) error {
+	var b bytes.Buffer
+	b.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/" + checkm.IngestManifest + "\n")
+	b.WriteString("#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n")
+	b.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n")
+	for _, e := range entries {
+		if strings.ContainsAny(e.Name, "|\r\n") {
+			return fmt.Errorf("file %q: a name with | or a line break cannot be listed in a checkm manifest", e.Name)
+		}
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(e.Path)}
+		fmt.Fprintf(&b, "%s | sha256 | %s | %d | | %s\n", u.String(), e.SHA256, e.Size, e.Name)
+	}
+	b.WriteString("#%eof\n")
+	return writeFileAtomic(path, b.Bytes())
+}
+
+// readStorageManifest reads back what writeStorageManifest wrote.
+func readStorageManifest(path string) ([]manifestEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := checkm.Parse(bytes.NewReader(data), path, checkm.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]manifestEntry, len(m.Entries))
+	for i, e := range m.Entries {
+		u, err := url.Parse(e.URL)
+		if err != nil || u.Scheme != "file" {
+			return nil, fmt.Errorf("%s:%d: not a file: URL: %q", path, e.Line, e.URL)
+		}
+		out[i] = manifestEntry{Name: e.FileName, Path: filepath.FromSlash(u.Path), Size: e.Size, SHA256: e.HashValue}
+	}
+	return out, nil
+}
