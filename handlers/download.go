@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,14 +74,15 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	if str(j.Config, cfgType) == TypeContainer {
 		zip := filepath.Join(work, containerFile)
 		if _, err := container.Extract(zip, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
-			return reactor.Result{}, reactor.Fatal(err)
+			// Name the container by its URL, not by this host's working path.
+			msg := strings.Replace(err.Error(), zip, str(j.Config, cfgURL), 1)
+			return reactor.Result{}, reactor.Fatal(errors.New(msg))
 		}
 	}
 	space, err := treeSize(filepath.Join(work, producerDir))
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	pr.publish()
 	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space},
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
 }

@@ -102,4 +102,3 @@ func diskSpace(dir string) (free, total uint64, err error) {
 	}
 	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
-

@@ -56,4 +56,3 @@ func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, er
 	}
 	return reactor.Result{Attrs: map[string]any{"ark": ark, "callback": prof.Callback != ""}}, nil
 }
-

@@ -18,9 +18,9 @@ import (
 
 // Payload types of a job's configuration: what its payload_url is.
 const (
-	TypeFile     = "file"            // the object is this one file
-	TypeContainer = "container"      // a zip whose files are the object
-	TypeManifest = "object_manifest" // an mrt-ingest-manifest listing the object's files
+	TypeFile      = "file"            // the object is this one file
+	TypeContainer = "container"       // a zip whose files are the object
+	TypeManifest  = "object_manifest" // an mrt-ingest-manifest listing the object's files
 )
 
 // Job configuration fields written by the batch handler, beyond mrt-zk's.

@@ -83,7 +83,7 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 		}
 		return SubmitManifest, m, nil
 	case kind == SubmitManifest:
-		return "", nil, reactor.Fatal(fmt.Errorf("payload %s was submitted as a manifest but does not start with #%%checkm", url))
+		return "", nil, reactor.Fatal(fmt.Errorf("%s was submitted as a manifest but does not start with #%%checkm", url))
 	case container.Sniff(head):
 		return SubmitContainer, nil, nil
 	default:
@@ -102,7 +102,7 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 	case u.Scheme == "file" && prof.AllowLocalFiles:
 		f, err := os.Open(u.Path)
 		if err != nil {
-			return nil, reactor.Fatal(fmt.Errorf("payload %s: %w", raw, err))
+			return nil, reactor.Fatal(fmt.Errorf("%s: %w", raw, err))
 		}
 		body = f
 	case u.Scheme == "http" || u.Scheme == "https":
@@ -113,11 +113,11 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 		req.Header.Set("Range", "bytes=0-511") // a server that ignores it sends all: only 512 bytes are read
 		resp, err := p.http.HTTP().Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("payload %s: %w", raw, err)
+			return nil, fmt.Errorf("%s: %w", raw, err)
 		}
 		if resp.StatusCode >= 300 {
 			resp.Body.Close()
-			err := fmt.Errorf("payload %s: %s", raw, resp.Status)
+			err := fmt.Errorf("%s: %s", raw, resp.Status)
 			if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 				err = reactor.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 	defer body.Close()
 	head, err := io.ReadAll(io.LimitReader(body, 512))
 	if err != nil {
-		return nil, fmt.Errorf("payload %s: %w", raw, err)
+		return nil, fmt.Errorf("%s: %w", raw, err)
 	}
 	return head, nil
 }

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +50,7 @@ type rigOption func(*handlers.Config, *reactor.Config)
 func newRig(t *testing.T, prof *profile.Profile, opts ...rigOption) *rig {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
+	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

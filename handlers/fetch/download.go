@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -38,10 +39,10 @@ func (c *Client) Download(ctx context.Context, rawURL, dest string, want Want, p
 	if old && errors.As(err, &m) {
 		res, _, err = c.download(ctx, u, dest, want, progress)
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("download %s: %w", u.Redacted(), err)
+	if err != nil && !strings.Contains(err.Error(), u.Redacted()) { // name the URL once
+		err = fmt.Errorf("download %s: %w", u.Redacted(), err)
 	}
-	return res, nil
+	return res, err
 }
 
 // download is one transfer into a .part file, across the attempts of a

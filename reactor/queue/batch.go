@@ -177,9 +177,11 @@ func (q *Queue) AcquireCompletedBatch() (*Batch, error) { return q.AcquireComple
 func (q *Queue) AcquireCompletedBatchOf(ids []string) (*Batch, error) {
 	return q.acquireBatch(ids, func(b *Batch) bool {
 		switch b.State() {
-		case Reporting, UpdateReporting:
+		case Reporting:
 			return true
-		case Processing:
+		case Processing, UpdateReporting:
+			// An operator may ask for a new report (UpdateReporting) right
+			// after requeueing jobs: it waits until they are done too.
 			ok, st, err := q.conn.Exists(q.batchPath(b.ID, "states", "batch-processing"))
 			return err == nil && (!ok || st.NumChildren == 0)
 		}

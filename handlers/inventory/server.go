@@ -1,0 +1,118 @@
+package inventory
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+)
+
+// maxRecordBody bounds a POSTed record; a version with many files is large,
+// but not this large.
+const maxRecordBody = 16 << 20
+
+// server serves a Local inventory over the protocol [HTTP] speaks.
+type server struct {
+	l   *Local
+	log *slog.Logger
+}
+
+// NewServer returns a handler serving l to [HTTP] clients:
+//
+//	POST /records                 a Record as JSON → 204; 409 local id conflict
+//	GET  /localids/{profile}/{id} → {"ark": …}; 404 when none
+//
+// A malformed record is 400, one too large 413, and one contradicting the
+// inventory ([ErrMismatch]) 422: never 409, which the client reports as
+// [ErrConflict]. The client reports those as refusals ([Refused]). Failures
+// of the database are 500, which the client retries. A nil log discards.
+func NewServer(l *Local, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &server{l: l, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /records", s.record)
+	// The client escapes "/" in either segment as %2F; ServeMux matches
+	// escaped segments and PathValue unescapes them.
+	mux.HandleFunc("GET /localids/{profile}/{id}", s.lookup)
+	return mux
+}
+
+func (s *server) record(w http.ResponseWriter, r *http.Request) {
+	rec, status, err := decodeRecord(w, r)
+	if err != nil {
+		s.fail(w, r, status, err)
+		return
+	}
+	// normalize is what Record checks first; running it here tells bad
+	// input (400) from a failing database (500).
+	if _, err := normalize(rec); err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.l.Record(r.Context(), rec); err != nil {
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrConflict):
+			status = http.StatusConflict
+		case errors.Is(err, ErrMismatch):
+			status = http.StatusUnprocessableEntity
+		}
+		s.fail(w, r, status, err)
+		return
+	}
+	s.log.Info("inventory server: recorded", "ark", rec.ARK, "version", rec.Version, "profile", rec.Profile, "job", rec.Job)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decodeRecord reads one JSON record, and nothing after it, from the body;
+// on error it returns the status to answer.
+func decodeRecord(w http.ResponseWriter, r *http.Request) (Record, int, error) {
+	var rec Record
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRecordBody))
+	err := dec.Decode(&rec)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return rec, http.StatusRequestEntityTooLarge, fmt.Errorf("record body is larger than %d bytes", tooBig.Limit)
+	case err != nil:
+		return rec, http.StatusBadRequest, fmt.Errorf("record body: %w", err)
+	}
+	return rec, 0, nil
+}
+
+func (s *server) lookup(w http.ResponseWriter, r *http.Request) {
+	profile, id := r.PathValue("profile"), r.PathValue("id")
+	if err := checkLookup(profile, id); err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	ark, ok, err := s.l.LookupLocalID(r.Context(), profile, id)
+	switch {
+	case err != nil:
+		s.fail(w, r, http.StatusInternalServerError, err)
+	case !ok:
+		http.Error(w, fmt.Sprintf("no local id %q in profile %q", id, profile), http.StatusNotFound)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			ARK string `json:"ark"`
+		}{ark})
+	}
+}
+
+// fail answers status with err's message, which the client quotes.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	level := slog.LevelWarn
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(r.Context(), level, "inventory server: request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	http.Error(w, err.Error(), status)
+}

@@ -1,0 +1,122 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// newServer serves a fresh Local inventory and returns a client of it.
+func newServer(t *testing.T) (*httptest.Server, *Local, *HTTP) {
+	t.Helper()
+	l, _ := openTemp(t)
+	srv := httptest.NewServer(NewServer(l, nil))
+	t.Cleanup(srv.Close)
+	return srv, l, NewHTTP(srv.URL, testClient())
+}
+
+func TestServerRecordAndLookup(t *testing.T) {
+	ctx := context.Background()
+	_, l, h := newServer(t)
+	odd := "a b/c?d"
+	r := record(arkA, 1, "one", odd, "50% #1", "loc-1")
+	r.Profile = odd
+	mustRecord(t, h, r)
+	mustRecord(t, h, r) // again: idempotent through the server
+
+	vs, err := l.Versions(ctx, arkA)
+	if err != nil || len(vs) != 1 || vs[0].Job != r.Job || vs[0].Profile != odd {
+		t.Fatalf("server holds %+v, %v; want the one record", vs, err)
+	}
+	for _, id := range r.LocalIDs {
+		ark, ok, err := h.LookupLocalID(ctx, odd, id)
+		if err != nil || !ok || ark != arkA {
+			t.Fatalf("lookup %q = %q, %v, %v; want %s", id, ark, ok, err, arkA)
+		}
+	}
+	for _, q := range [][2]string{{odd, "a b/c?e"}, {"a b/c", "d"}, {"a b", "c?d"}} {
+		if ark, ok, err := h.LookupLocalID(ctx, q[0], q[1]); err != nil || ok || ark != "" {
+			t.Fatalf("lookup %q = %q, %v, %v; want none", q, ark, ok, err)
+		}
+	}
+}
+
+func TestServerConflict(t *testing.T) {
+	ctx := context.Background()
+	_, l, h := newServer(t)
+	mustRecord(t, h, record(arkA, 1, "one", "loc-1"))
+	err := h.Record(ctx, record(arkB, 1, "bee", "loc-1"))
+	if !errors.Is(err, ErrConflict) || Refused(err) || !strings.Contains(err.Error(), arkA) {
+		t.Fatalf("a taken local id through the server: %v, want ErrConflict naming %s", err, arkA)
+	}
+	if vs, _ := l.Versions(ctx, arkB); len(vs) != 0 {
+		t.Fatalf("a conflicting record wrote %+v", vs)
+	}
+}
+
+// A record contradicting the inventory is refused, not a local id conflict.
+func TestServerMismatchIsRefused(t *testing.T) {
+	ctx := context.Background()
+	_, l, h := newServer(t)
+	mustRecord(t, h, record(arkA, 1, "one", "loc-1"))
+	err := h.Record(ctx, record(arkA, 1, "two", "loc-1"))
+	if !Refused(err) || errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "422") ||
+		!strings.Contains(err.Error(), "contradicts the inventory") {
+		t.Fatalf("other content for a recorded version: %v, want a 422 refusal", err)
+	}
+	if vs, _ := l.Versions(ctx, arkA); len(vs) != 1 || vs[0].Job != "jid-one" {
+		t.Fatalf("the first record was not kept: %+v", vs)
+	}
+}
+
+func TestServerRejectsBadRequests(t *testing.T) {
+	srv, l, _ := newServer(t)
+	huge := `{"ark":"` + strings.Repeat("x", maxRecordBody) + `"}`
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"not JSON", "ark", http.StatusBadRequest, "record body"},
+		{"two values", `{} {}`, http.StatusBadRequest, "more than one JSON value"},
+		{"no version", `{"ark":"ark:/99999/x","profile":"p"}`, http.StatusBadRequest, "version is not in 1.."},
+		{"too large", huge, http.StatusRequestEntityTooLarge, "larger than 16777216 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL+"/records", "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer := readAnswer(t, resp)
+			if resp.StatusCode != c.status || !strings.Contains(answer, c.want) {
+				t.Fatalf("answer %s %q, want %d with %q", resp.Status, answer, c.status, c.want)
+			}
+		})
+	}
+	if objs, err := l.Objects(context.Background()); err != nil || len(objs) != 0 {
+		t.Fatalf("inventory holds %+v (%v) after bad requests", objs, err)
+	}
+
+	resp, err := http.Get(srv.URL + "/localids/" + url.PathEscape(profile) + "/a%00b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer := readAnswer(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(answer, "NUL") {
+		t.Fatalf("lookup with a NUL: %s %q, want 400", resp.Status, answer)
+	}
+}
+
+func readAnswer(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
