@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,7 +131,8 @@ func newIngestRig(t *testing.T, profileYAML string) *ingestRig {
 
 func (r *ingestRig) daemon(host string) *daemon {
 	c := daemonConfig{Host: host, ZK: r.zk, Root: r.root, NATS: r.nats, Ingest: true, DataDir: r.data,
-		Extra: []string{"--downloads-per-job", "8", "--fetch-timeout", "5m"}}
+		// A killed daemon's locks last as long as its session: keep it short.
+		Extra: []string{"--downloads-per-job", "8", "--fetch-timeout", "5m", "--zk-session-timeout", "4s"}}
 	if r.profiles != "" {
 		c.Extra = append(c.Extra, "--profiles", r.profiles)
 	}
@@ -229,5 +231,116 @@ func TestRestartDuringDownloading(t *testing.T) {
 	v, err := st.Latest(context.Background(), j.Identifiers.PrimaryID)
 	if err != nil || v.Number != 1 || len(v.Files) != 8 {
 		t.Fatalf("stored %+v (%v), want version 1 with 6 files and 2 system files", v, err)
+	}
+}
+
+// The daemon SIGKILLed in Processing right after it minted the object's
+// identifier: the restarted daemon uses that identifier and mints nothing.
+func TestRestartAfterMinting(t *testing.T) {
+	t.Parallel()
+	r := newIngestRig(t, "")
+	web := newFiles(t)
+	rows := map[string][2]any{}
+	for i := range 3 {
+		// Large enough that hashing them keeps Processing busy after the mint.
+		data := bytes.Repeat([]byte{byte(i), 1, 2, 3, 5, 8, 13, 21}, 2<<20)
+		rows[fmt.Sprintf("big-%d.bin", i)] = [2]any{web.put(fmt.Sprintf("/big-%d.bin", i), data), data}
+	}
+	d1 := r.daemon("d1")
+	bid := r.submit(web.put("/obj.checkm", objectManifest(rows)))
+	jid := r.onlyJob(bid)
+
+	conn := r.q.Conn()
+	record := r.root + "/ingestq/minted/" + jid
+	for {
+		ok, _, ch, err := conn.ExistsW(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-ch:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no identifier minted for %s; daemon log:\n%s", jid, tail(d1.logText(), 40))
+		}
+	}
+	d1.kill()
+	minted, _, err := conn.Get(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := r.q.LoadJob(jid); err == nil {
+		t.Logf("killed with the job in %s, %s minted", j.State(), minted)
+	}
+
+	r.daemon("d2")
+	j := r.assertCompleted(bid, jid)
+	if j.Identifiers == nil || j.Identifiers.PrimaryID != string(minted) {
+		t.Errorf("identifiers %+v, want the one minted before the kill, %s", j.Identifiers, minted)
+	}
+	counter, _, err := conn.Get(r.root + "/ingestq/minter/99999-fk4")
+	if err != nil || string(counter) != "1" {
+		t.Errorf("minter counter %q (%v), want 1: one identifier minted in all", counter, err)
+	}
+}
+
+// The daemon SIGKILLed in Storing after the storage service stored the
+// version but before it answered: the restarted daemon stores the same
+// content again, and the storage keeps one version.
+func TestRestartDuringStoring(t *testing.T) {
+	t.Parallel()
+	st, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := storage.NewServer(st, nil)
+	stored, release := make(chan struct{}), make(chan struct{})
+	var posts atomic.Int32
+	var once sync.Once
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost {
+			real.ServeHTTP(w, req)
+			return
+		}
+		posts.Add(1)
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			real.ServeHTTP(w, req)
+			return
+		}
+		real.ServeHTTP(httptest.NewRecorder(), req) // stored, but the answer never leaves
+		close(stored)
+		select {
+		case <-release:
+		case <-req.Context().Done():
+		}
+	}))
+	t.Cleanup(svc.Close)
+	t.Cleanup(func() { close(release) })
+
+	r := newIngestRig(t, "name: demo\nnaan: \"99999\"\nshoulder: fk4\nstorage: "+svc.URL+"\n")
+	web := newFiles(t)
+	data := []byte("stored once\n")
+	d1 := r.daemon("d1")
+	bid := r.submit(web.put("/obj.checkm", objectManifest(map[string][2]any{"a.txt": {web.put("/a.txt", data), data}})))
+	jid := r.onlyJob(bid)
+	select {
+	case <-stored:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("nothing stored; daemon log:\n%s", tail(d1.logText(), 40))
+	}
+	d1.kill()
+
+	r.daemon("d2")
+	j := r.assertCompleted(bid, jid)
+	v, err := st.Latest(context.Background(), j.Identifiers.PrimaryID)
+	if err != nil || v.Number != 1 {
+		t.Fatalf("latest stored version %d (%v), want 1", v.Number, err)
+	}
+	if n := posts.Load(); n != 2 {
+		t.Errorf("%d storage requests, want 2 (the cut one and the one after the restart)", n)
 	}
 }
