@@ -2,7 +2,7 @@
 GO ?= go
 BENCHTIME ?= 3s
 
-.PHONY: help deps build test bench fmt
+.PHONY: help deps build demo test bench bench-fetch fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -13,12 +13,18 @@ deps: ## install ZooKeeper from Debian's packages if it is missing
 build: ## build bin/ingestq
 	$(GO) build -o bin/ingestq ./cmd/ingestq
 
+demo: deps build ## a sample deposit end to end: local ZooKeeper, the daemon, a web server of testdata/demo
+	bin/ingestq demo
+
 test: ## vet, then every test with the race detector (starts its own ZooKeeper)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
 bench: ## benchmarks beside their raw-ZooKeeper baselines (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 3 ./reactor/queue/
+
+bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench Download -benchtime 3x -count 3 ./handlers/fetch/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')
