@@ -180,7 +180,7 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 		r.batches[bid] = ch
 	}
 	r.mu.Unlock()
-	timeout := time.After(60 * time.Second)
+	timeout := time.After(5 * time.Minute) // generous: a loaded CI machine is slow, and only a bug waits this long
 	for {
 		select {
 		case e := <-ch:
@@ -195,7 +195,7 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 			}
 		case <-timeout:
 			r.dump()
-			r.t.Fatalf("batch %s did not reach %v in 60 s", bid, states)
+			r.t.Fatalf("batch %s did not reach %v in 5 min", bid, states)
 		}
 	}
 }

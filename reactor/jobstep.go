@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -73,13 +75,25 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 // and this watch is what wakes the pool to take the job.
 func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 	p := r.q.Path("/jobs/" + jid + "/lock")
-	if _, loaded := r.lockWait.LoadOrStore(p, true); loaded {
-		return
-	}
 	conn := r.cfg.Session.Conn
-	ok, st, ch, err := conn.ExistsW(p)
+	// With a watch already set, only look: an orphaned lock of this session
+	// must still be found, or that watch would wait for ever.
+	_, watching := r.lockWait.LoadOrStore(p, true)
+	var (
+		ok  bool
+		st  *zk.Stat
+		ch  <-chan zk.Event
+		err error
+	)
+	if watching {
+		ok, st, err = conn.Exists(p)
+	} else {
+		ok, st, ch, err = conn.ExistsW(p)
+	}
 	if err != nil || !ok {
-		r.lockWait.Delete(p)
+		if !watching {
+			r.lockWait.Delete(p)
+		}
 		if err == nil {
 			r.pools[sigJob(s)].Wake() // gone already
 		}
@@ -89,7 +103,18 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 		// This session's lock, yet no worker here holds the job: an
 		// acquisition whose reply was lost and could not be confirmed.
 		r.log.Warn("reactor: releasing a lock this session holds but no worker uses", "job", jid)
-		_ = conn.Delete(p, -1) // the watch above fires, and wakes the pool
+		if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			// The lock stays: the next wake-up or rescan tries again.
+			r.log.Warn("reactor: could not release the orphaned lock; will retry", "job", jid, "err", err)
+			if !watching {
+				r.lockWait.Delete(p)
+			}
+			return
+		}
+		// The watch fires, and wakes the pool.
+	}
+	if watching {
+		return
 	}
 	go func() {
 		<-ch
