@@ -42,14 +42,15 @@ func (p *Pipeline) sizes(ctx context.Context, profName string, files []file) int
 	prof, _ := p.cfg.Profiles.Get(profName)
 	var (
 		mu      sync.Mutex
-		total   int64
+		total   int64 // of the HEADs, under mu
+		known   int64 // the manifest's sizes
 		unknown bool
 	)
 	g := errgroup.Group{}
 	g.SetLimit(p.cfg.PerJob * 2)
 	for _, f := range files {
 		if f.Want.Size >= 0 {
-			total += f.Want.Size
+			known += f.Want.Size
 			continue
 		}
 		g.Go(func() error {
@@ -68,7 +69,7 @@ func (p *Pipeline) sizes(ctx context.Context, profName string, files []file) int
 	if unknown {
 		return 0
 	}
-	return total
+	return total + known
 }
 
 // provision lets a job on when the working storage has room for it: its
