@@ -61,10 +61,16 @@ func newRig(t *testing.T, prof *profile.Profile, opts ...rigOption) *rig {
 	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof,
 		batches: map[string]chan events.Event{}, jobs: map[string][]events.Event{}}
 	r.q = r.queue(r.session())
-	if _, err := bus.Subscribe("ingestq.batch.>", r.onBatch); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bus.Subscribe("ingestq.job.>", r.onJob); err != nil {
+	// One subscription keeps the publisher's order: a job's last event is
+	// heard before its batch's report.
+	if _, err := bus.Subscribe("ingestq.>", func(e events.Event) {
+		switch e.Kind {
+		case events.KindBatch:
+			r.onBatch(e)
+		case events.KindJob, events.KindProgress:
+			r.onJob(e)
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	r.start(opts...)
