@@ -170,7 +170,7 @@ func (b *Bus) open(ctx context.Context) error {
 		}
 		opts = append(opts, nats.InProcessServer(b.ns))
 	} else {
-		auth, err := b.cfg.authOptions()
+		auth, err := b.cfg.AuthOptions()
 		if err != nil {
 			return err
 		}
@@ -207,8 +207,10 @@ func (b *Bus) open(ctx context.Context) error {
 	return b.ensureStream(ctx)
 }
 
-// authOptions turns the credentials of an external URL into NATS options.
-func (c Config) authOptions() ([]nats.Option, error) {
+// AuthOptions turns the credentials of an external URL (CredsFile, Token,
+// TLSCA, TLSCert, TLSKey) into NATS options; clients of the same server use
+// them too.
+func (c Config) AuthOptions() ([]nats.Option, error) {
 	var opts []nats.Option
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))

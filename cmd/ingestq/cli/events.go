@@ -30,7 +30,11 @@ const (
 // complaints go to the log instead of stderr; it reconnects for as long as
 // the command runs.
 func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
-	return nats.Connect(a.natsURL(),
+	auth, err := a.natsAuth.AuthOptions()
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(a.natsURL(), append(auth,
 		nats.Name("ingestq-cli"),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
@@ -47,7 +51,7 @@ func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("nats: reconnected", "url", a.natsURL()) }),
-	)
+	)...)
 }
 
 // eventsNATS connects for events tail and replay; failure is exit 1.
@@ -353,8 +357,12 @@ func (a *app) publishAdmin(ev events.Event) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(a.natsURL(), nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	auth, err := a.natsAuth.AuthOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
@@ -107,6 +108,7 @@ type app struct {
 	zk             string
 	root           string
 	nats           string
+	natsAuth       events.Config // credentials for --nats: CredsFile, Token, TLS*
 	logLevel       string
 	output         string
 	connectTimeout time.Duration
@@ -154,6 +156,11 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.zk, "zk", a.env(EnvZK, defaultZK), "ZooKeeper servers, host:port[,host:port…] (env "+EnvZK+")")
 	pf.StringVar(&a.root, "zk-root", a.env(EnvZKRoot, ""), "node prefix of the queue, like /ingestq; empty for none (env "+EnvZKRoot+")")
 	pf.StringVar(&a.nats, "nats", a.env(EnvNATS, ""), "NATS server URL(s); serve: join it instead of embedding one; other commands: where events are (default nats://127.0.0.1:4222) (env "+EnvNATS+")")
+	pf.StringVar(&a.natsAuth.CredsFile, "nats-creds", "", "credentials file for --nats")
+	pf.StringVar(&a.natsAuth.Token, "nats-token", a.env(EnvNATSToken, ""), "token for --nats (env "+EnvNATSToken+")")
+	pf.StringVar(&a.natsAuth.TLSCA, "nats-tls-ca", "", "CA file for --nats")
+	pf.StringVar(&a.natsAuth.TLSCert, "nats-tls-cert", "", "client certificate for --nats")
+	pf.StringVar(&a.natsAuth.TLSKey, "nats-tls-key", "", "client key for --nats")
 	pf.StringVar(&a.logLevel, "log-level", a.env(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format of read commands: text or json")
 	timeout, err := time.ParseDuration(a.env(EnvConnectTimeout, defaultConnectTimeout.String()))

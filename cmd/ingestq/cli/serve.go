@@ -24,17 +24,13 @@ const (
 	EnvConfig     = "INGESTQ_CONFIG"
 	EnvProfiles   = "INGESTQ_PROFILES"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
+	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
 )
 
 // serveFlags are the daemon's settings.
 type serveFlags struct {
 	dataDir      string
 	natsListen   string
-	natsCreds    string
-	natsToken    string
-	natsCA       string
-	natsCert     string
-	natsKey      string
 	host         string
 	config       string
 	pipeline     string
@@ -75,11 +71,6 @@ func (a *app) serveCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, "ingestq-data"), "local state: the embedded NATS store, working folders (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
-	fl.StringVar(&f.natsCreds, "nats-creds", "", "credentials file for --nats")
-	fl.StringVar(&f.natsToken, "nats-token", "", "token for --nats")
-	fl.StringVar(&f.natsCA, "nats-tls-ca", "", "CA file for --nats")
-	fl.StringVar(&f.natsCert, "nats-tls-cert", "", "client certificate for --nats")
-	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for --nats")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (every step succeeds; for tests and benchmarks)")
@@ -113,7 +104,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass}
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -146,7 +137,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		listen = ""
 	}
 	bus, err := events.Open(ctx, events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
-		CredsFile: f.natsCreds, Token: f.natsToken, TLSCA: f.natsCA, TLSCert: f.natsCert, TLSKey: f.natsKey,
+		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		MaxAge: f.maxAge, Logger: a.log})
 	if err != nil {
 		return &exitError{code: 1, err: err}

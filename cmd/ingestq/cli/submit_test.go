@@ -28,11 +28,15 @@ type daemon struct {
 	log *slog.Logger
 }
 
-func newDaemon(t *testing.T) *daemon {
+func newDaemon(t *testing.T, opts ...func(*events.Config)) *daemon {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e := newEnv(t)
-	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log})
+	cfg := events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	bus, err := events.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

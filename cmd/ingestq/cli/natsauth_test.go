@@ -1,0 +1,47 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// Against a NATS that wants a token, the client commands connect with
+// --nats-token (or INGESTQ_NATS_TOKEN), and say why when they cannot.
+func TestClientNATSToken(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1",
+		Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := ns.ClientURL()
+	d := newDaemon(t, func(c *events.Config) { c.URL, c.Token, c.Listen = url, "s3cret", "" })
+	d.start()
+
+	_, stderr, code := d.run("--nats", url, "submit", "--profile", "demo", "--wait", "passthrough:3")
+	wantCode(t, code, 1)
+	if !strings.Contains(strings.ToLower(stderr), "authorization") {
+		t.Errorf("without a token: stderr %q does not say authorization failed", stderr)
+	}
+	out, _, code := d.run("--nats", url, "--nats-token", "s3cret", "submit", "--profile", "demo", "--wait", "passthrough:3")
+	wantCode(t, code, 0)
+	bid := strings.SplitN(out, "\n", 2)[0]
+	d.flush()
+	out, _, code = runEnv(t, map[string]string{"INGESTQ_NATS_TOKEN": "s3cret"}, "--zk", zktest.Shared(t).Addr,
+		"--zk-root", d.root, "--nats", url, "events", "replay", "--batch", bid)
+	wantCode(t, code, 0)
+	if n := strings.Count(out, "Completed"); n < 4 {
+		t.Errorf("replay with the token from the environment: %d Completed lines, want the 3 jobs and the batch:\n%s", n, out)
+	}
+}
