@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,8 +22,7 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// progressEvery is the least time between two progress events of a job
-// (besides one per finished file).
+// progressEvery is the least time between two progress events of a job.
 const progressEvery = 500 * time.Millisecond
 
 // download fetches a job's files into its working folder, PerJob at a
@@ -42,13 +42,31 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	work := p.workDir(j.ID)
 	pr := p.newProgress(j, files)
 	client := p.client(prof)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(p.cfg.PerJob)
-	for _, f := range files {
-		dest := filepath.Join(work, filepath.FromSlash(f.Name))
+	// Every folder a file lands in, up to the one holding the working
+	// folder: made once here, and synced once each after the downloads
+	// instead of once per file.
+	dests := make([]string, len(files))
+	dirs := map[string]bool{p.work: true}
+	for i, f := range files {
 		if !filepath.IsLocal(f.Name) { // CleanName checked it already; never trust one check with the disk
 			return reactor.Result{}, reactor.Fatal(fmt.Errorf("file name %q leaves the working folder", f.Name))
 		}
+		dests[i] = filepath.Join(work, filepath.FromSlash(f.Name))
+		for d := filepath.Dir(dests[i]); !dirs[d] && d != filepath.Dir(d); d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return reactor.Result{}, err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.cfg.PerJob)
+	for i, f := range files {
+		dest := dests[i]
+		want := f.Want
+		want.DeferDirSync = true
 		g.Go(func() error {
 			if _, err := fetch.Verify(dest, f.Want); err == nil {
 				pr.done(f.Want.Size, true)
@@ -57,10 +75,7 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 				p.log.Warn("downloading: a kept file no longer verifies; fetching it again", "job", j.ID, "file", f.Name, "err", err)
 				_ = os.Remove(dest)
 			}
-			if err := os.MkdirAll(filepath.Dir(dest), 0o750); err != nil {
-				return err
-			}
-			res, err := client.Download(gctx, f.URL, dest, f.Want, pr.add)
+			res, err := client.Download(gctx, f.URL, dest, want, pr.add)
 			if err != nil {
 				return classify(fmt.Errorf("%s: %w", f.Name, err))
 			}
@@ -71,12 +86,21 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	if err := g.Wait(); err != nil {
 		return reactor.Result{}, err
 	}
+	// The files' data is synced; their names (the renames, and folders
+	// made on the way) are durable only now. Kept files of an earlier run
+	// are covered too: that run may have died before this point.
+	if err := syncDirs(dirs); err != nil {
+		return reactor.Result{}, err
+	}
 	if str(j.Config, cfgType) == TypeContainer {
 		zip := filepath.Join(work, containerFile)
 		if _, err := container.Extract(zip, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
 			// Name the container by its URL, not by this host's working path.
 			msg := strings.Replace(err.Error(), zip, str(j.Config, cfgURL), 1)
 			return reactor.Result{}, reactor.Fatal(errors.New(msg))
+		}
+		if err := syncTree(filepath.Join(work, producerDir)); err != nil {
+			return reactor.Result{}, err
 		}
 	}
 	space, err := treeSize(filepath.Join(work, producerDir))
@@ -85,6 +109,53 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	}
 	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space},
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
+}
+
+// syncDirs fsyncs each folder. A file system that cannot sync a folder
+// (EINVAL) is let pass, as fetch does: the files' data is synced anyway.
+func syncDirs(dirs map[string]bool) error {
+	for d := range dirs {
+		f, err := os.Open(d)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("sync folder %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// syncTree fsyncs every file and folder under dir: what a container
+// unpacked must be on disk before Downloading reports success.
+func syncTree(dir string) error {
+	dirs := map[string]bool{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs[path] = true
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return syncDirs(dirs)
 }
 
 // treeSize is the total size of the regular files under dir.
@@ -107,7 +178,7 @@ func treeSize(dir string) (int64, error) {
 }
 
 // progress counts a job's downloaded files and bytes and publishes them as
-// progress events, at most every progressEvery and at each finished file.
+// progress events, at most every progressEvery, and when the last file is done.
 type progress struct {
 	p           *Pipeline
 	j           *queue.Job
@@ -151,8 +222,13 @@ func (pr *progress) done(size int64, skipped bool) {
 		pr.skipped.Add(1)
 		pr.bytes.Add(max(size, 0))
 	}
-	pr.doneFiles.Add(1)
-	pr.publish()
+	n := pr.doneFiles.Add(1)
+	pr.mu.Lock()
+	due := time.Since(pr.lastPublish) >= progressEvery
+	pr.mu.Unlock()
+	if due || n == int64(pr.files) { // at most every progressEvery, and the last
+		pr.publish()
+	}
 }
 
 func (pr *progress) publish() {

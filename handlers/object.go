@@ -144,7 +144,10 @@ func writeFileAtomic(name string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), name)
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	return syncDirs(map[string]bool{filepath.Dir(name): true}) // the rename itself must survive a crash
 }
 
 // str and num read configuration values (JSON: strings and float64).

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -109,6 +111,10 @@ type manifestEntry struct {
 	SHA256 string
 }
 
+// hashParallel bounds the files hashTree hashes at once: enough to keep
+// every core busy and to overlap one file's read with another's hashing.
+const hashParallel = 8
+
 // hashTree lists and hashes the regular files under the given folders of
 // root, in name order. A symlink or other special file is refused.
 func hashTree(root string, dirs ...string) ([]manifestEntry, error) {
@@ -122,16 +128,27 @@ func hashTree(root string, dirs ...string) ([]manifestEntry, error) {
 			if !de.Type().IsRegular() {
 				return reactor.Fatal(fmt.Errorf("%s: not a regular file", filepath.ToSlash(rel)))
 			}
-			sum, size, err := sha256File(path)
-			if err != nil {
-				return err
-			}
-			out = append(out, manifestEntry{Name: filepath.ToSlash(rel), Path: path, Size: size, SHA256: sum})
+			out = append(out, manifestEntry{Name: filepath.ToSlash(rel), Path: path})
 			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
+	}
+	g, gctx := errgroup.WithContext(context.Background())
+	g.SetLimit(hashParallel)
+	for i := range out {
+		e := &out[i] // each goroutine fills its own entry
+		g.Go(func() (err error) {
+			if gctx.Err() != nil {
+				return nil // another file failed: the step fails anyway
+			}
+			e.SHA256, e.Size, err = sha256File(e.Path)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b manifestEntry) int { return cmpString(a.Name, b.Name) })
 	return out, nil

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 // rig is one test's queue, bus, content server and ingest daemon.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	root    string
 	data    string
 	bus     *events.Bus
@@ -47,9 +47,13 @@ type rig struct {
 
 type rigOption func(*handlers.Config, *reactor.Config)
 
-func newRig(t *testing.T, prof *profile.Profile, opts ...rigOption) *rig {
+func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := slog.LevelInfo
+	if _, bench := t.(*testing.B); bench {
+		level = slog.LevelWarn // a benchmark's output is its numbers
+	}
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
 	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +251,7 @@ type content struct {
 	mode  map[string]int // http status to answer instead of the file
 }
 
-func newContent(t *testing.T) *content {
+func newContent(t testing.TB) *content {
 	c := &content{files: map[string][]byte{}, gets: map[string]int{}, mode: map[string]int{}}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.srv.Close)
@@ -329,7 +333,7 @@ func sha256hex(data []byte) string {
 }
 
 // tWriter sends log lines to t.Log.
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))

@@ -17,7 +17,8 @@ import (
 )
 
 // Download streams url into dest through dest+".part", checking size and
-// digest while the bytes arrive, then fsyncs and renames the file to dest.
+// digest while the bytes arrive, then fsyncs and renames the file to dest
+// and fsyncs dest's folder (unless want.DeferDirSync: the caller does it).
 //
 // A cut or stalled transfer resumes with a Range request from the .part
 // file's length, also when the .part was left by an earlier call; the bytes
@@ -104,7 +105,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Wan
 	if err != nil {
 		return Result{}, old, err
 	}
-	if err := commit(f, part, dest); err != nil {
+	if err := commit(f, part, dest, !want.DeferDirSync); err != nil {
 		return Result{}, old, &localError{err}
 	}
 	return res, old, nil
@@ -190,8 +191,9 @@ func (d *download) sizeMismatch(got string) error {
 	return &MismatchError{URL: d.url, What: "size", Want: strconv.FormatInt(d.want.Size, 10), Got: got}
 }
 
-// commit makes the finished .part durable and puts it at dest.
-func commit(f *os.File, part, dest string) error {
+// commit makes the finished .part durable and puts it at dest; syncDir
+// false leaves the rename to be made durable by the caller.
+func commit(f *os.File, part, dest string, syncDir bool) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
@@ -200,6 +202,9 @@ func commit(f *os.File, part, dest string) error {
 	}
 	if err := os.Rename(part, dest); err != nil {
 		return err
+	}
+	if !syncDir {
+		return nil
 	}
 	// The rename is durable only once the directory is synced. Some
 	// filesystems refuse to sync a directory; the data itself is safe.

@@ -214,3 +214,20 @@ func TestDownloadBadWant(t *testing.T) {
 		t.Fatalf("%d requests for bad Wants", n)
 	}
 }
+
+// A download whose caller syncs the folder lands the same way: verified,
+// renamed, no .part left.
+func TestDownloadDeferDirSync(t *testing.T) {
+	data := payload(70_000, 3)
+	o := newOrigin(t, data, nil)
+	path := dest(t)
+	want := Want{Alg: "md5", Digest: digestOf(t, "md5", data), Size: int64(len(data)), DeferDirSync: true}
+	res, err := testClient(Config{}).Download(context.Background(), o.file(), path, want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != int64(len(data)) || res.Digest != want.Digest {
+		t.Fatalf("result %+v", res)
+	}
+	wantFile(t, path, data)
+}

@@ -18,9 +18,15 @@ import (
 
 // Want is what a file should be. Alg is "", "md5", "sha1", "sha256" or
 // "sha512"; Digest is hex; Size is -1 when unknown.
+//
+// DeferDirSync is for a caller that downloads many files into few folders:
+// Download then leaves dest's folder unsynced after the rename (the file's
+// data is synced either way), and the caller must fsync that folder itself
+// before it counts the file as kept. Verify ignores it.
 type Want struct {
-	Alg, Digest string
-	Size        int64
+	Alg, Digest  string
+	Size         int64
+	DeferDirSync bool
 }
 
 // Result is what a file turned out to be: its size and its digest by

@@ -267,3 +267,37 @@ func TestLocalConcurrentPuts(t *testing.T) {
 		}
 	}
 }
+
+// More files than Put copies at once, over several folders: all stored
+// whole; one bad file among them fails the Put and leaves nothing behind.
+func TestLocalPutManyFiles(t *testing.T) {
+	ctx := context.Background()
+	l, dir := newLocal(t)
+	contents := map[string]string{}
+	for i := range 5 * copyParallel {
+		contents[fmt.Sprintf("producer/d%d/f%03d.txt", i%3, i)] = strings.Repeat(strconv.Itoa(i), i)
+	}
+	files := workFiles(t, contents)
+
+	bad := slices.Clone(files)
+	bad[len(bad)/2].SHA256 = digest([]byte("not what is on disk"))
+	_, err := l.Put(ctx, Object{ARK: testARK, Files: bad})
+	if err == nil || !strings.Contains(err.Error(), strconv.Quote(bad[len(bad)/2].Name)) {
+		t.Fatalf("put with a wrong digest: %v, want an error naming %s", err, bad[len(bad)/2].Name)
+	}
+	if got := versionFolders(t, dir, testARK); len(got) != 0 {
+		t.Fatalf("object folder holds %v after a failed put", got)
+	}
+
+	v, err := l.Put(ctx, Object{ARK: testARK, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, v.Files, files)
+	for _, f := range v.Files {
+		b, err := os.ReadFile(f.Path)
+		if err != nil || string(b) != contents[f.Name] {
+			t.Fatalf("%s: %q, %v; want %q", f.Name, b, err, contents[f.Name])
+		}
+	}
+}

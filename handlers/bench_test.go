@@ -1,0 +1,194 @@
+package handlers_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// benchPerJob is the pipeline's default PerJob, also the baseline's
+// parallelism, so that both move the bytes as many at a time.
+const benchPerJob = 4
+
+// BenchmarkIngestObject runs object manifests through the whole pipeline
+// (Estimating to Notify, with ZooKeeper, the built-in storage and
+// inventory): one op submits one manifest and waits for its batch to
+// Complete. Beside it, "baseline" is the floor of any durable copy of the
+// same files from the same server: http.Get + io.Copy into a fresh folder,
+// fsync per file and of the folders once, benchPerJob at a time.
+//
+//	go test -run '^$' -bench IngestObject -benchtime 5x -count 3 ./handlers/
+func BenchmarkIngestObject(b *testing.B) {
+	for _, set := range []struct {
+		name        string
+		files, size int
+	}{
+		{"files=1000,size=4KiB", 1000, 4 << 10},
+		{"files=10,size=8MiB", 10, 8 << 20},
+	} {
+		b.Run(set.name, func(b *testing.B) {
+			b.Run("pipeline", func(b *testing.B) {
+				r := newRig(b, nil)
+				rows := make([]row, set.files)
+				for i := range set.files {
+					data := benchData(i, set.size)
+					name := benchName(i)
+					rows[i] = fileRow(r.content.put("/f/"+name, data), name, data)
+				}
+				url := r.content.put("/object.checkm", manifest("mrt-ingest-manifest", rows...))
+				b.SetBytes(int64(set.files * set.size))
+				b.ResetTimer()
+				steps := map[string]time.Duration{}
+				for range b.N {
+					for state, d := range ingest(r, url) {
+						steps[state] += d
+					}
+				}
+				reportFiles(b, set.files)
+				// Where an op's time goes, from the job's transition events.
+				for _, state := range []queue.State{queue.Downloading, queue.Processing, queue.Storing, queue.Notify} {
+					b.ReportMetric(float64(steps[string(state)].Milliseconds())/float64(b.N), string(state)+"-ms/op")
+				}
+			})
+			b.Run("baseline", func(b *testing.B) {
+				c := newContent(b)
+				urls := make([]string, set.files)
+				for i := range set.files {
+					urls[i] = c.put("/f/"+benchName(i), benchData(i, set.size))
+				}
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchPerJob, DisableCompression: true}}
+				root := b.TempDir()
+				b.SetBytes(int64(set.files * set.size))
+				b.ResetTimer()
+				for i := range b.N {
+					dir := filepath.Join(root, fmt.Sprint(i))
+					if err := durableCopy(client, urls, dir); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					os.RemoveAll(dir)
+					b.StartTimer()
+				}
+				reportFiles(b, set.files)
+			})
+		})
+	}
+}
+
+// benchName spreads files over folders of at most 100, as deposits do.
+func benchName(i int) string { return fmt.Sprintf("d%02d/f%05d.bin", i/100, i) }
+
+// benchData is size bytes, distinct per file.
+func benchData(i, size int) []byte {
+	data := []byte(strings.Repeat(fmt.Sprintf("file %08d ", i), size/14+1))
+	return data[:size]
+}
+
+func reportFiles(b *testing.B, files int) {
+	b.ReportMetric(float64(files*b.N)/b.Elapsed().Seconds(), "files/s")
+}
+
+// durableCopy is the baseline: each URL copied to dir/<its path below /f/>,
+// fsynced, then every folder made fsynced once.
+func durableCopy(client *http.Client, urls []string, dir string) error {
+	dirs := map[string]bool{dir: true}
+	for _, u := range urls {
+		dest := filepath.Join(dir, filepath.FromSlash(u[strings.Index(u, "/f/")+3:]))
+		if !dirs[filepath.Dir(dest)] {
+			dirs[filepath.Dir(dest)] = true
+			if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	jobs := make(chan string)
+	errs := make(chan error, len(urls))
+	done := make(chan struct{})
+	for range benchPerJob {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for u := range jobs {
+				errs <- getFile(client, u, filepath.Join(dir, filepath.FromSlash(u[strings.Index(u, "/f/")+3:])))
+			}
+		}()
+	}
+	for _, u := range urls {
+		jobs <- u
+	}
+	close(jobs)
+	for range benchPerJob {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	for d := range dirs {
+		f, err := os.Open(d)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func getFile(client *http.Client, url, dest string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(dest)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ingest submits the manifest at url and waits for its batch to Complete.
+// It returns the time the batch's jobs spent in each state.
+func ingest(r *rig, url string) map[string]time.Duration {
+	b := r.submit(url)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		r.t.Fatalf("batch %s failed: %v", b.ID, b.Status.Message)
+	}
+	out := map[string]time.Duration{}
+	for _, j := range r.jobsOf(b.ID) {
+		var last *events.Event // the job's latest transition
+		for _, e := range r.jobEvents(j.ID) {
+			if e.Kind != events.KindJob {
+				continue
+			}
+			if last != nil {
+				out[last.To] += e.Time.Sub(last.Time)
+			}
+			last = &e
+		}
+	}
+	return out
+}
