@@ -115,15 +115,7 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 // (EINVAL) is let pass, as fetch does: the files' data is synced anyway.
 func syncDirs(dirs map[string]bool) error {
 	for d := range dirs {
-		f, err := os.Open(d)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil && !errors.Is(err, syscall.EINVAL) {
+		if err := syncPath(d); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("sync folder %s: %w", d, err)
 		}
 	}
@@ -135,27 +127,32 @@ func syncDirs(dirs map[string]bool) error {
 func syncTree(dir string) error {
 	dirs := map[string]bool{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		if d.IsDir() {
+		case d.IsDir():
 			dirs[path] = true
 			return nil
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return syncPath(path)
 	})
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return syncDirs(dirs)
+}
+
+// syncPath fsyncs one file or folder.
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // treeSize is the total size of the regular files under dir.
