@@ -186,6 +186,16 @@ type tally struct {
 	total        int               // jobs in the batch; -1 until counted
 	jobs         map[string]string // jid → its last known state
 	done, failed int
+	bytes        map[string]int64 // jid → bytes downloaded, from progress events
+}
+
+// downloaded is the bytes the batch's jobs have downloaded so far.
+func (t *tally) downloaded() int64 {
+	var n int64
+	for _, b := range t.bytes {
+		n += b
+	}
+	return n
 }
 
 func jobDone(state string) (done, failed bool) {
@@ -248,11 +258,11 @@ func (a *app) recountBatch(q *queue.Queue, bid string, t *tally) {
 
 // followBatch shows the batch's progress until it reports, then its report.
 func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs <-chan *nats.Msg) error {
-	t := &tally{total: -1, jobs: map[string]string{}}
+	t := &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}}
 	p := &waitProgress{w: a.logs, tty: isTerminal(a.stderr), bid: bid, decile: -1, last: time.Now()}
 	show := func(force bool) {
 		done, failed, total := t.counts()
-		p.update(done, failed, total, time.Now(), force)
+		p.update(done, failed, total, t.downloaded(), time.Now(), force)
 	}
 	poll := time.NewTicker(waitPoll)
 	defer poll.Stop()
@@ -283,6 +293,10 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 			switch ev.Kind {
 			case events.KindJob:
 				t.set(ev.JobID, ev.To)
+			case events.KindProgress:
+				if b, ok := ev.Attrs["bytes_done"].(float64); ok {
+					t.bytes[ev.JobID] = int64(b)
+				}
 			case events.KindBatch:
 				switch queue.State(ev.To) {
 				case queue.Processing:
@@ -408,12 +422,15 @@ type waitProgress struct {
 	open   bool // a terminal line without its newline
 }
 
-func waitProgressText(bid string, done, failed, total int, tty bool) string {
+func waitProgressText(bid string, done, failed, total int, bytes int64, tty bool) string {
 	of := "?"
 	if total >= 0 {
 		of = fmt.Sprint(total)
 	}
 	counts := fmt.Sprintf("%d/%s done, %d failed", done, of, failed)
+	if bytes > 0 {
+		counts += ", " + humanBytes(bytes) + " downloaded"
+	}
 	if !tty {
 		return bid + ": " + counts
 	}
@@ -425,8 +442,8 @@ func waitProgressText(bid string, done, failed, total int, tty bool) string {
 	return "[" + strings.Repeat("#", fill) + strings.Repeat("-", width-fill) + "] " + counts
 }
 
-func (p *waitProgress) update(done, failed, total int, now time.Time, force bool) {
-	text := waitProgressText(p.bid, done, failed, total, p.tty)
+func (p *waitProgress) update(done, failed, total int, bytes int64, now time.Time, force bool) {
+	text := waitProgressText(p.bid, done, failed, total, bytes, p.tty)
 	if text == p.shown {
 		return
 	}
@@ -481,4 +498,18 @@ func checkProfile(q *queue.Queue, sub map[string]any) error {
 			"(ingestq serve publishes the profiles of its --profiles folder at start)", name)}
 	}
 	return nil
+}
+
+// humanBytes writes n with a binary unit: 512 B, 1.5 KiB, 3.2 MiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
