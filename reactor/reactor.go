@@ -15,6 +15,7 @@ package reactor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -169,6 +170,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 		r.watcher.Watch(r.q.Path(p))
 	}
 
+	r.readHolds()
 	var wg sync.WaitGroup
 	for _, p := range r.pools {
 		p.start(ctx, work, &wg)
@@ -310,8 +312,37 @@ func (r *Reactor) setCollections(c zkwatch.Change) {
 	r.holdsMu.Unlock()
 }
 
+// collectionHeld tells whether a profile's collection is held. It asks
+// ZooKeeper, since the watcher's view lags a hold or a release by a watch
+// round trip; only when ZooKeeper cannot answer does that view stand.
 func (r *Reactor) collectionHeld(profile string) bool {
+	if profile == "" {
+		return false
+	}
+	if held, err := r.q.CollectionHeld(profile); err == nil {
+		return held
+	}
 	r.holdsMu.Lock()
 	defer r.holdsMu.Unlock()
-	return profile != "" && r.holds[profile]
+	return r.holds[profile]
+}
+
+// readHolds reads the queue and collection holds before the pools start:
+// the watcher's first listings run beside the pools' and could come late.
+func (r *Reactor) readHolds() {
+	held, err := r.q.QueueHeld(queue.QueueIngest)
+	if err == nil {
+		r.held.Store(held)
+	}
+	cols, err2 := r.q.HeldCollections()
+	if err2 == nil {
+		r.holdsMu.Lock()
+		for _, c := range cols {
+			r.holds[c] = true
+		}
+		r.holdsMu.Unlock()
+	}
+	if err != nil || err2 != nil {
+		r.log.Warn("reactor: holds not read at start; the watcher will tell", "err", errors.Join(err, err2))
+	}
 }
