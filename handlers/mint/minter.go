@@ -231,3 +231,30 @@ func pause(ctx context.Context, attempt int) error {
 		return ctx.Err()
 	}
 }
+
+// Sweep forgets the minting records of jobs that no longer exist (deleted
+// before Notify, which forgets a completed job's record). gone tells
+// whether a job is gone; a record it cannot judge is kept.
+func (m *Minter) Sweep(gone func(jid string) (bool, error)) (removed []string, err error) {
+	jids, _, err := m.conn.Children(m.recordDir())
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mint: sweep %s: %w", m.recordDir(), err)
+	}
+	var errs []error
+	for _, jid := range jids {
+		g, err := gone(jid)
+		if err != nil || !g {
+			errs = append(errs, err)
+			continue
+		}
+		if err := m.Forget(jid); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, jid)
+	}
+	return removed, errors.Join(errs...)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -212,5 +213,35 @@ func TestMintCorruptNodes(t *testing.T) {
 	}
 	if _, err := m.Mint(context.Background(), "bad", "99999", "fk4"); err == nil || !strings.Contains(err.Error(), record) {
 		t.Errorf("corrupt record: error %v does not name %s", err, record)
+	}
+}
+
+// Sweep forgets the records of jobs that are gone, keeps the others, and
+// keeps (and reports) those it cannot judge.
+func TestSweep(t *testing.T) {
+	conn, root := zktest.Connect(t), zktest.Root(t)
+	m := New(conn, root)
+	if removed, err := m.Sweep(func(string) (bool, error) { return true, nil }); err != nil || len(removed) != 0 {
+		t.Fatalf("sweep of nothing: %v %v", removed, err)
+	}
+	for _, jid := range []string{"deleted", "running", "unreadable"} {
+		mustMint(t, m, jid, "99999", "fk4")
+	}
+	removed, err := m.Sweep(func(jid string) (bool, error) {
+		switch jid {
+		case "deleted":
+			return true, nil
+		case "unreadable":
+			return false, errors.New("zk down")
+		}
+		return false, nil
+	})
+	if len(removed) != 1 || removed[0] != "deleted" || err == nil || !strings.Contains(err.Error(), "zk down") {
+		t.Fatalf("removed %v, err %v; want [deleted] and the unreadable job's error", removed, err)
+	}
+	left, _, err := conn.Children(root + "/ingestq/minted")
+	slices.Sort(left)
+	if err != nil || !slices.Equal(left, []string{"running", "unreadable"}) {
+		t.Errorf("records left %v (%v), want running and unreadable", left, err)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -272,6 +274,20 @@ func (a *app) cleanupCommand() *cobra.Command {
 				return err
 			}
 			a.warnAll("not cleaned up", problems)
+			// The minter's records of jobs deleted before they completed.
+			forgot, err := mint.New(q.Conn(), q.Root()).Sweep(func(jid string) (bool, error) {
+				_, err := q.LoadJob(jid)
+				if errors.Is(err, queue.ErrNotFound) {
+					return true, nil
+				}
+				return false, err
+			})
+			if err != nil {
+				a.warn("minting records not swept", err)
+			}
+			if len(forgot) > 0 {
+				a.println("%s of deleted jobs removed", plural(len(forgot), "minting record"))
+			}
 			a.announce(q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
 			for _, bid := range removed {
 				a.println("removed %s", bid)

@@ -1,9 +1,12 @@
 package cli_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -228,5 +231,23 @@ func TestCleanup(t *testing.T) {
 	}
 	if f.batchState(f.b1) != queue.Pending {
 		t.Error("cleanup touched a Pending batch")
+	}
+
+	// A minting record whose job was deleted before Notify goes too; one
+	// of a job still there stays.
+	m := mint.New(f.q.Conn(), f.q.Root())
+	for _, jid := range []string{"jid0000009999", f.p1} {
+		if _, err := m.Mint(context.Background(), jid, "99999", "fk4"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code = f.run("cleanup")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "1 minting record of deleted jobs removed") {
+		t.Errorf("cleanup with a deleted job's minting record: %q", out)
+	}
+	left, _, err := f.q.Conn().Children(f.q.Root() + "/ingestq/minted")
+	if err != nil || len(left) != 1 || left[0] != f.p1 {
+		t.Errorf("minting records left %v (%v), want only %s", left, err, f.p1)
 	}
 }
