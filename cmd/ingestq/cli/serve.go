@@ -54,6 +54,12 @@ func (a *app) serveCommand() *cobra.Command {
 		Short: "Run the daemon: watch the queue and work its batches and jobs",
 		Long: "serve runs the ingest daemon. ZooKeeper child watchers on the queue's folders signal\n" +
 			"worker pools over NATS; every change is published and recorded as an event.\n\n" +
+			"The ingest pipeline (the default) reads each batch's payload (a checkm manifest, a zip or a\n" +
+			"file), downloads and verifies the objects' files into --data-dir/work, gives each object an\n" +
+			"ARK, stores it (--data-dir/storage, or the profile's HTTP endpoint), records it in the\n" +
+			"inventory (--data-dir/inventory.db, or an endpoint), calls the profile's callback and\n" +
+			"reports each batch (by e-mail with --smtp). Profiles come from --profiles (one YAML file per\n" +
+			"collection; default the built-in demo profile) and are published in ZooKeeper for submit.\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; --nats URL joins an existing server\n" +
 			"or cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
@@ -69,7 +75,7 @@ func (a *app) serveCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, "ingestq-data"), "local state: the embedded NATS store, working folders (env "+EnvDataDir+")")
+	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, "ingestq-data"), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
