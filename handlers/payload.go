@@ -125,7 +125,11 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 		}
 		body = resp.Body
 	default:
-		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (http, https%s)", raw, u.Scheme, prof.Name, map[bool]string{true: ", file"}[prof.AllowLocalFiles]))
+		allowed := "http, https"
+		if prof.AllowLocalFiles {
+			allowed += ", file"
+		}
+		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (%s)", raw, u.Scheme, prof.Name, allowed))
 	}
 	defer body.Close()
 	head, err := io.ReadAll(io.LimitReader(body, 512))
