@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 
@@ -89,6 +90,18 @@ func (p *Pipeline) provision(ctx context.Context, j *queue.Job) (reactor.Result,
 	if need+uint64(p.cfg.Margin) > free || fill > p.cfg.MaxFill {
 		p.log.Info("provisioning: not enough room; job waits", "job", j.ID, "need", need, "free", free,
 			"fill_after", fill, "max_fill", p.cfg.MaxFill, "retest_in", p.cfg.ProvisionWait)
+		// Say why in the job's status, for `ingestq ls` and `show`; written
+		// only when it changes (MiB and whole percents keep it steady).
+		msg := fmt.Sprintf("waiting for room: needs %d MiB + %d MiB margin, %d MiB free, %.0f%% full after it (at most %.0f%%)",
+			need>>20, p.cfg.Margin>>20, free>>20, fill*100, p.cfg.MaxFill*100)
+		if j.Status.Message != msg {
+			st := j.Status
+			j.Status.Message = msg
+			if err := p.q.UpdateJob(j, queue.JobChange{}); err != nil {
+				j.Status = st
+				p.log.Warn("provisioning: waiting message not written", "job", j.ID, "err", err)
+			}
+		}
 		return reactor.Result{Wait: p.cfg.ProvisionWait}, nil
 	}
 	return reactor.Result{Attrs: map[string]any{"free": free}}, nil

@@ -262,6 +262,9 @@ func TestProvisionWaitsForRoom(t *testing.T) {
 	if j == nil || j.State() != queue.Provisioning {
 		t.Fatalf("job after 3 tests of a full disk: %+v, want Provisioning", j)
 	}
+	if !strings.HasPrefix(j.Status.Message, "waiting for room: ") || !strings.Contains(j.Status.Message, "MiB free") {
+		t.Errorf("waiting job's message %q does not say why it waits", j.Status.Message)
+	}
 	// One GET is the batch handler's look at the payload's first bytes.
 	if n := r.content.getCount("/wait.txt"); n > 1 {
 		t.Errorf("%d GETs of the file while the disk was full: it was downloaded", n)
