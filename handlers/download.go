@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -18,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/container"
 	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -99,7 +99,7 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 			msg := strings.Replace(err.Error(), zip, str(j.Config, cfgURL), 1)
 			return reactor.Result{}, reactor.Fatal(errors.New(msg))
 		}
-		if err := syncTree(filepath.Join(work, producerDir)); err != nil {
+		if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {
 			return reactor.Result{}, err
 		}
 	}
@@ -111,48 +111,14 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
 }
 
-// syncDirs fsyncs each folder. A file system that cannot sync a folder
-// (EINVAL) is let pass, as fetch does: the files' data is synced anyway.
+// syncDirs makes each folder's entries durable.
 func syncDirs(dirs map[string]bool) error {
 	for d := range dirs {
-		if err := syncPath(d); err != nil && !errors.Is(err, syscall.EINVAL) {
-			return fmt.Errorf("sync folder %s: %w", d, err)
+		if err := durable.SyncDir(d); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// syncTree fsyncs every file and folder under dir: what a container
-// unpacked must be on disk before Downloading reports success.
-func syncTree(dir string) error {
-	dirs := map[string]bool{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir():
-			dirs[path] = true
-			return nil
-		}
-		return syncPath(path)
-	})
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return syncDirs(dirs)
-}
-
-// syncPath fsyncs one file or folder.
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // treeSize is the total size of the regular files under dir.

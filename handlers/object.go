@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -98,7 +99,7 @@ func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profi
 		if err != nil {
 			return nil, classify(fmt.Errorf("object manifest: %w", err))
 		}
-		if err := writeFileAtomic(keep, data); err != nil {
+		if err := durable.WriteFile(keep, data); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -120,34 +121,6 @@ func classify(err error) error {
 		return reactor.Fatal(err)
 	}
 	return err
-}
-
-// writeFileAtomic writes data to name through a temporary file and a
-// rename, creating the folder: a crash leaves the old file or the new one.
-func writeFileAtomic(name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after an error
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	return syncDirs(map[string]bool{filepath.Dir(name): true}) // the rename itself must survive a crash
 }
 
 // str and num read configuration values (JSON: strings and float64).

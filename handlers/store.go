@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor"
@@ -49,7 +50,7 @@ func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Resul
 	}
 	data, _ := json.Marshal(v)
 	kept := filepath.Join(work, storedRecord)
-	if err := writeFileAtomic(kept, data); err != nil {
+	if err := durable.WriteFile(kept, data); err != nil {
 		return reactor.Result{}, err
 	}
 	return reactor.Result{

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -26,10 +27,10 @@ func writeSystemFiles(dir string, j *queue.Job, ids *queue.Identifiers) error {
 	if j.Metadata != nil {
 		md = *j.Metadata
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ercFile), erc(md, ids)); err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, ercFile), erc(md, ids)); err != nil {
 		return fmt.Errorf("writing %s: %w", ercFile, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, dcFile), dublinCore(md, ids)); err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, dcFile), dublinCore(md, ids)); err != nil {
 		return fmt.Errorf("writing %s: %w", dcFile, err)
 	}
 	return nil
@@ -92,7 +93,7 @@ func writeStorageManifest(path string, entries []manifestEntry) error {
 		fmt.Fprintf(&b, "%s | sha256 | %s | %d | | %s\n", u.String(), e.SHA256, e.Size, e.Name)
 	}
 	b.WriteString("#%eof\n")
-	return writeFileAtomic(path, b.Bytes())
+	return durable.WriteFile(path, b.Bytes())
 }
 
 // readStorageManifest reads back what writeStorageManifest wrote.

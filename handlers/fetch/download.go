@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 )
 
 // Download streams url into dest through dest+".part", checking size and
@@ -206,12 +208,9 @@ func commit(f *os.File, part, dest string, syncDir bool) error {
 	if !syncDir {
 		return nil
 	}
-	// The rename is durable only once the directory is synced. Some
-	// filesystems refuse to sync a directory; the data itself is safe.
-	if dir, err := os.Open(filepath.Dir(dest)); err == nil {
-		dir.Sync()
-		dir.Close()
-	}
+	// The rename is durable only once the directory is synced; failing
+	// that, the data itself is safe.
+	_ = durable.SyncDir(filepath.Dir(dest))
 	return nil
 }
 

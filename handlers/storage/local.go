@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 )
 
 // Local is the built-in store: versions kept as folders under one directory.
@@ -89,7 +91,7 @@ func (l *Local) Put(ctx context.Context, obj Object) (Version, error) {
 		_ = os.RemoveAll(tmp)
 		return Version{}, fmt.Errorf("storage: put %s version %d: %w", obj.ARK, m.Number, err)
 	}
-	if err := syncDir(objDir); err != nil {
+	if err := durable.SyncDir(objDir); err != nil {
 		// The version may not survive a power cut; a retried Put either
 		// finds it or writes it again.
 		return Version{}, fmt.Errorf("storage: put %s version %d: %w", obj.ARK, m.Number, err)
@@ -141,7 +143,7 @@ func (l *Local) prepare(objDir string) error {
 		if err := os.Mkdir(objDir, 0o755); err != nil {
 			return err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := durable.SyncDir(l.dir); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 )
 
 // tmpPrefix starts the name of a version folder still being written.
@@ -124,7 +126,7 @@ func writeVersion(ctx context.Context, dir string, m manifest, files []File) err
 		return err
 	}
 	for d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := durable.SyncDir(d); err != nil {
 			return err
 		}
 	}
@@ -181,22 +183,6 @@ func writeSynced(name string, b []byte) error {
 		err = cerr
 	}
 	return err
-}
-
-// syncDir makes a folder's entries (new files, a rename) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync folder %s: %w", dir, err)
-	}
-	return nil
 }
 
 // ctxReader stops a long copy when its context ends.

@@ -1,0 +1,45 @@
+package durable
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteFileReplacesAtomically(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "new", "folder", "f.txt")
+	for _, data := range []string{"first", "second"} {
+		if err := WriteFile(name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(name)
+		if err != nil || string(got) != data {
+			t.Fatalf("after writing %q: %q, %v", data, got, err)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Dir(name))
+	if len(entries) != 1 {
+		t.Errorf("%d entries beside the file, want no temporary file left", len(entries)-1)
+	}
+}
+
+func TestSyncTreeAndDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a", "b"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "b", "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	err := SyncTree(filepath.Join(dir, "missing"))
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("SyncTree of a missing folder: %v, want an error naming it", err)
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "sync folder") {
+		t.Errorf("SyncDir of a missing folder: %v", err)
+	}
+}
