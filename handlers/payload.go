@@ -3,18 +3,15 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strings"
 
-	"github.com/hashicorp/go-retryablehttp"
-
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/container"
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -93,48 +90,17 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 
 // head reads the first 512 bytes of a payload.
 func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) ([]byte, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: %w", raw, err))
-	}
-	var body io.ReadCloser
-	switch {
-	case u.Scheme == "file" && prof.AllowLocalFiles:
-		f, err := os.Open(u.Path)
-		if err != nil {
-			return nil, reactor.Fatal(fmt.Errorf("%s: %w", raw, err))
-		}
-		body = f
-	case u.Scheme == "http" || u.Scheme == "https":
-		req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
-		if err != nil {
-			return nil, reactor.Fatal(fmt.Errorf("payload_url %q: %w", raw, err))
-		}
-		req.Header.Set("Range", "bytes=0-511") // a server that ignores it sends all: only 512 bytes are read
-		resp, err := p.http.HTTP().Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", raw, err)
-		}
-		if resp.StatusCode >= 300 {
-			resp.Body.Close()
-			err := fmt.Errorf("%s: %s", raw, resp.Status)
-			if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
-				err = reactor.Fatal(err)
-			}
-			return nil, err
-		}
-		body = resp.Body
-	default:
+	head, err := p.client(prof).Peek(ctx, raw, 512)
+	if errors.Is(err, fetch.ErrScheme) {
 		allowed := "http, https"
 		if prof.AllowLocalFiles {
 			allowed += ", file"
 		}
+		u, _ := url.Parse(raw) // it parsed, or the error would not be about its scheme
 		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (%s)", raw, u.Scheme, prof.Name, allowed))
 	}
-	defer body.Close()
-	head, err := io.ReadAll(io.LimitReader(body, 512))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", raw, err)
+		return nil, classify(err)
 	}
 	return head, nil
 }

@@ -43,6 +43,18 @@ func (c *Client) Head(ctx context.Context, rawURL string) (int64, error) {
 // Fetch reads a small document (a manifest) whole, failing with an error
 // wrapping ErrTooLarge past limit bytes.
 func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte, error) {
+	return c.read(ctx, rawURL, limit, true)
+}
+
+// Peek reads the first n bytes of a document (fewer if it is shorter), to
+// recognise what it is. A longer document is not an error, and only its
+// first n bytes are asked for (a Range request, which a server may ignore).
+func (c *Client) Peek(ctx context.Context, rawURL string, n int64) ([]byte, error) {
+	return c.read(ctx, rawURL, n, false)
+}
+
+// read reads a document up to limit bytes: the whole of it, or its head.
+func (c *Client) read(ctx context.Context, rawURL string, limit int64, whole bool) ([]byte, error) {
 	u, err := c.parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
@@ -51,7 +63,7 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte,
 		return nil, permanent(fmt.Errorf("fetch %s: negative limit %d", u.Redacted(), limit))
 	}
 	if u.Scheme == "file" {
-		b, err := fetchLocal(u, limit)
+		b, err := fetchLocal(u, limit, whole)
 		if err != nil {
 			return nil, fmt.Errorf("fetch: %w", err)
 		}
@@ -63,10 +75,20 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, limit int64) ([]byte,
 	if err != nil {
 		return nil, permanent(fmt.Errorf("fetch %s: %w", name, err))
 	}
+	if !whole && limit > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", limit-1))
+	}
 	req.SetResponseHandler(func(resp *http.Response) error {
 		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			return &StatusError{URL: name, Code: resp.StatusCode}
+		}
+		if !whole {
+			buf.Reset()
+			if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit)); err != nil {
+				return fmt.Errorf("reading %s: %w", name, err)
+			}
+			return nil
 		}
 		if resp.ContentLength > limit {
 			return fmt.Errorf("%s: %d bytes, more than %d: %w", name, resp.ContentLength, limit, ErrTooLarge)

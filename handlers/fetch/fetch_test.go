@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -122,5 +124,50 @@ func TestFetchStatus(t *testing.T) {
 	var s *StatusError
 	if !errors.As(err, &s) || s.Code != http.StatusGone || !Permanent(err) {
 		t.Fatalf("err = %v, want a permanent 410", err)
+	}
+}
+
+func TestPeek(t *testing.T) {
+	doc := payload(50_000, 7)
+	o := newOrigin(t, doc, nil)
+	got, err := testClient(Config{}).Peek(context.Background(), o.file(), 512)
+	if err != nil || string(got) != string(doc[:512]) {
+		t.Fatalf("Peek = %d bytes, %v; want the first 512", len(got), err)
+	}
+	if reqs := o.requests(); len(reqs) != 1 || reqs[0].Get("Range") != "bytes=0-511" {
+		t.Errorf("requests %v: want one asking for bytes=0-511", reqs)
+	}
+
+	// A server that ignores Range sends it all; only the head is read.
+	deaf := newOrigin(t, doc, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		_, _ = w.Write(doc)
+		return true
+	})
+	if got, err := testClient(Config{}).Peek(context.Background(), deaf.file(), 512); err != nil || string(got) != string(doc[:512]) {
+		t.Errorf("Peek past an ignored Range = %d bytes, %v", len(got), err)
+	}
+
+	short := newOrigin(t, doc[:10], nil)
+	if got, err := testClient(Config{}).Peek(context.Background(), short.file(), 512); err != nil || string(got) != string(doc[:10]) {
+		t.Errorf("Peek of a short document = %q, %v", got, err)
+	}
+
+	gone := newOrigin(t, doc, func(_ int, w http.ResponseWriter, r *http.Request) bool {
+		http.NotFound(w, r)
+		return true
+	})
+	if _, err := testClient(Config{}).Peek(context.Background(), gone.file(), 512); err == nil || !Permanent(err) {
+		t.Errorf("Peek of a 404: %v, want a permanent error", err)
+	}
+
+	local := filepath.Join(t.TempDir(), "doc")
+	if err := os.WriteFile(local, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := testClient(Config{AllowFile: true}).Peek(context.Background(), "file://"+local, 512); err != nil || string(got) != string(doc[:512]) {
+		t.Errorf("Peek of a local file = %d bytes, %v", len(got), err)
+	}
+	if _, err := testClient(Config{}).Peek(context.Background(), "file://"+local, 512); !errors.Is(err, ErrScheme) {
+		t.Errorf("Peek of a local file, not allowed: %v, want ErrScheme", err)
 	}
 }

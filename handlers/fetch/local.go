@@ -85,13 +85,16 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// fetchLocal reads the file of u, at most limit bytes.
-func fetchLocal(u *url.URL, limit int64) ([]byte, error) {
+// fetchLocal reads the file of u, at most limit bytes: whole, or its head.
+func fetchLocal(u *url.URL, limit int64, whole bool) ([]byte, error) {
 	f, size, err := openLocal(u)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if !whole {
+		return io.ReadAll(io.LimitReader(f, limit))
+	}
 	if size > limit {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d: %w", u.Redacted(), size, limit, ErrTooLarge)
 	}
