@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,10 +93,8 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	}
 	if str(j.Config, cfgType) == TypeContainer {
 		zip := filepath.Join(work, containerFile)
-		if _, err := container.Extract(zip, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
-			// Name the container by its URL, not by this host's working path.
-			msg := strings.Replace(err.Error(), zip, str(j.Config, cfgURL), 1)
-			return reactor.Result{}, reactor.Fatal(errors.New(msg))
+		if _, err := container.ExtractAs(zip, str(j.Config, cfgURL), filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
+			return reactor.Result{}, reactor.Fatal(err)
 		}
 		if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {
 			return reactor.Result{}, err

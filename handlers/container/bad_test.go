@@ -107,3 +107,13 @@ func TestCorruptEntryData(t *testing.T) {
 	}
 	missing(t, filepath.Join(dest, "corrupt.txt"))
 }
+
+// ExtractAs names the container as its caller knows it, not by its path.
+func TestExtractAsNamesTheContainer(t *testing.T) {
+	zipPath := writeZip(t, zipEntry{name: "../evil.txt", body: "x"})
+	_, err := ExtractAs(zipPath, "https://example.org/c.zip", t.TempDir(), Limits{})
+	if err == nil || !strings.HasPrefix(err.Error(), `container https://example.org/c.zip: entry "../evil.txt": `) ||
+		strings.Contains(err.Error(), zipPath) {
+		t.Errorf("error %v, want it to name the URL and the entry, not %s", err, zipPath)
+	}
+}

@@ -53,25 +53,31 @@ func Sniff(head []byte) bool { return bytes.HasPrefix(head, zipMagic) }
 // said: then the files before it stay in dest, and the caller, who owns
 // dest, removes it. Running it again on the same dest overwrites the files.
 func Extract(zipPath, dest string, lim Limits) ([]File, error) {
+	return ExtractAs(zipPath, zipPath, dest, lim)
+}
+
+// ExtractAs is Extract with the container called name in its errors (the
+// URL it came from, say, rather than where it lies on this host).
+func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	lim = lim.withDefaults()
 	zr, err := zip.OpenReader(zipPath)
 	// ErrInsecurePath (GODEBUG zipinsecurepath=0) still returns the reader;
 	// the checks below name the offending entry.
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+		return nil, fmt.Errorf("container %s: %w", name, err)
 	}
 	defer zr.Close()
 
 	entries, err := checkEntries(zr.File, lim)
 	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+		return nil, fmt.Errorf("container %s: %w", name, err)
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+		return nil, fmt.Errorf("container %s: %w", name, err)
 	}
 	root, err := os.OpenRoot(dest)
 	if err != nil {
-		return nil, fmt.Errorf("container %s: %w", zipPath, err)
+		return nil, fmt.Errorf("container %s: %w", name, err)
 	}
 	defer root.Close()
 
@@ -79,7 +85,7 @@ func Extract(zipPath, dest string, lim Limits) ([]File, error) {
 	budget := lim.MaxBytes
 	for _, e := range entries {
 		if err := extractEntry(root, e, &budget, lim.MaxRatio); err != nil {
-			return nil, fmt.Errorf("container %s: entry %q: %w", zipPath, e.zf.Name, err)
+			return nil, fmt.Errorf("container %s: entry %q: %w", name, e.zf.Name, err)
 		}
 		if !e.folder {
 			files = append(files, File{Name: e.name, Size: e.written})
