@@ -27,11 +27,7 @@ type Callback struct {
 // record and removes its working folder: the object is stored and recorded.
 // Run again after a crash, the callback is sent again: at least once.
 func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, error) {
-	prof, err := p.profile(j.Profile())
-	if err != nil {
-		return reactor.Result{}, err
-	}
-	ark, err := primaryID(j)
+	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -20,11 +21,7 @@ import (
 // stored twice (a crash after storing, before the transition) keeps one
 // version. The version is kept in the working folder for Recording.
 func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Result, error) {
-	prof, err := p.profile(j.Profile())
-	if err != nil {
-		return reactor.Result{}, err
-	}
-	ark, err := primaryID(j)
+	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}
@@ -62,11 +59,7 @@ func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Resul
 // record writes the stored version to the inventory, under the object's
 // inventory lock. Recording the same version again changes nothing.
 func (p *Pipeline) record(ctx context.Context, j *queue.Job) (reactor.Result, error) {
-	prof, err := p.profile(j.Profile())
-	if err != nil {
-		return reactor.Result{}, err
-	}
-	ark, err := primaryID(j)
+	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}
@@ -116,9 +109,14 @@ func (p *Pipeline) underLock(ark string, lock, unlock func(string) (bool, error)
 	return fn()
 }
 
-func primaryID(j *queue.Job) (string, error) {
-	if j.Identifiers == nil || j.Identifiers.PrimaryID == "" {
-		return "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
+// identified is the profile and the ARK of a job past Processing.
+func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
+	prof, err := p.profile(j.Profile())
+	if err != nil {
+		return nil, "", err
 	}
-	return j.Identifiers.PrimaryID, nil
+	if j.Identifiers == nil || j.Identifiers.PrimaryID == "" {
+		return nil, "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
+	}
+	return prof, j.Identifiers.PrimaryID, nil
 }
