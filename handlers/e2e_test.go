@@ -25,8 +25,8 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 	if j.State() != queue.Completed {
 		r.t.Fatalf("job %s (%s) is %s: %s", j.ID, j.Config["object_key"], j.State(), j.Status.Message)
 	}
-	if j.Identifiers == nil || !mint.Valid(j.Identifiers.PrimaryID) {
-		r.t.Fatalf("job %s: identifiers %+v, want a valid minted ARK", j.ID, j.Identifiers)
+	if j.Identifiers == nil || !mint.Valid(j.Identifiers.PrimaryID) || j.Identifiers.LocalIDs == nil {
+		r.t.Fatalf("job %s: identifiers %+v, want a valid minted ARK and a local_id list", j.ID, j.Identifiers)
 	}
 	ark := j.Identifiers.PrimaryID
 	v, err := r.p.Storage().Latest(context.Background(), ark)

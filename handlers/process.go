@@ -95,6 +95,9 @@ func (p *Pipeline) identify(ctx context.Context, j *queue.Job, prof *profile.Pro
 		}
 		ids.PrimaryID = ark
 	}
+	if ids.LocalIDs == nil {
+		ids.LocalIDs = []string{} // mrt-zk's readers expect a list, never null
+	}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
 		if err := p.q.UpdateJob(j, queue.JobChange{Identifiers: ids}); err != nil {
 			return nil, false, fmt.Errorf("recording identifier %s: %w", ids.PrimaryID, err)
