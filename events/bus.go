@@ -378,6 +378,17 @@ func (b *Bus) send(m outMsg) {
 	}
 }
 
+// Lost counts an event that will not be published because the change it
+// would announce has an unknown outcome: a commit whose reply was lost and
+// whose retry found the item moved on may still have been applied. The
+// stream's promise (each change at most once, and Stats.Lost counting every
+// change it may lack) stays true.
+func (b *Bus) Lost(reason error) {
+	if b != nil {
+		b.lose(reason)
+	}
+}
+
 // lose counts one lost event and warns at most once per lostWarnEvery.
 func (b *Bus) lose(reason error) {
 	n := b.lost.Add(1)

@@ -28,20 +28,20 @@ const (
 
 // CreateJobs reads a Pending batch's payload and makes one job per object.
 // Run again after a crash, it makes only the jobs still missing.
-func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error {
+func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
 	prof, err := p.profile(b.Profile())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	url := str(b.Submission, cfgURL)
 	if url == "" {
-		return reactor.Fatal(fmt.Errorf("submission has no payload_url"))
+		return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
 	}
 	kind := str(b.Submission, "type")
 	var m *checkm.Manifest
 	if kind == "" || kind == SubmitAuto || kind == SubmitManifest {
 		if kind, m, err = p.readPayload(ctx, prof, url, kind); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	base := jobConfig(b, prof)
@@ -55,10 +55,9 @@ func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batc
 		err = reactor.Fatal(fmt.Errorf("submission type %q: want %s, %s, %s or %s", kind, SubmitAuto, SubmitFile, SubmitContainer, SubmitManifest))
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = reactor.EnsureJobs(ctx, q, b, objs)
-	return err
+	return reactor.EnsureJobs(ctx, q, b, objs)
 }
 
 // readPayload looks at the payload's first bytes: a checkm manifest is read

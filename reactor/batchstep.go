@@ -18,29 +18,55 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	if r.held.Load() {
 		return false, nil
 	}
-	b, err := r.q.AcquirePendingBatch()
+	b, waits, err := r.q.AcquirePendingBatch(ctx)
 	if err != nil || b == nil {
+		r.wakeOn(waits, sigPending)
 		return false, err
 	}
 	if r.collectionHeld(b.Profile()) {
 		r.moveBatch(b, queue.Held, queue.BatchChange{}, nil)
 		return true, nil
 	}
-	var message string
-	ok, err := r.withRetries(ctx, "batch handler", b.ID, func() error { return r.cfg.Batches.CreateJobs(ctx, r.q, b) })
-	if !ok {
+	var jobs int
+	ok, err := r.withRetries(ctx, "batch handler", b.ID, func() (err error) {
+		jobs, err = r.cfg.Batches.CreateJobs(ctx, r.q, b)
+		return err
+	})
+	switch {
+	case errors.Is(err, queue.ErrStale):
+		r.log.Warn("reactor: batch taken over by another session; stopped making its jobs", "batch", b.ID, "err", err)
+		r.unlockBatch(b)
+		return true, nil
+	case !ok:
 		r.unlockBatch(b)
 		return true, nil
 	}
+	c := queue.BatchChange{JobCount: &jobs}
 	if err != nil {
-		message = fmt.Sprintf("payload: %v", err)
+		c.Message = fmt.Sprintf("payload: %v", err)
+		c.JobCount = r.countJobs(b.ID) // the jobs made before the failure
 	}
-	if r.moveBatch(b, queue.Processing, queue.BatchChange{Message: message}, nil) {
+	if r.moveBatch(b, queue.Processing, c, nil) {
+		r.batchStarted(b.ID)
 		// A batch with no job left in batch-processing reports now: its
 		// folder may never appear, so no watch would fire.
 		r.signal(sigReport, b.ID)
 	}
 	return true, nil
+}
+
+// countJobs counts a batch's jobs in its buckets, or nil when they cannot
+// be listed.
+func (r *Reactor) countJobs(bid string) *int {
+	buckets, err := r.q.BatchJobs(bid)
+	if err != nil {
+		return nil
+	}
+	n := 0
+	for _, jids := range buckets {
+		n += len(jids)
+	}
+	return &n
 }
 
 // reportStep takes a batch that is ready to report (every job done), reports
@@ -50,11 +76,12 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	b, err := r.q.AcquireCompletedBatchOf(ids)
+	b, waits, err := r.q.AcquireCompletedBatch(ctx, ids)
 	if err != nil {
 		return false, err
 	}
 	if b == nil {
+		r.wakeOn(waits, sigReport)
 		return true, nil // not ready (or taken): look at the next one
 	}
 	from := b.State()
@@ -99,7 +126,7 @@ func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() e
 			return true, nil
 		case ctx.Err() != nil:
 			return false, err
-		case IsFatal(err) || attempt >= r.cfg.Attempts:
+		case IsFatal(err) || errors.Is(err, queue.ErrStale) || attempt >= r.cfg.Attempts:
 			return true, err
 		}
 		wait := backoff(r.cfg.Backoff, attempt)
@@ -152,6 +179,11 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 	c.Release = true
 	err := r.retry(func() error { return r.q.SetBatchStatus(b, to, c) })
 	switch {
+	case queue.MaybeApplied(err):
+		r.log.Warn("reactor: batch commit outcome unknown (its reply was lost, then the batch moved on); its event is counted lost",
+			"batch", b.ID, "from", from, "to", to, "err", err)
+		r.bus.Lost(err)
+		return false
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
 		return false

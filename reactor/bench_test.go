@@ -131,7 +131,7 @@ func BenchmarkDispatch(b *testing.B) {
 		var lat []time.Duration
 		b.ResetTimer()
 		for range b.N {
-			j, err := e.q.CreateJob(bt.ID, queue.JobSpec{Priority: 5})
+			j, err := e.q.CreateJob(bt, queue.JobSpec{Priority: 5})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -33,10 +33,12 @@ type Result struct {
 	Attrs map[string]any
 }
 
-// BatchHandler turns an acquired Pending batch into jobs. It runs again
-// after a crash, so it must not create a job twice: EnsureJobs does that.
+// BatchHandler turns an acquired Pending batch into jobs, and returns how
+// many jobs the batch has (recorded, so that its report waits for that
+// many). It runs again after a crash, so it must not create a job twice:
+// EnsureJobs does that, and gives the count.
 type BatchHandler interface {
-	CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error
+	CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (jobs int, err error)
 }
 
 // Reporter tells the depositor how a batch went. It may run again for the

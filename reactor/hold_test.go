@@ -33,14 +33,14 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	// operator's session, so no daemon can start a job before it has seen
 	// the hold: the jobs are Pending, in a Processing batch, when it comes.
 	b := e.submit(map[string]any{"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n)})
-	taken, err := e.q.AcquirePendingBatch()
+	taken, _, err := e.q.AcquirePendingBatch(context.Background())
 	if err != nil || taken == nil || taken.ID != b.ID {
 		t.Fatalf("acquire the pending batch: %v %v, want %s", taken, err, b.ID)
 	}
 	locked := make([]*queue.Job, n)
 	jids := make([]string, n)
 	for i := range n {
-		j, err := e.q.CreateJob(b.ID, queue.JobSpec{Priority: queue.DefaultPriority, Config: map[string]any{
+		j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: map[string]any{
 			"profile_name": frozen, reactor.ObjectKeyField: fmt.Sprintf("obj-%06d", i)}})
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -20,8 +22,11 @@ type Object struct {
 }
 
 // EnsureJobs creates a job for every object that has none in the batch yet,
-// and returns how many it created. Run again after a crash, it creates only
-// the missing ones: a batch never loses or duplicates a job.
+// and returns how many jobs the batch has for its objects. Run again after
+// a crash or an error, it reads again what exists and creates only the
+// missing jobs. Every creation is fenced by b's version, so once another
+// session has taken the batch over, this one creates nothing more and gets
+// queue.ErrStale: a batch never loses or duplicates a job.
 func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object) (int, error) {
 	have, err := existingKeys(q, b.ID)
 	if err != nil {
@@ -41,18 +46,14 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 	var (
 		mu      sync.Mutex
 		created int
-		first   error
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, 16) // ZooKeeper takes concurrent creates far faster than serial ones
 	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16) // ZooKeeper takes concurrent creates far faster than serial ones
 	for _, o := range todo {
-		if ctx.Err() != nil {
-			break
+		if gctx.Err() != nil {
+			break // a creation failed (or ctx ended): stop starting more
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			spec := o.Spec
 			cfg := make(map[string]any, len(spec.Config)+1)
 			for k, v := range spec.Config {
@@ -60,22 +61,20 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 			}
 			cfg[ObjectKeyField] = o.Key
 			spec.Config = cfg
-			_, err := q.CreateJob(b.ID, spec)
+			if _, err := q.CreateJob(b, spec); err != nil {
+				return fmt.Errorf("object %q: %w", o.Key, err)
+			}
 			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && first == nil {
-				first = fmt.Errorf("object %q: %w", o.Key, err)
-			}
-			if err == nil {
-				created++
-			}
-		}()
+			created++
+			mu.Unlock()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
+	err = g.Wait()
+	if err == nil {
+		err = ctx.Err()
 	}
-	return created, first
+	return len(objs) - len(todo) + created, err
 }
 
 // existingKeys reads the object keys of a batch's jobs.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -52,7 +50,7 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 		return
 	}
 	defer r.working.Delete(jid)
-	j, err := r.q.TryAcquireJob(s, ref)
+	j, err := r.q.TryAcquireJob(s, ref, func(j *queue.Job) bool { return r.admit(s, j) })
 	switch {
 	case errors.Is(err, queue.ErrLocked):
 		held = true
@@ -74,53 +72,53 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 // session ends its step or dies, the lock goes, the folder does not change,
 // and this watch is what wakes the pool to take the job.
 func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
-	p := r.q.Path("/jobs/" + jid + "/lock")
-	conn := r.cfg.Session.Conn
-	// With a watch already set, only look: an orphaned lock of this session
-	// must still be found, or that watch would wait for ever.
-	_, watching := r.lockWait.LoadOrStore(p, true)
-	var (
-		ok  bool
-		st  *zk.Stat
-		ch  <-chan zk.Event
-		err error
-	)
-	if watching {
-		ok, st, err = conn.Exists(p)
-	} else {
-		ok, st, ch, err = conn.ExistsW(p)
-	}
-	if err != nil || !ok {
-		if !watching {
-			r.lockWait.Delete(p)
-		}
-		if err == nil {
-			r.pools[sigJob(s)].Wake() // gone already
-		}
-		return
-	}
-	if _, busy := r.working.Load(jid); !busy && st.EphemeralOwner == conn.SessionID() {
+	if _, busy := r.working.Load(jid); !busy {
 		// This session's lock, yet no worker here holds the job: an
 		// acquisition whose reply was lost and could not be confirmed.
-		r.log.Warn("reactor: releasing a lock this session holds but no worker uses", "job", jid)
-		if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		released, err := r.q.ReleaseOwnJobLock(jid)
+		if err != nil {
 			// The lock stays: the next wake-up or rescan tries again.
-			r.log.Warn("reactor: could not release the orphaned lock; will retry", "job", jid, "err", err)
-			if !watching {
-				r.lockWait.Delete(p)
-			}
+			r.log.Warn("reactor: could not release an orphaned lock of this session; will retry", "job", jid, "err", err)
+		}
+		if released {
+			r.log.Warn("reactor: released a lock this session held but no worker used", "job", jid)
+			r.pools[sigJob(s)].Wake()
 			return
 		}
-		// The watch fires, and wakes the pool.
 	}
-	if watching {
-		return
+	r.waits.on(r.q.JobLockWait(jid), r.pools[sigJob(s)].Wake)
+}
+
+// admit tells whether an acquired-to-be job may start its step now. A
+// Pending job waits while its batch is Pending (its batch handler is still
+// making the batch's jobs): a job that finished meanwhile would empty
+// batch-processing before the last job exists, which a reporter takes for
+// a finished batch. Its batch's move to Processing releases it.
+func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
+	if s != queue.Pending {
+		return true
 	}
-	go func() {
-		<-ch
-		r.lockWait.Delete(p)
-		r.pools[sigJob(s)].Wake()
-	}()
+	if _, ok := r.started.Load(j.BatchID); ok {
+		return true
+	}
+	st, err := r.q.BatchState(j.BatchID)
+	if err == nil && st == queue.Pending {
+		r.waiting[queue.Pending].addForBatch(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
+		return false
+	}
+	if err == nil {
+		r.started.Store(j.BatchID, true) // a batch never goes back to Pending once it has jobs
+	}
+	return true // an unreadable batch does not hold its jobs back
+}
+
+// batchStarted releases the Pending jobs that waited for their batch to
+// leave Pending, and wakes the Pending pool.
+func (r *Reactor) batchStarted(bid string) {
+	r.started.Store(bid, true)
+	if r.waiting[queue.Pending].releaseBatch(bid) > 0 {
+		r.pools[sigJob(queue.Pending)].Wake()
+	}
 }
 
 // startJob moves an acquired Pending job on: to Held when its collection is
@@ -181,6 +179,13 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	c.Release = true
 	err := r.retry(func() error { return r.q.SetJobStatus(j, to, c) })
 	switch {
+	case queue.MaybeApplied(err):
+		// Our commit may have landed before the reply was lost, and the
+		// job moved on since: the stream may lack this transition.
+		r.log.Warn("reactor: commit outcome unknown (its reply was lost, then the job moved on); its event is counted lost",
+			"job", j.ID, "from", from, "to", to, "err", err)
+		r.bus.Lost(err)
+		return
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
 		return

@@ -53,11 +53,11 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 // CreateJobs makes N jobs for a "passthrough:N" payload. A "fail_at" or
 // "flaky_at" (with "flaky_times") in the submission is passed to the job
 // whose number is "fail_job" (default 0).
-func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) error {
+func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
 	url, _ := b.Submission["payload_url"].(string)
 	n, err := strconv.Atoi(strings.TrimPrefix(url, PassThroughScheme))
 	if !strings.HasPrefix(url, PassThroughScheme) || err != nil || n < 0 {
-		return Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
+		return 0, Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
 	}
 	failJob := -1
 	_, fails := b.Submission["fail_at"]
@@ -83,8 +83,7 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 		}
 		objs[i] = Object{Key: fmt.Sprintf("obj-%06d", i), Spec: queue.JobSpec{Priority: queue.DefaultPriority, Config: cfg}}
 	}
-	_, err = EnsureJobs(ctx, q, b, objs)
-	return err
+	return EnsureJobs(ctx, q, b, objs)
 }
 
 // Report does nothing: the reactor publishes every report as an event.

@@ -81,10 +81,37 @@ func (p *pool) drain(acquire, work context.Context) {
 }
 
 // deferrals remembers jobs that asked to wait (Provisioning short of
-// space), so a pool passes over them until their time comes.
+// space) or wait for their batch (Pending), so a pool passes over them
+// until their time comes or their batch releases them.
 type deferrals struct {
-	mu    sync.Mutex
-	until map[string]time.Time
+	mu      sync.Mutex
+	until   map[string]time.Time
+	byBatch map[string][]string // bid → jids waiting for it
+}
+
+// addForBatch defers jid until its batch bid releases it, or t at the
+// latest (a release whose news was lost).
+func (d *deferrals) addForBatch(jid, bid string, t time.Time) {
+	d.add(jid, t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byBatch == nil {
+		d.byBatch = map[string][]string{}
+	}
+	d.byBatch[bid] = append(d.byBatch[bid], jid)
+}
+
+// releaseBatch ends the deferral of the jobs waiting for bid, and says how
+// many there were.
+func (d *deferrals) releaseBatch(bid string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	jids := d.byBatch[bid]
+	delete(d.byBatch, bid)
+	for _, jid := range jids {
+		delete(d.until, jid)
+	}
+	return len(jids)
 }
 
 func (d *deferrals) add(jid string, t time.Time) {

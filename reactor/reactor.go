@@ -64,8 +64,9 @@ type Reactor struct {
 	watcher *zkwatch.Watcher
 
 	pools    map[string]waker // by signal name
-	lockWait sync.Map         // lock paths with a watch that wakes a pool when they go
+	waits    *waiter          // one-shot watches on nodes that hold work back
 	working  sync.Map         // jids this daemon's workers hold
+	started  sync.Map         // bids known to be past Pending: their jobs may start
 	waiting  map[queue.State]*deferrals
 	held     atomic.Bool // the ingest queue is held
 	holdsMu  sync.Mutex
@@ -108,7 +109,7 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{}, holds: map[string]bool{},
-		batchDir: cfg.Queue.Path("/batches")}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger)}
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
 		r.pools[sigJob(s)] = r.newJobPool(s, cmpOr(cfg.Workers[s], 4))
@@ -157,6 +158,13 @@ func (r *Reactor) Run(ctx context.Context) error {
 		return fmt.Errorf("reactor: subscribe admin events: %w", err)
 	}
 	unsubs = append(unsubs, u)
+	// A batch another daemon moved to Processing releases the Pending jobs
+	// this one passed over while their batch was being made.
+	u, err = r.bus.Subscribe("ingestq.batch.processing.*", func(e events.Event) { r.batchStarted(e.BatchID) })
+	if err != nil {
+		return fmt.Errorf("reactor: subscribe batch events: %w", err)
+	}
+	unsubs = append(unsubs, u)
 
 	// Back from a ZooKeeper outage that kept the session, no folder changed,
 	// so no watch fires: steps that failed meanwhile are tried again now.
@@ -188,8 +196,22 @@ func (r *Reactor) Run(ctx context.Context) error {
 		cancelWork()
 		<-done
 	}
+	r.waits.stop()
 	r.watcher.Close()
 	return nil
+}
+
+// wakeOn watches each wait once; when one fires, the pool of signal name
+// looks again (the report pool at the batch the node belongs to).
+func (r *Reactor) wakeOn(waits []queue.Wait, name string) {
+	for _, w := range waits {
+		wake := r.pools[name].Wake
+		if name == sigReport {
+			bid, _, _ := strings.Cut(strings.TrimPrefix(w.Path, r.batchDir+"/"), "/")
+			wake = func() { r.queueReport(bid); r.pools[sigReport].Wake() }
+		}
+		r.waits.on(w, wake)
+	}
 }
 
 // onChange turns a watcher's Change into signals, and keeps the hold flags
@@ -207,6 +229,8 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 		}
 		for _, bid := range c.Removed {
 			r.watcher.Unwatch(r.batchProcessing(bid))
+			r.started.Delete(bid)
+			r.waiting[queue.Pending].releaseBatch(bid)
 		}
 		r.signal(sigPending, "")
 		if c.Rescan {

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func (r *run) twoGoodOneBad(spoil func(jid string)) (good []string, bad string) 
 	b := r.processing(true)
 	var ids []string
 	for i := range 3 {
-		j, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5, Config: map[string]any{"n": i}})
+		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: map[string]any{"n": i}})
 		r.ok(err)
 		ids = append(ids, j.ID)
 	}
@@ -103,7 +104,7 @@ func TestPriorityOutOfRange(t *testing.T) {
 		bid = j.BatchID
 	}
 	for _, p := range []int{-1, 100} {
-		_, err := r.q.CreateJob(bid, queue.JobSpec{Priority: p})
+		_, err := r.q.CreateJob(&queue.Batch{ID: bid}, queue.JobSpec{Priority: p})
 		if err == nil || !strings.Contains(err.Error(), "outside 0..99") {
 			t.Errorf("create with priority %d: %v", p, err)
 		}
@@ -171,7 +172,7 @@ func TestCorruptBatchDoesNotStopOthers(t *testing.T) {
 	if len(batches) != 1 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "/batches/"+bad.ID+"/status: bad JSON") {
 		t.Fatalf("listed %d, problems %v", len(batches), problems)
 	}
-	b, err := r.q.AcquirePendingBatch()
+	b, _, err := r.q.AcquirePendingBatch(context.Background())
 	r.ok(err)
 	if b == nil || b.ID != good.ID {
 		t.Fatalf("acquired %v, want %s", b, good.ID)
@@ -211,7 +212,7 @@ func TestCheckFindsBreaches(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
 	mk := func() string {
-		j, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
 		r.ok(err)
 		return j.ID
 	}

@@ -1,10 +1,13 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
@@ -43,7 +46,7 @@ func (q *Queue) CreateBatch(submission map[string]any) (*Batch, error) {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
 	bid := path2name(p)
-	b := &Batch{ID: bid, Submission: sub, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}}
+	b := &Batch{ID: bid, Submission: sub, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}, JobCount: -1}
 	status := create(q.batchPath(bid, "status"), mustJSON(b.Status))
 	status.witness = true
 	err = q.commit([]op{
@@ -70,7 +73,8 @@ func (q *Queue) LoadBatch(bid string) (*Batch, error) {
 		return nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
 	}
 	r := q.getAll(q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
-		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"))
+		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"),
+		q.batchPath(bid, "job-count"))
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("batch", bid)
 	}
@@ -81,10 +85,17 @@ func (q *Queue) LoadBatch(bid string) (*Batch, error) {
 	}
 	statusPath := q.rel(q.batchPath(bid, "status"))
 	if r[1].err != nil {
-		return nil, corrupt(statusPath, "missing (a creation that did not finish?)")
+		return nil, missingStatus(statusPath)
 	}
-	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil}
+	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil, JobCount: -1}
 	var err error
+	if r[6].err == nil {
+		n, err := decodeInt(q.rel(q.batchPath(bid, "job-count")), r[6].data)
+		if err != nil {
+			return nil, err
+		}
+		b.JobCount = int(n)
+	}
 	if b.Status, err = decodeBatchStatus(BatchMachine, statusPath, r[1].data); err != nil {
 		return nil, err
 	}
@@ -158,59 +169,167 @@ func indexes(n int) []int {
 	return out
 }
 
+// A Wait is a node whose change may make work that was passed over
+// acquirable: the lock of a batch another session holds (it goes when that
+// session ends or lets go), the status of a batch still being created, the
+// buckets a job of a batch is moving into. The reactor watches them once.
+type Wait struct {
+	Path     string
+	Present  bool  // the node was there when read
+	Children bool  // watch its children too (a bucket)
+	Cversion int32 // the children's version when read
+}
+
 // AcquirePendingBatch locks the oldest unlocked Pending batch and marks it
-// acquired (its `states` child). It returns nil when there is none. A
-// Pending batch that has `states` was acquired by a session that died before
-// it finished; it is taken again, and its handler resumes it.
-func (q *Queue) AcquirePendingBatch() (*Batch, error) {
-	return q.acquireBatch(nil, func(b *Batch) bool { return b.State() == Pending }, "")
+// acquired (its `states` child). It returns nil when there is none, with
+// the nodes to watch for one that may become acquirable. A Pending batch
+// that has `states` was acquired by a session that died before it
+// finished; it is taken again, and its handler resumes it.
+func (q *Queue) AcquirePendingBatch(ctx context.Context) (*Batch, []Wait, error) {
+	return q.acquireBatch(nil, []State{Pending}, nil, "")
 }
 
-// AcquireCompletedBatch locks a batch that is ready to report and moves it to
-// Reporting: a Processing batch with no job left in batch-processing. A batch
-// in Reporting or UpdateReporting whose reporter died is returned as it is.
-// It returns nil when there is none.
-func (q *Queue) AcquireCompletedBatch() (*Batch, error) { return q.AcquireCompletedBatchOf(nil) }
-
-// AcquireCompletedBatchOf is AcquireCompletedBatch among the given batches
-// only (nil: all), for a daemon that knows which batch just emptied.
-func (q *Queue) AcquireCompletedBatchOf(ids []string) (*Batch, error) {
-	return q.acquireBatch(ids, func(b *Batch) bool {
-		switch b.State() {
-		case Reporting:
-			return true
-		case Processing, UpdateReporting:
-			// An operator may ask for a new report (UpdateReporting) right
-			// after requeueing jobs: it waits until they are done too.
-			ok, st, err := q.conn.Exists(q.batchPath(b.ID, "states", "batch-processing"))
-			return err == nil && (!ok || st.NumChildren == 0)
-		}
-		return false
-	}, Reporting)
+// BatchState reads only a batch's status.
+func (q *Queue) BatchState(bid string) (State, error) {
+	p := q.batchPath(bid, "status")
+	data, _, err := q.get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", notFound("batch", bid)
+	}
+	if err != nil {
+		return "", err
+	}
+	st, err := decodeBatchStatus(BatchMachine, q.rel(p), data)
+	return st.Status, err
 }
 
-// acquireBatch locks the first batch that wants, and in the same multi()
-// moves it to "to" (if set and it is Processing) or rewrites its status
-// unchanged, at the version read: either way the lock is taken only if the
-// batch has not moved, and the status version moves on, so a session that
-// held the batch before and lost its lock can no longer commit.
-func (q *Queue) acquireBatch(ids []string, want func(*Batch) bool, to State) (*Batch, error) {
-	if ids == nil {
-		var err error
-		if ids, err = q.BatchIDs(); err != nil {
-			return nil, err
+// AcquireCompletedBatch locks a batch that is ready to report (see
+// readyToReport) and moves it to Reporting. A batch in Reporting whose
+// reporter died is returned as it is. ids narrows the search to the given
+// batches (nil: all), for a daemon that knows which batch just emptied. It
+// returns nil when there is none, with the nodes to watch.
+func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string) (*Batch, []Wait, error) {
+	return q.acquireBatch(only, []State{Processing, Reporting, UpdateReporting},
+		func(b *Batch) (bool, []Wait) { return q.readyToReport(ctx, b) }, Reporting)
+}
+
+// settle is how long an empty batch-processing of a batch without a
+// recorded job count must stay unchanged before it is believed: mrt-zk
+// moves a job's batch ref by a delete then a create, so the folder is empty
+// for an instant on every step of a job it drives.
+const settle = 500 * time.Millisecond
+
+// readyToReport tells whether a batch's jobs are all done. Reporting (a
+// reporter died) is. Processing and UpdateReporting (an operator asked for
+// a new report, maybe right after requeueing jobs) are when no job is in
+// batch-processing and, where the batch handler recorded how many jobs it
+// made, that many are in the other buckets: a job between mrt-zk's delete
+// and create is in no bucket, so an empty folder alone proves nothing.
+// Without a count (a batch whose jobs another library made), the folder
+// must exist, and stay empty and unchanged for settle.
+func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
+	switch b.State() {
+	case Reporting:
+		return true, nil
+	case Processing, UpdateReporting:
+	default:
+		return false, nil
+	}
+	paths := make([]string, len(Buckets))
+	for i, bucket := range Buckets {
+		paths[i] = q.batchPath(b.ID, "states", bucket)
+	}
+	r := q.getAll(paths...)
+	done := 0
+	for i, x := range r {
+		switch {
+		case x.err != nil && !errors.Is(x.err, zk.ErrNoNode):
+			return false, nil
+		case x.err != nil:
+		case Buckets[i] == BucketProcessing && x.stat.NumChildren > 0:
+			return false, nil // its watch fires when it empties
+		case Buckets[i] != BucketProcessing:
+			done += int(x.stat.NumChildren)
 		}
 	}
-	for _, bid := range ids {
-		b, err := q.LoadBatch(bid)
-		if err != nil {
-			if !errors.Is(err, ErrNotFound) {
-				q.log.Warn("queue: skipping unreadable batch", "err", err)
+	if b.JobCount >= 0 {
+		if done >= b.JobCount {
+			return true, nil
+		}
+		var waits []Wait
+		for i, bucket := range Buckets {
+			if bucket != BucketProcessing {
+				w := Wait{Path: paths[i], Children: true, Present: r[i].err == nil}
+				if w.Present {
+					w.Cversion = r[i].stat.Cversion
+				}
+				waits = append(waits, w)
 			}
+		}
+		return false, waits
+	}
+	processing := slices.Index(Buckets, BucketProcessing)
+	before := r[processing]
+	if before.err != nil {
+		// No folder and no count: a batch whose jobs another library is
+		// still making (mrt-zk moves a batch to Processing first). Wait
+		// for the folder, as mrt-zk's own reporter does.
+		return false, []Wait{{Path: paths[processing]}}
+	}
+	t := time.NewTimer(settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-t.C:
+	}
+	ok, after, err := q.conn.Exists(paths[processing])
+	return err == nil && ok && after.NumChildren == 0 && after.Cversion == before.stat.Cversion &&
+		after.Czxid == before.stat.Czxid, nil
+}
+
+// acquireBatch locks the first batch in one of states that is ready (nil:
+// any), and in the same multi() moves it to "to" (if set and it is
+// Processing) or rewrites its status
+// unchanged, at the version read: either way the lock is taken only if the
+// batch has not moved, and the status version moves on, so a session that
+// held the batch before and lost its lock can no longer commit. When it
+// finds none it returns what to watch for one: the locks of batches held
+// elsewhere, the status of batches still being created, and ready's waits.
+func (q *Queue) acquireBatch(batchIDs []string, states []State, ready func(*Batch) (bool, []Wait), to State) (*Batch, []Wait, error) {
+	if batchIDs == nil {
+		var err error
+		if batchIDs, err = q.BatchIDs(); err != nil {
+			return nil, nil, err
+		}
+	}
+	var waits []Wait
+	for _, bid := range batchIDs {
+		b, err := q.LoadBatch(bid)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case errors.Is(err, ErrIncomplete):
+			// Created in steps (mrt-zk writes its nodes one by one): its
+			// status is what makes it a batch.
+			waits = append(waits, Wait{Path: q.batchPath(bid, "status")})
+			continue
+		case err != nil:
+			q.log.Warn("queue: skipping unreadable batch", "err", err)
 			continue
 		}
-		if b.Locked || !want(b) {
+		if !slices.Contains(states, b.State()) {
 			continue
+		}
+		if b.Locked {
+			waits = append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true})
+			continue
+		}
+		if ready != nil {
+			ok, w := ready(b)
+			if waits = append(waits, w...); !ok {
+				continue
+			}
 		}
 		st := b.Status
 		if to != "" && b.State() == Processing {
@@ -223,17 +342,21 @@ func (q *Queue) acquireBatch(ids []string, want func(*Batch) bool, to State) (*B
 			ops = append(ops, createRef(q.batchPath(bid, "states")))
 		}
 		err = q.commit(ops)
-		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
+		if errors.Is(err, ErrLocked) {
+			waits = append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true})
+			continue
+		}
+		if errors.Is(err, ErrStale) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b.owner, b.Locked = true, true
 		b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
-		return b, nil
+		return b, nil, nil
 	}
-	return nil, nil
+	return nil, waits, nil
 }
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
@@ -272,9 +395,10 @@ func (q *Queue) UnlockBatch(b *Batch) error {
 
 // BatchChange is what a batch transition writes besides the status.
 type BatchChange struct {
-	Message string
-	Report  *StatusReport // written to status-report in the same multi()
-	Release bool          // delete the lock in the same multi()
+	Message  string
+	JobCount *int          // how many jobs the batch handler made: written to job-count
+	Report   *StatusReport // written to status-report in the same multi()
+	Release  bool          // delete the lock in the same multi()
 }
 
 // SetBatchStatus moves a batch to another state in one multi(), fenced by the
@@ -287,6 +411,9 @@ func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
 	ops := []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}
 	if c.Report != nil {
 		ops = append(ops, upsert(q.batchPath(b.ID, "status-report"), mustJSON(c.Report), b.Report != nil))
+	}
+	if c.JobCount != nil {
+		ops = append(ops, upsert(q.batchPath(b.ID, "job-count"), []byte(strconv.Itoa(*c.JobCount)), b.JobCount >= 0))
 	}
 	if c.Release && b.owner {
 		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
@@ -301,6 +428,9 @@ func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
 	b.Status, b.version = st, b.version+1
 	if c.Report != nil {
 		b.Report = c.Report
+	}
+	if c.JobCount != nil {
+		b.JobCount = *c.JobCount
 	}
 	if c.Release {
 		b.owner, b.Locked = false, false

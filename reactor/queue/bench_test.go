@@ -47,7 +47,7 @@ func BenchmarkTransition(b *testing.B) {
 			r := benchRun(b)
 			bt := r.processing(true)
 			runPar(b, par, func() func() {
-				j, err := r.q.CreateJob(bt.ID, queue.JobSpec{Priority: 5})
+				j, err := r.q.CreateJob(bt, queue.JobSpec{Priority: 5})
 				r.ok(err)
 				return func() {
 					to := queue.Held
@@ -71,7 +71,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	bt := r.processing(true)
 	b.ResetTimer()
 	for range b.N {
-		j, err := r.q.CreateJob(bt.ID, queue.JobSpec{Priority: 5})
+		j, err := r.q.CreateJob(bt, queue.JobSpec{Priority: 5})
 		r.ok(err)
 		for _, s := range pipelineStates {
 			got, err := r.q.AcquireJob(s)

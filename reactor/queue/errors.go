@@ -20,16 +20,34 @@ var (
 	ErrLocked = errors.New("locked by another session")
 	// ErrRefused means an admin action does not apply to the item as it is.
 	ErrRefused = errors.New("refused")
+	// ErrIncomplete means a batch or job has no status yet: a creation
+	// under way (mrt-zk writes a new item's nodes one by one), or one that a
+	// crash cut short. It is also an ErrCorrupt.
+	ErrIncomplete = errors.New("incomplete")
 )
 
 // StaleError says whose view was stale and why.
 type StaleError struct {
 	Path   string // the node whose version no longer matched
 	Reason string
+	// MaybeApplied: an earlier try of the same change lost its reply, so
+	// that try may have been applied before the other session moved on.
+	// The change's outcome is unknown, not known to be refused.
+	MaybeApplied bool
 }
 
 func (e *StaleError) Error() string {
+	if e.MaybeApplied {
+		return fmt.Sprintf("%s: stale view: %s (an earlier try whose reply was lost may have been applied)", e.Path, e.Reason)
+	}
 	return fmt.Sprintf("%s: stale view: %s", e.Path, e.Reason)
+}
+
+// MaybeApplied tells whether err is a stale view whose change may still
+// have been applied by an earlier try whose reply was lost.
+func MaybeApplied(err error) bool {
+	var se *StaleError
+	return errors.As(err, &se) && se.MaybeApplied
 }
 
 // Is makes errors.Is(err, ErrStale) true.
@@ -37,14 +55,22 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // CorruptError names a node the queue could not read and what is wrong with it.
 type CorruptError struct {
-	Path   string
-	Reason string
+	Path       string
+	Reason     string
+	incomplete bool // its status is missing
 }
 
 func (e *CorruptError) Error() string { return fmt.Sprintf("%s: %s", e.Path, e.Reason) }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || (e.incomplete && target == ErrIncomplete)
+}
+
+// missingStatus is the error of an item whose status node is not there.
+func missingStatus(path string) error {
+	return &CorruptError{Path: path, Reason: "missing (a creation that did not finish?)", incomplete: true}
+}
 
 func corrupt(path, format string, args ...any) error {
 	return &CorruptError{Path: path, Reason: fmt.Sprintf(format, args...)}

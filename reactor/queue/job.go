@@ -27,19 +27,18 @@ type JobSpec struct {
 	Metadata    *Metadata
 }
 
-// CreateJob creates a Pending job in batch bid, listed in pending and in the
-// batch's batch-processing bucket.
-func (q *Queue) CreateJob(bid string, spec JobSpec) (*Job, error) {
+// CreateJob creates a Pending job in batch b, listed in pending and in the
+// batch's batch-processing bucket. The creation is fenced by b's status
+// version, as a step is by a job's: once another session has taken the
+// batch over (its acquisition moves the version on), a stale view creates
+// nothing, so a paused batch handler cannot add jobs behind the new owner.
+func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
+	bid := b.ID
 	if err := checkPriority(spec.Priority); err != nil {
 		return nil, fmt.Errorf("create job in %s: %w", bid, err)
 	}
 	if spec.Config == nil {
 		spec.Config = map[string]any{}
-	}
-	if ok, _, err := q.conn.Exists(q.batchPath(bid, "status")); err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, notFound("batch", bid)
 	}
 	// As for batches: the sequential create comes first, its children in one
 	// multi() after; an empty /jobs/jidN left by a crash is skipped by readers.
@@ -69,9 +68,13 @@ func (q *Queue) CreateJob(bid string, spec JobSpec) (*Job, error) {
 		ops = append(ops, create(q.jobPath(jid, "metadata"), mustJSON(spec.Metadata)))
 	}
 	ops = append(ops, create(q.refPath(Pending, j.ref), nil),
-		q.createIn(q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending)))
+		q.createIn(q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending)),
+		fenceCheck(q.batchPath(bid, "status"), b.version))
 	if err := q.commit(ops); err != nil {
 		_ = q.conn.Delete(p, -1)
+		if errors.Is(err, ErrStale) {
+			return nil, fmt.Errorf("create job in batch %s: %w", bid, err)
+		}
 		return nil, fmt.Errorf("create job %s in batch %s: %w", jid, bid, err)
 	}
 	return j, nil
@@ -106,7 +109,7 @@ func (q *Queue) LoadJob(jid string) (*Job, error) {
 	rel := func(c string) string { return q.rel(q.jobPath(jid, c)) }
 	st, ok := got["status"]
 	if !ok {
-		return nil, corrupt(rel("status"), "missing (a creation that did not finish?)")
+		return nil, missingStatus(rel("status"))
 	}
 	j := &Job{ID: jid, version: st.stat.Version, Priority: DefaultPriority}
 	_, j.Locked = got["lock"]
@@ -223,11 +226,7 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 // rewrites its status unchanged at the version read: the lock is taken only
 // if the job has not moved since, and the status version moves on, so a
 // session that held the job before and lost its lock can no longer commit.
-func (q *Queue) AcquireJob(s State) (*Job, error) { return q.AcquireJobExcept(s, nil) }
-
-// AcquireJobExcept is AcquireJob passing over the jobs skip says to (nil
-// skips none): a daemon's jobs that wait for a timer, for instance.
-func (q *Queue) AcquireJobExcept(s State, skip func(jid string) bool) (*Job, error) {
+func (q *Queue) AcquireJob(s State) (*Job, error) {
 	refs, problems, err := q.Refs(s)
 	if err != nil {
 		return nil, err
@@ -236,11 +235,7 @@ func (q *Queue) AcquireJobExcept(s State, skip func(jid string) bool) (*Job, err
 		q.log.Warn("queue: skipping", "err", p)
 	}
 	for _, ref := range refs {
-		_, jid, _ := parseRef(ref)
-		if skip != nil && skip(jid) {
-			continue
-		}
-		j, err := q.TryAcquireJob(s, ref)
+		j, err := q.TryAcquireJob(s, ref, nil)
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
@@ -254,8 +249,9 @@ func (q *Queue) AcquireJobExcept(s State, skip func(jid string) bool) (*Job, err
 // TryAcquireJob acquires the job of one ref in state s, as AcquireJob does.
 // It returns ErrLocked when another session holds the job, and nil, nil
 // when the job has moved on or cannot be read (which is logged with its
-// path).
-func (q *Queue) TryAcquireJob(s State, ref string) (*Job, error) {
+// path), or when admit (nil admits all) turns the job down after reading
+// it, before anything is written.
+func (q *Queue) TryAcquireJob(s State, ref string, admit func(*Job) bool) (*Job, error) {
 	_, jid, ok := parseRef(ref)
 	if !ok {
 		return nil, nil
@@ -272,6 +268,8 @@ func (q *Queue) TryAcquireJob(s State, ref string) (*Job, error) {
 		return nil, nil // moved on since the folder was listed
 	case j.Locked:
 		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
+	case admit != nil && !admit(j):
+		return nil, nil
 	}
 	err = q.commit([]op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
 	if errors.Is(err, ErrStale) {

@@ -93,6 +93,10 @@ type Batch struct {
 	Report     *StatusReport
 	Acquired   bool // has a `states` child: no longer pending for mrt-zk
 	Locked     bool
+	// JobCount is how many jobs the batch handler made (its job-count
+	// node, written with the move to Processing), or -1 when not recorded
+	// (a batch whose jobs another library made).
+	JobCount int
 
 	version int32
 	owner   bool

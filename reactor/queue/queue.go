@@ -139,22 +139,6 @@ func forEach[T any](items []T, limit int, fn func(T)) {
 	wg.Wait()
 }
 
-// mkdirs creates the folders rel1, rel1/rel2, … under base, which must
-// exist; it is the slow path of a create whose parent was missing.
-func (q *Queue) mkdirs(base string, rels ...string) error {
-	p := base
-	for _, r := range rels {
-		p += "/" + r
-		if _, err := q.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			if errors.Is(err, zk.ErrNoNode) {
-				return fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
-			}
-			return fmt.Errorf("create %s: %w", q.rel(p), err)
-		}
-	}
-	return nil
-}
-
 // releaseOwnLock deletes an ephemeral lock only if this session owns it.
 func (q *Queue) releaseOwnLock(p string) error {
 	ok, st, err := q.conn.Exists(p)

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -79,14 +80,14 @@ var scenarios = map[string]scenario{
 		r.ok(err)
 		r.name("bid1", b1.ID)
 		for _, want := range []string{b0.ID, b1.ID} {
-			b, err := r.q.AcquirePendingBatch()
+			b, _, err := r.q.AcquirePendingBatch(context.Background())
 			r.ok(err)
 			if b == nil || b.ID != want {
 				r.t.Fatalf("acquired %v, want %s", b, want)
 			}
 			r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{}))
 		}
-		if b, err := r.q.AcquirePendingBatch(); err != nil || b != nil {
+		if b, _, err := r.q.AcquirePendingBatch(context.Background()); err != nil || b != nil {
 			r.t.Fatalf("third acquire: %v %v, want none", b, err)
 		}
 	},
@@ -200,14 +201,14 @@ func (r *run) batch() *queue.Batch {
 // is released unless keep.
 func (r *run) processing(release bool) *queue.Batch {
 	r.batch()
-	b, err := r.q.AcquirePendingBatch()
+	b, _, err := r.q.AcquirePendingBatch(context.Background())
 	r.ok(err)
 	r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{Release: release}))
 	return b
 }
 
 func (r *run) job(b *queue.Batch, ph string, prio int, config map[string]any) *queue.Job {
-	j, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: prio, Config: config})
+	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: prio, Config: config})
 	r.ok(err)
 	r.name(ph, j.ID)
 	return j
@@ -299,14 +300,14 @@ func (r *run) oneJob() (*queue.Batch, *queue.Job) {
 
 func (r *run) noReport() {
 	r.t.Helper()
-	if b, err := r.q.AcquireCompletedBatch(); err != nil || b != nil {
+	if b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil); err != nil || b != nil {
 		r.t.Fatalf("batch acquirable for reporting too early: %v %v", b, err)
 	}
 }
 
 func (r *run) report(want string) *queue.Batch {
 	r.t.Helper()
-	b, err := r.q.AcquireCompletedBatch()
+	b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil)
 	r.ok(err)
 	if b == nil || b.ID != want {
 		r.t.Fatalf("acquire for reporting: %v, want %s", b, want)
@@ -372,7 +373,7 @@ func (r *run) configJob(ident, meta bool) {
 	if meta {
 		spec.Metadata = &queue.Metadata{Who: "i", What: "j", When: "k", Where: "l"}
 	}
-	j, err := r.q.CreateJob(b.ID, spec)
+	j, err := r.q.CreateJob(b, spec)
 	r.ok(err)
 	r.name("jid0", j.ID)
 }

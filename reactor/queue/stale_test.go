@@ -13,7 +13,7 @@ import (
 func TestStaleViewWritesNothing(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	created, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	_, qa := r.second()
 	mine, err := qa.AcquireJob(queue.Pending)
@@ -56,7 +56,7 @@ func TestStaleViewWritesNothing(t *testing.T) {
 func TestClosedSessionLosesItsJobs(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	created, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	connA, qa := r.second()
 	jA, err := qa.AcquireJob(queue.Pending)
@@ -98,7 +98,7 @@ func TestClosedSessionLosesItsJobs(t *testing.T) {
 func TestAdminRefusals(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	j, err := r.q.CreateJob(b.ID, queue.JobSpec{Priority: 5})
+	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	cases := []struct {
 		what string

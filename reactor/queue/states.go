@@ -221,6 +221,9 @@ func Bucket(s State) string {
 	}
 }
 
+// BucketProcessing is the bucket of the jobs still in the pipeline.
+const BucketProcessing = "batch-processing"
+
 // Buckets are all batch bucket folder names.
 var Buckets = []string{"batch-processing", "batch-completed", "batch-failed", "batch-deleted"}
 

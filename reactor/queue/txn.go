@@ -80,7 +80,9 @@ func createRef(p string) op {
 }
 
 // createIn creates a node whose parent folders (rels, under base) may not
-// exist yet; they are made on the first failure.
+// exist yet. When they are missing, they are created in the same multi() as
+// the node, so that no reader ever sees a new folder empty (mrt-zk's
+// reporter takes an empty batch-processing for a finished batch).
 func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op {
 	o := create(p, data)
 	o.recover = func(err error) ([]op, error) {
@@ -88,10 +90,25 @@ func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op 
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil, nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := q.mkdirs(base, rels...); err != nil {
+			var ops []op
+			dir := base
+			for _, r := range rels {
+				dir += "/" + r
+				ops = append(ops, createRef(dir))
+			}
+			// The node itself, without this recovery: a second NoNode means
+			// base itself is gone.
+			last := create(p, data)
+			last.recover = func(err error) ([]op, error) {
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil, fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
+				}
+				if errors.Is(err, zk.ErrNodeExists) {
+					return nil, nil
+				}
 				return nil, err
 			}
-			return []op{create(p, data)}, nil
+			return append(ops, last), nil
 		}
 		return nil, err
 	}
@@ -177,7 +194,7 @@ func (q *Queue) commit(ops []op) error {
 		}
 		o := ops[i]
 		if o.fence {
-			return &StaleError{Path: q.rel(reqPath(o.req)), Reason: staleReason(opErr)}
+			return &StaleError{Path: q.rel(reqPath(o.req)), Reason: staleReason(opErr), MaybeApplied: lost}
 		}
 		if o.recover == nil {
 			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), opErr)

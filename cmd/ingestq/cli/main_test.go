@@ -109,7 +109,9 @@ func (e *env) batch(uuid, profile string) string {
 
 func (e *env) job(bid string, priority int, profile string) string {
 	e.t.Helper()
-	j, err := e.q.CreateJob(bid, queue.JobSpec{
+	b, err := e.q.LoadBatch(bid)
+	e.ok(err)
+	j, err := e.q.CreateJob(b, queue.JobSpec{
 		Priority: priority, SpaceNeeded: 1234,
 		Config:      map[string]any{"profile_name": profile, "payload_url": "https://example.org/obj.zip"},
 		Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4test", LocalIDs: []string{"loc-1"}},

@@ -1,0 +1,51 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// WatchOnce sets a one-shot watch for w: on the node (it appears, goes or
+// changes), and with w.Children on its children too. The channel receives
+// when the watch fires. changed is true when the node already differs from
+// what w says was read (there or not, its children's version): the caller
+// should look again at once rather than wait.
+func (q *Queue) WatchOnce(w Wait) (fired <-chan zk.Event, changed bool, err error) {
+	if w.Children {
+		_, st, ch, err := q.conn.ChildrenW(w.Path)
+		switch {
+		case err == nil:
+			return ch, !w.Present || st.Cversion != w.Cversion, nil
+		case !errors.Is(err, zk.ErrNoNode):
+			return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)
+		}
+		// Not there: wait for it to appear.
+	}
+	ok, _, ch, err := q.conn.ExistsW(w.Path)
+	if err != nil {
+		return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)
+	}
+	return ch, ok != w.Present, nil
+}
+
+// ReleaseOwnJobLock deletes a job's lock if this session holds it, and
+// tells whether it did: for a lock whose acquisition's reply was lost and
+// that no worker uses.
+func (q *Queue) ReleaseOwnJobLock(jid string) (bool, error) {
+	p := q.jobPath(jid, "lock")
+	ok, st, err := q.conn.Exists(p)
+	if err != nil || !ok || st.EphemeralOwner != q.conn.SessionID() {
+		return false, err
+	}
+	if err := q.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
+	}
+	return true, nil
+}
+
+// JobLockWait is the wait for a job's lock, held elsewhere, to go.
+func (q *Queue) JobLockWait(jid string) Wait {
+	return Wait{Path: q.jobPath(jid, "lock"), Present: true}
+}

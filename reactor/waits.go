@@ -1,0 +1,79 @@
+package reactor
+
+import (
+	"log/slog"
+	"sync"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// waiter holds the one-shot ZooKeeper watches that wake a pool when work it
+// passed over may have become acquirable, and that no folder's child watch
+// would announce: the lock of a job or batch held by another session (gone
+// when that session ends or lets go), the status of a batch still being
+// created, the buckets of a batch whose count of done jobs falls short.
+// Each node is watched at most once at a time. Every goroutine it starts
+// ends when its watch fires or at stop, which waits for them.
+type waiter struct {
+	q   *queue.Queue
+	log *slog.Logger
+
+	mu       sync.Mutex
+	watching map[string]bool
+	stopped  bool
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newWaiter(q *queue.Queue, log *slog.Logger) *waiter {
+	return &waiter{q: q, log: log, watching: map[string]bool{}, stopCh: make(chan struct{})}
+}
+
+// on calls wake once when w's node changes, or at once when it changed
+// already. A watch that cannot be set is left to the safety rescan.
+func (w *waiter) on(wt queue.Wait, wake func()) {
+	w.mu.Lock()
+	if w.stopped || w.watching[wt.Path] {
+		w.mu.Unlock()
+		return
+	}
+	w.watching[wt.Path] = true
+	w.wg.Add(1) // under mu: never after stop's Wait began
+	w.mu.Unlock()
+	forget := func() {
+		w.mu.Lock()
+		delete(w.watching, wt.Path)
+		w.mu.Unlock()
+	}
+	fired, changed, err := w.q.WatchOnce(wt)
+	if err != nil || changed {
+		forget()
+		w.wg.Done()
+		if err != nil {
+			w.log.Debug("reactor: watch not set; the rescan covers it", "err", err)
+			return
+		}
+		wake()
+		return
+	}
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-fired:
+			forget()
+			wake()
+		case <-w.stopCh:
+		}
+	}()
+}
+
+// stop ends every wait and waits for their goroutines. Safe to call twice.
+func (w *waiter) stop() {
+	w.mu.Lock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.stopCh)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
