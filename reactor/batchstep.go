@@ -176,7 +176,7 @@ func nonNil(s []string) []string {
 // it; it reports whether the commit happened.
 func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
 	from := b.State()
-	c.Release = true
+	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetBatchStatus(b, to, c) })
 	switch {
 	case queue.MaybeApplied(err):

@@ -176,7 +176,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 // never leaves a job locked by this (surviving) session.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from := j.State()
-	c.Release = true
+	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetJobStatus(j, to, c) })
 	switch {
 	case queue.MaybeApplied(err):

@@ -52,7 +52,9 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 
 // CreateJobs makes N jobs for a "passthrough:N" payload. A "fail_at" or
 // "flaky_at" (with "flaky_times") in the submission is passed to the job
-// whose number is "fail_job" (default 0).
+// whose number is "fail_job" (default 0). A "create_pace" duration ("200ms")
+// makes the jobs in windows of 10 with that pause after each, so that fault
+// tests can stop a daemon while it is making a batch's jobs.
 func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
 	url, _ := b.Submission["payload_url"].(string)
 	n, err := strconv.Atoi(strings.TrimPrefix(url, PassThroughScheme))
@@ -83,7 +85,20 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 		}
 		objs[i] = Object{Key: fmt.Sprintf("obj-%06d", i), Spec: queue.JobSpec{Priority: queue.DefaultPriority, Config: cfg}}
 	}
-	return EnsureJobs(ctx, q, b, objs)
+	pace, _ := time.ParseDuration(fmt.Sprint(b.Submission["create_pace"]))
+	if pace <= 0 {
+		return EnsureJobs(ctx, q, b, objs)
+	}
+	const window = 10
+	for end := window; ; end += window {
+		n, err := EnsureJobs(ctx, q, b, objs[:min(end, len(objs))])
+		if err != nil || end >= len(objs) {
+			return n, err
+		}
+		if !sleep(ctx, pace) {
+			return n, ctx.Err()
+		}
+	}
 }
 
 // Report does nothing: the reactor publishes every report as an event.

@@ -399,6 +399,7 @@ type BatchChange struct {
 	JobCount *int          // how many jobs the batch handler made: written to job-count
 	Report   *StatusReport // written to status-report in the same multi()
 	Release  bool          // delete the lock in the same multi()
+	At       time.Time     // stamps the change; zero means now (see JobChange.At)
 }
 
 // SetBatchStatus moves a batch to another state in one multi(), fenced by the
@@ -407,7 +408,7 @@ func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
 	if err := BatchMachine.Check(b.ID, b.State(), to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: c.Message}
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: c.Message}
 	ops := []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}
 	if c.Report != nil {
 		ops = append(ops, upsert(q.batchPath(b.ID, "status-report"), mustJSON(c.Report), b.Report != nil))

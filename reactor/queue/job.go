@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -329,7 +330,11 @@ type JobChange struct {
 	Store       *StepManifest
 	Inventory   *StepManifest
 	Release     bool // delete the lock in the same multi()
-	requeue     bool // count a retry
+	// At stamps the change (last_modified); zero means now. A caller that
+	// tries the same change again passes the same At, so that a try whose
+	// reply was lost is recognised by its bytes.
+	At      time.Time
+	requeue bool // count a retry
 }
 
 // SetJobStatus moves a job to another state in one multi(), fenced by the
@@ -342,7 +347,7 @@ func (q *Queue) SetJobStatus(j *Job, to State, c JobChange) error {
 	}
 	from := j.State()
 	st := JobStatus{
-		Status: to, LastModified: q.stamp(), Message: c.Message,
+		Status: to, LastModified: q.stampAt(c.At), Message: c.Message,
 		LastSuccessfulStatus: nextLastSuccessful(j.Status.LastSuccessfulStatus, from, to),
 		RetryCount:           j.Status.RetryCount,
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // TimeLayout is the layout of last_modified, as the deployed library writes it.
@@ -112,6 +113,14 @@ func (b *Batch) UUID() string { s, _ := b.Submission["batchID"].(string); return
 func (b *Batch) Profile() string { s, _ := b.Submission["profile_name"].(string); return s }
 
 func (q *Queue) stamp() string { return q.now().Format(TimeLayout) }
+
+// stampAt is at as last_modified, or now when at is zero.
+func (q *Queue) stampAt(at time.Time) string {
+	if at.IsZero() {
+		return q.stamp()
+	}
+	return at.Format(TimeLayout)
+}
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -139,3 +140,40 @@ func TestAdminRefusals(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// A batch handler whose batch was taken over (its session paused past its
+// timeout, then resumed) creates no job: the creation is fenced by the
+// batch's version, which the new owner's acquisition moved on. Nothing of
+// the stale creation stays, not even the empty jid node.
+func TestStaleBatchViewCreatesNoJob(t *testing.T) {
+	r := newRun(t)
+	r.batch()
+	mine, _, err := r.q.AcquirePendingBatch(context.Background())
+	r.ok(err)
+	_, err = r.q.CreateJob(mine, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	// Its lock goes (as with an expired session); another session takes
+	// the batch over.
+	r.ok(r.q.UnlockBatch(mine))
+	_, qb := r.second()
+	theirs, _, err := qb.AcquirePendingBatch(context.Background())
+	r.ok(err)
+	if theirs == nil || theirs.ID != mine.ID {
+		t.Fatalf("the second session acquired %v, want %s", theirs, mine.ID)
+	}
+	before, err := r.q.Tree("")
+	r.ok(err)
+	_, err = r.q.CreateJob(mine, queue.JobSpec{Priority: 5})
+	if !errors.Is(err, queue.ErrStale) {
+		t.Fatalf("a job created through the stale view: %v, want ErrStale", err)
+	}
+	after, err := r.q.Tree("")
+	r.ok(err)
+	if !reflect.DeepEqual(before, after) {
+		t.Fatalf("the stale creation changed the tree:\nbefore %v\nafter  %v", before, after)
+	}
+	// The owner's view still creates.
+	if _, err := qb.CreateJob(theirs, queue.JobSpec{Priority: 5}); err != nil {
+		t.Fatalf("the new owner's creation: %v", err)
+	}
+}

@@ -162,6 +162,24 @@ const maxOutages = 12
 func (q *Queue) commit(ops []op) error {
 	lost := false // a try's reply was lost: it may have been applied
 	outages, wait := 0, 20*time.Millisecond
+	pause := func() bool { // back-off while the client reconnects
+		if outages++; outages > maxOutages {
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+		return true
+	}
+	// confirm asks whether a try whose reply was lost took effect; while
+	// ZooKeeper cannot say, it asks again after a pause.
+	confirm := func() bool {
+		for {
+			ok, err := q.applied(ops)
+			if err == nil || !Transient(err) || !pause() {
+				return ok
+			}
+		}
+	}
 	for repairs := 0; repairs < maxAttempts; {
 		reqs := make([]any, len(ops))
 		for i, o := range ops {
@@ -174,18 +192,16 @@ func (q *Queue) commit(ops []op) error {
 		if Transient(err) {
 			// The request may have been applied before the reply was lost;
 			// if ZooKeeper cannot say yet, try again after a pause.
-			if q.applied(ops) {
+			if ok, _ := q.applied(ops); ok {
 				return nil
 			}
 			lost = true
-			if outages++; outages > maxOutages {
+			if !pause() {
 				return fmt.Errorf("zookeeper multi: %w", err)
 			}
-			time.Sleep(wait) // back-off while the client reconnects
-			wait = min(2*wait, time.Second)
 			continue
 		}
-		if lost && q.applied(ops) {
+		if lost && confirm() {
 			return nil // an earlier try whose reply was lost had done it
 		}
 		i, opErr := failedOp(resp)
@@ -215,16 +231,17 @@ func (q *Queue) commit(ops []op) error {
 	return fmt.Errorf("zookeeper multi: still failing after %d repairs", maxAttempts)
 }
 
-// applied tells whether a transaction whose reply was lost took effect. A
-// lock it creates is the proof when there is one (an acquisition rewrites
-// the status unchanged, so another session's acquisition would look the
-// same): there, owned by this session. Else its fencing write (at the next
-// version, with our data), or its witness create (there, with our data).
-func (q *Queue) applied(ops []op) bool {
+// applied tells whether a transaction whose reply was lost took effect, or
+// why it cannot tell. A lock it creates is the proof when there is one (an
+// acquisition rewrites the status unchanged, so another session's
+// acquisition would look the same): there, owned by this session. Else its
+// fencing write (at the next version, with our data), or its witness
+// create (there, with our data).
+func (q *Queue) applied(ops []op) (bool, error) {
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
 			ok, st, err := q.conn.Exists(r.Path)
-			return err == nil && ok && st.EphemeralOwner == q.conn.SessionID()
+			return err == nil && ok && st.EphemeralOwner == q.conn.SessionID(), err
 		}
 	}
 	for _, o := range ops {
@@ -232,16 +249,24 @@ func (q *Queue) applied(ops []op) bool {
 		case *zk.SetDataRequest:
 			if o.fence {
 				data, st, err := q.conn.Get(r.Path)
-				return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data)
+				return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data), ignoreNoNode(err)
 			}
 		case *zk.CreateRequest:
 			if o.witness {
 				data, _, err := q.conn.Get(r.Path)
-				return err == nil && bytes.Equal(data, r.Data)
+				return err == nil && bytes.Equal(data, r.Data), ignoreNoNode(err)
 			}
 		}
 	}
-	return false
+	return false, nil
+}
+
+// ignoreNoNode is err, except that a missing node is an answer, not an error.
+func ignoreNoNode(err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
 }
 
 // Transient tells whether a ZooKeeper error may go away by itself: the

@@ -261,20 +261,41 @@ func (s *Server) logTail() string {
 	return strings.Join(lines, "\n")
 }
 
+// fourLetters sends a four-letter word to the server at addr and returns
+// its answer.
+func fourLetters(addr, word string) ([]byte, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, word); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(c)
+}
+
+// Watched tells whether any session has a watch on path (four-letter word
+// wchp), so that a test can wait until a daemon waits on a node.
+func Watched(addr, path string) (bool, error) {
+	out, err := fourLetters(addr, "wchp")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if string(bytes.TrimSpace(line)) == path {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Mode asks the server at addr (four-letter word srvr) for its mode:
 // "standalone", "leader" or "follower". It fails while the server is not
 // serving.
 func Mode(addr string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(c, "srvr"); err != nil {
-		return "", err
-	}
-	out, err := io.ReadAll(c)
+	out, err := fourLetters(addr, "srvr")
 	if err != nil {
 		return "", err
 	}
@@ -302,7 +323,7 @@ minSessionTimeout=400
 maxSessionTimeout=60000
 maxClientCnxns=0
 admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,stat,mntr
+4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp
 `, s.dataDir(), clientPort)
 	for _, p := range peers {
 		cfg += p + "\n"

@@ -1,0 +1,225 @@
+package reactor_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Tests of a queue shared with Merritt's own library (mrt-zk), whose
+// writes are separate requests: the project's own client plays the
+// foreign reader and writer.
+
+// An outside reader (mrt-zk's reporter reads a batch's status, then its
+// batch-processing folder) never finds batch-processing empty while the
+// batch is still Pending, that is while its jobs are being made: the folder
+// is made with the first job's ref, and no job finishes before its batch
+// has all its jobs.
+func TestOutsideReaderNeverSeesAnEmptyPendingBucket(t *testing.T) {
+	const batches, jobs = 100, 4
+	e := newEnv(t)
+	reports := e.outside("ingestq.batch.>")
+	e.daemon("host-a")
+	conn := e.session().Conn
+
+	var (
+		stop       atomic.Bool
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		violations []string
+		seen       int // samples of a Pending batch whose folder held jobs
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			bids, _, err := conn.Children(e.q.Path("/batches"))
+			if err != nil {
+				continue
+			}
+			for _, bid := range bids {
+				// The folder first, then the status: a batch never goes
+				// back to Pending, so Pending now means Pending then.
+				kids, _, err := conn.Children(e.q.Path("/batches/" + bid + "/states/batch-processing"))
+				if err != nil {
+					continue
+				}
+				st, err := e.q.BatchState(bid)
+				if err != nil || st != queue.Pending {
+					continue
+				}
+				mu.Lock()
+				if len(kids) == 0 {
+					violations = append(violations, bid)
+				} else {
+					seen++
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+
+	var bids []string
+	for i := range batches {
+		b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", jobs), "n": i})
+		bids = append(bids, b.ID)
+	}
+	for _, bid := range bids {
+		if rep := e.waitBatch(reports, bid); rep.To != "Completed" {
+			t.Fatalf("batch %s ended %s: %s", bid, rep.To, rep.Message)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if len(violations) > 0 {
+		t.Fatalf("an outside reader saw batch-processing empty while the batch was Pending %d times, in %v",
+			len(violations), slices.Compact(violations))
+	}
+	t.Logf("%d samples of a Pending batch whose batch-processing held jobs, none empty", seen)
+	e.clean()
+}
+
+// mrt-zk moves a job's batch ref by a delete and then a create, so on every
+// step of a job it drives, batch-processing is empty for an instant. Such a
+// moment never makes a report while the job is unfinished, whether the
+// batch has a recorded job count (ingestq made its jobs) or not (a foreign
+// batch handler did): the batch reports once, when the job is really done,
+// and the report names it.
+func TestForeignRefMovesNeverReportEarly(t *testing.T) {
+	for _, counted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("job-count=%v", counted), func(t *testing.T) {
+			const trials = 1000
+			e := newEnv(t)
+			batchEvents := e.outside("ingestq.batch.>")
+			s := e.session()
+			foreign := e.queue(s)
+
+			b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
+			taken, _, err := foreign.AcquirePendingBatch(context.Background())
+			if err != nil || taken == nil || taken.ID != b.ID {
+				t.Fatalf("acquire: %v %v", taken, err)
+			}
+			j, err := foreign.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The foreign consumer holds the job while it works it, so the
+			// daemon never takes it.
+			locked, err := foreign.LockJob(j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := queue.BatchChange{Release: true}
+			if counted {
+				one := 1
+				c.JobCount = &one
+			}
+			if err := foreign.SetBatchStatus(taken, queue.Processing, c); err != nil {
+				t.Fatal(err)
+			}
+			e.daemon("host-a")
+
+			ref := e.q.Path("/batches/" + b.ID + "/states/batch-processing/" + j.ID)
+			for i := range trials {
+				if err := s.Conn.Delete(ref, -1); err != nil {
+					t.Fatalf("trial %d: delete %s: %v", i, ref, err)
+				}
+				if _, err := s.Conn.Create(ref, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+					t.Fatalf("trial %d: create %s: %v", i, ref, err)
+				}
+			}
+			st, err := e.q.BatchState(b.ID)
+			if err != nil || st != queue.Processing {
+				t.Fatalf("after %d foreign ref moves the batch is %s (%v), want Processing", trials, st, err)
+			}
+
+			// The job's last step, as mrt-zk writes it: status, then the
+			// job's ref, then the batch ref (delete, create), then unlock.
+			done := time.Now()
+			status := fmt.Sprintf(`{"status":"Completed","last_modified":%q,"message":"","last_successful_status":"Notify","retry_count":0}`,
+				done.Format(queue.TimeLayout))
+			mustDo(t, func() error { _, err := s.Conn.Set(e.q.Path("/jobs/"+j.ID+"/status"), []byte(status), -1); return err })
+			mustDo(t, func() error { return s.Conn.Delete(e.q.Path("/jobs/states/pending/"+locked.Ref()), -1) })
+			mustDo(t, func() error {
+				_, err := s.Conn.Create(e.q.Path("/jobs/states/completed/"+locked.Ref()), nil, 0, zk.WorldACL(zk.PermAll))
+				return err
+			})
+			mustDo(t, func() error { return s.Conn.Delete(ref, -1) })
+			mustDo(t, func() error {
+				_, err := s.Conn.Create(e.q.Path("/batches/"+b.ID+"/states/batch-completed"), nil, 0, zk.WorldACL(zk.PermAll))
+				return err
+			})
+			mustDo(t, func() error {
+				_, err := s.Conn.Create(e.q.Path("/batches/"+b.ID+"/states/batch-completed/"+j.ID), nil, 0, zk.WorldACL(zk.PermAll))
+				return err
+			})
+			if err := foreign.UnlockJob(locked); err != nil {
+				t.Fatal(err)
+			}
+
+			steps := untilReported(t, batchEvents, b.ID)
+			got, err := e.q.LoadBatch(b.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State() != queue.Completed || got.Report == nil || !slices.Equal(got.Report.SuccessfulJobs, []string{j.ID}) {
+				t.Fatalf("batch %s, report %+v; want Completed naming %s", got.State(), got.Report, j.ID)
+			}
+			drain(batchEvents, b.ID, &steps)
+			if want := []string{"Processing→Reporting", "Reporting→Completed"}; !slices.Equal(steps, want) {
+				t.Fatalf("batch events %v, want %v", steps, want)
+			}
+		})
+	}
+}
+
+func mustDo(t *testing.T, f func() error) {
+	t.Helper()
+	if err := f(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// untilReported collects bid's transitions until it ends Completed or Failed.
+func untilReported(t *testing.T, ch chan events.Event, bid string) []string {
+	t.Helper()
+	var steps []string
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.BatchID != bid {
+				continue
+			}
+			steps = append(steps, ev.From+"→"+ev.To)
+			if ev.To == "Completed" || ev.To == "Failed" {
+				return steps
+			}
+		case <-deadline:
+			t.Fatalf("batch %s did not report; its transitions so far %v", bid, steps)
+		}
+	}
+}
+
+// drain appends the transitions of bid already received on ch.
+func drain(ch chan events.Event, bid string, steps *[]string) {
+	for {
+		select {
+		case ev := <-ch:
+			if ev.BatchID == bid {
+				*steps = append(*steps, ev.From+"→"+ev.To)
+			}
+		default:
+			return
+		}
+	}
+}
