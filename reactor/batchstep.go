@@ -40,6 +40,12 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	case !ok:
 		r.unlockBatch(b)
 		return true, nil
+	case queue.Unreachable(err):
+		// Not the payload's fault: the batch stays Pending, and is taken
+		// again once ZooKeeper answers (by this daemon or another).
+		r.log.Warn("reactor: ZooKeeper unreachable while making the batch's jobs; the batch stays Pending", "batch", b.ID, "err", err)
+		r.unlockBatch(b)
+		return true, nil
 	}
 	c := queue.BatchChange{JobCount: &jobs}
 	if err != nil {

@@ -269,6 +269,18 @@ func ignoreNoNode(err error) error {
 	return err
 }
 
+// Unreachable tells whether err is the ZooKeeper client's own word that
+// the queue could not be reached (no server, connection closed, session
+// expired or moved), as opposed to trouble with something else.
+func Unreachable(err error) bool {
+	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionMoved, zk.ErrClosing, zk.ErrSessionExpired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Transient tells whether a ZooKeeper error may go away by itself: the
 // server is unreachable, the connection broke, or the session moved or
 // expired (the client opens a new one).
