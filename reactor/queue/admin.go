@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -120,7 +121,7 @@ func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
 			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
 		case Completed, Deleted:
 			removed = true
-			return q.removeJob(j)
+			return q.removeJob(j, true)
 		}
 		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted (fail it first)", jid, j.State())
 	})
@@ -128,13 +129,22 @@ func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
 }
 
 // removeJob deletes a locked job's nodes, its ref and its batch ref in one
-// multi(), fenced by its status version.
-func (q *Queue) removeJob(j *Job) error {
+// multi(), fenced by its status version. With countDown, the batch's
+// job-count (if it has one) drops by one in the same multi(), so that the
+// batch's report does not wait for a job that is gone.
+func (q *Queue) removeJob(j *Job, countDown bool) error {
 	kids, err := q.children(q.jobPath(j.ID))
 	if err != nil {
 		return err
 	}
 	ops := []op{fenceCheck(q.jobPath(j.ID, "status"), j.version)}
+	if countDown {
+		o, err := q.countDown(j.BatchID)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
 	for _, k := range kids {
 		if k != "status" && k != "lock" {
 			ops = append(ops, del(q.jobPath(j.ID, k)))
@@ -147,6 +157,34 @@ func (q *Queue) removeJob(j *Job) error {
 	}
 	j.owner, j.Locked = false, false
 	return nil
+}
+
+// countDown is the op that lowers a batch's job-count by one, at the
+// version read (read again if it moved), or none when it has no count.
+func (q *Queue) countDown(bid string) ([]op, error) {
+	p := q.batchPath(bid, "job-count")
+	data, st, err := q.get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, err := decodeInt(q.rel(p), data)
+	if err != nil {
+		return nil, err
+	}
+	o := set(p, []byte(strconv.FormatInt(max(n-1, 0), 10)), st.Version)
+	o.recover = func(err error) ([]op, error) {
+		if errors.Is(err, zk.ErrBadVersion) {
+			return q.countDown(bid)
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return []op{o}, nil
 }
 
 // HoldBatch moves a Pending batch to Held.
@@ -205,7 +243,7 @@ func (q *Queue) removeBatch(b *Batch) error {
 	// One multi() per job keeps each request small; the batch's own ref to a
 	// job goes with the job, so a crash midway leaves a consistent batch.
 	for _, j := range jobs {
-		if err := q.removeJob(j); err != nil {
+		if err := q.removeJob(j, false); err != nil { // the batch goes too
 			q.unlockAll(jobs)
 			return fmt.Errorf("batch %s: remove job %s: %w", b.ID, j.ID, err)
 		}
