@@ -5,11 +5,14 @@ package zkwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -68,6 +71,9 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := reachable(cfg.Servers); err != nil {
+		return nil, err
+	}
 	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize, log: cfg.Logger}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(slogPrintf{cfg.Logger}), zk.WithEventCallback(s.onEvent),
@@ -82,6 +88,29 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 			strings.Join(cfg.Servers, ","), err)
 	}
 	return s, nil
+}
+
+// reachable fails at once when no server of the list can be reached at all
+// (nothing listens, or the name does not resolve): go-zookeeper would
+// retry for ever, and a command would wait its whole connect timeout to
+// say what the first refused connection already said. A server that
+// accepts the connection but gives no session is left to that timeout.
+func reachable(servers []string) error {
+	var errs []string
+	for _, addr := range servers {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		var dns *net.DNSError
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, &dns) {
+			return nil // a timeout or the like: let the client try
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("cannot reach ZooKeeper at %s: %s (is it running? --zk or INGESTQ_ZK say where)",
+		strings.Join(servers, ","), strings.Join(errs, "; "))
 }
 
 func (s *Session) onEvent(e zk.Event) {

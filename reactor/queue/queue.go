@@ -84,6 +84,22 @@ func (q *Queue) Init() error {
 	return nil
 }
 
+// Exists tells whether a queue is there: its /batches and /jobs folders,
+// which mrt-zk and Init both make. Read-only tools ask before they read, so
+// that a mistyped root is said to be one instead of read as an empty queue.
+func (q *Queue) Exists() (bool, error) {
+	for _, p := range []string{"/batches", "/jobs"} {
+		ok, _, err := q.conn.Exists(q.Path(p))
+		if err != nil {
+			return false, fmt.Errorf("zookeeper: look for %s: %w", q.Path(p), err)
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // get reads a node; a missing node is (nil, nil, zk.ErrNoNode).
 func (q *Queue) get(p string) ([]byte, *zk.Stat, error) {
 	data, st, err := q.conn.Get(p)

@@ -141,7 +141,7 @@ func (a *app) replayCommand() *cobra.Command {
 			ctx := cmd.Context()
 			bid := batch
 			if bid != "" && !strings.HasPrefix(bid, "bid") {
-				q, err := a.queue(ctx)
+				q, err := a.existingQueue(ctx)
 				if err != nil {
 					return asExit1(err)
 				}

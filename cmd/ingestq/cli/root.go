@@ -9,6 +9,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,14 +119,6 @@ type app struct {
 	sessionTimeout time.Duration // serve's --zk-session-timeout; 0 = sessionTimeout
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 func (a *app) env(name, def string) string {
 	if v := a.getenv(name); v != "" {
 		return v
@@ -196,6 +189,18 @@ func (a *app) setup() error {
 	if a.root == "/" {
 		a.root = ""
 	}
+	// ZooKeeper's own connect strings end with the chroot: host:port/root.
+	if servers, chroot, ok := strings.Cut(a.zk, "/"); ok {
+		chroot = "/" + strings.TrimSuffix(chroot, "/")
+		switch {
+		case chroot == "/":
+		case a.root != "" && a.root != chroot:
+			return usagef("--zk %q names the root %s, --zk-root says %s: give one", a.zk, chroot, a.root)
+		default:
+			a.root = chroot
+		}
+		a.zk = servers
+	}
 	if a.root != "" && (!strings.HasPrefix(a.root, "/") || strings.HasSuffix(a.root, "/") || path.Clean(a.root) != a.root) {
 		return usagef("--zk-root %q: want an absolute path like /ingestq, without a trailing slash", a.root)
 	}
@@ -244,22 +249,47 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// queue connects, opens the queue and makes sure its folders exist.
+// queue connects and opens the queue; it writes nothing.
 func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 	servers := zkwatch.ParseServers(a.zk)
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
-	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmpOr(a.sessionTimeout, sessionTimeout), Logger: a.log})
+	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
 	a.session = s
-	q, err := queue.New(s.Conn, a.root, queue.WithLogger(a.log))
+	return queue.New(s.Conn, a.root, queue.WithLogger(a.log))
+}
+
+// initQueue is queue, then makes sure the queue's folders exist: for the
+// commands that put work in (serve, submit).
+func (a *app) initQueue(ctx context.Context) (*queue.Queue, error) {
+	q, err := a.queue(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := q.Init(); err != nil {
 		return nil, fmt.Errorf("zookeeper %s: prepare queue folders under %q: %w", a.zk, a.root, err)
+	}
+	return q, nil
+}
+
+// existingQueue is queue, for commands that read or administer a queue
+// that must already be there: a mistyped --zk-root is said to be one, and
+// nothing is created.
+func (a *app) existingQueue(ctx context.Context) (*queue.Queue, error) {
+	q, err := a.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := q.Exists()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		root := cmp.Or(a.root, "/")
+		return nil, fmt.Errorf("no ingestq queue under %s in ZooKeeper %s (nothing was ever submitted there: is --zk-root right?)", root, a.zk)
 	}
 	return q, nil
 }
@@ -271,11 +301,20 @@ func (a *app) close() {
 	}
 }
 
-// action makes a command's RunE: it connects, runs fn, and turns its error
-// into exit 1 (unless fn chose another code).
+// action makes a command's RunE on an existing queue: it connects, runs fn,
+// and turns its error into exit 1 (unless fn chose another code).
 func (a *app) action(fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
+	return a.run(a.existingQueue, fn)
+}
+
+// initAction is action for a command that may start a new queue (submit).
+func (a *app) initAction(fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
+	return a.run(a.initQueue, fn)
+}
+
+func (a *app) run(open func(context.Context) (*queue.Queue, error), fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		q, err := a.queue(cmd.Context())
+		q, err := open(cmd.Context())
 		if err == nil {
 			err = fn(cmd.Context(), q, args)
 		}

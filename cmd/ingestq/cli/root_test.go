@@ -74,9 +74,11 @@ func TestNoZooKeeper(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	_, stderr, code := runEnv(t, map[string]string{"INGESTQ_CONNECT_TIMEOUT": "300ms"}, "--zk", addr, "ls", "jobs")
+	// Refused at once: the command says so without waiting its connect
+	// timeout (10 minutes here: a wait would end the test by its deadline).
+	_, stderr, code := runEnv(t, map[string]string{"INGESTQ_CONNECT_TIMEOUT": "10m"}, "--zk", addr, "ls", "jobs")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, addr, "no session")
+	wantErrLine(t, stderr, "cannot reach ZooKeeper at "+addr, "connection refused", "--zk")
 
 	_, stderr, code = runEnv(t, map[string]string{"INGESTQ_CONNECT_TIMEOUT": "soon"}, "--zk", addr, "ls", "jobs")
 	wantCode(t, code, 2)
@@ -125,18 +127,37 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
+// A read on a root where no queue is (a mistyped --zk-root) says so, exits
+// 1 and creates nothing; so does an admin action. submit starts a queue.
 func TestFreshRoot(t *testing.T) {
 	t.Parallel()
-	// A root that does not exist yet is created, folders and all.
 	root := zktest.Root(t)
-	out, _, code := run(t, root, "check")
-	wantCode(t, code, 0)
-	if out != "ok: 0 jobs, 0 batches checked\n" {
-		t.Errorf("check of a fresh root: %q", out)
+	conn := zktest.Connect(t)
+	for _, args := range [][]string{{"check"}, {"tree"}, {"ls", "batches"}, {"show", "jid0000000001"},
+		{"hold", "queue"}, {"requeue", "jid0000000001"}, {"cleanup"}} {
+		out, stderr, code := run(t, root, args...)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, "no ingestq queue under "+root, "--zk-root")
+		if out != "" {
+			t.Errorf("%v printed %q", args, out)
+		}
 	}
-	out, _, code = run(t, root, "tree")
-	wantCode(t, code, 0)
-	if out != "" {
-		t.Errorf("tree of a fresh root: %q", out)
+	if ok, _, err := conn.Exists(root); err != nil || ok {
+		t.Fatalf("%s exists after reads only (%v)", root, err)
 	}
+}
+
+// ZooKeeper's own connect string form host:port/root names the root.
+func TestChrootInConnectString(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bid := e.batch("uuid-chroot", "demo")
+	out, _, code := runEnv(t, nil, "--zk", zktest.Shared(t).Addr+e.root, "ls", "batches")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, bid) {
+		t.Errorf("--zk host:port%s did not read that root:\n%s", e.root, out)
+	}
+	_, stderr, code := runEnv(t, nil, "--zk", zktest.Shared(t).Addr+e.root, "--zk-root", "/other", "ls", "batches")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, e.root, "/other")
 }

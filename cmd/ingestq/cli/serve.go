@@ -134,7 +134,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
 	dataDir, _ := filepath.Abs(f.dataDir)
-	q, err := a.queue(ctx)
+	q, err := a.initQueue(ctx)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}

@@ -64,7 +64,7 @@ func (a *app) submitCommand() *cobra.Command {
 			sub, err = a.submission(f, cmd.Flags().Changed("priority"), args[0])
 			return err
 		},
-		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+		RunE: a.initAction(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			return a.submit(ctx, q, sub, f.wait)
 		}),
 	}
