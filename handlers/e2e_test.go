@@ -111,6 +111,14 @@ func TestBatchManifest(t *testing.T) {
 		if j.Metadata == nil || j.Metadata.What != lines[i].what {
 			t.Errorf("job %s metadata %+v, want title %q", j.ID, j.Metadata, lines[i].what)
 		}
+		// The report names each object by its ARK and local id.
+		r.mu.Lock()
+		objects, _ := r.reached[b.ID].Attrs["objects"].(map[string]any)
+		r.mu.Unlock()
+		obj, _ := objects[j.ID].(map[string]any)
+		if obj["primary_id"] != ark || fmt.Sprint(obj["local_id"]) != "["+lines[i].local+"]" {
+			t.Errorf("the report's objects name job %s as %v, want %s with local id %s", j.ID, obj, ark, lines[i].local)
+		}
 	}
 }
 

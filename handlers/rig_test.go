@@ -42,6 +42,7 @@ type rig struct {
 
 	mu      sync.Mutex
 	batches map[string]chan events.Event // bid → its batch events
+	reached map[string]events.Event      // bid → the event waitBatch returned on
 	jobs    map[string][]events.Event    // jid → its job events
 }
 
@@ -63,7 +64,7 @@ func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 		prof = profile.Default()
 	}
 	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof,
-		batches: map[string]chan events.Event{}, jobs: map[string][]events.Event{}}
+		batches: map[string]chan events.Event{}, reached: map[string]events.Event{}, jobs: map[string][]events.Event{}}
 	r.q = r.queue(r.session())
 	// One subscription keeps the publisher's order: a job's last event is
 	// heard before its batch's report.
@@ -200,6 +201,9 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 					if err != nil {
 						r.t.Fatal(err)
 					}
+					r.mu.Lock()
+					r.reached[bid] = e
+					r.mu.Unlock()
 					return b
 				}
 			}

@@ -116,7 +116,8 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	}
 	report := rep.StatusReport
 	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &report}, map[string]any{
-		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "failures": rep.Messages, "update": rep.Update})
+		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "failures": rep.Messages, "update": rep.Update,
+		"objects": rep.Objects})
 	return true, nil
 }
 
@@ -159,6 +160,9 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
 		Messages: map[string]string{},
 		Update:   b.State() == queue.UpdateReporting,
 		Message:  b.Status.Message,
+	}
+	if rep.Objects, err = r.q.Identifiers(rep.SuccessfulJobs); err != nil {
+		return Report{}, err
 	}
 	for _, jid := range rep.FailedJobs {
 		j, err := r.q.LoadJob(jid)

@@ -50,7 +50,8 @@ type Reporter interface {
 // Report is a batch's outcome.
 type Report struct {
 	queue.StatusReport
-	Messages map[string]string // failed jid → its message
+	Messages map[string]string             // failed jid → its message
+	Objects  map[string]*queue.Identifiers // completed jid → its object's identifiers (ARK, local ids)
 	Update   bool              // a report asked for again (UpdateReporting)
 	Message  string            // a batch-level failure (its payload could not be read)
 }

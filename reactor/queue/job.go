@@ -452,3 +452,29 @@ func (q *Queue) delRef(s State, ref, jid string) op {
 	}
 	return o
 }
+
+// Identifiers reads the identifiers of many jobs at once (nil for a job
+// that has none or is gone), for reports that name each job's object.
+func (q *Queue) Identifiers(jids []string) (map[string]*Identifiers, error) {
+	out := make([]*Identifiers, len(jids))
+	errs := make([]error, len(jids))
+	forEach(indexes(len(jids)), 32, func(i int) {
+		p := q.jobPath(jids[i], "identifiers")
+		data, _, err := q.conn.Get(p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+		case err != nil:
+			errs[i] = fmt.Errorf("get %s: %w", q.rel(p), err)
+		case len(data) > 0:
+			errs[i] = decodeJSON(q.rel(p), data, &out[i])
+		}
+	})
+	m := make(map[string]*Identifiers, len(jids))
+	for i, jid := range jids {
+		if errs[i] != nil && !errors.Is(errs[i], ErrCorrupt) {
+			return nil, errs[i]
+		}
+		m[jid] = out[i]
+	}
+	return m, nil
+}

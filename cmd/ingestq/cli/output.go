@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,14 +42,62 @@ func (a *app) writeFields(fields []field) error {
 		buf.WriteByte('}')
 		return writeIndented(a.stdout, buf.Bytes())
 	}
-	width := 0
+	var flat []field
 	for _, f := range fields {
+		flat = append(flat, flatten(f.key, f.value)...)
+	}
+	width := 0
+	for _, f := range flat {
 		width = max(width, len(f.key))
 	}
-	for _, f := range fields {
+	for _, f := range flat {
 		fmt.Fprintf(a.stdout, "%-*s %s\n", width+1, f.key+":", textValue(f.value, "-"))
 	}
 	return nil
+}
+
+// flatten turns a JSON object value into one field per member, named
+// key.member (recursively, members sorted), so that text output shows
+// readable lines instead of JSON. Lists of plain values are joined with
+// ", "; anything else stays as it is.
+func flatten(key string, v any) []field {
+	switch v.(type) {
+	case nil, string, int, int64, bool, fmt.Stringer:
+		return []field{{key, v}}
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return []field{{key, v}}
+	}
+	var generic any
+	if json.Unmarshal(data, &generic) != nil {
+		return []field{{key, v}}
+	}
+	switch g := generic.(type) {
+	case map[string]any:
+		if len(g) == 0 {
+			return []field{{key, nil}}
+		}
+		var out []field
+		for _, k := range slices.Sorted(maps.Keys(g)) {
+			out = append(out, flatten(key+"."+k, g[k])...)
+		}
+		return out
+	case []any:
+		parts := make([]string, 0, len(g))
+		for _, x := range g {
+			if _, ok := x.(map[string]any); ok {
+				return []field{{key, v}}
+			}
+			parts = append(parts, textValue(x, "null"))
+		}
+		return []field{{key, strings.Join(parts, ", ")}}
+	case float64:
+		if g == float64(int64(g)) {
+			return []field{{key, int64(g)}}
+		}
+	}
+	return []field{{key, generic}}
 }
 
 // writeJSON prints v as indented JSON.

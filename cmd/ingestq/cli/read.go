@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,7 +144,7 @@ func jobCounts(buckets map[string][]string) string {
 }
 
 func (a *app) lsJobsCommand() *cobra.Command {
-	var stateFlag, batchFlag string
+	var stateFlag, batchFlag, localID, ark string
 	var state queue.State
 	cmd := &cobra.Command{
 		Use:   "jobs",
@@ -165,6 +167,12 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			if bid != "" {
 				jobs = filter(jobs, func(j *queue.Job) bool { return j.BatchID == bid })
 			}
+			if localID != "" {
+				jobs = filter(jobs, func(j *queue.Job) bool { return slices.Contains(localIDs(j), localID) })
+			}
+			if ark != "" {
+				jobs = filter(jobs, func(j *queue.Job) bool { return arkOf(j) == ark })
+			}
 			if a.json() {
 				type row struct {
 					JID          string      `json:"jid"`
@@ -176,25 +184,52 @@ func (a *app) lsJobsCommand() *cobra.Command {
 					Message      string      `json:"message"`
 					Locked       bool        `json:"locked"`
 					LastModified string      `json:"last_modified"`
+					ARK          string      `json:"ark"`
+					LocalIDs     []string    `json:"local_id"`
+					Title        string      `json:"title"`
 				}
 				out := make([]row, len(jobs))
 				for i, j := range jobs {
 					out[i] = row{j.ID, j.BatchID, j.State(), j.Priority, j.Profile(), j.Status.RetryCount,
-						j.Status.Message, j.Locked, j.Status.LastModified}
+						j.Status.Message, j.Locked, j.Status.LastModified, arkOf(j), localIDs(j), titleOf(j)}
 				}
 				return a.writeJSON(out)
 			}
-			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED")
+			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE")
 			for _, j := range jobs {
 				t.row(j.ID, j.BatchID, string(j.State()), strconv.Itoa(j.Priority), j.Profile(),
-					strconv.Itoa(j.Status.RetryCount), truncate(j.Status.Message, 48), textValue(j.Locked, ""))
+					strconv.Itoa(j.Status.RetryCount), truncate(j.Status.Message, 48), textValue(j.Locked, ""),
+					arkOf(j), strings.Join(localIDs(j), ";"), truncate(titleOf(j), 32))
 			}
 			return t.flush()
 		}),
 	}
 	cmd.Flags().StringVar(&stateFlag, "state", "", "only jobs in this state (any case, or its folder name)")
 	cmd.Flags().StringVar(&batchFlag, "batch", "", "only jobs of this batch (bid… or batch uuid)")
+	cmd.Flags().StringVar(&localID, "local-id", "", "only jobs for the object with this local id")
+	cmd.Flags().StringVar(&ark, "ark", "", "only jobs for the object with this ARK")
 	return cmd
+}
+
+func arkOf(j *queue.Job) string {
+	if j.Identifiers == nil {
+		return ""
+	}
+	return j.Identifiers.PrimaryID
+}
+
+func localIDs(j *queue.Job) []string {
+	if j.Identifiers == nil || j.Identifiers.LocalIDs == nil {
+		return []string{}
+	}
+	return j.Identifiers.LocalIDs
+}
+
+func titleOf(j *queue.Job) string {
+	if j.Metadata == nil {
+		return ""
+	}
+	return j.Metadata.What
 }
 
 // lsBatchID resolves --batch to a bid ("" for none). A batch whose nodes
@@ -271,7 +306,11 @@ func (a *app) showCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.writeFields(batchFields(b, buckets))
+			objects, err := q.Identifiers(buckets["batch-completed"])
+			if err != nil {
+				return err
+			}
+			return a.writeFields(append(batchFields(b, buckets), field{"objects", objectsOf(objects)}))
 		}),
 	}
 }
@@ -321,6 +360,26 @@ func batchFields(b *queue.Batch, buckets map[string][]string) []field {
 		fields = append(fields, field{bucket, jidList(jids)})
 	}
 	return fields
+}
+
+// objectsOf names each completed job's object: its ARK and local ids.
+func objectsOf(ids map[string]*queue.Identifiers) map[string]string {
+	out := make(map[string]string, len(ids))
+	for jid, id := range ids {
+		out[jid] = describeObject(id)
+	}
+	return out
+}
+
+func describeObject(id *queue.Identifiers) string {
+	if id == nil {
+		return "(no identifier)"
+	}
+	s := cmp.Or(id.PrimaryID, "(no ARK)")
+	if len(id.LocalIDs) > 0 {
+		s += "  local id " + strings.Join(id.LocalIDs, ";")
+	}
+	return s
 }
 
 // jidList is a list of job ids: a JSON array, or space-separated in text.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 func TestTreeText(t *testing.T) {
@@ -143,13 +145,13 @@ func TestLsJobs(t *testing.T) {
 	out, _, code := f.run("ls", "jobs")
 	wantCode(t, code, 0)
 	header, rows := tableRows(t, out)
-	if !slices.Equal(header, []string{"JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED"}) {
+	if !slices.Equal(header, []string{"JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE"}) {
 		t.Fatalf("header %q", header)
 	}
 	if got, want := column(rows, 0), []string{f.p1, f.p2, f.failed, f.o1}; !slices.Equal(got, want) {
 		t.Fatalf("jobs %q, want %q", got, want)
 	}
-	if want := []string{f.failed, f.b1, "Failed", "5", "demo", "0", "download timed out", "no"}; !slices.Equal(rows[2], want) {
+	if want := []string{f.failed, f.b1, "Failed", "5", "demo", "0", "download timed out", "no", "ark:/99999/fk4test", "loc-1", "A test object"}; !slices.Equal(rows[2], want) {
 		t.Errorf("row %q, want %q", rows[2], want)
 	}
 
@@ -181,6 +183,29 @@ func TestLsJobs(t *testing.T) {
 	_, stderr, code := f.run("ls", "jobs", "--batch", "bid0000099999")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "bid0000099999", "not found")
+
+	// An object is found by its local id or its ARK.
+	j, err := f.q.LoadJob(f.o1)
+	f.ok(err)
+	f.ok(f.q.UpdateJob(j, queue.JobChange{Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4other", LocalIDs: []string{"loc-2"}}}))
+	for _, c := range []struct{ flag, value string }{{"--local-id", "loc-2"}, {"--ark", "ark:/99999/fk4other"}} {
+		out, _, code = f.run("ls", "jobs", c.flag, c.value)
+		wantCode(t, code, 0)
+		if _, rows = tableRows(t, out); !slices.Equal(column(rows, 0), []string{f.o1}) {
+			t.Errorf("%s %s: %q, want %s", c.flag, c.value, column(rows, 0), f.o1)
+		}
+	}
+	out, _, code = f.run("ls", "jobs", "--local-id", "loc-2", "-o", "json")
+	wantCode(t, code, 0)
+	var objs []struct {
+		ARK      string   `json:"ark"`
+		LocalIDs []string `json:"local_id"`
+		Title    string   `json:"title"`
+	}
+	if err := json.Unmarshal([]byte(out), &objs); err != nil || len(objs) != 1 || objs[0].ARK != "ark:/99999/fk4other" ||
+		!slices.Equal(objs[0].LocalIDs, []string{"loc-2"}) || objs[0].Title != "A test object" {
+		t.Errorf("--local-id loc-2 -o json: %s (%v)", out, err)
+	}
 }
 
 func TestLsJobsCorruptJobIsAWarning(t *testing.T) {
@@ -223,14 +248,17 @@ func TestShowJob(t *testing.T) {
 		"jid: +" + f.failed + "\n",
 		"batch: +" + f.b1 + "\n",
 		"status: +Failed\n",
-		"last_successful_status: Estimating\n",
+		"last_successful_status: +Estimating\n",
 		"retry_count: +0\n",
 		"message: +download timed out\n",
 		"priority: +5\n",
 		"space_needed: +1234\n",
-		`configuration: +\{"payload_url":"https://example.org/obj.zip","profile_name":"demo"\}` + "\n",
-		`identifiers: +\{"primary_id":"ark:/99999/fk4test","local_id":\["loc-1"\]\}` + "\n",
-		`metadata: +\{"erc_who":"Doe, Jane",.*\}` + "\n",
+		// Objects as one readable line per member, not JSON.
+		`configuration.payload_url: +https://example.org/obj.zip` + "\n",
+		`configuration.profile_name: +demo` + "\n",
+		`identifiers.primary_id: +ark:/99999/fk4test` + "\n",
+		`identifiers.local_id: +loc-1` + "\n",
+		`metadata.erc_who: +Doe, Jane` + "\n",
 		"store: +-\n",
 		"inventory: +-\n",
 		"locked: +no\n",

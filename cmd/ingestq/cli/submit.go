@@ -362,9 +362,26 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 		JID     string `json:"jid"`
 		Message string `json:"message"`
 	}
-	successful, failed := []string{}, []failedJob{}
+	type object struct {
+		JID      string   `json:"jid"`
+		ARK      string   `json:"ark"`
+		LocalIDs []string `json:"local_id"`
+	}
+	successful, failed, objects := []string{}, []failedJob{}, []object{}
 	if b.Report != nil {
 		successful = append(successful, b.Report.SuccessfulJobs...)
+		ids, err := q.Identifiers(successful)
+		if err != nil {
+			return fmt.Errorf("batch %s reported %s, but its jobs' identifiers cannot be read: %w", bid, to, err)
+		}
+		for _, jid := range successful {
+			o := object{JID: jid, LocalIDs: []string{}}
+			if id := ids[jid]; id != nil {
+				o.ARK = id.PrimaryID
+				o.LocalIDs = append(o.LocalIDs, id.LocalIDs...)
+			}
+			objects = append(objects, o)
+		}
 		for _, jid := range b.Report.FailedJobs {
 			msg := ""
 			if j, err := q.LoadJob(jid); err != nil {
@@ -382,8 +399,9 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 			Status         queue.State `json:"status"`
 			Message        string      `json:"message"`
 			SuccessfulJobs []string    `json:"successful_jobs"`
+			Objects        []object    `json:"objects"`
 			FailedJobs     []failedJob `json:"failed_jobs"`
-		}{b.ID, b.UUID(), b.State(), b.Status.Message, successful, failed})
+		}{b.ID, b.UUID(), b.State(), b.Status.Message, successful, objects, failed})
 		if err != nil {
 			return err
 		}
@@ -393,6 +411,13 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 			a.println("  message:         %s", oneLine(b.Status.Message))
 		}
 		a.println("  successful jobs: %d", len(successful))
+		const most = 50 // a report of 100,000 objects is for -o json or ingestq ls jobs
+		for _, o := range objects[:min(len(objects), most)] {
+			a.println("    %s  %s", o.JID, describeObject(&queue.Identifiers{PrimaryID: o.ARK, LocalIDs: o.LocalIDs}))
+		}
+		if len(objects) > most {
+			a.println("    … and %d more (ingestq ls jobs --batch %s)", len(objects)-most, b.ID)
+		}
 		a.println("  failed jobs:     %d", len(failed))
 		for _, f := range failed {
 			a.println("    %s  %s", f.JID, textValue(oneLine(f.Message), "-"))
