@@ -52,8 +52,8 @@ type Report struct {
 	queue.StatusReport
 	Messages map[string]string             // failed jid → its message
 	Objects  map[string]*queue.Identifiers // completed jid → its object's identifiers (ARK, local ids)
-	Update   bool              // a report asked for again (UpdateReporting)
-	Message  string            // a batch-level failure (its payload could not be read)
+	Update   bool                          // a report asked for again (UpdateReporting)
+	Message  string                        // a batch-level failure (its payload could not be read)
 }
 
 // Failed tells whether the batch ends Failed: a failed job, or no job at all
