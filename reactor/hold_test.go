@@ -121,7 +121,7 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	}
 	releaseCanaries := awaitCollectionView(e, canaries, frozen, false)
 	for _, jid := range jids {
-		if err := e.q.ReleaseJob(jid); err != nil {
+		if _, err := e.q.ReleaseJob(jid); err != nil {
 			t.Fatalf("release job %s: %v", jid, err)
 		}
 	}

@@ -239,7 +239,7 @@ func TestFailureRequeueReport(t *testing.T) {
 			break
 		}
 	}
-	if err := e.q.ReportBatch(b.ID); err != nil {
+	if _, err := e.q.ReportBatch(b.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.bus.Publish(events.Event{Kind: events.KindAdmin, To: "report", BatchID: b.ID})

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,10 +16,15 @@ import (
 // ErrLocked. Each change is one fenced multi() that releases the lock.
 
 // withJob locks jid, runs fn, and unlocks unless fn's change released it.
-func (q *Queue) withJob(jid string, fn func(*Job) error) error {
+// A job a daemon is working on is refused with what would work for action.
+func (q *Queue) withJob(jid, action string, fn func(*Job) error) error {
 	j, err := q.lockJob(jid)
 	if errors.Is(err, ErrLocked) {
-		return fmt.Errorf("%w: a daemon is working on it; try again when its step ends", err)
+		state := State("in the pipeline")
+		if j, lerr := q.LoadJob(jid); lerr == nil {
+			state = j.State()
+		}
+		return fmt.Errorf("%w: job %s is %s and a daemon is working on it; %s", err, jid, state, busyAdvice(action, jid))
 	}
 	if err != nil {
 		return err
@@ -31,10 +37,26 @@ func (q *Queue) withJob(jid string, fn func(*Job) error) error {
 	return fn(j)
 }
 
+// busyAdvice says what an operator can do about a job a daemon holds.
+func busyAdvice(action, jid string) string {
+	stop := fmt.Sprintf("`ingestq fail --force %s` stops it (the daemon abandons its step)", jid)
+	switch action {
+	case "fail":
+		return "`ingestq fail --force " + jid + "` fails it now (the daemon abandons its step)"
+	case "requeue":
+		return "only a Failed job can be requeued: " + stop + ", then `ingestq requeue " + jid + "`"
+	case "delete":
+		return stop + ", then `ingestq delete " + jid + "`"
+	case "hold":
+		return "only a Pending job can be held; " + stop
+	}
+	return "try again when its step ends, or " + stop
+}
+
 func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
 	b, err := q.LockBatch(bid)
 	if errors.Is(err, ErrLocked) {
-		return fmt.Errorf("%w: a daemon is working on it; try again when its step ends", err)
+		return fmt.Errorf("%w: a daemon is working on batch %s (making its jobs or its report); try again when it is done", err, bid)
 	}
 	if err != nil {
 		return err
@@ -47,18 +69,37 @@ func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
 	return fn(b)
 }
 
-// HoldJob moves a Pending job to Held.
-func (q *Queue) HoldJob(jid string) error {
-	return q.withJob(jid, func(j *Job) error {
-		return q.SetJobStatus(j, Held, JobChange{Release: true})
+// HoldJob moves a Pending job to Held. changed is false when it was Held
+// already: holding twice is not an error.
+func (q *Queue) HoldJob(jid string) (changed bool, err error) {
+	err = q.withJob(jid, "hold", func(j *Job) error {
+		switch j.State() {
+		case Held:
+			return nil
+		case Pending:
+			changed = true
+			return q.SetJobStatus(j, Held, JobChange{Release: true})
+		}
+		return refused("job %s is %s: only a Pending job can be held (it then waits before its first step); "+
+			"`ingestq fail %s` stops it, `ingestq hold collection` holds its collection's pending work", jid, j.State(), jid)
 	})
+	return changed, err
 }
 
-// ReleaseJob moves a Held job back to Pending.
-func (q *Queue) ReleaseJob(jid string) error {
-	return q.withJob(jid, func(j *Job) error {
-		return q.SetJobStatus(j, Pending, JobChange{Release: true})
+// ReleaseJob moves a Held job back to Pending; changed is false when it
+// was not Held but Pending already.
+func (q *Queue) ReleaseJob(jid string) (changed bool, err error) {
+	err = q.withJob(jid, "release", func(j *Job) error {
+		switch j.State() {
+		case Pending:
+			return nil
+		case Held:
+			changed = true
+			return q.SetJobStatus(j, Pending, JobChange{Release: true})
+		}
+		return refused("job %s is %s, not Held: there is nothing to release", jid, j.State())
 	})
+	return changed, err
 }
 
 // RequeueTarget is where a Failed job resumes: the state after its last
@@ -81,9 +122,9 @@ func RequeueTarget(j *Job) State {
 // one, adds one to retry_count, and puts it back in batch-processing.
 func (q *Queue) RequeueJob(jid string) (State, error) {
 	var to State
-	err := q.withJob(jid, func(j *Job) error {
+	err := q.withJob(jid, "requeue", func(j *Job) error {
 		if j.State() != Failed {
-			return refused("job %s is %s; only a Failed job can be requeued", jid, j.State())
+			return refused("job %s is %s; only a Failed job can be requeued (`ingestq fail %s` first, to redo a step)", jid, j.State(), jid)
 		}
 		to = RequeueTarget(j)
 		return q.SetJobStatus(j, to, JobChange{Release: true, requeue: true})
@@ -99,7 +140,7 @@ func (q *Queue) FailJob(jid, message string, force bool) error {
 		message = "failed by an operator"
 	}
 	fail := func(j *Job) error { return q.SetJobStatus(j, Failed, JobChange{Message: message, Release: j.owner}) }
-	err := q.withJob(jid, fail)
+	err := q.withJob(jid, "fail", fail)
 	if !force || !errors.Is(err, ErrLocked) {
 		return err
 	}
@@ -115,7 +156,7 @@ func (q *Queue) FailJob(jid, message string, force bool) error {
 // Deleted job is removed from ZooKeeper with its refs. Any other job is
 // refused: it is still in the pipeline.
 func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
-	err = q.withJob(jid, func(j *Job) error {
+	err = q.withJob(jid, "delete", func(j *Job) error {
 		switch j.State() {
 		case Held, Failed:
 			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
@@ -123,7 +164,7 @@ func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
 			removed = true
 			return q.removeJob(j, true)
 		}
-		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted (fail it first)", jid, j.State())
+		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted: `ingestq fail %s`, then `ingestq delete %s`", jid, j.State(), jid, jid)
 	})
 	return removed, err
 }
@@ -187,22 +228,58 @@ func (q *Queue) countDown(bid string) ([]op, error) {
 	return []op{o}, nil
 }
 
-// HoldBatch moves a Pending batch to Held.
-func (q *Queue) HoldBatch(bid string) error {
-	return q.withBatch(bid, func(b *Batch) error { return q.SetBatchStatus(b, Held, BatchChange{Release: true}) })
+// HoldBatch moves a Pending batch to Held; changed is false when it was
+// Held already.
+func (q *Queue) HoldBatch(bid string) (changed bool, err error) {
+	err = q.withBatch(bid, func(b *Batch) error {
+		switch b.State() {
+		case Held:
+			return nil
+		case Pending:
+			changed = true
+			return q.SetBatchStatus(b, Held, BatchChange{Release: true})
+		}
+		return refused("batch %s is %s: only a Pending batch can be held (before its jobs are made); "+
+			"`ingestq hold collection %s` holds its collection's pending jobs, `ingestq hold job JID` one of them",
+			bid, b.State(), cmp.Or(b.Profile(), "NAME"))
+	})
+	return changed, err
 }
 
-// ReleaseBatch moves a Held batch back to Pending.
-func (q *Queue) ReleaseBatch(bid string) error {
-	return q.withBatch(bid, func(b *Batch) error { return q.SetBatchStatus(b, Pending, BatchChange{Release: true}) })
+// ReleaseBatch moves a Held batch back to Pending; changed is false when
+// it was Pending already.
+func (q *Queue) ReleaseBatch(bid string) (changed bool, err error) {
+	err = q.withBatch(bid, func(b *Batch) error {
+		switch b.State() {
+		case Pending:
+			return nil
+		case Held:
+			changed = true
+			return q.SetBatchStatus(b, Pending, BatchChange{Release: true})
+		}
+		return refused("batch %s is %s, not Held: there is nothing to release", bid, b.State())
+	})
+	return changed, err
 }
 
 // ReportBatch moves a Failed batch to UpdateReporting, so a daemon reports it
-// again (after its failed jobs were requeued and finished).
-func (q *Queue) ReportBatch(bid string) error {
-	return q.withBatch(bid, func(b *Batch) error {
-		return q.SetBatchStatus(b, UpdateReporting, BatchChange{Release: true})
+// again (after its failed jobs were requeued and finished). changed is false
+// when it was asked already (UpdateReporting).
+func (q *Queue) ReportBatch(bid string) (changed bool, err error) {
+	err = q.withBatch(bid, func(b *Batch) error {
+		switch b.State() {
+		case UpdateReporting:
+			return nil
+		case Failed:
+			changed = true
+			return q.SetBatchStatus(b, UpdateReporting, BatchChange{Release: true})
+		case Completed:
+			return refused("batch %s is Completed: its report is in its status-report (`ingestq show %s`)", bid, bid)
+		}
+		return refused("batch %s is %s: it reports by itself when its last job is done; `ingestq report` asks again "+
+			"for a batch that ended Failed (after its failed jobs were requeued)", bid, b.State())
 	})
+	return changed, err
 }
 
 // DeleteBatch removes a batch with all its jobs: its uuid index, its nodes,

@@ -355,7 +355,7 @@ func batchRecovery(r *run) {
 	nj := r.acquire(queue.Notify, j.ID)
 	r.ok(r.q.SetJobStatus(nj, queue.Completed, queue.JobChange{Release: true}))
 	r.noReport() // a Failed batch is not reported again until an admin asks
-	r.ok(r.q.ReportBatch(b.ID))
+	r.ok(second(r.q.ReportBatch(b.ID)))
 	rb := r.report(b.ID)
 	if rb.State() != queue.UpdateReporting {
 		r.t.Fatalf("batch is %s, want UpdateReporting", rb.State())

@@ -107,23 +107,32 @@ func TestAdminRefusals(t *testing.T) {
 		want error
 	}{
 		{"requeue a Pending job", second(r.q.RequeueJob(j.ID)), queue.ErrRefused},
-		{"release a Pending job", r.q.ReleaseJob(j.ID), queue.ErrIllegalTransition},
 		{"delete a Processing batch", r.q.DeleteBatch(b.ID), queue.ErrRefused},
-		{"report a Processing batch", r.q.ReportBatch(b.ID), queue.ErrIllegalTransition},
-		{"hold a missing job", r.q.HoldJob("jid0000099999"), queue.ErrNotFound},
+		{"report a Processing batch", second(r.q.ReportBatch(b.ID)), queue.ErrRefused},
+		{"hold a Processing batch", second(r.q.HoldBatch(b.ID)), queue.ErrRefused},
+		{"hold a missing job", second(r.q.HoldJob("jid0000099999")), queue.ErrNotFound},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.what, c.err, c.want)
 		}
 	}
+	// Releasing a job that is not held is not an error: nothing changes.
+	if changed, err := r.q.ReleaseJob(j.ID); err != nil || changed {
+		t.Errorf("release a Pending job: changed %v, %v; want nothing done, no error", changed, err)
+	}
 	held, err := r.q.LockJob(j.ID)
 	r.ok(err)
-	if err := r.q.HoldJob(j.ID); !errors.Is(err, queue.ErrLocked) {
+	if _, err := r.q.HoldJob(j.ID); !errors.Is(err, queue.ErrLocked) {
 		t.Errorf("hold a locked job: %v, want ErrLocked", err)
 	}
 	r.ok(r.q.UnlockJob(held))
-	r.ok(r.q.HoldJob(j.ID))
+	if changed, err := r.q.HoldJob(j.ID); err != nil || !changed {
+		t.Fatalf("hold a Pending job: changed %v, %v", changed, err)
+	}
+	if changed, err := r.q.HoldJob(j.ID); err != nil || changed {
+		t.Errorf("hold a Held job again: changed %v, %v; want nothing done, no error", changed, err)
+	}
 	if _, err := r.q.DeleteJob(j.ID); err != nil {
 		t.Fatalf("delete a Held job: %v", err)
 	}

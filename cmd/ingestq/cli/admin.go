@@ -49,8 +49,13 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 			if hold {
 				change, to = q.HoldJob, queue.Held
 			}
-			if err := change(args[0]); err != nil {
+			changed, err := change(args[0])
+			if err != nil {
 				return err
+			}
+			if !changed {
+				a.println("job %s was already %s", args[0], to)
+				return nil
 			}
 			a.announce(q, holdAction(hold), events.Event{JobID: args[0]})
 			a.println("job %s is %s", args[0], to)
@@ -73,8 +78,13 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 			if hold {
 				change, to = q.HoldBatch, queue.Held
 			}
-			if err := change(bid); err != nil {
+			changed, err := change(bid)
+			if err != nil {
 				return err
+			}
+			if !changed {
+				a.println("batch %s was already %s", bid, to)
+				return nil
 			}
 			a.announce(q, holdAction(hold), events.Event{BatchID: bid})
 			a.println("batch %s is %s", bid, to)
@@ -253,8 +263,13 @@ func (a *app) reportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := q.ReportBatch(bid); err != nil {
+			changed, err := q.ReportBatch(bid)
+			if err != nil {
 				return err
+			}
+			if !changed {
+				a.println("batch %s was already asked to report again (%s)", bid, queue.UpdateReporting)
+				return nil
 			}
 			a.announce(q, "report", events.Event{BatchID: bid})
 			a.println("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)

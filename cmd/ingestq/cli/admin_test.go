@@ -23,10 +23,11 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 	if out != "job "+f.p1+" is Pending\n" || f.jobState(f.p1) != queue.Pending {
 		t.Errorf("release job: %q, state %s", out, f.jobState(f.p1))
 	}
-	// A Failed job cannot be held: the transition is refused.
+	// A Failed job cannot be held: refused, saying what can be held and
+	// what would stop it.
 	_, stderr, code := f.run("hold", "job", f.failed)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.failed, "Failed", "Held")
+	wantErrLine(t, stderr, f.failed, "Failed", "only a Pending job can be held", "ingestq fail")
 
 	out, _, code = f.run("hold", "batch", "uuid-b2")
 	wantCode(t, code, 0)
@@ -38,9 +39,18 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 	if out != "batch "+f.b2+" is Pending\n" || f.batchState(f.b2) != queue.Pending {
 		t.Errorf("release batch: %q, state %s", out, f.batchState(f.b2))
 	}
-	_, stderr, code = f.run("release", "batch", f.b2)
-	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.b2, "Pending")
+	// Doing it twice is not an error, for a job or a batch as for a queue.
+	out, _, code = f.run("release", "batch", f.b2)
+	wantCode(t, code, 0)
+	if out != "batch "+f.b2+" was already Pending\n" {
+		t.Errorf("release batch twice: %q", out)
+	}
+	f.run("hold", "job", f.p1)
+	out, _, code = f.run("hold", "job", f.p1)
+	wantCode(t, code, 0)
+	if out != "job "+f.p1+" was already Held\n" || f.jobState(f.p1) != queue.Held {
+		t.Errorf("hold job twice: %q, state %s", out, f.jobState(f.p1))
+	}
 }
 
 func TestHoldReleaseJobLocked(t *testing.T) {
@@ -50,7 +60,23 @@ func TestHoldReleaseJobLocked(t *testing.T) {
 	f.ok(err)
 	_, stderr, code := f.run("hold", "job", f.p1)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.p1, "locked")
+	wantErrLine(t, stderr, f.p1, "locked", "Pending", "a daemon is working on it", "only a Pending job can be held")
+	// Each refusal of a running job says what would work.
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"requeue", f.p1}, []string{"only a Failed job can be requeued", "ingestq fail --force " + f.p1, "then `ingestq requeue " + f.p1}},
+		{[]string{"fail", f.p1}, []string{"ingestq fail --force " + f.p1 + "` fails it now"}},
+		{[]string{"delete", f.p1}, []string{"ingestq fail --force " + f.p1, "then `ingestq delete " + f.p1}},
+	} {
+		_, stderr, code := f.run(c.args...)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, c.want...)
+		if strings.Contains(stderr, "try again when its step ends") {
+			t.Errorf("%v sends the operator to wait: %s", c.args, stderr)
+		}
+	}
 	f.ok(f.q.UnlockJob(j))
 }
 
@@ -198,7 +224,7 @@ func TestReport(t *testing.T) {
 	f := newFixture(t)
 	_, stderr, code := f.run("report", f.b1)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.b1, "Pending", "UpdateReporting")
+	wantErrLine(t, stderr, f.b1, "Pending", "reports by itself when its last job is done", "ended Failed")
 
 	f.moveBatch(f.b1, queue.Processing, queue.Failed)
 	out, _, code := f.run("report", f.b1)
