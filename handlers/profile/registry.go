@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -70,6 +71,24 @@ func Known(conn *zk.Conn, root, name string) (*Profile, bool, error) {
 		return nil, false, fmt.Errorf("profile: %s holds profile %q", p, prof.Name)
 	}
 	return &prof, true, nil
+}
+
+// Published lists the names of the profiles published on the queue under
+// root (none when no daemon has published any).
+func Published(conn *zk.Conn, root string) ([]string, error) {
+	dir, err := registryPath(root)
+	if err != nil {
+		return nil, err
+	}
+	names, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("profile: list %s: %w", dir, err)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // registryPath joins root ("" or "/a/b") and the registry folder.

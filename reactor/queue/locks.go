@@ -3,7 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -56,6 +58,43 @@ func (q *Queue) CollectionHeld(profile string) (bool, error) {
 
 // HeldCollections lists the held collections.
 func (q *Queue) HeldCollections() ([]string, error) { return q.children(q.Path("/locks/collections")) }
+
+// Hold is one hold in force.
+type Hold struct {
+	Kind  string    `json:"kind"` // "queue" or "collection"
+	Name  string    `json:"name"` // the queue (ingest, accessSmall, accessLarge) or the profile
+	Since time.Time `json:"since"`
+}
+
+// Holds lists the queue and collection holds in force, with when each was
+// set (its node's creation time).
+func (q *Queue) Holds() ([]Hold, error) {
+	var out []Hold
+	for _, kind := range []string{"queue", "collection"} {
+		dir := "/locks/" + kind
+		if kind == "collection" {
+			dir = "/locks/collections"
+		}
+		names, err := q.children(q.Path(dir))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			ok, st, err := q.conn.Exists(q.Path(dir + "/" + n))
+			if err != nil {
+				return nil, fmt.Errorf("check %s/%s: %w", dir, n, err)
+			}
+			if ok {
+				out = append(out, Hold{Kind: kind, Name: n, Since: time.UnixMilli(st.Ctime)})
+			}
+		}
+	}
+	return out, nil
+}
 
 // LockStorage takes the ephemeral per-object storage lock for an ark; false
 // when another session holds it.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/mint"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -98,7 +100,8 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 	if hold {
 		short = "Hold a collection (by profile name)"
 	}
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "collection NAME",
 		Short: short,
 		Args:  args("NAME"),
@@ -106,6 +109,9 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 			change := q.ReleaseCollection
 			if hold {
 				change = q.HoldCollection
+				if err := checkCollection(q, args[0], force); err != nil {
+					return err
+				}
 			}
 			changed, err := change(args[0])
 			if err != nil {
@@ -118,6 +124,51 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 			a.announce(q, holdAction(hold), events.Event{Message: msg, Attrs: map[string]any{"collection": args[0]}})
 			a.println("%s", msg)
 			return nil
+		}),
+	}
+	if hold {
+		cmd.Flags().BoolVar(&force, "force", false, "hold it even though no daemon has published a profile of that name")
+	}
+	return cmd
+}
+
+// checkCollection refuses to hold a collection no daemon has published a
+// profile for (a typo would hold nothing, silently), unless force.
+func checkCollection(q *queue.Queue, name string, force bool) error {
+	known, err := profile.Published(q.Conn(), q.Root())
+	if err != nil || force || slices.Contains(known, name) {
+		return err
+	}
+	have := "none is published yet"
+	if len(known) > 0 {
+		have = "published: " + strings.Join(known, ", ")
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%w: no profile %q is published on this queue (%s); "+
+		"--force holds it anyway (for a profile not published yet)", queue.ErrRefused, name, have)}
+}
+
+func (a *app) holdsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "holds",
+		Short: "List the queue and collection holds in force",
+		Args:  args(),
+		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
+			holds, err := q.Holds()
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.writeJSON(append([]queue.Hold{}, holds...))
+			}
+			if len(holds) == 0 {
+				a.println("no holds")
+				return nil
+			}
+			t := a.newTable("KIND", "NAME", "SINCE")
+			for _, h := range holds {
+				t.row(h.Kind, h.Name, h.Since.Local().Format(time.DateTime))
+			}
+			return t.flush()
 		}),
 	}
 }

@@ -2,9 +2,12 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -83,6 +86,7 @@ func TestHoldReleaseJobLocked(t *testing.T) {
 func TestHoldReleaseCollectionAndQueue(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.publishDemo() // a collection is held by the name of a published profile
 	steps := []struct {
 		args []string
 		out  string
@@ -275,5 +279,55 @@ func TestCleanup(t *testing.T) {
 	left, _, err := f.q.Conn().Children(f.q.Root() + "/ingestq/minted")
 	if err != nil || len(left) != 1 || left[0] != f.p1 {
 		t.Errorf("minting records left %v (%v), want only %s", left, err, f.p1)
+	}
+}
+
+// Holds in force are listed, with when they were set; a collection no
+// daemon has published is refused unless --force; ls batches says why
+// Pending batches wait.
+func TestHoldsListed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publishDemo()
+	out, _, code := e.run("holds")
+	wantCode(t, code, 0)
+	if out != "no holds\n" {
+		t.Errorf("holds on a fresh queue: %q", out)
+	}
+	_, stderr, code := e.run("hold", "collection", "nosuchcollection")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, `"nosuchcollection"`, "published: demo", "--force")
+	if held, err := e.q.CollectionHeld("nosuchcollection"); err != nil || held {
+		t.Fatalf("a refused hold was set (%v)", err)
+	}
+	_, _, code = e.run("hold", "collection", "--force", "nosuchcollection")
+	wantCode(t, code, 0)
+	_, _, code = e.run("hold", "collection", "demo")
+	wantCode(t, code, 0)
+	_, _, code = e.run("hold", "queue")
+	wantCode(t, code, 0)
+
+	out, _, code = e.run("holds")
+	wantCode(t, code, 0)
+	header, rows := tableRows(t, out)
+	if !slices.Equal(header, []string{"KIND", "NAME", "SINCE"}) || len(rows) != 3 ||
+		!slices.Equal(column(rows, 1), []string{"ingest", "demo", "nosuchcollection"}) {
+		t.Fatalf("holds:\n%s", out)
+	}
+	out, _, code = e.run("holds", "-o", "json")
+	wantCode(t, code, 0)
+	var holds []queue.Hold
+	if err := json.Unmarshal([]byte(out), &holds); err != nil || len(holds) != 3 || holds[0].Kind != "queue" ||
+		time.Since(holds[0].Since) > time.Hour || time.Since(holds[0].Since) < -time.Hour {
+		t.Fatalf("holds -o json: %s (%v)", out, err)
+	}
+
+	e.batch("uuid-waits", "demo")
+	_, stderr, code = e.run("ls", "batches")
+	wantCode(t, code, 0)
+	for _, want := range []string{"the ingest queue is held since", "ingestq release queue", "collection demo is held", "1 Pending batch"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("ls batches under holds: stderr %q lacks %q", stderr, want)
+		}
 	}
 }

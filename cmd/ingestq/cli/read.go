@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,7 +96,11 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			for i, b := range batches {
 				t.row(b.ID, string(b.State()), b.UUID(), b.Profile(), jobCounts(jobs[i]), b.Status.LastModified)
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.noteHolds(q, batches)
+			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&stateFlag, "state", "", "only batches in this state (any case)")
@@ -141,6 +146,31 @@ func jobCounts(buckets map[string][]string) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// noteHolds says on stderr why Pending batches are not taken: the ingest
+// queue, or their collection, is held.
+func (a *app) noteHolds(q *queue.Queue, batches []*queue.Batch) {
+	holds, err := q.Holds()
+	if err != nil {
+		return
+	}
+	waiting := map[string]int{} // by profile
+	for _, b := range batches {
+		if b.State() == queue.Pending {
+			waiting[b.Profile()]++
+		}
+	}
+	for _, h := range holds {
+		switch {
+		case h.Kind == "queue" && h.Name == queue.QueueIngest:
+			fmt.Fprintf(a.stderr, "note: the ingest queue is held since %s: Pending batches and jobs wait (ingestq release queue)\n",
+				h.Since.Local().Format(time.DateTime))
+		case h.Kind == "collection" && waiting[h.Name] > 0:
+			fmt.Fprintf(a.stderr, "note: collection %s is held since %s: its %s go to Held when a daemon takes them (ingestq release collection %s)\n",
+				h.Name, h.Since.Local().Format(time.DateTime), plural(waiting[h.Name], "Pending batch"), h.Name)
+		}
+	}
 }
 
 func (a *app) lsJobsCommand() *cobra.Command {

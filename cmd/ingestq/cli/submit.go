@@ -514,7 +514,7 @@ func checkProfile(q *queue.Queue, sub map[string]any) error {
 	if u, _ := sub["payload_url"].(string); strings.HasPrefix(u, reactor.PassThroughScheme) {
 		return nil
 	}
-	_, ok, err := profile.Known(q.Conn(), q.Root(), name)
+	prof, ok, err := profile.Known(q.Conn(), q.Root(), name)
 	if err != nil {
 		return fmt.Errorf("reading the profile registry: %w", err)
 	}
@@ -522,7 +522,33 @@ func checkProfile(q *queue.Queue, sub map[string]any) error {
 		return &exitError{code: 2, err: fmt.Errorf("submit: unknown profile %q: no daemon on this queue has published it "+
 			"(ingestq serve publishes the profiles of its --profiles folder at start)", name)}
 	}
-	return nil
+	return checkScheme(prof, sub)
+}
+
+// checkScheme refuses a payload the profile's daemons would not fetch: a
+// scheme other than http and https, or a local file without the profile's
+// allow_local_files.
+func checkScheme(prof *profile.Profile, sub map[string]any) error {
+	raw, _ := sub["payload_url"].(string)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: %v", raw, err)}
+	}
+	switch {
+	case u.Scheme == "http" || u.Scheme == "https":
+		return nil
+	case u.Scheme == "file" && prof.AllowLocalFiles:
+		return nil
+	case u.Scheme == "file":
+		return &exitError{code: 2, err: fmt.Errorf("submit: %s is a local file, and profile %s does not allow local files "+
+			"(allow_local_files in its profile file): serve it over http(s), or use a profile that allows them", u.Path, prof.Name)}
+	}
+	allowed := "http, https"
+	if prof.AllowLocalFiles {
+		allowed += ", file or a local path"
+	}
+	return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: scheme %q is not fetched for profile %s (allowed: %s)",
+		raw, u.Scheme, prof.Name, allowed)}
 }
 
 // humanBytes writes n with a binary unit: 512 B, 1.5 KiB, 3.2 MiB.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -213,7 +214,23 @@ func TestSubmitLocalPath(t *testing.T) {
 	e.ok(os.WriteFile(filepath.Join(dir, "payload.zip"), []byte("zip"), 0o600))
 	t.Chdir(dir)
 	e.publishDemo()
-	_, _, code := e.run("submit", "--profile", "demo", "--type", "container", "payload.zip")
+	// The demo profile takes no local files: refused before any batch.
+	_, stderr, code := e.run("submit", "--profile", "demo", "--type", "container", "payload.zip")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, "payload.zip is a local file", "profile demo does not allow local files", "allow_local_files")
+	// Nor any scheme but http and https.
+	_, stderr, code = e.run("submit", "--profile", "demo", "ftp://example.org/m.checkm")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, `scheme "ftp"`, "profile demo", "allowed: http, https")
+	if batches, _, err := e.q.ListBatches(); err != nil || len(batches) != 0 {
+		t.Fatalf("refused submissions created %d batches (%v)", len(batches), err)
+	}
+	local := *profile.Default()
+	local.Name, local.AllowLocalFiles = "local", true
+	set, err := profile.NewSet(profile.Default(), &local)
+	e.ok(err)
+	e.ok(profile.Publish(e.conn, e.root, set))
+	_, _, code = e.run("submit", "--profile", "local", "--type", "container", "payload.zip")
 	wantCode(t, code, 0)
 	u, _ := e.onlyBatch().Submission["payload_url"].(string)
 	got, ok := strings.CutPrefix(u, "file://")
