@@ -18,7 +18,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	if r.held.Load() {
 		return false, nil
 	}
-	b, waits, err := r.q.AcquirePendingBatch(ctx)
+	b, waits, err := r.q.AcquirePendingBatch(ctx, r.takesBatch)
 	if err != nil || b == nil {
 		r.wakeOn(waits, sigPending)
 		return false, err
@@ -59,6 +59,17 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		r.signal(sigReport, b.ID)
 	}
 	return true, nil
+}
+
+// takesBatch tells whether this daemon's pipeline works the batch's
+// payload (nil: every batch).
+func (r *Reactor) takesBatch(b *queue.Batch) bool {
+	sel, ok := r.cfg.Batches.(Selective)
+	if !ok {
+		return true
+	}
+	u, _ := b.Submission["payload_url"].(string)
+	return sel.Takes(u)
 }
 
 // countJobs counts a batch's jobs in its buckets, or nil when they cannot

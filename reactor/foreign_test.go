@@ -104,7 +104,7 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 			foreign := e.queue(s)
 
 			b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
-			taken, _, err := foreign.AcquirePendingBatch(context.Background())
+			taken, _, err := foreign.AcquirePendingBatch(context.Background(), nil)
 			if err != nil || taken == nil || taken.ID != b.ID {
 				t.Fatalf("acquire: %v %v", taken, err)
 			}
@@ -221,5 +221,42 @@ func drain(ch chan events.Event, bid string, steps *[]string) {
 		default:
 			return
 		}
+	}
+}
+
+// A pass-through daemon on a queue with real work leaves that work alone:
+// a real batch stays Pending and unacquired, and a real job (here one
+// requeued by an operator) stays where it is, while pass-through batches
+// go through.
+func TestPassThroughLeavesRealWorkAlone(t *testing.T) {
+	e := newEnv(t)
+	reports := e.outside("ingestq.batch.>")
+	real := e.submit(map[string]any{"profile_name": "demo", "payload_url": "https://example.org/real.checkm"})
+	other := e.submit(map[string]any{"profile_name": "demo", "payload_url": "https://example.org/other.checkm"})
+	taken, _, err := e.q.AcquirePendingBatch(context.Background(), func(b *queue.Batch) bool { return b.ID == other.ID })
+	if err != nil || taken == nil {
+		t.Fatalf("acquire %s: %v %v", other.ID, taken, err)
+	}
+	j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority,
+		Config: map[string]any{"profile_name": "demo", "payload_url": "https://example.org/obj.zip"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if err := e.q.SetBatchStatus(taken, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.daemon("host-a")
+	pt := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:5"})
+	if rep := e.waitBatch(reports, pt.ID); rep.To != "Completed" {
+		t.Fatalf("the pass-through batch ended %s: %s", rep.To, rep.Message)
+	}
+	b, err := e.q.LoadBatch(real.ID)
+	if err != nil || b.State() != queue.Pending || b.Acquired || b.Locked {
+		t.Fatalf("the real batch: %+v (%v); want Pending, never acquired", b, err)
+	}
+	got, err := e.q.LoadJob(j.ID)
+	if err != nil || got.State() != queue.Pending || got.Locked || got.Status.LastModified != j.Status.LastModified {
+		t.Fatalf("the real job: %+v (%v); want untouched in Pending", got, err)
 	}
 }

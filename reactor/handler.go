@@ -41,6 +41,14 @@ type BatchHandler interface {
 	CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (jobs int, err error)
 }
 
+// Selective is a pipeline that works only some of a queue's payloads (the
+// pass-through pipeline takes only "passthrough:N"). A daemon running it
+// passes over other batches and jobs without touching them, for the
+// daemons that run the pipeline they belong to.
+type Selective interface {
+	Takes(payloadURL string) bool
+}
+
 // Reporter tells the depositor how a batch went. It may run again for the
 // same report if the daemon dies between reporting and recording it.
 type Reporter interface {

@@ -33,7 +33,7 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	// operator's session, so no daemon can start a job before it has seen
 	// the hold: the jobs are Pending, in a Processing batch, when it comes.
 	b := e.submit(map[string]any{"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n)})
-	taken, _, err := e.q.AcquirePendingBatch(context.Background())
+	taken, _, err := e.q.AcquirePendingBatch(context.Background(), nil)
 	if err != nil || taken == nil || taken.ID != b.ID {
 		t.Fatalf("acquire the pending batch: %v %v, want %s", taken, err, b.ID)
 	}

@@ -101,5 +101,11 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 	}
 }
 
+// Takes tells whether a payload is a pass-through one: a pass-through
+// daemon on a shared queue leaves real work alone.
+func (p PassThrough) Takes(payloadURL string) bool {
+	return strings.HasPrefix(payloadURL, PassThroughScheme)
+}
+
 // Report does nothing: the reactor publishes every report as an event.
 func (p PassThrough) Report(context.Context, *queue.Batch, Report) error { return nil }

@@ -172,7 +172,7 @@ func TestCorruptBatchDoesNotStopOthers(t *testing.T) {
 	if len(batches) != 1 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "/batches/"+bad.ID+"/status: bad JSON") {
 		t.Fatalf("listed %d, problems %v", len(batches), problems)
 	}
-	b, _, err := r.q.AcquirePendingBatch(context.Background())
+	b, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
 	if b == nil || b.ID != good.ID {
 		t.Fatalf("acquired %v, want %s", b, good.ID)

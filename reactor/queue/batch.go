@@ -185,8 +185,15 @@ type Wait struct {
 // the nodes to watch for one that may become acquirable. A Pending batch
 // that has `states` was acquired by a session that died before it
 // finished; it is taken again, and its handler resumes it.
-func (q *Queue) AcquirePendingBatch(ctx context.Context) (*Batch, []Wait, error) {
-	return q.acquireBatch(nil, []State{Pending}, nil, "")
+//
+// admit (nil admits all) may pass over a batch after reading it, before
+// anything is written: a daemon that works only some payloads.
+func (q *Queue) AcquirePendingBatch(ctx context.Context, admit func(*Batch) bool) (*Batch, []Wait, error) {
+	var ready func(*Batch) (bool, []Wait)
+	if admit != nil {
+		ready = func(b *Batch) (bool, []Wait) { return admit(b), nil }
+	}
+	return q.acquireBatch(nil, []State{Pending}, ready, "")
 }
 
 // BatchState reads only a batch's status.

@@ -16,7 +16,7 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx)
+	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
 	r.ok(err)
 	a := r.job(b, "jid0", 5, nil)
 	c := r.job(b, "jid1", 5, nil)

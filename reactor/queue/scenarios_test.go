@@ -80,14 +80,14 @@ var scenarios = map[string]scenario{
 		r.ok(err)
 		r.name("bid1", b1.ID)
 		for _, want := range []string{b0.ID, b1.ID} {
-			b, _, err := r.q.AcquirePendingBatch(context.Background())
+			b, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 			r.ok(err)
 			if b == nil || b.ID != want {
 				r.t.Fatalf("acquired %v, want %s", b, want)
 			}
 			r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{}))
 		}
-		if b, _, err := r.q.AcquirePendingBatch(context.Background()); err != nil || b != nil {
+		if b, _, err := r.q.AcquirePendingBatch(context.Background(), nil); err != nil || b != nil {
 			r.t.Fatalf("third acquire: %v %v, want none", b, err)
 		}
 	},
@@ -201,7 +201,7 @@ func (r *run) batch() *queue.Batch {
 // is released unless keep.
 func (r *run) processing(release bool) *queue.Batch {
 	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(context.Background())
+	b, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
 	r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{Release: release}))
 	return b

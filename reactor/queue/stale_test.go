@@ -157,7 +157,7 @@ func second[T any](_ T, err error) error { return err }
 func TestStaleBatchViewCreatesNoJob(t *testing.T) {
 	r := newRun(t)
 	r.batch()
-	mine, _, err := r.q.AcquirePendingBatch(context.Background())
+	mine, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
 	_, err = r.q.CreateJob(mine, queue.JobSpec{Priority: 5})
 	r.ok(err)
@@ -165,7 +165,7 @@ func TestStaleBatchViewCreatesNoJob(t *testing.T) {
 	// the batch over.
 	r.ok(r.q.UnlockBatch(mine))
 	_, qb := r.second()
-	theirs, _, err := qb.AcquirePendingBatch(context.Background())
+	theirs, _, err := qb.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
 	if theirs == nil || theirs.ID != mine.ID {
 		t.Fatalf("the second session acquired %v, want %s", theirs, mine.ID)
