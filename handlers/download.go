@@ -85,6 +85,11 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	if err := g.Wait(); err != nil {
 		return reactor.Result{}, err
 	}
+	if typ := str(j.Config, cfgType); typ == TypeManifest || typ == TypeFile {
+		if err := p.prune(j, files); err != nil {
+			return reactor.Result{}, err
+		}
+	}
 	// The files' data is synced; their names (the renames, and folders
 	// made on the way) are durable only now. Kept files of an earlier run
 	// are covered too: that run may have died before this point.
@@ -202,4 +207,22 @@ func (pr *progress) publish() {
 		To: string(queue.Downloading), Attrs: map[string]any{
 			"files_done": pr.doneFiles.Load(), "files_total": pr.files, "skipped": pr.skipped.Load(),
 			"bytes_done": pr.bytes.Load(), "bytes_total": pr.totalBytes}})
+}
+
+// prune removes from the job's producer folder what its file list does not
+// name: files of an earlier manifest that a requeue fetched again without
+// them, and their partial downloads. Processing stores the whole folder.
+func (p *Pipeline) prune(j *queue.Job, files []file) error {
+	work := p.workDir(j.ID)
+	keep := make(map[string]bool, len(files))
+	for _, f := range files {
+		keep[filepath.Join(work, filepath.FromSlash(f.Name))] = true
+	}
+	return filepath.WalkDir(filepath.Join(work, producerDir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || keep[path] {
+			return err
+		}
+		p.log.Warn("downloading: removing a file its manifest no longer lists", "job", j.ID, "file", path)
+		return os.Remove(path)
+	})
 }

@@ -167,3 +167,45 @@ func TestFailureThenRequeue(t *testing.T) {
 		})
 	}
 }
+
+// A manifest with a wrong digest fails the job in Downloading; the
+// depositor fixes the served manifest (and drops a file from it); `ingestq
+// requeue` says the manifest is fetched again, the job completes with the
+// fixed list, and the file already verified is not downloaded again.
+func TestRequeueFetchesAFixedManifest(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	good, bad, dropped := []byte("good file\n"), []byte("fixed later\n"), []byte("no longer listed\n")
+	rows := []row{
+		fileRow(r.content.put("/fix/good.txt", good), "good.txt", good),
+		fileRow(r.content.put("/fix/bad.txt", bad), "bad.txt", bad),
+		fileRow(r.content.put("/fix/dropped.txt", dropped), "dropped.txt", dropped),
+	}
+	rows[1].digest = strings.Repeat("0", 32) // wrong on purpose
+	url := r.content.put("/fix.checkm", manifest("mrt-ingest-manifest", rows...))
+	b := r.submit(url)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed {
+		t.Fatalf("batch %s, want Failed on the wrong digest", b.State())
+	}
+	j := r.jobsOf(b.ID)["manifest"]
+	if j.State() != queue.Failed || !strings.Contains(j.Status.Message, "bad.txt") {
+		t.Fatalf("job %s %q, want Failed naming bad.txt", j.State(), j.Status.Message)
+	}
+	goodGets := r.content.getCount("/fix/good.txt")
+
+	// The depositor fixes the digest and drops a file.
+	rows[1] = fileRow(r.content.put("/fix/bad.txt", bad), "bad.txt", bad)
+	r.content.put("/fix.checkm", manifest("mrt-ingest-manifest", rows[:2]...))
+	out := r.ingestq("requeue", j.ID)
+	if !strings.Contains(out, "Downloading") || !strings.Contains(out, "manifest is fetched again") {
+		t.Errorf("requeue said %q, want it to resume at Downloading and say the manifest is fetched again", out)
+	}
+	r.ingestq("report", b.ID)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("after the fix and requeue: batch %s (%s)", b.State(), b.Status.Message)
+	}
+	r.checkStored(r.jobsOf(b.ID)["manifest"], object{"good.txt": good, "bad.txt": bad})
+	if got := r.content.getCount("/fix/good.txt"); got != goodGets {
+		t.Errorf("good.txt fetched %d more times after the requeue, want 0 (it was verified)", got-goodGets)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/fetch"
@@ -89,17 +91,28 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 }
 
 // objectManifest reads the job's object manifest: the kept copy, or the
-// payload URL (then kept).
+// payload URL (then kept). A job requeued to a step up to Downloading
+// (its retry_count grew since the copy was fetched) fetches it again: the
+// depositor may have fixed it, and no file of it has been processed yet.
+// Later steps keep the copy their files were downloaded by.
 func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profile.Profile) (*checkm.Manifest, error) {
 	url := str(j.Config, cfgURL)
 	keep := filepath.Join(p.workDir(j.ID), manifestCopy)
 	data, err := os.ReadFile(keep)
+	if err == nil && refetchManifest(j, keep) {
+		p.log.Info("object manifest fetched again: the job was requeued before its download", "job", j.ID,
+			"retry", j.Status.RetryCount, "url", url)
+		err = os.ErrNotExist
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		data, err = p.client(prof).Fetch(ctx, url, maxManifestBytes)
 		if err != nil {
 			return nil, classify(fmt.Errorf("object manifest: %w", err))
 		}
 		if err := durable.WriteFile(keep, data); err != nil {
+			return nil, err
+		}
+		if err := durable.WriteFile(keep+retrySuffix, []byte(strconv.Itoa(j.Status.RetryCount))); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -113,6 +126,21 @@ func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profi
 		return nil, reactor.Fatal(fmt.Errorf("%s: an object's manifest must be an %s, not %s", url, checkm.IngestManifest, m.Profile))
 	}
 	return m, nil
+}
+
+// retrySuffix names the file beside the kept manifest that holds the
+// retry_count it was fetched at.
+const retrySuffix = ".retry"
+
+// refetchManifest tells whether the kept manifest predates a requeue that
+// sent the job back to Estimating or Downloading.
+func refetchManifest(j *queue.Job, keep string) bool {
+	if s := j.State(); s != queue.Estimating && s != queue.Downloading {
+		return false
+	}
+	data, _ := os.ReadFile(keep + retrySuffix)
+	at, _ := strconv.Atoi(strings.TrimSpace(string(data))) // none: fetched before any requeue
+	return j.Status.RetryCount > at
 }
 
 // classify marks a fetch error that retrying cannot fix as fatal.

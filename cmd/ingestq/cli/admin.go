@@ -233,12 +233,27 @@ func (a *app) requeueCommand() *cobra.Command {
 			msg := fmt.Sprintf("job %s requeued: it resumes at %s", args[0], to)
 			if j, err := q.LoadJob(args[0]); err == nil && j.State() == to {
 				msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
+				if refetches(j) {
+					msg += "; its object manifest is fetched again, so a fixed manifest is read " +
+						"(files already verified are kept)"
+				}
 			}
 			a.announce(q, "requeue", events.Event{JobID: args[0], Message: msg})
 			a.println("%s", msg)
 			return nil
 		}),
 	}
+}
+
+// refetches tells whether a requeued job fetches its object manifest
+// again: it resumes at a step up to Downloading (the handlers' rule).
+func refetches(j *queue.Job) bool {
+	typ, _ := j.Config["payload_type"].(string)
+	switch j.State() {
+	case queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading:
+		return typ == "object_manifest"
+	}
+	return false
 }
 
 func (a *app) failCommand() *cobra.Command {
