@@ -10,10 +10,9 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// ObjectKeyField is the configuration field that names the object a job is
-// for, unique within its batch. It is how a re-run batch handler knows
-// which objects already have jobs.
-const ObjectKeyField = "object_key"
+// ObjectKeyField is the configuration field that names a job's object,
+// unique within its batch (queue.ObjectKeyField).
+const ObjectKeyField = queue.ObjectKeyField
 
 // Object is one object of a batch, to become one job.
 type Object struct {

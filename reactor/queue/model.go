@@ -11,6 +11,11 @@ import (
 // TimeLayout is the layout of last_modified, as the deployed library writes it.
 const TimeLayout = "2006-01-02 15:04:05 -0700"
 
+// ObjectKeyField is the configuration field that names the object a job is
+// for, unique within its batch: how a batch handler run again knows which
+// objects have jobs, and how Check finds an object with two.
+const ObjectKeyField = "object_key"
+
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 

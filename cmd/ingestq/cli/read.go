@@ -418,33 +418,44 @@ type jidList []string
 func (l jidList) String() string { return strings.Join(l, " ") }
 
 func (a *app) checkCommand() *cobra.Command {
-	return &cobra.Command{
+	var opts queue.CheckOptions
+	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Verify the queue's invariant; exit 1 when it is broken",
 		Long: "check verifies that every job is listed in exactly one /jobs/states folder and one bucket\n" +
-			"of its batch, both matching its status, that every ref names a job, and that every node\n" +
-			"can be read. It prints each violation and exits 1 if there is any.",
+			"of its batch, both matching its status, that every ref names a job, that every node can be\n" +
+			"read, and that each batch agrees with its jobs: one job per object, no unfinished job in a\n" +
+			"Completed batch, a status-report that matches the buckets, as many jobs as its job-count.\n" +
+			"It prints each violation and exits 1 if there is any. Warnings (a finished batch nobody\n" +
+			"reports, requeued jobs of a Failed batch, a lock older than --lock-age) are printed too,\n" +
+			"and leave the exit status 0.",
 		Args: args(),
 		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			violations, err := q.Check()
+			violations, warnings, err := q.CheckAll(opts)
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				type violation struct {
+				type finding struct {
 					Path    string `json:"path"`
 					Problem string `json:"problem"`
 				}
-				out := make([]violation, len(violations))
-				for i, v := range violations {
-					out[i] = violation{v.Path, v.Problem}
+				list := func(vs []queue.Violation) []finding {
+					out := make([]finding, len(vs))
+					for i, v := range vs {
+						out[i] = finding{v.Path, v.Problem}
+					}
+					return out
 				}
-				if err := a.writeJSON(map[string]any{"violations": out}); err != nil {
+				if err := a.writeJSON(map[string]any{"violations": list(violations), "warnings": list(warnings)}); err != nil {
 					return err
 				}
 			} else {
 				for _, v := range violations {
 					a.println("%s", v)
+				}
+				for _, w := range warnings {
+					a.println("warning: %s", w)
 				}
 			}
 			if len(violations) > 0 {
@@ -462,11 +473,14 @@ func (a *app) checkCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				a.println("ok: %s, %s checked", plural(len(jids), "job"), plural(len(bids), "batch"))
+				a.println("ok: %s, %s checked%s", plural(len(jids), "job"), plural(len(bids), "batch"),
+					map[bool]string{true: ", " + plural(len(warnings), "warning"), false: ""}[len(warnings) > 0])
 			}
 			return nil
 		}),
 	}
+	cmd.Flags().DurationVar(&opts.LockAge, "lock-age", time.Hour, "warn about job and batch locks older than this")
+	return cmd
 }
 
 // plural is "1 job", "2 jobs", "3 batches".

@@ -347,7 +347,7 @@ func TestCheck(t *testing.T) {
 	}
 	out, _, code = f.run("check", "-o", "json")
 	wantCode(t, code, 0)
-	if strings.Join(strings.Fields(out), "") != `{"violations":[]}` {
+	if strings.Join(strings.Fields(out), "") != `{"violations":[],"warnings":[]}` {
 		t.Errorf("check -o json: %q", out)
 	}
 

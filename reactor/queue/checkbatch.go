@@ -1,0 +1,237 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// CheckOptions tune CheckAll.
+type CheckOptions struct {
+	// LockAge is the age past which a job or batch lock is reported as a
+	// warning (a step that long may be stuck). Default 1 hour.
+	LockAge time.Duration
+}
+
+// CheckAll is Check, plus what is consistent but wants a look (warnings):
+// a batch whose jobs are all done that no session is reporting, a Failed
+// batch with requeued jobs, a lock held longer than opts.LockAge. Besides
+// the job invariant, its violations cover batches: a job whose object
+// (object_key) has another job in its batch, a Completed or Reporting
+// batch with a job still in batch-processing, a status-report that
+// disagrees with the buckets, more jobs than the batch's job-count (or, for
+// a finished batch, another number).
+func (q *Queue) CheckAll(opts CheckOptions) (violations, warnings []Violation, err error) {
+	if opts.LockAge <= 0 {
+		opts.LockAge = time.Hour
+	}
+	violations, err = q.Check()
+	if err != nil {
+		return nil, nil, err
+	}
+	bids, err := q.BatchIDs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, bid := range bids {
+		v, w, err := q.checkBatch(bid)
+		if err != nil {
+			return nil, nil, err
+		}
+		violations, warnings = append(violations, v...), append(warnings, w...)
+	}
+	w, err := q.oldLocks(opts.LockAge)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, w...)
+	for _, l := range [][]Violation{violations, warnings} {
+		slices.SortFunc(l, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
+	}
+	return violations, warnings, nil
+}
+
+// checkBatch compares a batch with its jobs. What a daemon may be changing
+// is read twice, and reported only if the batch's status did not move in
+// between.
+func (q *Queue) checkBatch(bid string) (violations, warnings []Violation, err error) {
+	for range 5 {
+		b, err := q.LoadBatch(bid)
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+			return nil, nil, nil // gone, or reported with the jobs' problems
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		buckets, err := q.BatchJobs(bid)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, w, err := q.batchProblems(b, buckets)
+		if err != nil {
+			return nil, nil, err
+		}
+		again, err := q.LoadBatch(bid)
+		if err == nil && again.version == b.version && again.Locked == b.Locked {
+			return v, w, nil
+		}
+	}
+	return nil, nil, nil // it moves: not stuck
+}
+
+func (q *Queue) batchProblems(b *Batch, buckets map[string][]string) (violations, warnings []Violation, err error) {
+	at := q.rel(q.batchPath(b.ID))
+	bad := func(format string, args ...any) {
+		violations = append(violations, Violation{at, fmt.Sprintf(format, args...)})
+	}
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, Violation{at, fmt.Sprintf(format, args...)})
+	}
+	processing := buckets[BucketProcessing]
+	total := 0
+	for _, jids := range buckets {
+		total += len(jids)
+	}
+	switch b.State() {
+	case Completed, Reporting:
+		if len(processing) > 0 {
+			bad("%s, but %d of its jobs are still in batch-processing: %s", b.State(), len(processing), strings.Join(first(processing), ", "))
+		}
+	case Failed:
+		if len(processing) > 0 {
+			warn("Failed, with %d requeued jobs in batch-processing: `ingestq report %s` once they are done", len(processing), b.ID)
+		}
+	case Processing, UpdateReporting:
+		if len(processing) == 0 && total > 0 && !b.Locked && (b.JobCount < 0 || total >= b.JobCount) {
+			warn("%s with all %d jobs done, and no session is reporting it (is a daemon running?)", b.State(), total)
+		}
+	}
+	if b.JobCount >= 0 {
+		switch done := b.State() == Completed || b.State() == Failed; {
+		case total > b.JobCount:
+			bad("%d jobs in its buckets, but its handler made %d (job-count)", total, b.JobCount)
+		case done && total != b.JobCount:
+			bad("%s with %d jobs in its buckets, but its handler made %d (job-count)", b.State(), total, b.JobCount)
+		}
+	}
+	if b.Report != nil && (b.State() == Completed || b.State() == Failed) {
+		violations = append(violations, reportProblems(at, b, buckets)...)
+	}
+	dups, err := q.duplicateObjects(b.ID, buckets)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range dups {
+		bad("%s", d)
+	}
+	return violations, warnings, nil
+}
+
+// reportProblems compares a finished batch's status-report with its
+// buckets. Completed: the report's lists are the completed and failed
+// buckets. Failed: jobs may have been requeued since, so each job the
+// report names must still be in the batch, and each done job in it.
+func reportProblems(at string, b *Batch, buckets map[string][]string) []Violation {
+	var out []Violation
+	in := func(jid string, names ...string) bool {
+		for _, n := range names {
+			if slices.Contains(buckets[n], jid) {
+				return true
+			}
+		}
+		return false
+	}
+	reported := slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs)
+	if b.State() == Completed {
+		if !sameSet(b.Report.SuccessfulJobs, buckets["batch-completed"]) || !sameSet(b.Report.FailedJobs, buckets["batch-failed"]) {
+			out = append(out, Violation{at + "/status-report", fmt.Sprintf("lists %d successful and %d failed jobs, its buckets hold %d completed and %d failed",
+				len(b.Report.SuccessfulJobs), len(b.Report.FailedJobs), len(buckets["batch-completed"]), len(buckets["batch-failed"]))})
+		}
+		return out
+	}
+	for _, jid := range reported {
+		if !in(jid, Buckets...) {
+			out = append(out, Violation{at + "/status-report", "names " + jid + ", which is in none of the batch's buckets"})
+		}
+	}
+	for _, jid := range slices.Concat(buckets["batch-completed"], buckets["batch-failed"]) {
+		if !slices.Contains(reported, jid) {
+			out = append(out, Violation{at + "/status-report", "does not name " + jid + ", a done job of the batch"})
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+// duplicateObjects finds the objects (object_key) that have more than one
+// job in the batch.
+func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]string, error) {
+	var jids []string
+	for _, b := range Buckets {
+		jids = append(jids, buckets[b]...)
+	}
+	keys := make([]string, len(jids))
+	forEach(indexes(len(jids)), 32, func(i int) {
+		data, _, err := q.conn.Get(q.jobPath(jids[i], "configuration"))
+		var cfg map[string]any
+		if err == nil && decodeJSON("", data, &cfg) == nil {
+			keys[i], _ = cfg[ObjectKeyField].(string)
+		}
+	})
+	byKey := map[string][]string{}
+	for i, k := range keys {
+		if k != "" {
+			byKey[k] = append(byKey[k], jids[i])
+		}
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		if js := byKey[k]; len(js) > 1 {
+			slices.Sort(js)
+			out = append(out, fmt.Sprintf("object %q has %d jobs: %s", k, len(js), strings.Join(js, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// oldLocks lists the job and batch locks older than age.
+func (q *Queue) oldLocks(age time.Duration) ([]Violation, error) {
+	var out []Violation
+	for _, dir := range []string{"/jobs", "/batches"} {
+		kids, err := q.children(q.Path(dir))
+		if err != nil {
+			return nil, err
+		}
+		paths := make([]string, 0, len(kids))
+		for _, k := range kids {
+			if validName(k, "jid") || validName(k, "bid") {
+				paths = append(paths, q.Path(dir+"/"+k+"/lock"))
+			}
+		}
+		found := q.getAll(paths...)
+		for i, r := range found {
+			if r.err != nil {
+				if !errors.Is(r.err, zk.ErrNoNode) {
+					return nil, r.err
+				}
+				continue
+			}
+			since := time.UnixMilli(r.stat.Ctime)
+			if q.now().Sub(since) > age {
+				out = append(out, Violation{q.rel(paths[i]), fmt.Sprintf("held since %s (%s) by session 0x%x",
+					since.Format(TimeLayout), q.now().Sub(since).Round(time.Second), r.stat.EphemeralOwner)})
+			}
+		}
+	}
+	return out, nil
+}
+
+func first(s []string) []string { return s[:min(len(s), 5)] }

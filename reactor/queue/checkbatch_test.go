@@ -1,0 +1,99 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Each batch-level contradiction, written as a foreign writer would leave
+// it, is reported with its node; a clean queue reports none.
+func TestCheckBatchContradictions(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	newBatch := func(keys ...string) (*queue.Batch, []*queue.Job) {
+		b, err := r.q.CreateBatch(map[string]any{"profile_name": "demo"})
+		r.ok(err)
+		b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
+		r.ok(err)
+		var jobs []*queue.Job
+		for _, k := range keys {
+			j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: map[string]any{queue.ObjectKeyField: k}})
+			r.ok(err)
+			jobs = append(jobs, j)
+		}
+		n := len(keys)
+		r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{JobCount: &n, Release: true}))
+		return b, jobs
+	}
+	v, w, err := r.q.CheckAll(queue.CheckOptions{})
+	r.ok(err)
+	if len(v)+len(w) != 0 {
+		t.Fatalf("an empty queue: %v %v", v, w)
+	}
+
+	dup, _ := newBatch("line 1", "line 1")
+	done, doneJobs := newBatch("a")
+	for s := queue.Pending; s != queue.Completed; {
+		j, err := r.q.LoadJob(doneJobs[0].ID)
+		r.ok(err)
+		j, err = r.q.TryAcquireJob(s, j.Ref(), nil)
+		r.ok(err)
+		next, _ := queue.JobMachine.Success(s)
+		if s == queue.Pending {
+			next = queue.Estimating
+		}
+		r.ok(r.q.SetJobStatus(j, next, queue.JobChange{Release: true}))
+		s = next
+	}
+	early, _ := newBatch("b")
+	status := func(s queue.State) string {
+		return fmt.Sprintf(`{"status":%q,"last_modified":%q,"message":""}`, s, time.Now().Format(queue.TimeLayout))
+	}
+	r.raw("/batches/"+early.ID+"/status", status(queue.Completed))
+	r.raw("/batches/"+early.ID+"/status-report", `{"last_modified":"","successful_jobs":["jid0000999999"],"failed_jobs":[]}`)
+	counted, _ := newBatch("c")
+	r.raw("/batches/"+counted.ID+"/job-count", "0")
+	locked, lockedJobs := newBatch("d")
+	_, err = r.q.LockJob(lockedJobs[0].ID)
+	r.ok(err)
+
+	v, w, err = r.q.CheckAll(queue.CheckOptions{LockAge: time.Nanosecond})
+	r.ok(err)
+	want := []struct {
+		list []queue.Violation
+		path string
+		has  string
+	}{
+		{v, "/batches/" + dup.ID, `object "line 1" has 2 jobs`},
+		{v, "/batches/" + early.ID, "Completed, but 1 of its jobs are still in batch-processing"},
+		{v, "/batches/" + early.ID + "/status-report", "lists 1 successful and 0 failed jobs, its buckets hold 0 completed"},
+		{v, "/batches/" + counted.ID, "1 jobs in its buckets, but its handler made 0 (job-count)"},
+		{w, "/batches/" + done.ID, "Processing with all 1 jobs done, and no session is reporting it"},
+		{w, "/jobs/" + lockedJobs[0].ID + "/lock", "held since"},
+	}
+	for _, c := range want {
+		found := false
+		for _, x := range c.list {
+			found = found || x.Path == c.path && strings.Contains(x.Problem, c.has)
+		}
+		if !found {
+			t.Errorf("no finding %s: …%s… in violations %v / warnings %v", c.path, c.has, v, w)
+		}
+	}
+	for _, x := range append(v, w...) {
+		if strings.Contains(x.Path, locked.ID) {
+			t.Errorf("a finding on the consistent batch %s: %v", locked.ID, x)
+		}
+	}
+	// Check alone (the invariant of jobs) sees none of the batch findings.
+	plain, err := r.q.Check()
+	r.ok(err)
+	if len(plain) != 0 {
+		t.Errorf("Check: %v", plain)
+	}
+}
