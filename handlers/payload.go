@@ -33,24 +33,25 @@ func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batc
 	if err != nil {
 		return 0, err
 	}
-	url := str(b.Submission, cfgURL)
+	sub := b.Fields()
+	url := str(sub, cfgURL)
 	if url == "" {
 		return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
 	}
-	kind := str(b.Submission, "type")
+	kind := str(sub, "type")
 	var m *checkm.Manifest
 	if kind == "" || kind == SubmitAuto || kind == SubmitManifest {
 		if kind, m, err = p.readPayload(ctx, prof, url, kind); err != nil {
 			return 0, err
 		}
 	}
-	base := jobConfig(b, prof)
+	base := jobConfig(sub, prof)
 	var objs []reactor.Object
 	switch kind {
 	case SubmitFile, SubmitContainer:
-		objs = []reactor.Object{p.single(b, prof, base, kind, url)}
+		objs = []reactor.Object{p.single(sub, prof, base, kind, url)}
 	case SubmitManifest:
-		objs, err = p.manifestObjects(b, prof, base, m, url)
+		objs, err = p.manifestObjects(sub, prof, base, m, url)
 	default:
 		err = reactor.Fatal(fmt.Errorf("submission type %q: want %s, %s, %s or %s", kind, SubmitAuto, SubmitFile, SubmitContainer, SubmitManifest))
 	}
@@ -105,10 +106,10 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 }
 
 // jobConfig is the configuration every job of a batch shares.
-func jobConfig(b *queue.Batch, prof *profile.Profile) map[string]any {
+func jobConfig(sub map[string]any, prof *profile.Profile) map[string]any {
 	cfg := map[string]any{"profile_name": prof.Name, "response_type": "json", "submission_mode": "add"}
 	for _, k := range []string{"submitter", "response_type", "submission_mode", "batchID"} {
-		if v, ok := b.Submission[k]; ok {
+		if v, ok := sub[k]; ok {
 			cfg[k] = v
 		}
 	}
@@ -116,27 +117,27 @@ func jobConfig(b *queue.Batch, prof *profile.Profile) map[string]any {
 }
 
 // single is the one object of a file or container payload.
-func (p *Pipeline) single(b *queue.Batch, prof *profile.Profile, base map[string]any, kind, raw string) reactor.Object {
+func (p *Pipeline) single(sub map[string]any, prof *profile.Profile, base map[string]any, kind, raw string) reactor.Object {
 	cfg := clone(base)
 	cfg[cfgURL] = raw
 	cfg[cfgType] = kind
-	name := str(b.Submission, "filename")
+	name := str(sub, "filename")
 	if name == "" {
 		name = urlBase(raw)
 	}
 	cfg[cfgFileName] = name
 	for _, k := range []string{cfgHashAlg, cfgHashVal, cfgSize} {
-		if v, ok := b.Submission[k]; ok {
+		if v, ok := sub[k]; ok {
 			cfg[k] = v
 		}
 	}
-	spec := queue.JobSpec{Priority: batchPriority(b, prof), Config: cfg}
-	ids := &queue.Identifiers{PrimaryID: str(b.Submission, "primary_id"), LocalIDs: queue.SplitLocalIDs(str(b.Submission, "local_id"))}
+	spec := queue.JobSpec{Priority: batchPriority(sub, prof), Config: cfg}
+	ids := &queue.Identifiers{PrimaryID: str(sub, "primary_id"), LocalIDs: queue.SplitLocalIDs(str(sub, "local_id"))}
 	if ids.PrimaryID != "" || len(ids.LocalIDs) > 0 {
 		spec.Identifiers = ids
 	}
-	md := &queue.Metadata{Who: str(b.Submission, "erc_who"), What: str(b.Submission, "erc_what"),
-		When: str(b.Submission, "erc_when"), Where: str(b.Submission, "erc_where")}
+	md := &queue.Metadata{Who: str(sub, "erc_who"), What: str(sub, "erc_what"),
+		When: str(sub, "erc_when"), Where: str(sub, "erc_where")}
 	if *md != (queue.Metadata{}) {
 		spec.Metadata = md
 	}
@@ -145,9 +146,9 @@ func (p *Pipeline) single(b *queue.Batch, prof *profile.Profile, base map[string
 
 // manifestObjects are the objects a manifest lists: the manifest itself
 // (mrt-ingest-manifest), or one per line.
-func (p *Pipeline) manifestObjects(b *queue.Batch, prof *profile.Profile, base map[string]any, m *checkm.Manifest, raw string) ([]reactor.Object, error) {
+func (p *Pipeline) manifestObjects(sub map[string]any, prof *profile.Profile, base map[string]any, m *checkm.Manifest, raw string) ([]reactor.Object, error) {
 	if m.Profile == checkm.IngestManifest {
-		o := p.single(b, prof, base, TypeManifest, raw)
+		o := p.single(sub, prof, base, TypeManifest, raw)
 		delete(o.Spec.Config, cfgFileName)
 		o.Key = "manifest"
 		return []reactor.Object{o}, nil
@@ -171,7 +172,7 @@ func (p *Pipeline) manifestObjects(b *queue.Batch, prof *profile.Profile, base m
 			cfg[cfgSize] = e.Size
 		}
 		cfg["manifest_line"] = e.Line
-		spec := queue.JobSpec{Priority: batchPriority(b, prof), Config: cfg}
+		spec := queue.JobSpec{Priority: batchPriority(sub, prof), Config: cfg}
 		if e.PrimaryID != "" || len(e.LocalIDs) > 0 {
 			spec.Identifiers = &queue.Identifiers{PrimaryID: e.PrimaryID, LocalIDs: e.LocalIDs}
 		}
@@ -185,8 +186,8 @@ func (p *Pipeline) manifestObjects(b *queue.Batch, prof *profile.Profile, base m
 	return objs, nil
 }
 
-func batchPriority(b *queue.Batch, prof *profile.Profile) int {
-	if v, ok := b.Submission["priority"].(float64); ok && v >= 0 && v <= 99 {
+func batchPriority(sub map[string]any, prof *profile.Profile) int {
+	if v, ok := sub["priority"].(float64); ok && v >= 0 && v <= 99 {
 		return int(v)
 	}
 	return prof.Priority

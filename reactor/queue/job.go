@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,11 @@ func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
 		return nil, fmt.Errorf("create job: %w", err)
 	}
 	jid := path2name(p)
+	// mrt-zk's Job.jid() reads the job's id from its configuration.
+	spec.Config = maps.Clone(spec.Config)
+	if _, ok := spec.Config[ConfigJobID]; !ok {
+		spec.Config[ConfigJobID] = jid
+	}
 	j := &Job{
 		ID: jid, BatchID: bid, Priority: spec.Priority, SpaceNeeded: spec.SpaceNeeded, Config: spec.Config,
 		Status:      JobStatus{Status: Pending, LastModified: q.stamp()},

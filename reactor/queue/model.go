@@ -16,6 +16,10 @@ const TimeLayout = "2006-01-02 15:04:05 -0700"
 // objects have jobs, and how Check finds an object with two.
 const ObjectKeyField = "object_key"
 
+// ConfigJobID is the configuration field with the job's own id, which
+// mrt-zk's Job.jid() reads (MerrittJsonKey.JID).
+const ConfigJobID = "jobID"
+
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 
@@ -114,8 +118,51 @@ func (b *Batch) State() State { return b.Status.Status }
 // UUID is submission.batchID, the batch's public key.
 func (b *Batch) UUID() string { s, _ := b.Submission["batchID"].(string); return s }
 
-// Profile is submission.profile_name, or "".
-func (b *Batch) Profile() string { s, _ := b.Submission["profile_name"].(string); return s }
+// Profile is submission.profile_name (Merritt's ingest service writes
+// "profile"), or "".
+func (b *Batch) Profile() string { s, _ := b.Fields()["profile_name"].(string); return s }
+
+// merrittSubmission maps the submission keys that Merritt's ingest service
+// writes (mrt-ingest, HandlerSubmit.java) to the names ingestq reads.
+var merrittSubmission = map[string]string{
+	"profile":      "profile_name",
+	"objectID":     "primary_id",
+	"localID":      "local_id",
+	"creator":      "erc_who",
+	"title":        "erc_what",
+	"date":         "erc_when",
+	"responseForm": "response_type",
+	"digestType":   "hash_algorithm",
+	"digestValue":  "hash_value",
+	"size":         "file_size",
+}
+
+// merrittTypes maps Merritt's package types to ingestq's submission types.
+var merrittTypes = map[string]string{
+	"batch-manifest": "manifest", "single-file-batch-manifest": "manifest",
+	"container-batch-manifest": "manifest", "object-manifest": "manifest",
+}
+
+// Fields is the submission as ingestq reads it: its own keys, filled from
+// Merritt's where only those are there (a batch Merritt's ingest service
+// submitted). The node itself is never rewritten; foreign keys stay.
+func (b *Batch) Fields() map[string]any {
+	out := make(map[string]any, len(b.Submission))
+	for k, v := range b.Submission {
+		out[k] = v
+	}
+	for theirs, ours := range merrittSubmission {
+		if v, ok := b.Submission[theirs]; ok {
+			if _, have := out[ours]; !have {
+				out[ours] = v
+			}
+		}
+	}
+	if t, ok := out["type"].(string); ok && merrittTypes[t] != "" {
+		out["type"] = merrittTypes[t]
+	}
+	return out
+}
 
 func (q *Queue) stamp() string { return q.now().Format(TimeLayout) }
 
