@@ -59,7 +59,7 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 				cfg[k] = v
 			}
 			cfg[ObjectKeyField] = o.Key
-			spec.Config = cfg
+			spec.Config, spec.RecordID = cfg, true
 			if _, err := q.CreateJob(b, spec); err != nil {
 				return fmt.Errorf("object %q: %w", o.Key, err)
 			}

@@ -27,6 +27,10 @@ type JobSpec struct {
 	Config      map[string]any // configuration: profile_name, submitter, payload_url, …
 	Identifiers *Identifiers
 	Metadata    *Metadata
+	// RecordID writes the job's id into its configuration (jobID), as
+	// Merritt's ingest service does for the jobs it makes: mrt-zk's
+	// Job.jid() and Merritt's consumers read it from there.
+	RecordID bool
 }
 
 // CreateJob creates a Pending job in batch b, listed in pending and in the
@@ -49,9 +53,8 @@ func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
 		return nil, fmt.Errorf("create job: %w", err)
 	}
 	jid := path2name(p)
-	// mrt-zk's Job.jid() reads the job's id from its configuration.
-	spec.Config = maps.Clone(spec.Config)
-	if _, ok := spec.Config[ConfigJobID]; !ok {
+	if spec.RecordID {
+		spec.Config = maps.Clone(spec.Config)
 		spec.Config[ConfigJobID] = jid
 	}
 	j := &Job{
