@@ -31,6 +31,15 @@ const (
 	findingsTimeout = 3 * time.Second // --zk-session-timeout of these daemons
 )
 
+// sharedQueue is a test's own NATS server (its URL), a root on the shared
+// ZooKeeper, the test's session on it and a recorder of every event.
+func sharedQueue(t *testing.T) (url, zkAddr, root string, q *queue.Queue, rec *recorder) {
+	t.Helper()
+	url = startNATS(t, -1, t.TempDir()).ClientURL()
+	zkAddr, root = zktest.Shared(t).Addr, zktest.Root(t)
+	return url, zkAddr, root, openQueue(t, zkAddr, root), record(t, url)
+}
+
 // pacedBatch submits a pass-through batch whose jobs are made in windows of
 // 10 with a pause after each (about 3 s for 200 jobs), so that a test can
 // stop its batch handler midway.
@@ -138,11 +147,7 @@ func assertOneJobPerObject(t *testing.T, q *queue.Queue, bid string, jids []stri
 // its report lists them all.
 func TestPausedBatchCreator(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, -1, t.TempDir())
-	url := ns.ClientURL()
-	zkAddr, root := zktest.Shared(t).Addr, zktest.Root(t)
-	q := openQueue(t, zkAddr, root)
-	rec := record(t, url)
+	url, zkAddr, root, q, rec := sharedQueue(t)
 	extra := []string{"--zk-session-timeout", findingsTimeout.String()}
 	d1 := startDaemon(t, daemonConfig{Host: "d1", ZK: zkAddr, Root: root, NATS: url, Delay: 5 * time.Millisecond, Extra: extra})
 
@@ -172,11 +177,7 @@ func TestPausedBatchCreator(t *testing.T) {
 // status, not for the safety rescan (10 minutes here).
 func TestBatchCreatedInSteps(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, -1, t.TempDir())
-	url := ns.ClientURL()
-	zkAddr, root := zktest.Shared(t).Addr, zktest.Root(t)
-	q := openQueue(t, zkAddr, root)
-	rec := record(t, url)
+	url, zkAddr, root, q, rec := sharedQueue(t)
 	startDaemon(t, daemonConfig{Host: "d1", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--rescan", "10m"}})
 
 	conn := q.Conn()
@@ -220,11 +221,7 @@ func TestBatchCreatedInSteps(t *testing.T) {
 // makes only the missing jobs.
 func TestBatchCreatorKilled(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, -1, t.TempDir())
-	url := ns.ClientURL()
-	zkAddr, root := zktest.Shared(t).Addr, zktest.Root(t)
-	q := openQueue(t, zkAddr, root)
-	rec := record(t, url)
+	url, zkAddr, root, q, rec := sharedQueue(t)
 	extra := []string{"--zk-session-timeout", findingsTimeout.String(), "--rescan", "10m"}
 	d1 := startDaemon(t, daemonConfig{Host: "d1", ZK: zkAddr, Root: root, NATS: url, Extra: extra})
 
@@ -252,11 +249,7 @@ func TestBatchCreatorKilled(t *testing.T) {
 // (events_lost) by the daemon that cannot tell whether its commit landed.
 func TestPausedDaemonEvents(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, -1, t.TempDir())
-	url := ns.ClientURL()
-	zkAddr, root := zktest.Shared(t).Addr, zktest.Root(t)
-	q := openQueue(t, zkAddr, root)
-	rec := record(t, url)
+	url, zkAddr, root, q, rec := sharedQueue(t)
 	extra := []string{"--zk-session-timeout", findingsTimeout.String()}
 	ds := []*daemon{
 		startDaemon(t, daemonConfig{Host: "d1", ZK: zkAddr, Root: root, NATS: url, Delay: 20 * time.Millisecond, Extra: extra}),
