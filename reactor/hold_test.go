@@ -41,7 +41,7 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	jids := make([]string, n)
 	for i := range n {
 		j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: map[string]any{
-			"profile_name": frozen, reactor.ObjectKeyField: fmt.Sprintf("obj-%06d", i)}})
+			"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n), reactor.ObjectKeyField: fmt.Sprintf("obj-%06d", i)}})
 		if err != nil {
 			t.Fatal(err)
 		}

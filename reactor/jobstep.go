@@ -214,8 +214,11 @@ func (r *Reactor) unlock(j *queue.Job) {
 }
 
 // retry runs a ZooKeeper write until it succeeds, fails for a reason other
-// than an unreachable server, or the session is closed. It does not follow
-// the work context: a write under way at shutdown should still land.
+// than an unreachable server, or the work context ends. It outlives the
+// acquire context (a write under way at shutdown should still land, within
+// the grace period); once the grace period is over it gives up, and the
+// job stays locked by this session until the session is closed at exit,
+// then in its state for the next daemon.
 func (r *Reactor) retry(write func() error) error {
 	wait := 50 * time.Millisecond
 	for {
@@ -224,7 +227,10 @@ func (r *Reactor) retry(write func() error) error {
 			return err
 		}
 		r.log.Warn("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err)
-		time.Sleep(wait) // back-off between attempts while ZooKeeper is away
+		if !sleep(r.work, wait) {
+			r.log.Warn("reactor: shutting down; the write is given up, its item stays where it was", "err", err)
+			return err
+		}
 		wait = min(wait*2, 2*time.Second)
 	}
 }

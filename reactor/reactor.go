@@ -63,6 +63,7 @@ type Reactor struct {
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 
+	work     context.Context  // ends when the grace period after a stop is over
 	pools    map[string]waker // by signal name
 	waits    *waiter          // one-shot watches on nodes that hold work back
 	working  sync.Map         // jids this daemon's workers hold
@@ -77,6 +78,10 @@ type Reactor struct {
 	toReport   []string // batches whose batch-processing emptied: tried first
 	reportScan bool     // a wake-up without a batch: look at every batch
 }
+
+// stuckAfterGrace is how long steps cancelled at the end of the grace
+// period may take to return before the session is closed under them.
+const stuckAfterGrace = 2 * time.Second
 
 // Signal names: internal subjects under events.InternalPrefix.
 const (
@@ -132,6 +137,7 @@ func cmpOr[T comparable](v, def T) T {
 func (r *Reactor) Run(ctx context.Context) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	r.work = work
 
 	var unsubs []func()
 	defer func() {
@@ -194,7 +200,16 @@ func (r *Reactor) Run(ctx context.Context) error {
 	case <-time.After(r.cfg.Grace):
 		r.log.Warn("reactor: grace period over; cancelling the steps still running")
 		cancelWork()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(stuckAfterGrace):
+			// A ZooKeeper request waits for the server for as long as the
+			// client keeps reconnecting: closing the session ends it (its
+			// locks go with it, and the jobs stay in their states).
+			r.log.Warn("reactor: steps still waiting on ZooKeeper after the grace period; closing the session to free them")
+			r.cfg.Session.Close()
+			<-done
+		}
 	}
 	r.waits.stop()
 	r.watcher.Close()

@@ -224,8 +224,9 @@ func TestFailureRequeueReport(t *testing.T) {
 	if !strings.Contains(j.Status.Message, "Storing: pass-through failure") || *j.Status.LastSuccessfulStatus != queue.Processing {
 		t.Fatalf("failed job: %q, lss %v", j.Status.Message, *j.Status.LastSuccessfulStatus)
 	}
-	// The cause is "fixed": the job no longer asks to fail.
-	raw, _ := json.Marshal(map[string]any{"object_key": j.Config["object_key"]})
+	// The cause is "fixed": the job no longer asks to fail (it stays a
+	// pass-through job, which a pass-through daemon takes).
+	raw, _ := json.Marshal(map[string]any{"object_key": j.Config["object_key"], "payload_url": j.Config["payload_url"]})
 	if _, err := e.q.Conn().Set(e.q.Path("/jobs/"+jid+"/configuration"), raw, -1); err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,11 @@ import (
 // Queue reads and writes the ingest queue in ZooKeeper, under an optional
 // root prefix. It is safe for concurrent use; it owns no goroutines.
 type Queue struct {
-	conn *zk.Conn
-	root string
-	log  *slog.Logger
-	now  func() time.Time
+	conn   *zk.Conn
+	root   string
+	log    *slog.Logger
+	now    func() time.Time
+	closed func() bool // the connection was closed on purpose: stop retrying
 }
 
 // Option configures a Queue.
@@ -26,6 +27,11 @@ type Option func(*Queue)
 
 // WithLogger sets where the queue reports skipped (malformed) nodes.
 func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
+
+// WithClosed tells the queue how to know that its connection was closed on
+// purpose (zkwatch.Session.Closed): a change then stops trying again
+// through the outage at once, instead of after its whole back-off.
+func WithClosed(closed func() bool) Option { return func(q *Queue) { q.closed = closed } }
 
 // WithClock sets the clock used for last_modified.
 func WithClock(now func() time.Time) Option { return func(q *Queue) { q.now = now } }
@@ -36,7 +42,7 @@ func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
 	if root != "" && (!strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root) {
 		return nil, fmt.Errorf("zk root %q: want an absolute path like /ingestq, without a trailing slash", root)
 	}
-	q := &Queue{conn: conn, root: root, log: slog.Default(), now: time.Now}
+	q := &Queue{conn: conn, root: root, log: slog.Default(), now: time.Now, closed: func() bool { return false }}
 	for _, o := range opts {
 		o(q)
 	}

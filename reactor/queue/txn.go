@@ -163,7 +163,7 @@ func (q *Queue) commit(ops []op) error {
 	lost := false // a try's reply was lost: it may have been applied
 	outages, wait := 0, 20*time.Millisecond
 	pause := func() bool { // back-off while the client reconnects
-		if outages++; outages > maxOutages {
+		if outages++; outages > maxOutages || q.closed() {
 			return false
 		}
 		time.Sleep(wait)

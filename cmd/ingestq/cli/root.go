@@ -260,7 +260,7 @@ func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 		return nil, err
 	}
 	a.session = s
-	return queue.New(s.Conn, a.root, queue.WithLogger(a.log))
+	return queue.New(s.Conn, a.root, queue.WithLogger(a.log), queue.WithClosed(s.Closed))
 }
 
 // initQueue is queue, then makes sure the queue's folders exist: for the
