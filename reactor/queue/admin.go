@@ -151,22 +151,28 @@ func (q *Queue) FailJob(jid, message string, force bool) error {
 	return fail(j)
 }
 
-// DeleteJob removes a job. A Held or Failed job goes to Deleted (it stays
-// listed in its batch's batch-deleted bucket, for the report); a Completed or
-// Deleted job is removed from ZooKeeper with its refs. Any other job is
-// refused: it is still in the pipeline.
-func (q *Queue) DeleteJob(jid string) (removed bool, err error) {
+// DeleteJob retires a Held or Failed job: it goes to Deleted, and stays
+// listed in its batch's batch-deleted bucket, for the report. With purge, a
+// Held, Failed, Completed or Deleted job is removed from ZooKeeper with its
+// refs instead. Any other job is refused: it is still in the pipeline.
+// changed is false for a job that was Deleted already (without purge).
+func (q *Queue) DeleteJob(jid string, purge bool) (removed, changed bool, err error) {
 	err = q.withJob(jid, "delete", func(j *Job) error {
-		switch j.State() {
-		case Held, Failed:
-			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
-		case Completed, Deleted:
-			removed = true
+		switch s := j.State(); {
+		case purge && (s == Held || s == Failed || s == Completed || s == Deleted):
+			removed, changed = true, true
 			return q.removeJob(j, true)
+		case s == Held || s == Failed:
+			changed = true
+			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
+		case s == Deleted:
+			return nil
+		case s == Completed:
+			return refused("job %s is Completed: only `ingestq delete --purge %s` removes it (and it leaves its batch's report)", jid, jid)
 		}
 		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted: `ingestq fail %s`, then `ingestq delete %s`", jid, j.State(), jid, jid)
 	})
-	return removed, err
+	return removed, changed, err
 }
 
 // removeJob deletes a locked job's nodes, its ref and its batch ref in one

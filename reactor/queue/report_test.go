@@ -37,7 +37,7 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 	}
 	r.raw(ref, "")
 
-	removed, err := r.q.DeleteJob(a.ID)
+	removed, _, err := r.q.DeleteJob(a.ID, true)
 	r.ok(err)
 	if !removed {
 		t.Fatal("the Completed job was not removed")

@@ -282,10 +282,10 @@ func jobHappyPathWithDelete(r *run) {
 	j1 := r.jobHappyPath()
 	jobs, _, err := r.q.ListJobs(queue.Pending)
 	r.ok(err)
-	if _, err := r.q.DeleteJob(jobs[0].ID); !errors.Is(err, queue.ErrRefused) {
+	if _, _, err := r.q.DeleteJob(jobs[0].ID, false); !errors.Is(err, queue.ErrRefused) {
 		r.t.Fatalf("delete of a Pending job: %v, want ErrRefused", err)
 	}
-	removed, err := r.q.DeleteJob(j1.ID)
+	removed, _, err := r.q.DeleteJob(j1.ID, true) // mrt-zk's delete removes it
 	r.ok(err)
 	if !removed {
 		r.t.Fatal("a Completed job was not removed")
@@ -334,7 +334,7 @@ func (r *run) batchFailure(deleteAll bool) (*queue.Batch, *queue.Job) {
 	if !deleteAll {
 		return b, j
 	}
-	removed, err := r.q.DeleteJob(j.ID)
+	removed, _, err := r.q.DeleteJob(j.ID, false)
 	r.ok(err)
 	if removed {
 		r.t.Fatal("a Failed job was removed, want it moved to Deleted")

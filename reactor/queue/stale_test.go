@@ -133,7 +133,7 @@ func TestAdminRefusals(t *testing.T) {
 	if changed, err := r.q.HoldJob(j.ID); err != nil || changed {
 		t.Errorf("hold a Held job again: changed %v, %v; want nothing done, no error", changed, err)
 	}
-	if _, err := r.q.DeleteJob(j.ID); err != nil {
+	if _, _, err := r.q.DeleteJob(j.ID, false); err != nil {
 		t.Fatalf("delete a Held job: %v", err)
 	}
 	got, err := r.q.LoadJob(j.ID)

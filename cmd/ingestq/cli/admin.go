@@ -42,9 +42,13 @@ func (a *app) holdCommands() []*cobra.Command {
 }
 
 func (a *app) holdJob(hold bool) *cobra.Command {
+	short := "Release a Held job: back to Pending, where a daemon takes it"
+	if hold {
+		short = "Hold a Pending job: no daemon takes it until it is released"
+	}
 	return &cobra.Command{
 		Use:   "job JID",
-		Short: "Pending → Held, or Held → Pending",
+		Short: short,
 		Args:  args("JID"),
 		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
 			change, to := q.ReleaseJob, queue.Pending
@@ -67,9 +71,13 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 }
 
 func (a *app) holdBatch(hold bool) *cobra.Command {
+	short := "Release a Held batch: back to Pending, where a daemon makes its jobs"
+	if hold {
+		short = "Hold a Pending batch: no daemon makes its jobs until it is released"
+	}
 	return &cobra.Command{
 		Use:   "batch BID|UUID",
-		Short: "Pending → Held, or Held → Pending",
+		Short: short,
 		Args:  args("BID|UUID"),
 		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
 			bid, err := batchID(q, args[0])
@@ -283,19 +291,27 @@ func (a *app) failCommand() *cobra.Command {
 }
 
 func (a *app) deleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete JID|BID|UUID",
-		Short: "Delete a job, or a batch with all its jobs",
-		Long: "delete JID: a Held or Failed job moves to Deleted (it stays in its batch's report);\n" +
-			"a Completed or Deleted job is removed. A job still in the pipeline is refused.\n" +
+	var purge bool
+	cmd := &cobra.Command{
+		Use:   "delete [--purge] JID|BID|UUID",
+		Short: "Retire a job (Deleted), remove it (--purge), or remove a batch with all its jobs",
+		Long: "delete JID: a Held or Failed job moves to Deleted (it stays in its batch's report).\n" +
+			"delete --purge JID: a Held, Failed, Completed or Deleted job is removed from ZooKeeper for good.\n" +
+			"A job still in the pipeline is refused.\n" +
 			"delete BID: a Completed, Failed, Deleted or Held batch is removed with its jobs.",
+		Example: "  ingestq fail --force jid0000000042 && ingestq delete jid0000000042\n" +
+			"  ingestq delete --purge jid0000000042",
 		Args: args("JID|BID|UUID"),
 		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
 			id := args[0]
 			if strings.HasPrefix(id, "jid") {
-				removed, err := q.DeleteJob(id)
-				if err != nil {
+				removed, changed, err := q.DeleteJob(id, purge)
+				switch {
+				case err != nil:
 					return err
+				case !changed:
+					a.println("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", id, id)
+					return nil
 				}
 				a.announce(q, "delete", events.Event{JobID: id, Attrs: map[string]any{"removed": removed}})
 				if removed {
@@ -304,6 +320,9 @@ func (a *app) deleteCommand() *cobra.Command {
 					a.println("job %s moved to Deleted", id)
 				}
 				return nil
+			}
+			if purge {
+				return usagef("--purge is for a job; a batch is always removed with its jobs")
 			}
 			bid, err := batchID(q, id)
 			if err != nil {
@@ -317,6 +336,8 @@ func (a *app) deleteCommand() *cobra.Command {
 			return nil
 		}),
 	}
+	cmd.Flags().BoolVar(&purge, "purge", false, "remove the job from ZooKeeper for good (it leaves its batch's report)")
+	return cmd
 }
 
 func (a *app) reportCommand() *cobra.Command {
@@ -366,10 +387,21 @@ func (a *app) cleanupCommand() *cobra.Command {
 			if err != nil {
 				a.warn("minting records not swept", err)
 			}
+			a.announce(q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
+			if a.json() {
+				notCleaned := make([]string, len(problems))
+				for i, p := range problems {
+					notCleaned[i] = p.Error()
+				}
+				return a.writeJSON(struct {
+					Removed        []string `json:"removed_batches"`
+					MintingRecords int      `json:"minting_records_removed"`
+					NotCleaned     []string `json:"not_cleaned_up"`
+				}{append([]string{}, removed...), len(forgot), notCleaned})
+			}
 			if len(forgot) > 0 {
 				a.println("%s of deleted jobs removed", plural(len(forgot), "minting record"))
 			}
-			a.announce(q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
 			for _, bid := range removed {
 				a.println("removed %s", bid)
 			}

@@ -199,10 +199,16 @@ func TestDelete(t *testing.T) {
 	if out != "job "+f.failed+" moved to Deleted\n" || f.jobState(f.failed) != queue.Deleted {
 		t.Errorf("delete failed job: %q, state %s", out, f.jobState(f.failed))
 	}
+	// Twice is not a removal: that takes --purge, which the note names.
 	out, _, code = f.run("delete", f.failed)
 	wantCode(t, code, 0)
+	if !strings.Contains(out, "was already Deleted") || !strings.Contains(out, "delete --purge "+f.failed) || f.jobState(f.failed) != queue.Deleted {
+		t.Errorf("delete deleted job: %q, state %s", out, f.jobState(f.failed))
+	}
+	out, _, code = f.run("delete", "--purge", f.failed)
+	wantCode(t, code, 0)
 	if out != "job "+f.failed+" removed\n" {
-		t.Errorf("delete deleted job: %q", out)
+		t.Errorf("delete --purge: %q", out)
 	}
 	if _, err := f.q.LoadJob(f.failed); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("removed job still loads: %v", err)
@@ -329,5 +335,33 @@ func TestHoldsListed(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("ls batches under holds: stderr %q lacks %q", stderr, want)
 		}
+	}
+}
+
+// hold and release say what each does; -o json cleanup prints JSON.
+func TestHoldHelpAndCleanupJSON(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"hold", "job", "--help"}, []string{"Hold a Pending job"}},
+		{[]string{"release", "job", "--help"}, []string{"Release a Held job"}},
+		{[]string{"hold", "batch", "--help"}, []string{"Hold a Pending batch"}},
+		{[]string{"release", "batch", "--help"}, []string{"Release a Held batch"}},
+	} {
+		out, _, code := e.run(c.args...)
+		wantCode(t, code, 0)
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: %q lacks %q", c.args, out, w)
+			}
+		}
+	}
+	out, _, code := e.run("cleanup", "-o", "json")
+	wantCode(t, code, 0)
+	var got struct {
+		Removed []string `json:"removed_batches"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Removed == nil {
+		t.Errorf("cleanup -o json: %q (%v)", out, err)
 	}
 }
