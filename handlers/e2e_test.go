@@ -207,37 +207,3 @@ func zipOf(t *testing.T, o object) []byte {
 	}
 	return buf.Bytes()
 }
-
-// A batch submitted by Merritt's own ingest service names its fields its
-// way ("profile", "title", "localID", "creator", "date"); ingestq reads
-// them, and the job it makes carries its id in "jobID", as mrt-zk's
-// Job.jid() reads it.
-func TestMerrittSubmissionKeys(t *testing.T) {
-	t.Parallel()
-	r := newRig(t, nil)
-	data := []byte("one file from Merritt\n")
-	url := r.content.put("/merritt/file.txt", data)
-	b, err := r.q.CreateBatch(map[string]any{"profile": r.prof.Name, "payload_url": url, "type": "file",
-		"filename": "file.txt", "title": "A Merritt title", "creator": "Merritt, M.", "date": "2026",
-		"localID": "merritt-local-1", "submitter": "merritt-ui", "responseForm": "xml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-		t.Fatalf("batch %s: %s", b.State(), b.Status.Message)
-	}
-	j := r.jobsOf(b.ID)["file"]
-	if j == nil {
-		t.Fatalf("no job for the file: %v", r.jobsOf(b.ID))
-	}
-	if j.Config["profile_name"] != r.prof.Name || j.Config["jobID"] != j.ID || j.Config["response_type"] != "xml" {
-		t.Errorf("configuration %v: want profile_name %s, jobID %s, response_type xml", j.Config, r.prof.Name, j.ID)
-	}
-	if j.Metadata == nil || j.Metadata.What != "A Merritt title" || j.Metadata.Who != "Merritt, M." || j.Metadata.When != "2026" {
-		t.Errorf("metadata %+v", j.Metadata)
-	}
-	if j.Identifiers == nil || len(j.Identifiers.LocalIDs) != 1 || j.Identifiers.LocalIDs[0] != "merritt-local-1" {
-		t.Errorf("identifiers %+v", j.Identifiers)
-	}
-	r.checkStored(j, object{"file.txt": data})
-}

@@ -33,9 +33,13 @@ func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batc
 	if err != nil {
 		return 0, err
 	}
-	sub := b.Fields()
+	sub := b.Submission
 	url := str(sub, cfgURL)
 	if url == "" {
+		if name := str(sub, "filename"); name != "" {
+			// Merritt's ingest service keeps a depositor's upload on its own disk.
+			return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url, only the file name %q of an upload that ingestq cannot fetch", name))
+		}
 		return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
 	}
 	kind := str(sub, "type")

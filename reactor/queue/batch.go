@@ -103,6 +103,7 @@ func (q *Queue) LoadBatch(bid string) (*Batch, error) {
 		if err := decodeJSON(q.rel(q.batchPath(bid, "submission")), r[2].data, &b.Submission); err != nil {
 			return nil, err
 		}
+		fromMerritt(b.Submission)
 	}
 	if r[3].err == nil && len(r[3].data) > 0 {
 		b.Report = new(StatusReport)

@@ -103,8 +103,22 @@ func (q *Queue) batchProblems(b *Batch, buckets map[string][]string) (violations
 			bad("%s, but %d of its jobs are still in batch-processing: %s", b.State(), len(processing), strings.Join(first(processing), ", "))
 		}
 	case Failed:
-		if len(processing) > 0 {
-			warn("Failed, with %d requeued jobs in batch-processing: `ingestq report %s` once they are done", len(processing), b.ID)
+		// A job requeued after the report was listed as failed in it (or,
+		// without a report, was requeued: its retry count grew); any other
+		// job in batch-processing was unfinished when the batch reported.
+		var requeued, unfinished []string
+		for _, jid := range processing {
+			if b.Report != nil && slices.Contains(b.Report.FailedJobs, jid) || b.Report == nil && q.retried(jid) {
+				requeued = append(requeued, jid)
+			} else {
+				unfinished = append(unfinished, jid)
+			}
+		}
+		if len(unfinished) > 0 {
+			bad("Failed, but %d of its jobs were unfinished when it reported: %s", len(unfinished), strings.Join(first(unfinished), ", "))
+		}
+		if len(requeued) > 0 {
+			warn("Failed, with %d requeued jobs in batch-processing: `ingestq report %s` once they are done", len(requeued), b.ID)
 		}
 	case Processing, UpdateReporting:
 		if len(processing) == 0 && total > 0 && !b.Locked && (b.JobCount < 0 || total >= b.JobCount) {
@@ -171,12 +185,21 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
+// retried tells whether a job's retry count is above 0 (it was requeued).
+func (q *Queue) retried(jid string) bool {
+	j, err := q.LoadJob(jid)
+	return err == nil && j.Status.RetryCount > 0
+}
+
 // duplicateObjects finds the objects (object_key) that have more than one
-// job in the batch.
+// job in the batch. Deleted jobs do not count: failing and deleting one of
+// two jobs is how an operator clears a duplicate.
 func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]string, error) {
 	var jids []string
 	for _, b := range Buckets {
-		jids = append(jids, buckets[b]...)
+		if b != "batch-deleted" {
+			jids = append(jids, buckets[b]...)
+		}
 	}
 	keys := make([]string, len(jids))
 	forEach(indexes(len(jids)), 32, func(i int) {

@@ -160,6 +160,7 @@ func (q *Queue) LoadJob(jid string) (*Job, error) {
 			}
 		}
 	}
+	fromMerritt(j.Config)
 	return j, nil
 }
 

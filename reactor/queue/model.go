@@ -118,50 +118,51 @@ func (b *Batch) State() State { return b.Status.Status }
 // UUID is submission.batchID, the batch's public key.
 func (b *Batch) UUID() string { s, _ := b.Submission["batchID"].(string); return s }
 
-// Profile is submission.profile_name (Merritt's ingest service writes
-// "profile"), or "".
-func (b *Batch) Profile() string { s, _ := b.Fields()["profile_name"].(string); return s }
+// Profile is submission.profile_name (or Merritt's "profile"), or "".
+func (b *Batch) Profile() string { s, _ := b.Submission["profile_name"].(string); return s }
 
-// merrittSubmission maps the submission keys that Merritt's ingest service
-// writes (mrt-ingest, HandlerSubmit.java) to the names ingestq reads.
-var merrittSubmission = map[string]string{
+// merrittNames maps the names Merritt's ingest service (CDLUC3/mrt-ingest,
+// handlers/batchProcess/HandlerSubmit.java) gives the fields of a batch's
+// submission and of a job's configuration to the names ingestq reads.
+var merrittNames = map[string]string{
 	"profile":      "profile_name",
+	"responseForm": "response_type",
+	"filename":     "file_name",
+	"size":         "file_size",
+	"digestType":   "hash_algorithm",
+	"digestValue":  "hash_value",
 	"objectID":     "primary_id",
 	"localID":      "local_id",
 	"creator":      "erc_who",
 	"title":        "erc_what",
 	"date":         "erc_when",
-	"responseForm": "response_type",
-	"digestType":   "hash_algorithm",
-	"digestValue":  "hash_value",
-	"size":         "file_size",
 }
 
-// merrittTypes maps Merritt's package types to ingestq's submission types.
-var merrittTypes = map[string]string{
-	"batch-manifest": "manifest", "single-file-batch-manifest": "manifest",
-	"container-batch-manifest": "manifest", "object-manifest": "manifest",
-}
+// merrittTypes are the package types Merritt stores for its batch
+// manifests (utility/PackageTypeEnum.java); ingestq reads any checkm
+// manifest as "manifest" and goes by its #%profile.
+var merrittTypes = map[string]string{"batchManifest": "manifest", "batchManifestFile": "manifest", "batchManifestContainer": "manifest"}
 
-// Fields is the submission as ingestq reads it: its own keys, filled from
-// Merritt's where only those are there (a batch Merritt's ingest service
-// submitted). The node itself is never rewritten; foreign keys stay.
-func (b *Batch) Fields() map[string]any {
-	out := make(map[string]any, len(b.Submission))
-	for k, v := range b.Submission {
-		out[k] = v
-	}
-	for theirs, ours := range merrittSubmission {
-		if v, ok := b.Submission[theirs]; ok {
-			if _, have := out[ours]; !have {
-				out[ours] = v
-			}
+// fromMerritt adds to a submission or configuration, as read, ingestq's
+// name of every field that only Merritt's name holds, so that every reader
+// understands both forms. Merritt writes 0 and "" for "not given": those are
+// not copied, and do not hide the other name's value. Nothing is written
+// back to ZooKeeper.
+func fromMerritt(m map[string]any) {
+	given := func(v any) bool { return v != nil && v != "" && v != float64(0) }
+	for theirs, ours := range merrittNames {
+		v := m[theirs]
+		if !given(v) || given(m[ours]) {
+			continue
 		}
+		if s, isString := v.(string); isString && theirs == "digestType" {
+			v = strings.ReplaceAll(strings.ToLower(s), "-", "") // "SHA-256" → "sha256"
+		}
+		m[ours] = v
 	}
-	if t, ok := out["type"].(string); ok && merrittTypes[t] != "" {
-		out["type"] = merrittTypes[t]
+	if t, ok := m["type"].(string); ok && merrittTypes[t] != "" {
+		m["type"] = merrittTypes[t]
 	}
-	return out
 }
 
 func (q *Queue) stamp() string { return q.now().Format(TimeLayout) }

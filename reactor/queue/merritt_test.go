@@ -1,0 +1,68 @@
+package queue_test
+
+import (
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A job and a batch written with Merritt's keys read with ingestq's too;
+// where both have a value, ingestq's wins; nothing is written back.
+func TestMerrittKeysAreRead(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	config := `{"profile":"merritt_demo","jobID":"jid-5d1c","digestType":"SHA-256","digestValue":"ab","size":0,` +
+		`"filename":"a.pdf","responseForm":"xml","response_type":"json","title":"T","profile_name":"","localID":"x;y"}`
+	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	r.raw("/jobs/"+created.ID+"/configuration", config)
+	j, err := r.q.LoadJob(created.ID)
+	r.ok(err)
+	want := map[string]any{"profile_name": "merritt_demo", "hash_algorithm": "sha256", "hash_value": "ab", "file_name": "a.pdf",
+		"response_type": "json", "erc_what": "T", "local_id": "x;y"}
+	for k, v := range want {
+		if j.Config[k] != v {
+			t.Errorf("configuration %s = %v, want %v", k, j.Config[k], v)
+		}
+	}
+	if _, ok := j.Config["file_size"]; ok {
+		t.Errorf("size 0 (Merritt's \"not given\") became file_size %v", j.Config["file_size"])
+	}
+	if data, _, err := r.conn.Get(r.q.Path("/jobs/" + created.ID + "/configuration")); err != nil || string(data) != config {
+		t.Errorf("configuration rewritten: %s %v", data, err)
+	}
+
+	mb, err := r.q.CreateBatch(map[string]any{"profile": "merritt_demo", "type": "batchManifestContainer", "objectID": "ark:/1/x"})
+	r.ok(err)
+	got, err := r.q.LoadBatch(mb.ID)
+	r.ok(err)
+	if got.Profile() != "merritt_demo" || got.Submission["type"] != "manifest" || got.Submission["primary_id"] != "ark:/1/x" {
+		t.Errorf("batch read as profile %q, submission %v", got.Profile(), got.Submission)
+	}
+}
+
+// A job asked to record its id carries it as configuration.jobID, where
+// mrt-zk's Job.jid() reads it; the caller's map is left alone, and a job
+// created as mrt-zk creates one gets its configuration as given.
+func TestRecordJobID(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	cfg := map[string]any{"profile_name": "demo"}
+	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg, RecordID: true})
+	r.ok(err)
+	plain, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg})
+	r.ok(err)
+	if _, ok := cfg[queue.ConfigJobID]; ok {
+		t.Errorf("the caller's configuration was changed: %v", cfg)
+	}
+	for jid, want := range map[string]any{j.ID: j.ID, plain.ID: nil} {
+		loaded, err := r.q.LoadJob(jid)
+		r.ok(err)
+		if loaded.Config[queue.ConfigJobID] != want {
+			t.Errorf("job %s: jobID %v, want %v", jid, loaded.Config[queue.ConfigJobID], want)
+		}
+	}
+	if j.Config[queue.ConfigJobID] != j.ID {
+		t.Errorf("returned job's configuration %v, want its jobID", j.Config)
+	}
+}
