@@ -44,6 +44,15 @@ func ParseServers(s string) []string {
 	return out
 }
 
+// SplitChroot splits a ZooKeeper connect string "h1:2181,h2:2181/app" into
+// its servers and its chroot suffix ("/app"; "" when there is none).
+func SplitChroot(s string) (servers, chroot string) {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i:]
+	}
+	return s, ""
+}
+
 // Session is a ZooKeeper connection whose session state is tracked through
 // the event callback (go-zookeeper's event channel drops events when full).
 type Session struct {
@@ -58,9 +67,19 @@ type Session struct {
 	expirations int           // StateExpired events seen
 	onConnect   []func()      // called when a session is (re-)established
 	changed     chan struct{} // closed and replaced on every state change
+	hadSession  bool          // a session was established once
+	lostAt      time.Time     // when the connection dropped; zero while connected
+	lostExpired bool          // the session expired during the current loss
 }
 
-// Dial connects and waits until the session is established or ctx ends.
+// ErrRefused is Dial's error when every ZooKeeper address refused the
+// connection: nothing listens there, so waiting would not help.
+var ErrRefused = errors.New("connection refused")
+
+// Dial connects and waits until the session is established or ctx ends. It
+// returns ErrRefused at once when every server's address refused the
+// connection; a server that accepts it but gives no session is waited for
+// until ctx ends.
 func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, fmt.Errorf("no ZooKeeper servers given")
@@ -71,46 +90,71 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := reachable(cfg.Servers); err != nil {
-		return nil, err
-	}
+	servers := strings.Join(cfg.Servers, ",")
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	refused := &refusals{onAll: func() { cancel(ErrRefused) }}
+	hosts := zk.NewDNSHostProvider()
 	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize, log: cfg.Logger}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(slogPrintf{cfg.Logger}), zk.WithEventCallback(s.onEvent),
+		zk.WithHostProvider(hosts), zk.WithDialer(refused.dial),
 		zk.WithMaxBufferSize(cfg.MaxBufferSize)) // 0: no cap, go-zookeeper's default
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
+		return nil, fmt.Errorf("zookeeper %s: %w", servers, err)
 	}
+	refused.setAddresses(hosts.Len())
 	s.Conn = conn
 	if err := s.WaitState(ctx, zk.StateHasSession); err != nil {
 		conn.Close()
+		if errors.Is(context.Cause(ctx), ErrRefused) {
+			return nil, fmt.Errorf("zookeeper %s: %w: nothing listens there", servers, ErrRefused)
+		}
 		return nil, fmt.Errorf("zookeeper %s: no session: %w (is it running? `ingestq` reads --zk or INGESTQ_ZK)",
-			strings.Join(cfg.Servers, ","), err)
+			servers, err)
 	}
 	return s, nil
 }
 
-// reachable fails at once when no server of the list can be reached at all
-// (nothing listens, or the name does not resolve): go-zookeeper would
-// retry for ever, and a command would wait its whole connect timeout to
-// say what the first refused connection already said. A server that
-// accepts the connection but gives no session is left to that timeout.
-func reachable(servers []string) error {
-	var errs []string
-	for _, addr := range servers {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		var dns *net.DNSError
-		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, &dns) {
-			return nil // a timeout or the like: let the client try
-		}
-		errs = append(errs, err.Error())
+// refusals watches the client's connection attempts, so that Dial can say
+// at once that no server listens instead of waiting for its deadline.
+// go-zookeeper tries each resolved address in turn: once as many attempts
+// in a row as there are addresses were refused, every address refused.
+type refusals struct {
+	onAll func() // called when every address refused
+
+	mu        sync.Mutex
+	addresses int // resolved addresses; 0 until known
+	inARow    int // refused attempts since the last other outcome
+}
+
+func (r *refusals) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout(network, address, timeout)
+	r.mu.Lock()
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		r.inARow++
+	} else {
+		r.inARow = 0 // a connection, or a timeout: something may be there
 	}
-	return fmt.Errorf("cannot reach ZooKeeper at %s: %s (is it running? --zk or INGESTQ_ZK say where)",
-		strings.Join(servers, ","), strings.Join(errs, "; "))
+	r.mu.Unlock()
+	r.check()
+	return conn, err
+}
+
+func (r *refusals) setAddresses(n int) {
+	r.mu.Lock()
+	r.addresses = n
+	r.mu.Unlock()
+	r.check()
+}
+
+func (r *refusals) check() {
+	r.mu.Lock()
+	all := r.addresses > 0 && r.inARow >= r.addresses
+	r.mu.Unlock()
+	if all {
+		r.onAll()
+	}
 }
 
 func (s *Session) onEvent(e zk.Event) {
@@ -119,9 +163,17 @@ func (s *Session) onEvent(e zk.Event) {
 	}
 	s.mu.Lock()
 	s.state = e.State
-	if e.State == zk.StateExpired {
+	switch e.State {
+	case zk.StateDisconnected:
+		s.lost(e.Server)
+	case zk.StateExpired:
 		s.expirations++
-		s.log.Warn("zookeeper: session expired: its locks are gone; a new session is being opened and every watch re-armed")
+		s.lostExpired = true
+		if s.lostAt.IsZero() { // not seen without a loss; say it anyway
+			s.log.Warn("zookeeper: session expired: its locks are gone; a new session is being opened and every watch re-armed")
+		}
+	case zk.StateHasSession:
+		s.back()
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -132,6 +184,47 @@ func (s *Session) onEvent(e zk.Event) {
 			go fn() // never block the client's event loop
 		}
 	}
+}
+
+// lost logs, once per outage, that the connection dropped. Called with s.mu
+// held. The client reconnects by itself; requests wait or fail meanwhile.
+func (s *Session) lost(server string) {
+	if !s.hadSession || !s.lostAt.IsZero() || s.closed.Load() {
+		return
+	}
+	s.lostAt = time.Now()
+	s.log.Warn("zookeeper: connection lost; reconnecting (nothing is read or written until it is back)", "server", server)
+}
+
+// back logs the end of an outage, with how long it lasted and whether the
+// session survived it. Called with s.mu held.
+func (s *Session) back() {
+	s.hadSession = true
+	if s.lostAt.IsZero() {
+		return
+	}
+	away := time.Since(s.lostAt).Round(time.Millisecond)
+	if s.lostExpired {
+		s.log.Info("zookeeper: back; the session had expired: its locks were dropped, and every watch is re-armed", "away", away)
+	} else {
+		s.log.Info("zookeeper: back; the session was kept", "away", away)
+	}
+	s.lostAt, s.lostExpired = time.Time{}, false
+}
+
+// away tells whether err is ZooKeeper being out of reach (the connection
+// lost, the session expired or closed), which the Session logs once per
+// outage: callers need not log it again.
+func (s *Session) away(err error) bool {
+	if s.State() != zk.StateHasSession {
+		return true
+	}
+	for _, e := range []error{zk.ErrConnectionClosed, zk.ErrNoServer, zk.ErrSessionExpired, zk.ErrClosing} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // OnConnect registers fn to run each time the client has a session again

@@ -242,6 +242,7 @@ type folder struct {
 	warned   bool     // the large-listing warning was logged
 	avgName  int      // average child name length at the last listing
 	failures int      // consecutive failures
+	outage   bool     // the last failure was ZooKeeper being away (logged by the Session)
 }
 
 // result is a ZooKeeper reply, received from a helper goroutine.
@@ -329,7 +330,11 @@ func (f *folder) run() {
 			}
 			if recovering {
 				w.rearms.Add(1)
-				w.log.Info("zkwatch: watch re-armed", "path", f.path, "attempts", f.failures)
+				level := slog.LevelInfo
+				if f.outage { // the Session logs the return, once for every folder
+					level = slog.LevelDebug
+				}
+				w.log.Log(context.Background(), level, "zkwatch: watch re-armed", "path", f.path, "attempts", f.failures)
 				recovering = false
 			}
 			f.failures = 0
@@ -436,8 +441,9 @@ func (f *folder) failed(what string, err error) time.Duration {
 	d := backoffStart << min(f.failures-1, 6)
 	d = min(d, backoffMax)
 	loud := f.failures == 1 || f.failures%10 == 0 // the first failure and every tenth
+	f.outage = w.s.away(err)
 	level := slog.LevelWarn
-	if !loud || w.s.closed.Load() { // or the session was closed under the watcher
+	if !loud || f.outage || w.s.closed.Load() { // or the session was closed under the watcher
 		level = slog.LevelDebug
 	}
 	w.log.Log(context.Background(), level, "zkwatch: "+what+" failed, retrying",

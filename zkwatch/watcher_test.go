@@ -290,26 +290,9 @@ func TestSessionExpiry(t *testing.T) {
 	w.Watch(dir)
 	r.wait(t, dir, "first listing", func(cs []Change) bool { return has(cs, "a") })
 
-	// The server expires the session: its ephemeral node goes.
-	eph := root + "/eph"
-	if _, err := s.Conn.Create(eph, nil, zk.FlagEphemeral, acl); err != nil {
-		t.Fatal(err)
-	}
-	ok, _, ephGone, err := direct.ExistsW(eph)
-	if err != nil || !ok {
-		t.Fatalf("ExistsW %s: %v, %v", eph, ok, err)
-	}
 	n0 := s.Expirations()
 	paused := time.Now()
-	proxy.Pause()
-	select {
-	case ev := <-ephGone:
-		if ev.Type != zk.EventNodeDeleted {
-			t.Fatalf("event %v on %s", ev, eph)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("the server did not expire the paused session")
-	}
+	pauseUntilExpired(t, s, direct, proxy, root)
 	t.Logf("server expired the session %v after the pause", time.Since(paused).Round(time.Millisecond))
 	mkdirs(t, direct, dir+"/b", dir+"/c")
 	if err := direct.Delete(dir+"/a", -1); err != nil {

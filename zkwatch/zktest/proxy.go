@@ -69,7 +69,13 @@ func (c *proxyConn) setServer(server net.Conn) bool {
 // StartProxy listens on a free loopback port and forwards every connection
 // to target.
 func StartProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartProxyOn("127.0.0.1:0", target)
+}
+
+// StartProxyOn listens on addr and forwards every connection to target: a
+// ZooKeeper that appears where a client was told to look.
+func StartProxyOn(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("zktest: proxy listen: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"strings"
@@ -133,6 +134,19 @@ func (l *bufLogger) take() string {
 	defer l.mu.Unlock()
 	l.done = true
 	return strings.Join(l.lines, "\n")
+}
+
+// ClosedAddr is a loopback address where nothing listens (a port just
+// freed): a client dialling it is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
 
 // Root returns a fresh path prefix for t on the shared server,

@@ -256,6 +256,9 @@ func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
 	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log})
+	if errors.Is(err, zkwatch.ErrRefused) {
+		return nil, fmt.Errorf("cannot reach ZooKeeper at %s: connection refused, nothing listens there (is it running? --zk or INGESTQ_ZK say where)", a.zk)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,14 +113,7 @@ func (l *testLog) Write(p []byte) (int, error) {
 
 // closedAddr is a loopback address where nothing listens.
 func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return zktest.ClosedAddr(t)
 }
 
 func (e *env) onlyBatch() *queue.Batch {

@@ -1,0 +1,163 @@
+package zkwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// startProxy starts a proxy to the shared server, closed by t.Cleanup.
+func startProxy(t *testing.T) *zktest.Proxy {
+	t.Helper()
+	proxy, err := zktest.StartProxy(zktest.Shared(t).Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	return proxy
+}
+
+// pauseUntilExpired makes ZooKeeper unreachable for s through proxy (paused,
+// its connections cut) until the server expires s's session: an ephemeral
+// node of s under root, watched from direct, goes. The proxy stays paused.
+func pauseUntilExpired(t *testing.T, s *Session, direct *zk.Conn, proxy *zktest.Proxy, root string) {
+	t.Helper()
+	eph := root + "/eph"
+	if _, err := s.Conn.Create(eph, nil, zk.FlagEphemeral, acl); err != nil {
+		t.Fatal(err)
+	}
+	ok, _, ephGone, err := direct.ExistsW(eph)
+	if err != nil || !ok {
+		t.Fatalf("ExistsW %s: %v, %v", eph, ok, err)
+	}
+	proxy.Pause()
+	proxy.Cut()
+	select {
+	case ev := <-ephGone:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("event %v on %s", ev, eph)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the server did not expire the paused session")
+	}
+}
+
+// Every address refusing the connection ends Dial at once with ErrRefused,
+// however long its context would let it wait: a hang fails the test by its
+// own timeout, not by a measured time.
+func TestDialRefused(t *testing.T) {
+	t.Parallel()
+	a, b := zktest.ClosedAddr(t), zktest.ClosedAddr(t)
+	log, _ := testLogger(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	_, err := Dial(ctx, Config{Servers: []string{a, b}, Logger: log})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("Dial to two closed ports: %v, want ErrRefused", err)
+	}
+	for _, want := range []string{a, b, "refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+// A server that accepts the connection but gives no session is waited for
+// until the context ends: that is not a refusal.
+func TestDialNoSession(t *testing.T) {
+	t.Parallel()
+	proxy := startProxy(t)
+	proxy.Pause()
+	log, _ := testLogger(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := Dial(ctx, Config{Servers: []string{proxy.Addr()}, Logger: log})
+	if err == nil || errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no session") {
+		t.Fatalf("Dial through a paused proxy: %v, want a no-session error", err)
+	}
+}
+
+// An outage reads as two lines: the loss (WARN, at once) and the return
+// (INFO, with how long it lasted and whether the session survived). The
+// watches' own failures while ZooKeeper is away are debug lines.
+func TestOutageLogsTwoLines(t *testing.T) {
+	t.Parallel()
+	proxy := startProxy(t)
+	direct := zktest.Connect(t)
+	root := zktest.Root(t)
+	mkdirs(t, direct, root)
+	var dirs []string
+	for i := range 30 {
+		dirs = append(dirs, fmt.Sprintf("%s/f%02d", root, i))
+	}
+	mkdirs(t, direct, dirs...)
+
+	log, logs := testLogger(t)
+	s := dial(t, Config{Servers: []string{proxy.Addr()}, SessionTimeout: time.Second, Logger: log})
+	r := newRecorder()
+	w := startWatcher(t, s, WatcherConfig{Rescan: -1, Logger: log}, r)
+	for _, d := range dirs {
+		w.Watch(d)
+	}
+	rescans := func(n int) {
+		for _, d := range dirs {
+			r.wait(t, d, fmt.Sprintf("%d rescans", n), func(cs []Change) bool {
+				got := 0
+				for _, c := range cs {
+					if c.Rescan {
+						got++
+					}
+				}
+				return got >= n
+			})
+		}
+	}
+	rescans(1)
+
+	// A cut connection: the session survives the reconnect.
+	proxy.Cut()
+	logs.waitFor(t, "zookeeper: back", "kept")
+
+	// ZooKeeper out of reach past the session timeout: the server expires
+	// the session (its ephemeral node goes), and after the return every
+	// watch is re-armed.
+	pauseUntilExpired(t, s, direct, proxy, root)
+	proxy.Resume()
+	logs.waitFor(t, "zookeeper: back", "expired")
+	rescans(2)
+
+	text := logs.String()
+	lost := linesWith(text, "level=WARN", "zookeeper: connection lost")
+	back := linesWith(text, "level=INFO", "zookeeper: back")
+	if len(lost) != 2 || len(back) != 2 {
+		t.Errorf("%d WARN lines of a lost connection and %d INFO lines of its return; want 2 and 2 (two outages)",
+			len(lost), len(back))
+	}
+	if n := len(linesWith(text, "zkwatch:", "level=WARN")) + len(linesWith(text, "zkwatch:", "level=INFO")); n > 0 {
+		t.Errorf("%d per-folder lines above debug during the outages; want none", n)
+	}
+	if n := len(linesWith(text, "level=DEBUG", "zkwatch: watch failed")); n < len(dirs) {
+		t.Errorf("%d debug lines of lost watches, want at least %d: were the watches' failures seen?", n, len(dirs))
+	}
+}
+
+// linesWith returns the lines of text holding every one of subs.
+func linesWith(text string, subs ...string) []string {
+	var out []string
+lines:
+	for _, line := range strings.Split(text, "\n") {
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue lines
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
