@@ -53,7 +53,8 @@ type Config struct {
 	Host      string        // stamped on events; default os.Hostname()
 	Logger    *slog.Logger  // default slog.Default()
 
-	ackTimeout time.Duration // tests shorten it; default defaultAckTimeout
+	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
+	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
 }
 
 // withDefaults fills in the defaults of every unset field.

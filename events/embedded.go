@@ -1,7 +1,9 @@
 package events
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,8 +15,16 @@ import (
 )
 
 // embeddedReadyTimeout bounds the wait for the embedded server to accept
-// connections (measured: 4–28 ms).
-const embeddedReadyTimeout = 10 * time.Second
+// connections (measured: 4–28 ms); readyPoll is how often the wait looks
+// whether the server gave up meanwhile.
+const (
+	embeddedReadyTimeout = 10 * time.Second
+	readyPoll            = 50 * time.Millisecond
+)
+
+// ErrListen is the error of an embedded server whose listening address is
+// taken (by another NATS server, or another daemon's).
+var ErrListen = errors.New("cannot listen on")
 
 // startEmbedded runs a JetStream-enabled nats-server in this process, its
 // store under cfg.DataDir/nats. With cfg.Listen empty it opens no port and
@@ -36,6 +46,9 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := canListen(host, port); err != nil {
+			return nil, err
+		}
 		opts.Host, opts.Port = host, port
 	}
 	ns, err := server.NewServer(opts)
@@ -43,14 +56,51 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		return nil, fmt.Errorf("events: embedded NATS server: %w", err)
 	}
 	// Debug flag on so the server's detail reaches slog, which filters by level.
-	ns.SetLoggerV2(serverLogger{cfg.Logger.With("component", "nats-server")}, true, false, false)
+	fatal := make(chan string, 1)
+	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal}, true, false, false)
 	go ns.Start()
-	if !ns.ReadyForConnections(embeddedReadyTimeout) {
+	if err := waitReady(ns, fatal, cmp.Or(cfg.readyTimeout, embeddedReadyTimeout)); err != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, fmt.Errorf("events: embedded NATS server (listen %q) not ready after %s", cfg.Listen, embeddedReadyTimeout)
+		return nil, fmt.Errorf("events: embedded NATS server (listen %q): %w", cfg.Listen, err)
 	}
 	return ns, nil
+}
+
+// canListen tells, by listening a moment, whether host:port is free, so
+// that a taken port is named at once (nats-server only logs it).
+func canListen(host string, port int) error {
+	if port == server.RANDOM_PORT {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err // "bind: address already in use", without the address again
+		}
+		return fmt.Errorf("events: embedded NATS server %w %s: %v", ErrListen, addr, err)
+	}
+	return l.Close()
+}
+
+// waitReady waits until the server accepts connections, it gives up (an
+// error it logged as fatal, such as a JetStream store it cannot write), or
+// timeout passes.
+func waitReady(ns *server.Server, fatal <-chan string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !ns.ReadyForConnections(readyPoll) {
+		select {
+		case msg := <-fatal:
+			return errors.New(msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s", timeout)
+		}
+	}
+	return nil
 }
 
 // splitListen parses "host:port"; port 0 means a random free port.
@@ -73,8 +123,12 @@ func splitListen(listen string) (string, int, error) {
 }
 
 // serverLogger routes nats-server's log to slog: everything at debug, except
-// errors, which are warnings (a full disk must not go unseen).
-type serverLogger struct{ log *slog.Logger }
+// errors, which are warnings (a full disk must not go unseen). A fatal error
+// is also handed to fatal, if there is room, for startEmbedded to return.
+type serverLogger struct {
+	log   *slog.Logger
+	fatal chan<- string
+}
 
 func (l serverLogger) logf(level slog.Level, format string, v []any) {
 	if l.log.Enabled(context.Background(), level) {
@@ -89,7 +143,13 @@ func (l serverLogger) Noticef(format string, v ...any) { l.logf(slog.LevelDebug,
 func (l serverLogger) Warnf(format string, v ...any) { l.logf(slog.LevelDebug, format, v) }
 
 // Fatalf logs at warn; the embedded server never exits the process.
-func (l serverLogger) Fatalf(format string, v ...any) { l.logf(slog.LevelWarn, format, v) }
+func (l serverLogger) Fatalf(format string, v ...any) {
+	l.logf(slog.LevelWarn, format, v)
+	select {
+	case l.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
 
 // Errorf logs at warn.
 func (l serverLogger) Errorf(format string, v ...any) { l.logf(slog.LevelWarn, format, v) }

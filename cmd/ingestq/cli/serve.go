@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,6 +146,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	bus, err := events.Open(ctx, events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		MaxAge: f.maxAge, Logger: a.log})
+	if errors.Is(err, events.ErrListen) {
+		err = fmt.Errorf("%w (--nats-listen HOST:PORT picks another address, or off for none; --nats URL joins a running NATS instead)", err)
+	}
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
