@@ -1,18 +1,17 @@
 package zkwatch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -115,62 +114,9 @@ func has(cs []Change, names ...string) bool {
 	return true
 }
 
-// logBuf collects log output, shown if the test fails.
-type logBuf struct {
-	mu     sync.Mutex
-	b      bytes.Buffer
-	notify chan struct{}
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Write(p)
-	if l.notify != nil {
-		close(l.notify)
-	}
-	l.notify = make(chan struct{})
-	return len(p), nil
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitFor waits until a log line holds every one of subs.
-func (l *logBuf) waitFor(t testing.TB, subs ...string) string {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		if l.notify == nil {
-			l.notify = make(chan struct{})
-		}
-		ch, text := l.notify, l.b.String()
-		l.mu.Unlock()
-	lines:
-		for _, line := range strings.Split(text, "\n") {
-			for _, s := range subs {
-				if !strings.Contains(line, s) {
-					continue lines
-				}
-			}
-			return line
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("no log line with %q after %v", subs, waitTimeout)
-		}
-	}
-}
-
 // testLogger returns a debug logger whose output is shown if t fails.
-func testLogger(t testing.TB) (*slog.Logger, *logBuf) {
-	lb := &logBuf{}
+func testLogger(t testing.TB) (*slog.Logger, *logtest.Buffer) {
+	lb := &logtest.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log:\n%s", lb.String())

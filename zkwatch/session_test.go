@@ -122,42 +122,26 @@ func TestOutageLogsTwoLines(t *testing.T) {
 
 	// A cut connection: the session survives the reconnect.
 	proxy.Cut()
-	logs.waitFor(t, "zookeeper: back", "kept")
+	logs.WaitFor(t, "zookeeper: back", "kept")
 
 	// ZooKeeper out of reach past the session timeout: the server expires
 	// the session (its ephemeral node goes), and after the return every
 	// watch is re-armed.
 	pauseUntilExpired(t, s, direct, proxy, root)
 	proxy.Resume()
-	logs.waitFor(t, "zookeeper: back", "expired")
+	logs.WaitFor(t, "zookeeper: back", "expired")
 	rescans(2)
 
-	text := logs.String()
-	lost := linesWith(text, "level=WARN", "zookeeper: connection lost")
-	back := linesWith(text, "level=INFO", "zookeeper: back")
+	lost := logs.Lines("level=WARN", "zookeeper: connection lost")
+	back := logs.Lines("level=INFO", "zookeeper: back")
 	if len(lost) != 2 || len(back) != 2 {
 		t.Errorf("%d WARN lines of a lost connection and %d INFO lines of its return; want 2 and 2 (two outages)",
 			len(lost), len(back))
 	}
-	if n := len(linesWith(text, "zkwatch:", "level=WARN")) + len(linesWith(text, "zkwatch:", "level=INFO")); n > 0 {
+	if n := len(logs.Lines("zkwatch:", "level=WARN")) + len(logs.Lines("zkwatch:", "level=INFO")); n > 0 {
 		t.Errorf("%d per-folder lines above debug during the outages; want none", n)
 	}
-	if n := len(linesWith(text, "level=DEBUG", "zkwatch: watch failed")); n < len(dirs) {
+	if n := len(logs.Lines("level=DEBUG", "zkwatch: watch failed")); n < len(dirs) {
 		t.Errorf("%d debug lines of lost watches, want at least %d: were the watches' failures seen?", n, len(dirs))
 	}
-}
-
-// linesWith returns the lines of text holding every one of subs.
-func linesWith(text string, subs ...string) []string {
-	var out []string
-lines:
-	for _, line := range strings.Split(text, "\n") {
-		for _, s := range subs {
-			if !strings.Contains(line, s) {
-				continue lines
-			}
-		}
-		out = append(out, line)
-	}
-	return out
 }

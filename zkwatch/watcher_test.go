@@ -424,7 +424,7 @@ func TestTooBigListing(t *testing.T) {
 	w := startWatcher(t, s, WatcherConfig{Rescan: -1, Logger: logger}, r)
 	w.Watch(big)
 	w.Watch(small)
-	line := logs.waitFor(t, "too many children", "path="+big)
+	line := logs.WaitFor(t, "too many children", "path="+big)
 	t.Logf("logged: %s", line)
 	r.wait(t, small, "first listing", func(cs []Change) bool { return len(cs) > 0 })
 	mkdirs(t, conn, small+"/s1")
