@@ -214,6 +214,7 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 		return false
 	}
 	r.publishBatch(b, from, attrs)
+	r.logBatchEnd(b)
 	return true
 }
 

@@ -205,6 +205,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	prio := j.Priority
 	r.bus.Publish(events.Event{Kind: events.KindJob, BatchID: j.BatchID, JobID: j.ID,
 		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
+	r.logJobEnd(j, from)
 }
 
 func (r *Reactor) unlock(j *queue.Job) {
