@@ -29,6 +29,7 @@ const (
 // CreateJobs reads a Pending batch's payload and makes one job per object.
 // Run again after a crash, it makes only the jobs still missing.
 func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
+	ctx = fetch.WithLogger(ctx, p.log.With("batch", b.ID))
 	prof, err := p.profile(b.Profile())
 	if err != nil {
 		return 0, err

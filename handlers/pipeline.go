@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,7 +112,7 @@ func (p *Pipeline) Inventory() *inventory.Local { return p.inventory }
 
 // Handlers returns the handler of every job state from Estimating to Notify.
 func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
-	return map[queue.State]reactor.JobHandler{
+	hs := map[queue.State]reactor.JobHandler{
 		queue.Estimating:   reactor.JobHandlerFunc(p.estimate),
 		queue.Provisioning: reactor.JobHandlerFunc(p.provision),
 		queue.Downloading:  reactor.JobHandlerFunc(p.download),
@@ -120,6 +121,17 @@ func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
 		queue.Recording:    reactor.JobHandlerFunc(p.record),
 		queue.Notify:       reactor.JobHandlerFunc(p.notify),
 	}
+	for s, h := range hs {
+		hs[s] = p.namingJob(h)
+	}
+	return hs
+}
+
+// namingJob has h's HTTP requests log through a logger naming the job.
+func (p *Pipeline) namingJob(h reactor.JobHandler) reactor.JobHandler {
+	return reactor.JobHandlerFunc(func(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+		return h.Handle(fetch.WithLogger(ctx, p.log.With("job", j.ID)), j)
+	})
 }
 
 // profile returns a profile by name; an unknown one is fatal.

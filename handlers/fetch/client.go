@@ -54,21 +54,21 @@ type Client struct {
 func New(cfg Config) *Client {
 	cfg = cfg.withDefaults()
 	lim := &limiter{base: newTransport(cfg), idle: cfg.Timeout, perHost: cfg.PerHost, sems: map[string]chan struct{}{}}
-	rc := &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: lim},
-		RetryWaitMin: cfg.MinWait,
-		RetryWaitMax: cfg.MaxWait,
-		RetryMax:     cfg.Attempts - 1,
-		CheckRetry:   checkRetry,
-		Backoff:      backoff,
-		ErrorHandler: giveUp,
-		PrepareRetry: prepareRetry,
+	c := &Client{cfg: cfg}
+	// No Logger: the library's lines cannot name the job a request is
+	// for. The hooks log instead, through the request's context (WithLogger).
+	c.rc = &retryablehttp.Client{
+		HTTPClient:     &http.Client{Transport: lim},
+		RetryWaitMin:   cfg.MinWait,
+		RetryWaitMax:   cfg.MaxWait,
+		RetryMax:       cfg.Attempts - 1,
+		CheckRetry:     c.checkRetry,
+		Backoff:        backoff,
+		ErrorHandler:   giveUp,
+		PrepareRetry:   prepareRetry,
+		RequestLogHook: c.logAttempt,
 	}
-	// A nil *slog.Logger inside the interface would be called, and panic.
-	if cfg.Logger != nil {
-		rc.Logger = cfg.Logger
-	}
-	return &Client{cfg: cfg, rc: rc}
+	return c
 }
 
 // HTTP returns the underlying retrying client, for other packages' requests
@@ -76,9 +76,18 @@ func New(cfg Config) *Client {
 // this package: replacing them breaks Download.
 func (c *Client) HTTP() *retryablehttp.Client { return c.rc }
 
-// checkRetry retries network errors, stalls, cut bodies and retryable
+// checkRetry is retryPolicy, logging each failure it retries.
+func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	retry, err2 := retryPolicy(ctx, resp, err)
+	if retry {
+		c.logFailure(ctx, resp, err)
+	}
+	return retry, err2
+}
+
+// retryPolicy retries network errors, stalls, cut bodies and retryable
 // statuses, and stops on anything Permanent or local.
-func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}

@@ -29,12 +29,12 @@ func (c *Client) Head(ctx context.Context, rawURL string) (int64, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := c.rc.Do(req)
 	if err != nil {
-		c.debug("HEAD gave no size", "url", u.Redacted(), "err", err)
+		c.logger(ctx).Debug("HEAD gave no size", "url", u.Redacted(), "err", err)
 		return -1, nil
 	}
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		c.debug("HEAD gave no size", "url", u.Redacted(), "status", resp.StatusCode)
+		c.logger(ctx).Debug("HEAD gave no size", "url", u.Redacted(), "status", resp.StatusCode)
 		return -1, nil
 	}
 	return resp.ContentLength, nil
@@ -108,10 +108,4 @@ func (c *Client) read(ctx context.Context, rawURL string, limit int64, whole boo
 	}
 	resp.Body.Close()
 	return buf.Bytes(), nil
-}
-
-func (c *Client) debug(msg string, args ...any) {
-	if c.cfg.Logger != nil {
-		c.cfg.Logger.Debug(msg, args...)
-	}
 }
