@@ -227,7 +227,7 @@ func (r *Reactor) retry(write func() error) error {
 		if !queue.Transient(err) || r.cfg.Session.Closed() {
 			return err
 		}
-		r.log.Warn("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err)
+		r.log.Debug("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err) // the session logs the outage once
 		if !sleep(r.work, wait) {
 			r.log.Warn("reactor: shutting down; the write is given up, its item stays where it was", "err", err)
 			return err
