@@ -13,8 +13,9 @@ import (
 var hashHexLen = map[string]int{"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
 
 // buildEntry turns one data line's values (in the order of fields) into an
-// Entry, checking each value.
-func buildEntry(lineNo int, profile string, fields []field, vals []string) (Entry, error) {
+// Entry, checking each value. A relative file URL is resolved against base,
+// the manifest's own URL (nil when it has none).
+func buildEntry(lineNo int, profile string, fields []field, vals []string, base *url.URL) (Entry, error) {
 	e := Entry{Line: lineNo, Size: -1}
 	var alg, hash, size, name string
 	for i, f := range fields {
@@ -48,9 +49,12 @@ func buildEntry(lineNo int, profile string, fields []field, vals []string) (Entr
 			e.Where = v
 		}
 	}
-	u, err := parseFileURL(e.URL)
+	u, relative, err := parseFileURL(e.URL, base)
 	if err != nil {
 		return Entry{}, err
+	}
+	if relative {
+		e.URL = u.String() // later steps fetch it as it is; an absolute URL stays as written
 	}
 	if e.HashAlg, e.HashValue, err = parseHash(alg, hash); err != nil {
 		return Entry{}, err
@@ -67,18 +71,39 @@ func buildEntry(lineNo int, profile string, fields []field, vals []string) (Entr
 	return e, nil
 }
 
-func parseFileURL(raw string) (*url.URL, error) {
+// parseFileURL reads a file URL: an absolute URL, or a reference relative to
+// base as checkm allows ("files/a.txt" beside the manifest); relative tells
+// which.
+func parseFileURL(raw string, base *url.URL) (u *url.URL, relative bool, err error) {
 	if raw == "" {
-		return nil, errors.New("no file URL")
+		return nil, false, errors.New("no file URL")
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("file URL %q: %w", truncate(raw), err)
+	if u, err = url.Parse(raw); err != nil {
+		return nil, false, fmt.Errorf("file URL %q: %w", truncate(raw), err)
 	}
-	if u.Scheme == "" || (u.Host == "" && u.Path == "" && u.Opaque == "") {
-		return nil, fmt.Errorf("file URL %q is not an absolute URL", truncate(raw))
+	if u.Scheme == "" && u.Path == "" && u.Host == "" {
+		return nil, false, fmt.Errorf("file URL %q names no file", truncate(raw))
 	}
-	return u, nil
+	if u.Scheme == "" {
+		if base == nil {
+			return nil, false, fmt.Errorf("file URL %q is not an absolute URL, and the manifest has no URL to resolve it against", truncate(raw))
+		}
+		return base.ResolveReference(u), true, nil
+	}
+	if u.Host == "" && u.Path == "" && u.Opaque == "" {
+		return nil, false, fmt.Errorf("file URL %q is not an absolute URL", truncate(raw))
+	}
+	return u, false, nil
+}
+
+// baseURL is the manifest's source as a URL that relative file URLs resolve
+// against, or nil when the source is not an absolute URL.
+func baseURL(source string) *url.URL {
+	u, err := url.Parse(source)
+	if err != nil || !u.IsAbs() {
+		return nil
+	}
+	return u
 }
 
 // parseHash normalises an algorithm name ("SHA-256" → "sha256") and a hex

@@ -19,7 +19,7 @@ const (
 // of a batch (the other profiles).
 type Entry struct {
 	Line      int    // 1-based line number in the source
-	URL       string // as written in the manifest
+	URL       string // absolute: as written, or resolved against the manifest's URL
 	HashAlg   string // "", md5, sha1, sha256, sha512
 	HashValue string // lower-case hex, "" when none
 	Size      int64  // -1 when unknown

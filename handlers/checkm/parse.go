@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 )
 
 // Parse reads a manifest. Every error is a *LineError naming source and
-// line. Parse reads at most lim.MaxBytes (+1) bytes from r.
+// line. When source is an absolute URL, relative file URLs are resolved
+// against it. Parse reads at most lim.MaxBytes (+1) bytes from r.
 func Parse(r io.Reader, source string, lim Limits) (*Manifest, error) {
 	lim = lim.withDefaults()
 	counted := &countingReader{r: io.LimitReader(r, lim.MaxBytes+1)}
@@ -18,7 +20,7 @@ func Parse(r io.Reader, source string, lim Limits) (*Manifest, error) {
 	// is told apart from one that is exactly at the limit.
 	sc.Buffer(make([]byte, 0, min(4096, lim.MaxLineBytes+3)), lim.MaxLineBytes+3)
 
-	p := &parser{m: &Manifest{Source: source}, lim: lim, prefixes: map[string]string{}}
+	p := &parser{m: &Manifest{Source: source}, base: baseURL(source), lim: lim, prefixes: map[string]string{}}
 	lineNo := 0
 	for sc.Scan() {
 		lineNo++
@@ -48,6 +50,7 @@ func Parse(r io.Reader, source string, lim Limits) (*Manifest, error) {
 // parser holds what the lines read so far have declared.
 type parser struct {
 	m        *Manifest
+	base     *url.URL // the manifest's URL, for relative file URLs; nil if none
 	lim      Limits
 	prefixes map[string]string // lower-case "prefix:" → namespace URI
 	fields   []field           // nil until #%fields or the first entry
@@ -163,7 +166,7 @@ func (p *parser) entry(n int, text string) error {
 	if err != nil {
 		return err
 	}
-	e, err := buildEntry(n, p.m.Profile, p.fields, vals)
+	e, err := buildEntry(n, p.m.Profile, p.fields, vals, p.base)
 	if err != nil {
 		return err
 	}

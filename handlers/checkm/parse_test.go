@@ -157,3 +157,45 @@ func TestFolderThenClashingFile(t *testing.T) {
 	)), "clash", Limits{})
 	wantLineError(t, err, "clash", 4, `file name "x" is also a folder of the file on line 3`)
 }
+
+// Checkm names files relative to the manifest: a relative file URL is
+// resolved against the manifest's URL, and an absolute one is kept as written.
+func TestRelativeURLsResolveAgainstTheManifest(t *testing.T) {
+	text := manifest(IngestManifest,
+		"files/a.txt | | | | | a.txt",
+		"../shared/b%20c.txt | | | | | b.txt",
+		"/top/c.txt | | | | | c.txt",
+		"//mirror.example.org/d.txt | | | | | d.txt",
+		"HTTP://Example.org/E.txt | | | | | e.txt")
+	for _, tt := range []struct {
+		source string
+		want   []string
+	}{
+		{"http://example.org/deposits/obj/manifest.checkm", []string{
+			"http://example.org/deposits/obj/files/a.txt",
+			"http://example.org/deposits/shared/b%20c.txt",
+			"http://example.org/top/c.txt",
+			"http://mirror.example.org/d.txt",
+			"HTTP://Example.org/E.txt",
+		}},
+		{"file:///srv/deposits/obj/manifest.checkm", []string{
+			"file:///srv/deposits/obj/files/a.txt",
+			"file:///srv/deposits/shared/b%20c.txt",
+			"file:///top/c.txt",
+			"file://mirror.example.org/d.txt",
+			"HTTP://Example.org/E.txt",
+		}},
+	} {
+		m, err := Parse(strings.NewReader(text), tt.source, Limits{})
+		if err != nil {
+			t.Fatalf("source %s: %v", tt.source, err)
+		}
+		var got []string
+		for _, e := range m.Entries {
+			got = append(got, e.URL)
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("source %s: URLs\n%q\nwant\n%q", tt.source, got, tt.want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -195,8 +194,8 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 	}
 }
 
-// demoWeb serves the sample content; manifests have their http://HOST/
-// placeholders replaced by the server's address.
+// demoWeb serves the sample content as a plain file server: its manifests
+// name their files relative to themselves, so any web server would do.
 type demoWeb struct {
 	url string
 	srv *http.Server
@@ -208,19 +207,7 @@ func serveContent(dir string) (*demoWeb, error) {
 		return nil, err
 	}
 	w := &demoWeb{url: "http://" + ln.Addr().String()}
-	files := http.FileServer(http.Dir(dir))
-	w.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
-		if !strings.HasSuffix(req.URL.Path, ".checkm") {
-			files.ServeHTTP(rw, req)
-			return
-		}
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(filepath.Clean("/"+req.URL.Path))))
-		if err != nil {
-			http.NotFound(rw, req)
-			return
-		}
-		_, _ = io.WriteString(rw, strings.ReplaceAll(string(data), "http://HOST/", w.url+"/"))
-	})}
+	w.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.FileServer(http.Dir(dir))}
 	go func() { _ = w.srv.Serve(ln) }()
 	return w, nil
 }
