@@ -76,7 +76,7 @@ func (a *app) serveCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, "ingestq-data"), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
+	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
@@ -94,6 +94,20 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
 	a.ingestFlagSet(fl, &f.ingest)
 	return cmd
+}
+
+// defaultDataDir is where the daemon keeps its state unless told: the XDG
+// state folder ($XDG_STATE_HOME/ingestq, else ~/.local/state/ingestq), so
+// that it lands neither in whatever folder serve was started from nor in a
+// repository. Without a home, ./ingestq-data.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "ingestq")
+	}
+	if home := getenv("HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "state", "ingestq")
+	}
+	return "ingestq-data"
 }
 
 // applyConfig sets, from a YAML file, every flag not given on the command

@@ -56,3 +56,21 @@ func TestProgressTextShowsBytes(t *testing.T) {
 		}
 	}
 }
+
+// The daemon's state goes to the XDG state folder, never into the folder
+// serve happens to start in (a repository, when following the README).
+func TestDefaultDataDir(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"XDG_STATE_HOME": "/x/state", "HOME": "/home/ann"}, "/x/state/ingestq"},
+		{map[string]string{"XDG_STATE_HOME": "relative", "HOME": "/home/ann"}, "/home/ann/.local/state/ingestq"},
+		{map[string]string{"HOME": "/home/ann"}, "/home/ann/.local/state/ingestq"},
+		{map[string]string{}, "ingestq-data"},
+	} {
+		if got := defaultDataDir(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("env %v: %q, want %q", c.env, got, c.want)
+		}
+	}
+}
