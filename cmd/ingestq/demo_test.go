@@ -20,7 +20,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"4/4 done, 1 failed",
+		"4/4 jobs finished (3 completed, 1 failed)",
 		"md5 mismatch: want 00000000000000000000000000000000",
 		"== Storage: 3 objects",
 		"== Inventory: 3 objects",

@@ -80,7 +80,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
-	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (every step succeeds; for tests and benchmarks)")
+	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", 4, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")

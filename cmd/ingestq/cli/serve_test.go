@@ -41,22 +41,6 @@ func TestApplyConfig(t *testing.T) {
 	}
 }
 
-func TestProgressTextShowsBytes(t *testing.T) {
-	for _, c := range []struct {
-		bytes int64
-		want  string
-	}{
-		{0, "bid0000000007: 1/4 done, 0 failed"},
-		{512, "bid0000000007: 1/4 done, 0 failed, 512 B downloaded"},
-		{1536, "bid0000000007: 1/4 done, 0 failed, 1.5 KiB downloaded"},
-		{3 << 30, "bid0000000007: 1/4 done, 0 failed, 3.0 GiB downloaded"},
-	} {
-		if got := waitProgressText("bid0000000007", 1, 0, 4, c.bytes, false); got != c.want {
-			t.Errorf("%d bytes: %q, want %q", c.bytes, got, c.want)
-		}
-	}
-}
-
 // The daemon's state goes to the XDG state folder, never into the folder
 // serve happens to start in (a repository, when following the README).
 func TestDefaultDataDir(t *testing.T) {

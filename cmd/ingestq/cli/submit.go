@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -57,8 +56,16 @@ func (a *app) submitCommand() *cobra.Command {
 			"--type auto (the default) lets the daemon look at the payload: a checkm manifest (any of\n" +
 			"Merritt's four profiles), a zip container, or else a single file.\n\n" +
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
-			"progress on stderr, then the batch's report; exit 0 when it is Completed, 1 when it is\n" +
-			"Failed. Ctrl-C stops waiting, not the batch: it keeps running in the daemon.",
+			"progress on stderr, then the batch's report (each completed job with its object's ARK and\n" +
+			"local ids, each failed job with its reason); exit 0 when it is Completed, 1 when it is\n" +
+			"Failed. Ctrl-C stops waiting (exit 130), not the batch: it keeps running in the daemon.\n\n" +
+			"passthrough:N, for a daemon run with serve --pipeline passthrough, makes N jobs that do\n" +
+			"nothing and succeed at every step, to measure the queue alone (its --profile need not be\n" +
+			"published).",
+		Example: "  ingestq submit --profile demo --wait http://127.0.0.1:8000/batch.checkm\n" +
+			"  ingestq submit --profile demo --type file ./report.pdf\n" +
+			"  ingestq submit -o json --profile demo https://example.org/deposit.zip\n" +
+			"  ingestq submit --profile demo --wait passthrough:100",
 		Args: args("URL|PATH"),
 		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
 			sub, err = a.submission(f, cmd.Flags().Changed("priority"), args[0])
@@ -187,6 +194,16 @@ type tally struct {
 	jobs         map[string]string // jid → its last known state
 	done, failed int
 	bytes        map[string]int64 // jid → bytes downloaded, from progress events
+	estimate     map[string]int64 // jid → bytes it needs, from its estimate or its download (0 = unknown)
+
+	// The download rate is measured from the first progress event to the
+	// last one that brought more bytes.
+	firstAt, lastAt       time.Time
+	firstBytes, lastBytes int64
+}
+
+func newTally() *tally {
+	return &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{}}
 }
 
 // downloaded is the bytes the batch's jobs have downloaded so far.
@@ -194,6 +211,46 @@ func (t *tally) downloaded() int64 {
 	var n int64
 	for _, b := range t.bytes {
 		n += b
+	}
+	return n
+}
+
+// sawEvent takes what a job event or a progress event says about bytes.
+func (t *tally) sawEvent(ev events.Event, now time.Time) {
+	if n, ok := ev.Attrs["space_needed"].(float64); ok && ev.Kind == events.KindJob {
+		t.estimate[ev.JobID] = int64(n)
+	}
+	if ev.Kind != events.KindProgress {
+		return
+	}
+	if n, ok := ev.Attrs["bytes_total"].(float64); ok && n > 0 {
+		t.estimate[ev.JobID] = int64(n)
+	}
+	if n, ok := ev.Attrs["bytes_done"].(float64); ok {
+		t.bytes[ev.JobID] = int64(n)
+	}
+	switch all := t.downloaded(); {
+	case t.firstAt.IsZero():
+		t.firstAt, t.firstBytes, t.lastAt, t.lastBytes = now, all, now, all
+	case all > t.lastBytes:
+		t.lastAt, t.lastBytes = now, all
+	}
+}
+
+// progress is the numbers to show.
+func (t *tally) progress() progress {
+	done, failed, total := t.counts()
+	n := progress{finished: done, failed: failed, total: total, bytes: t.downloaded()}
+	if took := t.lastAt.Sub(t.firstAt); took >= time.Second {
+		n.rate = float64(t.lastBytes-t.firstBytes) / took.Seconds()
+	}
+	if total > 0 && len(t.estimate) == total {
+		for _, b := range t.estimate {
+			if b <= 0 {
+				return n // one unknown size: no total
+			}
+			n.bytesTotal += b
+		}
 	}
 	return n
 }
@@ -258,12 +315,10 @@ func (a *app) recountBatch(q *queue.Queue, bid string, t *tally) {
 
 // followBatch shows the batch's progress until it reports, then its report.
 func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs <-chan *nats.Msg) error {
-	t := &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}}
-	p := &waitProgress{w: a.logs, tty: isTerminal(a.stderr), bid: bid, decile: -1, last: time.Now()}
-	show := func(force bool) {
-		done, failed, total := t.counts()
-		p.update(done, failed, total, t.downloaded(), time.Now(), force)
-	}
+	t := newTally()
+	p := newProgressLine(a.stderr, isTerminal(a.stderr), bid)
+	defer a.logs.divert(p)() // logs go on their own lines, above the progress
+	show := func(force bool) { p.update(t.progress(), time.Now(), force) }
 	poll := time.NewTicker(waitPoll)
 	defer poll.Stop()
 	redraw := time.NewTicker(progressTick) // what a throttled redraw left out
@@ -290,13 +345,10 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 				continue
 			}
 			lastEvent = time.Now()
+			t.sawEvent(ev, lastEvent)
 			switch ev.Kind {
 			case events.KindJob:
 				t.set(ev.JobID, ev.To)
-			case events.KindProgress:
-				if b, ok := ev.Attrs["bytes_done"].(float64); ok {
-					t.bytes[ev.JobID] = int64(b)
-				}
 			case events.KindBatch:
 				switch queue.State(ev.To) {
 				case queue.Processing:
@@ -333,7 +385,8 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 	}
 }
 
-// stoppedWaiting says where the batch stands when the user stops waiting.
+// stoppedWaiting says where the batch stands when the user stops waiting
+// (Ctrl-C): exit 130, as for any command a SIGINT ends.
 func (a *app) stoppedWaiting(q *queue.Queue, bid string, t *tally) error {
 	state, fate := "in an unknown state", "it keeps running in the daemon"
 	if b, err := q.LoadBatch(bid); err == nil {
@@ -342,14 +395,12 @@ func (a *app) stoppedWaiting(q *queue.Queue, bid string, t *tally) error {
 			fate = "it stays Held until released (ingestq release)"
 		}
 	}
-	done, failed, n := t.counts()
-	total := "?"
-	if n >= 0 {
-		total = fmt.Sprint(n)
-	}
-	return &exitError{code: 1, err: fmt.Errorf("stopped waiting: batch %s %s, %d/%s jobs done, %d failed; %s (ingestq show %s)",
-		bid, state, done, total, failed, fate, bid)}
+	return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped waiting: batch %s %s, %s; %s (ingestq show %s)",
+		bid, state, t.progress().jobs(), fate, bid)}
 }
+
+// exitInterrupted is the exit code of a command stopped by Ctrl-C: 128 + SIGINT.
+const exitInterrupted = 130
 
 // batchReport prints a finished batch's report, as ZooKeeper has it; the
 // exit code follows to, the state the batch reported.
@@ -433,80 +484,6 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 	return &exitError{code: 1, err: fmt.Errorf("batch %s Failed: %s", b.ID, why)}
 }
 
-// waitProgress draws a waiting submit's progress on stderr: on a terminal one
-// line redrawn in place, otherwise a plain line at each tenth of the way and
-// at most every progressStep in between.
-type waitProgress struct {
-	w      io.Writer
-	tty    bool
-	bid    string
-	last   time.Time // of the last line or redraw
-	decile int       // of the last line (not a terminal)
-	shown  string
-	width  int  // of the line on the terminal
-	open   bool // a terminal line without its newline
-}
-
-func waitProgressText(bid string, done, failed, total int, bytes int64, tty bool) string {
-	of := "?"
-	if total >= 0 {
-		of = fmt.Sprint(total)
-	}
-	counts := fmt.Sprintf("%d/%s done, %d failed", done, of, failed)
-	if bytes > 0 {
-		counts += ", " + humanBytes(bytes) + " downloaded"
-	}
-	if !tty {
-		return bid + ": " + counts
-	}
-	const width = 20
-	fill := 0
-	if total > 0 {
-		fill = min(width, done*width/total)
-	}
-	return "[" + strings.Repeat("#", fill) + strings.Repeat("-", width-fill) + "] " + counts
-}
-
-func (p *waitProgress) update(done, failed, total int, bytes int64, now time.Time, force bool) {
-	text := waitProgressText(p.bid, done, failed, total, bytes, p.tty)
-	if text == p.shown {
-		return
-	}
-	if p.tty {
-		if !force && now.Sub(p.last) < progressTick {
-			return
-		}
-		pad := max(0, p.width-len(text))
-		fmt.Fprintf(p.w, "\r%s%s", text, strings.Repeat(" ", pad))
-		p.width, p.open, p.shown, p.last = len(text), true, text, now
-		return
-	}
-	decile := -1
-	if total > 0 {
-		decile = done * 10 / total
-	} else if total == 0 {
-		decile = 10
-	}
-	if force || decile > p.decile || now.Sub(p.last) >= progressStep {
-		fmt.Fprintln(p.w, text)
-		p.decile, p.shown, p.last = max(p.decile, decile), text, now
-	}
-}
-
-// note prints a line of news between progress lines.
-func (p *waitProgress) note(s string) {
-	p.end()
-	fmt.Fprintln(p.w, s)
-}
-
-// end finishes a terminal's progress line.
-func (p *waitProgress) end() {
-	if p.open {
-		fmt.Fprintln(p.w)
-		p.open, p.width, p.shown = false, 0, ""
-	}
-}
-
 // checkProfile refuses a submission for a profile no daemon has published.
 // Pass-through payloads (tests and benchmarks) need none.
 func checkProfile(q *queue.Queue, sub map[string]any) error {
@@ -549,18 +526,4 @@ func checkScheme(prof *profile.Profile, sub map[string]any) error {
 	}
 	return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: scheme %q is not fetched for profile %s (allowed: %s)",
 		raw, u.Scheme, prof.Name, allowed)}
-}
-
-// humanBytes writes n with a binary unit: 512 B, 1.5 KiB, 3.2 MiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -272,7 +272,7 @@ func TestSubmitWait(t *testing.T) {
 		!strings.Contains(out, "successful jobs: 50\n") || !strings.Contains(out, "failed jobs:     0\n") {
 		t.Errorf("report:\n%s", out)
 	}
-	if !strings.Contains(stderr, "50/50 done, 0 failed\n") || strings.Contains(stderr, "\r") {
+	if !strings.Contains(stderr, "50/50 jobs finished (50 completed, 0 failed)\n") || strings.Contains(stderr, "\r") {
 		t.Errorf("progress (not a terminal) does not end at 50/50 in plain lines:\n%s", stderr)
 	}
 	if n := strings.Count(stderr, "\n"); n > 12 {
@@ -297,7 +297,7 @@ func TestSubmitWaitFailed(t *testing.T) {
 		t.Errorf("report does not name the failed job %s and its message:\n%s", failed, out)
 	}
 	last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
-	if last != "ingestq: batch "+b.ID+" Failed: 1 of 5 jobs failed\n" || !strings.Contains(stderr, "5/5 done, 1 failed\n") {
+	if last != "ingestq: batch "+b.ID+" Failed: 1 of 5 jobs failed\n" || !strings.Contains(stderr, "5/5 jobs finished (4 completed, 1 failed)\n") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 
@@ -341,7 +341,8 @@ func TestSubmitWaitNoNATS(t *testing.T) {
 	}
 }
 
-// Ctrl-C stops the waiting, not the batch: one line says where it stands.
+// Ctrl-C stops the waiting, not the batch: one line says where it stands,
+// and the exit code is 130, not a failed batch's 1.
 func TestSubmitWaitInterrupted(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t) // no reactor: the batch stays Pending
@@ -371,9 +372,9 @@ func TestSubmitWaitInterrupted(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("submit --wait did not end on cancel")
 	}
-	wantCode(t, code, 1)
+	wantCode(t, code, 130)
 	b := d.onlyBatch()
-	wantErrLine(t, errb.String(), "stopped waiting", b.ID, "Pending", "0/? jobs done", "keeps running in the daemon")
+	wantErrLine(t, errb.String(), "stopped waiting", b.ID, "Pending", "0/? jobs finished (0 completed, 0 failed)", "keeps running in the daemon")
 	if out.String() != b.ID+"\n" {
 		t.Errorf("stdout %q", out.String())
 	}
@@ -388,7 +389,7 @@ func TestSubmitWaitWithoutEvents(t *testing.T) {
 	elsewhere := newDaemon(t) // a bus no daemon publishes on
 	out, stderr, code := d.run("--nats", elsewhere.bus.ClientURL(), "submit", "--profile", "demo", "--wait", "passthrough:3")
 	wantCode(t, code, 0)
-	if !strings.Contains(out, "successful jobs: 3\n") || !strings.Contains(stderr, "3/3 done, 0 failed\n") {
+	if !strings.Contains(out, "successful jobs: 3\n") || !strings.Contains(stderr, "3/3 jobs finished (3 completed, 0 failed)\n") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out, stderr)
 	}
 }

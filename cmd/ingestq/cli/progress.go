@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progress is what a waiting submit's progress line shows.
+type progress struct {
+	finished, failed, total int     // jobs: finished (failed included), failed, all (-1 until counted)
+	bytes, bytesTotal       int64   // downloaded so far; the estimate (0 = unknown)
+	rate                    float64 // bytes per second while downloading (0 = unknown)
+}
+
+// text renders the numbers: "2/4 jobs finished (1 completed, 1 failed),
+// 3.0 MiB of 8.0 MiB downloaded, 1.0 MiB/s, ETA 5s", and on a terminal a bar
+// before them: # completed, x failed, - still to go.
+func (n progress) text(bid string, tty bool) string {
+	s := n.jobs()
+	if n.bytes > 0 {
+		s += ", " + humanBytes(n.bytes)
+		if n.bytesTotal > 0 {
+			s += " of " + humanBytes(n.bytesTotal)
+		}
+		s += " downloaded"
+		if n.rate > 0 {
+			s += ", " + humanBytes(int64(n.rate)) + "/s"
+			if left := n.bytesTotal - n.bytes; n.bytesTotal > 0 && left > 0 {
+				s += ", ETA " + (time.Duration(float64(left)/n.rate) * time.Second).Round(time.Second).String()
+			}
+		}
+	}
+	if !tty {
+		return bid + ": " + s
+	}
+	return n.bar(20) + " " + s
+}
+
+// jobs is "2/4 jobs finished (1 completed, 1 failed)"; "?" while the total
+// is unknown.
+func (n progress) jobs() string {
+	of := "?"
+	if n.total >= 0 {
+		of = fmt.Sprint(n.total)
+	}
+	return fmt.Sprintf("%d/%s jobs finished (%d completed, %d failed)", n.finished, of, n.finished-n.failed, n.failed)
+}
+
+// bar is "[###x----]": a failure shows as at least one x, so a batch with
+// failures never looks all done.
+func (n progress) bar(width int) string {
+	var done, bad int
+	if n.total > 0 {
+		bad = n.failed * width / n.total
+		if n.failed > 0 {
+			bad = max(bad, 1)
+		}
+		done = max(0, min(width, n.finished*width/n.total)-bad)
+	}
+	return "[" + strings.Repeat("#", done) + strings.Repeat("x", bad) + strings.Repeat("-", width-done-bad) + "]"
+}
+
+// progressLine draws a waiting submit's progress on stderr: on a terminal
+// one line redrawn in place, otherwise a plain line at each tenth of the way
+// and at most every progressStep in between.
+//
+// It is also the log's writer while it runs: on a terminal, a log line or
+// warning clears the progress line, goes on its own line, and the progress
+// line is drawn again below it.
+type progressLine struct {
+	mu     sync.Mutex
+	w      io.Writer
+	tty    bool
+	bid    string
+	last   time.Time // of the last line or redraw
+	decile int       // of the last line (not a terminal)
+	shown  string    // the text on the terminal's line, when open
+	open   bool      // a terminal line without its newline
+}
+
+// eraseLine is the terminal's "erase to the end of the line".
+const eraseLine = "\x1b[K"
+
+func newProgressLine(w io.Writer, tty bool, bid string) *progressLine {
+	return &progressLine{w: w, tty: tty, bid: bid, decile: -1, last: time.Now()}
+}
+
+// Write puts other output on lines of its own (see progressLine).
+func (p *progressLine) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.open {
+		return p.w.Write(b)
+	}
+	_, _ = io.WriteString(p.w, "\r"+eraseLine)
+	n, err := p.w.Write(b)
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		_, _ = io.WriteString(p.w, "\n")
+	}
+	_, _ = io.WriteString(p.w, p.shown)
+	return n, err
+}
+
+func (p *progressLine) update(n progress, now time.Time, force bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	text := n.text(p.bid, p.tty)
+	if text == p.shown {
+		return
+	}
+	if p.tty {
+		if !force && now.Sub(p.last) < progressTick {
+			return
+		}
+		fmt.Fprintf(p.w, "\r%s%s", text, eraseLine)
+		p.open, p.shown, p.last = true, text, now
+		return
+	}
+	decile := -1
+	if n.total > 0 {
+		decile = n.finished * 10 / n.total
+	} else if n.total == 0 {
+		decile = 10
+	}
+	if force || decile > p.decile || now.Sub(p.last) >= progressStep {
+		fmt.Fprintln(p.w, text)
+		p.decile, p.shown, p.last = max(p.decile, decile), text, now
+	}
+}
+
+// note prints a line of news above the progress line.
+func (p *progressLine) note(s string) { _, _ = p.Write([]byte(s + "\n")) }
+
+// end finishes a terminal's progress line.
+func (p *progressLine) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open {
+		fmt.Fprintln(p.w)
+		p.open, p.shown = false, ""
+	}
+}
+
+// divert sends what is written to g to w instead, until restore is called.
+func (g *gate) divert(w io.Writer) (restore func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.w
+	g.w = w
+	return func() {
+		g.mu.Lock()
+		g.w = prev
+		g.mu.Unlock()
+	}
+}
+
+// humanBytes writes n with a binary unit: 512 B, 1.5 KiB, 3.2 MiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
