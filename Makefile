@@ -1,5 +1,6 @@
 # ingestq — run `make help` for the targets.
 GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
 .PHONY: help deps build demo test bench bench-fetch fmt
@@ -11,7 +12,7 @@ deps: ## install ZooKeeper from Debian's packages if it is missing
 	./scripts/install-zookeeper.sh
 
 build: ## build bin/ingestq
-	$(GO) build -o bin/ingestq ./cmd/ingestq
+	$(GO) build -ldflags "-X github.com/ingestq/ingestq/cmd/ingestq/cli.version=$(VERSION)" -o bin/ingestq ./cmd/ingestq
 
 demo: deps build ## a sample deposit end to end: local ZooKeeper, the daemon, a web server of testdata/demo
 	bin/ingestq demo

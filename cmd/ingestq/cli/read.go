@@ -178,7 +178,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 	var state queue.State
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs (all, or by state and batch)",
+		Short: "List jobs (all, or by state, batch, local id or ARK)",
 		Args:  args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			state, err = parseState(stateFlag, queue.ParseJobState)

@@ -133,14 +133,14 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: "ingestq reads and administers the ingest queue kept in ZooKeeper (the mrt-zk node layout).\n\n" +
 			"Environment: " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + " give the defaults of\n" +
 			"--zk, --zk-root and --log-level; a flag wins.",
+		Version:           versionText(),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: func(*cobra.Command, []string) error { return a.setup() },
 		Args:              cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q (see ingestq --help)", args[0])
+				return usagef("unknown command %q%s (see ingestq --help)", args[0], didYouMean(cmd, args[0]))
 			}
 			return usagef("missing command (see ingestq --help)")
 		},
@@ -169,6 +169,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand())
+	addExamples(root)
 	return root
 }
 
@@ -361,7 +362,7 @@ func group(cmd *cobra.Command, got []string) error {
 	if len(got) == 0 {
 		return usagef("%s: missing what (one of: %s)", cmdPath(cmd), strings.Join(names, ", "))
 	}
-	return usagef("%s: unknown %q (one of: %s)", cmdPath(cmd), got[0], strings.Join(names, ", "))
+	return usagef("%s: unknown %q%s (one of: %s)", cmdPath(cmd), got[0], didYouMean(cmd, got[0]), strings.Join(names, ", "))
 }
 
 // cmdPath is a command's path without the program name: "ls jobs".

@@ -62,10 +62,6 @@ func (a *app) submitCommand() *cobra.Command {
 			"passthrough:N, for a daemon run with serve --pipeline passthrough, makes N jobs that do\n" +
 			"nothing and succeed at every step, to measure the queue alone (its --profile need not be\n" +
 			"published).",
-		Example: "  ingestq submit --profile demo --wait http://127.0.0.1:8000/batch.checkm\n" +
-			"  ingestq submit --profile demo --type file ./report.pdf\n" +
-			"  ingestq submit -o json --profile demo https://example.org/deposit.zip\n" +
-			"  ingestq submit --profile demo --wait passthrough:100",
 		Args: args("URL|PATH"),
 		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
 			sub, err = a.submission(f, cmd.Flags().Changed("priority"), args[0])

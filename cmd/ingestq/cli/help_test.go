@@ -1,0 +1,86 @@
+package cli_test
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// nowhere is a ZooKeeper address where nothing listens: none of these
+// commands may need one.
+var nowhere = []string{"--zk", "127.0.0.1:1", "--connect-timeout", "50ms"}
+
+// A mistyped command gets cobra's suggestion, on the one error line.
+func TestTypoSuggestions(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sumbit"}, `unknown command "sumbit"; did you mean submit?`},
+		{[]string{"lss"}, `unknown command "lss"; did you mean ls?`},
+		{[]string{"ls", "jbos"}, `ls: unknown "jbos"; did you mean jobs? (one of: batches, jobs)`},
+		{[]string{"hold", "jbo", "jid0000000001"}, `hold: unknown "jbo"; did you mean job?`},
+		{[]string{"events", "tial"}, `events: unknown "tial"; did you mean tail?`},
+	} {
+		_, stderr, code := runEnv(t, nil, slices.Concat(nowhere, c.args)...)
+		wantCode(t, code, 2)
+		wantErrLine(t, stderr, c.want)
+	}
+	_, stderr, _ := runEnv(t, nil, slices.Concat(nowhere, []string{"frobnicate"})...)
+	if strings.Contains(stderr, "did you mean") {
+		t.Errorf("a suggestion for a word close to no command: %q", stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--version", "-v"} {
+		out, stderr, code := runEnv(t, nil, slices.Concat(nowhere, []string{flag})...)
+		wantCode(t, code, 0)
+		if !strings.HasPrefix(out, "ingestq version ") || !strings.Contains(out, runtime.Version()) || stderr != "" {
+			t.Errorf("%s: stdout %q, stderr %q; want the version and the Go release", flag, out, stderr)
+		}
+	}
+}
+
+// Shell completion is cobra's, listed in --help.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for shell, want := range map[string]string{"bash": "# bash completion V2 for ingestq", "zsh": "#compdef ingestq",
+		"fish": "complete -c ingestq"} {
+		out, _, code := runEnv(t, nil, slices.Concat(nowhere, []string{"completion", shell})...)
+		wantCode(t, code, 0)
+		if !strings.Contains(out, want) {
+			t.Errorf("completion %s lacks %q", shell, want)
+		}
+	}
+	out, _, code := runEnv(t, nil, "--help")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "\n  completion ") {
+		t.Errorf("--help does not list completion")
+	}
+}
+
+// The main commands' --help shows examples.
+func TestHelpExamples(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"submit", "ls", "ls jobs", "ls batches", "show", "hold", "hold batch", "release",
+		"release job", "requeue", "fail", "delete", "report", "events", "events tail", "events replay", "serve",
+		"tree", "check", "cleanup"} {
+		out, _, code := runEnv(t, nil, append(strings.Fields(path), "--help")...)
+		wantCode(t, code, 0)
+		if !strings.Contains(out, "\nExamples:\n  ingestq "+path+" ") && !strings.Contains(out, "\nExamples:\n  ingestq "+path+"\n") {
+			t.Errorf("%s --help has no examples of it", path)
+		}
+	}
+	out, _, _ := runEnv(t, nil, "submit", "--help")
+	if !strings.Contains(out, "passthrough:N") {
+		t.Errorf("submit --help does not explain passthrough:N")
+	}
+	out, _, _ = runEnv(t, nil, "serve", "--help")
+	if !strings.Contains(out, "passthrough:N") {
+		t.Errorf("serve --help does not explain passthrough:N")
+	}
+}
