@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,7 +115,7 @@ func (a *app) tailCommand() *cobra.Command {
 					}
 					return
 				}
-				a.println("%s", eventLine(ev))
+				a.println("%s", eventLine(ev, timeOnly))
 			}))
 		},
 	}
@@ -126,10 +127,10 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID]",
 		Short: "Print the recorded events as a timeline",
-		Long: "replay prints the events recorded in the stream, oldest first. --batch prints the batch's own\n" +
-			"events, then each job's timeline, a blank line between jobs. -o json prints a JSON array.\n" +
-			"--since takes a duration back from now (10m, 2h) or a time (RFC 3339, or 2006-01-02 15:04:05\n" +
-			"in local time).",
+		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time.\n" +
+			"--batch prints the batch's own events, then each job's timeline, a blank line between jobs.\n" +
+			"-o json prints a JSON array. --since takes a duration back from now (10m, 2h, 1d, 2w, 1d12h)\n" +
+			"or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			if since != "" {
@@ -174,14 +175,14 @@ func (a *app) replayCommand() *cobra.Command {
 					a.println("")
 				}
 				for _, ev := range group {
-					a.println("%s", eventLine(ev))
+					a.println("%s", eventLine(ev, dateAndTime))
 				}
 			}
 			return nil
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&since, "since", "", "only events since a duration back (10m) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
+	fl.StringVar(&since, "since", "", "only events since a duration back (10m, 1d, 2w) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
 	fl.StringVar(&batch, "batch", "", "only the events of this batch (bid… or batch uuid) and its jobs")
 	fl.StringVar(&job, "job", "", "only the events of this job")
 	return cmd
@@ -217,12 +218,13 @@ func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
 	return out
 }
 
-// parseSince reads --since: a duration back from now, an RFC 3339 time, or
-// a local "2006-01-02 15:04:05" (or just the date).
+// parseSince reads --since: a duration back from now (Go's units, and d for
+// days, w for weeks: 1d, 2w, 1d12h), an RFC 3339 time, or a local
+// "2006-01-02 15:04:05" (or just the date).
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := parseDuration(s); err == nil {
 		if d < 0 {
-			return time.Time{}, usagef("--since %q: want a duration back from now, like 10m", s)
+			return time.Time{}, usagef("--since %q: want a duration back from now, like 10m or 1d", s)
 		}
 		return now.Add(-d), nil
 	}
@@ -234,15 +236,52 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, usagef("--since %q: want a duration back from now (10m, 2h), an RFC 3339 time, or \"2006-01-02 15:04:05\"", s)
+	return time.Time{}, usagef("--since %q: want a duration back from now (10m, 2h, 1d, 2w), an RFC 3339 time, or \"2006-01-02 15:04:05\"", s)
 }
 
-// eventLine renders an event for people:
+// leadingDaysWeeks is the weeks and days that may lead a duration: "2w", "1d12h".
+var leadingDaysWeeks = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?`)
+
+// parseDuration is time.ParseDuration that also takes weeks and days (of 7 and
+// 24 hours) before the other units.
+func parseDuration(s string) (time.Duration, error) {
+	m := leadingDaysWeeks.FindStringSubmatch(s)
+	if m[0] == "" {
+		return time.ParseDuration(s)
+	}
+	var d time.Duration
+	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour} {
+		if m[i+1] != "" {
+			n, err := strconv.Atoi(m[i+1])
+			if err != nil {
+				return 0, err
+			}
+			d += time.Duration(n) * unit
+		}
+	}
+	if rest := s[len(m[0]):]; rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil {
+			return 0, err
+		}
+		d += r
+	}
+	return d, nil
+}
+
+// Layouts of an event's time: live events are of today; a replay can reach
+// back days.
+const (
+	timeOnly    = "15:04:05.000"
+	dateAndTime = "2006-01-02 15:04:05.000"
+)
+
+// eventLine renders an event for people, its local time in layout:
 //
 //	15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
-func eventLine(ev events.Event) string {
+func eventLine(ev events.Event, layout string) string {
 	var b strings.Builder
-	b.WriteString(ev.Time.Local().Format("15:04:05.000"))
+	b.WriteString(ev.Time.Local().Format(layout))
 	b.WriteString(" " + cmp.Or(ev.Host, "-") + "  ")
 	job := func() string {
 		if ev.BatchID == "" {
@@ -303,11 +342,14 @@ func eventTransition(ev events.Event) string {
 	return ev.From + " → " + cmp.Or(ev.To, "?")
 }
 
-// attrValue renders an attribute: a list by its length (successful_jobs=200),
-// anything else as text.
+// attrValue renders an attribute: a list or a map by its length
+// (successful_jobs=200, objects=200; -o json has them whole), anything else
+// as text.
 func attrValue(v any) string {
 	switch x := v.(type) {
 	case []any:
+		return strconv.Itoa(len(x))
+	case map[string]any:
 		return strconv.Itoa(len(x))
 	case []string:
 		return strconv.Itoa(len(x))

@@ -21,8 +21,8 @@ import (
 var jobTimeline = []string{"Pending → Estimating", "Estimating → Provisioning", "Provisioning → Downloading",
 	"Downloading → Processing", "Processing → Storing", "Storing → Recording", "Recording → Notify", "Notify → Completed"}
 
-// lineRE is a job's event line.
-var lineRE = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d\d\d test  job (jid\d+) \((bid\d+)\)  (\w+ → \w+)  priority=5$`)
+// lineRE is a job's event line in a replay, with its date.
+var lineRE = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d\d\d test  job (jid\d+) \((bid\d+)\)  (\w+ → \w+)  priority=5$`)
 
 func parseEvents(t *testing.T, out string) []events.Event {
 	t.Helper()

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+)
+
+// --since takes days and weeks besides Go's units, and times with dates.
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.Local)
+	for in, want := range map[string]time.Time{
+		"10m":                  now.Add(-10 * time.Minute),
+		"1d":                   now.Add(-24 * time.Hour),
+		"2w":                   now.Add(-14 * 24 * time.Hour),
+		"1d12h":                now.Add(-36 * time.Hour),
+		"1w1d30m":              now.Add(-(8*24*time.Hour + 30*time.Minute)),
+		"2026-11-20":           time.Date(2026, 11, 20, 0, 0, 0, 0, time.Local),
+		"2026-11-20 08:30:00":  time.Date(2026, 11, 20, 8, 30, 0, 0, time.Local),
+		"2026-11-20T08:30:00Z": time.Date(2026, 11, 20, 8, 30, 0, 0, time.UTC),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("--since %s: %v (%v), want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-5m", "1.5d", "d", "1d-", "3x"} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Errorf("--since %s was accepted", bad)
+		}
+	}
+}
+
+// A replay's lines carry the date; tail's, of live events, the time only.
+func TestEventLineDates(t *testing.T) {
+	at := time.Date(2026, 11, 20, 8, 30, 1, 500e6, time.Local)
+	ev := events.Event{Kind: events.KindJob, Time: at, Host: "h", JobID: "jid0000000001", From: "Pending", To: "Estimating"}
+	if got := eventLine(ev, dateAndTime); got[:24] != "2026-11-20 08:30:01.500 " {
+		t.Errorf("replay line %q: want it to start with the date and time", got)
+	}
+	if got := eventLine(ev, timeOnly); got[:13] != "08:30:01.500 " {
+		t.Errorf("tail line %q: want it to start with the time", got)
+	}
+}
