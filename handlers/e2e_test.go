@@ -4,12 +4,16 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ingestq/ingestq/handlers/mint"
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -57,7 +61,35 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 	if _, err := readDir(r.data, "work", j.ID); err == nil {
 		r.t.Errorf("job %s: working folder left behind", j.ID)
 	}
+	r.checkManifestURLs(j, v)
 	return ark
+}
+
+// checkManifestURLs asserts that a completed job's store and inventory
+// manifests name the stored version, which outlives the working folder.
+func (r *rig) checkManifestURLs(j *queue.Job, v storage.Version) {
+	r.t.Helper()
+	for name, m := range map[string]*queue.StepManifest{"store": j.Store, "inventory": j.Inventory} {
+		if m == nil || m.ManifestURL != v.URL || m.Mode == "" {
+			r.t.Errorf("job %s: %s %+v, want the stored version's URL %s and a mode", j.ID, name, m, v.URL)
+			continue
+		}
+		u, err := url.Parse(m.ManifestURL)
+		if err != nil || u.Scheme != "file" {
+			continue // an HTTP store's object URL
+		}
+		var desc struct {
+			ARK    string `json:"ark"`
+			Number int    `json:"number"`
+		}
+		data, err := os.ReadFile(u.Path)
+		if err == nil {
+			err = json.Unmarshal(data, &desc)
+		}
+		if err != nil || desc.ARK != v.ARK || desc.Number != v.Number {
+			r.t.Errorf("job %s: %s.manifest_url %s: %v %+v, want the description of %s version %d", j.ID, name, m.ManifestURL, err, desc, v.ARK, v.Number)
+		}
+	}
 }
 
 func TestObjectManifest(t *testing.T) {

@@ -50,8 +50,14 @@ func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Resul
 	if err := durable.WriteFile(kept, data); err != nil {
 		return reactor.Result{}, err
 	}
+	// The working folder goes at Notify: both manifests now name the version
+	// in storage, which stays.
+	stored := queue.StepManifest{ManifestURL: v.URL}
+	if j.Store != nil {
+		stored.Mode = j.Store.Mode
+	}
 	return reactor.Result{
-		Change: queue.JobChange{Inventory: &queue.StepManifest{ManifestURL: fileURL(kept), Mode: j.Store.Mode}},
+		Change: queue.JobChange{Store: &stored, Inventory: &stored},
 		Attrs:  map[string]any{"ark": ark, "version": v.Number, "changed": v.Changed},
 	}, nil
 }

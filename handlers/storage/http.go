@@ -101,7 +101,8 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 	if r.ARK != obj.ARK || r.Number < 1 {
 		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, target, r.ARK, r.Number)
 	}
-	v := Version{ARK: r.ARK, Number: r.Number, Created: r.Created, Changed: r.Changed, Files: slices.Clone(files)}
+	v := Version{ARK: r.ARK, Number: r.Number, Created: r.Created, Changed: r.Changed, Files: slices.Clone(files),
+		URL: h.objectURL(r.ARK)}
 	for i := range v.Files {
 		v.Files[i].Path = "" // the service's copy has no local path
 	}
@@ -113,7 +114,7 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 	if err := checkARK(ark); err != nil {
 		return Version{}, err
 	}
-	target := h.endpoint + "/objects/" + url.PathEscape(ark)
+	target := h.objectURL(ark)
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, target, err)
@@ -137,10 +138,13 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 	if v.ARK != ark || v.Number < 1 {
 		return Version{}, fmt.Errorf("storage: latest of %s from %s: answer names %q version %d", ark, target, v.ARK, v.Number)
 	}
-	v.Changed = false
+	v.Changed, v.URL = false, target
 	slices.SortFunc(v.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return v, nil
 }
+
+// objectURL is where the service serves the latest version of ark.
+func (h *HTTP) objectURL(ark string) string { return h.endpoint + "/objects/" + url.PathEscape(ark) }
 
 // refusedError is a 4xx answer: the service understood and said no.
 type refusedError struct {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,8 @@ type manifest struct {
 
 // version returns m as a Version whose files point into dir.
 func (m manifest) version(dir string) Version {
-	v := Version{ARK: m.ARK, Number: m.Number, Created: m.Created, Files: slices.Clone(m.Files)}
+	v := Version{ARK: m.ARK, Number: m.Number, Created: m.Created, Files: slices.Clone(m.Files),
+		URL: (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, reserved))}).String()}
 	for i := range v.Files {
 		v.Files[i].Path = filepath.Join(dir, filepath.FromSlash(v.Files[i].Name))
 	}

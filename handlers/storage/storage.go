@@ -35,6 +35,10 @@ type Version struct {
 	Created time.Time `json:"created"`
 	Files   []File    `json:"files"`             // sorted by Name
 	Changed bool      `json:"changed,omitempty"` // false when Put found the latest version identical
+	// URL is where the version's description stays readable: the file URL of
+	// its version.json (Local), or the object's URL at the service (HTTP,
+	// which serves its latest version there).
+	URL string `json:"-"`
 }
 
 // ErrNotFound is returned (wrapped) by Latest for an ARK with no version.
