@@ -315,14 +315,39 @@ func findBatch(q *queue.Queue, id string) (*queue.Batch, error) {
 	return q.FindBatch(id)
 }
 
+// findJob reads a job by its jid or by its object's ARK: the newest job of
+// that object (a deposit again makes another), with a warning naming all.
+func (a *app) findJob(q *queue.Queue, id string) (*queue.Job, error) {
+	if !strings.HasPrefix(id, "ark:") {
+		return q.LoadJob(id)
+	}
+	jobs, problems, err := q.ListJobs("")
+	if err != nil {
+		return nil, err
+	}
+	a.warnAll("skipped unreadable job", problems)
+	jobs = filter(jobs, func(j *queue.Job) bool { return arkOf(j) == id })
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("job with ARK %s: %w", id, queue.ErrNotFound)
+	}
+	if len(jobs) > 1 {
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		fmt.Fprintf(a.stderr, "note: %d jobs have ARK %s (%s); showing the newest\n", len(jobs), id, strings.Join(ids, " "))
+	}
+	return jobs[len(jobs)-1], nil // ListJobs("") is in creation order
+}
+
 func (a *app) showCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show JID|BID|UUID",
-		Short: "Show every field of a job, or of a batch (by bid or uuid)",
-		Args:  args("JID|BID|UUID"),
+		Use:   "show JID|BID|UUID|ARK",
+		Short: "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid)",
+		Args:  args("JID|BID|UUID|ARK"),
 		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
-			if strings.HasPrefix(args[0], "jid") {
-				j, err := q.LoadJob(args[0])
+			if strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:") {
+				j, err := a.findJob(q, args[0])
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,102 @@
+package cli_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/handlers/mint"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// The README's by-hand path: `ingestq serve` with its defaults (the ingest
+// pipeline, the built-in demo profile, an embedded NATS), testdata/demo
+// served by a plain file server, and `ingestq submit --wait` of its batch
+// manifest. Three objects are stored with their ARKs and local ids, and the
+// fourth fails on its wrong digest.
+func TestByHandPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	nats := closedAddr(t)
+	daemonLog := newTestLog(t)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	go func() {
+		served <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve",
+			"--data-dir", t.TempDir(), "--nats-listen", nats}, daemonLog, daemonLog, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		stop()
+		if code := <-served; code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	})
+	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
+	t.Cleanup(web.Close)
+
+	// The daemon is ready once it has published its profiles (its NATS
+	// listens before that).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, known, err := profile.Known(e.conn, e.root, "demo")
+		if known {
+			break
+		}
+		select {
+		case code := <-served:
+			t.Fatalf("serve exited %d before it was ready", code)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon published no profile within 30 s (%v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	out, stderr, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
+	wantCode(t, code, 1) // the sample's wrong digest fails one job, so the batch
+	bid := strings.SplitN(out, "\n", 2)[0]
+	for _, want := range []string{
+		"successful jobs: 3",
+		"failed jobs: +1",
+		`jid\d{10}  Downloading: .*md5 mismatch: want 0{32}, got [0-9a-f]{32}`,
+	} {
+		if !regexp.MustCompile(`(?m)^ *` + want + `$`).MatchString(out) {
+			t.Errorf("the report lacks a line like %q", want)
+		}
+	}
+	if !strings.Contains(stderr, "4/4 jobs finished (3 completed, 1 failed)") || !strings.Contains(stderr, "batch "+bid+" Failed: 1 of 4 jobs failed") {
+		t.Errorf("stderr does not end with the whole batch done and why it failed:\n%s", stderr)
+	}
+	if strings.Contains(out+stderr, "no such host") {
+		t.Errorf("a manifest still names a placeholder host")
+	}
+
+	// Each stored object has its ARK and the depositor's local id, and show
+	// finds its job by the ARK.
+	b, err := e.q.LoadBatch(bid)
+	e.ok(err)
+	stored := map[string]string{} // local id → ARK
+	for _, jid := range b.Report.SuccessfulJobs {
+		j, err := e.q.LoadJob(jid)
+		e.ok(err)
+		if ids := j.Identifiers; ids != nil && mint.Valid(ids.PrimaryID) && len(ids.LocalIDs) == 1 {
+			stored[ids.LocalIDs[0]] = ids.PrimaryID
+		}
+	}
+	if len(stored) != 3 || stored["demo-poems"] == "" || stored["demo-letters"] == "" || stored["demo-maps"] == "" {
+		t.Fatalf("stored objects %v, want demo-poems, demo-letters and demo-maps, each with a minted ARK", stored)
+	}
+	out, _, code = e.run("show", stored["demo-poems"])
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "demo-poems") || !strings.Contains(out, "Ozymandias") {
+		t.Errorf("show %s does not show the job of demo-poems:\n%s", stored["demo-poems"], out)
+	}
+}
