@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,10 +70,10 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
 	}
-	cfg.PerJob = cmpOr(cfg.PerJob, 4)
-	cfg.MaxFill = cmpOr(cfg.MaxFill, 0.8)
-	cfg.Margin = cmpOr(cfg.Margin, 64<<20)
-	cfg.ProvisionWait = cmpOr(cfg.ProvisionWait, 30*time.Second)
+	cfg.PerJob = cmp.Or(cfg.PerJob, 4)
+	cfg.MaxFill = cmp.Or(cfg.MaxFill, 0.8)
+	cfg.Margin = cmp.Or(cfg.Margin, 64<<20)
+	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, 30*time.Second)
 	if cfg.Space == nil {
 		cfg.Space = diskSpace
 	}
@@ -83,7 +84,7 @@ func New(cfg Config) (*Pipeline, error) {
 		minter: mint.New(cfg.Queue.Conn(), cfg.Queue.Root()),
 		stores: map[string]storage.Store{}, invents: map[string]inventory.Inventory{}}
 	fc := cfg.Fetch
-	fc.Logger = cmpOr(fc.Logger, cfg.Logger)
+	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)
 	fc.AllowFile = false
 	p.http = fetch.New(fc)
 	fc.AllowFile = true
@@ -179,12 +180,4 @@ func (p *Pipeline) inventoryFor(prof *profile.Profile) inventory.Inventory {
 		p.invents[prof.Inventory] = i
 	}
 	return i
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,7 +165,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		case IsFatal(err):
 			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
 			return
-		case attempt >= cmpOr(r.cfg.StateAttempts[s], r.cfg.Attempts):
+		case attempt >= cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts):
 			r.move(j, queue.Failed, queue.JobChange{
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return

@@ -14,6 +14,7 @@
 package reactor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,11 +105,11 @@ func New(cfg Config) (*Reactor, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
-	cfg.BatchWorkers = cmpOr(cfg.BatchWorkers, 2)
-	cfg.Attempts = cmpOr(cfg.Attempts, 3)
-	cfg.Backoff = cmpOr(cfg.Backoff, time.Second)
-	cfg.Rescan = cmpOr(cfg.Rescan, time.Minute)
-	cfg.Grace = cmpOr(cfg.Grace, 30*time.Second)
+	cfg.BatchWorkers = cmp.Or(cfg.BatchWorkers, 2)
+	cfg.Attempts = cmp.Or(cfg.Attempts, 3)
+	cfg.Backoff = cmp.Or(cfg.Backoff, time.Second)
+	cfg.Rescan = cmp.Or(cfg.Rescan, time.Minute)
+	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -117,19 +118,11 @@ func New(cfg Config) (*Reactor, error) {
 		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger)}
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
-		r.pools[sigJob(s)] = r.newJobPool(s, cmpOr(cfg.Workers[s], 4))
+		r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], 4))
 	}
 	r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
 	r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)
 	return r, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Run works until ctx ends, then stops taking work, lets running steps
