@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -147,9 +149,9 @@ func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() e
 		case IsFatal(err) || errors.Is(err, queue.ErrStale) || attempt >= r.cfg.Attempts:
 			return true, err
 		}
-		wait := backoff(r.cfg.Backoff, attempt)
+		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: "+what+" failed; retrying", "batch", bid, "attempt", attempt, "in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false, err
 		}
 	}

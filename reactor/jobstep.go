@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -170,9 +171,9 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return
 		}
-		wait := backoff(r.cfg.Backoff, attempt)
+		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			r.unlock(j)
 			return
 		}
@@ -222,38 +223,16 @@ func (r *Reactor) unlock(j *queue.Job) {
 // job stays locked by this session until the session is closed at exit,
 // then in its state for the next daemon.
 func (r *Reactor) retry(write func() error) error {
-	wait := 50 * time.Millisecond
-	for {
+	for try := 1; ; try++ {
 		err := write()
 		if !queue.Transient(err) || r.cfg.Session.Closed() {
 			return err
 		}
+		wait := backoff.Delay(50*time.Millisecond, 2*time.Second, try)
 		r.log.Debug("reactor: ZooKeeper unreachable; retrying the write", "in", wait, "err", err) // the session logs the outage once
-		if !sleep(r.work, wait) {
+		if !backoff.Sleep(r.work, wait) {
 			r.log.Warn("reactor: shutting down; the write is given up, its item stays where it was", "err", err)
 			return err
 		}
-		wait = min(wait*2, 2*time.Second)
-	}
-}
-
-// backoff is base doubled per attempt, at most a minute.
-func backoff(base time.Duration, attempt int) time.Duration {
-	d := base << (attempt - 1)
-	if d > time.Minute || d <= 0 {
-		return time.Minute
-	}
-	return d
-}
-
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

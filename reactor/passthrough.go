@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -41,7 +42,7 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 					return Result{}, fmt.Errorf("pass-through flaky failure %d of %d in %s", t, int(n), s)
 				}
 			}
-			if p.Delay > 0 && !sleep(ctx, p.Delay) {
+			if p.Delay > 0 && !backoff.Sleep(ctx, p.Delay) {
 				return Result{}, ctx.Err()
 			}
 			return Result{}, nil
@@ -95,7 +96,7 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 		if err != nil || end >= len(objs) {
 			return n, err
 		}
-		if !sleep(ctx, pace) {
+		if !backoff.Sleep(ctx, pace) {
 			return n, ctx.Err()
 		}
 	}

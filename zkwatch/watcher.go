@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/backoff"
 )
 
 // Change is what a folder's watch saw.
@@ -438,8 +440,7 @@ func (f *folder) failed(what string, err error) time.Duration {
 	w := f.w
 	w.errs.Add(1)
 	f.failures++
-	d := backoffStart << min(f.failures-1, 6)
-	d = min(d, backoffMax)
+	d := backoff.Delay(backoffStart, backoffMax, f.failures)
 	loud := f.failures == 1 || f.failures%10 == 0 // the first failure and every tenth
 	f.outage = w.s.away(err)
 	level := slog.LevelWarn

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/backoff"
 )
 
 // op is one request of a transaction, with what to do when it alone fails.
@@ -161,13 +163,12 @@ const maxOutages = 12
 // trying again while the connection is in trouble.
 func (q *Queue) commit(ops []op) error {
 	lost := false // a try's reply was lost: it may have been applied
-	outages, wait := 0, 20*time.Millisecond
+	outages := 0
 	pause := func() bool { // back-off while the client reconnects
 		if outages++; outages > maxOutages || q.closed() {
 			return false
 		}
-		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
+		time.Sleep(backoff.Delay(20*time.Millisecond, time.Second, outages))
 		return true
 	}
 	// confirm asks whether a try whose reply was lost took effect; while

@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -173,7 +174,7 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 	}
 	defer s.Close()
 	deadline := time.Now().Add(60 * time.Second)
-	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+	for try := 1; ; try++ {
 		_, known, _ := profile.Known(s.Conn, "", "demo")
 		if known {
 			if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
@@ -189,7 +190,7 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 			return fmt.Errorf("it exited %d", code)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(backoff.Delay(50*time.Millisecond, time.Second, try)):
 		}
 	}
 }
