@@ -114,7 +114,13 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	st, err := r.q.BatchState(j.BatchID)
 	if err == nil && st == queue.Pending {
 		r.waiting[queue.Pending].addForBatch(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
-		return false
+		// The batch may have started between the read and the deferral:
+		// batchStarted marks it started before it releases, so either it
+		// released this job or the mark is seen here.
+		if _, ok := r.started.Load(j.BatchID); !ok {
+			return false
+		}
+		r.waiting[queue.Pending].releaseBatch(j.BatchID)
 	}
 	if err == nil {
 		r.started.Store(j.BatchID, true) // a batch never goes back to Pending once it has jobs
