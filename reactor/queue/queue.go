@@ -163,17 +163,20 @@ func forEach[T any](items []T, limit int, fn func(T)) {
 
 // releaseOwnLock deletes an ephemeral lock only if this session owns it.
 func (q *Queue) releaseOwnLock(p string) error {
+	_, err := q.releaseOwn(p)
+	return err
+}
+
+// releaseOwn is releaseOwnLock, telling whether it deleted the lock.
+func (q *Queue) releaseOwn(p string) (bool, error) {
 	ok, st, err := q.conn.Exists(p)
-	if err != nil || !ok {
-		return err
-	}
-	if st.EphemeralOwner != q.conn.SessionID() {
-		return nil
+	if err != nil || !ok || st.EphemeralOwner != q.conn.SessionID() {
+		return false, err
 	}
 	if err := q.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("unlock %s: %w", q.rel(p), err)
+		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
 	}
-	return nil
+	return true, nil
 }
 
 // tryLock creates an ephemeral lock node. It reports false when another

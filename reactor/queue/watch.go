@@ -34,15 +34,7 @@ func (q *Queue) WatchOnce(w Wait) (fired <-chan zk.Event, changed bool, err erro
 // tells whether it did: for a lock whose acquisition's reply was lost and
 // that no worker uses.
 func (q *Queue) ReleaseOwnJobLock(jid string) (bool, error) {
-	p := q.jobPath(jid, "lock")
-	ok, st, err := q.conn.Exists(p)
-	if err != nil || !ok || st.EphemeralOwner != q.conn.SessionID() {
-		return false, err
-	}
-	if err := q.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
-	}
-	return true, nil
+	return q.releaseOwn(q.jobPath(jid, "lock"))
 }
 
 // JobLockWait is the wait for a job's lock, held elsewhere, to go.
