@@ -37,6 +37,10 @@ func (q *Queue) withJob(jid, action string, fn func(*Job) error) error {
 	return fn(j)
 }
 
+// done tells whether a job has left the pipeline for good: there is
+// nothing to stop, and failing it is no edge of the state machine.
+func done(s State) bool { return s == Completed || s == Deleted }
+
 // busyAdvice says what an operator can do about a job a daemon holds.
 func busyAdvice(action, jid string) string {
 	stop := fmt.Sprintf("`ingestq fail --force %s` stops it (the daemon abandons its step)", jid)
@@ -79,6 +83,9 @@ func (q *Queue) HoldJob(jid string) (changed bool, err error) {
 		case Pending:
 			changed = true
 			return q.SetJobStatus(j, Held, JobChange{Release: true})
+		}
+		if done(j.State()) {
+			return refused("job %s is %s: it is done; only a Pending job can be held", jid, j.State())
 		}
 		return refused("job %s is %s: only a Pending job can be held (it then waits before its first step); "+
 			"`ingestq fail %s` stops it, `ingestq hold collection` holds its collection's pending work", jid, j.State(), jid)
@@ -123,7 +130,10 @@ func RequeueTarget(j *Job) State {
 func (q *Queue) RequeueJob(jid string) (State, error) {
 	var to State
 	err := q.withJob(jid, "requeue", func(j *Job) error {
-		if j.State() != Failed {
+		switch {
+		case done(j.State()):
+			return refused("job %s is %s: it is done; only a Failed job can be requeued (a new deposit makes a new version)", jid, j.State())
+		case j.State() != Failed:
 			return refused("job %s is %s; only a Failed job can be requeued (`ingestq fail %s` first, to redo a step)", jid, j.State(), jid)
 		}
 		to = RequeueTarget(j)

@@ -365,3 +365,23 @@ func TestHoldHelpAndCleanupJSON(t *testing.T) {
 		t.Errorf("cleanup -o json: %q (%v)", out, err)
 	}
 }
+
+// A done job is not sent to `fail`: requeue and hold say it is done.
+func TestRefusalsOfADoneJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.moveJob(f.p1, "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
+		queue.Recording, queue.Notify, queue.Completed)
+	for _, verb := range []string{"requeue", "hold"} {
+		args := []string{verb, f.p1}
+		if verb == "hold" {
+			args = []string{"hold", "job", f.p1}
+		}
+		_, stderr, code := f.run(args...)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, f.p1, "is Completed: it is done")
+		if strings.Contains(stderr, "ingestq fail") {
+			t.Errorf("%v sends the operator to fail a Completed job: %s", args, stderr)
+		}
+	}
+}
