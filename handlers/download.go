@@ -85,7 +85,7 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	if err := g.Wait(); err != nil {
 		return reactor.Result{}, err
 	}
-	if typ := str(j.Config, cfgType); typ == TypeManifest || typ == TypeFile {
+	if typ := j.Config.PayloadType; typ == TypeManifest || typ == TypeFile {
 		if err := p.prune(j, files); err != nil {
 			return reactor.Result{}, err
 		}
@@ -96,9 +96,9 @@ func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, 
 	if err := syncDirs(dirs); err != nil {
 		return reactor.Result{}, err
 	}
-	if str(j.Config, cfgType) == TypeContainer {
+	if j.Config.PayloadType == TypeContainer {
 		zip := filepath.Join(work, containerFile)
-		if _, err := container.ExtractAs(zip, str(j.Config, cfgURL), filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
+		if _, err := container.ExtractAs(zip, j.Config.PayloadURL, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
 			return reactor.Result{}, reactor.Fatal(err)
 		}
 		if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {

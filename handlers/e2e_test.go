@@ -27,7 +27,7 @@ type object map[string][]byte
 func (r *rig) checkStored(j *queue.Job, want object) string {
 	r.t.Helper()
 	if j.State() != queue.Completed {
-		r.t.Fatalf("job %s (%s) is %s: %s", j.ID, j.Config["object_key"], j.State(), j.Status.Message)
+		r.t.Fatalf("job %s (%s) is %s: %s", j.ID, j.Config.Map()["object_key"], j.State(), j.Status.Message)
 	}
 	if j.Identifiers == nil || !mint.Valid(j.Identifiers.PrimaryID) || j.Identifiers.LocalIDs == nil {
 		r.t.Fatalf("job %s: identifiers %+v, want a valid minted ARK and a local_id list", j.ID, j.Identifiers)
@@ -175,7 +175,7 @@ func TestSingleFileBatchManifest(t *testing.T) {
 		t.Fatalf("%d jobs, want 3", len(jobs))
 	}
 	for _, j := range jobs {
-		r.checkStored(j, want[j.Config["payload_url"].(string)])
+		r.checkStored(j, want[j.Config.Map()["payload_url"].(string)])
 	}
 }
 
@@ -197,7 +197,7 @@ func TestContainerBatchManifest(t *testing.T) {
 		t.Fatalf("%d jobs, want 2", len(jobs))
 	}
 	for _, j := range jobs {
-		i := slices.IndexFunc(rows, func(rw row) bool { return rw.url == j.Config["payload_url"] })
+		i := slices.IndexFunc(rows, func(rw row) bool { return rw.url == j.Config.Map()["payload_url"] })
 		r.checkStored(j, objs[i])
 	}
 }

@@ -203,13 +203,13 @@ func TestEstimateLargeJobPriority(t *testing.T) {
 	}
 	est := estCollect(t, r, tap, jidsOf(jobs), leftEstimating)
 	for _, j := range jobs {
-		w, ok := want[j.Config["payload_url"].(string)]
+		w, ok := want[j.Config.Map()["payload_url"].(string)]
 		if !ok {
-			t.Fatalf("job %s: unexpected payload_url %v", j.ID, j.Config["payload_url"])
+			t.Fatalf("job %s: unexpected payload_url %v", j.ID, j.Config.Map()["payload_url"])
 		}
 		r.checkStored(j, w.obj)
 		if j.Priority != w.prio {
-			t.Errorf("job %s (%v): priority %d, want %d", j.ID, j.Config["payload_url"], j.Priority, w.prio)
+			t.Errorf("job %s (%v): priority %d, want %d", j.ID, j.Config.Map()["payload_url"], j.Priority, w.prio)
 		}
 		// The change is made by Estimating itself, not later.
 		if p := est[j.ID].Priority; p == nil || *p != w.prio {

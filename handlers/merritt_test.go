@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // merrittSubmission is a submission as Merritt's ingest service writes it
@@ -34,26 +35,26 @@ func TestMerrittSubmission(t *testing.T) {
 	data := []byte("hello from Merritt\n")
 	url := r.content.put("/merritt/hello.txt", data)
 	sub := merrittSubmission(r.prof.Name, url, "file", "SHA-256", sha256hex(data), len(data))
-	good, err := r.q.CreateBatch(sub)
+	good, err := r.q.CreateBatch(queue.SubmissionOf(sub))
 	r.ok(err)
 	// The same with a wrong digest: it fails, so the digest was read.
 	sub = merrittSubmission(r.prof.Name, r.content.put("/merritt/other/hello.txt", data), "file", "SHA-256", sha256hex([]byte("other")), len(data))
-	bad, err := r.q.CreateBatch(sub)
+	bad, err := r.q.CreateBatch(queue.SubmissionOf(sub))
 	r.ok(err)
 	// Merritt's name for a batch manifest of single files.
 	list := r.content.put("/merritt/list.checkm", manifest("mrt-single-file-batch-manifest", fileRow(url, "hello.txt", data)))
-	listed, err := r.q.CreateBatch(merrittSubmission(r.prof.Name, list, "batchManifestFile", "", "", 0))
+	listed, err := r.q.CreateBatch(queue.SubmissionOf(merrittSubmission(r.prof.Name, list, "batchManifestFile", "", "", 0)))
 	r.ok(err)
 	// Merritt writes size 0 when the depositor gave none, and MD5 so.
 	unsizedURL := r.content.put("/merritt/unsized/hello.txt", data)
 	sub = merrittSubmission(r.prof.Name, unsizedURL, "file", "MD5", fileRow(unsizedURL, "", data).digest, 0)
 	sub["localID"] = "merritt-loc-2" // another object: one local id names one object
-	unsized, err := r.q.CreateBatch(sub)
+	unsized, err := r.q.CreateBatch(queue.SubmissionOf(sub))
 	r.ok(err)
 	// Merritt's own submission names its upload, which stays on its disk.
 	sub = merrittSubmission(r.prof.Name, url, "file", "", "", 0)
 	delete(sub, "payload_url")
-	upload, err := r.q.CreateBatch(sub)
+	upload, err := r.q.CreateBatch(queue.SubmissionOf(sub))
 	r.ok(err)
 
 	if b := r.waitBatch(good.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
@@ -98,7 +99,7 @@ func TestMerrittSubmission(t *testing.T) {
 // rawJSON reads a node as JSON, as a foreign reader would.
 func (r *rig) rawJSON(p string) map[string]any {
 	r.t.Helper()
-	data, _, err := r.q.Conn().Get(r.q.Path(p))
+	data, _, err := zktest.Connect(r.t).Get(r.q.Path(p))
 	r.ok(err)
 	var m map[string]any
 	r.ok(json.Unmarshal(data, &m))

@@ -32,7 +32,7 @@ func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, er
 		return reactor.Result{}, err
 	}
 	if prof.Callback != "" {
-		cb := Callback{Status: "completed", JobID: j.ID, BatchID: j.BatchID, BatchUUID: str(j.Config, "batchID"),
+		cb := Callback{Status: "completed", JobID: j.ID, BatchID: j.BatchID, BatchUUID: j.Config.BatchUUID,
 			Profile: prof.Name, ARK: ark, LocalIDs: j.Identifiers.LocalIDs}
 		if j.Store != nil {
 			cb.Mode = j.Store.Mode

@@ -26,16 +26,6 @@ const (
 	TypeManifest  = "object_manifest" // an mrt-ingest-manifest listing the object's files
 )
 
-// Job configuration fields written by the batch handler, beyond mrt-zk's.
-const (
-	cfgType     = "payload_type"
-	cfgURL      = "payload_url"
-	cfgFileName = "file_name"
-	cfgHashAlg  = "hash_algorithm"
-	cfgHashVal  = "hash_value"
-	cfgSize     = "file_size"
-)
-
 // The working folder of a job: the object's content under producer/ and
 // system/, and the pipeline's own files beside them.
 const (
@@ -62,16 +52,20 @@ type file struct {
 // and kept in the working folder, so every step (and every retry) sees the
 // same list.
 func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Profile) ([]file, error) {
-	url := str(j.Config, cfgURL)
-	switch typ := str(j.Config, cfgType); typ {
+	cfg := j.Config
+	url := cfg.PayloadURL
+	switch typ := cfg.PayloadType; typ {
 	case TypeFile, TypeContainer:
-		want := fetch.Want{Alg: str(j.Config, cfgHashAlg), Digest: str(j.Config, cfgHashVal), Size: num(j.Config, cfgSize, -1)}
+		want := fetch.Want{Alg: cfg.HashAlg, Digest: cfg.HashValue, Size: -1}
+		if cfg.FileSize != nil {
+			want.Size = *cfg.FileSize
+		}
 		if typ == TypeContainer {
 			return []file{{Name: containerFile, URL: url, Want: want}}, nil
 		}
-		name, err := checkm.CleanName(str(j.Config, cfgFileName))
+		name, err := checkm.CleanName(cfg.FileName)
 		if err != nil {
-			return nil, reactor.Fatal(fmt.Errorf("file name %q: %w", str(j.Config, cfgFileName), err))
+			return nil, reactor.Fatal(fmt.Errorf("file name %q: %w", cfg.FileName, err))
 		}
 		return []file{{Name: path.Join(producerDir, name), URL: url, Want: want}}, nil
 	case TypeManifest:
@@ -96,7 +90,7 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 // depositor may have fixed it, and no file of it has been processed yet.
 // Later steps keep the copy their files were downloaded by.
 func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profile.Profile) (*checkm.Manifest, error) {
-	url := str(j.Config, cfgURL)
+	url := j.Config.PayloadURL
 	keep := filepath.Join(p.workDir(j.ID), manifestCopy)
 	data, err := os.ReadFile(keep)
 	if err == nil && refetchManifest(j, keep) {
@@ -149,19 +143,4 @@ func classify(err error) error {
 		return reactor.Fatal(err)
 	}
 	return err
-}
-
-// str and num read configuration values (JSON: strings and float64).
-func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-
-func num(m map[string]any, k string, def int64) int64 {
-	switch v := m[k].(type) {
-	case float64:
-		return int64(v)
-	case int64:
-		return v
-	case int:
-		return int64(v)
-	}
-	return def
 }

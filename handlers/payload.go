@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,15 +36,15 @@ func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batc
 		return 0, err
 	}
 	sub := b.Submission
-	url := str(sub, cfgURL)
+	url := sub.PayloadURL
 	if url == "" {
-		if name := str(sub, "filename"); name != "" {
+		if name := sub.FileName; name != "" {
 			// Merritt's ingest service keeps a depositor's upload on its own disk.
 			return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url, only the file name %q of an upload that ingestq cannot fetch", name))
 		}
 		return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
 	}
-	kind := str(sub, "type")
+	kind := sub.Type
 	var m *checkm.Manifest
 	if kind == "" || kind == SubmitAuto || kind == SubmitManifest {
 		if kind, m, err = p.readPayload(ctx, prof, url, kind); err != nil {
@@ -111,38 +112,22 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 }
 
 // jobConfig is the configuration every job of a batch shares.
-func jobConfig(sub map[string]any, prof *profile.Profile) map[string]any {
-	cfg := map[string]any{"profile_name": prof.Name, "response_type": "json", "submission_mode": "add"}
-	for _, k := range []string{"submitter", "response_type", "submission_mode", "batchID"} {
-		if v, ok := sub[k]; ok {
-			cfg[k] = v
-		}
-	}
-	return cfg
+func jobConfig(sub queue.Submission, prof *profile.Profile) queue.JobConfig {
+	return queue.JobConfig{Profile: prof.Name, Submitter: sub.Submitter, BatchUUID: sub.BatchUUID,
+		ResponseType: cmp.Or(sub.ResponseType, "json"), SubmissionMode: cmp.Or(sub.SubmissionMode, "add")}
 }
 
 // single is the one object of a file or container payload.
-func (p *Pipeline) single(sub map[string]any, prof *profile.Profile, base map[string]any, kind, raw string) reactor.Object {
-	cfg := clone(base)
-	cfg[cfgURL] = raw
-	cfg[cfgType] = kind
-	name := str(sub, "filename")
-	if name == "" {
-		name = urlBase(raw)
-	}
-	cfg[cfgFileName] = name
-	for _, k := range []string{cfgHashAlg, cfgHashVal, cfgSize} {
-		if v, ok := sub[k]; ok {
-			cfg[k] = v
-		}
-	}
+func (p *Pipeline) single(sub queue.Submission, prof *profile.Profile, cfg queue.JobConfig, kind, raw string) reactor.Object {
+	cfg.PayloadURL, cfg.PayloadType = raw, kind
+	cfg.FileName = cmp.Or(sub.FileName, urlBase(raw))
+	cfg.HashAlg, cfg.HashValue, cfg.FileSize = sub.HashAlg, sub.HashValue, sub.FileSize
 	spec := queue.JobSpec{Priority: batchPriority(sub, prof), Config: cfg}
-	ids := &queue.Identifiers{PrimaryID: str(sub, "primary_id"), LocalIDs: queue.SplitLocalIDs(str(sub, "local_id"))}
+	ids := &queue.Identifiers{PrimaryID: sub.PrimaryID, LocalIDs: queue.SplitLocalIDs(sub.LocalIDs)}
 	if ids.PrimaryID != "" || len(ids.LocalIDs) > 0 {
 		spec.Identifiers = ids
 	}
-	md := &queue.Metadata{Who: str(sub, "erc_who"), What: str(sub, "erc_what"),
-		When: str(sub, "erc_when"), Where: str(sub, "erc_where")}
+	md := &queue.Metadata{Who: sub.Who, What: sub.What, When: sub.When, Where: sub.Where}
 	if *md != (queue.Metadata{}) {
 		spec.Metadata = md
 	}
@@ -151,10 +136,10 @@ func (p *Pipeline) single(sub map[string]any, prof *profile.Profile, base map[st
 
 // manifestObjects are the objects a manifest lists: the manifest itself
 // (mrt-ingest-manifest), or one per line.
-func (p *Pipeline) manifestObjects(sub map[string]any, prof *profile.Profile, base map[string]any, m *checkm.Manifest, raw string) ([]reactor.Object, error) {
+func (p *Pipeline) manifestObjects(sub queue.Submission, prof *profile.Profile, base queue.JobConfig, m *checkm.Manifest, raw string) ([]reactor.Object, error) {
 	if m.Profile == checkm.IngestManifest {
 		o := p.single(sub, prof, base, TypeManifest, raw)
-		delete(o.Spec.Config, cfgFileName)
+		o.Spec.Config.FileName = ""
 		o.Key = "manifest"
 		return []reactor.Object{o}, nil
 	}
@@ -165,18 +150,17 @@ func (p *Pipeline) manifestObjects(sub map[string]any, prof *profile.Profile, ba
 	}
 	objs := make([]reactor.Object, 0, len(m.Entries))
 	for _, e := range m.Entries {
-		cfg := clone(base)
-		cfg[cfgURL], cfg[cfgType] = e.URL, typ
+		cfg := base
+		cfg.PayloadURL, cfg.PayloadType, cfg.ManifestLine = e.URL, typ, e.Line
 		if typ == TypeFile {
-			cfg[cfgFileName] = e.FileName
+			cfg.FileName = e.FileName
 		}
 		if typ != TypeManifest && e.HashAlg != "" {
-			cfg[cfgHashAlg], cfg[cfgHashVal] = e.HashAlg, e.HashValue
+			cfg.HashAlg, cfg.HashValue = e.HashAlg, e.HashValue
 		}
 		if typ != TypeManifest && e.Size >= 0 {
-			cfg[cfgSize] = e.Size
+			cfg.FileSize = &e.Size
 		}
-		cfg["manifest_line"] = e.Line
 		spec := queue.JobSpec{Priority: batchPriority(sub, prof), Config: cfg}
 		if e.PrimaryID != "" || len(e.LocalIDs) > 0 {
 			spec.Identifiers = &queue.Identifiers{PrimaryID: e.PrimaryID, LocalIDs: e.LocalIDs}
@@ -191,9 +175,9 @@ func (p *Pipeline) manifestObjects(sub map[string]any, prof *profile.Profile, ba
 	return objs, nil
 }
 
-func batchPriority(sub map[string]any, prof *profile.Profile) int {
-	if v, ok := sub["priority"].(float64); ok && v >= 0 && v <= 99 {
-		return int(v)
+func batchPriority(sub queue.Submission, prof *profile.Profile) int {
+	if v := sub.Priority; v != nil && *v >= 0 && *v <= 99 {
+		return *v
 	}
 	return prof.Priority
 }
@@ -204,12 +188,4 @@ func urlBase(raw string) string {
 		return ""
 	}
 	return path.Base(strings.TrimSuffix(u.Path, "/"))
-}
-
-func clone(m map[string]any) map[string]any {
-	c := make(map[string]any, len(m)+8)
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

@@ -81,7 +81,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Logger = slog.Default()
 	}
 	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Join(cfg.DataDir, "work"),
-		minter: mint.New(cfg.Queue.Conn(), cfg.Queue.Root()),
+		minter: mint.New(cfg.Queue),
 		stores: map[string]storage.Store{}, invents: map[string]inventory.Inventory{}}
 	fc := cfg.Fetch
 	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)

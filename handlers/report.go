@@ -40,7 +40,7 @@ func (p *Pipeline) ReportText(b *queue.Batch, r reactor.Report) (subject, body s
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "Batch:     %s (%s)\nProfile:   %s\nSubmitter: %s\nPayload:   %s\n",
-		b.ID, b.UUID(), b.Profile(), str(b.Submission, "submitter"), str(b.Submission, cfgURL))
+		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, b.Submission.PayloadURL)
 	if r.Message != "" {
 		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Message)
 	}
@@ -72,6 +72,6 @@ func (p *Pipeline) describe(jid string) string {
 	if j.Identifiers != nil && len(j.Identifiers.LocalIDs) > 0 {
 		parts = append(parts, "local id "+strings.Join(j.Identifiers.LocalIDs, ";"))
 	}
-	parts = append(parts, str(j.Config, cfgURL))
+	parts = append(parts, j.Config.PayloadURL)
 	return strings.Join(parts, "  ")
 }

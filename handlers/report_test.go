@@ -135,7 +135,7 @@ func reportBatch(t *testing.T, r *rig) (*queue.Batch, map[string]*queue.Job) {
 	}
 	byName := map[string]*queue.Job{}
 	for _, j := range r.jobsOf(b.ID) {
-		byName[j.Config["file_name"].(string)] = j
+		byName[j.Config.Map()["file_name"].(string)] = j
 	}
 	if len(byName) != 3 {
 		t.Fatalf("jobs %v, want 3", byName)

@@ -174,7 +174,7 @@ func (r *rig) submit(payload string, extra ...string) *queue.Batch {
 	for i := 0; i+1 < len(extra); i += 2 {
 		sub[extra[i]] = extra[i+1]
 	}
-	b, err := r.q.CreateBatch(sub)
+	b, err := r.q.CreateBatch(queue.SubmissionOf(sub))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func (r *rig) jobsOf(bid string) map[string]*queue.Job {
 			if err != nil {
 				r.t.Fatal(err)
 			}
-			out[j.Config[reactor.ObjectKeyField].(string)] = j
+			out[j.Config.Map()["object_key"].(string)] = j
 		}
 	}
 	return out

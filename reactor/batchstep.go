@@ -70,8 +70,7 @@ func (r *Reactor) takesBatch(b *queue.Batch) bool {
 	if !ok {
 		return true
 	}
-	u, _ := b.Submission["payload_url"].(string)
-	return sel.Takes(u)
+	return sel.Takes(b.Submission.PayloadURL)
 }
 
 // countJobs counts a batch's jobs in its buckets, or nil when they cannot

@@ -124,7 +124,7 @@ func BenchmarkDispatch(b *testing.B) {
 	b.Run("reactor", func(b *testing.B) {
 		e := newBenv(b)
 		est := e.sub("ingestq.job.estimating.*")
-		bt, err := e.q.CreateBatch(map[string]any{"payload_url": "passthrough:0"})
+		bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": "passthrough:0"}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func BenchmarkBatchCompletion(b *testing.B) {
 	jobs, batches := e.sub("ingestq.job.completed.*"), e.sub("ingestq.batch.reporting.*")
 	var lat []time.Duration
 	for range b.N {
-		bt, err := e.q.CreateBatch(map[string]any{"payload_url": "passthrough:10"})
+		bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": "passthrough:10"}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func BenchmarkThroughput(b *testing.B) {
 		done := e.sub("ingestq.batch.completed.*")
 		b.ResetTimer()
 		for range b.N {
-			bt, err := e.q.CreateBatch(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)})
+			bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -238,7 +238,7 @@ func TestPassThroughLeavesRealWorkAlone(t *testing.T) {
 		t.Fatalf("acquire %s: %v %v", other.ID, taken, err)
 	}
 	j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority,
-		Config: map[string]any{"profile_name": "demo", "payload_url": "https://example.org/obj.zip"}})
+		Config: queue.JobConfigOf(map[string]any{"profile_name": "demo", "payload_url": "https://example.org/obj.zip"})})
 	if err != nil {
 		t.Fatal(err)
 	}

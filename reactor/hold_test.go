@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -40,8 +39,8 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	locked := make([]*queue.Job, n)
 	jids := make([]string, n)
 	for i := range n {
-		j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: map[string]any{
-			"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n), reactor.ObjectKeyField: fmt.Sprintf("obj-%06d", i)}})
+		j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfigOf(map[string]any{
+			"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n), "object_key": fmt.Sprintf("obj-%06d", i)})})
 		if err != nil {
 			t.Fatal(err)
 		}

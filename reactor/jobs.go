@@ -10,10 +10,6 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// ObjectKeyField is the configuration field that names a job's object,
-// unique within its batch (queue.ObjectKeyField).
-const ObjectKeyField = queue.ObjectKeyField
-
 // Object is one object of a batch, to become one job.
 type Object struct {
 	Key  string // unique within the batch: a manifest line, a file name
@@ -54,12 +50,7 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 		}
 		g.Go(func() error {
 			spec := o.Spec
-			cfg := make(map[string]any, len(spec.Config)+1)
-			for k, v := range spec.Config {
-				cfg[k] = v
-			}
-			cfg[ObjectKeyField] = o.Key
-			spec.Config, spec.RecordID = cfg, true
+			spec.Config.ObjectKey, spec.RecordID = o.Key, true
 			if _, err := q.CreateJob(b, spec); err != nil {
 				return fmt.Errorf("object %q: %w", o.Key, err)
 			}
@@ -89,7 +80,7 @@ func existingKeys(q *queue.Queue, bid string) (map[string]bool, error) {
 			if err != nil {
 				return nil, fmt.Errorf("batch %s: read its job %s: %w", bid, jid, err)
 			}
-			if k, ok := j.Config[ObjectKeyField].(string); ok {
+			if k := j.Config.ObjectKey; k != "" {
 				have[k] = true
 			}
 		}

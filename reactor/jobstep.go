@@ -98,7 +98,7 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 // a finished batch. Its batch's move to Processing releases it.
 func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	if sel, ok := r.cfg.Batches.(Selective); ok {
-		if u, _ := j.Config["payload_url"].(string); !sel.Takes(u) {
+		if !sel.Takes(j.Config.PayloadURL) {
 			// Another pipeline's job: not ours to run. Passed over until
 			// the rescan, so that the pool does not read it every round.
 			r.waiting[s].add(j.ID, time.Now().Add(r.cfg.Rescan))

@@ -32,11 +32,11 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 	var tries sync.Map // jid → times a flaky step ran
 	for _, s := range JobStates[1:] {
 		hs[s] = JobHandlerFunc(func(ctx context.Context, j *queue.Job) (Result, error) {
-			if at, _ := j.Config["fail_at"].(string); at == string(s) {
+			if j.Config.Extra.String("fail_at") == string(s) {
 				return Result{}, Fatal(fmt.Errorf("pass-through failure asked for in %s", s))
 			}
-			if at, _ := j.Config["flaky_at"].(string); at == string(s) {
-				n, _ := j.Config["flaky_times"].(float64)
+			if j.Config.Extra.String("flaky_at") == string(s) {
+				n, _ := j.Config.Extra.Number("flaky_times")
 				v, _ := tries.LoadOrStore(j.ID, new(atomic.Int32))
 				if t := v.(*atomic.Int32).Add(1); t <= int32(n) {
 					return Result{}, fmt.Errorf("pass-through flaky failure %d of %d in %s", t, int(n), s)
@@ -57,36 +57,35 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 // makes the jobs in windows of 10 with that pause after each, so that fault
 // tests can stop a daemon while it is making a batch's jobs.
 func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
-	url, _ := b.Submission["payload_url"].(string)
+	sub := b.Submission
+	url := sub.PayloadURL
 	n, err := strconv.Atoi(strings.TrimPrefix(url, PassThroughScheme))
 	if !strings.HasPrefix(url, PassThroughScheme) || err != nil || n < 0 {
 		return 0, Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
 	}
 	failJob := -1
-	_, fails := b.Submission["fail_at"]
-	_, flaky := b.Submission["flaky_at"]
+	_, fails := sub.Extra["fail_at"]
+	_, flaky := sub.Extra["flaky_at"]
 	if fails || flaky {
-		f, _ := b.Submission["fail_job"].(float64)
+		f, _ := sub.Extra.Number("fail_job")
 		failJob = int(f)
 	}
 	objs := make([]Object, n)
 	for i := range objs {
-		cfg := map[string]any{}
-		for _, k := range []string{"profile_name", "submitter", "payload_url", "type"} {
-			if v, ok := b.Submission[k]; ok {
-				cfg[k] = v
-			}
+		cfg := queue.JobConfig{Profile: sub.Profile, Submitter: sub.Submitter, PayloadURL: sub.PayloadURL}
+		if sub.Type != "" {
+			cfg.Extra.Set("type", sub.Type)
 		}
 		if i == failJob {
 			for _, k := range []string{"fail_at", "flaky_at", "flaky_times"} {
-				if v, ok := b.Submission[k]; ok {
-					cfg[k] = v
+				if v, ok := sub.Extra[k]; ok {
+					cfg.Extra.Set(k, v)
 				}
 			}
 		}
 		objs[i] = Object{Key: fmt.Sprintf("obj-%06d", i), Spec: queue.JobSpec{Priority: queue.DefaultPriority, Config: cfg}}
 	}
-	pace, _ := time.ParseDuration(fmt.Sprint(b.Submission["create_pace"]))
+	pace, _ := time.ParseDuration(sub.Extra.String("create_pace"))
 	if pace <= 0 {
 		return EnsureJobs(ctx, q, b, objs)
 	}

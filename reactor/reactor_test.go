@@ -126,7 +126,7 @@ func (e *env) waitBatch(ch chan events.Event, bid string) events.Event {
 }
 
 func (e *env) submit(sub map[string]any) *queue.Batch {
-	b, err := e.q.CreateBatch(sub)
+	b, err := e.q.CreateBatch(queue.SubmissionOf(sub))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -226,8 +226,8 @@ func TestFailureRequeueReport(t *testing.T) {
 	}
 	// The cause is "fixed": the job no longer asks to fail (it stays a
 	// pass-through job, which a pass-through daemon takes).
-	raw, _ := json.Marshal(map[string]any{"object_key": j.Config["object_key"], "payload_url": j.Config["payload_url"]})
-	if _, err := e.q.Conn().Set(e.q.Path("/jobs/"+jid+"/configuration"), raw, -1); err != nil {
+	raw, _ := json.Marshal(map[string]any{"object_key": j.Config.Map()["object_key"], "payload_url": j.Config.Map()["payload_url"]})
+	if _, err := zktest.Connect(t).Set(e.q.Path("/jobs/"+jid+"/configuration"), raw, -1); err != nil {
 		t.Fatal(err)
 	}
 	jobs := e.outside("ingestq.job.*." + jid)

@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/reactor"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -45,8 +45,8 @@ func sharedQueue(t *testing.T) (url, zkAddr, root string, q *queue.Queue, rec *r
 // stop its batch handler midway.
 func pacedBatch(t *testing.T, q *queue.Queue) string {
 	t.Helper()
-	b, err := q.CreateBatch(map[string]any{"profile_name": "demo",
-		"payload_url": fmt.Sprintf("passthrough:%d", findingsJobs), "create_pace": "150ms"})
+	b, err := q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo",
+		"payload_url": fmt.Sprintf("passthrough:%d", findingsJobs), "create_pace": "150ms"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func waitCreating(t *testing.T, q *queue.Queue, bid string, n int) int64 {
 		for _, jids := range buckets {
 			made += len(jids)
 		}
-		ok, st, err := q.Conn().Exists(q.Path("/batches/" + bid + "/lock"))
+		ok, st, err := connOf(q).Exists(q.Path("/batches/" + bid + "/lock"))
 		if err != nil {
 			return false, "", err
 		}
@@ -84,7 +84,7 @@ func waitCreating(t *testing.T, q *queue.Queue, bid string, n int) int64 {
 func waitTakenOver(t *testing.T, q *queue.Queue, bid string, old int64, timeout time.Duration) time.Time {
 	t.Helper()
 	poll(t, timeout, "another session to take batch "+bid+" over", func() (bool, string, error) {
-		ok, st, err := q.Conn().Exists(q.Path("/batches/" + bid + "/lock"))
+		ok, st, err := connOf(q).Exists(q.Path("/batches/" + bid + "/lock"))
 		if err != nil {
 			return false, "", err
 		}
@@ -108,7 +108,7 @@ func assertOneJobPerObject(t *testing.T, q *queue.Queue, bid string, jids []stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, _ := j.Config[reactor.ObjectKeyField].(string)
+		k, _ := j.Config.Map()["object_key"].(string)
 		keys[k] = append(keys[k], jid)
 	}
 	for k, js := range keys {
@@ -180,7 +180,7 @@ func TestBatchCreatedInSteps(t *testing.T) {
 	url, zkAddr, root, q, rec := sharedQueue(t)
 	startDaemon(t, daemonConfig{Host: "d1", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--rescan", "10m"}})
 
-	conn := q.Conn()
+	conn := connOf(q)
 	acl := zk.WorldACL(zk.PermAll)
 	p, err := conn.Create(q.Path("/batches/bid"), nil, zk.FlagSequence, acl)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -258,7 +259,7 @@ func describeBatch(q *queue.Queue, bid string) string {
 		return sb.String() + fmt.Sprintf("; jobs: %v", err)
 	}
 	open := buckets["batch-processing"]
-	fmt.Fprintf(&sb, "; %d jobs not done (this test's own session is 0x%x)", len(open), q.Conn().SessionID())
+	fmt.Fprintf(&sb, "; %d jobs not done (this test's own session is 0x%x)", len(open), connOf(q).SessionID())
 	for i, jid := range open {
 		if i == 20 {
 			sb.WriteString("\n  …")
@@ -270,7 +271,7 @@ func describeBatch(q *queue.Queue, bid string) string {
 			continue
 		}
 		owner := "none"
-		if ok, st, err := q.Conn().Exists(q.Path("/jobs/" + jid + "/lock")); err == nil && ok {
+		if ok, st, err := connOf(q).Exists(q.Path("/jobs/" + jid + "/lock")); err == nil && ok {
 			owner = fmt.Sprintf("session 0x%x", st.EphemeralOwner)
 		}
 		fmt.Fprintf(&sb, "\n  %s: %s (%q), lock held by %s", jid, j.State(), j.Status.Message, owner)
@@ -599,19 +600,31 @@ func excerpt(s string, n int) string {
 // openQueue is the test's own session on the queue under root.
 func openQueue(t *testing.T, addr, root string) *queue.Queue {
 	t.Helper()
-	q, err := queue.New(zktest.Connect(t, addr), root)
+	conn := zktest.Connect(t, addr)
+	q, err := queue.New(conn, root)
 	if err != nil {
 		t.Fatal(err)
 	}
+	testConns.Store(q, conn)
+	t.Cleanup(func() { testConns.Delete(q) })
 	if err := q.Init(); err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
+// testConns keeps each test queue's own session: the tests play foreign
+// writers and readers on it, as another program would.
+var testConns sync.Map // *queue.Queue → *zk.Conn
+
+func connOf(q *queue.Queue) *zk.Conn {
+	c, _ := testConns.Load(q)
+	return c.(*zk.Conn)
+}
+
 func createBatch(t *testing.T, q *queue.Queue, n int) string {
 	t.Helper()
-	b, err := q.CreateBatch(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", n)})
+	b, err := q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", n)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +745,7 @@ func completedRefs(t *testing.T, q *queue.Queue) int {
 // locks lists the lock nodes of every job and batch, with the session that
 // owns each (its ephemeralOwner).
 func locks(q *queue.Queue) (map[string]int64, error) {
-	conn := q.Conn()
+	conn := connOf(q)
 	out := map[string]int64{}
 	for _, dir := range []string{"/jobs", "/batches"} {
 		kids, _, err := conn.Children(q.Path(dir))

@@ -140,7 +140,7 @@ func (r *ingestRig) daemon(host string) *daemon {
 }
 
 func (r *ingestRig) submit(url string) string {
-	b, err := r.q.CreateBatch(map[string]any{"profile_name": "demo", "submitter": "test", "payload_url": url, "type": "auto"})
+	b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo", "submitter": "test", "payload_url": url, "type": "auto"}))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRestartAfterMinting(t *testing.T) {
 	bid := r.submit(web.put("/obj.checkm", objectManifest(rows)))
 	jid := r.onlyJob(bid)
 
-	conn := r.q.Conn()
+	conn := connOf(r.q)
 	record := r.root + "/ingestq/minted/" + jid
 	for {
 		ok, _, ch, err := conn.ExistsW(record)

@@ -33,7 +33,7 @@ func (r *run) twoGoodOneBad(spoil func(jid string)) (good []string, bad string) 
 	b := r.processing(true)
 	var ids []string
 	for i := range 3 {
-		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: map[string]any{"n": i}})
+		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"n": i})})
 		r.ok(err)
 		ids = append(ids, j.ID)
 	}
@@ -162,9 +162,9 @@ func TestRefWithoutJob(t *testing.T) {
 
 func TestCorruptBatchDoesNotStopOthers(t *testing.T) {
 	r := newRun(t)
-	bad, err := r.q.CreateBatch(map[string]any{"n": 1})
+	bad, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"n": 1}))
 	r.ok(err)
-	good, err := r.q.CreateBatch(map[string]any{"n": 2})
+	good, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"n": 2}))
 	r.ok(err)
 	r.raw("/batches/"+bad.ID+"/status", "not json")
 	batches, problems, err := r.q.ListBatches()

@@ -19,15 +19,11 @@ func (q *Queue) batchPath(bid string, child ...string) string {
 
 // CreateBatch creates a Pending batch with the given submission. Its
 // "batchID" is the batch's uuid; one is generated when it is missing.
-func (q *Queue) CreateBatch(submission map[string]any) (*Batch, error) {
-	sub := make(map[string]any, len(submission)+1)
-	for k, v := range submission {
-		sub[k] = v
-	}
-	id, _ := sub["batchID"].(string)
+func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
+	id := sub.BatchUUID
 	if id == "" {
 		id = uuid.NewString()
-		sub["batchID"] = id
+		sub.BatchUUID = id
 	}
 	if strings.Contains(id, "/") {
 		return nil, fmt.Errorf("batchID %q: must not contain '/'", id)
@@ -103,7 +99,6 @@ func (q *Queue) LoadBatch(bid string) (*Batch, error) {
 		if err := decodeJSON(q.rel(q.batchPath(bid, "submission")), r[2].data, &b.Submission); err != nil {
 			return nil, err
 		}
-		fromMerritt(b.Submission)
 	}
 	if r[3].err == nil && len(r[3].data) > 0 {
 		b.Report = new(StatusReport)

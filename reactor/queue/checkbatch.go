@@ -204,9 +204,9 @@ func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]str
 	keys := make([]string, len(jids))
 	forEach(indexes(len(jids)), 32, func(i int) {
 		data, _, err := q.conn.Get(q.jobPath(jids[i], "configuration"))
-		var cfg map[string]any
+		var cfg JobConfig
 		if err == nil && decodeJSON("", data, &cfg) == nil {
-			keys[i], _ = cfg[ObjectKeyField].(string)
+			keys[i] = cfg.ObjectKey
 		}
 	})
 	byKey := map[string][]string{}

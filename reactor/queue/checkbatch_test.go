@@ -16,13 +16,13 @@ func TestCheckBatchContradictions(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	newBatch := func(keys ...string) (*queue.Batch, []*queue.Job) {
-		b, err := r.q.CreateBatch(map[string]any{"profile_name": "demo"})
+		b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo"}))
 		r.ok(err)
 		b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
 		r.ok(err)
 		var jobs []*queue.Job
 		for _, k := range keys {
-			j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: map[string]any{queue.ObjectKeyField: k}})
+			j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"object_key": k})})
 			r.ok(err)
 			jobs = append(jobs, j)
 		}

@@ -30,7 +30,7 @@ func TestConcurrentPipeline(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
 	for i := range jobs {
-		_, err := r.q.CreateJob(b, queue.JobSpec{Priority: i % 7, Config: map[string]any{"n": i}})
+		_, err := r.q.CreateJob(b, queue.JobSpec{Priority: i % 7, Config: queue.JobConfigOf(map[string]any{"n": i})})
 		r.ok(err)
 	}
 

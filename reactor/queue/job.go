@@ -3,7 +3,6 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ func (q *Queue) refPath(s State, ref string) string {
 type JobSpec struct {
 	Priority    int // 0..99, lower runs first; DefaultPriority is 5
 	SpaceNeeded int64
-	Config      map[string]any // configuration: profile_name, submitter, payload_url, …
+	Config      JobConfig
 	Identifiers *Identifiers
 	Metadata    *Metadata
 	// RecordID writes the job's id into its configuration (jobID), as
@@ -43,9 +42,6 @@ func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
 	if err := checkPriority(spec.Priority); err != nil {
 		return nil, fmt.Errorf("create job in %s: %w", bid, err)
 	}
-	if spec.Config == nil {
-		spec.Config = map[string]any{}
-	}
 	// As for batches: the sequential create comes first, its children in one
 	// multi() after; an empty /jobs/jidN left by a crash is skipped by readers.
 	p, err := q.conn.Create(q.Path("/jobs/jid"), nil, zk.FlagSequence, acl)
@@ -54,8 +50,7 @@ func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
 	}
 	jid := path2name(p)
 	if spec.RecordID {
-		spec.Config = maps.Clone(spec.Config)
-		spec.Config[ConfigJobID] = jid
+		spec.Config.JobID = jid
 	}
 	j := &Job{
 		ID: jid, BatchID: bid, Priority: spec.Priority, SpaceNeeded: spec.SpaceNeeded, Config: spec.Config,
@@ -160,7 +155,6 @@ func (q *Queue) LoadJob(jid string) (*Job, error) {
 			}
 		}
 	}
-	fromMerritt(j.Config)
 	return j, nil
 }
 

@@ -21,22 +21,22 @@ func TestMerrittKeysAreRead(t *testing.T) {
 	want := map[string]any{"profile_name": "merritt_demo", "hash_algorithm": "sha256", "hash_value": "ab", "file_name": "a.pdf",
 		"response_type": "json", "erc_what": "T", "local_id": "x;y"}
 	for k, v := range want {
-		if j.Config[k] != v {
-			t.Errorf("configuration %s = %v, want %v", k, j.Config[k], v)
+		if j.Config.Map()[k] != v {
+			t.Errorf("configuration %s = %v, want %v", k, j.Config.Map()[k], v)
 		}
 	}
-	if _, ok := j.Config["file_size"]; ok {
-		t.Errorf("size 0 (Merritt's \"not given\") became file_size %v", j.Config["file_size"])
+	if _, ok := j.Config.Map()["file_size"]; ok {
+		t.Errorf("size 0 (Merritt's \"not given\") became file_size %v", j.Config.Map()["file_size"])
 	}
 	if data, _, err := r.conn.Get(r.q.Path("/jobs/" + created.ID + "/configuration")); err != nil || string(data) != config {
 		t.Errorf("configuration rewritten: %s %v", data, err)
 	}
 
-	mb, err := r.q.CreateBatch(map[string]any{"profile": "merritt_demo", "type": "batchManifestContainer", "objectID": "ark:/1/x"})
+	mb, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile": "merritt_demo", "type": "batchManifestContainer", "objectID": "ark:/1/x"}))
 	r.ok(err)
 	got, err := r.q.LoadBatch(mb.ID)
 	r.ok(err)
-	if got.Profile() != "merritt_demo" || got.Submission["type"] != "manifest" || got.Submission["primary_id"] != "ark:/1/x" {
+	if got.Profile() != "merritt_demo" || got.Submission.Map()["type"] != "manifest" || got.Submission.Map()["primary_id"] != "ark:/1/x" {
 		t.Errorf("batch read as profile %q, submission %v", got.Profile(), got.Submission)
 	}
 }
@@ -47,22 +47,22 @@ func TestMerrittKeysAreRead(t *testing.T) {
 func TestRecordJobID(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	cfg := map[string]any{"profile_name": "demo"}
+	cfg := queue.JobConfig{Profile: "demo"}
 	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg, RecordID: true})
 	r.ok(err)
 	plain, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg})
 	r.ok(err)
-	if _, ok := cfg[queue.ConfigJobID]; ok {
+	if cfg.JobID != "" {
 		t.Errorf("the caller's configuration was changed: %v", cfg)
 	}
 	for jid, want := range map[string]any{j.ID: j.ID, plain.ID: nil} {
 		loaded, err := r.q.LoadJob(jid)
 		r.ok(err)
-		if loaded.Config[queue.ConfigJobID] != want {
-			t.Errorf("job %s: jobID %v, want %v", jid, loaded.Config[queue.ConfigJobID], want)
+		if loaded.Config.Map()["jobID"] != want {
+			t.Errorf("job %s: jobID %v, want %v", jid, loaded.Config.Map()["jobID"], want)
 		}
 	}
-	if j.Config[queue.ConfigJobID] != j.ID {
+	if j.Config.Map()["jobID"] != j.ID {
 		t.Errorf("returned job's configuration %v, want its jobID", j.Config)
 	}
 }

@@ -11,15 +11,6 @@ import (
 // TimeLayout is the layout of last_modified, as the deployed library writes it.
 const TimeLayout = "2006-01-02 15:04:05 -0700"
 
-// ObjectKeyField is the configuration field that names the object a job is
-// for, unique within its batch: how a batch handler run again knows which
-// objects have jobs, and how Check finds an object with two.
-const ObjectKeyField = "object_key"
-
-// ConfigJobID is the configuration field with the job's own id, which
-// mrt-zk's Job.jid() reads (MerrittJsonKey.JID).
-const ConfigJobID = "jobID"
-
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 
@@ -73,7 +64,7 @@ type Job struct {
 	BatchID     string
 	Priority    int
 	SpaceNeeded int64
-	Config      map[string]any
+	Config      JobConfig
 	Status      JobStatus
 	Identifiers *Identifiers
 	Metadata    *Metadata
@@ -90,7 +81,7 @@ type Job struct {
 func (j *Job) State() State { return j.Status.Status }
 
 // Profile is configuration.profile_name, or "" when there is none.
-func (j *Job) Profile() string { s, _ := j.Config["profile_name"].(string); return s }
+func (j *Job) Profile() string { return j.Config.Profile }
 
 // Ref is the name of its ref under /jobs/states/<state>.
 func (j *Job) Ref() string { return j.ref }
@@ -98,7 +89,7 @@ func (j *Job) Ref() string { return j.ref }
 // Batch is a depositor's submission, as read from ZooKeeper.
 type Batch struct {
 	ID         string
-	Submission map[string]any
+	Submission Submission
 	Status     BatchStatus
 	Report     *StatusReport
 	Acquired   bool // has a `states` child: no longer pending for mrt-zk
@@ -116,10 +107,10 @@ type Batch struct {
 func (b *Batch) State() State { return b.Status.Status }
 
 // UUID is submission.batchID, the batch's public key.
-func (b *Batch) UUID() string { s, _ := b.Submission["batchID"].(string); return s }
+func (b *Batch) UUID() string { return b.Submission.BatchUUID }
 
 // Profile is submission.profile_name (or Merritt's "profile"), or "".
-func (b *Batch) Profile() string { s, _ := b.Submission["profile_name"].(string); return s }
+func (b *Batch) Profile() string { return b.Submission.Profile }
 
 // merrittNames maps the names Merritt's ingest service (CDLUC3/mrt-ingest,
 // handlers/batchProcess/HandlerSubmit.java) gives the fields of a batch's
@@ -148,20 +139,25 @@ var merrittTypes = map[string]string{"batchManifest": "manifest", "batchManifest
 // understands both forms. Merritt writes 0 and "" for "not given": those are
 // not copied, and do not hide the other name's value. Nothing is written
 // back to ZooKeeper.
-func fromMerritt(m map[string]any) {
-	given := func(v any) bool { return v != nil && v != "" && v != float64(0) }
+func fromMerritt(m map[string]json.RawMessage) {
+	given := func(v json.RawMessage) bool {
+		s := strings.TrimSpace(string(v))
+		return s != "" && s != "null" && s != `""` && s != "0"
+	}
 	for theirs, ours := range merrittNames {
 		v := m[theirs]
 		if !given(v) || given(m[ours]) {
 			continue
 		}
-		if s, isString := v.(string); isString && theirs == "digestType" {
-			v = strings.ReplaceAll(strings.ToLower(s), "-", "") // "SHA-256" → "sha256"
+		var s string
+		if theirs == "digestType" && json.Unmarshal(v, &s) == nil {
+			v = mustJSON(strings.ReplaceAll(strings.ToLower(s), "-", "")) // "SHA-256" → "sha256"
 		}
 		m[ours] = v
 	}
-	if t, ok := m["type"].(string); ok && merrittTypes[t] != "" {
-		m["type"] = merrittTypes[t]
+	var t string
+	if json.Unmarshal(m["type"], &t) == nil && merrittTypes[t] != "" {
+		m["type"] = mustJSON(merrittTypes[t])
 	}
 }
 

@@ -20,6 +20,7 @@ type Queue struct {
 	log    *slog.Logger
 	now    func() time.Time
 	closed func() bool // the connection was closed on purpose: stop retrying
+	made   sync.Map    // ingestq's own folders known to exist (ensureDirs)
 }
 
 // Option configures a Queue.
@@ -48,9 +49,6 @@ func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
 	}
 	return q, nil
 }
-
-// Conn is the ZooKeeper connection the queue uses.
-func (q *Queue) Conn() *zk.Conn { return q.conn }
 
 // Root is the root prefix ("" for none).
 func (q *Queue) Root() string { return q.root }

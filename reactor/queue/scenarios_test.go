@@ -39,7 +39,7 @@ var scenarios = map[string]scenario{
 		b := r.batch()
 		got, err := r.q.LoadBatch(b.ID)
 		r.ok(err)
-		if got.ID != b.ID || got.UUID() != "bid-uuid" || got.State() != queue.Pending || got.Submission["foo"] != "bar" {
+		if got.ID != b.ID || got.UUID() != "bid-uuid" || got.State() != queue.Pending || got.Submission.Map()["foo"] != "bar" {
 			r.t.Fatalf("loaded %+v", got)
 		}
 	},
@@ -76,7 +76,7 @@ var scenarios = map[string]scenario{
 	},
 	"batch_acquire": func(r *run) {
 		b0 := r.batch()
-		b1, err := r.q.CreateBatch(map[string]any{"foo": "bar2", "batchID": "bid-uuid2"})
+		b1, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"foo": "bar2", "batchID": "bid-uuid2"}))
 		r.ok(err)
 		r.name("bid1", b1.ID)
 		for _, want := range []string{b0.ID, b1.ID} {
@@ -191,7 +191,7 @@ var scenarios = map[string]scenario{
 
 // batch creates bid0 with the default submission.
 func (r *run) batch() *queue.Batch {
-	b, err := r.q.CreateBatch(map[string]any{"foo": "bar", "batchID": "bid-uuid"})
+	b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"foo": "bar", "batchID": "bid-uuid"}))
 	r.ok(err)
 	r.name("bid0", b.ID)
 	return b
@@ -208,7 +208,7 @@ func (r *run) processing(release bool) *queue.Batch {
 }
 
 func (r *run) job(b *queue.Batch, ph string, prio int, config map[string]any) *queue.Job {
-	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: prio, Config: config})
+	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: prio, Config: queue.JobConfigOf(config)})
 	r.ok(err)
 	r.name(ph, j.ID)
 	return j
@@ -365,8 +365,8 @@ func batchRecovery(r *run) {
 
 func (r *run) configJob(ident, meta bool) {
 	b := r.processing(true)
-	spec := queue.JobSpec{Priority: queue.DefaultPriority, Config: map[string]any{
-		"profile_name": "a", "submitter": "b", "payload_url": "c", "payload_type": "d", "response_type": "e"}}
+	spec := queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfigOf(map[string]any{
+		"profile_name": "a", "submitter": "b", "payload_url": "c", "payload_type": "d", "response_type": "e"})}
 	if ident {
 		spec.Identifiers = &queue.Identifiers{PrimaryID: "f", LocalIDs: queue.SplitLocalIDs("g;h")}
 	}

@@ -143,7 +143,7 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 // checkCollection refuses to hold a collection no daemon has published a
 // profile for (a typo would hold nothing, silently), unless force.
 func checkCollection(q *queue.Queue, name string, force bool) error {
-	known, err := profile.Published(q.Conn(), q.Root())
+	known, err := profile.Published(q)
 	if err != nil || force || slices.Contains(known, name) {
 		return err
 	}
@@ -256,7 +256,7 @@ func (a *app) requeueCommand() *cobra.Command {
 // refetches tells whether a requeued job fetches its object manifest
 // again: it resumes at a step up to Downloading (the handlers' rule).
 func refetches(j *queue.Job) bool {
-	typ, _ := j.Config["payload_type"].(string)
+	typ := j.Config.PayloadType
 	switch j.State() {
 	case queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading:
 		return typ == "object_manifest"
@@ -377,7 +377,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 			}
 			a.warnAll("not cleaned up", problems)
 			// The minter's records of jobs deleted before they completed.
-			forgot, err := mint.New(q.Conn(), q.Root()).Sweep(func(jid string) (bool, error) {
+			forgot, err := mint.New(q).Sweep(func(jid string) (bool, error) {
 				_, err := q.LoadJob(jid)
 				if errors.Is(err, queue.ErrNotFound) {
 					return true, nil

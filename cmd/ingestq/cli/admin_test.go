@@ -271,7 +271,7 @@ func TestCleanup(t *testing.T) {
 
 	// A minting record whose job was deleted before Notify goes too; one
 	// of a job still there stays.
-	m := mint.New(f.q.Conn(), f.q.Root())
+	m := mint.New(f.q)
 	for _, jid := range []string{"jid0000009999", f.p1} {
 		if _, err := m.Mint(context.Background(), jid, "99999", "fk4"); err != nil {
 			t.Fatal(err)
@@ -282,7 +282,7 @@ func TestCleanup(t *testing.T) {
 	if !strings.Contains(out, "1 minting record of deleted jobs removed") {
 		t.Errorf("cleanup with a deleted job's minting record: %q", out)
 	}
-	left, _, err := f.q.Conn().Children(f.q.Root() + "/ingestq/minted")
+	left, err := f.q.MintedJobs()
 	if err != nil || len(left) != 1 || left[0] != f.p1 {
 		t.Errorf("minting records left %v (%v), want only %s", left, err, f.p1)
 	}

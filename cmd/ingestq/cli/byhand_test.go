@@ -45,7 +45,7 @@ func TestByHandPath(t *testing.T) {
 	// listens before that).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, known, err := profile.Known(e.conn, e.root, "demo")
+		_, known, err := profile.Known(e.q, "demo")
 		if known {
 			break
 		}

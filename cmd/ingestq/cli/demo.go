@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -173,9 +174,13 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 		return err
 	}
 	defer s.Close()
+	q, err := queue.New(s.Conn, "")
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for try := 1; ; try++ {
-		_, known, _ := profile.Known(s.Conn, "", "demo")
+		_, known, _ := profile.Known(q, "demo")
 		if known {
 			if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
 				nc.Close()

@@ -61,7 +61,7 @@ func (a *app) ingestPipeline(q *queue.Queue, bus *events.Bus, dataDir string, f 
 	if err != nil {
 		return nil, usagef("--profiles: %v", err)
 	}
-	if err := profile.Publish(q.Conn(), q.Root(), profiles); err != nil {
+	if err := profile.Publish(q, profiles); err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("publishing the profiles: %w", err)}
 	}
 	margin, err := profile.ParseByteSize(f.margin)

@@ -85,7 +85,7 @@ func (e *env) publishDemo() {
 	e.t.Helper()
 	set, err := profile.NewSet(profile.Default())
 	e.ok(err)
-	e.ok(profile.Publish(e.conn, e.root, set))
+	e.ok(profile.Publish(e.q, set))
 }
 
 func (e *env) run(args ...string) (string, string, int) {
@@ -102,7 +102,7 @@ func (e *env) ok(err error) {
 
 func (e *env) batch(uuid, profile string) string {
 	e.t.Helper()
-	b, err := e.q.CreateBatch(map[string]any{"batchID": uuid, "profile_name": profile, "submitter": "tester"})
+	b, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"batchID": uuid, "profile_name": profile, "submitter": "tester"}))
 	e.ok(err)
 	return b.ID
 }
@@ -113,7 +113,7 @@ func (e *env) job(bid string, priority int, profile string) string {
 	e.ok(err)
 	j, err := e.q.CreateJob(b, queue.JobSpec{
 		Priority: priority, SpaceNeeded: 1234,
-		Config:      map[string]any{"profile_name": profile, "payload_url": "https://example.org/obj.zip"},
+		Config:      queue.JobConfig{Profile: profile, PayloadURL: "https://example.org/obj.zip"},
 		Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4test", LocalIDs: []string{"loc-1"}},
 		Metadata:    &queue.Metadata{Who: "Doe, Jane", What: "A test object", When: "2024"},
 	})

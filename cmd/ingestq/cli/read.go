@@ -385,7 +385,7 @@ func jobFields(j *queue.Job) []field {
 		{"message", j.Status.Message},
 		{"priority", j.Priority},
 		{"space_needed", j.SpaceNeeded},
-		{"configuration", j.Config},
+		{"configuration", j.Config.Map()},
 		{"identifiers", j.Identifiers},
 		{"metadata", j.Metadata},
 		{"store", j.Store},
@@ -404,7 +404,7 @@ func batchFields(b *queue.Batch, buckets map[string][]string) []field {
 		{"profile", b.Profile()},
 		{"acquired", b.Acquired},
 		{"locked", b.Locked},
-		{"submission", b.Submission},
+		{"submission", b.Submission.Map()},
 		{"report", b.Report},
 	}
 	for _, bucket := range queue.Buckets {

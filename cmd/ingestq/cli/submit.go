@@ -45,7 +45,7 @@ type submitFlags struct {
 
 func (a *app) submitCommand() *cobra.Command {
 	var f submitFlags
-	var sub map[string]any
+	var sub queue.Submission
 	cmd := &cobra.Command{
 		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--wait] URL|PATH",
 		Short: "Submit a payload (a URL or a local file) as a batch for a profile",
@@ -84,7 +84,22 @@ func (a *app) submitCommand() *cobra.Command {
 
 // submission checks the flags and the payload and builds the batch's
 // submission; anything wrong is a usage error, found before connecting.
-func (a *app) submission(f submitFlags, priority bool, payload string) (map[string]any, error) {
+func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Submission, error) {
+	m, err := a.submissionFields(f, priority, payload)
+	if err != nil {
+		return queue.Submission{}, err
+	}
+	// Through JSON, as a daemon reads it: --set keys that name a field fill
+	// it, the others are kept as they are.
+	var sub queue.Submission
+	data, err := json.Marshal(m)
+	if err == nil {
+		err = json.Unmarshal(data, &sub)
+	}
+	return sub, err
+}
+
+func (a *app) submissionFields(f submitFlags, priority bool, payload string) (map[string]any, error) {
 	if f.profile == "" {
 		return nil, usagef("submit: missing --profile")
 	}
@@ -139,7 +154,7 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (map[stri
 	return sub, nil
 }
 
-func (a *app) submit(ctx context.Context, q *queue.Queue, sub map[string]any, wait bool) error {
+func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, wait bool) error {
 	if err := checkProfile(q, sub); err != nil {
 		return err
 	}
@@ -482,12 +497,12 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 
 // checkProfile refuses a submission for a profile no daemon has published.
 // Pass-through payloads (tests and benchmarks) need none.
-func checkProfile(q *queue.Queue, sub map[string]any) error {
-	name, _ := sub["profile_name"].(string)
-	if u, _ := sub["payload_url"].(string); strings.HasPrefix(u, reactor.PassThroughScheme) {
+func checkProfile(q *queue.Queue, sub queue.Submission) error {
+	name := sub.Profile
+	if strings.HasPrefix(sub.PayloadURL, reactor.PassThroughScheme) {
 		return nil
 	}
-	prof, ok, err := profile.Known(q.Conn(), q.Root(), name)
+	prof, ok, err := profile.Known(q, name)
 	if err != nil {
 		return fmt.Errorf("reading the profile registry: %w", err)
 	}
@@ -501,8 +516,8 @@ func checkProfile(q *queue.Queue, sub map[string]any) error {
 // checkScheme refuses a payload the profile's daemons would not fetch: a
 // scheme other than http and https, or a local file without the profile's
 // allow_local_files.
-func checkScheme(prof *profile.Profile, sub map[string]any) error {
-	raw, _ := sub["payload_url"].(string)
+func checkScheme(prof *profile.Profile, sub queue.Submission) error {
+	raw := sub.PayloadURL
 	u, err := url.Parse(raw)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: %v", raw, err)}

@@ -137,12 +137,12 @@ func TestSubmit(t *testing.T) {
 	}
 	want := map[string]any{"profile_name": "demo", "submitter": "unknown", "payload_url": "passthrough:3",
 		"type": "auto", "submission_mode": "add", "batchID": b.UUID()}
-	if len(b.Submission) != len(want) {
+	if len(b.Submission.Map()) != len(want) {
 		t.Errorf("submission %v, want %v", b.Submission, want)
 	}
 	for k, v := range want {
-		if b.Submission[k] != v {
-			t.Errorf("submission %s = %v, want %v", k, b.Submission[k], v)
+		if b.Submission.Map()[k] != v {
+			t.Errorf("submission %s = %v, want %v", k, b.Submission.Map()[k], v)
 		}
 	}
 	if b.State() != queue.Pending || b.UUID() == "" {
@@ -164,8 +164,8 @@ func TestSubmit(t *testing.T) {
 	}
 	b2, err := e.q.FindBatch(got.UUID)
 	e.ok(err)
-	if b2.ID != got.BatchID || b2.Submission["submitter"] != "jdoe" || b2.Submission["type"] != "manifest" ||
-		b2.Submission["payload_url"] != "https://example.org/m.checkm" || b2.Submission["priority"] != float64(3) {
+	if b2.ID != got.BatchID || b2.Submission.Map()["submitter"] != "jdoe" || b2.Submission.Map()["type"] != "manifest" ||
+		b2.Submission.Map()["payload_url"] != "https://example.org/m.checkm" || b2.Submission.Map()["priority"] != float64(3) {
 		t.Errorf("batch %s: submission %v", b2.ID, b2.Submission)
 	}
 }
@@ -221,10 +221,10 @@ func TestSubmitLocalPath(t *testing.T) {
 	local.Name, local.AllowLocalFiles = "local", true
 	set, err := profile.NewSet(profile.Default(), &local)
 	e.ok(err)
-	e.ok(profile.Publish(e.conn, e.root, set))
+	e.ok(profile.Publish(e.q, set))
 	_, _, code = e.run("submit", "--profile", "local", "--type", "container", "payload.zip")
 	wantCode(t, code, 0)
-	u, _ := e.onlyBatch().Submission["payload_url"].(string)
+	u, _ := e.onlyBatch().Submission.Map()["payload_url"].(string)
 	got, ok := strings.CutPrefix(u, "file://")
 	if !ok || !filepath.IsAbs(got) {
 		t.Fatalf("payload_url %q is not a file: URL of an absolute path", u)

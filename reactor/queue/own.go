@@ -1,0 +1,206 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/backoff"
+)
+
+// ingestq's own nodes, beside mrt-zk's layout, under /ingestq: the profiles
+// the daemons publish, and the minter's counters and per-job records.
+const (
+	profilesDir = "/ingestq/profiles" // <name> → the profile as JSON
+	countersDir = "/ingestq/minter"   // <counter> → the last number minted, in decimal
+	mintedDir   = "/ingestq/minted"   // <jid> → the value minted for the job
+)
+
+// maxRepairs bounds how often one Mint remakes folders deleted under it, so
+// a tree being torn down fails the call instead of spinning.
+const maxRepairs = 3
+
+// PutProfile publishes a profile's JSON under its name, creating the node
+// or replacing what is there.
+func (q *Queue) PutProfile(name string, data []byte) error {
+	if err := checkOwnName(name, "profile name"); err != nil {
+		return err
+	}
+	if err := q.ensureDirs(profilesDir); err != nil {
+		return err
+	}
+	p := q.Path(profilesDir + "/" + name)
+	if err := q.commit([]op{upsert(p, data, false)}); err != nil {
+		return fmt.Errorf("publish profile %s: %w", q.rel(p), err)
+	}
+	return nil
+}
+
+// ProfileData reads a published profile; ok is false when none is.
+func (q *Queue) ProfileData(name string) (data []byte, ok bool, err error) {
+	if err := checkOwnName(name, "profile name"); err != nil {
+		return nil, false, err
+	}
+	data, _, err = q.get(q.Path(profilesDir + "/" + name))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, false, nil
+	}
+	return data, err == nil, err
+}
+
+// ProfileNames lists the published profiles, sorted.
+func (q *Queue) ProfileNames() ([]string, error) {
+	return q.sortedChildren(profilesDir)
+}
+
+// Mint returns the value minted for job jid from counter: the recorded one
+// when there is one, else format(n+1) for the counter's n, recorded for jid
+// while the counter advances, in one multi(): both or neither, so a number
+// is never burnt nor used twice, and a retry after a crash or a lost reply
+// gets the same value back.
+func (q *Queue) Mint(ctx context.Context, counter, jid string, format func(n uint64) string) (string, error) {
+	if err := checkOwnName(counter, "counter"); err != nil {
+		return "", err
+	}
+	if err := checkOwnName(jid, "job id"); err != nil {
+		return "", err
+	}
+	cpath, rpath := q.Path(countersDir+"/"+counter), q.Path(mintedDir+"/"+jid)
+	repairs := 0
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("mint for %s: %w", jid, err)
+		}
+		if err := q.ensureDirs(countersDir, mintedDir); err != nil {
+			return "", err
+		}
+		if v, ok, err := q.Minted(jid); ok || err != nil {
+			return v, err
+		}
+		data, st, err := q.get(cpath)
+		if errors.Is(err, zk.ErrNoNode) {
+			// First use of this counter; a concurrent creator is fine.
+			err = q.commit([]op{createRef(cpath)})
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("mint for %s: read counter %s: %w", jid, q.rel(cpath), err)
+		}
+		n, err := decodeInt(q.rel(cpath), data)
+		if err == nil && n < 0 {
+			err = corrupt(q.rel(cpath), "want a count, have %d", n)
+		}
+		if err != nil {
+			return "", fmt.Errorf("mint for %s: %w", jid, err)
+		}
+		v := format(uint64(n) + 1)
+		record := create(rpath, []byte(v))
+		record.witness = true
+		err = q.commit([]op{fenceSet(cpath, []byte(strconv.FormatUint(uint64(n)+1, 10)), st.Version), record})
+		switch {
+		case err == nil:
+			return v, nil
+		case errors.Is(err, ErrStale), errors.Is(err, zk.ErrNodeExists):
+			// Another mint took n+1, or another Mint of this jid won: read
+			// again; the next round returns its record.
+			// A short random pause spreads out minters racing for one counter.
+			if !backoff.Sleep(ctx, rand.N(backoff.Delay(time.Millisecond, 20*time.Millisecond, attempt)+1)) {
+				return "", fmt.Errorf("mint for %s: %w", jid, ctx.Err())
+			}
+		case errors.Is(err, zk.ErrNoNode) && repairs < maxRepairs:
+			q.made.Clear() // a folder went under us: the next round remakes it
+			repairs++
+		default:
+			return "", fmt.Errorf("mint for %s: advance %s and record %s: %w", jid, q.rel(cpath), q.rel(rpath), err)
+		}
+	}
+}
+
+// Minted returns the value minted for jid, if any.
+func (q *Queue) Minted(jid string) (string, bool, error) {
+	if err := checkOwnName(jid, "job id"); err != nil {
+		return "", false, err
+	}
+	data, _, err := q.get(q.Path(mintedDir + "/" + jid))
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("mint: %w", err)
+	}
+	return string(data), true, nil
+}
+
+// ForgetMinted deletes jid's minting record; the value stays used, since
+// the counter never goes back. A missing record is fine.
+func (q *Queue) ForgetMinted(jid string) error {
+	if err := checkOwnName(jid, "job id"); err != nil {
+		return err
+	}
+	if err := q.commit([]op{delIfThere(q.Path(mintedDir + "/" + jid))}); err != nil {
+		return fmt.Errorf("mint: forget %s: %w", jid, err)
+	}
+	return nil
+}
+
+// MintedJobs lists the jobs with a minting record, sorted.
+func (q *Queue) MintedJobs() ([]string, error) {
+	return q.sortedChildren(mintedDir)
+}
+
+// sortedChildren lists one of ingestq's own folders; a folder never made
+// is empty.
+func (q *Queue) sortedChildren(dir string) ([]string, error) {
+	names, err := q.children(q.Path(dir))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// ensureDirs creates folders (and their parents) under the root where
+// missing; ones that exist, or appear meanwhile, are fine. Each is looked
+// for once per Queue (again after a repair).
+func (q *Queue) ensureDirs(dirs ...string) error {
+	for _, dir := range dirs {
+		if _, done := q.made.Load(dir); done {
+			continue
+		}
+		for i := 1; i <= len(dir); i++ {
+			if i < len(dir) && dir[i] != '/' {
+				continue
+			}
+			p := q.Path(dir[:i])
+			if ok, _, err := q.conn.Exists(p); err != nil {
+				return fmt.Errorf("look for %s: %w", dir[:i], err)
+			} else if !ok {
+				if err := q.commit([]op{createRef(p)}); err != nil {
+					return fmt.Errorf("create %s: %w", dir[:i], err)
+				}
+			}
+		}
+		q.made.Store(dir, true)
+	}
+	return nil
+}
+
+// checkOwnName rejects a name that would not make one node below a folder.
+func checkOwnName(name, what string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s %q is not usable as a ZooKeeper node name", what, name)
+	}
+	return nil
+}
