@@ -248,7 +248,7 @@ func TestBadInputEndToEnd(t *testing.T) {
 			t.Errorf("%s appeared during the test", filepath.Join(outside, name))
 		}
 	}
-	v, err := r.q.Check()
+	v, err := r.q.Check(t.Context())
 	if err != nil {
 		t.Fatalf("queue check: %v", err)
 	}

@@ -29,7 +29,8 @@ const progressEvery = 500 * time.Millisecond
 // already there was downloaded and verified by an earlier run (downloads
 // land under a temporary name and are renamed once verified), so a retry
 // only checks it again. A container is then unpacked into producer/.
-func (p *Pipeline) download(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, err := p.profile(j.Profile())
 	if err != nil {
 		return reactor.Result{}, err

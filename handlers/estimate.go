@@ -16,7 +16,8 @@ import (
 // manifest's size, else a HEAD) and gives big jobs the profile's later
 // priority. It never fails: a size it cannot learn makes the estimate 0
 // ("unknown"), and Provisioning treats that with care.
-func (p *Pipeline) estimate(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) estimate(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, err := p.profile(j.Profile())
 	if err != nil {
 		return reactor.Result{}, err
@@ -76,7 +77,8 @@ func (p *Pipeline) sizes(ctx context.Context, profName string, files []file) int
 // provision lets a job on when the working storage has room for it: its
 // estimate plus the margin free, and the fill ratio after it at most
 // MaxFill. Otherwise it waits and is tested again after ProvisionWait.
-func (p *Pipeline) provision(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) provision(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	free, total, err := p.cfg.Space(p.work)
 	if err != nil {
 		return reactor.Result{}, err // retryable: a file system hiccup
@@ -95,10 +97,7 @@ func (p *Pipeline) provision(ctx context.Context, j *queue.Job) (reactor.Result,
 		msg := fmt.Sprintf("waiting for room: needs %d MiB + %d MiB margin, %d MiB free, %.0f%% full after it (at most %.0f%%)",
 			need>>20, p.cfg.Margin>>20, free>>20, fill*100, p.cfg.MaxFill*100)
 		if j.Status.Message != msg {
-			st := j.Status
-			j.Status.Message = msg
-			if err := p.q.UpdateJob(j, queue.JobChange{}); err != nil {
-				j.Status = st
+			if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
 				p.log.Warn("provisioning: waiting message not written", "job", j.ID, "err", err)
 			}
 		}

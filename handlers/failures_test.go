@@ -146,7 +146,7 @@ func TestFailureThenRequeue(t *testing.T) {
 			if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
 				t.Fatalf("after requeue and report: batch %s (%s)", b.State(), b.Status.Message)
 			}
-			j, err := r.q.LoadJob(j.ID)
+			j, err := r.q.LoadJob(t.Context(), j.ID)
 			if err != nil || j.State() != queue.Completed || j.Status.RetryCount != 1 {
 				t.Fatalf("job after requeue: %+v, %v", j, err)
 			}

@@ -35,26 +35,26 @@ func TestMerrittSubmission(t *testing.T) {
 	data := []byte("hello from Merritt\n")
 	url := r.content.put("/merritt/hello.txt", data)
 	sub := merrittSubmission(r.prof.Name, url, "file", "SHA-256", sha256hex(data), len(data))
-	good, err := r.q.CreateBatch(queue.SubmissionOf(sub))
+	good, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(sub))
 	r.ok(err)
 	// The same with a wrong digest: it fails, so the digest was read.
 	sub = merrittSubmission(r.prof.Name, r.content.put("/merritt/other/hello.txt", data), "file", "SHA-256", sha256hex([]byte("other")), len(data))
-	bad, err := r.q.CreateBatch(queue.SubmissionOf(sub))
+	bad, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(sub))
 	r.ok(err)
 	// Merritt's name for a batch manifest of single files.
 	list := r.content.put("/merritt/list.checkm", manifest("mrt-single-file-batch-manifest", fileRow(url, "hello.txt", data)))
-	listed, err := r.q.CreateBatch(queue.SubmissionOf(merrittSubmission(r.prof.Name, list, "batchManifestFile", "", "", 0)))
+	listed, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(merrittSubmission(r.prof.Name, list, "batchManifestFile", "", "", 0)))
 	r.ok(err)
 	// Merritt writes size 0 when the depositor gave none, and MD5 so.
 	unsizedURL := r.content.put("/merritt/unsized/hello.txt", data)
 	sub = merrittSubmission(r.prof.Name, unsizedURL, "file", "MD5", fileRow(unsizedURL, "", data).digest, 0)
 	sub["localID"] = "merritt-loc-2" // another object: one local id names one object
-	unsized, err := r.q.CreateBatch(queue.SubmissionOf(sub))
+	unsized, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(sub))
 	r.ok(err)
 	// Merritt's own submission names its upload, which stays on its disk.
 	sub = merrittSubmission(r.prof.Name, url, "file", "", "", 0)
 	delete(sub, "payload_url")
-	upload, err := r.q.CreateBatch(queue.SubmissionOf(sub))
+	upload, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(sub))
 	r.ok(err)
 
 	if b := r.waitBatch(good.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
@@ -78,7 +78,7 @@ func TestMerrittSubmission(t *testing.T) {
 	if b.State() != queue.Failed || len(b.Report.FailedJobs) != 1 {
 		t.Fatalf("batch with a wrong digest: %s, report %+v", b.State(), b.Report)
 	}
-	failed, err := r.q.LoadJob(b.Report.FailedJobs[0])
+	failed, err := r.q.LoadJob(t.Context(), b.Report.FailedJobs[0])
 	r.ok(err)
 	if want := "sha256 mismatch: want " + sha256hex([]byte("other")); !strings.Contains(failed.Status.Message, want) {
 		t.Errorf("job with a wrong digest: %q, want %q", failed.Status.Message, want)

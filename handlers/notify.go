@@ -7,7 +7,6 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/notify"
 	"github.com/ingestq/ingestq/reactor"
-	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // Callback is the JSON a profile's callback receives when a job completes.
@@ -26,7 +25,8 @@ type Callback struct {
 // still failing after that fails the job), then forgets the job's minting
 // record and removes its working folder: the object is stored and recorded.
 // Run again after a crash, the callback is sent again: at least once.
-func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
@@ -44,7 +44,7 @@ func (p *Pipeline) notify(ctx context.Context, j *queue.Job) (reactor.Result, er
 			return reactor.Result{}, reactor.Fatal(fmt.Errorf("callback: %w", err))
 		}
 	}
-	if err := p.minter.Forget(j.ID); err != nil {
+	if err := p.minter.Forget(ctx, j.ID); err != nil {
 		p.log.Warn("notify: minting record not removed", "job", j.ID, "err", err)
 	}
 	if err := os.RemoveAll(p.workDir(j.ID)); err != nil {

@@ -130,8 +130,8 @@ func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
 
 // namingJob has h's HTTP requests log through a logger naming the job.
 func (p *Pipeline) namingJob(h reactor.JobHandler) reactor.JobHandler {
-	return reactor.JobHandlerFunc(func(ctx context.Context, j *queue.Job) (reactor.Result, error) {
-		return h.Handle(fetch.WithLogger(ctx, p.log.With("job", j.ID)), j)
+	return reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+		return h.Handle(fetch.WithLogger(ctx, p.log.With("job", s.Job.ID)), s)
 	})
 }
 

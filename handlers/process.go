@@ -24,12 +24,13 @@ import (
 // job's local ids is already an object there (this deposit is an update of
 // it), else from the depositor, else from the minter; it is written to
 // ZooKeeper before anything else, so a restart never mints again.
-func (p *Pipeline) process(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, err := p.profile(j.Profile())
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	ids, update, err := p.identify(ctx, j, prof)
+	ids, update, err := p.identify(ctx, s, prof)
 	if err != nil {
 		return reactor.Result{}, err
 	}
@@ -60,7 +61,8 @@ func (p *Pipeline) process(ctx context.Context, j *queue.Job) (reactor.Result, e
 
 // identify settles the job's primary identifier and writes it to ZooKeeper
 // when it is new. update tells that a local id named an existing object.
-func (p *Pipeline) identify(ctx context.Context, j *queue.Job, prof *profile.Profile) (*queue.Identifiers, bool, error) {
+func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.Profile) (*queue.Identifiers, bool, error) {
+	j := s.Job
 	ids := &queue.Identifiers{}
 	if j.Identifiers != nil {
 		*ids = *j.Identifiers
@@ -99,8 +101,8 @@ func (p *Pipeline) identify(ctx context.Context, j *queue.Job, prof *profile.Pro
 		ids.LocalIDs = []string{} // mrt-zk's readers expect a list, never null
 	}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
-		if err := p.q.UpdateJob(j, queue.JobChange{Identifiers: ids}); err != nil {
-			return nil, false, fmt.Errorf("recording identifier %s: %w", ids.PrimaryID, err)
+		if err := s.Checkpoint(ctx, "identifier "+ids.PrimaryID, queue.JobChange{Identifiers: ids}); err != nil {
+			return nil, false, err
 		}
 	}
 	return ids, found != "", nil

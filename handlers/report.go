@@ -20,7 +20,7 @@ func (p *Pipeline) Report(ctx context.Context, b *queue.Batch, r reactor.Report)
 	if !ok || len(prof.Notify) == 0 {
 		return nil
 	}
-	subject, body := p.ReportText(b, r)
+	subject, body := p.ReportText(ctx, b, r)
 	if err := p.cfg.Mailer.Send(ctx, prof.Notify, subject, body); err != nil {
 		return fmt.Errorf("e-mailing the report of %s: %w", b.ID, err)
 	}
@@ -29,7 +29,7 @@ func (p *Pipeline) Report(ctx context.Context, b *queue.Batch, r reactor.Report)
 
 // ReportText is the report as a subject line and a plain-text body: every
 // job with its object's identifier, and every failure with its reason.
-func (p *Pipeline) ReportText(b *queue.Batch, r reactor.Report) (subject, body string) {
+func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Report) (subject, body string) {
 	outcome := "completed"
 	if r.Failed() {
 		outcome = "FAILED"
@@ -47,21 +47,21 @@ func (p *Pipeline) ReportText(b *queue.Batch, r reactor.Report) (subject, body s
 	if len(r.SuccessfulJobs) > 0 {
 		fmt.Fprintf(&s, "\nCompleted (%d):\n", len(r.SuccessfulJobs))
 		for _, jid := range r.SuccessfulJobs {
-			fmt.Fprintf(&s, "  %s  %s\n", jid, p.describe(jid))
+			fmt.Fprintf(&s, "  %s  %s\n", jid, p.describe(ctx, jid))
 		}
 	}
 	if len(r.FailedJobs) > 0 {
 		fmt.Fprintf(&s, "\nFailed (%d):\n", len(r.FailedJobs))
 		for _, jid := range r.FailedJobs {
-			fmt.Fprintf(&s, "  %s  %s\n      reason: %s\n", jid, p.describe(jid), r.Messages[jid])
+			fmt.Fprintf(&s, "  %s  %s\n      reason: %s\n", jid, p.describe(ctx, jid), r.Messages[jid])
 		}
 	}
 	return subject, s.String()
 }
 
 // describe names a job's object: its identifier and where it came from.
-func (p *Pipeline) describe(jid string) string {
-	j, err := p.q.LoadJob(jid)
+func (p *Pipeline) describe(ctx context.Context, jid string) string {
+	j, err := p.q.LoadJob(ctx, jid)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}

@@ -96,7 +96,7 @@ func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := q.Init(); err != nil {
+	if err := q.Init(r.t.Context()); err != nil {
 		r.t.Fatal(err)
 	}
 	return q
@@ -174,7 +174,7 @@ func (r *rig) submit(payload string, extra ...string) *queue.Batch {
 	for i := 0; i+1 < len(extra); i += 2 {
 		sub[extra[i]] = extra[i+1]
 	}
-	b, err := r.q.CreateBatch(queue.SubmissionOf(sub))
+	b, err := r.q.CreateBatch(r.t.Context(), queue.SubmissionOf(sub))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 		case e := <-ch:
 			for _, s := range states {
 				if e.To == string(s) {
-					b, err := r.q.LoadBatch(bid)
+					b, err := r.q.LoadBatch(r.t.Context(), bid)
 					if err != nil {
 						r.t.Fatal(err)
 					}
@@ -217,14 +217,14 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 // jobsOf loads a batch's jobs, by object key.
 func (r *rig) jobsOf(bid string) map[string]*queue.Job {
 	r.t.Helper()
-	buckets, err := r.q.BatchJobs(bid)
+	buckets, err := r.q.BatchJobs(r.t.Context(), bid)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	out := map[string]*queue.Job{}
 	for _, jids := range buckets {
 		for _, jid := range jids {
-			j, err := r.q.LoadJob(jid)
+			j, err := r.q.LoadJob(r.t.Context(), jid)
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func (r *rig) jobsOf(bid string) map[string]*queue.Job {
 }
 
 func (r *rig) dump() {
-	entries, err := r.q.Tree("")
+	entries, err := r.q.Tree(r.t.Context(), "")
 	if err != nil {
 		r.t.Logf("tree: %v", err)
 		return

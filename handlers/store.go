@@ -20,7 +20,8 @@ import (
 // Storage makes a new version only when the content changed, so a job
 // stored twice (a crash after storing, before the transition) keeps one
 // version. The version is kept in the working folder for Recording.
-func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
@@ -35,7 +36,7 @@ func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Resul
 		obj.Files = append(obj.Files, storage.File{Name: e.Name, Path: e.Path, Size: e.Size, SHA256: e.SHA256})
 	}
 	var v storage.Version
-	err = p.underLock(ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
+	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		v, err = p.storageFor(prof).Put(ctx, obj)
 		return err
 	})
@@ -64,7 +65,8 @@ func (p *Pipeline) storeObject(ctx context.Context, j *queue.Job) (reactor.Resul
 
 // record writes the stored version to the inventory, under the object's
 // inventory lock. Recording the same version again changes nothing.
-func (p *Pipeline) record(ctx context.Context, j *queue.Job) (reactor.Result, error) {
+func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+	j := s.Job
 	prof, ark, err := p.identified(j)
 	if err != nil {
 		return reactor.Result{}, err
@@ -85,7 +87,7 @@ func (p *Pipeline) record(ctx context.Context, j *queue.Job) (reactor.Result, er
 	for _, f := range v.Files {
 		rec.Files = append(rec.Files, inventory.FileRow{Name: f.Name, Size: f.Size, SHA256: f.SHA256})
 	}
-	err = p.underLock(ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
+	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
 		return p.inventoryFor(prof).Record(ctx, rec)
 	})
 	if err != nil {
@@ -99,8 +101,8 @@ func (p *Pipeline) record(ctx context.Context, j *queue.Job) (reactor.Result, er
 
 // underLock runs fn holding a per-object lock; a lock held elsewhere is a
 // retryable error (another job is storing or recording the same object).
-func (p *Pipeline) underLock(ark string, lock, unlock func(string) (bool, error), fn func() error) error {
-	ok, err := lock(ark)
+func (p *Pipeline) underLock(ctx context.Context, ark string, lock, unlock func(context.Context, string) (bool, error), fn func() error) error {
+	ok, err := lock(ctx, ark)
 	if err != nil {
 		return fmt.Errorf("lock of %s: %w", ark, err)
 	}
@@ -108,7 +110,8 @@ func (p *Pipeline) underLock(ark string, lock, unlock func(string) (bool, error)
 		return fmt.Errorf("%s is locked by another job; will retry", ark)
 	}
 	defer func() {
-		if _, err := unlock(ark); err != nil {
+		// Unlocked even when ctx ended: the lock must not outlive the step.
+		if _, err := unlock(context.WithoutCancel(ctx), ark); err != nil {
 			p.log.Warn("unlock failed (the lock goes with the session)", "ark", ark, "err", err)
 		}
 	}()

@@ -76,7 +76,7 @@ func (r *Reactor) takesBatch(b *queue.Batch) bool {
 // countJobs counts a batch's jobs in its buckets, or nil when they cannot
 // be listed.
 func (r *Reactor) countJobs(bid string) *int {
-	buckets, err := r.q.BatchJobs(bid)
+	buckets, err := r.q.BatchJobs(r.work, bid)
 	if err != nil {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() e
 // buildReport lists the batch's completed and failed jobs, with the failed
 // jobs' messages.
 func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
-	buckets, err := r.q.BatchJobs(b.ID)
+	buckets, err := r.q.BatchJobs(r.work, b.ID)
 	if err != nil {
 		return Report{}, err
 	}
@@ -173,11 +173,11 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
 		Update:   b.State() == queue.UpdateReporting,
 		Message:  b.Status.Message,
 	}
-	if rep.Objects, err = r.q.Identifiers(rep.SuccessfulJobs); err != nil {
+	if rep.Objects, err = r.q.Identifiers(r.work, rep.SuccessfulJobs); err != nil {
 		return Report{}, err
 	}
 	for _, jid := range rep.FailedJobs {
-		j, err := r.q.LoadJob(jid)
+		j, err := r.q.LoadJob(r.work, jid)
 		if err != nil {
 			rep.Messages[jid] = err.Error()
 			continue
@@ -199,7 +199,7 @@ func nonNil(s []string) []string {
 func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
 	from := b.State()
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error { return r.q.SetBatchStatus(b, to, c) })
+	err := r.retry(func() error { return r.q.SetBatchStatus(r.work, b, to, c) })
 	switch {
 	case queue.MaybeApplied(err):
 		r.log.Warn("reactor: batch commit outcome unknown (its reply was lost, then the batch moved on); its event is counted lost",
@@ -225,7 +225,7 @@ func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, attrs map[strin
 }
 
 func (r *Reactor) unlockBatch(b *queue.Batch) {
-	if err := r.retry(func() error { return r.q.UnlockBatch(b) }); err != nil {
+	if err := r.retry(func() error { return r.q.UnlockBatch(r.work, b) }); err != nil {
 		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "batch", b.ID, "err", err)
 	}
 }

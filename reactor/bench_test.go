@@ -52,7 +52,7 @@ func newBenv(b *testing.B) *benv {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := q.Init(); err != nil {
+		if err := q.Init(b.Context()); err != nil {
 			b.Fatal(err)
 		}
 		return q
@@ -62,9 +62,9 @@ func newBenv(b *testing.B) *benv {
 	pt := reactor.PassThrough{}
 	hs := pt.Handlers()
 	next := hs[queue.Estimating]
-	hs[queue.Estimating] = reactor.JobHandlerFunc(func(ctx context.Context, j *queue.Job) (reactor.Result, error) {
-		e.started.LoadOrStore(j.ID, time.Now())
-		return next.Handle(ctx, j)
+	hs[queue.Estimating] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+		e.started.LoadOrStore(s.Job.ID, time.Now())
+		return next.Handle(ctx, s)
 	})
 	r, err := reactor.New(reactor.Config{Queue: mkq(s), Session: s, Bus: bus, Jobs: hs, Batches: pt, Reporter: pt, Logger: quiet})
 	if err != nil {
@@ -124,14 +124,14 @@ func BenchmarkDispatch(b *testing.B) {
 	b.Run("reactor", func(b *testing.B) {
 		e := newBenv(b)
 		est := e.sub("ingestq.job.estimating.*")
-		bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": "passthrough:0"}))
+		bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": "passthrough:0"}))
 		if err != nil {
 			b.Fatal(err)
 		}
 		var lat []time.Duration
 		b.ResetTimer()
 		for range b.N {
-			j, err := e.q.CreateJob(bt, queue.JobSpec{Priority: 5})
+			j, err := e.q.CreateJob(b.Context(), bt, queue.JobSpec{Priority: 5})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func BenchmarkBatchCompletion(b *testing.B) {
 	jobs, batches := e.sub("ingestq.job.completed.*"), e.sub("ingestq.batch.reporting.*")
 	var lat []time.Duration
 	for range b.N {
-		bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": "passthrough:10"}))
+		bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": "passthrough:10"}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func BenchmarkThroughput(b *testing.B) {
 		done := e.sub("ingestq.batch.completed.*")
 		b.ResetTimer()
 		for range b.N {
-			bt, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
+			bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func TestOutsideReaderNeverSeesAnEmptyPendingBucket(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				st, err := e.q.BatchState(bid)
+				st, err := e.q.BatchState(t.Context(), bid)
 				if err != nil || st != queue.Pending {
 					continue
 				}
@@ -108,13 +108,13 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 			if err != nil || taken == nil || taken.ID != b.ID {
 				t.Fatalf("acquire: %v %v", taken, err)
 			}
-			j, err := foreign.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority})
+			j, err := foreign.CreateJob(t.Context(), taken, queue.JobSpec{Priority: queue.DefaultPriority})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The foreign consumer holds the job while it works it, so the
 			// daemon never takes it.
-			locked, err := foreign.LockJob(j.ID)
+			locked, err := foreign.LockJob(t.Context(), j.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 				one := 1
 				c.JobCount = &one
 			}
-			if err := foreign.SetBatchStatus(taken, queue.Processing, c); err != nil {
+			if err := foreign.SetBatchStatus(t.Context(), taken, queue.Processing, c); err != nil {
 				t.Fatal(err)
 			}
 			e.daemon("host-a")
@@ -137,7 +137,7 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 					t.Fatalf("trial %d: create %s: %v", i, ref, err)
 				}
 			}
-			st, err := e.q.BatchState(b.ID)
+			st, err := e.q.BatchState(t.Context(), b.ID)
 			if err != nil || st != queue.Processing {
 				t.Fatalf("after %d foreign ref moves the batch is %s (%v), want Processing", trials, st, err)
 			}
@@ -162,12 +162,12 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 				_, err := s.Conn.Create(e.q.Path("/batches/"+b.ID+"/states/batch-completed/"+j.ID), nil, 0, zk.WorldACL(zk.PermAll))
 				return err
 			})
-			if err := foreign.UnlockJob(locked); err != nil {
+			if err := foreign.UnlockJob(t.Context(), locked); err != nil {
 				t.Fatal(err)
 			}
 
 			steps := untilReported(t, batchEvents, b.ID)
-			got, err := e.q.LoadBatch(b.ID)
+			got, err := e.q.LoadBatch(t.Context(), b.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,13 +237,13 @@ func TestPassThroughLeavesRealWorkAlone(t *testing.T) {
 	if err != nil || taken == nil {
 		t.Fatalf("acquire %s: %v %v", other.ID, taken, err)
 	}
-	j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority,
+	j, err := e.q.CreateJob(t.Context(), taken, queue.JobSpec{Priority: queue.DefaultPriority,
 		Config: queue.JobConfigOf(map[string]any{"profile_name": "demo", "payload_url": "https://example.org/obj.zip"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	one := 1
-	if err := e.q.SetBatchStatus(taken, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}); err != nil {
+	if err := e.q.SetBatchStatus(t.Context(), taken, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.daemon("host-a")
@@ -251,11 +251,11 @@ func TestPassThroughLeavesRealWorkAlone(t *testing.T) {
 	if rep := e.waitBatch(reports, pt.ID); rep.To != "Completed" {
 		t.Fatalf("the pass-through batch ended %s: %s", rep.To, rep.Message)
 	}
-	b, err := e.q.LoadBatch(real.ID)
+	b, err := e.q.LoadBatch(t.Context(), real.ID)
 	if err != nil || b.State() != queue.Pending || b.Acquired || b.Locked {
 		t.Fatalf("the real batch: %+v (%v); want Pending, never acquired", b, err)
 	}
-	got, err := e.q.LoadJob(j.ID)
+	got, err := e.q.LoadJob(t.Context(), j.ID)
 	if err != nil || got.State() != queue.Pending || got.Locked || got.Status.LastModified != j.Status.LastModified {
 		t.Fatalf("the real job: %+v (%v); want untouched in Pending", got, err)
 	}

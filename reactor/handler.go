@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -12,14 +13,39 @@ import (
 // run again on the same job: a daemon that dies mid-step leaves the job in
 // its state, and another daemon runs the step again (resume, do not redo).
 type JobHandler interface {
-	Handle(ctx context.Context, j *queue.Job) (Result, error)
+	Handle(ctx context.Context, s *Step) (Result, error)
 }
 
 // JobHandlerFunc adapts a function to JobHandler.
-type JobHandlerFunc func(ctx context.Context, j *queue.Job) (Result, error)
+type JobHandlerFunc func(ctx context.Context, s *Step) (Result, error)
 
 // Handle calls f.
-func (f JobHandlerFunc) Handle(ctx context.Context, j *queue.Job) (Result, error) { return f(ctx, j) }
+func (f JobHandlerFunc) Handle(ctx context.Context, s *Step) (Result, error) { return f(ctx, s) }
+
+// Step is an acquired job as its handler sees it. A step writes to the job
+// in two ways only: its Result, with the transition, and Checkpoint, for
+// what must be saved before the step ends.
+type Step struct {
+	Job  *queue.Job // as read at acquisition; a checkpoint updates it
+	save func(ctx context.Context, c queue.JobChange) error
+}
+
+// NewStep is a step of j whose checkpoints save writes (tests, and
+// handlers that wrap others).
+func NewStep(j *queue.Job, save func(ctx context.Context, c queue.JobChange) error) *Step {
+	return &Step{Job: j, save: save}
+}
+
+// Checkpoint writes c to the job now, without a change of state and fenced
+// as the result will be: what must outlive a crash of this step, such as a
+// minted identifier, or the reason a job waits (c.Message). what names the
+// checkpoint in its error.
+func (s *Step) Checkpoint(ctx context.Context, what string, c queue.JobChange) error {
+	if err := s.save(ctx, c); err != nil {
+		return fmt.Errorf("job %s: saving %s: %w", s.Job.ID, what, err)
+	}
+	return nil
+}
 
 // Result is what a successful step writes with its transition.
 type Result struct {

@@ -39,33 +39,33 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	locked := make([]*queue.Job, n)
 	jids := make([]string, n)
 	for i := range n {
-		j, err := e.q.CreateJob(taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfigOf(map[string]any{
+		j, err := e.q.CreateJob(t.Context(), taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfigOf(map[string]any{
 			"profile_name": frozen, "payload_url": fmt.Sprintf("passthrough:%d", n), "object_key": fmt.Sprintf("obj-%06d", i)})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if locked[i], err = e.q.LockJob(j.ID); err != nil {
+		if locked[i], err = e.q.LockJob(t.Context(), j.ID); err != nil {
 			t.Fatal(err)
 		}
 		jids[i] = j.ID
 	}
-	if err := e.q.SetBatchStatus(taken, queue.Processing, queue.BatchChange{Release: true}); err != nil {
+	if err := e.q.SetBatchStatus(t.Context(), taken, queue.Processing, queue.BatchChange{Release: true}); err != nil {
 		t.Fatal(err)
 	}
 
 	e.daemon("host-a")
-	if _, err := e.q.HoldCollection(frozen); err != nil {
+	if _, err := e.q.HoldCollection(t.Context(), frozen); err != nil {
 		t.Fatal(err)
 	}
 	holdCanaries := awaitCollectionView(e, canaries, frozen, true)
 	open := e.submit(map[string]any{"profile_name": "open", "payload_url": "passthrough:3"})
 
 	for i, j := range locked {
-		got, err := e.q.LoadJob(j.ID)
+		got, err := e.q.LoadJob(t.Context(), j.ID)
 		if err != nil || got.State() != queue.Pending {
 			t.Fatalf("job %s before its unlock: %v %v, want Pending", j.ID, got, err)
 		}
-		if err := e.q.UnlockJob(locked[i]); err != nil {
+		if err := e.q.UnlockJob(t.Context(), locked[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,12 +87,12 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 		t.Fatalf("batch of another profile during the hold: %s (%s)", rep.To, rep.Message)
 	}
 
-	refs, problems, err := e.q.Refs(queue.Held)
+	refs, problems, err := e.q.Refs(t.Context(), queue.Held)
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("held refs: %v %v", problems, err)
 	}
 	for _, jid := range jids {
-		j, err := e.q.LoadJob(jid)
+		j, err := e.q.LoadJob(t.Context(), jid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 			t.Fatalf("job %s: %s, locked %v, ref %s in held %v: want Held, unlocked, listed in held", jid, j.State(), j.Locked, j.Ref(), refs)
 		}
 	}
-	if got, err := e.q.LoadBatch(b.ID); err != nil || got.State() != queue.Processing {
+	if got, err := e.q.LoadBatch(t.Context(), b.ID); err != nil || got.State() != queue.Processing {
 		t.Fatalf("batch with Held jobs: %v %v, want Processing", got, err)
 	}
 	for drained := false; !drained; {
@@ -115,19 +115,19 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 	}
 
 	// The operator lifts the hold, then releases the held jobs one by one.
-	if _, err := e.q.ReleaseCollection(frozen); err != nil {
+	if _, err := e.q.ReleaseCollection(t.Context(), frozen); err != nil {
 		t.Fatal(err)
 	}
 	releaseCanaries := awaitCollectionView(e, canaries, frozen, false)
 	for _, jid := range jids {
-		if _, err := e.q.ReleaseJob(jid); err != nil {
+		if _, err := e.q.ReleaseJob(t.Context(), jid); err != nil {
 			t.Fatalf("release job %s: %v", jid, err)
 		}
 	}
 	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
 		t.Fatalf("batch after the release: %s (%s)", rep.To, rep.Message)
 	}
-	got, err := e.q.LoadBatch(b.ID)
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestCollectionHoldSendsPendingJobsToHeld(t *testing.T) {
 
 	// The probes that went Held are deleted; the others completed.
 	for _, bid := range append(holdCanaries, releaseCanaries...) {
-		if err := e.q.DeleteBatch(bid); err != nil {
+		if err := e.q.DeleteBatch(t.Context(), bid); err != nil {
 			t.Fatalf("delete held probe batch %s: %v", bid, err)
 		}
 	}

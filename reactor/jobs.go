@@ -23,7 +23,7 @@ type Object struct {
 // session has taken the batch over, this one creates nothing more and gets
 // queue.ErrStale: a batch never loses or duplicates a job.
 func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object) (int, error) {
-	have, err := existingKeys(q, b.ID)
+	have, err := existingKeys(ctx, q, b.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -51,7 +51,7 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 		g.Go(func() error {
 			spec := o.Spec
 			spec.Config.ObjectKey, spec.RecordID = o.Key, true
-			if _, err := q.CreateJob(b, spec); err != nil {
+			if _, err := q.CreateJob(ctx, b, spec); err != nil {
 				return fmt.Errorf("object %q: %w", o.Key, err)
 			}
 			mu.Lock()
@@ -68,15 +68,15 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 }
 
 // existingKeys reads the object keys of a batch's jobs.
-func existingKeys(q *queue.Queue, bid string) (map[string]bool, error) {
-	buckets, err := q.BatchJobs(bid)
+func existingKeys(ctx context.Context, q *queue.Queue, bid string) (map[string]bool, error) {
+	buckets, err := q.BatchJobs(ctx, bid)
 	if err != nil {
 		return nil, err
 	}
 	have := map[string]bool{}
 	for _, jids := range buckets {
 		for _, jid := range jids {
-			j, err := q.LoadJob(jid)
+			j, err := q.LoadJob(ctx, jid)
 			if err != nil {
 				return nil, fmt.Errorf("batch %s: read its job %s: %w", bid, jid, err)
 			}

@@ -18,7 +18,7 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 		name: string(s), workers: workers, log: r.log,
 		wake: make(wakeup, 1), refs: make(chan string),
 		list: func() ([]string, error) {
-			refs, problems, err := r.q.Refs(s)
+			refs, problems, err := r.q.Refs(r.work, s)
 			for _, p := range problems {
 				r.log.Warn("reactor: skipping", "err", p)
 			}
@@ -52,7 +52,7 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 		return
 	}
 	defer r.working.Delete(jid)
-	j, err := r.q.TryAcquireJob(s, ref, func(j *queue.Job) bool { return r.admit(s, j) })
+	j, err := r.q.TryAcquireJob(ctx, s, ref, func(j *queue.Job) bool { return r.admit(s, j) })
 	switch {
 	case errors.Is(err, queue.ErrLocked):
 		held = true
@@ -77,7 +77,7 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 	if _, busy := r.working.Load(jid); !busy {
 		// This session's lock, yet no worker here holds the job: an
 		// acquisition whose reply was lost and could not be confirmed.
-		released, err := r.q.ReleaseOwnJobLock(jid)
+		released, err := r.q.ReleaseOwnJobLock(r.work, jid)
 		if err != nil {
 			// The lock stays: the next wake-up or rescan tries again.
 			r.log.Warn("reactor: could not release an orphaned lock of this session; will retry", "job", jid, "err", err)
@@ -88,7 +88,7 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 			return
 		}
 	}
-	r.waits.on(r.q.JobLockWait(jid), r.pools[sigJob(s)].Wake)
+	r.waits.on(r.work, r.q.JobLockWait(r.work, jid), r.pools[sigJob(s)].Wake)
 }
 
 // admit tells whether an acquired-to-be job may start its step now. A
@@ -111,7 +111,7 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	if _, ok := r.started.Load(j.BatchID); ok {
 		return true
 	}
-	st, err := r.q.BatchState(j.BatchID)
+	st, err := r.q.BatchState(r.work, j.BatchID)
 	if err == nil && st == queue.Pending {
 		r.waiting[queue.Pending].addForBatch(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
 		// The batch may have started between the read and the deferral:
@@ -151,13 +151,14 @@ func (r *Reactor) startJob(j *queue.Job) {
 // error with backoff while it keeps the lock, and commits the outcome.
 func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 	h := r.cfg.Jobs[s]
+	step := NewStep(j, func(ctx context.Context, c queue.JobChange) error { return r.q.UpdateJob(ctx, j, c) })
 	for attempt := 1; ; attempt++ {
-		res, err := h.Handle(ctx, j)
+		res, err := h.Handle(ctx, step)
 		switch {
 		case err == nil && res.Wait > 0:
 			r.waiting[s].add(j.ID, time.Now().Add(res.Wait))
 			r.unlock(j)
-			time.AfterFunc(res.Wait, r.pools[sigJob(s)].Wake)
+			r.waits.after(res.Wait, r.pools[sigJob(s)].Wake)
 			return
 		case err == nil:
 			next, _ := queue.JobMachine.Success(s)
@@ -193,7 +194,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from := j.State()
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error { return r.q.SetJobStatus(j, to, c) })
+	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })
 	switch {
 	case queue.MaybeApplied(err):
 		// Our commit may have landed before the reply was lost, and the
@@ -217,7 +218,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 }
 
 func (r *Reactor) unlock(j *queue.Job) {
-	if err := r.retry(func() error { return r.q.UnlockJob(j) }); err != nil {
+	if err := r.retry(func() error { return r.q.UnlockJob(r.work, j) }); err != nil {
 		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "job", j.ID, "err", err)
 	}
 }

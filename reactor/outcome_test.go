@@ -21,7 +21,7 @@ func TestOutcomesLogged(t *testing.T) {
 	})
 	b := e.submit(map[string]any{"payload_url": "passthrough:3", "fail_at": "Storing", "fail_job": 1})
 	logs.WaitFor(t, "reactor: batch reported", "batch="+b.ID)
-	got, err := e.q.LoadBatch(b.ID)
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

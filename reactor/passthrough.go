@@ -31,7 +31,8 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 	hs := map[queue.State]JobHandler{}
 	var tries sync.Map // jid → times a flaky step ran
 	for _, s := range JobStates[1:] {
-		hs[s] = JobHandlerFunc(func(ctx context.Context, j *queue.Job) (Result, error) {
+		hs[s] = JobHandlerFunc(func(ctx context.Context, step *Step) (Result, error) {
+			j := step.Job
 			if j.Config.Extra.String("fail_at") == string(s) {
 				return Result{}, Fatal(fmt.Errorf("pass-through failure asked for in %s", s))
 			}

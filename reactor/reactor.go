@@ -167,7 +167,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 
 	// Back from a ZooKeeper outage that kept the session, no folder changed,
 	// so no watch fires: steps that failed meanwhile are tried again now.
-	r.cfg.Session.OnConnect(r.wakeAll)
+	unsubs = append(unsubs, r.cfg.Session.OnConnect(r.wakeAll))
 
 	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
@@ -218,7 +218,7 @@ func (r *Reactor) wakeOn(waits []queue.Wait, name string) {
 			bid, _, _ := strings.Cut(strings.TrimPrefix(w.Path, r.batchDir+"/"), "/")
 			wake = func() { r.queueReport(bid); r.pools[sigReport].Wake() }
 		}
-		r.waits.on(w, wake)
+		r.waits.on(r.work, w, wake)
 	}
 }
 
@@ -351,7 +351,7 @@ func (r *Reactor) collectionHeld(profile string) bool {
 	if profile == "" {
 		return false
 	}
-	if held, err := r.q.CollectionHeld(profile); err == nil {
+	if held, err := r.q.CollectionHeld(r.work, profile); err == nil {
 		return held
 	}
 	r.holdsMu.Lock()
@@ -362,11 +362,11 @@ func (r *Reactor) collectionHeld(profile string) bool {
 // readHolds reads the queue and collection holds before the pools start:
 // the watcher's first listings run beside the pools' and could come late.
 func (r *Reactor) readHolds() {
-	held, err := r.q.QueueHeld(queue.QueueIngest)
+	held, err := r.q.QueueHeld(r.work, queue.QueueIngest)
 	if err == nil {
 		r.held.Store(held)
 	}
-	cols, err2 := r.q.HeldCollections()
+	cols, err2 := r.q.HeldCollections(r.work)
 	if err2 == nil {
 		r.holdsMu.Lock()
 		for _, c := range cols {

@@ -55,7 +55,7 @@ func (e *env) queue(s *zkwatch.Session) *queue.Queue {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := q.Init(); err != nil {
+	if err := q.Init(e.t.Context()); err != nil {
 		e.t.Fatal(err)
 	}
 	return q
@@ -126,7 +126,7 @@ func (e *env) waitBatch(ch chan events.Event, bid string) events.Event {
 }
 
 func (e *env) submit(sub map[string]any) *queue.Batch {
-	b, err := e.q.CreateBatch(queue.SubmissionOf(sub))
+	b, err := e.q.CreateBatch(e.t.Context(), queue.SubmissionOf(sub))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func (e *env) submit(sub map[string]any) *queue.Batch {
 
 func (e *env) clean() {
 	e.t.Helper()
-	vs, err := e.q.Check()
+	vs, err := e.q.Check(e.t.Context())
 	if err != nil || len(vs) > 0 {
 		e.t.Fatalf("check: %v %v", vs, err)
 	}
@@ -157,7 +157,7 @@ func TestBatchOf200(t *testing.T) {
 	if rep.To != "Completed" {
 		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
 	}
-	got, err := e.q.LoadBatch(b.ID)
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestFailureRequeueReport(t *testing.T) {
 	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
 		t.Fatalf("batch ended %s, want Failed", rep.To)
 	}
-	got, err := e.q.LoadBatch(b.ID)
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestFailureRequeueReport(t *testing.T) {
 		t.Fatalf("report %+v", got.Report)
 	}
 	jid := got.Report.FailedJobs[0]
-	j, err := e.q.LoadJob(jid)
+	j, err := e.q.LoadJob(t.Context(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestFailureRequeueReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := e.outside("ingestq.job.*." + jid)
-	to, err := e.q.RequeueJob(jid)
+	to, err := e.q.RequeueJob(t.Context(), jid)
 	if err != nil || to != queue.Storing {
 		t.Fatalf("requeue: %s %v, want Storing", to, err)
 	}
@@ -240,7 +240,7 @@ func TestFailureRequeueReport(t *testing.T) {
 			break
 		}
 	}
-	if _, err := e.q.ReportBatch(b.ID); err != nil {
+	if _, err := e.q.ReportBatch(t.Context(), b.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.bus.Publish(events.Event{Kind: events.KindAdmin, To: "report", BatchID: b.ID})
@@ -270,11 +270,11 @@ func TestRetries(t *testing.T) {
 	if rep := e.waitBatch(batches, exhausted.ID); rep.To != "Failed" {
 		t.Fatalf("5 flaky failures out of 3 attempts: batch %s", rep.To)
 	}
-	b, err := e.q.LoadBatch(exhausted.ID)
+	b, err := e.q.LoadBatch(t.Context(), exhausted.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := e.q.LoadJob(b.Report.FailedJobs[0])
+	j, err := e.q.LoadJob(t.Context(), b.Report.FailedJobs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,15 +290,15 @@ func TestRetries(t *testing.T) {
 func TestHolds(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
-	if _, err := e.q.HoldCollection("frozen"); err != nil {
+	if _, err := e.q.HoldCollection(t.Context(), "frozen"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.q.HoldQueue(queue.QueueIngest); err != nil {
+	if _, err := e.q.HoldQueue(t.Context(), queue.QueueIngest); err != nil {
 		t.Fatal(err)
 	}
 	e.daemon("host-a")
 	waiting := e.submit(map[string]any{"profile_name": "open", "payload_url": "passthrough:3"})
-	if _, err := e.q.ReleaseQueue(queue.QueueIngest); err != nil {
+	if _, err := e.q.ReleaseQueue(t.Context(), queue.QueueIngest); err != nil {
 		t.Fatal(err)
 	}
 	if rep := e.waitBatch(batches, waiting.ID); rep.To != "Completed" {
@@ -313,7 +313,7 @@ func TestHolds(t *testing.T) {
 			break
 		}
 	}
-	ids, err := e.q.JobIDs()
+	ids, err := e.q.JobIDs(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package reactor
 
 import (
+	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -12,8 +14,9 @@ import (
 // would announce: the lock of a job or batch held by another session (gone
 // when that session ends or lets go), the status of a batch still being
 // created, the buckets of a batch whose count of done jobs falls short.
-// Each node is watched at most once at a time. Every goroutine it starts
-// ends when its watch fires or at stop, which waits for them.
+// Each node is watched at most once at a time. It also holds the timers of
+// steps that asked to be tried again later. Every goroutine it starts
+// ends when its watch or timer fires or at stop, which waits for them.
 type waiter struct {
 	q   *queue.Queue
 	log *slog.Logger
@@ -31,7 +34,7 @@ func newWaiter(q *queue.Queue, log *slog.Logger) *waiter {
 
 // on calls wake once when w's node changes, or at once when it changed
 // already. A watch that cannot be set is left to the safety rescan.
-func (w *waiter) on(wt queue.Wait, wake func()) {
+func (w *waiter) on(ctx context.Context, wt queue.Wait, wake func()) {
 	w.mu.Lock()
 	if w.stopped || w.watching[wt.Path] {
 		w.mu.Unlock()
@@ -45,7 +48,7 @@ func (w *waiter) on(wt queue.Wait, wake func()) {
 		delete(w.watching, wt.Path)
 		w.mu.Unlock()
 	}
-	fired, changed, err := w.q.WatchOnce(wt)
+	fired, changed, err := w.q.WatchOnce(ctx, wt)
 	if err != nil || changed {
 		forget()
 		w.wg.Done()
@@ -61,6 +64,27 @@ func (w *waiter) on(wt queue.Wait, wake func()) {
 		select {
 		case <-fired:
 			forget()
+			wake()
+		case <-w.stopCh:
+		}
+	}()
+}
+
+// after calls wake once d has passed, unless stop comes first.
+func (w *waiter) after(d time.Duration, wake func()) {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go func() {
+		defer w.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
 			wake()
 		case <-w.stopCh:
 		}

@@ -64,12 +64,12 @@ type Session struct {
 
 	mu          sync.Mutex
 	state       zk.State
-	expirations int           // StateExpired events seen
-	onConnect   []func()      // called when a session is (re-)established
-	changed     chan struct{} // closed and replaced on every state change
-	hadSession  bool          // a session was established once
-	lostAt      time.Time     // when the connection dropped; zero while connected
-	lostExpired bool          // the session expired during the current loss
+	expirations int              // StateExpired events seen
+	onConnect   map[*func()]bool // called when a session is (re-)established
+	changed     chan struct{}    // closed and replaced on every state change
+	hadSession  bool             // a session was established once
+	lostAt      time.Time        // when the connection dropped; zero while connected
+	lostExpired bool             // the session expired during the current loss
 }
 
 // ErrRefused is Dial's error when every ZooKeeper address refused the
@@ -177,12 +177,15 @@ func (s *Session) onEvent(e zk.Event) {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	hooks := s.onConnect
-	s.mu.Unlock()
+	var hooks []func()
 	if e.State == zk.StateHasSession {
-		for _, fn := range hooks {
-			go fn() // never block the client's event loop
+		for fn := range s.onConnect {
+			hooks = append(hooks, *fn)
 		}
+	}
+	s.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
 	}
 }
 
@@ -229,10 +232,21 @@ func (s *Session) away(err error) bool {
 
 // OnConnect registers fn to run each time the client has a session again
 // (after a reconnect or an expiry): work that waited on ZooKeeper can go on.
-func (s *Session) OnConnect(fn func()) {
+// fn runs on the client's event callback, so it must return at once (wake
+// something, never wait). The returned func unregisters fn.
+func (s *Session) OnConnect(fn func()) (remove func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.onConnect = append(s.onConnect, fn)
+	if s.onConnect == nil {
+		s.onConnect = map[*func()]bool{}
+	}
+	key := &fn
+	s.onConnect[key] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.onConnect, key)
+	}
 }
 
 // State is the session's last known state.

@@ -418,7 +418,7 @@ func TestNATSUnreachable(t *testing.T) {
 			lostAfter = time.Since(downAt)
 		}
 		if doneAfter == 0 {
-			b, err := q.LoadBatch(bid)
+			b, err := q.LoadBatch(t.Context(), bid)
 			if err != nil {
 				return false, "", err
 			}
@@ -458,7 +458,7 @@ func TestNATSUnreachable(t *testing.T) {
 	// Batch 1: what was recorded (before the outage, or sent from the
 	// client's reconnect buffer afterwards) is at most once.
 	recorded1 := replay(t, ns2.ClientURL(), bid)
-	jids1, err := q.BatchJobs(bid)
+	jids1, err := q.BatchJobs(t.Context(), bid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func sharedQueue(t *testing.T) (url, zkAddr, root string, q *queue.Queue, rec *r
 // stop its batch handler midway.
 func pacedBatch(t *testing.T, q *queue.Queue) string {
 	t.Helper()
-	b, err := q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo",
+	b, err := q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile_name": "demo",
 		"payload_url": fmt.Sprintf("passthrough:%d", findingsJobs), "create_pace": "150ms"}))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func waitCreating(t *testing.T, q *queue.Queue, bid string, n int) int64 {
 	t.Helper()
 	var owner int64
 	poll(t, 60*time.Second, fmt.Sprintf("batch %s's handler to make %d jobs", bid, n), func() (bool, string, error) {
-		buckets, err := q.BatchJobs(bid)
+		buckets, err := q.BatchJobs(t.Context(), bid)
 		if err != nil {
 			return false, "", err
 		}
@@ -88,7 +88,7 @@ func waitTakenOver(t *testing.T, q *queue.Queue, bid string, old int64, timeout 
 		if err != nil {
 			return false, "", err
 		}
-		state, err := q.BatchState(bid)
+		state, err := q.BatchState(t.Context(), bid)
 		if err != nil {
 			return false, "", err
 		}
@@ -104,7 +104,7 @@ func assertOneJobPerObject(t *testing.T, q *queue.Queue, bid string, jids []stri
 	t.Helper()
 	keys := map[string][]string{}
 	for _, jid := range jids {
-		j, err := q.LoadJob(jid)
+		j, err := q.LoadJob(t.Context(), jid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func assertOneJobPerObject(t *testing.T, q *queue.Queue, bid string, jids []stri
 	if len(keys) != findingsJobs {
 		t.Errorf("%d objects have jobs, want %d", len(keys), findingsJobs)
 	}
-	all, err := q.JobIDs()
+	all, err := q.JobIDs(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func assertOneJobPerObject(t *testing.T, q *queue.Queue, bid string, jids []stri
 		if slices.Contains(jids, jid) {
 			continue
 		}
-		_, err := q.LoadJob(jid)
+		_, err := q.LoadJob(t.Context(), jid)
 		switch {
 		case errors.Is(err, queue.ErrIncomplete):
 			husks++ // a sequential create whose multi() never came (decision 5)

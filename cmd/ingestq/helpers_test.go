@@ -248,13 +248,14 @@ func waitReport(t *testing.T, rec *recorder, q *queue.Queue, bid string, timeout
 // describeBatch tells the batch's state and, for each job not done yet,
 // its state and the session holding its lock.
 func describeBatch(q *queue.Queue, bid string) string {
+	ctx := context.Background() // for a failure message, after the test's context may have ended
 	var sb strings.Builder
-	b, err := q.LoadBatch(bid)
+	b, err := q.LoadBatch(ctx, bid)
 	if err != nil {
 		return fmt.Sprintf("batch %s: %v", bid, err)
 	}
 	fmt.Fprintf(&sb, "batch %s is %s (%q)", bid, b.State(), b.Status.Message)
-	buckets, err := q.BatchJobs(bid)
+	buckets, err := q.BatchJobs(ctx, bid)
 	if err != nil {
 		return sb.String() + fmt.Sprintf("; jobs: %v", err)
 	}
@@ -265,7 +266,7 @@ func describeBatch(q *queue.Queue, bid string) string {
 			sb.WriteString("\n  …")
 			break
 		}
-		j, err := q.LoadJob(jid)
+		j, err := q.LoadJob(ctx, jid)
 		if err != nil {
 			fmt.Fprintf(&sb, "\n  %s: %v", jid, err)
 			continue
@@ -607,7 +608,7 @@ func openQueue(t *testing.T, addr, root string) *queue.Queue {
 	}
 	testConns.Store(q, conn)
 	t.Cleanup(func() { testConns.Delete(q) })
-	if err := q.Init(); err != nil {
+	if err := q.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return q
@@ -624,7 +625,7 @@ func connOf(q *queue.Queue) *zk.Conn {
 
 func createBatch(t *testing.T, q *queue.Queue, n int) string {
 	t.Helper()
-	b, err := q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", n)}))
+	b, err := q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", n)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,11 +653,11 @@ func poll(t *testing.T, timeout time.Duration, what string, check func() (done b
 func waitBatchDone(t *testing.T, q *queue.Queue, bid string, timeout time.Duration) {
 	t.Helper()
 	poll(t, timeout, "batch "+bid+" to finish in ZooKeeper", func() (bool, string, error) {
-		b, err := q.LoadBatch(bid)
+		b, err := q.LoadBatch(t.Context(), bid)
 		if err != nil {
 			return false, "", err
 		}
-		buckets, err := q.BatchJobs(bid)
+		buckets, err := q.BatchJobs(t.Context(), bid)
 		if err != nil {
 			return false, "", err
 		}
@@ -674,14 +675,14 @@ func waitBatchDone(t *testing.T, q *queue.Queue, bid string, timeout time.Durati
 // Check clean. It returns the batch's job ids.
 func assertBatchCompleted(t *testing.T, q *queue.Queue, bid string, n int) []string {
 	t.Helper()
-	b, err := q.LoadBatch(bid)
+	b, err := q.LoadBatch(t.Context(), bid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.State() != queue.Completed {
 		t.Errorf("batch %s is %s (%q), want Completed", bid, b.State(), b.Status.Message)
 	}
-	buckets, err := q.BatchJobs(bid)
+	buckets, err := q.BatchJobs(t.Context(), bid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,7 +708,7 @@ func assertBatchCompleted(t *testing.T, q *queue.Queue, bid string, n int) []str
 		}
 	}
 	for _, jid := range jids {
-		j, err := q.LoadJob(jid)
+		j, err := q.LoadJob(t.Context(), jid)
 		if err != nil {
 			t.Errorf("job %s: %v", jid, err)
 			continue
@@ -723,7 +724,7 @@ func assertBatchCompleted(t *testing.T, q *queue.Queue, bid string, n int) []str
 
 func assertCheckClean(t *testing.T, q *queue.Queue) {
 	t.Helper()
-	v, _, err := q.CheckAll(queue.CheckOptions{}) // the job invariant and the batches' (one job per object…)
+	v, _, err := q.CheckAll(t.Context(), queue.CheckOptions{}) // the job invariant and the batches' (one job per object…)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -735,7 +736,7 @@ func assertCheckClean(t *testing.T, q *queue.Queue) {
 // completedRefs counts /jobs/states/completed.
 func completedRefs(t *testing.T, q *queue.Queue) int {
 	t.Helper()
-	refs, problems, err := q.Refs(queue.Completed)
+	refs, problems, err := q.Refs(t.Context(), queue.Completed)
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("Refs(Completed): %v %v", err, problems)
 	}

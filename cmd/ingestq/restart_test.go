@@ -140,7 +140,7 @@ func (r *ingestRig) daemon(host string) *daemon {
 }
 
 func (r *ingestRig) submit(url string) string {
-	b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo", "submitter": "test", "payload_url": url, "type": "auto"}))
+	b, err := r.q.CreateBatch(r.t.Context(), queue.SubmissionOf(map[string]any{"profile_name": "demo", "submitter": "test", "payload_url": url, "type": "auto"}))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func (r *ingestRig) submit(url string) string {
 func (r *ingestRig) onlyJob(bid string) string {
 	var jid string
 	poll(r.t, 30*time.Second, "the batch's job", func() (bool, string, error) {
-		buckets, err := r.q.BatchJobs(bid)
+		buckets, err := r.q.BatchJobs(r.t.Context(), bid)
 		for _, jids := range buckets {
 			if len(jids) > 0 {
 				jid = jids[0]
@@ -164,7 +164,7 @@ func (r *ingestRig) onlyJob(bid string) string {
 
 func (r *ingestRig) assertCompleted(bid, jid string) *queue.Job {
 	waitBatchDone(r.t, r.q, bid, 90*time.Second)
-	j, err := r.q.LoadJob(jid)
+	j, err := r.q.LoadJob(r.t.Context(), jid)
 	if err != nil || j.State() != queue.Completed {
 		r.t.Fatalf("job %s: %v %v", jid, j, err)
 	}
@@ -271,7 +271,7 @@ func TestRestartAfterMinting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j, err := r.q.LoadJob(jid); err == nil {
+	if j, err := r.q.LoadJob(t.Context(), jid); err == nil {
 		t.Logf("killed with the job in %s, %s minted", j.State(), minted)
 	}
 

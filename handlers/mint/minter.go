@@ -12,8 +12,8 @@ import (
 // [queue.Queue], the one door to ZooKeeper.
 type Counters interface {
 	Mint(ctx context.Context, counter, jid string, format func(n uint64) string) (string, error)
-	ForgetMinted(jid string) error
-	MintedJobs() ([]string, error)
+	ForgetMinted(ctx context.Context, jid string) error
+	MintedJobs(ctx context.Context) ([]string, error)
 }
 
 // Minter mints ARKs from counters in ZooKeeper. It is safe for concurrent
@@ -67,7 +67,7 @@ func (m *Minter) Mint(ctx context.Context, jid, naan, shoulder string) (string, 
 
 // Forget deletes jid's minting record once its job is done; the ARK itself
 // stays used, since the counter never goes back. A missing record is fine.
-func (m *Minter) Forget(jid string) error { return m.c.ForgetMinted(jid) }
+func (m *Minter) Forget(ctx context.Context, jid string) error { return m.c.ForgetMinted(ctx, jid) }
 
 // turn returns the semaphore of counter.
 func (m *Minter) turn(counter string) chan struct{} {
@@ -87,8 +87,8 @@ func (m *Minter) turn(counter string) chan struct{} {
 // Sweep forgets the minting records of jobs that no longer exist (deleted
 // before Notify, which forgets a completed job's record). gone tells
 // whether a job is gone; a record it cannot judge is kept.
-func (m *Minter) Sweep(gone func(jid string) (bool, error)) (removed []string, err error) {
-	jids, err := m.c.MintedJobs()
+func (m *Minter) Sweep(ctx context.Context, gone func(jid string) (bool, error)) (removed []string, err error) {
+	jids, err := m.c.MintedJobs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mint: sweep: %w", err)
 	}
@@ -99,7 +99,7 @@ func (m *Minter) Sweep(gone func(jid string) (bool, error)) (removed []string, e
 			errs = append(errs, err)
 			continue
 		}
-		if err := m.Forget(jid); err != nil {
+		if err := m.Forget(ctx, jid); err != nil {
 			errs = append(errs, err)
 			continue
 		}

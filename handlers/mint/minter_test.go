@@ -20,7 +20,7 @@ func newQueue(t *testing.T, conn *zk.Conn, root string) *queue.Queue {
 	t.Helper()
 	q, err := queue.New(conn, root)
 	if err == nil {
-		err = q.Init()
+		err = q.Init(t.Context())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -163,20 +163,20 @@ func TestForget(t *testing.T) {
 	conn, root := zktest.Connect(t), zktest.Root(t)
 	m := New(newQueue(t, conn, root))
 	first := mustMint(t, m, "done", "99999", "fk4")
-	if err := m.Forget("done"); err != nil {
+	if err := m.Forget(t.Context(), "done"); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, err := conn.Exists(root + "/ingestq/minted/done"); ok || err != nil {
 		t.Errorf("record still there after Forget (%v)", err)
 	}
-	if err := m.Forget("done"); err != nil {
+	if err := m.Forget(t.Context(), "done"); err != nil {
 		t.Errorf("second Forget: %v", err)
 	}
 	// The number stays used: minting the jid again gives a new ARK.
 	if again := mustMint(t, m, "done", "99999", "fk4"); again == first {
 		t.Errorf("after Forget the same ARK %s was minted again", first)
 	}
-	if err := m.Forget("a/b"); err == nil {
+	if err := m.Forget(t.Context(), "a/b"); err == nil {
 		t.Error("Forget(a/b): no error")
 	}
 }
@@ -230,13 +230,13 @@ func TestMintCorruptNodes(t *testing.T) {
 func TestSweep(t *testing.T) {
 	conn, root := zktest.Connect(t), zktest.Root(t)
 	m := New(newQueue(t, conn, root))
-	if removed, err := m.Sweep(func(string) (bool, error) { return true, nil }); err != nil || len(removed) != 0 {
+	if removed, err := m.Sweep(t.Context(), func(string) (bool, error) { return true, nil }); err != nil || len(removed) != 0 {
 		t.Fatalf("sweep of nothing: %v %v", removed, err)
 	}
 	for _, jid := range []string{"deleted", "running", "unreadable"} {
 		mustMint(t, m, jid, "99999", "fk4")
 	}
-	removed, err := m.Sweep(func(jid string) (bool, error) {
+	removed, err := m.Sweep(t.Context(), func(jid string) (bool, error) {
 		switch jid {
 		case "deleted":
 			return true, nil

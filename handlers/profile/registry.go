@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,15 +10,15 @@ import (
 // Registry is where daemons publish their profiles for the queue's other
 // users: [queue.Queue], under /ingestq/profiles/<name>.
 type Registry interface {
-	PutProfile(name string, data []byte) error
-	ProfileData(name string) ([]byte, bool, error)
-	ProfileNames() ([]string, error)
+	PutProfile(ctx context.Context, name string, data []byte) error
+	ProfileData(ctx context.Context, name string) ([]byte, bool, error)
+	ProfileNames(ctx context.Context) ([]string, error)
 }
 
 // Publish writes every profile of s as JSON to the registry, overwriting a
 // profile published before. Profiles published earlier that are not in s
 // are left alone: another host may still be running with them.
-func Publish(r Registry, s *Set) error {
+func Publish(ctx context.Context, r Registry, s *Set) error {
 	if s == nil {
 		return errors.New("profile: publish: nil set")
 	}
@@ -26,7 +27,7 @@ func Publish(r Registry, s *Set) error {
 		if err != nil {
 			return fmt.Errorf("profile %q: encode: %w", name, err)
 		}
-		if err := r.PutProfile(name, data); err != nil {
+		if err := r.PutProfile(ctx, name, data); err != nil {
 			return fmt.Errorf("profile: %w", err)
 		}
 	}
@@ -36,11 +37,11 @@ func Publish(r Registry, s *Set) error {
 // Known reads one published profile. A profile that was never published is
 // (nil, false, nil); an invalid name or a node that does not hold the
 // profile it is named after is an error.
-func Known(r Registry, name string) (*Profile, bool, error) {
+func Known(ctx context.Context, r Registry, name string) (*Profile, bool, error) {
 	if err := ValidName(name); err != nil {
 		return nil, false, fmt.Errorf("profile name %w", err)
 	}
-	data, ok, err := r.ProfileData(name)
+	data, ok, err := r.ProfileData(ctx, name)
 	if err != nil {
 		return nil, false, fmt.Errorf("profile: %w", err)
 	}
@@ -61,8 +62,8 @@ func Known(r Registry, name string) (*Profile, bool, error) {
 
 // Published lists the names of the profiles published on the queue (none
 // when no daemon has published any).
-func Published(r Registry) ([]string, error) {
-	names, err := r.ProfileNames()
+func Published(ctx context.Context, r Registry) ([]string, error) {
+	names, err := r.ProfileNames(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("profile: list the published: %w", err)
 	}

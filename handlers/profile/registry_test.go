@@ -29,11 +29,11 @@ func TestPublishKnown(t *testing.T) {
 		Callback: "https://example.org/done", Notify: []string{"a@example.org"},
 		LargeJobs: []SizeRule{{Over: 10 << 30, Priority: 20}},
 	}
-	if err := Publish(q, mustSet(t, Default(), other)); err != nil {
+	if err := Publish(t.Context(), q, mustSet(t, Default(), other)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []*Profile{Default(), other} {
-		got, ok, err := Known(q, want.Name)
+		got, ok, err := Known(t.Context(), q, want.Name)
 		if err != nil || !ok {
 			t.Fatalf("Known(%s) = %v, %v", want.Name, ok, err)
 		}
@@ -41,20 +41,20 @@ func TestPublishKnown(t *testing.T) {
 			t.Errorf("Known(%s) = %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if p, ok, err := Known(q, "never-published"); ok || p != nil || err != nil {
+	if p, ok, err := Known(t.Context(), q, "never-published"); ok || p != nil || err != nil {
 		t.Errorf("Known(never-published) = %+v, %v, %v", p, ok, err)
 	}
 
 	// Publishing again overwrites, and leaves profiles not in the set alone.
 	changed := *other
 	changed.Priority = 9
-	if err := Publish(q, mustSet(t, &changed)); err != nil {
+	if err := Publish(t.Context(), q, mustSet(t, &changed)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := Known(q, "ucb-lib"); got == nil || got.Priority != 9 {
+	if got, _, _ := Known(t.Context(), q, "ucb-lib"); got == nil || got.Priority != 9 {
 		t.Errorf("after republish: %+v, want priority 9", got)
 	}
-	if _, ok, err := Known(q, "demo"); !ok || err != nil {
+	if _, ok, err := Known(t.Context(), q, "demo"); !ok || err != nil {
 		t.Errorf("demo was dropped by a later publish: %v, %v", ok, err)
 	}
 	if _, _, err := conn.Get(root + "/ingestq/profiles/demo"); err != nil {
@@ -65,7 +65,7 @@ func TestPublishKnown(t *testing.T) {
 func TestKnownErrors(t *testing.T) {
 	conn, root := zktest.Connect(t), zktest.Root(t)
 	q := newQueue(t, conn, root)
-	if err := Publish(q, mustSet(t, Default())); err != nil {
+	if err := Publish(t.Context(), q, mustSet(t, Default())); err != nil {
 		t.Fatal(err)
 	}
 	dir := root + "/ingestq/profiles"
@@ -83,12 +83,12 @@ func TestKnownErrors(t *testing.T) {
 		{"", "profile name"},
 	}
 	for _, tt := range tests {
-		p, ok, err := Known(q, tt.name)
+		p, ok, err := Known(t.Context(), q, tt.name)
 		if err == nil || ok || p != nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Known(%q) = %v, %v, %v; want an error mentioning %q", tt.name, p, ok, err, tt.want)
 		}
 	}
-	if err := Publish(q, nil); err == nil {
+	if err := Publish(t.Context(), q, nil); err == nil {
 		t.Error("Publish(nil): no error")
 	}
 }
@@ -97,7 +97,7 @@ func newQueue(t *testing.T, conn *zk.Conn, root string) *queue.Queue {
 	t.Helper()
 	q, err := queue.New(conn, root)
 	if err == nil {
-		err = q.Init()
+		err = q.Init(t.Context())
 	}
 	if err != nil {
 		t.Fatal(err)

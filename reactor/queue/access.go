@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,33 +46,33 @@ func checkAccessQueue(queue string) error {
 }
 
 // CreateAccess queues a Pending access request with its token.
-func (q *Queue) CreateAccess(queue string, token map[string]any) (*Access, error) {
+func (q *Queue) CreateAccess(ctx context.Context, queue string, token map[string]any) (*Access, error) {
 	if err := checkAccessQueue(queue); err != nil {
 		return nil, err
 	}
-	p, err := q.conn.Create(q.Path("/access/"+queue+"/qid"), nil, zk.FlagSequence, acl)
+	p, err := q.zk.create(ctx, q.Path("/access/"+queue+"/qid"), nil, zk.FlagSequence)
 	if err != nil {
 		return nil, fmt.Errorf("create access request: %w", err)
 	}
 	a := &Access{Queue: queue, ID: path2name(p), Token: token, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}}
 	status := create(q.accessPath(queue, a.ID, "status"), mustJSON(a.Status))
 	status.witness = true
-	if err := q.commit([]op{create(q.accessPath(queue, a.ID, "token"), mustJSON(token)), status}); err != nil {
-		_ = q.conn.Delete(p, -1)
+	if err := q.commit(ctx, []op{create(q.accessPath(queue, a.ID, "token"), mustJSON(token)), status}); err != nil {
+		_ = q.zk.delete(ctx, p, -1)
 		return nil, fmt.Errorf("create access request %s: %w", a.ID, err)
 	}
 	return a, nil
 }
 
 // LoadAccess reads an access request.
-func (q *Queue) LoadAccess(queue, qid string) (*Access, error) {
+func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, error) {
 	if err := checkAccessQueue(queue); err != nil {
 		return nil, err
 	}
 	if !validName(qid, "qid") {
 		return nil, fmt.Errorf("%q is not an access request id (want qid followed by digits)", qid)
 	}
-	r := q.getAll(q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
+	r := q.getAll(ctx, q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
 		q.accessPath(queue, qid, "token"), q.accessPath(queue, qid, "lock"))
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("access request", qid)
@@ -95,11 +96,11 @@ func (q *Queue) LoadAccess(queue, qid string) (*Access, error) {
 
 // AcquireAccess locks the oldest unlocked Pending request of a queue; nil
 // when there is none.
-func (q *Queue) AcquireAccess(queue string) (*Access, error) {
+func (q *Queue) AcquireAccess(ctx context.Context, queue string) (*Access, error) {
 	if err := checkAccessQueue(queue); err != nil {
 		return nil, err
 	}
-	kids, err := q.children(q.Path("/access/" + queue))
+	kids, err := q.children(ctx, q.Path("/access/"+queue))
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (q *Queue) AcquireAccess(queue string) (*Access, error) {
 		if !validName(qid, "qid") {
 			continue
 		}
-		a, err := q.LoadAccess(queue, qid)
+		a, err := q.LoadAccess(ctx, queue, qid)
 		if err != nil {
 			if !errors.Is(err, ErrNotFound) {
 				q.log.Warn("queue: skipping access request", "queue", queue, "id", qid, "err", err)
@@ -119,7 +120,7 @@ func (q *Queue) AcquireAccess(queue string) (*Access, error) {
 			continue
 		}
 		// Locked and re-fenced in one multi(), as in AcquireJob.
-		err = q.commit([]op{lockOp(q.accessPath(queue, qid, "lock")),
+		err = q.commit(ctx, []op{lockOp(q.accessPath(queue, qid, "lock")),
 			fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
 		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
 			continue
@@ -135,7 +136,7 @@ func (q *Queue) AcquireAccess(queue string) (*Access, error) {
 }
 
 // SetAccessStatus moves a request to another state, fenced like a job.
-func (q *Queue) SetAccessStatus(a *Access, to State, message string, release bool) error {
+func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, message string, release bool) error {
 	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (q *Queue) SetAccessStatus(a *Access, to State, message string, release boo
 	if release && a.owner {
 		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
 	}
-	if err := q.commit(ops); err != nil {
+	if err := q.commit(ctx, ops); err != nil {
 		return err
 	}
 	a.Status, a.version = st, a.version+1
@@ -155,8 +156,8 @@ func (q *Queue) SetAccessStatus(a *Access, to State, message string, release boo
 }
 
 // UnlockAccess releases a lock this session took.
-func (q *Queue) UnlockAccess(a *Access) error {
-	if err := q.releaseOwnLock(q.accessPath(a.Queue, a.ID, "lock")); err != nil {
+func (q *Queue) UnlockAccess(ctx context.Context, a *Access) error {
+	if err := q.releaseOwnLock(ctx, q.accessPath(a.Queue, a.ID, "lock")); err != nil {
 		return err
 	}
 	a.owner, a.Locked = false, false
@@ -164,9 +165,9 @@ func (q *Queue) UnlockAccess(a *Access) error {
 }
 
 // DeleteAccess removes a Completed or Deleted request from ZooKeeper.
-func (q *Queue) DeleteAccess(a *Access) error {
+func (q *Queue) DeleteAccess(ctx context.Context, a *Access) error {
 	if a.State() != Completed && a.State() != Deleted {
 		return refused("access request %s is %s; only Completed or Deleted requests can be removed", a.ID, a.State())
 	}
-	return q.removeTree(q.accessPath(a.Queue, a.ID), fenceCheck(q.accessPath(a.Queue, a.ID, "status"), a.version))
+	return q.removeTree(ctx, q.accessPath(a.Queue, a.ID), fenceCheck(q.accessPath(a.Queue, a.ID, "status"), a.version))
 }

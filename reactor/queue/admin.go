@@ -2,6 +2,7 @@ package queue
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,11 +18,11 @@ import (
 
 // withJob locks jid, runs fn, and unlocks unless fn's change released it.
 // A job a daemon is working on is refused with what would work for action.
-func (q *Queue) withJob(jid, action string, fn func(*Job) error) error {
-	j, err := q.lockJob(jid)
+func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) error) error {
+	j, err := q.lockJob(ctx, jid)
 	if errors.Is(err, ErrLocked) {
 		state := State("in the pipeline")
-		if j, lerr := q.LoadJob(jid); lerr == nil {
+		if j, lerr := q.LoadJob(ctx, jid); lerr == nil {
 			state = j.State()
 		}
 		return fmt.Errorf("%w: job %s is %s and a daemon is working on it; %s", err, jid, state, busyAdvice(action, jid))
@@ -31,7 +32,7 @@ func (q *Queue) withJob(jid, action string, fn func(*Job) error) error {
 	}
 	defer func() {
 		if j.owner {
-			_ = q.UnlockJob(j)
+			_ = q.UnlockJob(ctx, j)
 		}
 	}()
 	return fn(j)
@@ -57,8 +58,8 @@ func busyAdvice(action, jid string) string {
 	return "try again when its step ends, or " + stop
 }
 
-func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
-	b, err := q.LockBatch(bid)
+func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error) error {
+	b, err := q.LockBatch(ctx, bid)
 	if errors.Is(err, ErrLocked) {
 		return fmt.Errorf("%w: a daemon is working on batch %s (making its jobs or its report); try again when it is done", err, bid)
 	}
@@ -67,7 +68,7 @@ func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
 	}
 	defer func() {
 		if b.owner {
-			_ = q.UnlockBatch(b)
+			_ = q.UnlockBatch(ctx, b)
 		}
 	}()
 	return fn(b)
@@ -75,14 +76,14 @@ func (q *Queue) withBatch(bid string, fn func(*Batch) error) error {
 
 // HoldJob moves a Pending job to Held. changed is false when it was Held
 // already: holding twice is not an error.
-func (q *Queue) HoldJob(jid string) (changed bool, err error) {
-	err = q.withJob(jid, "hold", func(j *Job) error {
+func (q *Queue) HoldJob(ctx context.Context, jid string) (changed bool, err error) {
+	err = q.withJob(ctx, jid, "hold", func(j *Job) error {
 		switch j.State() {
 		case Held:
 			return nil
 		case Pending:
 			changed = true
-			return q.SetJobStatus(j, Held, JobChange{Release: true})
+			return q.SetJobStatus(ctx, j, Held, JobChange{Release: true})
 		}
 		if done(j.State()) {
 			return refused("job %s is %s: it is done; only a Pending job can be held", jid, j.State())
@@ -95,14 +96,14 @@ func (q *Queue) HoldJob(jid string) (changed bool, err error) {
 
 // ReleaseJob moves a Held job back to Pending; changed is false when it
 // was not Held but Pending already.
-func (q *Queue) ReleaseJob(jid string) (changed bool, err error) {
-	err = q.withJob(jid, "release", func(j *Job) error {
+func (q *Queue) ReleaseJob(ctx context.Context, jid string) (changed bool, err error) {
+	err = q.withJob(ctx, jid, "release", func(j *Job) error {
 		switch j.State() {
 		case Pending:
 			return nil
 		case Held:
 			changed = true
-			return q.SetJobStatus(j, Pending, JobChange{Release: true})
+			return q.SetJobStatus(ctx, j, Pending, JobChange{Release: true})
 		}
 		return refused("job %s is %s, not Held: there is nothing to release", jid, j.State())
 	})
@@ -127,9 +128,9 @@ func RequeueTarget(j *Job) State {
 
 // RequeueJob sends a Failed job back to the state after its last successful
 // one, adds one to retry_count, and puts it back in batch-processing.
-func (q *Queue) RequeueJob(jid string) (State, error) {
+func (q *Queue) RequeueJob(ctx context.Context, jid string) (State, error) {
 	var to State
-	err := q.withJob(jid, "requeue", func(j *Job) error {
+	err := q.withJob(ctx, jid, "requeue", func(j *Job) error {
 		switch {
 		case done(j.State()):
 			return refused("job %s is %s: it is done; only a Failed job can be requeued (a new deposit makes a new version)", jid, j.State())
@@ -137,7 +138,7 @@ func (q *Queue) RequeueJob(jid string) (State, error) {
 			return refused("job %s is %s; only a Failed job can be requeued (`ingestq fail %s` first, to redo a step)", jid, j.State(), jid)
 		}
 		to = RequeueTarget(j)
-		return q.SetJobStatus(j, to, JobChange{Release: true, requeue: true})
+		return q.SetJobStatus(ctx, j, to, JobChange{Release: true, requeue: true})
 	})
 	return to, err
 }
@@ -145,16 +146,18 @@ func (q *Queue) RequeueJob(jid string) (State, error) {
 // FailJob moves a job to Failed with message. With force it does so even
 // while a daemon holds the job: the daemon's view goes stale, so its own
 // commit fails and it abandons the step.
-func (q *Queue) FailJob(jid, message string, force bool) error {
+func (q *Queue) FailJob(ctx context.Context, jid, message string, force bool) error {
 	if message == "" {
 		message = "failed by an operator"
 	}
-	fail := func(j *Job) error { return q.SetJobStatus(j, Failed, JobChange{Message: message, Release: j.owner}) }
-	err := q.withJob(jid, "fail", fail)
+	fail := func(j *Job) error {
+		return q.SetJobStatus(ctx, j, Failed, JobChange{Message: message, Release: j.owner})
+	}
+	err := q.withJob(ctx, jid, "fail", fail)
 	if !force || !errors.Is(err, ErrLocked) {
 		return err
 	}
-	j, err := q.LoadJob(jid)
+	j, err := q.LoadJob(ctx, jid)
 	if err != nil {
 		return err
 	}
@@ -166,15 +169,15 @@ func (q *Queue) FailJob(jid, message string, force bool) error {
 // Held, Failed, Completed or Deleted job is removed from ZooKeeper with its
 // refs instead. Any other job is refused: it is still in the pipeline.
 // changed is false for a job that was Deleted already (without purge).
-func (q *Queue) DeleteJob(jid string, purge bool) (removed, changed bool, err error) {
-	err = q.withJob(jid, "delete", func(j *Job) error {
+func (q *Queue) DeleteJob(ctx context.Context, jid string, purge bool) (removed, changed bool, err error) {
+	err = q.withJob(ctx, jid, "delete", func(j *Job) error {
 		switch s := j.State(); {
 		case purge && (s == Held || s == Failed || s == Completed || s == Deleted):
 			removed, changed = true, true
-			return q.removeJob(j, true)
+			return q.removeJob(ctx, j, true)
 		case s == Held || s == Failed:
 			changed = true
-			return q.SetJobStatus(j, Deleted, JobChange{Release: true})
+			return q.SetJobStatus(ctx, j, Deleted, JobChange{Release: true})
 		case s == Deleted:
 			return nil
 		case s == Completed:
@@ -189,14 +192,14 @@ func (q *Queue) DeleteJob(jid string, purge bool) (removed, changed bool, err er
 // multi(), fenced by its status version. With countDown, the batch's
 // job-count (if it has one) drops by one in the same multi(), so that the
 // batch's report does not wait for a job that is gone.
-func (q *Queue) removeJob(j *Job, countDown bool) error {
-	kids, err := q.children(q.jobPath(j.ID))
+func (q *Queue) removeJob(ctx context.Context, j *Job, countDown bool) error {
+	kids, err := q.children(ctx, q.jobPath(j.ID))
 	if err != nil {
 		return err
 	}
 	ops := []op{fenceCheck(q.jobPath(j.ID, "status"), j.version)}
 	if countDown {
-		o, err := q.countDown(j.BatchID)
+		o, err := q.countDown(ctx, j.BatchID)
 		if err != nil {
 			return err
 		}
@@ -209,7 +212,7 @@ func (q *Queue) removeJob(j *Job, countDown bool) error {
 	}
 	ops = append(ops, del(q.jobPath(j.ID, "status")), delIfThere(q.jobPath(j.ID, "lock")), del(q.jobPath(j.ID)),
 		q.delRef(j.State(), j.ref, j.ID), delIfThere(q.batchPath(j.BatchID, "states", Bucket(j.State()), j.ID)))
-	if err := q.commit(ops); err != nil {
+	if err := q.commit(ctx, ops); err != nil {
 		return err
 	}
 	j.owner, j.Locked = false, false
@@ -218,9 +221,9 @@ func (q *Queue) removeJob(j *Job, countDown bool) error {
 
 // countDown is the op that lowers a batch's job-count by one, at the
 // version read (read again if it moved), or none when it has no count.
-func (q *Queue) countDown(bid string) ([]op, error) {
+func (q *Queue) countDown(ctx context.Context, bid string) ([]op, error) {
 	p := q.batchPath(bid, "job-count")
-	data, st, err := q.get(p)
+	data, st, err := q.get(ctx, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}
@@ -232,9 +235,9 @@ func (q *Queue) countDown(bid string) ([]op, error) {
 		return nil, err
 	}
 	o := set(p, []byte(strconv.FormatInt(max(n-1, 0), 10)), st.Version)
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(_ context.Context, err error) ([]op, error) {
 		if errors.Is(err, zk.ErrBadVersion) {
-			return q.countDown(bid)
+			return q.countDown(ctx, bid)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
@@ -246,14 +249,14 @@ func (q *Queue) countDown(bid string) ([]op, error) {
 
 // HoldBatch moves a Pending batch to Held; changed is false when it was
 // Held already.
-func (q *Queue) HoldBatch(bid string) (changed bool, err error) {
-	err = q.withBatch(bid, func(b *Batch) error {
+func (q *Queue) HoldBatch(ctx context.Context, bid string) (changed bool, err error) {
+	err = q.withBatch(ctx, bid, func(b *Batch) error {
 		switch b.State() {
 		case Held:
 			return nil
 		case Pending:
 			changed = true
-			return q.SetBatchStatus(b, Held, BatchChange{Release: true})
+			return q.SetBatchStatus(ctx, b, Held, BatchChange{Release: true})
 		}
 		return refused("batch %s is %s: only a Pending batch can be held (before its jobs are made); "+
 			"`ingestq hold collection %s` holds its collection's pending jobs, `ingestq hold job JID` one of them",
@@ -264,14 +267,14 @@ func (q *Queue) HoldBatch(bid string) (changed bool, err error) {
 
 // ReleaseBatch moves a Held batch back to Pending; changed is false when
 // it was Pending already.
-func (q *Queue) ReleaseBatch(bid string) (changed bool, err error) {
-	err = q.withBatch(bid, func(b *Batch) error {
+func (q *Queue) ReleaseBatch(ctx context.Context, bid string) (changed bool, err error) {
+	err = q.withBatch(ctx, bid, func(b *Batch) error {
 		switch b.State() {
 		case Pending:
 			return nil
 		case Held:
 			changed = true
-			return q.SetBatchStatus(b, Pending, BatchChange{Release: true})
+			return q.SetBatchStatus(ctx, b, Pending, BatchChange{Release: true})
 		}
 		return refused("batch %s is %s, not Held: there is nothing to release", bid, b.State())
 	})
@@ -281,14 +284,14 @@ func (q *Queue) ReleaseBatch(bid string) (changed bool, err error) {
 // ReportBatch moves a Failed batch to UpdateReporting, so a daemon reports it
 // again (after its failed jobs were requeued and finished). changed is false
 // when it was asked already (UpdateReporting).
-func (q *Queue) ReportBatch(bid string) (changed bool, err error) {
-	err = q.withBatch(bid, func(b *Batch) error {
+func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err error) {
+	err = q.withBatch(ctx, bid, func(b *Batch) error {
 		switch b.State() {
 		case UpdateReporting:
 			return nil
 		case Failed:
 			changed = true
-			return q.SetBatchStatus(b, UpdateReporting, BatchChange{Release: true})
+			return q.SetBatchStatus(ctx, b, UpdateReporting, BatchChange{Release: true})
 		case Completed:
 			return refused("batch %s is Completed: its report is in its status-report (`ingestq show %s`)", bid, bid)
 		}
@@ -301,34 +304,34 @@ func (q *Queue) ReportBatch(bid string) (changed bool, err error) {
 // DeleteBatch removes a batch with all its jobs: its uuid index, its nodes,
 // every job and every ref. Only a batch that is done (Completed, Failed,
 // Deleted) or Held, and that has no job still in the pipeline, can go.
-func (q *Queue) DeleteBatch(bid string) error {
-	return q.withBatch(bid, func(b *Batch) error { return q.removeBatch(b) })
+func (q *Queue) DeleteBatch(ctx context.Context, bid string) error {
+	return q.withBatch(ctx, bid, func(b *Batch) error { return q.removeBatch(ctx, b) })
 }
 
-func (q *Queue) removeBatch(b *Batch) error {
+func (q *Queue) removeBatch(ctx context.Context, b *Batch) error {
 	switch b.State() {
 	case Completed, Failed, Deleted, Held:
 	default:
 		return refused("batch %s is %s; only Completed, Failed, Deleted or Held batches can be deleted", b.ID, b.State())
 	}
-	buckets, err := q.BatchJobs(b.ID)
+	buckets, err := q.BatchJobs(ctx, b.ID)
 	if err != nil {
 		return err
 	}
 	var jobs []*Job
 	for _, bucket := range Buckets {
 		for _, jid := range buckets[bucket] {
-			j, err := q.lockJob(jid)
+			j, err := q.lockJob(ctx, jid)
 			if errors.Is(err, ErrNotFound) {
 				continue // a ref without a job: removed with the batch below
 			}
 			if err != nil {
-				q.unlockAll(jobs)
+				q.unlockAll(ctx, jobs)
 				return fmt.Errorf("batch %s: %w", b.ID, err)
 			}
 			jobs = append(jobs, j)
 			if !slices.Contains([]State{Completed, Failed, Deleted, Held, Pending}, j.State()) {
-				q.unlockAll(jobs)
+				q.unlockAll(ctx, jobs)
 				return refused("batch %s: job %s is %s, still in the pipeline", b.ID, jid, j.State())
 			}
 		}
@@ -336,30 +339,30 @@ func (q *Queue) removeBatch(b *Batch) error {
 	// One multi() per job keeps each request small; the batch's own ref to a
 	// job goes with the job, so a crash midway leaves a consistent batch.
 	for _, j := range jobs {
-		if err := q.removeJob(j, false); err != nil { // the batch goes too
-			q.unlockAll(jobs)
+		if err := q.removeJob(ctx, j, false); err != nil { // the batch goes too
+			q.unlockAll(ctx, jobs)
 			return fmt.Errorf("batch %s: remove job %s: %w", b.ID, j.ID, err)
 		}
 	}
-	return q.removeTree(q.batchPath(b.ID), fenceCheck(q.batchPath(b.ID, "status"), b.version),
+	return q.removeTree(ctx, q.batchPath(b.ID), fenceCheck(q.batchPath(b.ID, "status"), b.version),
 		delIfThere(q.Path("/batch-uuids/"+b.UUID())))
 }
 
-func (q *Queue) unlockAll(jobs []*Job) {
+func (q *Queue) unlockAll(ctx context.Context, jobs []*Job) {
 	for _, j := range jobs {
 		if j.owner {
-			_ = q.UnlockJob(j)
+			_ = q.UnlockJob(ctx, j)
 		}
 	}
 }
 
 // removeTree deletes root and everything under it in one multi(), with extra
 // ops (fences first).
-func (q *Queue) removeTree(root string, extra ...op) error {
+func (q *Queue) removeTree(ctx context.Context, root string, extra ...op) error {
 	var dels []op
 	var walk func(p string) error
 	walk = func(p string) error {
-		kids, err := q.children(p)
+		kids, err := q.children(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -374,15 +377,15 @@ func (q *Queue) removeTree(root string, extra ...op) error {
 	if err := walk(root); err != nil {
 		return err
 	}
-	return q.commit(append(extra, dels...))
+	return q.commit(ctx, append(extra, dels...))
 }
 
 // Cleanup deletes every Completed batch with its jobs, and the empty job and
 // batch nodes that creations cut short by a crash left behind. It returns the
 // ids of the batches it removed; a batch it could not remove is reported in
 // problems and does not stop the sweep.
-func (q *Queue) Cleanup() (removed []string, problems []error, err error) {
-	batches, probs, err := q.ListBatches()
+func (q *Queue) Cleanup(ctx context.Context) (removed []string, problems []error, err error) {
+	batches, probs, err := q.ListBatches(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -391,7 +394,7 @@ func (q *Queue) Cleanup() (removed []string, problems []error, err error) {
 		if b.State() != Completed || b.Locked {
 			continue
 		}
-		if err := q.DeleteBatch(b.ID); err != nil {
+		if err := q.DeleteBatch(ctx, b.ID); err != nil {
 			if !errors.Is(err, ErrNotFound) {
 				problems = append(problems, err)
 			}
@@ -400,7 +403,7 @@ func (q *Queue) Cleanup() (removed []string, problems []error, err error) {
 		removed = append(removed, b.ID)
 	}
 	for _, kind := range []string{"/batches", "/jobs"} {
-		if err := q.removeHusks(kind); err != nil {
+		if err := q.removeHusks(ctx, kind); err != nil {
 			problems = append(problems, err)
 		}
 	}
@@ -413,8 +416,8 @@ const huskAge = 10 * time.Minute
 
 // removeHusks deletes childless, dataless bid/jid nodes older than huskAge:
 // the leftovers of a creation cut short between its two steps.
-func (q *Queue) removeHusks(folder string) error {
-	kids, err := q.children(q.Path(folder))
+func (q *Queue) removeHusks(ctx context.Context, folder string) error {
+	kids, err := q.children(ctx, q.Path(folder))
 	if err != nil {
 		return err
 	}
@@ -425,11 +428,11 @@ func (q *Queue) removeHusks(folder string) error {
 			continue
 		}
 		p := q.Path(folder + "/" + k)
-		ok, st, err := q.conn.Exists(p)
+		ok, st, err := q.zk.exists(ctx, p)
 		if err != nil || !ok || st.NumChildren > 0 || st.DataLength > 0 || st.Ctime > cutoff {
 			continue
 		}
-		if err := q.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+		if err := q.zk.delete(ctx, p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
 			return fmt.Errorf("remove empty %s: %w", q.rel(p), err)
 		}
 	}

@@ -33,7 +33,7 @@ func (r *run) twoGoodOneBad(spoil func(jid string)) (good []string, bad string) 
 	b := r.processing(true)
 	var ids []string
 	for i := range 3 {
-		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"n": i})})
+		j, err := r.q.CreateJob(r.t.Context(), b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"n": i})})
 		r.ok(err)
 		ids = append(ids, j.ID)
 	}
@@ -44,7 +44,7 @@ func (r *run) twoGoodOneBad(spoil func(jid string)) (good []string, bad string) 
 // wantRestWorks shows the queue still lists and runs every good job.
 func (r *run) wantRestWorks(good []string, problemHas string) {
 	r.t.Helper()
-	jobs, problems, err := r.q.ListJobs(queue.Pending)
+	jobs, problems, err := r.q.ListJobs(r.t.Context(), queue.Pending)
 	r.ok(err)
 	if len(jobs) != len(good) {
 		r.t.Fatalf("listed %d jobs, want %d", len(jobs), len(good))
@@ -54,9 +54,9 @@ func (r *run) wantRestWorks(good []string, problemHas string) {
 	}
 	for _, want := range good {
 		j := r.acquire(queue.Pending, want)
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{Release: true}))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
 	}
-	if j, err := r.q.AcquireJob(queue.Pending); err != nil || j != nil {
+	if j, err := r.q.AcquireJob(r.t.Context(), queue.Pending); err != nil || j != nil {
 		r.t.Fatalf("after the good jobs: %v %v, want none", j, err)
 	}
 }
@@ -69,7 +69,7 @@ func TestCorruptStatusIsSkipped(t *testing.T) {
 		r.raw(badPath, `{"status": "Pending", `)
 	})
 	r.wantRestWorks(good, badPath+": bad JSON")
-	vs, err := r.q.Check()
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	if len(vs) != 1 || vs[0].Path != "/jobs/"+path2jid(badPath) || !strings.Contains(vs[0].Problem, "bad JSON") {
 		t.Fatalf("check: %v, want the corrupt status", vs)
@@ -86,7 +86,7 @@ func TestUnknownStateIsSkipped(t *testing.T) {
 		r.raw("/jobs/"+jid+"/status", `{"status": "Bogus", "message": ""}`)
 	})
 	r.wantRestWorks(good, `/jobs/`+bad+`/status: unknown job state "Bogus"`)
-	_, err := r.q.LoadJob(bad)
+	_, err := r.q.LoadJob(t.Context(), bad)
 	if !errors.Is(err, queue.ErrCorrupt) {
 		t.Fatalf("load: %v, want ErrCorrupt", err)
 	}
@@ -100,24 +100,24 @@ func TestPriorityOutOfRange(t *testing.T) {
 		r.raw("/jobs/"+jid+"/priority", "120")
 	})
 	bid := r.q.Path("")
-	if j, err := r.q.LoadJob(good[0]); err == nil {
+	if j, err := r.q.LoadJob(t.Context(), good[0]); err == nil {
 		bid = j.BatchID
 	}
 	for _, p := range []int{-1, 100} {
-		_, err := r.q.CreateJob(&queue.Batch{ID: bid}, queue.JobSpec{Priority: p})
+		_, err := r.q.CreateJob(t.Context(), &queue.Batch{ID: bid}, queue.JobSpec{Priority: p})
 		if err == nil || !strings.Contains(err.Error(), "outside 0..99") {
 			t.Errorf("create with priority %d: %v", p, err)
 		}
 	}
 	r.wantRestWorks(good, "/jobs/"+bad+"/priority: priority 120 is outside 0..99")
-	j, err := r.q.LoadJob(good[0])
+	j, err := r.q.LoadJob(t.Context(), good[0])
 	r.ok(err)
 	p := 250
-	if err := r.q.UpdateJob(j, queue.JobChange{Priority: &p}); err == nil || !strings.Contains(err.Error(), "outside 0..99") {
+	if err := r.q.UpdateJob(t.Context(), j, queue.JobChange{Priority: &p}); err == nil || !strings.Contains(err.Error(), "outside 0..99") {
 		t.Errorf("update to 250: %v", err)
 	}
 	// Nothing was created for the refused jobs.
-	ids, err := r.q.JobIDs()
+	ids, err := r.q.JobIDs(t.Context())
 	r.ok(err)
 	if len(ids) != 3 {
 		t.Errorf("%d job nodes, want 3", len(ids))
@@ -129,45 +129,45 @@ func TestRefWithoutJob(t *testing.T) {
 	good, _ := r.twoGoodOneBad(func(string) {})
 	r.raw("/jobs/states/pending/00-jid0000099999", "") // sorts first
 	r.raw("/jobs/states/pending/not-a-ref", "")
-	vs, err := r.q.Check()
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	if len(vs) != 2 || vs[0].Path != "/jobs/states/pending/00-jid0000099999" || vs[0].Problem != "ref without a job" ||
 		vs[1].Path != "/jobs/states/pending/not-a-ref" {
 		t.Fatalf("check: %v", vs)
 	}
-	refs, problems, err := r.q.Refs(queue.Pending)
+	refs, problems, err := r.q.Refs(t.Context(), queue.Pending)
 	r.ok(err)
 	if len(refs) != 4 || len(problems) != 1 {
 		t.Fatalf("refs %v problems %v", refs, problems)
 	}
 	// All three real jobs still run.
 	_ = good
-	jobs, problems, err := r.q.ListJobs(queue.Pending)
+	jobs, problems, err := r.q.ListJobs(t.Context(), queue.Pending)
 	r.ok(err)
 	if len(jobs) != 3 || len(problems) != 2 || problems[1].Error() != "/jobs/states/pending/00-jid0000099999: ref without a job" {
 		t.Fatalf("listed %d jobs with problems %v; want 3 jobs and 2 problems", len(jobs), problems)
 	}
-	if _, err := r.q.Tree("/jobs/jid0000099999"); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := r.q.Tree(t.Context(), "/jobs/jid0000099999"); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("tree of a missing node: %v, want ErrNotFound", err)
 	}
 	for range 3 {
-		j, err := r.q.AcquireJob(queue.Pending)
+		j, err := r.q.AcquireJob(t.Context(), queue.Pending)
 		r.ok(err)
 		if j == nil {
 			t.Fatal("a real job was not acquired past the dangling ref")
 		}
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{Release: true}))
+		r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
 	}
 }
 
 func TestCorruptBatchDoesNotStopOthers(t *testing.T) {
 	r := newRun(t)
-	bad, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"n": 1}))
+	bad, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"n": 1}))
 	r.ok(err)
-	good, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"n": 2}))
+	good, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"n": 2}))
 	r.ok(err)
 	r.raw("/batches/"+bad.ID+"/status", "not json")
-	batches, problems, err := r.q.ListBatches()
+	batches, problems, err := r.q.ListBatches(t.Context())
 	r.ok(err)
 	if len(batches) != 1 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "/batches/"+bad.ID+"/status: bad JSON") {
 		t.Fatalf("listed %d, problems %v", len(batches), problems)
@@ -194,13 +194,13 @@ func TestForeignTree(t *testing.T) {
 	if j.Profile() != "merritt_demo" || j.Priority != 2 || j.Status.LastSuccessfulStatus != nil {
 		t.Fatalf("read %+v", j)
 	}
-	r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{Release: true}))
-	vs, err := r.q.Check()
+	r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	if len(vs) != 0 {
 		t.Fatalf("after the move: %v", vs)
 	}
-	refs, _, err := r.q.Refs(queue.Pending)
+	refs, _, err := r.q.Refs(t.Context(), queue.Pending)
 	r.ok(err)
 	if len(refs) != 0 {
 		t.Fatalf("old ref left behind: %v", refs)
@@ -212,7 +212,7 @@ func TestCheckFindsBreaches(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
 	mk := func() string {
-		j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+		j, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
 		r.ok(err)
 		return j.ID
 	}
@@ -222,7 +222,7 @@ func TestCheckFindsBreaches(t *testing.T) {
 	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/states/batch-processing/"+wrongBucket), -1))
 	r.raw("/batches/"+b.ID+"/states/batch-failed/"+wrongBucket, "")
 	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/states/batch-processing/"+noBucket), -1))
-	vs, err := r.q.Check()
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	want := map[string]string{
 		twoRefs:     "listed in 2 state folders",

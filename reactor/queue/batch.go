@@ -19,7 +19,7 @@ func (q *Queue) batchPath(bid string, child ...string) string {
 
 // CreateBatch creates a Pending batch with the given submission. Its
 // "batchID" is the batch's uuid; one is generated when it is missing.
-func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
+func (q *Queue) CreateBatch(ctx context.Context, sub Submission) (*Batch, error) {
 	id := sub.BatchUUID
 	if id == "" {
 		id = uuid.NewString()
@@ -29,7 +29,7 @@ func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
 		return nil, fmt.Errorf("batchID %q: must not contain '/'", id)
 	}
 	uuidPath := q.Path("/batch-uuids/" + id)
-	if ok, _, err := q.conn.Exists(uuidPath); err != nil {
+	if ok, _, err := q.zk.exists(ctx, uuidPath); err != nil {
 		return nil, fmt.Errorf("check %s: %w", q.rel(uuidPath), err)
 	} else if ok {
 		return nil, refused("batchID %s is already used", id)
@@ -37,7 +37,7 @@ func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
 	// The sequential name is only known once created, so the children follow
 	// in a second, atomic step; an empty /batches/bidN left by a crash between
 	// the two is skipped by readers and removed by Cleanup.
-	p, err := q.conn.Create(q.Path("/batches/bid"), nil, zk.FlagSequence, acl)
+	p, err := q.zk.create(ctx, q.Path("/batches/bid"), nil, zk.FlagSequence)
 	if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
@@ -45,13 +45,13 @@ func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
 	b := &Batch{ID: bid, Submission: sub, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}, JobCount: -1}
 	status := create(q.batchPath(bid, "status"), mustJSON(b.Status))
 	status.witness = true
-	err = q.commit([]op{
+	err = q.commit(ctx, []op{
 		create(q.batchPath(bid, "submission"), mustJSON(sub)),
 		status,
 		create(uuidPath, []byte(bid)),
 	})
 	if err != nil {
-		_ = q.conn.Delete(p, -1)
+		_ = q.zk.delete(ctx, p, -1)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil, refused("batchID %s is already used", id)
 		}
@@ -64,11 +64,11 @@ func (q *Queue) CreateBatch(sub Submission) (*Batch, error) {
 func path2name(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
 // LoadBatch reads a batch.
-func (q *Queue) LoadBatch(bid string) (*Batch, error) {
+func (q *Queue) LoadBatch(ctx context.Context, bid string) (*Batch, error) {
 	if !validName(bid, "bid") {
 		return nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
 	}
-	r := q.getAll(q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
+	r := q.getAll(ctx, q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
 		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"),
 		q.batchPath(bid, "job-count"))
 	if errors.Is(r[0].err, zk.ErrNoNode) {
@@ -110,23 +110,23 @@ func (q *Queue) LoadBatch(bid string) (*Batch, error) {
 }
 
 // FindBatch looks a batch up by its uuid (submission.batchID).
-func (q *Queue) FindBatch(id string) (*Batch, error) {
+func (q *Queue) FindBatch(ctx context.Context, id string) (*Batch, error) {
 	if id == "" || strings.Contains(id, "/") {
 		return nil, notFound("batch uuid", fmt.Sprintf("%q", id))
 	}
-	data, _, err := q.get(q.Path("/batch-uuids/" + id))
+	data, _, err := q.get(ctx, q.Path("/batch-uuids/"+id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, notFound("batch uuid", id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return q.LoadBatch(strings.TrimSpace(string(data)))
+	return q.LoadBatch(ctx, strings.TrimSpace(string(data)))
 }
 
 // BatchIDs lists the batch ids in creation order.
-func (q *Queue) BatchIDs() ([]string, error) {
-	kids, err := q.children(q.Path("/batches"))
+func (q *Queue) BatchIDs(ctx context.Context) ([]string, error) {
+	kids, err := q.children(ctx, q.Path("/batches"))
 	if err != nil {
 		return nil, err
 	}
@@ -137,14 +137,14 @@ func (q *Queue) BatchIDs() ([]string, error) {
 
 // ListBatches reads every batch. A batch that cannot be read is reported in
 // problems, with its path, and left out; it never stops the listing.
-func (q *Queue) ListBatches() (batches []*Batch, problems []error, err error) {
-	ids, err := q.BatchIDs()
+func (q *Queue) ListBatches(ctx context.Context) (batches []*Batch, problems []error, err error) {
+	ids, err := q.BatchIDs(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := make([]*Batch, len(ids))
 	errs := make([]error, len(ids))
-	forEach(indexes(len(ids)), 32, func(i int) { out[i], errs[i] = q.LoadBatch(ids[i]) })
+	each(len(ids), 32, func(i int) { out[i], errs[i] = q.LoadBatch(ctx, ids[i]) })
 	for i := range ids {
 		if errs[i] != nil {
 			if !errors.Is(errs[i], ErrNotFound) { // deleted while listing
@@ -155,14 +155,6 @@ func (q *Queue) ListBatches() (batches []*Batch, problems []error, err error) {
 		batches = append(batches, out[i])
 	}
 	return batches, problems, nil
-}
-
-func indexes(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
 }
 
 // A Wait is a node whose change may make work that was passed over
@@ -189,13 +181,13 @@ func (q *Queue) AcquirePendingBatch(ctx context.Context, admit func(*Batch) bool
 	if admit != nil {
 		ready = func(b *Batch) (bool, []Wait) { return admit(b), nil }
 	}
-	return q.acquireBatch(nil, []State{Pending}, ready, "")
+	return q.acquireBatch(ctx, nil, []State{Pending}, ready, "")
 }
 
 // BatchState reads only a batch's status.
-func (q *Queue) BatchState(bid string) (State, error) {
+func (q *Queue) BatchState(ctx context.Context, bid string) (State, error) {
 	p := q.batchPath(bid, "status")
-	data, _, err := q.get(p)
+	data, _, err := q.get(ctx, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", notFound("batch", bid)
 	}
@@ -212,7 +204,7 @@ func (q *Queue) BatchState(bid string) (State, error) {
 // batches (nil: all), for a daemon that knows which batch just emptied. It
 // returns nil when there is none, with the nodes to watch.
 func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string) (*Batch, []Wait, error) {
-	return q.acquireBatch(only, []State{Processing, Reporting, UpdateReporting},
+	return q.acquireBatch(ctx, only, []State{Processing, Reporting, UpdateReporting},
 		func(b *Batch) (bool, []Wait) { return q.readyToReport(ctx, b) }, Reporting)
 }
 
@@ -242,7 +234,7 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 	for i, bucket := range Buckets {
 		paths[i] = q.batchPath(b.ID, "states", bucket)
 	}
-	r := q.getAll(paths...)
+	r := q.getAll(ctx, paths...)
 	done := 0
 	for i, x := range r {
 		switch {
@@ -286,7 +278,7 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 		return false, nil
 	case <-t.C:
 	}
-	ok, after, err := q.conn.Exists(paths[processing])
+	ok, after, err := q.zk.exists(ctx, paths[processing])
 	return err == nil && ok && after.NumChildren == 0 && after.Cversion == before.stat.Cversion &&
 		after.Czxid == before.stat.Czxid, nil
 }
@@ -299,16 +291,16 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 // held the batch before and lost its lock can no longer commit. When it
 // finds none it returns what to watch for one: the locks of batches held
 // elsewhere, the status of batches still being created, and ready's waits.
-func (q *Queue) acquireBatch(batchIDs []string, states []State, ready func(*Batch) (bool, []Wait), to State) (*Batch, []Wait, error) {
+func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []State, ready func(*Batch) (bool, []Wait), to State) (*Batch, []Wait, error) {
 	if batchIDs == nil {
 		var err error
-		if batchIDs, err = q.BatchIDs(); err != nil {
+		if batchIDs, err = q.BatchIDs(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
 	var waits []Wait
 	for _, bid := range batchIDs {
-		b, err := q.LoadBatch(bid)
+		b, err := q.LoadBatch(ctx, bid)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue
@@ -344,7 +336,7 @@ func (q *Queue) acquireBatch(batchIDs []string, states []State, ready func(*Batc
 		if b.State() == Pending && !b.Acquired {
 			ops = append(ops, createRef(q.batchPath(bid, "states")))
 		}
-		err = q.commit(ops)
+		err = q.commit(ctx, ops)
 		if errors.Is(err, ErrLocked) {
 			waits = append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true})
 			continue
@@ -363,8 +355,8 @@ func (q *Queue) acquireBatch(batchIDs []string, states []State, ready func(*Batc
 }
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
-func (q *Queue) LockBatch(bid string) (*Batch, error) {
-	ok, err := q.tryLock(q.batchPath(bid, "lock"))
+func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
+	ok, err := q.tryLock(ctx, q.batchPath(bid, "lock"))
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound("batch", bid)
 	}
@@ -374,9 +366,9 @@ func (q *Queue) LockBatch(bid string) (*Batch, error) {
 	if !ok {
 		return nil, fmt.Errorf("batch %s: %w", bid, ErrLocked)
 	}
-	b, err := q.LoadBatch(bid)
+	b, err := q.LoadBatch(ctx, bid)
 	if err != nil {
-		_ = q.releaseOwnLock(q.batchPath(bid, "lock"))
+		_ = q.releaseOwnLock(ctx, q.batchPath(bid, "lock"))
 		return nil, err
 	}
 	b.owner, b.Locked = true, true
@@ -385,11 +377,11 @@ func (q *Queue) LockBatch(bid string) (*Batch, error) {
 
 // UnlockBatch releases a lock this session took. A stale view releases
 // nothing but the session's own lock node.
-func (q *Queue) UnlockBatch(b *Batch) error {
+func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
 	if !b.owner {
 		return fmt.Errorf("batch %s: this session does not hold its lock", b.ID)
 	}
-	if err := q.releaseOwnLock(q.batchPath(b.ID, "lock")); err != nil {
+	if err := q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock")); err != nil {
 		return err
 	}
 	b.owner, b.Locked = false, false
@@ -407,7 +399,7 @@ type BatchChange struct {
 
 // SetBatchStatus moves a batch to another state in one multi(), fenced by the
 // version of the status this view was read at.
-func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
+func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchChange) error {
 	if err := BatchMachine.Check(b.ID, b.State(), to); err != nil {
 		return err
 	}
@@ -422,9 +414,9 @@ func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
 	if c.Release && b.owner {
 		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
 	}
-	if err := q.commit(ops); err != nil {
+	if err := q.commit(ctx, ops); err != nil {
 		if errors.Is(err, ErrStale) && b.owner {
-			_ = q.releaseOwnLock(q.batchPath(b.ID, "lock"))
+			_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
 			b.owner = false
 		}
 		return err
@@ -443,10 +435,10 @@ func (q *Queue) SetBatchStatus(b *Batch, to State, c BatchChange) error {
 }
 
 // BatchJobs lists the jids in each of a batch's buckets.
-func (q *Queue) BatchJobs(bid string) (map[string][]string, error) {
+func (q *Queue) BatchJobs(ctx context.Context, bid string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, bucket := range Buckets {
-		kids, err := q.children(q.batchPath(bid, "states", bucket))
+		kids, err := q.children(ctx, q.batchPath(bid, "states", bucket))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}

@@ -47,14 +47,14 @@ func BenchmarkTransition(b *testing.B) {
 			r := benchRun(b)
 			bt := r.processing(true)
 			runPar(b, par, func() func() {
-				j, err := r.q.CreateJob(bt, queue.JobSpec{Priority: 5})
+				j, err := r.q.CreateJob(b.Context(), bt, queue.JobSpec{Priority: 5})
 				r.ok(err)
 				return func() {
 					to := queue.Held
 					if j.State() == queue.Held {
 						to = queue.Pending
 					}
-					if err := r.q.SetJobStatus(j, to, queue.JobChange{}); err != nil {
+					if err := r.q.SetJobStatus(b.Context(), j, to, queue.JobChange{}); err != nil {
 						b.Error(err)
 					}
 				}
@@ -71,14 +71,14 @@ func BenchmarkLifecycle(b *testing.B) {
 	bt := r.processing(true)
 	b.ResetTimer()
 	for range b.N {
-		j, err := r.q.CreateJob(bt, queue.JobSpec{Priority: 5})
+		j, err := r.q.CreateJob(b.Context(), bt, queue.JobSpec{Priority: 5})
 		r.ok(err)
 		for _, s := range pipelineStates {
-			got, err := r.q.AcquireJob(s)
+			got, err := r.q.AcquireJob(b.Context(), s)
 			if err != nil || got == nil || got.ID != j.ID {
 				b.Fatalf("acquire %s: %v %v", s, got, err)
 			}
-			r.ok(r.q.SetJobStatus(got, successOf(s), queue.JobChange{Release: true}))
+			r.ok(r.q.SetJobStatus(b.Context(), got, successOf(s), queue.JobChange{Release: true}))
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")

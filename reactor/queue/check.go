@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,8 +28,8 @@ func (v Violation) String() string { return v.Path + ": " + v.Problem }
 // job on its own between two reads of its status: every change to a job's
 // refs also changes its status version, so an unchanged version means the
 // refs read in between belong together. Only what survives that is reported.
-func (q *Queue) Check() ([]Violation, error) {
-	jids, err := q.JobIDs()
+func (q *Queue) Check(ctx context.Context) ([]Violation, error) {
+	jids, err := q.JobIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func (q *Queue) Check() ([]Violation, error) {
 	var out []Violation
 	for _, s := range JobMachine.States {
 		folder := q.Path("/jobs/states/" + s.Folder())
-		kids, err := q.children(folder)
+		kids, err := q.children(ctx, folder)
 		if err != nil {
 			return nil, err
 		}
@@ -57,12 +58,12 @@ func (q *Queue) Check() ([]Violation, error) {
 			}
 		}
 	}
-	bids, err := q.BatchIDs()
+	bids, err := q.BatchIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, bid := range bids {
-		buckets, err := q.BatchJobs(bid)
+		buckets, err := q.BatchJobs(ctx, bid)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
@@ -76,17 +77,18 @@ func (q *Queue) Check() ([]Violation, error) {
 		}
 	}
 	var mu sync.Mutex
-	forEach(jids, 32, func(jid string) {
-		if len(jobProblems(jid, seen[jid], q.quickStatus(jid))) == 0 {
+	each(len(jids), 32, func(i int) {
+		jid := jids[i]
+		if len(jobProblems(jid, seen[jid], q.quickStatus(ctx, jid))) == 0 {
 			return
 		}
-		vs := q.verifyJob(jid)
+		vs := q.verifyJob(ctx, jid)
 		mu.Lock()
 		out = append(out, vs...)
 		mu.Unlock()
 	})
 	for _, p := range dangling {
-		if q.confirmDangling(p) {
+		if q.confirmDangling(ctx, p) {
 			out = append(out, Violation{q.rel(p), "ref without a job"})
 		}
 	}
@@ -103,8 +105,8 @@ type jobState struct {
 	bid      string
 }
 
-func (q *Queue) quickStatus(jid string) jobState {
-	j, err := q.LoadJob(jid)
+func (q *Queue) quickStatus(ctx context.Context, jid string) jobState {
+	j, err := q.LoadJob(ctx, jid)
 	return toJobState(j, err)
 }
 
@@ -162,19 +164,19 @@ func jobProblems(jid string, listed []string, js jobState) []string {
 
 // verifyJob re-reads one job's refs between two reads of its status, until
 // the status version is the same at both ends, and reports what is wrong.
-func (q *Queue) verifyJob(jid string) []Violation {
+func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 	for range 10 {
-		_, st1, err := q.conn.Get(q.jobPath(jid, "status"))
+		_, st1, err := q.zk.get(ctx, q.jobPath(jid, "status"))
 		if errors.Is(err, zk.ErrNoNode) {
-			return q.checkHusk(jid)
+			return q.checkHusk(ctx, jid)
 		}
 		if err != nil {
 			return []Violation{{q.rel(q.jobPath(jid)), err.Error()}}
 		}
-		j, lerr := q.LoadJob(jid)
+		j, lerr := q.LoadJob(ctx, jid)
 		js := toJobState(j, lerr)
-		listed := q.listedAt(jid, js)
-		_, st2, err := q.conn.Get(q.jobPath(jid, "status"))
+		listed := q.listedAt(ctx, jid, js)
+		_, st2, err := q.zk.get(ctx, q.jobPath(jid, "status"))
 		if err != nil || st1.Version != st2.Version {
 			continue // it moved while we looked: look again
 		}
@@ -189,8 +191,8 @@ func (q *Queue) verifyJob(jid string) []Violation {
 
 // checkHusk reports a job node without a status once it is older than a
 // creation can take: a creation cut short between its two steps.
-func (q *Queue) checkHusk(jid string) []Violation {
-	ok, st, err := q.conn.Exists(q.jobPath(jid))
+func (q *Queue) checkHusk(ctx context.Context, jid string) []Violation {
+	ok, st, err := q.zk.exists(ctx, q.jobPath(jid))
 	if err != nil || !ok || st.Ctime > q.now().Add(-huskAge).UnixMilli() {
 		return nil
 	}
@@ -202,7 +204,7 @@ func (q *Queue) checkHusk(jid string) []Violation {
 
 // listedAt finds, by exists() on each place the job could be listed, where
 // it is: every state folder under its priority, and every bucket of its batch.
-func (q *Queue) listedAt(jid string, js jobState) []string {
+func (q *Queue) listedAt(ctx context.Context, jid string, js jobState) []string {
 	if js.missing || js.problem != "" {
 		return nil
 	}
@@ -216,8 +218,8 @@ func (q *Queue) listedAt(jid string, js jobState) []string {
 		places = append(places, place{q.batchPath(js.bid, "states", b, jid), "bucket:" + js.bid + "/" + b})
 	}
 	found := make([]bool, len(places))
-	forEach(indexes(len(places)), len(places), func(i int) {
-		found[i], _, _ = q.conn.Exists(places[i].path)
+	each(len(places), len(places), func(i int) {
+		found[i], _, _ = q.zk.exists(ctx, places[i].path)
 	})
 	var out []string
 	for i, p := range places {
@@ -231,13 +233,13 @@ func (q *Queue) listedAt(jid string, js jobState) []string {
 // confirmDangling re-reads a ref that named no job: still there, job still
 // absent, ref still there. Jobs and their refs are created and deleted in one
 // multi(), so this sequence cannot be seen mid-change.
-func (q *Queue) confirmDangling(ref string) bool {
+func (q *Queue) confirmDangling(ctx context.Context, ref string) bool {
 	jid := path2name(ref)
 	if _, j, ok := parseRef(jid); ok {
 		jid = j
 	}
-	ok1, _, err1 := q.conn.Exists(ref)
-	okJob, _, err2 := q.conn.Exists(q.jobPath(jid, "status"))
-	ok2, _, err3 := q.conn.Exists(ref)
+	ok1, _, err1 := q.zk.exists(ctx, ref)
+	okJob, _, err2 := q.zk.exists(ctx, q.jobPath(jid, "status"))
+	ok2, _, err3 := q.zk.exists(ctx, ref)
 	return err1 == nil && err2 == nil && err3 == nil && ok1 && !okJob && ok2
 }

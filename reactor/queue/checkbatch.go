@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -26,26 +27,26 @@ type CheckOptions struct {
 // batch with a job still in batch-processing, a status-report that
 // disagrees with the buckets, more jobs than the batch's job-count (or, for
 // a finished batch, another number).
-func (q *Queue) CheckAll(opts CheckOptions) (violations, warnings []Violation, err error) {
+func (q *Queue) CheckAll(ctx context.Context, opts CheckOptions) (violations, warnings []Violation, err error) {
 	if opts.LockAge <= 0 {
 		opts.LockAge = time.Hour
 	}
-	violations, err = q.Check()
+	violations, err = q.Check(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	bids, err := q.BatchIDs()
+	bids, err := q.BatchIDs(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, bid := range bids {
-		v, w, err := q.checkBatch(bid)
+		v, w, err := q.checkBatch(ctx, bid)
 		if err != nil {
 			return nil, nil, err
 		}
 		violations, warnings = append(violations, v...), append(warnings, w...)
 	}
-	w, err := q.oldLocks(opts.LockAge)
+	w, err := q.oldLocks(ctx, opts.LockAge)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,24 +60,24 @@ func (q *Queue) CheckAll(opts CheckOptions) (violations, warnings []Violation, e
 // checkBatch compares a batch with its jobs. What a daemon may be changing
 // is read twice, and reported only if the batch's status did not move in
 // between.
-func (q *Queue) checkBatch(bid string) (violations, warnings []Violation, err error) {
+func (q *Queue) checkBatch(ctx context.Context, bid string) (violations, warnings []Violation, err error) {
 	for range 5 {
-		b, err := q.LoadBatch(bid)
+		b, err := q.LoadBatch(ctx, bid)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
 			return nil, nil, nil // gone, or reported with the jobs' problems
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		buckets, err := q.BatchJobs(bid)
+		buckets, err := q.BatchJobs(ctx, bid)
 		if err != nil {
 			return nil, nil, err
 		}
-		v, w, err := q.batchProblems(b, buckets)
+		v, w, err := q.batchProblems(ctx, b, buckets)
 		if err != nil {
 			return nil, nil, err
 		}
-		again, err := q.LoadBatch(bid)
+		again, err := q.LoadBatch(ctx, bid)
 		if err == nil && again.version == b.version && again.Locked == b.Locked {
 			return v, w, nil
 		}
@@ -84,7 +85,7 @@ func (q *Queue) checkBatch(bid string) (violations, warnings []Violation, err er
 	return nil, nil, nil // it moves: not stuck
 }
 
-func (q *Queue) batchProblems(b *Batch, buckets map[string][]string) (violations, warnings []Violation, err error) {
+func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string][]string) (violations, warnings []Violation, err error) {
 	at := q.rel(q.batchPath(b.ID))
 	bad := func(format string, args ...any) {
 		violations = append(violations, Violation{at, fmt.Sprintf(format, args...)})
@@ -108,7 +109,7 @@ func (q *Queue) batchProblems(b *Batch, buckets map[string][]string) (violations
 		// job in batch-processing was unfinished when the batch reported.
 		var requeued, unfinished []string
 		for _, jid := range processing {
-			if b.Report != nil && slices.Contains(b.Report.FailedJobs, jid) || b.Report == nil && q.retried(jid) {
+			if b.Report != nil && slices.Contains(b.Report.FailedJobs, jid) || b.Report == nil && q.retried(ctx, jid) {
 				requeued = append(requeued, jid)
 			} else {
 				unfinished = append(unfinished, jid)
@@ -136,7 +137,7 @@ func (q *Queue) batchProblems(b *Batch, buckets map[string][]string) (violations
 	if b.Report != nil && (b.State() == Completed || b.State() == Failed) {
 		violations = append(violations, reportProblems(at, b, buckets)...)
 	}
-	dups, err := q.duplicateObjects(b.ID, buckets)
+	dups, err := q.duplicateObjects(ctx, b.ID, buckets)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,15 +187,15 @@ func sameSet(a, b []string) bool {
 }
 
 // retried tells whether a job's retry count is above 0 (it was requeued).
-func (q *Queue) retried(jid string) bool {
-	j, err := q.LoadJob(jid)
+func (q *Queue) retried(ctx context.Context, jid string) bool {
+	j, err := q.LoadJob(ctx, jid)
 	return err == nil && j.Status.RetryCount > 0
 }
 
 // duplicateObjects finds the objects (object_key) that have more than one
 // job in the batch. Deleted jobs do not count: failing and deleting one of
 // two jobs is how an operator clears a duplicate.
-func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]string, error) {
+func (q *Queue) duplicateObjects(ctx context.Context, bid string, buckets map[string][]string) ([]string, error) {
 	var jids []string
 	for _, b := range Buckets {
 		if b != "batch-deleted" {
@@ -202,8 +203,8 @@ func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]str
 		}
 	}
 	keys := make([]string, len(jids))
-	forEach(indexes(len(jids)), 32, func(i int) {
-		data, _, err := q.conn.Get(q.jobPath(jids[i], "configuration"))
+	each(len(jids), 32, func(i int) {
+		data, _, err := q.zk.get(ctx, q.jobPath(jids[i], "configuration"))
 		var cfg JobConfig
 		if err == nil && decodeJSON("", data, &cfg) == nil {
 			keys[i] = cfg.ObjectKey
@@ -226,10 +227,10 @@ func (q *Queue) duplicateObjects(bid string, buckets map[string][]string) ([]str
 }
 
 // oldLocks lists the job and batch locks older than age.
-func (q *Queue) oldLocks(age time.Duration) ([]Violation, error) {
+func (q *Queue) oldLocks(ctx context.Context, age time.Duration) ([]Violation, error) {
 	var out []Violation
 	for _, dir := range []string{"/jobs", "/batches"} {
-		kids, err := q.children(q.Path(dir))
+		kids, err := q.children(ctx, q.Path(dir))
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +240,7 @@ func (q *Queue) oldLocks(age time.Duration) ([]Violation, error) {
 				paths = append(paths, q.Path(dir+"/"+k+"/lock"))
 			}
 		}
-		found := q.getAll(paths...)
+		found := q.getAll(ctx, paths...)
 		for i, r := range found {
 			if r.err != nil {
 				if !errors.Is(r.err, zk.ErrNoNode) {

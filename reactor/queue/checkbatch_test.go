@@ -16,21 +16,21 @@ func TestCheckBatchContradictions(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	newBatch := func(keys ...string) (*queue.Batch, []*queue.Job) {
-		b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile_name": "demo"}))
+		b, err := r.q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"profile_name": "demo"}))
 		r.ok(err)
 		b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
 		r.ok(err)
 		var jobs []*queue.Job
 		for _, k := range keys {
-			j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"object_key": k})})
+			j, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"object_key": k})})
 			r.ok(err)
 			jobs = append(jobs, j)
 		}
 		n := len(keys)
-		r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{JobCount: &n, Release: true}))
+		r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &n, Release: true}))
 		return b, jobs
 	}
-	v, w, err := r.q.CheckAll(queue.CheckOptions{})
+	v, w, err := r.q.CheckAll(ctx, queue.CheckOptions{})
 	r.ok(err)
 	if len(v)+len(w) != 0 {
 		t.Fatalf("an empty queue: %v %v", v, w)
@@ -39,15 +39,15 @@ func TestCheckBatchContradictions(t *testing.T) {
 	dup, _ := newBatch("line 1", "line 1")
 	done, doneJobs := newBatch("a")
 	for s := queue.Pending; s != queue.Completed; {
-		j, err := r.q.LoadJob(doneJobs[0].ID)
+		j, err := r.q.LoadJob(ctx, doneJobs[0].ID)
 		r.ok(err)
-		j, err = r.q.TryAcquireJob(s, j.Ref(), nil)
+		j, err = r.q.TryAcquireJob(ctx, s, j.Ref(), nil)
 		r.ok(err)
 		next, _ := queue.JobMachine.Success(s)
 		if s == queue.Pending {
 			next = queue.Estimating
 		}
-		r.ok(r.q.SetJobStatus(j, next, queue.JobChange{Release: true}))
+		r.ok(r.q.SetJobStatus(ctx, j, next, queue.JobChange{Release: true}))
 		s = next
 	}
 	early, _ := newBatch("b")
@@ -59,10 +59,10 @@ func TestCheckBatchContradictions(t *testing.T) {
 	counted, _ := newBatch("c")
 	r.raw("/batches/"+counted.ID+"/job-count", "0")
 	locked, lockedJobs := newBatch("d")
-	_, err = r.q.LockJob(lockedJobs[0].ID)
+	_, err = r.q.LockJob(ctx, lockedJobs[0].ID)
 	r.ok(err)
 
-	v, w, err = r.q.CheckAll(queue.CheckOptions{LockAge: time.Nanosecond})
+	v, w, err = r.q.CheckAll(ctx, queue.CheckOptions{LockAge: time.Nanosecond})
 	r.ok(err)
 	want := []struct {
 		list []queue.Violation
@@ -91,7 +91,7 @@ func TestCheckBatchContradictions(t *testing.T) {
 		}
 	}
 	// Check alone (the invariant of jobs) sees none of the batch findings.
-	plain, err := r.q.Check()
+	plain, err := r.q.Check(ctx)
 	r.ok(err)
 	if len(plain) != 0 {
 		t.Errorf("Check: %v", plain)

@@ -30,7 +30,7 @@ func TestConcurrentPipeline(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
 	for i := range jobs {
-		_, err := r.q.CreateJob(b, queue.JobSpec{Priority: i % 7, Config: queue.JobConfigOf(map[string]any{"n": i})})
+		_, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: i % 7, Config: queue.JobConfigOf(map[string]any{"n": i})})
 		r.ok(err)
 	}
 
@@ -53,7 +53,7 @@ func TestConcurrentPipeline(t *testing.T) {
 				// collide on folders as well as on jobs.
 				for k := range pipelineStates {
 					s := pipelineStates[(k+w)%len(pipelineStates)]
-					j, err := q.AcquireJob(s)
+					j, err := q.AcquireJob(ctx, s)
 					if err != nil {
 						t.Errorf("acquire %s: %v", s, err)
 						return
@@ -61,7 +61,7 @@ func TestConcurrentPipeline(t *testing.T) {
 					if j == nil {
 						continue
 					}
-					err = q.SetJobStatus(j, successOf(s), queue.JobChange{Release: true})
+					err = q.SetJobStatus(ctx, j, successOf(s), queue.JobChange{Release: true})
 					if errors.Is(err, queue.ErrStale) {
 						stale.Add(1)
 						continue
@@ -90,7 +90,7 @@ func TestConcurrentPipeline(t *testing.T) {
 			sampling = false
 		default:
 		}
-		vs, err := r.q.Check()
+		vs, err := r.q.Check(ctx)
 		r.ok(err)
 		if len(vs) > 0 {
 			cancel()
@@ -105,7 +105,7 @@ func TestConcurrentPipeline(t *testing.T) {
 	if completed.Load() != jobs {
 		t.Fatalf("%d jobs completed, want %d", completed.Load(), jobs)
 	}
-	ids, err := r.q.JobIDs()
+	ids, err := r.q.JobIDs(ctx)
 	r.ok(err)
 	for _, jid := range ids {
 		for _, s := range pipelineStates {
@@ -114,9 +114,9 @@ func TestConcurrentPipeline(t *testing.T) {
 			}
 		}
 	}
-	done2, _, err := r.q.Refs(queue.Completed)
+	done2, _, err := r.q.Refs(ctx, queue.Completed)
 	r.ok(err)
-	buckets, err := r.q.BatchJobs(b.ID)
+	buckets, err := r.q.BatchJobs(ctx, b.ID)
 	r.ok(err)
 	if len(done2) != jobs || len(buckets["batch-completed"]) != jobs || len(buckets["batch-processing"]) != 0 {
 		t.Fatalf("completed refs %d, batch-completed %d, batch-processing %d; want %d, %d, 0",

@@ -87,7 +87,7 @@ func newRun(t testing.TB) *run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Init(); err != nil {
+	if err := q.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return &run{t: t, root: root, conn: conn, q: q, alias: map[string]string{}}
@@ -169,7 +169,7 @@ var stamp = regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} [+-]\d{4}$`
 // "now", and compares it with want as JSON values.
 func (r *run) compare(want map[string]any) {
 	r.t.Helper()
-	entries, err := r.q.Tree("")
+	entries, err := r.q.Tree(r.t.Context(), "")
 	r.ok(err)
 	reals := make([]string, 0, len(r.alias))
 	for real := range r.alias {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,14 +38,14 @@ type JobSpec struct {
 // version, as a step is by a job's: once another session has taken the
 // batch over (its acquisition moves the version on), a stale view creates
 // nothing, so a paused batch handler cannot add jobs behind the new owner.
-func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
+func (q *Queue) CreateJob(ctx context.Context, b *Batch, spec JobSpec) (*Job, error) {
 	bid := b.ID
 	if err := checkPriority(spec.Priority); err != nil {
 		return nil, fmt.Errorf("create job in %s: %w", bid, err)
 	}
 	// As for batches: the sequential create comes first, its children in one
 	// multi() after; an empty /jobs/jidN left by a crash is skipped by readers.
-	p, err := q.conn.Create(q.Path("/jobs/jid"), nil, zk.FlagSequence, acl)
+	p, err := q.zk.create(ctx, q.Path("/jobs/jid"), nil, zk.FlagSequence)
 	if err != nil {
 		return nil, fmt.Errorf("create job: %w", err)
 	}
@@ -75,8 +76,8 @@ func (q *Queue) CreateJob(b *Batch, spec JobSpec) (*Job, error) {
 	ops = append(ops, create(q.refPath(Pending, j.ref), nil),
 		q.createIn(q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending)),
 		fenceCheck(q.batchPath(bid, "status"), b.version))
-	if err := q.commit(ops); err != nil {
-		_ = q.conn.Delete(p, -1)
+	if err := q.commit(ctx, ops); err != nil {
+		_ = q.zk.delete(ctx, p, -1)
 		if errors.Is(err, ErrStale) {
 			return nil, fmt.Errorf("create job in batch %s: %w", bid, err)
 		}
@@ -89,7 +90,7 @@ var jobChildren = []string{"status", "bid", "priority", "space_needed", "configu
 	"identifiers", "metadata", "store", "inventory", "lock"}
 
 // LoadJob reads a job. Its ref name is taken from its priority.
-func (q *Queue) LoadJob(jid string) (*Job, error) {
+func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
@@ -97,7 +98,7 @@ func (q *Queue) LoadJob(jid string) (*Job, error) {
 	for _, c := range jobChildren {
 		paths = append(paths, q.jobPath(jid, c))
 	}
-	r := q.getAll(paths...)
+	r := q.getAll(ctx, paths...)
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("job", jid)
 	}
@@ -159,8 +160,8 @@ func (q *Queue) LoadJob(jid string) (*Job, error) {
 }
 
 // JobIDs lists the ids of every job in creation order.
-func (q *Queue) JobIDs() ([]string, error) {
-	kids, err := q.children(q.Path("/jobs"))
+func (q *Queue) JobIDs(ctx context.Context) ([]string, error) {
+	kids, err := q.children(ctx, q.Path("/jobs"))
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +172,9 @@ func (q *Queue) JobIDs() ([]string, error) {
 
 // Refs lists the refs in one state folder, in acquisition order (priority,
 // then age). Names that are not refs are reported in problems and left out.
-func (q *Queue) Refs(s State) (refs []string, problems []error, err error) {
+func (q *Queue) Refs(ctx context.Context, s State) (refs []string, problems []error, err error) {
 	folder := q.Path("/jobs/states/" + s.Folder())
-	kids, err := q.children(folder)
+	kids, err := q.children(ctx, folder)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,15 +191,15 @@ func (q *Queue) Refs(s State) (refs []string, problems []error, err error) {
 
 // ListJobs reads jobs: those listed in state s, or every job when s is "".
 // Jobs that cannot be read are reported in problems and left out.
-func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
+func (q *Queue) ListJobs(ctx context.Context, s State) (jobs []*Job, problems []error, err error) {
 	var ids []string
 	refOf := map[string]string{}
 	if s == "" {
-		if ids, err = q.JobIDs(); err != nil {
+		if ids, err = q.JobIDs(ctx); err != nil {
 			return nil, nil, err
 		}
 	} else {
-		refs, probs, err := q.Refs(s)
+		refs, probs, err := q.Refs(ctx, s)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,7 +212,7 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 	}
 	out := make([]*Job, len(ids))
 	errs := make([]error, len(ids))
-	forEach(indexes(len(ids)), 32, func(i int) { out[i], errs[i] = q.LoadJob(ids[i]) })
+	each(len(ids), 32, func(i int) { out[i], errs[i] = q.LoadJob(ctx, ids[i]) })
 	for i, id := range ids {
 		switch {
 		case errs[i] == nil:
@@ -231,8 +232,8 @@ func (q *Queue) ListJobs(s State) (jobs []*Job, problems []error, err error) {
 // rewrites its status unchanged at the version read: the lock is taken only
 // if the job has not moved since, and the status version moves on, so a
 // session that held the job before and lost its lock can no longer commit.
-func (q *Queue) AcquireJob(s State) (*Job, error) {
-	refs, problems, err := q.Refs(s)
+func (q *Queue) AcquireJob(ctx context.Context, s State) (*Job, error) {
+	refs, problems, err := q.Refs(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +241,7 @@ func (q *Queue) AcquireJob(s State) (*Job, error) {
 		q.log.Warn("queue: skipping", "err", p)
 	}
 	for _, ref := range refs {
-		j, err := q.TryAcquireJob(s, ref, nil)
+		j, err := q.TryAcquireJob(ctx, s, ref, nil)
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
@@ -256,12 +257,12 @@ func (q *Queue) AcquireJob(s State) (*Job, error) {
 // when the job has moved on or cannot be read (which is logged with its
 // path), or when admit (nil admits all) turns the job down after reading
 // it, before anything is written.
-func (q *Queue) TryAcquireJob(s State, ref string, admit func(*Job) bool) (*Job, error) {
+func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit func(*Job) bool) (*Job, error) {
 	_, jid, ok := parseRef(ref)
 	if !ok {
 		return nil, nil
 	}
-	j, err := q.LoadJob(jid)
+	j, err := q.LoadJob(ctx, jid)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
@@ -276,7 +277,7 @@ func (q *Queue) TryAcquireJob(s State, ref string, admit func(*Job) bool) (*Job,
 	case admit != nil && !admit(j):
 		return nil, nil
 	}
-	err = q.commit([]op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
+	err = q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
 	if errors.Is(err, ErrStale) {
 		return nil, nil
 	}
@@ -288,13 +289,13 @@ func (q *Queue) TryAcquireJob(s State, ref string, admit func(*Job) bool) (*Job,
 }
 
 // LockJob takes a job's lock for an admin action, or fails with ErrLocked.
-func (q *Queue) LockJob(jid string) (*Job, error) { return q.lockJob(jid) }
+func (q *Queue) LockJob(ctx context.Context, jid string) (*Job, error) { return q.lockJob(ctx, jid) }
 
-func (q *Queue) lockJob(jid string) (*Job, error) {
+func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
-	ok, err := q.tryLock(q.jobPath(jid, "lock"))
+	ok, err := q.tryLock(ctx, q.jobPath(jid, "lock"))
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound("job", jid)
 	}
@@ -304,9 +305,9 @@ func (q *Queue) lockJob(jid string) (*Job, error) {
 	if !ok {
 		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
 	}
-	j, err := q.LoadJob(jid)
+	j, err := q.LoadJob(ctx, jid)
 	if err != nil {
-		_ = q.releaseOwnLock(q.jobPath(jid, "lock"))
+		_ = q.releaseOwnLock(ctx, q.jobPath(jid, "lock"))
 		return nil, err
 	}
 	j.owner, j.Locked = true, true
@@ -314,11 +315,11 @@ func (q *Queue) lockJob(jid string) (*Job, error) {
 }
 
 // UnlockJob releases a lock this session took.
-func (q *Queue) UnlockJob(j *Job) error {
+func (q *Queue) UnlockJob(ctx context.Context, j *Job) error {
 	if !j.owner {
 		return fmt.Errorf("job %s: this session does not hold its lock", j.ID)
 	}
-	if err := q.releaseOwnLock(q.jobPath(j.ID, "lock")); err != nil {
+	if err := q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock")); err != nil {
 		return err
 	}
 	j.owner, j.Locked = false, false
@@ -345,7 +346,7 @@ type JobChange struct {
 // version of the status this view was read at: status (and priority) set,
 // the old ref deleted, the new one created, the batch ref moved when the
 // bucket changes, and the lock deleted when c.Release is set.
-func (q *Queue) SetJobStatus(j *Job, to State, c JobChange) error {
+func (q *Queue) SetJobStatus(ctx context.Context, j *Job, to State, c JobChange) error {
 	if err := JobMachine.Check(j.ID, j.State(), to); err != nil {
 		return err
 	}
@@ -358,16 +359,21 @@ func (q *Queue) SetJobStatus(j *Job, to State, c JobChange) error {
 	if c.requeue {
 		st.RetryCount++
 	}
-	return q.writeJob(j, st, c)
+	return q.writeJob(ctx, j, st, c)
 }
 
-// UpdateJob writes job data (priority, space, identifiers, store, inventory)
-// without a change of state, fenced like a transition.
-func (q *Queue) UpdateJob(j *Job, c JobChange) error {
-	return q.writeJob(j, j.Status, c)
+// UpdateJob writes job data (priority, space, identifiers, store, inventory,
+// and the status message when c has one) without a change of state, fenced
+// like a transition.
+func (q *Queue) UpdateJob(ctx context.Context, j *Job, c JobChange) error {
+	st := j.Status
+	if c.Message != "" {
+		st.Message = c.Message
+	}
+	return q.writeJob(ctx, j, st, c)
 }
 
-func (q *Queue) writeJob(j *Job, st JobStatus, c JobChange) error {
+func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange) error {
 	from, to := j.State(), st.Status
 	prio := j.Priority
 	if c.Priority != nil {
@@ -406,9 +412,9 @@ func (q *Queue) writeJob(j *Job, st JobStatus, c JobChange) error {
 	if c.Release && j.owner {
 		ops = append(ops, delIfThere(q.jobPath(j.ID, "lock")))
 	}
-	if err := q.commit(ops); err != nil {
+	if err := q.commit(ctx, ops); err != nil {
 		if errors.Is(err, ErrStale) && j.owner {
-			_ = q.releaseOwnLock(q.jobPath(j.ID, "lock"))
+			_ = q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock"))
 			j.owner, j.Locked = false, false
 		}
 		return err
@@ -437,11 +443,11 @@ func (q *Queue) writeJob(j *Job, st JobStatus, c JobChange) error {
 // the folder holds goes, and none at all is not an error.
 func (q *Queue) delRef(s State, ref, jid string) op {
 	o := del(q.refPath(s, ref))
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(ctx context.Context, err error) ([]op, error) {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
-		kids, err := q.children(q.Path("/jobs/states/" + s.Folder()))
+		kids, err := q.children(ctx, q.Path("/jobs/states/"+s.Folder()))
 		if err != nil {
 			return nil, err
 		}
@@ -459,12 +465,12 @@ func (q *Queue) delRef(s State, ref, jid string) op {
 
 // Identifiers reads the identifiers of many jobs at once (nil for a job
 // that has none or is gone), for reports that name each job's object.
-func (q *Queue) Identifiers(jids []string) (map[string]*Identifiers, error) {
+func (q *Queue) Identifiers(ctx context.Context, jids []string) (map[string]*Identifiers, error) {
 	out := make([]*Identifiers, len(jids))
 	errs := make([]error, len(jids))
-	forEach(indexes(len(jids)), 32, func(i int) {
+	each(len(jids), 32, func(i int) {
 		p := q.jobPath(jids[i], "identifiers")
-		data, _, err := q.conn.Get(p)
+		data, _, err := q.zk.get(ctx, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 		case err != nil:

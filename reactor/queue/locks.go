@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,42 +23,50 @@ const (
 
 // HoldQueue stops new acquisitions on a queue. It reports false when the
 // queue was already held.
-func (q *Queue) HoldQueue(name string) (bool, error) { return q.createFlag("/locks/queue/"+name, 0) }
+func (q *Queue) HoldQueue(ctx context.Context, name string) (bool, error) {
+	return q.createFlag(ctx, "/locks/queue/"+name, 0)
+}
 
 // ReleaseQueue lifts a queue hold. It reports false when there was none.
-func (q *Queue) ReleaseQueue(name string) (bool, error) { return q.deleteFlag("/locks/queue/" + name) }
+func (q *Queue) ReleaseQueue(ctx context.Context, name string) (bool, error) {
+	return q.deleteFlag(ctx, "/locks/queue/"+name)
+}
 
 // QueueHeld tells whether a queue is held.
-func (q *Queue) QueueHeld(name string) (bool, error) { return q.flag("/locks/queue/" + name) }
+func (q *Queue) QueueHeld(ctx context.Context, name string) (bool, error) {
+	return q.flag(ctx, "/locks/queue/"+name)
+}
 
 // HoldCollection holds a profile's collection: daemons then send its Pending
 // batches and jobs to Held instead of working on them.
-func (q *Queue) HoldCollection(profile string) (bool, error) {
+func (q *Queue) HoldCollection(ctx context.Context, profile string) (bool, error) {
 	if err := checkNodeName("collection", profile); err != nil {
 		return false, err
 	}
-	return q.createFlag("/locks/collections/"+profile, 0)
+	return q.createFlag(ctx, "/locks/collections/"+profile, 0)
 }
 
 // ReleaseCollection lifts a collection hold. Batches and jobs already Held
 // stay Held until released one by one.
-func (q *Queue) ReleaseCollection(profile string) (bool, error) {
+func (q *Queue) ReleaseCollection(ctx context.Context, profile string) (bool, error) {
 	if err := checkNodeName("collection", profile); err != nil {
 		return false, err
 	}
-	return q.deleteFlag("/locks/collections/" + profile)
+	return q.deleteFlag(ctx, "/locks/collections/"+profile)
 }
 
 // CollectionHeld tells whether a profile's collection is held.
-func (q *Queue) CollectionHeld(profile string) (bool, error) {
+func (q *Queue) CollectionHeld(ctx context.Context, profile string) (bool, error) {
 	if profile == "" || checkNodeName("collection", profile) != nil {
 		return false, nil
 	}
-	return q.flag("/locks/collections/" + profile)
+	return q.flag(ctx, "/locks/collections/"+profile)
 }
 
 // HeldCollections lists the held collections.
-func (q *Queue) HeldCollections() ([]string, error) { return q.children(q.Path("/locks/collections")) }
+func (q *Queue) HeldCollections(ctx context.Context) ([]string, error) {
+	return q.children(ctx, q.Path("/locks/collections"))
+}
 
 // Hold is one hold in force.
 type Hold struct {
@@ -68,14 +77,14 @@ type Hold struct {
 
 // Holds lists the queue and collection holds in force, with when each was
 // set (its node's creation time).
-func (q *Queue) Holds() ([]Hold, error) {
+func (q *Queue) Holds(ctx context.Context) ([]Hold, error) {
 	var out []Hold
 	for _, kind := range []string{"queue", "collection"} {
 		dir := "/locks/" + kind
 		if kind == "collection" {
 			dir = "/locks/collections"
 		}
-		names, err := q.children(q.Path(dir))
+		names, err := q.children(ctx, q.Path(dir))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -84,7 +93,7 @@ func (q *Queue) Holds() ([]Hold, error) {
 		}
 		slices.Sort(names)
 		for _, n := range names {
-			ok, st, err := q.conn.Exists(q.Path(dir + "/" + n))
+			ok, st, err := q.zk.exists(ctx, q.Path(dir+"/"+n))
 			if err != nil {
 				return nil, fmt.Errorf("check %s/%s: %w", dir, n, err)
 			}
@@ -98,23 +107,23 @@ func (q *Queue) Holds() ([]Hold, error) {
 
 // LockStorage takes the ephemeral per-object storage lock for an ark; false
 // when another session holds it.
-func (q *Queue) LockStorage(ark string) (bool, error) {
-	return q.createFlag("/locks/storage/"+LockName(ark), zk.FlagEphemeral)
+func (q *Queue) LockStorage(ctx context.Context, ark string) (bool, error) {
+	return q.createFlag(ctx, "/locks/storage/"+LockName(ark), zk.FlagEphemeral)
 }
 
 // UnlockStorage releases a storage lock.
-func (q *Queue) UnlockStorage(ark string) (bool, error) {
-	return q.deleteFlag("/locks/storage/" + LockName(ark))
+func (q *Queue) UnlockStorage(ctx context.Context, ark string) (bool, error) {
+	return q.deleteFlag(ctx, "/locks/storage/"+LockName(ark))
 }
 
 // LockInventory takes the ephemeral per-object inventory lock for an ark.
-func (q *Queue) LockInventory(ark string) (bool, error) {
-	return q.createFlag("/locks/inventory/"+LockName(ark), zk.FlagEphemeral)
+func (q *Queue) LockInventory(ctx context.Context, ark string) (bool, error) {
+	return q.createFlag(ctx, "/locks/inventory/"+LockName(ark), zk.FlagEphemeral)
 }
 
 // UnlockInventory releases an inventory lock.
-func (q *Queue) UnlockInventory(ark string) (bool, error) {
-	return q.deleteFlag("/locks/inventory/" + LockName(ark))
+func (q *Queue) UnlockInventory(ctx context.Context, ark string) (bool, error) {
+	return q.deleteFlag(ctx, "/locks/inventory/"+LockName(ark))
 }
 
 // LockName maps an identifier to a node name: ":/" and "/" become "_".
@@ -129,8 +138,8 @@ func checkNodeName(what, name string) error {
 	return nil
 }
 
-func (q *Queue) createFlag(rel string, flags int32) (bool, error) {
-	_, err := q.conn.Create(q.Path(rel), nil, flags, acl)
+func (q *Queue) createFlag(ctx context.Context, rel string, flags int32) (bool, error) {
+	_, err := q.zk.create(ctx, q.Path(rel), nil, flags)
 	switch {
 	case err == nil:
 		return true, nil
@@ -140,8 +149,8 @@ func (q *Queue) createFlag(rel string, flags int32) (bool, error) {
 	return false, fmt.Errorf("create %s: %w", rel, err)
 }
 
-func (q *Queue) deleteFlag(rel string) (bool, error) {
-	err := q.conn.Delete(q.Path(rel), -1)
+func (q *Queue) deleteFlag(ctx context.Context, rel string) (bool, error) {
+	err := q.zk.delete(ctx, q.Path(rel), -1)
 	switch {
 	case err == nil:
 		return true, nil
@@ -151,8 +160,8 @@ func (q *Queue) deleteFlag(rel string) (bool, error) {
 	return false, fmt.Errorf("delete %s: %w", rel, err)
 }
 
-func (q *Queue) flag(rel string) (bool, error) {
-	ok, _, err := q.conn.Exists(q.Path(rel))
+func (q *Queue) flag(ctx context.Context, rel string) (bool, error) {
+	ok, _, err := q.zk.exists(ctx, q.Path(rel))
 	if err != nil {
 		return false, fmt.Errorf("check %s: %w", rel, err)
 	}

@@ -13,10 +13,10 @@ func TestMerrittKeysAreRead(t *testing.T) {
 	b := r.processing(true)
 	config := `{"profile":"merritt_demo","jobID":"jid-5d1c","digestType":"SHA-256","digestValue":"ab","size":0,` +
 		`"filename":"a.pdf","responseForm":"xml","response_type":"json","title":"T","profile_name":"","localID":"x;y"}`
-	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+	created, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	r.raw("/jobs/"+created.ID+"/configuration", config)
-	j, err := r.q.LoadJob(created.ID)
+	j, err := r.q.LoadJob(t.Context(), created.ID)
 	r.ok(err)
 	want := map[string]any{"profile_name": "merritt_demo", "hash_algorithm": "sha256", "hash_value": "ab", "file_name": "a.pdf",
 		"response_type": "json", "erc_what": "T", "local_id": "x;y"}
@@ -32,9 +32,9 @@ func TestMerrittKeysAreRead(t *testing.T) {
 		t.Errorf("configuration rewritten: %s %v", data, err)
 	}
 
-	mb, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"profile": "merritt_demo", "type": "batchManifestContainer", "objectID": "ark:/1/x"}))
+	mb, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile": "merritt_demo", "type": "batchManifestContainer", "objectID": "ark:/1/x"}))
 	r.ok(err)
-	got, err := r.q.LoadBatch(mb.ID)
+	got, err := r.q.LoadBatch(t.Context(), mb.ID)
 	r.ok(err)
 	if got.Profile() != "merritt_demo" || got.Submission.Map()["type"] != "manifest" || got.Submission.Map()["primary_id"] != "ark:/1/x" {
 		t.Errorf("batch read as profile %q, submission %v", got.Profile(), got.Submission)
@@ -48,15 +48,15 @@ func TestRecordJobID(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
 	cfg := queue.JobConfig{Profile: "demo"}
-	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg, RecordID: true})
+	j, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5, Config: cfg, RecordID: true})
 	r.ok(err)
-	plain, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5, Config: cfg})
+	plain, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5, Config: cfg})
 	r.ok(err)
 	if cfg.JobID != "" {
 		t.Errorf("the caller's configuration was changed: %v", cfg)
 	}
 	for jid, want := range map[string]any{j.ID: j.ID, plain.ID: nil} {
-		loaded, err := r.q.LoadJob(jid)
+		loaded, err := r.q.LoadJob(t.Context(), jid)
 		r.ok(err)
 		if loaded.Config.Map()["jobID"] != want {
 			t.Errorf("job %s: jobID %v, want %v", jid, loaded.Config.Map()["jobID"], want)

@@ -29,26 +29,26 @@ const maxRepairs = 3
 
 // PutProfile publishes a profile's JSON under its name, creating the node
 // or replacing what is there.
-func (q *Queue) PutProfile(name string, data []byte) error {
+func (q *Queue) PutProfile(ctx context.Context, name string, data []byte) error {
 	if err := checkOwnName(name, "profile name"); err != nil {
 		return err
 	}
-	if err := q.ensureDirs(profilesDir); err != nil {
+	if err := q.ensureDirs(ctx, profilesDir); err != nil {
 		return err
 	}
 	p := q.Path(profilesDir + "/" + name)
-	if err := q.commit([]op{upsert(p, data, false)}); err != nil {
+	if err := q.commit(ctx, []op{upsert(p, data, false)}); err != nil {
 		return fmt.Errorf("publish profile %s: %w", q.rel(p), err)
 	}
 	return nil
 }
 
 // ProfileData reads a published profile; ok is false when none is.
-func (q *Queue) ProfileData(name string) (data []byte, ok bool, err error) {
+func (q *Queue) ProfileData(ctx context.Context, name string) (data []byte, ok bool, err error) {
 	if err := checkOwnName(name, "profile name"); err != nil {
 		return nil, false, err
 	}
-	data, _, err = q.get(q.Path(profilesDir + "/" + name))
+	data, _, err = q.get(ctx, q.Path(profilesDir+"/"+name))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, false, nil
 	}
@@ -56,8 +56,8 @@ func (q *Queue) ProfileData(name string) (data []byte, ok bool, err error) {
 }
 
 // ProfileNames lists the published profiles, sorted.
-func (q *Queue) ProfileNames() ([]string, error) {
-	return q.sortedChildren(profilesDir)
+func (q *Queue) ProfileNames(ctx context.Context) ([]string, error) {
+	return q.sortedChildren(ctx, profilesDir)
 }
 
 // Mint returns the value minted for job jid from counter: the recorded one
@@ -78,16 +78,16 @@ func (q *Queue) Mint(ctx context.Context, counter, jid string, format func(n uin
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("mint for %s: %w", jid, err)
 		}
-		if err := q.ensureDirs(countersDir, mintedDir); err != nil {
+		if err := q.ensureDirs(ctx, countersDir, mintedDir); err != nil {
 			return "", err
 		}
-		if v, ok, err := q.Minted(jid); ok || err != nil {
+		if v, ok, err := q.Minted(ctx, jid); ok || err != nil {
 			return v, err
 		}
-		data, st, err := q.get(cpath)
+		data, st, err := q.get(ctx, cpath)
 		if errors.Is(err, zk.ErrNoNode) {
 			// First use of this counter; a concurrent creator is fine.
-			err = q.commit([]op{createRef(cpath)})
+			err = q.commit(ctx, []op{createRef(cpath)})
 			if err == nil {
 				continue
 			}
@@ -105,7 +105,7 @@ func (q *Queue) Mint(ctx context.Context, counter, jid string, format func(n uin
 		v := format(uint64(n) + 1)
 		record := create(rpath, []byte(v))
 		record.witness = true
-		err = q.commit([]op{fenceSet(cpath, []byte(strconv.FormatUint(uint64(n)+1, 10)), st.Version), record})
+		err = q.commit(ctx, []op{fenceSet(cpath, []byte(strconv.FormatUint(uint64(n)+1, 10)), st.Version), record})
 		switch {
 		case err == nil:
 			return v, nil
@@ -126,11 +126,11 @@ func (q *Queue) Mint(ctx context.Context, counter, jid string, format func(n uin
 }
 
 // Minted returns the value minted for jid, if any.
-func (q *Queue) Minted(jid string) (string, bool, error) {
+func (q *Queue) Minted(ctx context.Context, jid string) (string, bool, error) {
 	if err := checkOwnName(jid, "job id"); err != nil {
 		return "", false, err
 	}
-	data, _, err := q.get(q.Path(mintedDir + "/" + jid))
+	data, _, err := q.get(ctx, q.Path(mintedDir+"/"+jid))
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", false, nil
 	}
@@ -142,25 +142,25 @@ func (q *Queue) Minted(jid string) (string, bool, error) {
 
 // ForgetMinted deletes jid's minting record; the value stays used, since
 // the counter never goes back. A missing record is fine.
-func (q *Queue) ForgetMinted(jid string) error {
+func (q *Queue) ForgetMinted(ctx context.Context, jid string) error {
 	if err := checkOwnName(jid, "job id"); err != nil {
 		return err
 	}
-	if err := q.commit([]op{delIfThere(q.Path(mintedDir + "/" + jid))}); err != nil {
+	if err := q.commit(ctx, []op{delIfThere(q.Path(mintedDir + "/" + jid))}); err != nil {
 		return fmt.Errorf("mint: forget %s: %w", jid, err)
 	}
 	return nil
 }
 
 // MintedJobs lists the jobs with a minting record, sorted.
-func (q *Queue) MintedJobs() ([]string, error) {
-	return q.sortedChildren(mintedDir)
+func (q *Queue) MintedJobs(ctx context.Context) ([]string, error) {
+	return q.sortedChildren(ctx, mintedDir)
 }
 
 // sortedChildren lists one of ingestq's own folders; a folder never made
 // is empty.
-func (q *Queue) sortedChildren(dir string) ([]string, error) {
-	names, err := q.children(q.Path(dir))
+func (q *Queue) sortedChildren(ctx context.Context, dir string) ([]string, error) {
+	names, err := q.children(ctx, q.Path(dir))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}
@@ -174,7 +174,7 @@ func (q *Queue) sortedChildren(dir string) ([]string, error) {
 // ensureDirs creates folders (and their parents) under the root where
 // missing; ones that exist, or appear meanwhile, are fine. Each is looked
 // for once per Queue (again after a repair).
-func (q *Queue) ensureDirs(dirs ...string) error {
+func (q *Queue) ensureDirs(ctx context.Context, dirs ...string) error {
 	for _, dir := range dirs {
 		if _, done := q.made.Load(dir); done {
 			continue
@@ -184,10 +184,10 @@ func (q *Queue) ensureDirs(dirs ...string) error {
 				continue
 			}
 			p := q.Path(dir[:i])
-			if ok, _, err := q.conn.Exists(p); err != nil {
+			if ok, _, err := q.zk.exists(ctx, p); err != nil {
 				return fmt.Errorf("look for %s: %w", dir[:i], err)
 			} else if !ok {
-				if err := q.commit([]op{createRef(p)}); err != nil {
+				if err := q.commit(ctx, []op{createRef(p)}); err != nil {
 					return fmt.Errorf("create %s: %w", dir[:i], err)
 				}
 			}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +11,13 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 )
 
 // Queue reads and writes the ingest queue in ZooKeeper, under an optional
 // root prefix. It is safe for concurrent use; it owns no goroutines.
 type Queue struct {
-	conn   *zk.Conn
+	zk     door
 	root   string
 	log    *slog.Logger
 	now    func() time.Time
@@ -34,6 +36,11 @@ func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 // through the outage at once, instead of after its whole back-off.
 func WithClosed(closed func() bool) Option { return func(q *Queue) { q.closed = closed } }
 
+// WithRequestTimeout bounds each request to ZooKeeper (default
+// DefaultRequestTimeout): a request the client holds through an outage
+// ends with ErrNoAnswer instead of waiting for ZooKeeper to come back.
+func WithRequestTimeout(d time.Duration) Option { return func(q *Queue) { q.zk.timeout = d } }
+
 // WithClock sets the clock used for last_modified.
 func WithClock(now func() time.Time) Option { return func(q *Queue) { q.now = now } }
 
@@ -43,7 +50,7 @@ func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
 	if root != "" && (!strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root) {
 		return nil, fmt.Errorf("zk root %q: want an absolute path like /ingestq, without a trailing slash", root)
 	}
-	q := &Queue{conn: conn, root: root, log: slog.Default(), now: time.Now, closed: func() bool { return false }}
+	q := &Queue{zk: door{conn: conn, timeout: DefaultRequestTimeout}, root: root, log: slog.Default(), now: time.Now, closed: func() bool { return false }}
 	for _, o := range opts {
 		o(q)
 	}
@@ -69,7 +76,7 @@ func Roots() []string {
 }
 
 // Init creates the root prefix and the queue's folders where missing.
-func (q *Queue) Init() error {
+func (q *Queue) Init(ctx context.Context) error {
 	var paths []string
 	if q.root != "" {
 		parts := strings.Split(q.root[1:], "/")
@@ -81,7 +88,7 @@ func (q *Queue) Init() error {
 		paths = append(paths, q.Path(r))
 	}
 	for _, p := range paths {
-		if _, err := q.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		if _, err := q.zk.create(ctx, p, nil, 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
 	}
@@ -91,9 +98,9 @@ func (q *Queue) Init() error {
 // Exists tells whether a queue is there: its /batches and /jobs folders,
 // which mrt-zk and Init both make. Read-only tools ask before they read, so
 // that a mistyped root is said to be one instead of read as an empty queue.
-func (q *Queue) Exists() (bool, error) {
+func (q *Queue) Exists(ctx context.Context) (bool, error) {
 	for _, p := range []string{"/batches", "/jobs"} {
-		ok, _, err := q.conn.Exists(q.Path(p))
+		ok, _, err := q.zk.exists(ctx, q.Path(p))
 		if err != nil {
 			return false, fmt.Errorf("zookeeper: look for %s: %w", q.Path(p), err)
 		}
@@ -105,16 +112,16 @@ func (q *Queue) Exists() (bool, error) {
 }
 
 // get reads a node; a missing node is (nil, nil, zk.ErrNoNode).
-func (q *Queue) get(p string) ([]byte, *zk.Stat, error) {
-	data, st, err := q.conn.Get(p)
+func (q *Queue) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
+	data, st, err := q.zk.get(ctx, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get %s: %w", q.rel(p), err)
 	}
 	return data, st, nil
 }
 
-func (q *Queue) children(p string) ([]string, error) {
-	kids, _, err := q.conn.Children(p)
+func (q *Queue) children(ctx context.Context, p string) ([]string, error) {
+	kids, err := q.zk.children(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", q.rel(p), err)
 	}
@@ -130,48 +137,43 @@ type read struct {
 
 // getAll fetches nodes concurrently: go-zookeeper pipelines requests on one
 // connection, so n reads cost about one round trip.
-func (q *Queue) getAll(paths ...string) []read {
+func (q *Queue) getAll(ctx context.Context, paths ...string) []read {
 	out := make([]read, len(paths))
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i].data, out[i].stat, out[i].err = q.conn.Get(p)
+			out[i].data, out[i].stat, out[i].err = q.zk.get(ctx, p)
 		}()
 	}
 	wg.Wait()
 	return out
 }
 
-// forEach runs fn on each item with at most limit running at once.
-func forEach[T any](items []T, limit int, fn func(T)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for _, it := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(it)
-		}()
+// each runs fn(i) for every i in [0, n), at most limit at once.
+func each(n, limit int, fn func(i int)) {
+	var g errgroup.Group
+	g.SetLimit(limit)
+	for i := range n {
+		g.Go(func() error { fn(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // fn returns no error
 }
 
 // releaseOwnLock deletes an ephemeral lock only if this session owns it.
-func (q *Queue) releaseOwnLock(p string) error {
-	_, err := q.releaseOwn(p)
+func (q *Queue) releaseOwnLock(ctx context.Context, p string) error {
+	_, err := q.releaseOwn(ctx, p)
 	return err
 }
 
 // releaseOwn is releaseOwnLock, telling whether it deleted the lock.
-func (q *Queue) releaseOwn(p string) (bool, error) {
-	ok, st, err := q.conn.Exists(p)
-	if err != nil || !ok || st.EphemeralOwner != q.conn.SessionID() {
+func (q *Queue) releaseOwn(ctx context.Context, p string) (bool, error) {
+	ok, st, err := q.zk.exists(ctx, p)
+	if err != nil || !ok || !q.zk.owns(st) {
 		return false, err
 	}
-	if err := q.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := q.zk.delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
 	}
 	return true, nil
@@ -180,8 +182,8 @@ func (q *Queue) releaseOwn(p string) (bool, error) {
 // tryLock creates an ephemeral lock node. It reports false when another
 // session holds it. A lock whose create was applied although the reply was
 // lost is recognised as this session's own.
-func (q *Queue) tryLock(p string) (bool, error) {
-	_, err := q.conn.Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+func (q *Queue) tryLock(ctx context.Context, p string) (bool, error) {
+	_, err := q.zk.create(ctx, p, nil, zk.FlagEphemeral)
 	switch {
 	case err == nil:
 		return true, nil
@@ -190,8 +192,8 @@ func (q *Queue) tryLock(p string) (bool, error) {
 	case errors.Is(err, zk.ErrNoNode):
 		return false, fmt.Errorf("lock %s: %w", q.rel(p), ErrNotFound)
 	case errors.Is(err, zk.ErrConnectionClosed):
-		ok, st, err2 := q.conn.Exists(p)
-		if err2 == nil && ok && st.EphemeralOwner == q.conn.SessionID() {
+		ok, st, err2 := q.zk.exists(ctx, p)
+		if err2 == nil && ok && q.zk.owns(st) {
 			return true, nil
 		}
 	}

@@ -21,7 +21,7 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 	a := r.job(b, "jid0", 5, nil)
 	c := r.job(b, "jid1", 5, nil)
 	two := 2
-	r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))
+	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))
 	r.pipeline(a.ID, queue.Completed, "", false)
 
 	// The other job's ref is moved by a foreign writer: gone for a moment.
@@ -37,12 +37,12 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 	}
 	r.raw(ref, "")
 
-	removed, _, err := r.q.DeleteJob(a.ID, true)
+	removed, _, err := r.q.DeleteJob(ctx, a.ID, true)
 	r.ok(err)
 	if !removed {
 		t.Fatal("the Completed job was not removed")
 	}
-	loaded, err := r.q.LoadBatch(b.ID)
+	loaded, err := r.q.LoadBatch(ctx, b.ID)
 	r.ok(err)
 	if loaded.JobCount != 1 {
 		t.Fatalf("job-count %d after removing a done job, want 1", loaded.JobCount)

@@ -37,46 +37,46 @@ var scenarios = map[string]scenario{
 	"create_batch": func(r *run) { r.batch() },
 	"create_and_load_batch": func(r *run) {
 		b := r.batch()
-		got, err := r.q.LoadBatch(b.ID)
+		got, err := r.q.LoadBatch(r.t.Context(), b.ID)
 		r.ok(err)
 		if got.ID != b.ID || got.UUID() != "bid-uuid" || got.State() != queue.Pending || got.Submission.Map()["foo"] != "bar" {
 			r.t.Fatalf("loaded %+v", got)
 		}
 	},
 	"load_non_existent_batch": func(r *run) {
-		_, err := r.q.LoadBatch("bid9999999999")
+		_, err := r.q.LoadBatch(r.t.Context(), "bid9999999999")
 		if !errors.Is(err, queue.ErrNotFound) {
 			r.t.Fatalf("load of a missing batch: %v, want ErrNotFound", err)
 		}
 	},
 	"batch_with_lock_unlock": func(r *run) {
 		b := r.batch()
-		l, err := r.q.LockBatch(b.ID)
+		l, err := r.q.LockBatch(r.t.Context(), b.ID)
 		r.ok(err)
-		r.ok(r.q.UnlockBatch(l))
+		r.ok(r.q.UnlockBatch(r.t.Context(), l))
 	},
 	"batch_with_ephemeral_released_lock": func(r *run) {
 		b := r.batch()
 		conn2, q2 := r.second()
-		_, err := q2.LockBatch(b.ID)
+		_, err := q2.LockBatch(r.t.Context(), b.ID)
 		r.ok(err)
-		if _, err := r.q.LockBatch(b.ID); !errors.Is(err, queue.ErrLocked) {
+		if _, err := r.q.LockBatch(r.t.Context(), b.ID); !errors.Is(err, queue.ErrLocked) {
 			r.t.Fatalf("lock held by another session: %v, want ErrLocked", err)
 		}
 		r.closeAndWait(conn2, "/batches/"+b.ID+"/lock")
 	},
 	"batch_with_unreleased_lock": func(r *run) {
 		b := r.batch()
-		_, err := r.q.LockBatch(b.ID)
+		_, err := r.q.LockBatch(r.t.Context(), b.ID)
 		r.ok(err)
 	},
 	"modify_batch_state": func(r *run) {
 		b := r.batch()
-		r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{}))
+		r.ok(r.q.SetBatchStatus(r.t.Context(), b, queue.Processing, queue.BatchChange{}))
 	},
 	"batch_acquire": func(r *run) {
 		b0 := r.batch()
-		b1, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"foo": "bar2", "batchID": "bid-uuid2"}))
+		b1, err := r.q.CreateBatch(r.t.Context(), queue.SubmissionOf(map[string]any{"foo": "bar2", "batchID": "bid-uuid2"}))
 		r.ok(err)
 		r.name("bid1", b1.ID)
 		for _, want := range []string{b0.ID, b1.ID} {
@@ -85,7 +85,7 @@ var scenarios = map[string]scenario{
 			if b == nil || b.ID != want {
 				r.t.Fatalf("acquired %v, want %s", b, want)
 			}
-			r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{}))
+			r.ok(r.q.SetBatchStatus(r.t.Context(), b, queue.Processing, queue.BatchChange{}))
 		}
 		if b, _, err := r.q.AcquirePendingBatch(context.Background(), nil); err != nil || b != nil {
 			r.t.Fatalf("third acquire: %v %v, want none", b, err)
@@ -98,23 +98,23 @@ var scenarios = map[string]scenario{
 	"create_job_state_change": func(r *run) {
 		b := r.processing(false)
 		j := r.job(b, "jid0", 5, map[string]any{"job": "quack"})
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{}))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{}))
 	},
 	"load_job_state_change": func(r *run) {
 		b := r.processing(false)
 		j := r.job(b, "jid0", 5, map[string]any{"job": "quack"})
-		j, err := r.q.LoadJob(j.ID)
+		j, err := r.q.LoadJob(r.t.Context(), j.ID)
 		r.ok(err)
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{}))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{}))
 	},
 	"acquire_pending_job": func(r *run) {
 		b := r.processing(true)
 		j0 := r.job(b, "jid0", 5, map[string]any{"job": "quack"})
 		j := r.acquire(queue.Pending, j0.ID)
-		if j2, err := r.q.AcquireJob(queue.Pending); err != nil || j2 != nil {
+		if j2, err := r.q.AcquireJob(r.t.Context(), queue.Pending); err != nil || j2 != nil {
 			r.t.Fatalf("second acquire: %v %v, want none", j2, err)
 		}
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{}))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{}))
 	},
 	"acquire_lowest_priority_job": func(r *run) {
 		j1 := r.threeJobs()
@@ -122,7 +122,7 @@ var scenarios = map[string]scenario{
 		if j.Ref() != "02-"+j1.ID {
 			r.t.Fatalf("acquired ref %s, want 02-%s", j.Ref(), j1.ID)
 		}
-		r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{}))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{}))
 	},
 	"job_happy_path":             func(r *run) { r.jobHappyPath() },
 	"batch_happy_path":           func(r *run) { r.batchHappyPath() },
@@ -131,11 +131,11 @@ var scenarios = map[string]scenario{
 	"job_happy_path_with_delete": jobHappyPathWithDelete,
 	"batch_happy_path_with_delete": func(r *run) {
 		b := r.batchHappyPath()
-		r.ok(r.q.DeleteBatch(b.ID))
+		r.ok(r.q.DeleteBatch(r.t.Context(), b.ID))
 	},
 	"batch_happy_path_with_delete_completed": func(r *run) {
 		b := r.batchHappyPath()
-		removed, problems, err := r.q.Cleanup()
+		removed, problems, err := r.q.Cleanup(r.t.Context())
 		r.ok(err)
 		if len(removed) != 1 || removed[0] != b.ID || len(problems) != 0 {
 			r.t.Fatalf("cleanup removed %v (problems %v), want [%s]", removed, problems, b.ID)
@@ -151,9 +151,9 @@ var scenarios = map[string]scenario{
 	},
 	"lock_collection": func(r *run) {
 		for _, c := range []string{"foo", "bar"} {
-			ok, err := r.q.HoldCollection(c)
+			ok, err := r.q.HoldCollection(r.t.Context(), c)
 			r.ok(err)
-			held, err := r.q.CollectionHeld(c)
+			held, err := r.q.CollectionHeld(r.t.Context(), c)
 			r.ok(err)
 			if !ok || !held {
 				r.t.Fatalf("hold collection %s: %v, held %v", c, ok, held)
@@ -164,26 +164,26 @@ var scenarios = map[string]scenario{
 	"lock_inventory": func(r *run) { r.objectLocks(r.q.LockInventory) },
 	"access_happy_path": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(a, queue.Completed, "", true))
+		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Completed, "", true))
 	},
 	"access_happy_path_del": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(a, queue.Completed, "", true))
-		r.ok(r.q.DeleteAccess(a))
+		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Completed, "", true))
+		r.ok(r.q.DeleteAccess(r.t.Context(), a))
 	},
 	"access_fail_path": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(a, queue.Failed, "", true))
-		r.ok(r.q.SetAccessStatus(a, queue.Deleted, "", false))
+		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Failed, "", true))
+		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Deleted, "", false))
 	},
 	"find_batch_by_uuid": func(r *run) {
 		b := r.batch()
-		got, err := r.q.FindBatch("bid-uuid")
+		got, err := r.q.FindBatch(r.t.Context(), "bid-uuid")
 		r.ok(err)
 		if got.ID != b.ID {
 			r.t.Fatalf("found %s, want %s", got.ID, b.ID)
 		}
-		if _, err := r.q.FindBatch("no-such-uuid"); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := r.q.FindBatch(r.t.Context(), "no-such-uuid"); !errors.Is(err, queue.ErrNotFound) {
 			r.t.Fatalf("unknown uuid: %v, want ErrNotFound", err)
 		}
 	},
@@ -191,7 +191,7 @@ var scenarios = map[string]scenario{
 
 // batch creates bid0 with the default submission.
 func (r *run) batch() *queue.Batch {
-	b, err := r.q.CreateBatch(queue.SubmissionOf(map[string]any{"foo": "bar", "batchID": "bid-uuid"}))
+	b, err := r.q.CreateBatch(r.t.Context(), queue.SubmissionOf(map[string]any{"foo": "bar", "batchID": "bid-uuid"}))
 	r.ok(err)
 	r.name("bid0", b.ID)
 	return b
@@ -203,12 +203,12 @@ func (r *run) processing(release bool) *queue.Batch {
 	r.batch()
 	b, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
-	r.ok(r.q.SetBatchStatus(b, queue.Processing, queue.BatchChange{Release: release}))
+	r.ok(r.q.SetBatchStatus(r.t.Context(), b, queue.Processing, queue.BatchChange{Release: release}))
 	return b
 }
 
 func (r *run) job(b *queue.Batch, ph string, prio int, config map[string]any) *queue.Job {
-	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: prio, Config: queue.JobConfigOf(config)})
+	j, err := r.q.CreateJob(r.t.Context(), b, queue.JobSpec{Priority: prio, Config: queue.JobConfigOf(config)})
 	r.ok(err)
 	r.name(ph, j.ID)
 	return j
@@ -216,7 +216,7 @@ func (r *run) job(b *queue.Batch, ph string, prio int, config map[string]any) *q
 
 func (r *run) acquire(s queue.State, want string) *queue.Job {
 	r.t.Helper()
-	j, err := r.q.AcquireJob(s)
+	j, err := r.q.AcquireJob(r.t.Context(), s)
 	r.ok(err)
 	if j == nil || j.ID != want {
 		r.t.Fatalf("acquire %s: got %v, want %s", s, j, want)
@@ -231,7 +231,7 @@ func (r *run) threeJobs() *queue.Job {
 	j1 := r.job(b, "jid1", 5, map[string]any{"job": "quack2"})
 	r.job(b, "jid2", 5, map[string]any{"job": "quack3"})
 	two := 2
-	r.ok(r.q.UpdateJob(j1, queue.JobChange{Priority: &two}))
+	r.ok(r.q.UpdateJob(r.t.Context(), j1, queue.JobChange{Priority: &two}))
 	return j1
 }
 
@@ -240,7 +240,7 @@ func (r *run) threeJobs() *queue.Job {
 // writes store at Processing and inventory at Storing.
 func (r *run) pipeline(jid string, last queue.State, message string, manifests bool) {
 	j := r.acquire(queue.Pending, jid)
-	r.ok(r.q.SetJobStatus(j, queue.Estimating, queue.JobChange{Release: true}))
+	r.ok(r.q.SetJobStatus(r.t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
 	for _, s := range []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading,
 		queue.Processing, queue.Storing, queue.Recording, queue.Notify} {
 		j := r.acquire(s, jid)
@@ -255,14 +255,14 @@ func (r *run) pipeline(jid string, last queue.State, message string, manifests b
 		case s == queue.Notify:
 			next, c.Message = last, message
 		}
-		r.ok(r.q.SetJobStatus(j, next, c))
+		r.ok(r.q.SetJobStatus(r.t.Context(), j, next, c))
 	}
 }
 
 func (r *run) counts(want map[queue.State]int) {
 	r.t.Helper()
 	for s, n := range want {
-		refs, _, err := r.q.Refs(s)
+		refs, _, err := r.q.Refs(r.t.Context(), s)
 		r.ok(err)
 		if len(refs) != n {
 			r.t.Fatalf("%d jobs in %s, want %d", len(refs), s, n)
@@ -280,12 +280,12 @@ func (r *run) jobHappyPath() *queue.Job {
 
 func jobHappyPathWithDelete(r *run) {
 	j1 := r.jobHappyPath()
-	jobs, _, err := r.q.ListJobs(queue.Pending)
+	jobs, _, err := r.q.ListJobs(r.t.Context(), queue.Pending)
 	r.ok(err)
-	if _, _, err := r.q.DeleteJob(jobs[0].ID, false); !errors.Is(err, queue.ErrRefused) {
+	if _, _, err := r.q.DeleteJob(r.t.Context(), jobs[0].ID, false); !errors.Is(err, queue.ErrRefused) {
 		r.t.Fatalf("delete of a Pending job: %v, want ErrRefused", err)
 	}
-	removed, _, err := r.q.DeleteJob(j1.ID, true) // mrt-zk's delete removes it
+	removed, _, err := r.q.DeleteJob(r.t.Context(), j1.ID, true) // mrt-zk's delete removes it
 	r.ok(err)
 	if !removed {
 		r.t.Fatal("a Completed job was not removed")
@@ -320,7 +320,7 @@ func (r *run) batchHappyPath() *queue.Batch {
 	r.noReport()
 	r.pipeline(j.ID, queue.Completed, "", false)
 	rb := r.report(b.ID)
-	r.ok(r.q.SetBatchStatus(rb, queue.Completed, queue.BatchChange{Release: true}))
+	r.ok(r.q.SetBatchStatus(r.t.Context(), rb, queue.Completed, queue.BatchChange{Release: true}))
 	r.noReport()
 	return b
 }
@@ -330,37 +330,37 @@ func (r *run) batchFailure(deleteAll bool) (*queue.Batch, *queue.Job) {
 	r.noReport()
 	r.pipeline(j.ID, queue.Failed, "Sample Failure Message", false)
 	rb := r.report(b.ID)
-	r.ok(r.q.SetBatchStatus(rb, queue.Failed, queue.BatchChange{Release: true}))
+	r.ok(r.q.SetBatchStatus(r.t.Context(), rb, queue.Failed, queue.BatchChange{Release: true}))
 	if !deleteAll {
 		return b, j
 	}
-	removed, _, err := r.q.DeleteJob(j.ID, false)
+	removed, _, err := r.q.DeleteJob(r.t.Context(), j.ID, false)
 	r.ok(err)
 	if removed {
 		r.t.Fatal("a Failed job was removed, want it moved to Deleted")
 	}
-	lb, err := r.q.LockBatch(b.ID)
+	lb, err := r.q.LockBatch(r.t.Context(), b.ID)
 	r.ok(err)
-	r.ok(r.q.SetBatchStatus(lb, queue.Deleted, queue.BatchChange{Release: true}))
+	r.ok(r.q.SetBatchStatus(r.t.Context(), lb, queue.Deleted, queue.BatchChange{Release: true}))
 	return b, j
 }
 
 func batchRecovery(r *run) {
 	b, j := r.batchFailure(false)
-	to, err := r.q.RequeueJob(j.ID)
+	to, err := r.q.RequeueJob(r.t.Context(), j.ID)
 	r.ok(err)
 	if to != queue.Notify {
 		r.t.Fatalf("requeued to %s, want Notify", to)
 	}
 	nj := r.acquire(queue.Notify, j.ID)
-	r.ok(r.q.SetJobStatus(nj, queue.Completed, queue.JobChange{Release: true}))
+	r.ok(r.q.SetJobStatus(r.t.Context(), nj, queue.Completed, queue.JobChange{Release: true}))
 	r.noReport() // a Failed batch is not reported again until an admin asks
-	r.ok(second(r.q.ReportBatch(b.ID)))
+	r.ok(second(r.q.ReportBatch(r.t.Context(), b.ID)))
 	rb := r.report(b.ID)
 	if rb.State() != queue.UpdateReporting {
 		r.t.Fatalf("batch is %s, want UpdateReporting", rb.State())
 	}
-	r.ok(r.q.SetBatchStatus(rb, queue.Completed, queue.BatchChange{Release: true}))
+	r.ok(r.q.SetBatchStatus(r.t.Context(), rb, queue.Completed, queue.BatchChange{Release: true}))
 }
 
 func (r *run) configJob(ident, meta bool) {
@@ -373,7 +373,7 @@ func (r *run) configJob(ident, meta bool) {
 	if meta {
 		spec.Metadata = &queue.Metadata{Who: "i", What: "j", When: "k", Where: "l"}
 	}
-	j, err := r.q.CreateJob(b, spec)
+	j, err := r.q.CreateJob(r.t.Context(), b, spec)
 	r.ok(err)
 	r.name("jid0", j.ID)
 }
@@ -387,27 +387,27 @@ func (r *run) holdProtocol(name string) {
 			r.t.Fatalf("%s %s: %v, want %v", what, name, got, want)
 		}
 	}
-	ok, err := r.q.ReleaseQueue(name)
+	ok, err := r.q.ReleaseQueue(r.t.Context(), name)
 	step("release (none)", ok, err, false)
-	ok, err = r.q.QueueHeld(name)
+	ok, err = r.q.QueueHeld(r.t.Context(), name)
 	step("held", ok, err, false)
-	ok, err = r.q.HoldQueue(name)
+	ok, err = r.q.HoldQueue(r.t.Context(), name)
 	step("hold", ok, err, true)
-	ok, err = r.q.QueueHeld(name)
+	ok, err = r.q.QueueHeld(r.t.Context(), name)
 	step("held", ok, err, true)
-	ok, err = r.q.HoldQueue(name)
+	ok, err = r.q.HoldQueue(r.t.Context(), name)
 	step("hold again", ok, err, false)
-	ok, err = r.q.ReleaseQueue(name)
+	ok, err = r.q.ReleaseQueue(r.t.Context(), name)
 	step("release", ok, err, true)
-	ok, err = r.q.HoldQueue(name)
+	ok, err = r.q.HoldQueue(r.t.Context(), name)
 	step("hold", ok, err, true)
 }
 
-func (r *run) objectLocks(lock func(string) (bool, error)) {
+func (r *run) objectLocks(lock func(context.Context, string) (bool, error)) {
 	for _, ark := range []string{"ark:/aaa/111", "ark:/bbb/222"} {
-		ok, err := lock(ark)
+		ok, err := lock(r.t.Context(), ark)
 		r.ok(err)
-		again, err := lock(ark)
+		again, err := lock(r.t.Context(), ark)
 		r.ok(err)
 		if !ok || again {
 			r.t.Fatalf("lock %s: first %v, second %v; want true, false", ark, ok, again)
@@ -416,17 +416,17 @@ func (r *run) objectLocks(lock func(string) (bool, error)) {
 }
 
 func (r *run) access() *queue.Access {
-	a, err := r.q.CreateAccess(queue.AccessSmall, map[string]any{"token": "abc"})
+	a, err := r.q.CreateAccess(r.t.Context(), queue.AccessSmall, map[string]any{"token": "abc"})
 	r.ok(err)
 	r.name("qid0", a.ID)
-	got, err := r.q.AcquireAccess(queue.AccessSmall)
+	got, err := r.q.AcquireAccess(r.t.Context(), queue.AccessSmall)
 	r.ok(err)
 	if got == nil || got.ID != a.ID {
 		r.t.Fatalf("acquire access: %v, want %s", got, a.ID)
 	}
-	if again, err := r.q.AcquireAccess(queue.AccessSmall); err != nil || again != nil {
+	if again, err := r.q.AcquireAccess(r.t.Context(), queue.AccessSmall); err != nil || again != nil {
 		r.t.Fatalf("second acquire: %v %v, want none", again, err)
 	}
-	r.ok(r.q.SetAccessStatus(got, queue.Processing, "", false))
+	r.ok(r.q.SetAccessStatus(r.t.Context(), got, queue.Processing, "", false))
 	return got
 }

@@ -14,25 +14,25 @@ import (
 func TestStaleViewWritesNothing(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+	created, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	_, qa := r.second()
-	mine, err := qa.AcquireJob(queue.Pending)
+	mine, err := qa.AcquireJob(t.Context(), queue.Pending)
 	r.ok(err)
 	if mine == nil || mine.ID != created.ID {
 		t.Fatalf("acquired %v", mine)
 	}
 	// An operator fails the job while session A works on it.
-	r.ok(r.q.FailJob(mine.ID, "stopped by the operator", true))
-	before, err := r.q.Tree("")
+	r.ok(r.q.FailJob(t.Context(), mine.ID, "stopped by the operator", true))
+	before, err := r.q.Tree(t.Context(), "")
 	r.ok(err)
 
-	err = qa.SetJobStatus(mine, queue.Estimating, queue.JobChange{Release: true})
+	err = qa.SetJobStatus(t.Context(), mine, queue.Estimating, queue.JobChange{Release: true})
 	var se *queue.StaleError
 	if !errors.Is(err, queue.ErrStale) || !errors.As(err, &se) || se.Path != "/jobs/"+mine.ID+"/status" {
 		t.Fatalf("commit of a stale view: %v, want a StaleError on its status", err)
 	}
-	after, err := r.q.Tree("")
+	after, err := r.q.Tree(t.Context(), "")
 	r.ok(err)
 	// The one change allowed: A released its own lock.
 	var lockless []queue.Entry
@@ -44,7 +44,7 @@ func TestStaleViewWritesNothing(t *testing.T) {
 	if !reflect.DeepEqual(lockless, after) {
 		t.Fatalf("the stale commit changed the tree:\nbefore %v\nafter  %v", before, after)
 	}
-	j, err := r.q.LoadJob(mine.ID)
+	j, err := r.q.LoadJob(t.Context(), mine.ID)
 	r.ok(err)
 	if j.State() != queue.Failed || j.Status.Message != "stopped by the operator" || j.Locked {
 		t.Fatalf("job is %s %q locked=%v", j.State(), j.Status.Message, j.Locked)
@@ -57,21 +57,21 @@ func TestStaleViewWritesNothing(t *testing.T) {
 func TestClosedSessionLosesItsJobs(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	created, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+	created, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	connA, qa := r.second()
-	jA, err := qa.AcquireJob(queue.Pending)
+	jA, err := qa.AcquireJob(t.Context(), queue.Pending)
 	r.ok(err)
 	if jA == nil {
 		t.Fatal("A acquired nothing")
 	}
-	if j, err := r.q.AcquireJob(queue.Pending); err != nil || j != nil {
+	if j, err := r.q.AcquireJob(t.Context(), queue.Pending); err != nil || j != nil {
 		t.Fatalf("B acquired %v while A holds it (%v)", j, err)
 	}
 	r.closeAndWait(connA, "/jobs/"+created.ID+"/lock")
 
 	_, qb := r.second()
-	jB, err := qb.AcquireJob(queue.Pending)
+	jB, err := qb.AcquireJob(t.Context(), queue.Pending)
 	r.ok(err)
 	if jB == nil || jB.ID != created.ID || jB.State() != queue.Pending {
 		t.Fatalf("B acquired %v, want %s in Pending", jB, created.ID)
@@ -79,16 +79,16 @@ func TestClosedSessionLosesItsJobs(t *testing.T) {
 	// A comes back with a new session and its old view: fenced off even
 	// before B has moved the job, because B's acquisition moved the version.
 	_, qa2 := r.second()
-	if err := qa2.SetJobStatus(jA, queue.Estimating, queue.JobChange{}); !errors.Is(err, queue.ErrStale) {
+	if err := qa2.SetJobStatus(t.Context(), jA, queue.Estimating, queue.JobChange{}); !errors.Is(err, queue.ErrStale) {
 		t.Fatalf("A's old view committed: %v", err)
 	}
-	r.ok(qb.SetJobStatus(jB, queue.Estimating, queue.JobChange{Release: true}))
-	j, err := r.q.LoadJob(created.ID)
+	r.ok(qb.SetJobStatus(t.Context(), jB, queue.Estimating, queue.JobChange{Release: true}))
+	j, err := r.q.LoadJob(t.Context(), created.ID)
 	r.ok(err)
 	if j.State() != queue.Estimating || j.Locked || *j.Status.LastSuccessfulStatus != queue.Pending {
 		t.Fatalf("job %s locked=%v lss=%v", j.State(), j.Locked, *j.Status.LastSuccessfulStatus)
 	}
-	vs, err := r.q.Check()
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	if len(vs) != 0 {
 		t.Fatal(vs)
@@ -99,18 +99,18 @@ func TestClosedSessionLosesItsJobs(t *testing.T) {
 func TestAdminRefusals(t *testing.T) {
 	r := newRun(t)
 	b := r.processing(true)
-	j, err := r.q.CreateJob(b, queue.JobSpec{Priority: 5})
+	j, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	cases := []struct {
 		what string
 		err  error
 		want error
 	}{
-		{"requeue a Pending job", second(r.q.RequeueJob(j.ID)), queue.ErrRefused},
-		{"delete a Processing batch", r.q.DeleteBatch(b.ID), queue.ErrRefused},
-		{"report a Processing batch", second(r.q.ReportBatch(b.ID)), queue.ErrRefused},
-		{"hold a Processing batch", second(r.q.HoldBatch(b.ID)), queue.ErrRefused},
-		{"hold a missing job", second(r.q.HoldJob("jid0000099999")), queue.ErrNotFound},
+		{"requeue a Pending job", second(r.q.RequeueJob(t.Context(), j.ID)), queue.ErrRefused},
+		{"delete a Processing batch", r.q.DeleteBatch(t.Context(), b.ID), queue.ErrRefused},
+		{"report a Processing batch", second(r.q.ReportBatch(t.Context(), b.ID)), queue.ErrRefused},
+		{"hold a Processing batch", second(r.q.HoldBatch(t.Context(), b.ID)), queue.ErrRefused},
+		{"hold a missing job", second(r.q.HoldJob(t.Context(), "jid0000099999")), queue.ErrNotFound},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {
@@ -118,30 +118,30 @@ func TestAdminRefusals(t *testing.T) {
 		}
 	}
 	// Releasing a job that is not held is not an error: nothing changes.
-	if changed, err := r.q.ReleaseJob(j.ID); err != nil || changed {
+	if changed, err := r.q.ReleaseJob(t.Context(), j.ID); err != nil || changed {
 		t.Errorf("release a Pending job: changed %v, %v; want nothing done, no error", changed, err)
 	}
-	held, err := r.q.LockJob(j.ID)
+	held, err := r.q.LockJob(t.Context(), j.ID)
 	r.ok(err)
-	if _, err := r.q.HoldJob(j.ID); !errors.Is(err, queue.ErrLocked) {
+	if _, err := r.q.HoldJob(t.Context(), j.ID); !errors.Is(err, queue.ErrLocked) {
 		t.Errorf("hold a locked job: %v, want ErrLocked", err)
 	}
-	r.ok(r.q.UnlockJob(held))
-	if changed, err := r.q.HoldJob(j.ID); err != nil || !changed {
+	r.ok(r.q.UnlockJob(t.Context(), held))
+	if changed, err := r.q.HoldJob(t.Context(), j.ID); err != nil || !changed {
 		t.Fatalf("hold a Pending job: changed %v, %v", changed, err)
 	}
-	if changed, err := r.q.HoldJob(j.ID); err != nil || changed {
+	if changed, err := r.q.HoldJob(t.Context(), j.ID); err != nil || changed {
 		t.Errorf("hold a Held job again: changed %v, %v; want nothing done, no error", changed, err)
 	}
-	if _, _, err := r.q.DeleteJob(j.ID, false); err != nil {
+	if _, _, err := r.q.DeleteJob(t.Context(), j.ID, false); err != nil {
 		t.Fatalf("delete a Held job: %v", err)
 	}
-	got, err := r.q.LoadJob(j.ID)
+	got, err := r.q.LoadJob(t.Context(), j.ID)
 	r.ok(err)
 	if got.State() != queue.Deleted {
 		t.Fatalf("deleted Held job is %s", got.State())
 	}
-	vs, err := r.q.Check()
+	vs, err := r.q.Check(t.Context())
 	r.ok(err)
 	if len(vs) != 0 {
 		t.Fatal(vs)
@@ -159,30 +159,30 @@ func TestStaleBatchViewCreatesNoJob(t *testing.T) {
 	r.batch()
 	mine, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
-	_, err = r.q.CreateJob(mine, queue.JobSpec{Priority: 5})
+	_, err = r.q.CreateJob(t.Context(), mine, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	// Its lock goes (as with an expired session); another session takes
 	// the batch over.
-	r.ok(r.q.UnlockBatch(mine))
+	r.ok(r.q.UnlockBatch(t.Context(), mine))
 	_, qb := r.second()
 	theirs, _, err := qb.AcquirePendingBatch(context.Background(), nil)
 	r.ok(err)
 	if theirs == nil || theirs.ID != mine.ID {
 		t.Fatalf("the second session acquired %v, want %s", theirs, mine.ID)
 	}
-	before, err := r.q.Tree("")
+	before, err := r.q.Tree(t.Context(), "")
 	r.ok(err)
-	_, err = r.q.CreateJob(mine, queue.JobSpec{Priority: 5})
+	_, err = r.q.CreateJob(t.Context(), mine, queue.JobSpec{Priority: 5})
 	if !errors.Is(err, queue.ErrStale) {
 		t.Fatalf("a job created through the stale view: %v, want ErrStale", err)
 	}
-	after, err := r.q.Tree("")
+	after, err := r.q.Tree(t.Context(), "")
 	r.ok(err)
 	if !reflect.DeepEqual(before, after) {
 		t.Fatalf("the stale creation changed the tree:\nbefore %v\nafter  %v", before, after)
 	}
 	// The owner's view still creates.
-	if _, err := qb.CreateJob(theirs, queue.JobSpec{Priority: 5}); err != nil {
+	if _, err := qb.CreateJob(t.Context(), theirs, queue.JobSpec{Priority: 5}); err != nil {
 		t.Fatalf("the new owner's creation: %v", err)
 	}
 }

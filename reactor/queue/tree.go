@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ type Entry struct {
 // leaving out /zookeeper, the queue's fixed folders (Roots), and any node
 // that has children and no data. Values are decoded as JSON objects, then
 // integers, else strings; empty data is nil.
-func (q *Queue) Tree(rel string) ([]Entry, error) {
+func (q *Queue) Tree(ctx context.Context, rel string) ([]Entry, error) {
 	rel = strings.TrimSuffix(rel, "/")
 	start := q.Path(rel)
 	if start == "" {
@@ -36,7 +37,7 @@ func (q *Queue) Tree(rel string) ([]Entry, error) {
 	var out []Entry
 	var walk func(p string) error
 	walk = func(p string) error {
-		data, st, err := q.conn.Get(p)
+		data, st, err := q.zk.get(ctx, p)
 		if errors.Is(err, zk.ErrNoNode) {
 			if p == start {
 				return fmt.Errorf("%s: %w", q.rel(p), ErrNotFound)
@@ -57,7 +58,7 @@ func (q *Queue) Tree(rel string) ([]Entry, error) {
 		if st.NumChildren == 0 {
 			return nil
 		}
-		kids, _, err := q.conn.Children(p)
+		kids, err := q.zk.children(ctx, p)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ type op struct {
 	fence bool
 	// recover, when set, is asked what to do after this op failed with err:
 	// ops to put in its place (none to drop it), or an error to give up with.
-	recover func(err error) ([]op, error)
+	recover func(ctx context.Context, err error) ([]op, error)
 	// witness marks a create whose presence, with its data, proves that a
 	// transaction whose reply was lost took effect.
 	witness bool
@@ -59,7 +60,7 @@ func fenceCheck(p string, version int32) op {
 func lockOp(p string) op {
 	return op{
 		req: &zk.CreateRequest{Path: p, Acl: acl, Flags: zk.FlagEphemeral},
-		recover: func(err error) ([]op, error) {
+		recover: func(_ context.Context, err error) ([]op, error) {
 			if errors.Is(err, zk.ErrNodeExists) {
 				return nil, ErrLocked
 			}
@@ -72,7 +73,7 @@ func lockOp(p string) op {
 // got there first) it is left as it is.
 func createRef(p string) op {
 	o := create(p, nil)
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(_ context.Context, err error) ([]op, error) {
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil, nil
 		}
@@ -87,7 +88,7 @@ func createRef(p string) op {
 // reporter takes an empty batch-processing for a finished batch).
 func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op {
 	o := create(p, data)
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(_ context.Context, err error) ([]op, error) {
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil, nil
@@ -101,7 +102,7 @@ func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op 
 			// The node itself, without this recovery: a second NoNode means
 			// base itself is gone.
 			last := create(p, data)
-			last.recover = func(err error) ([]op, error) {
+			last.recover = func(_ context.Context, err error) ([]op, error) {
 				if errors.Is(err, zk.ErrNoNode) {
 					return nil, fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
 				}
@@ -120,7 +121,7 @@ func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op 
 // delIfThere deletes p, or nothing when p is already gone.
 func delIfThere(p string) op {
 	o := del(p)
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(_ context.Context, err error) ([]op, error) {
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}
@@ -133,7 +134,7 @@ func delIfThere(p string) op {
 func upsert(p string, data []byte, exists bool) op {
 	if exists {
 		o := set(p, data, -1)
-		o.recover = func(err error) ([]op, error) {
+		o.recover = func(_ context.Context, err error) ([]op, error) {
 			if errors.Is(err, zk.ErrNoNode) {
 				return []op{create(p, data)}, nil
 			}
@@ -142,7 +143,7 @@ func upsert(p string, data []byte, exists bool) op {
 		return o
 	}
 	o := create(p, data)
-	o.recover = func(err error) ([]op, error) {
+	o.recover = func(_ context.Context, err error) ([]op, error) {
 		if errors.Is(err, zk.ErrNodeExists) {
 			return []op{set(p, data, -1)}, nil
 		}
@@ -161,21 +162,20 @@ const maxOutages = 12
 
 // commit runs ops as one multi(), recovering failed ops as they ask, and
 // trying again while the connection is in trouble.
-func (q *Queue) commit(ops []op) error {
+func (q *Queue) commit(ctx context.Context, ops []op) error {
 	lost := false // a try's reply was lost: it may have been applied
 	outages := 0
 	pause := func() bool { // back-off while the client reconnects
 		if outages++; outages > maxOutages || q.closed() {
 			return false
 		}
-		time.Sleep(backoff.Delay(20*time.Millisecond, time.Second, outages))
-		return true
+		return backoff.Sleep(ctx, backoff.Delay(20*time.Millisecond, time.Second, outages))
 	}
 	// confirm asks whether a try whose reply was lost took effect; while
 	// ZooKeeper cannot say, it asks again after a pause.
 	confirm := func() bool {
 		for {
-			ok, err := q.applied(ops)
+			ok, err := q.applied(ctx, ops)
 			if err == nil || !Transient(err) || !pause() {
 				return ok
 			}
@@ -186,14 +186,14 @@ func (q *Queue) commit(ops []op) error {
 		for i, o := range ops {
 			reqs[i] = o.req
 		}
-		resp, err := q.conn.Multi(reqs...)
+		resp, err := q.zk.multi(ctx, reqs...)
 		if err == nil {
 			return nil
 		}
 		if Transient(err) {
 			// The request may have been applied before the reply was lost;
 			// if ZooKeeper cannot say yet, try again after a pause.
-			if ok, _ := q.applied(ops); ok {
+			if ok, _ := q.applied(ctx, ops); ok {
 				return nil
 			}
 			lost = true
@@ -216,7 +216,7 @@ func (q *Queue) commit(ops []op) error {
 		if o.recover == nil {
 			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), opErr)
 		}
-		repl, rerr := o.recover(opErr)
+		repl, rerr := o.recover(ctx, opErr)
 		if rerr != nil {
 			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), rerr)
 		}
@@ -238,23 +238,23 @@ func (q *Queue) commit(ops []op) error {
 // acquisition would look the same): there, owned by this session. Else its
 // fencing write (at the next version, with our data), or its witness
 // create (there, with our data).
-func (q *Queue) applied(ops []op) (bool, error) {
+func (q *Queue) applied(ctx context.Context, ops []op) (bool, error) {
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
-			ok, st, err := q.conn.Exists(r.Path)
-			return err == nil && ok && st.EphemeralOwner == q.conn.SessionID(), err
+			ok, st, err := q.zk.exists(ctx, r.Path)
+			return err == nil && ok && q.zk.owns(st), err
 		}
 	}
 	for _, o := range ops {
 		switch r := o.req.(type) {
 		case *zk.SetDataRequest:
 			if o.fence {
-				data, st, err := q.conn.Get(r.Path)
+				data, st, err := q.zk.get(ctx, r.Path)
 				return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data), ignoreNoNode(err)
 			}
 		case *zk.CreateRequest:
 			if o.witness {
-				data, _, err := q.conn.Get(r.Path)
+				data, _, err := q.zk.get(ctx, r.Path)
 				return err == nil && bytes.Equal(data, r.Data), ignoreNoNode(err)
 			}
 		}
@@ -274,7 +274,7 @@ func ignoreNoNode(err error) error {
 // the queue could not be reached (no server, connection closed, session
 // expired or moved), as opposed to trouble with something else.
 func Unreachable(err error) bool {
-	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionMoved, zk.ErrClosing, zk.ErrSessionExpired} {
+	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionMoved, zk.ErrClosing, zk.ErrSessionExpired, ErrNoAnswer} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -290,7 +290,7 @@ func Transient(err error) bool {
 		return false
 	}
 	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionMoved, zk.ErrClosing,
-		zk.ErrSessionExpired, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNREFUSED} {
+		zk.ErrSessionExpired, ErrNoAnswer, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNREFUSED} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -12,9 +13,9 @@ import (
 // when the watch fires. changed is true when the node already differs from
 // what w says was read (there or not, its children's version): the caller
 // should look again at once rather than wait.
-func (q *Queue) WatchOnce(w Wait) (fired <-chan zk.Event, changed bool, err error) {
+func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, changed bool, err error) {
 	if w.Children {
-		_, st, ch, err := q.conn.ChildrenW(w.Path)
+		_, st, ch, err := q.zk.conn.ChildrenW(w.Path)
 		switch {
 		case err == nil:
 			return ch, !w.Present || st.Cversion != w.Cversion, nil
@@ -23,7 +24,7 @@ func (q *Queue) WatchOnce(w Wait) (fired <-chan zk.Event, changed bool, err erro
 		}
 		// Not there: wait for it to appear.
 	}
-	ok, _, ch, err := q.conn.ExistsW(w.Path)
+	ok, _, ch, err := q.zk.conn.ExistsW(w.Path)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)
 	}
@@ -33,11 +34,11 @@ func (q *Queue) WatchOnce(w Wait) (fired <-chan zk.Event, changed bool, err erro
 // ReleaseOwnJobLock deletes a job's lock if this session holds it, and
 // tells whether it did: for a lock whose acquisition's reply was lost and
 // that no worker uses.
-func (q *Queue) ReleaseOwnJobLock(jid string) (bool, error) {
-	return q.releaseOwn(q.jobPath(jid, "lock"))
+func (q *Queue) ReleaseOwnJobLock(ctx context.Context, jid string) (bool, error) {
+	return q.releaseOwn(ctx, q.jobPath(jid, "lock"))
 }
 
 // JobLockWait is the wait for a job's lock, held elsewhere, to go.
-func (q *Queue) JobLockWait(jid string) Wait {
+func (q *Queue) JobLockWait(ctx context.Context, jid string) Wait {
 	return Wait{Path: q.jobPath(jid, "lock"), Present: true}
 }

@@ -50,12 +50,12 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 		Use:   "job JID",
 		Short: short,
 		Args:  args("JID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			change, to := q.ReleaseJob, queue.Pending
 			if hold {
 				change, to = q.HoldJob, queue.Held
 			}
-			changed, err := change(args[0])
+			changed, err := change(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 				a.println("job %s was already %s", args[0], to)
 				return nil
 			}
-			a.announce(q, holdAction(hold), events.Event{JobID: args[0]})
+			a.announce(ctx, q, holdAction(hold), events.Event{JobID: args[0]})
 			a.println("job %s is %s", args[0], to)
 			return nil
 		}),
@@ -79,8 +79,8 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 		Use:   "batch BID|UUID",
 		Short: short,
 		Args:  args("BID|UUID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
-			bid, err := batchID(q, args[0])
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			bid, err := batchID(ctx, q, args[0])
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 			if hold {
 				change, to = q.HoldBatch, queue.Held
 			}
-			changed, err := change(bid)
+			changed, err := change(ctx, bid)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 				a.println("batch %s was already %s", bid, to)
 				return nil
 			}
-			a.announce(q, holdAction(hold), events.Event{BatchID: bid})
+			a.announce(ctx, q, holdAction(hold), events.Event{BatchID: bid})
 			a.println("batch %s is %s", bid, to)
 			return nil
 		}),
@@ -113,15 +113,15 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 		Use:   "collection NAME",
 		Short: short,
 		Args:  args("NAME"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			change := q.ReleaseCollection
 			if hold {
 				change = q.HoldCollection
-				if err := checkCollection(q, args[0], force); err != nil {
+				if err := checkCollection(ctx, q, args[0], force); err != nil {
 					return err
 				}
 			}
-			changed, err := change(args[0])
+			changed, err := change(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -129,7 +129,7 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 			if !hold && changed {
 				msg += " (batches and jobs already Held stay Held: release them one by one)"
 			}
-			a.announce(q, holdAction(hold), events.Event{Message: msg, Attrs: map[string]any{"collection": args[0]}})
+			a.announce(ctx, q, holdAction(hold), events.Event{Message: msg, Attrs: map[string]any{"collection": args[0]}})
 			a.println("%s", msg)
 			return nil
 		}),
@@ -142,8 +142,8 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 
 // checkCollection refuses to hold a collection no daemon has published a
 // profile for (a typo would hold nothing, silently), unless force.
-func checkCollection(q *queue.Queue, name string, force bool) error {
-	known, err := profile.Published(q)
+func checkCollection(ctx context.Context, q *queue.Queue, name string, force bool) error {
+	known, err := profile.Published(ctx, q)
 	if err != nil || force || slices.Contains(known, name) {
 		return err
 	}
@@ -160,8 +160,8 @@ func (a *app) holdsCommand() *cobra.Command {
 		Use:   "holds",
 		Short: "List the queue and collection holds in force",
 		Args:  args(),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			holds, err := q.Holds()
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			holds, err := q.Holds(ctx)
 			if err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			name := queue.QueueIngest
 			if len(args) == 1 {
 				name = args[0]
@@ -203,11 +203,11 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			if hold {
 				change = q.HoldQueue
 			}
-			changed, err := change(name)
+			changed, err := change(ctx, name)
 			if err != nil {
 				return err
 			}
-			a.announce(q, holdAction(hold), events.Event{Message: holdResult("queue "+name, hold, changed), Attrs: map[string]any{"queue": name}})
+			a.announce(ctx, q, holdAction(hold), events.Event{Message: holdResult("queue "+name, hold, changed), Attrs: map[string]any{"queue": name}})
 			a.println("%s", holdResult("queue "+name, hold, changed))
 			return nil
 		}),
@@ -233,20 +233,20 @@ func (a *app) requeueCommand() *cobra.Command {
 		Use:   "requeue JID",
 		Short: "Send a Failed job back to the step after its last successful one",
 		Args:  args("JID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
-			to, err := q.RequeueJob(args[0])
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			to, err := q.RequeueJob(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			msg := fmt.Sprintf("job %s requeued: it resumes at %s", args[0], to)
-			if j, err := q.LoadJob(args[0]); err == nil && j.State() == to {
+			if j, err := q.LoadJob(ctx, args[0]); err == nil && j.State() == to {
 				msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
 				if refetches(j) {
 					msg += "; its object manifest is fetched again, so a fixed manifest is read " +
 						"(files already verified are kept)"
 				}
 			}
-			a.announce(q, "requeue", events.Event{JobID: args[0], Message: msg})
+			a.announce(ctx, q, "requeue", events.Event{JobID: args[0], Message: msg})
 			a.println("%s", msg)
 			return nil
 		}),
@@ -273,14 +273,14 @@ func (a *app) failCommand() *cobra.Command {
 		Long: "fail moves a job to Failed. A job a daemon is working on is refused, unless --force:\n" +
 			"then the daemon's view goes stale and it abandons its step.",
 		Args: args("JID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
-			if err := q.FailJob(args[0], message, force); err != nil {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			if err := q.FailJob(ctx, args[0], message, force); err != nil {
 				return err
 			}
-			if j, err := q.LoadJob(args[0]); err == nil && j.State() == queue.Failed {
+			if j, err := q.LoadJob(ctx, args[0]); err == nil && j.State() == queue.Failed {
 				message = j.Status.Message
 			}
-			a.announce(q, "fail", events.Event{JobID: args[0], Message: message})
+			a.announce(ctx, q, "fail", events.Event{JobID: args[0], Message: message})
 			a.println("job %s is Failed: %s", args[0], message)
 			return nil
 		}),
@@ -302,10 +302,10 @@ func (a *app) deleteCommand() *cobra.Command {
 		Example: "  ingestq fail --force jid0000000042 && ingestq delete jid0000000042\n" +
 			"  ingestq delete --purge jid0000000042",
 		Args: args("JID|BID|UUID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			id := args[0]
 			if strings.HasPrefix(id, "jid") {
-				removed, changed, err := q.DeleteJob(id, purge)
+				removed, changed, err := q.DeleteJob(ctx, id, purge)
 				switch {
 				case err != nil:
 					return err
@@ -313,7 +313,7 @@ func (a *app) deleteCommand() *cobra.Command {
 					a.println("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", id, id)
 					return nil
 				}
-				a.announce(q, "delete", events.Event{JobID: id, Attrs: map[string]any{"removed": removed}})
+				a.announce(ctx, q, "delete", events.Event{JobID: id, Attrs: map[string]any{"removed": removed}})
 				if removed {
 					a.println("job %s removed", id)
 				} else {
@@ -324,14 +324,14 @@ func (a *app) deleteCommand() *cobra.Command {
 			if purge {
 				return usagef("--purge is for a job; a batch is always removed with its jobs")
 			}
-			bid, err := batchID(q, id)
+			bid, err := batchID(ctx, q, id)
 			if err != nil {
 				return err
 			}
-			if err := q.DeleteBatch(bid); err != nil {
+			if err := q.DeleteBatch(ctx, bid); err != nil {
 				return err
 			}
-			a.announce(q, "delete", events.Event{BatchID: bid})
+			a.announce(ctx, q, "delete", events.Event{BatchID: bid})
 			a.println("batch %s removed with its jobs", bid)
 			return nil
 		}),
@@ -345,12 +345,12 @@ func (a *app) reportCommand() *cobra.Command {
 		Use:   "report BID|UUID",
 		Short: "Have a Failed batch reported again (Failed → UpdateReporting)",
 		Args:  args("BID|UUID"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
-			bid, err := batchID(q, args[0])
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			bid, err := batchID(ctx, q, args[0])
 			if err != nil {
 				return err
 			}
-			changed, err := q.ReportBatch(bid)
+			changed, err := q.ReportBatch(ctx, bid)
 			if err != nil {
 				return err
 			}
@@ -358,7 +358,7 @@ func (a *app) reportCommand() *cobra.Command {
 				a.println("batch %s was already asked to report again (%s)", bid, queue.UpdateReporting)
 				return nil
 			}
-			a.announce(q, "report", events.Event{BatchID: bid})
+			a.announce(ctx, q, "report", events.Event{BatchID: bid})
 			a.println("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)
 			return nil
 		}),
@@ -370,15 +370,15 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Use:   "cleanup",
 		Short: "Remove Completed batches with their jobs, and leftovers of cut-short creations",
 		Args:  args(),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			removed, problems, err := q.Cleanup()
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			removed, problems, err := q.Cleanup(ctx)
 			if err != nil {
 				return err
 			}
 			a.warnAll("not cleaned up", problems)
 			// The minter's records of jobs deleted before they completed.
-			forgot, err := mint.New(q).Sweep(func(jid string) (bool, error) {
-				_, err := q.LoadJob(jid)
+			forgot, err := mint.New(q).Sweep(ctx, func(jid string) (bool, error) {
+				_, err := q.LoadJob(ctx, jid)
 				if errors.Is(err, queue.ErrNotFound) {
 					return true, nil
 				}
@@ -387,7 +387,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 			if err != nil {
 				a.warn("minting records not swept", err)
 			}
-			a.announce(q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
+			a.announce(ctx, q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
 			if a.json() {
 				notCleaned := make([]string, len(problems))
 				for i, p := range problems {
@@ -412,11 +412,11 @@ func (a *app) cleanupCommand() *cobra.Command {
 }
 
 // batchID resolves a bid, or a batch uuid, to a bid.
-func batchID(q *queue.Queue, id string) (string, error) {
+func batchID(ctx context.Context, q *queue.Queue, id string) (string, error) {
 	if strings.HasPrefix(id, "bid") {
 		return id, nil
 	}
-	b, err := q.FindBatch(id)
+	b, err := q.FindBatch(ctx, id)
 	if err != nil {
 		return "", err
 	}

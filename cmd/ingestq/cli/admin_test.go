@@ -59,7 +59,7 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 func TestHoldReleaseJobLocked(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	j, err := f.q.LockJob(f.p1) // a daemon at work
+	j, err := f.q.LockJob(t.Context(), f.p1) // a daemon at work
 	f.ok(err)
 	_, stderr, code := f.run("hold", "job", f.p1)
 	wantCode(t, code, 1)
@@ -80,7 +80,7 @@ func TestHoldReleaseJobLocked(t *testing.T) {
 			t.Errorf("%v sends the operator to wait: %s", c.args, stderr)
 		}
 	}
-	f.ok(f.q.UnlockJob(j))
+	f.ok(f.q.UnlockJob(t.Context(), j))
 }
 
 func TestHoldReleaseCollectionAndQueue(t *testing.T) {
@@ -104,8 +104,8 @@ func TestHoldReleaseCollectionAndQueue(t *testing.T) {
 			t.Errorf("%v: %q, want %q", s.args, out, s.out)
 		}
 	}
-	held := func(f func(string) (bool, error), name string) bool {
-		ok, err := f(name)
+	held := func(f func(context.Context, string) (bool, error), name string) bool {
+		ok, err := f(t.Context(), name)
 		e.ok(err)
 		return ok
 	}
@@ -145,7 +145,7 @@ func TestRequeue(t *testing.T) {
 	if out != "job "+f.failed+" requeued: it resumes at Provisioning (retry 1)\n" {
 		t.Errorf("requeue: %q", out)
 	}
-	j, err := f.q.LoadJob(f.failed)
+	j, err := f.q.LoadJob(t.Context(), f.failed)
 	f.ok(err)
 	if j.State() != queue.Provisioning || j.Status.RetryCount != 1 {
 		t.Errorf("after requeue: %s, retry %d", j.State(), j.Status.RetryCount)
@@ -163,14 +163,14 @@ func TestFail(t *testing.T) {
 	if out != "job "+f.p1+" is Failed: bad payload url\n" {
 		t.Errorf("fail: %q", out)
 	}
-	j, err := f.q.LoadJob(f.p1)
+	j, err := f.q.LoadJob(t.Context(), f.p1)
 	f.ok(err)
 	if j.State() != queue.Failed || j.Status.Message != "bad payload url" {
 		t.Errorf("after fail: %s %q", j.State(), j.Status.Message)
 	}
 
 	// A job a daemon holds needs --force.
-	locked, err := f.q.LockJob(f.p2)
+	locked, err := f.q.LockJob(t.Context(), f.p2)
 	f.ok(err)
 	_, stderr, code := f.run("fail", f.p2)
 	wantCode(t, code, 1)
@@ -180,7 +180,7 @@ func TestFail(t *testing.T) {
 	if out != "job "+f.p2+" is Failed: failed by an operator\n" || f.jobState(f.p2) != queue.Failed {
 		t.Errorf("fail --force: %q, state %s", out, f.jobState(f.p2))
 	}
-	_ = f.q.UnlockJob(locked)
+	_ = f.q.UnlockJob(t.Context(), locked)
 }
 
 func TestDelete(t *testing.T) {
@@ -210,7 +210,7 @@ func TestDelete(t *testing.T) {
 	if out != "job "+f.failed+" removed\n" {
 		t.Errorf("delete --purge: %q", out)
 	}
-	if _, err := f.q.LoadJob(f.failed); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := f.q.LoadJob(t.Context(), f.failed); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("removed job still loads: %v", err)
 	}
 
@@ -224,7 +224,7 @@ func TestDelete(t *testing.T) {
 	if out != "batch "+f.b2+" removed with its jobs\n" {
 		t.Errorf("delete batch: %q", out)
 	}
-	if _, err := f.q.LoadJob(f.o1); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := f.q.LoadJob(t.Context(), f.o1); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("job of the removed batch: %v", err)
 	}
 }
@@ -262,7 +262,7 @@ func TestCleanup(t *testing.T) {
 	if out != "removed "+f.b2+"\n1 batch removed\n" || stderr != "" {
 		t.Errorf("cleanup: %q, stderr %q", out, stderr)
 	}
-	if _, err := f.q.LoadBatch(f.b2); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := f.q.LoadBatch(t.Context(), f.b2); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("cleaned batch: %v", err)
 	}
 	if f.batchState(f.b1) != queue.Pending {
@@ -282,7 +282,7 @@ func TestCleanup(t *testing.T) {
 	if !strings.Contains(out, "1 minting record of deleted jobs removed") {
 		t.Errorf("cleanup with a deleted job's minting record: %q", out)
 	}
-	left, err := f.q.MintedJobs()
+	left, err := f.q.MintedJobs(t.Context())
 	if err != nil || len(left) != 1 || left[0] != f.p1 {
 		t.Errorf("minting records left %v (%v), want only %s", left, err, f.p1)
 	}
@@ -303,7 +303,7 @@ func TestHoldsListed(t *testing.T) {
 	_, stderr, code := e.run("hold", "collection", "nosuchcollection")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, `"nosuchcollection"`, "published: demo", "--force")
-	if held, err := e.q.CollectionHeld("nosuchcollection"); err != nil || held {
+	if held, err := e.q.CollectionHeld(t.Context(), "nosuchcollection"); err != nil || held {
 		t.Fatalf("a refused hold was set (%v)", err)
 	}
 	_, _, code = e.run("hold", "collection", "--force", "nosuchcollection")

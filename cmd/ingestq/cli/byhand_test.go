@@ -45,7 +45,7 @@ func TestByHandPath(t *testing.T) {
 	// listens before that).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, known, err := profile.Known(e.q, "demo")
+		_, known, err := profile.Known(t.Context(), e.q, "demo")
 		if known {
 			break
 		}
@@ -81,11 +81,11 @@ func TestByHandPath(t *testing.T) {
 
 	// Each stored object has its ARK and the depositor's local id, and show
 	// finds its job by the ARK.
-	b, err := e.q.LoadBatch(bid)
+	b, err := e.q.LoadBatch(ctx, bid)
 	e.ok(err)
 	stored := map[string]string{} // local id → ARK
 	for _, jid := range b.Report.SuccessfulJobs {
-		j, err := e.q.LoadJob(jid)
+		j, err := e.q.LoadJob(ctx, jid)
 		e.ok(err)
 		if ids := j.Identifiers; ids != nil && mint.Valid(ids.PrimaryID) && len(ids.LocalIDs) == 1 {
 			stored[ids.LocalIDs[0]] = ids.PrimaryID

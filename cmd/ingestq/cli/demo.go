@@ -180,7 +180,7 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for try := 1; ; try++ {
-		_, known, _ := profile.Known(q, "demo")
+		_, known, _ := profile.Known(ctx, q, "demo")
 		if known {
 			if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
 				nc.Close()

@@ -146,7 +146,7 @@ func (a *app) replayCommand() *cobra.Command {
 				if err != nil {
 					return asExit1(err)
 				}
-				if bid, err = batchID(q, batch); err != nil {
+				if bid, err = batchID(ctx, q, batch); err != nil {
 					return asExit1(err)
 				}
 			}
@@ -377,10 +377,10 @@ func holdAction(hold bool) string {
 // recorded. Best effort: NATS unreachable or slow only logs at debug, and
 // never changes the command's outcome. A job's batch is filled in from the
 // queue when it can still be read.
-func (a *app) announce(q *queue.Queue, action string, ev events.Event) {
+func (a *app) announce(ctx context.Context, q *queue.Queue, action string, ev events.Event) {
 	ev.Kind, ev.To = events.KindAdmin, action
 	if ev.JobID != "" && ev.BatchID == "" && q != nil {
-		if j, err := q.LoadJob(ev.JobID); err == nil {
+		if j, err := q.LoadJob(ctx, ev.JobID); err == nil {
 			ev.BatchID = j.BatchID
 		}
 	}

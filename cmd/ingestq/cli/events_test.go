@@ -313,7 +313,7 @@ func TestAdminEvents(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("stderr %q", stderr)
 	}
-	held, err := d.q.QueueHeld("ingest")
+	held, err := d.q.QueueHeld(t.Context(), "ingest")
 	d.ok(err)
 	if held {
 		t.Error("queue still held")

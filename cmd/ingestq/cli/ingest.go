@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -56,12 +57,12 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 
 // ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
 // submit on any host can refuse an unknown one) and opens the pipeline.
-func (a *app) ingestPipeline(q *queue.Queue, bus *events.Bus, dataDir string, f ingestFlags) (*handlers.Pipeline, error) {
+func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir string, f ingestFlags) (*handlers.Pipeline, error) {
 	profiles, err := loadProfiles(f.profiles)
 	if err != nil {
 		return nil, usagef("--profiles: %v", err)
 	}
-	if err := profile.Publish(q, profiles); err != nil {
+	if err := profile.Publish(ctx, q, profiles); err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("publishing the profiles: %w", err)}
 	}
 	margin, err := profile.ParseByteSize(f.margin)

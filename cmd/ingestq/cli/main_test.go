@@ -74,7 +74,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Init(); err != nil {
+	if err := q.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return &env{t: t, root: root, conn: conn, q: q}
@@ -85,7 +85,7 @@ func (e *env) publishDemo() {
 	e.t.Helper()
 	set, err := profile.NewSet(profile.Default())
 	e.ok(err)
-	e.ok(profile.Publish(e.q, set))
+	e.ok(profile.Publish(e.t.Context(), e.q, set))
 }
 
 func (e *env) run(args ...string) (string, string, int) {
@@ -102,16 +102,16 @@ func (e *env) ok(err error) {
 
 func (e *env) batch(uuid, profile string) string {
 	e.t.Helper()
-	b, err := e.q.CreateBatch(queue.SubmissionOf(map[string]any{"batchID": uuid, "profile_name": profile, "submitter": "tester"}))
+	b, err := e.q.CreateBatch(e.t.Context(), queue.SubmissionOf(map[string]any{"batchID": uuid, "profile_name": profile, "submitter": "tester"}))
 	e.ok(err)
 	return b.ID
 }
 
 func (e *env) job(bid string, priority int, profile string) string {
 	e.t.Helper()
-	b, err := e.q.LoadBatch(bid)
+	b, err := e.q.LoadBatch(e.t.Context(), bid)
 	e.ok(err)
-	j, err := e.q.CreateJob(b, queue.JobSpec{
+	j, err := e.q.CreateJob(e.t.Context(), b, queue.JobSpec{
 		Priority: priority, SpaceNeeded: 1234,
 		Config:      queue.JobConfig{Profile: profile, PayloadURL: "https://example.org/obj.zip"},
 		Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4test", LocalIDs: []string{"loc-1"}},
@@ -125,31 +125,31 @@ func (e *env) job(bid string, priority int, profile string) string {
 func (e *env) moveJob(jid string, message string, states ...queue.State) {
 	e.t.Helper()
 	for _, s := range states {
-		j, err := e.q.LockJob(jid)
+		j, err := e.q.LockJob(e.t.Context(), jid)
 		e.ok(err)
-		e.ok(e.q.SetJobStatus(j, s, queue.JobChange{Message: message, Release: true}))
+		e.ok(e.q.SetJobStatus(e.t.Context(), j, s, queue.JobChange{Message: message, Release: true}))
 	}
 }
 
 func (e *env) moveBatch(bid string, states ...queue.State) {
 	e.t.Helper()
 	for _, s := range states {
-		b, err := e.q.LockBatch(bid)
+		b, err := e.q.LockBatch(e.t.Context(), bid)
 		e.ok(err)
-		e.ok(e.q.SetBatchStatus(b, s, queue.BatchChange{Release: true}))
+		e.ok(e.q.SetBatchStatus(e.t.Context(), b, s, queue.BatchChange{Release: true}))
 	}
 }
 
 func (e *env) jobState(jid string) queue.State {
 	e.t.Helper()
-	j, err := e.q.LoadJob(jid)
+	j, err := e.q.LoadJob(e.t.Context(), jid)
 	e.ok(err)
 	return j.State()
 }
 
 func (e *env) batchState(bid string) queue.State {
 	e.t.Helper()
-	b, err := e.q.LoadBatch(bid)
+	b, err := e.q.LoadBatch(e.t.Context(), bid)
 	e.ok(err)
 	return b.State()
 }

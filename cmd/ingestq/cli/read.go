@@ -21,12 +21,12 @@ func (a *app) treeCommand() *cobra.Command {
 		Use:   "tree [PATH]",
 		Short: "List the queue's nodes with their values (all, or those under PATH)",
 		Args:  args("[PATH]"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			rel := ""
 			if len(args) == 1 && args[0] != "/" {
 				rel = "/" + strings.Trim(args[0], "/")
 			}
-			entries, err := q.Tree(rel)
+			entries, err := q.Tree(ctx, rel)
 			if err != nil {
 				return fmt.Errorf("tree %s: %w", q.Path(rel), err)
 			}
@@ -67,8 +67,8 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			state, err = parseState(stateFlag, queue.ParseBatchState)
 			return err
 		},
-		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			batches, problems, err := q.ListBatches()
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			batches, problems, err := q.ListBatches(ctx)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			if state != "" {
 				batches = filter(batches, func(b *queue.Batch) bool { return b.State() == state })
 			}
-			jobs := a.batchJobs(q, batches)
+			jobs := a.batchJobs(ctx, q, batches)
 			if a.json() {
 				type row struct {
 					BID          string              `json:"bid"`
@@ -99,7 +99,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			a.noteHolds(q, batches)
+			a.noteHolds(ctx, q, batches)
 			return nil
 		}),
 	}
@@ -109,7 +109,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 
 // batchJobs reads each batch's buckets (q.BatchJobs), a few at a time. A
 // batch whose buckets cannot be read gets nil and a warning.
-func (a *app) batchJobs(q *queue.Queue, batches []*queue.Batch) []map[string][]string {
+func (a *app) batchJobs(ctx context.Context, q *queue.Queue, batches []*queue.Batch) []map[string][]string {
 	out := make([]map[string][]string, len(batches))
 	errs := make([]error, len(batches))
 	sem := make(chan struct{}, 16)
@@ -119,7 +119,7 @@ func (a *app) batchJobs(q *queue.Queue, batches []*queue.Batch) []map[string][]s
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = q.BatchJobs(b.ID)
+			out[i], errs[i] = q.BatchJobs(ctx, b.ID)
 		}()
 	}
 	wg.Wait()
@@ -150,8 +150,8 @@ func jobCounts(buckets map[string][]string) string {
 
 // noteHolds says on stderr why Pending batches are not taken: the ingest
 // queue, or their collection, is held.
-func (a *app) noteHolds(q *queue.Queue, batches []*queue.Batch) {
-	holds, err := q.Holds()
+func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Batch) {
+	holds, err := q.Holds(ctx)
 	if err != nil {
 		return
 	}
@@ -184,12 +184,12 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			state, err = parseState(stateFlag, queue.ParseJobState)
 			return err
 		},
-		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			bid, err := a.lsBatchID(q, batchFlag)
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			bid, err := a.lsBatchID(ctx, q, batchFlag)
 			if err != nil {
 				return err
 			}
-			jobs, problems, err := q.ListJobs(state)
+			jobs, problems, err := q.ListJobs(ctx, state)
 			if err != nil {
 				return err
 			}
@@ -264,11 +264,11 @@ func titleOf(j *queue.Job) string {
 
 // lsBatchID resolves --batch to a bid ("" for none). A batch whose nodes
 // cannot be read still has jobs to list: that is only a warning.
-func (a *app) lsBatchID(q *queue.Queue, id string) (string, error) {
+func (a *app) lsBatchID(ctx context.Context, q *queue.Queue, id string) (string, error) {
 	if id == "" {
 		return "", nil
 	}
-	b, err := findBatch(q, id)
+	b, err := findBatch(ctx, q, id)
 	switch {
 	case err == nil:
 		return b.ID, nil
@@ -308,20 +308,20 @@ func (a *app) warnAll(msg string, problems []error) {
 }
 
 // findBatch reads a batch named by its bid or, failing that, its uuid.
-func findBatch(q *queue.Queue, id string) (*queue.Batch, error) {
+func findBatch(ctx context.Context, q *queue.Queue, id string) (*queue.Batch, error) {
 	if strings.HasPrefix(id, "bid") {
-		return q.LoadBatch(id)
+		return q.LoadBatch(ctx, id)
 	}
-	return q.FindBatch(id)
+	return q.FindBatch(ctx, id)
 }
 
 // findJob reads a job by its jid or by its object's ARK: the newest job of
 // that object (a deposit again makes another), with a warning naming all.
-func (a *app) findJob(q *queue.Queue, id string) (*queue.Job, error) {
+func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Job, error) {
 	if !strings.HasPrefix(id, "ark:") {
-		return q.LoadJob(id)
+		return q.LoadJob(ctx, id)
 	}
-	jobs, problems, err := q.ListJobs("")
+	jobs, problems, err := q.ListJobs(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -345,23 +345,23 @@ func (a *app) showCommand() *cobra.Command {
 		Use:   "show JID|BID|UUID|ARK",
 		Short: "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid)",
 		Args:  args("JID|BID|UUID|ARK"),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, args []string) error {
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			if strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:") {
-				j, err := a.findJob(q, args[0])
+				j, err := a.findJob(ctx, q, args[0])
 				if err != nil {
 					return err
 				}
 				return a.writeFields(jobFields(j))
 			}
-			b, err := findBatch(q, args[0])
+			b, err := findBatch(ctx, q, args[0])
 			if err != nil {
 				return err
 			}
-			buckets, err := q.BatchJobs(b.ID)
+			buckets, err := q.BatchJobs(ctx, b.ID)
 			if err != nil {
 				return err
 			}
-			objects, err := q.Identifiers(buckets["batch-completed"])
+			objects, err := q.Identifiers(ctx, buckets["batch-completed"])
 			if err != nil {
 				return err
 			}
@@ -455,8 +455,8 @@ func (a *app) checkCommand() *cobra.Command {
 			"reports, requeued jobs of a Failed batch, a lock older than --lock-age) are printed too,\n" +
 			"and leave the exit status 0.",
 		Args: args(),
-		RunE: a.action(func(_ context.Context, q *queue.Queue, _ []string) error {
-			violations, warnings, err := q.CheckAll(opts)
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			violations, warnings, err := q.CheckAll(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -490,11 +490,11 @@ func (a *app) checkCommand() *cobra.Command {
 				return &exitError{code: 1, silent: true, err: errors.New(plural(len(violations), "violation"))}
 			}
 			if !a.json() {
-				jids, err := q.JobIDs()
+				jids, err := q.JobIDs(ctx)
 				if err != nil {
 					return err
 				}
-				bids, err := q.BatchIDs()
+				bids, err := q.BatchIDs(ctx)
 				if err != nil {
 					return err
 				}

@@ -185,9 +185,9 @@ func TestLsJobs(t *testing.T) {
 	wantErrLine(t, stderr, "bid0000099999", "not found")
 
 	// An object is found by its local id or its ARK.
-	j, err := f.q.LoadJob(f.o1)
+	j, err := f.q.LoadJob(t.Context(), f.o1)
 	f.ok(err)
-	f.ok(f.q.UpdateJob(j, queue.JobChange{Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4other", LocalIDs: []string{"loc-2"}}}))
+	f.ok(f.q.UpdateJob(t.Context(), j, queue.JobChange{Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4other", LocalIDs: []string{"loc-2"}}}))
 	for _, c := range []struct{ flag, value string }{{"--local-id", "loc-2"}, {"--ark", "ark:/99999/fk4other"}} {
 		out, _, code = f.run("ls", "jobs", c.flag, c.value)
 		wantCode(t, code, 0)

@@ -274,7 +274,7 @@ func (a *app) initQueue(ctx context.Context) (*queue.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := q.Init(); err != nil {
+	if err := q.Init(ctx); err != nil {
 		return nil, fmt.Errorf("zookeeper %s: prepare queue folders under %q: %w", a.zk, a.root, err)
 	}
 	return q, nil
@@ -288,7 +288,7 @@ func (a *app) existingQueue(ctx context.Context) (*queue.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := q.Exists()
+	ok, err := q.Exists(ctx)
 	if err != nil {
 		return nil, err
 	}

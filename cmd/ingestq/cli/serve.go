@@ -169,7 +169,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	defer bus.Close()
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	if f.pipeline == "ingest" {
-		ing, err := a.ingestPipeline(q, bus, dataDir, f.ingest)
+		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.ingest)
 		if err != nil {
 			return err
 		}

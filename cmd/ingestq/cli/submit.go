@@ -155,7 +155,7 @@ func (a *app) submissionFields(f submitFlags, priority bool, payload string) (ma
 }
 
 func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, wait bool) error {
-	if err := checkProfile(q, sub); err != nil {
+	if err := checkProfile(ctx, q, sub); err != nil {
 		return err
 	}
 	var msgs chan *nats.Msg
@@ -177,7 +177,7 @@ func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, 
 			return fmt.Errorf("nats %s: subscribe: %w", a.natsURL(), err)
 		}
 	}
-	b, err := q.CreateBatch(sub)
+	b, err := q.CreateBatch(ctx, sub)
 	if err != nil {
 		return err
 	}
@@ -304,8 +304,8 @@ func (t *tally) counts() (done, failed, total int) {
 // recountBatch reads the batch's buckets: ZooKeeper is the truth, and what it
 // says replaces what the events said (an event that is older than the read
 // only arrives later and is overtaken again by the next one).
-func (a *app) recountBatch(q *queue.Queue, bid string, t *tally) {
-	buckets, err := q.BatchJobs(bid)
+func (a *app) recountBatch(ctx context.Context, q *queue.Queue, bid string, t *tally) {
+	buckets, err := q.BatchJobs(ctx, bid)
 	if err != nil {
 		a.log.Debug("submit --wait: cannot count the batch's jobs", "batch", bid, "err", err)
 		return
@@ -337,19 +337,19 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 	lastEvent := time.Now()
 	counting := false // the batch has its jobs: count them
 	finish := func(to string) error {
-		a.recountBatch(q, bid, t)
+		a.recountBatch(ctx, q, bid, t)
 		show(true)
 		p.end()
-		return a.batchReport(q, bid, to)
+		return a.batchReport(ctx, q, bid, to)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			p.end()
 			if counting {
-				a.recountBatch(q, bid, t)
+				a.recountBatch(ctx, q, bid, t)
 			}
-			return a.stoppedWaiting(q, bid, t)
+			return a.stoppedWaiting(ctx, q, bid, t)
 		case m := <-msgs:
 			var ev events.Event
 			if json.Unmarshal(m.Data, &ev) != nil || ev.BatchID != bid {
@@ -364,7 +364,7 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 				switch queue.State(ev.To) {
 				case queue.Processing:
 					counting = true
-					a.recountBatch(q, bid, t)
+					a.recountBatch(ctx, q, bid, t)
 				case queue.Completed, queue.Failed:
 					return finish(ev.To)
 				case queue.Held:
@@ -376,7 +376,7 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 			if time.Since(lastEvent) >= waitQuiet {
 				// No news for a while (a dropped connection, lost events):
 				// ask ZooKeeper how the batch stands.
-				b, err := q.LoadBatch(bid)
+				b, err := q.LoadBatch(ctx, bid)
 				switch {
 				case err != nil:
 					a.log.Debug("submit --wait: cannot read the batch", "batch", bid, "err", err)
@@ -387,7 +387,7 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 				}
 			}
 			if counting {
-				a.recountBatch(q, bid, t)
+				a.recountBatch(ctx, q, bid, t)
 			}
 			show(false)
 		case <-redraw.C:
@@ -398,9 +398,12 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 
 // stoppedWaiting says where the batch stands when the user stops waiting
 // (Ctrl-C): exit 130, as for any command a SIGINT ends.
-func (a *app) stoppedWaiting(q *queue.Queue, bid string, t *tally) error {
+func (a *app) stoppedWaiting(ctx context.Context, q *queue.Queue, bid string, t *tally) error {
 	state, fate := "in an unknown state", "it keeps running in the daemon"
-	if b, err := q.LoadBatch(bid); err == nil {
+	// ctx has ended (that is why we stopped): one last read on its own clock.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if b, err := q.LoadBatch(ctx, bid); err == nil {
 		state = "is " + string(b.State())
 		if b.State() == queue.Held {
 			fate = "it stays Held until released (ingestq release)"
@@ -415,8 +418,8 @@ const exitInterrupted = 130
 
 // batchReport prints a finished batch's report, as ZooKeeper has it; the
 // exit code follows to, the state the batch reported.
-func (a *app) batchReport(q *queue.Queue, bid, to string) error {
-	b, err := q.LoadBatch(bid)
+func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) error {
+	b, err := q.LoadBatch(ctx, bid)
 	if err != nil {
 		return fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, err)
 	}
@@ -432,7 +435,7 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 	successful, failed, objects := []string{}, []failedJob{}, []object{}
 	if b.Report != nil {
 		successful = append(successful, b.Report.SuccessfulJobs...)
-		ids, err := q.Identifiers(successful)
+		ids, err := q.Identifiers(ctx, successful)
 		if err != nil {
 			return fmt.Errorf("batch %s reported %s, but its jobs' identifiers cannot be read: %w", bid, to, err)
 		}
@@ -446,7 +449,7 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 		}
 		for _, jid := range b.Report.FailedJobs {
 			msg := ""
-			if j, err := q.LoadJob(jid); err != nil {
+			if j, err := q.LoadJob(ctx, jid); err != nil {
 				msg = "(cannot read the job: " + err.Error() + ")"
 			} else {
 				msg = j.Status.Message
@@ -497,12 +500,12 @@ func (a *app) batchReport(q *queue.Queue, bid, to string) error {
 
 // checkProfile refuses a submission for a profile no daemon has published.
 // Pass-through payloads (tests and benchmarks) need none.
-func checkProfile(q *queue.Queue, sub queue.Submission) error {
+func checkProfile(ctx context.Context, q *queue.Queue, sub queue.Submission) error {
 	name := sub.Profile
 	if strings.HasPrefix(sub.PayloadURL, reactor.PassThroughScheme) {
 		return nil
 	}
-	prof, ok, err := profile.Known(q, name)
+	prof, ok, err := profile.Known(ctx, q, name)
 	if err != nil {
 		return fmt.Errorf("reading the profile registry: %w", err)
 	}

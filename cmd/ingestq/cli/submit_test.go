@@ -118,7 +118,7 @@ func closedAddr(t *testing.T) string {
 
 func (e *env) onlyBatch() *queue.Batch {
 	e.t.Helper()
-	batches, problems, err := e.q.ListBatches()
+	batches, problems, err := e.q.ListBatches(e.t.Context())
 	e.ok(err)
 	if len(batches) != 1 || len(problems) != 0 {
 		e.t.Fatalf("%d batches (%v), want 1", len(batches), problems)
@@ -162,7 +162,7 @@ func TestSubmit(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || got.BatchID == "" || got.UUID == "" {
 		t.Fatalf("-o json: %q (%v)", out, err)
 	}
-	b2, err := e.q.FindBatch(got.UUID)
+	b2, err := e.q.FindBatch(t.Context(), got.UUID)
 	e.ok(err)
 	if b2.ID != got.BatchID || b2.Submission.Map()["submitter"] != "jdoe" || b2.Submission.Map()["type"] != "manifest" ||
 		b2.Submission.Map()["payload_url"] != "https://example.org/m.checkm" || b2.Submission.Map()["priority"] != float64(3) {
@@ -191,7 +191,7 @@ func TestSubmitUsageErrors(t *testing.T) {
 		wantCode(t, code, 2)
 		wantErrLine(t, stderr, c.want...)
 	}
-	batches, _, err := e.q.ListBatches()
+	batches, _, err := e.q.ListBatches(t.Context())
 	e.ok(err)
 	if len(batches) != 0 {
 		t.Fatalf("a usage error created %d batches", len(batches))
@@ -214,14 +214,14 @@ func TestSubmitLocalPath(t *testing.T) {
 	_, stderr, code = e.run("submit", "--profile", "demo", "ftp://example.org/m.checkm")
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, `scheme "ftp"`, "profile demo", "allowed: http, https")
-	if batches, _, err := e.q.ListBatches(); err != nil || len(batches) != 0 {
+	if batches, _, err := e.q.ListBatches(t.Context()); err != nil || len(batches) != 0 {
 		t.Fatalf("refused submissions created %d batches (%v)", len(batches), err)
 	}
 	local := *profile.Default()
 	local.Name, local.AllowLocalFiles = "local", true
 	set, err := profile.NewSet(profile.Default(), &local)
 	e.ok(err)
-	e.ok(profile.Publish(e.q, set))
+	e.ok(profile.Publish(e.t.Context(), e.q, set))
 	_, _, code = e.run("submit", "--profile", "local", "--type", "container", "payload.zip")
 	wantCode(t, code, 0)
 	u, _ := e.onlyBatch().Submission.Map()["payload_url"].(string)
@@ -248,7 +248,7 @@ func TestSubmitUnknownProfile(t *testing.T) {
 	if !strings.Contains(stderr, `unknown profile "nosuch"`) {
 		t.Errorf("stderr %q does not name the profile", stderr)
 	}
-	batches, _, err := e.q.ListBatches()
+	batches, _, err := e.q.ListBatches(t.Context())
 	e.ok(err)
 	if len(batches) != 0 {
 		t.Fatalf("a refused submission created %d batches", len(batches))
@@ -302,7 +302,7 @@ func TestSubmitWaitFailed(t *testing.T) {
 	}
 
 	// -o json: the report alone on stdout.
-	d.ok(d.q.DeleteBatch(b.ID))
+	d.ok(d.q.DeleteBatch(t.Context(), b.ID))
 	out, _, code = d.cli("submit", "-o", "json", "--profile", "demo", "--wait",
 		"--set", "fail_at=Storing", "passthrough:2")
 	wantCode(t, code, 1)
@@ -334,7 +334,7 @@ func TestSubmitWaitNoNATS(t *testing.T) {
 	_, stderr, code := e.run("--nats", url, "submit", "--profile", "demo", "--wait", "passthrough:1")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, url, "not reachable", "--wait")
-	batches, _, err := e.q.ListBatches()
+	batches, _, err := e.q.ListBatches(t.Context())
 	e.ok(err)
 	if len(batches) != 0 {
 		t.Fatalf("a batch was created although --wait cannot follow it")

@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ErrNoAnswer means ZooKeeper did not answer a request in time: the client
+// holds requests while it reconnects, for as long as the outage lasts. A
+// change that got no answer may still be applied later, as one whose
+// connection closed may have been.
+var ErrNoAnswer = errors.New("no answer from ZooKeeper")
+
+// DefaultRequestTimeout bounds one request to ZooKeeper (WithRequestTimeout).
+const DefaultRequestTimeout = 5 * time.Second
+
+// door is the queue's one way to ZooKeeper: every request runs under the
+// caller's context and the request timeout. go-zookeeper's requests take no
+// context, so a request given up on runs on in its goroutine until the
+// client answers it (at the latest when the connection closes).
+type door struct {
+	conn    *zk.Conn
+	timeout time.Duration
+}
+
+// stat is a request's answer: what Get and Exists return besides an error.
+type stat struct {
+	data   []byte
+	st     *zk.Stat
+	exists bool
+}
+
+// await runs call under ctx and the request timeout.
+func await[T any](ctx context.Context, d door, verb, path string, call func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, fmt.Errorf("zookeeper %s %s: %w", verb, path, err)
+	}
+	type answer struct {
+		v   T
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		v, err := call()
+		got <- answer{v, err}
+	}()
+	t := time.NewTimer(d.timeout)
+	defer t.Stop()
+	select {
+	case a := <-got:
+		return a.v, a.err
+	case <-t.C:
+		var zero T
+		return zero, fmt.Errorf("zookeeper %s %s: %w within %v", verb, path, ErrNoAnswer, d.timeout)
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("zookeeper %s %s: %w", verb, path, ctx.Err())
+	}
+}
+
+func (d door) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
+	s, err := await(ctx, d, "get", p, func() (stat, error) {
+		data, st, err := d.conn.Get(p)
+		return stat{data: data, st: st}, err
+	})
+	return s.data, s.st, err
+}
+
+func (d door) exists(ctx context.Context, p string) (bool, *zk.Stat, error) {
+	s, err := await(ctx, d, "exists", p, func() (stat, error) {
+		ok, st, err := d.conn.Exists(p)
+		return stat{st: st, exists: ok}, err
+	})
+	return s.exists, s.st, err
+}
+
+func (d door) children(ctx context.Context, p string) ([]string, error) {
+	return await(ctx, d, "list", p, func() ([]string, error) {
+		kids, _, err := d.conn.Children(p)
+		return kids, err
+	})
+}
+
+func (d door) create(ctx context.Context, p string, data []byte, flags int32) (string, error) {
+	return await(ctx, d, "create", p, func() (string, error) {
+		return d.conn.Create(p, data, flags, acl)
+	})
+}
+
+func (d door) delete(ctx context.Context, p string, version int32) error {
+	_, err := await(ctx, d, "delete", p, func() (struct{}, error) {
+		return struct{}{}, d.conn.Delete(p, version)
+	})
+	return err
+}
+
+func (d door) multi(ctx context.Context, reqs ...any) ([]zk.MultiResponse, error) {
+	return await(ctx, d, "multi", "", func() ([]zk.MultiResponse, error) {
+		return d.conn.Multi(reqs...)
+	})
+}
+
+// owns tells whether this session holds the ephemeral node st describes.
+func (d door) owns(st *zk.Stat) bool {
+	return st != nil && st.EphemeralOwner == d.conn.SessionID()
+}
