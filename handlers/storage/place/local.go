@@ -54,6 +54,7 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, sh
 		return err
 	}
 	if err := l.put(ctx, name, r, size, sha256); err != nil {
+		_ = l.prune(filepath.Dir(name)) // folders made for nothing
 		return fmt.Errorf("place %s: put %s: %w", l.dir, key, err)
 	}
 	return nil
@@ -88,10 +89,9 @@ func (l *Local) put(ctx context.Context, name string, r io.Reader, size int64, w
 // remove the folder once empty between the two, so the pair is tried again.
 func (l *Local) createTemp(dir string) (f *os.File, err error) {
 	for range 3 {
-		if err = l.mkdirs(dir); err != nil {
-			return nil, err
+		if err = l.mkdirs(dir); err == nil {
+			f, err = os.CreateTemp(dir, tmpPrefix+"*")
 		}
-		f, err = os.CreateTemp(dir, tmpPrefix+"*")
 		if !errors.Is(err, fs.ErrNotExist) {
 			return f, err
 		}
@@ -216,14 +216,19 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 		}
 		return l.fail("delete", key, err)
 	}
-	d := filepath.Dir(name)
-	for d != l.dir && os.Remove(d) == nil {
-		d = filepath.Dir(d)
-	}
-	if err := durable.SyncDir(d); err != nil {
+	if err := l.prune(filepath.Dir(name)); err != nil {
 		return fmt.Errorf("place %s: delete %s: %w", l.dir, key, err)
 	}
 	return nil
+}
+
+// prune removes dir and its parents up to the root while they are empty,
+// and syncs the folder where it stopped.
+func (l *Local) prune(dir string) error {
+	for dir != l.dir && os.Remove(dir) == nil {
+		dir = filepath.Dir(dir)
+	}
+	return durable.SyncDir(dir)
 }
 
 // fail names the operation and key, and wraps ErrNotExist for a missing one.

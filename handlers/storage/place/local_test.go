@@ -149,6 +149,13 @@ func TestLocalPutMismatchLeavesNothing(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("k holds %v, want only old", entries)
 	}
+	// A failed Put into new folders leaves no empty folder.
+	if err := l.Put(ctx, "new/deep/key", strings.NewReader("x"), 1, digest("y")); !errors.Is(err, ErrDigest) {
+		t.Fatalf("Put with a wrong digest: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed Put left its folders: %v", err)
+	}
 }
 
 func TestLocalCanceledPut(t *testing.T) {
