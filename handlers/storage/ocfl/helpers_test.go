@@ -106,3 +106,17 @@ func keysUnder(t *testing.T, dir, ark string) []string {
 	}
 	return keys
 }
+
+// readInventory reads an object's root inventory.
+func readInventory(t *testing.T, dir, ark string) *inventory {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(objectRoot(ark)), inventoryName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := decode(b, inventoryName, ark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}

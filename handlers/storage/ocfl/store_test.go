@@ -2,10 +2,8 @@ package ocfl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -89,14 +87,7 @@ func TestVersionMetadata(t *testing.T) {
 		Message: "ingestq: batch bid0001 job jid0002", User: user}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(objectRoot(testARK)), "inventory.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inv inventory
-	if err := json.Unmarshal(b, &inv); err != nil {
-		t.Fatal(err)
-	}
+	inv := readInventory(t, dir, testARK)
 	v1, v2 := inv.Versions["v1"], inv.Versions["v2"]
 	if v1.Message != defaultMessage || *v1.User != defaultUser {
 		t.Fatalf("v1 message %q user %+v, want the defaults", v1.Message, v1.User)
