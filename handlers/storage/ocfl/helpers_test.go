@@ -36,7 +36,7 @@ func newStore(t *testing.T) (*Store, string) {
 	return s, dir
 }
 
-func openStore(t *testing.T, dir string) *Store {
+func openStore(t testing.TB, dir string) *Store {
 	t.Helper()
 	p, err := place.NewLocal(dir)
 	if err != nil {
