@@ -3,13 +3,14 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
-.PHONY: help deps build demo test bench bench-fetch fmt
+.PHONY: help deps build demo test bench bench-fetch bench-ocfl fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper from Debian's packages if it is missing
+deps: ## install ZooKeeper (Debian) and the OCFL validator (npm) if they are missing
 	./scripts/install-zookeeper.sh
+	./scripts/install-ocfl-validator.sh
 
 build: ## build bin/ingestq
 	$(GO) build -ldflags "-X github.com/ingestq/ingestq/cmd/ingestq/cli.version=$(VERSION)" -o bin/ingestq ./cmd/ingestq
@@ -26,6 +27,9 @@ bench: ## benchmarks beside their raw-ZooKeeper baselines (PERFORMANCE.md)
 
 bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench Download -benchtime 3x -count 3 ./handlers/fetch/
+
+bench-ocfl: ## OCFL store Put beside a durable copy of the same bytes (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench OCFLPut -benchtime 3x -count 3 ./handlers/storage/ocfl/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')

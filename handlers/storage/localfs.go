@@ -2,19 +2,17 @@ package storage
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/ctxio"
 
 	"golang.org/x/sync/errgroup"
 
@@ -135,10 +133,6 @@ func writeVersion(ctx context.Context, dir string, m manifest, files []File) err
 	return nil
 }
 
-// copyBufs are copyFile's buffers, larger than io.Copy's 32 KiB: fewer
-// syscalls for big files, and no garbage per small one.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-
 // copyFile copies f.Path to dst, checking size and digest on the way.
 func copyFile(ctx context.Context, dst string, f File) error {
 	src, err := os.Open(f.Path)
@@ -150,10 +144,7 @@ func copyFile(ctx context.Context, dst string, f File) error {
 	if err != nil {
 		return fmt.Errorf("file %q: %w", f.Name, err)
 	}
-	h := sha256.New()
-	bp := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(io.MultiWriter(out, h), ctxReader{ctx, src}, *bp)
-	copyBufs.Put(bp)
+	n, got, err := ctxio.CopySHA256(ctx, out, src)
 	if err == nil {
 		err = out.Sync()
 	}
@@ -166,7 +157,7 @@ func copyFile(ctx context.Context, dst string, f File) error {
 	if n != f.Size {
 		return fmt.Errorf("file %q: %s has %d bytes, expected %d", f.Name, f.Path, n, f.Size)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+	if got != f.SHA256 {
 		return fmt.Errorf("file %q: %s has sha256 %s, expected %s", f.Name, f.Path, got, f.SHA256)
 	}
 	return nil
@@ -185,17 +176,4 @@ func writeSynced(name string, b []byte) error {
 		err = cerr
 	}
 	return err
-}
-
-// ctxReader stops a long copy when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -26,6 +26,18 @@ type Object struct {
 	ARK      string
 	LocalIDs []string
 	Files    []File
+	// Message and User describe why and by whom a new version is made
+	// (both optional). The OCFL store keeps them in the version's
+	// metadata; the others ignore them.
+	Message string
+	User    User
+}
+
+// User is who makes a version: a name, and an address (a mailto: or
+// other URI).
+type User struct {
+	Name    string `json:"name"`
+	Address string `json:"address,omitempty"`
 }
 
 // Version is one stored version of an object.
@@ -57,6 +69,17 @@ type Store interface {
 // reserved is the name of the metadata file inside a version folder, which
 // no object file may take.
 const reserved = "version.json"
+
+// CheckObject is what every store checks before a Put (see checkObject);
+// it returns the files sorted by name.
+func CheckObject(obj Object) ([]File, error) { return checkObject(obj) }
+
+// CheckARK is what every store checks of an ARK.
+func CheckARK(ark string) error { return checkARK(ark) }
+
+// SameContent reports whether two lists sorted by name agree on every
+// file's name, size and digest: what makes a Put change nothing.
+func SameContent(a, b []File) bool { return sameContent(a, b) }
 
 // checkObject rejects what must never reach storage: a bad ARK, a hostile or
 // duplicate name, a malformed digest, a source file missing or of the wrong

@@ -1,0 +1,100 @@
+package ocfl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/handlers/storage"
+)
+
+// Latest returns the head version of ark, or an error wrapping
+// storage.ErrNotFound. OCFL inventories hold no sizes: each content file
+// is asked its size from the place.
+func (s *Store) Latest(ctx context.Context, ark string) (storage.Version, error) {
+	if err := storage.CheckARK(ark); err != nil {
+		return storage.Version{}, err
+	}
+	root := objectRoot(ark)
+	inv, _, _, err := s.readHead(ctx, root, ark)
+	if err != nil {
+		return storage.Version{}, fmt.Errorf("ocfl: latest of %s: %w", ark, err)
+	}
+	if inv == nil {
+		return storage.Version{}, fmt.Errorf("ocfl: %s: %w", ark, storage.ErrNotFound)
+	}
+	files, err := s.sizes(ctx, root, inv)
+	if err != nil {
+		return storage.Version{}, fmt.Errorf("ocfl: latest of %s: %w", ark, err)
+	}
+	return s.version(inv, root, files), nil
+}
+
+// sizes returns the head's files with their sizes, one Stat per content
+// file, several at once.
+func (s *Store) sizes(ctx context.Context, root string, inv *inventory) ([]storage.File, error) {
+	files := inv.headVersion().files()
+	var mu sync.Mutex
+	size := map[string]int64{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyParallel)
+	for digest := range inv.headVersion().State {
+		g.Go(func() error {
+			n, err := s.p.Stat(gctx, root+"/"+inv.Manifest[digest][0])
+			mu.Lock()
+			size[digest] = n
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i := range files {
+		files[i].Size = size[files[i].SHA256]
+	}
+	return files, nil
+}
+
+// version describes inv's head with files (sorted, sizes set). URL names
+// the version's own inventory, which never changes.
+func (s *Store) version(inv *inventory, root string, files []storage.File) storage.Version {
+	created, _ := time.Parse(time.RFC3339, inv.headVersion().Created) // checked when read
+	v := storage.Version{ARK: inv.ID, Number: inv.number(), Created: created, Files: slices.Clone(files),
+		URL: s.location(root + "/" + inv.Head + "/" + inventoryName)}
+	for i := range v.Files {
+		v.Files[i].Path = "" // the stored copy is in the place, maybe not on this host
+	}
+	return v
+}
+
+// Objects returns the ids (ARKs) of the objects that have a version,
+// sorted. It lists the whole storage root.
+func (s *Store) Objects(ctx context.Context) ([]string, error) {
+	keys, err := s.p.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("ocfl: objects: %w", err)
+	}
+	var ids []string
+	for _, k := range keys {
+		root, ok := strings.CutSuffix(k, "/"+inventoryName)
+		if !ok || strings.Count(root, "/") != 3 {
+			continue // a version's inventory, or not an object's
+		}
+		var inv inventory
+		if err := readJSON(ctx, s.p, k, &inv); err != nil {
+			return nil, fmt.Errorf("ocfl: objects: %w", err)
+		}
+		if objectRoot(inv.ID) != root {
+			return nil, fmt.Errorf("ocfl: objects: %s holds %q, which belongs at %s", k, inv.ID, objectRoot(inv.ID))
+		}
+		ids = append(ids, inv.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}

@@ -1,0 +1,270 @@
+package place
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/ctxio"
+)
+
+// Local is a place in a local folder: each key is a file under it.
+type Local struct {
+	dir string // absolute
+}
+
+var _ Place = (*Local)(nil)
+
+// tmpPrefix starts the name of a file still being written; List skips such
+// files and no key may use the name.
+const tmpPrefix = ".put-"
+
+// NewLocal returns the place in dir, creating the folder.
+func NewLocal(dir string) (*Local, error) {
+	if dir == "" {
+		return nil, errors.New("place: empty folder name")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("place %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("place %s: %w", dir, err)
+	}
+	return &Local{dir: abs}, nil
+}
+
+// String returns the folder's absolute path.
+func (l *Local) String() string { return l.dir }
+
+// Put writes r to a temporary file beside key's, hashing on the way, syncs
+// it, checks size and digest, and renames it onto key: the key holds the
+// old bytes or the new, verified ones, never a mix.
+func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, sha256 string) error {
+	name, err := l.file(key)
+	if err != nil {
+		return err
+	}
+	if err := l.put(ctx, name, r, size, sha256); err != nil {
+		_ = l.prune(filepath.Dir(name)) // folders made for nothing
+		return fmt.Errorf("place %s: put %s: %w", l.dir, key, err)
+	}
+	return nil
+}
+
+func (l *Local) put(ctx context.Context, name string, r io.Reader, size int64, want string) error {
+	tmp, err := l.createTemp(filepath.Dir(name))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after an error
+	n, got, err := ctxio.CopySHA256(ctx, tmp, r)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n != size || got != want {
+		return fmt.Errorf("%d bytes with sha256 %s, expected %d bytes with %s: %w", n, got, size, want, ErrDigest)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	return durable.SyncDir(filepath.Dir(name))
+}
+
+// createTemp makes the folder and a temporary file in it. A Delete may
+// remove the folder once empty between the two, so the pair is tried again.
+func (l *Local) createTemp(dir string) (f *os.File, err error) {
+	for range 3 {
+		if err = l.mkdirs(dir); err == nil {
+			f, err = os.CreateTemp(dir, tmpPrefix+"*")
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+	}
+	return nil, err
+}
+
+// mkdirs makes dir and its missing parents durable: each new folder's
+// parent is synced.
+func (l *Local) mkdirs(dir string) error {
+	var missing []string
+	for d := dir; d != l.dir; d = filepath.Dir(d) {
+		_, err := os.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := durable.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open reads key.
+func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	name, err := l.file(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("place %s: open %s: %w", l.dir, key, err)
+	}
+	f, err := os.Open(name)
+	if err == nil {
+		var st os.FileInfo
+		if st, err = f.Stat(); err == nil && st.IsDir() {
+			err = fs.ErrNotExist // a folder is no key
+		}
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return nil, l.fail("open", key, err)
+	}
+	return f, nil
+}
+
+// Stat returns key's size.
+func (l *Local) Stat(ctx context.Context, key string) (int64, error) {
+	name, err := l.file(key)
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(name)
+	if err == nil && st.IsDir() {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
+		return 0, l.fail("stat", key, err)
+	}
+	return st.Size(), nil
+}
+
+// List returns the keys of the files under prefix, sorted, skipping files
+// still being written.
+func (l *Local) List(ctx context.Context, prefix string) ([]string, error) {
+	if prefix != "" {
+		if err := checkKey(strings.TrimSuffix(prefix, "/")); err != nil || !strings.HasSuffix(prefix, "/") {
+			return nil, fmt.Errorf("place %s: list: prefix %q is not a folder (\"a/b/\", or \"\" for all)", l.dir, prefix)
+		}
+	}
+	root := filepath.Join(l.dir, filepath.FromSlash(prefix))
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && p == root:
+			return fs.SkipAll // nothing under prefix
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case d.IsDir() || strings.HasPrefix(d.Name(), tmpPrefix):
+			return nil
+		}
+		rel, err := filepath.Rel(l.dir, p)
+		keys = append(keys, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("place %s: list %q: %w", l.dir, prefix, err)
+	}
+	slices.Sort(keys) // "a.txt" sorts before "a/b", which the walk visits first
+	return keys, nil
+}
+
+// Delete removes key, then its folders up to the place's root as they
+// become empty: a place has keys, not folders.
+func (l *Local) Delete(ctx context.Context, key string) error {
+	name, err := l.file(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("place %s: delete %s: %w", l.dir, key, err)
+	}
+	if err := os.Remove(name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return l.fail("delete", key, err)
+	}
+	if err := l.prune(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("place %s: delete %s: %w", l.dir, key, err)
+	}
+	return nil
+}
+
+// prune removes dir and its parents up to the root while they are empty,
+// and syncs the folder where it stopped.
+func (l *Local) prune(dir string) error {
+	for dir != l.dir && os.Remove(dir) == nil {
+		dir = filepath.Dir(dir)
+	}
+	return durable.SyncDir(dir)
+}
+
+// fail names the operation and key, and wraps ErrNotExist for a missing one.
+func (l *Local) fail(op, key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("place %s: %s %s: %w", l.dir, op, key, ErrNotExist)
+	}
+	return fmt.Errorf("place %s: %s %s: %w", l.dir, op, key, err)
+}
+
+// file maps key to its file under the folder.
+func (l *Local) file(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", fmt.Errorf("place %s: %w", l.dir, err)
+	}
+	return filepath.Join(l.dir, filepath.FromSlash(key)), nil
+}
+
+// checkKey accepts a clean, relative, slash-separated key that stays in
+// the place.
+func checkKey(key string) error {
+	bad := func(why string) error { return fmt.Errorf("key %q %s", key, why) }
+	elems := strings.Split(key, "/")
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case strings.ContainsAny(key, "\\\x00"):
+		return bad("has a backslash or a NUL")
+	case strings.HasPrefix(key, "/"):
+		return bad("is absolute")
+	case slices.Contains(elems, ".."):
+		return bad(`has a ".." element`)
+	case path.Clean(key) != key || key == ".":
+		return bad("is not a clean relative path")
+	case slices.ContainsFunc(elems, func(e string) bool { return strings.HasPrefix(e, tmpPrefix) }):
+		return bad("has an element starting " + tmpPrefix + ", kept for files being written")
+	}
+	return nil
+}
