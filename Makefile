@@ -8,8 +8,9 @@ BENCHTIME ?= 3s
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper from Debian's packages if it is missing
+deps: ## install ZooKeeper (Debian's package) and versitygw (built from the Go proxy) if missing
 	./scripts/install-zookeeper.sh
+	./scripts/install-versitygw.sh
 
 build: ## build bin/ingestq
 	$(GO) build -ldflags "-X github.com/ingestq/ingestq/cmd/ingestq/cli.version=$(VERSION)" -o bin/ingestq ./cmd/ingestq
