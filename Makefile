@@ -3,7 +3,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
-.PHONY: help deps build demo test bench bench-fetch fmt
+.PHONY: help deps build demo test bench bench-fetch bench-place fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ bench: ## benchmarks beside their raw-ZooKeeper baselines (PERFORMANCE.md)
 
 bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench Download -benchtime 3x -count 3 ./handlers/fetch/
+
+bench-place: ## S3 place PUTs beside plain minio-go PUTs into the same versitygw (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench S3Put -benchtime 3x -count 3 ./handlers/storage/place/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')

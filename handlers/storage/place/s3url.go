@@ -50,7 +50,7 @@ func parseS3URL(rawURL string) (s3Config, error) {
 	if u.User != nil {
 		return s3Config{}, bad("credentials do not belong in the URL; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	}
-	if err := s3utils.CheckValidBucketName(u.Host); err != nil {
+	if err := s3utils.CheckValidBucketNameStrict(u.Host); err != nil {
 		return s3Config{}, bad("bucket %q: %v", u.Host, err)
 	}
 	c := s3Config{bucket: u.Host, endpoint: awsEndpoint, secure: true, partSize: defaultPartSize}
