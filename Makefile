@@ -3,13 +3,14 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
-.PHONY: help deps build demo test bench bench-fetch bench-ocfl fmt
+.PHONY: help deps build demo test bench bench-fetch bench-ocfl bench-place fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper (Debian) and the OCFL validator (npm) if they are missing
+deps: ## install ZooKeeper (Debian), versitygw (built from the Go proxy) and the OCFL validator (npm) if missing
 	./scripts/install-zookeeper.sh
+	./scripts/install-versitygw.sh
 	./scripts/install-ocfl-validator.sh
 
 build: ## build bin/ingestq
@@ -30,6 +31,9 @@ bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERF
 
 bench-ocfl: ## OCFL store Put beside a durable copy of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench OCFLPut -benchtime 3x -count 3 ./handlers/storage/ocfl/
+
+bench-place: ## S3 place PUTs beside plain minio-go PUTs into the same versitygw (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench S3Put -benchtime 3x -count 3 ./handlers/storage/place/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')

@@ -30,7 +30,7 @@ func newLocal(t *testing.T) (*Local, string) {
 	return l, dir
 }
 
-func put(t *testing.T, l *Local, key, content string) {
+func putText(t *testing.T, l *Local, key, content string) {
 	t.Helper()
 	if err := l.Put(context.Background(), key, strings.NewReader(content), int64(len(content)), digest(content)); err != nil {
 		t.Fatal(err)
@@ -63,10 +63,10 @@ func list(t *testing.T, l *Local, prefix string) []string {
 func TestLocalPutOpenStatListDelete(t *testing.T) {
 	ctx := context.Background()
 	l, dir := newLocal(t)
-	put(t, l, "a/b/c.txt", "hello")
-	put(t, l, "a.txt", "top")
-	put(t, l, "a/empty", "")
-	put(t, l, "a/b/c.txt", "hello again") // replaces
+	putText(t, l, "a/b/c.txt", "hello")
+	putText(t, l, "a.txt", "top")
+	putText(t, l, "a/empty", "")
+	putText(t, l, "a/b/c.txt", "hello again") // replaces
 
 	if got := read(t, l, "a/b/c.txt"); got != "hello again" {
 		t.Fatalf("a/b/c.txt holds %q", got)
@@ -111,7 +111,7 @@ func TestLocalPutOpenStatListDelete(t *testing.T) {
 func TestLocalMissingAndFolderKeys(t *testing.T) {
 	ctx := context.Background()
 	l, _ := newLocal(t)
-	put(t, l, "f/x", "x")
+	putText(t, l, "f/x", "x")
 	for _, k := range []string{"missing", "f"} {
 		if _, err := l.Open(ctx, k); !errors.Is(err, ErrNotExist) {
 			t.Errorf("Open(%s): %v, want ErrNotExist", k, err)
@@ -127,7 +127,7 @@ func TestLocalMissingAndFolderKeys(t *testing.T) {
 func TestLocalPutMismatchLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	l, dir := newLocal(t)
-	put(t, l, "k/old", "old")
+	putText(t, l, "k/old", "old")
 	cases := []struct {
 		name, key, content, sum string
 		size                    int64
@@ -194,7 +194,7 @@ func TestLocalRefusesBadKeys(t *testing.T) {
 // Files being written are not listed.
 func TestLocalListSkipsFilesBeingWritten(t *testing.T) {
 	l, dir := newLocal(t)
-	put(t, l, "d/a", "a")
+	putText(t, l, "d/a", "a")
 	if err := os.WriteFile(filepath.Join(dir, "d", tmpPrefix+"123"), []byte("half"), 0o644); err != nil {
 		t.Fatal(err)
 	}

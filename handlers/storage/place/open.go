@@ -1,0 +1,56 @@
+package place
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// acceptedForms is named by every error about a place URL.
+const acceptedForms = "a folder path, file:///absolute/path, or s3://bucket/prefix?endpoint=host:port&region=R"
+
+// Open opens the place rawURL names: a folder (a plain path or a file://
+// URL) through NewLocal, or an S3 bucket and prefix (s3://…) through NewS3.
+func Open(ctx context.Context, rawURL string) (Place, error) {
+	kind, target, err := placeKind(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "s3" {
+		s, err := NewS3(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	l, err := NewLocal(target)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// placeKind says which place rawURL names: "local" with the folder's path,
+// or "s3" with the URL.
+func placeKind(rawURL string) (kind, target string, err error) {
+	if rawURL == "" {
+		return "", "", fmt.Errorf("place: no place given; want %s", acceptedForms)
+	}
+	if !strings.Contains(rawURL, "://") {
+		return "local", rawURL, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", "", fmt.Errorf("place: %q: %v; want %s", rawURL, err, acceptedForms)
+	}
+	switch {
+	case u.Scheme == "s3":
+		return "s3", rawURL, nil
+	case u.Scheme != "file":
+		return "", "", fmt.Errorf("place: %s: unknown scheme %q; want %s", u.Redacted(), u.Scheme, acceptedForms)
+	case u.Host != "" && u.Host != "localhost", u.Path == "", u.RawQuery != "", u.Fragment != "":
+		return "", "", fmt.Errorf("place: %s: a file URL is file:///absolute/path; want %s", u.Redacted(), acceptedForms)
+	}
+	return "local", u.Path, nil
+}

@@ -1,0 +1,179 @@
+package place
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3 is a place in a bucket of an S3-compatible store, under a prefix: key
+// k is the object prefix+k. It talks to the store through minio-go.
+//
+// Put sends a SHA-256 checksum with every upload and counts the copy only
+// when the store confirms it (see s3put.go); files larger than a part go as
+// multipart uploads, one part in memory at a time.
+type S3 struct {
+	core     minio.Core
+	bucket   string
+	prefix   string // "" or ending in "/"
+	partSize int64
+}
+
+var _ Place = (*S3)(nil)
+
+// NewS3 opens the place an s3:// URL names:
+//
+//	s3://bucket/prefix?endpoint=host:port&region=us-east-1&secure=false&partsize=16MiB
+//
+// endpoint defaults to AWS (a custom endpoint is addressed path-style),
+// secure to true, region to AWS_REGION, partsize to 16 MiB. Credentials come
+// from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+// NewS3 checks that the bucket exists, so a wrong bucket, endpoint or key
+// fails here rather than at the first Put.
+func NewS3(ctx context.Context, rawURL string) (*S3, error) {
+	c, err := parseS3URL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &S3{bucket: c.bucket, prefix: c.prefix, partSize: c.partSize}
+	creds, err := envCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("place: %s: %w", s, err)
+	}
+	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region}
+	if c.custom {
+		opts.BucketLookup = minio.BucketLookupPath
+	}
+	client, err := minio.New(c.endpoint, opts)
+	if err != nil {
+		return nil, fmt.Errorf("place: %s at %s: %w", s, c.endpoint, err)
+	}
+	s.core = minio.Core{Client: client}
+	ok, err := client.BucketExists(ctx, c.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("place: %s at %s: %w", s, c.endpoint, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("place: %s at %s: no bucket %q", s, c.endpoint, c.bucket)
+	}
+	return s, nil
+}
+
+// envCredentials reads the static keys from the usual AWS variables.
+func envCredentials() (*credentials.Credentials, error) {
+	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if id == "" || secret == "" {
+		return nil, errors.New("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY " +
+			"(and AWS_SESSION_TOKEN for temporary ones)")
+	}
+	return credentials.NewStaticV4(id, secret, os.Getenv("AWS_SESSION_TOKEN")), nil
+}
+
+// String is s3://bucket/prefix (never the credentials).
+func (s *S3) String() string {
+	if s.prefix == "" {
+		return "s3://" + s.bucket
+	}
+	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/")
+}
+
+// object returns key's object name, or an error naming the bad key.
+func (s *S3) object(key string) (string, error) {
+	if why := s3KeyProblem(key); why != "" {
+		return "", fmt.Errorf("place %s: key %q %s", s, key, why)
+	}
+	return s.prefix + key, nil
+}
+
+// fail wraps err from op on key, as ErrNotExist when the store has no such
+// key.
+func (s *S3) fail(op, key string, err error) error {
+	if s3NotFound(err) {
+		err = ErrNotExist
+	}
+	return fmt.Errorf("place %s: %s %s: %w", s, op, key, err)
+}
+
+func s3NotFound(err error) bool {
+	code := s3Code(err)
+	return code == "NoSuchKey" || code == "NotFound"
+}
+
+// s3Code is the S3 error code in err, or "".
+func s3Code(err error) string {
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		return resp.Code
+	}
+	return ""
+}
+
+// Open reads key.
+func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, err
+	}
+	body, _, _, err := s.core.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, s.fail("open", key, err)
+	}
+	return body, nil
+}
+
+// Stat returns key's size.
+func (s *S3) Stat(ctx context.Context, key string) (int64, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.core.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
+	if err != nil {
+		return 0, s.fail("stat", key, err)
+	}
+	return info.Size, nil
+}
+
+// List returns the keys under the folder prefix ("" for all; "a/b" is the
+// folder "a/b/"), sorted.
+func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
+	folder := strings.TrimSuffix(prefix, "/")
+	if folder != "" {
+		if why := s3KeyProblem(folder); why != "" {
+			return nil, fmt.Errorf("place %s: list prefix %q %s", s, prefix, why)
+		}
+		folder += "/"
+	}
+	var keys []string
+	opts := minio.ListObjectsOptions{Prefix: s.prefix + folder, Recursive: true}
+	for obj := range s.core.ListObjectsIter(ctx, s.bucket, opts) {
+		if obj.Err != nil {
+			return nil, s.fail("list", folder, obj.Err)
+		}
+		if !strings.HasSuffix(obj.Key, "/") { // a folder marker is no file
+			keys = append(keys, strings.TrimPrefix(obj.Key, s.prefix))
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (s *S3) Delete(ctx context.Context, key string) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	err = s.core.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
+	if err != nil && !s3NotFound(err) {
+		return s.fail("delete", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package place
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseS3URL(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	for rawURL, want := range map[string]s3Config{
+		"s3://bucket": {bucket: "bucket", endpoint: awsEndpoint, secure: true, partSize: defaultPartSize},
+		"s3://bucket/a/b/?region=eu-west-1": {bucket: "bucket", prefix: "a/b/", endpoint: awsEndpoint,
+			region: "eu-west-1", secure: true, partSize: defaultPartSize},
+		"s3://b-1/ocfl?endpoint=127.0.0.1:9000&secure=false&partsize=8MiB": {bucket: "b-1", prefix: "ocfl/",
+			endpoint: "127.0.0.1:9000", custom: true, region: "us-east-1", partSize: 8 << 20},
+		"s3://b-1/ocfl?endpoint=minio:9000&partsize=6000000": {bucket: "b-1", prefix: "ocfl/",
+			endpoint: "minio:9000", custom: true, region: "us-east-1", secure: true, partSize: 6000000},
+	} {
+		got, err := parseS3URL(rawURL)
+		if err != nil || got != want {
+			t.Errorf("%s:\n got %+v, %v\nwant %+v", rawURL, got, err, want)
+		}
+	}
+}
+
+func TestParseS3URLRegionFromEnvironment(t *testing.T) {
+	t.Setenv("AWS_REGION", "ca-central-1")
+	c, err := parseS3URL("s3://bucket/p?endpoint=h:1")
+	if err != nil || c.region != "ca-central-1" {
+		t.Fatalf("region %q, %v; want AWS_REGION's ca-central-1", c.region, err)
+	}
+}
+
+func TestParseS3URLRefusals(t *testing.T) {
+	for rawURL, want := range map[string]string{
+		"s3://AKIA:secret@bucket/p":       "credentials do not belong in the URL",
+		"s3://Bad_Bucket/p":               "bucket",
+		"s3://bucket/a/../b":              `prefix "a/../b"`,
+		"s3://bucket/p?endpoint=h:1&x=1":  `unknown parameter "x"`,
+		"s3://bucket/p?secure=maybe":      `secure="maybe"`,
+		"s3://bucket/p?partsize=1MiB":     "between 5MiB and 5GiB",
+		"s3://bucket/p?partsize=lots":     "between 5MiB and 5GiB",
+		"http://bucket/p":                 "not an s3:// URL",
+		"s3://bucket/p?partsize=99999MiB": "between 5MiB and 5GiB",
+	} {
+		_, err := parseS3URL(rawURL)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error with %q", rawURL, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the secret: %v", rawURL, err)
+		}
+	}
+}
+
+func TestS3String(t *testing.T) {
+	for prefix, want := range map[string]string{"": "s3://b", "a/b/": "s3://b/a/b"} {
+		if got := (&S3{bucket: "b", prefix: prefix}).String(); got != want {
+			t.Errorf("prefix %q: %q, want %q", prefix, got, want)
+		}
+	}
+}
