@@ -33,7 +33,7 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 		r.t.Fatalf("job %s: identifiers %+v, want a valid minted ARK and a local_id list", j.ID, j.Identifiers)
 	}
 	ark := j.Identifiers.PrimaryID
-	v, err := r.p.Storage().Latest(context.Background(), ark)
+	v, err := r.p.Primary().Latest(context.Background(), ark)
 	if err != nil {
 		r.t.Fatalf("storage of %s: %v", ark, err)
 	}
@@ -78,15 +78,16 @@ func (r *rig) checkManifestURLs(j *queue.Job, v storage.Version) {
 		if err != nil || u.Scheme != "file" {
 			continue // an HTTP store's object URL
 		}
+		// The version's OCFL inventory, which never changes.
 		var desc struct {
-			ARK    string `json:"ark"`
-			Number int    `json:"number"`
+			ARK  string `json:"id"`
+			Head string `json:"head"`
 		}
 		data, err := os.ReadFile(u.Path)
 		if err == nil {
 			err = json.Unmarshal(data, &desc)
 		}
-		if err != nil || desc.ARK != v.ARK || desc.Number != v.Number {
+		if err != nil || desc.ARK != v.ARK || desc.Head != fmt.Sprintf("v%d", v.Number) {
 			r.t.Errorf("job %s: %s.manifest_url %s: %v %+v, want the description of %s version %d", j.ID, name, m.ManifestURL, err, desc, v.ARK, v.Number)
 		}
 	}

@@ -29,7 +29,11 @@ type Config struct {
 	Queue    *queue.Queue
 	Bus      *events.Bus // progress events; nil for none
 	Profiles *profile.Set
-	DataDir  string // work/, storage/ and inventory.db live here
+	DataDir  string // work/, ocfl/ and inventory.db live here
+	// Storage is where the objects of a profile that names no storage go:
+	// storage target URLs, the first the primary (see ParseTargets);
+	// default DefaultStorage(DataDir).
+	Storage []string
 
 	Fetch  fetch.Config   // the HTTP client of downloads, callbacks and HTTP endpoints
 	Mailer *notify.Mailer // nil: reports are not e-mailed
@@ -56,17 +60,17 @@ type Pipeline struct {
 	http      *fetch.Client // http(s) only
 	local     *fetch.Client // also file://, for profiles that allow local files
 	minter    *mint.Minter
-	store     *storage.Local
 	inventory *inventory.Local
 	work      string
 
 	mu      sync.Mutex
-	stores  map[string]storage.Store       // HTTP storage endpoints
+	stores  map[string]storage.Store       // storage targets by URL, opened once
 	invents map[string]inventory.Inventory // HTTP inventory endpoints
 }
 
-// New opens the built-in storage and inventory under cfg.DataDir.
-func New(cfg Config) (*Pipeline, error) {
+// New opens the storage targets and the inventory; the built-in ones live
+// under cfg.DataDir.
+func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
 	}
@@ -74,6 +78,9 @@ func New(cfg Config) (*Pipeline, error) {
 	cfg.MaxFill = cmp.Or(cfg.MaxFill, 0.8)
 	cfg.Margin = cmp.Or(cfg.Margin, 64<<20)
 	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, 30*time.Second)
+	if len(cfg.Storage) == 0 {
+		cfg.Storage = []string{DefaultStorage(cfg.DataDir)}
+	}
 	if cfg.Space == nil {
 		cfg.Space = diskSpace
 	}
@@ -92,10 +99,15 @@ func New(cfg Config) (*Pipeline, error) {
 	if err := os.MkdirAll(p.work, 0o750); err != nil {
 		return nil, fmt.Errorf("handlers: working folder: %w", err)
 	}
-	var err error
-	if p.store, err = storage.NewLocal(filepath.Join(cfg.DataDir, "storage")); err != nil {
-		return nil, fmt.Errorf("handlers: storage: %w", err)
+	if err := p.importOldStore(ctx, cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("handlers: %w", err)
 	}
+	for _, t := range cfg.Storage {
+		if _, err := p.store(ctx, t); err != nil {
+			return nil, fmt.Errorf("handlers: %w", err)
+		}
+	}
+	var err error
 	if p.inventory, err = inventory.OpenLocal(filepath.Join(cfg.DataDir, "inventory.db")); err != nil {
 		return nil, fmt.Errorf("handlers: inventory: %w", err)
 	}
@@ -105,8 +117,15 @@ func New(cfg Config) (*Pipeline, error) {
 // Close closes the inventory database.
 func (p *Pipeline) Close() error { return p.inventory.Close() }
 
-// Storage is the built-in storage.
-func (p *Pipeline) Storage() *storage.Local { return p.store }
+// Storage is the daemon's default storage targets, the primary first.
+func (p *Pipeline) Storage() []string { return p.cfg.Storage }
+
+// Primary is the daemon's default primary storage, opened by New.
+func (p *Pipeline) Primary() storage.Store {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stores[p.cfg.Storage[0]]
+}
 
 // Inventory is the built-in inventory.
 func (p *Pipeline) Inventory() *inventory.Local { return p.inventory }
@@ -152,19 +171,13 @@ func (p *Pipeline) client(prof *profile.Profile) *fetch.Client {
 	return p.http
 }
 
-// storageFor is the profile's storage: built-in, or its HTTP endpoint.
-func (p *Pipeline) storageFor(prof *profile.Profile) storage.Store {
-	if prof.Storage == "" {
-		return p.store
+// targets are the storage targets of a profile's objects: its own list,
+// or the daemon's; the primary first.
+func (p *Pipeline) targets(prof *profile.Profile) []string {
+	if t := ParseTargets(prof.Storage); len(t) > 0 {
+		return t
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s, ok := p.stores[prof.Storage]
-	if !ok {
-		s = storage.NewHTTP(prof.Storage, p.http.HTTP())
-		p.stores[prof.Storage] = s
-	}
-	return s
+	return p.cfg.Storage
 }
 
 // inventoryFor is the profile's inventory: built-in, or its HTTP endpoint.

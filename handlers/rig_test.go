@@ -5,7 +5,9 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -118,11 +121,18 @@ func (r *rig) start(opts ...rigOption) {
 	for _, o := range opts {
 		o(&hc, &rc)
 	}
-	p, err := handlers.New(hc)
+	p, err := handlers.New(r.t.Context(), hc)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.p = p
+	// Every object the pipeline stored must be valid OCFL to an independent
+	// reader (registered first, so it runs after the daemon has stopped).
+	r.t.Cleanup(func() {
+		if root := handlers.DefaultStorage(r.data); !r.t.Failed() && hc.Storage == nil {
+			ocfltest.Validate(r.t, root)
+		}
+	})
 	rc.Jobs, rc.Batches, rc.Reporter = p.Handlers(), p, p
 	d, err := reactor.New(rc)
 	if err != nil {
@@ -346,3 +356,43 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // readDir lists a folder under elems joined.
 func readDir(elems ...string) ([]os.DirEntry, error) { return os.ReadDir(filepath.Join(elems...)) }
+
+// versionContent is the content version n of ark wrote in the default OCFL
+// root, by file name (relative to the version's content folder), with the
+// SHA-256 of each.
+func (r *rig) versionContent(ark string, n int) map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	root := handlers.DefaultStorage(r.data)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if !strings.Contains(rel, fmt.Sprintf("/v%d/content/", n)) || !r.objectHolds(root, rel, ark) {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		out[rel[strings.Index(rel, "/content/")+len("/content/"):]] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return out
+}
+
+// objectHolds tells whether the file at rel (under root) is in ark's object:
+// its object root's inventory names ark.
+func (r *rig) objectHolds(root, rel, ark string) bool {
+	obj := rel[:strings.Index(rel, "/v")]
+	data, err := os.ReadFile(filepath.Join(root, obj, "inventory.json"))
+	var inv struct {
+		ID string `json:"id"`
+	}
+	return err == nil && json.Unmarshal(data, &inv) == nil && inv.ID == ark
+}

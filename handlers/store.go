@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
@@ -35,9 +36,9 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	for _, e := range entries {
 		obj.Files = append(obj.Files, storage.File{Name: e.Name, Path: e.Path, Size: e.Size, SHA256: e.SHA256})
 	}
-	var v storage.Version
+	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
-		v, err = p.storageFor(prof).Put(ctx, obj)
+		kept, err = p.copyObject(ctx, p.targets(prof), obj)
 		return err
 	})
 	if err != nil {
@@ -46,21 +47,65 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		}
 		return reactor.Result{}, err
 	}
-	data, _ := json.Marshal(v)
-	kept := filepath.Join(work, storedRecord)
-	if err := durable.WriteFile(kept, data); err != nil {
+	data, _ := json.Marshal(kept)
+	if err := durable.WriteFile(filepath.Join(work, storedRecord), data); err != nil {
 		return reactor.Result{}, err
 	}
 	// The working folder goes at Notify: both manifests now name the version
-	// in storage, which stays.
-	stored := queue.StepManifest{ManifestURL: v.URL}
+	// in storage, which stays, and the store manifest lists every copy.
+	stored := queue.StepManifest{ManifestURL: kept.URL}
 	if j.Store != nil {
 		stored.Mode = j.Store.Mode
 	}
+	withCopies := stored
+	for _, c := range kept.Copies {
+		withCopies.Copies = append(withCopies.Copies, c.URL)
+	}
 	return reactor.Result{
-		Change: queue.JobChange{Store: &stored, Inventory: &stored},
-		Attrs:  map[string]any{"ark": ark, "version": v.Number, "changed": v.Changed},
+		Change: queue.JobChange{Store: &withCopies, Inventory: &stored},
+		Attrs:  map[string]any{"ark": ark, "version": kept.Number, "changed": kept.Changed, "copies": len(kept.Copies)},
 	}, nil
+}
+
+// storedVersion is what Storing keeps in the working folder for Recording:
+// the primary's version, and every verified copy.
+type storedVersion struct {
+	storage.Version
+	Copies []storedCopy `json:"copies,omitempty"`
+}
+
+// storedCopy is one verified copy of a version.
+type storedCopy struct {
+	Target   string    `json:"target"` // as the profile or --storage names it
+	URL      string    `json:"url"`
+	Number   int       `json:"number"` // its version number there
+	Changed  bool      `json:"changed"`
+	Verified time.Time `json:"verified"`
+}
+
+// copyObject puts obj into every target, the primary first. Each Put is
+// idempotent by content, so a step run again (a replica was down) writes
+// only the copies still missing. Every target verifies what it writes.
+func (p *Pipeline) copyObject(ctx context.Context, targets []string, obj storage.Object) (storedVersion, error) {
+	var out storedVersion
+	for i, t := range targets {
+		st, err := p.store(ctx, t)
+		if err != nil {
+			return out, err
+		}
+		v, err := st.Put(ctx, obj)
+		if err != nil {
+			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
+		}
+		if i == 0 {
+			out.Version = v
+		} else if v.Number != out.Number {
+			p.log.Warn("storing: a replica numbers the version differently (it lacks earlier versions)",
+				"ark", obj.ARK, "primary", out.Number, "replica", t, "number", v.Number)
+		}
+		out.Copies = append(out.Copies, storedCopy{Target: t, URL: v.URL, Number: v.Number, Changed: v.Changed, Verified: p.q.Now().UTC()})
+	}
+	return out, nil
 }
 
 // record writes the stored version to the inventory, under the object's
@@ -75,16 +120,16 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("stored version: %w (requeue the job from Storing)", err))
 	}
-	var v storage.Version
-	if err := json.Unmarshal(data, &v); err != nil || v.ARK != ark {
+	var kept storedVersion
+	if err := json.Unmarshal(data, &kept); err != nil || kept.ARK != ark {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("stored version %s: unreadable or not of %s (requeue the job from Storing)", storedRecord, ark))
 	}
-	rec := inventory.Record{ARK: ark, Profile: prof.Name, LocalIDs: j.Identifiers.LocalIDs, Version: v.Number,
-		Created: v.Created, Batch: j.BatchID, Job: j.ID}
+	rec := inventory.Record{ARK: ark, Profile: prof.Name, LocalIDs: j.Identifiers.LocalIDs, Version: kept.Number,
+		Created: kept.Created, Batch: j.BatchID, Job: j.ID}
 	if md := j.Metadata; md != nil {
 		rec.Who, rec.What, rec.When, rec.Where = md.Who, md.What, md.When, md.Where
 	}
-	for _, f := range v.Files {
+	for _, f := range kept.Files {
 		rec.Files = append(rec.Files, inventory.FileRow{Name: f.Name, Size: f.Size, SHA256: f.SHA256})
 	}
 	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
@@ -96,7 +141,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		}
 		return reactor.Result{}, err
 	}
-	return reactor.Result{Attrs: map[string]any{"ark": ark, "version": v.Number}}, nil
+	return reactor.Result{Attrs: map[string]any{"ark": ark, "version": kept.Number}}, nil
 }
 
 // underLock runs fn holding a per-object lock; a lock held elsewhere is a

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl"
+	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -224,7 +227,11 @@ func TestRestartDuringDownloading(t *testing.T) {
 	} else {
 		t.Logf("slow.bin resumed with Range %q", got[1])
 	}
-	st, err := storage.NewLocal(filepath.Join(r.data, "storage"))
+	pl, err := place.NewLocal(handlers.DefaultStorage(r.data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ocfl.New(t.Context(), pl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,10 +87,12 @@ func (p *Profile) Validate() error {
 	if !betanumericRE.MatchString(p.Shoulder) {
 		bad("shoulder", "%q must be betanumeric (characters of 0123456789bcdfghjkmnpqrstvwxz), e.g. \"fk4\"", p.Shoulder)
 	}
-	if err := checkURL(p.Storage); err != nil {
-		bad("storage", "%v", err)
+	for _, t := range strings.Split(p.Storage, ",") {
+		if err := checkURL(strings.TrimSpace(t), "s3", "file"); err != nil {
+			bad("storage", "%v", err)
+		}
 	}
-	if err := checkURL(p.Inventory); err != nil {
+	if err := checkURL(p.Inventory, "postgres", "postgresql"); err != nil {
 		bad("inventory", "%v", err)
 	}
 	seen := map[ByteSize]bool{}
@@ -126,19 +128,22 @@ func ValidName(name string) error {
 	return nil
 }
 
-// checkURL accepts "" (meaning built-in or none) or an absolute http(s) URL.
-func checkURL(s string) error {
-	if s == "" {
+// checkURL accepts "" (meaning the daemon's default or none), a URL of
+// http, https or one of the other schemes given, and where file is one of
+// them an absolute path. The back end checks the rest when it opens it.
+func checkURL(s string, schemes ...string) error {
+	if s == "" || (strings.HasPrefix(s, "/") && slices.Contains(schemes, "file")) {
 		return nil
 	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL: %w", s, err)
 	}
-	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
-		return fmt.Errorf("%q must be an http or https URL", s)
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" && !slices.Contains(schemes, scheme) {
+		return fmt.Errorf("%q: want an absolute path or a URL of %s", s, strings.Join(append([]string{"http", "https"}, schemes...), ", "))
 	}
-	if u.Host == "" {
+	if u.Host == "" && scheme != "file" {
 		return fmt.Errorf("%q has no host", s)
 	}
 	return nil

@@ -49,6 +49,9 @@ type StepManifest struct {
 	ManifestURL string  `json:"manifest_url"`
 	Mode        string  `json:"mode"`
 	Delete      *string `json:"delete,omitempty"`
+	// Copies lists where the stored version's verified copies are, the
+	// primary first (ingestq's own field, in the store node).
+	Copies []string `json:"copies,omitempty"`
 }
 
 // StatusReport is the JSON of /batches/<bid>/status-report.

@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
-	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl"
+	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -130,21 +132,26 @@ func (a *app) step(format string, args ...any) { a.println("\n== "+format, args.
 
 // printHoldings lists what the built-in storage and inventory hold.
 func (a *app) printHoldings(ctx context.Context, data string) error {
-	store, err := storage.NewLocal(filepath.Join(data, "storage"))
+	dir := handlers.DefaultStorage(data)
+	pl, err := place.NewLocal(dir)
 	if err != nil {
 		return err
 	}
-	arks, err := store.Objects()
+	store, err := ocfl.New(ctx, pl)
 	if err != nil {
 		return err
 	}
-	a.step("Storage: %d objects in %s", len(arks), filepath.Join(data, "storage"))
+	arks, err := store.Objects(ctx)
+	if err != nil {
+		return err
+	}
+	a.step("Storage: %d OCFL 1.1 objects in the storage root %s", len(arks), dir)
 	for _, ark := range arks {
 		v, err := store.Latest(ctx, ark)
 		if err != nil {
 			return err
 		}
-		a.println("  %s  version %d, %d files", ark, v.Number, len(v.Files))
+		a.println("  %s  version %d, %d files; %s", ark, v.Number, len(v.Files), v.URL)
 		for _, f := range v.Files {
 			a.println("    %-36s %9d  sha256 %s…", f.Name, f.Size, f.SHA256[:16])
 		}

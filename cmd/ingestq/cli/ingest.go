@@ -27,6 +27,8 @@ type pipeline interface {
 // ingestFlags are the settings of the ingest pipeline.
 type ingestFlags struct {
 	profiles      string
+	storage       string
+	inventory     string
 	smtp          string
 	smtpFrom      string
 	smtpUser      string
@@ -42,6 +44,9 @@ type ingestFlags struct {
 
 func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.profiles, "profiles", a.env(EnvProfiles, ""), "folder of profile files, one per collection (env "+EnvProfiles+"; default: the built-in demo profile)")
+	fl.StringVar(&f.storage, "storage", a.env(EnvStorage, ""), "where objects are stored, for profiles that name no storage: comma-separated targets, the primary first\n"+
+		"(a folder or file:// URL, or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R: an OCFL storage root; or an http(s) storage service;\n"+
+		"env "+EnvStorage+"; default: an OCFL root in the data folder)")
 	fl.StringVar(&f.smtp, "smtp", "", "SMTP server (host:port) for batch reports; none: reports are not e-mailed")
 	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
@@ -76,7 +81,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	if f.smtp != "" {
 		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
 	}
-	p, err := handlers.New(handlers.Config{Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
+	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})

@@ -24,6 +24,7 @@ const (
 	EnvDataDir    = "INGESTQ_DATA_DIR"
 	EnvConfig     = "INGESTQ_CONFIG"
 	EnvProfiles   = "INGESTQ_PROFILES"
+	EnvStorage    = "INGESTQ_STORAGE"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
 )

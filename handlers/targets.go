@@ -1,0 +1,94 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl"
+	"github.com/ingestq/ingestq/handlers/storage/place"
+)
+
+// A storage target is named by a URL: a folder or file:// URL, or an
+// s3://bucket/prefix?endpoint=… URL, holds an OCFL storage root; an http(s)
+// URL is a storage service. The first target of a list is the primary,
+// the others its replicas.
+
+// DefaultStorage is the storage target of a daemon given none: an OCFL
+// storage root in its data folder.
+func DefaultStorage(dataDir string) string { return filepath.Join(dataDir, "ocfl") }
+
+// ParseTargets splits a comma-separated list of storage URLs.
+func ParseTargets(list string) []string {
+	var out []string
+	for _, t := range strings.Split(list, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// openStore opens one storage target (not cached).
+func (p *Pipeline) openStore(ctx context.Context, url string) (storage.Store, error) {
+	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
+		return storage.NewHTTP(url, p.http.HTTP()), nil
+	}
+	pl, err := place.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ocfl.New(ctx, pl)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// store returns the target at url, opened once per daemon.
+func (p *Pipeline) store(ctx context.Context, url string) (storage.Store, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.stores[url]; ok {
+		return s, nil
+	}
+	s, err := p.openStore(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("storage %s: %w", url, err)
+	}
+	p.stores[url] = s
+	return s, nil
+}
+
+// importOldStore moves the objects of the store ingestq kept before OCFL
+// (dataDir/storage, versions as plain folders) into the default OCFL root,
+// once: the old folder is renamed when every version is in.
+func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
+	old := filepath.Join(dataDir, "storage")
+	if _, err := os.Stat(old); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	s, err := p.store(ctx, DefaultStorage(dataDir))
+	if err != nil {
+		return err
+	}
+	root, ok := s.(*ocfl.Store)
+	if !ok {
+		return nil
+	}
+	n, err := ocfl.Import(ctx, root, old)
+	if err != nil {
+		return fmt.Errorf("import of the pre-OCFL store %s: %w (the daemon tries again at its next start)", old, err)
+	}
+	done := old + ".imported"
+	if err := os.Rename(old, done); err != nil {
+		return err
+	}
+	p.log.Info("storage: the pre-OCFL store was imported into OCFL; its folder can be removed", "versions", n,
+		"from", done, "to", DefaultStorage(dataDir))
+	return nil
+}
