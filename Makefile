@@ -8,8 +8,9 @@ BENCHTIME ?= 3s
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper from Debian's packages if it is missing
+deps: ## install ZooKeeper and PostgreSQL from Debian's packages if they are missing
 	./scripts/install-zookeeper.sh
+	./scripts/install-postgres.sh
 
 build: ## build bin/ingestq
 	$(GO) build -ldflags "-X github.com/ingestq/ingestq/cmd/ingestq/cli.version=$(VERSION)" -o bin/ingestq ./cmd/ingestq
@@ -17,7 +18,7 @@ build: ## build bin/ingestq
 demo: deps build ## a sample deposit end to end: local ZooKeeper, the daemon, a web server of testdata/demo
 	bin/ingestq demo
 
-test: ## vet, then every test with the race detector (starts its own ZooKeeper)
+test: ## vet, then every test with the race detector (starts its own ZooKeeper and PostgreSQL)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
