@@ -34,10 +34,15 @@ var ErrUnavailable = errors.New("unavailable")
 // a connection that a restart of the server broke, and the next try gets a
 // new one. Every call is idempotent, so trying again is safe.
 const (
-	tries     = 3
-	tryPause  = 50 * time.Millisecond
-	tryPauses = 500 * time.Millisecond
+	tries       = 3
+	tryPause    = 50 * time.Millisecond
+	tryPauseMax = 500 * time.Millisecond
 )
+
+// connectTimeout bounds a connection attempt when the URL sets none
+// (connect_timeout), so that a server behind a black hole is found out of
+// reach in seconds rather than at the system's TCP timeout.
+const connectTimeout = 10 * time.Second
 
 // NewPostgres connects to the database at url (postgres://…) and applies
 // the schema migrations it lacks.
@@ -47,6 +52,9 @@ func NewPostgres(ctx context.Context, url string) (*Postgres, error) {
 		return nil, fmt.Errorf("inventory: %w PostgreSQL URL: %w", ErrInvalid, err)
 	}
 	cc := cfg.ConnConfig
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = connectTimeout
+	}
 	p := &Postgres{where: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("inventory database %s: %w", p.where, err)
@@ -89,7 +97,7 @@ func (p *Postgres) retry(ctx context.Context, what string, fn func(context.Conte
 	var err error
 	for try := 1; try <= tries; try++ {
 		if err = fn(ctx); err == nil || !unreachable(err) || try == tries ||
-			!backoff.Sleep(ctx, backoff.Delay(tryPause, tryPauses, try)) {
+			!backoff.Sleep(ctx, backoff.Delay(tryPause, tryPauseMax, try)) {
 			break
 		}
 	}

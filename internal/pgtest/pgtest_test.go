@@ -2,6 +2,9 @@ package pgtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +77,34 @@ func TestStopAndRestartKeepData(t *testing.T) {
 	}
 	if n, err := query(t, url); err != nil || n != 2 {
 		t.Fatalf("after restart: count = %d, %v; want 2", n, err)
+	}
+}
+
+// Installed picks the newest version with both binaries, and names the
+// install command when there is none.
+func TestInstalledPicksTheNewestVersion(t *testing.T) {
+	defer func(root string) { installRoot = root }(installRoot)
+	installRoot = t.TempDir()
+	if _, err := Installed(); err == nil || !strings.Contains(err.Error(), "./scripts/install-postgres.sh") ||
+		!strings.Contains(err.Error(), "apt-get install -y postgresql") {
+		t.Fatalf("Installed with nothing installed: %v; want the install command", err)
+	}
+	for _, v := range []string{"9", "15", "16"} {
+		bin := filepath.Join(installRoot, v, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"initdb", "pg_ctl"} {
+			if v == "16" && name == "pg_ctl" {
+				continue // a version without pg_ctl is not usable
+			}
+			if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if bin, err := Installed(); err != nil || bin != filepath.Join(installRoot, "15", "bin") {
+		t.Fatalf("Installed = %s, %v; want version 15's (9 is older, 16 lacks pg_ctl)", bin, err)
 	}
 }
 

@@ -28,18 +28,21 @@ const installHint = "install it with:\n\t./scripts/install-postgres.sh   (apt-ge
 
 const startTries = 3 // attempts with fresh ports when a port was taken
 
+// installRoot holds a folder per installed major version (Debian's layout).
+var installRoot = "/usr/lib/postgresql"
+
 // Installed returns the folder of the newest PostgreSQL server binaries
 // (/usr/lib/postgresql/<version>/bin with initdb and pg_ctl), or an error
 // naming the command that installs them.
 func Installed() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(filepath.Join(installRoot, "*", "bin"))
 	slices.SortFunc(dirs, func(a, b string) int { return majorVersion(b) - majorVersion(a) })
 	for _, dir := range dirs {
 		if isFile(filepath.Join(dir, "initdb")) && isFile(filepath.Join(dir, "pg_ctl")) {
 			return dir, nil
 		}
 	}
-	return "", fmt.Errorf("pgtest: PostgreSQL is not installed (no /usr/lib/postgresql/<version>/bin/initdb); %s", installHint)
+	return "", fmt.Errorf("pgtest: PostgreSQL is not installed (no %s/<version>/bin/initdb); %s", installRoot, installHint)
 }
 
 // majorVersion is the <version> of /usr/lib/postgresql/<version>/bin.
