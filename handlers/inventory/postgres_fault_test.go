@@ -74,47 +74,61 @@ func TestPostgresRestartDuringRecording(t *testing.T) {
 	p := openPostgres(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const n = 30
-	halfway := make(chan struct{})
-	failures := make(chan error, n*100)
+	const before, after, most = 5, 5, 10_000
+	started, restarted := make(chan struct{}), make(chan struct{})
+	var failures []error
+	recorded := 0
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for i := range n {
-			r := record(fmt.Sprintf("ark:/99999/fk4r%03d", i), 1, fmt.Sprint(i), fmt.Sprint("loc-", i))
-			r.Events = []Event{event(EventIngestion, i)}
+		// Record until `after` records past the restart (or ctx ends).
+		for left := after; left > 0 && recorded < most && ctx.Err() == nil; recorded++ {
+			r := record(fmt.Sprintf("ark:/99999/fk4r%05d", recorded), 1, fmt.Sprint(recorded), fmt.Sprint("loc-", recorded))
+			r.Events = []Event{event(EventIngestion, 1)}
 			for err := p.Record(ctx, r); err != nil; err = p.Record(ctx, r) {
+				failures = append(failures, err)
 				if ctx.Err() != nil {
-					failures <- err
 					return
 				}
-				failures <- err
 			}
-			if i == n/3 {
-				close(halfway)
+			select {
+			case <-restarted:
+				left--
+			default:
+			}
+			if recorded == before {
+				close(started)
 			}
 		}
 	})
-	<-halfway
+	<-started
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	close(restarted)
 	wg.Wait()
-	close(failures)
-	t.Logf("%d Records failed and were tried again", len(failures))
-	for err := range failures {
+	t.Logf("%d versions recorded; %d Records failed and were tried again", recorded, len(failures))
+	for _, err := range failures {
 		if Refused(err) || errors.Is(err, ErrConflict) || ctx.Err() != nil {
 			t.Errorf("a Record during the restart: %v; want only retryable errors", err)
 		}
 	}
-	countRows(t, p, map[string]int{"objects": n, "versions": n, "files": 2 * n, "local_ids": n, "events": n})
+	countRows(t, pgtestURL(t, p), map[string]int{"objects": recorded, "versions": recorded, "files": 2 * recorded,
+		"local_ids": recorded, "events": recorded})
 }
 
-// countRows checks how many rows each table holds.
-func countRows(t *testing.T, p *Postgres, want map[string]int) {
+// countRows checks how many rows each table of the database at url holds,
+// through a connection of its own (a pool's may have gone with a restart).
+func countRows(t *testing.T, url string, want map[string]int) {
 	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
 	for table, n := range want {
 		var got int
-		if err := p.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != n {
@@ -166,6 +180,6 @@ func TestPostgresHostsContend(t *testing.T) {
 			t.Fatalf("pair-%d went to %q (%v, %v)", pair, winner, ok, err)
 		}
 	}
-	countRows(t, invs[0], map[string]int{"objects": objects / 2, "versions": objects / 2 * versions,
+	countRows(t, url, map[string]int{"objects": objects / 2, "versions": objects / 2 * versions,
 		"files": objects / 2 * versions * 2, "local_ids": objects})
 }
