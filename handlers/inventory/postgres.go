@@ -31,8 +31,9 @@ var _ Inventory = (*Postgres)(nil)
 var ErrUnavailable = errors.New("unavailable")
 
 // Tries of one call when the database is out of reach: a pool may hand out
-// a connection that a restart of the server broke, and the next try gets a
-// new one. Every call is idempotent, so trying again is safe.
+// connections that a restart of the server broke; the pool is emptied, and
+// the next try gets a new one. Every call is idempotent, so trying again is
+// safe.
 const (
 	tries       = 3
 	tryPause    = 50 * time.Millisecond
@@ -95,9 +96,12 @@ func (p *Postgres) Record(ctx context.Context, r Record) error {
 // of reach is ErrUnavailable.
 func (p *Postgres) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	var err error
-	for try := 1; try <= tries; try++ {
-		if err = fn(ctx); err == nil || !unreachable(err) || try == tries ||
-			!backoff.Sleep(ctx, backoff.Delay(tryPause, tryPauseMax, try)) {
+	for try := 1; ; try++ {
+		if err = fn(ctx); err == nil || !unreachable(err) || try == tries {
+			break
+		}
+		p.pool.Reset() // what broke one connection (a restart, the network) likely broke them all
+		if !backoff.Sleep(ctx, backoff.Delay(tryPause, tryPauseMax, try)) {
 			break
 		}
 	}
