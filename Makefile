@@ -8,8 +8,9 @@ BENCHTIME ?= 3s
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper (Debian), versitygw (built from the Go proxy) and the OCFL validator (npm) if missing
+deps: ## install ZooKeeper and PostgreSQL (Debian), versitygw (built from the Go proxy) and the OCFL validator (npm) if missing
 	./scripts/install-zookeeper.sh
+	./scripts/install-postgres.sh
 	./scripts/install-versitygw.sh
 	./scripts/install-ocfl-validator.sh
 
@@ -19,7 +20,7 @@ build: ## build bin/ingestq
 demo: deps build ## a sample deposit end to end: local ZooKeeper, the daemon, a web server of testdata/demo
 	bin/ingestq demo
 
-test: ## vet, then every test with the race detector (starts its own ZooKeeper)
+test: ## vet, then every test with the race detector (starts its own ZooKeeper and PostgreSQL)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 

@@ -3,12 +3,14 @@ package inventory
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -17,9 +19,10 @@ import (
 //
 //	POST <endpoint>/records                       a Record as JSON; 2xx ok, 409 local id conflict
 //	GET  <endpoint>/localids/<profile>/<local id> → {"ark": …}; 404 when none
+//	GET  <endpoint>/objects/<ark>                 → an ObjectDetail; 404 when none
 //
-// 5xx answers and network errors are retried by the client; other 4xx are
-// refusals ([Refused]).
+// 5xx answers and network errors are retried by the client; 4xx answers
+// other than 409 are refusals ([Refused]).
 type HTTP struct {
 	endpoint string
 	client   *retryablehttp.Client
@@ -59,13 +62,10 @@ func (h *HTTP) Record(ctx context.Context, r Record) error {
 		return fmt.Errorf("inventory: %s at %s: %w", what, target, err)
 	}
 	defer closeBody(resp)
-	switch {
-	case resp.StatusCode/100 == 2:
+	if resp.StatusCode/100 == 2 {
 		return nil
-	case resp.StatusCode == http.StatusConflict:
-		return fmt.Errorf("inventory: %s at %s: %w: %q", what, target, ErrConflict, snippet(resp))
 	}
-	return answerError(resp, what, target)
+	return answered(resp, what, target)
 }
 
 // LookupLocalID asks the service which ARK localID maps to within profile.
@@ -75,27 +75,12 @@ func (h *HTTP) LookupLocalID(ctx context.Context, profile, localID string) (stri
 	}
 	target := h.endpoint + "/localids/" + url.PathEscape(profile) + "/" + url.PathEscape(localID)
 	what := fmt.Sprintf("look up local id %q in profile %q", localID, profile)
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return "", false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return "", false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
-	}
-	defer closeBody(resp)
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return "", false, nil
-	case resp.StatusCode/100 != 2:
-		return "", false, answerError(resp, what, target)
-	}
 	var answer struct {
 		ARK string `json:"ark"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&answer); err != nil {
-		return "", false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, target, err)
+	found, err := h.get(ctx, target, what, 1<<20, &answer)
+	if err != nil || !found {
+		return "", false, err
 	}
 	if answer.ARK == "" {
 		return "", false, fmt.Errorf("inventory: %s at %s: the answer has no ark", what, target)
@@ -103,36 +88,102 @@ func (h *HTTP) LookupLocalID(ctx context.Context, profile, localID string) (stri
 	return answer.ARK, true, nil
 }
 
-// refusedError is a 4xx answer: the service understood and said no.
-type refusedError struct {
-	target string
-	status string
-	body   string
-}
+// maxObjectAnswer bounds an object's detail: many versions of many files,
+// each with its events, but not more than this.
+const maxObjectAnswer = 256 << 20
 
-func (e *refusedError) Error() string {
-	return fmt.Sprintf("%s refused: %s: %q", e.target, e.status, e.body)
-}
-
-// Refused tells whether err is (or wraps) a refusal by the inventory
-// service: a 4xx answer other than 409, which retrying will not change.
-func Refused(err error) bool {
-	var r *refusedError
-	return errors.As(err, &r)
-}
-
-// answerError describes a non-2xx answer; a 4xx one is marked refused.
-func answerError(resp *http.Response, what, target string) error {
-	if resp.StatusCode/100 == 4 {
-		return fmt.Errorf("inventory: %s: %w", what, &refusedError{target, resp.Status, snippet(resp)})
+// Object asks the service for ark's object row and versions.
+func (h *HTTP) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	if err := checkARK(ark); err != nil {
+		return ObjectDetail{}, err
 	}
-	return fmt.Errorf("inventory: %s: %s answered %s: %q", what, target, resp.Status, snippet(resp))
+	target := h.endpoint + "/objects/" + url.PathEscape(ark)
+	var d ObjectDetail
+	found, err := h.get(ctx, target, "object "+ark, maxObjectAnswer, &d)
+	switch {
+	case err != nil:
+		return ObjectDetail{}, err
+	case !found:
+		return ObjectDetail{}, notFound(ark)
+	case d.Object.ARK != ark:
+		return ObjectDetail{}, fmt.Errorf("inventory: object %s at %s: the answer is of %q", ark, target, d.Object.ARK)
+	}
+	for i, r := range d.Versions {
+		d.Versions[i] = canonical(r)
+	}
+	return d, nil
 }
 
-// snippet is the first 200 bytes of an answer's body.
+// get decodes the JSON answer to a GET of target into v; found is false on
+// a 404.
+func (h *HTTP) get(ctx context.Context, target, what string, limit int64, v any) (found bool, err error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+	}
+	defer closeBody(resp)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return false, nil
+	case resp.StatusCode/100 != 2:
+		return false, answered(resp, what, target)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(v); err != nil {
+		return false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, target, err)
+	}
+	return true, nil
+}
+
+// Close releases nothing: the client belongs to the caller.
+func (h *HTTP) Close() error { return nil }
+
+// answerError is a non-2xx answer. A 4xx other than 409 is a refusal:
+// the service understood and said no; a 409 is [ErrConflict], a 422
+// [ErrMismatch] and a 400 [ErrInvalid], as [NewServer] answers them.
+type answerError struct {
+	target, status, body string
+	kind                 error // what the answer means, when it is known
+	refused              bool
+}
+
+func (e *answerError) Error() string {
+	verb := "answered"
+	if e.refused {
+		verb = "refused"
+	}
+	return fmt.Sprintf("%s %s %s: %s", e.target, verb, e.status, e.body)
+}
+
+func (e *answerError) Unwrap() error { return e.kind }
+
+// answered describes a non-2xx answer to what.
+func answered(resp *http.Response, what, target string) error {
+	e := &answerError{target: target, status: resp.Status, body: snippet(resp), refused: resp.StatusCode/100 == 4}
+	switch resp.StatusCode {
+	case http.StatusConflict:
+		e.kind, e.refused = ErrConflict, false
+	case http.StatusUnprocessableEntity:
+		e.kind = ErrMismatch
+	case http.StatusBadRequest:
+		e.kind = ErrInvalid
+	}
+	return fmt.Errorf("inventory: %s: %w", what, e)
+}
+
+// snippet is the start of an answer's body, on one line (quoted when it
+// has control characters or is not UTF-8).
 func snippet(resp *http.Response) string {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-	return string(b)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	s := strings.TrimSpace(string(b))
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // closeBody drains a little of the body so the connection can be reused.

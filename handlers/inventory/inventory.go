@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -14,6 +12,40 @@ type FileRow struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+}
+
+// Replica is one verified copy of a version in a storage target.
+type Replica struct {
+	Target   string    `json:"target"` // the storage target's name or URL, as the profile names it
+	URL      string    `json:"url"`    // where the copy is
+	Verified time.Time `json:"verified"`
+}
+
+// PREMIS event types (the Library of Congress vocabulary,
+// id.loc.gov/vocabulary/preservation/eventType) that ingest records.
+const (
+	EventIngestion                = "ingestion"
+	EventMessageDigestCalculation = "message digest calculation"
+	EventFixityCheck              = "fixity check"
+	EventIdentifierAssignment     = "identifier assignment"
+	EventReplication              = "replication"
+)
+
+// PREMIS event outcomes.
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// Event is one PREMIS event of a version.
+type Event struct {
+	ID      string    `json:"id"`   // a UUID, kept in its canonical lower-case form
+	Type    string    `json:"type"` // one of the Event* constants
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"` // OutcomeSuccess or OutcomeFailure
+	Agent   string    `json:"agent"`   // e.g. "ingestq v1.2.3 on host1"
+	Detail  string    `json:"detail"`
+	File    string    `json:"file,omitempty"` // object-relative file name, when the event is about one file
 }
 
 // Record is one stored version, as the inventory keeps it.
@@ -30,6 +62,8 @@ type Record struct {
 	What     string    `json:"what"`
 	When     string    `json:"when"`
 	Where    string    `json:"where"`
+	Replicas []Replica `json:"replicas"` // by target; added to by later records
+	Events   []Event   `json:"events"`   // by time; added to by later records
 }
 
 // ObjectRow is one object, for listings.
@@ -44,14 +78,24 @@ type ObjectRow struct {
 	Where         string   `json:"where"`
 }
 
+// ObjectDetail is an object with every recorded version, oldest first.
+type ObjectDetail struct {
+	Object   ObjectRow `json:"object"`
+	Versions []Record  `json:"versions"`
+}
+
 // Inventory records stored versions and maps local ids to ARKs.
 type Inventory interface {
 	// Record writes one stored version. Recording the same (ARK, Version)
-	// again changes nothing; different content for it is an error.
+	// again changes nothing but adding the replicas and events not
+	// recorded yet; different content for it is an error.
 	Record(ctx context.Context, r Record) error
 	// LookupLocalID returns the ARK localID maps to within profile; ok is
 	// false when there is none.
 	LookupLocalID(ctx context.Context, profile, localID string) (ark string, ok bool, err error)
+	// Object returns ark's object row and versions; an unknown ark is
+	// ErrNotFound (wrapped).
+	Object(ctx context.Context, ark string) (ObjectDetail, error)
 }
 
 var (
@@ -61,92 +105,57 @@ var (
 	// ErrMismatch is a record that contradicts what is recorded: other
 	// content for a recorded version, or another profile for an object.
 	ErrMismatch = errors.New("contradicts the inventory")
+	// ErrInvalid is a record or a question no inventory can take: an
+	// empty ARK, a bad digest, a string with a NUL or not UTF-8, …
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound is an object the inventory does not hold.
+	ErrNotFound = errors.New("not in the inventory")
 )
 
-// maxVersion keeps version keys (%08d) in numeric order.
-const maxVersion = 99_999_999
-
-// normalize checks r and returns it in canonical form: files sorted by name,
-// local ids sorted without repeats, created in UTC.
-func normalize(r Record) (Record, error) {
-	bad := func(format string, a ...any) (Record, error) {
-		return Record{}, fmt.Errorf("inventory: record of %q version %d: %s", r.ARK, r.Version, fmt.Sprintf(format, a...))
-	}
-	switch {
-	case r.ARK == "" || strings.ContainsRune(r.ARK, 0):
-		return bad("ARK is empty or has a NUL")
-	case r.Profile == "" || strings.ContainsRune(r.Profile, 0):
-		return bad("profile %q is empty or has a NUL", r.Profile)
-	case r.Version < 1 || r.Version > maxVersion:
-		return bad("version is not in 1..%d", maxVersion)
-	}
-	ids := slices.Clone(r.LocalIDs)
-	for _, id := range ids {
-		if id == "" || strings.ContainsRune(id, 0) {
-			return bad("local id %q is empty or has a NUL", id)
-		}
-	}
-	slices.Sort(ids)
-	r.LocalIDs = slices.Compact(ids)
-
-	r.Files = slices.Clone(r.Files)
-	slices.SortFunc(r.Files, func(a, b FileRow) int { return strings.Compare(a.Name, b.Name) })
-	for i, f := range r.Files {
-		switch {
-		case f.Name == "":
-			return bad("a file has no name")
-		case i > 0 && r.Files[i-1].Name == f.Name:
-			return bad("file %q listed twice", f.Name)
-		case f.Size < 0:
-			return bad("file %q has size %d", f.Name, f.Size)
-		case !validDigest(f.SHA256):
-			return bad("file %q: sha256 %q is not 64 lower-case hex digits", f.Name, f.SHA256)
-		}
-	}
-	r.Created = r.Created.UTC()
-	return r, nil
+// Refused tells whether err is one that trying again cannot change: a
+// refusal by an inventory service (a 4xx answer other than 409), a record
+// that contradicts the inventory ([ErrMismatch]) or is invalid
+// ([ErrInvalid]). [ErrConflict] is told apart by errors.Is. Other errors
+// (a database or service out of reach, a 5xx answer) may pass.
+func Refused(err error) bool {
+	var answer *answerError
+	return errors.As(err, &answer) && answer.refused || errors.Is(err, ErrMismatch) || errors.Is(err, ErrInvalid)
 }
 
-// checkLookup rejects a lookup that no record could match: NUL would let
-// one profile's key pass for another's.
-func checkLookup(profile, localID string) error {
-	if profile == "" || localID == "" || strings.ContainsRune(profile+localID, 0) {
-		return fmt.Errorf("inventory: look up local id %q in profile %q: empty or has a NUL", localID, profile)
+// ObjectByLocalID returns the object localID maps to within profile; an
+// unknown local id is ErrNotFound (wrapped).
+func ObjectByLocalID(ctx context.Context, inv Inventory, profile, localID string) (ObjectDetail, error) {
+	ark, ok, err := inv.LookupLocalID(ctx, profile, localID)
+	if err != nil {
+		return ObjectDetail{}, err
 	}
-	return nil
+	if !ok {
+		return ObjectDetail{}, fmt.Errorf("inventory: local id %q in profile %q: %w", localID, profile, ErrNotFound)
+	}
+	return inv.Object(ctx, ark)
 }
 
-func validDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// contentDiff names what differs between two normalized records of one
-// version ("" when they are the same content).
-func contentDiff(a, b Record) string {
-	var diff []string
-	if a.Profile != b.Profile {
-		diff = append(diff, fmt.Sprintf("profile %q vs %q", a.Profile, b.Profile))
-	}
-	if !slices.Equal(a.LocalIDs, b.LocalIDs) {
-		diff = append(diff, fmt.Sprintf("local ids %q vs %q", a.LocalIDs, b.LocalIDs))
-	}
-	if !slices.Equal(a.Files, b.Files) {
-		diff = append(diff, fmt.Sprintf("files (%d vs %d)", len(a.Files), len(b.Files)))
-	}
-	return strings.Join(diff, ", ")
-}
+// The messages every implementation gives for the same refusal.
 
 // mismatch describes a record whose content differs from the recorded one,
 // naming both by their origin.
 func mismatch(old, r Record, diff string) error {
 	return fmt.Errorf("inventory: %s version %d recorded from batch %q job %q differs from the record from batch %q job %q: %s: %w",
 		r.ARK, r.Version, old.Batch, old.Job, r.Batch, r.Job, diff, ErrMismatch)
+}
+
+// otherProfile is a record of an object that is in another profile.
+func otherProfile(r Record, recorded string) error {
+	return fmt.Errorf("inventory: %s is in profile %q, not %q (batch %q job %q): %w",
+		r.ARK, recorded, r.Profile, r.Batch, r.Job, ErrMismatch)
+}
+
+// conflict is a local id of r that maps to another ARK.
+func conflict(r Record, localID, other string) error {
+	return fmt.Errorf("inventory: local id %q in profile %q maps to %s, not %s: %w",
+		localID, r.Profile, other, r.ARK, ErrConflict)
+}
+
+func notFound(ark string) error {
+	return fmt.Errorf("inventory: object %s: %w", ark, ErrNotFound)
 }

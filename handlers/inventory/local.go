@@ -103,6 +103,9 @@ func (l *Local) Record(ctx context.Context, r Record) error {
 			if diff := contentDiff(old, r); diff != "" {
 				return mismatch(old, r, diff)
 			}
+			if merged, added := addNew(old, r); added {
+				return putJSON(versions, vkey, merged)
+			}
 			return nil // recorded before: nothing to do
 		}
 
@@ -112,15 +115,13 @@ func (l *Local) Record(ctx context.Context, r Record) error {
 				return fmt.Errorf("object row %s: %w", r.ARK, err)
 			}
 			if obj.Profile != r.Profile {
-				return fmt.Errorf("inventory: %s is in profile %q, not %q (batch %q job %q): %w",
-					r.ARK, obj.Profile, r.Profile, r.Batch, r.Job, ErrMismatch)
+				return otherProfile(r, obj.Profile)
 			}
 		}
 		for _, id := range r.LocalIDs {
 			key := localIDKey(r.Profile, id)
 			if got := localIDs.Get(key); got != nil && string(got) != r.ARK {
-				return fmt.Errorf("inventory: local id %q in profile %q maps to %s, not %s: %w",
-					id, r.Profile, got, r.ARK, ErrConflict)
+				return conflict(r, id, string(got))
 			}
 			if err := localIDs.Put(key, []byte(r.ARK)); err != nil {
 				return err
@@ -176,6 +177,36 @@ func (l *Local) LookupLocalID(ctx context.Context, profile, localID string) (str
 	return ark, ark != "", nil
 }
 
+// Object returns ark's object row and versions; see [Inventory].
+func (l *Local) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	if err := checkARK(ark); err != nil {
+		return ObjectDetail{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ObjectDetail{}, fmt.Errorf("inventory: object %s: %w", ark, err)
+	}
+	var d ObjectDetail
+	err := l.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketObjects).Get([]byte(ark))
+		if b == nil {
+			return notFound(ark)
+		}
+		if err := json.Unmarshal(b, &d.Object); err != nil {
+			return fmt.Errorf("object row %s: %w", ark, err)
+		}
+		var err error
+		d.Versions, err = versionsOf(tx, ark)
+		return err
+	})
+	if errors.Is(err, ErrNotFound) {
+		return ObjectDetail{}, err
+	}
+	if err != nil {
+		return ObjectDetail{}, fmt.Errorf("inventory database %s: object %s: %w", l.path, ark, err)
+	}
+	return d, nil
+}
+
 // Objects returns every object row, sorted by ARK.
 func (l *Local) Objects(ctx context.Context) ([]ObjectRow, error) {
 	if err := ctx.Err(); err != nil {
@@ -204,21 +235,28 @@ func (l *Local) Versions(ctx context.Context, ark string) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("inventory: versions of %s: %w", ark, err)
 	}
-	prefix := []byte(ark + "\x00")
 	var recs []Record
 	err := l.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketVersions).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var r Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("version row %q: %w", k, err)
-			}
-			recs = append(recs, r)
-		}
-		return nil
+		var err error
+		recs, err = versionsOf(tx, ark)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inventory database %s: versions of %s: %w", l.path, ark, err)
+	}
+	return recs, nil
+}
+
+func versionsOf(tx *bolt.Tx, ark string) ([]Record, error) {
+	prefix := []byte(ark + "\x00")
+	var recs []Record
+	c := tx.Bucket(bucketVersions).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("version row %q: %w", k, err)
+		}
+		recs = append(recs, canonical(r))
 	}
 	return recs, nil
 }

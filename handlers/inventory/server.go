@@ -13,31 +13,35 @@ import (
 // but not this large.
 const maxRecordBody = 16 << 20
 
-// server serves a Local inventory over the protocol [HTTP] speaks.
+// server serves an inventory over the protocol [HTTP] speaks.
 type server struct {
-	l   *Local
+	inv Inventory
 	log *slog.Logger
 }
 
-// NewServer returns a handler serving l to [HTTP] clients:
+// NewServer returns a handler serving inv (a [Local], a [Postgres]) to
+// [HTTP] clients:
 //
 //	POST /records                 a Record as JSON → 204; 409 local id conflict
 //	GET  /localids/{profile}/{id} → {"ark": …}; 404 when none
+//	GET  /objects/{ark}           → an ObjectDetail; 404 when none
 //
 // A malformed record is 400, one too large 413, and one contradicting the
 // inventory ([ErrMismatch]) 422: never 409, which the client reports as
-// [ErrConflict]. The client reports those as refusals ([Refused]). Failures
-// of the database are 500, which the client retries. A nil log discards.
-func NewServer(l *Local, log *slog.Logger) http.Handler {
+// [ErrConflict]. The client reports those as refusals ([Refused]). Other
+// failures of the inventory are 500, which the client retries. A nil log
+// discards.
+func NewServer(inv Inventory, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &server{l: l, log: log}
+	s := &server{inv: inv, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /records", s.record)
-	// The client escapes "/" in either segment as %2F; ServeMux matches
-	// escaped segments and PathValue unescapes them.
+	// The client escapes "/" in a segment as %2F; ServeMux matches escaped
+	// segments and PathValue unescapes them.
 	mux.HandleFunc("GET /localids/{profile}/{id}", s.lookup)
+	mux.HandleFunc("GET /objects/{ark}", s.object)
 	return mux
 }
 
@@ -47,15 +51,11 @@ func (s *server) record(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, status, err)
 		return
 	}
-	// normalize is what Record checks first; running it here tells bad
-	// input (400) from a failing database (500).
-	if _, err := normalize(rec); err != nil {
-		s.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	if err := s.l.Record(r.Context(), rec); err != nil {
+	if err := s.inv.Record(r.Context(), rec); err != nil {
 		status := http.StatusInternalServerError
 		switch {
+		case errors.Is(err, ErrInvalid):
+			status = http.StatusBadRequest
 		case errors.Is(err, ErrConflict):
 			status = http.StatusConflict
 		case errors.Is(err, ErrMismatch):
@@ -93,18 +93,36 @@ func (s *server) lookup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	ark, ok, err := s.l.LookupLocalID(r.Context(), profile, id)
+	ark, ok, err := s.inv.LookupLocalID(r.Context(), profile, id)
 	switch {
 	case err != nil:
 		s.fail(w, r, http.StatusInternalServerError, err)
 	case !ok:
 		http.Error(w, fmt.Sprintf("no local id %q in profile %q", id, profile), http.StatusNotFound)
 	default:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
+		writeJSON(w, struct {
 			ARK string `json:"ark"`
 		}{ark})
 	}
+}
+
+func (s *server) object(w http.ResponseWriter, r *http.Request) {
+	d, err := s.inv.Object(r.Context(), r.PathValue("ark"))
+	switch {
+	case errors.Is(err, ErrInvalid):
+		s.fail(w, r, http.StatusBadRequest, err)
+	case errors.Is(err, ErrNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case err != nil:
+		s.fail(w, r, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, d)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // fail answers status with err's message, which the client quotes.

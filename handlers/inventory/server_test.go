@@ -15,7 +15,7 @@ import (
 func newServer(t *testing.T) (*httptest.Server, *Local, *HTTP) {
 	t.Helper()
 	l, _ := openTemp(t)
-	srv := httptest.NewServer(NewServer(l, nil))
+	srv := httptest.NewServer(NewServer(l, nil)) // nil log: the tests assert on answers
 	t.Cleanup(srv.Close)
 	return srv, l, NewHTTP(srv.URL, testClient())
 }
@@ -46,17 +46,8 @@ func TestServerRecordAndLookup(t *testing.T) {
 	}
 }
 
-func TestServerConflict(t *testing.T) {
-	ctx := context.Background()
-	_, l, h := newServer(t)
-	mustRecord(t, h, record(arkA, 1, "one", "loc-1"))
-	err := h.Record(ctx, record(arkB, 1, "bee", "loc-1"))
-	if !errors.Is(err, ErrConflict) || Refused(err) || !strings.Contains(err.Error(), arkA) {
-		t.Fatalf("a taken local id through the server: %v, want ErrConflict naming %s", err, arkA)
-	}
-	if vs, _ := l.Versions(ctx, arkB); len(vs) != 0 {
-		t.Fatalf("a conflicting record wrote %+v", vs)
-	}
+func TestHTTPConformance(t *testing.T) {
+	runConformance(t, func(t *testing.T) Inventory { _, _, h := newServer(t); return h })
 }
 
 // A record contradicting the inventory is refused, not a local id conflict.

@@ -1,0 +1,133 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres is the inventory in a PostgreSQL database shared by every host:
+// tables objects, versions, files, local_ids, replicas and events (see
+// migrations/), brought up to date by NewPostgres.
+type Postgres struct {
+	pool  *pgxpool.Pool
+	where string // host:port/database, for messages (never the password)
+}
+
+var _ Inventory = (*Postgres)(nil)
+
+// ErrUnavailable is a database out of reach (wrapped with the cause):
+// down, restarting, or the network in between. Trying again later may
+// succeed.
+var ErrUnavailable = errors.New("unavailable")
+
+// Tries of one call when the database is out of reach: a pool may hand out
+// connections that a restart of the server broke; the pool is emptied, and
+// the next try gets a new one. Every call is idempotent, so trying again is
+// safe.
+const (
+	tries       = 3
+	tryPause    = 50 * time.Millisecond
+	tryPauseMax = 500 * time.Millisecond
+)
+
+// connectTimeout bounds a connection attempt when the URL sets none
+// (connect_timeout), so that a server behind a black hole is found out of
+// reach in seconds rather than at the system's TCP timeout.
+const connectTimeout = 10 * time.Second
+
+// NewPostgres connects to the database at url (postgres://…) and applies
+// the schema migrations it lacks.
+func NewPostgres(ctx context.Context, url string) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil { // pgx's message hides the password
+		return nil, fmt.Errorf("inventory: %w PostgreSQL URL: %w", ErrInvalid, err)
+	}
+	cc := cfg.ConnConfig
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = connectTimeout
+	}
+	p := &Postgres{where: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)}
+	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("inventory database %s: %w", p.where, err)
+	}
+	if err := p.retry(ctx, "migrate the schema", func(ctx context.Context) error { return migrate(ctx, p.pool) }); err != nil {
+		p.pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close closes the pool's connections.
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// Record writes r in one transaction; see [Inventory].
+func (p *Postgres) Record(ctx context.Context, r Record) error {
+	r, err := normalize(r)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("record %s version %d", r.ARK, r.Version)
+	return p.retry(ctx, what, func(ctx context.Context) error {
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return recordTx(ctx, tx, r) })
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+			return fmt.Errorf("%w: %w", ErrInvalid, err) // a data exception or integrity violation: the record's fault
+		}
+		return err
+	})
+}
+
+// retry runs fn until it succeeds, fails for a reason other than the
+// database being out of reach, ctx ends, or tries run out. The refusals of
+// the inventory (ErrConflict, …) come back as they are; the database out
+// of reach is ErrUnavailable.
+func (p *Postgres) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	var err error
+	for try := 1; ; try++ {
+		if err = fn(ctx); err == nil || !unreachable(err) || try == tries {
+			break
+		}
+		p.pool.Reset() // what broke one connection (a restart, the network) likely broke them all
+		if !backoff.Sleep(ctx, backoff.Delay(tryPause, tryPauseMax, try)) {
+			break
+		}
+	}
+	switch {
+	case err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrMismatch) || errors.Is(err, ErrNotFound):
+		return err
+	case unreachable(err):
+		return fmt.Errorf("inventory database %s: %s: %w: %w", p.where, what, ErrUnavailable, err)
+	}
+	return fmt.Errorf("inventory database %s: %s: %w", p.where, what, err)
+}
+
+// unreachable tells whether err means the database could not be reached
+// or went away: no answer (a network error, a closed connection), or the
+// server saying it is shutting down, starting, or out of connections.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return pgconn.Timeout(err) // a deadline met while dialling or waiting for an answer
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := pgErr.Code
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") || code == "53300"
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}

@@ -1,0 +1,121 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// querier is what reads need of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// LookupLocalID returns the ARK localID maps to within profile.
+func (p *Postgres) LookupLocalID(ctx context.Context, profile, localID string) (string, bool, error) {
+	if err := checkLookup(profile, localID); err != nil {
+		return "", false, err
+	}
+	var ark string
+	err := p.retry(ctx, fmt.Sprintf("look up local id %q in profile %q", localID, profile), func(ctx context.Context) error {
+		err := p.pool.QueryRow(ctx, `SELECT ark FROM local_ids WHERE profile = $1 AND local_id = $2`,
+			profile, localID).Scan(&ark)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return ark, ark != "" && err == nil, err
+}
+
+// Object returns ark's object row and versions, read in one snapshot.
+func (p *Postgres) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	if err := checkARK(ark); err != nil {
+		return ObjectDetail{}, err
+	}
+	var d ObjectDetail
+	err := p.retry(ctx, "object "+ark, func(ctx context.Context) error {
+		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+		return pgx.BeginTxFunc(ctx, p.pool, opts, func(tx pgx.Tx) error {
+			var err error
+			d, err = loadObject(ctx, tx, ark)
+			return err
+		})
+	})
+	return d, err
+}
+
+func loadObject(ctx context.Context, q querier, ark string) (ObjectDetail, error) {
+	o := ObjectRow{ARK: ark}
+	err := q.QueryRow(ctx, `SELECT profile, latest_version, who, what, "when", "where" FROM objects WHERE ark = $1`, ark).
+		Scan(&o.Profile, &o.LatestVersion, &o.Who, &o.What, &o.When, &o.Where)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ObjectDetail{}, notFound(ark)
+	}
+	if err != nil {
+		return ObjectDetail{}, err
+	}
+	rows, _ := q.Query(ctx, `SELECT local_id FROM local_ids WHERE ark = $1`, ark)
+	if o.LocalIDs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return ObjectDetail{}, err
+	}
+	o.LocalIDs = sortedBy(o.LocalIDs, func(s string) string { return s })
+	versions, err := loadVersions(ctx, q, ark, o.Profile, 0)
+	return ObjectDetail{Object: o, Versions: versions}, err
+}
+
+// loadVersions reads the versions of ark (in profile), oldest first: all of
+// them, or only the one numbered version when it is not 0.
+func loadVersions(ctx context.Context, q querier, ark, profile string, version int) ([]Record, error) {
+	const which = ` WHERE ark = $1 AND ($2::integer = 0 OR version = $2::integer)`
+	rows, _ := q.Query(ctx, `SELECT version, created, local_ids, batch, job, who, what, "when", "where"
+		FROM versions`+which+` ORDER BY version`, ark, version)
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
+		r := Record{ARK: ark, Profile: profile}
+		err := row.Scan(&r.Version, &r.Created, &r.LocalIDs, &r.Batch, &r.Job, &r.Who, &r.What, &r.When, &r.Where)
+		return r, err
+	})
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	byVersion := func(v int) *Record {
+		i, _ := slices.BinarySearchFunc(recs, v, func(r Record, v int) int { return r.Version - v })
+		return &recs[i] // every row below belongs to a version read above, in the same snapshot
+	}
+	var v int
+	var f FileRow
+	rows, _ = q.Query(ctx, `SELECT version, name, size, sha256 FROM files`+which, ark, version)
+	_, err = pgx.ForEachRow(rows, []any{&v, &f.Name, &f.Size, &f.SHA256}, func() error {
+		r := byVersion(v)
+		r.Files = append(r.Files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var c Replica
+	rows, _ = q.Query(ctx, `SELECT version, target, url, verified FROM replicas`+which, ark, version)
+	_, err = pgx.ForEachRow(rows, []any{&v, &c.Target, &c.URL, &c.Verified}, func() error {
+		r := byVersion(v)
+		r.Replicas = append(r.Replicas, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var e Event
+	rows, _ = q.Query(ctx, `SELECT version, id::text, type, at, outcome, agent, detail, file FROM events`+which, ark, version)
+	_, err = pgx.ForEachRow(rows, []any{&v, &e.ID, &e.Type, &e.At, &e.Outcome, &e.Agent, &e.Detail, &e.File}, func() error {
+		r := byVersion(v)
+		r.Events = append(r.Events, e)
+		return nil
+	})
+	for i := range recs {
+		recs[i] = canonical(recs[i])
+	}
+	return recs, err
+}

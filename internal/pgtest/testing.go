@@ -1,0 +1,97 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// shared is the test binary's server, set by Main.
+var shared *Server
+
+// Main is for TestMain: it starts one Server, runs the tests, then stops
+// the server and removes its folder. If PostgreSQL is not installed it
+// prints the install command and exits 1: it never skips.
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+func Main(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	s, err := StartServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close() // deferred so a panicking test still stops the server
+	shared = s
+	return m.Run()
+}
+
+// Shared returns the test binary's server started by Main.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("pgtest: no shared PostgreSQL server; add to the package's tests:\n" +
+			"\tfunc TestMain(m *testing.M) { pgtest.Main(m) }")
+	}
+	return shared
+}
+
+// Start starts a server of t's own (for tests that stop or restart it);
+// t.Cleanup stops it and removes its folder. A missing PostgreSQL fails t
+// with the command that installs it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return s
+}
+
+// NewDatabase creates an empty database t_<random hex> on s (the shared
+// server when nil) and returns its URL; the database is left to go with
+// the server.
+func NewDatabase(t testing.TB, s *Server) string {
+	t.Helper()
+	if s == nil {
+		s = Shared(t)
+	}
+	url, err := s.CreateDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// CreateDatabase creates an empty database t_<random hex> and returns its
+// URL.
+func (s *Server) CreateDatabase() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	defer conn.Close(ctx)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "t_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
+	}
+	return s.URL(name), nil
+}
