@@ -57,7 +57,8 @@ func TestBigObjectManifest(t *testing.T) {
 	ark := r.checkStored(jobs["manifest"], want)
 	logSteps(t, r, jobs["manifest"].ID)
 
-	recs, err := r.p.Inventory().Versions(context.Background(), ark)
+	detail, err := r.p.Inventory().Object(context.Background(), ark)
+	recs := detail.Versions
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("inventory of %s: %d versions (%v), want 1", ark, len(recs), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/container"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -84,6 +85,9 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return reactor.Result{}, err
+	}
+	if err := p.logFixity(j.ID, files); err != nil {
 		return reactor.Result{}, err
 	}
 	if typ := j.Config.PayloadType; typ == TypeManifest || typ == TypeFile {
@@ -226,4 +230,19 @@ func (p *Pipeline) prune(j *queue.Job, files []file) error {
 		p.log.Warn("downloading: removing a file its manifest no longer lists", "job", j.ID, "file", path)
 		return os.Remove(path)
 	})
+}
+
+// logFixity logs a PREMIS fixity check for each file verified against a
+// digest the depositor gave.
+func (p *Pipeline) logFixity(jid string, files []file) error {
+	var evs []inventory.Event
+	for _, f := range files {
+		if f.Want.Digest == "" {
+			continue
+		}
+		evs = append(evs, p.event(jid, inventory.EventFixityCheck, f.Name, "download",
+			fmt.Sprintf("downloaded from %s; matched the depositor's %s %s", f.URL, f.Want.Alg, f.Want.Digest)))
+	}
+	_, err := p.logEvents(jid, evs...)
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -46,15 +47,19 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 			r.t.Errorf("%s: stored producer/%s has sha256 %q, want %s", ark, name, got["producer/"+name], sha256hex(data))
 		}
 	}
-	for _, sys := range []string{"system/mrt-erc.txt", "system/mrt-dc.xml"} {
+	for _, sys := range []string{"system/mrt-erc.txt", "system/mrt-dc.xml", "system/mrt-premis.xml"} {
 		if got[sys] == "" {
 			r.t.Errorf("%s: no %s stored", ark, sys)
 		}
 	}
-	if len(got) != len(want)+2 {
-		r.t.Errorf("%s: stored %d files %v, want %d", ark, len(got), got, len(want)+2)
+	if len(got) != len(want)+3 {
+		r.t.Errorf("%s: stored %d files %v, want %d", ark, len(got), got, len(want)+3)
 	}
-	recs, err := r.p.Inventory().Versions(context.Background(), ark)
+	detail, err := r.p.Inventory().Object(context.Background(), ark)
+	recs := detail.Versions
+	if err == nil && len(recs) > 0 {
+		r.checkPreservation(ark, recs[len(recs)-1])
+	}
 	if err != nil || len(recs) == 0 || recs[len(recs)-1].Version != v.Number || len(recs[len(recs)-1].Files) != len(v.Files) {
 		r.t.Errorf("%s: inventory %+v (%v), want version %d with %d files", ark, recs, err, v.Number, len(v.Files))
 	}
@@ -239,4 +244,31 @@ func zipOf(t *testing.T, o object) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// checkPreservation asserts that a recorded version has its copies and the
+// PREMIS events of its ingest: how it got its ARK, a digest of every file,
+// a replication and a fixity check of every copy, its ingestion.
+func (r *rig) checkPreservation(ark string, rec inventory.Record) {
+	r.t.Helper()
+	if len(rec.Replicas) == 0 {
+		r.t.Errorf("%s: no copies recorded", ark)
+	}
+	count := map[string]int{}
+	for _, e := range rec.Events {
+		count[e.Type]++
+		if e.Outcome != inventory.OutcomeSuccess || e.Agent == "" || e.At.IsZero() || e.Detail == "" {
+			r.t.Errorf("%s: event %+v lacks an outcome, agent, date or detail", ark, e)
+		}
+	}
+	want := map[string]int{inventory.EventIdentifierAssignment: 1, inventory.EventIngestion: 1,
+		inventory.EventReplication: len(rec.Replicas), inventory.EventMessageDigestCalculation: len(rec.Files) - 1}
+	for typ, n := range want {
+		if count[typ] < n {
+			r.t.Errorf("%s: %d %q events, want at least %d (events %v)", ark, count[typ], typ, n, count)
+		}
+	}
+	if count[inventory.EventFixityCheck] < len(rec.Replicas) {
+		r.t.Errorf("%s: %d fixity checks, want one per copy at least", ark, count[inventory.EventFixityCheck])
+	}
 }

@@ -34,6 +34,13 @@ type Config struct {
 	// storage target URLs, the first the primary (see ParseTargets);
 	// default DefaultStorage(DataDir).
 	Storage []string
+	// Agent names ingestq in PREMIS events ("ingestq v1.2 on host1");
+	// default "ingestq".
+	Agent string
+	// Inventory is the inventory of a profile that names none: a
+	// postgres:// URL, an http(s) service, or a bbolt file; default
+	// DataDir/inventory.db.
+	Inventory string
 
 	Fetch  fetch.Config   // the HTTP client of downloads, callbacks and HTTP endpoints
 	Mailer *notify.Mailer // nil: reports are not e-mailed
@@ -60,12 +67,12 @@ type Pipeline struct {
 	http      *fetch.Client // http(s) only
 	local     *fetch.Client // also file://, for profiles that allow local files
 	minter    *mint.Minter
-	inventory *inventory.Local
+	inventory inventory.Handle
 	work      string
 
 	mu      sync.Mutex
-	stores  map[string]storage.Store       // storage targets by URL, opened once
-	invents map[string]inventory.Inventory // HTTP inventory endpoints
+	stores  map[string]storage.Store    // storage targets by URL, opened once
+	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 }
 
 // New opens the storage targets and the inventory; the built-in ones live
@@ -78,6 +85,7 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	cfg.MaxFill = cmp.Or(cfg.MaxFill, 0.8)
 	cfg.Margin = cmp.Or(cfg.Margin, 64<<20)
 	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, 30*time.Second)
+	cfg.Agent = cmp.Or(cfg.Agent, "ingestq")
 	if len(cfg.Storage) == 0 {
 		cfg.Storage = []string{DefaultStorage(cfg.DataDir)}
 	}
@@ -89,7 +97,7 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Join(cfg.DataDir, "work"),
 		minter: mint.New(cfg.Queue),
-		stores: map[string]storage.Store{}, invents: map[string]inventory.Inventory{}}
+		stores: map[string]storage.Store{}, invents: map[string]inventory.Handle{}}
 	fc := cfg.Fetch
 	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)
 	fc.AllowFile = false
@@ -108,14 +116,22 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 		}
 	}
 	var err error
-	if p.inventory, err = inventory.OpenLocal(filepath.Join(cfg.DataDir, "inventory.db")); err != nil {
+	if p.inventory, err = inventory.Open(ctx, cfg.Inventory, filepath.Join(cfg.DataDir, "inventory.db"), p.http.HTTP()); err != nil {
 		return nil, fmt.Errorf("handlers: inventory: %w", err)
 	}
 	return p, nil
 }
 
-// Close closes the inventory database.
-func (p *Pipeline) Close() error { return p.inventory.Close() }
+// Close closes the inventories.
+func (p *Pipeline) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := []error{p.inventory.Close()}
+	for _, h := range p.invents {
+		errs = append(errs, h.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // Storage is the daemon's default storage targets, the primary first.
 func (p *Pipeline) Storage() []string { return p.cfg.Storage }
@@ -127,8 +143,8 @@ func (p *Pipeline) Primary() storage.Store {
 	return p.stores[p.cfg.Storage[0]]
 }
 
-// Inventory is the built-in inventory.
-func (p *Pipeline) Inventory() *inventory.Local { return p.inventory }
+// Inventory is the daemon's default inventory.
+func (p *Pipeline) Inventory() inventory.Inventory { return p.inventory }
 
 // Handlers returns the handler of every job state from Estimating to Notify.
 func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
@@ -180,17 +196,21 @@ func (p *Pipeline) targets(prof *profile.Profile) []string {
 	return p.cfg.Storage
 }
 
-// inventoryFor is the profile's inventory: built-in, or its HTTP endpoint.
-func (p *Pipeline) inventoryFor(prof *profile.Profile) inventory.Inventory {
+// inventoryFor is the profile's inventory: its own, or the daemon's.
+// One that cannot be opened now is an error the step retries.
+func (p *Pipeline) inventoryFor(ctx context.Context, prof *profile.Profile) (inventory.Inventory, error) {
 	if prof.Inventory == "" {
-		return p.inventory
+		return p.inventory, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i, ok := p.invents[prof.Inventory]
-	if !ok {
-		i = inventory.NewHTTP(prof.Inventory, p.http.HTTP())
-		p.invents[prof.Inventory] = i
+	if h, ok := p.invents[prof.Inventory]; ok {
+		return h, nil
 	}
-	return i
+	h, err := inventory.Open(ctx, prof.Inventory, "", p.http.HTTP())
+	if err != nil {
+		return nil, fmt.Errorf("inventory of profile %s: %w", prof.Name, err)
+	}
+	p.invents[prof.Inventory] = h
+	return h, nil
 }

@@ -9,11 +9,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -40,6 +44,9 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	}
 	entries, err := hashTree(work, producerDir, systemDir)
 	if err != nil {
+		return reactor.Result{}, err
+	}
+	if entries, err = p.writePremis(ctx, j, ids, update, entries); err != nil {
 		return reactor.Result{}, err
 	}
 	if !slices.ContainsFunc(entries, func(e manifestEntry) bool { return filepath.Dir(e.Name) != systemDir }) {
@@ -70,7 +77,10 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	}
 	given := ids.PrimaryID
 	var found string
-	inv := p.inventoryFor(prof)
+	inv, err := p.inventoryFor(ctx, prof)
+	if err != nil {
+		return nil, false, err
+	}
 	for _, lid := range ids.LocalIDs {
 		ark, ok, err := inv.LookupLocalID(ctx, prof.Name, lid)
 		if err != nil {
@@ -184,3 +194,38 @@ func cmpString(a, b string) int {
 }
 
 func fileURL(path string) string { return "file://" + filepath.ToSlash(path) }
+
+// writePremis logs the events of Processing (how the object got its ARK,
+// the digest of each of its files) and writes the object's PREMIS file
+// with every event so far, adding it to entries in place of one an
+// earlier run wrote.
+func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, ids *queue.Identifiers, update bool, entries []manifestEntry) ([]manifestEntry, error) {
+	how := "given by the depositor"
+	switch minted, ok, err := p.q.Minted(ctx, j.ID); {
+	case err != nil:
+		return nil, err
+	case update:
+		how = "the object of local id " + strings.Join(ids.LocalIDs, ";") + " in the inventory"
+	case ok && minted == ids.PrimaryID:
+		how = "minted"
+	}
+	evs := []inventory.Event{p.event(j.ID, inventory.EventIdentifierAssignment, "", "", ids.PrimaryID+": "+how)}
+	name := path.Join(systemDir, premisFile)
+	entries = slices.DeleteFunc(entries, func(e manifestEntry) bool { return e.Name == name })
+	for _, e := range entries {
+		evs = append(evs, p.event(j.ID, inventory.EventMessageDigestCalculation, e.Name, "", "sha256 "+e.SHA256))
+	}
+	all, err := p.logEvents(j.ID, evs...)
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(p.workDir(j.ID), filepath.FromSlash(name))
+	if err := durable.WriteFile(file, premisXML(ids.PrimaryID, p.cfg.Agent, all)); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", premisFile, err)
+	}
+	sum, size, err := sha256File(file)
+	if err != nil {
+		return nil, err
+	}
+	return append(entries, manifestEntry{Name: name, Path: file, Size: size, SHA256: sum}), nil
+}

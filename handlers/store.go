@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
@@ -45,6 +47,15 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		if storage.Refused(err) {
 			return reactor.Result{}, reactor.Fatal(err)
 		}
+		return reactor.Result{}, err
+	}
+	var evs []inventory.Event
+	for i, c := range kept.Copies {
+		evs = append(evs,
+			p.event(j.ID, inventory.EventReplication, "", c.Target, fmt.Sprintf("copy %d of %d: version %d at %s", i+1, len(kept.Copies), c.Number, c.URL)),
+			p.event(j.ID, inventory.EventFixityCheck, "", c.Target, fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", c.URL)))
+	}
+	if _, err := p.logEvents(j.ID, evs...); err != nil {
 		return reactor.Result{}, err
 	}
 	data, _ := json.Marshal(kept)
@@ -93,7 +104,7 @@ func (p *Pipeline) copyObject(ctx context.Context, targets []string, obj storage
 		if err != nil {
 			return out, err
 		}
-		v, err := st.Put(ctx, obj)
+		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
 			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
 		}
@@ -132,8 +143,20 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	for _, f := range kept.Files {
 		rec.Files = append(rec.Files, inventory.FileRow{Name: f.Name, Size: f.Size, SHA256: f.SHA256})
 	}
+	for _, c := range kept.Copies {
+		rec.Replicas = append(rec.Replicas, inventory.Replica{Target: c.Target, URL: c.URL, Verified: c.Verified})
+	}
+	rec.Events, err = p.logEvents(j.ID, p.event(j.ID, inventory.EventIngestion, "", "",
+		fmt.Sprintf("version %d of %s from batch %s, job %s", kept.Number, ark, j.BatchID, j.ID)))
+	if err != nil {
+		return reactor.Result{}, err
+	}
 	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
-		return p.inventoryFor(prof).Record(ctx, rec)
+		inv, err := p.inventoryFor(ctx, prof)
+		if err != nil {
+			return err
+		}
+		return inv.Record(ctx, rec)
 	})
 	if err != nil {
 		if errors.Is(err, inventory.ErrConflict) || inventory.Refused(err) {
@@ -173,4 +196,39 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 		return nil, "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
 	}
 	return prof, j.Identifiers.PrimaryID, nil
+}
+
+// putUnlessSame stores obj as a new version unless the target's head
+// version holds the same files, the PREMIS file aside: it describes the
+// deposit that brought the content, so a deposit of unchanged content
+// makes no version, as storage.Store.Put promises for equal content.
+func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object) (storage.Version, error) {
+	head, err := st.Latest(ctx, obj.ARK)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return storage.Version{}, err
+	}
+	if err == nil {
+		premis := path.Join(systemDir, premisFile)
+		key := func(name string, size int64, sum string) string {
+			return fmt.Sprintf("%s\x00%d\x00%s", name, size, sum)
+		}
+		var a, b []string
+		for _, f := range head.Files {
+			if f.Name != premis {
+				a = append(a, key(f.Name, f.Size, f.SHA256))
+			}
+		}
+		for _, f := range obj.Files {
+			if f.Name != premis {
+				b = append(b, key(f.Name, f.Size, f.SHA256))
+			}
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		if slices.Equal(a, b) {
+			head.Changed = false
+			return head, nil
+		}
+	}
+	return st.Put(ctx, obj)
 }

@@ -47,6 +47,8 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.storage, "storage", a.env(EnvStorage, ""), "where objects are stored, for profiles that name no storage: comma-separated targets, the primary first\n"+
 		"(a folder or file:// URL, or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R: an OCFL storage root; or an http(s) storage service;\n"+
 		"env "+EnvStorage+"; default: an OCFL root in the data folder)")
+	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), "the inventory of profiles that name none: postgres://USER@HOST/DB (shared by every host),\n"+
+		"an http(s) inventory service, or a bbolt file (env "+EnvInventory+"; default: inventory.db in the data folder)")
 	fl.StringVar(&f.smtp, "smtp", "", "SMTP server (host:port) for batch reports; none: reports are not e-mailed")
 	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
@@ -62,7 +64,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 
 // ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
 // submit on any host can refuse an unknown one) and opens the pipeline.
-func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir string, f ingestFlags) (*handlers.Pipeline, error) {
+func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir, host string, f ingestFlags) (*handlers.Pipeline, error) {
 	profiles, err := loadProfiles(f.profiles)
 	if err != nil {
 		return nil, usagef("--profiles: %v", err)
@@ -81,7 +83,8 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	if f.smtp != "" {
 		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
 	}
-	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
+	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Inventory: f.inventory,
+		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})

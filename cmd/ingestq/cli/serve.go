@@ -25,6 +25,7 @@ const (
 	EnvConfig     = "INGESTQ_CONFIG"
 	EnvProfiles   = "INGESTQ_PROFILES"
 	EnvStorage    = "INGESTQ_STORAGE"
+	EnvInventory  = "INGESTQ_INVENTORY"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
 )
@@ -170,7 +171,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	defer bus.Close()
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	if f.pipeline == "ingest" {
-		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.ingest)
+		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, f.ingest)
 		if err != nil {
 			return err
 		}
