@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 func mustMint(t *testing.T, m *Minter, jid, naan, shoulder string) string {
 	t.Helper()
