@@ -157,7 +157,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		case err == nil && res.Wait > 0:
 			r.waiting[s].add(j.ID, time.Now().Add(res.Wait))
 			r.unlock(j)
-			time.AfterFunc(res.Wait, r.pools[sigJob(s)].Wake)
+			r.waits.after(res.Wait, r.pools[sigJob(s)].Wake)
 			return
 		case err == nil:
 			next, _ := queue.JobMachine.Success(s)

@@ -3,6 +3,7 @@ package reactor
 import (
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -12,8 +13,9 @@ import (
 // would announce: the lock of a job or batch held by another session (gone
 // when that session ends or lets go), the status of a batch still being
 // created, the buckets of a batch whose count of done jobs falls short.
-// Each node is watched at most once at a time. Every goroutine it starts
-// ends when its watch fires or at stop, which waits for them.
+// Each node is watched at most once at a time. It also holds the timers of
+// steps that asked to wait. Every goroutine it starts ends when its watch
+// fires or its timer expires, or at stop, which waits for them.
 type waiter struct {
 	q   *queue.Queue
 	log *slog.Logger
@@ -61,6 +63,26 @@ func (w *waiter) on(wt queue.Wait, wake func()) {
 		select {
 		case <-fired:
 			forget()
+			wake()
+		case <-w.stopCh:
+		}
+	}()
+}
+
+// after calls wake once d has passed, unless stop comes first.
+func (w *waiter) after(d time.Duration, wake func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.wg.Add(1) // under mu: never after stop's Wait began
+	go func() {
+		defer w.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
 			wake()
 		case <-w.stopCh:
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,7 @@ type Session struct {
 	mu          sync.Mutex
 	state       zk.State
 	expirations int           // StateExpired events seen
-	onConnect   []func()      // called when a session is (re-)established
+	onConnect   []*hook       // called when a session is (re-)established
 	changed     chan struct{} // closed and replaced on every state change
 	hadSession  bool          // a session was established once
 	lostAt      time.Time     // when the connection dropped; zero while connected
@@ -177,13 +178,20 @@ func (s *Session) onEvent(e zk.Event) {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	hooks := s.onConnect
-	s.mu.Unlock()
-	if e.State == zk.StateHasSession {
-		for _, fn := range hooks {
-			go fn() // never block the client's event loop
+	if e.State == zk.StateHasSession && !s.closed.Load() {
+		for _, h := range s.onConnect {
+			// A goroutine of its own: never block the client's event loop.
+			// Started under mu, so before the Wait of unregister or Close.
+			h.running.Go(h.fn)
 		}
 	}
+	s.mu.Unlock()
+}
+
+// hook is a function OnConnect registered, with its calls under way.
+type hook struct {
+	fn      func()
+	running sync.WaitGroup
 }
 
 // lost logs, once per outage, that the connection dropped. Called with s.mu
@@ -229,10 +237,20 @@ func (s *Session) away(err error) bool {
 
 // OnConnect registers fn to run each time the client has a session again
 // (after a reconnect or an expiry): work that waited on ZooKeeper can go on.
-func (s *Session) OnConnect(fn func()) {
+// Each call runs in a goroutine of its own. The returned unregister stops
+// the calls and waits for those under way; it is safe to call twice. Close
+// does the same for every fn still registered. fn must not call either.
+func (s *Session) OnConnect(fn func()) (unregister func()) {
+	h := &hook{fn: fn}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.onConnect = append(s.onConnect, fn)
+	s.onConnect = append(s.onConnect, h)
+	return func() {
+		s.mu.Lock()
+		s.onConnect = slices.DeleteFunc(s.onConnect, func(o *hook) bool { return o == h })
+		s.mu.Unlock()
+		h.running.Wait()
+	}
 }
 
 // State is the session's last known state.
@@ -283,11 +301,18 @@ func (s *Session) wait(ctx context.Context, cond func() bool) error {
 	}
 }
 
-// Close ends the session; its ephemeral nodes (locks) go at once. Close a
+// Close ends the session; its ephemeral nodes (locks) go at once. It waits
+// for the OnConnect calls under way, and none starts after it. Close a
 // Watcher on the session first.
 func (s *Session) Close() {
-	s.closed.Store(true)
+	s.mu.Lock()
+	s.closed.Store(true) // under mu: onEvent starts no hook after this
+	hooks := slices.Clone(s.onConnect)
+	s.mu.Unlock()
 	s.Conn.Close()
+	for _, h := range hooks {
+		h.running.Wait()
+	}
 }
 
 // slogPrintf adapts go-zookeeper's Printf logger to slog, at debug level:
