@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/ingestq/ingestq/internal/ctxio"
 )
 
 // localPath is the file a file:// URL names; only local hosts are allowed.
@@ -69,20 +71,7 @@ func (d *download) copyLocal(ctx context.Context, u *url.URL) error {
 		}
 		d.resumed = true
 	}
-	return d.copy(ctxReader{ctx, src})
-}
-
-// ctxReader stops a local copy when ctx is done, as a request would.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
+	return d.copy(ctxio.Reader(ctx, src))
 }
 
 // fetchLocal reads the file of u, at most limit bytes: whole, or its head.

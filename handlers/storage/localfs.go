@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/ctxio"
 )
 
 // tmpPrefix starts the name of a version folder still being written.
@@ -152,7 +153,7 @@ func copyFile(ctx context.Context, dst string, f File) error {
 	}
 	h := sha256.New()
 	bp := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(io.MultiWriter(out, h), ctxReader{ctx, src}, *bp)
+	n, err := io.CopyBuffer(io.MultiWriter(out, h), ctxio.Reader(ctx, src), *bp)
 	copyBufs.Put(bp)
 	if err == nil {
 		err = out.Sync()
@@ -185,17 +186,4 @@ func writeSynced(name string, b []byte) error {
 		err = cerr
 	}
 	return err
-}
-
-// ctxReader stops a long copy when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
