@@ -61,7 +61,8 @@ type Session struct {
 
 	maxBufferSize int // Config.MaxBufferSize, for the watcher's diagnostics
 	log           *slog.Logger
-	closed        atomic.Bool // Close was called
+	closed        atomic.Bool    // Close was called
+	detached      sync.WaitGroup // requests whose caller may stop waiting (detach)
 
 	mu          sync.Mutex
 	state       zk.State
@@ -302,16 +303,33 @@ func (s *Session) wait(ctx context.Context, cond func() bool) error {
 }
 
 // Close ends the session; its ephemeral nodes (locks) go at once. It waits
-// for the OnConnect calls under way, and none starts after it. Close a
-// Watcher on the session first.
+// for the detached requests, which the closed client fails at once, and for
+// the OnConnect calls under way; none starts after it. Close a Watcher on
+// the session first.
 func (s *Session) Close() {
 	s.mu.Lock()
-	s.closed.Store(true) // under mu: onEvent starts no hook after this
+	s.closed.Store(true) // under mu: no detach or hook starts a goroutine after this
 	hooks := slices.Clone(s.onConnect)
 	s.mu.Unlock()
 	s.Conn.Close()
+	s.detached.Wait()
 	for _, h := range hooks {
 		h.running.Wait()
+	}
+}
+
+// detach runs a request in a goroutine the session owns, so that its caller
+// can stop waiting for ZooKeeper (a request made while disconnected waits
+// for a connection) and Close still waits for it.
+func (s *Session) detach(req func()) {
+	s.mu.Lock()
+	closed := s.closed.Load()
+	if !closed {
+		s.detached.Go(req) // under mu: before Close's Wait
+	}
+	s.mu.Unlock()
+	if closed {
+		req() // the client is closed: it fails at once
 	}
 }
 

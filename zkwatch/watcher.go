@@ -212,8 +212,8 @@ func (w *Watcher) Stats() WatcherStats {
 
 // Close stops every watch and waits for the goroutines: emit is never
 // called after Close returns. It does not close the Session. A request in
-// flight when Close is called is abandoned, not waited for (it ends when
-// ZooKeeper answers or the Session is closed).
+// flight when Close is called is abandoned, not waited for: it ends when
+// ZooKeeper answers or the Session is closed, which waits for it.
 func (w *Watcher) Close() {
 	w.mu.Lock()
 	w.closed = true
@@ -262,12 +262,11 @@ type result struct {
 	err      error
 }
 
-// call runs req in its own goroutine so that Unwatch and Close never wait
-// for ZooKeeper (a request made while disconnected waits for a
-// connection); false when the watch was stopped meanwhile.
+// call runs req detached (Session.detach) so that Unwatch and Close never
+// wait for ZooKeeper; false when the watch was stopped meanwhile.
 func (f *folder) call(req func() result) (result, bool) {
 	ch := make(chan result, 1)
-	go func() { ch <- req() }()
+	f.w.s.detach(func() { ch <- req() })
 	select {
 	case r := <-ch:
 		return r, true
