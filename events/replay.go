@@ -42,36 +42,16 @@ func (f Filter) match(e Event) bool {
 // when it began, and returns fn's first error, ctx's error, or nil. An
 // empty stream returns nil at once; a missing stream is an error naming it.
 func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error) error {
-	if stream == "" {
-		stream = DefaultStream
-	}
-	js, err := jetstream.New(nc)
+	stream = cmp.Or(stream, DefaultStream)
+	s, err := openStream(ctx, nc, stream)
 	if err != nil {
-		return fmt.Errorf("events: replay: %w", err)
-	}
-	s, err := js.Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("events: replay: no stream %q: %w", stream, err)
-	}
-	if err != nil {
-		return fmt.Errorf("events: replay: stream %q: %w", stream, err)
+		return err
 	}
 	state := s.CachedInfo().State
 	if state.Msgs == 0 {
 		return nil
 	}
-	last := state.LastSeq
-
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{cmp.Or(f.Subject, SubjectAll)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
-	if !f.Since.IsZero() {
-		start := f.Since.Add(-clockSkew)
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &start
-	}
-	cons, err := s.OrderedConsumer(ctx, cfg)
+	cons, err := s.OrderedConsumer(ctx, f.consumerConfig())
 	if err != nil {
 		return fmt.Errorf("events: replay %s: %w", stream, err)
 	}
@@ -84,38 +64,98 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
 		return nil // nothing matches the subject filter and start
 	}
+	d := delivery{ctx: ctx, stream: stream, cons: cons, it: it, last: state.LastSeq, f: f, fn: fn}
+	return d.run()
+}
 
+// openStream finds the stream, with an error naming it when it is missing.
+func openStream(ctx context.Context, nc *nats.Conn, stream string) (jetstream.Stream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("events: replay: %w", err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("events: replay: no stream %q: %w", stream, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: replay: stream %q: %w", stream, err)
+	}
+	return s, nil
+}
+
+// consumerConfig has the server deliver the filter's subject, from the
+// start or from a little before Since.
+func (f Filter) consumerConfig() jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{cmp.Or(f.Subject, SubjectAll)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if !f.Since.IsZero() {
+		start := f.Since.Add(-clockSkew)
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &start
+	}
+	return cfg
+}
+
+// delivery is one Replay's delivery of its consumer's messages.
+type delivery struct {
+	ctx    context.Context
+	stream string
+	cons   jetstream.Consumer
+	it     jetstream.MessagesContext
+	last   uint64 // the stream's last sequence when the replay began
+	f      Filter
+	fn     func(Event) error
+}
+
+// run hands fn the matching events, until the message that was last when
+// the replay began, or until nothing more is pending.
+func (d delivery) run() error {
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(replayIdle))
+		msg, err := d.it.Next(jetstream.NextMaxWait(replayIdle))
 		if errors.Is(err, nats.ErrTimeout) {
-			info, ierr := cons.Info(ctx)
-			if ierr == nil && info.NumPending == 0 {
-				return nil // what was pending has expired or been purged
+			if d.drained() {
+				return nil
 			}
 			continue
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if d.ctx.Err() != nil {
+				return d.ctx.Err()
 			}
-			return fmt.Errorf("events: replay %s: %w", stream, err)
+			return fmt.Errorf("events: replay %s: %w", d.stream, err)
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("events: replay %s: %w", stream, err)
-		}
-		if meta.Sequence.Stream > last {
-			return nil // recorded after the replay began
-		}
-		if e, err := decode(msg.Data()); err == nil && f.match(e) {
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		if meta.Sequence.Stream == last || meta.NumPending == 0 {
-			return nil
+		if done, err := d.take(msg); done || err != nil {
+			return err
 		}
 	}
+}
+
+// drained asks the server whether anything is still pending: what was
+// pending may have expired or been purged while the replay ran.
+func (d delivery) drained() bool {
+	info, err := d.cons.Info(d.ctx)
+	return err == nil && info.NumPending == 0
+}
+
+// take calls fn with msg's event if it passes the filter; done once msg is
+// the last message to deliver (or one recorded after the replay began).
+func (d delivery) take(msg jetstream.Msg) (done bool, err error) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return true, fmt.Errorf("events: replay %s: %w", d.stream, err)
+	}
+	if meta.Sequence.Stream > d.last {
+		return true, nil // recorded after the replay began
+	}
+	if e, err := decode(msg.Data()); err == nil && d.f.match(e) {
+		if err := d.fn(e); err != nil {
+			return true, err
+		}
+	}
+	return meta.Sequence.Stream == d.last || meta.NumPending == 0, nil
 }
 
 // Tail calls fn for each live event on subject (SubjectAll when "") until

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
@@ -29,7 +31,7 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 // rig is one test's queue, bus, content server and ingest daemon.
 type rig struct {

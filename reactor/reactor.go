@@ -167,7 +167,8 @@ func (r *Reactor) Run(ctx context.Context) error {
 
 	// Back from a ZooKeeper outage that kept the session, no folder changed,
 	// so no watch fires: steps that failed meanwhile are tried again now.
-	unsubs = append(unsubs, r.cfg.Session.OnConnect(r.wakeAll))
+	unhook := r.cfg.Session.OnConnect(r.wakeAll)
+	defer unhook()
 
 	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {

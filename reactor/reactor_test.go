@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor"
@@ -18,7 +19,7 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 // env is one test's queue root, bus and daemons.
 type env struct {

@@ -73,12 +73,11 @@ func (w *waiter) on(ctx context.Context, wt queue.Wait, wake func()) {
 // after calls wake once d has passed, unless stop comes first.
 func (w *waiter) after(d time.Duration, wake func()) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.stopped {
-		w.mu.Unlock()
 		return
 	}
-	w.wg.Add(1)
-	w.mu.Unlock()
+	w.wg.Add(1) // under mu: never after stop's Wait began
 	go func() {
 		defer w.wg.Done()
 		t := time.NewTimer(d)

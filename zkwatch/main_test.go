@@ -3,7 +3,9 @@ package zkwatch
 import (
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }

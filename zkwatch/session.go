@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,16 +61,17 @@ type Session struct {
 
 	maxBufferSize int // Config.MaxBufferSize, for the watcher's diagnostics
 	log           *slog.Logger
-	closed        atomic.Bool // Close was called
+	closed        atomic.Bool    // Close was called
+	detached      sync.WaitGroup // requests whose caller may stop waiting (detach)
 
 	mu          sync.Mutex
 	state       zk.State
-	expirations int              // StateExpired events seen
-	onConnect   map[*func()]bool // called when a session is (re-)established
-	changed     chan struct{}    // closed and replaced on every state change
-	hadSession  bool             // a session was established once
-	lostAt      time.Time        // when the connection dropped; zero while connected
-	lostExpired bool             // the session expired during the current loss
+	expirations int           // StateExpired events seen
+	onConnect   []*hook       // called when a session is (re-)established
+	changed     chan struct{} // closed and replaced on every state change
+	hadSession  bool          // a session was established once
+	lostAt      time.Time     // when the connection dropped; zero while connected
+	lostExpired bool          // the session expired during the current loss
 }
 
 // ErrRefused is Dial's error when every ZooKeeper address refused the
@@ -177,16 +179,20 @@ func (s *Session) onEvent(e zk.Event) {
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
-	var hooks []func()
-	if e.State == zk.StateHasSession {
-		for fn := range s.onConnect {
-			hooks = append(hooks, *fn)
+	if e.State == zk.StateHasSession && !s.closed.Load() {
+		for _, h := range s.onConnect {
+			// A goroutine of its own: never block the client's event loop.
+			// Started under mu, so before the Wait of unregister or Close.
+			h.running.Go(h.fn)
 		}
 	}
 	s.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
+}
+
+// hook is a function OnConnect registered, with its calls under way.
+type hook struct {
+	fn      func()
+	running sync.WaitGroup
 }
 
 // lost logs, once per outage, that the connection dropped. Called with s.mu
@@ -232,20 +238,19 @@ func (s *Session) away(err error) bool {
 
 // OnConnect registers fn to run each time the client has a session again
 // (after a reconnect or an expiry): work that waited on ZooKeeper can go on.
-// fn runs on the client's event callback, so it must return at once (wake
-// something, never wait). The returned func unregisters fn.
-func (s *Session) OnConnect(fn func()) (remove func()) {
+// Each call runs in a goroutine of its own. The returned unregister stops
+// the calls and waits for those under way; it is safe to call twice. Close
+// does the same for every fn still registered. fn must not call either.
+func (s *Session) OnConnect(fn func()) (unregister func()) {
+	h := &hook{fn: fn}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.onConnect == nil {
-		s.onConnect = map[*func()]bool{}
-	}
-	key := &fn
-	s.onConnect[key] = true
+	s.onConnect = append(s.onConnect, h)
 	return func() {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.onConnect, key)
+		s.onConnect = slices.DeleteFunc(s.onConnect, func(o *hook) bool { return o == h })
+		s.mu.Unlock()
+		h.running.Wait()
 	}
 }
 
@@ -297,11 +302,35 @@ func (s *Session) wait(ctx context.Context, cond func() bool) error {
 	}
 }
 
-// Close ends the session; its ephemeral nodes (locks) go at once. Close a
-// Watcher on the session first.
+// Close ends the session; its ephemeral nodes (locks) go at once. It waits
+// for the detached requests, which the closed client fails at once, and for
+// the OnConnect calls under way; none starts after it. Close a Watcher on
+// the session first.
 func (s *Session) Close() {
-	s.closed.Store(true)
+	s.mu.Lock()
+	s.closed.Store(true) // under mu: no detach or hook starts a goroutine after this
+	hooks := slices.Clone(s.onConnect)
+	s.mu.Unlock()
 	s.Conn.Close()
+	s.detached.Wait()
+	for _, h := range hooks {
+		h.running.Wait()
+	}
+}
+
+// detach runs a request in a goroutine the session owns, so that its caller
+// can stop waiting for ZooKeeper (a request made while disconnected waits
+// for a connection) and Close still waits for it.
+func (s *Session) detach(req func()) {
+	s.mu.Lock()
+	closed := s.closed.Load()
+	if !closed {
+		s.detached.Go(req) // under mu: before Close's Wait
+	}
+	s.mu.Unlock()
+	if closed {
+		req() // the client is closed: it fails at once
+	}
 }
 
 // slogPrintf adapts go-zookeeper's Printf logger to slog, at debug level:

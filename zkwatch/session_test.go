@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +144,70 @@ func TestOutageLogsTwoLines(t *testing.T) {
 	}
 	if n := len(logs.Lines("level=DEBUG", "zkwatch: watch failed")); n < len(dirs) {
 		t.Errorf("%d debug lines of lost watches, want at least %d: were the watches' failures seen?", n, len(dirs))
+	}
+}
+
+// A function OnConnect registered runs on each return of the session, in a
+// goroutine of its own. Its unregister waits for the call under way, and
+// after it the function runs no more; Close waits for the calls under way
+// of the functions still registered.
+func TestOnConnect(t *testing.T) {
+	t.Parallel()
+	proxy := startProxy(t)
+	s := dial(t, Config{Servers: []string{proxy.Addr()}})
+	// hook blocks each call until gate is closed, then marks it finished.
+	hook := func(gate chan struct{}) (fn func(), started chan struct{}, finished *atomic.Bool) {
+		started, finished = make(chan struct{}, 10), &atomic.Bool{}
+		return func() { started <- struct{}{}; <-gate; finished.Store(true) }, started, finished
+	}
+	waitStarted := func(started chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s not called after the connection was cut", what)
+		}
+	}
+	// openWhen closes gate once cond holds (under s.mu): once the call's
+	// waiter has gone past the point where it could skip the wait.
+	openWhen := func(gate chan struct{}, cond func() bool) {
+		go func() {
+			defer close(gate)
+			for deadline := time.Now().Add(waitTimeout); time.Now().Before(deadline); {
+				s.mu.Lock()
+				ok := cond()
+				s.mu.Unlock()
+				if ok {
+					return
+				}
+				time.Sleep(time.Millisecond) // bounded poll: no event tells it
+			}
+		}()
+	}
+
+	gate1 := make(chan struct{})
+	fn1, started1, finished1 := hook(gate1)
+	unregister := s.OnConnect(fn1)
+	proxy.Cut()
+	waitStarted(started1, "the first function")
+	openWhen(gate1, func() bool { return len(s.onConnect) == 0 })
+	unregister()
+	if !finished1.Load() {
+		t.Fatal("unregister returned before the call under way ended")
+	}
+	unregister() // safe twice
+
+	gate2 := make(chan struct{})
+	fn2, started2, finished2 := hook(gate2)
+	s.OnConnect(fn2)
+	proxy.Cut()
+	waitStarted(started2, "the second function")
+	openWhen(gate2, s.closed.Load)
+	s.Close()
+	if !finished2.Load() {
+		t.Fatal("Close returned before the call under way ended")
+	}
+	if n := len(started1); n != 0 {
+		t.Fatalf("the unregistered function was called %d more times", n)
 	}
 }

@@ -212,8 +212,8 @@ func (w *Watcher) Stats() WatcherStats {
 
 // Close stops every watch and waits for the goroutines: emit is never
 // called after Close returns. It does not close the Session. A request in
-// flight when Close is called is abandoned, not waited for (it ends when
-// ZooKeeper answers or the Session is closed).
+// flight when Close is called is abandoned, not waited for: it ends when
+// ZooKeeper answers or the Session is closed, which waits for it.
 func (w *Watcher) Close() {
 	w.mu.Lock()
 	w.closed = true
@@ -238,13 +238,19 @@ type folder struct {
 	ended  atomic.Bool     // the folder was deleted: run is ending
 
 	// Owned by run.
-	known    []string // children at the last listing, sorted
-	czxid    int64    // the folder's creation zxid at the last listing
-	listed   bool     // known is valid
-	warned   bool     // the large-listing warning was logged
-	avgName  int      // average child name length at the last listing
-	failures int      // consecutive failures
-	outage   bool     // the last failure was ZooKeeper being away (logged by the Session)
+	known      []string        // children at the last listing, sorted
+	czxid      int64           // the folder's creation zxid at the last listing
+	listed     bool            // known is valid
+	warned     bool            // the large-listing warning was logged
+	avgName    int             // average child name length at the last listing
+	failures   int             // consecutive failures
+	outage     bool            // the last failure was ZooKeeper being away (logged by the Session)
+	watch      <-chan zk.Event // the armed watch, nil if none
+	childWatch bool            // watch is a child watch (else an exists watch)
+	rescanNext bool            // the next listing emits a Rescan change
+	recovering bool            // the next successful listing is a re-arm
+	wait       time.Duration   // delay before the next listing
+	safety     *time.Timer     // the safety rescan; nil when off
 }
 
 // result is a ZooKeeper reply, received from a helper goroutine.
@@ -256,12 +262,11 @@ type result struct {
 	err      error
 }
 
-// call runs req in its own goroutine so that Unwatch and Close never wait
-// for ZooKeeper (a request made while disconnected waits for a
-// connection); false when the watch was stopped meanwhile.
+// call runs req detached (Session.detach) so that Unwatch and Close never
+// wait for ZooKeeper; false when the watch was stopped meanwhile.
 func (f *folder) call(req func() result) (result, bool) {
 	ch := make(chan result, 1)
-	go func() { ch <- req() }()
+	f.w.s.detach(func() { ch <- req() })
 	select {
 	case r := <-ch:
 		return r, true
@@ -270,155 +275,210 @@ func (f *folder) call(req func() result) (result, bool) {
 	}
 }
 
+// run keeps the folder's watch until it is stopped or the folder is
+// deleted: list the folder (arming a child watch), wait for the watch to
+// fire, wait Coalesce, list again, and so on. A failure waits its backoff
+// and lists again.
 func (f *folder) run() {
 	defer f.w.wg.Done()
 	defer close(f.done)
 	defer f.cleanup()
-	if f.after != nil {
-		select {
-		case <-f.after:
-		case <-f.ctx.Done():
-			return
-		}
+	if !f.waitForPrevious() {
+		return
 	}
-	w, conn := f.w, f.w.s.Conn
-
-	var safety <-chan time.Time
-	var timer *time.Timer
-	if w.cfg.Rescan > 0 {
-		timer = time.NewTimer(w.cfg.Rescan)
-		defer timer.Stop()
-		safety = timer.C
+	if f.w.cfg.Rescan > 0 {
+		f.safety = time.NewTimer(f.w.cfg.Rescan)
+		defer f.safety.Stop()
 	}
-
-	var (
-		watch      <-chan zk.Event // the armed watch, nil if none
-		childWatch bool            // watch is a child watch (else an exists watch)
-		rescan     = true          // the next listing emits a Rescan change
-		recovering bool            // the next successful listing is a re-arm
-		wait       time.Duration   // delay before the next listing
-	)
-	for {
-		if wait > 0 && !f.sleep(wait) {
+	f.rescanNext = true // the first listing is a Rescan
+	for f.pause() {
+		switch f.look() {
+		case stopped:
 			return
-		}
-		wait = 0
-		select {
-		case <-f.rescan:
-			rescan = true
-		default:
-		}
-
-		// List the folder; with a watch unless one is armed already.
-		armed := watch != nil && childWatch
-		r, ok := f.call(func() result {
-			var r result
-			if armed {
-				r.children, r.stat, r.err = conn.Children(f.path)
-			} else {
-				r.children, r.stat, r.watch, r.err = conn.ChildrenW(f.path)
-			}
-			return r
-		})
-		if !ok {
-			return
-		}
-		w.listings.Add(1)
-
-		switch {
-		case r.err == nil:
-			if !armed {
-				watch, childWatch = r.watch, true
-			}
-			if recovering {
-				w.rearms.Add(1)
-				level := slog.LevelInfo
-				if f.outage { // the Session logs the return, once for every folder
-					level = slog.LevelDebug
-				}
-				w.log.Log(context.Background(), level, "zkwatch: watch re-armed", "path", f.path, "attempts", f.failures)
-				recovering = false
-			}
-			f.failures = 0
-			if f.listed && r.stat.Czxid != f.czxid {
-				w.log.Info("zkwatch: folder was re-created", "path", f.path)
-				rescan = true
-			}
-			f.czxid = r.stat.Czxid
-			if !f.report(r.children, rescan) {
-				return
-			}
-			if rescan && timer != nil {
-				timer.Reset(w.cfg.Rescan)
-			}
-			rescan = false
-
-		case errors.Is(r.err, zk.ErrNoNode):
-			if f.listed { // deleted
-				f.gone()
-				return
-			}
-			// Not there yet: wait for it with an exists watch.
-			armedExists := watch != nil && !childWatch
-			r, ok := f.call(func() result {
-				var r result
-				if armedExists {
-					r.exists, _, r.err = conn.Exists(f.path)
-				} else {
-					r.exists, _, r.watch, r.err = conn.ExistsW(f.path)
-				}
-				return r
-			})
-			if !ok {
-				return
-			}
-			if r.err != nil {
-				wait, recovering, rescan = f.failed("exists", r.err), true, true
-				watch = nil
-				continue
-			}
-			if !armedExists {
-				watch, childWatch = r.watch, false
-			}
-			if r.exists { // created meanwhile: list it now
-				continue
-			}
-			if recovering {
-				w.rearms.Add(1)
-				recovering = false
-			}
-			f.failures = 0
-			if timer != nil {
-				timer.Reset(w.cfg.Rescan)
-			}
-
-		default:
-			wait, recovering, rescan = f.failed("list", r.err), true, true
-			watch = nil // a fresh watch on retry
+		case lookAgain:
 			continue
 		}
-
-		// Wait for the watch, a rescan, or the end.
-		select {
-		case ev := <-watch:
-			w.fires.Add(1)
-			watch = nil
-			switch ev.Type {
-			case zk.EventNodeChildrenChanged:
-				if w.cfg.Coalesce > 0 {
-					wait = w.cfg.Coalesce
-				}
-			case zk.EventNotWatching: // session expired (or closed)
-				wait, recovering, rescan = f.failed("watch", ev.Err), true, true
-			default: // created, deleted: look now
-			}
-		case <-f.rescan:
-			rescan = true
-		case <-safety:
-			rescan = true
-		case <-f.ctx.Done():
+		if !f.awaitWatch() {
 			return
 		}
+	}
+}
+
+// next is what run does after look.
+type next int
+
+const (
+	stopped   next = iota // the watch was stopped or the folder deleted
+	lookAgain             // look again, after f.wait
+	await                 // wait for the armed watch
+)
+
+// waitForPrevious waits for an ended watch of the same path to finish its
+// last emit; false if this watch was stopped meanwhile.
+func (f *folder) waitForPrevious() bool {
+	if f.after == nil {
+		return true
+	}
+	select {
+	case <-f.after:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+// pause waits f.wait (a backoff, or Coalesce after a fire) and takes a
+// pending RescanAll request; false if the watch was stopped meanwhile.
+func (f *folder) pause() bool {
+	if f.wait > 0 && !f.sleep(f.wait) {
+		return false
+	}
+	f.wait = 0
+	select {
+	case <-f.rescan:
+		f.rescanNext = true
+	default:
+	}
+	return true
+}
+
+// look lists the folder, with a watch unless one is armed already, and
+// reports the change; a folder that is not there yet gets an exists watch.
+func (f *folder) look() next {
+	armed := f.watch != nil && f.childWatch
+	r, ok := f.call(func() result {
+		var r result
+		if armed {
+			r.children, r.stat, r.err = f.w.s.Conn.Children(f.path)
+		} else {
+			r.children, r.stat, r.watch, r.err = f.w.s.Conn.ChildrenW(f.path)
+		}
+		return r
+	})
+	if !ok {
+		return stopped
+	}
+	f.w.listings.Add(1)
+	switch {
+	case r.err == nil:
+		if !armed {
+			f.watch, f.childWatch = r.watch, true
+		}
+		if !f.onListing(r) {
+			return stopped
+		}
+		return await
+	case errors.Is(r.err, zk.ErrNoNode):
+		if f.listed { // deleted
+			f.gone()
+			return stopped
+		}
+		return f.awaitCreation()
+	default:
+		f.fail("list", r.err)
+		return lookAgain
+	}
+}
+
+// onListing takes a successful listing: logs a re-armed watch, notices a
+// folder re-created between two listings, and reports the change; false if
+// the watch was stopped.
+func (f *folder) onListing(r result) bool {
+	w := f.w
+	if f.recovering {
+		w.rearms.Add(1)
+		level := slog.LevelInfo
+		if f.outage { // the Session logs the return, once for every folder
+			level = slog.LevelDebug
+		}
+		w.log.Log(context.Background(), level, "zkwatch: watch re-armed", "path", f.path, "attempts", f.failures)
+		f.recovering = false
+	}
+	f.failures = 0
+	if f.listed && r.stat.Czxid != f.czxid {
+		w.log.Info("zkwatch: folder was re-created", "path", f.path)
+		f.rescanNext = true
+	}
+	f.czxid = r.stat.Czxid
+	if !f.report(r.children, f.rescanNext) {
+		return false
+	}
+	if f.rescanNext {
+		f.resetSafety()
+	}
+	f.rescanNext = false
+	return true
+}
+
+// awaitCreation arms an exists watch on a folder not there yet (unless one
+// is armed already); the folder is listed at once if it appeared meanwhile.
+func (f *folder) awaitCreation() next {
+	armed := f.watch != nil && !f.childWatch
+	r, ok := f.call(func() result {
+		var r result
+		if armed {
+			r.exists, _, r.err = f.w.s.Conn.Exists(f.path)
+		} else {
+			r.exists, _, r.watch, r.err = f.w.s.Conn.ExistsW(f.path)
+		}
+		return r
+	})
+	if !ok {
+		return stopped
+	}
+	if r.err != nil {
+		f.fail("exists", r.err)
+		return lookAgain
+	}
+	if !armed {
+		f.watch, f.childWatch = r.watch, false
+	}
+	if r.exists { // created meanwhile: list it now
+		return lookAgain
+	}
+	if f.recovering {
+		f.w.rearms.Add(1)
+		f.recovering = false
+	}
+	f.failures = 0
+	f.resetSafety()
+	return await
+}
+
+// awaitWatch waits for the armed watch to fire, a RescanAll, the safety
+// rescan, or the end; false at the end.
+func (f *folder) awaitWatch() bool {
+	var safety <-chan time.Time
+	if f.safety != nil {
+		safety = f.safety.C
+	}
+	select {
+	case ev := <-f.watch:
+		f.w.fires.Add(1)
+		f.watch = nil
+		switch ev.Type {
+		case zk.EventNodeChildrenChanged:
+			if f.w.cfg.Coalesce > 0 {
+				f.wait = f.w.cfg.Coalesce
+			}
+		case zk.EventNotWatching: // session expired (or closed)
+			f.fail("watch", ev.Err)
+		default: // created, deleted: look now
+		}
+	case <-f.rescan:
+		f.rescanNext = true
+	case <-safety:
+		f.rescanNext = true
+	case <-f.ctx.Done():
+		return false
+	}
+	return true
+}
+
+// resetSafety restarts the safety rescan's period after a full listing.
+func (f *folder) resetSafety() {
+	if f.safety != nil {
+		f.safety.Reset(f.w.cfg.Rescan)
 	}
 }
 
@@ -434,13 +494,14 @@ func (f *folder) sleep(d time.Duration) bool {
 	}
 }
 
-// failed logs a failed request or a lost watch and returns the backoff
-// before the next attempt.
-func (f *folder) failed(what string, err error) time.Duration {
+// fail logs a failed request or a lost watch, drops the watch, and sets the
+// backoff before the next listing, which re-arms and is a Rescan.
+func (f *folder) fail(what string, err error) {
 	w := f.w
 	w.errs.Add(1)
 	f.failures++
 	d := backoff.Delay(backoffStart, backoffMax, f.failures)
+	f.wait, f.recovering, f.rescanNext, f.watch = d, true, true, nil
 	loud := f.failures == 1 || f.failures%10 == 0 // the first failure and every tenth
 	f.outage = w.s.away(err)
 	level := slog.LevelWarn
@@ -452,7 +513,6 @@ func (f *folder) failed(what string, err error) time.Duration {
 	if what == "list" && loud && !w.s.closed.Load() {
 		f.diagnoseSize(err)
 	}
-	return d
 }
 
 // diagnoseSize checks, with a small request, whether a failed listing may

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -524,7 +525,9 @@ func TestClose(t *testing.T) {
 
 func TestCloseWhileDisconnected(t *testing.T) {
 	// Close must not wait for ZooKeeper: with the server unreachable, a
-	// listing waits for a connection, and Close abandons it.
+	// listing waits for a connection, and Close abandons it. The listing
+	// belongs to the session: the session's Close ends it and waits for it.
+	// (Not parallel: it counts the listings of every watcher in the process.)
 	proxy, err := zktest.StartProxy(zktest.Shared(t).Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -540,6 +543,12 @@ func TestCloseWhileDisconnected(t *testing.T) {
 	r.wait(t, root, "first listing", func(cs []Change) bool { return len(cs) > 0 })
 	proxy.Pause()
 	w.RescanAll() // a listing that cannot be answered
+	for deadline := time.Now().Add(waitTimeout); listingsInFlight() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescan's listing never started")
+		}
+		time.Sleep(5 * time.Millisecond) // bounded poll: no event says a request was sent
+	}
 	done := make(chan struct{})
 	go func() { w.Close(); close(done) }()
 	select {
@@ -548,5 +557,19 @@ func TestCloseWhileDisconnected(t *testing.T) {
 		t.Fatal("Close hangs while ZooKeeper is unreachable")
 	}
 	r.closed.Store(true)
+	if listingsInFlight() == 0 {
+		t.Fatal("no listing in flight after the watcher's Close: nothing to show")
+	}
+	s.Close()
+	if n := listingsInFlight(); n != 0 {
+		t.Fatalf("%d listings still running after the session's Close", n)
+	}
 	proxy.Resume()
+}
+
+// listingsInFlight counts the goroutines running a folder's request.
+func listingsInFlight() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "zkwatch.(*folder).call.func1(")
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -39,9 +40,10 @@ var (
 
 // TestMain builds cmd/ingestq with the race detector (a data race in the
 // daemon then prints "WARNING: DATA RACE", which every test looks for in its
-// daemons' logs), then runs the tests beside a shared ZooKeeper server.
+// daemons' logs), then runs the tests beside a shared ZooKeeper server and
+// checks that they left no goroutine running.
 //
-// zktest.Main ends with os.Exit, so nothing runs after the tests: the
+// goleak.VerifyTestMain ends with os.Exit, so nothing runs after it: the
 // binary's folder is named after this process, and each run removes the
 // folders of runs whose process is gone.
 //
@@ -67,7 +69,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildTook = time.Since(start)
-	zktest.Main(m)
+	goleak.VerifyTestMain(zktest.WithShared(m))
 }
 
 // binDir makes <tmp>/ingestq-daemontest-<uid>/<pid> and removes the folders

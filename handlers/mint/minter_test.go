@@ -11,10 +11,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"go.uber.org/goleak"
+
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 func newQueue(t *testing.T, conn *zk.Conn, root string) *queue.Queue {
 	t.Helper()

@@ -29,92 +29,148 @@ type Mailer struct {
 // upgrades to TLS when the server offers STARTTLS. Errors name the server
 // and the step of the conversation that failed.
 func (m Mailer) Send(ctx context.Context, to []string, subject, body string) error {
-	fail := func(step string, err error) error {
-		if cerr := ctx.Err(); cerr != nil {
-			err = fmt.Errorf("%w (%w)", cerr, err)
-		}
-		return fmt.Errorf("smtp %s: %s: %w", m.Addr, step, err)
-	}
-	host, _, err := net.SplitHostPort(m.Addr)
+	cv := &conversation{ctx: ctx, addr: m.Addr}
+	from, rcpts, err := cv.addresses(m.From, to)
 	if err != nil {
-		return fail("server address", err)
-	}
-	from, err := mail.ParseAddress(m.From)
-	if err != nil {
-		return fail("sender", fmt.Errorf("From %q: %w", m.From, err))
-	}
-	if len(to) == 0 {
-		return fail("recipients", errors.New("no recipients"))
-	}
-	rcpts := make([]*mail.Address, len(to))
-	for i, a := range to {
-		if rcpts[i], err = mail.ParseAddress(a); err != nil {
-			return fail("recipients", fmt.Errorf("%q: %w", a, err))
-		}
+		return err
 	}
 	msg := compose(from, rcpts, subject, body, time.Now())
 
-	timeout := m.Timeout
-	if timeout <= 0 {
-		timeout = DefaultMailTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, m.timeout())
 	defer cancel()
+	cv.ctx = ctx
+	if err := cv.connect(); err != nil {
+		return err
+	}
+	defer cv.close()
+	if err := cv.hello(m.Username, m.Password); err != nil {
+		return err
+	}
+	if err := cv.transfer(from, rcpts, msg); err != nil {
+		return err
+	}
+	// The message is accepted: a failed goodbye must not make the caller
+	// send it again.
+	_ = cv.c.Quit()
+	return nil
+}
+
+func (m Mailer) timeout() time.Duration {
+	if m.Timeout <= 0 {
+		return DefaultMailTimeout
+	}
+	return m.Timeout
+}
+
+// conversation is one Send's exchange with the server.
+type conversation struct {
+	ctx  context.Context // the caller's, then bounded by the Mailer's timeout
+	addr string          // host:port of the server
+	host string          // its host, for TLS and AUTH
+	c    *smtp.Client
+	stop func() bool // ends the hook that unblocks the connection when ctx ends
+}
+
+// fail names the server and the step that failed, and says when the
+// context ended it.
+func (cv *conversation) fail(step string, err error) error {
+	if cerr := cv.ctx.Err(); cerr != nil {
+		err = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return fmt.Errorf("smtp %s: %s: %w", cv.addr, step, err)
+}
+
+// addresses checks the server's address (and keeps its host), the sender
+// and the recipients, before anything is sent.
+func (cv *conversation) addresses(sender string, to []string) (from *mail.Address, rcpts []*mail.Address, err error) {
+	if cv.host, _, err = net.SplitHostPort(cv.addr); err != nil {
+		return nil, nil, cv.fail("server address", err)
+	}
+	if from, err = mail.ParseAddress(sender); err != nil {
+		return nil, nil, cv.fail("sender", fmt.Errorf("From %q: %w", sender, err))
+	}
+	if len(to) == 0 {
+		return nil, nil, cv.fail("recipients", errors.New("no recipients"))
+	}
+	rcpts = make([]*mail.Address, len(to))
+	for i, a := range to {
+		if rcpts[i], err = mail.ParseAddress(a); err != nil {
+			return nil, nil, cv.fail("recipients", fmt.Errorf("%q: %w", a, err))
+		}
+	}
+	return from, rcpts, nil
+}
+
+// connect dials the server and reads its greeting.
+func (cv *conversation) connect() error {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", m.Addr)
+	conn, err := d.DialContext(cv.ctx, "tcp", cv.addr)
 	if err != nil {
-		return fail("connect", err)
+		return cv.fail("connect", err)
 	}
 	// net/smtp has no context: when ctx ends (timeout or cancel) a deadline
 	// in the past unblocks any read or write. Set only then, so that the
 	// failure it causes always finds ctx.Err() set.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	c, err := smtp.NewClient(conn, host)
-	if err != nil {
+	cv.stop = context.AfterFunc(cv.ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	if cv.c, err = smtp.NewClient(conn, cv.host); err != nil {
 		conn.Close()
-		return fail("greeting", err)
+		cv.stop()
+		return cv.fail("greeting", err)
 	}
-	defer c.Close()
-	if err := c.Hello(helloName()); err != nil {
-		return fail("EHLO", err)
+	return nil
+}
+
+// close ends a connected conversation.
+func (cv *conversation) close() {
+	cv.c.Close()
+	cv.stop()
+}
+
+// hello sends EHLO, upgrades to TLS when the server offers STARTTLS, and
+// authenticates when a user is set.
+func (cv *conversation) hello(user, password string) error {
+	if err := cv.c.Hello(helloName()); err != nil {
+		return cv.fail("EHLO", err)
 	}
-	if ok, _ := c.Extension("STARTTLS"); ok {
-		if err := c.StartTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
-			return fail("STARTTLS", err)
+	if ok, _ := cv.c.Extension("STARTTLS"); ok {
+		if err := cv.c.StartTLS(&tls.Config{ServerName: cv.host, MinVersion: tls.VersionTLS12}); err != nil {
+			return cv.fail("STARTTLS", err)
 		}
 	}
-	if m.Username != "" {
-		if ok, _ := c.Extension("AUTH"); !ok {
-			return fail("AUTH", errors.New("server does not offer authentication"))
-		}
-		if err := c.Auth(smtp.PlainAuth("", m.Username, m.Password, host)); err != nil {
-			return fail("AUTH", err)
-		}
+	if user == "" {
+		return nil
 	}
-	if err := c.Mail(from.Address); err != nil {
-		return fail("MAIL FROM", err)
+	if ok, _ := cv.c.Extension("AUTH"); !ok {
+		return cv.fail("AUTH", errors.New("server does not offer authentication"))
+	}
+	if err := cv.c.Auth(smtp.PlainAuth("", user, password, cv.host)); err != nil {
+		return cv.fail("AUTH", err)
+	}
+	return nil
+}
+
+// transfer sends the envelope and the message; it is accepted once the
+// server answers the end of DATA.
+func (cv *conversation) transfer(from *mail.Address, rcpts []*mail.Address, msg []byte) error {
+	if err := cv.c.Mail(from.Address); err != nil {
+		return cv.fail("MAIL FROM", err)
 	}
 	for _, r := range rcpts {
-		if err := c.Rcpt(r.Address); err != nil {
-			return fail(fmt.Sprintf("RCPT TO <%s>", r.Address), err)
+		if err := cv.c.Rcpt(r.Address); err != nil {
+			return cv.fail(fmt.Sprintf("RCPT TO <%s>", r.Address), err)
 		}
 	}
-	w, err := c.Data()
+	w, err := cv.c.Data()
 	if err != nil {
-		return fail("DATA", err)
+		return cv.fail("DATA", err)
 	}
 	// The writer dot-stuffs lines that start with "." and ends lines with CRLF.
 	if _, err := w.Write(msg); err != nil {
-		return fail("DATA", err)
+		return cv.fail("DATA", err)
 	}
 	if err := w.Close(); err != nil {
-		return fail("end of DATA", err) // the server refused the message
+		return cv.fail("end of DATA", err) // the server refused the message
 	}
-	// The message is accepted: a failed goodbye must not make the caller
-	// send it again.
-	_ = c.Quit()
 	return nil
 }
 

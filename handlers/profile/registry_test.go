@@ -7,10 +7,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"go.uber.org/goleak"
+
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 func mustSet(t *testing.T, ps ...*Profile) *Set {
 	t.Helper()

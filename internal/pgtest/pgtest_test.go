@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(WithShared(m)) }
 
 func query(t *testing.T, url string) (int, error) {
 	t.Helper()

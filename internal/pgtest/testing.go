@@ -24,6 +24,14 @@ func Main(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// WithShared is Main for goleak.VerifyTestMain: its Run starts the shared
+// server, runs the tests and stops the server before the leak check.
+func WithShared(m *testing.M) interface{ Run() int } { return withShared{m} }
+
+type withShared struct{ m *testing.M }
+
+func (w withShared) Run() int { return runMain(w.m) }
+
 func runMain(m *testing.M) int {
 	s, err := StartServer()
 	if err != nil {

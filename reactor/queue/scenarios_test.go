@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 // The 36 scenarios of mrt-zk's suite, as its README describes them.
 var scenarios = map[string]scenario{

@@ -1,6 +1,6 @@
 // Package zktest runs real ZooKeeper servers (Debian's zookeeper package,
 // launched directly with java) for tests: a standalone Server, a loopback
-// Ensemble, and helpers for a per-test-binary shared server (Main, Shared,
+// Ensemble, and helpers for a per-test-binary shared server (WithShared, Shared,
 // Connect, Root).
 package zktest
 

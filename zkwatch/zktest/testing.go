@@ -21,19 +21,21 @@ const (
 	connectTimeout = 10 * time.Second
 )
 
-// shared is the test binary's server, set by Main.
+// shared is the test binary's server, set while WithShared's Run runs.
 var shared *Server
 
-// Main is for TestMain: it starts one Server in a temp dir, runs the tests,
-// then stops the server and removes the dir. If ZooKeeper is not installed
-// it prints the install command and exits 1: it never skips.
+// WithShared wraps a package's tests for TestMain: its Run starts one Server
+// in a temp dir, runs the tests, then stops the server and removes the dir,
+// so that a goroutine-leak check after it sees the package's own leftovers
+// only. If ZooKeeper is not installed Run prints the install command and
+// returns 1: it never skips.
 //
-//	func TestMain(m *testing.M) { zktest.Main(m) }
-func Main(m *testing.M) {
-	os.Exit(runMain(m))
-}
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
+func WithShared(m *testing.M) interface{ Run() int } { return withShared{m} }
 
-func runMain(m *testing.M) int {
+type withShared struct{ m *testing.M }
+
+func (w withShared) Run() int {
 	if err := Installed(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -53,15 +55,15 @@ func runMain(m *testing.M) int {
 	// test goroutine crashes the binary, Pdeathsig kills it (Linux).
 	defer s.Kill() // the data dir is thrown away, no need for a clean stop
 	shared = s
-	return m.Run()
+	return w.m.Run()
 }
 
-// Shared returns the test binary's shared server started by Main.
+// Shared returns the test binary's shared server started by WithShared.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	if shared == nil {
 		t.Fatal("zktest: no shared ZooKeeper server; add to the package's tests:\n" +
-			"\tfunc TestMain(m *testing.M) { zktest.Main(m) }")
+			"\tfunc TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }")
 	}
 	return shared
 }

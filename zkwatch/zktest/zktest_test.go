@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(WithShared(m)) }
 
 func TestInstalled(t *testing.T) {
 	if err := Installed(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/handlers/profile"
@@ -13,7 +14,7 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
 
 // run runs the CLI in-process against the shared ZooKeeper, under root, with
 // an empty environment.

@@ -326,74 +326,109 @@ func (a *app) recountBatch(ctx context.Context, q *queue.Queue, bid string, t *t
 
 // followBatch shows the batch's progress until it reports, then its report.
 func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs <-chan *nats.Msg) error {
-	t := newTally()
-	p := newProgressLine(a.stderr, isTerminal(a.stderr), bid)
-	defer a.logs.divert(p)() // logs go on their own lines, above the progress
-	show := func(force bool) { p.update(t.progress(), time.Now(), force) }
+	f := &follower{a: a, q: q, bid: bid, t: newTally(), lastEvent: time.Now(),
+		p: newProgressLine(a.stderr, isTerminal(a.stderr), bid)}
+	defer a.logs.divert(f.p)() // logs go on their own lines, above the progress
 	poll := time.NewTicker(waitPoll)
 	defer poll.Stop()
 	redraw := time.NewTicker(progressTick) // what a throttled redraw left out
 	defer redraw.Stop()
-	lastEvent := time.Now()
-	counting := false // the batch has its jobs: count them
-	finish := func(to string) error {
-		a.recountBatch(ctx, q, bid, t)
-		show(true)
-		p.end()
-		return a.batchReport(ctx, q, bid, to)
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			p.end()
-			if counting {
-				a.recountBatch(ctx, q, bid, t)
-			}
-			return a.stoppedWaiting(ctx, q, bid, t)
+			return f.stopped(ctx)
 		case m := <-msgs:
-			var ev events.Event
-			if json.Unmarshal(m.Data, &ev) != nil || ev.BatchID != bid {
-				continue
+			if to := f.onMessage(ctx, m); to != "" {
+				return f.finish(ctx, to)
 			}
-			lastEvent = time.Now()
-			t.sawEvent(ev, lastEvent)
-			switch ev.Kind {
-			case events.KindJob:
-				t.set(ev.JobID, ev.To)
-			case events.KindBatch:
-				switch queue.State(ev.To) {
-				case queue.Processing:
-					counting = true
-					a.recountBatch(ctx, q, bid, t)
-				case queue.Completed, queue.Failed:
-					return finish(ev.To)
-				case queue.Held:
-					p.note(fmt.Sprintf("batch %s is Held (its collection is held): waiting until it is released", bid))
-				}
-			}
-			show(false)
 		case <-poll.C:
-			if time.Since(lastEvent) >= waitQuiet {
-				// No news for a while (a dropped connection, lost events):
-				// ask ZooKeeper how the batch stands.
-				b, err := q.LoadBatch(ctx, bid)
-				switch {
-				case err != nil:
-					a.log.Debug("submit --wait: cannot read the batch", "batch", bid, "err", err)
-				case b.State() == queue.Completed || b.State() == queue.Failed:
-					return finish(string(b.State()))
-				case b.State() != queue.Pending && b.State() != queue.Held:
-					counting = true
-				}
+			if to := f.onPoll(ctx); to != "" {
+				return f.finish(ctx, to)
 			}
-			if counting {
-				a.recountBatch(ctx, q, bid, t)
-			}
-			show(false)
 		case <-redraw.C:
-			show(false)
+			f.show(false)
 		}
 	}
+}
+
+// follower is followBatch's view of the batch.
+type follower struct {
+	a         *app
+	q         *queue.Queue
+	bid       string
+	t         *tally
+	p         *progressLine
+	lastEvent time.Time // when the last event of the batch came
+	counting  bool      // the batch has its jobs: count them
+}
+
+func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
+
+// onMessage takes an event of the batch; it returns the state the batch
+// reported, once it has.
+func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string) {
+	var ev events.Event
+	if json.Unmarshal(m.Data, &ev) != nil || ev.BatchID != f.bid {
+		return ""
+	}
+	f.lastEvent = time.Now()
+	f.t.sawEvent(ev, f.lastEvent)
+	switch ev.Kind {
+	case events.KindJob:
+		f.t.set(ev.JobID, ev.To)
+	case events.KindBatch:
+		switch queue.State(ev.To) {
+		case queue.Processing:
+			f.counting = true
+			f.a.recountBatch(ctx, f.q, f.bid, f.t)
+		case queue.Completed, queue.Failed:
+			return ev.To
+		case queue.Held:
+			f.p.note(fmt.Sprintf("batch %s is Held (its collection is held): waiting until it is released", f.bid))
+		}
+	}
+	f.show(false)
+	return ""
+}
+
+// onPoll asks ZooKeeper how the batch stands after a while without news (a
+// dropped connection, lost events), and recounts its jobs; it returns the
+// state the batch reported, once it has.
+func (f *follower) onPoll(ctx context.Context) (reported string) {
+	if time.Since(f.lastEvent) >= waitQuiet {
+		b, err := f.q.LoadBatch(ctx, f.bid)
+		switch {
+		case err != nil:
+			f.a.log.Debug("submit --wait: cannot read the batch", "batch", f.bid, "err", err)
+		case b.State() == queue.Completed || b.State() == queue.Failed:
+			return string(b.State())
+		case b.State() != queue.Pending && b.State() != queue.Held:
+			f.counting = true
+		}
+	}
+	if f.counting {
+		f.a.recountBatch(ctx, f.q, f.bid, f.t)
+	}
+	f.show(false)
+	return ""
+}
+
+// finish shows the final count and the report of the batch, which
+// reported to.
+func (f *follower) finish(ctx context.Context, to string) error {
+	f.a.recountBatch(ctx, f.q, f.bid, f.t)
+	f.show(true)
+	f.p.end()
+	return f.a.batchReport(ctx, f.q, f.bid, to)
+}
+
+// stopped ends the progress when the user stops waiting.
+func (f *follower) stopped(ctx context.Context) error {
+	f.p.end()
+	if f.counting {
+		f.a.recountBatch(ctx, f.q, f.bid, f.t)
+	}
+	return f.a.stoppedWaiting(ctx, f.q, f.bid, f.t)
 }
 
 // stoppedWaiting says where the batch stands when the user stops waiting
