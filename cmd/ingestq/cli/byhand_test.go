@@ -2,11 +2,13 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,13 +30,14 @@ func TestByHandPath(t *testing.T) {
 	daemonLog := newTestLog(t)
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan int, 1)
+	data := t.TempDir()
 	go func() {
 		served <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve",
-			"--data-dir", t.TempDir(), "--nats-listen", nats}, daemonLog, daemonLog, func(string) string { return "" })
+			"--data-dir", data, "--nats-listen", nats}, daemonLog, daemonLog, func(string) string { return "" })
 	}()
+	stopDaemon := sync.OnceValue(func() int { stop(); return <-served })
 	t.Cleanup(func() {
-		stop()
-		if code := <-served; code != 0 {
+		if code := stopDaemon(); code != 0 {
 			t.Errorf("serve exited %d", code)
 		}
 	})
@@ -99,4 +102,36 @@ func TestByHandPath(t *testing.T) {
 	if !strings.Contains(out, "demo-poems") || !strings.Contains(out, "Ozymandias") {
 		t.Errorf("show %s does not show the job of demo-poems:\n%s", stored["demo-poems"], out)
 	}
+
+	// The stored object, from the inventory: refused while the daemon holds
+	// the embedded inventory, then shown with its copy and PREMIS events.
+	ark := stored["demo-poems"]
+	_, stderr, code = e.run("object", ark, "--data-dir", data)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "inventory", "in use by a running daemon", "--inventory postgres://")
+	if code := stopDaemon(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	out, _, code = e.run("object", ark, "--data-dir", data)
+	wantCode(t, code, 0)
+	for _, want := range []string{ark, "version 1", "producer/ozymandias.txt", "system/mrt-premis.xml", "copies (1)",
+		"identifier assignment", "message digest calculation", "fixity check", "replication", "ingestion"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("object %s does not show %q:\n%s", ark, want, out)
+		}
+	}
+	out, _, code = e.run("object", "--profile", "demo", "demo-poems", "--data-dir", data, "-o", "json")
+	wantCode(t, code, 0)
+	var d struct {
+		Object   struct{ ARK string } `json:"object"`
+		Versions []struct {
+			Events []struct{ Type string } `json:"events"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || d.Object.ARK != ark || len(d.Versions) != 1 || len(d.Versions[0].Events) < 5 {
+		t.Errorf("object --profile demo demo-poems -o json: %v %+v\n%s", err, d, out)
+	}
+	_, stderr, code = e.run("object", "demo-poems", "--data-dir", data)
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, "demo-poems", "--profile")
 }

@@ -19,6 +19,8 @@ var examples = map[string][]string{
 		"ingestq ls jobs --local-id demo-poems", "ingestq ls jobs --ark ark:/99999/fk4000001q"},
 	"show": {"ingestq show jid0000000003", "ingestq show bid0000000001 -o json",
 		"ingestq show 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c", "ingestq show ark:/99999/fk4000001q"},
+	"object": {"ingestq object ark:/99999/fk4000001q", "ingestq object --profile demo demo-poems -o json",
+		"ingestq object --inventory postgres://ingest@db/ingestq ark:/99999/fk4000001q"},
 	"check": {"ingestq check", "ingestq check -o json"},
 
 	"hold":               {"ingestq hold job jid0000000012", "ingestq hold collection demo", "ingestq hold queue"},

@@ -163,7 +163,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", timeout, "how long to wait for a ZooKeeper session (env "+EnvConnectTimeout+")")
 	_ = pf.MarkHidden("connect-timeout")
 
-	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.checkCommand())
+	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.holdsCommand())
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())

@@ -127,7 +127,8 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken}
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
+		"storage": EnvStorage, "inventory": EnvInventory}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
