@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -58,10 +57,14 @@ func (p *Pipeline) logEvents(jid string, evs ...inventory.Event) ([]inventory.Ev
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
+	have := make(map[string]bool, len(all))
+	for _, e := range all {
+		have[e.ID] = true
+	}
 	added := false
 	for _, e := range evs {
-		if !slices.ContainsFunc(all, func(x inventory.Event) bool { return x.ID == e.ID }) {
-			all, added = append(all, e), true
+		if !have[e.ID] {
+			all, added, have[e.ID] = append(all, e), true, true
 		}
 	}
 	if added {

@@ -17,7 +17,7 @@ import (
 // Processing with the reason in its message and no jobs, so it reports at
 // once, as Failed.
 func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
-	if r.held.Load() {
+	if r.holds.queueHeld() {
 		return false, nil
 	}
 	b, waits, err := r.q.AcquirePendingBatch(ctx, r.takesBatch)
@@ -25,7 +25,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		r.wakeOn(waits, sigPending)
 		return false, err
 	}
-	if r.collectionHeld(b.Profile()) {
+	if r.holds.collectionHeld(ctx, b.Profile()) {
 		r.moveBatch(b, queue.Held, queue.BatchChange{}, nil)
 		return true, nil
 	}

@@ -26,7 +26,7 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 		},
 		skip: func(ref string) bool {
 			_, busy := r.working.Load(jidOf(ref))
-			return busy || r.held.Load() || r.waiting[s].skip(jidOf(ref))
+			return busy || r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
 		},
 		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
 	}
@@ -141,7 +141,7 @@ func (r *Reactor) batchStarted(bid string) {
 // held, else to Estimating.
 func (r *Reactor) startJob(j *queue.Job) {
 	to := queue.Estimating
-	if r.collectionHeld(j.Profile()) {
+	if r.holds.collectionHeld(r.work, j.Profile()) {
 		to = queue.Held
 	}
 	r.move(j, to, queue.JobChange{}, nil)

@@ -16,14 +16,12 @@ package reactor
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -70,10 +68,8 @@ type Reactor struct {
 	working  sync.Map         // jids this daemon's workers hold
 	started  sync.Map         // bids known to be past Pending: their jobs may start
 	waiting  map[queue.State]*deferrals
-	held     atomic.Bool // the ingest queue is held
-	holdsMu  sync.Mutex
-	holds    map[string]bool // held collections
-	batchDir string          // "/…/batches", to recognise batch folders
+	holds    *holds
+	batchDir string // "/…/batches", to recognise batch folders
 
 	reportMu   sync.Mutex
 	toReport   []string // batches whose batch-processing emptied: tried first
@@ -114,8 +110,9 @@ func New(cfg Config) (*Reactor, error) {
 		cfg.Logger = slog.Default()
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
-		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{}, holds: map[string]bool{},
+		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
 		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger)}
+	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
 		r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], 4))
@@ -178,7 +175,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 		r.watcher.Watch(r.q.Path(p))
 	}
 
-	r.readHolds()
+	r.holds.load(r.work)
 	var wg sync.WaitGroup
 	for _, p := range r.pools {
 		p.start(ctx, work, &wg)
@@ -251,9 +248,9 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 			r.signal(sigReport, bid)
 		}
 	case rel == "/locks/queue":
-		r.setHeld(c)
+		r.holds.queueChanged(c)
 	case rel == "/locks/collections":
-		r.setCollections(c)
+		r.holds.collectionsChanged(c)
 	}
 }
 
@@ -310,72 +307,4 @@ func (r *Reactor) nextReport() (ids []string, ok bool) {
 		return nil, true
 	}
 	return nil, false
-}
-
-func (r *Reactor) setHeld(c zkwatch.Change) {
-	held := r.held.Load()
-	if c.Rescan {
-		held = false
-	}
-	for _, n := range c.Added {
-		held = held || n == queue.QueueIngest
-	}
-	for _, n := range c.Removed {
-		held = held && n != queue.QueueIngest
-	}
-	if was := r.held.Swap(held); was != held {
-		r.log.Info("reactor: ingest queue hold changed", "held", held)
-		if !held {
-			r.wakeAll()
-		}
-	}
-}
-
-func (r *Reactor) setCollections(c zkwatch.Change) {
-	r.holdsMu.Lock()
-	if c.Rescan {
-		r.holds = map[string]bool{}
-	}
-	for _, n := range c.Added {
-		r.holds[n] = true
-	}
-	for _, n := range c.Removed {
-		delete(r.holds, n)
-	}
-	r.holdsMu.Unlock()
-}
-
-// collectionHeld tells whether a profile's collection is held. It asks
-// ZooKeeper, since the watcher's view lags a hold or a release by a watch
-// round trip; only when ZooKeeper cannot answer does that view stand.
-func (r *Reactor) collectionHeld(profile string) bool {
-	if profile == "" {
-		return false
-	}
-	if held, err := r.q.CollectionHeld(r.work, profile); err == nil {
-		return held
-	}
-	r.holdsMu.Lock()
-	defer r.holdsMu.Unlock()
-	return r.holds[profile]
-}
-
-// readHolds reads the queue and collection holds before the pools start:
-// the watcher's first listings run beside the pools' and could come late.
-func (r *Reactor) readHolds() {
-	held, err := r.q.QueueHeld(r.work, queue.QueueIngest)
-	if err == nil {
-		r.held.Store(held)
-	}
-	cols, err2 := r.q.HeldCollections(r.work)
-	if err2 == nil {
-		r.holdsMu.Lock()
-		for _, c := range cols {
-			r.holds[c] = true
-		}
-		r.holdsMu.Unlock()
-	}
-	if err != nil || err2 != nil {
-		r.log.Warn("reactor: holds not read at start; the watcher will tell", "err", errors.Join(err, err2))
-	}
 }

@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"4/4 jobs finished (3 completed, 1 failed)",
 		"md5 mismatch: want 00000000000000000000000000000000",
-		"== Storage: 3 objects",
+		"== Storage: 3 OCFL 1.1 objects in the storage root",
 		"== Inventory: 3 objects",
 		"demo-poems", "demo-letters", "demo-maps",
 		"Done.",

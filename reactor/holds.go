@@ -1,0 +1,104 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+)
+
+// holds is the one place a daemon learns what is held: the ingest queue
+// and the collections. It is read from ZooKeeper at start, kept current by
+// the watcher's changes of /locks/queue and /locks/collections, and, for a
+// collection about to get work, asked of ZooKeeper itself, since the
+// watcher's view lags a hold by a watch round trip.
+type holds struct {
+	q      *queue.Queue
+	log    *slog.Logger
+	onFree func() // the ingest queue was released: work may go on
+
+	mu    sync.Mutex
+	queue bool            // the ingest queue is held
+	cols  map[string]bool // held collections
+}
+
+func newHolds(q *queue.Queue, log *slog.Logger, onFree func()) *holds {
+	return &holds{q: q, log: log, onFree: onFree, cols: map[string]bool{}}
+}
+
+// load reads both kinds of hold, before the pools start: the watcher's
+// first listings run beside the pools' and could come late.
+func (h *holds) load(ctx context.Context) {
+	held, err := h.q.QueueHeld(ctx, queue.QueueIngest)
+	cols, err2 := h.q.HeldCollections(ctx)
+	h.mu.Lock()
+	if err == nil {
+		h.queue = held
+	}
+	for _, c := range cols {
+		h.cols[c] = true
+	}
+	h.mu.Unlock()
+	if err != nil || err2 != nil {
+		h.log.Warn("reactor: holds not read at start; the watcher will tell", "err", errors.Join(err, err2))
+	}
+}
+
+// queueHeld tells whether the ingest queue is held (the watcher's view).
+func (h *holds) queueHeld() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.queue
+}
+
+// collectionHeld tells whether a profile's collection is held: ZooKeeper's
+// answer, or the watcher's view when ZooKeeper cannot answer.
+func (h *holds) collectionHeld(ctx context.Context, profile string) bool {
+	if profile == "" {
+		return false
+	}
+	if held, err := h.q.CollectionHeld(ctx, profile); err == nil {
+		return held
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cols[profile]
+}
+
+// queueChanged applies a change of /locks/queue.
+func (h *holds) queueChanged(c zkwatch.Change) {
+	h.mu.Lock()
+	was, held := h.queue, h.queue && !c.Rescan
+	for _, n := range c.Added {
+		held = held || n == queue.QueueIngest
+	}
+	for _, n := range c.Removed {
+		held = held && n != queue.QueueIngest
+	}
+	h.queue = held
+	h.mu.Unlock()
+	if was != held {
+		h.log.Info("reactor: ingest queue hold changed", "held", held)
+		if !held {
+			h.onFree()
+		}
+	}
+}
+
+// collectionsChanged applies a change of /locks/collections.
+func (h *holds) collectionsChanged(c zkwatch.Change) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.Rescan {
+		h.cols = map[string]bool{}
+	}
+	for _, n := range c.Added {
+		h.cols[n] = true
+	}
+	for _, n := range c.Removed {
+		delete(h.cols, n)
+	}
+}
