@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/ingestq/ingestq/internal/sha256hex"
 )
 
 // maxVersion keeps version keys (%08d) in numeric order.
@@ -74,7 +75,7 @@ func checkFiles(r Record) string {
 			return fmt.Sprintf("file %q listed twice", f.Name)
 		case f.Size < 0:
 			return fmt.Sprintf("file %q has size %d", f.Name, f.Size)
-		case !validDigest(f.SHA256):
+		case !sha256hex.Valid(f.SHA256):
 			return fmt.Sprintf("file %q: sha256 %q is not 64 lower-case hex digits", f.Name, f.SHA256)
 		}
 	}
@@ -184,18 +185,6 @@ func checkARK(ark string) error {
 		return fmt.Errorf("inventory: %w object %q: empty, or has a NUL or bad UTF-8", ErrInvalid, ark)
 	}
 	return nil
-}
-
-func validDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // contentDiff names what differs between two normalized records of one

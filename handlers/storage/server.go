@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/ingestq/ingestq/internal/sha256hex"
 )
 
 // maxVersionPart bounds the "version" JSON part, the only part held in memory.
@@ -176,7 +178,7 @@ func checkDeclared(meta putRequest) (map[string]int, error) {
 		if _, dup := index[f.Name]; dup {
 			return nil, bad("file %q declared twice", f.Name)
 		}
-		if f.Size < 0 || !validDigest(f.SHA256) {
+		if f.Size < 0 || !sha256hex.Valid(f.SHA256) {
 			return nil, bad("file %q: size %d or sha256 %q is invalid", f.Name, f.Size, f.SHA256)
 		}
 		index[f.Name] = i

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ingestq/ingestq/internal/sha256hex"
 )
 
 // File is one file of an object.
@@ -107,7 +109,7 @@ func checkObject(obj Object) ([]File, error) {
 				return nil, fmt.Errorf("storage: object %s: file %q is also a folder of %q", obj.ARK, prev, f.Name)
 			}
 		}
-		if !validDigest(f.SHA256) {
+		if !sha256hex.Valid(f.SHA256) {
 			return nil, fmt.Errorf("storage: object %s: file %q: sha256 %q is not 64 lower-case hex digits", obj.ARK, f.Name, f.SHA256)
 		}
 		if f.Path == "" {
@@ -173,18 +175,6 @@ func dirName(ark string) string {
 }
 
 var arkFolder = strings.NewReplacer(":/", "_", ":", "_", "/", "_")
-
-func validDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 // sameContent compares two sorted file lists by name, size and digest.
 func sameContent(a, b []File) bool {
