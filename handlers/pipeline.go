@@ -75,16 +75,20 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 }
 
+// Defaults are the settings a zero Config field gets; the CLI's flags show
+// them as theirs.
+var Defaults = Config{PerJob: 4, MaxFill: 0.8, Margin: 64 << 20, ProvisionWait: 30 * time.Second}
+
 // New opens the storage targets and the inventory; the built-in ones live
 // under cfg.DataDir.
 func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
 	}
-	cfg.PerJob = cmp.Or(cfg.PerJob, 4)
-	cfg.MaxFill = cmp.Or(cfg.MaxFill, 0.8)
-	cfg.Margin = cmp.Or(cfg.Margin, 64<<20)
-	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, 30*time.Second)
+	cfg.PerJob = cmp.Or(cfg.PerJob, Defaults.PerJob)
+	cfg.MaxFill = cmp.Or(cfg.MaxFill, Defaults.MaxFill)
+	cfg.Margin = cmp.Or(cfg.Margin, Defaults.Margin)
+	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, Defaults.ProvisionWait)
 	cfg.Agent = cmp.Or(cfg.Agent, "ingestq")
 	if len(cfg.Storage) == 0 {
 		cfg.Storage = []string{DefaultStorage(cfg.DataDir)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -25,11 +26,19 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 			return refs, err
 		},
 		skip: func(ref string) bool {
-			_, busy := r.working.Load(jidOf(ref))
-			return busy || r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
+			if c, busy := r.working.Load(jidOf(ref)); busy {
+				c.(*claim).passedOver.Store(true)
+				return true
+			}
+			return r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
 		},
 		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
 	}
+}
+
+// claim marks a job a worker here is on (Reactor.working).
+type claim struct {
+	passedOver atomic.Bool // a pool's dispatcher skipped the job meanwhile
 }
 
 func jidOf(ref string) string {
@@ -48,10 +57,21 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 			r.wakeOnUnlock(s, jid)
 		}
 	}()
-	if _, busy := r.working.LoadOrStore(jid, true); busy {
+	c := new(claim)
+	if _, busy := r.working.LoadOrStore(jid, c); busy {
 		return
 	}
-	defer r.working.Delete(jid)
+	defer func() {
+		r.working.Delete(jid)
+		// A pool that listed the job while this worker still held it (its
+		// commit done, the claim not yet dropped) passed it over, and no
+		// folder will change again to wake that pool: wake it now.
+		if c.passedOver.Load() {
+			for _, st := range JobStates {
+				r.pools[sigJob(st)].Wake()
+			}
+		}
+	}()
 	j, err := r.q.TryAcquireJob(ctx, s, ref, func(j *queue.Job) bool { return r.admit(s, j) })
 	switch {
 	case errors.Is(err, queue.ErrLocked):

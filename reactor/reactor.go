@@ -65,7 +65,7 @@ type Reactor struct {
 	work     context.Context  // ends when the grace period after a stop is over
 	pools    map[string]waker // by signal name
 	waits    *waiter          // one-shot watches on nodes that hold work back
-	working  sync.Map         // jids this daemon's workers hold
+	working  sync.Map         // jid → *claim: the jobs this daemon's workers hold
 	started  sync.Map         // bids known to be past Pending: their jobs may start
 	waiting  map[queue.State]*deferrals
 	holds    *holds
@@ -88,6 +88,14 @@ const (
 
 func sigJob(s queue.State) string { return "watch.job." + s.Folder() }
 
+// Defaults are the settings a zero Config field gets; the CLI's flags show
+// them as theirs.
+var Defaults = Config{BatchWorkers: 2, Attempts: 3, Backoff: time.Second, Rescan: time.Minute, Grace: 30 * time.Second}
+
+// DefaultWorkers is the number of workers of a job state Config.Workers
+// does not name.
+const DefaultWorkers = 4
+
 // New checks cfg and builds a Reactor.
 func New(cfg Config) (*Reactor, error) {
 	if cfg.Queue == nil || cfg.Session == nil || cfg.Bus == nil || cfg.Batches == nil || cfg.Reporter == nil {
@@ -101,11 +109,11 @@ func New(cfg Config) (*Reactor, error) {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
-	cfg.BatchWorkers = cmp.Or(cfg.BatchWorkers, 2)
-	cfg.Attempts = cmp.Or(cfg.Attempts, 3)
-	cfg.Backoff = cmp.Or(cfg.Backoff, time.Second)
-	cfg.Rescan = cmp.Or(cfg.Rescan, time.Minute)
-	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
+	cfg.BatchWorkers = cmp.Or(cfg.BatchWorkers, Defaults.BatchWorkers)
+	cfg.Attempts = cmp.Or(cfg.Attempts, Defaults.Attempts)
+	cfg.Backoff = cmp.Or(cfg.Backoff, Defaults.Backoff)
+	cfg.Rescan = cmp.Or(cfg.Rescan, Defaults.Rescan)
+	cfg.Grace = cmp.Or(cfg.Grace, Defaults.Grace)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -115,7 +123,7 @@ func New(cfg Config) (*Reactor, error) {
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
-		r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], 4))
+		r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], DefaultWorkers))
 	}
 	r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
 	r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)

@@ -24,22 +24,26 @@ type Config struct {
 	Logger    *slog.Logger  // nil: no logging
 }
 
+// Defaults are the settings a zero Config field gets; the CLI's flags show
+// them as theirs.
+var Defaults = Config{Attempts: 5, MinWait: 200 * time.Millisecond, MaxWait: 10 * time.Second, Timeout: 60 * time.Second, PerHost: 8}
+
 func (cfg Config) withDefaults() Config {
 	if cfg.Attempts <= 0 {
-		cfg.Attempts = 5
+		cfg.Attempts = Defaults.Attempts
 	}
 	if cfg.MinWait <= 0 {
-		cfg.MinWait = 200 * time.Millisecond
+		cfg.MinWait = Defaults.MinWait
 	}
 	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = 10 * time.Second
+		cfg.MaxWait = Defaults.MaxWait
 	}
 	cfg.MaxWait = max(cfg.MaxWait, cfg.MinWait)
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 60 * time.Second
+		cfg.Timeout = Defaults.Timeout
 	}
 	if cfg.PerHost <= 0 {
-		cfg.PerHost = 8
+		cfg.PerHost = Defaults.PerHost
 	}
 	return cfg
 }

@@ -53,13 +53,13 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
 	fl.StringVar(&f.smtpPass, "smtp-password", a.env(EnvSMTPPass, ""), "SMTP password (env "+EnvSMTPPass+")")
-	fl.Float64Var(&f.maxFill, "max-fill", 0.8, "provisioning: the highest fill ratio of the working storage a job may bring it to")
+	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to")
 	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
-	fl.DurationVar(&f.provisionWait, "provision-wait", 30*time.Second, "provisioning: how often a waiting job is tested again")
-	fl.IntVar(&f.perJob, "downloads-per-job", 4, "parallel downloads of one job")
-	fl.IntVar(&f.perHost, "downloads-per-host", 8, "parallel requests to one host, across all jobs")
-	fl.IntVar(&f.fetchAttempts, "fetch-attempts", 5, "tries of each HTTP request (downloads, callbacks, HTTP storage and inventory)")
-	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", time.Minute, "an HTTP response that sends nothing for this long is retried")
+	fl.DurationVar(&f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
+	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
+	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")
+	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks, HTTP storage and inventory)")
+	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP response that sends nothing for this long is retried")
 }
 
 // ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
