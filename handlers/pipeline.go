@@ -75,6 +75,9 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 }
 
+// ErrConfig marks a Config that New refuses (errors.Is).
+var ErrConfig = errors.New("handlers: bad setting")
+
 // Defaults are the settings a zero Config field gets; the CLI's flags show
 // them as theirs.
 var Defaults = Config{PerJob: 4, MaxFill: 0.8, Margin: 64 << 20, ProvisionWait: 30 * time.Second}
@@ -84,6 +87,10 @@ var Defaults = Config{PerJob: 4, MaxFill: 0.8, Margin: 64 << 20, ProvisionWait: 
 func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
+	}
+	if cfg.MaxFill < 0 || cfg.MaxFill > 1 || cfg.PerJob < 0 || cfg.Margin < 0 || cfg.ProvisionWait < 0 {
+		return nil, fmt.Errorf("%w: max fill %v (want a ratio in (0, 1]), downloads per job %d, margin %d, provision wait %v",
+			ErrConfig, cfg.MaxFill, cfg.PerJob, cfg.Margin, cfg.ProvisionWait)
 	}
 	cfg.PerJob = cmp.Or(cfg.PerJob, Defaults.PerJob)
 	cfg.MaxFill = cmp.Or(cfg.MaxFill, Defaults.MaxFill)

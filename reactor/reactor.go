@@ -16,6 +16,7 @@ package reactor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,6 +97,34 @@ var Defaults = Config{BatchWorkers: 2, Attempts: 3, Backoff: time.Second, Rescan
 // does not name.
 const DefaultWorkers = 4
 
+// ErrConfig marks a Config that New refuses (errors.Is).
+var ErrConfig = errors.New("reactor: bad setting")
+
+// check refuses settings no default can stand for: counts below one,
+// negative durations.
+func (cfg Config) check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	for s, n := range cfg.Workers {
+		if n < 1 {
+			return bad("%s workers %d: want at least 1", s, n)
+		}
+	}
+	for s, n := range cfg.StateAttempts {
+		if n < 1 {
+			return bad("%s attempts %d: want at least 1", s, n)
+		}
+	}
+	if cfg.BatchWorkers < 0 || cfg.Attempts < 0 {
+		return bad("batch workers %d, attempts %d: want at least 1 (0 for the default)", cfg.BatchWorkers, cfg.Attempts)
+	}
+	if cfg.Backoff < 0 || cfg.Rescan < 0 || cfg.Grace < 0 {
+		return bad("backoff %v, rescan %v, grace %v: durations cannot be negative", cfg.Backoff, cfg.Rescan, cfg.Grace)
+	}
+	return nil
+}
+
 // New checks cfg and builds a Reactor.
 func New(cfg Config) (*Reactor, error) {
 	if cfg.Queue == nil || cfg.Session == nil || cfg.Bus == nil || cfg.Batches == nil || cfg.Reporter == nil {
@@ -105,6 +134,9 @@ func New(cfg Config) (*Reactor, error) {
 		if cfg.Jobs[s] == nil {
 			return nil, fmt.Errorf("reactor: no handler for %s", s)
 		}
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()

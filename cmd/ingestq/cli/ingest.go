@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,9 +77,6 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	if err != nil {
 		return nil, usagef("--space-margin: %v", err)
 	}
-	if f.maxFill <= 0 || f.maxFill > 1 {
-		return nil, usagef("--max-fill %v: want a ratio in (0, 1]", f.maxFill)
-	}
 	var mailer *notify.Mailer
 	if f.smtp != "" {
 		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
@@ -88,6 +86,9 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})
+	if errors.Is(err, handlers.ErrConfig) {
+		return nil, usagef("%v", err)
+	}
 	if err != nil {
 		return nil, &exitError{code: 1, err: err}
 	}

@@ -193,6 +193,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host,
 		Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
+	if errors.Is(err, reactor.ErrConfig) {
+		return usagef("%v", err)
+	}
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -213,9 +216,6 @@ func perState(in map[string]int, m map[queue.State]int) error {
 		s, err := queue.ParseJobState(name)
 		if err != nil {
 			return err
-		}
-		if n < 1 {
-			return fmt.Errorf("%s=%d: want at least 1", name, n)
 		}
 		m[s] = n
 	}

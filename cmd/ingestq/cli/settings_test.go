@@ -1,0 +1,27 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// A setting the daemon's parts refuse is a usage error (exit 2) naming it,
+// checked by the part itself (reactor.New, handlers.New), not by the CLI.
+func TestServeRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--state-workers", "downloading=0"}, "Downloading workers 0"},
+		{[]string{"--max-fill", "1.5"}, "max fill 1.5"},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
+		_, stderr, code := e.run(args...)
+		wantCode(t, code, 2)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: stderr %q does not name %q", c.args, stderr, c.want)
+		}
+	}
+}
