@@ -11,6 +11,12 @@
 // never strands work, because the watcher rescans every folder at start,
 // after an expiry and on a slow timer, and a pool wakes locally whenever the
 // bus is not connected.
+//
+// A handler gets a Step: the acquired job, and Checkpoint, the one way to
+// save something before its Result is written with the transition. Holds
+// (the ingest queue's, the collections') are known in one place (holds.go).
+// Everything Run starts, pools, watches, timers and the session hook, ends
+// before Run returns.
 package reactor
 
 import (

@@ -11,6 +11,20 @@
 //	/jobs/states/<state>/PP-jid     one ref per job, in the folder of its status
 //	/access/{small,large}/qid…      access requests: token, status, lock
 //	/locks/queue/…, /locks/collections/…, /locks/storage/…, /locks/inventory/…
+//	/ingestq/profiles/<name>        ingestq's own: the profiles the daemons publish,
+//	/ingestq/minter/<counter>       the minter's counters,
+//	/ingestq/minted/<jid>           and each job's minted ARK until its job is done
+//
+// # The one door
+//
+// Queue is the only code that speaks to ZooKeeper about the queue's nodes.
+// Every method takes a context, and every request runs under it and under
+// the request timeout (WithRequestTimeout): a request the client holds
+// through an outage ends with ErrNoAnswer, which, like a closed connection,
+// may still be applied later, and transactions check whether it was. A
+// submission and a job's configuration are typed (Submission, JobConfig):
+// the fields ingestq reads, under ingestq's or Merritt's names, and every
+// other key kept as it was written.
 //
 // # Jobs
 //
