@@ -108,7 +108,7 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 			return
 		}
 	}
-	r.waits.on(r.work, r.q.JobLockWait(r.work, jid), r.pools[sigJob(s)].Wake)
+	r.waits.on(r.work, r.q.JobLockWait(r.work, jid), sigJob(s), r.pools[sigJob(s)].Wake)
 }
 
 // admit tells whether an acquired-to-be job may start its step now. A

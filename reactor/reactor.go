@@ -262,7 +262,7 @@ func (r *Reactor) wakeOn(waits []queue.Wait, name string) {
 			bid, _, _ := strings.Cut(strings.TrimPrefix(w.Path, r.batchDir+"/"), "/")
 			wake = func() { r.queueReport(bid); r.pools[sigReport].Wake() }
 		}
-		r.waits.on(r.work, w, wake)
+		r.waits.on(r.work, w, name, wake)
 	}
 }
 

@@ -22,49 +22,64 @@ type waiter struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	watching map[string]bool
+	watching map[string]map[string]func() // node → who waits on it → its wake
 	stopped  bool
 	stopCh   chan struct{}
 	wg       sync.WaitGroup
 }
 
 func newWaiter(q *queue.Queue, log *slog.Logger) *waiter {
-	return &waiter{q: q, log: log, watching: map[string]bool{}, stopCh: make(chan struct{})}
+	return &waiter{q: q, log: log, watching: map[string]map[string]func(){}, stopCh: make(chan struct{})}
 }
 
 // on calls wake once when w's node changes, or at once when it changed
-// already. A watch that cannot be set is left to the safety rescan.
-func (w *waiter) on(ctx context.Context, wt queue.Wait, wake func()) {
+// already. A node is watched once however many wait on it; each waiter
+// (who: a pool's signal) is woken, so a pool that finds the node watched
+// for another pool is not forgotten. A watch that cannot be set is left to
+// the safety rescan.
+func (w *waiter) on(ctx context.Context, wt queue.Wait, who string, wake func()) {
 	w.mu.Lock()
-	if w.stopped || w.watching[wt.Path] {
+	if w.stopped {
 		w.mu.Unlock()
 		return
 	}
-	w.watching[wt.Path] = true
+	if wakes, ok := w.watching[wt.Path]; ok {
+		wakes[who] = wake
+		w.mu.Unlock()
+		return
+	}
+	w.watching[wt.Path] = map[string]func(){who: wake}
 	w.wg.Add(1) // under mu: never after stop's Wait began
 	w.mu.Unlock()
-	forget := func() {
+	take := func() map[string]func() {
 		w.mu.Lock()
+		defer w.mu.Unlock()
+		wakes := w.watching[wt.Path]
 		delete(w.watching, wt.Path)
-		w.mu.Unlock()
+		return wakes
+	}
+	wakeAll := func() {
+		for _, wake := range take() {
+			wake()
+		}
 	}
 	fired, changed, err := w.q.WatchOnce(ctx, wt)
-	if err != nil || changed {
-		forget()
+	if err != nil {
+		take()
 		w.wg.Done()
-		if err != nil {
-			w.log.Debug("reactor: watch not set; the rescan covers it", "err", err)
-			return
-		}
-		wake()
+		w.log.Debug("reactor: watch not set; the rescan covers it", "err", err)
+		return
+	}
+	if changed {
+		wakeAll()
+		w.wg.Done()
 		return
 	}
 	go func() {
 		defer w.wg.Done()
 		select {
 		case <-fired:
-			forget()
-			wake()
+			wakeAll()
 		case <-w.stopCh:
 		}
 	}()
