@@ -41,7 +41,8 @@ type Config struct {
 	Queue   *queue.Queue
 	Session *zkwatch.Session
 	Bus     *events.Bus
-	Host    string // names this daemon in events and logs; default the host name
+	Host    string // names this daemon in events, logs and /ingestq/hosts; default the host name
+	Version string // this daemon's version, in its host node
 
 	Jobs     map[queue.State]JobHandler // one per state from Estimating to Notify
 	Batches  BatchHandler               // Pending batches → jobs
@@ -210,8 +211,20 @@ func (r *Reactor) Run(ctx context.Context) error {
 
 	// Back from a ZooKeeper outage that kept the session, no folder changed,
 	// so no watch fires: steps that failed meanwhile are tried again now.
-	unhook := r.cfg.Session.OnConnect(r.wakeAll)
+	reconnected := make(wakeup, 1)
+	unhook := r.cfg.Session.OnConnect(func() { r.wakeAll(); reconnected.Wake() })
 	defer unhook()
+
+	// Who works this queue: this daemon's ephemeral host node. A name a
+	// live daemon holds already is refused, before any work is taken.
+	since := time.Now()
+	if err := r.register(ctx, since); err != nil {
+		if errors.Is(err, queue.ErrRefused) {
+			return fmt.Errorf("reactor: %w", err)
+		}
+		r.log.Warn("reactor: host node not written; trying again", "err", err)
+		reconnected.Wake()
+	}
 
 	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
@@ -226,6 +239,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	for _, p := range r.pools {
 		p.start(ctx, work, &wg)
 	}
+	wg.Go(func() { r.keepRegistered(ctx, since, reconnected) })
 	r.log.Info("reactor: running", "states", len(JobStates), "rescan", r.cfg.Rescan)
 	<-ctx.Done()
 

@@ -21,6 +21,7 @@ const (
 	profilesDir = "/ingestq/profiles" // <name> → the profile as JSON
 	countersDir = "/ingestq/minter"   // <counter> → the last number minted, in decimal
 	mintedDir   = "/ingestq/minted"   // <jid> → the value minted for the job
+	hostsDir    = "/ingestq/hosts"    // <name> → a live daemon's description (ephemeral)
 )
 
 // maxRepairs bounds how often one Mint remakes folders deleted under it, so
@@ -203,4 +204,69 @@ func checkOwnName(name, what string) error {
 		return fmt.Errorf("%s %q is not usable as a ZooKeeper node name", what, name)
 	}
 	return nil
+}
+
+// Host is a live daemon as it describes itself in /ingestq/hosts/<name>.
+type Host struct {
+	Name  string
+	Data  []byte    // the daemon's description (JSON)
+	Since time.Time // when it registered (the node's creation)
+	Mine  bool      // registered by this Queue's session
+}
+
+// RegisterHost writes this daemon's description into its ephemeral node,
+// creating it, or updating it when this session made it. A name another
+// live session holds is refused: two daemons with one name would be one
+// host to every reader.
+func (q *Queue) RegisterHost(ctx context.Context, name string, data []byte) error {
+	if err := checkOwnName(name, "host name"); err != nil {
+		return err
+	}
+	if err := q.ensureDirs(ctx, hostsDir); err != nil {
+		return err
+	}
+	p := q.Path(hostsDir + "/" + name)
+	_, err := q.zk.create(ctx, p, data, zk.FlagEphemeral)
+	if !errors.Is(err, zk.ErrNodeExists) {
+		if err != nil {
+			return fmt.Errorf("register host %s: %w", name, err)
+		}
+		return nil
+	}
+	ok, st, err := q.zk.exists(ctx, p)
+	switch {
+	case err != nil:
+		return fmt.Errorf("register host %s: %w", name, err)
+	case !ok:
+		return q.RegisterHost(ctx, name, data) // it just went: try again
+	case !q.zk.owns(st):
+		return refused("host name %s is in use by another live daemon (session 0x%x): give this one another --host", name, st.EphemeralOwner)
+	}
+	if err := q.commit(ctx, []op{set(p, data, -1)}); err != nil {
+		return fmt.Errorf("register host %s: %w", name, err)
+	}
+	return nil
+}
+
+// Hosts lists the live daemons, by name.
+func (q *Queue) Hosts(ctx context.Context) ([]Host, error) {
+	names, err := q.sortedChildren(ctx, hostsDir)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = q.Path(hostsDir + "/" + n)
+	}
+	var out []Host
+	for i, r := range q.getAll(ctx, paths...) {
+		if errors.Is(r.err, zk.ErrNoNode) {
+			continue // gone since the listing
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("read host %s: %w", names[i], r.err)
+		}
+		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Mine: q.zk.owns(r.stat)})
+	}
+	return out, nil
 }

@@ -38,6 +38,7 @@ var examples = map[string][]string{
 	"delete":             {"ingestq delete jid0000000012", "ingestq delete bid0000000001"},
 	"report":             {"ingestq report bid0000000001"},
 	"cleanup":            {"ingestq cleanup"},
+	"hosts":              {"ingestq hosts", "ingestq hosts -o json"},
 
 	"serve": {"ingestq serve",
 		"ingestq serve --profiles /etc/ingestq/profiles --data-dir /var/lib/ingestq",

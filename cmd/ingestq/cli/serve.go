@@ -190,7 +190,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err := perState(f.stateTries, attempts); err != nil {
 		return usagef("--state-attempts: %v", err)
 	}
-	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host,
+	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
 		Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
 	if errors.Is(err, reactor.ErrConfig) {

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// hostsCommand lists the daemons working the queue, from their ephemeral
+// host nodes: a daemon that died is gone once its session has.
+func (a *app) hostsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "hosts",
+		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
+		Args:  args(),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			hosts, err := q.Hosts(ctx)
+			if err != nil {
+				return err
+			}
+			infos := make([]reactor.HostInfo, 0, len(hosts))
+			for _, h := range hosts {
+				var info reactor.HostInfo
+				if err := json.Unmarshal(h.Data, &info); err != nil {
+					a.log.Warn("a host node is not ingestq's; shown by name", "host", h.Name, "err", err)
+				}
+				info.Name, info.Since = h.Name, h.Since.UTC()
+				infos = append(infos, info)
+			}
+			if a.json() {
+				return a.writeJSON(infos)
+			}
+			if len(infos) == 0 {
+				a.println("no daemon works this queue")
+				return nil
+			}
+			t := a.newTable("HOST", "VERSION", "PID", "JOBS", "WORKERS", "SINCE")
+			for _, h := range infos {
+				workers := 0
+				for _, n := range h.Workers {
+					workers += n
+				}
+				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), fmt.Sprint(h.JobsInHand),
+					fmt.Sprintf("%d in %d states, %d for batches", workers, len(h.States), h.BatchWorkers),
+					h.Since.Local().Format(time.DateTime))
+			}
+			return t.flush()
+		}),
+	}
+}

@@ -1,0 +1,69 @@
+package reactor
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/ingestq/ingestq/internal/backoff"
+)
+
+// hostEvery is how often a daemon refreshes what its host node says (the
+// jobs in hand); ZooKeeper keeps the node itself alive with the session.
+const hostEvery = 15 * time.Second
+
+// HostInfo is what a daemon says of itself in /ingestq/hosts/<name>, the
+// ephemeral node that lives as long as its session: `ingestq hosts`.
+type HostInfo struct {
+	Name         string         `json:"name"`
+	Version      string         `json:"version"`
+	PID          int            `json:"pid"`
+	States       []string       `json:"states"`  // the job states it works
+	Workers      map[string]int `json:"workers"` // per state
+	BatchWorkers int            `json:"batch_workers"`
+	JobsInHand   int            `json:"jobs_in_hand"`
+	Since        time.Time      `json:"since"`
+}
+
+// hostInfo describes this daemon now.
+func (r *Reactor) hostInfo(since time.Time) HostInfo {
+	h := HostInfo{Name: r.cfg.Host, Version: r.cfg.Version, PID: os.Getpid(), Workers: map[string]int{},
+		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC()}
+	for _, s := range JobStates {
+		h.States = append(h.States, string(s))
+		h.Workers[string(s)] = r.pools[sigJob(s)].(*jobPool).workers
+	}
+	r.working.Range(func(any, any) bool { h.JobsInHand++; return true })
+	return h
+}
+
+// register writes the host node once.
+func (r *Reactor) register(ctx context.Context, since time.Time) error {
+	data, _ := json.Marshal(r.hostInfo(since)) // plain fields: cannot fail
+	return r.q.RegisterHost(ctx, r.cfg.Host, data)
+}
+
+// keepRegistered rewrites the host node every hostEvery, and at once after
+// a reconnect (the node went with an expired session), until ctx ends.
+func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, reconnected <-chan struct{}) {
+	t := time.NewTicker(hostEvery)
+	defer t.Stop()
+	for tries := 0; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-reconnected:
+		}
+		if err := r.register(ctx, since); err != nil && ctx.Err() == nil {
+			tries++
+			r.log.Warn("reactor: host node not written; trying again", "err", err)
+			if !backoff.Sleep(ctx, backoff.Delay(time.Second, hostEvery, tries)) {
+				return
+			}
+			continue
+		}
+		tries = 0
+	}
+}
