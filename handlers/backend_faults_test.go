@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
@@ -96,6 +100,73 @@ func TestUploadCorruptedInFlight(t *testing.T) {
 	logs.WaitFor(t, "reactor: step failed; retrying", "job="+j.ID, "state=Storing", "digest mismatch")
 	r.checkCopies(j, ark, 1, target, replica)
 	r.checkStoredOnce(target, ark)
+}
+
+// A replica that refuses its copy fails the job in Storing after the
+// primary's copy is made. Once the replica is mended, a requeue writes
+// only the missing copy: no file of the primary's is written again.
+func TestRequeueWritesOnlyTheMissingCopy(t *testing.T) {
+	t.Parallel()
+	svcStore, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, replica := serveFault(t, storage.NewServer(svcStore, nil))
+	primary := t.TempDir()
+	r := newRig(t, nil, withStorage(primary, replica))
+
+	svc.code.Store(http.StatusForbidden)
+	files := object{"a.txt": []byte("alpha\n"), "b.txt": []byte("bravo\n")}
+	j := r.deposit("/obj.checkm", files)
+	if j.State() != queue.Failed || !strings.HasPrefix(j.Status.Message, "Storing") || !strings.Contains(j.Status.Message, "copy 2 of 2") {
+		t.Fatalf("job %s %q, want Failed in Storing at copy 2 of 2", j.State(), j.Status.Message)
+	}
+	ark := j.Identifiers.PrimaryID
+	written := fileInfos(t, primary)
+	if len(objectKeys(t, primary, ark)) == 0 {
+		t.Fatalf("the primary holds nothing of %s after the replica refused", ark)
+	}
+
+	svc.code.Store(0)
+	r.ingestq("requeue", j.ID)
+	r.ingestq("report", j.BatchID)
+	if b := r.waitBatch(j.BatchID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("after the requeue: batch %s (%s)", b.State(), b.Status.Message)
+	}
+	j = r.jobsOf(j.BatchID)["manifest"]
+	r.checkStored(j, files)
+	if after := fileInfos(t, primary); !sameFiles(after, written) {
+		t.Errorf("the requeue wrote to the primary: %d files before, %d after, or some replaced", len(written), len(after))
+	}
+	if _, err := svcStore.Latest(t.Context(), ark); err != nil {
+		t.Errorf("the replica lacks %s after the requeue: %v", ark, err)
+	}
+	if j.Store == nil || len(j.Store.Copies) != 2 {
+		t.Errorf("job %s: store manifest %+v, want 2 copies", j.ID, j.Store)
+	}
+}
+
+// fileInfos maps every file under dir to its FileInfo.
+func fileInfos(t *testing.T, dir string) map[string]os.FileInfo {
+	t.Helper()
+	out := map[string]os.FileInfo{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		out[p], err = d.Info()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameFiles tells whether two listings of fileInfos hold the same files:
+// a file written again (a new file renamed into place) is another file.
+func sameFiles(a, b map[string]os.FileInfo) bool {
+	return maps.EqualFunc(a, b, os.SameFile)
 }
 
 // PostgreSQL restarts while both jobs of a batch are inside their Record
