@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
@@ -21,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -272,4 +274,41 @@ func versionContentAt(t testing.TB, target, ark string, n int) map[string]string
 		out[strings.TrimPrefix(k, folder)] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out
+}
+
+// A data folder written before OCFL is imported into the daemon's primary
+// target when that is not the default folder: the daemon reads heads
+// there, and the default root is never made.
+func TestPreOCFLStoreImportedIntoThePrimary(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4old0002"
+	data := []byte("written before OCFL\n")
+	primary := t.TempDir()
+	r := newRig(t, nil, withStorage(primary), withPreOCFLObject(t, ark, data))
+	v, err := openTarget(t, primary).Latest(t.Context(), ark)
+	if err != nil || v.Number != 1 || len(v.Files) != 1 || v.Files[0].SHA256 != sha256hex(data) {
+		t.Fatalf("%s in the primary: %+v (%v), want version 1 with producer/a.txt", ark, v, err)
+	}
+	if _, err := os.Stat(handlers.DefaultStorage(r.data)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the default OCFL root was made (%v); want the object in the primary only", err)
+	}
+}
+
+// withPreOCFLObject writes version 1 of ark, holding producer/a.txt, into
+// the data folder's store as ingestq kept it before OCFL.
+func withPreOCFLObject(t *testing.T, ark string, data []byte) rigOption {
+	src := filepath.Join(t.TempDir(), "a.txt")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func(hc *handlers.Config, _ *reactor.Config) {
+		old, err := storage.NewLocal(filepath.Join(hc.DataDir, "storage"))
+		if err == nil {
+			_, err = old.Put(context.Background(), storage.Object{ARK: ark, Files: []storage.File{
+				{Name: "producer/a.txt", Path: src, Size: int64(len(data)), SHA256: sha256hex(data)}}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
