@@ -30,7 +30,7 @@ bench: ## benchmarks beside their raw-ZooKeeper baselines (PERFORMANCE.md)
 bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench Download -benchtime 3x -count 3 ./handlers/fetch/
 
-bench-ocfl: ## OCFL store Put beside a durable copy of the same bytes (PERFORMANCE.md)
+bench-ocfl: ## OCFL store Put on disk and on S3 beside a durable copy and plain S3 PUTs of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench OCFLPut -benchtime 3x -count 3 ./handlers/storage/ocfl/
 
 bench-place: ## S3 place PUTs beside plain minio-go PUTs into the same versitygw (PERFORMANCE.md)

@@ -53,7 +53,8 @@ func TestBigObjectManifest(t *testing.T) {
 		t.Fatalf("%d jobs, want 1", len(jobs))
 	}
 	// checkStored compares every digest and the count (10,000 + 3 system
-	// files), and the inventory's latest version against storage.
+	// files: ERC, Dublin Core, PREMIS), and the inventory's latest version
+	// against storage.
 	ark := r.checkStored(jobs["manifest"], want)
 	logSteps(t, r, jobs["manifest"].ID)
 

@@ -2,14 +2,10 @@ package handlers_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 
-	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/internal/logtest"
-	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -19,8 +15,7 @@ import (
 func TestLogNamesJobs(t *testing.T) {
 	t.Parallel()
 	logs := &logtest.Buffer{}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	r := newRig(t, nil, func(hc *handlers.Config, rc *reactor.Config) { hc.Logger, rc.Logger = log, log })
+	r := newRig(t, nil, withLogs(t, logs))
 	data := []byte("content\n")
 	var lines []row
 	for i, name := range []string{"fine.txt", "busy.txt"} {

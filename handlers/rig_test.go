@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -24,7 +25,7 @@ import (
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
-	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -129,10 +130,13 @@ func (r *rig) start(opts ...rigOption) {
 	}
 	r.p = p
 	// Every object the pipeline stored must be valid OCFL to an independent
-	// reader (registered first, so it runs after the daemon has stopped).
+	// reader, in every target (registered first, so it runs after the
+	// daemon has stopped).
 	r.t.Cleanup(func() {
-		if root := handlers.DefaultStorage(r.data); !r.t.Failed() && hc.Storage == nil {
-			ocfltest.Validate(r.t, root)
+		if !r.t.Failed() {
+			for _, target := range p.Storage() {
+				validateTarget(r.t, target)
+			}
 		}
 	})
 	rc.Jobs, rc.Batches, rc.Reporter = p.Handlers(), p, p
@@ -150,6 +154,28 @@ func (r *rig) start(opts ...rigOption) {
 		}
 		_ = p.Close()
 	})
+}
+
+// withStorage sets the daemon's storage targets, the primary first.
+func withStorage(targets ...string) rigOption {
+	return func(hc *handlers.Config, _ *reactor.Config) { hc.Storage = targets }
+}
+
+// withInventory sets the daemon's inventory URL.
+func withInventory(url string) rigOption {
+	return func(hc *handlers.Config, _ *reactor.Config) { hc.Inventory = url }
+}
+
+// withLogs copies the daemon's log into logs, for a test to wait on a line.
+func withLogs(t testing.TB, logs *logtest.Buffer) rigOption {
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return func(hc *handlers.Config, rc *reactor.Config) { hc.Logger, rc.Logger = log, log }
+}
+
+// withAttempts gives every step n tries, the first retry after wait (then
+// doubling): for faults that last longer than the rig's two quick tries.
+func withAttempts(n int, wait time.Duration) rigOption {
+	return func(_ *handlers.Config, rc *reactor.Config) { rc.Attempts, rc.Backoff = n, wait }
 }
 
 func (r *rig) onBatch(e events.Event) {

@@ -65,19 +65,24 @@ func (p *Pipeline) store(ctx context.Context, url string) (storage.Store, error)
 }
 
 // importOldStore moves the objects of the store ingestq kept before OCFL
-// (dataDir/storage, versions as plain folders) into the default OCFL root,
-// once: the old folder is renamed when every version is in.
+// (dataDir/storage, versions as plain folders) into the primary target,
+// where the daemon reads an object's head, once: the old folder is renamed
+// when every version is in. A primary that is a storage service cannot
+// take them; the folder is left as it is, with a warning.
 func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 	old := filepath.Join(dataDir, "storage")
 	if _, err := os.Stat(old); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	s, err := p.store(ctx, DefaultStorage(dataDir))
+	primary := p.cfg.Storage[0]
+	s, err := p.store(ctx, primary)
 	if err != nil {
 		return err
 	}
 	root, ok := s.(*ocfl.Store)
 	if !ok {
+		p.log.Warn("storage: the pre-OCFL store is not imported: the primary target is a storage service, not an OCFL root",
+			"from", old, "primary", primary)
 		return nil
 	}
 	n, err := ocfl.Import(ctx, root, old)
@@ -89,6 +94,6 @@ func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 		return err
 	}
 	p.log.Info("storage: the pre-OCFL store was imported into OCFL; its folder can be removed", "versions", n,
-		"from", done, "to", DefaultStorage(dataDir))
+		"from", done, "to", primary)
 	return nil
 }
