@@ -52,8 +52,8 @@ func TestBigObjectManifest(t *testing.T) {
 	if len(jobs) != 1 {
 		t.Fatalf("%d jobs, want 1", len(jobs))
 	}
-	// checkStored compares every digest and the count (10,000 + 3 system
-	// files: ERC, Dublin Core, PREMIS), and the inventory's latest version
+	// checkStored compares every digest and the count (10,000 + 4 system
+	// files: ERC, Dublin Core, PREMIS, the manifest), and the inventory's latest version
 	// against storage.
 	ark := r.checkStored(jobs["manifest"], want)
 	logSteps(t, r, jobs["manifest"].ID)
@@ -69,8 +69,8 @@ func TestBigObjectManifest(t *testing.T) {
 			producer++
 		}
 	}
-	if producer != bigManifestFiles || len(recs[0].Files) != bigManifestFiles+3 {
-		t.Errorf("inventory row: %d files, %d producer; want %d and %d", len(recs[0].Files), producer, bigManifestFiles+3, bigManifestFiles)
+	if producer != bigManifestFiles || len(recs[0].Files) != bigManifestFiles+4 {
+		t.Errorf("inventory row: %d files, %d producer; want %d and %d", len(recs[0].Files), producer, bigManifestFiles+4, bigManifestFiles)
 	}
 }
 

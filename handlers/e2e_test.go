@@ -47,13 +47,13 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 			r.t.Errorf("%s: stored producer/%s has sha256 %q, want %s", ark, name, got["producer/"+name], sha256hex(data))
 		}
 	}
-	for _, sys := range []string{"system/mrt-erc.txt", "system/mrt-dc.xml", "system/mrt-premis.xml"} {
+	for _, sys := range []string{"system/mrt-erc.txt", "system/mrt-dc.xml", "system/mrt-premis.xml", "system/mrt-manifest.txt"} {
 		if got[sys] == "" {
 			r.t.Errorf("%s: no %s stored", ark, sys)
 		}
 	}
-	if len(got) != len(want)+3 {
-		r.t.Errorf("%s: stored %d files %v, want %d", ark, len(got), got, len(want)+3)
+	if len(got) != len(want)+4 {
+		r.t.Errorf("%s: stored %d files %v, want %d", ark, len(got), got, len(want)+4)
 	}
 	detail, err := r.p.Inventory().Object(context.Background(), ark)
 	recs := detail.Versions
@@ -262,7 +262,7 @@ func (r *rig) checkPreservation(ark string, rec inventory.Record) {
 		}
 	}
 	want := map[string]int{inventory.EventIdentifierAssignment: 1, inventory.EventIngestion: 1,
-		inventory.EventReplication: len(rec.Replicas), inventory.EventMessageDigestCalculation: len(rec.Files) - 1}
+		inventory.EventReplication: len(rec.Replicas), inventory.EventMessageDigestCalculation: len(rec.Files) - 2}
 	for typ, n := range want {
 		if count[typ] < n {
 			r.t.Errorf("%s: %d %q events, want at least %d (events %v)", ark, count[typ], typ, n, count)

@@ -52,6 +52,9 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if !slices.ContainsFunc(entries, func(e manifestEntry) bool { return filepath.Dir(e.Name) != systemDir }) {
 		return reactor.Result{}, reactor.Fatal(errors.New("the object has no files"))
 	}
+	if entries, err = writeObjectManifest(work, entries); err != nil {
+		return reactor.Result{}, err
+	}
 	mpath := filepath.Join(work, storageManifest)
 	if err := writeStorageManifest(mpath, entries); err != nil {
 		return reactor.Result{}, err
@@ -211,7 +214,7 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, ids *queue.Ide
 	}
 	evs := []inventory.Event{p.event(j.ID, inventory.EventIdentifierAssignment, "", "", ids.PrimaryID+": "+how)}
 	name := path.Join(systemDir, premisFile)
-	entries = slices.DeleteFunc(entries, func(e manifestEntry) bool { return e.Name == name })
+	entries = slices.DeleteFunc(entries, func(e manifestEntry) bool { return slices.Contains(depositFiles, e.Name) })
 	for _, e := range entries {
 		evs = append(evs, p.event(j.ID, inventory.EventMessageDigestCalculation, e.Name, "", "sha256 "+e.SHA256))
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"time"
@@ -199,27 +198,27 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 }
 
 // putUnlessSame stores obj as a new version unless the target's head
-// version holds the same files, the PREMIS file aside: it describes the
-// deposit that brought the content, so a deposit of unchanged content
-// makes no version, as storage.Store.Put promises for equal content.
+// version holds the same files, the PREMIS file and the object's manifest
+// aside: they describe the deposit that brought the content, so a deposit
+// of unchanged content makes no version, as storage.Store.Put promises for
+// equal content.
 func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object) (storage.Version, error) {
 	head, err := st.Latest(ctx, obj.ARK)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return storage.Version{}, err
 	}
 	if err == nil {
-		premis := path.Join(systemDir, premisFile)
 		key := func(name string, size int64, sum string) string {
 			return fmt.Sprintf("%s\x00%d\x00%s", name, size, sum)
 		}
 		var a, b []string
 		for _, f := range head.Files {
-			if f.Name != premis {
+			if !slices.Contains(depositFiles, f.Name) {
 				a = append(a, key(f.Name, f.Size, f.SHA256))
 			}
 		}
 		for _, f := range obj.Files {
-			if f.Name != premis {
+			if !slices.Contains(depositFiles, f.Name) {
 				b = append(b, key(f.Name, f.Size, f.SHA256))
 			}
 		}

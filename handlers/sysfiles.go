@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/checkm"
@@ -21,6 +23,40 @@ const (
 	ercFile = "mrt-erc.txt"
 	dcFile  = "mrt-dc.xml"
 )
+
+// objectManifest is the object's own manifest among its system files:
+// every other file's name, digest and size, without the working folder's
+// URLs of the storage manifest. With the PREMIS file, it describes one
+// deposit (it lists that file's digest), so neither counts when Storing
+// asks whether the content changed.
+const objectManifest = "mrt-manifest.txt"
+
+// depositFiles are the system files that differ with every deposit.
+var depositFiles = []string{path.Join(systemDir, premisFile), path.Join(systemDir, objectManifest)}
+
+// writeObjectManifest writes the object's manifest into system/ and returns
+// entries with its own entry added (an earlier run's dropped).
+func writeObjectManifest(work string, entries []manifestEntry) ([]manifestEntry, error) {
+	name := path.Join(systemDir, objectManifest)
+	entries = slices.DeleteFunc(entries, func(e manifestEntry) bool { return e.Name == name })
+	var b bytes.Buffer
+	b.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/store/manifest/mrt-object-manifest\n")
+	b.WriteString("#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n")
+	b.WriteString("#%fields | nfo:fileName | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%s | sha256 | %s | %d\n", e.Name, e.SHA256, e.Size)
+	}
+	b.WriteString("#%eof\n")
+	file := filepath.Join(work, filepath.FromSlash(name))
+	if err := durable.WriteFile(file, b.Bytes()); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", objectManifest, err)
+	}
+	sum, size, err := sha256File(file)
+	if err != nil {
+		return nil, err
+	}
+	return append(entries, manifestEntry{Name: name, Path: file, Size: size, SHA256: sum}), nil
+}
 
 func writeSystemFiles(dir string, j *queue.Job, ids *queue.Identifiers) error {
 	md := queue.Metadata{}

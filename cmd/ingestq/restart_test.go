@@ -236,8 +236,8 @@ func TestRestartDuringDownloading(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := st.Latest(context.Background(), j.Identifiers.PrimaryID)
-	if err != nil || v.Number != 1 || len(v.Files) != 9 {
-		t.Fatalf("stored %+v (%v), want version 1 with 6 files and 3 system files", v, err)
+	if err != nil || v.Number != 1 || len(v.Files) != 10 {
+		t.Fatalf("stored %+v (%v), want version 1 with 6 files and 4 system files", v, err)
 	}
 }
 
