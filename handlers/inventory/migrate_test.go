@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // migrateEnv makes the test binary a daemon that only migrates the
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 		p.Close()
 		os.Exit(0)
 	}
-	pgtest.Main(m)
+	goleak.VerifyTestMain(pgtest.WithShared(m))
 }
 
 // appliedMigrations returns schema_migrations as "version name" lines.
