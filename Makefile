@@ -17,10 +17,11 @@ deps: ## install ZooKeeper and PostgreSQL (Debian), versitygw (built from the Go
 build: ## build bin/ingestq
 	$(GO) build -ldflags "-X github.com/ingestq/ingestq/cmd/ingestq/cli.version=$(VERSION)" -o bin/ingestq ./cmd/ingestq
 
-demo: deps build ## a sample deposit end to end: local ZooKeeper, the daemon, a web server of testdata/demo
+demo: build ## a sample deposit end to end: local ZooKeeper (installed if missing), the daemon, a web server of testdata/demo
+	./scripts/install-zookeeper.sh
 	bin/ingestq demo
 
-test: ## vet, then every test with the race detector (starts its own ZooKeeper and PostgreSQL)
+test: deps ## install what the tests start if missing, then vet and every test with the race detector
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
