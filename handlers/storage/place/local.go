@@ -223,12 +223,20 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 }
 
 // prune removes dir and its parents up to the root while they are empty,
-// and syncs the folder where it stopped.
+// and syncs the folder where it stopped. Another Delete may prune the same
+// folders at once: one already gone is passed by, and the first folder
+// still there is synced.
 func (l *Local) prune(dir string) error {
 	for dir != l.dir && os.Remove(dir) == nil {
 		dir = filepath.Dir(dir)
 	}
-	return durable.SyncDir(dir)
+	for {
+		err := durable.SyncDir(dir)
+		if !errors.Is(err, fs.ErrNotExist) || dir == l.dir {
+			return err
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // fail names the operation and key, and wraps ErrNotExist for a missing one.
