@@ -40,7 +40,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	work := p.workDir(j.ID)
+	work := p.workDir(j)
 	pr := p.newProgress(j, files)
 	client := p.client(prof)
 	// Every folder a file lands in, up to the one holding the working
@@ -87,7 +87,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	if err := g.Wait(); err != nil {
 		return reactor.Result{}, err
 	}
-	if err := p.logFixity(j.ID, files); err != nil {
+	if err := p.logFixity(j, files); err != nil {
 		return reactor.Result{}, err
 	}
 	if typ := j.Config.PayloadType; typ == TypeManifest || typ == TypeFile {
@@ -114,7 +114,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space},
+	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space, Config: p.placed(j, work)},
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
 }
 
@@ -218,7 +218,7 @@ func (pr *progress) publish() {
 // name: files of an earlier manifest that a requeue fetched again without
 // them, and their partial downloads. Processing stores the whole folder.
 func (p *Pipeline) prune(j *queue.Job, files []file) error {
-	work := p.workDir(j.ID)
+	work := p.workDir(j)
 	keep := make(map[string]bool, len(files))
 	for _, f := range files {
 		keep[filepath.Join(work, filepath.FromSlash(f.Name))] = true
@@ -234,15 +234,15 @@ func (p *Pipeline) prune(j *queue.Job, files []file) error {
 
 // logFixity logs a PREMIS fixity check for each file verified against a
 // digest the depositor gave.
-func (p *Pipeline) logFixity(jid string, files []file) error {
+func (p *Pipeline) logFixity(j *queue.Job, files []file) error {
 	var evs []inventory.Event
 	for _, f := range files {
 		if f.Want.Digest == "" {
 			continue
 		}
-		evs = append(evs, p.event(jid, inventory.EventFixityCheck, f.Name, "download",
+		evs = append(evs, p.event(j.ID, inventory.EventFixityCheck, f.Name, "download",
 			fmt.Sprintf("downloaded from %s; matched the depositor's %s %s", f.URL, f.Want.Alg, f.Want.Digest)))
 	}
-	_, err := p.logEvents(jid, evs...)
+	_, err := p.logEvents(j, evs...)
 	return err
 }

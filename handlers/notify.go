@@ -47,7 +47,7 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 	if err := p.minter.Forget(ctx, j.ID); err != nil {
 		p.log.Warn("notify: minting record not removed", "job", j.ID, "err", err)
 	}
-	if err := os.RemoveAll(p.workDir(j.ID)); err != nil {
+	if err := os.RemoveAll(p.workDir(j)); err != nil {
 		p.log.Warn("notify: working folder not removed", "job", j.ID, "err", err)
 	}
 	return reactor.Result{Attrs: map[string]any{"ark": ark, "callback": prof.Callback != ""}}, nil

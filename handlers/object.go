@@ -38,9 +38,6 @@ const (
 	maxManifestBytes = 64 << 20
 )
 
-// workDir is a job's working folder.
-func (p *Pipeline) workDir(jid string) string { return filepath.Join(p.work, jid) }
-
 // file is one file to download into a job's working folder.
 type file struct {
 	Name string // relative to the working folder: producer/… or container.zip
@@ -91,7 +88,7 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 // Later steps keep the copy their files were downloaded by.
 func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profile.Profile) (*checkm.Manifest, error) {
 	url := j.Config.PayloadURL
-	keep := filepath.Join(p.workDir(j.ID), manifestCopy)
+	keep := filepath.Join(p.workDir(j), manifestCopy)
 	data, err := os.ReadFile(keep)
 	if err == nil && refetchManifest(j, keep) {
 		p.log.Info("object manifest fetched again: the job was requeued before its download", "job", j.ID,

@@ -30,6 +30,13 @@ type Config struct {
 	Bus      *events.Bus // progress events; nil for none
 	Profiles *profile.Set
 	DataDir  string // work/, ocfl/ and inventory.db live here
+	// WorkDir holds the jobs' working folders; default DataDir/work.
+	// SharedWork says it is mounted at the same path on every host of the
+	// cluster, so any host takes any step of a job; otherwise the steps
+	// after Downloading go to the host that holds the job's files (Host).
+	WorkDir    string
+	SharedWork bool
+	Host       string // this daemon's name in /ingestq/hosts (reactor.Config.Host); default the host name
 	// Storage is where the objects of a profile that names no storage go:
 	// storage target URLs, the first the primary (see ParseTargets);
 	// default DefaultStorage(DataDir).
@@ -88,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Queue == nil || cfg.Profiles == nil || cfg.DataDir == "" {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
 	}
+
 	if cfg.MaxFill < 0 || cfg.MaxFill > 1 || cfg.PerJob < 0 || cfg.Margin < 0 || cfg.ProvisionWait < 0 {
 		return nil, fmt.Errorf("%w: max fill %v (want a ratio in (0, 1]), downloads per job %d, margin %d, provision wait %v",
 			ErrConfig, cfg.MaxFill, cfg.PerJob, cfg.Margin, cfg.ProvisionWait)
@@ -106,7 +114,11 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Join(cfg.DataDir, "work"),
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	cfg.WorkDir = cmp.Or(cfg.WorkDir, filepath.Join(cfg.DataDir, "work"))
+	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Clean(cfg.WorkDir),
 		minter: mint.New(cfg.Queue),
 		stores: map[string]storage.Store{}, invents: map[string]inventory.Handle{}}
 	fc := cfg.Fetch
@@ -167,6 +179,9 @@ func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
 		queue.Storing:      reactor.JobHandlerFunc(p.storeObject),
 		queue.Recording:    reactor.JobHandlerFunc(p.record),
 		queue.Notify:       reactor.JobHandlerFunc(p.notify),
+	}
+	for _, s := range []queue.State{queue.Processing, queue.Storing, queue.Recording} {
+		hs[s] = p.adopting(s, hs[s])
 	}
 	for s, h := range hs {
 		hs[s] = p.namingJob(h)

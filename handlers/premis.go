@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // PREMIS events: what happened to an object on its way in, kept in the
@@ -45,8 +46,8 @@ func (p *Pipeline) event(jid, typ, file, key, detail string) inventory.Event {
 
 // logEvents adds evs to the job's event log, keeping any event already
 // there, and returns the whole log.
-func (p *Pipeline) logEvents(jid string, evs ...inventory.Event) ([]inventory.Event, error) {
-	path := filepath.Join(p.workDir(jid), premisLog)
+func (p *Pipeline) logEvents(j *queue.Job, evs ...inventory.Event) ([]inventory.Event, error) {
+	path := filepath.Join(p.workDir(j), premisLog)
 	var all []inventory.Event
 	data, err := os.ReadFile(path)
 	switch {

@@ -38,7 +38,7 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	work := p.workDir(j.ID)
+	work := p.workDir(j)
 	if err := writeSystemFiles(filepath.Join(work, systemDir), j, ids); err != nil {
 		return reactor.Result{}, err
 	}
@@ -218,11 +218,11 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, ids *queue.Ide
 	for _, e := range entries {
 		evs = append(evs, p.event(j.ID, inventory.EventMessageDigestCalculation, e.Name, "", "sha256 "+e.SHA256))
 	}
-	all, err := p.logEvents(j.ID, evs...)
+	all, err := p.logEvents(j, evs...)
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(p.workDir(j.ID), filepath.FromSlash(name))
+	file := filepath.Join(p.workDir(j), filepath.FromSlash(name))
 	if err := durable.WriteFile(file, premisXML(ids.PrimaryID, p.cfg.Agent, all)); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", premisFile, err)
 	}

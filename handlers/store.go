@@ -28,7 +28,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	work := p.workDir(j.ID)
+	work := p.workDir(j)
 	entries, err := readStorageManifest(filepath.Join(work, storageManifest))
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
@@ -54,7 +54,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 			p.event(j.ID, inventory.EventReplication, "", c.Target, fmt.Sprintf("copy %d of %d: version %d at %s", i+1, len(kept.Copies), c.Number, c.URL)),
 			p.event(j.ID, inventory.EventFixityCheck, "", c.Target, fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", c.URL)))
 	}
-	if _, err := p.logEvents(j.ID, evs...); err != nil {
+	if _, err := p.logEvents(j, evs...); err != nil {
 		return reactor.Result{}, err
 	}
 	data, _ := json.Marshal(kept)
@@ -126,7 +126,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	data, err := os.ReadFile(filepath.Join(p.workDir(j.ID), storedRecord))
+	data, err := os.ReadFile(filepath.Join(p.workDir(j), storedRecord))
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("stored version: %w (requeue the job from Storing)", err))
 	}
@@ -145,7 +145,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	for _, c := range kept.Copies {
 		rec.Replicas = append(rec.Replicas, inventory.Replica{Target: c.Target, URL: c.URL, Verified: c.Verified})
 	}
-	rec.Events, err = p.logEvents(j.ID, p.event(j.ID, inventory.EventIngestion, "", "",
+	rec.Events, err = p.logEvents(j, p.event(j.ID, inventory.EventIngestion, "", "",
 		fmt.Sprintf("version %d of %s from batch %s, job %s", kept.Number, ark, j.BatchID, j.ID)))
 	if err != nil {
 		return reactor.Result{}, err

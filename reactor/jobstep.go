@@ -125,6 +125,9 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 			return false
 		}
 	}
+	if r.heldElsewhere(s, j) {
+		return false
+	}
 	if s != queue.Pending {
 		return true
 	}
@@ -133,14 +136,14 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	}
 	st, err := r.q.BatchState(r.work, j.BatchID)
 	if err == nil && st == queue.Pending {
-		r.waiting[queue.Pending].addForBatch(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
+		r.waiting[queue.Pending].addFor(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
 		// The batch may have started between the read and the deferral:
 		// batchStarted marks it started before it releases, so either it
 		// released this job or the mark is seen here.
 		if _, ok := r.started.Load(j.BatchID); !ok {
 			return false
 		}
-		r.waiting[queue.Pending].releaseBatch(j.BatchID)
+		r.waiting[queue.Pending].release(j.BatchID)
 	}
 	if err == nil {
 		r.started.Store(j.BatchID, true) // a batch never goes back to Pending once it has jobs
@@ -152,7 +155,7 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 // leave Pending, and wakes the Pending pool.
 func (r *Reactor) batchStarted(bid string) {
 	r.started.Store(bid, true)
-	if r.waiting[queue.Pending].releaseBatch(bid) > 0 {
+	if r.waiting[queue.Pending].release(bid) > 0 {
 		r.pools[sigJob(queue.Pending)].Wake()
 	}
 }

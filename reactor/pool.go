@@ -81,33 +81,34 @@ func (p *pool) drain(acquire, work context.Context) {
 }
 
 // deferrals remembers jobs that asked to wait (Provisioning short of
-// space) or wait for their batch (Pending), so a pool passes over them
-// until their time comes or their batch releases them.
+// space), wait for their batch (Pending) or for the host holding their
+// files, so a pool passes over them until their time comes or what they
+// wait for releases them.
 type deferrals struct {
-	mu      sync.Mutex
-	until   map[string]time.Time
-	byBatch map[string][]string // bid → jids waiting for it
+	mu    sync.Mutex
+	until map[string]time.Time
+	byKey map[string][]string // what they wait for (a batch, a host) → jids
 }
 
-// addForBatch defers jid until its batch bid releases it, or t at the
-// latest (a release whose news was lost).
-func (d *deferrals) addForBatch(jid, bid string, t time.Time) {
+// addFor defers jid until what it waits for (key: a batch id, a host)
+// releases it, or t at the latest (a release whose news was lost).
+func (d *deferrals) addFor(jid, key string, t time.Time) {
 	d.add(jid, t)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.byBatch == nil {
-		d.byBatch = map[string][]string{}
+	if d.byKey == nil {
+		d.byKey = map[string][]string{}
 	}
-	d.byBatch[bid] = append(d.byBatch[bid], jid)
+	d.byKey[key] = append(d.byKey[key], jid)
 }
 
-// releaseBatch ends the deferral of the jobs waiting for bid, and says how
+// release ends the deferral of the jobs waiting for key, and says how
 // many there were.
-func (d *deferrals) releaseBatch(bid string) int {
+func (d *deferrals) release(key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	jids := d.byBatch[bid]
-	delete(d.byBatch, bid)
+	jids := d.byKey[key]
+	delete(d.byKey, key)
 	for _, jid := range jids {
 		delete(d.until, jid)
 	}

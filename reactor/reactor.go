@@ -296,7 +296,7 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 		for _, bid := range c.Removed {
 			r.watcher.Unwatch(r.batchProcessing(bid))
 			r.started.Delete(bid)
-			r.waiting[queue.Pending].releaseBatch(bid)
+			r.waiting[queue.Pending].release(bid)
 		}
 		r.signal(sigPending, "")
 		if c.Rescan {

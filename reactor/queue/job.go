@@ -334,7 +334,8 @@ type JobChange struct {
 	Identifiers *Identifiers
 	Store       *StepManifest
 	Inventory   *StepManifest
-	Release     bool // delete the lock in the same multi()
+	Config      *JobConfig // a new configuration (where the job's files are)
+	Release     bool       // delete the lock in the same multi()
 	// At stamps the change (last_modified); zero means now. A caller that
 	// tries the same change again passes the same At, so that a try whose
 	// reply was lost is recognised by its bytes.
@@ -402,6 +403,9 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 			ops = append(ops, upsert(q.jobPath(j.ID, x.name), mustJSON(x.v), x.had))
 		}
 	}
+	if c.Config != nil {
+		ops = append(ops, set(q.jobPath(j.ID, "configuration"), mustJSON(c.Config), -1))
+	}
 	if from != to || newRef != j.ref {
 		ops = append(ops, q.delRef(from, j.ref, j.ID), createRef(q.refPath(to, newRef)))
 	}
@@ -431,6 +435,9 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	}
 	if c.Inventory != nil {
 		j.Inventory = c.Inventory
+	}
+	if c.Config != nil {
+		j.Config = *c.Config
 	}
 	if c.Release {
 		j.owner, j.Locked = false, false

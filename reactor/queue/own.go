@@ -270,3 +270,21 @@ func (q *Queue) Hosts(ctx context.Context) ([]Host, error) {
 	}
 	return out, nil
 }
+
+// LiveHost reads the host node of the daemon called name: ok is false when
+// no live daemon has that name (or the name could make no node). The Wait
+// is for that node to change or go.
+func (q *Queue) LiveHost(ctx context.Context, name string) (h Host, ok bool, w Wait, err error) {
+	if checkOwnName(name, "host name") != nil {
+		return Host{}, false, Wait{}, nil
+	}
+	p := q.Path(hostsDir + "/" + name)
+	data, st, err := q.zk.get(ctx, p)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return Host{}, false, Wait{Path: p}, nil
+	case err != nil:
+		return Host{}, false, Wait{}, fmt.Errorf("read host %s: %w", name, err)
+	}
+	return Host{Name: name, Data: data, Since: time.UnixMilli(st.Ctime), Mine: q.zk.owns(st)}, true, Wait{Path: p, Present: true}, nil
+}

@@ -57,6 +57,12 @@ type JobConfig struct {
 	// an object with two.
 	ObjectKey    string `json:"object_key,omitempty"`
 	ManifestLine int    `json:"manifest_line,omitempty"`
+	// WorkingDir is the job's working folder (Merritt's name): set by
+	// Downloading, where the files went. WorkingHost names the host that
+	// holds it when it is not on a file system every host mounts: the steps
+	// after Downloading go to that host while it lives.
+	WorkingDir  string `json:"working_dir,omitempty"`
+	WorkingHost string `json:"working_host,omitempty"`
 
 	Extra Extra `json:"-"`
 }

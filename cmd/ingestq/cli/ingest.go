@@ -28,6 +28,8 @@ type pipeline interface {
 // ingestFlags are the settings of the ingest pipeline.
 type ingestFlags struct {
 	profiles      string
+	workDir       string
+	workShared    bool
 	storage       string
 	inventory     string
 	smtp          string
@@ -45,6 +47,9 @@ type ingestFlags struct {
 
 func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.profiles, "profiles", a.env(EnvProfiles, ""), "folder of profile files, one per collection (env "+EnvProfiles+"; default: the built-in demo profile)")
+	fl.StringVar(&f.workDir, "work-dir", a.env(EnvWorkDir, ""), "the jobs' working folders (env "+EnvWorkDir+"; default: work in the data folder)")
+	fl.BoolVar(&f.workShared, "work-shared", a.env(EnvWorkShared, "") == "true", "--work-dir is mounted at the same path on every host (NFS, ZFS over the network): any host takes any step of a job.\n"+
+		"Without it, the steps after Downloading go to the host holding the job's files while it lives (env "+EnvWorkShared+")")
 	fl.StringVar(&f.storage, "storage", a.env(EnvStorage, ""), "where objects are stored, for profiles that name no storage: comma-separated targets, the primary first\n"+
 		"(a folder or file:// URL, or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R: an OCFL storage root; or an http(s) storage service;\n"+
 		"env "+EnvStorage+"; default: an OCFL root in the data folder)")
@@ -83,6 +88,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	}
 	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Inventory: f.inventory,
 		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
+		WorkDir: f.workDir, SharedWork: f.workShared, Host: host,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})
@@ -93,6 +99,11 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		return nil, &exitError{code: 1, err: err}
 	}
 	a.log.Info("ingestq: profiles", "names", profiles.Names())
+	if n, err := p.Sweep(ctx); err != nil {
+		a.log.Warn("ingestq: working area not swept", "err", err)
+	} else if n > 0 {
+		a.log.Info("ingestq: removed working folders no job needs", "folders", n)
+	}
 	return p, nil
 }
 

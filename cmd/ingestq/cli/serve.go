@@ -25,6 +25,8 @@ const (
 	EnvConfig     = "INGESTQ_CONFIG"
 	EnvProfiles   = "INGESTQ_PROFILES"
 	EnvStorage    = "INGESTQ_STORAGE"
+	EnvWorkDir    = "INGESTQ_WORK_DIR"
+	EnvWorkShared = "INGESTQ_WORK_SHARED"
 	EnvInventory  = "INGESTQ_INVENTORY"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
@@ -152,6 +154,11 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
 	dataDir, _ := filepath.Abs(f.dataDir)
+	if f.host == "" {
+		// One name for the reactor and the pipeline: the steps a job's
+		// files bind to a host are found by it.
+		f.host, _ = os.Hostname()
+	}
 	q, err := a.initQueue(ctx)
 	if err != nil {
 		return &exitError{code: 1, err: err}

@@ -1,0 +1,60 @@
+package reactor
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// needsFiles tells whether a state's step works on the job's downloaded
+// files: the states after Downloading.
+func needsFiles(s queue.State) bool {
+	return slices.Index(JobStates, s) > slices.Index(JobStates, queue.Downloading)
+}
+
+// heldElsewhere tells whether j's step in s belongs to another daemon: the
+// host its configuration names as holding its files (working_host), while
+// that host lives and works s. The job is then passed over here until that
+// host's node changes or goes (it died: this daemon may take the job over
+// and fetch the files again), or the rescan. A job whose host is gone, or
+// does not work s, is taken here.
+func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
+	h := j.Config.WorkingHost
+	if h == "" || h == r.cfg.Host || !needsFiles(s) {
+		return false
+	}
+	host, alive, wait, err := r.q.LiveHost(r.work, h)
+	if err != nil {
+		// Unknown: not taken over on a read error; looked at again soon.
+		r.log.Warn("reactor: cannot tell whether the host holding a job's files lives", "job", j.ID, "host", h, "err", err)
+		r.waiting[s].add(j.ID, time.Now().Add(r.cfg.Backoff))
+		r.waits.after(r.cfg.Backoff, r.pools[sigJob(s)].Wake)
+		return true
+	}
+	if !alive || !works(host.Data, s) {
+		r.log.Info("reactor: taking over a job whose files are on a host that is gone or does not work its state",
+			"job", j.ID, "state", s, "host", h, "alive", alive)
+		return false
+	}
+	key := "host " + h
+	r.waiting[s].addFor(j.ID, key, time.Now().Add(r.cfg.Rescan))
+	r.waits.on(r.work, wait, sigJob(s), func() {
+		if r.waiting[s].release(key) > 0 {
+			r.pools[sigJob(s)].Wake()
+		}
+	})
+	return true
+}
+
+// works tells whether a host node's description lists state s. One that
+// cannot be read is taken to work every state: its daemon is alive, and a
+// job is not taken from a live host over an unreadable description.
+func works(data []byte, s queue.State) bool {
+	var h HostInfo
+	if err := json.Unmarshal(data, &h); err != nil || h.States == nil {
+		return true
+	}
+	return slices.Contains(h.States, string(s))
+}
