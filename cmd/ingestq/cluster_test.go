@@ -49,7 +49,7 @@ func TestClusterOfThreeHosts(t *testing.T) {
 
 // cluster is the shared services and the hosts of one run.
 type cluster struct {
-	t       *testing.T
+	t testing.TB
 	zk      string // the ensemble's connect string
 	root    string
 	nats    string
@@ -62,7 +62,7 @@ type cluster struct {
 	hosts   map[string]*daemon
 }
 
-func newCluster(t *testing.T, shared bool) *cluster {
+func newCluster(t testing.TB, shared bool) *cluster {
 	ens, err := zktest.StartEnsemble(t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +89,18 @@ func newCluster(t *testing.T, shared bool) *cluster {
 	return c
 }
 
-// start runs host name (again, after a kill: a fresh data folder).
-func (c *cluster) start(name string) *daemon {
+// start runs host name (again, after a kill: a fresh data folder) with
+// the ingest pipeline.
+func (c *cluster) start(name string) *daemon { return c.startWith(name, true) }
+
+// startWith runs host name with the ingest pipeline, or the pass-through one.
+func (c *cluster) startWith(name string, ingest bool) *daemon {
 	extra := []string{"--storage", c.storage, "--inventory", c.pg, "--zk-session-timeout", "4s",
 		"--fetch-timeout", "5m", "--state-workers", "downloading=2,storing=2"}
 	if c.work != "" {
 		extra = append(extra, "--work-dir", c.work, "--work-shared")
 	}
-	d := startDaemon(c.t, daemonConfig{Host: name, ZK: c.zk, Root: c.root, NATS: c.nats, Ingest: true, Extra: extra})
+	d := startDaemon(c.t, daemonConfig{Host: name, ZK: c.zk, Root: c.root, NATS: c.nats, Ingest: ingest, Extra: extra})
 	c.hosts[name] = d
 	return d
 }
@@ -205,7 +209,7 @@ func sha256hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func zipOf(t *testing.T, o object) []byte {
+func zipOf(t testing.TB, o object) []byte {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
 	for name, data := range o {
@@ -235,7 +239,7 @@ func (c *cluster) submit(url, typ string, fields map[string]any) string {
 	return b.ID
 }
 
-func runCluster(t *testing.T, shared bool) {
+func runCluster(t testing.TB, shared bool) {
 	c := newCluster(t, shared)
 	for _, h := range []string{"h1", "h2", "h3"} {
 		c.start(h)

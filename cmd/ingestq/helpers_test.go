@@ -97,7 +97,7 @@ func binDir() (string, error) {
 
 // startNATS runs a JetStream nats-server in the test process on 127.0.0.1
 // (port -1: a free one). t.Cleanup shuts it down (a no-op if the test did).
-func startNATS(t *testing.T, port int, storeDir string) *server.Server {
+func startNATS(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "test-" + strconv.Itoa(port), Host: "127.0.0.1", Port: port,
@@ -120,7 +120,7 @@ func natsPort(ns *server.Server) int { return ns.Addr().(*net.TCPAddr).Port }
 // recorder keeps every event seen on ingestq.> by a core NATS subscriber,
 // as an outside service would see them.
 type recorder struct {
-	t  *testing.T
+	t testing.TB
 	nc *nats.Conn
 
 	mu      sync.Mutex
@@ -130,7 +130,7 @@ type recorder struct {
 
 // record subscribes to every event on the server at url; it returns once the
 // server has the subscription, so nothing published afterwards is missed.
-func record(t *testing.T, url string) *recorder {
+func record(t testing.TB, url string) *recorder {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
@@ -198,7 +198,7 @@ func (r *recorder) waitForDiag(timeout time.Duration, what string, cond func([]e
 }
 
 // replay reads the batch's recorded events back from the stream.
-func replay(t *testing.T, url, bid string) []events.Event {
+func replay(t testing.TB, url, bid string) []events.Event {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -241,7 +241,7 @@ func batchReported(evs []events.Event, bid string) bool {
 
 // waitReport waits for the batch's report event; on a timeout it says
 // where the batch's unfinished jobs are and who holds them.
-func waitReport(t *testing.T, rec *recorder, q *queue.Queue, bid string, timeout time.Duration) {
+func waitReport(t testing.TB, rec *recorder, q *queue.Queue, bid string, timeout time.Duration) {
 	t.Helper()
 	rec.waitForDiag(timeout, "the report event of batch "+bid, func(evs []events.Event) bool { return batchReported(evs, bid) },
 		func() string { return describeBatch(q, bid) })
@@ -309,7 +309,7 @@ type daemonConfig struct {
 
 // daemon is one `ingestq serve` child process.
 type daemon struct {
-	t    *testing.T
+	t testing.TB
 	name string
 	cmd  *exec.Cmd
 	log  string // stdout and stderr
@@ -323,7 +323,7 @@ type daemon struct {
 // until its reactor runs. t.Cleanup SIGKILLs the group if it still runs,
 // fails the test on a data race or a panic in its log, and prints the log's
 // tail when the test failed.
-func startDaemon(t *testing.T, c daemonConfig) *daemon {
+func startDaemon(t testing.TB, c daemonConfig) *daemon {
 	t.Helper()
 	if c.Grace == 0 {
 		c.Grace = 5 * time.Second
@@ -601,7 +601,7 @@ func excerpt(s string, n int) string {
 // ---- ZooKeeper -----------------------------------------------------------
 
 // openQueue is the test's own session on the queue under root.
-func openQueue(t *testing.T, addr, root string) *queue.Queue {
+func openQueue(t testing.TB, addr, root string) *queue.Queue {
 	t.Helper()
 	conn := zktest.Connect(t, addr)
 	q, err := queue.New(conn, root)
@@ -625,7 +625,7 @@ func connOf(q *queue.Queue) *zk.Conn {
 	return c.(*zk.Conn)
 }
 
-func createBatch(t *testing.T, q *queue.Queue, n int) string {
+func createBatch(t testing.TB, q *queue.Queue, n int) string {
 	t.Helper()
 	b, err := q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", n)}))
 	if err != nil {
@@ -636,7 +636,7 @@ func createBatch(t *testing.T, q *queue.Queue, n int) string {
 
 // poll calls check every 100 ms until it reports done, failing the test
 // after timeout with check's last word. Errors (ZooKeeper away) are retried.
-func poll(t *testing.T, timeout time.Duration, what string, check func() (done bool, status string, err error)) {
+func poll(t testing.TB, timeout time.Duration, what string, check func() (done bool, status string, err error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -652,7 +652,7 @@ func poll(t *testing.T, timeout time.Duration, what string, check func() (done b
 }
 
 // waitBatchDone polls ZooKeeper until the batch is Completed or Failed.
-func waitBatchDone(t *testing.T, q *queue.Queue, bid string, timeout time.Duration) {
+func waitBatchDone(t testing.TB, q *queue.Queue, bid string, timeout time.Duration) {
 	t.Helper()
 	poll(t, timeout, "batch "+bid+" to finish in ZooKeeper", func() (bool, string, error) {
 		b, err := q.LoadBatch(t.Context(), bid)
@@ -675,7 +675,7 @@ func waitBatchDone(t *testing.T, q *queue.Queue, bid string, timeout time.Durati
 // assertBatchCompleted checks ZooKeeper's outcome: the batch Completed with
 // a report naming its n jobs, each job Completed once in its folders, and
 // Check clean. It returns the batch's job ids.
-func assertBatchCompleted(t *testing.T, q *queue.Queue, bid string, n int) []string {
+func assertBatchCompleted(t testing.TB, q *queue.Queue, bid string, n int) []string {
 	t.Helper()
 	b, err := q.LoadBatch(t.Context(), bid)
 	if err != nil {
@@ -724,7 +724,7 @@ func assertBatchCompleted(t *testing.T, q *queue.Queue, bid string, n int) []str
 	return jids
 }
 
-func assertCheckClean(t *testing.T, q *queue.Queue) {
+func assertCheckClean(t testing.TB, q *queue.Queue) {
 	t.Helper()
 	v, _, err := q.CheckAll(t.Context(), queue.CheckOptions{}) // the job invariant and the batches' (one job per object…)
 	if err != nil {
@@ -736,7 +736,7 @@ func assertCheckClean(t *testing.T, q *queue.Queue) {
 }
 
 // completedRefs counts /jobs/states/completed.
-func completedRefs(t *testing.T, q *queue.Queue) int {
+func completedRefs(t testing.TB, q *queue.Queue) int {
 	t.Helper()
 	refs, problems, err := q.Refs(t.Context(), queue.Completed)
 	if err != nil || len(problems) > 0 {
@@ -846,7 +846,7 @@ func batchEvents(evs []events.Event, bid string) map[string]int {
 // assertExactlyOnce fails unless every job of the batch entered each
 // pipeline state in exactly one event, and the batch went Processing,
 // Reporting, Completed in one event each.
-func assertExactlyOnce(t *testing.T, evs []events.Event, bid string, jids []string) {
+func assertExactlyOnce(t testing.TB, evs []events.Event, bid string, jids []string) {
 	t.Helper()
 	tl := tallyJobs(evs, bid, jids)
 	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > 0 {

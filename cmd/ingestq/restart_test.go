@@ -36,7 +36,7 @@ type files struct {
 	release chan struct{}
 }
 
-func newFiles(t *testing.T) *files {
+func newFiles(t testing.TB) *files {
 	f := &files{data: map[string][]byte{}, gets: map[string][]string{}, stalled: make(chan struct{}), release: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -111,7 +111,7 @@ func objectManifest(rows map[string][2]any) []byte {
 // ingestRig is a queue, an external NATS and the shared data folder of
 // ingest daemons that a test kills and restarts.
 type ingestRig struct {
-	t        *testing.T
+	t testing.TB
 	zk, root string
 	nats     string
 	data     string
@@ -119,7 +119,7 @@ type ingestRig struct {
 	q        *queue.Queue
 }
 
-func newIngestRig(t *testing.T, profileYAML string) *ingestRig {
+func newIngestRig(t testing.TB, profileYAML string) *ingestRig {
 	ns := startNATS(t, -1, t.TempDir())
 	r := &ingestRig{t: t, zk: zktest.Shared(t).Addr, root: zktest.Root(t), nats: ns.ClientURL(), data: t.TempDir()}
 	r.q = openQueue(t, r.zk, r.root)
