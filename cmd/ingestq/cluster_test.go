@@ -49,7 +49,7 @@ func TestClusterOfThreeHosts(t *testing.T) {
 
 // cluster is the shared services and the hosts of one run.
 type cluster struct {
-	t testing.TB
+	t       testing.TB
 	zk      string // the ensemble's connect string
 	root    string
 	nats    string

@@ -120,7 +120,7 @@ func natsPort(ns *server.Server) int { return ns.Addr().(*net.TCPAddr).Port }
 // recorder keeps every event seen on ingestq.> by a core NATS subscriber,
 // as an outside service would see them.
 type recorder struct {
-	t testing.TB
+	t  testing.TB
 	nc *nats.Conn
 
 	mu      sync.Mutex
@@ -309,7 +309,7 @@ type daemonConfig struct {
 
 // daemon is one `ingestq serve` child process.
 type daemon struct {
-	t testing.TB
+	t    testing.TB
 	name string
 	cmd  *exec.Cmd
 	log  string // stdout and stderr

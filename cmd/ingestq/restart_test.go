@@ -111,7 +111,7 @@ func objectManifest(rows map[string][2]any) []byte {
 // ingestRig is a queue, an external NATS and the shared data folder of
 // ingest daemons that a test kills and restarts.
 type ingestRig struct {
-	t testing.TB
+	t        testing.TB
 	zk, root string
 	nats     string
 	data     string
