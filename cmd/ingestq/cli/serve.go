@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ const (
 	EnvInventory  = "INGESTQ_INVENTORY"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
+	EnvStates     = "INGESTQ_STATES"
 )
 
 // serveFlags are the daemon's settings.
@@ -37,6 +39,7 @@ type serveFlags struct {
 	host         string
 	config       string
 	pipeline     string
+	states       string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -83,6 +86,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
+	fl.StringVar(&f.states, "states", a.env(EnvStates, "all"), "the states this daemon works, comma-separated: job states ("+reactor.RoleNames(reactor.AllRoles()[:len(reactor.JobStates)])+"),\n"+
+		"intake (pending batches → jobs) and reporting (batch reports); others are left to other daemons or programs on the queue (env "+EnvStates+")")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -128,7 +133,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
-		"storage": EnvStorage, "inventory": EnvInventory}
+		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -147,6 +152,10 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if f.pipeline != "passthrough" && f.pipeline != "ingest" {
 		return usagef("--pipeline %q: want ingest or passthrough", f.pipeline)
+	}
+	roles, err := parseStates(f.states)
+	if err != nil {
+		return usagef("--states: %v", err)
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -191,7 +200,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return usagef("--state-attempts: %v", err)
 	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
-		Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
+		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
 	if errors.Is(err, reactor.ErrConfig) {
 		return usagef("%v", err)
@@ -199,7 +208,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()
@@ -208,6 +217,14 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	return nil
+}
+
+// parseStates reads --states: "all", or a list of role names.
+func parseStates(list string) ([]reactor.Role, error) {
+	if strings.TrimSpace(list) == "all" {
+		return reactor.AllRoles(), nil
+	}
+	return reactor.ParseRoles(strings.Split(list, ","))
 }
 
 // perState copies "state=n" settings into m, checking the names.

@@ -16,6 +16,8 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	}{
 		{[]string{"--state-workers", "downloading=0"}, "Downloading workers 0"},
 		{[]string{"--max-fill", "1.5"}, "max fill 1.5"},
+		{[]string{"--states", "storing,Storage"}, `--states: unknown state "Storage" (known: pending, estimating, provisioning, downloading, processing, storing, recording, notify, intake, reporting)`},
+		{[]string{"--states", " , "}, "--states: no state named"},
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
 		_, stderr, code := e.run(args...)
