@@ -53,7 +53,7 @@ func TestHostsListed(t *testing.T) {
 	}
 
 	dup := exec.Command(ingestqBin, "serve", "--zk", zkAddr, "--zk-root", root, "--data-dir", t.TempDir(),
-		"--pipeline", "passthrough", "--host", "a", "--nats", url)
+		"--pipeline", "passthrough", "--host", "a", "--nats", url, "--http", "off")
 	msg, err := dup.CombinedOutput()
 	if code := dup.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(msg), "host name a is in use by another live daemon") {
 		t.Errorf("a second daemon named a: exit %d (%v), want 1 naming the live one:\n%s", code, err, tail(string(msg), 10))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -30,6 +33,8 @@ const (
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
 	EnvStates     = "INGESTQ_STATES"
+	EnvHTTP       = "INGESTQ_HTTP"
+	EnvAdvertise  = "INGESTQ_ADVERTISE"
 )
 
 // serveFlags are the daemon's settings.
@@ -40,6 +45,8 @@ type serveFlags struct {
 	config       string
 	pipeline     string
 	states       string
+	http         string
+	advertise    string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -88,6 +95,10 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
 	fl.StringVar(&f.states, "states", a.env(EnvStates, "all"), "the states this daemon works, comma-separated: job states ("+reactor.RoleNames(reactor.AllRoles()[:len(reactor.JobStates)])+"),\n"+
 		"intake (pending batches → jobs) and reporting (batch reports); others are left to other daemons or programs on the queue (env "+EnvStates+")")
+	fl.StringVar(&f.http, "http", a.env(EnvHTTP, "127.0.0.1:8080"), "the daemon's HTTP server (host:port; port 0 picks a free one; \"off\" for none): it serves each job's storage manifest,\n"+
+		"its files and its inventory manifest to whoever works Storing and Recording (env "+EnvHTTP+")")
+	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
+		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -133,7 +144,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
-		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates}
+		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -179,14 +190,24 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer bus.Close()
+	web, advertise, err := a.startHTTP(f.http, f.advertise)
+	if err != nil {
+		return err
+	}
+	if web != nil {
+		defer web.Close()
+	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	if f.pipeline == "ingest" {
-		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, f.ingest)
+		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
 		}
 		defer ing.Close()
 		p = ing
+		if web != nil {
+			web.Handle(handlers.HandoffPrefix, ing.Handoff())
+		}
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -208,7 +229,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()
@@ -217,6 +238,28 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	return nil
+}
+
+// startHTTP starts the daemon's HTTP server on listen ("off": none) and
+// settles the URL other hosts reach it at.
+func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error) {
+	if listen == "off" {
+		if advertise != "" {
+			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
+		}
+		return nil, "", nil
+	}
+	if advertise != "" {
+		var err error
+		if advertise, err = httpd.CheckAdvertise(advertise); err != nil {
+			return nil, "", usagef("--advertise %v", err)
+		}
+	}
+	web, err := httpd.Start(listen, a.log)
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)}
+	}
+	return web, cmp.Or(advertise, web.DefaultAdvertise()), nil
 }
 
 // parseStates reads --states: "all", or a list of role names.
