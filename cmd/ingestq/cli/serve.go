@@ -73,6 +73,10 @@ func (a *app) serveCommand() *cobra.Command {
 			"inventory (--data-dir/inventory.db, or an endpoint), calls the profile's callback and\n" +
 			"reports each batch (by e-mail with --smtp). Profiles come from --profiles (one YAML file per\n" +
 			"collection; default the built-in demo profile) and are published in ZooKeeper for submit.\n\n" +
+			"--states names the states this daemon works (default all); other daemons or programs on the\n" +
+			"same queue work the rest. The HTTP server (--http) serves each job's storage manifest, its files\n" +
+			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
+			"works Storing and Recording can read them from another host.\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; --nats URL joins an existing server\n" +
 			"or cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
