@@ -12,6 +12,10 @@
 // after an expiry and on a slow timer, and a pool wakes locally whenever the
 // bus is not connected.
 //
+// A daemon works only the roles it owns (Config.Roles: job states, batch
+// intake, batch reporting); other daemons or programs on the queue work the
+// rest, and their moves wake it through its folder watches.
+//
 // A handler gets a Step: the acquired job, and Checkpoint, the one way to
 // save something before its Result is written with the transition. Holds
 // (the ingest queue's, the collections') are known in one place (holds.go).
