@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // What a job hands to the next consumer, as Handoff serves it under
@@ -40,15 +42,19 @@ func (p *Pipeline) handoffURL(jid, doc string) string {
 
 // storeManifestURL is the store node's manifest_url: the served storage
 // manifest, or without a server its file: URL.
-func (p *Pipeline) storeManifestURL(jid string) string {
-	return cmp.Or(p.handoffURL(jid, handoffStorage), fileURL(filepath.Join(p.workDir(jid), storageManifest)))
+func (p *Pipeline) storeManifestURL(j *queue.Job) string {
+	return cmp.Or(p.handoffURL(j.ID, handoffStorage), fileURL(filepath.Join(p.jobFolder(j), storageManifest)))
 }
 
 // inventoryManifestURL is the inventory node's manifest_url: the served
 // stored version, or without a server the file: URL of its record.
-func (p *Pipeline) inventoryManifestURL(jid string) string {
-	return cmp.Or(p.handoffURL(jid, handoffInventory), fileURL(filepath.Join(p.workDir(jid), storedRecord)))
+func (p *Pipeline) inventoryManifestURL(j *queue.Job) string {
+	return cmp.Or(p.handoffURL(j.ID, handoffInventory), fileURL(filepath.Join(p.jobFolder(j), storedRecord)))
 }
+
+// jobFolder is where this host keeps j's working files: the one place the
+// handoff asks the working area.
+func (p *Pipeline) jobFolder(j *queue.Job) string { return p.workDir(j.ID) }
 
 // Handoff serves, read-only and from each job's working folder, what a
 // job hands to the next consumer, so that a program on another host can
@@ -85,6 +91,7 @@ type handoff struct {
 // a consumer fetching an object's thousands of files one by one does not
 // make the daemon read the whole list for each.
 type listing struct {
+	dir     string // the job's working folder
 	mod     time.Time
 	size    int64
 	entries []manifestEntry
@@ -93,19 +100,41 @@ type listing struct {
 
 var jobIDRE = regexp.MustCompile(`^jid[0-9]+$`)
 
-// jobDir is the working folder of the request's job; false (with the
-// answer written) when the id is not a job id.
+// jobDir is the working folder of the request's job on this host, as the
+// job (read from ZooKeeper) says; false (with the answer written) when the
+// id is not a job's.
 func (h *handoff) jobDir(w http.ResponseWriter, r *http.Request) (jid, dir string, ok bool) {
 	jid = r.PathValue("jid")
 	if !jobIDRE.MatchString(jid) {
 		http.Error(w, "not a job id", http.StatusNotFound)
 		return "", "", false
 	}
-	return jid, h.p.workDir(jid), true
+	j, err := h.p.q.LoadJob(r.Context(), jid)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		http.Error(w, "no job "+jid, http.StatusNotFound)
+		return "", "", false
+	case err != nil:
+		h.p.log.Warn("handoff: cannot read the job", "job", jid, "err", err)
+		http.Error(w, "job "+jid+": the queue cannot be read now; try again", http.StatusServiceUnavailable)
+		return "", "", false
+	}
+	return jid, h.p.jobFolder(j), true
 }
 
-// listing reads the storage manifest of the request's job, or answers why not.
+// listing reads the storage manifest of the request's job, or answers why
+// not. A job whose listing is kept is not read from ZooKeeper again while
+// its manifest is unchanged.
 func (h *handoff) listing(w http.ResponseWriter, r *http.Request) (jid, dir string, l *listing, ok bool) {
+	jid = r.PathValue("jid")
+	h.mu.Lock()
+	l = h.lists[jid]
+	h.mu.Unlock()
+	if l != nil {
+		if st, err := os.Stat(filepath.Join(l.dir, storageManifest)); err == nil && l.mod.Equal(st.ModTime()) && l.size == st.Size() {
+			return jid, l.dir, l, true
+		}
+	}
 	if jid, dir, ok = h.jobDir(w, r); !ok {
 		return "", "", nil, false
 	}
@@ -115,18 +144,12 @@ func (h *handoff) listing(w http.ResponseWriter, r *http.Request) (jid, dir stri
 		h.fail(w, jid, "storage manifest", err)
 		return "", "", nil, false
 	}
-	h.mu.Lock()
-	l = h.lists[jid]
-	h.mu.Unlock()
-	if l != nil && l.mod.Equal(st.ModTime()) && l.size == st.Size() {
-		return jid, dir, l, true
-	}
 	entries, err := readStorageManifest(path)
 	if err != nil {
 		h.fail(w, jid, "storage manifest", err)
 		return "", "", nil, false
 	}
-	l = &listing{mod: st.ModTime(), size: st.Size(), entries: entries, byName: map[string]manifestEntry{}}
+	l = &listing{dir: dir, mod: st.ModTime(), size: st.Size(), entries: entries, byName: map[string]manifestEntry{}}
 	for _, e := range entries {
 		l.byName[e.Name] = e
 	}

@@ -68,8 +68,8 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if j.Store != nil {
 		mode = j.Store.Mode
 	}
-	stored := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j.ID), Mode: mode}
-	withCopies := queue.StepManifest{ManifestURL: p.storeManifestURL(j.ID), Mode: mode}
+	stored := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j), Mode: mode}
+	withCopies := queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}
 	for _, c := range kept.Copies {
 		withCopies.Copies = append(withCopies.Copies, c.URL)
 	}
