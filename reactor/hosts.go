@@ -19,8 +19,8 @@ type HostInfo struct {
 	Name         string         `json:"name"`
 	Version      string         `json:"version"`
 	PID          int            `json:"pid"`
-	States       []string       `json:"states"`  // the roles it owns (serve --states): job states by folder name, intake, reporting
-	Workers      map[string]int `json:"workers"` // per job state it owns, by the same names
+	States       []string       `json:"states"`  // what it owns (serve --states): the job states by name ("Storing"), then intake, reporting
+	Workers      map[string]int `json:"workers"` // per job state it owns
 	BatchWorkers int            `json:"batch_workers"`
 	JobsInHand   int            `json:"jobs_in_hand"`
 	Since        time.Time      `json:"since"`
@@ -30,12 +30,15 @@ type HostInfo struct {
 func (r *Reactor) hostInfo(since time.Time) HostInfo {
 	h := HostInfo{Name: r.cfg.Host, Version: r.cfg.Version, PID: os.Getpid(), Workers: map[string]int{},
 		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC()}
-	for _, x := range r.cfg.Roles {
-		h.States = append(h.States, string(x))
-	}
 	for _, s := range JobStates {
 		if p, ok := r.pools[sigJob(s)].(*jobPool); ok {
-			h.Workers[string(JobRole(s))] = p.workers
+			h.States = append(h.States, string(s))
+			h.Workers[string(s)] = p.workers
+		}
+	}
+	for _, x := range []Role{RoleIntake, RoleReporting} {
+		if r.owns(x) {
+			h.States = append(h.States, string(x))
 		}
 	}
 	r.working.Range(func(any, any) bool { h.JobsInHand++; return true })

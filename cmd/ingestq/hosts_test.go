@@ -42,7 +42,7 @@ func TestHostsListed(t *testing.T) {
 		t.Fatalf("ingestq hosts -o json: %v\n%s", err, out)
 	}
 	for _, h := range hosts {
-		if h.Version == "" || h.PID == 0 || len(h.States) != len(reactor.AllRoles()) || h.Workers["downloading"] == 0 ||
+		if h.Version == "" || h.PID == 0 || len(h.States) != len(reactor.AllRoles()) || h.Workers["Downloading"] == 0 ||
 			h.Since.IsZero() || time.Since(h.Since) > time.Minute {
 			t.Errorf("host %+v lacks a version, pid, its states, workers or since", h)
 		}
