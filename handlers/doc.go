@@ -17,6 +17,10 @@
 // another: each one resumes from what the last run left (a verified file, a
 // minted identifier, a stored version) instead of redoing it.
 //
+// What a job hands to the next consumer (the store and inventory manifest
+// URLs) is served by Handoff at the daemon's advertised URL, so that a
+// program on another host can work Storing or Recording.
+//
 // Errors a retry cannot fix (a digest mismatch, a hostile file name, an
 // identifier mismatch, a refusing storage) are reactor.Fatal: the job fails
 // at once, with the cause in its message. Everything else is retried.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,30 +72,40 @@ func (r *rig) checkStored(j *queue.Job, want object) string {
 }
 
 // checkManifestURLs asserts that a completed job's store and inventory
-// manifests name the stored version, which outlives the working folder.
+// manifests were the working folder's (a rig serves none: file: URLs), and
+// that the store node's copies name the stored version, which outlives the
+// working folder, the primary first.
 func (r *rig) checkManifestURLs(j *queue.Job, v storage.Version) {
 	r.t.Helper()
-	for name, m := range map[string]*queue.StepManifest{"store": j.Store, "inventory": j.Inventory} {
-		if m == nil || m.ManifestURL != v.URL || m.Mode == "" {
-			r.t.Errorf("job %s: %s %+v, want the stored version's URL %s and a mode", j.ID, name, m, v.URL)
-			continue
+	work := "file://" + filepath.ToSlash(filepath.Join(r.data, "work", j.ID))
+	for _, m := range []struct {
+		name string
+		got  *queue.StepManifest
+		want string
+	}{{"store", j.Store, work + "/storage-manifest.checkm"}, {"inventory", j.Inventory, work + "/stored-version.json"}} {
+		if m.got == nil || m.got.ManifestURL != m.want || m.got.Mode == "" {
+			r.t.Errorf("job %s: %s %+v, want manifest_url %s and a mode", j.ID, m.name, m.got, m.want)
 		}
-		u, err := url.Parse(m.ManifestURL)
-		if err != nil || u.Scheme != "file" {
-			continue // an HTTP store's object URL
-		}
-		// The version's OCFL inventory, which never changes.
-		var desc struct {
-			ARK  string `json:"id"`
-			Head string `json:"head"`
-		}
-		data, err := os.ReadFile(u.Path)
-		if err == nil {
-			err = json.Unmarshal(data, &desc)
-		}
-		if err != nil || desc.ARK != v.ARK || desc.Head != fmt.Sprintf("v%d", v.Number) {
-			r.t.Errorf("job %s: %s.manifest_url %s: %v %+v, want the description of %s version %d", j.ID, name, m.ManifestURL, err, desc, v.ARK, v.Number)
-		}
+	}
+	if j.Store == nil || len(j.Store.Copies) == 0 || j.Store.Copies[0] != v.URL {
+		r.t.Errorf("job %s: store %+v, want its copies to begin with the stored version's URL %s", j.ID, j.Store, v.URL)
+		return
+	}
+	u, err := url.Parse(v.URL)
+	if err != nil || u.Scheme != "file" {
+		return // an HTTP store's object URL
+	}
+	// The version's OCFL inventory, which never changes.
+	var desc struct {
+		ARK  string `json:"id"`
+		Head string `json:"head"`
+	}
+	data, err := os.ReadFile(u.Path)
+	if err == nil {
+		err = json.Unmarshal(data, &desc)
+	}
+	if err != nil || desc.ARK != v.ARK || desc.Head != fmt.Sprintf("v%d", v.Number) {
+		r.t.Errorf("job %s: store copy %s: %v %+v, want the description of %s version %d", j.ID, v.URL, err, desc, v.ARK, v.Number)
 	}
 }
 

@@ -48,6 +48,10 @@ type Config struct {
 	// postgres:// URL, an http(s) service, or a bbolt file; default
 	// DataDir/inventory.db.
 	Inventory string
+	// Advertise is the URL other hosts reach Handoff at (no trailing
+	// slash): the job's store and inventory manifest URLs are made from
+	// it. "" (no HTTP server) gives file: URLs, readable on this host only.
+	Advertise string
 
 	Fetch  fetch.Config   // the HTTP client of downloads, callbacks and HTTP endpoints
 	Mailer *notify.Mailer // nil: reports are not e-mailed

@@ -64,7 +64,7 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 		mode = "update"
 	}
 	return reactor.Result{
-		Change: queue.JobChange{Store: &queue.StepManifest{ManifestURL: fileURL(mpath), Mode: mode}},
+		Change: queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}},
 		Attrs:  map[string]any{"ark": ids.PrimaryID, "mode": mode, "files": len(entries)},
 	}, nil
 }

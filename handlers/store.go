@@ -61,13 +61,15 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if err := durable.WriteFile(filepath.Join(work, storedRecord), data); err != nil {
 		return reactor.Result{}, err
 	}
-	// The working folder goes at Notify: both manifests now name the version
-	// in storage, which stays, and the store manifest lists every copy.
-	stored := queue.StepManifest{ManifestURL: kept.URL}
+	// Both manifests are served from the working folder (until Notify
+	// removes it) to whoever works the next step; the store node lists
+	// where the version's copies stay.
+	mode := ""
 	if j.Store != nil {
-		stored.Mode = j.Store.Mode
+		mode = j.Store.Mode
 	}
-	withCopies := stored
+	stored := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j), Mode: mode}
+	withCopies := queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}
 	for _, c := range kept.Copies {
 		withCopies.Copies = append(withCopies.Copies, c.URL)
 	}

@@ -117,19 +117,31 @@ func dublinCore(md queue.Metadata, ids *queue.Identifiers) []byte {
 // writeStorageManifest writes the object's files as an mrt-ingest-manifest
 // with file: URLs and SHA-256 digests: what Storing hands to storage.
 func writeStorageManifest(path string, entries []manifestEntry) error {
+	data, err := storageManifestText(entries, func(e manifestEntry) string {
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(e.Path)}
+		return u.String()
+	})
+	if err != nil {
+		return err
+	}
+	return durable.WriteFile(path, data)
+}
+
+// storageManifestText is the storage manifest of entries, each file at
+// urlOf(it): a file: URL in the working folder, or the daemon's URL of it.
+func storageManifestText(entries []manifestEntry, urlOf func(manifestEntry) string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/" + checkm.IngestManifest + "\n")
 	b.WriteString("#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n")
 	b.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n")
 	for _, e := range entries {
 		if strings.ContainsAny(e.Name, "|\r\n") {
-			return fmt.Errorf("file %q: a name with | or a line break cannot be listed in a checkm manifest", e.Name)
+			return nil, fmt.Errorf("file %q: a name with | or a line break cannot be listed in a checkm manifest", e.Name)
 		}
-		u := url.URL{Scheme: "file", Path: filepath.ToSlash(e.Path)}
-		fmt.Fprintf(&b, "%s | sha256 | %s | %d | | %s\n", u.String(), e.SHA256, e.Size, e.Name)
+		fmt.Fprintf(&b, "%s | sha256 | %s | %d | | %s\n", urlOf(e), e.SHA256, e.Size, e.Name)
 	}
 	b.WriteString("#%eof\n")
-	return durable.WriteFile(path, b.Bytes())
+	return b.Bytes(), nil
 }
 
 // readStorageManifest reads back what writeStorageManifest wrote.

@@ -19,8 +19,8 @@ type HostInfo struct {
 	Name         string         `json:"name"`
 	Version      string         `json:"version"`
 	PID          int            `json:"pid"`
-	States       []string       `json:"states"`  // the job states it works
-	Workers      map[string]int `json:"workers"` // per state
+	States       []string       `json:"states"`  // what it owns (serve --states): the job states by name ("Storing"), then intake, reporting
+	Workers      map[string]int `json:"workers"` // per job state it owns
 	BatchWorkers int            `json:"batch_workers"`
 	JobsInHand   int            `json:"jobs_in_hand"`
 	Since        time.Time      `json:"since"`
@@ -31,8 +31,15 @@ func (r *Reactor) hostInfo(since time.Time) HostInfo {
 	h := HostInfo{Name: r.cfg.Host, Version: r.cfg.Version, PID: os.Getpid(), Workers: map[string]int{},
 		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC()}
 	for _, s := range JobStates {
-		h.States = append(h.States, string(s))
-		h.Workers[string(s)] = r.pools[sigJob(s)].(*jobPool).workers
+		if p, ok := r.pools[sigJob(s)].(*jobPool); ok {
+			h.States = append(h.States, string(s))
+			h.Workers[string(s)] = p.workers
+		}
+	}
+	for _, x := range []Role{RoleIntake, RoleReporting} {
+		if r.owns(x) {
+			h.States = append(h.States, string(x))
+		}
 	}
 	r.working.Range(func(any, any) bool { h.JobsInHand++; return true })
 	return h

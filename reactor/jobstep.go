@@ -68,7 +68,7 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 		// folder will change again to wake that pool: wake it now.
 		if c.passedOver.Load() {
 			for _, st := range JobStates {
-				r.pools[sigJob(st)].Wake()
+				r.wake(sigJob(st))
 			}
 		}
 	}()
@@ -156,7 +156,7 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 func (r *Reactor) batchStarted(bid string) {
 	r.started.Store(bid, true)
 	if r.waiting[queue.Pending].release(bid) > 0 {
-		r.pools[sigJob(queue.Pending)].Wake()
+		r.wake(sigJob(queue.Pending))
 	}
 }
 

@@ -12,6 +12,10 @@
 // after an expiry and on a slow timer, and a pool wakes locally whenever the
 // bus is not connected.
 //
+// A daemon works only the roles it owns (Config.Roles: job states, batch
+// intake, batch reporting); other daemons or programs on the queue work the
+// rest, and their moves wake it through its folder watches.
+//
 // A handler gets a Step: the acquired job, and Checkpoint, the one way to
 // save something before its Result is written with the transition. Holds
 // (the ingest queue's, the collections') are known in one place (holds.go).
@@ -44,9 +48,13 @@ type Config struct {
 	Host    string // names this daemon in events, logs and /ingestq/hosts; default the host name
 	Version string // this daemon's version, in its host node
 
-	Jobs     map[queue.State]JobHandler // one per state from Estimating to Notify
-	Batches  BatchHandler               // Pending batches → jobs
-	Reporter Reporter                   // batch reports
+	// Roles are the parts of the queue's work this daemon does (default
+	// AllRoles): it has a pool, and a watch, only for those, and never
+	// acquires work of another role.
+	Roles    []Role
+	Jobs     map[queue.State]JobHandler // one per owned state from Estimating to Notify
+	Batches  BatchHandler               // Pending batches → jobs; needed when intake is owned
+	Reporter Reporter                   // batch reports; needed when reporting is owned
 
 	Workers       map[queue.State]int // workers per job state; default 4
 	BatchWorkers  int                 // workers for pending batches and for reports, each; default 2
@@ -134,15 +142,16 @@ func (cfg Config) check() error {
 
 // New checks cfg and builds a Reactor.
 func New(cfg Config) (*Reactor, error) {
-	if cfg.Queue == nil || cfg.Session == nil || cfg.Bus == nil || cfg.Batches == nil || cfg.Reporter == nil {
-		return nil, fmt.Errorf("reactor: Queue, Session, Bus, Batches and Reporter are required")
+	if cfg.Queue == nil || cfg.Session == nil || cfg.Bus == nil {
+		return nil, fmt.Errorf("reactor: Queue, Session and Bus are required")
 	}
-	for _, s := range JobStates[1:] {
-		if cfg.Jobs[s] == nil {
-			return nil, fmt.Errorf("reactor: no handler for %s", s)
-		}
+	if len(cfg.Roles) == 0 {
+		cfg.Roles = AllRoles()
 	}
 	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkHandlers(); err != nil {
 		return nil, err
 	}
 	if cfg.Host == "" {
@@ -162,11 +171,40 @@ func New(cfg Config) (*Reactor, error) {
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
-		r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], DefaultWorkers))
+		if r.owns(JobRole(s)) {
+			r.pools[sigJob(s)] = r.newJobPool(s, cmp.Or(cfg.Workers[s], DefaultWorkers))
+		}
 	}
-	r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
-	r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)
+	if r.owns(RoleIntake) {
+		r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
+	}
+	if r.owns(RoleReporting) {
+		r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)
+	}
 	return r, nil
+}
+
+// checkHandlers refuses an unknown role, and a role owned without the
+// handler that does its work.
+func (cfg Config) checkHandlers() error {
+	all := AllRoles()
+	for _, x := range cfg.Roles {
+		if !slices.Contains(all, x) {
+			return fmt.Errorf("%w: unknown role %q (known: %s)", ErrConfig, x, RoleNames(all))
+		}
+	}
+	for _, s := range JobStates[1:] {
+		if slices.Contains(cfg.Roles, JobRole(s)) && cfg.Jobs[s] == nil {
+			return fmt.Errorf("reactor: no handler for %s", s)
+		}
+	}
+	if slices.Contains(cfg.Roles, RoleIntake) && cfg.Batches == nil {
+		return fmt.Errorf("reactor: intake needs a BatchHandler")
+	}
+	if slices.Contains(cfg.Roles, RoleReporting) && cfg.Reporter == nil {
+		return fmt.Errorf("reactor: reporting needs a Reporter")
+	}
+	return nil
 }
 
 // Run works until ctx ends, then stops taking work, lets running steps
@@ -228,7 +266,11 @@ func (r *Reactor) Run(ctx context.Context) error {
 
 	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
-		r.watcher.Watch(r.q.Path("/jobs/states/" + s.Folder()))
+		// Another consumer moving a job into a state this daemon owns
+		// adds a child here, which wakes the pool.
+		if r.owns(JobRole(s)) {
+			r.watcher.Watch(r.q.Path("/jobs/states/" + s.Folder()))
+		}
 	}
 	for _, p := range []string{"/batches", "/locks/queue", "/locks/collections"} {
 		r.watcher.Watch(r.q.Path(p))
@@ -240,7 +282,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 		p.start(ctx, work, &wg)
 	}
 	wg.Go(func() { r.keepRegistered(ctx, since, reconnected) })
-	r.log.Info("reactor: running", "states", len(JobStates), "rescan", r.cfg.Rescan)
+	r.log.Info("reactor: running", "states", RoleNames(r.cfg.Roles), "rescan", r.cfg.Rescan)
 	<-ctx.Done()
 
 	r.log.Info("reactor: stopping; running steps may finish", "grace", r.cfg.Grace)
@@ -271,10 +313,10 @@ func (r *Reactor) Run(ctx context.Context) error {
 // looks again (the report pool at the batch the node belongs to).
 func (r *Reactor) wakeOn(waits []queue.Wait, name string) {
 	for _, w := range waits {
-		wake := r.pools[name].Wake
+		wake := func() { r.wake(name) }
 		if name == sigReport {
 			bid, _, _ := strings.Cut(strings.TrimPrefix(w.Path, r.batchDir+"/"), "/")
-			wake = func() { r.queueReport(bid); r.pools[sigReport].Wake() }
+			wake = func() { r.queueReport(bid); r.wake(sigReport) }
 		}
 		r.waits.on(r.work, w, name, wake)
 	}
@@ -290,11 +332,17 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 			r.signal("watch.job."+strings.TrimPrefix(rel, "/jobs/states/"), "")
 		}
 	case rel == "/batches":
+		// batch-processing emptying is what says a batch may be done,
+		// whoever ran its last step: the reporter watches it.
 		for _, bid := range c.Added {
-			r.watcher.Watch(r.batchProcessing(bid))
+			if r.owns(RoleReporting) {
+				r.watcher.Watch(r.batchProcessing(bid))
+			}
 		}
 		for _, bid := range c.Removed {
-			r.watcher.Unwatch(r.batchProcessing(bid))
+			if r.owns(RoleReporting) {
+				r.watcher.Unwatch(r.batchProcessing(bid))
+			}
 			r.started.Delete(bid)
 			r.waiting[queue.Pending].release(bid)
 		}
@@ -327,9 +375,7 @@ func (r *Reactor) signal(name, bid string) {
 		if name == sigReport {
 			r.queueReport(bid)
 		}
-		if p := r.pools[name]; p != nil {
-			p.Wake()
-		}
+		r.wake(name)
 	}
 }
 
@@ -343,6 +389,9 @@ func (r *Reactor) wakeAll() {
 // queueReport notes a batch that may be ready to report, or ("") that every
 // batch should be looked at.
 func (r *Reactor) queueReport(bid string) {
+	if !r.owns(RoleReporting) {
+		return // no report pool would ever take it
+	}
 	r.reportMu.Lock()
 	defer r.reportMu.Unlock()
 	if bid == "" {

@@ -476,7 +476,7 @@ var jobTimeline = []queue.State{queue.Estimating, queue.Provisioning, queue.Down
 // assertTimelines checks that the recorded events hold each job's every
 // transition, whichever host made it, and returns how many transitions
 // each host made. A transition committed by a host SIGKILLed before it
-// published the event has none (decision 2xx): a gap is allowed only where
+// published the event has none (decision 116): a gap is allowed only where
 // a kill fell between the job's events on either side of it, and logged.
 func (c *cluster) assertTimelines(bids []string, kills ...time.Time) map[string]int {
 	ran, gaps := map[string]int{}, 0

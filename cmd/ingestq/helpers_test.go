@@ -344,7 +344,7 @@ func startDaemon(t testing.TB, c daemonConfig) *daemon {
 	}
 	args := []string{"serve", "--zk", c.ZK, "--zk-root", c.Root, "--data-dir", c.DataDir, "--pipeline", pipeline,
 		"--host", c.Host, "--nats", c.NATS, "--grace", c.Grace.String(), "--rescan", "2s", "--backoff", "20ms",
-		"--log-level", "info", "--passthrough-delay", c.Delay.String()}
+		"--log-level", "info", "--passthrough-delay", c.Delay.String(), "--http", "127.0.0.1:0"}
 	args = append(args, c.Extra...)
 	d.cmd = exec.Command(ingestqBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf

@@ -42,7 +42,7 @@ func TestHostsListed(t *testing.T) {
 		t.Fatalf("ingestq hosts -o json: %v\n%s", err, out)
 	}
 	for _, h := range hosts {
-		if h.Version == "" || h.PID == 0 || len(h.States) != len(reactor.JobStates) || h.Workers["Downloading"] == 0 ||
+		if h.Version == "" || h.PID == 0 || len(h.States) != len(reactor.AllRoles()) || h.Workers["Downloading"] == 0 ||
 			h.Since.IsZero() || time.Since(h.Since) > time.Minute {
 			t.Errorf("host %+v lacks a version, pid, its states, workers or since", h)
 		}
@@ -53,7 +53,7 @@ func TestHostsListed(t *testing.T) {
 	}
 
 	dup := exec.Command(ingestqBin, "serve", "--zk", zkAddr, "--zk-root", root, "--data-dir", t.TempDir(),
-		"--pipeline", "passthrough", "--host", "a", "--nats", url)
+		"--pipeline", "passthrough", "--host", "a", "--nats", url, "--http", "off")
 	msg, err := dup.CombinedOutput()
 	if code := dup.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(msg), "host name a is in use by another live daemon") {
 		t.Errorf("a second daemon named a: exit %d (%v), want 1 naming the live one:\n%s", code, err, tail(string(msg), 10))

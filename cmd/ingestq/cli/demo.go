@@ -83,17 +83,21 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	if err != nil {
 		return err
 	}
+	httpAddr, err := freeAddr() // not 8080: a daemon may already run here
+	if err != nil {
+		return err
+	}
 	data := filepath.Join(dir, "data")
 	logFile, err := os.Create(filepath.Join(dir, "daemon.log"))
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
-	a.step("Daemon: ingestq serve, embedded NATS on %s, data in %s, log in %s", natsAddr, data, logFile.Name())
+	a.step("Daemon: ingestq serve, embedded NATS on %s, HTTP on %s, data in %s, log in %s", natsAddr, httpAddr, data, logFile.Name())
 	dctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan int, 1)
 	go func() {
-		served <- Run(dctx, []string{"--zk", zk.Addr, "serve", "--data-dir", data, "--nats-listen", natsAddr,
+		served <- Run(dctx, []string{"--zk", zk.Addr, "serve", "--data-dir", data, "--nats-listen", natsAddr, "--http", httpAddr,
 			"--provision-wait", "2s", "--backoff", "200ms"}, logFile, logFile, a.getenv)
 	}()
 	stopDaemon := func() int {

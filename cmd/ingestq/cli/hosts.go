@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,17 +41,26 @@ func (a *app) hostsCommand() *cobra.Command {
 				a.println("no daemon works this queue")
 				return nil
 			}
-			t := a.newTable("HOST", "VERSION", "PID", "JOBS", "WORKERS", "SINCE")
+			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE")
 			for _, h := range infos {
 				workers := 0
 				for _, n := range h.Workers {
 					workers += n
 				}
-				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), fmt.Sprint(h.JobsInHand),
-					fmt.Sprintf("%d in %d states, %d for batches", workers, len(h.States), h.BatchWorkers),
+				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
+					fmt.Sprintf("%d in %d states, %d for batches", workers, len(h.Workers), h.BatchWorkers),
 					h.Since.Local().Format(time.DateTime))
 			}
 			return t.flush()
 		}),
 	}
+}
+
+// ownedStates shows what a daemon owns: "all", or its list.
+func ownedStates(states []string) string {
+	all := reactor.AllRoles()
+	if len(states) == len(all) {
+		return "all"
+	}
+	return textValue(strings.Join(states, ","), "-")
 }

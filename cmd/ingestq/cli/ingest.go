@@ -70,7 +70,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 
 // ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
 // submit on any host can refuse an unknown one) and opens the pipeline.
-func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir, host string, f ingestFlags) (*handlers.Pipeline, error) {
+func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir, host, advertise string, f ingestFlags) (*handlers.Pipeline, error) {
 	profiles, err := loadProfiles(f.profiles)
 	if err != nil {
 		return nil, usagef("--profiles: %v", err)
@@ -87,7 +87,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
 	}
 	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Inventory: f.inventory,
-		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir,
+		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir, Advertise: advertise,
 		WorkDir: f.workDir, SharedWork: f.workShared, Host: host,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,

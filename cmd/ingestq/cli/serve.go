@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -30,6 +34,9 @@ const (
 	EnvInventory  = "INGESTQ_INVENTORY"
 	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
+	EnvStates     = "INGESTQ_STATES"
+	EnvHTTP       = "INGESTQ_HTTP"
+	EnvAdvertise  = "INGESTQ_ADVERTISE"
 )
 
 // serveFlags are the daemon's settings.
@@ -39,6 +46,9 @@ type serveFlags struct {
 	host         string
 	config       string
 	pipeline     string
+	states       string
+	http         string
+	advertise    string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -65,6 +75,10 @@ func (a *app) serveCommand() *cobra.Command {
 			"inventory (--data-dir/inventory.db, or an endpoint), calls the profile's callback and\n" +
 			"reports each batch (by e-mail with --smtp). Profiles come from --profiles (one YAML file per\n" +
 			"collection; default the built-in demo profile) and are published in ZooKeeper for submit.\n\n" +
+			"--states names the states this daemon works (default all); other daemons or programs on the\n" +
+			"same queue work the rest. The HTTP server (--http) serves each job's storage manifest, its files\n" +
+			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
+			"works Storing and Recording can read them from another host.\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; --nats URL joins an existing server\n" +
 			"or cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
@@ -85,6 +99,12 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
+	fl.StringVar(&f.states, "states", a.env(EnvStates, "all"), "the states this daemon works, comma-separated: job states ("+reactor.RoleNames(reactor.AllRoles()[:len(reactor.JobStates)])+"),\n"+
+		"intake (pending batches → jobs) and reporting (batch reports); others are left to other daemons or programs on the queue (env "+EnvStates+")")
+	fl.StringVar(&f.http, "http", a.env(EnvHTTP, "127.0.0.1:8080"), "the daemon's HTTP server (host:port; port 0 picks a free one; \"off\" for none): it serves each job's storage manifest,\n"+
+		"its files and its inventory manifest to whoever works Storing and Recording (env "+EnvHTTP+")")
+	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
+		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -130,7 +150,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
-		"storage": EnvStorage, "inventory": EnvInventory}
+		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -149,6 +169,10 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if f.pipeline != "passthrough" && f.pipeline != "ingest" {
 		return usagef("--pipeline %q: want ingest or passthrough", f.pipeline)
+	}
+	roles, err := parseStates(f.states)
+	if err != nil {
+		return usagef("--states: %v", err)
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -177,14 +201,24 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer bus.Close()
+	web, advertise, err := a.startHTTP(f.http, f.advertise)
+	if err != nil {
+		return err
+	}
+	if web != nil {
+		defer web.Close()
+	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	if f.pipeline == "ingest" {
-		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, f.ingest)
+		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
 		}
 		defer ing.Close()
 		p = ing
+		if web != nil {
+			web.Handle(handlers.HandoffPrefix, ing.Handoff())
+		}
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -198,7 +232,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return usagef("--state-attempts: %v", err)
 	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
-		Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
+		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
 	if errors.Is(err, reactor.ErrConfig) {
 		return usagef("%v", err)
@@ -206,7 +240,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()
@@ -215,6 +249,36 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	return nil
+}
+
+// startHTTP starts the daemon's HTTP server on listen ("off": none) and
+// settles the URL other hosts reach it at.
+func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error) {
+	if listen == "off" {
+		if advertise != "" {
+			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
+		}
+		return nil, "", nil
+	}
+	if advertise != "" {
+		var err error
+		if advertise, err = httpd.CheckAdvertise(advertise); err != nil {
+			return nil, "", usagef("--advertise %v", err)
+		}
+	}
+	web, err := httpd.Start(listen, a.log)
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)}
+	}
+	return web, cmp.Or(advertise, web.DefaultAdvertise()), nil
+}
+
+// parseStates reads --states: "all", or a list of role names.
+func parseStates(list string) ([]reactor.Role, error) {
+	if strings.TrimSpace(list) == "all" {
+		return reactor.AllRoles(), nil
+	}
+	return reactor.ParseRoles(strings.Split(list, ","))
 }
 
 // perState copies "state=n" settings into m, checking the names.

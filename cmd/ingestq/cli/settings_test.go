@@ -16,8 +16,12 @@ func TestServeRefusesBadSettings(t *testing.T) {
 	}{
 		{[]string{"--state-workers", "downloading=0"}, "Downloading workers 0"},
 		{[]string{"--max-fill", "1.5"}, "max fill 1.5"},
+		{[]string{"--states", "storing,Storage"}, `--states: unknown state "Storage" (known: pending, estimating, provisioning, downloading, processing, storing, recording, notify, intake, reporting)`},
+		{[]string{"--states", " , "}, "--states: no state named"},
+		{[]string{"--advertise", "ingest1:8080"}, `--advertise "ingest1:8080": want an http(s) URL of a host`},
+		{[]string{"--http", "off", "--advertise", "http://ingest1:8080"}, "--advertise http://ingest1:8080: the HTTP server is off"},
 	} {
-		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t), "--http", "127.0.0.1:0"}, c.args...)
 		_, stderr, code := e.run(args...)
 		wantCode(t, code, 2)
 		if !strings.Contains(stderr, c.want) {

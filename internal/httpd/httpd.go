@@ -1,0 +1,95 @@
+// Package httpd is the daemon's HTTP server: one listener and one mux to
+// which parts of the daemon add their routes (the files a job hands to the
+// next consumer; later the API, the dashboard and the metrics). It is
+// bound before those parts are built, so that they know the URL other
+// hosts reach it at, and it is closed with the daemon.
+package httpd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrListen marks an address the server cannot listen on (errors.Is).
+var ErrListen = errors.New("httpd: cannot listen")
+
+// shutdownWait is how long Close lets requests under way finish.
+const shutdownWait = 5 * time.Second
+
+// Server is a running HTTP server. Handle is safe while it serves.
+type Server struct {
+	mux    *http.ServeMux
+	srv    *http.Server
+	ln     net.Listener
+	listen string
+	served chan struct{} // closed when Serve has returned
+	log    *slog.Logger
+}
+
+// Start listens on addr (host:port; port 0 picks a free one) and serves
+// the mux, which answers 404 until routes are added.
+func Start(addr string, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
+	}
+	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, served: make(chan struct{}), log: log}
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("httpd: serving stopped", "addr", ln.Addr(), "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Handle adds a route (a net/http ServeMux pattern).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
+
+// DefaultAdvertise is the URL other hosts reach the server at when none is
+// given: the host of the listen address when it names one (a loopback
+// listener is reached only there), the machine's host name when it listens
+// on every interface; and the port it listens on.
+func (s *Server) DefaultAdvertise() string {
+	host, _, _ := net.SplitHostPort(s.listen)
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host, _ = os.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(s.Addr().Port))
+}
+
+// Close stops the server, letting requests under way finish for a few
+// seconds, and returns once it has stopped serving.
+func (s *Server) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.log.Warn("httpd: requests still under way at shutdown; closed", "err", err)
+		_ = s.srv.Close()
+	}
+	<-s.served
+}
+
+// CheckAdvertise checks a URL given to reach the server: absolute http or
+// https, no query or fragment; it is returned without a trailing slash.
+func CheckAdvertise(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q: want an http(s) URL of a host, like http://ingest1.example.org:8080", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}

@@ -1,0 +1,87 @@
+package httpd_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/ingestq/ingestq/internal/httpd"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func start(t *testing.T, addr string) *httpd.Server {
+	t.Helper()
+	s, err := httpd.Start(addr, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Routes added while the server runs answer; the rest is 404; the default
+// advertised URL of a loopback listener is that address and the port it got.
+func TestServesRoutesAddedLater(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	base := s.DefaultAdvertise()
+	if want := "http://127.0.0.1:" + strconv.Itoa(s.Addr().Port); base != want {
+		t.Errorf("DefaultAdvertise %q, want %q", base, want)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("/hello"); code != http.StatusNotFound {
+		t.Errorf("before the route: %d, want 404", code)
+	}
+	s.Handle("GET /hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hi") }))
+	if code, body := get("/hello"); code != http.StatusOK || body != "hi" {
+		t.Errorf("after the route: %d %q, want 200 hi", code, body)
+	}
+}
+
+// A listener on every interface is advertised by the machine's host name.
+func TestAdvertisesHostNameOnEveryInterface(t *testing.T) {
+	t.Parallel()
+	s := start(t, ":0")
+	host, _ := os.Hostname()
+	if want := "http://" + host + ":" + strconv.Itoa(s.Addr().Port); s.DefaultAdvertise() != want {
+		t.Errorf("DefaultAdvertise %q, want %q", s.DefaultAdvertise(), want)
+	}
+}
+
+func TestAddressInUse(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	addr := s.Addr().String()
+	_, err := httpd.Start(addr, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, httpd.ErrListen) || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("a second server on %s: %v, want ErrListen naming the address", addr, err)
+	}
+}
+
+func TestCheckAdvertise(t *testing.T) {
+	t.Parallel()
+	if got, err := httpd.CheckAdvertise("https://ingest1.example.org:8443/"); err != nil || got != "https://ingest1.example.org:8443" {
+		t.Errorf("CheckAdvertise: %q %v", got, err)
+	}
+	for _, bad := range []string{"ingest1:8080", "ftp://ingest1", "http://", "http://h/?x=1", "http://u:p@h/", "http://h/#x"} {
+		if _, err := httpd.CheckAdvertise(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+			t.Errorf("CheckAdvertise(%q): %v, want an error naming it", bad, err)
+		}
+	}
+}
