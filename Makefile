@@ -3,7 +3,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
-.PHONY: help deps build demo test bench bench-fetch bench-ocfl bench-place fmt
+.PHONY: help deps build demo demo-cluster test bench bench-fetch bench-ocfl bench-place fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -20,6 +20,10 @@ build: ## build bin/ingestq
 demo: build ## a sample deposit end to end: local ZooKeeper (installed if missing), the daemon, a web server of testdata/demo
 	./scripts/install-zookeeper.sh
 	bin/ingestq demo
+
+demo-cluster: build ## the demo with three daemons as three hosts of one cluster, showing which host ran which step
+	./scripts/install-zookeeper.sh
+	bin/ingestq demo --hosts 3
 
 test: deps ## install what the tests start if missing, then vet and every test with the race detector
 	$(GO) vet ./...

@@ -8,10 +8,23 @@ import (
 )
 
 // `make demo` is the README's first command: the binary's demo runs on the
-// repository's sample content, from start to clean stop.
+// repository's sample content, from start to clean stop. `make demo-cluster`
+// runs it with three hosts, and shows each job's steps after Downloading run
+// by the host that downloaded its files.
 func TestDemo(t *testing.T) {
-	t.Parallel()
-	cmd := exec.Command(ingestqBin, "demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", t.TempDir())
+	for _, hosts := range []string{"1", "3"} {
+		t.Run("hosts="+hosts, func(t *testing.T) {
+			t.Parallel()
+			text := runDemo(t, "--hosts", hosts)
+			if hosts == "3" {
+				assertWhoRanWhat(t, text)
+			}
+		})
+	}
+}
+
+func runDemo(t *testing.T, args ...string) string {
+	cmd := exec.Command(ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", t.TempDir()}, args...)...)
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
@@ -33,5 +46,33 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(text, "demo-photos") {
 		t.Errorf("the object with the wrong digest was stored:\n%s", text)
+	}
+	return text
+}
+
+// assertWhoRanWhat reads the demo's table of the host that ran each step:
+// a row per job, and in each job that got past Downloading, every later
+// step on the host that downloaded its files.
+func assertWhoRanWhat(t *testing.T, text string) {
+	_, table, ok := strings.Cut(text, "== Who ran what")
+	if !ok {
+		t.Fatalf("no table of who ran what:\n%s", text)
+	}
+	rows := 0
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Fields(line)
+		if len(cells) != 8 || !strings.HasPrefix(cells[0], "jid") {
+			continue
+		}
+		rows++
+		downloader := cells[3]
+		for _, host := range cells[4:] {
+			if host != "-" && host != downloader {
+				t.Errorf("%s: a step after Downloading ran on %s, not on %s which holds its files: %q", cells[0], host, downloader, line)
+			}
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d jobs in the table of who ran what, want 4:\n%s", rows, table)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
@@ -28,6 +27,7 @@ type demoFlags struct {
 	content string
 	dir     string
 	keep    bool
+	hosts   int
 }
 
 func (a *app) demoCommand() *cobra.Command {
@@ -47,6 +47,8 @@ func (a *app) demoCommand() *cobra.Command {
 	fl.StringVar(&f.content, "content", "testdata/demo", "folder of the sample content: batch.checkm, objects/, files/")
 	fl.StringVar(&f.dir, "dir", "", "folder for ZooKeeper, the daemon's data and logs (default: a temporary one)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the demo folder afterwards")
+	fl.IntVar(&f.hosts, "hosts", 1, "daemons to run, as the hosts of one cluster: one OCFL root and one inventory for all, each its own\n"+
+		"working folders; the demo then shows which host ran which step of each job")
 	return cmd
 }
 
@@ -79,46 +81,25 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	defer web.Close()
 	a.step("Content: serving %s at %s", f.content, web.url)
 
-	natsAddr, err := freeAddr()
+	hosts, err := a.startDemoHosts(ctx, dir, zk.Addr, max(f.hosts, 1))
 	if err != nil {
 		return err
 	}
-	httpAddr, err := freeAddr() // not 8080: a daemon may already run here
-	if err != nil {
-		return err
-	}
-	data := filepath.Join(dir, "data")
-	logFile, err := os.Create(filepath.Join(dir, "daemon.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	a.step("Daemon: ingestq serve, embedded NATS on %s, HTTP on %s, data in %s, log in %s", natsAddr, httpAddr, data, logFile.Name())
-	dctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan int, 1)
-	go func() {
-		served <- Run(dctx, []string{"--zk", zk.Addr, "serve", "--data-dir", data, "--nats-listen", natsAddr, "--http", httpAddr,
-			"--provision-wait", "2s", "--backoff", "200ms"}, logFile, logFile, a.getenv)
-	}()
-	stopDaemon := func() int {
-		stop()
-		return <-served
-	}
-	natsURL := "nats://" + natsAddr
-	if err := waitDaemon(ctx, zk.Addr, natsURL, served); err != nil {
-		stopDaemon()
-		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); see %s", err, logFile.Name())}
-	}
+	defer hosts.stop() // a second stop is a no-op
+	natsURL := hosts.natsURL
 
 	a.step("Submit: %s/batch.checkm for profile demo, following it live", web.url)
 	code := Run(ctx, []string{"--zk", zk.Addr, "--nats", natsURL, "submit", "--profile", "demo", "--submitter", "demo",
 		"--wait", web.url + "/batch.checkm"}, a.stdout, a.stderr, a.getenv)
 
-	a.step("Daemon: stopping")
-	if c := stopDaemon(); c != 0 {
-		a.println("  the daemon exited %d; see %s", c, logFile.Name())
+	if len(hosts.names) > 1 {
+		if err := a.printWhoRanWhat(ctx, natsURL, hosts.since); err != nil {
+			a.println("  (steps per host not shown: %v)", err)
+		}
 	}
-	if err := a.printHoldings(ctx, data); err != nil {
+	a.step("Daemons: stopping")
+	hosts.stop()
+	if err := a.printHoldings(ctx, hosts.storage, hosts.inventory); err != nil {
 		return &exitError{code: 1, err: err}
 	}
 	a.step("ZooKeeper: stopping")
@@ -134,9 +115,9 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 
 func (a *app) step(format string, args ...any) { a.println("\n== "+format, args...) }
 
-// printHoldings lists what the built-in storage and inventory hold.
-func (a *app) printHoldings(ctx context.Context, data string) error {
-	dir := handlers.DefaultStorage(data)
+// printHoldings lists what the OCFL root dir and the bbolt inventory
+// file db hold.
+func (a *app) printHoldings(ctx context.Context, dir, db string) error {
 	pl, err := place.NewLocal(dir)
 	if err != nil {
 		return err
@@ -160,7 +141,7 @@ func (a *app) printHoldings(ctx context.Context, data string) error {
 			a.println("    %-36s %9d  sha256 %s…", f.Name, f.Size, f.SHA256[:16])
 		}
 	}
-	inv, err := inventory.OpenLocal(filepath.Join(data, "inventory.db"))
+	inv, err := inventory.OpenLocal(db)
 	if err != nil {
 		return err
 	}
@@ -169,7 +150,7 @@ func (a *app) printHoldings(ctx context.Context, data string) error {
 	if err != nil {
 		return err
 	}
-	a.step("Inventory: %d objects in %s", len(rows), filepath.Join(data, "inventory.db"))
+	a.step("Inventory: %d objects in %s", len(rows), db)
 	a.println("  %-24s %-8s %-14s %-7s %s", "ARK", "PROFILE", "LOCAL ID", "VERSION", "TITLE")
 	for _, r := range rows {
 		a.println("  %-24s %-8s %-14s %-7d %s", r.ARK, r.Profile, strings.Join(r.LocalIDs, ";"), r.LatestVersion, r.What)

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// demoHosts are the daemons of a demo, run in this process as the hosts of
+// one cluster: the first embeds NATS and the others join it, and they
+// share one OCFL root and one inventory (a bbolt file serves one process,
+// so the demo serves it to them over HTTP, as an inventory service would).
+type demoHosts struct {
+	names     []string
+	natsURL   string
+	storage   string // the OCFL root
+	inventory string // the bbolt file
+	since     time.Time
+
+	stops []func() int // each daemon's, in start order
+	inv   *inventory.Local
+	srv   *http.Server
+	once  sync.Once
+}
+
+func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*demoHosts, error) {
+	natsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	h := &demoHosts{natsURL: "nats://" + natsAddr, since: time.Now()}
+	invURL := ""
+	if n == 1 {
+		data := filepath.Join(dir, "data")
+		h.storage, h.inventory = handlers.DefaultStorage(data), filepath.Join(data, "inventory.db")
+	} else {
+		h.storage, h.inventory = filepath.Join(dir, "ocfl"), filepath.Join(dir, "inventory.db")
+		if invURL, err = h.serveInventory(a); err != nil {
+			return nil, err
+		}
+		a.step("Inventory: %s, served to the hosts at %s", h.inventory, invURL)
+	}
+	for i := range n {
+		if err := a.startDemoHost(ctx, h, dir, zkAddr, natsAddr, invURL, i, n); err != nil {
+			h.stop()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// startDemoHost starts the i-th of n daemons and waits until it is ready.
+func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, natsAddr, invURL string, i, n int) error {
+	httpAddr, err := freeAddr() // not 8080: a daemon may already run here
+	if err != nil {
+		return err
+	}
+	name, data, logName := "", filepath.Join(dir, "data"), "daemon.log"
+	args := []string{"--zk", zkAddr, "serve", "--http", httpAddr, "--provision-wait", "2s", "--backoff", "200ms"}
+	if n > 1 {
+		name = fmt.Sprintf("host%d", i+1)
+		data, logName = filepath.Join(dir, name), name+".log"
+		args = append(args, "--host", name, "--storage", h.storage, "--inventory", invURL)
+	}
+	nats := "embedded NATS on " + natsAddr
+	if i == 0 {
+		args = append(args, "--nats-listen", natsAddr)
+	} else {
+		args = append(args, "--nats", h.natsURL)
+		nats = "joins NATS at " + h.natsURL
+	}
+	args = append(args, "--data-dir", data)
+	logFile, err := os.Create(filepath.Join(dir, logName))
+	if err != nil {
+		return err
+	}
+	a.step("Daemon %s: ingestq serve, %s, HTTP on %s, data in %s, log in %s", cmp.Or(name, "(this host)"), nats, httpAddr, data, logFile.Name())
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan int, 1)
+	go func() {
+		served <- Run(dctx, args, logFile, logFile, a.getenv)
+		logFile.Close()
+	}()
+	stop := func() int {
+		cancel()
+		code := <-served
+		served <- code // a second stop gets the same answer
+		return code
+	}
+	h.names = append(h.names, cmp.Or(name, "this host"))
+	h.stops = append(h.stops, stop)
+	if err := waitDaemon(ctx, zkAddr, h.natsURL, served); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); see %s", err, logFile.Name())}
+	}
+	return nil
+}
+
+// serveInventory opens the inventory file and serves it on a free port.
+func (h *demoHosts) serveInventory(a *app) (string, error) {
+	inv, err := inventory.OpenLocal(h.inventory)
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		inv.Close()
+		return "", err
+	}
+	h.inv = inv
+	h.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: inventory.NewServer(inv, a.log)}
+	go func() { _ = h.srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// stop stops the daemons, the one carrying NATS last, then the inventory
+// server, so that the inventory file can be read. Safe to call twice.
+func (h *demoHosts) stop() {
+	h.once.Do(func() {
+		for i := len(h.stops) - 1; i >= 0; i-- {
+			_ = h.stops[i]()
+		}
+		if h.srv != nil {
+			_ = h.srv.Close()
+			_ = h.inv.Close()
+		}
+	})
+}
+
+// printWhoRanWhat replays the demo's job events and shows, for each job,
+// the host that ran each of its steps (the one that moved it on).
+func (a *app) printWhoRanWhat(ctx context.Context, natsURL string, since time.Time) error {
+	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ran := map[string]map[queue.State]string{}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = events.Replay(ctx, nc, "", events.Filter{Since: since}, func(e events.Event) error {
+		if e.Kind == events.KindJob && e.From != "" {
+			if ran[e.JobID] == nil {
+				ran[e.JobID] = map[queue.State]string{}
+			}
+			ran[e.JobID][queue.State(e.From)] = e.Host
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	states := reactor.JobStates[1:] // Pending is a hand-off, not a step
+	a.step("Who ran what: the host that ran each step of each job")
+	header := []string{"  JOB"}
+	for _, s := range states {
+		header = append(header, string(s))
+	}
+	t := a.newTable(header...)
+	jids := make([]string, 0, len(ran))
+	for jid := range ran {
+		jids = append(jids, jid)
+	}
+	slices.Sort(jids)
+	for _, jid := range jids {
+		row := []string{"  " + jid}
+		for _, s := range states {
+			row = append(row, cmp.Or(ran[jid][s], "-"))
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
