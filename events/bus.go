@@ -65,6 +65,7 @@ type Config struct {
 	ClusterName string // default "ingestq"
 
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
+	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
 }
 
@@ -81,6 +82,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.ackTimeout = cmp.Or(c.ackTimeout, defaultAckTimeout)
+	c.settleWait = cmp.Or(c.settleWait, settleTimeout)
 	return c
 }
 
@@ -408,7 +410,7 @@ func (b *Bus) publisher() {
 		// after it: a Flush after SetRoutes returns once it is done.
 		select {
 		case <-b.reconf:
-			retry = b.runReconfigure(&tries)
+			retry = b.runReconfigure(&tries, b.cfg.settleWait)
 			continue
 		default:
 		}
@@ -419,9 +421,9 @@ func (b *Bus) publisher() {
 				b.congested.Store(false)
 			}
 		case <-b.reconf:
-			retry = b.runReconfigure(&tries)
+			retry = b.runReconfigure(&tries, b.cfg.settleWait)
 		case <-retry:
-			retry = b.runReconfigure(&tries)
+			retry = b.runReconfigure(&tries, askTimeout)
 		case <-b.stop:
 			// Send what is left until Close's deadline: with NATS down
 			// each send may stall (200 ms at 4,000 unacknowledged).
@@ -444,9 +446,11 @@ func (b *Bus) publisher() {
 }
 
 // runReconfigure reconfigures the embedded server and returns when to try
-// again after a failure (nil: no need).
-func (b *Bus) runReconfigure(tries *int) <-chan time.Time {
-	err := b.reconfigure(b.ctx)
+// again after a failure (nil: no need). After a change the events wait up
+// to 30 s (settleTimeout) for the cluster to settle; a retry holds them up no
+// longer than a request takes.
+func (b *Bus) runReconfigure(tries *int, patience time.Duration) <-chan time.Time {
+	err := b.reconfigure(b.ctx, patience)
 	if err == nil || b.ctx.Err() != nil {
 		*tries = 0
 		return nil

@@ -24,11 +24,11 @@ import (
 // the first vote is lost; a stream whose replicas change has no leader for
 // about 200 ms.
 const (
-	settleTimeout = 30 * time.Second       // one wait for a meta leader, then for the stream's
+	settleTimeout = 30 * time.Second       // how long events wait for a meta leader after a change, then for the stream's
 	settlePoll    = 50 * time.Millisecond  // how often the wait looks
 	askTimeout    = 2 * time.Second        // one JetStream request while settling (one lost in an election costs this)
 	retryFirst    = 500 * time.Millisecond // first wait before a failed reconfiguration is tried again
-	retryMax      = 10 * time.Second
+	retryMax      = time.Minute
 	waitWarnAfter = 10 * time.Second // a wait this long is worth a warning
 	swapAckWait   = 2 * time.Second  // acks of what the old server took, before it stops
 	minReplicated = 3                // servers from which the stream keeps three copies
@@ -115,23 +115,26 @@ func (b *Bus) requestReconfigure() {
 // sure the stream is there with its replicas and a leader, and moves into
 // it what was recorded while alone. It runs on the publisher goroutine; an
 // error means it is to be tried again.
-func (b *Bus) reconfigure(ctx context.Context) error {
+func (b *Bus) reconfigure(ctx context.Context, patience time.Duration) error {
 	e := b.emb
 	e.mu.Lock()
 	routes, wanted := e.routes, e.wanted
 	e.mu.Unlock()
 	var joinErr error
 	switch {
-	case (len(routes) > 0) != (len(wanted) > 0):
-		joinErr = b.swap(wanted)
+	case e.server() == nil || (len(routes) > 0) != (len(wanted) > 0):
+		joinErr = b.swap(wanted) // or a server that could not be restarted is tried again
 		if e.server() == nil {
 			return joinErr
 		}
 	case !slices.Equal(routes, wanted):
 		joinErr = b.reroute(wanted)
 	}
-	if err := b.settle(ctx); err != nil {
-		return err
+	// An error past patience leaves a stream with a leader: what was
+	// recorded alone can go there all the same.
+	settleErr := b.settle(ctx, patience)
+	if ctx.Err() != nil {
+		return settleErr
 	}
 	if clustered, _ := e.clustered(); clustered && !e.movedAlone {
 		if err := b.moveAloneEvents(ctx); err != nil {
@@ -139,7 +142,7 @@ func (b *Bus) reconfigure(ctx context.Context) error {
 		}
 		e.movedAlone = true
 	}
-	return joinErr
+	return errors.Join(joinErr, settleErr)
 }
 
 // swap replaces the server: a cluster member when routes are given, else
@@ -200,19 +203,20 @@ func (b *Bus) reroute(routes []string) error {
 	return nil
 }
 
-// settle creates the stream or brings it up to date (three replicas once
-// three servers are clustered), and waits until it has a leader: until
-// then a publish may find no stream.
-func (b *Bus) settle(ctx context.Context) error {
+// settle makes the stream ready for the events, which wait meanwhile: it
+// creates the stream or brings it up to date (three replicas once three
+// servers are clustered) and waits until it has a leader. Past patience,
+// a stream with a leader takes the events as it is, and what could not be
+// done (the cluster has no meta leader, as when a member remembers a peer
+// gone for good) is an error, tried again later.
+func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 	start := time.Now()
+	deadline := start.Add(patience)
 	warned := false
 	for tries := 1; ; tries++ {
-		err := b.settleOnce(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		err := b.settleOnce(ctx, deadline)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) && b.streamLed(ctx) {
+			return err
 		}
 		if !warned && time.Since(start) > waitWarnAfter {
 			warned = true
@@ -224,45 +228,57 @@ func (b *Bus) settle(ctx context.Context) error {
 	}
 }
 
-// settleOnce waits for this server to follow a meta leader, then ensures
-// the stream and waits for its leader. A JetStream request sent while no
-// meta leader is known, or while one is being elected, gets no answer at
-// all: each is asked under a short timeout of its own.
-func (b *Bus) settleOnce(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	for ns := b.emb.server(); ns == nil || !ns.JetStreamIsCurrent(); ns = b.emb.server() {
+// settleOnce waits until deadline for this server to follow a meta leader,
+// then ensures the stream and waits for its leader. A JetStream request
+// sent while no meta leader is known, or while one is being elected, gets
+// no answer at all: each is asked under a short timeout of its own.
+func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
+	for !b.metaCurrent() {
+		if time.Now().After(deadline) {
+			return errNoMetaLeader
+		}
 		if !backoff.Sleep(ctx, settlePoll) {
-			return fmt.Errorf("events: no JetStream meta leader in the NATS cluster: %w", ctx.Err())
+			return fmt.Errorf("%w: %w", errNoMetaLeader, ctx.Err())
 		}
 	}
-	ask, cancelAsk := context.WithTimeout(ctx, askTimeout)
+	ask, cancel := context.WithTimeout(ctx, askTimeout)
 	err := b.ensureStream(ask)
-	cancelAsk()
+	cancel()
 	if err != nil {
 		return err
 	}
 	return b.waitStreamLeader(ctx)
 }
 
+var errNoMetaLeader = errors.New("events: no JetStream meta leader in the NATS cluster")
+
+// metaCurrent tells whether the server follows a JetStream meta leader (or
+// is it), asking it in-process.
+func (b *Bus) metaCurrent() bool {
+	ns := b.emb.server()
+	return ns != nil && ns.JetStreamIsCurrent()
+}
+
+// streamLed tells whether the stream has a leader, which takes events.
+func (b *Bus) streamLed(ctx context.Context) bool {
+	ask, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	s, err := b.js.Stream(ask, b.cfg.Stream)
+	return err == nil && (s.CachedInfo().Cluster == nil || s.CachedInfo().Cluster.Leader != "")
+}
+
 // waitStreamLeader waits until the stream has a leader: a stream whose
 // replicas changed, or whose leader went, has none for a moment, and what
 // is published meanwhile is lost.
 func (b *Bus) waitStreamLeader(ctx context.Context) error {
-	for {
-		ask, cancel := context.WithTimeout(ctx, askTimeout)
-		s, err := b.js.Stream(ask, b.cfg.Stream)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if c := s.CachedInfo().Cluster; c == nil || c.Leader != "" {
-			return nil
-		}
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for !b.streamLed(ctx) {
 		if !backoff.Sleep(ctx, settlePoll) {
 			return fmt.Errorf("events: stream %s has no leader: %w", b.cfg.Stream, ctx.Err())
 		}
 	}
+	return nil
 }
 
 // wantReplicas is how many copies of the stream this bus asks for: three

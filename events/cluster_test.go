@@ -2,10 +2,8 @@ package events
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -13,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/natstest"
 )
 
 // member is one daemon's bus in a test's NATS cluster.
@@ -24,30 +23,27 @@ type member struct {
 	route string // its route URL, as its daemon announces it
 }
 
-// freeAddr is a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // openMember opens host's bus with a cluster listener, routed at start to
 // the given members (none: alone), and a client listener for the CLI.
 func openMember(t testing.TB, host string, peers ...*member) *member {
 	t.Helper()
-	cluster := freeAddr(t)
+	return openMemberWith(t, host, func(*Config) {}, peers...)
+}
+
+// openMemberWith is openMember with set changing its Config.
+func openMemberWith(t testing.TB, host string, set func(*Config), peers ...*member) *member {
+	t.Helper()
+	cluster := natstest.FreeAddr(t)
 	route, err := RouteURL(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	bus, err := Open(ctx, Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: host, Logger: memberLogger(t, host),
-		Cluster: cluster, Routes: routesOf(peers), ClusterName: "test"})
+	cfg := Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: host, Logger: memberLogger(t, host),
+		Cluster: cluster, Routes: routesOf(peers), ClusterName: "test"}
+	set(&cfg)
+	bus, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Open %s: %v", host, err)
 	}
@@ -279,6 +275,33 @@ func TestClusterLeftAloneAndRejoined(t *testing.T) {
 	}
 }
 
+// A member whose only peer left for good, joined by a new daemon, is in a
+// cluster that cannot elect a meta leader (it waits for the peer it
+// remembers): past its patience it records into the stream it holds all
+// the same, what it recorded alone first.
+func TestClusterMemberRemembersGonePeer(t *testing.T) {
+	t.Parallel()
+	patient := func(c *Config) { c.settleWait = time.Second }
+	a := openMemberWith(t, "a", patient)
+	b := openMemberWith(t, "b", patient, a)
+	a.SetRoutes([]string{b.route})
+	flush(t, a.Bus)
+	keeper, gone := a, b // the stream's one replica is on keeper
+	if streamInfo(t, a).Cluster.Leader == serverName("b") {
+		keeper, gone = b, a
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keeper.SetRoutes(nil) // gone's node went
+	publishN(t, keeper, "bid-1", 2)
+
+	c := openMemberWith(t, "c", patient, keeper)
+	keeper.SetRoutes([]string{c.route})
+	publishN(t, keeper, "bid-2", 3)
+	waitFor(t, "the stream to hold the five events", func() bool { return streamInfo(t, keeper).State.Msgs == 5 })
+}
+
 // Signals are a daemon's own: on one cluster each bus hears its own
 // signals once, and never another's.
 func TestSignalsStayLocal(t *testing.T) {
@@ -337,43 +360,11 @@ func TestSignalsStayLocal(t *testing.T) {
 	}
 }
 
-// startNATSCluster runs n clustered JetStream servers, as an existing NATS
-// deployment would be, and returns their client URLs.
-func startNATSCluster(t testing.TB, n int) []string {
-	t.Helper()
-	routes := make([]string, n)
-	addrs := make([]string, n)
-	for i := range n {
-		addrs[i] = freeAddr(t)
-		routes[i] = "nats://" + addrs[i]
-	}
-	var urls []string
-	for i := range n {
-		host, port, err := splitCluster(addrs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
-			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "ext", Host: host, Port: port}, Routes: server.RoutesFromStr(strings.Join(routes, ","))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		if !ns.ReadyForConnections(testTimeout) {
-			t.Fatalf("nats-server ext-%d not ready", i)
-		}
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		urls = append(urls, ns.ClientURL())
-	}
-	return urls
-}
-
 // Daemons joined to an existing NATS cluster, each through another server,
 // share the one stream, and keep the replicas its operator gave it.
 func TestExternalClusterKeepsReplicas(t *testing.T) {
 	t.Parallel()
-	urls := startNATSCluster(t, 3)
+	urls := natstest.Cluster(t, 3)
 	js, err := jetstream.New(connect(t, urls[0]))
 	if err != nil {
 		t.Fatal(err)
