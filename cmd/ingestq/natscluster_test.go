@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -46,25 +46,14 @@ func newClusterRig(t *testing.T) *clusterRig {
 	return &clusterRig{t: t, zk: zkAddr, root: root, q: openQueue(t, zkAddr, root), hosts: map[string]*clusterHost{}}
 }
 
-// freeAddr is a 127.0.0.1 address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // start launches the named daemons at the same instant, then waits until
 // each runs and its NATS server is in the cluster.
 func (r *clusterRig) start(names ...string) {
 	r.t.Helper()
 	for _, name := range names {
-		listen := freeAddr(r.t)
+		listen := natstest.FreeAddr(r.t)
 		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
-			Extra: []string{"--nats-listen", listen, "--nats-cluster", freeAddr(r.t), "--zk-session-timeout", "4s"}})
+			Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s"}})
 		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
 	}
 	for _, name := range names {
@@ -137,35 +126,44 @@ func (r *clusterRig) batch() (string, []string) {
 	return bid, assertBatchCompleted(r.t, r.q, bid, clusterJobs)
 }
 
-// replay runs `ingestq events replay --batch BID -o json` against host's
-// listener.
-func (r *clusterRig) replay(host, bid string) ([]events.Event, error) {
-	cmd := exec.Command(ingestqBin, "--zk", r.zk, "--zk-root", r.root, "--nats", r.hosts[host].url,
+// listeners are the client URLs of the named daemons' NATS servers.
+func (r *clusterRig) listeners(names ...string) map[string]string {
+	out := map[string]string{}
+	for _, name := range names {
+		out[name] = r.hosts[name].url
+	}
+	return out
+}
+
+// replay runs `ingestq events replay --batch BID -o json` against the NATS
+// server at url.
+func (r *clusterRig) replay(url, bid string) ([]events.Event, error) {
+	cmd := exec.Command(ingestqBin, "--zk", r.zk, "--zk-root", r.root, "--nats", url,
 		"events", "replay", "--batch", bid, "-o", "json")
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("ingestq events replay --batch %s through %s: %w", bid, host, err)
+		return nil, fmt.Errorf("ingestq events replay --batch %s --nats %s: %w", bid, url, err)
 	}
 	var evs []events.Event
 	if err := json.Unmarshal(out, &evs); err != nil {
-		return nil, fmt.Errorf("ingestq events replay -o json through %s: %w\n%s", host, err, out)
+		return nil, fmt.Errorf("ingestq events replay -o json --nats %s: %w\n%s", url, err, out)
 	}
 	return evs, nil
 }
 
-// assertEveryTimeline replays each batch through each named daemon's
-// listener (the replays at once): every job's full timeline and the
-// batch's, once each, and events published by more than one daemon.
-func (r *clusterRig) assertEveryTimeline(batches map[string][]string, through ...string) {
+// assertEveryTimeline replays each batch through each NATS server named
+// (the replays at once): every job's full timeline and the batch's, once
+// each, and events published by more than one daemon.
+func (r *clusterRig) assertEveryTimeline(batches map[string][]string, through map[string]string) {
 	r.t.Helper()
 	type replayOf struct{ host, bid string }
 	got := map[replayOf][]events.Event{}
 	var mu sync.Mutex
 	var g errgroup.Group
-	for _, host := range through {
+	for host, url := range through {
 		for bid := range batches {
 			g.Go(func() error {
-				evs, err := r.replay(host, bid)
+				evs, err := r.replay(url, bid)
 				mu.Lock()
 				defer mu.Unlock()
 				got[replayOf{host, bid}] = evs
@@ -205,7 +203,7 @@ func TestNATSClusterOfDaemons(t *testing.T) {
 	t.Logf("d3 joined, three replicas after %v", time.Since(start).Round(time.Millisecond))
 	bid2, jids2 := r.batch()
 	t.Logf("batch %s done after %v", bid2, time.Since(start).Round(time.Millisecond))
-	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, "d1", "d2", "d3")
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners("d1", "d2", "d3"))
 }
 
 // A daemon SIGKILLed in a cluster of three (the one whose server leads the
@@ -237,5 +235,23 @@ func TestNATSClusterSurvivesKill(t *testing.T) {
 	r.waitStream(left[0], 3, info.Cluster.Leader)
 	t.Logf("SIGKILLed %s, whose server led the stream; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
 	bid2, jids2 := r.batch()
-	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, left...)
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+}
+
+// Daemons joined with --nats to an existing NATS cluster, each through
+// another of its servers, share its one stream: every server replays a
+// batch whole, whichever daemon ran each step.
+func TestExternalNATSCluster(t *testing.T) {
+	t.Parallel()
+	urls := natstest.Cluster(t, 3)
+	r := newClusterRig(t)
+	for i, name := range []string{"d1", "d2"} {
+		d := launchDaemon(t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, NATS: urls[i], Delay: 5 * time.Millisecond})
+		r.hosts[name] = &clusterHost{daemon: d, url: urls[i]}
+	}
+	for _, h := range r.hosts {
+		h.waitLog(60*time.Second, "reactor: running")
+	}
+	bid, jids := r.batch()
+	r.assertEveryTimeline(map[string][]string{bid: jids}, map[string]string{"ext-0": urls[0], "ext-1": urls[1], "ext-2": urls[2]})
 }
