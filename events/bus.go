@@ -8,15 +8,17 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/ingestq/ingestq/internal/backoff"
 )
 
 // DefaultStream is the name of the JetStream stream that records events.
@@ -50,16 +52,27 @@ type Config struct {
 	Stream    string        // stream name, default DefaultStream
 	MaxAge    time.Duration // stream limit, default 7 days
 	MaxBytes  int64         // stream limit, default 1 GiB
-	Host      string        // stamped on events; default os.Hostname()
+	Host      string        // stamped on events, scopes signals; default os.Hostname()
 	Logger    *slog.Logger  // default slog.Default()
 
+	// Cluster, for an embedded server, is where it listens for the routes
+	// of the other daemons' servers (host:port); "" = never clustered.
+	// Routes are those servers' route URLs at start (later: SetRoutes);
+	// with none the server runs JetStream alone until SetRoutes names one.
+	// ClusterName must be the same on every server of one cluster.
+	Cluster     string
+	Routes      []string
+	ClusterName string // default "ingestq"
+
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
+	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
 }
 
 // withDefaults fills in the defaults of every unset field.
 func (c Config) withDefaults() Config {
 	c.Stream = cmp.Or(c.Stream, DefaultStream)
+	c.ClusterName = cmp.Or(c.ClusterName, "ingestq")
 	c.MaxAge = cmp.Or(c.MaxAge, defaultMaxAge)
 	c.MaxBytes = cmp.Or(c.MaxBytes, defaultMaxBytes)
 	if c.Host == "" {
@@ -69,6 +82,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.ackTimeout = cmp.Or(c.ackTimeout, defaultAckTimeout)
+	c.settleWait = cmp.Or(c.settleWait, settleTimeout)
 	return c
 }
 
@@ -83,7 +97,7 @@ type Stats struct {
 type Bus struct {
 	cfg Config
 	log *slog.Logger
-	ns  *server.Server // nil when joined to an external URL
+	emb *embedded // nil when joined to an external URL
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
@@ -93,8 +107,11 @@ type Bus struct {
 	stop   chan struct{} // closed by Close: the publisher drains and ends
 	stopBy time.Time     // set before stop is closed: when draining gives up
 	done   chan struct{} // closed when the publisher has ended
+	reconf chan struct{} // the embedded server's routes changed (SetRoutes)
 
-	ctx    context.Context // cancelled by Close; bounds background work
+	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
+
+	ctx    context.Context // cancelled when Close begins; bounds background work and reconfiguring
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background work started by connection callbacks
 
@@ -128,11 +145,12 @@ var errQueueFull = errors.New("events: publish queue full")
 func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	cfg = cfg.withDefaults()
 	b := &Bus{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		queue: make(chan outMsg, queueSize),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		queue:  make(chan outMsg, queueSize),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		reconf: make(chan struct{}, 1),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if err := b.open(ctx); err != nil {
@@ -141,14 +159,24 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			b.closing.Store(true)
 			b.nc.Close()
 		}
-		if b.ns != nil {
-			b.ns.Shutdown()
-			b.ns.WaitForShutdown()
+		if b.emb != nil {
+			b.emb.shutdown()
 		}
 		return nil, err
 	}
 	go b.publisher()
+	if clustered, _ := b.clustered(); clustered {
+		b.requestReconfigure() // the publisher settles the stream first
+	}
 	return b, nil
+}
+
+// clustered tells whether the bus runs an embedded cluster member.
+func (b *Bus) clustered() (bool, int) {
+	if b.emb == nil {
+		return false, 1
+	}
+	return b.emb.clustered()
 }
 
 func (b *Bus) open(ctx context.Context) error {
@@ -166,10 +194,10 @@ func (b *Bus) open(ctx context.Context) error {
 	}
 	var err error
 	if b.cfg.URL == "" {
-		if b.ns, err = startEmbedded(b.cfg); err != nil {
+		if err := b.startEmbedded(); err != nil {
 			return err
 		}
-		opts = append(opts, nats.InProcessServer(b.ns))
+		opts = append(opts, nats.InProcessServer(b.emb))
 	} else {
 		auth, err := b.cfg.AuthOptions()
 		if err != nil {
@@ -200,12 +228,39 @@ func (b *Bus) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("events: JetStream: %w", err)
 	}
+	if clustered, _ := b.clustered(); clustered {
+		return nil // the cluster may still be electing: the publisher settles the stream
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
 	return b.ensureStream(ctx)
+}
+
+// startEmbedded runs the bus's own server: a cluster member if Config.Routes
+// names others, else alone. A random client port is kept from then on, so
+// that a server replaced later listens where clients were told.
+func (b *Bus) startEmbedded() error {
+	routes := slices.Clone(b.cfg.Routes)
+	slices.Sort(routes)
+	routes = slices.Compact(routes)
+	if b.cfg.Cluster == "" {
+		routes = nil
+	}
+	ns, err := startEmbedded(b.cfg, routes)
+	if err != nil {
+		return err
+	}
+	if b.cfg.Listen != "" {
+		b.cfg.Listen = ns.Addr().String()
+	}
+	b.emb = &embedded{ns: ns, routes: routes, wanted: routes}
+	if b.cfg.Cluster != "" {
+		b.logMembership(routes)
+	}
+	return nil
 }
 
 // AuthOptions turns the credentials of an external URL (CredsFile, Token,
@@ -231,9 +286,18 @@ func (c Config) AuthOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// ensureStream creates the stream or brings its configuration up to date.
+// ensureStream creates the stream or brings its configuration up to date,
+// never with fewer replicas than it has.
 func (b *Bus) ensureStream(ctx context.Context) error {
-	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	replicas := b.wantReplicas()
+	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	switch {
+	case err == nil:
+		replicas = max(replicas, s.CachedInfo().Config.Replicas)
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("events: stream %s: %w", b.cfg.Stream, err)
+	}
+	_, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
 		Description: "ingestq events",
 		Subjects:    []string{SubjectAll},
@@ -242,6 +306,7 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      b.cfg.MaxAge,
 		MaxBytes:    b.cfg.MaxBytes,
+		Replicas:    replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("events: create or update stream %s: %w", b.cfg.Stream, err)
@@ -282,8 +347,10 @@ func (b *Bus) Publish(e Event) {
 	b.enqueue(outMsg{subject: e.Subject(), data: data})
 }
 
-// Signal publishes data on core NATS at InternalPrefix+subject, for
-// internal wake-ups. Signals are never recorded. They do not queue behind
+// Signal publishes data on core NATS at SignalSubject(Config.Host,
+// subject), for internal wake-ups: only this bus's SubscribeSignal hears
+// it, so on a NATS cluster a daemon's signals stay its own. Signals are
+// never recorded. They do not queue behind
 // recorded events (whose JetStream publishes can take milliseconds each):
 // a core publish only writes to the connection's buffer, so Signal never
 // waits for NATS either. A signal that cannot be sent is counted lost.
@@ -297,7 +364,7 @@ func (b *Bus) Signal(subject string, data []byte) {
 		b.lose(errClosed)
 		return
 	}
-	if err := b.nc.Publish(InternalPrefix+subject, data); err != nil {
+	if err := b.nc.Publish(SignalSubject(b.cfg.Host, subject), data); err != nil {
 		b.lose(err)
 	}
 }
@@ -336,13 +403,27 @@ func (b *Bus) enqueue(m outMsg) {
 // is left (within a bound) and ends.
 func (b *Bus) publisher() {
 	defer close(b.done)
+	var retry <-chan time.Time // a failed reconfiguration's next try
+	tries := 0
 	for {
+		// A reconfiguration asked for goes before the events queued
+		// after it: a Flush after SetRoutes returns once it is done.
+		select {
+		case <-b.reconf:
+			retry = b.runReconfigure(&tries, b.cfg.settleWait)
+			continue
+		default:
+		}
 		select {
 		case m := <-b.queue:
 			b.send(m)
 			if b.congested.Load() {
 				b.congested.Store(false)
 			}
+		case <-b.reconf:
+			retry = b.runReconfigure(&tries, b.cfg.settleWait)
+		case <-retry:
+			retry = b.runReconfigure(&tries, askTimeout)
 		case <-b.stop:
 			// Send what is left until Close's deadline: with NATS down
 			// each send may stall (200 ms at 4,000 unacknowledged).
@@ -362,6 +443,22 @@ func (b *Bus) publisher() {
 			}
 		}
 	}
+}
+
+// runReconfigure reconfigures the embedded server and returns when to try
+// again after a failure (nil: no need). After a change the events wait up
+// to 30 s (settleTimeout) for the cluster to settle; a retry holds them up no
+// longer than a request takes.
+func (b *Bus) runReconfigure(tries *int, patience time.Duration) <-chan time.Time {
+	err := b.reconfigure(b.ctx, patience)
+	if err == nil || b.ctx.Err() != nil {
+		*tries = 0
+		return nil
+	}
+	*tries++
+	d := backoff.Delay(retryFirst, retryMax, *tries)
+	b.log.Warn("events: NATS cluster not settled; trying again", "in", d, "err", err)
+	return time.After(d)
 }
 
 func (b *Bus) send(m outMsg) {
@@ -422,10 +519,10 @@ func (b *Bus) Subscribe(subject string, fn func(Event)) (unsubscribe func(), err
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-// SubscribeSignal calls fn with the data of each signal sent with
+// SubscribeSignal calls fn with the data of each signal this bus sends with
 // Signal(subject, ...); subject may use NATS wildcards.
 func (b *Bus) SubscribeSignal(subject string, fn func(data []byte)) (unsubscribe func(), err error) {
-	sub, err := b.nc.Subscribe(InternalPrefix+subject, func(m *nats.Msg) { fn(m.Data) })
+	sub, err := b.nc.Subscribe(SignalSubject(b.cfg.Host, subject), func(m *nats.Msg) { fn(m.Data) })
 	if err != nil {
 		return nil, fmt.Errorf("events: subscribe signal %s: %w", subject, err)
 	}
@@ -439,11 +536,11 @@ func (b *Bus) Conn() *nats.Conn { return b.nc }
 // server's when it listens, else Config.URL ("" for an in-process-only
 // embedded server).
 func (b *Bus) ClientURL() string {
-	if b.ns != nil {
+	if b.emb != nil {
 		if b.cfg.Listen == "" {
 			return ""
 		}
-		return b.ns.ClientURL()
+		return "nats://" + b.cfg.Listen
 	}
 	return b.cfg.URL
 }
@@ -503,6 +600,7 @@ func (b *Bus) close() error {
 	b.mu.Unlock()
 	deadline := time.Now().Add(closeFlushTimeout)
 	b.stopBy = deadline
+	b.cancel() // a reconfiguration under way gives up
 	close(b.stop)
 	<-b.done
 
@@ -521,7 +619,6 @@ func (b *Bus) close() error {
 	}
 
 	b.closing.Store(true)
-	b.cancel()
 	b.bg.Wait()
 	closed := make(chan struct{})
 	b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
@@ -533,9 +630,8 @@ func (b *Bus) close() error {
 	}
 	b.nc.Close()
 
-	if b.ns != nil {
-		b.ns.Shutdown()
-		b.ns.WaitForShutdown()
+	if b.emb != nil {
+		b.emb.shutdown()
 	}
 	return nil
 }
@@ -546,14 +642,24 @@ func (b *Bus) onDisconnect(_ *nats.Conn, err error) {
 		b.log.Debug("events: NATS connection closed")
 		return
 	}
+	if b.swapping.Load() {
+		b.log.Debug("events: embedded NATS server replaced; reconnecting")
+		return
+	}
 	b.log.Warn("events: NATS disconnected, reconnecting", "err", err)
 }
 
 // onReconnect logs the reconnect and makes sure the stream exists again
 // (a server that lost its store would otherwise refuse every event).
 func (b *Bus) onReconnect(nc *nats.Conn) {
-	b.log.Info("events: NATS reconnected", "url", nc.ConnectedUrlRedacted())
+	if !b.swapping.Load() {
+		b.log.Info("events: NATS reconnected", "url", nc.ConnectedUrlRedacted())
+	}
 	if b.closing.Load() {
+		return
+	}
+	if b.cfg.Cluster != "" {
+		b.requestReconfigure() // the publisher settles the stream, in turn with its sends
 		return
 	}
 	b.bg.Go(func() {

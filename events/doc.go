@@ -9,10 +9,12 @@
 //	ingestq.job.progress.<jid>      progress of a job's current step
 //	ingestq.batch.<state>.<bid>     a batch entered <state> (lower case)
 //	ingestq.admin.<action>          an operator's action (hold, release, ...)
-//	_ingestq.<...>                  internal wake-up signals, never recorded
+//	_ingestq.<host>.<...>           a daemon's own wake-up signals, never recorded
 //
 // The stream (DefaultStream) records everything under SubjectAll.
-// Subjects under InternalPrefix are outside it by construction.
+// Subjects under InternalPrefix are outside it by construction. Events go
+// to every daemon on the same NATS; a signal is scoped by its bus's host
+// ([SignalSubject]), so it wakes only that daemon's pools.
 //
 // # Delivery
 //
@@ -28,6 +30,20 @@
 // may still be recorded on reconnect) and logged, at most one warning per
 // five seconds. Readers that must not miss work rescan ZooKeeper rather
 // than trust the bus.
+//
+// # One stream for a cluster of daemons
+//
+// An embedded server given a cluster address (Config.Cluster) is routed to
+// the other daemons' servers ([Bus.SetRoutes]; the daemon learns them from
+// ZooKeeper), and their JetStream keeps one stream for all, with three
+// replicas once three servers are in the cluster. A clustered JetStream
+// cannot elect its meta leader alone, so a server that knows no other runs
+// JetStream alone; when a first route comes the bus replaces its server
+// with a cluster member, on the same ports, and moves what it recorded
+// alone into the cluster's stream (docs/decisions.md, issue 11). Events
+// published meanwhile wait in the queue. Daemons may instead all join one
+// existing NATS cluster (Config.URL); the bus never lowers the replicas an
+// operator gave the stream.
 //
 // # Reading
 //

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,30 +28,23 @@ const (
 // taken (by another NATS server, or another daemon's).
 var ErrListen = errors.New("cannot listen on")
 
-// startEmbedded runs a JetStream-enabled nats-server in this process, its
-// store under cfg.DataDir/nats. With cfg.Listen empty it opens no port and
-// is reachable only in-process.
-func startEmbedded(cfg Config) (*server.Server, error) {
-	if cfg.DataDir == "" {
-		return nil, fmt.Errorf("events: embedded NATS server needs a data directory")
+// startEmbedded runs a JetStream-enabled nats-server in this process. With
+// routes it is a member of the NATS cluster cfg.Cluster listens for, its
+// store under cfg.DataDir/nats-cluster; without, it runs JetStream alone,
+// its store under cfg.DataDir/nats. With cfg.Listen empty it opens no
+// client port and is reachable only in-process.
+func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
+	opts, err := serverOptions(cfg, routes)
+	if err != nil {
+		return nil, err
 	}
-	opts := &server.Options{
-		ServerName: "ingestq-" + token(cfg.Host),
-		JetStream:  true,
-		StoreDir:   filepath.Join(cfg.DataDir, "nats"),
-		NoSigs:     true,
-		Host:       "127.0.0.1",
-		DontListen: cfg.Listen == "",
+	if err := canListen(opts.Host, opts.Port); err != nil {
+		return nil, err
 	}
-	if cfg.Listen != "" {
-		host, port, err := splitListen(cfg.Listen)
-		if err != nil {
+	if opts.Cluster.Port != 0 {
+		if err := canListen(opts.Cluster.Host, opts.Cluster.Port); err != nil {
 			return nil, err
 		}
-		if err := canListen(host, port); err != nil {
-			return nil, err
-		}
-		opts.Host, opts.Port = host, port
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -66,6 +61,97 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 	}
 	return ns, nil
 }
+
+// serverOptions are the embedded server's settings: alone (no routes) or a
+// cluster member routed to the given servers.
+func serverOptions(cfg Config, routes []string) (*server.Options, error) {
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("events: embedded NATS server needs a data directory")
+	}
+	opts := &server.Options{
+		ServerName: serverName(cfg.Host),
+		JetStream:  true,
+		StoreDir:   filepath.Join(cfg.DataDir, "nats"),
+		NoSigs:     true,
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		DontListen: cfg.Listen == "",
+	}
+	if cfg.Listen != "" {
+		host, port, err := splitListen(cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		opts.Host, opts.Port = host, port
+	}
+	if len(routes) == 0 {
+		return opts, nil
+	}
+	host, port, err := splitCluster(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	opts.StoreDir = filepath.Join(cfg.DataDir, "nats-cluster")
+	opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port,
+		// Clients are told of no other server: each host's client
+		// listener may be a loopback address that means nothing elsewhere.
+		NoAdvertise: true}
+	if unspecified(host) {
+		u, _ := RouteURL(cfg.Cluster) // checked by splitCluster
+		opts.Cluster.Advertise = strings.TrimPrefix(u, "nats://")
+	}
+	opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+	// A route to a daemon that died is retried every second until its
+	// ZooKeeper node goes: one warning a minute, not one a second.
+	opts.ReconnectErrorReports = 60
+	return opts, nil
+}
+
+// serverName is the embedded server's name, unique in a cluster as the
+// daemon's host name is among live daemons (JetStream's peers are told
+// apart by it, and a route between two servers of one name is refused).
+func serverName(host string) string { return "ingestq-" + token(host) }
+
+// RouteURL is the URL other daemons' servers route to for a cluster
+// listener on listen (host:port, port not 0): nats://host:port, with this
+// machine's host name for an unspecified host (0.0.0.0, ::, or none).
+func RouteURL(listen string) (string, error) {
+	host, port, err := splitCluster(listen)
+	if err != nil {
+		return "", err
+	}
+	if unspecified(host) {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("events: cluster address %q: no host name to announce: %w", listen, err)
+		}
+	}
+	return "nats://" + net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+// splitCluster parses a cluster listen address; its port is needed, since
+// other daemons must know it before this server listens.
+func splitCluster(listen string) (string, int, error) {
+	host, port, err := splitAddr(listen, "cluster address")
+	if err == nil && port == 0 {
+		err = fmt.Errorf("events: cluster address %q: want a port from 1 to 65535", listen)
+	}
+	return host, port, err
+}
+
+// splitAddr parses "host:port", what naming it in an error.
+func splitAddr(addr, what string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("events: %s %q: %w", what, addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("events: %s %q: bad port", what, addr)
+	}
+	return host, port, nil
+}
+
+func unspecified(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
 
 // canListen tells, by listening a moment, whether host:port is free, so
 // that a taken port is named at once (nats-server only logs it).
@@ -105,13 +191,9 @@ func waitReady(ns *server.Server, fatal <-chan string, timeout time.Duration) er
 
 // splitListen parses "host:port"; port 0 means a random free port.
 func splitListen(listen string) (string, int, error) {
-	host, p, err := net.SplitHostPort(listen)
+	host, port, err := splitAddr(listen, "listen address")
 	if err != nil {
-		return "", 0, fmt.Errorf("events: listen address %q: %w", listen, err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("events: listen address %q: bad port", listen)
+		return "", 0, err
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT // for nats-server, 0 would mean 4222

@@ -21,6 +21,13 @@ const SubjectAll = "ingestq.>"
 // wake-ups). They travel on core NATS only and are never recorded.
 const InternalPrefix = "_ingestq."
 
+// SignalSubject is where a bus whose Config.Host is host sends and hears
+// the signal subject: InternalPrefix, the host, then subject. A daemon's
+// wake-ups thus reach its own pools only, however many daemons share NATS.
+func SignalSubject(host, subject string) string {
+	return InternalPrefix + token(host) + "." + subject
+}
+
 // Event is the envelope of everything ingestq publishes.
 type Event struct {
 	ID       string         `json:"id"`                 // unique (nuid), set by Publish if empty

@@ -190,13 +190,13 @@ func TestTail(t *testing.T) {
 	t.Parallel()
 	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0"})
 	cli := connect(t, bus.ClientURL())
-	subs := bus.ns.NumSubscriptions()
+	subs := bus.emb.server().NumSubscriptions()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	got := make(chan Event, 10)
 	done := make(chan error, 1)
 	go func() { done <- Tail(ctx, cli, "ingestq.job.>", func(e Event) { got <- e }) }()
-	waitFor(t, "Tail's subscription", func() bool { return bus.ns.NumSubscriptions() > subs })
+	waitFor(t, "Tail's subscription", func() bool { return bus.emb.server().NumSubscriptions() > subs })
 
 	bus.Publish(Event{Kind: KindBatch, BatchID: "bid1", To: "Processing"}) // not on ingestq.job.>
 	bus.Publish(Event{Kind: KindJob, JobID: "jid1", To: "Completed"})

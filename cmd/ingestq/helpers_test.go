@@ -325,6 +325,15 @@ type daemon struct {
 // tail when the test failed.
 func startDaemon(t testing.TB, c daemonConfig) *daemon {
 	t.Helper()
+	d := launchDaemon(t, c)
+	d.waitLog(30*time.Second, "reactor: running")
+	return d
+}
+
+// launchDaemon is startDaemon without the wait: daemons launched one after
+// the other start at the same instant.
+func launchDaemon(t testing.TB, c daemonConfig) *daemon {
+	t.Helper()
 	if c.Grace == 0 {
 		c.Grace = 5 * time.Second
 	}
@@ -362,7 +371,6 @@ func startDaemon(t testing.TB, c daemonConfig) *daemon {
 		close(d.done)
 	}()
 	t.Cleanup(d.cleanup)
-	d.waitLog(30*time.Second, "reactor: running")
 	return d
 }
 

@@ -22,6 +22,7 @@ const (
 	countersDir = "/ingestq/minter"   // <counter> → the last number minted, in decimal
 	mintedDir   = "/ingestq/minted"   // <jid> → the value minted for the job
 	hostsDir    = "/ingestq/hosts"    // <name> → a live daemon's description (ephemeral)
+	routesDir   = "/ingestq/routes"   // <name> → a live daemon's NATS route URL (ephemeral)
 )
 
 // maxRepairs bounds how often one Mint remakes folders deleted under it, so
@@ -206,7 +207,8 @@ func checkOwnName(name, what string) error {
 	return nil
 }
 
-// Host is a live daemon as it describes itself in /ingestq/hosts/<name>.
+// Host is a live daemon's ephemeral node: its description in
+// /ingestq/hosts/<name>, or its NATS route URL in /ingestq/routes/<name>.
 type Host struct {
 	Name  string
 	Data  []byte    // the daemon's description (JSON)
@@ -219,44 +221,71 @@ type Host struct {
 // live session holds is refused: two daemons with one name would be one
 // host to every reader.
 func (q *Queue) RegisterHost(ctx context.Context, name string, data []byte) error {
-	if err := checkOwnName(name, "host name"); err != nil {
-		return err
-	}
-	if err := q.ensureDirs(ctx, hostsDir); err != nil {
-		return err
-	}
-	p := q.Path(hostsDir + "/" + name)
-	_, err := q.zk.create(ctx, p, data, zk.FlagEphemeral)
-	if !errors.Is(err, zk.ErrNodeExists) {
-		if err != nil {
-			return fmt.Errorf("register host %s: %w", name, err)
-		}
-		return nil
-	}
-	ok, st, err := q.zk.exists(ctx, p)
-	switch {
-	case err != nil:
-		return fmt.Errorf("register host %s: %w", name, err)
-	case !ok:
-		return q.RegisterHost(ctx, name, data) // it just went: try again
-	case !q.zk.owns(st):
-		return refused("host name %s is in use by another live daemon (session 0x%x): give this one another --host", name, st.EphemeralOwner)
-	}
-	if err := q.commit(ctx, []op{set(p, data, -1)}); err != nil {
+	if err := q.claimOwn(ctx, hostsDir, name, data); err != nil {
 		return fmt.Errorf("register host %s: %w", name, err)
 	}
 	return nil
 }
 
+// AnnounceRoute writes the route URL of this daemon's embedded NATS server
+// into its ephemeral node /ingestq/routes/<name>, for the other daemons'
+// servers to join; a name another live session holds is refused, as by
+// RegisterHost (a NATS cluster refuses two servers of one name too).
+func (q *Queue) AnnounceRoute(ctx context.Context, name, url string) error {
+	if err := q.claimOwn(ctx, routesDir, name, []byte(url)); err != nil {
+		return fmt.Errorf("announce NATS route of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Routes lists the live daemons' announced route URLs; Host.Data is the URL.
+func (q *Queue) Routes(ctx context.Context) ([]Host, error) {
+	return q.liveNodes(ctx, routesDir)
+}
+
+// RoutesFolder is the folder of the announced routes, to watch.
+func (q *Queue) RoutesFolder() string { return q.Path(routesDir) }
+
+// claimOwn creates dir/name as an ephemeral node holding data, or updates
+// it when this session made it; another live session's is refused.
+func (q *Queue) claimOwn(ctx context.Context, dir, name string, data []byte) error {
+	if err := checkOwnName(name, "host name"); err != nil {
+		return err
+	}
+	if err := q.ensureDirs(ctx, dir); err != nil {
+		return err
+	}
+	p := q.Path(dir + "/" + name)
+	_, err := q.zk.create(ctx, p, data, zk.FlagEphemeral)
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	ok, st, err := q.zk.exists(ctx, p)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return q.claimOwn(ctx, dir, name, data) // it just went: try again
+	case !q.zk.owns(st):
+		return refused("host name %s is in use by another live daemon (session 0x%x): give this one another --host", name, st.EphemeralOwner)
+	}
+	return q.commit(ctx, []op{set(p, data, -1)})
+}
+
 // Hosts lists the live daemons, by name.
 func (q *Queue) Hosts(ctx context.Context) ([]Host, error) {
-	names, err := q.sortedChildren(ctx, hostsDir)
+	return q.liveNodes(ctx, hostsDir)
+}
+
+// liveNodes reads the ephemeral nodes of one of ingestq's own folders.
+func (q *Queue) liveNodes(ctx context.Context, dir string) ([]Host, error) {
+	names, err := q.sortedChildren(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	paths := make([]string, len(names))
 	for i, n := range names {
-		paths[i] = q.Path(hostsDir + "/" + n)
+		paths[i] = q.Path(dir + "/" + n)
 	}
 	var out []Host
 	for i, r := range q.getAll(ctx, paths...) {
@@ -264,7 +293,7 @@ func (q *Queue) Hosts(ctx context.Context) ([]Host, error) {
 			continue // gone since the listing
 		}
 		if r.err != nil {
-			return nil, fmt.Errorf("read host %s: %w", names[i], r.err)
+			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), r.err)
 		}
 		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Mine: q.zk.owns(r.stat)})
 	}

@@ -42,6 +42,7 @@ var examples = map[string][]string{
 
 	"serve": {"ingestq serve",
 		"ingestq serve --profiles /etc/ingestq/profiles --data-dir /var/lib/ingestq",
+		"ingestq serve --zk zk1:2181,zk2:2181,zk3:2181 --nats-cluster 0.0.0.0:6222",
 		"ingestq serve --zk zk1:2181,zk2:2181,zk3:2181 --nats nats://nats1:4222",
 		"ingestq serve --states pending,estimating,provisioning,downloading,processing,notify,intake --http 0.0.0.0:8080",
 		"ingestq serve --pipeline passthrough"},

@@ -23,26 +23,28 @@ import (
 
 // Environment variables of the daemon.
 const (
-	EnvNATS       = "INGESTQ_NATS"
-	EnvNATSListen = "INGESTQ_NATS_LISTEN"
-	EnvDataDir    = "INGESTQ_DATA_DIR"
-	EnvConfig     = "INGESTQ_CONFIG"
-	EnvProfiles   = "INGESTQ_PROFILES"
-	EnvStorage    = "INGESTQ_STORAGE"
-	EnvWorkDir    = "INGESTQ_WORK_DIR"
-	EnvWorkShared = "INGESTQ_WORK_SHARED"
-	EnvInventory  = "INGESTQ_INVENTORY"
-	EnvSMTPPass   = "INGESTQ_SMTP_PASSWORD"
-	EnvNATSToken  = "INGESTQ_NATS_TOKEN"
-	EnvStates     = "INGESTQ_STATES"
-	EnvHTTP       = "INGESTQ_HTTP"
-	EnvAdvertise  = "INGESTQ_ADVERTISE"
+	EnvNATS        = "INGESTQ_NATS"
+	EnvNATSListen  = "INGESTQ_NATS_LISTEN"
+	EnvNATSCluster = "INGESTQ_NATS_CLUSTER"
+	EnvDataDir     = "INGESTQ_DATA_DIR"
+	EnvConfig      = "INGESTQ_CONFIG"
+	EnvProfiles    = "INGESTQ_PROFILES"
+	EnvStorage     = "INGESTQ_STORAGE"
+	EnvWorkDir     = "INGESTQ_WORK_DIR"
+	EnvWorkShared  = "INGESTQ_WORK_SHARED"
+	EnvInventory   = "INGESTQ_INVENTORY"
+	EnvSMTPPass    = "INGESTQ_SMTP_PASSWORD"
+	EnvNATSToken   = "INGESTQ_NATS_TOKEN"
+	EnvStates      = "INGESTQ_STATES"
+	EnvHTTP        = "INGESTQ_HTTP"
+	EnvAdvertise   = "INGESTQ_ADVERTISE"
 )
 
 // serveFlags are the daemon's settings.
 type serveFlags struct {
 	dataDir      string
 	natsListen   string
+	natsCluster  string
 	host         string
 	config       string
 	pipeline     string
@@ -80,8 +82,10 @@ func (a *app) serveCommand() *cobra.Command {
 			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
 			"works Storing and Recording can read them from another host.\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
-			"--nats-listen for the CLI and outside subscribers; --nats URL joins an existing server\n" +
-			"or cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
+			"--nats-listen for the CLI and outside subscribers; with --nats-cluster the daemons'\n" +
+			"embedded servers form one NATS cluster by themselves (routes announced in ZooKeeper),\n" +
+			"so every host's events are in one stream; --nats URL joins an existing server or\n" +
+			"cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
 			"(a YAML file of flag names and values, with ${VAR} expanded), then the defaults.\n\n" +
 			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
 			"cancel them and close the session; a second signal exits at once.",
@@ -96,6 +100,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
+	fl.StringVar(&f.natsCluster, "nats-cluster", a.env(EnvNATSCluster, ""), "HOST:PORT where the embedded NATS listens for the other daemons' servers: they form one NATS cluster (one event stream, 3 replicas from 3 hosts); an unspecified HOST (0.0.0.0) is announced as the host name; default off (env "+EnvNATSCluster+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
@@ -149,8 +154,9 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
-		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise}
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
+		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -191,16 +197,24 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if listen == "off" {
 		listen = ""
 	}
+	routes, peers, err := a.natsRoutes(ctx, q, f)
+	if err != nil {
+		return err
+	}
 	bus, err := events.Open(ctx, events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
-		MaxAge: f.maxAge, Logger: a.log})
+		Cluster: f.natsCluster, Routes: peers, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log})
 	if errors.Is(err, events.ErrListen) {
-		err = fmt.Errorf("%w (--nats-listen HOST:PORT picks another address, or off for none; --nats URL joins a running NATS instead)", err)
+		err = fmt.Errorf("%w (--nats-listen or --nats-cluster HOST:PORT picks another address; --nats URL joins a running NATS instead)", err)
 	}
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
 	defer bus.Close()
+	if routes != nil {
+		stop := routes.follow(a.session, bus)
+		defer stop()
+	}
 	web, advertise, err := a.startHTTP(f.http, f.advertise)
 	if err != nil {
 		return err
@@ -240,7 +254,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root, "nats", natsWhere(a.nats, bus), "data", dataDir)
+	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
+		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it could not send
 	st := bus.Stats()
@@ -279,6 +294,28 @@ func parseStates(list string) ([]reactor.Role, error) {
 		return reactor.AllRoles(), nil
 	}
 	return reactor.ParseRoles(strings.Split(list, ","))
+}
+
+// natsRoutes, with --nats-cluster, announces this daemon's NATS route in
+// ZooKeeper and returns what keeps its server routed to the other
+// daemons', with their routes now (none: its server runs alone for now).
+func (a *app) natsRoutes(ctx context.Context, q *queue.Queue, f serveFlags) (*natsRoutes, []string, error) {
+	if f.natsCluster == "" {
+		return nil, nil, nil
+	}
+	if a.nats != "" {
+		return nil, nil, usagef("--nats-cluster clusters the embedded NATS server, --nats %s replaces it: give one", a.nats)
+	}
+	url, err := events.RouteURL(f.natsCluster)
+	if err != nil {
+		return nil, nil, usagef("--nats-cluster: %v", err)
+	}
+	n := &natsRoutes{q: q, host: f.host, url: url, log: a.log}
+	peers, err := n.announce(ctx)
+	if err != nil {
+		return nil, nil, &exitError{code: 1, err: err}
+	}
+	return n, peers, nil
 }
 
 // perState copies "state=n" settings into m, checking the names.

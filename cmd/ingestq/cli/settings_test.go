@@ -29,3 +29,25 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// --nats-cluster clusters the embedded server: with --nats, or without a
+// port the other daemons can be told, it is a usage error naming it.
+func TestServeRefusesBadNATSCluster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nats-cluster", "127.0.0.1:6222", "--nats", "nats://127.0.0.1:4222"}, "--nats-cluster clusters the embedded NATS server"},
+		{[]string{"--nats-cluster", "127.0.0.1:0"}, `--nats-cluster: events: cluster address "127.0.0.1:0": want a port`},
+		{[]string{"--nats-cluster", "somehost"}, `--nats-cluster: events: cluster address "somehost"`},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
+		_, stderr, code := e.run(args...)
+		wantCode(t, code, 2)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: stderr %q does not name %q", c.args, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+//go:build linux
+
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// The daemons' embedded NATS servers make one NATS cluster by themselves
+// (serve --nats-cluster): every host's events are in one stream, which
+// `ingestq events replay` reads through any daemon's listener.
+
+const clusterJobs = 24
+
+// clusterRig is a test's queue and its daemons with --nats-cluster.
+type clusterRig struct {
+	t        *testing.T
+	zk, root string
+	q        *queue.Queue
+	hosts    map[string]*clusterHost
+}
+
+// clusterHost is one daemon and the client listener of its NATS server.
+type clusterHost struct {
+	*daemon
+	url string
+}
+
+func newClusterRig(t *testing.T) *clusterRig {
+	zkAddr, root := zktest.Shared(t).Addr, zktest.Root(t)
+	return &clusterRig{t: t, zk: zkAddr, root: root, q: openQueue(t, zkAddr, root), hosts: map[string]*clusterHost{}}
+}
+
+// start launches the named daemons at the same instant, then waits until
+// each runs and its NATS server is in the cluster.
+func (r *clusterRig) start(names ...string) {
+	r.t.Helper()
+	for _, name := range names {
+		listen := natstest.FreeAddr(r.t)
+		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
+			Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s"}})
+		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
+	}
+	for _, name := range names {
+		r.hosts[name].waitLog(60*time.Second, "reactor: running")
+		r.hosts[name].waitLog(60*time.Second, "events: embedded NATS server joined the cluster")
+	}
+}
+
+// streamInfo asks the stream's state through host's listener; nil while
+// the cluster does not answer (during an election).
+func (r *clusterRig) streamInfo(host string) *jetstream.StreamInfo {
+	nc, err := nats.Connect(r.hosts[host].url)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.t.Context(), time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.DefaultStream)
+	if err != nil {
+		return nil
+	}
+	return s.CachedInfo()
+}
+
+// waitStream waits until the stream, seen through host's listener, has
+// the replicas wanted, a leader that is not avoid, and every replica
+// current.
+func (r *clusterRig) waitStream(host string, replicas int, avoid string) *jetstream.StreamInfo {
+	r.t.Helper()
+	var info *jetstream.StreamInfo
+	poll(r.t, 60*time.Second, fmt.Sprintf("the event stream with %d current replicas", replicas), func() (bool, string, error) {
+		info = r.streamInfo(host)
+		if info == nil || info.Cluster == nil {
+			return false, "no answer", nil
+		}
+		c := info.Cluster
+		current := 0
+		for _, p := range c.Replicas {
+			if p.Current && !p.Offline {
+				current++
+			}
+		}
+		ok := info.Config.Replicas == replicas && c.Leader != "" && c.Leader != avoid && current == min(replicas, len(r.live()))-1
+		return ok, fmt.Sprintf("%d replicas (%d current besides the leader), leader %q", info.Config.Replicas, current, c.Leader), nil
+	})
+	return info
+}
+
+// live lists the daemons still running.
+func (r *clusterRig) live() []string {
+	var out []string
+	for name, h := range r.hosts {
+		if !h.exited() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// batch runs a pass-through batch to its end and returns its jobs.
+func (r *clusterRig) batch() (string, []string) {
+	r.t.Helper()
+	bid := createBatch(r.t, r.q, clusterJobs)
+	waitBatchDone(r.t, r.q, bid, 90*time.Second)
+	return bid, assertBatchCompleted(r.t, r.q, bid, clusterJobs)
+}
+
+// listeners are the client URLs of the named daemons' NATS servers.
+func (r *clusterRig) listeners(names ...string) map[string]string {
+	out := map[string]string{}
+	for _, name := range names {
+		out[name] = r.hosts[name].url
+	}
+	return out
+}
+
+// replay runs `ingestq events replay --batch BID -o json` against the NATS
+// server at url.
+func (r *clusterRig) replay(url, bid string) ([]events.Event, error) {
+	cmd := exec.Command(ingestqBin, "--zk", r.zk, "--zk-root", r.root, "--nats", url,
+		"events", "replay", "--batch", bid, "-o", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ingestq events replay --batch %s --nats %s: %w", bid, url, err)
+	}
+	var evs []events.Event
+	if err := json.Unmarshal(out, &evs); err != nil {
+		return nil, fmt.Errorf("ingestq events replay -o json --nats %s: %w\n%s", url, err, out)
+	}
+	return evs, nil
+}
+
+// assertEveryTimeline replays each batch through each NATS server named
+// (the replays at once): every job's full timeline and the batch's, once
+// each, and events published by more than one daemon.
+func (r *clusterRig) assertEveryTimeline(batches map[string][]string, through map[string]string) {
+	r.t.Helper()
+	type replayOf struct{ host, bid string }
+	got := map[replayOf][]events.Event{}
+	var mu sync.Mutex
+	var g errgroup.Group
+	for host, url := range through {
+		for bid := range batches {
+			g.Go(func() error {
+				evs, err := r.replay(url, bid)
+				mu.Lock()
+				defer mu.Unlock()
+				got[replayOf{host, bid}] = evs
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		r.t.Fatal(err)
+	}
+	for k, evs := range got {
+		assertExactlyOnce(r.t, evs, k.bid, batches[k.bid])
+		if by := perHost(evs); len(by) < 2 {
+			r.t.Errorf("replay of %s through %s: events of hosts %v, want the steps of two hosts or more", k.bid, k.host, by)
+		} else {
+			r.t.Logf("replay of %s through %s: %d events, per host %v", k.bid, k.host, len(evs), by)
+		}
+	}
+}
+
+// Two daemons that start at the same instant make one NATS cluster and run
+// a batch; a third started later joins them, and the stream gets three
+// replicas; each daemon's listener replays both batches whole, whichever
+// daemon ran each step.
+func TestNATSClusterOfDaemons(t *testing.T) {
+	t.Parallel()
+	r := newClusterRig(t)
+	start := time.Now()
+	r.start("d1", "d2")
+	r.waitStream("d1", 1, "")
+	t.Logf("d1 and d2 clustered after %v", time.Since(start).Round(time.Millisecond))
+	bid1, jids1 := r.batch()
+	t.Logf("batch %s done after %v", bid1, time.Since(start).Round(time.Millisecond))
+
+	r.start("d3")
+	r.waitStream("d3", 3, "")
+	t.Logf("d3 joined, three replicas after %v", time.Since(start).Round(time.Millisecond))
+	bid2, jids2 := r.batch()
+	t.Logf("batch %s done after %v", bid2, time.Since(start).Round(time.Millisecond))
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners("d1", "d2", "d3"))
+}
+
+// A daemon SIGKILLed in a cluster of three (the one whose server leads the
+// stream): the two left elect a leader among them, and the stream (three
+// replicas) still records a batch they run and replays everything.
+func TestNATSClusterSurvivesKill(t *testing.T) {
+	t.Parallel()
+	r := newClusterRig(t)
+	r.start("d1", "d2", "d3")
+	info := r.waitStream("d1", 3, "")
+	bid1, jids1 := r.batch()
+
+	victim := ""
+	for name := range r.hosts {
+		if "ingestq-"+name == info.Cluster.Leader {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("the stream's leader %q is none of the daemons' servers", info.Cluster.Leader)
+	}
+	r.hosts[victim].kill()
+	var left []string
+	for name := range r.hosts {
+		if name != victim {
+			left = append(left, name)
+		}
+	}
+	r.waitStream(left[0], 3, info.Cluster.Leader)
+	t.Logf("SIGKILLed %s, whose server led the stream; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
+	bid2, jids2 := r.batch()
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+}
+
+// Daemons joined with --nats to an existing NATS cluster, each through
+// another of its servers, share its one stream: every server replays a
+// batch whole, whichever daemon ran each step.
+func TestExternalNATSCluster(t *testing.T) {
+	t.Parallel()
+	urls := natstest.Cluster(t, 3)
+	r := newClusterRig(t)
+	for i, name := range []string{"d1", "d2"} {
+		d := launchDaemon(t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, NATS: urls[i], Delay: 5 * time.Millisecond})
+		r.hosts[name] = &clusterHost{daemon: d, url: urls[i]}
+	}
+	for _, h := range r.hosts {
+		h.waitLog(60*time.Second, "reactor: running")
+	}
+	bid, jids := r.batch()
+	r.assertEveryTimeline(map[string][]string{bid: jids}, map[string]string{"ext-0": urls[0], "ext-1": urls[1], "ext-2": urls[2]})
+}

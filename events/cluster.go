@@ -1,0 +1,387 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/backoff"
+)
+
+// How a clustered bus settles its stream (docs/decisions.md, issue 11):
+// JetStream in a NATS cluster needs a meta leader, which two servers elect
+// in well under a second, or after an election timeout of 4 to 9 s when
+// the first vote is lost; a stream whose replicas change has no leader for
+// about 200 ms.
+const (
+	settleTimeout = 30 * time.Second       // how long events wait for a meta leader after a change, then for the stream's
+	settlePoll    = 50 * time.Millisecond  // how often the wait looks
+	askTimeout    = 2 * time.Second        // one JetStream request while settling (one lost in an election costs this)
+	retryFirst    = 500 * time.Millisecond // first wait before a failed reconfiguration is tried again
+	retryMax      = time.Minute
+	waitWarnAfter = 10 * time.Second // a wait this long is worth a warning
+	swapAckWait   = 2 * time.Second  // acks of what the old server took, before it stops
+	minReplicated = 3                // servers from which the stream keeps three copies
+)
+
+// embedded is the bus's own nats-server. One given a cluster address
+// (Config.Cluster) runs JetStream alone while no other daemon is known, and
+// as a member of their NATS cluster otherwise: a clustered JetStream
+// cannot elect a leader alone. Going from one to the other replaces the
+// server, on the same ports; the bus's in-process connection follows it.
+type embedded struct {
+	mu     sync.Mutex
+	ns     *server.Server // nil while it is being replaced
+	routes []string       // the other servers ns is routed to; none: alone
+	wanted []string       // what SetRoutes asked for last
+
+	// movedAlone: what the server recorded alone is in the cluster's
+	// stream (publisher goroutine only; false again whenever it runs alone).
+	movedAlone bool
+}
+
+// InProcessConn connects a client to the current server (nats.InProcessServer).
+func (e *embedded) InProcessConn() (net.Conn, error) {
+	ns := e.server()
+	if ns == nil {
+		return nil, errors.New("events: the embedded NATS server is restarting")
+	}
+	return ns.InProcessConn()
+}
+
+func (e *embedded) server() *server.Server {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ns
+}
+
+// clustered tells whether the server runs as a cluster member, and with
+// how many servers in all.
+func (e *embedded) clustered() (bool, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.routes) > 0, len(e.routes) + 1
+}
+
+// shutdown stops the current server, if any, and waits for it.
+func (e *embedded) shutdown() {
+	e.mu.Lock()
+	ns := e.ns
+	e.ns = nil
+	e.mu.Unlock()
+	if ns != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+}
+
+// SetRoutes tells the bus the route URLs of the other daemons' embedded
+// servers now alive (Config.Cluster must be set): the server joins or
+// leaves them, and the stream gets three replicas once three servers are
+// in the cluster. It returns at once; the bus's publisher reconfigures in
+// order with the events it sends, which wait meanwhile.
+func (b *Bus) SetRoutes(urls []string) {
+	if b == nil || b.emb == nil || b.cfg.Cluster == "" {
+		return
+	}
+	urls = slices.Clone(urls)
+	slices.Sort(urls)
+	b.emb.mu.Lock()
+	b.emb.wanted = slices.Compact(urls)
+	b.emb.mu.Unlock()
+	b.requestReconfigure()
+}
+
+// requestReconfigure asks the publisher to bring the server and the stream
+// in line with the routes wanted.
+func (b *Bus) requestReconfigure() {
+	select {
+	case b.reconf <- struct{}{}:
+	default:
+	}
+}
+
+// reconfigure joins or leaves the cluster as SetRoutes asked, then makes
+// sure the stream is there with its replicas and a leader, and moves into
+// it what was recorded while alone. It runs on the publisher goroutine; an
+// error means it is to be tried again.
+func (b *Bus) reconfigure(ctx context.Context, patience time.Duration) error {
+	e := b.emb
+	e.mu.Lock()
+	routes, wanted := e.routes, e.wanted
+	e.mu.Unlock()
+	var joinErr error
+	switch {
+	case e.server() == nil || (len(routes) > 0) != (len(wanted) > 0):
+		joinErr = b.swap(wanted) // or a server that could not be restarted is tried again
+		if e.server() == nil {
+			return joinErr
+		}
+	case !slices.Equal(routes, wanted):
+		joinErr = b.reroute(wanted)
+	}
+	// An error past patience leaves a stream with a leader: what was
+	// recorded alone can go there all the same.
+	settleErr := b.settle(ctx, patience)
+	if ctx.Err() != nil {
+		return settleErr
+	}
+	if clustered, _ := e.clustered(); clustered && !e.movedAlone {
+		if err := b.moveAloneEvents(ctx); err != nil {
+			return err
+		}
+		e.movedAlone = true
+	}
+	return errors.Join(joinErr, settleErr)
+}
+
+// swap replaces the server: a cluster member when routes are given, else
+// one alone. The connection reconnects to the new one by itself. A server
+// that cannot join runs alone, and the join is an error to try again.
+func (b *Bus) swap(routes []string) error {
+	e := b.emb
+	// What the old server took is acknowledged before it goes, so that
+	// nothing recorded there is counted lost.
+	b.waitAcks(swapAckWait)
+	b.swapping.Store(true)
+	defer b.swapping.Store(false)
+	e.shutdown()
+	ns, joinErr := startEmbedded(b.cfg, routes)
+	if joinErr != nil {
+		// Alone always works: keep recording while the join is retried.
+		routes = nil
+		var err error
+		if ns, err = startEmbedded(b.cfg, nil); err != nil {
+			return fmt.Errorf("events: restart the embedded NATS server: %w", err)
+		}
+		joinErr = fmt.Errorf("events: join the NATS cluster (running alone meanwhile): %w", joinErr)
+	}
+	e.mu.Lock()
+	e.ns, e.routes = ns, routes
+	e.mu.Unlock()
+	e.movedAlone = e.movedAlone && len(routes) > 0
+	if len(routes) > 0 || joinErr == nil {
+		b.logMembership(routes)
+	}
+	return joinErr
+}
+
+// logMembership says whether the embedded server is a cluster member.
+func (b *Bus) logMembership(routes []string) {
+	if len(routes) > 0 {
+		b.log.Info("events: embedded NATS server joined the cluster", "cluster", b.cfg.ClusterName, "routes", routes)
+	} else {
+		b.log.Info("events: embedded NATS server runs alone: no other daemon is known")
+	}
+}
+
+// reroute changes the routes of a cluster member in place.
+func (b *Bus) reroute(routes []string) error {
+	e := b.emb
+	ns := e.server()
+	opts, err := serverOptions(b.cfg, routes)
+	if err != nil {
+		return err
+	}
+	if err := ns.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("events: route the embedded NATS server to %v: %w", routes, err)
+	}
+	e.mu.Lock()
+	e.routes = routes
+	e.mu.Unlock()
+	b.log.Info("events: embedded NATS server routes changed", "routes", routes)
+	return nil
+}
+
+// settle makes the stream ready for the events, which wait meanwhile: it
+// creates the stream or brings it up to date (three replicas once three
+// servers are clustered) and waits until it has a leader. Past patience,
+// a stream with a leader takes the events as it is, and what could not be
+// done (the cluster has no meta leader, as when a member remembers a peer
+// gone for good) is an error, tried again later.
+func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(patience)
+	warned := false
+	for tries := 1; ; tries++ {
+		err := b.settleOnce(ctx, deadline)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) && b.streamLed(ctx) {
+			return err
+		}
+		if !warned && time.Since(start) > waitWarnAfter {
+			warned = true
+			b.log.Warn("events: waiting for the NATS cluster's JetStream; events wait meanwhile", "err", err)
+		}
+		if !backoff.Sleep(ctx, backoff.Delay(settlePoll, time.Second, tries)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// settleOnce waits until deadline for this server to follow a meta leader,
+// then ensures the stream and waits for its leader. A JetStream request
+// sent while no meta leader is known, or while one is being elected, gets
+// no answer at all: each is asked under a short timeout of its own.
+func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
+	for !b.metaCurrent() {
+		if time.Now().After(deadline) {
+			return errNoMetaLeader
+		}
+		if !backoff.Sleep(ctx, settlePoll) {
+			return fmt.Errorf("%w: %w", errNoMetaLeader, ctx.Err())
+		}
+	}
+	ask, cancel := context.WithTimeout(ctx, askTimeout)
+	err := b.ensureStream(ask)
+	cancel()
+	if err != nil {
+		return err
+	}
+	return b.waitStreamLeader(ctx)
+}
+
+var errNoMetaLeader = errors.New("events: no JetStream meta leader in the NATS cluster")
+
+// metaCurrent tells whether the server follows a JetStream meta leader (or
+// is it), asking it in-process.
+func (b *Bus) metaCurrent() bool {
+	ns := b.emb.server()
+	return ns != nil && ns.JetStreamIsCurrent()
+}
+
+// streamLed tells whether the stream has a leader, which takes events.
+func (b *Bus) streamLed(ctx context.Context) bool {
+	ask, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	s, err := b.js.Stream(ask, b.cfg.Stream)
+	return err == nil && (s.CachedInfo().Cluster == nil || s.CachedInfo().Cluster.Leader != "")
+}
+
+// waitStreamLeader waits until the stream has a leader: a stream whose
+// replicas changed, or whose leader went, has none for a moment, and what
+// is published meanwhile is lost.
+func (b *Bus) waitStreamLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for !b.streamLed(ctx) {
+		if !backoff.Sleep(ctx, settlePoll) {
+			return fmt.Errorf("events: stream %s has no leader: %w", b.cfg.Stream, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// wantReplicas is how many copies of the stream this bus asks for: three
+// in an embedded cluster of three servers or more, else one. ensureStream
+// never lowers what the stream has (an operator's choice, or a cluster
+// that has shrunk for a while).
+func (b *Bus) wantReplicas() int {
+	if b.emb == nil {
+		return 1
+	}
+	if _, servers := b.emb.clustered(); servers >= minReplicated {
+		return minReplicated
+	}
+	return 1
+}
+
+// waitAcks waits up to d for every JetStream publish to be acknowledged.
+func (b *Bus) waitAcks(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.js.PublishAsyncComplete():
+	case <-t.C:
+	}
+}
+
+// moveAloneEvents moves what the server recorded while it ran alone (its
+// store under DataDir/nats) into the cluster's stream, then deletes it
+// there: every host's replay then shows it. It reads the old store with a
+// server of its own, in-process, and sends each event with its ID as the
+// message ID, so a move cut short and done again adds none twice within
+// the stream's duplicate window.
+func (b *Bus) moveAloneEvents(ctx context.Context) error {
+	dir := filepath.Join(b.cfg.DataDir, "nats")
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	alone := b.cfg
+	alone.Listen = ""
+	ns, err := startEmbedded(alone, nil)
+	if err != nil {
+		return fmt.Errorf("events: open the store recorded alone: %w", err)
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		return fmt.Errorf("events: open the store recorded alone: %w", err)
+	}
+	defer nc.Close()
+	old, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := old.Stream(ctx, b.cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	n, err := b.copyEvents(ctx, nc)
+	if err != nil {
+		return err
+	}
+	if err := old.DeleteStream(ctx, b.cfg.Stream); err != nil {
+		return fmt.Errorf("events: delete the stream recorded alone: %w", err)
+	}
+	b.log.Info("events: moved the events recorded alone into the cluster's stream", "events", n)
+	return nil
+}
+
+// copyEvents publishes every event of the stream on from into the
+// cluster's, and waits for every acknowledgement.
+func (b *Bus) copyEvents(ctx context.Context, from *nats.Conn) (int, error) {
+	var mu sync.Mutex
+	var failed error
+	to, err := jetstream.New(b.nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed == nil {
+			failed = err
+		}
+	}))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = Replay(ctx, from, b.cfg.Stream, Filter{}, func(e Event) error {
+		data, err := marshal(e)
+		if err == nil {
+			_, err = to.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: data}, jetstream.WithMsgID(e.ID))
+		}
+		n++
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("events: move the events recorded alone: %w", err)
+	}
+	select {
+	case <-to.PublishAsyncComplete():
+	case <-ctx.Done():
+		return n, ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		return n, fmt.Errorf("events: move the events recorded alone: %w", failed)
+	}
+	return n, nil
+}

@@ -1,0 +1,59 @@
+// Package natstest runs real nats-servers for tests: a NATS cluster of
+// JetStream servers in the test's process, as an existing NATS deployment
+// that daemons join with --nats would be.
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// FreeAddr is a 127.0.0.1 address whose port was free a moment ago, for a
+// listener whose address must be known before it starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Cluster runs n JetStream servers routed to each other, named ext-0 … and
+// stopped when the test ends, and returns their client URLs.
+func Cluster(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	routes := make([]string, n)
+	for i := range n {
+		addrs[i] = FreeAddr(t)
+		routes[i] = "nats://" + addrs[i]
+	}
+	urls := make([]string, n)
+	for i, addr := range addrs {
+		host, p, _ := net.SplitHostPort(addr)
+		port, _ := strconv.Atoi(p)
+		ns, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1",
+			Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "ext", Host: host, Port: port},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ","))})
+		if err != nil {
+			t.Fatalf("nats-server ext-%d: %v", i, err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			ns.Shutdown()
+			t.Fatalf("nats-server ext-%d not ready after 10s", i)
+		}
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		urls[i] = ns.ClientURL()
+	}
+	return urls
+}
