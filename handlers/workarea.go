@@ -71,15 +71,15 @@ func (p *Pipeline) placed(j *queue.Job, dir string) *queue.JobConfig {
 	return &c
 }
 
-// earlier are the steps whose output a later step works on, in order.
-func (p *Pipeline) earlier() []struct {
+// earlierStep is a step whose output a later step works on.
+type earlierStep struct {
 	state queue.State
 	run   reactor.JobHandlerFunc
-} {
-	return []struct {
-		state queue.State
-		run   reactor.JobHandlerFunc
-	}{{queue.Downloading, p.download}, {queue.Processing, p.process}, {queue.Storing, p.storeObject}}
+}
+
+// earlier are those steps, in order.
+func (p *Pipeline) earlier() []earlierStep {
+	return []earlierStep{{queue.Downloading, p.download}, {queue.Processing, p.process}, {queue.Storing, p.storeObject}}
 }
 
 // adopting runs h after taking the job over when its files are on another

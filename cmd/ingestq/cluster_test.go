@@ -5,9 +5,6 @@ package main_test
 import (
 	"archive/zip"
 	"bytes"
-	"crypto/md5"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
@@ -197,16 +194,6 @@ func (c *cluster) objectManifest(tag, id string, o object) []byte {
 		rows[name] = [2]any{c.web.put("/"+tag+"/"+id+"/"+name, data), data}
 	}
 	return objectManifest(rows)
-}
-
-func md5hex(b []byte) string {
-	s := md5.Sum(b)
-	return hex.EncodeToString(s[:])
-}
-
-func sha256hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 func zipOf(t testing.TB, o object) []byte {

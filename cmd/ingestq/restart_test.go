@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -94,6 +95,16 @@ func (f *files) ranges(path string) []string {
 	return append([]string(nil), f.gets[path]...)
 }
 
+func md5hex(b []byte) string {
+	s := md5.Sum(b)
+	return hex.EncodeToString(s[:])
+}
+
+func sha256hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
 // objectManifest lists files (name → URL, data) as an mrt-ingest-manifest.
 func objectManifest(rows map[string][2]any) []byte {
 	var b strings.Builder
@@ -101,8 +112,7 @@ func objectManifest(rows map[string][2]any) []byte {
 	b.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n")
 	for name, r := range rows {
 		data := r[1].([]byte)
-		sum := md5.Sum(data)
-		fmt.Fprintf(&b, "%s | md5 | %s | %d | | %s\n", r[0], hex.EncodeToString(sum[:]), len(data), name)
+		fmt.Fprintf(&b, "%s | md5 | %s | %d | | %s\n", r[0], md5hex(data), len(data), name)
 	}
 	b.WriteString("#%eof\n")
 	return []byte(b.String())

@@ -3,8 +3,6 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -116,9 +114,9 @@ func (c *storeAndRecord) store(ctx context.Context, j *queue.Job) (queue.JobChan
 		if err != nil {
 			return queue.JobChange{}, err
 		}
-		sum := sha256.Sum256(data)
-		if e.HashAlg != "sha256" || hex.EncodeToString(sum[:]) != e.HashValue || int64(len(data)) != e.Size {
-			return queue.JobChange{}, fmt.Errorf("%s: %d bytes, sha256 %x; the manifest says %d bytes, %s %s", e.URL, len(data), sum, e.Size, e.HashAlg, e.HashValue)
+		sum := sha256hex(data)
+		if e.HashAlg != "sha256" || sum != e.HashValue || int64(len(data)) != e.Size {
+			return queue.JobChange{}, fmt.Errorf("%s: %d bytes, sha256 %s; the manifest says %d bytes, %s %s", e.URL, len(data), sum, e.Size, e.HashAlg, e.HashValue)
 		}
 		keep := filepath.Join(c.kept, strings.NewReplacer(":", "_", "/", "_").Replace(ark), filepath.FromSlash(e.FileName))
 		if err := os.MkdirAll(filepath.Dir(keep), 0o750); err != nil {
