@@ -29,6 +29,12 @@ const clockSkew = time.Minute
 // purged while a replay runs).
 const replayIdle = 2 * time.Second
 
+// replayStall is how long Replay goes on without a message while the
+// server says some are still pending (or cannot say) before it gives up
+// with an error: a consumer stuck in a cluster that is re-forming must not
+// hang `events replay` for ever.
+const replayStall = 30 * time.Second
+
 // match reports whether e passes the filter's client-side tests.
 func (f Filter) match(e Event) bool {
 	return (f.BatchID == "" || e.BatchID == f.BatchID) &&
@@ -113,14 +119,19 @@ type delivery struct {
 // run hands fn the matching events, until the message that was last when
 // the replay began, or until nothing more is pending.
 func (d delivery) run() error {
+	idle := time.Duration(0)
 	for {
 		msg, err := d.it.Next(jetstream.NextMaxWait(replayIdle))
 		if errors.Is(err, nats.ErrTimeout) {
 			if d.drained() {
 				return nil
 			}
+			if idle += replayIdle; idle >= replayStall {
+				return fmt.Errorf("events: replay %s: nothing delivered for %v while events are still pending (is the NATS cluster re-forming?); try again", d.stream, idle)
+			}
 			continue
 		}
+		idle = 0
 		if err != nil {
 			if d.ctx.Err() != nil {
 				return d.ctx.Err()

@@ -138,6 +138,20 @@ func (r *clusterRig) listeners(names ...string) map[string]string {
 // replay runs `ingestq events replay --batch BID -o json` against the NATS
 // server at url.
 func (r *clusterRig) replay(url, bid string) ([]events.Event, error) {
+	var err error
+	for try := 1; try <= 3; try++ {
+		var evs []events.Event
+		if evs, err = r.replayOnce(url, bid); err == nil {
+			return evs, nil
+		}
+		// A replay that stalls while the cluster re-forms gives up (decision
+		// 130) rather than hang; the stream is whole once it has formed.
+		r.t.Logf("replay try %d: %v", try, err)
+	}
+	return nil, err
+}
+
+func (r *clusterRig) replayOnce(url, bid string) ([]events.Event, error) {
 	cmd := exec.Command(ingestqBin, "--zk", r.zk, "--zk-root", r.root, "--nats", url,
 		"events", "replay", "--batch", bid, "-o", "json")
 	out, err := cmd.Output()
