@@ -335,7 +335,8 @@ func (c *cluster) storageLockHolder(timeout time.Duration) string {
 		}
 		for _, k := range kids {
 			if _, st, err := conn.Get(dir + "/" + k); err == nil {
-				if h := c.hostOf(st); h != "" {
+				// A host killed already keeps its node until its session expires.
+				if h := c.hostOf(st); h != "" && !c.hosts[h].exited() {
 					return h
 				}
 			}

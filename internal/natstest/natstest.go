@@ -4,6 +4,7 @@
 package natstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // FreeAddr is a 127.0.0.1 address whose port was free a moment ago, for a
@@ -55,5 +58,35 @@ func Cluster(t testing.TB, n int) []string {
 		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 		urls[i] = ns.ClientURL()
 	}
+	waitJetStream(t, urls[0])
 	return urls
+}
+
+// waitJetStream waits until the cluster's JetStream answers (it has elected
+// a meta leader: 0.1 s to 9 s), so that a daemon joining it can make its
+// stream at once.
+func waitJetStream(t testing.TB, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: the cluster's JetStream did not answer within 60s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
