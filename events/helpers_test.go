@@ -14,7 +14,7 @@ import (
 )
 
 // testTimeout bounds every wait in these tests; nothing should come near it.
-const testTimeout = 15 * time.Second
+const testTimeout = 45 * time.Second // a cluster re-forming may take an election (up to 9 s) and the 30 s settle of decision 127
 
 // logRecorder is a slog handler that keeps records at info and above, so
 // tests can count warnings and nothing reaches the test output.
