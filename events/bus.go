@@ -109,6 +109,8 @@ type Bus struct {
 	done   chan struct{} // closed when the publisher has ended
 	reconf chan struct{} // the embedded server's routes changed (SetRoutes)
 
+	lookup atomic.Pointer[jetstream.Stream] // Recorded's stream handle, once read
+
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
 
 	ctx    context.Context // cancelled when Close begins; bounds background work and reconfiguring
@@ -130,6 +132,7 @@ type Bus struct {
 // a core NATS signal, or (flushed != nil) a marker Flush waits on.
 type outMsg struct {
 	subject string
+	id      string // the event's ID, JetStream's Nats-Msg-Id: a copy published again within the stream's duplicate window is dropped
 	data    []byte
 	core    bool
 	flushed chan struct{}
@@ -307,6 +310,7 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 		MaxAge:      b.cfg.MaxAge,
 		MaxBytes:    b.cfg.MaxBytes,
 		Replicas:    replicas,
+		AllowDirect: true, // Recorded's lookups are answered by any replica
 	})
 	if err != nil {
 		return fmt.Errorf("events: create or update stream %s: %w", b.cfg.Stream, err)
@@ -336,7 +340,7 @@ func (b *Bus) Publish(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	if e.Host == "" {
+	if e.Host == "" && e.RecoveredBy == "" {
 		e.Host = b.cfg.Host
 	}
 	data, err := marshal(e)
@@ -344,7 +348,7 @@ func (b *Bus) Publish(e Event) {
 		b.lose(err)
 		return
 	}
-	b.enqueue(outMsg{subject: e.Subject(), data: data})
+	b.enqueue(outMsg{subject: e.Subject(), id: e.ID, data: data})
 }
 
 // Signal publishes data on core NATS at SignalSubject(Config.Host,
@@ -470,7 +474,9 @@ func (b *Bus) send(m outMsg) {
 			b.lose(err)
 		}
 	default:
-		if _, err := b.js.PublishMsgAsync(&nats.Msg{Subject: m.subject, Data: m.data}); err != nil {
+		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, m.id)
+		if _, err := b.js.PublishMsgAsync(msg); err != nil {
 			b.lose(err)
 		}
 	}

@@ -30,17 +30,21 @@ func SignalSubject(host, subject string) string {
 
 // Event is the envelope of everything ingestq publishes.
 type Event struct {
-	ID       string         `json:"id"`                 // unique (nuid), set by Publish if empty
-	Time     time.Time      `json:"time"`               // set by Publish if zero
-	Kind     string         `json:"kind"`               // KindJob, KindBatch, KindProgress or KindAdmin
-	BatchID  string         `json:"batch_id,omitempty"` // the batch concerned
-	JobID    string         `json:"job_id,omitempty"`   // the job concerned
-	From     string         `json:"from,omitempty"`     // state before (job/batch transitions)
-	To       string         `json:"to,omitempty"`       // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
-	Priority *int           `json:"priority,omitempty"` // the job's or batch's priority, when known
-	Host     string         `json:"host,omitempty"`     // set by Publish from Config.Host if empty
-	Message  string         `json:"message,omitempty"`  // free text for people
-	Attrs    map[string]any `json:"attrs,omitempty"`    // anything else, JSON-encodable
+	ID       string    `json:"id"`                 // unique (nuid), set by Publish if empty
+	Time     time.Time `json:"time"`               // set by Publish if zero
+	Kind     string    `json:"kind"`               // KindJob, KindBatch, KindProgress or KindAdmin
+	BatchID  string    `json:"batch_id,omitempty"` // the batch concerned
+	JobID    string    `json:"job_id,omitempty"`   // the job concerned
+	From     string    `json:"from,omitempty"`     // state before (job/batch transitions)
+	To       string    `json:"to,omitempty"`       // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
+	Priority *int      `json:"priority,omitempty"` // the job's or batch's priority, when known
+	Host     string    `json:"host,omitempty"`     // set by Publish from Config.Host if empty, unless RecoveredBy is set
+	// RecoveredBy names the host that published the event for a move it
+	// found in ZooKeeper without one: the move's maker (unknown, Host empty)
+	// stopped before publishing it, or is an operator or another program.
+	RecoveredBy string         `json:"recovered_by,omitempty"`
+	Message     string         `json:"message,omitempty"` // free text for people
+	Attrs       map[string]any `json:"attrs,omitempty"`   // anything else, JSON-encodable
 }
 
 // Subject returns the NATS subject the event is published on:

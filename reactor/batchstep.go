@@ -112,6 +112,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		r.unlockBatch(b)
 		return true, nil
 	}
+	r.recoverEnds(b.ID, rep.SuccessfulJobs, rep.FailedJobs)
 	msg := rep.Message
 	ok, err = r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {

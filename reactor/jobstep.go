@@ -215,7 +215,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 // ZooKeeper cannot be reached the commit is retried, so a server restart
 // never leaves a job locked by this (surviving) session.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
-	from := j.State()
+	from, arrival := j.State(), j.Status
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })
 	switch {
@@ -234,9 +234,11 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		r.unlock(j)
 		return
 	}
-	prio := j.Priority
-	r.bus.Publish(events.Event{Kind: events.KindJob, BatchID: j.BatchID, JobID: j.ID,
+	r.recoverArrival(j, arrival)
+	prio, id := j.Priority, j.ArrivalID()
+	r.bus.Publish(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID,
 		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
+	r.published.add(j.ID, publishedMove{id: id, state: to})
 	r.logJobEnd(j, from)
 }
 

@@ -78,14 +78,15 @@ type Reactor struct {
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 
-	work     context.Context  // ends when the grace period after a stop is over
-	pools    map[string]waker // by signal name
-	waits    *waiter          // one-shot watches on nodes that hold work back
-	working  sync.Map         // jid → *claim: the jobs this daemon's workers hold
-	started  sync.Map         // bids known to be past Pending: their jobs may start
-	waiting  map[queue.State]*deferrals
-	holds    *holds
-	batchDir string // "/…/batches", to recognise batch folders
+	work      context.Context  // ends when the grace period after a stop is over
+	pools     map[string]waker // by signal name
+	waits     *waiter          // one-shot watches on nodes that hold work back
+	working   sync.Map         // jid → *claim: the jobs this daemon's workers hold
+	started   sync.Map         // bids known to be past Pending: their jobs may start
+	published published        // the last move of each job this daemon published
+	waiting   map[queue.State]*deferrals
+	holds     *holds
+	batchDir  string // "/…/batches", to recognise batch folders
 
 	reportMu   sync.Mutex
 	toReport   []string // batches whose batch-processing emptied: tried first

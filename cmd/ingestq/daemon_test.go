@@ -26,11 +26,6 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-// inFlightBound is the most job transitions one daemon can have in flight
-// at once: one per worker, 4 workers (the default) in each of the 8 job
-// states. A fault can cost at most that many events.
-const inFlightBound = 4 * 8
-
 // Three daemons share a 500-job batch; the busiest is SIGKILLed after 100
 // completions. The survivors take its jobs over once its session expires
 // (10 s) and the batch completes.
@@ -41,16 +36,12 @@ const inFlightBound = 4 * 8
 // with retry_count 0, listed once, Check clean — means each job entered
 // each state exactly once. Events are published after the commit, through
 // an in-process queue and an async JetStream publish: the killed daemon may
-// have committed transitions whose events died with it. So the strongest
-// true property of the record is:
-//   - no (job, state) has more than one event, and every event is a
-//     pipeline step of a job of the batch;
-//   - the survivors lost nothing (events_lost=0 when they stop), so an
-//     event can be missing only for a transition the killed daemon
-//     committed, i.e. before the kill: the job's previous event (if any)
-//     is stamped before the kill (plus slack for a slow publisher);
-//   - few of them: those in its publishing pipeline at the kill (we allow
-//     4 × the transitions it can have in flight);
+// have committed transitions whose events died with it, and the survivors
+// publish those when they move the jobs on or report (decision 131). So
+// the record holds:
+//   - every (job, state) exactly once, each event a pipeline step of a job
+//     of the batch;
+//   - the survivors lost nothing (events_lost=0 when they stop);
 //   - the batch's Processing, Reporting and Completed events are exactly
 //     once (Processing is seen live before the kill; the report comes from
 //     a survivor).
@@ -108,21 +99,23 @@ func TestKilledDaemonMidRun(t *testing.T) {
 
 	recorded := replay(t, url, bid)
 	// Everything the server took went both to the stream and to the live
-	// subscriber (which may still be reading the last of it).
+	// subscriber (which may still be reading the last of it). A move whose
+	// recovered copy raced its maker's own publish reaches the subscriber
+	// twice with one ID, and the stream once: count IDs.
 	live := func(evs []events.Event) int {
-		n := 0
+		ids := map[string]bool{}
 		for _, e := range evs {
 			if e.BatchID == bid {
-				n++
+				ids[e.ID] = true
 			}
 		}
-		return n
+		return len(ids)
 	}
 	rec.waitFor(10*time.Second, "the live subscriber to see as many events as the stream holds", func(evs []events.Event) bool {
 		return live(evs) >= len(recorded)
 	})
 	if n := live(rec.snapshot()); n != len(recorded) {
-		t.Errorf("the live subscriber saw %d events of the batch, the stream recorded %d", n, len(recorded))
+		t.Errorf("the live subscriber saw %d distinct events of the batch, the stream recorded %d", n, len(recorded))
 	}
 
 	tl := tallyJobs(recorded, bid, jids)
@@ -130,18 +123,9 @@ func TestKilledDaemonMidRun(t *testing.T) {
 		t.Errorf("job events: %d off-pipeline %v; %d (job, state) with more than one event %v%s",
 			len(tl.wrong), first(tl.wrong), len(tl.dups), first(tl.dups), tl.describeDups())
 	}
-	const slack = 2 * time.Second
-	for _, k := range tl.missing {
-		i := slices.Index(pipeline, k.to)
-		if prev, ok := tl.byJob[jobState{k.jid, pipeline[i-1]}]; ok && prev.Time.After(killAt.Add(slack)) {
-			t.Errorf("job %s has no event into %s, but its move into %s was published at %v, %v after the kill: "+
-				"a transition committed after the kill lost its event", k.jid, k.to, prev.To,
-				prev.Time.Format("15:04:05.000"), prev.Time.Sub(killAt).Round(time.Millisecond))
-		}
-	}
-	if len(tl.missing) > 4*inFlightBound {
-		t.Errorf("%d job transitions have no event (first %v); the killed daemon had at most %d in flight",
-			len(tl.missing), first(tl.missing), inFlightBound)
+	if len(tl.missing) > 0 {
+		t.Errorf("%d job transitions have no event (first %v): the killed daemon's unpublished moves were not recovered",
+			len(tl.missing), first(tl.missing))
 	}
 	if got, want := batchEvents(recorded, bid), map[string]int{"Processing": 1, "Reporting": 1, "Completed": 1}; !mapsEqual(got, want) {
 		t.Errorf("batch events per state %v, want %v", got, want)
@@ -151,9 +135,8 @@ func TestKilledDaemonMidRun(t *testing.T) {
 	if len(hosts) < 2 {
 		t.Errorf("events came from hosts %v, want at least 2", hosts)
 	}
-	t.Logf("batch of %d took %v (kill at %v); %d events recorded, per host %v; %d of %d job transitions without an event (the killed daemon's unpublished tail): %v",
-		n, took.Round(time.Millisecond), killAt.Sub(start).Round(time.Millisecond), len(recorded), hosts,
-		len(tl.missing), n*(len(pipeline)-1), first(tl.missing))
+	t.Logf("batch of %d took %v (kill at %v); %d events recorded, per host %v (\"\" for the moves recovered)",
+		n, took.Round(time.Millisecond), killAt.Sub(start).Round(time.Millisecond), len(recorded), hosts)
 }
 
 // SIGTERM during a run: the daemon stops taking work, lets its running
@@ -281,9 +264,9 @@ func TestZooKeeperRestart(t *testing.T) {
 	d.assertNoLoss()
 	recorded := replay(t, url, bid)
 	tl := tallyJobs(recorded, bid, jids)
-	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > inFlightBound {
-		t.Errorf("job events: %d off-pipeline %v, %d duplicated %v, %d missing %v (at most %d transitions were in flight)%s",
-			len(tl.wrong), first(tl.wrong), len(tl.dups), first(tl.dups), len(tl.missing), first(tl.missing), inFlightBound, tl.describeDups())
+	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > 0 {
+		t.Errorf("job events: %d off-pipeline %v, %d duplicated %v, %d missing %v%s",
+			len(tl.wrong), first(tl.wrong), len(tl.dups), first(tl.dups), len(tl.missing), first(tl.missing), tl.describeDups())
 	}
 	if got, want := batchEvents(recorded, bid), map[string]int{"Processing": 1, "Reporting": 1, "Completed": 1}; !mapsEqual(got, want) {
 		t.Errorf("batch events per state %v, want %v", got, want)
@@ -378,7 +361,7 @@ func TestSessionExpiry(t *testing.T) {
 	d.assertNoLoss()
 	recorded := replay(t, url, bid)
 	tl := tallyJobs(recorded, bid, jids)
-	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > inFlightBound {
+	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > 0 {
 		t.Errorf("job events: %d off-pipeline %v, %d duplicated %v, %d missing %v%s",
 			len(tl.wrong), first(tl.wrong), len(tl.dups), first(tl.dups), len(tl.missing), first(tl.missing), tl.describeDups())
 	}
@@ -567,7 +550,7 @@ func TestConnectionCuts(t *testing.T) {
 	d.assertNoLoss()
 	recorded := replay(t, url, bid)
 	tl := tallyJobs(recorded, bid, jids)
-	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > cuts*inFlightBound {
+	if len(tl.wrong) > 0 || len(tl.dups) > 0 || len(tl.missing) > 0 {
 		t.Errorf("job events: %d off-pipeline %v, %d duplicated %v, %d missing %v%s",
 			len(tl.wrong), first(tl.wrong), len(tl.dups), first(tl.dups), len(tl.missing), first(tl.missing), tl.describeDups())
 	}

@@ -817,7 +817,7 @@ func tallyJobs(evs []events.Event, bid string, jids []string) *tally {
 		case !known[e.JobID]:
 			tl.wrong = append(tl.wrong, fmt.Sprintf("%s %s→%s: not a job of batch %s", e.JobID, e.From, e.To, bid))
 			continue
-		case i < 1 || e.From != string(pipeline[i-1]):
+		case i < 1 || e.From != string(pipeline[i-1]) && e.RecoveredBy == "": // a recovered move's origin is not known
 			tl.wrong = append(tl.wrong, fmt.Sprintf("%s %s→%s (host %s): not a pipeline step", e.JobID, e.From, e.To, e.Host))
 			continue
 		}

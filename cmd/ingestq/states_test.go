@@ -283,6 +283,12 @@ func TestStatesOwnedBesideAnotherConsumer(t *testing.T) {
 			continue
 		}
 		switch {
+		case e.RecoveredBy != "":
+			// A move of the consumer's, published by the daemon that moved
+			// the job next (decision 131).
+			if e.To != string(queue.Notify) || e.RecoveredBy != "ingest" {
+				t.Errorf("%s recovered job %s's move to %s; want only the consumer's moves into Notify, by ingest", e.RecoveredBy, e.JobID, e.To)
+			}
 		case e.Kind == events.KindJob && (e.From == string(queue.Storing) || e.From == string(queue.Recording)):
 			t.Errorf("%s moved job %s %s → %s: it does not own %s", e.Host, e.JobID, e.From, e.To, e.From)
 		case e.Kind == events.KindJob && e.Host != "ingest":

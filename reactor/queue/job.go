@@ -473,23 +473,53 @@ func (q *Queue) delRef(s State, ref, jid string) op {
 // Identifiers reads the identifiers of many jobs at once (nil for a job
 // that has none or is gone), for reports that name each job's object.
 func (q *Queue) Identifiers(ctx context.Context, jids []string) (map[string]*Identifiers, error) {
-	out := make([]*Identifiers, len(jids))
+	return readEach(ctx, q, jids, "identifiers", func(path string, data []byte) (*Identifiers, error) {
+		var id *Identifiers
+		return id, decodeJSON(path, data, &id)
+	})
+}
+
+// JobStatuses reads the status of many jobs at once (absent for a job that
+// is gone or whose status is unreadable).
+func (q *Queue) JobStatuses(ctx context.Context, jids []string) (map[string]JobStatus, error) {
+	m, err := readEach(ctx, q, jids, "status", func(path string, data []byte) (*JobStatus, error) {
+		st, err := decodeJobStatus(path, data)
+		return &st, err
+	})
+	out := make(map[string]JobStatus, len(m))
+	for jid, st := range m {
+		if st != nil {
+			out[jid] = *st
+		}
+	}
+	return out, err
+}
+
+// readEach reads one node of many jobs, 32 at a time. A job without the
+// node (or an empty one) maps to nil, and so does one whose node does not
+// decode (corrupt: logged by whoever reads that job alone); any other
+// error ends it.
+func readEach[T any](ctx context.Context, q *Queue, jids []string, node string, decode func(path string, data []byte) (*T, error)) (map[string]*T, error) {
+	out := make([]*T, len(jids))
 	errs := make([]error, len(jids))
 	each(len(jids), 32, func(i int) {
-		p := q.jobPath(jids[i], "identifiers")
+		p := q.jobPath(jids[i], node)
 		data, _, err := q.zk.get(ctx, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 		case err != nil:
 			errs[i] = fmt.Errorf("get %s: %w", q.rel(p), err)
 		case len(data) > 0:
-			errs[i] = decodeJSON(q.rel(p), data, &out[i])
+			out[i], errs[i] = decode(q.rel(p), data)
 		}
 	})
-	m := make(map[string]*Identifiers, len(jids))
+	m := make(map[string]*T, len(jids))
 	for i, jid := range jids {
-		if errs[i] != nil && !errors.Is(errs[i], ErrCorrupt) {
-			return nil, errs[i]
+		if errs[i] != nil {
+			if !errors.Is(errs[i], ErrCorrupt) {
+				return nil, errs[i]
+			}
+			out[i] = nil
 		}
 		m[jid] = out[i]
 	}

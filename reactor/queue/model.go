@@ -83,6 +83,22 @@ type Job struct {
 // State is the job's current status.
 func (j *Job) State() State { return j.Status.Status }
 
+// ArrivalID names the move that brought the job to its state; the event of
+// that move carries it as its ID, so that a daemon can tell whether the
+// stream has it (decision 131). It comes from what only a move writes in
+// the status node (the state, last_modified, retry_count), so it stays the
+// same while the job waits, is acquired and checkpoints; two moves to one
+// state within a second (by operator actions) share it.
+func (j *Job) ArrivalID() string {
+	stamp := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, j.Status.LastModified)
+	return fmt.Sprintf("%s.%s.%s.%d", j.ID, strings.ToLower(string(j.State())), stamp, j.Status.RetryCount)
+}
+
 // Profile is configuration.profile_name, or "" when there is none.
 func (j *Job) Profile() string { return j.Config.Profile }
 

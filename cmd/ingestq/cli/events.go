@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -213,9 +214,27 @@ func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
 		out = append(out, own)
 	}
 	for _, jid := range order {
-		out = append(out, jobs[jid])
+		out = append(out, placeRecovered(jobs[jid]))
 	}
 	return out
+}
+
+// placeRecovered moves each recovered event of a job's timeline (published
+// late, by the daemon that found the move without one) to just before the
+// first move out of the state it entered.
+func placeRecovered(evs []events.Event) []events.Event {
+	for i := 0; i < len(evs); i++ {
+		rec := evs[i]
+		if rec.RecoveredBy == "" {
+			continue
+		}
+		at := slices.IndexFunc(evs, func(e events.Event) bool { return e.From == rec.To && !e.Time.Before(rec.Time) })
+		if at < 0 || at > i {
+			continue
+		}
+		evs = slices.Insert(slices.Delete(evs, i, i+1), at, rec)
+	}
+	return evs
 }
 
 // parseSince reads --since: a duration back from now (Go's units, and d for

@@ -1,0 +1,127 @@
+package reactor
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A daemon publishes a move's event after committing it, so one killed in
+// between takes the event with it (decision 116). The daemon that moves the
+// job next, or reports its batch, finds the move in ZooKeeper and, when the
+// stream lacks its event, publishes it for the maker at once (decision
+// 131). A living maker whose publish was still on its way then publishes
+// the same event ID: the stream keeps the first copy, a live subscriber
+// may see both.
+
+// publishedKeep is how long a daemon remembers the moves it published.
+// Past that, a move it made costs one lookup in the stream.
+const publishedKeep = 10 * time.Minute
+
+// recoverWorkers bounds the lookups a report makes at once.
+const recoverWorkers = 16
+
+// published remembers, per job, the last move this daemon published (its
+// arrival ID and state): the one move after which no lookup is needed. Two
+// generations, the older dropped every publishedKeep, bound it.
+type published struct {
+	mu        sync.Mutex
+	cur, prev map[string]publishedMove
+	turned    time.Time
+}
+
+type publishedMove struct {
+	id    string
+	state queue.State
+}
+
+func (p *published) add(jid string, m publishedMove) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); p.cur == nil || now.Sub(p.turned) > publishedKeep {
+		p.prev, p.cur, p.turned = p.cur, map[string]publishedMove{}, now
+	}
+	p.cur[jid] = m
+}
+
+func (p *published) last(jid string) (publishedMove, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.cur[jid]; ok {
+		return m, true
+	}
+	m, ok := p.prev[jid]
+	return m, ok
+}
+
+// recoverArrival publishes the event of the move that brought j to its
+// state (arrival, read before this daemon's own move) when the stream
+// lacks it, unless this daemon published it or it is a job's creation
+// (which has no event).
+func (r *Reactor) recoverArrival(j *queue.Job, arrival queue.JobStatus) {
+	if arrival.Status == queue.Pending {
+		return
+	}
+	a := &queue.Job{ID: j.ID, BatchID: j.BatchID, Priority: j.Priority, Status: arrival}
+	if m, ok := r.published.last(j.ID); ok && m.id == a.ArrivalID() {
+		return
+	}
+	r.recoverEvent(a)
+}
+
+// recoverEnds does the same for the moves that ended a batch's jobs (to
+// Completed or Failed) that this daemon did not publish: no daemon takes a
+// job after those, so the reporter looks them up.
+func (r *Reactor) recoverEnds(bid string, completed, failed []string) {
+	var unsure []string
+	for end, jids := range map[queue.State][]string{queue.Completed: completed, queue.Failed: failed} {
+		for _, jid := range jids {
+			if m, ok := r.published.last(jid); !ok || m.state != end {
+				unsure = append(unsure, jid)
+			}
+		}
+	}
+	if len(unsure) == 0 {
+		return
+	}
+	statuses, err := r.q.JobStatuses(r.work, unsure)
+	if err != nil {
+		r.log.Warn("reactor: cannot read the jobs' statuses; their last events are not checked", "batch", bid, "err", err)
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(recoverWorkers)
+	for jid, st := range statuses {
+		g.Go(func() error {
+			r.recoverEvent(&queue.Job{ID: jid, BatchID: bid, Status: st})
+			return nil
+		})
+	}
+	_ = g.Wait() // recoverEvent logs its own failures
+}
+
+// recoverEvent publishes the event of the move that brought j (as read) to
+// its state, unless the stream has it.
+func (r *Reactor) recoverEvent(j *queue.Job) {
+	e := events.Event{Kind: events.KindJob, ID: j.ArrivalID(), BatchID: j.BatchID, JobID: j.ID,
+		To: string(j.State()), RecoveredBy: r.cfg.Host,
+		Message: "recovered by " + r.cfg.Host + ": the move had no event (its maker stopped before publishing it, or is an operator or another program)"}
+	if j.Priority != 0 {
+		e.Priority = &j.Priority
+	}
+	if at, err := time.Parse(queue.TimeLayout, j.Status.LastModified); err == nil {
+		e.Time = at.UTC()
+	}
+	ok, err := r.bus.Recorded(r.work, e)
+	switch {
+	case err != nil:
+		r.log.Warn("reactor: cannot look a job's move up in the stream; its event is not checked", "job", j.ID, "state", j.State(), "err", err)
+	case !ok:
+		r.log.Info("reactor: publishing the event of a move made without one", "job", j.ID, "state", j.State())
+		r.bus.Publish(e)
+	}
+}

@@ -1,0 +1,147 @@
+package reactor_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Moves another session made without publishing their events (a daemon
+// SIGKILLed between its commit and its publish, or a foreign program) are
+// published by the daemon that takes the job next, and the jobs' last
+// moves by the reporter: each once, marked as recovered, while the moves
+// the daemon made itself are not doubled.
+func TestMovesWithoutEventsAreRecovered(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	foreign := e.queue(e.session())
+	ctx := t.Context()
+
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:2"})
+	taken, _, err := foreign.AcquirePendingBatch(ctx, nil)
+	if err != nil || taken == nil || taken.ID != b.ID {
+		t.Fatalf("acquire batch: %v %v", taken, err)
+	}
+	var jobs []*queue.Job
+	for range 2 {
+		j, err := foreign.CreateJob(ctx, taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfig{PayloadURL: "passthrough:2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	// The first job is left in Downloading (its move there has no event),
+	// the second in Completed: what a host killed at those moves leaves.
+	walk := func(j *queue.Job, to queue.State) *queue.Job {
+		for s := queue.Pending; s != to; {
+			got, err := foreign.TryAcquireJob(ctx, s, j.Ref(), nil)
+			if err != nil || got == nil || got.ID != j.ID {
+				t.Fatalf("acquire %s in %s: %v %v", j.ID, s, got, err)
+			}
+			next, _ := queue.JobMachine.Success(s)
+			if s == queue.Pending {
+				next = queue.Estimating // the batch handler's start, not a step's success
+			}
+			if err := foreign.SetJobStatus(ctx, got, next, queue.JobChange{Release: true}); err != nil {
+				t.Fatal(err)
+			}
+			s, j = next, got
+		}
+		return j
+	}
+	second := walk(jobs[1], queue.Completed)
+	first := walk(jobs[0], queue.Downloading)
+	one := 2
+	if err := foreign.SetBatchStatus(ctx, taken, queue.Processing, queue.BatchChange{Release: true, JobCount: &one}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.daemon("host-a")
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	got := jobEvents(t, e.bus, b.ID)
+	check := func(j *queue.Job, want []string) {
+		t.Helper()
+		var states []string
+		var rec events.Event
+		for _, ev := range got[j.ID] {
+			states = append(states, ev.To)
+			if ev.To == want[0] {
+				rec = ev
+			}
+		}
+		slices.SortFunc(states, func(a, b string) int { return slices.Index(fullTimeline, a) - slices.Index(fullTimeline, b) })
+		if !slices.Equal(states, want) {
+			t.Fatalf("job %s: events to %v, want %v", j.ID, states, want)
+		}
+		if rec.RecoveredBy != "host-a" || rec.Host != "" || rec.ID != j.ArrivalID() || rec.Time.IsZero() || rec.From != "" {
+			t.Fatalf("job %s: recovered event %+v; want recovered_by host-a, no host, id %s, the move's time, no from (not known)", j.ID, rec, j.ArrivalID())
+		}
+		for _, ev := range got[j.ID] {
+			if ev.To == want[0] {
+				continue
+			}
+			if ev.RecoveredBy != "" || ev.Host != "test" {
+				t.Fatalf("job %s: the daemon's own event %+v is marked recovered or lacks its host (the bus's, test)", j.ID, ev)
+			}
+		}
+	}
+	check(first, []string{"Downloading", "Processing", "Storing", "Recording", "Notify", "Completed"})
+	check(second, []string{"Completed"})
+	e.clean()
+}
+
+// The daemon's own moves cost no lookup and publish no recovered event:
+// with one daemon, every job's timeline is its own events only.
+func TestOwnMovesAreNotRecovered(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a")
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:20"})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	if err := e.bus.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err := events.Replay(context.Background(), e.bus.Conn(), "", events.Filter{BatchID: b.ID}, func(ev events.Event) error {
+		if ev.Kind != events.KindJob {
+			return nil
+		}
+		n++
+		if ev.RecoveredBy != "" {
+			t.Errorf("job %s: recovered event %+v though this daemon made every move", ev.JobID, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 20 * len(fullTimeline); n != want {
+		t.Fatalf("%d job events, want %d", n, want)
+	}
+}
+
+// jobEvents replays a batch's job events, by job.
+func jobEvents(t *testing.T, bus *events.Bus, bid string) map[string][]events.Event {
+	t.Helper()
+	if err := bus.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]events.Event{}
+	err := events.Replay(context.Background(), bus.Conn(), "", events.Filter{BatchID: bid}, func(ev events.Event) error {
+		if ev.Kind == events.KindJob {
+			got[ev.JobID] = append(got[ev.JobID], ev)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
