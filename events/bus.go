@@ -30,7 +30,8 @@ const (
 	defaultMaxBytes   = 1 << 30
 	connectTimeout    = 5 * time.Second        // dial timeout for an external URL
 	reconnectWait     = 250 * time.Millisecond // between reconnect attempts
-	setupTimeout      = 10 * time.Second       // stream create/update when ctx has no deadline
+	setupTimeout      = time.Minute            // stream create/update when ctx has no deadline
+	setupTry          = 10 * time.Second       // one try of it
 	closeFlushTimeout = 2 * time.Second        // Close waits this long for acks
 	defaultAckTimeout = 15 * time.Second       // an unacknowledged publish is lost after this
 	lostWarnEvery     = 5 * time.Second        // at most one "lost" warning per interval
@@ -239,7 +240,26 @@ func (b *Bus) open(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
-	return b.ensureStream(ctx)
+	return b.settleStream(ctx)
+}
+
+// settleStream makes the stream, trying again while JetStream does not
+// answer (an external cluster still electing its leaders, or slow under
+// load), until ctx ends; a refusal is returned at once.
+func (b *Bus) settleStream(ctx context.Context) error {
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, setupTry)
+		err := b.ensureStream(tctx)
+		cancel()
+		var refused jetstream.JetStreamError
+		if err == nil || ctx.Err() != nil || errors.As(err, &refused) && refused.APIError() != nil {
+			return err
+		}
+		b.log.Warn("events: JetStream does not answer yet; trying again", "try", try, "err", err)
+		if !backoff.Sleep(ctx, backoff.Delay(retryFirst, setupTry, try)) {
+			return err
+		}
+	}
 }
 
 // startEmbedded runs the bus's own server: a cluster member if Config.Routes
