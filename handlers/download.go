@@ -41,7 +41,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		return reactor.Result{}, err
 	}
 	work := p.workDir(j)
-	pr := p.newProgress(j, files)
+	pr := p.newProgress(s, files)
 	client := p.client(prof)
 	// Every folder a file lands in, up to the one holding the working
 	// folder: made once here, and synced once each after the downloads
@@ -152,6 +152,7 @@ func treeSize(dir string) (int64, error) {
 type progress struct {
 	p           *Pipeline
 	j           *queue.Job
+	step        *reactor.Step // told of the bytes fetched, for the metrics
 	files       int
 	totalBytes  int64
 	doneFiles   atomic.Int64
@@ -161,8 +162,9 @@ type progress struct {
 	lastPublish time.Time
 }
 
-func (p *Pipeline) newProgress(j *queue.Job, files []file) *progress {
-	pr := &progress{p: p, j: j, files: len(files), lastPublish: time.Now()}
+func (p *Pipeline) newProgress(s *reactor.Step, files []file) *progress {
+	j := s.Job
+	pr := &progress{p: p, j: j, step: s, files: len(files), lastPublish: time.Now()}
 	for _, f := range files {
 		if f.Want.Size > 0 {
 			pr.totalBytes += f.Want.Size
@@ -177,6 +179,7 @@ func (p *Pipeline) newProgress(j *queue.Job, files []file) *progress {
 // add counts bytes as they arrive.
 func (pr *progress) add(delta int64) {
 	pr.bytes.Add(delta)
+	pr.step.Transferred(reactor.Downloaded, delta)
 	pr.mu.Lock()
 	due := time.Since(pr.lastPublish) >= progressEvery
 	pr.mu.Unlock()

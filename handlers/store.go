@@ -39,7 +39,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	}
 	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
-		kept, err = p.copyObject(ctx, p.targets(prof), obj)
+		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
 		return err
 	})
 	if err != nil {
@@ -97,9 +97,14 @@ type storedCopy struct {
 
 // copyObject puts obj into every target, the primary first. Each Put is
 // idempotent by content, so a step run again (a replica was down) writes
-// only the copies still missing. Every target verifies what it writes.
-func (p *Pipeline) copyObject(ctx context.Context, targets []string, obj storage.Object) (storedVersion, error) {
+// only the copies still missing. Every target verifies what it writes. Each
+// new version's files are counted stored once per copy written.
+func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object) (storedVersion, error) {
 	var out storedVersion
+	var size int64
+	for _, f := range obj.Files {
+		size += f.Size
+	}
 	for i, t := range targets {
 		st, err := p.store(ctx, t)
 		if err != nil {
@@ -108,6 +113,9 @@ func (p *Pipeline) copyObject(ctx context.Context, targets []string, obj storage
 		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
 			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
+		}
+		if v.Changed {
+			s.Transferred(reactor.Stored, size)
 		}
 		if i == 0 {
 			out.Version = v

@@ -8,9 +8,9 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// needsFiles tells whether a state's step works on the job's downloaded
+// NeedsFiles tells whether a state's step works on the job's downloaded
 // files: the states after Downloading.
-func needsFiles(s queue.State) bool {
+func NeedsFiles(s queue.State) bool {
 	return slices.Index(JobStates, s) > slices.Index(JobStates, queue.Downloading)
 }
 
@@ -22,7 +22,7 @@ func needsFiles(s queue.State) bool {
 // does not work s, is taken here.
 func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
 	h := j.Config.WorkingHost
-	if h == "" || h == r.cfg.Host || !needsFiles(s) {
+	if h == "" || h == r.cfg.Host || !NeedsFiles(s) {
 		return false
 	}
 	host, alive, wait, err := r.q.LiveHost(r.work, h)
@@ -56,5 +56,5 @@ func works(data []byte, s queue.State) bool {
 	if err := json.Unmarshal(data, &h); err != nil || h.States == nil {
 		return true
 	}
-	return slices.Contains(h.States, string(s))
+	return h.Works(s)
 }

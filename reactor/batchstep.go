@@ -206,15 +206,19 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 		r.log.Warn("reactor: batch commit outcome unknown (its reply was lost, then the batch moved on); its event is counted lost",
 			"batch", b.ID, "from", from, "to", to, "err", err)
 		r.bus.Lost(err)
+		r.cfg.Observer.Moved("batch", from, Unknown)
 		return false
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
+		r.cfg.Observer.Moved("batch", from, Abandoned)
 		return false
 	case err != nil:
 		r.log.Error("reactor: batch commit failed; left in its state", "batch", b.ID, "from", from, "to", to, "err", err)
+		r.cfg.Observer.Moved("batch", from, NotCommitted)
 		r.unlockBatch(b)
 		return false
 	}
+	r.cfg.Observer.Moved("batch", from, to.Folder())
 	r.publishBatch(b, from, attrs)
 	r.logBatchEnd(b)
 	return true

@@ -28,6 +28,7 @@ func (f JobHandlerFunc) Handle(ctx context.Context, s *Step) (Result, error) { r
 type Step struct {
 	Job  *queue.Job // as read at acquisition; a checkpoint updates it
 	save func(ctx context.Context, c queue.JobChange) error
+	obs  Observer // told of Transferred bytes; nil for none
 }
 
 // NewStep is a step of j whose checkpoints save writes (tests, and

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // hostEvery is how often a daemon refreshes what its host node says (the
@@ -25,6 +27,9 @@ type HostInfo struct {
 	JobsInHand   int            `json:"jobs_in_hand"`
 	Since        time.Time      `json:"since"`
 }
+
+// Works tells whether the host works job state s (its States list it).
+func (h HostInfo) Works(s queue.State) bool { return slices.Contains(h.States, string(s)) }
 
 // hostInfo describes this daemon now.
 func (r *Reactor) hostInfo(since time.Time) HostInfo {

@@ -175,34 +175,45 @@ func (r *Reactor) startJob(j *queue.Job) {
 func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 	h := r.cfg.Jobs[s]
 	step := NewStep(j, func(ctx context.Context, c queue.JobChange) error { return r.q.UpdateJob(ctx, j, c) })
+	step.obs = r.cfg.Observer
+	attempts := cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts)
 	for attempt := 1; ; attempt++ {
+		began := time.Now()
 		res, err := h.Handle(ctx, step)
+		ran := func(result StepResult) { r.cfg.Observer.StepRan(s, result, time.Since(began)) }
 		switch {
 		case err == nil && res.Wait > 0:
+			ran(StepWait)
 			r.waiting[s].add(j.ID, time.Now().Add(res.Wait))
 			r.unlock(j)
 			r.waits.after(res.Wait, r.pools[sigJob(s)].Wake)
 			return
 		case err == nil:
+			ran(StepDone)
 			next, _ := queue.JobMachine.Success(s)
 			r.move(j, next, res.Change, res.Attrs)
 			return
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: leave the job where it is, for
 			// this daemon's next run or another daemon.
+			ran(StepCancelled)
 			r.log.Info("reactor: step cancelled by shutdown; job left in its state", "job", j.ID, "state", s)
 			r.unlock(j)
 			return
 		case IsFatal(err):
+			ran(StepFailed)
 			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
 			return
-		case attempt >= cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts):
+		case attempt >= attempts:
+			ran(StepFailed)
 			r.move(j, queue.Failed, queue.JobChange{
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return
 		}
+		ran(StepRetry)
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
+		r.noteRetry(ctx, j, attempt, attempts, err)
 		if !backoff.Sleep(ctx, wait) {
 			r.unlock(j)
 			return
@@ -225,21 +236,40 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		r.log.Warn("reactor: commit outcome unknown (its reply was lost, then the job moved on); its event is counted lost",
 			"job", j.ID, "from", from, "to", to, "err", err)
 		r.bus.Lost(err)
+		r.cfg.Observer.Moved("job", from, Unknown)
 		return
 	case errors.Is(err, queue.ErrStale):
 		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
+		r.cfg.Observer.Moved("job", from, Abandoned)
 		return
 	case err != nil:
 		r.log.Error("reactor: commit failed; job left in its state", "job", j.ID, "from", from, "to", to, "err", err)
+		r.cfg.Observer.Moved("job", from, NotCommitted)
 		r.unlock(j)
 		return
 	}
+	r.cfg.Observer.Moved("job", from, to.Folder())
 	r.recoverArrival(j, arrival)
 	prio, id := j.Priority, j.ArrivalID()
 	r.bus.Publish(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID,
 		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
 	r.published.add(j.ID, publishedMove{id: id, state: to})
 	r.logJobEnd(j, from)
+}
+
+// noteRetry writes why a job's step is tried again into its status
+// message, where `ingestq ls jobs --stalled` and `show` find it; the
+// job's next transition replaces it. Not written, the retry goes on; a
+// step that failed because ZooKeeper is away is not worth a write that
+// would wait for it.
+func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts int, err error) {
+	if queue.Unreachable(err) {
+		return
+	}
+	msg := retryingMessage(attempt, attempts, err)
+	if werr := r.q.UpdateJob(ctx, j, queue.JobChange{Message: msg}); werr != nil {
+		r.log.Debug("reactor: the retry's reason not written into the job's status", "job", j.ID, "err", werr)
+	}
 }
 
 func (r *Reactor) unlock(j *queue.Job) {

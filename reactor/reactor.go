@@ -63,6 +63,7 @@ type Config struct {
 	Backoff       time.Duration       // wait before the first retry, doubled each time up to 1 min; default 1 s
 	Rescan        time.Duration       // safety rescan of every folder; default 1 min
 	Grace         time.Duration       // how long running steps may finish at shutdown; default 30 s
+	Observer      Observer            // told of steps, commits and bytes (the metrics); default none
 	Logger        *slog.Logger
 }
 
@@ -165,6 +166,9 @@ func New(cfg Config) (*Reactor, error) {
 	cfg.Grace = cmp.Or(cfg.Grace, Defaults.Grace)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},

@@ -6,6 +6,7 @@
 package httpd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +35,13 @@ type Server struct {
 	listen string
 	served chan struct{} // closed when Serve has returned
 	log    *slog.Logger
+	watch  atomic.Pointer[RequestObserver]
 }
+
+// RequestObserver is told of each request served: the pattern of the
+// route that took it ("" when none did), its status code and how long it
+// took. The metrics count requests by route, not by raw path.
+type RequestObserver func(pattern string, code int, took time.Duration)
 
 // Start listens on addr (host:port; port 0 picks a free one) and serves
 // the mux, which answers 404 until routes are added.
@@ -43,7 +51,7 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
 	}
 	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, served: make(chan struct{}), log: log}
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		defer close(s.served)
@@ -56,6 +64,52 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 
 // Handle adds a route (a net/http ServeMux pattern).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Observe has fn told of every request from now on (nil: none).
+func (s *Server) Observe(fn RequestObserver) { s.watch.Store(&fn) }
+
+// serve routes a request through the mux, telling the observer of it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	fn := s.watch.Load()
+	if fn == nil || *fn == nil {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	began := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.mux.ServeHTTP(sw, r) // sets r.Pattern to the route that took it
+	(*fn)(r.Pattern, cmp.Or(sw.code, http.StatusOK), time.Since(began))
+}
+
+// statusWriter notes the status code a handler answers with. It flushes
+// (server-sent events need it) and unwraps (for http.ResponseController).
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 { // 1xx are interim answers
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -82,6 +83,48 @@ func TestCheckAdvertise(t *testing.T) {
 	for _, bad := range []string{"ingest1:8080", "ftp://ingest1", "http://", "http://h/?x=1", "http://u:p@h/", "http://h/#x"} {
 		if _, err := httpd.CheckAdvertise(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("CheckAdvertise(%q): %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+// The observer is told of each request by the pattern of the route that
+// took it (not the raw path), with its status code; a request no route
+// takes has no pattern. A handler can still flush through it.
+func TestObserve(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	type seen struct {
+		pattern string
+		code    int
+	}
+	got := make(chan seen, 10)
+	s.Observe(func(pattern string, code int, _ time.Duration) { got <- seen{pattern, code} })
+	s.Handle("GET /items/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "gone" {
+			http.Error(w, "gone", http.StatusGone)
+			return
+		}
+		_, _ = io.WriteString(w, "item ")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, r.PathValue("id"))
+	}))
+	for _, c := range []struct {
+		path string
+		want seen
+		body string
+	}{
+		{"/items/42", seen{"GET /items/{id}", 200}, "item 42"},
+		{"/items/gone", seen{"GET /items/{id}", 410}, "gone\n"},
+		{"/nothing/here", seen{"", 404}, "404 page not found\n"},
+	} {
+		resp, err := http.Get(s.DefaultAdvertise() + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if o := <-got; o != c.want || string(body) != c.body {
+			t.Errorf("GET %s: observed %+v, body %q; want %+v, %q", c.path, o, body, c.want, c.body)
 		}
 	}
 }

@@ -118,7 +118,9 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 		return nil, missingStatus(rel("status"))
 	}
 	j := &Job{ID: jid, version: st.stat.Version, Priority: DefaultPriority}
-	_, j.Locked = got["lock"]
+	if l, ok := got["lock"]; ok {
+		j.Locked, j.LockSession, j.LockedAt = true, l.stat.EphemeralOwner, time.UnixMilli(l.stat.Ctime)
+	}
 	var err error
 	if j.Status, err = decodeJobStatus(rel("status"), st.data); err != nil {
 		return nil, err

@@ -74,6 +74,10 @@ type Job struct {
 	Store       *StepManifest
 	Inventory   *StepManifest
 	Locked      bool // someone holds /jobs/<jid>/lock (as read)
+	// LockSession is the session holding the lock (its ephemeral owner),
+	// and LockedAt when it was taken, when Locked.
+	LockSession int64
+	LockedAt    time.Time
 
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
 	version int32  // version of the status node this view was read at

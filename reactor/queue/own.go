@@ -214,6 +214,9 @@ type Host struct {
 	Data  []byte    // the daemon's description (JSON)
 	Since time.Time // when it registered (the node's creation)
 	Mine  bool      // registered by this Queue's session
+	// Session is the daemon's ZooKeeper session (the node's ephemeral
+	// owner): the locks it holds have the same owner.
+	Session int64
 }
 
 // RegisterHost writes this daemon's description into its ephemeral node,
@@ -295,7 +298,8 @@ func (q *Queue) liveNodes(ctx context.Context, dir string) ([]Host, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), r.err)
 		}
-		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Mine: q.zk.owns(r.stat)})
+		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Mine: q.zk.owns(r.stat),
+			Session: r.stat.EphemeralOwner})
 	}
 	return out, nil
 }
@@ -315,5 +319,6 @@ func (q *Queue) LiveHost(ctx context.Context, name string) (h Host, ok bool, w W
 	case err != nil:
 		return Host{}, false, Wait{}, fmt.Errorf("read host %s: %w", name, err)
 	}
-	return Host{Name: name, Data: data, Since: time.UnixMilli(st.Ctime), Mine: q.zk.owns(st)}, true, Wait{Path: p, Present: true}, nil
+	return Host{Name: name, Data: data, Since: time.UnixMilli(st.Ctime), Mine: q.zk.owns(st), Session: st.EphemeralOwner},
+		true, Wait{Path: p, Present: true}, nil
 }

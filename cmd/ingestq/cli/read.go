@@ -176,20 +176,23 @@ func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Ba
 func (a *app) lsJobsCommand() *cobra.Command {
 	var stateFlag, batchFlag, localID, ark string
 	var state queue.State
+	var st stalledFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs (all, or by state, batch, local id or ARK)",
+		Short: "List jobs (all, or by state, batch, local id, ARK, or the stalled ones with why)",
 		Args:  args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
-			state, err = parseState(stateFlag, queue.ParseJobState)
-			return err
+			if state, err = parseState(stateFlag, queue.ParseJobState); err != nil {
+				return err
+			}
+			return st.parse()
 		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			bid, err := a.lsBatchID(ctx, q, batchFlag)
 			if err != nil {
 				return err
 			}
-			jobs, problems, err := q.ListJobs(ctx, state)
+			jobs, problems, err := st.list(ctx, q, state)
 			if err != nil {
 				return err
 			}
@@ -202,6 +205,9 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			}
 			if ark != "" {
 				jobs = filter(jobs, func(j *queue.Job) bool { return arkOf(j) == ark })
+			}
+			if st.only {
+				return a.lsStalled(ctx, q, jobs, st.after)
 			}
 			if a.json() {
 				type row struct {
@@ -238,6 +244,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 	cmd.Flags().StringVar(&batchFlag, "batch", "", "only jobs of this batch (bid… or batch uuid)")
 	cmd.Flags().StringVar(&localID, "local-id", "", "only jobs for the object with this local id")
 	cmd.Flags().StringVar(&ark, "ark", "", "only jobs for the object with this ARK")
+	a.stalledFlagSet(cmd, &st, true)
 	return cmd
 }
 
@@ -341,17 +348,23 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 }
 
 func (a *app) showCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show JID|BID|UUID|ARK",
-		Short: "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid)",
-		Args:  args("JID|BID|UUID|ARK"),
+	var st stalledFlags
+	cmd := &cobra.Command{
+		Use:     "show JID|BID|UUID|ARK",
+		Short:   "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid)",
+		Args:    args("JID|BID|UUID|ARK"),
+		PreRunE: func(*cobra.Command, []string) error { return st.parse() },
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			if strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:") {
 				j, err := a.findJob(ctx, q, args[0])
 				if err != nil {
 					return err
 				}
-				return a.writeFields(jobFields(j))
+				stall, err := stallOf(ctx, q, j, st.after)
+				if err != nil {
+					return err
+				}
+				return a.writeFields(append(jobFields(j), field{"stalled", stall}))
 			}
 			b, err := findBatch(ctx, q, args[0])
 			if err != nil {
@@ -368,6 +381,8 @@ func (a *app) showCommand() *cobra.Command {
 			return a.writeFields(append(batchFields(b, buckets), field{"objects", objectsOf(objects)}))
 		}),
 	}
+	a.stalledFlagSet(cmd, &st, false)
+	return cmd
 }
 
 func jobFields(j *queue.Job) []field {

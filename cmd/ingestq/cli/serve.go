@@ -51,6 +51,7 @@ type serveFlags struct {
 	states       string
 	http         string
 	advertise    string
+	stalledAfter string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -110,6 +111,7 @@ func (a *app) serveCommand() *cobra.Command {
 		"its files and its inventory manifest to whoever works Storing and Recording (env "+EnvHTTP+")")
 	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
 		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
+	fl.StringVar(&f.stalledAfter, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -156,7 +158,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
-		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared}
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -179,6 +181,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	roles, err := parseStates(f.states)
 	if err != nil {
 		return usagef("--states: %v", err)
+	}
+	stalledAfter, err := parseStalledAfter(f.stalledAfter)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -247,7 +253,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
 		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
-		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log})
+		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log,
+		Observer: a.monitor(web, q, bus, p, roles, stalledAfter)})
 	if errors.Is(err, reactor.ErrConfig) {
 		return usagef("%v", err)
 	}

@@ -1,0 +1,40 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/storage"
+)
+
+// probeARK names an object no repository has. Asking a back end for it is
+// the cheapest question each must answer: a stat in a folder, a GET of one
+// S3 key, one request to a service, one indexed query.
+const probeARK = "ark:/99999/ingestq-readiness-probe"
+
+// CheckStorage tells whether the daemon's storage targets (--storage, not a
+// profile's own) answer; "not found" is an answer.
+func (p *Pipeline) CheckStorage(ctx context.Context) error {
+	var errs []error
+	for i, t := range p.cfg.Storage {
+		st, err := p.store(ctx, t)
+		if err == nil {
+			_, err = st.Latest(ctx, probeARK)
+		}
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("target %d of %d: %w", i+1, len(p.cfg.Storage), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckInventory tells whether the daemon's inventory (--inventory, not a
+// profile's own) answers; "not found" is an answer.
+func (p *Pipeline) CheckInventory(ctx context.Context) error {
+	if _, err := p.inventory.Object(ctx, probeARK); err != nil && !errors.Is(err, inventory.ErrNotFound) {
+		return err
+	}
+	return nil
+}

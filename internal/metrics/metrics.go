@@ -1,0 +1,161 @@
+// Package metrics is the daemon's Prometheus metrics, served at /metrics:
+// what the reactor tells it (steps, transitions, bytes), what the queue
+// holds (jobs per state and profile, the oldest job's age and the stalled
+// jobs per state, read from ZooKeeper when scraped), the event bus, the
+// ZooKeeper session, NATS and the HTTP server's requests. Each daemon has
+// its own registry, so that several daemons in one process (tests) keep
+// their numbers apart.
+package metrics
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/reactor/stalled"
+	"github.com/ingestq/ingestq/zkwatch"
+)
+
+// Config wires the metrics to what they read.
+type Config struct {
+	Queue   *queue.Queue
+	Session *zkwatch.Session
+	Bus     *events.Bus
+	Stalled stalled.Thresholds // what counts as stalled; default stalled.Defaults()
+	Logger  *slog.Logger
+}
+
+// Metrics is one daemon's metrics. It is a reactor.Observer, and its
+// Request method an httpd.RequestObserver.
+type Metrics struct {
+	reg      *prometheus.Registry
+	log      *slog.Logger
+	steps    *prometheus.HistogramVec
+	moves    *prometheus.CounterVec
+	bytes    map[reactor.Transfer]prometheus.Counter
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+var _ reactor.Observer = (*Metrics)(nil)
+
+// New registers the metrics in a registry of their own.
+func New(cfg Config) *Metrics {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Stalled == nil {
+		cfg.Stalled = stalled.Defaults()
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), log: cfg.Logger}
+	m.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ingestq_step_duration_seconds", Help: "How long each run of a job state's step took, by state and result (done, wait, retry, failed, cancelled).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 4, 12), // 10 ms to about 12 h
+	}, []string{"state", "result"})
+	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ingestq_transitions_total", Help: "Transitions this daemon committed, by kind (job, batch), the state left and the outcome: the state entered, or abandoned, unknown, not_committed.",
+	}, []string{"kind", "state", "outcome"})
+	m.bytes = map[reactor.Transfer]prometheus.Counter{
+		reactor.Downloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ingestq_downloaded_bytes_total", Help: "Bytes fetched from depositors' URLs."}),
+		reactor.Stored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ingestq_stored_bytes_total", Help: "Bytes of new versions written to storage, once per copy."}),
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ingestq_http_requests_total", Help: "Requests to the daemon's HTTP server, by route pattern and status code.",
+	}, []string{"route", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ingestq_http_request_duration_seconds", Help: "How long the daemon's HTTP server took to answer, by route pattern.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route"})
+	m.reg.MustRegister(m.steps, m.moves, m.bytes[reactor.Downloaded], m.bytes[reactor.Stored], m.requests, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newQueueView(cfg.Queue, cfg.Session, cfg.Stalled, cfg.Logger))
+	m.links(cfg)
+	return m
+}
+
+// links registers what is read from the session and the bus when scraped.
+func (m *Metrics) links(cfg Config) {
+	if s := cfg.Session; s != nil {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_zookeeper_connected",
+				Help: "1 while the daemon's ZooKeeper session is connected, else 0."},
+				func() float64 { return one(s.State() == zk.StateHasSession) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_zookeeper_session_expirations_total",
+				Help: "ZooKeeper sessions of this daemon that expired (its locks went with them)."},
+				func() float64 { return float64(s.Expirations()) }))
+	}
+	if b := cfg.Bus; b != nil {
+		m.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_nats_connected",
+				Help: "1 while the daemon's NATS connection is up, else 0."},
+				func() float64 { return one(b.Conn().IsConnected()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_published_total",
+				Help: "Events this daemon published."},
+				func() float64 { return float64(b.Stats().Published) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
+				Help: "Events not recorded: dropped, refused, unacknowledged in time, or of a commit whose outcome is unknown; also failed signals."},
+				func() float64 { return float64(b.Stats().Lost) }))
+	}
+}
+
+// Handler serves the metrics in Prometheus's text format. A part that
+// cannot be read (the queue while ZooKeeper is away) is left out and
+// logged; the rest is served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: slogPrintln{m.log}, Registry: m.reg})
+}
+
+// StepRan counts a step's run (reactor.Observer).
+func (m *Metrics) StepRan(s queue.State, result reactor.StepResult, took time.Duration) {
+	m.steps.WithLabelValues(s.Folder(), string(result)).Observe(took.Seconds())
+}
+
+// Moved counts a commit (reactor.Observer).
+func (m *Metrics) Moved(kind string, from queue.State, outcome string) {
+	m.moves.WithLabelValues(kind, from.Folder(), outcome).Inc()
+}
+
+// Transferred counts bytes (reactor.Observer).
+func (m *Metrics) Transferred(what reactor.Transfer, n int64) {
+	if c, ok := m.bytes[what]; ok {
+		c.Add(float64(n))
+	}
+}
+
+// Request counts a request to the HTTP server (httpd.RequestObserver): by
+// the pattern of its route, never the raw path, so that paths with ids
+// make no new series.
+func (m *Metrics) Request(pattern string, code int, took time.Duration) {
+	route := pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(took.Seconds())
+}
+
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// slogPrintln adapts promhttp's error log to slog.
+type slogPrintln struct{ l *slog.Logger }
+
+func (p slogPrintln) Println(v ...any) {
+	p.l.Warn("metrics: part of a scrape failed", "err", v)
+}

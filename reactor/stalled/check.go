@@ -1,0 +1,194 @@
+package stalled
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Kind sorts the reasons a job stalls, for the metrics and for tools.
+type Kind string
+
+// The kinds of reason, in the order Check looks for them.
+const (
+	KindRetrying       Kind = "retrying"        // its step failed and is tried again, under a live lock
+	KindLocked         Kind = "locked"          // a session holds its lock: a step runs (or hangs)
+	KindHeld           Kind = "held"            // the job, or the whole ingest queue, is held
+	KindNoConsumer     Kind = "no_consumer"     // no live ingestq host works its state
+	KindProvisioning   Kind = "provisioning"    // it waits for room in the working storage
+	KindFilesElsewhere Kind = "files_elsewhere" // it waits for the host that holds its files
+	KindWaiting        Kind = "waiting"         // nothing holds it back: no worker has taken it yet
+)
+
+// Stall is a job flagged as stalled, and why.
+type Stall struct {
+	JID    string        `json:"jid"`
+	State  queue.State   `json:"state"`
+	Since  time.Time     `json:"since"` // when it entered State
+	For    time.Duration `json:"-"`
+	Kind   Kind          `json:"kind"`
+	Reason string        `json:"reason"`
+}
+
+// Facts is what a diagnosis reads besides the job: the live daemons and
+// the ingest queue's hold.
+type Facts struct {
+	Hosts     []Host
+	QueueHold time.Time // when the ingest queue was held; zero when it is not
+}
+
+// Host is a live daemon: its name, its session (which owns its locks) and
+// what it says of itself (the states it works).
+type Host struct {
+	Name    string
+	Session int64
+	Info    reactor.HostInfo
+	known   bool // Info could be read
+}
+
+// ReadFacts reads the live daemons and the holds.
+func ReadFacts(ctx context.Context, q *queue.Queue) (Facts, error) {
+	var f Facts
+	hosts, err := q.Hosts(ctx)
+	if err != nil {
+		return f, fmt.Errorf("stalled work: hosts: %w", err)
+	}
+	for _, h := range hosts {
+		x := Host{Name: h.Name, Session: h.Session}
+		x.known = json.Unmarshal(h.Data, &x.Info) == nil && x.Info.States != nil
+		f.Hosts = append(f.Hosts, x)
+	}
+	holds, err := q.Holds(ctx)
+	if err != nil {
+		return f, fmt.Errorf("stalled work: holds: %w", err)
+	}
+	for _, h := range holds {
+		if h.Kind == "queue" && h.Name == queue.QueueIngest {
+			f.QueueHold = h.Since
+		}
+	}
+	return f, nil
+}
+
+// Check flags job j, which entered its state at since, when it has stayed
+// there past its state's threshold at now, with the reason f shows.
+func Check(j *queue.Job, since time.Time, f Facts, th Thresholds, now time.Time) (Stall, bool) {
+	s := j.State()
+	if !th.Over(s, since, now) {
+		return Stall{}, false
+	}
+	st := Stall{JID: j.ID, State: s, Since: since, For: now.Sub(since)}
+	st.Kind, st.Reason = f.reason(j)
+	return st, true
+}
+
+// reason says what holds j back, the first of Kind's order that applies.
+func (f Facts) reason(j *queue.Job) (Kind, string) {
+	s, msg := j.State(), j.Status.Message
+	consumers := f.consumers(s)
+	switch {
+	case j.Locked:
+		lock := fmt.Sprintf("lock held by %s since %s", f.holder(j.LockSession), stamp(j.LockedAt))
+		if reactor.Retrying(msg) {
+			return KindRetrying, msg + "; " + lock
+		}
+		return KindLocked, lock
+	case s == queue.Held:
+		return KindHeld, "held by an operator (ingestq release job " + j.ID + ")"
+	case !f.QueueHold.IsZero():
+		return KindHeld, "the ingest queue is held since " + stamp(f.QueueHold) + " (ingestq release queue)"
+	case len(consumers) == 0:
+		return KindNoConsumer, fmt.Sprintf("no consumer of state %s is running (no live ingestq host works it: ingestq hosts)", s)
+	case s == queue.Provisioning:
+		why := fmt.Sprintf("waiting in Provisioning for %d bytes (%d MiB) of working storage", j.SpaceNeeded, j.SpaceNeeded>>20)
+		return KindProvisioning, withMessage(why, msg)
+	}
+	if h := j.Config.WorkingHost; h != "" && reactor.NeedsFiles(s) && f.works(h, s) {
+		return KindFilesElsewhere, withMessage("waiting for host "+h+", which holds its files", msg)
+	}
+	return KindWaiting, withMessage("not taken by a worker yet (hosts working "+string(s)+": "+strings.Join(consumers, ", ")+")", msg)
+}
+
+// consumers names the live hosts that work job state s. A host whose
+// description cannot be read is counted: it lives, and may.
+func (f Facts) consumers(s queue.State) []string {
+	var out []string
+	for _, h := range f.Hosts {
+		if !h.known || h.Info.Works(s) {
+			out = append(out, h.Name)
+		}
+	}
+	return out
+}
+
+// works tells whether the live host called name works s.
+func (f Facts) works(name string, s queue.State) bool {
+	for _, h := range f.Hosts {
+		if h.Name == name {
+			return !h.known || h.Info.Works(s)
+		}
+	}
+	return false
+}
+
+// holder names a lock's session: the live host it belongs to, or the
+// session itself (another program, or a daemon whose host node is gone).
+func (f Facts) holder(session int64) string {
+	for _, h := range f.Hosts {
+		if h.Session == session {
+			return "host " + h.Name
+		}
+	}
+	return fmt.Sprintf("session 0x%x (no live ingestq host: another program?)", session)
+}
+
+func withMessage(why, msg string) string {
+	if msg == "" {
+		return why
+	}
+	return why + "; last message: " + msg
+}
+
+func stamp(t time.Time) string { return t.Local().Format(time.DateTime) }
+
+// Find flags the stalled jobs among jobs (as the caller read them) at now,
+// by jid. It reads when each entered its state, and the Facts, once.
+func Find(ctx context.Context, q *queue.Queue, jobs []*queue.Job, th Thresholds, now time.Time) (map[string]Stall, error) {
+	refs := map[queue.State][]string{}
+	jidOf := map[string]string{} // "state/ref" → jid
+	for _, j := range jobs {
+		if _, ok := th[j.State()]; ok {
+			refs[j.State()] = append(refs[j.State()], j.Ref())
+			jidOf[j.State().Folder()+"/"+j.Ref()] = j.ID
+		}
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	since := map[string]time.Time{} // jid → when it entered its state
+	for s, rs := range refs {
+		times, err := q.RefTimes(ctx, s, rs)
+		if err != nil {
+			return nil, fmt.Errorf("stalled work: %w", err)
+		}
+		for ref, t := range times {
+			since[jidOf[s.Folder()+"/"+ref]] = t
+		}
+	}
+	f, err := ReadFacts(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Stall{}
+	for _, j := range jobs {
+		if st, ok := Check(j, since[j.ID], f, th, now); ok {
+			out[j.ID] = st
+		}
+	}
+	return out, nil
+}
