@@ -73,7 +73,8 @@ type Job struct {
 	Metadata    *Metadata
 	Store       *StepManifest
 	Inventory   *StepManifest
-	Locked      bool // someone holds /jobs/<jid>/lock (as read)
+	Locked      bool      // someone holds /jobs/<jid>/lock (as read)
+	Created     time.Time // when /jobs/<jid> was created (ZooKeeper's clock)
 
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
 	version int32  // version of the status node this view was read at
