@@ -7,6 +7,7 @@ package httpd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ type Server struct {
 	srv    *http.Server
 	ln     net.Listener
 	listen string
+	scheme string        // http, or https with TLS
 	served chan struct{} // closed when Serve has returned
 	log    *slog.Logger
 }
@@ -42,7 +44,26 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
 	}
-	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, served: make(chan struct{}), log: log}
+	return serve(ln, addr, "http", log), nil
+}
+
+// StartTLS is Start over TLS, with the certificate (its chain, PEM) and
+// key files given.
+func StartTLS(addr, certFile, keyFile string, log *slog.Logger) (*Server, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("httpd: TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return serve(tls.NewListener(ln, cfg), addr, "https", log), nil
+}
+
+func serve(ln net.Listener, addr, scheme string, log *slog.Logger) *Server {
+	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, scheme: scheme, served: make(chan struct{}), log: log}
 	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -51,7 +72,7 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 			log.Error("httpd: serving stopped", "addr", ln.Addr(), "err", err)
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // Handle adds a route (a net/http ServeMux pattern).
@@ -61,7 +82,7 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
 
 // DefaultAdvertise is the URL other hosts reach the server at when none is
-// given: the host of the listen address when it names one (a loopback
+// given (https with TLS): the host of the listen address when it names one (a loopback
 // listener is reached only there), the machine's host name when it listens
 // on every interface; and the port it listens on.
 func (s *Server) DefaultAdvertise() string {
@@ -69,7 +90,7 @@ func (s *Server) DefaultAdvertise() string {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host, _ = os.Hostname()
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(s.Addr().Port))
+	return s.scheme + "://" + net.JoinHostPort(host, strconv.Itoa(s.Addr().Port))
 }
 
 // Close stops the server, letting requests under way finish for a few
