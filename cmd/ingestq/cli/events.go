@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,11 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 const (
@@ -146,7 +143,7 @@ func (a *app) replayCommand() *cobra.Command {
 				if err != nil {
 					return asExit1(err)
 				}
-				if bid, err = batchID(ctx, q, batch); err != nil {
+				if bid, err = a.ops(q).BatchID(ctx, batch); err != nil {
 					return asExit1(err)
 				}
 			}
@@ -218,55 +215,13 @@ func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
 	return out
 }
 
-// parseSince reads --since: a duration back from now (Go's units, and d for
-// days, w for weeks: 1d, 2w, 1d12h), an RFC 3339 time, or a local
-// "2006-01-02 15:04:05" (or just the date).
+// parseSince reads --since (events.ParseSince); a bad one is a usage error.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := parseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, usagef("--since %q: want a duration back from now, like 10m or 1d", s)
-		}
-		return now.Add(-d), nil
+	t, err := events.ParseSince(s, now)
+	if err != nil {
+		return time.Time{}, usagef("--since %v", err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{time.DateTime, "2006-01-02T15:04:05", time.DateOnly} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, usagef("--since %q: want a duration back from now (10m, 2h, 1d, 2w), an RFC 3339 time, or \"2006-01-02 15:04:05\"", s)
-}
-
-// leadingDaysWeeks is the weeks and days that may lead a duration: "2w", "1d12h".
-var leadingDaysWeeks = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?`)
-
-// parseDuration is time.ParseDuration that also takes weeks and days (of 7 and
-// 24 hours) before the other units.
-func parseDuration(s string) (time.Duration, error) {
-	m := leadingDaysWeeks.FindStringSubmatch(s)
-	if m[0] == "" {
-		return time.ParseDuration(s)
-	}
-	var d time.Duration
-	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour} {
-		if m[i+1] != "" {
-			n, err := strconv.Atoi(m[i+1])
-			if err != nil {
-				return 0, err
-			}
-			d += time.Duration(n) * unit
-		}
-	}
-	if rest := s[len(m[0]):]; rest != "" {
-		r, err := time.ParseDuration(rest)
-		if err != nil {
-			return 0, err
-		}
-		d += r
-	}
-	return d, nil
+	return t, nil
 }
 
 // Layouts of an event's time: live events are of today; a replay can reach
@@ -364,27 +319,10 @@ func attrValue(v any) string {
 	return textValue(v, "null")
 }
 
-// holdAction names the admin event of a hold or a release.
-func holdAction(hold bool) string {
-	if hold {
-		return "hold"
-	}
-	return "release"
-}
-
-// announce publishes an operator's action as an admin event
-// (ingestq.admin.<action>), so that daemons wake up and the action is
-// recorded. Best effort: NATS unreachable or slow only logs at debug, and
-// never changes the command's outcome. A job's batch is filled in from the
-// queue when it can still be read.
-func (a *app) announce(ctx context.Context, q *queue.Queue, action string, ev events.Event) {
-	ev.Kind, ev.To = events.KindAdmin, action
-	if ev.JobID != "" && ev.BatchID == "" && q != nil {
-		if j, err := q.LoadJob(ctx, ev.JobID); err == nil {
-			ev.BatchID = j.BatchID
-		}
-	}
-	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
+// publishBestEffort publishes an operator's action (ops.Service.Publish):
+// NATS unreachable or slow only logs at debug, and never changes the
+// command's outcome.
+func (a *app) publishBestEffort(ev events.Event) {
 	if ev.Host == "" {
 		ev.Host, _ = os.Hostname()
 	}

@@ -166,7 +166,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.holdsCommand(), a.hostsCommand())
-	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
+	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cancelCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand())
 	addExamples(root)
