@@ -14,9 +14,12 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/internal/httpd"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -38,6 +41,10 @@ const (
 	EnvStates      = "INGESTQ_STATES"
 	EnvHTTP        = "INGESTQ_HTTP"
 	EnvAdvertise   = "INGESTQ_ADVERTISE"
+	EnvTLSCert     = "INGESTQ_TLS_CERT"
+	EnvTLSKey      = "INGESTQ_TLS_KEY"
+	EnvAPITokens   = "INGESTQ_API_TOKENS"
+	EnvAPIToken    = "INGESTQ_API_TOKEN" // one more token, an admin's (named "env")
 )
 
 // serveFlags are the daemon's settings.
@@ -51,6 +58,9 @@ type serveFlags struct {
 	states       string
 	http         string
 	advertise    string
+	tlsCert      string
+	tlsKey       string
+	apiTokens    string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -110,6 +120,10 @@ func (a *app) serveCommand() *cobra.Command {
 		"its files and its inventory manifest to whoever works Storing and Recording (env "+EnvHTTP+")")
 	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
 		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
+	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
+	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
+	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
+		"without any token reads are open and changes refused ("+EnvAPIToken+" adds an admin token; env "+EnvAPITokens+")")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -156,7 +170,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
-		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared}
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -179,6 +193,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	roles, err := parseStates(f.states)
 	if err != nil {
 		return usagef("--states: %v", err)
+	}
+	tokens, err := api.LoadTokens(f.apiTokens, a.getenv(EnvAPIToken))
+	if err != nil {
+		return usagef("--api-tokens: %v", err)
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -215,7 +233,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		stop := routes.follow(a.session, bus)
 		defer stop()
 	}
-	web, advertise, err := a.startHTTP(f.http, f.advertise)
+	web, advertise, err := a.startHTTP(f)
 	if err != nil {
 		return err
 	}
@@ -223,16 +241,25 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer web.Close()
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
+	var inv inventory.Inventory
 	if f.pipeline == "ingest" {
 		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
 		}
 		defer ing.Close()
-		p = ing
+		p, inv = ing, ing.Inventory()
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
+	}
+	if web != nil {
+		ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish}, Bus: bus, Inventory: inv, Tokens: tokens, Logger: a.log})
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer ap.Close() // before the server's: its event streams end first
+		web.Handle(api.Prefix, ap)
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -266,14 +293,21 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	return nil
 }
 
-// startHTTP starts the daemon's HTTP server on listen ("off": none) and
-// settles the URL other hosts reach it at.
-func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error) {
+// startHTTP starts the daemon's HTTP server on --http ("off": none), with
+// TLS when given a certificate, and settles the URL other hosts reach it at.
+func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
+	listen, advertise := f.http, f.advertise
 	if listen == "off" {
-		if advertise != "" {
+		switch {
+		case advertise != "":
 			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
+		case f.tlsCert != "":
+			return nil, "", usagef("--tls-cert %s: the HTTP server is off (--http off)", f.tlsCert)
 		}
 		return nil, "", nil
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, "", usagef("--tls-cert and --tls-key go together: give both, or neither")
 	}
 	if advertise != "" {
 		var err error
@@ -281,9 +315,18 @@ func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error)
 			return nil, "", usagef("--advertise %v", err)
 		}
 	}
-	web, err := httpd.Start(listen, a.log)
+	var web *httpd.Server
+	var err error
+	if f.tlsCert != "" {
+		web, err = httpd.StartTLS(listen, f.tlsCert, f.tlsKey, a.log)
+	} else {
+		web, err = httpd.Start(listen, a.log)
+	}
+	if errors.Is(err, httpd.ErrListen) {
+		err = fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)
+	}
 	if err != nil {
-		return nil, "", &exitError{code: 1, err: fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)}
+		return nil, "", &exitError{code: 1, err: err}
 	}
 	return web, cmp.Or(advertise, web.DefaultAdvertise()), nil
 }
