@@ -222,6 +222,13 @@ func TestCancelBatch(t *testing.T) {
 	if b.jobState(storing).State() != queue.Storing || b.jobState(done).State() != queue.Completed {
 		t.Fatal("cancel touched a job past Processing")
 	}
+	// Each cancelled job's timeline has its end, from the same stream.
+	flush(t, b.bus)
+	var d detail
+	b.do("GET", "jobs/"+held, readToken, nil).ok(t, http.StatusOK, &d)
+	if n := len(d.Timeline); n != 1 || d.Timeline[0].From != "Held" || d.Timeline[0].To != "Failed" || d.Timeline[0].Message != "cancelled by alice" {
+		t.Errorf("timeline of a cancelled job: %+v", d.Timeline)
+	}
 	// The daemon that held the job finds its view stale.
 	if err := b.q.SetJobStatus(t.Context(), lock, queue.Processing, queue.JobChange{Release: true}); err == nil {
 		t.Fatal("the working daemon's commit went through after the cancel")

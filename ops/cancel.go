@@ -48,7 +48,7 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if err != nil {
 		return out, err
 	}
-	s.cancelJobs(ctx, buckets[queue.BucketProcessing], msg, &out)
+	from := s.cancelJobs(ctx, buckets[queue.BucketProcessing], msg, &out)
 	if b.State() == queue.Pending || b.State() == queue.Held {
 		changed, err := s.Q.CancelPendingBatch(ctx, b.ID, msg)
 		if err != nil {
@@ -64,13 +64,21 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if len(out.Problems) > 0 {
 		out.Message += fmt.Sprintf("; %s not cancelled: %s", count(len(out.Problems), "job"), strings.Join(out.Problems, "; "))
 	}
+	// Each cancelled job's transition, as a daemon's would be (its timeline,
+	// a waiting submit's count), then the operator's action.
+	for _, jid := range out.Cancelled {
+		s.publish(events.Event{Kind: events.KindJob, BatchID: b.ID, JobID: jid, From: string(from[jid]), To: string(queue.Failed),
+			Message: msg, Attrs: map[string]any{"action": "cancel"}})
+	}
 	s.Announce(ctx, "cancel", events.Event{BatchID: b.ID, Message: out.Message,
 		Attrs: map[string]any{"cancelled": len(out.Cancelled), "finishing": len(out.Finishing)}})
 	return out, nil
 }
 
-// cancelJobs cancels each job, a few at a time, sorting them into out.
-func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out *CancelOutcome) {
+// cancelJobs cancels each job, a few at a time, sorting them into out; it
+// returns the state each cancelled job was in.
+func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out *CancelOutcome) map[string]queue.State {
+	from := map[string]queue.State{}
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(cancelWorkers)
@@ -85,6 +93,7 @@ func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out
 				out.Problems = append(out.Problems, jid+": "+err.Error())
 			case cancelled:
 				out.Cancelled = append(out.Cancelled, jid)
+				from[jid] = state
 			case !done(state):
 				out.Finishing = append(out.Finishing, jid)
 			}
@@ -95,6 +104,7 @@ func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out
 	slices.Sort(out.Cancelled)
 	slices.Sort(out.Finishing)
 	slices.Sort(out.Problems)
+	return from
 }
 
 // done tells whether a job has left the pipeline.

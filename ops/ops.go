@@ -68,6 +68,14 @@ func (s *Service) Announce(ctx context.Context, action string, ev events.Event) 
 			ev.BatchID = j.BatchID
 		}
 	}
+	s.publish(ev)
+}
+
+// publish sends an event, stamped with an id and the time.
+func (s *Service) publish(ev events.Event) {
+	if s.Publish == nil {
+		return
+	}
 	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
 	s.Publish(ev)
 }

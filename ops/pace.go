@@ -47,9 +47,10 @@ type ETA struct {
 	Basis   string    `json:"basis"` // how it was reckoned
 }
 
-// Observe takes one event; events other than job transitions are ignored.
+// Observe takes one event; events other than job transitions are ignored,
+// and so are a cancel's (a thousand jobs failed at once are no pace).
 func (p *Pace) Observe(ev events.Event) {
-	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" {
+	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" || ev.Attrs["action"] == "cancel" {
 		return
 	}
 	from, to := queue.State(ev.From), queue.State(ev.To)

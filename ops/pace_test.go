@@ -56,6 +56,14 @@ func TestPaceEstimates(t *testing.T) {
 	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 {
 		t.Fatalf("batch ETA %+v, want 50 s", eta)
 	}
+	// A cancel is no pace: its failures do not count as finishes.
+	for i := range 100 {
+		p.Observe(events.Event{Kind: events.KindJob, JobID: "c" + strings.Repeat("x", i), From: "Pending", To: "Failed",
+			Time: t0.Add(30 * time.Second), Attrs: map[string]any{"action": "cancel"}})
+	}
+	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 {
+		t.Fatalf("batch ETA after a cancel %+v, want 50 s still", eta)
+	}
 	// Long after, the rates are stale: unknown again.
 	now = t0.Add(time.Hour)
 	if p.JobETA(queue.Pending, 1) != nil || p.BatchETA(5) != nil {

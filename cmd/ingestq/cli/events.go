@@ -332,34 +332,59 @@ func (a *app) publishBestEffort(ev events.Event) {
 	}
 }
 
+// adminPublisher is the CLI's connection for the events it publishes: made
+// for the first, kept for the command's life (a cancel may publish one per
+// job); after a failure to connect, later events are not tried.
+type adminPublisher struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	err error
+}
+
 func (a *app) publishAdmin(ev events.Event) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	auth, err := a.natsAuth.AuthOptions()
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
+	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
+	if a.admin.err != nil {
+		return a.admin.err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), announceDial)
 	defer cancel()
 	// Recorded in the stream when there is one; live subscribers (the
 	// daemons) get it either way.
-	if _, err := js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) && nc.FlushTimeout(announceDial) == nil {
+	if _, err := a.admin.js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && a.admin.nc.FlushTimeout(announceDial) == nil {
 			return fmt.Errorf("delivered, but not recorded: %w", err)
 		}
 		return err
 	}
 	return nil
+}
+
+func (a *app) dialAdmin() *adminPublisher {
+	auth, err := a.natsAuth.AuthOptions()
+	if err != nil {
+		return &adminPublisher{err: err}
+	}
+	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+	if err != nil {
+		return &adminPublisher{err: err}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return &adminPublisher{err: err}
+	}
+	return &adminPublisher{nc: nc, js: js}
+}
+
+// closeAdmin closes the admin events' connection, if one was made.
+func (a *app) closeAdmin() {
+	a.adminOnce.Do(func() { a.admin = &adminPublisher{err: errors.New("closed")} })
+	if a.admin.nc != nil {
+		a.admin.nc.Close()
+	}
 }
