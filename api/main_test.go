@@ -40,7 +40,7 @@ const (
 // bundle is one test's daemon pieces: a queue on the shared ZooKeeper, an
 // embedded NATS, and the API on a real HTTP server.
 type bundle struct {
-	t    *testing.T
+	t    testing.TB
 	root string
 	q    *queue.Queue
 	bus  *events.Bus
@@ -57,7 +57,7 @@ type options struct {
 	stalled   func(*queue.Job) bool
 }
 
-func setup(t *testing.T, opts ...func(*options)) *bundle {
+func setup(t testing.TB, opts ...func(*options)) *bundle {
 	t.Helper()
 	var o options
 	for _, f := range opts {
@@ -85,7 +85,7 @@ func setup(t *testing.T, opts ...func(*options)) *bundle {
 
 // writeTokens writes a tokens file with a token of each role (none with
 // noTokens) and loads it.
-func writeTokens(t *testing.T, none bool) *api.Tokens {
+func writeTokens(t testing.TB, none bool) *api.Tokens {
 	t.Helper()
 	if none {
 		tokens, err := api.LoadTokens("", "")
@@ -147,7 +147,7 @@ func (b *bundle) do(method, path, token string, body any) answer {
 }
 
 // ok checks a 2xx JSON answer of status want and decodes it into v.
-func (a answer) ok(t *testing.T, want int, v any) {
+func (a answer) ok(t testing.TB, want int, v any) {
 	t.Helper()
 	if a.status != want {
 		t.Fatalf("status %d, want %d: %s", a.status, want, a.body)
@@ -256,7 +256,7 @@ func (b *bundle) daemon(roles ...reactor.Role) {
 
 // eventually polls cond until it holds, for at most a minute: for what
 // ZooKeeper gives no event to wait on.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
