@@ -90,7 +90,8 @@ func (a *app) serveCommand() *cobra.Command {
 			"--states names the states this daemon works (default all); other daemons or programs on the\n" +
 			"same queue work the rest. The HTTP server (--http) serves each job's storage manifest, its files\n" +
 			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
-			"works Storing and Recording can read them from another host.\n\n" +
+			"works Storing and Recording can read them from another host, and the REST API under /api/v1\n" +
+			"(its bearer tokens in --api-tokens; HTTPS with --tls-cert and --tls-key).\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; with --nats-cluster the daemons'\n" +
 			"embedded servers form one NATS cluster by themselves (routes announced in ZooKeeper),\n" +
