@@ -246,8 +246,16 @@ func TestCancelBatch(t *testing.T) {
 	}
 	b.do("POST", "batches/"+bt.ID+"/cancel", operateToken, nil).problem(t, 409, "refused", "is Failed: it is done, there is nothing to cancel")
 
-	// A batch whose jobs are not made yet.
+	// A batch whose jobs are not made yet; while a daemon makes them it is
+	// refused, and nothing changes.
 	fresh := b.batch("uuid-cancel-2", "demo")
+	making, err := b.q.LockBatch(t.Context(), fresh.ID)
+	must(t, err)
+	b.do("POST", "batches/"+fresh.ID+"/cancel", operateToken, nil).problem(t, 409, "locked", "a daemon is working on batch "+fresh.ID)
+	must(t, b.q.UnlockBatch(t.Context(), making))
+	if st := b.batchState(fresh.ID); st != queue.Pending {
+		t.Fatalf("a refused cancel left the batch %s", st)
+	}
 	b.do("POST", "batches/"+fresh.ID+"/cancel", operateToken, nil).ok(t, http.StatusOK, &o)
 	if o.State != queue.Deleted || b.batchState(fresh.ID) != queue.Deleted {
 		t.Fatalf("cancel of a Pending batch: %+v, batch %s", o, b.batchState(fresh.ID))

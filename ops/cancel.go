@@ -43,23 +43,27 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	default:
 		return out, fmt.Errorf("%w: batch %s is %s: it is done, there is nothing to cancel", queue.ErrRefused, b.ID, b.State())
 	}
+	pending := b.State() == queue.Pending || b.State() == queue.Held
+	if pending {
+		// First, so that no daemon makes its jobs meanwhile (a batch a
+		// daemon is making them for is refused: it is locked).
+		changed, err := s.Q.CancelPendingBatch(ctx, b.ID, msg)
+		if err != nil {
+			return out, err
+		}
+		out.State, out.Changed = queue.Deleted, changed
+	}
 	// A Pending batch has jobs only when a daemon died while making them.
 	buckets, err := s.Q.BatchJobs(ctx, b.ID)
 	if err != nil {
 		return out, err
 	}
 	from := s.cancelJobs(ctx, buckets[queue.BucketProcessing], msg, &out)
-	if b.State() == queue.Pending || b.State() == queue.Held {
-		changed, err := s.Q.CancelPendingBatch(ctx, b.ID, msg)
-		if err != nil {
-			return out, err
-		}
-		out.State, out.Changed = queue.Deleted, changed || len(out.Cancelled) > 0
+	out.Changed = out.Changed || len(out.Cancelled) > 0
+	out.Message = fmt.Sprintf("batch %s: %s cancelled (Failed: %s), %s past Processing left to finish; the batch reports when its last job is done",
+		b.ID, count(len(out.Cancelled), "job"), msg, count(len(out.Finishing), "job"))
+	if pending {
 		out.Message = fmt.Sprintf("batch %s cancelled before its jobs were made: it is Deleted", b.ID)
-	} else {
-		out.Changed = len(out.Cancelled) > 0
-		out.Message = fmt.Sprintf("batch %s: %s cancelled (Failed: %s), %s past Processing left to finish; the batch reports when its last job is done",
-			b.ID, count(len(out.Cancelled), "job"), msg, count(len(out.Finishing), "job"))
 	}
 	if len(out.Problems) > 0 {
 		out.Message += fmt.Sprintf("; %s not cancelled: %s", count(len(out.Problems), "job"), strings.Join(out.Problems, "; "))
