@@ -3,7 +3,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BENCHTIME ?= 3s
 
-.PHONY: help deps build demo demo-cluster test bench bench-fetch bench-ocfl bench-place bench-cluster fmt
+.PHONY: help deps build demo demo-cluster test bench bench-fetch bench-ocfl bench-place bench-api bench-cluster fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ bench-ocfl: ## OCFL store Put on disk and on S3 beside a durable copy and plain 
 
 bench-place: ## S3 place PUTs beside plain minio-go PUTs into the same versitygw (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench S3Put -benchtime 3x -count 3 ./handlers/storage/place/
+
+bench-api: ## the status of a 1,000-job batch beside a raw ZooKeeper read of its nodes; SSE fan-out to 100 clients beside raw NATS (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 3 ./api/
 
 bench-cluster: ## throughput of one host against three, real daemons on a ZooKeeper ensemble, S3 and PostgreSQL (PERFORMANCE.md)
 	INGESTQ_TEST_NORACE=1 $(GO) test -run '^$$' -bench Cluster -benchtime 3x ./cmd/ingestq/

@@ -179,6 +179,13 @@ func Tail(ctx context.Context, nc *nats.Conn, subject string, fn func(Event)) er
 		return fmt.Errorf("events: tail %s: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	return deliver(ctx, sub, func(e Event) error { fn(e); return nil })
+}
+
+// deliver calls fn for each event sub receives until ctx is done (nil) or
+// fn fails (its error). Messages that are not events are skipped, and so
+// are those a slow consumer lost.
+func deliver(ctx context.Context, sub *nats.Subscription, fn func(Event) error) error {
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if ctx.Err() != nil {
@@ -188,10 +195,12 @@ func Tail(ctx context.Context, nc *nats.Conn, subject string, fn func(Event)) er
 			continue // some were dropped; go on with the rest
 		}
 		if err != nil {
-			return fmt.Errorf("events: tail %s: %w", subject, err)
+			return fmt.Errorf("events: tail %s: %w", sub.Subject, err)
 		}
 		if e, err := decode(m.Data); err == nil {
-			fn(e)
+			if err := fn(e); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ package httpd
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,7 @@ type Server struct {
 	srv    *http.Server
 	ln     net.Listener
 	listen string
+	scheme string        // http, or https with TLS
 	served chan struct{} // closed when Serve has returned
 	log    *slog.Logger
 	watch  atomic.Pointer[RequestObserver]
@@ -50,7 +52,26 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
 	}
-	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, served: make(chan struct{}), log: log}
+	return newServer(ln, addr, "http", log), nil
+}
+
+// StartTLS is Start over TLS, with the certificate (its chain, PEM) and
+// key files given.
+func StartTLS(addr, certFile, keyFile string, log *slog.Logger) (*Server, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("httpd: TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return newServer(tls.NewListener(ln, cfg), addr, "https", log), nil
+}
+
+func newServer(ln net.Listener, addr, scheme string, log *slog.Logger) *Server {
+	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, scheme: scheme, served: make(chan struct{}), log: log}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -59,7 +80,7 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 			log.Error("httpd: serving stopped", "addr", ln.Addr(), "err", err)
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // Handle adds a route (a net/http ServeMux pattern).
@@ -115,7 +136,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
 
 // DefaultAdvertise is the URL other hosts reach the server at when none is
-// given: the host of the listen address when it names one (a loopback
+// given (https with TLS): the host of the listen address when it names one (a loopback
 // listener is reached only there), the machine's host name when it listens
 // on every interface; and the port it listens on.
 func (s *Server) DefaultAdvertise() string {
@@ -123,7 +144,7 @@ func (s *Server) DefaultAdvertise() string {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host, _ = os.Hostname()
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(s.Addr().Port))
+	return s.scheme + "://" + net.JoinHostPort(host, strconv.Itoa(s.Addr().Port))
 }
 
 // Close stops the server, letting requests under way finish for a few

@@ -1,6 +1,7 @@
 package httpd_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/internal/httpd"
+	"github.com/ingestq/ingestq/internal/tlstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -126,5 +128,45 @@ func TestObserve(t *testing.T) {
 		if o := <-got; o != c.want || string(body) != c.body {
 			t.Errorf("GET %s: observed %+v, body %q; want %+v, %q", c.path, o, body, c.want, c.body)
 		}
+	}
+}
+
+// With a certificate and key the server speaks TLS only, and advertises an
+// https URL; a client that trusts the certificate gets the routes.
+func TestServesTLS(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, pool := tlstest.SelfSigned(t)
+	s, err := httpd.StartTLS("127.0.0.1:0", certFile, keyFile, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.Handle("GET /hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hi") }))
+	base := s.DefaultAdvertise()
+	if !strings.HasPrefix(base, "https://127.0.0.1:") {
+		t.Fatalf("DefaultAdvertise %q, want https://127.0.0.1:PORT", base)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(base + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "hi" {
+		t.Fatalf("over TLS: %d %q", resp.StatusCode, body)
+	}
+	// Plain HTTP gets no answer from a route.
+	plain, err := http.Get("http://" + s.Addr().String() + "/hello")
+	if err == nil {
+		plain.Body.Close()
+		if plain.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP was served")
+		}
+	}
+	// Files that are not a certificate and its key: an error naming them.
+	if _, err := httpd.StartTLS("127.0.0.1:0", keyFile, certFile, slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), certFile) {
+		t.Fatalf("swapped certificate and key: %v, want an error naming both files", err)
 	}
 }

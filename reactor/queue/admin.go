@@ -438,3 +438,74 @@ func (q *Queue) removeHusks(ctx context.Context, folder string) error {
 	}
 	return nil
 }
+
+// Cancellable tells whether cancelling a batch stops a job in state s: it
+// has not reached Storing, so nothing of it is stored yet.
+func Cancellable(s State) bool {
+	switch s {
+	case Pending, Held, Estimating, Provisioning, Downloading, Processing:
+		return true
+	}
+	return false
+}
+
+// CancelJob fails a job that has not reached Storing, with message, even
+// while a daemon works on it (as FailJob with force: the daemon's view goes
+// stale and it abandons its step). A Held job has no edge to Failed: it goes
+// through Pending, under its lock. A job in Storing or later, or one that is
+// done, is left alone: cancelled is false and state says where it is. A job
+// that moves on while it is being cancelled is read again.
+func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State, cancelled bool, err error) {
+	for range 5 {
+		j, lerr := q.lockJob(ctx, jid)
+		if errors.Is(lerr, ErrLocked) {
+			j, lerr = q.LoadJob(ctx, jid) // written through, fenced by its version
+		}
+		if lerr != nil {
+			return "", false, lerr
+		}
+		state, err = j.State(), nil
+		if !Cancellable(state) {
+			if j.owner {
+				_ = q.UnlockJob(ctx, j)
+			}
+			return state, false, nil
+		}
+		if state == Held {
+			err = q.SetJobStatus(ctx, j, Pending, JobChange{Message: message})
+		}
+		if err == nil {
+			err = q.SetJobStatus(ctx, j, Failed, JobChange{Message: message, Release: j.owner})
+		}
+		if j.owner {
+			_ = q.UnlockJob(ctx, j)
+		}
+		if !errors.Is(err, ErrStale) {
+			return state, err == nil, err
+		}
+	}
+	return state, false, err
+}
+
+// CancelPendingBatch ends a batch whose jobs are not made yet: a Pending
+// batch goes through Held (the machine has no edge from Pending to an
+// end) to Deleted, a Held one to Deleted, with message. changed is false
+// for a batch that was Deleted already; any other state is refused.
+func (q *Queue) CancelPendingBatch(ctx context.Context, bid, message string) (changed bool, err error) {
+	err = q.withBatch(ctx, bid, func(b *Batch) error {
+		switch b.State() {
+		case Deleted:
+			return nil
+		case Pending:
+			if err := q.SetBatchStatus(ctx, b, Held, BatchChange{Message: message}); err != nil {
+				return err
+			}
+			fallthrough
+		case Held:
+			changed = true
+			return q.SetBatchStatus(ctx, b, Deleted, BatchChange{Message: message, Release: true})
+		}
+		return refused("batch %s is %s: its jobs are made; cancel stops them one by one", bid, b.State())
+	})
+	return changed, err
+}

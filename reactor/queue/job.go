@@ -118,6 +118,9 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 		return nil, missingStatus(rel("status"))
 	}
 	j := &Job{ID: jid, version: st.stat.Version, Priority: DefaultPriority}
+	if r[0].stat != nil {
+		j.Created = time.UnixMilli(r[0].stat.Ctime)
+	}
 	if l, ok := got["lock"]; ok {
 		j.Locked, j.LockSession, j.LockedAt = true, l.stat.EphemeralOwner, time.UnixMilli(l.stat.Ctime)
 	}
@@ -475,43 +478,60 @@ func (q *Queue) delRef(s State, ref, jid string) op {
 // Identifiers reads the identifiers of many jobs at once (nil for a job
 // that has none or is gone), for reports that name each job's object.
 func (q *Queue) Identifiers(ctx context.Context, jids []string) (map[string]*Identifiers, error) {
-	return readEach(ctx, q, jids, "identifiers", func(path string, data []byte) (*Identifiers, error) {
-		var id *Identifiers
-		return id, decodeJSON(path, data, &id)
+	return readEach(ctx, q, jids, "identifiers", func(path string, data []byte) (id *Identifiers, err error) {
+		if len(data) > 0 {
+			err = decodeJSON(path, data, &id)
+		}
+		return id, err
 	})
 }
 
-// JobStatuses reads the status of many jobs at once (absent for a job that
-// is gone or whose status is unreadable).
+// JobStatuses reads the status of many jobs at once; a job that is gone,
+// or whose status cannot be read, is left out.
 func (q *Queue) JobStatuses(ctx context.Context, jids []string) (map[string]JobStatus, error) {
 	m, err := readEach(ctx, q, jids, "status", func(path string, data []byte) (*JobStatus, error) {
 		st, err := decodeJobStatus(path, data)
 		return &st, err
 	})
-	out := make(map[string]JobStatus, len(m))
-	for jid, st := range m {
-		if st != nil {
-			out[jid] = *st
-		}
-	}
-	return out, err
+	return found(m), err
 }
 
-// readEach reads one node of many jobs, 32 at a time. A job without the
-// node (or an empty one) maps to nil, and so does one whose node does not
-// decode (corrupt: logged by whoever reads that job alone); any other
-// error ends it.
-func readEach[T any](ctx context.Context, q *Queue, jids []string, node string, decode func(path string, data []byte) (*T, error)) (map[string]*T, error) {
+// SpaceNeeded reads the space_needed of many jobs at once: 0 for a job
+// whose estimate is unknown, missing or unreadable.
+func (q *Queue) SpaceNeeded(ctx context.Context, jids []string) (map[string]int64, error) {
+	m, err := readEach(ctx, q, jids, "space_needed", func(path string, data []byte) (*int64, error) {
+		n, err := decodeInt(path, data)
+		return &n, err
+	})
+	return found(m), err
+}
+
+// found keeps the values readEach found.
+func found[T any](m map[string]*T) map[string]T {
+	out := make(map[string]T, len(m))
+	for jid, v := range m {
+		if v != nil {
+			out[jid] = *v
+		}
+	}
+	return out
+}
+
+// readEach reads one child node of many jobs at once (go-zookeeper
+// pipelines the requests, 32 in flight), decoding each. Every jid has an
+// entry: nil for a missing node, and for one decode says is corrupt. Any
+// other error stops it.
+func readEach[T any](ctx context.Context, q *Queue, jids []string, child string, decode func(path string, data []byte) (*T, error)) (map[string]*T, error) {
 	out := make([]*T, len(jids))
 	errs := make([]error, len(jids))
 	each(len(jids), 32, func(i int) {
-		p := q.jobPath(jids[i], node)
+		p := q.jobPath(jids[i], child)
 		data, _, err := q.zk.get(ctx, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 		case err != nil:
 			errs[i] = fmt.Errorf("get %s: %w", q.rel(p), err)
-		case len(data) > 0:
+		default:
 			out[i], errs[i] = decode(q.rel(p), data)
 		}
 	})

@@ -73,7 +73,8 @@ type Job struct {
 	Metadata    *Metadata
 	Store       *StepManifest
 	Inventory   *StepManifest
-	Locked      bool // someone holds /jobs/<jid>/lock (as read)
+	Locked      bool      // someone holds /jobs/<jid>/lock (as read)
+	Created     time.Time // when /jobs/<jid> was created (ZooKeeper's clock)
 	// LockSession is the session holding the lock (its ephemeral owner),
 	// and LockedAt when it was taken, when Locked.
 	LockSession int64

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/mint"
-	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -51,21 +50,11 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 		Short: short,
 		Args:  args("JID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			change, to := q.ReleaseJob, queue.Pending
+			change := a.ops(q).ReleaseJob
 			if hold {
-				change, to = q.HoldJob, queue.Held
+				change = a.ops(q).HoldJob
 			}
-			changed, err := change(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if !changed {
-				a.println("job %s was already %s", args[0], to)
-				return nil
-			}
-			a.announce(ctx, q, holdAction(hold), events.Event{JobID: args[0]})
-			a.println("job %s is %s", args[0], to)
-			return nil
+			return a.printOutcome(change(ctx, args[0]))
 		}),
 	}
 }
@@ -80,25 +69,11 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 		Short: short,
 		Args:  args("BID|UUID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			bid, err := batchID(ctx, q, args[0])
-			if err != nil {
-				return err
-			}
-			change, to := q.ReleaseBatch, queue.Pending
+			change := a.ops(q).ReleaseBatch
 			if hold {
-				change, to = q.HoldBatch, queue.Held
+				change = a.ops(q).HoldBatch
 			}
-			changed, err := change(ctx, bid)
-			if err != nil {
-				return err
-			}
-			if !changed {
-				a.println("batch %s was already %s", bid, to)
-				return nil
-			}
-			a.announce(ctx, q, holdAction(hold), events.Event{BatchID: bid})
-			a.println("batch %s is %s", bid, to)
-			return nil
+			return a.printOutcome(change(ctx, args[0]))
 		}),
 	}
 }
@@ -114,24 +89,10 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 		Short: short,
 		Args:  args("NAME"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			change := q.ReleaseCollection
 			if hold {
-				change = q.HoldCollection
-				if err := checkCollection(ctx, q, args[0], force); err != nil {
-					return err
-				}
+				return a.printOutcome(a.ops(q).HoldCollection(ctx, args[0], force))
 			}
-			changed, err := change(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			msg := holdResult("collection "+args[0], hold, changed)
-			if !hold && changed {
-				msg += " (batches and jobs already Held stay Held: release them one by one)"
-			}
-			a.announce(ctx, q, holdAction(hold), events.Event{Message: msg, Attrs: map[string]any{"collection": args[0]}})
-			a.println("%s", msg)
-			return nil
+			return a.printOutcome(a.ops(q).ReleaseCollection(ctx, args[0]))
 		}),
 	}
 	if hold {
@@ -140,33 +101,18 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 	return cmd
 }
 
-// checkCollection refuses to hold a collection no daemon has published a
-// profile for (a typo would hold nothing, silently), unless force.
-func checkCollection(ctx context.Context, q *queue.Queue, name string, force bool) error {
-	known, err := profile.Published(ctx, q)
-	if err != nil || force || slices.Contains(known, name) {
-		return err
-	}
-	have := "none is published yet"
-	if len(known) > 0 {
-		have = "published: " + strings.Join(known, ", ")
-	}
-	return &exitError{code: 1, err: fmt.Errorf("%w: no profile %q is published on this queue (%s); "+
-		"--force holds it anyway (for a profile not published yet)", queue.ErrRefused, name, have)}
-}
-
 func (a *app) holdsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "holds",
 		Short: "List the queue and collection holds in force",
 		Args:  args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			holds, err := q.Holds(ctx)
+			holds, err := a.ops(q).Holds(ctx)
 			if err != nil {
 				return err
 			}
 			if a.json() {
-				return a.writeJSON(append([]queue.Hold{}, holds...))
+				return a.writeJSON(holds)
 			}
 			if len(holds) == 0 {
 				a.println("no holds")
@@ -181,16 +127,14 @@ func (a *app) holdsCommand() *cobra.Command {
 	}
 }
 
-var queueNames = []string{queue.QueueIngest, queue.QueueAccessSmall, queue.QueueAccessLarge}
-
 func (a *app) holdQueue(hold bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "queue [NAME]",
-		Short: "Stop or restart acquisitions on a queue: " + strings.Join(queueNames, ", ") + " (default ingest)",
+		Short: "Stop or restart acquisitions on a queue: " + strings.Join(ops.QueueNames, ", ") + " (default ingest)",
 		Args:  args("[NAME]"),
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			if len(args) == 1 && !slices.Contains(queueNames, args[0]) {
-				return usagef("queue %q: want one of %s", args[0], strings.Join(queueNames, ", "))
+			if len(args) == 1 && !slices.Contains(ops.QueueNames, args[0]) {
+				return usagef("queue %q: want one of %s", args[0], strings.Join(ops.QueueNames, ", "))
 			}
 			return nil
 		},
@@ -199,33 +143,13 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			change := q.ReleaseQueue
+			change := a.ops(q).ReleaseQueue
 			if hold {
-				change = q.HoldQueue
+				change = a.ops(q).HoldQueue
 			}
-			changed, err := change(ctx, name)
-			if err != nil {
-				return err
-			}
-			a.announce(ctx, q, holdAction(hold), events.Event{Message: holdResult("queue "+name, hold, changed), Attrs: map[string]any{"queue": name}})
-			a.println("%s", holdResult("queue "+name, hold, changed))
-			return nil
+			return a.printOutcome(change(ctx, name))
 		}),
 	}
-}
-
-// holdResult says what a hold or release of a flag did; doing it twice is
-// not an error.
-func holdResult(what string, hold, changed bool) string {
-	switch {
-	case hold && changed:
-		return what + " held"
-	case hold:
-		return what + " was already held"
-	case changed:
-		return what + " released"
-	}
-	return what + " was not held"
 }
 
 func (a *app) requeueCommand() *cobra.Command {
@@ -234,34 +158,9 @@ func (a *app) requeueCommand() *cobra.Command {
 		Short: "Send a Failed job back to the step after its last successful one",
 		Args:  args("JID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			to, err := q.RequeueJob(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			msg := fmt.Sprintf("job %s requeued: it resumes at %s", args[0], to)
-			if j, err := q.LoadJob(ctx, args[0]); err == nil && j.State() == to {
-				msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
-				if refetches(j) {
-					msg += "; its object manifest is fetched again, so a fixed manifest is read " +
-						"(files already verified are kept)"
-				}
-			}
-			a.announce(ctx, q, "requeue", events.Event{JobID: args[0], Message: msg})
-			a.println("%s", msg)
-			return nil
+			return a.printOutcome(a.ops(q).RequeueJob(ctx, args[0]))
 		}),
 	}
-}
-
-// refetches tells whether a requeued job fetches its object manifest
-// again: it resumes at a step up to Downloading (the handlers' rule).
-func refetches(j *queue.Job) bool {
-	typ := j.Config.PayloadType
-	switch j.State() {
-	case queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading:
-		return typ == "object_manifest"
-	}
-	return false
 }
 
 func (a *app) failCommand() *cobra.Command {
@@ -274,15 +173,7 @@ func (a *app) failCommand() *cobra.Command {
 			"then the daemon's view goes stale and it abandons its step.",
 		Args: args("JID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			if err := q.FailJob(ctx, args[0], message, force); err != nil {
-				return err
-			}
-			if j, err := q.LoadJob(ctx, args[0]); err == nil && j.State() == queue.Failed {
-				message = j.Status.Message
-			}
-			a.announce(ctx, q, "fail", events.Event{JobID: args[0], Message: message})
-			a.println("job %s is Failed: %s", args[0], message)
-			return nil
+			return a.printOutcome(a.ops(q).FailJob(ctx, args[0], message, force))
 		}),
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "why (default \"failed by an operator\")")
@@ -305,35 +196,12 @@ func (a *app) deleteCommand() *cobra.Command {
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			id := args[0]
 			if strings.HasPrefix(id, "jid") {
-				removed, changed, err := q.DeleteJob(ctx, id, purge)
-				switch {
-				case err != nil:
-					return err
-				case !changed:
-					a.println("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", id, id)
-					return nil
-				}
-				a.announce(ctx, q, "delete", events.Event{JobID: id, Attrs: map[string]any{"removed": removed}})
-				if removed {
-					a.println("job %s removed", id)
-				} else {
-					a.println("job %s moved to Deleted", id)
-				}
-				return nil
+				return a.printOutcome(a.ops(q).DeleteJob(ctx, id, purge))
 			}
 			if purge {
 				return usagef("--purge is for a job; a batch is always removed with its jobs")
 			}
-			bid, err := batchID(ctx, q, id)
-			if err != nil {
-				return err
-			}
-			if err := q.DeleteBatch(ctx, bid); err != nil {
-				return err
-			}
-			a.announce(ctx, q, "delete", events.Event{BatchID: bid})
-			a.println("batch %s removed with its jobs", bid)
-			return nil
+			return a.printOutcome(a.ops(q).DeleteBatch(ctx, id))
 		}),
 	}
 	cmd.Flags().BoolVar(&purge, "purge", false, "remove the job from ZooKeeper for good (it leaves its batch's report)")
@@ -346,20 +214,29 @@ func (a *app) reportCommand() *cobra.Command {
 		Short: "Have a Failed batch reported again (Failed → UpdateReporting)",
 		Args:  args("BID|UUID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			bid, err := batchID(ctx, q, args[0])
+			return a.printOutcome(a.ops(q).ReportBatch(ctx, args[0]))
+		}),
+	}
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel BID|UUID",
+		Short: "Stop a batch: its jobs not yet Storing end Failed, the others finish, then it reports",
+		Long: "cancel stops a batch for you ($USER): each of its jobs that has not reached Storing ends Failed\n" +
+			"with \"cancelled by $USER\" (a daemon working on one abandons its step), the jobs past that\n" +
+			"finish, and the batch then reports as usual. A batch whose jobs are not made yet (Pending,\n" +
+			"Held) ends Deleted. -o json lists the jobs cancelled and those left to finish.",
+		Args: args("BID|UUID"),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			out, err := a.ops(q).CancelBatch(ctx, args[0], a.env("USER", "unknown"))
 			if err != nil {
 				return err
 			}
-			changed, err := q.ReportBatch(ctx, bid)
-			if err != nil {
-				return err
+			if a.json() {
+				return a.writeJSON(out)
 			}
-			if !changed {
-				a.println("batch %s was already asked to report again (%s)", bid, queue.UpdateReporting)
-				return nil
-			}
-			a.announce(ctx, q, "report", events.Event{BatchID: bid})
-			a.println("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)
+			a.println("%s", out.Message)
 			return nil
 		}),
 	}
@@ -387,7 +264,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 			if err != nil {
 				a.warn("minting records not swept", err)
 			}
-			a.announce(ctx, q, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
+			a.ops(q).Announce(ctx, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
 			if a.json() {
 				notCleaned := make([]string, len(problems))
 				for i, p := range problems {
@@ -411,14 +288,16 @@ func (a *app) cleanupCommand() *cobra.Command {
 	}
 }
 
-// batchID resolves a bid, or a batch uuid, to a bid.
-func batchID(ctx context.Context, q *queue.Queue, id string) (string, error) {
-	if strings.HasPrefix(id, "bid") {
-		return id, nil
-	}
-	b, err := q.FindBatch(ctx, id)
+// ops is the service layer on q, announcing actions on the daemon's NATS.
+func (a *app) ops(q *queue.Queue) *ops.Service {
+	return &ops.Service{Q: q, Publish: a.publishBestEffort}
+}
+
+// printOutcome prints what a change did, or returns its error.
+func (a *app) printOutcome(o ops.Outcome, err error) error {
 	if err != nil {
-		return "", err
+		return err
 	}
-	return b.ID, nil
+	a.println("%s", o.Message)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 func TestHoldReleaseJobAndBatch(t *testing.T) {
@@ -384,4 +385,45 @@ func TestRefusalsOfADoneJob(t *testing.T) {
 			t.Errorf("%v sends the operator to fail a Completed job: %s", args, stderr)
 		}
 	}
+}
+
+// cancel fails a running batch's jobs not yet Storing, "cancelled by" the
+// user, and says what it did; -o json lists them; a finished batch, or one
+// whose jobs are all done, is refused or has nothing left to cancel.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.moveBatch(f.b1, queue.Processing)
+	storing := f.job(f.b1, 5, "demo")
+	f.moveJob(storing, "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing)
+	env := map[string]string{"USER": "tester"}
+	out, _, code := runEnv(t, env, "--zk", zktest.Shared(t).Addr, "--zk-root", f.root, "cancel", "uuid-b1")
+	wantCode(t, code, 0)
+	want := "batch " + f.b1 + ": 2 jobs cancelled (Failed: cancelled by tester), 1 job past Processing left to finish; " +
+		"the batch reports when its last job is done\n"
+	if out != want {
+		t.Fatalf("cancel: %q, want %q", out, want)
+	}
+	for _, jid := range []string{f.p1, f.p2} {
+		if j, err := f.q.LoadJob(t.Context(), jid); err != nil || j.State() != queue.Failed || j.Status.Message != "cancelled by tester" {
+			t.Errorf("job %s after cancel: %v %v", jid, j, err)
+		}
+	}
+	if f.jobState(storing) != queue.Storing || f.jobState(f.failed) != queue.Failed {
+		t.Error("cancel touched a job past Processing, or a failed one")
+	}
+	out, _, code = f.run("-o", "json", "cancel", f.b1)
+	wantCode(t, code, 0)
+	var got struct {
+		Cancelled, Finishing []string
+		Changed              bool
+	}
+	f.ok(json.Unmarshal([]byte(out), &got))
+	if len(got.Cancelled) != 0 || len(got.Finishing) != 1 || got.Finishing[0] != storing || got.Changed {
+		t.Errorf("cancel again -o json: %s", out)
+	}
+	f.moveBatch(f.b2, queue.Processing, queue.Reporting, queue.Completed)
+	_, stderr, code := f.run("cancel", f.b2)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.b2, "Completed", "nothing to cancel")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -27,7 +28,7 @@ func TestByHandPath(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	nats := closedAddr(t)
-	daemonLog := newTestLog(t)
+	daemonLog := logtest.NewT(t)
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan int, 1)
 	data := t.TempDir()

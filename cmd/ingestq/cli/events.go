@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,11 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 const (
@@ -147,7 +144,7 @@ func (a *app) replayCommand() *cobra.Command {
 				if err != nil {
 					return asExit1(err)
 				}
-				if bid, err = batchID(ctx, q, batch); err != nil {
+				if bid, err = a.ops(q).BatchID(ctx, batch); err != nil {
 					return asExit1(err)
 				}
 			}
@@ -237,55 +234,13 @@ func placeRecovered(evs []events.Event) []events.Event {
 	return evs
 }
 
-// parseSince reads --since: a duration back from now (Go's units, and d for
-// days, w for weeks: 1d, 2w, 1d12h), an RFC 3339 time, or a local
-// "2006-01-02 15:04:05" (or just the date).
+// parseSince reads --since (events.ParseSince); a bad one is a usage error.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := parseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, usagef("--since %q: want a duration back from now, like 10m or 1d", s)
-		}
-		return now.Add(-d), nil
+	t, err := events.ParseSince(s, now)
+	if err != nil {
+		return time.Time{}, usagef("--since %v", err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{time.DateTime, "2006-01-02T15:04:05", time.DateOnly} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, usagef("--since %q: want a duration back from now (10m, 2h, 1d, 2w), an RFC 3339 time, or \"2006-01-02 15:04:05\"", s)
-}
-
-// leadingDaysWeeks is the weeks and days that may lead a duration: "2w", "1d12h".
-var leadingDaysWeeks = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?`)
-
-// parseDuration is time.ParseDuration that also takes weeks and days (of 7 and
-// 24 hours) before the other units.
-func parseDuration(s string) (time.Duration, error) {
-	m := leadingDaysWeeks.FindStringSubmatch(s)
-	if m[0] == "" {
-		return time.ParseDuration(s)
-	}
-	var d time.Duration
-	for i, unit := range []time.Duration{7 * 24 * time.Hour, 24 * time.Hour} {
-		if m[i+1] != "" {
-			n, err := strconv.Atoi(m[i+1])
-			if err != nil {
-				return 0, err
-			}
-			d += time.Duration(n) * unit
-		}
-	}
-	if rest := s[len(m[0]):]; rest != "" {
-		r, err := time.ParseDuration(rest)
-		if err != nil {
-			return 0, err
-		}
-		d += r
-	}
-	return d, nil
+	return t, nil
 }
 
 // Layouts of an event's time: live events are of today; a replay can reach
@@ -383,27 +338,10 @@ func attrValue(v any) string {
 	return textValue(v, "null")
 }
 
-// holdAction names the admin event of a hold or a release.
-func holdAction(hold bool) string {
-	if hold {
-		return "hold"
-	}
-	return "release"
-}
-
-// announce publishes an operator's action as an admin event
-// (ingestq.admin.<action>), so that daemons wake up and the action is
-// recorded. Best effort: NATS unreachable or slow only logs at debug, and
-// never changes the command's outcome. A job's batch is filled in from the
-// queue when it can still be read.
-func (a *app) announce(ctx context.Context, q *queue.Queue, action string, ev events.Event) {
-	ev.Kind, ev.To = events.KindAdmin, action
-	if ev.JobID != "" && ev.BatchID == "" && q != nil {
-		if j, err := q.LoadJob(ctx, ev.JobID); err == nil {
-			ev.BatchID = j.BatchID
-		}
-	}
-	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
+// publishBestEffort publishes an operator's action (ops.Service.Publish):
+// NATS unreachable or slow only logs at debug, and never changes the
+// command's outcome.
+func (a *app) publishBestEffort(ev events.Event) {
 	if ev.Host == "" {
 		ev.Host, _ = os.Hostname()
 	}
@@ -413,34 +351,59 @@ func (a *app) announce(ctx context.Context, q *queue.Queue, action string, ev ev
 	}
 }
 
+// adminPublisher is the CLI's connection for the events it publishes: made
+// for the first, kept for the command's life (a cancel may publish one per
+// job); after a failure to connect, later events are not tried.
+type adminPublisher struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	err error
+}
+
 func (a *app) publishAdmin(ev events.Event) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	auth, err := a.natsAuth.AuthOptions()
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
+	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
+	if a.admin.err != nil {
+		return a.admin.err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), announceDial)
 	defer cancel()
 	// Recorded in the stream when there is one; live subscribers (the
 	// daemons) get it either way.
-	if _, err := js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) && nc.FlushTimeout(announceDial) == nil {
+	if _, err := a.admin.js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && a.admin.nc.FlushTimeout(announceDial) == nil {
 			return fmt.Errorf("delivered, but not recorded: %w", err)
 		}
 		return err
 	}
 	return nil
+}
+
+func (a *app) dialAdmin() *adminPublisher {
+	auth, err := a.natsAuth.AuthOptions()
+	if err != nil {
+		return &adminPublisher{err: err}
+	}
+	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+	if err != nil {
+		return &adminPublisher{err: err}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return &adminPublisher{err: err}
+	}
+	return &adminPublisher{nc: nc, js: js}
+}
+
+// closeAdmin closes the admin events' connection, if one was made.
+func (a *app) closeAdmin() {
+	a.adminOnce.Do(func() { a.admin = &adminPublisher{err: errors.New("closed")} })
+	if a.admin.nc != nil {
+		a.admin.nc.Close()
+	}
 }

@@ -38,6 +38,7 @@ var examples = map[string][]string{
 	"fail":               {`ingestq fail jid0000000012 --message "the depositor withdrew it"`, "ingestq fail jid0000000012 --force"},
 	"delete":             {"ingestq delete jid0000000012", "ingestq delete bid0000000001"},
 	"report":             {"ingestq report bid0000000001"},
+	"cancel":             {"ingestq cancel bid0000000001", "ingestq cancel -o json 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c"},
 	"cleanup":            {"ingestq cleanup"},
 	"hosts":              {"ingestq hosts", "ingestq hosts -o json"},
 

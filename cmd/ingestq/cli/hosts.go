@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -21,18 +20,12 @@ func (a *app) hostsCommand() *cobra.Command {
 		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
 		Args:  args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			hosts, err := q.Hosts(ctx)
+			infos, problems, err := a.ops(q).Hosts(ctx)
 			if err != nil {
 				return err
 			}
-			infos := make([]reactor.HostInfo, 0, len(hosts))
-			for _, h := range hosts {
-				var info reactor.HostInfo
-				if err := json.Unmarshal(h.Data, &info); err != nil {
-					a.log.Warn("a host node is not ingestq's; shown by name", "host", h.Name, "err", err)
-				}
-				info.Name, info.Since = h.Name, h.Since.UTC()
-				infos = append(infos, info)
+			for _, p := range problems {
+				a.log.Warn("a host node is not ingestq's; shown by name", "host", p.Name, "err", p.Err)
 			}
 			if a.json() {
 				return a.writeJSON(infos)

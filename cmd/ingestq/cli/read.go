@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -68,33 +67,24 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			return err
 		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			batches, problems, err := q.ListBatches(ctx)
+			list, err := a.ops(q).ListBatches(ctx, ops.BatchFilter{State: state}, ops.Page{})
 			if err != nil {
 				return err
 			}
-			a.warnAll("skipped unreadable batch", problems)
-			if state != "" {
-				batches = filter(batches, func(b *queue.Batch) bool { return b.State() == state })
+			a.warnAll("skipped unreadable batch", list.Problems)
+			batches := list.Batches
+			rows, errs := a.ops(q).BatchRows(ctx, batches)
+			for i, err := range errs {
+				if err != nil {
+					a.warn("cannot list the jobs of batch "+batches[i].ID, err)
+				}
 			}
-			jobs := a.batchJobs(ctx, q, batches)
 			if a.json() {
-				type row struct {
-					BID          string              `json:"bid"`
-					Status       queue.State         `json:"status"`
-					UUID         string              `json:"uuid"`
-					Profile      string              `json:"profile"`
-					Jobs         map[string][]string `json:"jobs"` // by bucket; null when unreadable
-					LastModified string              `json:"last_modified"`
-				}
-				out := make([]row, len(batches))
-				for i, b := range batches {
-					out[i] = row{b.ID, b.State(), b.UUID(), b.Profile(), jobs[i], b.Status.LastModified}
-				}
-				return a.writeJSON(out)
+				return a.writeJSON(rows)
 			}
 			t := a.newTable("BID", "STATUS", "UUID", "PROFILE", "JOBS", "LAST MODIFIED")
-			for i, b := range batches {
-				t.row(b.ID, string(b.State()), b.UUID(), b.Profile(), jobCounts(jobs[i]), b.Status.LastModified)
+			for _, r := range rows {
+				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs), r.LastModified)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -105,30 +95,6 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&stateFlag, "state", "", "only batches in this state (any case)")
 	return cmd
-}
-
-// batchJobs reads each batch's buckets (q.BatchJobs), a few at a time. A
-// batch whose buckets cannot be read gets nil and a warning.
-func (a *app) batchJobs(ctx context.Context, q *queue.Queue, batches []*queue.Batch) []map[string][]string {
-	out := make([]map[string][]string, len(batches))
-	errs := make([]error, len(batches))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i, b := range batches {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = q.BatchJobs(ctx, b.ID)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			a.warn("cannot list the jobs of batch "+batches[i].ID, err)
-		}
-	}
-	return out
 }
 
 // jobCounts renders a batch's buckets as "3 processing, 1 failed".
@@ -192,42 +158,25 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			jobs, problems, err := st.list(ctx, q, state)
+			byState := func(s queue.State) ([]*queue.Job, []error, error) {
+				l, err := a.ops(q).ListJobs(ctx, ops.JobFilter{State: s, Batch: bid, LocalID: localID, ARK: ark}, ops.Page{})
+				if err != nil {
+					return nil, nil, err
+				}
+				return l.Jobs, l.Problems, nil
+			}
+			jobs, problems, err := st.list(state, byState)
 			if err != nil {
 				return err
 			}
 			a.warnAll("skipped unreadable job", problems)
-			if bid != "" {
-				jobs = filter(jobs, func(j *queue.Job) bool { return j.BatchID == bid })
-			}
-			if localID != "" {
-				jobs = filter(jobs, func(j *queue.Job) bool { return slices.Contains(localIDs(j), localID) })
-			}
-			if ark != "" {
-				jobs = filter(jobs, func(j *queue.Job) bool { return arkOf(j) == ark })
-			}
 			if st.only {
 				return a.lsStalled(ctx, q, jobs, st.after)
 			}
 			if a.json() {
-				type row struct {
-					JID          string      `json:"jid"`
-					BID          string      `json:"bid"`
-					Status       queue.State `json:"status"`
-					Priority     int         `json:"priority"`
-					Profile      string      `json:"profile"`
-					RetryCount   int         `json:"retry_count"`
-					Message      string      `json:"message"`
-					Locked       bool        `json:"locked"`
-					LastModified string      `json:"last_modified"`
-					ARK          string      `json:"ark"`
-					LocalIDs     []string    `json:"local_id"`
-					Title        string      `json:"title"`
-				}
-				out := make([]row, len(jobs))
+				out := make([]ops.JobRow, len(jobs))
 				for i, j := range jobs {
-					out[i] = row{j.ID, j.BatchID, j.State(), j.Priority, j.Profile(), j.Status.RetryCount,
-						j.Status.Message, j.Locked, j.Status.LastModified, arkOf(j), localIDs(j), titleOf(j)}
+					out[i] = ops.Row(j)
 				}
 				return a.writeJSON(out)
 			}
@@ -235,7 +184,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			for _, j := range jobs {
 				t.row(j.ID, j.BatchID, string(j.State()), strconv.Itoa(j.Priority), j.Profile(),
 					strconv.Itoa(j.Status.RetryCount), truncate(j.Status.Message, 48), textValue(j.Locked, ""),
-					arkOf(j), strings.Join(localIDs(j), ";"), truncate(titleOf(j), 32))
+					ops.ARK(j), strings.Join(ops.LocalIDs(j), ";"), truncate(ops.Title(j), 32))
 			}
 			return t.flush()
 		}),
@@ -248,34 +197,13 @@ func (a *app) lsJobsCommand() *cobra.Command {
 	return cmd
 }
 
-func arkOf(j *queue.Job) string {
-	if j.Identifiers == nil {
-		return ""
-	}
-	return j.Identifiers.PrimaryID
-}
-
-func localIDs(j *queue.Job) []string {
-	if j.Identifiers == nil || j.Identifiers.LocalIDs == nil {
-		return []string{}
-	}
-	return j.Identifiers.LocalIDs
-}
-
-func titleOf(j *queue.Job) string {
-	if j.Metadata == nil {
-		return ""
-	}
-	return j.Metadata.What
-}
-
 // lsBatchID resolves --batch to a bid ("" for none). A batch whose nodes
 // cannot be read still has jobs to list: that is only a warning.
 func (a *app) lsBatchID(ctx context.Context, q *queue.Queue, id string) (string, error) {
 	if id == "" {
 		return "", nil
 	}
-	b, err := findBatch(ctx, q, id)
+	b, err := a.ops(q).FindBatch(ctx, id)
 	switch {
 	case err == nil:
 		return b.ID, nil
@@ -298,53 +226,21 @@ func parseState(s string, parse func(string) (queue.State, error)) (queue.State,
 	return st, nil
 }
 
-func filter[T any](items []T, keep func(T) bool) []T {
-	var out []T
-	for _, it := range items {
-		if keep(it) {
-			out = append(out, it)
-		}
-	}
-	return out
-}
-
 func (a *app) warnAll(msg string, problems []error) {
 	for _, p := range problems {
 		a.warn(msg, p)
 	}
 }
 
-// findBatch reads a batch named by its bid or, failing that, its uuid.
-func findBatch(ctx context.Context, q *queue.Queue, id string) (*queue.Batch, error) {
-	if strings.HasPrefix(id, "bid") {
-		return q.LoadBatch(ctx, id)
-	}
-	return q.FindBatch(ctx, id)
-}
-
 // findJob reads a job by its jid or by its object's ARK: the newest job of
-// that object (a deposit again makes another), with a warning naming all.
+// that object (a deposit again makes another), with a note naming all.
 func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Job, error) {
-	if !strings.HasPrefix(id, "ark:") {
-		return q.LoadJob(ctx, id)
-	}
-	jobs, problems, err := q.ListJobs(ctx, "")
-	if err != nil {
-		return nil, err
-	}
+	j, others, problems, err := a.ops(q).FindJob(ctx, id)
 	a.warnAll("skipped unreadable job", problems)
-	jobs = filter(jobs, func(j *queue.Job) bool { return arkOf(j) == id })
-	if len(jobs) == 0 {
-		return nil, fmt.Errorf("job with ARK %s: %w", id, queue.ErrNotFound)
+	if len(others) > 0 {
+		fmt.Fprintf(a.stderr, "note: %d jobs have ARK %s (%s); showing the newest\n", len(others), id, strings.Join(others, " "))
 	}
-	if len(jobs) > 1 {
-		ids := make([]string, len(jobs))
-		for i, j := range jobs {
-			ids[i] = j.ID
-		}
-		fmt.Fprintf(a.stderr, "note: %d jobs have ARK %s (%s); showing the newest\n", len(jobs), id, strings.Join(ids, " "))
-	}
-	return jobs[len(jobs)-1], nil // ListJobs("") is in creation order
+	return j, err
 }
 
 func (a *app) showCommand() *cobra.Command {
@@ -366,7 +262,7 @@ func (a *app) showCommand() *cobra.Command {
 				}
 				return a.writeFields(append(jobFields(j), field{"stalled", stall}))
 			}
-			b, err := findBatch(ctx, q, args[0])
+			b, err := a.ops(q).FindBatch(ctx, args[0])
 			if err != nil {
 				return err
 			}

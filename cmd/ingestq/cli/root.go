@@ -116,7 +116,9 @@ type app struct {
 
 	log            *slog.Logger
 	session        *zkwatch.Session
-	sessionTimeout time.Duration // serve's --zk-session-timeout; 0 = sessionTimeout
+	sessionTimeout time.Duration   // serve's --zk-session-timeout; 0 = sessionTimeout
+	admin          *adminPublisher // the connection for admin events, made by the first (adminOnce)
+	adminOnce      sync.Once
 }
 
 func (a *app) env(name, def string) string {
@@ -166,7 +168,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
 	root.AddCommand(a.holdsCommand(), a.hostsCommand())
-	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cleanupCommand())
+	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cancelCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand())
 	addExamples(root)
@@ -300,6 +302,7 @@ func (a *app) existingQueue(ctx context.Context) (*queue.Queue, error) {
 }
 
 func (a *app) close() {
+	a.closeAdmin()
 	if a.session != nil {
 		a.session.Close()
 		a.session = nil

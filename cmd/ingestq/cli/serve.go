@@ -14,9 +14,12 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/internal/httpd"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -38,6 +41,10 @@ const (
 	EnvStates      = "INGESTQ_STATES"
 	EnvHTTP        = "INGESTQ_HTTP"
 	EnvAdvertise   = "INGESTQ_ADVERTISE"
+	EnvTLSCert     = "INGESTQ_TLS_CERT"
+	EnvTLSKey      = "INGESTQ_TLS_KEY"
+	EnvAPITokens   = "INGESTQ_API_TOKENS"
+	EnvAPIToken    = "INGESTQ_API_TOKEN" // one more token, an admin's (named "env")
 )
 
 // serveFlags are the daemon's settings.
@@ -52,6 +59,9 @@ type serveFlags struct {
 	http         string
 	advertise    string
 	stalledAfter string
+	tlsCert      string
+	tlsKey       string
+	apiTokens    string
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -81,7 +91,8 @@ func (a *app) serveCommand() *cobra.Command {
 			"--states names the states this daemon works (default all); other daemons or programs on the\n" +
 			"same queue work the rest. The HTTP server (--http) serves each job's storage manifest, its files\n" +
 			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
-			"works Storing and Recording can read them from another host.\n\n" +
+			"works Storing and Recording can read them from another host, and the REST API under /api/v1\n" +
+			"(its bearer tokens in --api-tokens; HTTPS with --tls-cert and --tls-key).\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; with --nats-cluster the daemons'\n" +
 			"embedded servers form one NATS cluster by themselves (routes announced in ZooKeeper),\n" +
@@ -112,6 +123,10 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
 		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
 	fl.StringVar(&f.stalledAfter, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
+	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
+	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
+	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
+		"without any token reads are open and changes refused ("+EnvAPIToken+" adds an admin token; env "+EnvAPITokens+")")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -158,7 +173,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
-		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter}
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -185,6 +200,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	stalledAfter, err := parseStalledAfter(f.stalledAfter)
 	if err != nil {
 		return err
+	}
+	tokens, err := api.LoadTokens(f.apiTokens, a.getenv(EnvAPIToken))
+	if err != nil {
+		return usagef("--api-tokens: %v", err)
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -221,7 +240,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		stop := routes.follow(a.session, bus)
 		defer stop()
 	}
-	web, advertise, err := a.startHTTP(f.http, f.advertise)
+	web, advertise, err := a.startHTTP(f)
 	if err != nil {
 		return err
 	}
@@ -229,16 +248,26 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer web.Close()
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
+	var inv inventory.Inventory
 	if f.pipeline == "ingest" {
 		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
 		}
 		defer ing.Close()
-		p = ing
+		p, inv = ing, ing.Inventory()
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
+	}
+	if web != nil {
+		ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish}, Bus: bus, Inventory: inv, Tokens: tokens,
+			Stalled: stalledDetector(q, stalledAfter), Logger: a.log})
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer ap.Close() // before the server's: its event streams end first
+		web.Handle(api.Prefix, ap)
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -273,14 +302,21 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	return nil
 }
 
-// startHTTP starts the daemon's HTTP server on listen ("off": none) and
-// settles the URL other hosts reach it at.
-func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error) {
+// startHTTP starts the daemon's HTTP server on --http ("off": none), with
+// TLS when given a certificate, and settles the URL other hosts reach it at.
+func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
+	listen, advertise := f.http, f.advertise
 	if listen == "off" {
-		if advertise != "" {
+		switch {
+		case advertise != "":
 			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
+		case f.tlsCert != "":
+			return nil, "", usagef("--tls-cert %s: the HTTP server is off (--http off)", f.tlsCert)
 		}
 		return nil, "", nil
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, "", usagef("--tls-cert and --tls-key go together: give both, or neither")
 	}
 	if advertise != "" {
 		var err error
@@ -288,9 +324,18 @@ func (a *app) startHTTP(listen, advertise string) (*httpd.Server, string, error)
 			return nil, "", usagef("--advertise %v", err)
 		}
 	}
-	web, err := httpd.Start(listen, a.log)
+	var web *httpd.Server
+	var err error
+	if f.tlsCert != "" {
+		web, err = httpd.StartTLS(listen, f.tlsCert, f.tlsKey, a.log)
+	} else {
+		web, err = httpd.Start(listen, a.log)
+	}
+	if errors.Is(err, httpd.ErrListen) {
+		err = fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)
+	}
 	if err != nil {
-		return nil, "", &exitError{code: 1, err: fmt.Errorf("%w (--http HOST:PORT picks another address, or off for none)", err)}
+		return nil, "", &exitError{code: 1, err: err}
 	}
 	return web, cmp.Or(advertise, web.DefaultAdvertise()), nil
 }

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,6 +46,34 @@ func TestServeRefusesBadNATSCluster(t *testing.T) {
 		{[]string{"--nats-cluster", "somehost"}, `--nats-cluster: events: cluster address "somehost"`},
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
+		_, stderr, code := e.run(args...)
+		wantCode(t, code, 2)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("serve %v: stderr %q does not name %q", c.args, stderr, c.want)
+		}
+	}
+}
+
+// The HTTP API's settings are checked before anything starts: a
+// certificate without its key, a weak token, an unknown role.
+func TestServeRefusesBadAPISettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	e.ok(os.WriteFile(tokens, []byte("admin short\n"), 0o600))
+	roles := filepath.Join(t.TempDir(), "roles")
+	e.ok(os.WriteFile(roles, []byte("root 0123456789abcdef0123\n"), 0o600))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", "cert.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"--http", "off", "--tls-cert", "cert.pem"}, "--tls-cert cert.pem: the HTTP server is off"},
+		{[]string{"--api-tokens", tokens}, tokens + ", line 1: token of 5 characters: want at least 16"},
+		{[]string{"--api-tokens", roles}, `role "root": want read, operate or admin`},
+		{[]string{"--api-tokens", filepath.Join(t.TempDir(), "none")}, "--api-tokens: API tokens: open"},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t), "--http", "127.0.0.1:0"}, c.args...)
 		_, stderr, code := e.run(args...)
 		wantCode(t, code, 2)
 		if !strings.Contains(stderr, c.want) {

@@ -30,15 +30,15 @@ func (f *stalledFlags) parse() (err error) {
 	return err
 }
 
-// list reads the jobs of state s (every job for ""); with --stalled and
-// no state, only those of the states a job can stall in, not the
-// Completed ones a queue piles up.
-func (f *stalledFlags) list(ctx context.Context, q *queue.Queue, s queue.State) (jobs []*queue.Job, problems []error, err error) {
+// list reads the jobs of state s (every job for "") through byState;
+// with --stalled and no state, only those of the states a job can stall
+// in, not the Completed ones a queue piles up.
+func (f *stalledFlags) list(s queue.State, byState func(queue.State) ([]*queue.Job, []error, error)) (jobs []*queue.Job, problems []error, err error) {
 	if !f.only || s != "" {
-		return q.ListJobs(ctx, s)
+		return byState(s)
 	}
 	for _, s := range stalled.States {
-		js, ps, err := q.ListJobs(ctx, s)
+		js, ps, err := byState(s)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -109,4 +109,17 @@ func (a *app) lsStalled(ctx context.Context, q *queue.Queue, jobs []*queue.Job, 
 		t.row(r.JID, r.BID, string(r.State), r.Profile, r.For, string(r.Kind), r.Reason)
 	}
 	return t.flush()
+}
+
+// stalledDetector flags one job for the API (its stalled filter and a
+// job's detail), reading what stalled.Find reads; an error reading it is
+// taken for not stalled.
+func stalledDetector(q *queue.Queue, th stalled.Thresholds) func(context.Context, *queue.Job) *stalled.Stall {
+	return func(ctx context.Context, j *queue.Job) *stalled.Stall {
+		found, err := stalled.Find(ctx, q, []*queue.Job{j}, th, time.Now())
+		if st, ok := found[j.ID]; err == nil && ok {
+			return &st
+		}
+		return nil
+	}
 }

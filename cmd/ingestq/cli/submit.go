@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,13 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
-
-// payloadTypes are the values of --type.
-var payloadTypes = []string{"auto", "file", "container", "manifest"}
 
 // How submit --wait follows a batch. Variables, so that a test could shorten
 // them; the defaults are what an operator gets.
@@ -74,7 +70,7 @@ func (a *app) submitCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.profile, "profile", "", "the profile (collection) the payload is for (required)")
 	fl.StringVar(&f.submitter, "submitter", "", "who submits (default $USER)")
-	fl.StringVar(&f.typ, "type", "auto", "what the payload is: "+strings.Join(payloadTypes, ", "))
+	fl.StringVar(&f.typ, "type", "auto", "what the payload is: "+strings.Join(ops.PayloadTypes, ", "))
 	fl.IntVar(&f.priority, "priority", 0, "priority of the batch's jobs, 0..99, lower runs first (default: the profile's)")
 	fl.BoolVar(&f.wait, "wait", false, "follow the batch until it reports (needs the daemon's NATS)")
 	fl.StringArrayVar(&f.set, "set", nil, "add key=value to the submission (value: JSON, else a string)")
@@ -83,80 +79,88 @@ func (a *app) submitCommand() *cobra.Command {
 }
 
 // submission checks the flags and the payload and builds the batch's
-// submission; anything wrong is a usage error, found before connecting.
+// submission (the service layer's checks); anything wrong is a usage
+// error, found before connecting.
 func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Submission, error) {
-	m, err := a.submissionFields(f, priority, payload)
-	if err != nil {
-		return queue.Submission{}, err
-	}
-	// Through JSON, as a daemon reads it: --set keys that name a field fill
-	// it, the others are kept as they are.
-	var sub queue.Submission
-	data, err := json.Marshal(m)
-	if err == nil {
-		err = json.Unmarshal(data, &sub)
-	}
-	return sub, err
-}
-
-func (a *app) submissionFields(f submitFlags, priority bool, payload string) (map[string]any, error) {
-	if f.profile == "" {
-		return nil, usagef("submit: missing --profile")
-	}
-	if !slices.Contains(payloadTypes, f.typ) {
-		return nil, usagef("submit: --type %q: want one of %s", f.typ, strings.Join(payloadTypes, ", "))
-	}
-	if priority && (f.priority < 0 || f.priority > 99) {
-		return nil, usagef("submit: --priority %d: want 0..99", f.priority)
-	}
-	if payload == "" {
-		return nil, usagef("submit: empty URL|PATH")
-	}
-	if !strings.Contains(payload, "://") && !strings.HasPrefix(payload, reactor.PassThroughScheme) {
-		abs, err := filepath.Abs(payload)
-		if err != nil {
-			return nil, usagef("submit: payload %q: %v", payload, err)
-		}
-		if _, err := os.Stat(abs); err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return nil, usagef("submit: payload %q is not a URL, and no such local file: %v", payload, err)
-		}
-		payload = (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
-	}
-	submitter := f.submitter
-	if submitter == "" {
-		submitter = a.env("USER", "unknown")
-	}
-	sub := map[string]any{
-		"profile_name":    f.profile,
-		"submitter":       submitter,
-		"payload_url":     payload,
-		"type":            f.typ,
-		"submission_mode": "add",
+	req := ops.SubmitRequest{Profile: f.profile, Submitter: f.submitter, PayloadURL: payload, Type: f.typ}
+	if req.Submitter == "" {
+		req.Submitter = a.env("USER", "unknown")
 	}
 	if priority {
-		sub["priority"] = f.priority
+		req.Priority = &f.priority
+	}
+	if payload == "" {
+		return queue.Submission{}, usagef("submit: empty URL|PATH")
+	}
+	if err := ops.CheckSubmitRequest(req); err != nil {
+		return queue.Submission{}, submitUsage(err)
+	}
+	var err error
+	if req.PayloadURL, err = payloadURL(payload); err != nil {
+		return queue.Submission{}, err
 	}
 	for _, kv := range f.set {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, usagef("submit: --set %q: want key=value", kv)
+			return queue.Submission{}, usagef("submit: --set %q: want key=value", kv)
 		}
 		var val any
 		if json.Unmarshal([]byte(v), &val) != nil {
 			val = v
 		}
-		sub[k] = val
+		if req.Fields == nil {
+			req.Fields = map[string]any{}
+		}
+		req.Fields[k] = val
 	}
-	return sub, nil
+	sub, err := ops.Submission(req)
+	return sub, submitUsage(err)
+}
+
+// submitUsage makes the service layer's refusal of a submission a usage
+// error (exit 2), naming a bad field by its flag.
+func submitUsage(err error) error {
+	var fe *ops.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return usagef("submit: %s", fe.Named(flagOf(fe.Field)))
+	case errors.Is(err, ops.ErrInvalid):
+		return &exitError{code: 2, err: err}
+	}
+	return err
+}
+
+// flagOf is the flag of a submission field, or its argument.
+func flagOf(field string) string {
+	if field == "payload_url" {
+		return "URL|PATH"
+	}
+	return "--" + field
+}
+
+// payloadURL makes a local path an absolute file: URL; a URL (or a
+// pass-through payload) stays as it is.
+func payloadURL(payload string) (string, error) {
+	if strings.Contains(payload, "://") || strings.HasPrefix(payload, reactor.PassThroughScheme) {
+		return payload, nil
+	}
+	abs, err := filepath.Abs(payload)
+	if err != nil {
+		return "", usagef("submit: payload %q: %v", payload, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", usagef("submit: payload %q is not a URL, and no such local file: %v", payload, err)
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
 }
 
 func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, wait bool) error {
-	if err := checkProfile(ctx, q, sub); err != nil {
-		return err
+	if err := a.ops(q).CheckProfile(ctx, sub); err != nil {
+		return submitUsage(err)
 	}
 	var msgs chan *nats.Msg
 	if wait {
@@ -177,9 +181,9 @@ func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, 
 			return fmt.Errorf("nats %s: subscribe: %w", a.natsURL(), err)
 		}
 	}
-	b, err := q.CreateBatch(ctx, sub)
+	b, err := a.ops(q).Submit(ctx, sub)
 	if err != nil {
-		return err
+		return submitUsage(err)
 	}
 	if !wait {
 		if a.json() {
@@ -531,48 +535,4 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 		why = oneLine(b.Status.Message)
 	}
 	return &exitError{code: 1, err: fmt.Errorf("batch %s Failed: %s", b.ID, why)}
-}
-
-// checkProfile refuses a submission for a profile no daemon has published.
-// Pass-through payloads (tests and benchmarks) need none.
-func checkProfile(ctx context.Context, q *queue.Queue, sub queue.Submission) error {
-	name := sub.Profile
-	if strings.HasPrefix(sub.PayloadURL, reactor.PassThroughScheme) {
-		return nil
-	}
-	prof, ok, err := profile.Known(ctx, q, name)
-	if err != nil {
-		return fmt.Errorf("reading the profile registry: %w", err)
-	}
-	if !ok {
-		return &exitError{code: 2, err: fmt.Errorf("submit: unknown profile %q: no daemon on this queue has published it "+
-			"(ingestq serve publishes the profiles of its --profiles folder at start)", name)}
-	}
-	return checkScheme(prof, sub)
-}
-
-// checkScheme refuses a payload the profile's daemons would not fetch: a
-// scheme other than http and https, or a local file without the profile's
-// allow_local_files.
-func checkScheme(prof *profile.Profile, sub queue.Submission) error {
-	raw := sub.PayloadURL
-	u, err := url.Parse(raw)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: %v", raw, err)}
-	}
-	switch {
-	case u.Scheme == "http" || u.Scheme == "https":
-		return nil
-	case u.Scheme == "file" && prof.AllowLocalFiles:
-		return nil
-	case u.Scheme == "file":
-		return &exitError{code: 2, err: fmt.Errorf("submit: %s is a local file, and profile %s does not allow local files "+
-			"(allow_local_files in its profile file): serve it over http(s), or use a profile that allows them", u.Path, prof.Name)}
-	}
-	allowed := "http, https"
-	if prof.AllowLocalFiles {
-		allowed += ", file or a local path"
-	}
-	return &exitError{code: 2, err: fmt.Errorf("submit: payload %q: scheme %q is not fetched for profile %s (allowed: %s)",
-		raw, u.Scheme, prof.Name, allowed)}
 }

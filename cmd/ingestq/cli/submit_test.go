@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -30,7 +30,7 @@ type daemon struct {
 
 func newDaemon(t *testing.T, opts ...func(*events.Config)) *daemon {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e := newEnv(t)
 	cfg := events.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Host: "test", Logger: log}
 	for _, o := range opts {
@@ -87,28 +87,6 @@ func (d *daemon) flush() {
 	if err := d.bus.Flush(ctx); err != nil {
 		d.t.Fatal(err)
 	}
-}
-
-// testLog passes writes to t.Log until the test's last cleanup.
-type testLog struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func newTestLog(t *testing.T) *testLog {
-	l := &testLog{t: t}
-	t.Cleanup(func() { l.mu.Lock(); l.done = true; l.mu.Unlock() }) // runs last
-	return l
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
-		l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 // closedAddr is a loopback address where nothing listens.

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Role is what a token may do; each role may do what the ones below it may.
+type Role int
+
+// The roles, lowest first. RoleNone marks the routes anyone may read.
+const (
+	RoleNone    Role = iota
+	RoleRead         // list and read
+	RoleOperate      // submit, cancel, report; hold, release, requeue and fail jobs; hold and release batches
+	RoleAdmin        // delete and purge, fail --force, queue and collection holds
+)
+
+var roleNames = map[Role]string{RoleNone: "none", RoleRead: "read", RoleOperate: "operate", RoleAdmin: "admin"}
+
+func (r Role) String() string { return roleNames[r] }
+
+// parseRole reads a role's name.
+func parseRole(s string) (Role, bool) {
+	for r, name := range roleNames {
+		if name == s && r != RoleNone {
+			return r, true
+		}
+	}
+	return RoleNone, false
+}
+
+// MinTokenLength is the shortest token accepted: a short one can be
+// guessed.
+const MinTokenLength = 16
+
+// Caller is who made a request: a token's name and role, or "anonymous"
+// with RoleRead when no token is configured.
+type Caller struct {
+	Name string
+	Role Role
+}
+
+// Tokens are the bearer tokens the API knows, by their SHA-256: a lookup
+// by hash takes the same time whatever the token's bytes.
+type Tokens struct {
+	byHash map[[32]byte]Caller
+}
+
+// Len is how many tokens there are.
+func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.byHash)
+}
+
+// add adds a token, refusing a weak or repeated one.
+func (t *Tokens) add(token string, c Caller) error {
+	if len(token) < MinTokenLength {
+		return fmt.Errorf("token of %d characters: want at least %d (e.g. openssl rand -hex 32)", len(token), MinTokenLength)
+	}
+	h := sha256.Sum256([]byte(token))
+	if _, dup := t.byHash[h]; dup {
+		return fmt.Errorf("token given twice")
+	}
+	t.byHash[h] = c
+	return nil
+}
+
+// LoadTokens reads a tokens file (when file is not ""), one token a line:
+//
+//	ROLE TOKEN [NAME]
+//
+// ROLE is read, operate or admin; NAME (default "ROLE token") says who
+// holds it, as "cancelled by NAME" does. Blank lines and lines starting
+// with # are skipped. envToken, when not "", is one more token, an admin's,
+// named "env".
+func LoadTokens(file, envToken string) (*Tokens, error) {
+	t := &Tokens{byHash: map[[32]byte]Caller{}}
+	if envToken != "" {
+		if err := t.add(envToken, Caller{Name: "env", Role: RoleAdmin}); err != nil {
+			return nil, fmt.Errorf("the environment's API token: %w", err)
+		}
+	}
+	if file == "" {
+		return t, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("API tokens: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := t.addLine(line); err != nil {
+			return nil, fmt.Errorf("API tokens %s, line %d: %w", file, n, err)
+		}
+	}
+	return t, sc.Err()
+}
+
+func (t *Tokens) addLine(line string) error {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return fmt.Errorf("want ROLE TOKEN [NAME]")
+	}
+	role, ok := parseRole(f[0])
+	if !ok {
+		return fmt.Errorf("role %q: want read, operate or admin", f[0])
+	}
+	name := role.String() + " token"
+	if len(f) > 2 {
+		name = strings.Join(f[2:], " ")
+	}
+	return t.add(f[1], Caller{Name: name, Role: role})
+}
+
+// caller finds who sends r, and whether they may do what needs role: nil
+// when they may, else the problem (401 without a known token, 403 with a
+// token whose role is too low).
+func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
+	if role == RoleNone {
+		return Caller{Name: "anonymous"}, nil
+	}
+	if t.Len() == 0 {
+		if role == RoleRead {
+			return Caller{Name: "anonymous", Role: RoleRead}, nil
+		}
+		return Caller{}, unauthorized("changes need a bearer token, and this daemon has none: see serve --api-tokens")
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(auth, " ")
+	if auth == "" {
+		return Caller{}, unauthorized("this needs a bearer token with the " + role.String() + " role (Authorization: Bearer TOKEN)")
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Caller{}, unauthorized("the Authorization header is not a bearer token (want Authorization: Bearer TOKEN)")
+	}
+	c, known := t.byHash[sha256.Sum256([]byte(strings.TrimSpace(token)))]
+	if !known {
+		return Caller{}, unauthorized("unknown bearer token")
+	}
+	if c.Role < role {
+		return Caller{}, &apiError{status: http.StatusForbidden, kind: "forbidden",
+			msg: fmt.Sprintf("the token of %s has the %s role; this needs %s", c.Name, c.Role, role)}
+	}
+	return c, nil
+}
+
+func unauthorized(msg string) error {
+	return &apiError{status: http.StatusUnauthorized, kind: "unauthorized", msg: msg}
+}

@@ -1,0 +1,125 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+)
+
+// keepAlive is how often a quiet event stream sends a comment, so that
+// proxies and clients keep the connection.
+const keepAlive = 15 * time.Second
+
+// events streams the events as server-sent events (text/event-stream): with
+// ?since= first those recorded since then (as events replay), then the live
+// ones, until the client goes or the daemon stops. ?batch= (bid or uuid),
+// ?job= and ?subject= (a NATS subject filter under ingestq.) select, as
+// replay's flags do. Each event is "id: ID", "event: KIND" and "data:" its
+// JSON. A client that reconnects asks again with ?since= (event ids are
+// not sequence numbers: Last-Event-ID is not read).
+func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	f, err := a.eventFilter(r)
+	if err != nil {
+		return err
+	}
+	if a.cfg.Bus == nil {
+		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "this daemon has no event stream"}
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("events: the connection cannot stream")
+	}
+	// Subscribed before the answer starts: a client that has it misses no
+	// event published after.
+	fl, err := events.NewFollower(a.cfg.Bus.Conn(), f)
+	if err != nil {
+		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: err.Error()}
+	}
+	defer fl.Close()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(a.ctx, cancel)() // the daemon stops
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, ": ingestq events\n\n")
+	flusher.Flush()
+
+	evs := make(chan events.Event, 256)
+	followed := make(chan error, 1)
+	go func() {
+		followed <- fl.Run(ctx, "", func(ev events.Event) error {
+			select {
+			case evs <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		var err error
+		select {
+		case ev := <-evs:
+			err = writeEvent(w, ev)
+		case <-tick.C:
+			_, err = io.WriteString(w, ": keep-alive\n\n")
+		case ferr := <-followed:
+			if ferr != nil && ctx.Err() == nil {
+				data, _ := json.Marshal(problemOf(ferr))
+				_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+				flusher.Flush()
+			}
+			return nil
+		}
+		if err != nil { // the client went away
+			cancel()
+			<-followed
+			return nil
+		}
+		flusher.Flush()
+	}
+}
+
+// writeEvent writes one event of the stream.
+func writeEvent(w io.Writer, ev events.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil // cannot happen for an event read from JSON; skip it
+	}
+	_, err = fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", oneLine(ev.ID), oneLine(ev.Kind), data)
+	return err
+}
+
+// eventFilter reads replay's filters from the query.
+func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
+	v, err := readQuery(r, "since", "batch", "job", "subject")
+	if err != nil {
+		return events.Filter{}, err
+	}
+	f := events.Filter{JobID: v.Get("job"), Subject: v.Get("subject")}
+	if s := v.Get("since"); s != "" {
+		if f.Since, err = events.ParseSince(s, time.Now()); err != nil {
+			return f, badRequest("since %v", err)
+		}
+	}
+	if f.Subject != "" && !strings.HasPrefix(f.Subject, "ingestq.") {
+		return f, badRequest("subject %q: want a subject under ingestq. (like ingestq.job.failed.*)", f.Subject)
+	}
+	if id := v.Get("batch"); id != "" {
+		if f.BatchID, err = a.cfg.Ops.BatchID(r.Context(), id); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}

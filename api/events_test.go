@@ -1,0 +1,130 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+)
+
+// stream is one client of the event stream.
+type stream struct {
+	events <-chan events.Event // closed when the stream ends
+	cancel context.CancelFunc
+}
+
+// openStream connects to the event stream with query and reads its events
+// until it ends or the test does.
+func (b *bundle) openStream(query string) stream {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", b.base+"events?"+query, nil)
+	must(b.t, err)
+	req.Header.Set("Authorization", "Bearer "+readToken)
+	resp, err := http.DefaultClient.Do(req)
+	must(b.t, err)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b.t.Fatalf("events?%s: %d %s", query, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ch := make(chan events.Event, 1000)
+	go readStream(resp, ch)
+	return stream{events: ch, cancel: cancel}
+}
+
+// readStream parses server-sent events: each event's id and kind lines
+// must agree with its data.
+func readStream(resp *http.Response, ch chan<- events.Event) {
+	defer close(ch)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var id, kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var ev events.Event
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev) != nil || ev.ID != id || ev.Kind != kind {
+				return // a malformed event ends the stream: the test sees it short
+			}
+			ch <- ev
+		}
+	}
+}
+
+// next waits for the stream's next event.
+func (s stream) next(t *testing.T) events.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			t.Fatal("the event stream ended")
+		}
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event in 30 s")
+	}
+	return events.Event{}
+}
+
+// The stream replays what was recorded since ?since=, then goes on live,
+// without a gap and without an event twice; ?batch= keeps that batch's
+// events only. It ends when the daemon stops.
+func TestEventStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mine, other := b.batch("uuid-sse", "demo"), b.batch("uuid-sse-other", "demo")
+	publish := func(bid, msg string) {
+		b.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: bid, From: "Pending", To: "Processing", Message: msg})
+	}
+	publish(mine.ID, "recorded")
+	publish(other.ID, "recorded elsewhere")
+	flush(t, b.bus)
+
+	replayed := b.openStream("since=1h&batch=uuid-sse")
+	live := b.openStream("batch=" + mine.ID)
+	if ev := replayed.next(t); ev.Message != "recorded" || ev.BatchID != mine.ID {
+		t.Fatalf("first event %+v, want the recorded one of %s", ev, mine.ID)
+	}
+	publish(other.ID, "live elsewhere")
+	publish(mine.ID, "live")
+	publish(mine.ID, "last")
+	for _, s := range []stream{replayed, live} {
+		for _, want := range []string{"live", "last"} {
+			if ev := s.next(t); ev.Message != want || ev.BatchID != mine.ID {
+				t.Fatalf("event %+v, want %q of %s (once, in order)", ev, want, mine.ID)
+			}
+		}
+	}
+	// The daemon stops: the streams end.
+	b.api.Close()
+	for _, s := range []stream{replayed, live} {
+		select {
+		case ev, ok := <-s.events:
+			if ok {
+				t.Fatalf("an event %+v after the last", ev)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the stream did not end with the daemon")
+		}
+	}
+}
+
+// Bad filters are refused before the stream starts.
+func TestEventStreamRefusesBadFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.do("GET", "events?since=yesterday", readToken, nil).problem(t, 400, "invalid", `since "yesterday"`)
+	b.do("GET", "events?subject=_ingestq.test.>", readToken, nil).problem(t, 400, "invalid", "under ingestq.")
+	b.do("GET", "events?batch=no-such-uuid", readToken, nil).problem(t, 404, "not-found")
+	b.do("GET", "events?jobs=x", readToken, nil).problem(t, 400, "invalid", `query parameter "jobs"`)
+}

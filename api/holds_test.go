@@ -1,0 +1,106 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Queue and collection holds are set, listed and lifted; holding what is
+// held is no error; an unknown queue is 400, a collection no daemon has
+// published a profile for is refused unless forced.
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.publishDemo()
+	var o ops.Outcome
+	b.do("PUT", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
+	if !o.Changed || o.Message != "queue ingest held" {
+		t.Fatalf("hold queue: %+v", o)
+	}
+	b.do("PUT", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
+	if o.Changed || o.Message != "queue ingest was already held" {
+		t.Fatalf("hold queue again: %+v", o)
+	}
+	b.do("PUT", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, &o)
+	b.do("PUT", "holds/collections/typo", adminToken, nil).problem(t, 409, "refused", `no profile "typo" is published on this queue (published: demo)`)
+	b.do("PUT", "holds/collections/later?force=true", adminToken, nil).ok(t, http.StatusOK, &o)
+	b.do("PUT", "holds/queues/elsewhere", adminToken, nil).problem(t, 400, "invalid", `queue "elsewhere": want one of ingest, accessSmall, accessLarge`)
+	b.do("DELETE", "holds/queues/ingest?force=true", adminToken, nil).problem(t, 400, "invalid", `query parameter "force"`)
+	var holds []queue.Hold
+	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &holds)
+	if len(holds) != 3 || holds[0] != (queue.Hold{Kind: "queue", Name: "ingest", Since: holds[0].Since}) ||
+		holds[1].Name != "demo" || holds[2].Name != "later" || time.Since(holds[0].Since) > time.Minute {
+		t.Fatalf("holds %+v", holds)
+	}
+	b.do("DELETE", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, &o)
+	if o.Message != "collection demo released (batches and jobs already Held stay Held: release them one by one)" {
+		t.Fatalf("release collection: %+v", o)
+	}
+	b.do("DELETE", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
+	b.do("DELETE", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
+	if o.Changed || o.Message != "queue ingest was not held" {
+		t.Fatalf("release queue twice: %+v", o)
+	}
+	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &holds)
+	if len(holds) != 1 || holds[0].Name != "later" {
+		t.Fatalf("holds after the releases: %+v", holds)
+	}
+}
+
+// The hosts are the daemons' host nodes; another program's node is listed
+// by name, with a problem.
+func TestHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	info, err := json.Marshal(reactor.HostInfo{Version: "v9", PID: 42, States: []string{"Pending"}, JobsInHand: 3})
+	must(t, err)
+	must(t, b.q.RegisterHost(t.Context(), "ingest1", info))
+	must(t, b.q.RegisterHost(t.Context(), "foreign", []byte("not json")))
+	var out struct {
+		Hosts    []reactor.HostInfo
+		Problems []string
+	}
+	b.do("GET", "hosts", readToken, nil).ok(t, http.StatusOK, &out)
+	if len(out.Hosts) != 2 || out.Hosts[0].Name != "foreign" || out.Hosts[1].Name != "ingest1" ||
+		out.Hosts[1].Version != "v9" || out.Hosts[1].JobsInHand != 3 || len(out.Problems) != 1 {
+		t.Fatalf("hosts %+v", out)
+	}
+}
+
+// An object is read from the inventory by ARK or by profile and local id;
+// an unknown one is 404; a daemon without an inventory says so (503).
+func TestObjects(t *testing.T) {
+	t.Parallel()
+	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
+	must(t, err)
+	t.Cleanup(func() { _ = inv.Close() })
+	rec := inventory.Record{ARK: "ark:/99999/fk4obj", Profile: "demo", LocalIDs: []string{"my-local"}, Version: 1,
+		Created: time.Now().UTC().Truncate(time.Second), Batch: "bid0000000001", Job: "jid0000000001", What: "A title",
+		Files: []inventory.FileRow{{Name: "a.txt", Size: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}}}
+	must(t, inv.Record(t.Context(), rec))
+	b := setup(t, func(o *options) { o.inventory = inv })
+	var d inventory.ObjectDetail
+	b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).ok(t, http.StatusOK, &d)
+	if d.Object.ARK != rec.ARK || len(d.Versions) != 1 || d.Versions[0].Files[0].Name != "a.txt" {
+		t.Fatalf("by ARK: %+v", d)
+	}
+	b.do("GET", "objects?profile=demo&local_id=my-local", readToken, nil).ok(t, http.StatusOK, &d)
+	if d.Object.ARK != rec.ARK {
+		t.Fatalf("by local id: %+v", d)
+	}
+	b.do("GET", "objects/ark:/99999/fk4none", readToken, nil).problem(t, 404, "not-found", "ark:/99999/fk4none")
+	b.do("GET", "objects?profile=demo&local_id=nope", readToken, nil).problem(t, 404, "not-found", "nope")
+	b.do("GET", "objects?local_id=my-local", readToken, nil).problem(t, 400, "invalid", "profile")
+	b.do("GET", "objects/my-local", readToken, nil).problem(t, 400, "invalid", "not an ARK")
+
+	none := setup(t)
+	none.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).problem(t, 503, "unavailable", "no inventory")
+}

@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/reactor/stalled"
+)
+
+func (a *API) jobRoutes() {
+	a.handle("GET", "/jobs", RoleRead, a.listJobs)
+	a.handle("GET", "/jobs/{jid}", RoleRead, a.getJob)
+	a.handle("DELETE", "/jobs/{jid}", RoleAdmin, a.jobAction("delete"))
+	for _, name := range []string{"hold", "release", "requeue", "fail"} {
+		a.handle("POST", "/jobs/{jid}/"+name, RoleOperate, a.jobAction(name))
+	}
+	a.handle("POST", "/jobs/actions", RoleOperate, a.bulk)
+}
+
+// jobFilterParams are the query parameters that select jobs.
+var jobFilterParams = []string{"state", "batch", "profile", "local_id", "ark", "stalled"}
+
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	v, err := readQuery(r, append(jobFilterParams, "limit", "after")...)
+	if err != nil {
+		return err
+	}
+	p, err := pageOf(v)
+	if err != nil {
+		return err
+	}
+	f, err := a.jobFilter(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	list, err := a.cfg.Ops.ListJobs(r.Context(), f, p)
+	if err != nil {
+		return err
+	}
+	rows := make([]ops.JobRow, len(list.Jobs))
+	for i, j := range list.Jobs {
+		rows[i] = ops.Row(j)
+	}
+	writeJSON(w, http.StatusOK, newPage(rows, list.Next, list.Problems))
+	return nil
+}
+
+// jobFilter reads the parameters that select jobs: state (any case, or its
+// folder's name), batch (bid or uuid), profile, local_id, ark, stalled.
+func (a *API) jobFilter(ctx context.Context, v url.Values) (ops.JobFilter, error) {
+	f := ops.JobFilter{Profile: v.Get("profile"), LocalID: v.Get("local_id"), ARK: v.Get("ark")}
+	var err error
+	if s := v.Get("state"); s != "" {
+		if f.State, err = queue.ParseJobState(s); err != nil {
+			return f, badRequest("state: %v", err)
+		}
+	}
+	if id := v.Get("batch"); id != "" {
+		if f.Batch, err = a.cfg.Ops.BatchID(ctx, id); err != nil {
+			return f, err
+		}
+	}
+	onlyStalled, err := boolParam(v, "stalled")
+	switch {
+	case err != nil:
+		return f, err
+	case onlyStalled && a.cfg.Stalled == nil:
+		return f, &apiError{status: http.StatusNotImplemented, kind: "not-implemented",
+			msg: "stalled: this daemon does not detect stalled work yet"}
+	case onlyStalled:
+		f.Keep = func(j *queue.Job) bool { return a.cfg.Stalled(ctx, j) != nil }
+	}
+	return f, nil
+}
+
+// jobDetail is a job with every node, where it waits, when it may be done
+// and what happened to it.
+type jobDetail struct {
+	JID                  string              `json:"jid"`
+	Batch                string              `json:"batch"`
+	Status               queue.State         `json:"status"`
+	LastModified         string              `json:"last_modified"`
+	LastSuccessfulStatus *queue.State        `json:"last_successful_status"`
+	RetryCount           int                 `json:"retry_count"`
+	Message              string              `json:"message"`
+	Priority             int                 `json:"priority"`
+	SpaceNeeded          int64               `json:"space_needed"`
+	Configuration        map[string]any      `json:"configuration"`
+	Identifiers          *queue.Identifiers  `json:"identifiers"`
+	Metadata             *queue.Metadata     `json:"metadata"`
+	Store                *queue.StepManifest `json:"store"`
+	Inventory            *queue.StepManifest `json:"inventory"`
+	Locked               bool                `json:"locked"`
+	Created              time.Time           `json:"created"`
+	Place                *ops.Place          `json:"place"`   // null when it waits in no queue
+	Stalled              *stalled.Stall      `json:"stalled"` // null when not stalled (or not detected)
+	ETA                  *ops.ETA            `json:"eta"`     // null when unknown
+	Timeline             []events.Event      `json:"timeline"`
+	TimelineProblem      string              `json:"timeline_problem,omitempty"` // why the timeline is missing or short
+}
+
+// timelineWait bounds the replay of a job's timeline.
+const timelineWait = 10 * time.Second
+
+func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	j, _, _, err := a.cfg.Ops.FindJob(r.Context(), r.PathValue("jid"))
+	if err != nil {
+		return err
+	}
+	place, err := a.cfg.Ops.PlaceOf(r.Context(), j)
+	if err != nil {
+		return err
+	}
+	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: j.Status.LastModified,
+		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
+		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: j.Config.Map(), Identifiers: j.Identifiers,
+		Metadata: j.Metadata, Store: j.Store, Inventory: j.Inventory, Locked: j.Locked, Created: j.Created.UTC(),
+		Place: place, ETA: a.cfg.Ops.JobETA(j, place), Timeline: []events.Event{}}
+	if a.cfg.Stalled != nil {
+		d.Stalled = a.cfg.Stalled(r.Context(), j)
+	}
+	d.Timeline, d.TimelineProblem = a.timeline(r.Context(), j)
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// timeline replays a job's recorded events, from its creation on.
+func (a *API) timeline(ctx context.Context, j *queue.Job) ([]events.Event, string) {
+	evs := []events.Event{}
+	if a.cfg.Bus == nil {
+		return evs, "this daemon has no event stream"
+	}
+	ctx, cancel := context.WithTimeout(ctx, timelineWait)
+	defer cancel()
+	err := events.Replay(ctx, a.cfg.Bus.Conn(), "", events.Filter{JobID: j.ID, Since: j.Created}, func(ev events.Event) error {
+		evs = append(evs, ev)
+		return nil
+	})
+	if err != nil {
+		return evs, err.Error()
+	}
+	return evs, ""
+}
+
+// actionBody is the body of an action on a job: all optional.
+type actionBody struct {
+	Message string `json:"message"` // fail: why
+	Force   bool   `json:"force"`   // fail: even while a daemon works on it (admin)
+}
+
+// jobAction answers an action on one job with its outcome. delete takes
+// ?purge=true; fail takes a body {message, force}.
+func (a *API) jobAction(name string) handler {
+	return func(w http.ResponseWriter, r *http.Request, caller Caller) error {
+		act := ops.JobAction{Name: name}
+		var known []string
+		if name == "delete" {
+			known = append(known, "purge")
+		}
+		v, err := readQuery(r, known...)
+		if err != nil {
+			return err
+		}
+		if act.Purge, err = boolParam(v, "purge"); err != nil {
+			return err
+		}
+		if name == "fail" && r.ContentLength != 0 {
+			var body actionBody
+			if err := decodeBody(w, r, &body); err != nil {
+				return err
+			}
+			act.Message, act.Force = body.Message, body.Force
+		}
+		if err := allowed(caller, act); err != nil {
+			return err
+		}
+		o, err := a.cfg.Ops.Do(r.Context(), act, r.PathValue("jid"))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, o)
+		return nil
+	}
+}
+
+// allowed refuses an action the caller's role does not cover: delete,
+// purge and fail with force need admin, the others operate.
+func allowed(c Caller, act ops.JobAction) error {
+	need := RoleOperate
+	if act.Name == "delete" || act.Force || act.Purge {
+		need = RoleAdmin
+	}
+	if c.Role < need {
+		return &apiError{status: http.StatusForbidden, kind: "forbidden",
+			msg: fmt.Sprintf("the token of %s has the %s role; %s needs %s", c.Name, c.Role, describe(act), need)}
+	}
+	return nil
+}
+
+func describe(act ops.JobAction) string {
+	switch {
+	case act.Force:
+		return act.Name + " with force"
+	case act.Purge:
+		return act.Name + " with purge"
+	}
+	return act.Name
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Problem is an error's answer: an RFC 9457 problem document
+// (application/problem+json).
+type Problem struct {
+	Type     string `json:"type"`   // ProblemType + a kind, like "refused"
+	Title    string `json:"title"`  // the status's text
+	Status   int    `json:"status"` // the HTTP status
+	Detail   string `json:"detail"` // what went wrong, in one line
+	Instance string `json:"instance,omitempty"`
+}
+
+// ProblemType starts the type of every problem; the kind follows.
+const ProblemType = "urn:ingestq:problem:"
+
+// apiError is a problem the API itself finds: bad JSON, a bad query,
+// authentication.
+type apiError struct {
+	status int
+	kind   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{status: http.StatusBadRequest, kind: "invalid", msg: fmt.Sprintf(format, args...)}
+}
+
+// kinds maps the errors of the service layer, the queue and the inventory
+// to statuses, in the order they are tried (a refusal of a locked job is
+// both ErrLocked and ErrRefused: it is "locked").
+var kinds = []struct {
+	err    error
+	status int
+	kind   string
+}{
+	{ops.ErrInvalid, http.StatusBadRequest, "invalid"},
+	{inventory.ErrInvalid, http.StatusBadRequest, "invalid"},
+	{queue.ErrNotFound, http.StatusNotFound, "not-found"},
+	{inventory.ErrNotFound, http.StatusNotFound, "not-found"},
+	{queue.ErrIllegalTransition, http.StatusConflict, "illegal-transition"},
+	{queue.ErrLocked, http.StatusConflict, "locked"},
+	{queue.ErrStale, http.StatusConflict, "stale"},
+	{queue.ErrRefused, http.StatusConflict, "refused"},
+	{queue.ErrCorrupt, http.StatusInternalServerError, "corrupt"},
+}
+
+// problemOf is err's problem document.
+func problemOf(err error) Problem {
+	status, kind := http.StatusInternalServerError, "internal"
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		status, kind = ae.status, ae.kind
+	case queue.Unreachable(err):
+		status, kind = http.StatusServiceUnavailable, "unavailable"
+	default:
+		for _, k := range kinds {
+			if errors.Is(err, k.err) {
+				status, kind = k.status, k.kind
+				break
+			}
+		}
+	}
+	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(err.Error())}
+}
+
+func oneLine(s string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return first
+}
+
+// writeProblem answers with err's problem document.
+func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemOf(err)
+	p.Instance = r.URL.Path
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ingestq"`)
+	}
+	writeAs(w, "application/problem+json", p.Status, p)
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	writeAs(w, "application/json", status, v)
+}
+
+func writeAs(w http.ResponseWriter, contentType string, status int, v any) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status, contentType = http.StatusInternalServerError, "application/problem+json"
+		data, _ = json.Marshal(Problem{Type: ProblemType + "internal", Title: http.StatusText(status), Status: status,
+			Detail: "encode the answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// maxBody is the largest request body read.
+const maxBody = 1 << 20
+
+// decodeBody reads r's JSON body into v: a body that is not JSON, has
+// fields v does not know, or more than one value is bad input.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &apiError{status: http.StatusUnsupportedMediaType, kind: "unsupported-media-type",
+			msg: fmt.Sprintf("body of type %q: want application/json", ct)}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			return badRequest("empty body: want a JSON object")
+		case errors.As(err, &tooBig):
+			return &apiError{status: http.StatusRequestEntityTooLarge, kind: "too-large", msg: fmt.Sprintf("body over %d bytes", maxBody)}
+		}
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: more than one value")
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ingestq/ingestq/ops"
+)
+
+// Paging: a page holds DefaultLimit items unless ?limit= says otherwise,
+// MaxLimit at most.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// readQuery reads r's query, refusing a parameter not in known (a typo
+// would otherwise select everything) or given twice.
+func readQuery(r *http.Request, known ...string) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("query: %v", err)
+	}
+	for name, vals := range v {
+		if !slices.Contains(known, name) {
+			if len(known) == 0 {
+				return nil, badRequest("query parameter %q: this takes none", name)
+			}
+			return nil, badRequest("query parameter %q: want one of %s", name, strings.Join(known, ", "))
+		}
+		if len(vals) > 1 {
+			return nil, badRequest("query parameter %q given %d times", name, len(vals))
+		}
+	}
+	return v, nil
+}
+
+// pageOf reads ?limit= and ?after=.
+func pageOf(v url.Values) (ops.Page, error) {
+	p := ops.Page{Limit: DefaultLimit, After: v.Get("after")}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLimit {
+			return p, badRequest("limit %q: want 1..%d", s, MaxLimit)
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+// boolParam reads a true/false parameter; absent is false.
+func boolParam(v url.Values, name string) (bool, error) {
+	s := v.Get(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, badRequest("%s %q: want true or false", name, s)
+	}
+	return b, nil
+}
+
+// pageOut is a page of a listing: its items, and the cursor of the next
+// page (?after=), null on the last.
+type pageOut[T any] struct {
+	Items    []T      `json:"items"`
+	Next     *string  `json:"next"`
+	Problems []string `json:"problems"` // items that could not be read, left out
+}
+
+func newPage[T any](items []T, next string, problems []error) pageOut[T] {
+	p := pageOut[T]{Items: items, Problems: []string{}}
+	if next != "" {
+		p.Next = &next
+	}
+	for _, e := range problems {
+		p.Problems = append(p.Problems, e.Error())
+	}
+	return p
+}

@@ -1,0 +1,125 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/tlstest"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// serve runs the daemon with its HTTP API on HTTPS (--tls-cert, --api-tokens):
+// a depositor's tool submits a pass-through batch with its token and
+// follows it to Completed; a request without a token is refused; an
+// event stream open when the daemon stops ends, and the daemon exits 0.
+func TestServeAPIOverTLS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cert, key, pool := tlstest.SelfSigned(t)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	e.ok(os.WriteFile(tokens, []byte("operate depositor-token-0123456789 deposit-tool\n"), 0o600))
+	addr := closedAddr(t)
+	log := logtest.NewT(t)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	go func() {
+		served <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve", "--pipeline", "passthrough",
+			"--data-dir", t.TempDir(), "--nats-listen", closedAddr(t), "--http", addr, "--tls-cert", cert, "--tls-key", key,
+			"--api-tokens", tokens}, log, log, func(string) string { return "" })
+	}()
+	stopDaemon := sync.OnceValue(func() int { stop(); return <-served })
+	t.Cleanup(func() { stopDaemon() })
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	base := "https://" + addr + "/api/v1/"
+	call := func(method, path, token, body string) (int, []byte) {
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		e.ok(err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, []byte(err.Error())
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, data
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for code, _ := call("GET", "openapi.json", "", ""); code != http.StatusOK; code, _ = call("GET", "openapi.json", "", "") {
+		if time.Now().After(deadline) {
+			t.Fatal("the API did not answer over HTTPS within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := call("GET", "batches", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d %s", code, body)
+	}
+	code, body := call("POST", "batches", "depositor-token-0123456789", `{"payload_url": "passthrough:3", "profile": "demo"}`)
+	var got struct{ BID string }
+	if code != http.StatusCreated || json.Unmarshal(body, &got) != nil {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	stream := openEvents(t, client, base, "depositor-token-0123456789")
+	for {
+		var st struct {
+			State string
+			Jobs  struct{ Total, Finished int }
+		}
+		code, body := call("GET", "batches/"+got.BID, "depositor-token-0123456789", "")
+		if code != http.StatusOK || json.Unmarshal(body, &st) != nil {
+			t.Fatalf("status: %d %s", code, body)
+		}
+		if st.State == "Completed" && st.Jobs.Total == 3 && st.Jobs.Finished == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch is %s after 30 s", st.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := stopDaemon(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	select {
+	case <-stream:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event stream did not end when the daemon stopped")
+	}
+}
+
+// openEvents opens the event stream and returns a channel closed when it
+// ends.
+func openEvents(t *testing.T, client *http.Client, base, token string) <-chan struct{} {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+		}
+	}()
+	return ended
+}

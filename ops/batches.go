@@ -1,0 +1,102 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A batch is named by its bid or by its uuid (submission.batchID).
+
+// BatchID resolves a bid, or a batch uuid, to a bid. A bid is not looked
+// up: an action on it finds out whether it exists.
+func (s *Service) BatchID(ctx context.Context, id string) (string, error) {
+	if strings.HasPrefix(id, "bid") {
+		return id, checkID(id, "bid", "batch")
+	}
+	b, err := s.Q.FindBatch(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return b.ID, nil
+}
+
+// FindBatch reads a batch named by its bid or, failing that, its uuid.
+func (s *Service) FindBatch(ctx context.Context, id string) (*queue.Batch, error) {
+	if strings.HasPrefix(id, "bid") {
+		if err := checkID(id, "bid", "batch"); err != nil {
+			return nil, err
+		}
+		return s.Q.LoadBatch(ctx, id)
+	}
+	return s.Q.FindBatch(ctx, id)
+}
+
+// HoldBatch moves a Pending batch to Held: no daemon makes its jobs.
+func (s *Service) HoldBatch(ctx context.Context, id string) (Outcome, error) {
+	return s.holdBatch(ctx, id, true)
+}
+
+// ReleaseBatch moves a Held batch back to Pending.
+func (s *Service) ReleaseBatch(ctx context.Context, id string) (Outcome, error) {
+	return s.holdBatch(ctx, id, false)
+}
+
+func (s *Service) holdBatch(ctx context.Context, id string, hold bool) (Outcome, error) {
+	bid, err := s.BatchID(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	change, to := s.Q.ReleaseBatch, queue.Pending
+	if hold {
+		change, to = s.Q.HoldBatch, queue.Held
+	}
+	changed, err := change(ctx, bid)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{ID: bid, Changed: changed, State: to, Message: fmt.Sprintf("batch %s was already %s", bid, to)}
+	if changed {
+		s.Announce(ctx, holdAction(hold), events.Event{BatchID: bid})
+		o.Message = fmt.Sprintf("batch %s is %s", bid, to)
+	}
+	return o, nil
+}
+
+// ReportBatch moves a Failed batch to UpdateReporting: a daemon reports it
+// again once its requeued jobs are done.
+func (s *Service) ReportBatch(ctx context.Context, id string) (Outcome, error) {
+	bid, err := s.BatchID(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	changed, err := s.Q.ReportBatch(ctx, bid)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{ID: bid, Changed: changed, State: queue.UpdateReporting}
+	if !changed {
+		o.Message = fmt.Sprintf("batch %s was already asked to report again (%s)", bid, queue.UpdateReporting)
+		return o, nil
+	}
+	s.Announce(ctx, "report", events.Event{BatchID: bid})
+	o.Message = fmt.Sprintf("batch %s is %s: a daemon will report it again", bid, queue.UpdateReporting)
+	return o, nil
+}
+
+// DeleteBatch removes a Completed, Failed, Deleted or Held batch with all
+// its jobs.
+func (s *Service) DeleteBatch(ctx context.Context, id string) (Outcome, error) {
+	bid, err := s.BatchID(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := s.Q.DeleteBatch(ctx, bid); err != nil {
+		return Outcome{}, err
+	}
+	s.Announce(ctx, "delete", events.Event{BatchID: bid})
+	return Outcome{ID: bid, Changed: true, Message: fmt.Sprintf("batch %s removed with its jobs", bid)}, nil
+}

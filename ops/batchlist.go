@@ -1,0 +1,68 @@
+package ops
+
+import (
+	"context"
+	"errors"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// BatchFilter selects batches; an empty field selects all.
+type BatchFilter struct {
+	State   queue.State
+	Profile string
+}
+
+// BatchList is a page of batches in creation order, with the batches that
+// could not be read left out and named in Problems.
+type BatchList struct {
+	Batches  []*queue.Batch
+	Next     string
+	Problems []error
+}
+
+// ListBatches lists the batches that pass f, a page at a time.
+func (s *Service) ListBatches(ctx context.Context, f BatchFilter, p Page) (BatchList, error) {
+	ids, err := s.Q.BatchIDs(ctx)
+	if err != nil {
+		return BatchList{}, err
+	}
+	var out BatchList
+	keep := func(_ string, b *queue.Batch, err error) bool {
+		if err != nil && !errors.Is(err, queue.ErrNotFound) { // a batch deleted while listing is no problem
+			out.Problems = append(out.Problems, err)
+		}
+		return err == nil && (f.State == "" || b.State() == f.State) && (f.Profile == "" || b.Profile() == f.Profile)
+	}
+	load := func(bid string) (*queue.Batch, error) { return s.Q.LoadBatch(ctx, bid) }
+	out.Batches, out.Next = paginate(ids, p, load, keep, func(b *queue.Batch) string { return b.ID })
+	return out, nil
+}
+
+// BatchRow is a batch in a listing.
+type BatchRow struct {
+	BID          string              `json:"bid"`
+	Status       queue.State         `json:"status"`
+	UUID         string              `json:"uuid"`
+	Profile      string              `json:"profile"`
+	Jobs         map[string][]string `json:"jobs"` // by bucket; null when unreadable
+	LastModified string              `json:"last_modified"`
+}
+
+// BatchRows makes the batches' listing rows, reading each one's buckets (a
+// few at a time). A batch whose buckets cannot be read has no jobs, and its
+// error at the same index.
+func (s *Service) BatchRows(ctx context.Context, batches []*queue.Batch) ([]BatchRow, []error) {
+	rows := make([]BatchRow, len(batches))
+	errs := make([]error, len(batches))
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i, b := range batches {
+		rows[i] = BatchRow{b.ID, b.State(), b.UUID(), b.Profile(), nil, b.Status.LastModified}
+		g.Go(func() error { rows[i].Jobs, errs[i] = s.Q.BatchJobs(ctx, b.ID); return nil })
+	}
+	_ = g.Wait() // the errors are in errs
+	return rows, errs
+}

@@ -1,0 +1,121 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Job actions lock the job for the length of one change (reactor/queue's
+// admin actions): a job a daemon is working on is refused, saying what
+// would work.
+
+// HoldJob moves a Pending job to Held.
+func (s *Service) HoldJob(ctx context.Context, jid string) (Outcome, error) {
+	return s.holdJob(ctx, jid, true)
+}
+
+// ReleaseJob moves a Held job back to Pending.
+func (s *Service) ReleaseJob(ctx context.Context, jid string) (Outcome, error) {
+	return s.holdJob(ctx, jid, false)
+}
+
+func (s *Service) holdJob(ctx context.Context, jid string, hold bool) (Outcome, error) {
+	if err := checkID(jid, "jid", "job"); err != nil {
+		return Outcome{}, err
+	}
+	change, to := s.Q.ReleaseJob, queue.Pending
+	if hold {
+		change, to = s.Q.HoldJob, queue.Held
+	}
+	changed, err := change(ctx, jid)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{ID: jid, Changed: changed, State: to, Message: fmt.Sprintf("job %s was already %s", jid, to)}
+	if changed {
+		s.Announce(ctx, holdAction(hold), events.Event{JobID: jid})
+		o.Message = fmt.Sprintf("job %s is %s", jid, to)
+	}
+	return o, nil
+}
+
+// holdAction names the admin event of a hold or a release.
+func holdAction(hold bool) string {
+	if hold {
+		return "hold"
+	}
+	return "release"
+}
+
+// RequeueJob sends a Failed job back to the step after its last successful
+// one.
+func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
+	if err := checkID(jid, "jid", "job"); err != nil {
+		return Outcome{}, err
+	}
+	to, err := s.Q.RequeueJob(ctx, jid)
+	if err != nil {
+		return Outcome{}, err
+	}
+	msg := fmt.Sprintf("job %s requeued: it resumes at %s", jid, to)
+	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == to {
+		msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
+		if refetches(j) {
+			msg += "; its object manifest is fetched again, so a fixed manifest is read " +
+				"(files already verified are kept)"
+		}
+	}
+	s.Announce(ctx, "requeue", events.Event{JobID: jid, Message: msg})
+	return Outcome{ID: jid, Changed: true, State: to, Message: msg}, nil
+}
+
+// refetches tells whether a requeued job fetches its object manifest
+// again: it resumes at a step up to Downloading (the handlers' rule).
+func refetches(j *queue.Job) bool {
+	switch j.State() {
+	case queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading:
+		return j.Config.PayloadType == "object_manifest"
+	}
+	return false
+}
+
+// FailJob moves a job to Failed with message ("" for the default). With
+// force it does so even while a daemon works on it: the daemon's view goes
+// stale and it abandons its step.
+func (s *Service) FailJob(ctx context.Context, jid, message string, force bool) (Outcome, error) {
+	if err := checkID(jid, "jid", "job"); err != nil {
+		return Outcome{}, err
+	}
+	if err := s.Q.FailJob(ctx, jid, message, force); err != nil {
+		return Outcome{}, err
+	}
+	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == queue.Failed {
+		message = j.Status.Message
+	}
+	s.Announce(ctx, "fail", events.Event{JobID: jid, Message: message})
+	return Outcome{ID: jid, Changed: true, State: queue.Failed, Message: fmt.Sprintf("job %s is Failed: %s", jid, message)}, nil
+}
+
+// DeleteJob retires a Held or Failed job (Deleted); with purge it removes a
+// Held, Failed, Completed or Deleted job from ZooKeeper.
+func (s *Service) DeleteJob(ctx context.Context, jid string, purge bool) (Outcome, error) {
+	if err := checkID(jid, "jid", "job"); err != nil {
+		return Outcome{}, err
+	}
+	removed, changed, err := s.Q.DeleteJob(ctx, jid, purge)
+	switch {
+	case err != nil:
+		return Outcome{}, err
+	case !changed:
+		return Outcome{ID: jid, State: queue.Deleted,
+			Message: fmt.Sprintf("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", jid, jid)}, nil
+	}
+	s.Announce(ctx, "delete", events.Event{JobID: jid, Attrs: map[string]any{"removed": removed}})
+	if removed {
+		return Outcome{ID: jid, Changed: true, Message: fmt.Sprintf("job %s removed", jid)}, nil
+	}
+	return Outcome{ID: jid, Changed: true, State: queue.Deleted, Message: fmt.Sprintf("job %s moved to Deleted", jid)}, nil
+}

@@ -1,0 +1,90 @@
+// Package ops is the service layer the CLI and the HTTP API share: every
+// operation an operator or a depositor's tool asks of the queue, with its
+// checks, its refusal messages and the admin event it announces. The CLI
+// prints an operation's Outcome.Message; the API returns it as JSON, and
+// maps its errors to HTTP statuses by kind:
+//
+//	ErrInvalid                                      bad input          400
+//	queue.ErrNotFound                               unknown id         404
+//	queue.ErrRefused, ErrLocked, ErrIllegalTransition, ErrStale   409
+//
+// Everything else is the queue's or ZooKeeper's trouble.
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Service runs operations on one queue.
+type Service struct {
+	Q *queue.Queue
+	// Publish sends an operator's action as an admin event, best effort:
+	// the daemon's bus, or the CLI's own connection. Daemons wake on it
+	// (a release changes no folder, so no watch would fire). nil sends none.
+	Publish func(events.Event)
+	// Pace gives the estimates of time left; nil gives none.
+	Pace *Pace
+}
+
+// ErrInvalid marks bad input: a malformed id, a missing or bad field, an
+// unknown profile. Match it with errors.Is.
+var ErrInvalid = errors.New("invalid")
+
+// InvalidError is bad input, said in one line.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string        { return e.Msg }
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(msg string) error { return &InvalidError{Msg: msg} }
+
+// Outcome is what a change did: Changed is false when the item already was
+// as asked (holding what is held is not an error).
+type Outcome struct {
+	ID      string      `json:"id"`
+	Changed bool        `json:"changed"`
+	State   queue.State `json:"state,omitempty"`
+	Message string      `json:"message"`
+}
+
+// Announce publishes an admin action (ingestq.admin.<action>). A job's
+// batch is filled in from the queue when it can still be read.
+func (s *Service) Announce(ctx context.Context, action string, ev events.Event) {
+	if s.Publish == nil {
+		return
+	}
+	ev.Kind, ev.To = events.KindAdmin, action
+	if ev.JobID != "" && ev.BatchID == "" {
+		if j, err := s.Q.LoadJob(ctx, ev.JobID); err == nil {
+			ev.BatchID = j.BatchID
+		}
+	}
+	s.publish(ev)
+}
+
+// publish sends an event, stamped with an id and the time.
+func (s *Service) publish(ev events.Event) {
+	if s.Publish == nil {
+		return
+	}
+	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
+	s.Publish(ev)
+}
+
+// checkID refuses an id that is not prefix followed by digits (jid…, bid…).
+func checkID(id, prefix, kind string) error {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+		return nil
+	}
+	return invalid(fmt.Sprintf("%q is not a %s id (want %s followed by digits)", id, kind, prefix))
+}

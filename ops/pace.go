@@ -1,0 +1,164 @@
+package ops
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Pace learns how fast the queue moves from the job events it is shown
+// (the daemon's event stream, every host's), for estimates of the time
+// left (docs/decisions.md). It knows only what it has seen since it
+// started: until jobs have moved, its estimates are unknown (nil).
+type Pace struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	entered  map[string]entry                // jid → the state it entered last, and when
+	steps    map[queue.State][]time.Duration // the latest step durations out of each state
+	leaves   map[queue.State][]time.Time     // when jobs last left each state
+	finishes []time.Time                     // when jobs last finished (Completed or Failed)
+}
+
+type entry struct {
+	state queue.State
+	at    time.Time
+}
+
+const (
+	paceSamples = 50               // samples kept per measure
+	paceWindow  = 15 * time.Minute // a rate counts what happened this recently
+	paceJobs    = 100_000          // jobs in flight remembered, at most
+)
+
+// NewPace makes a Pace that has seen nothing.
+func NewPace() *Pace {
+	return &Pace{now: time.Now, entered: map[string]entry{},
+		steps: map[queue.State][]time.Duration{}, leaves: map[queue.State][]time.Time{}}
+}
+
+// ETA is an estimate of the time left.
+type ETA struct {
+	Seconds float64   `json:"seconds"`
+	At      time.Time `json:"at"`
+	Basis   string    `json:"basis"` // how it was reckoned
+}
+
+// Observe takes one event; events other than job transitions are ignored,
+// and so are a cancel's (a thousand jobs failed at once are no pace).
+func (p *Pace) Observe(ev events.Event) {
+	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" || ev.Attrs["action"] == "cancel" {
+		return
+	}
+	from, to := queue.State(ev.From), queue.State(ev.To)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if from != "" {
+		p.leaves[from] = keepLatest(p.leaves[from], ev.Time)
+	}
+	if e, ok := p.entered[ev.JobID]; ok && e.state == from && ev.Time.After(e.at) {
+		p.steps[from] = keepLatest(p.steps[from], ev.Time.Sub(e.at))
+	}
+	if to == queue.Completed || to == queue.Failed {
+		p.finishes = keepLatest(p.finishes, ev.Time)
+	}
+	if done(to) {
+		delete(p.entered, ev.JobID)
+		return
+	}
+	if len(p.entered) >= paceJobs {
+		clear(p.entered) // jobs whose end was never seen; their steps are lost
+	}
+	p.entered[ev.JobID] = entry{to, ev.Time}
+}
+
+func keepLatest[T any](s []T, v T) []T {
+	if len(s) == paceSamples {
+		s = slices.Delete(s, 0, 1)
+	}
+	return append(s, v)
+}
+
+// rate is how many per second the times say, over the window: nil with
+// fewer than two in it.
+func (p *Pace) rate(times []time.Time) (float64, bool) {
+	cut := p.now().Add(-paceWindow)
+	recent := slices.DeleteFunc(slices.Clone(times), func(t time.Time) bool { return t.Before(cut) })
+	if len(recent) < 2 {
+		return 0, false
+	}
+	slices.SortFunc(recent, func(a, b time.Time) int { return a.Compare(b) })
+	span := recent[len(recent)-1].Sub(recent[0])
+	if span <= 0 {
+		return 0, false
+	}
+	return float64(len(recent)-1) / span.Seconds(), true
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// JobETA estimates when a job in state, place-th in its state's queue
+// (1 first), completes: the time its state's queue takes to drain that
+// far, at the rate jobs left it recently, and then the median time recent
+// jobs spent in each later state. nil when a state has no recent measure,
+// and for a job waiting on an operator (Held, Failed) or done.
+func (p *Pace) JobETA(state queue.State, place int) *ETA {
+	if p == nil || place < 1 || state == queue.Held || done(state) {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.rate(p.leaves[state])
+	if !ok {
+		return nil
+	}
+	left := time.Duration(float64(place) / r * float64(time.Second))
+	for s, ok := nextStep(state); ok && s != queue.Completed; s, ok = nextStep(s) {
+		if len(p.steps[s]) == 0 {
+			return nil
+		}
+		left += median(p.steps[s])
+	}
+	return p.eta(left, fmt.Sprintf("place %d in %s, which jobs left at %.2f/s over the last %v; then the median time of the last %d steps of each later state",
+		place, state, r, paceWindow, paceSamples))
+}
+
+// BatchETA estimates when a batch with unfinished jobs left reports: at the
+// rate jobs finished recently (every batch's), the time they take. It
+// assumes that rate goes to this batch: with other batches ahead of it,
+// it is later.
+func (p *Pace) BatchETA(unfinished int) *ETA {
+	if p == nil || unfinished < 1 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.rate(p.finishes)
+	if !ok {
+		return nil
+	}
+	left := time.Duration(float64(unfinished) / r * float64(time.Second))
+	return p.eta(left, fmt.Sprintf("%d unfinished jobs at the rate jobs finished over the last %v (%.2f/s)", unfinished, paceWindow, r))
+}
+
+// nextStep is where a job goes from s when all is well: Pending's way on
+// is an admin edge of the machine (the daemon takes it), the others its
+// success edges.
+func nextStep(s queue.State) (queue.State, bool) {
+	if s == queue.Pending {
+		return queue.Estimating, true
+	}
+	return queue.JobMachine.Success(s)
+}
+
+func (p *Pace) eta(left time.Duration, basis string) *ETA {
+	left = left.Round(time.Second)
+	return &ETA{Seconds: left.Seconds(), At: p.now().Add(left).UTC().Truncate(time.Second), Basis: basis}
+}

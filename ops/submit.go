@@ -1,0 +1,155 @@
+package ops
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// PayloadTypes are the types a submission may give its payload.
+var PayloadTypes = []string{"auto", "file", "container", "manifest"}
+
+// SubmitRequest is what a depositor asks for (ingestq submit's flags, or
+// the API's JSON).
+type SubmitRequest struct {
+	Profile    string
+	Submitter  string
+	PayloadURL string // a URL; the CLI makes a local path a file: URL first
+	Type       string // one of PayloadTypes; "" is auto
+	Priority   *int   // 0..99; nil: the profile's
+	// Fields are more keys of the submission (erc_who, local_id, …), kept
+	// as given; they win over the keys above.
+	Fields map[string]any
+}
+
+// FieldError is a bad field of a submission request. Its message names
+// the field as the caller calls it (Named): a flag, or a JSON key.
+type FieldError struct {
+	Field   string // the JSON key: profile, type, priority, payload_url, submitter
+	Value   string // the bad value as the message shows it; "" when missing
+	Problem string
+}
+
+func (e *FieldError) Error() string        { return e.Named(e.Field) }
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// Named is the message with the field called name.
+func (e *FieldError) Named(name string) string {
+	if e.Value == "" {
+		return "missing " + name
+	}
+	return name + " " + e.Value + ": " + e.Problem
+}
+
+// CheckSubmitRequest checks a request's fields, in the order a person
+// reads them.
+func CheckSubmitRequest(r SubmitRequest) error {
+	switch {
+	case r.Profile == "":
+		return &FieldError{Field: "profile"}
+	case r.Type != "" && !slices.Contains(PayloadTypes, r.Type):
+		return &FieldError{Field: "type", Value: fmt.Sprintf("%q", r.Type), Problem: "want one of " + strings.Join(PayloadTypes, ", ")}
+	case r.Priority != nil && (*r.Priority < 0 || *r.Priority > 99):
+		return &FieldError{Field: "priority", Value: fmt.Sprint(*r.Priority), Problem: "want 0..99"}
+	case r.PayloadURL == "":
+		return &FieldError{Field: "payload_url"}
+	case r.Submitter == "":
+		return &FieldError{Field: "submitter"}
+	}
+	return nil
+}
+
+// Submission checks a request and makes the batch's submission from it.
+func Submission(r SubmitRequest) (queue.Submission, error) {
+	if err := CheckSubmitRequest(r); err != nil {
+		return queue.Submission{}, err
+	}
+	m := map[string]any{
+		"profile_name":    r.Profile,
+		"submitter":       r.Submitter,
+		"payload_url":     r.PayloadURL,
+		"type":            cmp.Or(r.Type, "auto"),
+		"submission_mode": "add",
+	}
+	if r.Priority != nil {
+		m["priority"] = *r.Priority
+	}
+	for k, v := range r.Fields {
+		m[k] = v
+	}
+	// Through JSON, as a daemon reads it: keys that name a field fill it,
+	// the others are kept as they are.
+	var sub queue.Submission
+	data, err := json.Marshal(m)
+	if err == nil {
+		err = json.Unmarshal(data, &sub)
+	}
+	if err != nil {
+		return queue.Submission{}, invalid("submission: " + err.Error())
+	}
+	return sub, nil
+}
+
+// Submit creates a Pending batch for sub, once its profile is known to
+// the queue and its payload is one the profile's daemons fetch.
+func (s *Service) Submit(ctx context.Context, sub queue.Submission) (*queue.Batch, error) {
+	if err := s.CheckProfile(ctx, sub); err != nil {
+		return nil, err
+	}
+	return s.Q.CreateBatch(ctx, sub)
+}
+
+// CheckProfile refuses a submission for a profile no daemon has published.
+// Pass-through payloads (tests and benchmarks) need none.
+func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error {
+	name := sub.Profile
+	if strings.HasPrefix(sub.PayloadURL, reactor.PassThroughScheme) {
+		return nil
+	}
+	if err := profile.ValidName(name); err != nil {
+		return invalid(fmt.Sprintf("submit: profile name %v", err))
+	}
+	prof, ok, err := profile.Known(ctx, s.Q, name)
+	if err != nil {
+		return fmt.Errorf("reading the profile registry: %w", err)
+	}
+	if !ok {
+		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it "+
+			"(ingestq serve publishes the profiles of its --profiles folder at start)", name))
+	}
+	return checkScheme(prof, sub)
+}
+
+// checkScheme refuses a payload the profile's daemons would not fetch: a
+// scheme other than http and https, or a local file without the profile's
+// allow_local_files.
+func checkScheme(prof *profile.Profile, sub queue.Submission) error {
+	raw := sub.PayloadURL
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid(fmt.Sprintf("submit: payload %q: %v", raw, err))
+	}
+	switch {
+	case u.Scheme == "http" || u.Scheme == "https":
+		return nil
+	case u.Scheme == "file" && prof.AllowLocalFiles:
+		return nil
+	case u.Scheme == "file":
+		return invalid(fmt.Sprintf("submit: %s is a local file, and profile %s does not allow local files "+
+			"(allow_local_files in its profile file): serve it over http(s), or use a profile that allows them", u.Path, prof.Name))
+	}
+	allowed := "http, https"
+	if prof.AllowLocalFiles {
+		allowed += ", file or a local path"
+	}
+	return invalid(fmt.Sprintf("submit: payload %q: scheme %q is not fetched for profile %s (allowed: %s)",
+		raw, u.Scheme, prof.Name, allowed))
+}
