@@ -5,7 +5,7 @@
 // all, and a test holds the two to each other.
 //
 // One file per resource: batches.go, jobs.go, holds.go (holds, hosts,
-// objects), events.go (server-sent events).
+// objects), access.go (access requests), events.go (server-sent events).
 package api
 
 import (
@@ -35,10 +35,10 @@ type Config struct {
 	Inventory inventory.Inventory
 	// Tokens are the bearer tokens; none: reads are open and changes refused.
 	Tokens *Tokens
-	// Stalled flags a stalled job with its reason (nil: not stalled), for
-	// the jobs' stalled filter and a job's detail; nil: the filter answers
-	// 501.
-	Stalled func(context.Context, *queue.Job) *stalled.Stall
+	// Stalled starts a request's check of its jobs, which flags a stalled
+	// job with its reason (nil: not stalled), for the jobs' stalled filter
+	// and a job's detail; nil: the filter answers 501.
+	Stalled func(context.Context) func(*queue.Job) *stalled.Stall
 	Logger  *slog.Logger
 }
 
@@ -71,6 +71,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.Ops.Pace == nil {
 		cfg.Ops.Pace = ops.NewPace()
 	}
+	if cfg.Ops.Inventory == nil && cfg.Inventory != nil {
+		cfg.Ops.Inventory = cfg.Inventory // access requests are estimated from it
+	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), unsub: func() {}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if cfg.Bus != nil {
@@ -83,6 +86,7 @@ func New(cfg Config) (*API, error) {
 	a.batchRoutes()
 	a.jobRoutes()
 	a.holdRoutes()
+	a.accessRoutes()
 	a.handle("GET", "/events", RoleRead, a.events)
 	a.handle("GET", "/openapi.json", RoleNone, serveOpenAPI)
 	return a, nil

@@ -128,14 +128,8 @@ func (t *Tokens) addLine(line string) error {
 // when they may, else the problem (401 without a known token, 403 with a
 // token whose role is too low).
 func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
-	if role == RoleNone {
-		return Caller{Name: "anonymous"}, nil
-	}
-	if t.Len() == 0 {
-		if role == RoleRead {
-			return Caller{Name: "anonymous", Role: RoleRead}, nil
-		}
-		return Caller{}, unauthorized("changes need a bearer token, and this daemon has none: see serve --api-tokens")
+	if role == RoleNone || t.Len() == 0 {
+		return t.Authorize("", role)
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(auth, " ")
@@ -145,7 +139,27 @@ func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Caller{}, unauthorized("the Authorization header is not a bearer token (want Authorization: Bearer TOKEN)")
 	}
-	c, known := t.byHash[sha256.Sum256([]byte(strings.TrimSpace(token)))]
+	return t.Authorize(strings.TrimSpace(token), role)
+}
+
+// Authorize finds who holds token ("" for none), and whether they may do
+// what needs role, by the API's rules: without any token configured reads
+// are open and changes refused. The dashboard asks it of the token its
+// cookie carries.
+func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
+	if role == RoleNone {
+		return Caller{Name: "anonymous"}, nil
+	}
+	if t.Len() == 0 {
+		if role == RoleRead {
+			return Caller{Name: "anonymous", Role: RoleRead}, nil
+		}
+		return Caller{}, unauthorized("changes need a bearer token, and this daemon has none: see serve --api-tokens")
+	}
+	if token == "" {
+		return Caller{}, unauthorized("this needs a token with the " + role.String() + " role")
+	}
+	c, known := t.byHash[sha256.Sum256([]byte(token))]
 	if !known {
 		return Caller{}, unauthorized("unknown bearer token")
 	}

@@ -54,7 +54,7 @@ func (a *API) bulk(w http.ResponseWriter, r *http.Request, caller Caller) error 
 	if err := act.Check(); err != nil {
 		return err
 	}
-	if err := allowed(caller, act); err != nil {
+	if err := Allowed(caller, act); err != nil {
 		return err
 	}
 	jids, err := a.bulkJobs(r.Context(), body)

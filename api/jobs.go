@@ -74,7 +74,8 @@ func (a *API) jobFilter(ctx context.Context, v url.Values) (ops.JobFilter, error
 		return f, &apiError{status: http.StatusNotImplemented, kind: "not-implemented",
 			msg: "stalled: this daemon does not detect stalled work yet"}
 	case onlyStalled:
-		f.Keep = func(j *queue.Job) bool { return a.cfg.Stalled(ctx, j) != nil }
+		check := a.cfg.Stalled(ctx)
+		f.Keep = func(j *queue.Job) bool { return check(j) != nil }
 	}
 	return f, nil
 }
@@ -126,29 +127,30 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		Metadata: j.Metadata, Store: j.Store, Inventory: j.Inventory, Locked: j.Locked, Created: j.Created.UTC(),
 		Place: place, ETA: a.cfg.Ops.JobETA(j, place), Timeline: []events.Event{}}
 	if a.cfg.Stalled != nil {
-		d.Stalled = a.cfg.Stalled(r.Context(), j)
+		d.Stalled = a.cfg.Stalled(r.Context())(j)
 	}
-	d.Timeline, d.TimelineProblem = a.timeline(r.Context(), j)
+	d.Timeline, d.TimelineProblem = Timeline(r.Context(), a.cfg.Bus, j)
 	writeJSON(w, http.StatusOK, d)
 	return nil
 }
 
-// timeline replays a job's recorded events, from its creation on.
-func (a *API) timeline(ctx context.Context, j *queue.Job) ([]events.Event, string) {
+// Timeline replays a job's recorded events, from its creation on (within
+// 10 s); the string says why it is missing or short ("" when whole).
+func Timeline(ctx context.Context, bus *events.Bus, j *queue.Job) ([]events.Event, string) {
 	evs := []events.Event{}
-	if a.cfg.Bus == nil {
+	if bus == nil {
 		return evs, "this daemon has no event stream"
 	}
 	ctx, cancel := context.WithTimeout(ctx, timelineWait)
 	defer cancel()
-	err := events.Replay(ctx, a.cfg.Bus.Conn(), "", events.Filter{JobID: j.ID, Since: j.Created}, func(ev events.Event) error {
+	err := events.Replay(ctx, bus.Conn(), "", events.Filter{JobID: j.ID, Since: j.Created}, func(ev events.Event) error {
 		evs = append(evs, ev)
 		return nil
 	})
 	if err != nil {
 		return evs, err.Error()
 	}
-	return evs, ""
+	return events.PlaceRecovered(evs), ""
 }
 
 // actionBody is the body of an action on a job: all optional.
@@ -180,7 +182,7 @@ func (a *API) jobAction(name string) handler {
 			}
 			act.Message, act.Force = body.Message, body.Force
 		}
-		if err := allowed(caller, act); err != nil {
+		if err := Allowed(caller, act); err != nil {
 			return err
 		}
 		o, err := a.cfg.Ops.Do(r.Context(), act, r.PathValue("jid"))
@@ -192,9 +194,9 @@ func (a *API) jobAction(name string) handler {
 	}
 }
 
-// allowed refuses an action the caller's role does not cover: delete,
+// Allowed refuses an action the caller's role does not cover: delete,
 // purge and fail with force need admin, the others operate.
-func allowed(c Caller, act ops.JobAction) error {
+func Allowed(c Caller, act ops.JobAction) error {
 	need := RoleOperate
 	if act.Name == "delete" || act.Force || act.Purge {
 		need = RoleAdmin

@@ -152,10 +152,11 @@ func TestJobDetail(t *testing.T) {
 	// The daemon sees jobs leave Pending and go through every later state.
 	now := time.Now().UTC()
 	prio := 5
-	publish := func(jid string, at time.Duration, from, to queue.State) {
+	publishBy := func(recoverer, jid string, at time.Duration, from, to queue.State) {
 		b.bus.Publish(events.Event{Kind: events.KindJob, JobID: jid, BatchID: bt.ID, From: string(from), To: string(to),
-			Time: now.Add(at), Priority: &prio})
+			Time: now.Add(at), Priority: &prio, RecoveredBy: recoverer})
 	}
+	publish := func(jid string, at time.Duration, from, to queue.State) { publishBy("", jid, at, from, to) }
 	path := []queue.State{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 		queue.Storing, queue.Recording, queue.Notify, queue.Completed}
 	for i, s := range path[1:] {
@@ -171,9 +172,27 @@ func TestJobDetail(t *testing.T) {
 	if d.ETA.Seconds != 10 || !strings.Contains(d.ETA.Basis, "place 3 in Pending") {
 		t.Errorf("ETA %+v, want 10 s", d.ETA)
 	}
+	// Another job's move to Downloading lost its event with its mover; a
+	// later host published it late: the timeline shows it in its place.
+	second := jids[0]
+	for i, s := range path[1:] {
+		if s != queue.Downloading {
+			publish(second, time.Duration(i)*time.Second, path[i], s)
+		}
+	}
+	publishBy("host-b", second, 2*time.Second, queue.Provisioning, queue.Downloading)
+	flush(t, b.bus)
 	b.do("GET", "jobs/"+first, readToken, nil).ok(t, http.StatusOK, &d)
-	if len(d.Timeline) != 8 || d.Timeline[0].To != "Estimating" || d.Timeline[7].To != "Completed" {
+	if len(d.Timeline) != 8 {
 		t.Fatalf("timeline of %s: %+v, want its 8 transitions", first, d.Timeline)
+	}
+	b.do("GET", "jobs/"+second, readToken, nil).ok(t, http.StatusOK, &d)
+	var tos []queue.State
+	for _, ev := range d.Timeline {
+		tos = append(tos, queue.State(ev.To))
+	}
+	if !slices.Equal(tos, path[1:]) || d.Timeline[2].RecoveredBy != "host-b" {
+		t.Fatalf("timeline of %s: %v, want its 8 transitions in order, the recovered one in its place", second, tos)
 	}
 	b.do("GET", "jobs/jid9999999999", readToken, nil).problem(t, 404, "not-found", "jid9999999999")
 	b.do("GET", "jobs/nope", readToken, nil).problem(t, 400, "invalid", `"nope" is not a job id`)

@@ -21,11 +21,11 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
-	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -237,9 +237,7 @@ func (b *bundle) jobState(jid string) *queue.Job {
 // and bus, owning roles only, until the test ends.
 func (b *bundle) daemon(roles ...reactor.Role) {
 	t := b.t
-	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(t).Addr}, SessionTimeout: 4 * time.Second, Logger: b.log})
-	must(t, err)
-	t.Cleanup(s.Close)
+	s := queuetest.Session(t, b.log)
 	q, err := queue.New(s.Conn, b.root, queue.WithLogger(b.log))
 	must(t, err)
 	pt := reactor.PassThrough{}
@@ -269,14 +267,16 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // stalledBy flags the jobs keep picks (nil: no detector).
-func stalledBy(keep func(*queue.Job) bool) func(context.Context, *queue.Job) *stalled.Stall {
+func stalledBy(keep func(*queue.Job) bool) func(context.Context) func(*queue.Job) *stalled.Stall {
 	if keep == nil {
 		return nil
 	}
-	return func(_ context.Context, j *queue.Job) *stalled.Stall {
-		if !keep(j) {
-			return nil
+	return func(context.Context) func(*queue.Job) *stalled.Stall {
+		return func(j *queue.Job) *stalled.Stall {
+			if !keep(j) {
+				return nil
+			}
+			return &stalled.Stall{JID: j.ID, State: j.State(), Kind: stalled.KindWaiting, Reason: "picked by the test"}
 		}
-		return &stalled.Stall{JID: j.ID, State: j.State(), Kind: stalled.KindWaiting, Reason: "picked by the test"}
 	}
 }

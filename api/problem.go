@@ -59,6 +59,10 @@ var kinds = []struct {
 	{queue.ErrCorrupt, http.StatusInternalServerError, "corrupt"},
 }
 
+// ProblemOf is err's problem document: its status and one-line detail,
+// as the API answers it (the dashboard shows the same).
+func ProblemOf(err error) Problem { return problemOf(err) }
+
 // problemOf is err's problem document.
 func problemOf(err error) Problem {
 	status, kind := http.StatusInternalServerError, "internal"

@@ -120,6 +120,7 @@ type Bus struct {
 
 	closing   atomic.Bool // Close has begun: the disconnect that follows is ours
 	settled   atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
+	acks      sync.Map    // event ID → outMsg.acked of a PublishAcked on its way
 	congested atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
 	published atomic.Uint64
 	lost      atomic.Uint64
@@ -137,6 +138,7 @@ type outMsg struct {
 	data    []byte
 	core    bool
 	flushed chan struct{}
+	acked   chan struct{} // closed once the stream has the event or it is counted lost; nil when nobody waits
 }
 
 var errClosed = errors.New("events: bus closed")
@@ -217,15 +219,17 @@ func (b *Bus) open(ctx context.Context) error {
 		return fmt.Errorf("events: connect to NATS at %s: %w", redactURLs(b.cfg.URL), err)
 	}
 	b.js, err = jetstream.New(b.nc,
-		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) {
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
 			if !b.settled.Load() {
 				b.published.Add(1)
 			}
+			b.acked(m.Header.Get(jetstream.MsgIDHeader))
 		}),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			if !b.settled.Load() {
 				b.lose(err)
 			}
+			b.acked(m.Header.Get(jetstream.MsgIDHeader))
 		}),
 		jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout),
 	)
@@ -354,6 +358,24 @@ func (b *Bus) Publish(e Event) {
 	if b == nil {
 		return
 	}
+	b.publish(e, nil)
+}
+
+// PublishAcked is Publish, and returns a channel closed once the stream has
+// acknowledged the event, or the event is counted lost (or the bus is
+// closing): what a caller waits on before a change that must not outrun
+// the record of the one before it.
+func (b *Bus) PublishAcked(e Event) <-chan struct{} {
+	acked := make(chan struct{})
+	if b == nil {
+		close(acked)
+		return acked
+	}
+	b.publish(e, acked)
+	return acked
+}
+
+func (b *Bus) publish(e Event, acked chan struct{}) {
 	if e.ID == "" {
 		e.ID = nuid.Next()
 	}
@@ -366,9 +388,23 @@ func (b *Bus) Publish(e Event) {
 	data, err := marshal(e)
 	if err != nil {
 		b.lose(err)
+		closeAcked(acked)
 		return
 	}
-	b.enqueue(outMsg{subject: e.Subject(), id: e.ID, data: data})
+	b.enqueue(outMsg{subject: e.Subject(), id: e.ID, data: data, acked: acked})
+}
+
+// acked closes the channel a PublishAcked of event id waits on, if any.
+func (b *Bus) acked(id string) {
+	if ch, ok := b.acks.LoadAndDelete(id); ok {
+		close(ch.(chan struct{}))
+	}
+}
+
+func closeAcked(ch chan struct{}) {
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // Signal publishes data on core NATS at SignalSubject(Config.Host,
@@ -402,6 +438,7 @@ func (b *Bus) enqueue(m outMsg) {
 	defer b.mu.RUnlock()
 	if b.closed {
 		b.lose(errClosed)
+		closeAcked(m.acked)
 		return
 	}
 	select {
@@ -411,6 +448,7 @@ func (b *Bus) enqueue(m outMsg) {
 	}
 	if b.congested.Load() {
 		b.lose(errQueueFull)
+		closeAcked(m.acked)
 		return
 	}
 	t := time.NewTimer(queueWait)
@@ -420,6 +458,7 @@ func (b *Bus) enqueue(m outMsg) {
 	case <-t.C:
 		b.congested.Store(true)
 		b.lose(errQueueFull)
+		closeAcked(m.acked)
 	}
 }
 
@@ -460,6 +499,7 @@ func (b *Bus) publisher() {
 						close(m.flushed)
 					} else {
 						b.lose(errClosed)
+						closeAcked(m.acked)
 					}
 				default:
 					return
@@ -496,8 +536,12 @@ func (b *Bus) send(m outMsg) {
 	default:
 		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
+		if m.acked != nil {
+			b.acks.Store(m.id, m.acked)
+		}
 		if _, err := b.js.PublishMsgAsync(msg); err != nil {
 			b.lose(err)
+			b.acked(m.id)
 		}
 	}
 }
@@ -557,6 +601,9 @@ func (b *Bus) SubscribeSignal(subject string, fn func(data []byte)) (unsubscribe
 
 // Conn returns the bus's NATS connection.
 func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// Connected tells whether the bus has its NATS connection now.
+func (b *Bus) Connected() bool { return b != nil && b.nc != nil && b.nc.IsConnected() }
 
 // ClientURL returns the URL other processes connect to: the embedded
 // server's when it listens, else Config.URL ("" for an in-process-only
@@ -639,6 +686,7 @@ func (b *Bus) close() error {
 	// What is still unacknowledged now counts as lost, once: the
 	// connection is about to close, and ack timers firing later are ignored.
 	b.settled.Store(true)
+	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
 	if n := b.js.PublishAsyncPending(); n > 0 {
 		b.lost.Add(uint64(n))
 		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())

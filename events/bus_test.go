@@ -1,6 +1,7 @@
 package events
 
 import (
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -219,5 +220,35 @@ func BenchmarkPublish(b *testing.B) {
 	flush(b, bus)
 	if s := bus.Stats(); s.Lost != 0 {
 		b.Logf("lost %d of %d (queue full)", s.Lost, s.Published+s.Lost)
+	}
+}
+
+// PublishAcked's channel closes once the stream has the event (Recorded
+// finds it then, with nothing flushed), and at once for an event that
+// cannot be published: a closed or nil bus.
+func TestPublishAckedClosesOnceRecorded(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{})
+	for i := range 20 {
+		e := Event{Kind: KindJob, ID: fmt.Sprintf("acked-%d", i), JobID: "jid-acked", To: "Estimating"}
+		select {
+		case <-bus.PublishAcked(e):
+		case <-time.After(testTimeout):
+			t.Fatalf("event %s: no acknowledgement in %v", e.ID, testTimeout)
+		}
+		ok, err := bus.Recorded(t.Context(), e)
+		if err != nil || !ok {
+			t.Fatalf("event %s acknowledged but not recorded: %v, %v", e.ID, ok, err)
+		}
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Bus{bus, nil} {
+		select {
+		case <-b.PublishAcked(Event{Kind: KindJob, JobID: "late", To: "Pending"}):
+		default:
+			t.Errorf("PublishAcked on a closed or nil bus: channel open, want closed at once")
+		}
 	}
 }

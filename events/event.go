@@ -12,6 +12,7 @@ const (
 	KindBatch    = "batch"    // a batch changed state
 	KindProgress = "progress" // progress within a job's step
 	KindAdmin    = "admin"    // an operator's action
+	KindAccess   = "access"   // an access (assembly) request changed state
 )
 
 // SubjectAll is the subject filter of everything the stream records.
@@ -30,15 +31,16 @@ func SignalSubject(host, subject string) string {
 
 // Event is the envelope of everything ingestq publishes.
 type Event struct {
-	ID       string    `json:"id"`                 // unique (nuid), set by Publish if empty
-	Time     time.Time `json:"time"`               // set by Publish if zero
-	Kind     string    `json:"kind"`               // KindJob, KindBatch, KindProgress or KindAdmin
-	BatchID  string    `json:"batch_id,omitempty"` // the batch concerned
-	JobID    string    `json:"job_id,omitempty"`   // the job concerned
-	From     string    `json:"from,omitempty"`     // state before (job/batch transitions)
-	To       string    `json:"to,omitempty"`       // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
-	Priority *int      `json:"priority,omitempty"` // the job's or batch's priority, when known
-	Host     string    `json:"host,omitempty"`     // set by Publish from Config.Host if empty, unless RecoveredBy is set
+	ID       string    `json:"id"`                  // unique (nuid), set by Publish if empty
+	Time     time.Time `json:"time"`                // set by Publish if zero
+	Kind     string    `json:"kind"`                // KindJob, KindBatch, KindProgress or KindAdmin
+	BatchID  string    `json:"batch_id,omitempty"`  // the batch concerned
+	JobID    string    `json:"job_id,omitempty"`    // the job concerned
+	AccessID string    `json:"access_id,omitempty"` // the access request concerned (qid…)
+	From     string    `json:"from,omitempty"`      // state before (job/batch transitions)
+	To       string    `json:"to,omitempty"`        // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
+	Priority *int      `json:"priority,omitempty"`  // the job's or batch's priority, when known
+	Host     string    `json:"host,omitempty"`      // set by Publish from Config.Host if empty, unless RecoveredBy is set
 	// RecoveredBy names the host that published the event for a move it
 	// found in ZooKeeper without one: the move's maker (unknown, Host empty)
 	// stopped before publishing it, or is an operator or another program.
@@ -53,6 +55,7 @@ type Event struct {
 //	batch    ingestq.batch.<lower(To)>.<BatchID>
 //	progress ingestq.job.progress.<JobID>
 //	admin    ingestq.admin.<To>
+//	access   ingestq.access.<lower(To)>.<AccessID>
 //
 // Any other kind goes to ingestq.<lower(Kind)>.<lower(To)>. Every token is
 // sanitised: '.', '*', '>' and white space become '_', and an empty token
@@ -67,6 +70,8 @@ func (e Event) Subject() string {
 		return "ingestq.job.progress." + token(e.JobID)
 	case KindAdmin:
 		return "ingestq.admin." + token(e.To)
+	case KindAccess:
+		return "ingestq.access." + token(strings.ToLower(e.To)) + "." + token(e.AccessID)
 	default:
 		return "ingestq." + token(strings.ToLower(e.Kind)) + "." + token(strings.ToLower(e.To))
 	}

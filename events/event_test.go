@@ -12,6 +12,8 @@ func TestSubject(t *testing.T) {
 		{"batch", Event{Kind: KindBatch, To: "Reporting", BatchID: "bid0007"}, "ingestq.batch.reporting.bid0007"},
 		{"progress", Event{Kind: KindProgress, To: "Downloading", JobID: "jid0042"}, "ingestq.job.progress.jid0042"},
 		{"admin", Event{Kind: KindAdmin, To: "hold", JobID: "jid1"}, "ingestq.admin.hold"},
+		{"access", Event{Kind: KindAccess, To: "Completed", AccessID: "qid0000000007"}, "ingestq.access.completed.qid0000000007"},
+		{"hostile access", Event{Kind: KindAccess, To: "Failed", AccessID: "qid.*"}, "ingestq.access.failed.qid__"},
 		{"job id with dot", Event{Kind: KindJob, To: "Failed", JobID: "a.b"}, "ingestq.job.failed.a_b"},
 		{"job id star", Event{Kind: KindJob, To: "Failed", JobID: "*"}, "ingestq.job.failed._"},
 		{"batch id gt", Event{Kind: KindBatch, To: "Failed", BatchID: ">"}, "ingestq.batch.failed._"},

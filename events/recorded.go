@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,4 +53,22 @@ func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 	}
 	b.lookup.Store(&s)
 	return s, nil
+}
+
+// PlaceRecovered moves each recovered event of one job's timeline (published
+// late, by the daemon that found the move without one) to just before the
+// first move out of the state it entered.
+func PlaceRecovered(evs []Event) []Event {
+	for i := 0; i < len(evs); i++ {
+		rec := evs[i]
+		if rec.RecoveredBy == "" {
+			continue
+		}
+		at := slices.IndexFunc(evs, func(e Event) bool { return e.From == rec.To && !e.Time.Before(rec.Time) })
+		if at < 0 || at > i {
+			continue
+		}
+		evs = slices.Insert(slices.Delete(evs, i, i+1), at, rec)
+	}
+	return evs
 }

@@ -13,10 +13,11 @@ import (
 
 // Filter selects the recorded events Replay delivers.
 type Filter struct {
-	Since   time.Time // only events whose Time is not before Since; zero = from the start of the stream
-	BatchID string    // only events whose BatchID matches
-	JobID   string    // only events whose JobID matches
-	Subject string    // a NATS subject filter within the stream, default SubjectAll
+	Since    time.Time // only events whose Time is not before Since; zero = from the start of the stream
+	BatchID  string    // only events whose BatchID matches
+	JobID    string    // only events whose JobID matches
+	AccessID string    // only events whose AccessID matches
+	Subject  string    // a NATS subject filter within the stream, default SubjectAll
 }
 
 // clockSkew is how much earlier than Filter.Since the server starts
@@ -26,8 +27,17 @@ const clockSkew = time.Minute
 
 // replayIdle is how long Replay waits for the next message before it asks
 // the server whether anything is still pending (messages can expire or be
-// purged while a replay runs).
-const replayIdle = 2 * time.Second
+// purged while a replay runs). It must be longer than twice replayBeat:
+// nats.go checks for missed heartbeats only within one wait for the next
+// message, and a shorter wait would never see one.
+const replayIdle = 5 * time.Second
+
+// replayBeat is the heartbeat Replay asks of the server. Two missed, and
+// the client makes its consumer again from the last message it had: a
+// pull request lost while a cluster's consumer was still being placed
+// (seen on a loaded machine: the consumer had 12 pending and no waiting
+// request for 30 s) costs two seconds rather than the replay.
+const replayBeat = time.Second
 
 // replayStall is how long Replay goes on without a message while the
 // server says some are still pending (or cannot say) before it gives up
@@ -39,6 +49,7 @@ const replayStall = 30 * time.Second
 func (f Filter) match(e Event) bool {
 	return (f.BatchID == "" || e.BatchID == f.BatchID) &&
 		(f.JobID == "" || e.JobID == f.JobID) &&
+		(f.AccessID == "" || e.AccessID == f.AccessID) &&
 		(f.Since.IsZero() || !e.Time.Before(f.Since))
 }
 
@@ -61,7 +72,7 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	if err != nil {
 		return fmt.Errorf("events: replay %s: %w", stream, err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(replayBeat), jetstream.PullExpiry(replayIdle))
 	if err != nil {
 		return fmt.Errorf("events: replay %s: %w", stream, err)
 	}

@@ -7,9 +7,6 @@ import (
 	"io/fs"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,15 +39,15 @@ const faultWait = 2 * time.Minute
 func TestS3StoppedDuringStoring(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
-	g := startGate(t, srv.Addr, "/v1/inventory.json")
-	target := srv.URL(g.addr, "ocfl")
+	g := s3test.StartGate(t, srv.Addr, "/v1/inventory.json")
+	target := srv.URL(g.Addr, "ocfl")
 	logs := &logtest.Buffer{}
 	r := newRig(t, nil, withStorage(target), withLogs(t, logs), withAttempts(10, 50*time.Millisecond))
 
 	files := object{"a.txt": []byte("alpha\n"), "b/c.txt": []byte("charlie\n"), "d.bin": bytes.Repeat([]byte("delta"), 50_000)}
 	b := r.submitObject("/obj.checkm", files)
 	select {
-	case <-g.held:
+	case <-g.Held:
 	case <-time.After(faultWait):
 		t.Fatalf("no PUT of v1/inventory.json reached S3 in %v", faultWait)
 	}
@@ -64,7 +61,7 @@ func TestS3StoppedDuringStoring(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	g.release()
+	g.Release()
 	logs.WaitFor(t, "reactor: step failed; retrying", "job="+j.ID, "state=Storing")
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
@@ -304,48 +301,6 @@ func (r *rig) checkStoredOnce(target, ark string) {
 		r.t.Errorf("%s in %s holds\n%v\nwant exactly\n%v", ark, target, got, want)
 	}
 }
-
-// gate is an HTTP proxy in front of an S3 server that holds the first PUT
-// of a key ending in suffix until the test releases it: a moment in the
-// middle of a Put that the test chooses, not a timing.
-type gate struct {
-	addr   string        // host:port, for the client's endpoint
-	held   chan struct{} // closed when the PUT arrives
-	suffix string
-	open   chan struct{} // closed by release
-	hold   sync.Once
-	opened sync.Once
-	proxy  *httputil.ReverseProxy
-}
-
-func startGate(t *testing.T, server, suffix string) *gate {
-	g := &gate{held: make(chan struct{}), open: make(chan struct{}), suffix: suffix,
-		proxy: httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: server})}
-	g.proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-		http.Error(w, err.Error(), http.StatusBadGateway) // the server is down
-	}
-	transport := &http.Transport{}
-	g.proxy.Transport = transport
-	srv := httptest.NewServer(g)
-	t.Cleanup(transport.CloseIdleConnections)
-	t.Cleanup(srv.Close)
-	t.Cleanup(g.release) // first: Close waits for the held request
-	g.addr = srv.Listener.Addr().String()
-	return g
-}
-
-func (g *gate) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, g.suffix) {
-		g.hold.Do(func() {
-			close(g.held)
-			<-g.open
-		})
-	}
-	g.proxy.ServeHTTP(w, req) // the signed Host header is passed on as it came
-}
-
-// release lets the held PUT go on.
-func (g *gate) release() { g.opened.Do(func() { close(g.open) }) }
 
 func pgConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()

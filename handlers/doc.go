@@ -17,6 +17,13 @@
 // another: each one resumes from what the last run left (a verified file, a
 // minted identifier, a stored version) instead of redoing it.
 //
+// Each byte is hashed once on its way in, while it is written: a download
+// computes the manifest's digest and SHA-256 in one pass, an extraction and
+// the system files hash what they write, and the digest record in the
+// working folder carries the SHA-256 to Processing (the storage manifest),
+// Storing and Recording. Storing takes each file into a local storage root
+// on the same file system by a hard link, not a copy. See digests.go.
+//
 // What a job hands to the next consumer (the store and inventory manifest
 // URLs) is served by Handoff at the daemon's advertised URL, so that a
 // program on another host can work Storing or Recording.

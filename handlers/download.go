@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,17 @@ import (
 
 // progressEvery is the least time between two progress events of a job.
 const progressEvery = 500 * time.Millisecond
+
+// A job's downloaded files smaller than deferSyncBelow are fsynced
+// together once all are downloaded, syncParallel at once: syncs under way
+// together share the file system's journal commits, where a sync per small
+// file costs a commit each (1,000 × 4 KiB: Downloading 25 to 40 % faster
+// here). A bigger file is synced as it lands, while others still download:
+// deferred, its writeback came all at the end and the step was slower.
+const (
+	deferSyncBelow = 1 << 20
+	syncParallel   = 16
+)
 
 // download fetches a job's files into its working folder, PerJob at a
 // time, and verifies each against the manifest's digest and size. A file
@@ -62,16 +74,19 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 			return reactor.Result{}, err
 		}
 	}
+	// What this run verified: each file's SHA-256, from the same pass as
+	// the depositor's digest.
+	rec := &digests{files: map[string]fileDigest{}}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.PerJob)
 	for i, f := range files {
 		dest := dests[i]
 		want := f.Want
-		want.DeferDirSync = true
+		want.DeferSync = want.Size >= 0 && want.Size < deferSyncBelow
 		g.Go(func() error {
-			if _, err := fetch.Verify(dest, f.Want); err == nil {
+			if res, err := fetch.Verify(dest, f.Want); err == nil {
 				pr.done(f.Want.Size, true)
-				return nil
+				return rec.add(work, f.Name, res.SHA256)
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				p.log.Warn("downloading: a kept file no longer verifies; fetching it again", "job", j.ID, "file", f.Name, "err", err)
 				_ = os.Remove(dest)
@@ -81,7 +96,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 				return classify(fmt.Errorf("%s: %w", f.Name, err))
 			}
 			pr.done(res.Bytes, false)
-			return nil
+			return rec.add(work, f.Name, res.SHA256)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -95,20 +110,23 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 			return reactor.Result{}, err
 		}
 	}
-	// The files' data is synced; their names (the renames, and folders
-	// made on the way) are durable only now. Kept files of an earlier run
-	// are covered too: that run may have died before this point.
+	// The files (their data, then their names: the renames, and folders
+	// made on the way) are durable only now, synced together. Kept files
+	// of an earlier run are covered too: that run may have died before
+	// this point.
+	if err := durable.SyncFiles(dests, syncParallel); err != nil {
+		return reactor.Result{}, err
+	}
 	if err := syncDirs(dirs); err != nil {
 		return reactor.Result{}, err
 	}
 	if j.Config.PayloadType == TypeContainer {
-		zip := filepath.Join(work, containerFile)
-		if _, err := container.ExtractAs(zip, j.Config.PayloadURL, filepath.Join(work, producerDir), p.cfg.Containers); err != nil {
-			return reactor.Result{}, reactor.Fatal(err)
-		}
-		if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {
+		if err := p.extract(j, work, rec); err != nil {
 			return reactor.Result{}, err
 		}
+	}
+	if err := rec.write(work); err != nil {
+		return reactor.Result{}, err
 	}
 	space, err := treeSize(filepath.Join(work, producerDir))
 	if err != nil {
@@ -116,6 +134,25 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	}
 	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space, Config: p.placed(j, work)},
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
+}
+
+// extract unpacks the job's container into producer/, durably, and
+// records the SHA-256 of each file, computed while it was written.
+func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
+	zip := filepath.Join(work, containerFile)
+	files, err := container.ExtractAs(zip, j.Config.PayloadURL, filepath.Join(work, producerDir), p.cfg.Containers)
+	if err != nil {
+		return reactor.Fatal(err)
+	}
+	if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := rec.add(work, path.Join(producerDir, f.Name), f.SHA256); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // syncDirs makes each folder's entries durable.

@@ -27,28 +27,27 @@ const (
 	SubmitManifest  = "manifest"
 )
 
-// CreateJobs reads a Pending batch's payload and makes one job per object.
-// Run again after a crash, it makes only the jobs still missing.
-func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
+// Objects reads a Pending batch's payload: one object per job to make.
+func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
 	ctx = fetch.WithLogger(ctx, p.log.With("batch", b.ID))
 	prof, err := p.profile(b.Profile())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	sub := b.Submission
 	url := sub.PayloadURL
 	if url == "" {
 		if name := sub.FileName; name != "" {
 			// Merritt's ingest service keeps a depositor's upload on its own disk.
-			return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url, only the file name %q of an upload that ingestq cannot fetch", name))
+			return nil, reactor.Fatal(fmt.Errorf("submission has no payload_url, only the file name %q of an upload that ingestq cannot fetch", name))
 		}
-		return 0, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
+		return nil, reactor.Fatal(fmt.Errorf("submission has no payload_url"))
 	}
 	kind := sub.Type
 	var m *checkm.Manifest
 	if kind == "" || kind == SubmitAuto || kind == SubmitManifest {
 		if kind, m, err = p.readPayload(ctx, prof, url, kind); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	base := jobConfig(sub, prof)
@@ -61,10 +60,7 @@ func (p *Pipeline) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batc
 	default:
 		err = reactor.Fatal(fmt.Errorf("submission type %q: want %s, %s, %s or %s", kind, SubmitAuto, SubmitFile, SubmitContainer, SubmitManifest))
 	}
-	if err != nil {
-		return 0, err
-	}
-	return reactor.EnsureJobs(ctx, q, b, objs)
+	return objs, err
 }
 
 // readPayload looks at the payload's first bytes: a checkm manifest is read

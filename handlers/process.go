@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
@@ -39,20 +39,25 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 		return reactor.Result{}, err
 	}
 	work := p.workDir(j)
-	if err := writeSystemFiles(filepath.Join(work, systemDir), j, ids); err != nil {
+	rec := p.digestsOf(j.ID, work)
+	if err := writeSystemFiles(work, rec, j, ids); err != nil {
 		return reactor.Result{}, err
 	}
-	entries, err := hashTree(work, producerDir, systemDir)
+	entries, rec, err := p.objectFiles(ctx, s, work, rec)
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	if entries, err = p.writePremis(ctx, j, ids, update, entries); err != nil {
+	if entries, err = p.writePremis(ctx, j, rec, ids, update, entries); err != nil {
 		return reactor.Result{}, err
 	}
 	if !slices.ContainsFunc(entries, func(e manifestEntry) bool { return filepath.Dir(e.Name) != systemDir }) {
 		return reactor.Result{}, reactor.Fatal(errors.New("the object has no files"))
 	}
-	if entries, err = writeObjectManifest(work, entries); err != nil {
+	if entries, err = writeObjectManifest(work, rec, entries); err != nil {
+		return reactor.Result{}, err
+	}
+	// Storing reads the record to know which files are still the ones hashed.
+	if err := rec.write(work); err != nil {
 		return reactor.Result{}, err
 	}
 	mpath := filepath.Join(work, storageManifest)
@@ -133,10 +138,42 @@ type manifestEntry struct {
 // every core busy and to overlap one file's read with another's hashing.
 const hashParallel = 8
 
-// hashTree lists and hashes the regular files under the given folders of
-// root, in name order. A symlink or other special file is refused.
-func hashTree(root string, dirs ...string) ([]manifestEntry, error) {
-	var out []manifestEntry
+// objectFiles lists the object's files with their SHA-256 digests, as the
+// digest record has them. A depositor's file that is missing, or whose
+// bytes no longer have the digest its verified download recorded, was
+// changed in the working folder: it is removed and the download is run
+// again in place (fetching only what is not there, checked against the
+// depositor's digest), once. The record comes back as it is then.
+func (p *Pipeline) objectFiles(ctx context.Context, s *reactor.Step, work string, rec *digests) ([]manifestEntry, *digests, error) {
+	entries, changed, err := hashTree(work, rec, producerDir, systemDir)
+	if err != nil || len(changed) == 0 {
+		return entries, rec, err
+	}
+	p.log.Warn("processing: files changed since their verified download; fetching them again",
+		"job", s.Job.ID, "files", changed)
+	for _, name := range changed {
+		if err := os.Remove(filepath.Join(work, filepath.FromSlash(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+	}
+	if _, err := p.download(ctx, s); err != nil {
+		return nil, nil, fmt.Errorf("fetching changed files again: %w", err)
+	}
+	rec = p.digestsOf(s.Job.ID, work)
+	entries, changed, err = hashTree(work, rec, producerDir, systemDir)
+	if err == nil && len(changed) > 0 {
+		err = reactor.Fatal(fmt.Errorf("%v changed in the working folder again after they were fetched again", changed))
+	}
+	return entries, rec, err
+}
+
+// hashTree lists the regular files under the given folders of root, in
+// name order, each with its SHA-256: the recorded one while the file is
+// still the one that was hashed, else hashed now and recorded. A symlink or
+// other special file is refused. changed lists the depositor's files
+// (under producer/) that the record has with other bytes, or that are gone.
+func hashTree(root string, rec *digests, dirs ...string) (out []manifestEntry, changed []string, err error) {
+	var infos []fs.FileInfo // of out's files, as the walk found them
 	for _, d := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, d), func(path string, de fs.DirEntry, err error) error {
 			if err != nil || de.IsDir() {
@@ -146,30 +183,60 @@ func hashTree(root string, dirs ...string) ([]manifestEntry, error) {
 			if !de.Type().IsRegular() {
 				return reactor.Fatal(fmt.Errorf("%s: not a regular file", filepath.ToSlash(rel)))
 			}
-			out = append(out, manifestEntry{Name: filepath.ToSlash(rel), Path: path})
+			fi, err := de.Info()
+			if err != nil {
+				return err
+			}
+			out = append(out, manifestEntry{Name: filepath.ToSlash(rel), Path: path, Size: fi.Size()})
+			infos = append(infos, fi)
 			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(context.Background())
 	g.SetLimit(hashParallel)
 	for i := range out {
 		e := &out[i] // each goroutine fills its own entry
+		if sum, ok := rec.unchanged(e.Name, infos[i]); ok {
+			e.SHA256 = sum
+			continue
+		}
 		g.Go(func() (err error) {
 			if gctx.Err() != nil {
 				return nil // another file failed: the step fails anyway
 			}
-			e.SHA256, e.Size, err = sha256File(e.Path)
-			return err
+			if e.SHA256, e.Size, err = sha256File(e.Path); err != nil {
+				return err
+			}
+			if was, ok := rec.lookup(e.Name); ok && was.SHA256 != e.SHA256 && strings.HasPrefix(e.Name, producerDir+"/") {
+				mu.Lock()
+				changed = append(changed, e.Name)
+				mu.Unlock()
+				return nil
+			}
+			rec.addInfo(e.Name, e.SHA256, infos[i])
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	changed = append(changed, missing(out, rec.names(producerDir))...)
+	slices.Sort(changed)
 	slices.SortFunc(out, func(a, b manifestEntry) int { return cmpString(a.Name, b.Name) })
-	return out, nil
+	return out, changed, nil
+}
+
+// missing are the recorded names that no entry has.
+func missing(entries []manifestEntry, recorded []string) []string {
+	have := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		have[e.Name] = true
+	}
+	return slices.DeleteFunc(recorded, func(n string) bool { return have[n] })
 }
 
 func sha256File(path string) (string, int64, error) {
@@ -202,7 +269,7 @@ func fileURL(path string) string { return "file://" + filepath.ToSlash(path) }
 // the digest of each of its files) and writes the object's PREMIS file
 // with every event so far, adding it to entries in place of one an
 // earlier run wrote.
-func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, ids *queue.Identifiers, update bool, entries []manifestEntry) ([]manifestEntry, error) {
+func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, rec *digests, ids *queue.Identifiers, update bool, entries []manifestEntry) ([]manifestEntry, error) {
 	how := "given by the depositor"
 	switch minted, ok, err := p.q.Minted(ctx, j.ID); {
 	case err != nil:
@@ -222,13 +289,9 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, ids *queue.Ide
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(p.workDir(j), filepath.FromSlash(name))
-	if err := durable.WriteFile(file, premisXML(ids.PrimaryID, p.cfg.Agent, all)); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", premisFile, err)
-	}
-	sum, size, err := sha256File(file)
+	e, err := rec.writeHashed(p.workDir(j), name, premisXML(ids.PrimaryID, p.cfg.Agent, all))
 	if err != nil {
 		return nil, err
 	}
-	return append(entries, manifestEntry{Name: name, Path: file, Size: size, SHA256: sum}), nil
+	return append(entries, e), nil
 }

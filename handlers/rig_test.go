@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
@@ -26,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -41,6 +43,7 @@ type rig struct {
 	data    string
 	bus     *events.Bus
 	q       *queue.Queue // an operator's session
+	qs      *zkwatch.Session
 	log     *slog.Logger
 	content *content
 	p       *handlers.Pipeline
@@ -71,7 +74,8 @@ func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 	}
 	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof,
 		batches: map[string]chan events.Event{}, reached: map[string]events.Event{}, jobs: map[string][]events.Event{}}
-	r.q = r.queue(r.session())
+	r.qs = r.session()
+	r.q = r.queue(r.qs)
 	// One subscription keeps the publisher's order: a job's last event is
 	// heard before its batch's report.
 	if _, err := bus.Subscribe("ingestq.>", func(e events.Event) {
@@ -88,24 +92,10 @@ func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 	return r
 }
 
-func (r *rig) session() *zkwatch.Session {
-	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(r.t).Addr}, SessionTimeout: 4 * time.Second, Logger: r.log})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(s.Close)
-	return s
-}
+func (r *rig) session() *zkwatch.Session { return queuetest.Session(r.t, r.log) }
 
 func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
-	q, err := queue.New(s.Conn, r.root, queue.WithLogger(r.log))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := q.Init(r.t.Context()); err != nil {
-		r.t.Fatal(err)
-	}
-	return q
+	return queuetest.Queue(r.t, s, r.root, r.log)
 }
 
 // start runs the ingest pipeline in a reactor until the test ends.
@@ -139,7 +129,17 @@ func (r *rig) start(opts ...rigOption) {
 			}
 		}
 	})
-	rc.Jobs, rc.Batches, rc.Reporter = p.Handlers(), p, p
+	jobs := p.Handlers()
+	for state, before := range rc.Jobs { // the options' hooks (beforeStep)
+		step := jobs[state]
+		jobs[state] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+			if _, err := before.Handle(ctx, s); err != nil {
+				return reactor.Result{}, err
+			}
+			return step.Handle(ctx, s)
+		})
+	}
+	rc.Jobs, rc.Batches, rc.Reporter = jobs, p, p
 	d, err := reactor.New(rc)
 	if err != nil {
 		r.t.Fatal(err)
@@ -176,6 +176,20 @@ func withLogs(t testing.TB, logs *logtest.Buffer) rigOption {
 // doubling): for faults that last longer than the rig's two quick tries.
 func withAttempts(n int, wait time.Duration) rigOption {
 	return func(_ *handlers.Config, rc *reactor.Config) { rc.Attempts, rc.Backoff = n, wait }
+}
+
+// beforeStep runs fn on each job of the state just before the pipeline's
+// step does, in the daemon's worker: a test changes what the step finds.
+func beforeStep(state queue.State, fn func(*queue.Job)) rigOption {
+	return func(_ *handlers.Config, rc *reactor.Config) {
+		if rc.Jobs == nil {
+			rc.Jobs = map[queue.State]reactor.JobHandler{}
+		}
+		rc.Jobs[state] = reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+			fn(s.Job)
+			return reactor.Result{}, nil
+		})
+	}
 }
 
 func (r *rig) onBatch(e events.Event) {
@@ -235,10 +249,8 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 		case e := <-ch:
 			for _, s := range states {
 				if e.To == string(s) {
-					b, err := r.q.LoadBatch(r.t.Context(), bid)
-					if err != nil {
-						r.t.Fatal(err)
-					}
+					var b *queue.Batch
+					r.read(func() (err error) { b, err = r.q.LoadBatch(r.t.Context(), bid); return err })
 					r.mu.Lock()
 					r.reached[bid] = e
 					r.mu.Unlock()
@@ -255,21 +267,40 @@ func (r *rig) waitBatch(bid string, states ...queue.State) *queue.Batch {
 // jobsOf loads a batch's jobs, by object key.
 func (r *rig) jobsOf(bid string) map[string]*queue.Job {
 	r.t.Helper()
-	buckets, err := r.q.BatchJobs(r.t.Context(), bid)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	var buckets map[string][]string
+	r.read(func() (err error) { buckets, err = r.q.BatchJobs(r.t.Context(), bid); return err })
 	out := map[string]*queue.Job{}
 	for _, jids := range buckets {
 		for _, jid := range jids {
-			j, err := r.q.LoadJob(r.t.Context(), jid)
-			if err != nil {
-				r.t.Fatal(err)
-			}
+			var j *queue.Job
+			r.read(func() (err error) { j, err = r.q.LoadJob(r.t.Context(), jid); return err })
 			out[j.Config.Map()["object_key"].(string)] = j
 		}
 	}
 	return out
+}
+
+// read runs the operator's read f, again after the session is back when
+// ZooKeeper was out of reach: a loaded machine that stalls past the
+// session timeout costs the daemon a reconnect, and must not fail the test
+// that watches it recover.
+func (r *rig) read(f func() error) {
+	r.t.Helper()
+	for try := 0; ; try++ {
+		err := f()
+		if err == nil {
+			return
+		}
+		if try < 5 && queue.Unreachable(err) {
+			ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
+			back := r.qs.WaitState(ctx, zk.StateHasSession)
+			cancel()
+			if back == nil {
+				continue
+			}
+		}
+		r.t.Fatal(err)
+	}
 }
 
 func (r *rig) dump() {

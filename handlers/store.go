@@ -33,10 +33,8 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
 	}
-	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs}
-	for _, e := range entries {
-		obj.Files = append(obj.Files, storage.File{Name: e.Name, Path: e.Path, Size: e.Size, SHA256: e.SHA256})
-	}
+	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
+		Fence: p.storageFence(ark)}
 	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
@@ -52,7 +50,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	for i, c := range kept.Copies {
 		evs = append(evs,
 			p.event(j.ID, inventory.EventReplication, "", c.Target, fmt.Sprintf("copy %d of %d: version %d at %s", i+1, len(kept.Copies), c.Number, c.URL)),
-			p.event(j.ID, inventory.EventFixityCheck, "", c.Target, fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", c.URL)))
+			p.event(j.ID, inventory.EventFixityCheck, "", c.Target, fixityDetail(c)))
 	}
 	if _, err := p.logEvents(j, evs...); err != nil {
 		return reactor.Result{}, err
@@ -79,6 +77,31 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	}, nil
 }
 
+// storageFiles are the files of the storage manifest, each vouched for
+// (storage.File.Linkable) while it is still the file whose digest the
+// record holds: a store on the same file system may then take it by a hard
+// link, where any other file is copied and its digest checked on the way.
+// Nothing in the pipeline writes into a working file once it is there
+// (downloads, extractions and system files are put in place by a rename or
+// as new files), so a link shares bytes that no step changes.
+func (p *Pipeline) storageFiles(j *queue.Job, work string, entries []manifestEntry) []storage.File {
+	rec := p.digestsOf(j.ID, work)
+	files := make([]storage.File, len(entries))
+	for i, e := range entries {
+		files[i] = storage.File{Name: e.Name, Path: e.Path, Size: e.Size, SHA256: e.SHA256}
+		if e.Path != filepath.Join(work, filepath.FromSlash(e.Name)) {
+			continue
+		}
+		// Lstat: a symlink put in the file's place is not the file (a link
+		// to it would store the symlink).
+		if fi, err := os.Lstat(e.Path); err == nil {
+			sum, ok := rec.unchanged(e.Name, fi)
+			files[i].Linkable = ok && sum == e.SHA256 && fi.Size() == e.Size
+		}
+	}
+	return files
+}
+
 // storedVersion is what Storing keeps in the working folder for Recording:
 // the primary's version, and every verified copy.
 type storedVersion struct {
@@ -93,22 +116,44 @@ type storedCopy struct {
 	Number   int       `json:"number"` // its version number there
 	Changed  bool      `json:"changed"`
 	Verified time.Time `json:"verified"`
+	Linked   int       `json:"-"` // files taken by a hard link, not copied
+}
+
+// fixityDetail says how a copy was verified: by its store, which hashed
+// what it wrote, or for files it took by a hard link, by being the very
+// files hashed while they were written and unchanged since.
+func fixityDetail(c storedCopy) string {
+	if c.Linked == 0 {
+		return fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", c.URL)
+	}
+	return fmt.Sprintf("copy at %s: %d new files are hard links to the working files whose sha256 was computed while they were written "+
+		"(unchanged since: same inode, size and modification time), the others verified by its store (sha256)", c.URL, c.Linked)
 }
 
 // copyObject puts obj into every target, the primary first. Each Put is
 // idempotent by content, so a step run again (a replica was down) writes
 // only the copies still missing. Every target verifies what it writes. Each
-// new version's files are counted stored once per copy written.
+// new version's files are counted stored once per copy written. Only the
+// primary may take files by hard link: a replica linked to the same files
+// would be the primary's bytes again, not a second copy of them.
 func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object) (storedVersion, error) {
 	var out storedVersion
 	var size int64
 	for _, f := range obj.Files {
 		size += f.Size
 	}
+	copied := obj
+	copied.Files = slices.Clone(obj.Files)
+	for i := range copied.Files {
+		copied.Files[i].Linkable = false
+	}
 	for i, t := range targets {
 		st, err := p.store(ctx, t)
 		if err != nil {
 			return out, err
+		}
+		if i == 1 {
+			obj = copied
 		}
 		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
@@ -123,7 +168,7 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 			p.log.Warn("storing: a replica numbers the version differently (it lacks earlier versions)",
 				"ark", obj.ARK, "primary", out.Number, "replica", t, "number", v.Number)
 		}
-		out.Copies = append(out.Copies, storedCopy{Target: t, URL: v.URL, Number: v.Number, Changed: v.Changed, Verified: p.q.Now().UTC()})
+		out.Copies = append(out.Copies, storedCopy{Target: t, URL: v.URL, Number: v.Number, Changed: v.Changed, Verified: p.q.Now().UTC(), Linked: v.Linked})
 	}
 	return out, nil
 }
@@ -174,6 +219,22 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		return reactor.Result{}, err
 	}
 	return reactor.Result{Attrs: map[string]any{"ark": ark, "version": kept.Number}}, nil
+}
+
+// storageFence fails once this daemon no longer holds ark's storage lock:
+// its session expired (a pause, a partition) and the lock went with it.
+func (p *Pipeline) storageFence(ark string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ok, err := p.q.HoldsStorage(ctx, ark)
+		if err != nil {
+			return fmt.Errorf("storage lock of %s: %w", ark, err)
+		}
+		if !ok {
+			return fmt.Errorf("the storage lock of %s is no longer this daemon's (its ZooKeeper session ended): "+
+				"another job may be storing the object, so this one neither commits nor removes what it wrote", ark)
+		}
+		return nil
+	}
 }
 
 // underLock runs fn holding a per-object lock; a lock held elsewhere is a

@@ -36,7 +36,7 @@ var depositFiles = []string{path.Join(systemDir, premisFile), path.Join(systemDi
 
 // writeObjectManifest writes the object's manifest into system/ and returns
 // entries with its own entry added (an earlier run's dropped).
-func writeObjectManifest(work string, entries []manifestEntry) ([]manifestEntry, error) {
+func writeObjectManifest(work string, rec *digests, entries []manifestEntry) ([]manifestEntry, error) {
 	name := path.Join(systemDir, objectManifest)
 	entries = slices.DeleteFunc(entries, func(e manifestEntry) bool { return e.Name == name })
 	var b bytes.Buffer
@@ -47,29 +47,25 @@ func writeObjectManifest(work string, entries []manifestEntry) ([]manifestEntry,
 		fmt.Fprintf(&b, "%s | sha256 | %s | %d\n", e.Name, e.SHA256, e.Size)
 	}
 	b.WriteString("#%eof\n")
-	file := filepath.Join(work, filepath.FromSlash(name))
-	if err := durable.WriteFile(file, b.Bytes()); err != nil {
-		return nil, fmt.Errorf("writing %s: %w", objectManifest, err)
-	}
-	sum, size, err := sha256File(file)
+	e, err := rec.writeHashed(work, name, b.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	return append(entries, manifestEntry{Name: name, Path: file, Size: size, SHA256: sum}), nil
+	return append(entries, e), nil
 }
 
-func writeSystemFiles(dir string, j *queue.Job, ids *queue.Identifiers) error {
+// writeSystemFiles writes the ERC and Dublin Core files into system/,
+// recording their digests.
+func writeSystemFiles(work string, rec *digests, j *queue.Job, ids *queue.Identifiers) error {
 	md := queue.Metadata{}
 	if j.Metadata != nil {
 		md = *j.Metadata
 	}
-	if err := durable.WriteFile(filepath.Join(dir, ercFile), erc(md, ids)); err != nil {
-		return fmt.Errorf("writing %s: %w", ercFile, err)
+	if _, err := rec.writeHashed(work, path.Join(systemDir, ercFile), erc(md, ids)); err != nil {
+		return err
 	}
-	if err := durable.WriteFile(filepath.Join(dir, dcFile), dublinCore(md, ids)); err != nil {
-		return fmt.Errorf("writing %s: %w", dcFile, err)
-	}
-	return nil
+	_, err := rec.writeHashed(work, path.Join(systemDir, dcFile), dublinCore(md, ids))
+	return err
 }
 
 // erc is the object's Electronic Resource Citation (the kernel elements

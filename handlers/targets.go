@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/reactor"
 )
 
 // A storage target is named by a URL: a folder or file:// URL, or an
@@ -96,4 +97,38 @@ func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 	p.log.Info("storage: the pre-OCFL store was imported into OCFL; its folder can be removed", "versions", n,
 		"from", done, "to", primary)
 	return nil
+}
+
+// ReaderFor is where the objects of a profile ("": the daemon's) are read
+// back from, for the access queue: the first of its storage targets that
+// can be read (an OCFL root; a storage service cannot). None is a fatal
+// error: no retry can read them.
+func (p *Pipeline) ReaderFor(ctx context.Context, profileName string) (storage.Reader, error) {
+	targets := p.cfg.Storage
+	if prof, ok := p.cfg.Profiles.Get(profileName); ok {
+		targets = p.targets(prof)
+	}
+	for _, t := range targets {
+		s, err := p.store(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := s.(storage.Reader); ok {
+			return r, nil
+		}
+	}
+	return nil, reactor.Fatal(fmt.Errorf("no storage target of profile %q can be read back (%s): objects are read from an OCFL root",
+		profileName, strings.Join(targets, ", ")))
+}
+
+// AccessTargets are the profiles' own places for access packages
+// (profile field access), by profile name.
+func (p *Pipeline) AccessTargets() map[string]string {
+	out := map[string]string{}
+	for _, name := range p.cfg.Profiles.Names() {
+		if prof, ok := p.cfg.Profiles.Get(name); ok && prof.Access != "" {
+			out[name] = prof.Access
+		}
+	}
+	return out
 }

@@ -47,7 +47,9 @@ type BatchRow struct {
 	Status       queue.State         `json:"status"`
 	UUID         string              `json:"uuid"`
 	Profile      string              `json:"profile"`
-	Jobs         map[string][]string `json:"jobs"` // by bucket; null when unreadable
+	Jobs         map[string][]string `json:"jobs"`     // by bucket; null when unreadable
+	Archived     int                 `json:"archived"` // a windowed batch's Completed jobs kept in the batch (decision 174)
+	Unmade       int                 `json:"unmade"`   // a windowed batch's objects with no job yet
 	LastModified string              `json:"last_modified"`
 }
 
@@ -60,9 +62,32 @@ func (s *Service) BatchRows(ctx context.Context, batches []*queue.Batch) ([]Batc
 	var g errgroup.Group
 	g.SetLimit(16)
 	for i, b := range batches {
-		rows[i] = BatchRow{b.ID, b.State(), b.UUID(), b.Profile(), nil, b.Status.LastModified}
-		g.Go(func() error { rows[i].Jobs, errs[i] = s.Q.BatchJobs(ctx, b.ID); return nil })
+		rows[i] = BatchRow{BID: b.ID, Status: b.State(), UUID: b.UUID(), Profile: b.Profile(), LastModified: b.Status.LastModified}
+		g.Go(func() error {
+			if rows[i].Jobs, errs[i] = s.Q.BatchJobs(ctx, b.ID); errs[i] == nil {
+				rows[i].Archived, errs[i] = s.Q.Archived(ctx, b.ID)
+			}
+			if errs[i] == nil {
+				rows[i].Unmade, errs[i] = s.unmade(ctx, b.ID, rows[i])
+			}
+			return nil
+		})
 	}
 	_ = g.Wait() // the errors are in errs
 	return rows, errs
+}
+
+// unmade counts a windowed batch's objects that have no job yet: its feed's
+// objects less the jobs made (in a bucket or archived). None once the feed
+// has stopped: those objects will have no job.
+func (s *Service) unmade(ctx context.Context, bid string, row BatchRow) (int, error) {
+	f, err := s.Q.LoadFeed(ctx, bid)
+	if err != nil || f == nil || f.Stopped != "" {
+		return 0, err
+	}
+	made := row.Archived
+	for _, jids := range row.Jobs {
+		made += len(jids)
+	}
+	return max(f.Objects-made, 0), nil
 }

@@ -53,6 +53,13 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 		}
 		out.State, out.Changed = queue.Deleted, changed
 	}
+	if !pending {
+		// A windowed batch makes no more jobs (decision 174); then the
+		// ones it has are cancelled.
+		if err := s.Q.StopFeeding(ctx, b.ID, msg); err != nil {
+			return out, err
+		}
+	}
 	// A Pending batch has jobs only when a daemon died while making them.
 	buckets, err := s.Q.BatchJobs(ctx, b.ID)
 	if err != nil {

@@ -16,6 +16,18 @@ import (
 // QueueNames are the queues a hold can stop.
 var QueueNames = []string{queue.QueueIngest, queue.QueueAccessSmall, queue.QueueAccessLarge}
 
+// queueAliases are other names of the access queues' holds (the CLI's).
+var queueAliases = map[string]string{"access-small": queue.QueueAccessSmall, "access-large": queue.QueueAccessLarge}
+
+// QueueName is the hold name of a queue named by one of QueueNames or an
+// alias (access-small, access-large); "" when none.
+func QueueName(name string) string {
+	if slices.Contains(QueueNames, name) {
+		return name
+	}
+	return queueAliases[name]
+}
+
 // Holds lists the queue and collection holds in force.
 func (s *Service) Holds(ctx context.Context) ([]queue.Hold, error) {
 	holds, err := s.Q.Holds(ctx)
@@ -34,9 +46,10 @@ func (s *Service) ReleaseQueue(ctx context.Context, name string) (Outcome, error
 }
 
 func (s *Service) holdQueue(ctx context.Context, name string, hold bool) (Outcome, error) {
-	if !slices.Contains(QueueNames, name) {
-		return Outcome{}, invalid(fmt.Sprintf("queue %q: want one of %s", name, strings.Join(QueueNames, ", ")))
+	if QueueName(name) == "" {
+		return Outcome{}, invalid(fmt.Sprintf("queue %q: want one of %s (or access-small, access-large)", name, strings.Join(QueueNames, ", ")))
 	}
+	name = QueueName(name)
 	change := s.Q.ReleaseQueue
 	if hold {
 		change = s.Q.HoldQueue

@@ -19,6 +19,8 @@ import (
 type Page struct {
 	Limit int
 	After string
+	// Reverse lists from the end: batches newest first (the dashboard).
+	Reverse bool
 }
 
 // JobFilter selects jobs; an empty field selects all.
@@ -80,9 +82,18 @@ func (s *Service) ListJobs(ctx context.Context, f JobFilter, p Page) (JobList, e
 // time, keeping those keep says, until it has p.Limit (0: all). next is the
 // last item's key when keys remain.
 func paginate[T any](keys []string, p Page, load func(key string) (T, error), keep func(key string, item T, err error) bool, keyOf func(T) string) (items []T, next string) {
-	keys = keys[sort.SearchStrings(keys, p.After):]
-	if len(keys) > 0 && keys[0] == p.After {
-		keys = keys[1:]
+	switch {
+	case p.Reverse:
+		if p.After != "" {
+			keys = keys[:sort.SearchStrings(keys, p.After)]
+		}
+		keys = slices.Clone(keys)
+		slices.Reverse(keys)
+	default:
+		keys = keys[sort.SearchStrings(keys, p.After):]
+		if len(keys) > 0 && keys[0] == p.After {
+			keys = keys[1:]
+		}
 	}
 	items = []T{}
 	for len(keys) > 0 {

@@ -33,6 +33,11 @@ type Service struct {
 	Publish func(events.Event)
 	// Pace gives the estimates of time left; nil gives none.
 	Pace *Pace
+	// Inventory is what access requests are estimated from; nil refuses
+	// them. AccessThreshold is the estimate above which a request goes to
+	// the large queue (0: DefaultAccessThreshold).
+	Inventory       ObjectReader
+	AccessThreshold int64
 }
 
 // ErrInvalid marks bad input: a malformed id, a missing or bad field, an

@@ -74,10 +74,16 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 	if err != nil {
 		return nil, err
 	}
+	// A windowed batch (decision 174) has archived jobs, done, and objects
+	// without a job yet: its job-count counts them all.
+	archived, err := s.Q.Archived(ctx, b.ID)
+	if err != nil {
+		return nil, err
+	}
 	st := &BatchStatus{BID: b.ID, UUID: b.UUID(), State: b.State(), Message: b.Status.Message,
 		LastModified: b.Status.LastModified, Profile: b.Profile(), Locked: b.Locked,
 		Submission: b.Submission.Map(), Report: b.Report}
-	st.Jobs = JobCounts{Total: len(all), ByState: map[queue.State]int{}}
+	st.Jobs = JobCounts{Total: max(len(all)+archived, b.JobCount), ByState: map[queue.State]int{}}
 	for _, jid := range working {
 		if js, ok := statuses[jid]; ok {
 			st.Jobs.ByState[js.Status]++
@@ -92,7 +98,11 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 			finished[jid] = true
 		}
 	}
-	st.Jobs.Finished = len(finished)
+	st.Jobs.Finished = len(finished) + archived
+	if archived > 0 {
+		st.Jobs.ByState[queue.Completed] += archived
+	}
+	st.Bytes.Unknown += st.Jobs.Total - len(all) - archived // not made yet
 	for _, jid := range all {
 		n := sizes[jid]
 		st.Bytes.Total += n
@@ -104,7 +114,7 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 		}
 	}
 	st.Percent.Jobs = percent(int64(st.Jobs.Finished), int64(st.Jobs.Total))
-	if st.Bytes.Unknown == 0 {
+	if st.Bytes.Unknown == 0 && archived == 0 { // an archived job's size is not kept
 		st.Percent.Bytes = percent(st.Bytes.Finished, st.Bytes.Total)
 	}
 	if slices.Contains([]queue.State{queue.Processing, queue.UpdateReporting}, b.State()) {

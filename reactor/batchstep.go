@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -20,7 +21,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	if r.holds.queueHeld() {
 		return false, nil
 	}
-	b, waits, err := r.q.AcquirePendingBatch(ctx, r.takesBatch)
+	b, waits, err := r.acquirePendingBatch(ctx)
 	if err != nil || b == nil {
 		r.wakeOn(waits, sigPending)
 		return false, err
@@ -31,7 +32,11 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	}
 	var jobs int
 	ok, err := r.withRetries(ctx, "batch handler", b.ID, func() (err error) {
-		jobs, err = r.cfg.Batches.CreateJobs(ctx, r.q, b)
+		objs, err := r.cfg.Batches.Objects(ctx, b)
+		if err != nil {
+			return err
+		}
+		jobs, err = r.makeJobs(ctx, b, objs)
 		return err
 	})
 	switch {
@@ -56,11 +61,30 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	}
 	if r.moveBatch(b, queue.Processing, c, nil) {
 		r.batchStarted(b.ID)
+		if windowed, _ := r.feeds.known(b.ID); windowed {
+			r.signal(sigFeed, b.ID) // its next window may be made at once
+		}
 		// A batch with no job left in batch-processing reports now: its
 		// folder may never appear, so no watch would fire.
 		r.signal(sigReport, b.ID)
 	}
 	return true, nil
+}
+
+// acquirePendingBatch takes a Pending batch, reading only the batches not
+// yet seen past Pending: with many batches in the queue, a new one costs
+// the reading of itself, not of every batch.
+func (r *Reactor) acquirePendingBatch(ctx context.Context) (*queue.Batch, []queue.Wait, error) {
+	var ids []string // nil until the watch has listed /batches: all
+	if l := r.batches.Load(); l != nil {
+		ids = make([]string, 0, len(*l))
+		for _, bid := range *l {
+			if _, done := r.pastPending.Load(bid); !done {
+				ids = append(ids, bid)
+			}
+		}
+	}
+	return r.q.AcquirePendingBatchOf(ctx, ids, r.takesBatch, func(bid string) { r.pastPending.Store(bid, true) })
 }
 
 // takesBatch tells whether this daemon's pipeline works the batch's
@@ -74,16 +98,20 @@ func (r *Reactor) takesBatch(b *queue.Batch) bool {
 }
 
 // countJobs counts a batch's jobs in its buckets, or nil when they cannot
-// be listed.
+// be listed. A job that moved on between two buckets' listings (its jobs
+// run while the batch is made, decision 189) is in both: it counts once.
 func (r *Reactor) countJobs(bid string) *int {
 	buckets, err := r.q.BatchJobs(r.work, bid)
 	if err != nil {
 		return nil
 	}
-	n := 0
+	seen := map[string]bool{}
 	for _, jids := range buckets {
-		n += len(jids)
+		for _, jid := range jids {
+			seen[jid] = true
+		}
 	}
+	n := len(seen)
 	return &n
 }
 
@@ -95,6 +123,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	b, waits, err := r.q.AcquireCompletedBatch(ctx, ids)
+	r.doneReport(ids, b != nil)
 	if err != nil {
 		return false, err
 	}
@@ -106,13 +135,13 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	if from == queue.Reporting {
 		r.publishBatch(b, queue.Processing, nil)
 	}
-	rep, err := r.buildReport(b)
+	rep, stored, err := r.buildReport(b)
 	if err != nil {
 		r.log.Warn("reactor: cannot read the batch's jobs; report retried later", "batch", b.ID, "err", err)
 		r.unlockBatch(b)
 		return true, nil
 	}
-	r.recoverEnds(b.ID, rep.SuccessfulJobs, rep.FailedJobs)
+	r.recoverEnds(b.ID, stored.SuccessfulJobs, stored.FailedJobs) // archived jobs had theirs checked live
 	msg := rep.Message
 	ok, err = r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
@@ -127,18 +156,43 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	if rep.Failed() {
 		to = queue.Failed
 	}
-	report := rep.StatusReport
-	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &report}, map[string]any{
-		"successful_jobs": rep.SuccessfulJobs, "failed_jobs": rep.FailedJobs, "failures": rep.Messages, "update": rep.Update,
-		"objects": rep.Objects})
+	stored.LastModified = rep.LastModified
+	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &stored}, reportAttrs(rep))
 	return true, nil
 }
 
-// withRetries runs a batch step's fn until it succeeds, fails fatally or
-// runs out of attempts (then its last error is returned), waiting with
-// backoff between tries. ok is false when ctx ended first: the step is to be
-// left for later.
-func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() error) (ok bool, err error) {
+// eventListMax bounds each list in a report event: a 100,000-object
+// batch's lists would pass NATS's 1 MB message limit. The counts are always
+// there; a consumer that finds a list cut short (lists_cut) reads the batch.
+const eventListMax = 1000
+
+// reportAttrs are a report event's attributes.
+func reportAttrs(rep Report) map[string]any {
+	a := map[string]any{"successful_count": len(rep.SuccessfulJobs), "failed_count": len(rep.FailedJobs), "update": rep.Update,
+		"successful_jobs": rep.SuccessfulJobs[:min(len(rep.SuccessfulJobs), eventListMax)],
+		"failed_jobs":     rep.FailedJobs[:min(len(rep.FailedJobs), eventListMax)]}
+	if len(rep.SuccessfulJobs) > eventListMax || len(rep.FailedJobs) > eventListMax {
+		a["lists_cut"] = true
+	}
+	failures := map[string]string{}
+	for _, jid := range a["failed_jobs"].([]string) {
+		failures[jid] = rep.Messages[jid]
+	}
+	objects := map[string]*queue.Identifiers{}
+	for _, jid := range a["successful_jobs"].([]string) {
+		if id, ok := rep.Objects[jid]; ok {
+			objects[jid] = id
+		}
+	}
+	a["failures"], a["objects"] = failures, objects
+	return a
+}
+
+// withRetries runs the fn of a batch's step or an access request's (id)
+// until it succeeds, fails fatally or runs out of attempts (then its last
+// error is returned), waiting with backoff between tries. ok is false when
+// ctx ended first: the step is to be left for later.
+func (r *Reactor) withRetries(ctx context.Context, what, id string, fn func() error) (ok bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = fn()
 		switch {
@@ -150,7 +204,7 @@ func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() e
 			return true, err
 		}
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
-		r.log.Warn("reactor: "+what+" failed; retrying", "batch", bid, "attempt", attempt, "in", wait, "err", err)
+		r.log.Warn("reactor: "+what+" failed; retrying", "id", id, "attempt", attempt, "in", wait, "err", err)
 		if !backoff.Sleep(ctx, wait) {
 			return false, err
 		}
@@ -158,24 +212,33 @@ func (r *Reactor) withRetries(ctx context.Context, what, bid string, fn func() e
 }
 
 // buildReport lists the batch's completed and failed jobs, with the failed
-// jobs' messages.
-func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
+// jobs' messages, and gives the status-report to store: the same lists, but
+// for a windowed batch's archived jobs, which the report gives and the
+// status-report leaves out (a node holds 1 MB; its archive keeps them).
+func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error) {
 	buckets, err := r.q.BatchJobs(r.work, b.ID)
 	if err != nil {
-		return Report{}, err
+		return Report{}, queue.StatusReport{}, err
+	}
+	stored := queue.StatusReport{
+		LastModified:   r.q.Now().Format(queue.TimeLayout),
+		SuccessfulJobs: nonNil(buckets["batch-completed"]),
+		FailedJobs:     nonNil(buckets["batch-failed"]),
 	}
 	rep := Report{
-		StatusReport: queue.StatusReport{
-			LastModified:   r.q.Now().Format(queue.TimeLayout),
-			SuccessfulJobs: nonNil(buckets["batch-completed"]),
-			FailedJobs:     nonNil(buckets["batch-failed"]),
-		},
-		Messages: map[string]string{},
-		Update:   b.State() == queue.UpdateReporting,
-		Message:  b.Status.Message,
+		StatusReport: stored,
+		Messages:     map[string]string{},
+		Update:       b.State() == queue.UpdateReporting,
+		Message:      b.Status.Message,
 	}
-	if rep.Objects, err = r.q.Identifiers(r.work, rep.SuccessfulJobs); err != nil {
-		return Report{}, err
+	reported := *b
+	reported.Report = &stored
+	if rep.SuccessfulJobs, rep.Objects, err = r.q.Successes(r.work, &reported); err != nil {
+		return Report{}, queue.StatusReport{}, err
+	}
+	rep.SuccessfulJobs = nonNil(rep.SuccessfulJobs)
+	if f, err := r.q.LoadFeed(r.work, b.ID); err == nil && f != nil && f.Stopped != "" {
+		rep.Message = strings.TrimPrefix(rep.Message+"; the batch stopped making jobs: "+f.Stopped, "; ")
 	}
 	for _, jid := range rep.FailedJobs {
 		j, err := r.q.LoadJob(r.work, jid)
@@ -185,7 +248,7 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, error) {
 		}
 		rep.Messages[jid] = j.Status.Message
 	}
-	return rep, nil
+	return rep, stored, nil
 }
 
 func nonNil(s []string) []string {

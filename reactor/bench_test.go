@@ -2,6 +2,7 @@ package reactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor"
@@ -21,24 +23,49 @@ import (
 
 // Run: go test -run '^$' -bench . -benchtime 200x ./reactor/   (PERFORMANCE.md)
 
-// benv is a benchmark's queue, bus and one daemon whose Estimating
-// handler can be watched.
+// benv is a benchmark's queue and daemons (one unless newDaemons is
+// asked for more), each on its own ZooKeeper session and bus, whose
+// Estimating handlers can be watched.
 type benv struct {
 	b       *testing.B
 	root    string
 	q       *queue.Queue
+	buses   []*events.Bus // one per daemon; bus is the first's
 	bus     *events.Bus
 	started sync.Map // jid → time its Estimating handler started
+
+	lastBatch string // the batch processingJob made last
+
+	daemons  []*reactor.Reactor
+	daemonQs []*queue.Queue // the daemons': their requests are counted
 }
 
-func newBenv(b *testing.B) *benv {
-	quiet := slog.New(slog.DiscardHandler)
-	bus, err := events.Open(context.Background(), events.Config{DataDir: b.TempDir(), Host: "bench", Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
+// requests are the daemons' ZooKeeper requests so far: their queues'
+// reads and writes, and their watchers' listings.
+func (e *benv) requests() (reads, writes, listings uint64) {
+	for i, q := range e.daemonQs {
+		r, w := q.Requests()
+		reads, writes, listings = reads+r, writes+w, listings+e.daemons[i].WatcherStats().Listings
 	}
-	b.Cleanup(func() { _ = bus.Close() })
-	e := &benv{b: b, root: zktest.Root(b), bus: bus}
+	return reads, writes, listings
+}
+
+// reportRequests reports the daemons' ZooKeeper requests per job since
+// reads0, writes0 and listings0.
+func (e *benv) reportRequests(jobs int, reads0, writes0, listings0 uint64) {
+	reads, writes, listings := e.requests()
+	e.b.ReportMetric(float64(reads-reads0)/float64(jobs), "reads/job")
+	e.b.ReportMetric(float64(listings-listings0)/float64(jobs), "listings/job")
+	e.b.ReportMetric(float64(writes-writes0)/float64(jobs), "writes/job")
+}
+
+func newBenv(b *testing.B) *benv { return newDaemons(b, 1) }
+
+// newDaemons starts n pass-through daemons on one queue. Each has its own
+// session and its own bus (host bench-N), as daemons on separate hosts do.
+func newDaemons(b *testing.B, n int) *benv {
+	quiet := slog.New(slog.DiscardHandler)
+	e := &benv{b: b, root: zktest.Root(b)}
 	dial := func() *zkwatch.Session {
 		s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(b).Addr}, Logger: quiet})
 		if err != nil {
@@ -58,32 +85,62 @@ func newBenv(b *testing.B) *benv {
 		return q
 	}
 	e.q = mkq(dial())
-	s := dial()
-	pt := reactor.PassThrough{}
-	hs := pt.Handlers()
-	next := hs[queue.Estimating]
-	hs[queue.Estimating] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
-		e.started.LoadOrStore(s.Job.ID, time.Now())
-		return next.Handle(ctx, s)
-	})
-	r, err := reactor.New(reactor.Config{Queue: mkq(s), Session: s, Bus: bus, Jobs: hs, Batches: pt, Reporter: pt, Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
+	for i := range n {
+		host := fmt.Sprintf("bench-%d", i+1)
+		bus, err := events.Open(context.Background(), events.Config{DataDir: b.TempDir(), Host: host, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = bus.Close() })
+		e.buses = append(e.buses, bus)
+		s := dial()
+		pt := reactor.PassThrough{}
+		hs := pt.Handlers()
+		next := hs[queue.Estimating]
+		hs[queue.Estimating] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+			e.started.LoadOrStore(s.Job.ID, time.Now())
+			return next.Handle(ctx, s)
+		})
+		q := mkq(s)
+		r, err := reactor.New(reactor.Config{Queue: q, Session: s, Bus: bus, Host: host, Jobs: hs, Batches: pt, Reporter: pt, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.daemons, e.daemonQs = append(e.daemons, r), append(e.daemonQs, q)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = r.Run(ctx); close(done) }()
+		b.Cleanup(func() { cancel(); <-done })
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
+	e.bus = e.buses[0]
 	return e
 }
 
+// createJob adds a job to a batch the daemon may be moving meanwhile:
+// CreateJob is fenced by the batch's version, so a stale view reads again.
+func (e *benv) createJob(bid string, spec queue.JobSpec) (*queue.Job, error) {
+	for {
+		bt, err := e.q.LoadBatch(e.b.Context(), bid)
+		if err != nil {
+			return nil, err
+		}
+		j, err := e.q.CreateJob(e.b.Context(), bt, spec)
+		if !errors.Is(err, queue.ErrStale) {
+			return j, err
+		}
+	}
+}
+
+// sub follows subject on every daemon's bus.
 func (e *benv) sub(subject string) chan events.Event {
 	ch := make(chan events.Event, 100000)
-	unsub, err := e.bus.Subscribe(subject, func(ev events.Event) { ch <- ev })
-	if err != nil {
-		e.b.Fatal(err)
+	for _, bus := range e.buses {
+		unsub, err := bus.Subscribe(subject, func(ev events.Event) { ch <- ev })
+		if err != nil {
+			e.b.Fatal(err)
+		}
+		e.b.Cleanup(unsub)
 	}
-	e.b.Cleanup(unsub)
 	return ch
 }
 
@@ -123,7 +180,7 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 	b.Run("reactor", func(b *testing.B) {
 		e := newBenv(b)
-		est := e.sub("ingestq.job.estimating.*")
+		est, done := e.sub("ingestq.job.estimating.*"), e.sub("ingestq.job.>")
 		bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": "passthrough:0"}))
 		if err != nil {
 			b.Fatal(err)
@@ -131,7 +188,9 @@ func BenchmarkDispatch(b *testing.B) {
 		var lat []time.Duration
 		b.ResetTimer()
 		for range b.N {
-			j, err := e.q.CreateJob(b.Context(), bt, queue.JobSpec{Priority: 5})
+			// A pass-through job, as its batch handler would make it: the daemon
+			// leaves any other payload alone.
+			j, err := e.createJob(bt.ID, queue.JobSpec{Priority: 5, Config: queue.JobConfig{PayloadURL: "passthrough:1"}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,105 +205,250 @@ func BenchmarkDispatch(b *testing.B) {
 				}
 				time.Sleep(50 * time.Microsecond) // polling a map the handler fills; not synchronisation of the measured path
 			}
+			// An idle queue for the next job: this one's later steps done.
+			ev = <-done
+			for ev.JobID != j.ID || (ev.To != string(queue.Completed) && ev.To != string(queue.Failed)) {
+				ev = <-done
+			}
+			if ev.To != string(queue.Completed) {
+				b.Fatalf("job %s ended %s: %s", j.ID, ev.To, ev.Message)
+			}
 		}
 		b.StopTimer()
 		percentiles(b, "latency", lat)
 	})
 }
 
-// BenchmarkBatchCompletion: from the commit of a batch's last job (its
-// Completed event) to the batch entering Reporting, over batches of 10 jobs.
+// BenchmarkBatchCompletion: from the commit of a batch's last job to the
+// batch's move to Reporting (the report pool's acquisition: lock and
+// status in one multi(); the time is its event's, stamped when that multi
+// returns), one batch at a time, with 1,000 other batches in Processing
+// whose jobs are unfinished (Held), so that the daemon watches 1,000
+// batch-processing folders. "notify": the last commit is the daemon's own
+// Notify step (timed from its Completed event, stamped when the commit
+// returned); "foreign": another session moves the job Notify → Completed
+// straight through reactor/queue (timed from when that commit returned).
+// Baseline in the same run, "raw-watch": a bare ChildrenW on a
+// batch-processing folder firing for a delete by another session, timed
+// from before the delete. -short: 20 other batches.
 func BenchmarkBatchCompletion(b *testing.B) {
-	e := newBenv(b)
-	jobs, batches := e.sub("ingestq.job.completed.*"), e.sub("ingestq.batch.reporting.*")
-	var lat []time.Duration
-	for range b.N {
-		bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": "passthrough:10"}))
-		if err != nil {
+	fillers := 1000
+	if testing.Short() {
+		fillers = 20
+	}
+	b.Run("raw-watch", func(b *testing.B) {
+		conn, other, root := zktest.Connect(b), zktest.Connect(b), zktest.Root(b)
+		acl := zk.WorldACL(zk.PermAll)
+		if _, err := conn.Create(root, nil, 0, acl); err != nil {
 			b.Fatal(err)
 		}
-		var last time.Time
-		for n := 0; n < 10; {
-			ev := <-jobs
-			if ev.BatchID == bt.ID {
-				n++
-				if ev.Time.After(last) {
-					last = ev.Time
+		var lat []time.Duration
+		for i := range b.N {
+			dir := fmt.Sprintf("%s/bid%010d", root, i)
+			for _, p := range []string{dir, dir + "/states", dir + "/states/batch-processing", dir + "/states/batch-processing/jid0000000001"} {
+				if _, err := conn.Create(p, nil, 0, acl); err != nil {
+					b.Fatal(err)
 				}
 			}
-		}
-		ev := <-batches
-		for ev.BatchID != bt.ID {
-			ev = <-batches
-		}
-		lat = append(lat, ev.Time.Sub(last))
-	}
-	percentiles(b, "last-job-to-reporting", lat)
-}
-
-// BenchmarkThroughput: whole job lifecycles per second with pass-through
-// handlers (one daemon, 4 workers per state), beside the ceiling that raw
-// multi() calls give: a lifecycle is 18 writes (2 to create, then per step
-// one to acquire and one to move on), run from 32 goroutines.
-func BenchmarkThroughput(b *testing.B) {
-	const perBatch = 500
-	b.Run("reactor", func(b *testing.B) {
-		e := newBenv(b)
-		done := e.sub("ingestq.batch.completed.*")
-		b.ResetTimer()
-		for range b.N {
-			bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
+			_, _, ch, err := conn.ChildrenW(dir + "/states/batch-processing")
 			if err != nil {
 				b.Fatal(err)
 			}
-			for ev := range done {
-				if ev.BatchID == bt.ID {
-					break
+			t0 := time.Now()
+			if err := other.Delete(dir+"/states/batch-processing/jid0000000001", -1); err != nil {
+				b.Fatal(err)
+			}
+			<-ch
+			lat = append(lat, time.Since(t0))
+		}
+		percentiles(b, "latency", lat)
+	})
+	for _, variant := range []string{"notify", "foreign"} {
+		b.Run(variant, func(b *testing.B) {
+			e := newBenv(b)
+			e.fillBatches(fillers)
+			completed, reporting, ended := e.sub("ingestq.job.completed.*"), e.sub("ingestq.batch.reporting.*"), e.sub("ingestq.batch.completed.*")
+			var lat []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				var last time.Time
+				if variant == "notify" {
+					j := e.processingJob("passthrough:1")
+					ev := <-completed
+					for ev.JobID != j.ID {
+						ev = <-completed
+					}
+					last = ev.Time
+				} else {
+					j := e.processingJob("foreign:1")
+					for _, s := range reactor.JobStates[1:] {
+						j = e.foreignMove(j, s)
+					}
+					e.foreignMove(j, queue.Completed)
+					last = time.Now()
+				}
+				bid := e.lastBatch
+				ev := <-reporting
+				for ev.BatchID != bid {
+					ev = <-reporting
+				}
+				lat = append(lat, ev.Time.Sub(last))
+				for ev = <-ended; ev.BatchID != bid; ev = <-ended { // an idle queue for the next batch
 				}
 			}
+			b.StopTimer()
+			percentiles(b, "commit-to-reporting", lat)
+		})
+	}
+}
+
+// fillBatches makes n batches in Processing, each with one Held job whose
+// payload the daemon does not take: they stay in the queue, unfinished.
+func (e *benv) fillBatches(n int) {
+	var g errgroup.Group
+	g.SetLimit(16)
+	for range n {
+		g.Go(func() error {
+			bt := e.processingBatch()
+			j, err := e.q.CreateJob(e.b.Context(), bt, queue.JobSpec{Priority: 5, Config: queue.JobConfig{PayloadURL: "foreign:1"}})
+			if err != nil {
+				return err
+			}
+			_, err = e.q.HoldJob(e.b.Context(), j.ID)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		e.b.Fatal(err)
+	}
+}
+
+// processingBatch makes a batch of one job, as another program would: the
+// batch in Processing with its job count, then its job. Its payload is
+// not one the daemon takes, so only the daemon's reporter acts on it.
+func (e *benv) processingBatch() *queue.Batch {
+	ctx := e.b.Context()
+	bt, err := e.q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"payload_url": "foreign:1"}))
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	if bt, err = e.q.LockBatch(ctx, bt.ID); err != nil {
+		e.b.Fatal(err)
+	}
+	one := 1
+	if err := e.q.SetBatchStatus(ctx, bt, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}); err != nil {
+		e.b.Fatal(err)
+	}
+	return bt
+}
+
+// processingJob makes a batch in Processing with one Pending job of the
+// given payload, and remembers the batch in lastBatch.
+func (e *benv) processingJob(payload string) *queue.Job {
+	bt := e.processingBatch()
+	j, err := e.q.CreateJob(e.b.Context(), bt, queue.JobSpec{Priority: 5, Config: queue.JobConfig{PayloadURL: payload}})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	e.lastBatch = bt.ID
+	return j
+}
+
+// foreignMove moves a job the daemon leaves alone to state to, as another
+// program would: lock, then one multi that moves it and releases the lock.
+func (e *benv) foreignMove(j *queue.Job, to queue.State) *queue.Job {
+	j, err := e.q.LockJob(e.b.Context(), j.ID)
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	if err := e.q.SetJobStatus(e.b.Context(), j, to, queue.JobChange{Release: true}); err != nil {
+		e.b.Fatal(err)
+	}
+	return j
+}
+
+// BenchmarkThroughput: whole job lifecycles per second with pass-through
+// handlers, one 500-job batch at a time (50 with -short), with 1, 2 and 3
+// daemons (in-process, each on its own ZooKeeper session and bus, 4
+// workers per state), and the daemons' ZooKeeper requests per job. In each
+// op, after the batch, the ceiling runs untimed on the same server: the
+// writes of as many lifecycles as raw multi() calls (18 each: 2 to create,
+// then per step one to acquire and one to move on) from 32 goroutines.
+// pct-of-ceiling is the daemons' rate as a percentage of the ceiling's.
+func BenchmarkThroughput(b *testing.B) {
+	perBatch := 500
+	if testing.Short() {
+		perBatch = 50
+	}
+	for _, n := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("daemons=%d", n), func(b *testing.B) {
+			e := newDaemons(b, n)
+			done := e.sub("ingestq.batch.completed.*")
+			reads0, writes0, listings0 := e.requests()
+			var ceiling time.Duration
+			b.ResetTimer()
+			for range b.N {
+				bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for ev := range done {
+					if ev.BatchID == bt.ID {
+						break
+					}
+				}
+				b.StopTimer()
+				ceiling += rawCeiling(b, perBatch)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			rate, raw := float64(b.N*perBatch)/b.Elapsed().Seconds(), float64(b.N*perBatch)/ceiling.Seconds()
+			b.ReportMetric(rate, "jobs/s")
+			b.ReportMetric(raw, "ceiling-jobs/s")
+			b.ReportMetric(100*rate/raw, "pct-of-ceiling")
+			e.reportRequests(b.N*perBatch, reads0, writes0, listings0)
+		})
+	}
+}
+
+// rawCeiling commits the writes of jobs lifecycles as raw multi() calls
+// (setData at the version, delete a ref, create a ref), 18 per job, from 32
+// goroutines on one session, and returns how long that took.
+func rawCeiling(b *testing.B, jobs int) time.Duration {
+	conn, root := zktest.Connect(b), zktest.Root(b)
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{root, root + "/a", root + "/b"} {
+		if _, err := conn.Create(p, nil, 0, acl); err != nil {
+			b.Fatal(err)
 		}
-		b.ReportMetric(float64(b.N*perBatch)/b.Elapsed().Seconds(), "jobs/s")
-	})
-	b.Run("raw-multi-ceiling", func(b *testing.B) {
-		conn, root := zktest.Connect(b), zktest.Root(b)
-		acl := zk.WorldACL(zk.PermAll)
-		for _, p := range []string{root, root + "/a", root + "/b"} {
+	}
+	for w := range 32 {
+		for _, p := range []string{fmt.Sprintf("%s/s%d", root, w), fmt.Sprintf("%s/a/r%d", root, w)} {
 			if _, err := conn.Create(p, nil, 0, acl); err != nil {
 				b.Fatal(err)
 			}
 		}
-		var next atomic.Int64
-		total := int64(b.N * perBatch * 18)
-		var wg sync.WaitGroup
-		b.ResetTimer()
-		for w := range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				status := fmt.Sprintf("%s/s%d", root, w)
-				if _, err := conn.Create(status, nil, 0, acl); err != nil {
+	}
+	var next atomic.Int64
+	total := int64(jobs * 18)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range 32 {
+		wg.Go(func() {
+			status, ref, version, side := fmt.Sprintf("%s/s%d", root, w), fmt.Sprintf("r%d", w), int32(0), "a"
+			for next.Add(1) <= total {
+				other := map[string]string{"a": "b", "b": "a"}[side]
+				_, err := conn.Multi(&zk.SetDataRequest{Path: status, Data: []byte("x"), Version: version},
+					&zk.DeleteRequest{Path: root + "/" + side + "/" + ref, Version: -1},
+					&zk.CreateRequest{Path: root + "/" + other + "/" + ref, Acl: acl})
+				if err != nil {
 					b.Error(err)
 					return
 				}
-				ref, version, side := fmt.Sprintf("r%d", w), int32(0), "a"
-				if _, err := conn.Create(root+"/a/"+ref, nil, 0, acl); err != nil {
-					b.Error(err)
-					return
-				}
-				for next.Add(1) <= total {
-					other := map[string]string{"a": "b", "b": "a"}[side]
-					_, err := conn.Multi(&zk.SetDataRequest{Path: status, Data: []byte("x"), Version: version},
-						&zk.DeleteRequest{Path: root + "/" + side + "/" + ref, Version: -1},
-						&zk.CreateRequest{Path: root + "/" + other + "/" + ref, Acl: acl})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					version, side = version+1, other
-				}
-			}()
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N*perBatch)/b.Elapsed().Seconds(), "jobs/s")
-	})
+				version, side = version+1, other
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(t0)
 }

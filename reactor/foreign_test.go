@@ -22,26 +22,77 @@ import (
 // An outside reader (mrt-zk's reporter reads a batch's status, then its
 // batch-processing folder) never finds batch-processing empty while the
 // batch is still Pending, that is while its jobs are being made: the folder
-// is made with the first job's ref, and no job finishes before its batch
-// has all its jobs.
+// is made with the first job's ref, and that job waits for its batch to
+// leave Pending.
 func TestOutsideReaderNeverSeesAnEmptyPendingBucket(t *testing.T) {
 	const batches, jobs = 100, 4
 	e := newEnv(t)
 	reports := e.outside("ingestq.batch.>")
 	e.daemon("host-a")
-	conn := e.session().Conn
+	stop := e.samplePendingBuckets()
 
+	var bids []string
+	for i := range batches {
+		b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", jobs), "n": i})
+		bids = append(bids, b.ID)
+	}
+	for _, bid := range bids {
+		if rep := e.waitBatch(reports, bid); rep.To != "Completed" {
+			t.Fatalf("batch %s ended %s: %s", bid, rep.To, rep.Message)
+		}
+	}
+	stop()
+	e.clean()
+}
+
+// The jobs a batch handler makes start while it makes the others (decision
+// 300): all but the first, which waits for the batch to leave Pending, so
+// batch-processing is never empty meanwhile.
+func TestJobsStartWhileTheirBatchIsMade(t *testing.T) {
+	e := newEnv(t)
+	all := e.outside("ingestq.>")
+	e.daemon("host-a")
+	stop := e.samplePendingBuckets()
+
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:40", "create_pace": "50ms"})
+	var doneEarly int
+	for ev := range all {
+		if ev.BatchID != b.ID {
+			continue
+		}
+		if ev.Kind == events.KindJob && ev.To == string(queue.Completed) {
+			doneEarly++
+		}
+		if ev.Kind == events.KindBatch && ev.To == string(queue.Processing) {
+			break
+		}
+	}
+	if doneEarly == 0 {
+		t.Fatal("no job of the batch completed while its handler was making the others")
+	}
+	// The handler reads the batch's jobs again before each ten (create_pace)
+	// while the earlier ones move on: none is missed and made twice.
+	if rep := e.waitBatch(all, b.ID); rep.To != "Completed" || rep.Attrs["successful_count"] != float64(40) {
+		t.Fatalf("batch %s ended %s with %v successful (want 40): %s", b.ID, rep.To, rep.Attrs["successful_count"], rep.Message)
+	}
+	stop()
+	t.Logf("%d of 40 jobs completed before their batch left Pending", doneEarly)
+	e.clean()
+}
+
+// samplePendingBuckets reads, as mrt-zk's reporter does, every batch's
+// batch-processing folder and status over and over, until the returned stop
+// is called; stop fails the test if a Pending batch's folder was ever empty.
+func (e *env) samplePendingBuckets() (stop func()) {
+	t, conn := e.t, e.session().Conn
 	var (
-		stop       atomic.Bool
+		halt       atomic.Bool
 		wg         sync.WaitGroup
-		mu         sync.Mutex
 		violations []string
 		seen       int // samples of a Pending batch whose folder held jobs
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
+	wg.Go(func() {
+		for !halt.Load() {
 			bids, _, err := conn.Children(e.q.Path("/batches"))
 			if err != nil {
 				continue
@@ -57,35 +108,23 @@ func TestOutsideReaderNeverSeesAnEmptyPendingBucket(t *testing.T) {
 				if err != nil || st != queue.Pending {
 					continue
 				}
-				mu.Lock()
 				if len(kids) == 0 {
 					violations = append(violations, bid)
 				} else {
 					seen++
 				}
-				mu.Unlock()
 			}
 		}
-	}()
-
-	var bids []string
-	for i := range batches {
-		b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", jobs), "n": i})
-		bids = append(bids, b.ID)
-	}
-	for _, bid := range bids {
-		if rep := e.waitBatch(reports, bid); rep.To != "Completed" {
-			t.Fatalf("batch %s ended %s: %s", bid, rep.To, rep.Message)
+	})
+	return func() {
+		halt.Store(true)
+		wg.Wait()
+		if len(violations) > 0 {
+			t.Fatalf("an outside reader saw batch-processing empty while the batch was Pending %d times, in %v",
+				len(violations), slices.Compact(violations))
 		}
+		t.Logf("%d samples of a Pending batch whose batch-processing held jobs, none empty", seen)
 	}
-	stop.Store(true)
-	wg.Wait()
-	if len(violations) > 0 {
-		t.Fatalf("an outside reader saw batch-processing empty while the batch was Pending %d times, in %v",
-			len(violations), slices.Compact(violations))
-	}
-	t.Logf("%d samples of a Pending batch whose batch-processing held jobs, none empty", seen)
-	e.clean()
 }
 
 // mrt-zk moves a job's batch ref by a delete and then a create, so on every

@@ -60,12 +60,19 @@ type Result struct {
 	Attrs map[string]any
 }
 
-// BatchHandler turns an acquired Pending batch into jobs, and returns how
-// many jobs the batch has (recorded, so that its report waits for that
-// many). It runs again after a crash, so it must not create a job twice:
-// EnsureJobs does that, and gives the count.
+// BatchHandler reads an acquired Pending batch's payload: one Object per
+// job to make, each with a key unique within the batch. The reactor makes
+// the jobs (EnsureJobs; a window at a time past Config.Window objects). It
+// runs again after a crash, and on a retry: it must give the same objects.
 type BatchHandler interface {
-	CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (jobs int, err error)
+	Objects(ctx context.Context, b *queue.Batch) ([]Object, error)
+}
+
+// Paced is a BatchHandler whose jobs are made in tens, with a pause after
+// each ten (the pass-through pipeline's create_pace), so that fault tests
+// can stop a daemon while it is making a batch's jobs.
+type Paced interface {
+	CreatePace(b *queue.Batch) time.Duration
 }
 
 // Selective is a pipeline that works only some of a queue's payloads (the

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
 
-// holds is the one place a daemon learns what is held: the ingest queue
-// and the collections. It is read from ZooKeeper at start, kept current by
+// holds is the one place a daemon learns what is held: the ingest queue,
+// the access queues and the collections. It is read from ZooKeeper at start, kept current by
 // the watcher's changes of /locks/queue and /locks/collections, and, for a
 // collection about to get work, asked of ZooKeeper itself, since the
 // watcher's view lags a hold by a watch round trip.
@@ -20,14 +21,18 @@ type holds struct {
 	log    *slog.Logger
 	onFree func() // the ingest queue was released: work may go on
 
-	mu    sync.Mutex
-	queue bool            // the ingest queue is held
-	cols  map[string]bool // held collections
+	mu     sync.Mutex
+	queue  bool            // the ingest queue is held
+	access map[string]bool // held access queues (accessSmall, accessLarge)
+	cols   map[string]bool // held collections
 }
 
 func newHolds(q *queue.Queue, log *slog.Logger, onFree func()) *holds {
-	return &holds{q: q, log: log, onFree: onFree, cols: map[string]bool{}}
+	return &holds{q: q, log: log, onFree: onFree, cols: map[string]bool{}, access: map[string]bool{}}
 }
+
+// accessQueues are the queue holds of the access queues.
+var accessQueues = []string{queue.QueueAccessSmall, queue.QueueAccessLarge}
 
 // load reads both kinds of hold, before the pools start: the watcher's
 // first listings run beside the pools' and could come late.
@@ -37,6 +42,11 @@ func (h *holds) load(ctx context.Context) {
 	h.mu.Lock()
 	if err == nil {
 		h.queue = held
+	}
+	for _, name := range accessQueues {
+		if held, err := h.q.QueueHeld(ctx, name); err == nil {
+			h.access[name] = held
+		}
 	}
 	for _, c := range cols {
 		h.cols[c] = true
@@ -52,6 +62,18 @@ func (h *holds) queueHeld() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.queue
+}
+
+// accessHeld tells whether an access queue (its hold's name) is held:
+// ZooKeeper's answer (the watcher's view lags a hold made just before a
+// request), or the view when ZooKeeper cannot answer.
+func (h *holds) accessHeld(ctx context.Context, name string) bool {
+	if held, err := h.q.QueueHeld(ctx, name); err == nil {
+		return held
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.access[name]
 }
 
 // collectionHeld tells whether a profile's collection is held: ZooKeeper's
@@ -79,13 +101,28 @@ func (h *holds) queueChanged(c zkwatch.Change) {
 		held = held && n != queue.QueueIngest
 	}
 	h.queue = held
+	freed := h.accessChanged(c)
 	h.mu.Unlock()
 	if was != held {
 		h.log.Info("reactor: ingest queue hold changed", "held", held)
-		if !held {
-			h.onFree()
+	}
+	if (was && !held) || freed {
+		h.onFree()
+	}
+}
+
+// accessChanged applies a change of /locks/queue to the access queues'
+// holds, under mu, and tells whether one was released.
+func (h *holds) accessChanged(c zkwatch.Change) (freed bool) {
+	for _, name := range accessQueues {
+		was, held := h.access[name], slices.Contains(c.Children, name)
+		h.access[name] = held
+		if was != held {
+			h.log.Info("reactor: access queue hold changed", "queue", name, "held", held)
+			freed = freed || !held
 		}
 	}
+	return freed
 }
 
 // collectionsChanged applies a change of /locks/collections.

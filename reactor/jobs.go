@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -11,10 +12,7 @@ import (
 )
 
 // Object is one object of a batch, to become one job.
-type Object struct {
-	Key  string // unique within the batch: a manifest line, a file name
-	Spec queue.JobSpec
-}
+type Object = queue.Object
 
 // EnsureJobs creates a job for every object that has none in the batch yet,
 // and returns how many jobs the batch has for its objects. Run again after
@@ -23,36 +21,75 @@ type Object struct {
 // session has taken the batch over, this one creates nothing more and gets
 // queue.ErrStale: a batch never loses or duplicates a job.
 func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object) (int, error) {
+	return ensureJobs(ctx, q, b, objs, nil)
+}
+
+// ensureJobs is EnsureJobs; given early, it makes the first missing job
+// alone, the gate, then the others, and hands each of those to early.
+func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(*queue.Job)) (int, error) {
+	if err := uniqueKeys(b.ID, objs); err != nil {
+		return 0, err
+	}
 	have, err := existingKeys(ctx, q, b.ID)
 	if err != nil {
 		return 0, err
 	}
-	var todo []Object
-	seen := map[string]bool{}
+	todo := slices.DeleteFunc(slices.Clone(objs), func(o Object) bool { return have[o.Key] })
+	created, err := createJobs(ctx, q, b, todo, early)
+	return len(objs) - len(todo) + created, err
+}
+
+// uniqueKeys refuses a batch whose objects share a key.
+func uniqueKeys(bid string, objs []Object) error {
+	seen := make(map[string]bool, len(objs))
 	for _, o := range objs {
 		if seen[o.Key] {
-			return 0, Fatal(fmt.Errorf("batch %s: object %q is listed twice", b.ID, o.Key))
+			return Fatal(fmt.Errorf("batch %s: object %q is listed twice", bid, o.Key))
 		}
 		seen[o.Key] = true
-		if !have[o.Key] {
-			todo = append(todo, o)
+	}
+	return nil
+}
+
+// createJobs creates a job for each object, many at once, and returns how
+// many it created; it stops starting more at the first failure. Given
+// early, it creates the first job (the gate) alone, before the others, and
+// hands each of the others to early as it is made: the gate stays in
+// batch-processing while the batch is Pending, so the others may run
+// meanwhile (decisions 36 and 300).
+func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(*queue.Job)) (int, error) {
+	create := func(o Object) (*queue.Job, error) {
+		spec := o.Spec
+		spec.Config.ObjectKey, spec.RecordID = o.Key, true
+		j, err := q.CreateJob(ctx, b, spec)
+		if err != nil {
+			return nil, fmt.Errorf("object %q: %w", o.Key, err)
 		}
+		return j, nil
 	}
 	var (
 		mu      sync.Mutex
 		created int
 	)
+	if early != nil && len(objs) > 0 {
+		if _, err := create(objs[0]); err != nil {
+			return 0, err
+		}
+		created, objs = 1, objs[1:]
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16) // ZooKeeper takes concurrent creates far faster than serial ones
-	for _, o := range todo {
+	for _, o := range objs {
 		if gctx.Err() != nil {
 			break // a creation failed (or ctx ended): stop starting more
 		}
 		g.Go(func() error {
-			spec := o.Spec
-			spec.Config.ObjectKey, spec.RecordID = o.Key, true
-			if _, err := q.CreateJob(ctx, b, spec); err != nil {
-				return fmt.Errorf("object %q: %w", o.Key, err)
+			j, err := create(o)
+			if err != nil {
+				return err
+			}
+			if early != nil {
+				early(j)
 			}
 			mu.Lock()
 			created++
@@ -60,11 +97,11 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 			return nil
 		})
 	}
-	err = g.Wait()
+	err := g.Wait()
 	if err == nil {
 		err = ctx.Err()
 	}
-	return len(objs) - len(todo) + created, err
+	return created, err
 }
 
 // existingKeys reads the object keys of a batch's jobs.

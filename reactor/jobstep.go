@@ -16,7 +16,7 @@ import (
 
 func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 	return &jobPool{
-		name: string(s), workers: workers, log: r.log,
+		name: string(s), state: s, workers: workers, log: r.log,
 		wake: make(wakeup, 1), refs: make(chan string),
 		list: func() ([]string, error) {
 			refs, problems, err := r.q.Refs(r.work, s)
@@ -54,25 +54,15 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 	held := false
 	defer func() { // after the claim is dropped (defers run last-in first-out)
 		if held {
-			r.wakeOnUnlock(s, jid)
+			r.wakeOnUnlock(s, ref)
 		}
 	}()
 	c := new(claim)
 	if _, busy := r.working.LoadOrStore(jid, c); busy {
 		return
 	}
-	defer func() {
-		r.working.Delete(jid)
-		// A pool that listed the job while this worker still held it (its
-		// commit done, the claim not yet dropped) passed it over, and no
-		// folder will change again to wake that pool: wake it now.
-		if c.passedOver.Load() {
-			for _, st := range JobStates {
-				r.wake(sigJob(st))
-			}
-		}
-	}()
-	j, err := r.q.TryAcquireJob(ctx, s, ref, func(j *queue.Job) bool { return r.admit(s, j) })
+	defer r.dropClaim(jid, c) // unless move dropped it at the commit
+	j, err := r.acquire(ctx, s, ref)
 	switch {
 	case errors.Is(err, queue.ErrLocked):
 		held = true
@@ -90,10 +80,43 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 	}
 }
 
+// acquire takes ref's job in state s: from this daemon's hand-off without
+// reading it, or, when there is none or the job changed since, read.
+func (r *Reactor) acquire(ctx context.Context, s queue.State, ref string) (*queue.Job, error) {
+	admit := func(j *queue.Job) bool { return r.admit(s, j) }
+	if p, ok := r.pools[sigJob(s)].(*jobPool); ok {
+		if view := p.taken(ref); view != nil {
+			j, err := r.q.AcquireView(ctx, view, admit)
+			if !errors.Is(err, queue.ErrStale) {
+				return j, err
+			}
+		}
+	}
+	return r.q.TryAcquireJob(ctx, s, ref, admit)
+}
+
+// dropClaim ends a worker's claim c on jid, if it still holds. A pool that
+// listed the job while the claim held (its commit done, the claim not yet
+// dropped) passed it over, and no folder will change again to wake that
+// pool: it is woken now.
+func (r *Reactor) dropClaim(jid string, c *claim) {
+	if !r.working.CompareAndDelete(jid, c) {
+		return
+	}
+	if c.passedOver.Load() {
+		for _, st := range JobStates {
+			r.wake(sigJob(st))
+		}
+	}
+}
+
 // wakeOnUnlock watches the lock of a job another session holds: when that
 // session ends its step or dies, the lock goes, the folder does not change,
-// and this watch is what wakes the pool to take the job.
-func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
+// and this watch is what wakes the pool to take the job. Until then the
+// pool passes over the job's ref instead of reading it again each round
+// (another daemon's job, mostly on its way to its next state).
+func (r *Reactor) wakeOnUnlock(s queue.State, ref string) {
+	jid := jidOf(ref)
 	if _, busy := r.working.Load(jid); !busy {
 		// This session's lock, yet no worker here holds the job: an
 		// acquisition whose reply was lost and could not be confirmed.
@@ -108,14 +131,22 @@ func (r *Reactor) wakeOnUnlock(s queue.State, jid string) {
 			return
 		}
 	}
-	r.waits.on(r.work, r.q.JobLockWait(r.work, jid), sigJob(s), r.pools[sigJob(s)].Wake)
+	p := r.pools[sigJob(s)].(*jobPool)
+	p.left(ref)
+	r.waits.on(r.work, r.q.JobLockWait(r.work, jid), sigJob(s), func() {
+		p.gone.Delete(ref)
+		p.Wake()
+	})
 }
 
 // admit tells whether an acquired-to-be job may start its step now. A
 // Pending job waits while its batch is Pending (its batch handler is still
-// making the batch's jobs): a job that finished meanwhile would empty
+// making the batch's jobs): a job that finished meanwhile could empty
 // batch-processing before the last job exists, which a reporter takes for
-// a finished batch. Its batch's move to Processing releases it.
+// a finished batch. Its batch's move to Processing releases it. The jobs
+// this daemon's batch handler made after the first of its run (which
+// waits, and so keeps batch-processing from emptying) start at once
+// (decision 189).
 func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	if sel, ok := r.cfg.Batches.(Selective); ok {
 		if !sel.Takes(j.Config.PayloadURL) {
@@ -134,6 +165,9 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	if _, ok := r.started.Load(j.BatchID); ok {
 		return true
 	}
+	if _, ok := r.early.LoadAndDelete(j.ID); ok {
+		return true // made by this daemon's batch handler after the batch's gate job
+	}
 	st, err := r.q.BatchState(r.work, j.BatchID)
 	if err == nil && st == queue.Pending {
 		r.waiting[queue.Pending].addFor(j.ID, j.BatchID, time.Now().Add(r.cfg.Rescan))
@@ -151,10 +185,23 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 	return true // an unreadable batch does not hold its jobs back
 }
 
+// startEarly hands a job that this daemon's batch handler has just made,
+// not the first of its run (the gate, decision 189), to the Pending pool:
+// it may start while its batch is Pending, acquired from the hand-off
+// without being read.
+func (r *Reactor) startEarly(j *queue.Job) {
+	r.early.Store(j.ID, true)
+	if p, ok := r.pools[sigJob(queue.Pending)].(*jobPool); ok {
+		p.arrived(j.Handoff())
+		p.Wake()
+	}
+}
+
 // batchStarted releases the Pending jobs that waited for their batch to
 // leave Pending, and wakes the Pending pool.
 func (r *Reactor) batchStarted(bid string) {
 	r.started.Store(bid, true)
+	r.pastPending.Store(bid, true)
 	if r.waiting[queue.Pending].release(bid) > 0 {
 		r.wake(sigJob(queue.Pending))
 	}
@@ -226,7 +273,8 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 // ZooKeeper cannot be reached the commit is retried, so a server restart
 // never leaves a job locked by this (surviving) session.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
-	from, arrival := j.State(), j.Status
+	from, arrival, ref := j.State(), j.Status, j.Ref()
+	r.awaitRecorded(j)
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })
 	switch {
@@ -248,12 +296,32 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		r.unlock(j)
 		return
 	}
+	committed := time.Now() // the event's time: when the move landed, not when it is published
 	r.cfg.Observer.Moved("job", from, to.Folder())
-	r.recoverArrival(j, arrival)
+	r.recoverArrival(j, arrival) // before this move is noted: it checks the move into from
 	prio, id := j.Priority, j.ArrivalID()
-	r.bus.Publish(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID,
+	// Published and noted before the next pool may take the job: its worker
+	// checks that this move's event is published (recoverArrival), and this
+	// daemon's next move of the job waits for its record (awaitRecorded).
+	acked := r.bus.PublishAcked(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID, Time: committed.UTC(),
 		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
-	r.published.add(j.ID, publishedMove{id: id, state: to})
+	r.published.add(j.ID, publishedMove{id: id, state: to, acked: acked})
+	// The job is no longer this worker's: when this daemon works the next
+	// state too, its pool may take the job now, without waiting for the
+	// folder's watch to report it.
+	if c, ok := r.working.Load(j.ID); ok {
+		r.dropClaim(j.ID, c.(*claim))
+	}
+	if p, ok := r.pools[sigJob(from)].(*jobPool); ok {
+		p.left(ref)
+	}
+	if p, ok := r.pools[sigJob(to)].(*jobPool); ok {
+		p.arrived(j.Handoff())
+		p.Wake()
+	}
+	if queue.Bucket(from) == queue.BucketProcessing && queue.Bucket(to) != queue.BucketProcessing {
+		r.jobLeft(j.BatchID)
+	}
 	r.logJobEnd(j, from)
 }
 
@@ -296,5 +364,23 @@ func (r *Reactor) retry(write func() error) error {
 			r.log.Warn("reactor: shutting down; the write is given up, its item stays where it was", "err", err)
 			return err
 		}
+	}
+}
+
+// lastFew is how many jobs a batch-processing folder may have held at its
+// last listing for a job leaving it to be worth a report try: the listing
+// may lag a few moves behind, and a try that finds jobs left costs one
+// batch read.
+const lastFew = 4
+
+// jobLeft hands a batch whose job this daemon has just moved out of
+// batch-processing to the report pool at once, when that job may have been
+// the last: the pool then checks, as for a watch's news, without waiting
+// for the folder's watch to report it empty. The watch stays the proof for
+// every other case (a lagging listing, a foreign writer's move).
+func (r *Reactor) jobLeft(bid string) {
+	if n, ok := r.inProcessing.Load(bid); ok && n.(int) <= lastFew {
+		r.queueReport(bid)
+		r.wake(sigReport)
 	}
 }

@@ -52,17 +52,15 @@ func (p PassThrough) Handlers() map[queue.State]JobHandler {
 	return hs
 }
 
-// CreateJobs makes N jobs for a "passthrough:N" payload. A "fail_at" or
+// Objects gives N objects for a "passthrough:N" payload. A "fail_at" or
 // "flaky_at" (with "flaky_times") in the submission is passed to the job
-// whose number is "fail_job" (default 0). A "create_pace" duration ("200ms")
-// makes the jobs in windows of 10 with that pause after each, so that fault
-// tests can stop a daemon while it is making a batch's jobs.
-func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Batch) (int, error) {
+// whose number is "fail_job" (default 0).
+func (p PassThrough) Objects(ctx context.Context, b *queue.Batch) ([]Object, error) {
 	sub := b.Submission
 	url := sub.PayloadURL
 	n, err := strconv.Atoi(strings.TrimPrefix(url, PassThroughScheme))
 	if !strings.HasPrefix(url, PassThroughScheme) || err != nil || n < 0 {
-		return 0, Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
+		return nil, Fatal(fmt.Errorf("payload_url %q: the pass-through pipeline takes %sN", url, PassThroughScheme))
 	}
 	failJob := -1
 	_, fails := sub.Extra["fail_at"]
@@ -86,20 +84,14 @@ func (p PassThrough) CreateJobs(ctx context.Context, q *queue.Queue, b *queue.Ba
 		}
 		objs[i] = Object{Key: fmt.Sprintf("obj-%06d", i), Spec: queue.JobSpec{Priority: queue.DefaultPriority, Config: cfg}}
 	}
-	pace, _ := time.ParseDuration(sub.Extra.String("create_pace"))
-	if pace <= 0 {
-		return EnsureJobs(ctx, q, b, objs)
-	}
-	const window = 10
-	for end := window; ; end += window {
-		n, err := EnsureJobs(ctx, q, b, objs[:min(end, len(objs))])
-		if err != nil || end >= len(objs) {
-			return n, err
-		}
-		if !backoff.Sleep(ctx, pace) {
-			return n, ctx.Err()
-		}
-	}
+	return objs, nil
+}
+
+// CreatePace is the submission's "create_pace" duration ("200ms"): its jobs
+// are made in tens with that pause after each.
+func (p PassThrough) CreatePace(b *queue.Batch) time.Duration {
+	pace, _ := time.ParseDuration(b.Submission.Extra.String("create_pace"))
+	return pace
 }
 
 // Takes tells whether a payload is a pass-through one: a pass-through

@@ -3,8 +3,12 @@ package reactor
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // worker pools: a pool for batch work, a jobPool per job state.
@@ -144,10 +148,17 @@ func (d *deferrals) skip(jid string) bool {
 // priority that arrives is not left behind a long list.
 type jobPool struct {
 	name    string
+	state   queue.State
 	workers int
 	wake    wakeup
 	refs    chan string
-	list    func() ([]string, error)              // the folder, in acquisition order
+	// listing is the folder as its watch last listed it, with the refs this
+	// daemon moved in since (arrived): a round works from it without asking
+	// ZooKeeper. nil until the first listing: list asks then.
+	listing atomic.Pointer[[]string]
+	views   sync.Map                              // ref → handoff: the job this daemon moved in, as it wrote it
+	gone    sync.Map                              // ref → time: passed over (left), until a listing lacks it
+	list    func() ([]string, error)              // the folder from ZooKeeper, in acquisition order
 	skip    func(ref string) bool                 // not now: held queue, a job waiting for its timer
 	try     func(ctx context.Context, ref string) // acquire the ref's job and run its step
 	log     *slog.Logger
@@ -190,16 +201,97 @@ func (p *jobPool) dispatch(acquire context.Context) {
 	}
 }
 
-// round lists the folder and hands out its refs; it reports true when a
-// wake-up arrived meanwhile, so the caller lists again.
+// handoff is a job this daemon moved into the pool's state, as it wrote
+// it, so that a worker can acquire it without reading it.
+type handoff struct {
+	job *queue.Job
+	at  time.Time
+}
+
+// handoffTTL is how long a hand-off is kept for a worker here: one that
+// another daemon took instead is forgotten after it.
+const handoffTTL = 10 * time.Second
+
+// listed takes the folder's listing from its watch (sorted, read-only),
+// and forgets stale hand-offs.
+func (p *jobPool) listed(children []string) {
+	p.listing.Store(&children)
+	p.views.Range(func(ref, v any) bool {
+		if time.Since(v.(handoff).at) > handoffTTL {
+			p.views.Delete(ref)
+		}
+		return true
+	})
+	p.gone.Range(func(ref, at any) bool {
+		if _, listed := slices.BinarySearch(children, ref.(string)); !listed || time.Since(at.(time.Time)) > handoffTTL {
+			p.gone.Delete(ref)
+		}
+		return true
+	})
+}
+
+// left notes a job this daemon has just moved out of the pool's state (or
+// found locked by another session), so that a round passes over its ref
+// while the listing still shows it (the listing may predate the move)
+// instead of reading the job to find it gone. A listing without the ref
+// ends that; so does handoffTTL, for a job that a foreign writer moved
+// back in before the watch listed the folder again.
+func (p *jobPool) left(ref string) {
+	p.gone.Store(ref, time.Now())
+}
+
+// taken returns the hand-off of ref, if there is one, and forgets it.
+func (p *jobPool) taken(ref string) *queue.Job {
+	if v, ok := p.views.LoadAndDelete(ref); ok {
+		return v.(handoff).job
+	}
+	return nil
+}
+
+// arrived adds a job this daemon has just moved into the folder (view: as
+// it wrote it), so that a round can take it before the folder's watch
+// reports it, and a worker without reading it. A listing the watch took
+// before the move may replace it meanwhile: the watch then fires for the
+// move, and the next listing has it.
+func (p *jobPool) arrived(view *queue.Job) {
+	ref := view.Ref()
+	p.gone.Delete(ref)
+	p.views.Store(ref, handoff{job: view, at: time.Now()})
+	for {
+		old := p.listing.Load()
+		if old == nil {
+			return // no listing yet: the first round lists the folder
+		}
+		i, found := slices.BinarySearch(*old, ref)
+		if found {
+			return
+		}
+		refs := slices.Insert(slices.Clip(*old), i, ref)
+		if p.listing.CompareAndSwap(old, &refs) {
+			return
+		}
+	}
+}
+
+// folder is the folder's refs in acquisition order: the watch's listing,
+// or ZooKeeper's before there is one.
+func (p *jobPool) folder() ([]string, error) {
+	if l := p.listing.Load(); l != nil {
+		return *l, nil
+	}
+	return p.list()
+}
+
+// round hands out the folder's refs; it reports true when a wake-up arrived
+// meanwhile, so the caller starts again with the newer listing.
 func (p *jobPool) round(acquire context.Context) bool {
-	refs, err := p.list()
+	refs, err := p.folder()
 	if err != nil {
 		p.log.Warn("reactor: listing failed; retrying at the next wake-up", "pool", p.name, "err", err)
 		return false
 	}
 	for _, ref := range refs {
-		if p.skip(ref) {
+		if _, gone := p.gone.Load(ref); gone || p.skip(ref) {
 			continue
 		}
 		select {

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -55,9 +56,16 @@ type Config struct {
 	Jobs     map[queue.State]JobHandler // one per owned state from Estimating to Notify
 	Batches  BatchHandler               // Pending batches → jobs; needed when intake is owned
 	Reporter Reporter                   // batch reports; needed when reporting is owned
+	// Access works the access queues (nil: not here), with AccessWorkers
+	// per queue (queue.AccessSmall, AccessLarge; 0: that queue not here;
+	// default 2 and 1), and its sweep every AccessSweep (default 1 min).
+	Access        AccessHandler
+	AccessWorkers map[string]int
+	AccessSweep   time.Duration
 
 	Workers       map[queue.State]int // workers per job state; default 4
 	BatchWorkers  int                 // workers for pending batches and for reports, each; default 2
+	Window        int                 // objects past which a batch's jobs are made a window at a time; default 5,000
 	Attempts      int                 // tries of a step before the job fails; default 3
 	StateAttempts map[queue.State]int // per-state tries, overriding Attempts
 	Backoff       time.Duration       // wait before the first retry, doubled each time up to 1 min; default 1 s
@@ -79,19 +87,31 @@ type Reactor struct {
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 
-	work      context.Context  // ends when the grace period after a stop is over
-	pools     map[string]waker // by signal name
-	waits     *waiter          // one-shot watches on nodes that hold work back
-	working   sync.Map         // jid → *claim: the jobs this daemon's workers hold
-	started   sync.Map         // bids known to be past Pending: their jobs may start
-	published published        // the last move of each job this daemon published
-	waiting   map[queue.State]*deferrals
-	holds     *holds
-	batchDir  string // "/…/batches", to recognise batch folders
+	work    context.Context  // ends when the grace period after a stop is over
+	pools   map[string]waker // by signal name
+	waits   *waiter          // one-shot watches on nodes that hold work back
+	working sync.Map         // jid → *claim: the jobs this daemon's workers hold
+	started sync.Map         // bids known to be past Pending: their jobs may start
+	early   sync.Map         // jids this daemon's batch handler made after its gate job: they may start now
+	// The intake's view of /batches: the watch's listing, and the batches
+	// read past Pending for good (forgotten at each full listing, so a
+	// foreign writer's odd move is seen within a rescan).
+	batches     atomic.Pointer[[]string]
+	pastPending sync.Map
+	// bid → how many jobs its batch-processing held at its watch's last
+	// listing: a job this daemon moves out of a folder that held only a
+	// few hands its batch to the report pool at once (jobLeft).
+	inProcessing sync.Map
+	published    published // the last move of each job this daemon published
+	waiting      map[queue.State]*deferrals
+	holds        *holds
+	batchDir     string // "/…/batches", to recognise batch folders
+	feeds        *feeds // windowed batches (feed.go)
 
 	reportMu   sync.Mutex
-	toReport   []string // batches whose batch-processing emptied: tried first
-	reportScan bool     // a wake-up without a batch: look at every batch
+	toReport   []string        // batches whose batch-processing emptied: tried first
+	reportScan bool            // a wake-up without a batch: look at every batch
+	trying     map[string]bool // batches a report worker is trying now: not tried twice at once
 }
 
 // stuckAfterGrace is how long steps cancelled at the end of the grace
@@ -108,7 +128,7 @@ func sigJob(s queue.State) string { return "watch.job." + s.Folder() }
 
 // Defaults are the settings a zero Config field gets; the CLI's flags show
 // them as theirs.
-var Defaults = Config{BatchWorkers: 2, Attempts: 3, Backoff: time.Second, Rescan: time.Minute, Grace: 30 * time.Second}
+var Defaults = Config{BatchWorkers: 2, Window: 5000, Attempts: 3, Backoff: time.Second, Rescan: time.Minute, Grace: 30 * time.Second}
 
 // DefaultWorkers is the number of workers of a job state Config.Workers
 // does not name.
@@ -133,10 +153,18 @@ func (cfg Config) check() error {
 			return bad("%s attempts %d: want at least 1", s, n)
 		}
 	}
+	if cfg.Window < 0 {
+		return bad("window %d: want at least 1 (0 for the default)", cfg.Window)
+	}
 	if cfg.BatchWorkers < 0 || cfg.Attempts < 0 {
 		return bad("batch workers %d, attempts %d: want at least 1 (0 for the default)", cfg.BatchWorkers, cfg.Attempts)
 	}
-	if cfg.Backoff < 0 || cfg.Rescan < 0 || cfg.Grace < 0 {
+	for q, n := range cfg.AccessWorkers {
+		if n < 0 || (q != queue.AccessSmall && q != queue.AccessLarge) {
+			return bad("access workers %s=%d: want small or large, and 0 or more", q, n)
+		}
+	}
+	if cfg.Backoff < 0 || cfg.Rescan < 0 || cfg.Grace < 0 || cfg.AccessSweep < 0 {
 		return bad("backoff %v, rescan %v, grace %v: durations cannot be negative", cfg.Backoff, cfg.Rescan, cfg.Grace)
 	}
 	return nil
@@ -161,9 +189,11 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	cfg.BatchWorkers = cmp.Or(cfg.BatchWorkers, Defaults.BatchWorkers)
 	cfg.Attempts = cmp.Or(cfg.Attempts, Defaults.Attempts)
+	cfg.Window = cmp.Or(cfg.Window, Defaults.Window)
 	cfg.Backoff = cmp.Or(cfg.Backoff, Defaults.Backoff)
 	cfg.Rescan = cmp.Or(cfg.Rescan, Defaults.Rescan)
 	cfg.Grace = cmp.Or(cfg.Grace, Defaults.Grace)
+	cfg.AccessSweep = cmp.Or(cfg.AccessSweep, DefaultAccessSweep)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -172,8 +202,9 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
-		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger)}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds()}
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
+	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
 		r.waiting[s] = &deferrals{}
 		if r.owns(JobRole(s)) {
@@ -182,10 +213,12 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	if r.owns(RoleIntake) {
 		r.pools[sigPending] = newPool("batch pending", cfg.BatchWorkers, r.pendingBatchStep, r.log)
+		r.pools[sigFeed] = newPool("batch feed", cfg.BatchWorkers, r.feedStep, r.log)
 	}
 	if r.owns(RoleReporting) {
 		r.pools[sigReport] = newPool("batch report", cfg.BatchWorkers, r.reportStep, r.log)
 	}
+	r.newAccessPools()
 	return r, nil
 }
 
@@ -227,8 +260,11 @@ func (r *Reactor) Run(ctx context.Context) error {
 	}()
 	for name, p := range r.pools {
 		u, err := r.bus.SubscribeSignal(name, func(data []byte) {
-			if name == sigReport {
+			switch name {
+			case sigReport:
 				r.queueReport(string(data))
+			case sigFeed:
+				r.feeds.note(string(data))
 			}
 			p.Wake()
 		})
@@ -245,8 +281,16 @@ func (r *Reactor) Run(ctx context.Context) error {
 	}
 	unsubs = append(unsubs, u)
 	// A batch another daemon moved to Processing releases the Pending jobs
-	// this one passed over while their batch was being made.
-	u, err = r.bus.Subscribe("ingestq.batch.processing.*", func(e events.Event) { r.batchStarted(e.BatchID) })
+	// this one passed over while their batch was being made; and one made
+	// without jobs (its payload unreadable) is ready to report at once: no
+	// batch-processing folder will ever fire for it.
+	u, err = r.bus.Subscribe("ingestq.batch.processing.*", func(e events.Event) {
+		r.batchStarted(e.BatchID)
+		if r.owns(RoleReporting) {
+			r.queueReport(e.BatchID)
+			r.wake(sigReport)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("reactor: subscribe batch events: %w", err)
 	}
@@ -269,7 +313,6 @@ func (r *Reactor) Run(ctx context.Context) error {
 		reconnected.Wake()
 	}
 
-	r.watcher = zkwatch.NewWatcher(r.cfg.Session, zkwatch.WatcherConfig{Rescan: r.cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
 		// Another consumer moving a job into a state this daemon owns
 		// adds a child here, which wakes the pool.
@@ -280,6 +323,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	for _, p := range []string{"/batches", "/locks/queue", "/locks/collections"} {
 		r.watcher.Watch(r.q.Path(p))
 	}
+	r.watchAccess()
 
 	r.holds.load(r.work)
 	var wg sync.WaitGroup
@@ -287,6 +331,9 @@ func (r *Reactor) Run(ctx context.Context) error {
 		p.start(ctx, work, &wg)
 	}
 	wg.Go(func() { r.keepRegistered(ctx, since, reconnected) })
+	if r.cfg.Access != nil {
+		wg.Go(func() { r.sweepAccess(ctx) })
+	}
 	r.log.Info("reactor: running", "states", RoleNames(r.cfg.Roles), "rescan", r.cfg.Rescan)
 	<-ctx.Done()
 
@@ -314,6 +361,10 @@ func (r *Reactor) Run(ctx context.Context) error {
 	return nil
 }
 
+// WatcherStats are the counters of the daemon's folder watches (listings
+// sent, fires): with the queue's Requests, what it asks of ZooKeeper.
+func (r *Reactor) WatcherStats() zkwatch.WatcherStats { return r.watcher.Stats() }
+
 // wakeOn watches each wait once; when one fires, the pool of signal name
 // looks again (the report pool at the batch the node belongs to).
 func (r *Reactor) wakeOn(waits []queue.Wait, name string) {
@@ -333,22 +384,39 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 	rel := strings.TrimPrefix(c.Path, r.q.Root())
 	switch {
 	case strings.HasPrefix(rel, "/jobs/states/"):
+		name := "watch.job." + strings.TrimPrefix(rel, "/jobs/states/")
+		if p, ok := r.pools[name].(*jobPool); ok {
+			refs, problems := r.q.ValidRefs(p.state, c.Children)
+			for _, err := range problems {
+				r.log.Warn("reactor: skipping", "err", err)
+			}
+			p.listed(refs) // before the signal: the round it wakes works from it
+		}
 		if len(c.Added) > 0 || c.Rescan {
-			r.signal("watch.job."+strings.TrimPrefix(rel, "/jobs/states/"), "")
+			r.signal(name, "")
 		}
 	case rel == "/batches":
+		if c.Rescan {
+			r.pastPending.Clear()
+		}
+		r.batches.Store(&c.Children) // before the signal: the intake works from it
 		// batch-processing emptying is what says a batch may be done,
 		// whoever ran its last step: the reporter watches it.
+		// So is it what says a windowed batch has room for more jobs.
+		watches := r.owns(RoleReporting) || r.owns(RoleIntake)
 		for _, bid := range c.Added {
-			if r.owns(RoleReporting) {
+			if watches {
 				r.watcher.Watch(r.batchProcessing(bid))
 			}
 		}
 		for _, bid := range c.Removed {
-			if r.owns(RoleReporting) {
+			if watches {
 				r.watcher.Unwatch(r.batchProcessing(bid))
+				r.inProcessing.Delete(bid)
 			}
+			r.feeds.forget(bid)
 			r.started.Delete(bid)
+			r.pastPending.Delete(bid)
 			r.waiting[queue.Pending].release(bid)
 		}
 		r.signal(sigPending, "")
@@ -356,9 +424,17 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 			r.signal(sigReport, "")
 		}
 	case strings.HasSuffix(rel, "/states/batch-processing"):
+		bid := strings.TrimSuffix(strings.TrimPrefix(rel, "/batches/"), "/states/batch-processing")
+		r.inProcessing.Store(bid, len(c.Children))
 		if c.Count == 0 {
-			bid := strings.TrimSuffix(strings.TrimPrefix(rel, "/batches/"), "/states/batch-processing")
 			r.signal(sigReport, bid)
+		}
+		if r.owns(RoleIntake) && (c.Rescan || r.feeds.changed(bid, c.Count, r.cfg.Window)) {
+			r.signal(sigFeed, bid)
+		}
+	case strings.HasPrefix(rel, "/access/"):
+		if len(c.Added) > 0 || c.Rescan {
+			r.signal("watch.access."+strings.TrimPrefix(rel, "/access/"), "")
 		}
 	case rel == "/locks/queue":
 		r.holds.queueChanged(c)
@@ -377,8 +453,11 @@ func (r *Reactor) batchProcessing(bid string) string {
 func (r *Reactor) signal(name, bid string) {
 	r.bus.Signal(name, []byte(bid))
 	if !r.bus.Conn().IsConnected() {
-		if name == sigReport {
+		switch name {
+		case sigReport:
 			r.queueReport(bid)
+		case sigFeed:
+			r.feeds.note(bid)
 		}
 		r.wake(name)
 	}
@@ -407,13 +486,20 @@ func (r *Reactor) queueReport(bid string) {
 }
 
 // nextReport says where the report pool looks next: one batch, all (nil,
-// true), or nowhere (false).
+// true), or nowhere (false). A batch another worker is trying stays
+// queued for when that try ends (doneReport).
 func (r *Reactor) nextReport() (ids []string, ok bool) {
 	r.reportMu.Lock()
 	defer r.reportMu.Unlock()
-	if len(r.toReport) > 0 {
-		bid := r.toReport[0]
-		r.toReport = r.toReport[1:]
+	for i, bid := range r.toReport {
+		if r.trying[bid] {
+			continue
+		}
+		r.toReport = slices.Delete(r.toReport, i, i+1)
+		if r.trying == nil {
+			r.trying = map[string]bool{}
+		}
+		r.trying[bid] = true
 		return []string{bid}, true
 	}
 	if r.reportScan {
@@ -421,4 +507,24 @@ func (r *Reactor) nextReport() (ids []string, ok bool) {
 		return nil, true
 	}
 	return nil, false
+}
+
+// doneReport ends a worker's try of the batches ids (nextReport). Once the
+// batch is acquired, news of it that came during the try is answered; a
+// try that did not take it leaves that news for another worker.
+func (r *Reactor) doneReport(ids []string, acquired bool) {
+	if len(ids) != 1 {
+		return // a look at every batch: nothing was marked
+	}
+	r.reportMu.Lock()
+	defer r.reportMu.Unlock()
+	delete(r.trying, ids[0])
+	i := slices.Index(r.toReport, ids[0])
+	switch {
+	case i < 0:
+	case acquired:
+		r.toReport = slices.Delete(r.toReport, i, i+1)
+	default:
+		r.wake(sigReport)
+	}
 }

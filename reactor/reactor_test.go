@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -28,6 +29,9 @@ type env struct {
 	bus  *events.Bus
 	q    *queue.Queue // an operator's session
 	log  *slog.Logger
+	// ends are the batch ends waitBatch read from a channel while waiting
+	// for another batch: batches may end in any order.
+	ends map[chan events.Event]map[string]events.Event
 }
 
 func newEnv(t *testing.T) *env {
@@ -42,24 +46,10 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) session() *zkwatch.Session {
-	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(e.t).Addr}, SessionTimeout: 4 * time.Second, Logger: e.log})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(s.Close)
-	return s
-}
+func (e *env) session() *zkwatch.Session { return queuetest.Session(e.t, e.log) }
 
 func (e *env) queue(s *zkwatch.Session) *queue.Queue {
-	q, err := queue.New(s.Conn, e.root, queue.WithLogger(e.log))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := q.Init(e.t.Context()); err != nil {
-		e.t.Fatal(err)
-	}
-	return q
+	return queuetest.Queue(e.t, s, e.root, e.log)
 }
 
 // daemon runs a reactor with pass-through handlers until the test ends.
@@ -113,13 +103,27 @@ func (e *env) outside(subject string) chan events.Event {
 // waitBatch waits for the batch's report event (Completed or Failed).
 func (e *env) waitBatch(ch chan events.Event, bid string) events.Event {
 	e.t.Helper()
+	if ev, ok := e.ends[ch][bid]; ok {
+		delete(e.ends[ch], bid)
+		return ev
+	}
 	deadline := time.After(2 * time.Minute)
 	for {
 		select {
 		case ev := <-ch:
-			if ev.BatchID == bid && (ev.To == "Completed" || ev.To == "Failed") {
+			if ev.To != "Completed" && ev.To != "Failed" || ev.Kind != events.KindBatch {
+				continue
+			}
+			if ev.BatchID == bid {
 				return ev
 			}
+			if e.ends == nil {
+				e.ends = map[chan events.Event]map[string]events.Event{}
+			}
+			if e.ends[ch] == nil {
+				e.ends[ch] = map[string]events.Event{}
+			}
+			e.ends[ch][ev.BatchID] = ev
 		case <-deadline:
 			e.t.Fatalf("batch %s did not report", bid)
 		}

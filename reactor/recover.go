@@ -37,6 +37,31 @@ type published struct {
 type publishedMove struct {
 	id    string
 	state queue.State
+	acked <-chan struct{} // closed once the stream has its event, or it is lost
+}
+
+// publishWait bounds how long a job's move waits for the record of the
+// job's previous move, made by this daemon (awaitRecorded).
+const publishWait = 2 * time.Second
+
+// awaitRecorded waits until the stream has the event of j's last move when
+// this daemon made it, before the next move is committed: a daemon killed
+// in between then takes at most one unrecorded move of a job with it, the
+// one the next mover finds in ZooKeeper and recovers (decision 131). Two
+// quick moves, both unrecorded at the kill, lost the first one's event.
+// Nothing waits while NATS is away: those events are counted lost anyway.
+func (r *Reactor) awaitRecorded(j *queue.Job) {
+	m, ok := r.published.last(j.ID)
+	if !ok || m.acked == nil || m.id != j.ArrivalID() || !r.bus.Connected() {
+		return
+	}
+	t := time.NewTimer(publishWait)
+	defer t.Stop()
+	select {
+	case <-m.acked:
+	case <-t.C:
+	case <-r.work.Done():
+	}
 }
 
 func (p *published) add(jid string, m publishedMove) {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/zkconn"
 )
 
 // Config says how to reach ZooKeeper.
@@ -95,7 +97,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	servers := strings.Join(cfg.Servers, ",")
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	refused := &refusals{onAll: func() { cancel(ErrRefused) }}
+	refused := &refusals{onAll: func() { cancel(ErrRefused) }, handshake: zkconn.Limit(cfg.SessionTimeout)}
 	hosts := zk.NewDNSHostProvider()
 	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize, log: cfg.Logger}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
@@ -123,7 +125,8 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 // go-zookeeper tries each resolved address in turn: once as many attempts
 // in a row as there are addresses were refused, every address refused.
 type refusals struct {
-	onAll func() // called when every address refused
+	onAll     func()        // called when every address refused
+	handshake time.Duration // the most a session handshake may wait (zkconn.Bound)
 
 	mu        sync.Mutex
 	addresses int // resolved addresses; 0 until known
@@ -140,7 +143,10 @@ func (r *refusals) dial(network, address string, timeout time.Duration) (net.Con
 	}
 	r.mu.Unlock()
 	r.check()
-	return conn, err
+	if err != nil {
+		return nil, err
+	}
+	return zkconn.Bound(conn, r.handshake), nil
 }
 
 func (r *refusals) setAddresses(n int) {

@@ -84,6 +84,38 @@ func TestDialNoSession(t *testing.T) {
 	}
 }
 
+// A server that takes the connection and never answers the handshake (a
+// restarting ZooKeeper was seen to) is given up after two thirds of the session
+// timeout, and the client tries again: go-zookeeper alone would wait ten
+// receive timeouts, 200 s for this 30 s session, well past the test's wait.
+func TestStalledHandshakeIsGivenUp(t *testing.T) {
+	t.Parallel()
+	proxy := startProxy(t)
+	log, _ := testLogger(t)
+	s, err := Dial(t.Context(), Config{Servers: []string{proxy.Addr()}, SessionTimeout: 30 * time.Second, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	proxy.Pause()
+	proxy.Cut() // the client reconnects at once, into the black hole
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	if err := proxy.WaitAccepted(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.WaitAccepted(ctx, 3); err != nil {
+		t.Fatalf("the client never gave up a handshake the server does not answer: %v", err)
+	}
+	proxy.Resume()
+	if err := s.WaitState(ctx, zk.StateHasSession); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Expirations(); n != 0 {
+		t.Errorf("%d expirations: the session should have outlived a 20 s handshake", n)
+	}
+}
+
 // An outage reads as two lines: the loss (WARN, at once) and the return
 // (INFO, with how long it lasted and whether the session survived). The
 // watches' own failures while ZooKeeper is away are debug lines.

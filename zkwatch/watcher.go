@@ -21,6 +21,10 @@ type Change struct {
 	Added   []string // children that appeared since the last listing, sorted
 	Removed []string // children that disappeared, sorted
 	Count   int      // children now
+	// Children is the whole listing now, sorted: a consumer can work from
+	// it instead of listing the folder again. It is shared: read it, never
+	// change it.
+	Children []string
 
 	// Rescan marks a full listing: the first one after Watch (or after the
 	// folder appeared), the re-arm after a session expiry or an error, a
@@ -38,9 +42,10 @@ type Change struct {
 
 // WatcherConfig tunes a Watcher; the zero value is fine.
 type WatcherConfig struct {
-	// Coalesce is how long to wait after a watch fires before re-listing,
-	// so a burst of creates costs one listing. 0 means 2 ms; negative, no
-	// wait.
+	// Coalesce is the least time between two listings of a folder, so that
+	// a burst of creates costs one listing per Coalesce: a watch that fires
+	// on a quiet folder lists at once, one that fires sooner after the last
+	// listing waits out the rest. 0 means 2 ms; negative, no wait.
 	Coalesce time.Duration
 	// Rescan is the period of the safety rescan of every folder (a full
 	// listing that emits a Rescan change even if nothing changed). 0 means
@@ -76,9 +81,9 @@ const (
 // changed in them.
 //
 // ZooKeeper watches are one-shot: each folder's goroutine lists the folder
-// with a watch (getChildren), waits for the watch to fire, waits Coalesce,
-// lists again (re-arming), and emits the difference between the two
-// listings. Changes made between a fire and the re-arm show in the new
+// with a watch (getChildren), waits for the watch to fire, lists again
+// (re-arming; at most once per Coalesce), and emits the difference between
+// the two listings. Changes made between a fire and the re-arm show in the new
 // listing, so none is lost; several changes may come as one Change.
 //
 // On a session expiry (every watch gets zk.EventNotWatching and
@@ -250,6 +255,7 @@ type folder struct {
 	rescanNext bool            // the next listing emits a Rescan change
 	recovering bool            // the next successful listing is a re-arm
 	wait       time.Duration   // delay before the next listing
+	listedAt   time.Time       // when the last listing was answered
 	safety     *time.Timer     // the safety rescan; nil when off
 }
 
@@ -359,6 +365,7 @@ func (f *folder) look() next {
 		return stopped
 	}
 	f.w.listings.Add(1)
+	f.listedAt = time.Now()
 	switch {
 	case r.err == nil:
 		if !armed {
@@ -458,9 +465,9 @@ func (f *folder) awaitWatch() bool {
 		f.watch = nil
 		switch ev.Type {
 		case zk.EventNodeChildrenChanged:
-			if f.w.cfg.Coalesce > 0 {
-				f.wait = f.w.cfg.Coalesce
-			}
+			// A quiet folder lists at once; a busy one at most once per
+			// Coalesce.
+			f.wait = f.w.cfg.Coalesce - time.Since(f.listedAt)
 		case zk.EventNotWatching: // session expired (or closed)
 			f.fail("watch", ev.Err)
 		default: // created, deleted: look now
@@ -576,7 +583,7 @@ func (f *folder) report(children []string, rescan bool) bool {
 	if !rescan && len(added) == 0 && len(removed) == 0 {
 		return true
 	}
-	return f.send(Change{Path: f.path, Added: added, Removed: removed, Count: len(children), Rescan: rescan})
+	return f.send(Change{Path: f.path, Added: added, Removed: removed, Count: len(children), Children: children, Rescan: rescan})
 }
 
 // gone ends the watch of a deleted folder with its Gone change.

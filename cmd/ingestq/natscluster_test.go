@@ -48,12 +48,24 @@ func newClusterRig(t *testing.T) *clusterRig {
 
 // start launches the named daemons at the same instant, then waits until
 // each runs and its NATS server is in the cluster.
+// clusterStates splits the job states in three groups, each worked by two
+// of the three daemons, so that every batch has steps of two daemons or
+// more: any two of them work every state, and a daemon that makes a batch
+// and hands each job on to its own next step (decisions 172, 189) would
+// otherwise run a small batch alone, leaving the replays one host's.
+var clusterStates = map[string]string{
+	"d1": "intake,reporting,pending,estimating,provisioning,recording,notify",
+	"d2": "intake,reporting,pending,estimating,provisioning,downloading,processing,storing",
+	"d3": "intake,reporting,downloading,processing,storing,recording,notify",
+}
+
 func (r *clusterRig) start(names ...string) {
 	r.t.Helper()
 	for _, name := range names {
 		listen := natstest.FreeAddr(r.t)
 		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
-			Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s"}})
+			Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s",
+				"--states", clusterStates[name]}})
 		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
 	}
 	for _, name := range names {
@@ -260,7 +272,8 @@ func TestExternalNATSCluster(t *testing.T) {
 	urls := natstest.Cluster(t, 3)
 	r := newClusterRig(t)
 	for i, name := range []string{"d1", "d2"} {
-		d := launchDaemon(t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, NATS: urls[i], Delay: 5 * time.Millisecond})
+		d := launchDaemon(t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, NATS: urls[i], Delay: 5 * time.Millisecond,
+			Extra: []string{"--states", clusterStates[name]}})
 		r.hosts[name] = &clusterHost{daemon: d, url: urls[i]}
 	}
 	for _, h := range r.hosts {

@@ -31,9 +31,9 @@ func TestSIGTERMWhileZooKeeperDown(t *testing.T) {
 	rec.waitFor(60*time.Second, "3 job.completed events", func(evs []events.Event) bool { return countCompleted(evs, bid) >= 3 })
 
 	proxy.Pause()
-	// The client notices the loss after its receive timeout; by then the
-	// 500 ms steps under way have ended and their commits wait on ZooKeeper.
-	a.waitLog(30*time.Second, "zk: connection closed")
+	// The client notices the loss after its receive timeout; the 500 ms
+	// steps under way then end, and their commits wait on ZooKeeper.
+	a.waitLog(30*time.Second, "zookeeper: connection lost")
 	termAt := time.Now()
 	a.signal(syscall.SIGTERM)
 	if !a.wait(grace + 15*time.Second) {

@@ -20,7 +20,7 @@ func TestZerosZipExtracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1 || files[0] != (File{"zeros.bin", 3 * mib}) {
+	if len(files) != 1 || files[0] != (File{"zeros.bin", 3 * mib, sha256hex(string(make([]byte, 3*mib)))}) {
 		t.Fatalf("files %v, want zeros.bin of %d bytes", files, 3*mib)
 	}
 	data, err := os.ReadFile(filepath.Join(dest, "zeros.bin"))

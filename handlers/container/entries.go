@@ -16,7 +16,8 @@ type entry struct {
 	zf      *zip.File
 	name    string
 	folder  bool
-	written int64 // bytes written, once extracted
+	written int64  // bytes written, once extracted
+	sha256  string // their SHA-256, once extracted
 }
 
 // zipFlagEncrypted is bit 0 of the general purpose flags; archive/zip

@@ -3,8 +3,12 @@ package container
 import (
 	"archive/zip"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path"
 )
@@ -37,8 +41,9 @@ func (l Limits) withDefaults() Limits {
 
 // File is a regular file as extracted.
 type File struct {
-	Name string // cleaned relative path, with "/" separators
-	Size int64  // bytes written
+	Name   string // cleaned relative path, with "/" separators
+	Size   int64  // bytes written
+	SHA256 string // of the bytes written, computed while writing them (lower-case hex)
 }
 
 var zipMagic = []byte("PK\x03\x04")
@@ -88,7 +93,7 @@ func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 			return nil, fmt.Errorf("container %s: entry %q: %w", name, e.zf.Name, err)
 		}
 		if !e.folder {
-			files = append(files, File{Name: e.name, Size: e.written})
+			files = append(files, File{Name: e.name, Size: e.written, SHA256: e.sha256})
 		}
 	}
 	return files, nil
@@ -109,11 +114,18 @@ func extractEntry(root *os.Root, e *entry, budget *int64, maxRatio int64) error 
 		return err
 	}
 	defer src.Close()
-	dst, err := root.OpenFile(e.name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A file of an earlier run is removed, not truncated: it may share its
+	// bytes with a stored copy (a hard link).
+	if err := root.Remove(e.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	dst, err := root.OpenFile(e.name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	e.written, err = copyCapped(dst, src, *budget, e.zf.CompressedSize64, maxRatio)
+	h := sha256.New()
+	e.written, err = copyCapped(io.MultiWriter(dst, h), src, *budget, e.zf.CompressedSize64, maxRatio)
+	e.sha256 = hex.EncodeToString(h.Sum(nil))
 	if closeErr := dst.Close(); err == nil {
 		err = closeErr
 	}

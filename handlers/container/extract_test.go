@@ -42,7 +42,8 @@ func TestExtract(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []File{
-		{"obj/hello.txt", 13}, {"obj/docs/readme.md", 9}, {"obj/data/table.csv", 5}, {"obj/empty", 0},
+		{"obj/hello.txt", 13, sha256hex("hello, world\n")}, {"obj/docs/readme.md", 9, sha256hex("# Readme\n")},
+		{"obj/data/table.csv", 5, sha256hex("id\n1\n")}, {"obj/empty", 0, sha256hex("")},
 	}
 	if !reflect.DeepEqual(files, want) {
 		t.Errorf("files %v, want %v", files, want)
@@ -60,14 +61,20 @@ func TestExtract(t *testing.T) {
 	}
 }
 
-func TestExtractAgainOverwrites(t *testing.T) {
+func TestExtractAgainReplaces(t *testing.T) {
 	zipPath := writeZip(t, zipEntry{name: "a/b.txt", body: "short"})
 	dest := t.TempDir()
 	if _, err := Extract(zipPath, dest, Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	target := filepath.Join(dest, "a", "b.txt")
-	if err := os.WriteFile(target, []byte("a much longer leftover from an earlier run"), 0o644); err != nil {
+	leftover := "a much longer leftover from an earlier run"
+	if err := os.WriteFile(target, []byte(leftover), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A hard link to the leftover stands for a stored copy of it.
+	stored := filepath.Join(t.TempDir(), "stored")
+	if err := os.Link(target, stored); err != nil {
 		t.Fatal(err)
 	}
 	files, err := Extract(zipPath, dest, Limits{})
@@ -76,6 +83,9 @@ func TestExtractAgainOverwrites(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(target); string(got) != "short" || len(files) != 1 || files[0].Size != 5 {
 		t.Errorf("after the second run: %q, files %v; want %q of 5 bytes", got, files, "short")
+	}
+	if got, _ := os.ReadFile(stored); string(got) != leftover {
+		t.Errorf("the second run wrote into the earlier file (a stored copy by hard link now holds %q)", got)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/flate"
+	"crypto/sha256"
+	"encoding/hex"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -123,4 +125,9 @@ func missing(t *testing.T, p string) {
 	if _, err := os.Lstat(p); !os.IsNotExist(err) {
 		t.Errorf("%s exists (or cannot be checked: %v); want nothing there", p, err)
 	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,6 +1,7 @@
 // Package fetch is the HTTP client of the ingest pipeline: it downloads the
 // files a submission names, verifying their size and digest while they
-// stream, and resuming cut transfers instead of starting over.
+// stream (and computing their SHA-256 in the same pass, for storage), and
+// resuming cut transfers instead of starting over.
 //
 // Every request goes through one retrying client (go-retryablehttp) whose
 // transport bounds the requests in flight per host and fails a response body

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,8 +18,9 @@ import (
 )
 
 // Download streams url into dest through dest+".part", checking size and
-// digest while the bytes arrive, then fsyncs and renames the file to dest
-// and fsyncs dest's folder (unless want.DeferDirSync: the caller does it).
+// digest while the bytes arrive (and computing the SHA-256 in the same
+// pass, for the Result), then fsyncs and renames the file to dest
+// and fsyncs dest's folder (unless want.DeferSync: the caller syncs both).
 //
 // A cut or stalled transfer resumes with a Range request from the .part
 // file's length, also when the .part was left by an earlier call; the bytes
@@ -54,7 +54,7 @@ type download struct {
 	url       string // redacted, for messages
 	want      Want
 	f         *os.File
-	h         hash.Hash
+	h         *digester
 	progress  func(int64)
 	offset    int64  // bytes in f, all of them hashed
 	resumed   bool   // the bytes in f did not all come from one response from zero
@@ -66,7 +66,7 @@ type downloadKey struct{}
 // download makes one pass; old tells whether it began from a .part left by
 // an earlier call.
 func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Want, progress func(int64)) (Result, bool, error) {
-	h, alg, err := newHash(want)
+	h, err := newDigester(want)
 	if err != nil {
 		return Result{}, false, err
 	}
@@ -92,7 +92,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Wan
 	}
 	res := Result{}
 	if err == nil {
-		res, err = check(d.url, want, alg, d.offset, h)
+		res, err = check(d.url, want, d.offset, h)
 		res.Resumed = d.resumed
 	}
 	var m *MismatchError
@@ -107,7 +107,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Wan
 	if err != nil {
 		return Result{}, old, err
 	}
-	if err := commit(f, part, dest, !want.DeferDirSync); err != nil {
+	if err := commit(f, part, dest, !want.DeferSync); err != nil {
 		return Result{}, old, &localError{err}
 	}
 	return res, old, nil
@@ -193,11 +193,13 @@ func (d *download) sizeMismatch(got string) error {
 	return &MismatchError{URL: d.url, What: "size", Want: strconv.FormatInt(d.want.Size, 10), Got: got}
 }
 
-// commit makes the finished .part durable and puts it at dest; syncDir
-// false leaves the rename to be made durable by the caller.
-func commit(f *os.File, part, dest string, syncDir bool) error {
-	if err := f.Sync(); err != nil {
-		return err
+// commit makes the finished .part durable and puts it at dest; sync false
+// leaves both the data and the rename to be made durable by the caller.
+func commit(f *os.File, part, dest string, sync bool) error {
+	if sync {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
@@ -205,7 +207,7 @@ func commit(f *os.File, part, dest string, syncDir bool) error {
 	if err := os.Rename(part, dest); err != nil {
 		return err
 	}
-	if !syncDir {
+	if !sync {
 		return nil
 	}
 	// The rename is durable only once the directory is synced; failing

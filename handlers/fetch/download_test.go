@@ -28,7 +28,9 @@ func TestDownloadEachAlgorithm(t *testing.T) {
 			if alg == "" {
 				wantAlg = "sha256"
 			}
-			if res.Alg != wantAlg || res.Digest != digestOf(t, wantAlg, data) || res.Bytes != int64(len(data)) || res.Resumed {
+			// The SHA-256 comes from the same pass, whatever was wanted.
+			if res.Alg != wantAlg || res.Digest != digestOf(t, wantAlg, data) || res.SHA256 != digestOf(t, "sha256", data) ||
+				res.Bytes != int64(len(data)) || res.Resumed {
 				t.Fatalf("result %+v", res)
 			}
 			wantFile(t, path, data)
@@ -215,13 +217,13 @@ func TestDownloadBadWant(t *testing.T) {
 	}
 }
 
-// A download whose caller syncs the folder lands the same way: verified,
-// renamed, no .part left.
-func TestDownloadDeferDirSync(t *testing.T) {
+// A download whose caller syncs the file and folder lands the same way:
+// verified, renamed, no .part left.
+func TestDownloadDeferSync(t *testing.T) {
 	data := payload(70_000, 3)
 	o := newOrigin(t, data, nil)
 	path := dest(t)
-	want := Want{Alg: "md5", Digest: digestOf(t, "md5", data), Size: int64(len(data)), DeferDirSync: true}
+	want := Want{Alg: "md5", Digest: digestOf(t, "md5", data), Size: int64(len(data)), DeferSync: true}
 	res, err := testClient(Config{}).Download(context.Background(), o.file(), path, want, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := Verify(path, Want{Alg: "sha1", Digest: digestOf(t, "sha1", data), Size: 70_000})
-	if err != nil || res.Bytes != 70_000 || res.Alg != "sha1" {
+	if err != nil || res.Bytes != 70_000 || res.Alg != "sha1" || res.SHA256 != digestOf(t, "sha256", data) {
 		t.Fatalf("Verify = %+v, %v", res, err)
 	}
 	var m *MismatchError

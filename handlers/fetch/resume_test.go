@@ -89,12 +89,14 @@ func TestDownloadResumesLeftoverPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress counter
-	res, err := testClient(Config{}).Download(context.Background(), o.file(), path, sha256Want(t, data), progress.add)
+	want := Want{Alg: "md5", Digest: digestOf(t, "md5", data), Size: int64(len(data))}
+	res, err := testClient(Config{}).Download(context.Background(), o.file(), path, want, progress.add)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantFile(t, path, data)
-	if !res.Resumed || res.Digest != digestOf(t, "sha256", data) {
+	// Both digests cover the bytes of the earlier call too.
+	if !res.Resumed || res.Digest != want.Digest || res.SHA256 != digestOf(t, "sha256", data) {
 		t.Fatalf("result %+v", res)
 	}
 	reqs := o.requests()

@@ -24,6 +24,7 @@ type Profile struct {
 	Inventory       string     `yaml:"inventory" json:"inventory,omitempty"`
 	AllowLocalFiles bool       `yaml:"allow_local_files" json:"allow_local_files,omitempty"`
 	LargeJobs       []SizeRule `yaml:"large_jobs" json:"large_jobs,omitempty"`
+	Access          string     `yaml:"access" json:"access,omitempty"` // where its access packages go: "", "folder" or s3://…
 }
 
 // SizeRule sends big jobs to the back of the queue: a job whose
@@ -94,6 +95,9 @@ func (p *Profile) Validate() error {
 	}
 	if err := checkURL(p.Inventory, "postgres", "postgresql"); err != nil {
 		bad("inventory", "%v", err)
+	}
+	if p.Access != "" && p.Access != "folder" && !strings.HasPrefix(p.Access, "s3://") {
+		bad("access", "%q: want folder, or an s3://bucket/prefix URL", p.Access)
 	}
 	seen := map[ByteSize]bool{}
 	for i, r := range p.LargeJobs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -21,6 +22,12 @@ type File struct {
 	Path   string `json:"-"`      // where the content is now; Local sets it to the stored copy
 	Size   int64  `json:"size"`   // bytes
 	SHA256 string `json:"sha256"` // lower-case hex
+	// Linkable says the caller vouches for the file at Path: synced, its
+	// SHA256 computed from the very bytes it holds, and never written again
+	// (it may be removed). A store on the same file system may then take it
+	// by a hard link instead of copying and hashing it; any other store
+	// copies it and checks the digest as usual.
+	Linkable bool `json:"-"`
 }
 
 // Object is what Put stores: an ARK and its files.
@@ -33,6 +40,15 @@ type Object struct {
 	// metadata; the others ignore them.
 	Message string
 	User    User
+	// Fence, when set, tells whether the caller still has the right to
+	// write the object (it holds the object's storage lock). A store asks
+	// once the content is written, before the version's own inventory,
+	// before the commit and before it removes anything it wrote; when Fence
+	// fails it does none of these and returns its error. A writer paused
+	// past its lock's life thus never commits over, nor deletes, the version
+	// another writer has made meanwhile. (Content writes under way when it
+	// paused still land; for the same job's files they are the same bytes.)
+	Fence func(context.Context) error
 }
 
 // User is who makes a version: a name, and an address (a mailto: or
@@ -49,6 +65,9 @@ type Version struct {
 	Created time.Time `json:"created"`
 	Files   []File    `json:"files"`             // sorted by Name
 	Changed bool      `json:"changed,omitempty"` // false when Put found the latest version identical
+	// Linked counts the files this Put took by a hard link (File.Linkable)
+	// rather than copied and verified.
+	Linked int `json:"-"`
 	// URL is where the version's description stays readable: the file URL of
 	// its version.json (Local), or the object's URL at the service (HTTP,
 	// which serves its latest version there).
@@ -181,4 +200,21 @@ func sameContent(a, b []File) bool {
 	return slices.EqualFunc(a, b, func(x, y File) bool {
 		return x.Name == y.Name && x.Size == y.Size && x.SHA256 == y.SHA256
 	})
+}
+
+// Reader is a store whose objects can be read back, version by version:
+// the access queue assembles its packages from one.
+type Reader interface {
+	// Read returns ark as stored, or an error wrapping ErrNotFound.
+	Read(ctx context.Context, ark string) (Stored, error)
+}
+
+// Stored is one object as a store holds it.
+type Stored interface {
+	// Versions lists every version, oldest first (Number 1, 2, …), each
+	// with its files sorted by name, sizes and digests set.
+	Versions() []Version
+	// Open reads the bytes of file name of version n; a version or file
+	// the object lacks wraps ErrNotFound.
+	Open(ctx context.Context, n int, name string) (io.ReadCloser, error)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -78,8 +77,11 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 		return nil, notFound("access request", qid)
 	}
 	statusPath := q.rel(q.accessPath(queue, qid, "status"))
+	if errors.Is(r[1].err, zk.ErrNoNode) {
+		return nil, missingStatus(statusPath) // a creation under way (mrt-zk writes the nodes one by one)
+	}
 	if r[1].err != nil {
-		return nil, corrupt(statusPath, "missing: %v", r[1].err)
+		return nil, corrupt(statusPath, "unreadable: %v", r[1].err)
 	}
 	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil}
 	var err error
@@ -92,67 +94,6 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 		}
 	}
 	return a, nil
-}
-
-// AcquireAccess locks the oldest unlocked Pending request of a queue; nil
-// when there is none.
-func (q *Queue) AcquireAccess(ctx context.Context, queue string) (*Access, error) {
-	if err := checkAccessQueue(queue); err != nil {
-		return nil, err
-	}
-	kids, err := q.children(ctx, q.Path("/access/"+queue))
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(kids)
-	for _, qid := range kids {
-		if !validName(qid, "qid") {
-			continue
-		}
-		a, err := q.LoadAccess(ctx, queue, qid)
-		if err != nil {
-			if !errors.Is(err, ErrNotFound) {
-				q.log.Warn("queue: skipping access request", "queue", queue, "id", qid, "err", err)
-			}
-			continue
-		}
-		if a.Locked || a.State() != Pending {
-			continue
-		}
-		// Locked and re-fenced in one multi(), as in AcquireJob.
-		err = q.commit(ctx, []op{lockOp(q.accessPath(queue, qid, "lock")),
-			fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
-		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		a.version++
-		a.owner, a.Locked = true, true
-		return a, nil
-	}
-	return nil, nil
-}
-
-// SetAccessStatus moves a request to another state, fenced like a job.
-func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, message string, release bool) error {
-	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
-		return err
-	}
-	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: message}
-	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
-	if release && a.owner {
-		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
-	}
-	if err := q.commit(ctx, ops); err != nil {
-		return err
-	}
-	a.Status, a.version = st, a.version+1
-	if release {
-		a.owner, a.Locked = false, false
-	}
-	return nil
 }
 
 // UnlockAccess releases a lock this session took.

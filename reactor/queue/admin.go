@@ -452,7 +452,8 @@ func Cancellable(s State) bool {
 // CancelJob fails a job that has not reached Storing, with message, even
 // while a daemon works on it (as FailJob with force: the daemon's view goes
 // stale and it abandons its step). A Held job has no edge to Failed: it goes
-// through Pending, under its lock. A job in Storing or later, or one that is
+// through Pending in the same multi(), so no reader ever sees it Pending
+// (where a daemon could take it). A job in Storing or later, or one that is
 // done, is left alone: cancelled is false and state says where it is. A job
 // that moves on while it is being cancelled is read again.
 func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State, cancelled bool, err error) {
@@ -471,12 +472,11 @@ func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State
 			}
 			return state, false, nil
 		}
+		c := JobChange{Message: message, Release: j.owner}
 		if state == Held {
-			err = q.SetJobStatus(ctx, j, Pending, JobChange{Message: message})
+			c.via = Pending
 		}
-		if err == nil {
-			err = q.SetJobStatus(ctx, j, Failed, JobChange{Message: message, Release: j.owner})
-		}
+		err = q.SetJobStatus(ctx, j, Failed, c)
 		if j.owner {
 			_ = q.UnlockJob(ctx, j)
 		}
@@ -489,21 +489,20 @@ func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State
 
 // CancelPendingBatch ends a batch whose jobs are not made yet: a Pending
 // batch goes through Held (the machine has no edge from Pending to an
-// end) to Deleted, a Held one to Deleted, with message. changed is false
+// end) to Deleted in one multi(), a Held one to Deleted, with message. changed is false
 // for a batch that was Deleted already; any other state is refused.
 func (q *Queue) CancelPendingBatch(ctx context.Context, bid, message string) (changed bool, err error) {
 	err = q.withBatch(ctx, bid, func(b *Batch) error {
 		switch b.State() {
 		case Deleted:
 			return nil
-		case Pending:
-			if err := q.SetBatchStatus(ctx, b, Held, BatchChange{Message: message}); err != nil {
-				return err
-			}
-			fallthrough
-		case Held:
+		case Pending, Held:
 			changed = true
-			return q.SetBatchStatus(ctx, b, Deleted, BatchChange{Message: message, Release: true})
+			c := BatchChange{Message: message, Release: true}
+			if b.State() == Pending {
+				c.via = Held
+			}
+			return q.SetBatchStatus(ctx, b, Deleted, c)
 		}
 		return refused("batch %s is %s: its jobs are made; cancel stops them one by one", bid, b.State())
 	})

@@ -65,12 +65,25 @@ func path2name(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
 // LoadBatch reads a batch.
 func (q *Queue) LoadBatch(ctx context.Context, bid string) (*Batch, error) {
+	b, _, err := q.loadBatchWith(ctx, bid)
+	return b, err
+}
+
+// loadBatchWith reads a batch and, in the same round trip, the nodes at
+// paths besides.
+func (q *Queue) loadBatchWith(ctx context.Context, bid string, paths ...string) (*Batch, []read, error) {
 	if !validName(bid, "bid") {
-		return nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
+		return nil, nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
 	}
-	r := q.getAll(ctx, q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
+	r := q.getAll(ctx, append([]string{q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
 		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"),
-		q.batchPath(bid, "job-count"))
+		q.batchPath(bid, "job-count")}, paths...)...)
+	b, err := q.decodeBatch(bid, r[:7])
+	return b, r[7:], err
+}
+
+// decodeBatch makes a batch of its nodes as loadBatchWith read them.
+func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("batch", bid)
 	}
@@ -111,7 +124,7 @@ func (q *Queue) LoadBatch(ctx context.Context, bid string) (*Batch, error) {
 
 // FindBatch looks a batch up by its uuid (submission.batchID).
 func (q *Queue) FindBatch(ctx context.Context, id string) (*Batch, error) {
-	if id == "" || strings.Contains(id, "/") {
+	if checkNodeName("batch uuid", id) != nil { // no node can have that name ("", ".", a '/' or a NUL)
 		return nil, notFound("batch uuid", fmt.Sprintf("%q", id))
 	}
 	data, _, err := q.get(ctx, q.Path("/batch-uuids/"+id))
@@ -177,11 +190,31 @@ type Wait struct {
 // admit (nil admits all) may pass over a batch after reading it, before
 // anything is written: a daemon that works only some payloads.
 func (q *Queue) AcquirePendingBatch(ctx context.Context, admit func(*Batch) bool) (*Batch, []Wait, error) {
-	var ready func(*Batch) (bool, []Wait)
+	return q.AcquirePendingBatchOf(ctx, nil, admit, nil)
+}
+
+// AcquirePendingBatchOf is AcquirePendingBatch over the batches ids (in
+// creation order; nil: all), for a daemon that knows which batches may
+// still be Pending: it reads only those. started (nil: none) is told of
+// every batch it read that is past Pending for good (neither Pending nor
+// Held), so that the caller can leave it out of its next look.
+func (q *Queue) AcquirePendingBatchOf(ctx context.Context, ids []string, admit func(*Batch) bool, started func(bid string)) (*Batch, []Wait, error) {
+	var ready func(*Batch, []read) (bool, []Wait)
 	if admit != nil {
-		ready = func(b *Batch) (bool, []Wait) { return admit(b), nil }
+		ready = func(b *Batch, _ []read) (bool, []Wait) { return admit(b), nil }
 	}
-	return q.acquireBatch(ctx, nil, []State{Pending}, ready, "")
+	if ids != nil {
+		ids = slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return !validName(s, "bid") })
+	}
+	var passed func(*Batch)
+	if started != nil {
+		passed = func(b *Batch) {
+			if b.State() != Held {
+				started(b.ID)
+			}
+		}
+	}
+	return q.acquireBatch(ctx, ids, []State{Pending}, ready, nil, passed, "")
 }
 
 // BatchState reads only a batch's status.
@@ -204,8 +237,23 @@ func (q *Queue) BatchState(ctx context.Context, bid string) (State, error) {
 // batches (nil: all), for a daemon that knows which batch just emptied. It
 // returns nil when there is none, with the nodes to watch.
 func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string) (*Batch, []Wait, error) {
+	var buckets func(bid string) []string
+	if only != nil {
+		// A batch named is most likely one to report: its buckets are read
+		// with it, in one round trip, not after it.
+		buckets = q.bucketPaths
+	}
 	return q.acquireBatch(ctx, only, []State{Processing, Reporting, UpdateReporting},
-		func(b *Batch) (bool, []Wait) { return q.readyToReport(ctx, b) }, Reporting)
+		func(b *Batch, pre []read) (bool, []Wait) { return q.readyToReport(ctx, b, pre) }, buckets, nil, Reporting)
+}
+
+// bucketPaths are the paths of a batch's buckets, in the order of Buckets.
+func (q *Queue) bucketPaths(bid string) []string {
+	paths := make([]string, len(Buckets))
+	for i, bucket := range Buckets {
+		paths[i] = q.batchPath(bid, "states", bucket)
+	}
+	return paths
 }
 
 // settle is how long an empty batch-processing of a batch without a
@@ -222,7 +270,8 @@ const settle = 500 * time.Millisecond
 // and create is in no bucket, so an empty folder alone proves nothing.
 // Without a count (a batch whose jobs another library made), the folder
 // must exist, and stay empty and unchanged for settle.
-func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
+// The buckets are read unless pre holds them already (read with the batch).
+func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, []Wait) {
 	switch b.State() {
 	case Reporting:
 		return true, nil
@@ -230,11 +279,11 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 	default:
 		return false, nil
 	}
-	paths := make([]string, len(Buckets))
-	for i, bucket := range Buckets {
-		paths[i] = q.batchPath(b.ID, "states", bucket)
+	paths := q.bucketPaths(b.ID)
+	r := pre
+	if len(r) != len(paths) {
+		r = q.getAll(ctx, paths...)
 	}
-	r := q.getAll(ctx, paths...)
 	done := 0
 	for i, x := range r {
 		switch {
@@ -248,6 +297,13 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 		}
 	}
 	if b.JobCount >= 0 {
+		if done < b.JobCount { // a windowed batch's archived jobs are done too
+			n, err := q.Archived(ctx, b.ID)
+			if err != nil {
+				return false, nil
+			}
+			done += n
+		}
 		if done >= b.JobCount {
 			return true, nil
 		}
@@ -291,7 +347,10 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch) (bool, []Wait) {
 // held the batch before and lost its lock can no longer commit. When it
 // finds none it returns what to watch for one: the locks of batches held
 // elsewhere, the status of batches still being created, and ready's waits.
-func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []State, ready func(*Batch) (bool, []Wait), to State) (*Batch, []Wait, error) {
+// The nodes at also(bid) (nil: none) are read with each batch, for ready;
+// passed (nil: none) is told of each batch read that is in none of states.
+func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []State, ready func(*Batch, []read) (bool, []Wait),
+	also func(bid string) []string, passed func(*Batch), to State) (*Batch, []Wait, error) {
 	if batchIDs == nil {
 		var err error
 		if batchIDs, err = q.BatchIDs(ctx); err != nil {
@@ -300,7 +359,11 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 	}
 	var waits []Wait
 	for _, bid := range batchIDs {
-		b, err := q.LoadBatch(ctx, bid)
+		var extra []string
+		if also != nil {
+			extra = also(bid)
+		}
+		b, pre, err := q.loadBatchWith(ctx, bid, extra...)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue
@@ -314,6 +377,9 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 			continue
 		}
 		if !slices.Contains(states, b.State()) {
+			if passed != nil {
+				passed(b)
+			}
 			continue
 		}
 		if b.Locked {
@@ -321,7 +387,7 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 			continue
 		}
 		if ready != nil {
-			ok, w := ready(b)
+			ok, w := ready(b, pre)
 			if waits = append(waits, w...); !ok {
 				continue
 			}
@@ -395,12 +461,20 @@ type BatchChange struct {
 	Report   *StatusReport // written to status-report in the same multi()
 	Release  bool          // delete the lock in the same multi()
 	At       time.Time     // stamps the change; zero means now (see JobChange.At)
+	via      State         // passed through in the same multi() (see JobChange.via)
 }
 
 // SetBatchStatus moves a batch to another state in one multi(), fenced by the
 // version of the status this view was read at.
 func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchChange) error {
-	if err := BatchMachine.Check(b.ID, b.State(), to); err != nil {
+	from := b.State()
+	if c.via != "" {
+		if err := BatchMachine.Check(b.ID, from, c.via); err != nil {
+			return err
+		}
+		from = c.via
+	}
+	if err := BatchMachine.Check(b.ID, from, to); err != nil {
 		return err
 	}
 	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: c.Message}
@@ -434,7 +508,9 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	return nil
 }
 
-// BatchJobs lists the jids in each of a batch's buckets.
+// BatchJobs lists the jids in each of a batch's buckets, one bucket after
+// another in the order of Buckets, which is the order jobs move in: a job
+// that moves on meanwhile is listed once or twice, never missed.
 func (q *Queue) BatchJobs(ctx context.Context, bid string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, bucket := range Buckets {

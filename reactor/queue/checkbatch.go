@@ -94,7 +94,10 @@ func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string]
 		warnings = append(warnings, Violation{at, fmt.Sprintf(format, args...)})
 	}
 	processing := buckets[BucketProcessing]
-	total := 0
+	total, err := q.Archived(ctx, b.ID) // a windowed batch's archived jobs (decision 174)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, jids := range buckets {
 		total += len(jids)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -25,6 +27,19 @@ const DefaultRequestTimeout = 5 * time.Second
 type door struct {
 	conn    *zk.Conn
 	timeout time.Duration
+	sent    *Requests
+}
+
+// Requests counts the requests a Queue has sent to ZooKeeper since New:
+// reads (get, exists, list) and writes (create, delete, multi: a multi()
+// is one request whatever it holds).
+type Requests struct {
+	Reads, Writes atomic.Uint64
+}
+
+// Requests returns the counts of requests this queue has sent.
+func (q *Queue) Requests() (reads, writes uint64) {
+	return q.zk.sent.Reads.Load(), q.zk.sent.Writes.Load()
 }
 
 // stat is a request's answer: what Get and Exists return besides an error.
@@ -40,6 +55,7 @@ func await[T any](ctx context.Context, d door, verb, path string, call func() (T
 		var zero T
 		return zero, fmt.Errorf("zookeeper %s %s: %w", verb, path, err)
 	}
+
 	type answer struct {
 		v   T
 		err error
@@ -64,6 +80,7 @@ func await[T any](ctx context.Context, d door, verb, path string, call func() (T
 }
 
 func (d door) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
+	d.sent.Reads.Add(1)
 	s, err := await(ctx, d, "get", p, func() (stat, error) {
 		data, st, err := d.conn.Get(p)
 		return stat{data: data, st: st}, err
@@ -71,7 +88,31 @@ func (d door) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
 	return s.data, s.st, err
 }
 
+// getMany reads the nodes at paths at once, under one wait: go-zookeeper
+// pipelines the requests on its connection. Each read's error is its own;
+// when the wait ends first, every read has that error.
+func (d door) getMany(ctx context.Context, paths []string) []read {
+	d.sent.Reads.Add(uint64(len(paths)))
+	out, err := await(ctx, d, "get", fmt.Sprintf("%d nodes", len(paths)), func() ([]read, error) {
+		out := make([]read, len(paths))
+		var wg sync.WaitGroup
+		for i, p := range paths {
+			wg.Go(func() { out[i].data, out[i].stat, out[i].err = d.conn.Get(p) })
+		}
+		wg.Wait()
+		return out, nil
+	})
+	if err != nil {
+		out = make([]read, len(paths))
+		for i := range out {
+			out[i].err = err
+		}
+	}
+	return out
+}
+
 func (d door) exists(ctx context.Context, p string) (bool, *zk.Stat, error) {
+	d.sent.Reads.Add(1)
 	s, err := await(ctx, d, "exists", p, func() (stat, error) {
 		ok, st, err := d.conn.Exists(p)
 		return stat{st: st, exists: ok}, err
@@ -80,6 +121,7 @@ func (d door) exists(ctx context.Context, p string) (bool, *zk.Stat, error) {
 }
 
 func (d door) children(ctx context.Context, p string) ([]string, error) {
+	d.sent.Reads.Add(1)
 	return await(ctx, d, "list", p, func() ([]string, error) {
 		kids, _, err := d.conn.Children(p)
 		return kids, err
@@ -87,12 +129,14 @@ func (d door) children(ctx context.Context, p string) ([]string, error) {
 }
 
 func (d door) create(ctx context.Context, p string, data []byte, flags int32) (string, error) {
+	d.sent.Writes.Add(1)
 	return await(ctx, d, "create", p, func() (string, error) {
 		return d.conn.Create(p, data, flags, acl)
 	})
 }
 
 func (d door) delete(ctx context.Context, p string, version int32) error {
+	d.sent.Writes.Add(1)
 	_, err := await(ctx, d, "delete", p, func() (struct{}, error) {
 		return struct{}{}, d.conn.Delete(p, version)
 	})
@@ -100,6 +144,7 @@ func (d door) delete(ctx context.Context, p string, version int32) error {
 }
 
 func (d door) multi(ctx context.Context, reqs ...any) ([]zk.MultiResponse, error) {
+	d.sent.Writes.Add(1)
 	return await(ctx, d, "multi", "", func() ([]zk.MultiResponse, error) {
 		return d.conn.Multi(reqs...)
 	})

@@ -22,15 +22,15 @@ func (q *Queue) refPath(s State, ref string) string {
 
 // JobSpec is what a new job starts with.
 type JobSpec struct {
-	Priority    int // 0..99, lower runs first; DefaultPriority is 5
-	SpaceNeeded int64
-	Config      JobConfig
-	Identifiers *Identifiers
-	Metadata    *Metadata
+	Priority    int          `json:"priority"` // 0..99, lower runs first; DefaultPriority is 5
+	SpaceNeeded int64        `json:"space_needed,omitempty"`
+	Config      JobConfig    `json:"configuration"`
+	Identifiers *Identifiers `json:"identifiers,omitempty"`
+	Metadata    *Metadata    `json:"metadata,omitempty"`
 	// RecordID writes the job's id into its configuration (jobID), as
 	// Merritt's ingest service does for the jobs it makes: mrt-zk's
 	// Job.jid() and Merritt's consumers read it from there.
-	RecordID bool
+	RecordID bool `json:"record_id,omitempty"`
 }
 
 // CreateJob creates a Pending job in batch b, listed in pending and in the
@@ -178,20 +178,27 @@ func (q *Queue) JobIDs(ctx context.Context) ([]string, error) {
 // Refs lists the refs in one state folder, in acquisition order (priority,
 // then age). Names that are not refs are reported in problems and left out.
 func (q *Queue) Refs(ctx context.Context, s State) (refs []string, problems []error, err error) {
-	folder := q.Path("/jobs/states/" + s.Folder())
-	kids, err := q.children(ctx, folder)
+	kids, err := q.children(ctx, q.Path("/jobs/states/"+s.Folder()))
 	if err != nil {
 		return nil, nil, err
 	}
 	slices.Sort(kids)
+	refs, problems = q.ValidRefs(s, kids)
+	return refs, problems, nil
+}
+
+// ValidRefs keeps the job refs of a listing of state s's folder (as a
+// watcher gives it, sorted: acquisition order) and reports the rest.
+func (q *Queue) ValidRefs(s State, kids []string) (refs []string, problems []error) {
+	refs = make([]string, 0, len(kids))
 	for _, k := range kids {
 		if _, _, ok := parseRef(k); !ok {
-			problems = append(problems, corrupt(q.rel(folder+"/"+k), "not a job ref (want PP-jid…)"))
+			problems = append(problems, corrupt(q.rel(q.refPath(s, k)), "not a job ref (want PP-jid…)"))
 			continue
 		}
 		refs = append(refs, k)
 	}
-	return refs, problems, nil
+	return refs, problems
 }
 
 // ListJobs reads jobs: those listed in state s, or every job when s is "".
@@ -267,6 +274,9 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit fu
 	if !ok {
 		return nil, nil
 	}
+	if moved, err := q.movedOrLocked(ctx, s, jid); moved || err != nil {
+		return nil, err
+	}
 	j, err := q.LoadJob(ctx, jid)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -279,18 +289,60 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit fu
 		return nil, nil // moved on since the folder was listed
 	case j.Locked:
 		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
-	case admit != nil && !admit(j):
-		return nil, nil
 	}
-	err = q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), mustJSON(j.Status), j.version)})
+	j.ref = ref // as listed: a foreign tree may file it under another priority
+	j, err = q.AcquireView(ctx, j, admit)
 	if errors.Is(err, ErrStale) {
 		return nil, nil
 	}
+	return j, err
+}
+
+// movedOrLocked reads only a job's status and lock (two reads, where the
+// whole job is eleven): a ref from a listing is often of a job another
+// daemon has moved on or holds. moved is true when the job is no longer in
+// state s; err is ErrLocked when another session holds it. Anything else
+// (gone, unreadable) is left to LoadJob to say.
+func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (moved bool, err error) {
+	r := q.getAll(ctx, q.jobPath(jid, "status"), q.jobPath(jid, "lock"))
+	if r[0].err != nil {
+		return false, nil
+	}
+	st, err := decodeJobStatus(q.rel(q.jobPath(jid, "status")), r[0].data)
+	switch {
+	case err != nil:
+		return false, nil
+	case st.Status != s:
+		return true, nil
+	case r[1].err == nil:
+		return false, fmt.Errorf("job %s: %w", jid, ErrLocked)
+	}
+	return false, nil
+}
+
+// Handoff is a copy of a job this session has just moved (and released),
+// for acquiring it in its new state without reading it again (AcquireView).
+func (j *Job) Handoff() *Job {
+	c := *j
+	c.owner, c.Locked = false, false
+	return &c
+}
+
+// AcquireView acquires a job from a view this session holds (Handoff)
+// without reading it: the lock and the fence on the view's status version
+// in one multi(). It returns ErrStale when the job changed since the view
+// (the caller reads it), ErrLocked when another session holds it, and
+// nil, nil when admit turns it down.
+func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) bool) (*Job, error) {
+	if admit != nil && !admit(view) {
+		return nil, nil
+	}
+	err := q.commit(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), mustJSON(view.Status), view.version)})
 	if err != nil {
 		return nil, err
 	}
-	j.ref, j.version, j.owner, j.Locked = ref, j.version+1, true, true
-	return j, nil
+	view.version, view.owner, view.Locked = view.version+1, true, true
+	return view, nil
 }
 
 // LockJob takes a job's lock for an admin action, or fails with ErrLocked.
@@ -346,6 +398,9 @@ type JobChange struct {
 	// reply was lost is recognised by its bytes.
 	At      time.Time
 	requeue bool // count a retry
+	// via is a state the move passes through in the same multi(), where the
+	// machine has no direct edge: readers only ever see the end state.
+	via State
 }
 
 // SetJobStatus moves a job to another state in one multi(), fenced by the
@@ -353,13 +408,20 @@ type JobChange struct {
 // the old ref deleted, the new one created, the batch ref moved when the
 // bucket changes, and the lock deleted when c.Release is set.
 func (q *Queue) SetJobStatus(ctx context.Context, j *Job, to State, c JobChange) error {
-	if err := JobMachine.Check(j.ID, j.State(), to); err != nil {
+	from := j.State()
+	lss := j.Status.LastSuccessfulStatus
+	if c.via != "" {
+		if err := JobMachine.Check(j.ID, from, c.via); err != nil {
+			return err
+		}
+		lss, from = nextLastSuccessful(lss, from, c.via), c.via
+	}
+	if err := JobMachine.Check(j.ID, from, to); err != nil {
 		return err
 	}
-	from := j.State()
 	st := JobStatus{
 		Status: to, LastModified: q.stampAt(c.At), Message: c.Message,
-		LastSuccessfulStatus: nextLastSuccessful(j.Status.LastSuccessfulStatus, from, to),
+		LastSuccessfulStatus: nextLastSuccessful(lss, from, to),
 		RetryCount:           j.Status.RetryCount,
 	}
 	if c.requeue {

@@ -111,9 +111,19 @@ func (q *Queue) LockStorage(ctx context.Context, ark string) (bool, error) {
 	return q.createFlag(ctx, "/locks/storage/"+LockName(ark), zk.FlagEphemeral)
 }
 
-// UnlockStorage releases a storage lock.
+// UnlockStorage releases this session's storage lock; false when the lock
+// is gone or another session's (this one's expired and another took it).
 func (q *Queue) UnlockStorage(ctx context.Context, ark string) (bool, error) {
-	return q.deleteFlag(ctx, "/locks/storage/"+LockName(ark))
+	return q.deleteOwnFlag(ctx, "/locks/storage/"+LockName(ark))
+}
+
+// HoldsStorage tells whether this session holds ark's storage lock. A
+// daemon paused past its session timeout wakes up without it, while
+// another may be storing the object: a store asks before it commits or
+// removes anything.
+func (q *Queue) HoldsStorage(ctx context.Context, ark string) (bool, error) {
+	owned, _, err := q.ownFlag(ctx, "/locks/storage/"+LockName(ark))
+	return owned, err
 }
 
 // LockInventory takes the ephemeral per-object inventory lock for an ark.
@@ -121,9 +131,9 @@ func (q *Queue) LockInventory(ctx context.Context, ark string) (bool, error) {
 	return q.createFlag(ctx, "/locks/inventory/"+LockName(ark), zk.FlagEphemeral)
 }
 
-// UnlockInventory releases an inventory lock.
+// UnlockInventory releases this session's inventory lock, as UnlockStorage.
 func (q *Queue) UnlockInventory(ctx context.Context, ark string) (bool, error) {
-	return q.deleteFlag(ctx, "/locks/inventory/"+LockName(ark))
+	return q.deleteOwnFlag(ctx, "/locks/inventory/"+LockName(ark))
 }
 
 // LockName maps an identifier to a node name: ":/" and "/" become "_".
@@ -158,6 +168,34 @@ func (q *Queue) deleteFlag(ctx context.Context, rel string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("delete %s: %w", rel, err)
+}
+
+// deleteOwnFlag deletes an ephemeral node only if this session made it:
+// a session that expired must not free the lock another has since taken.
+// The delete is at the version read, so it never takes a newer node.
+func (q *Queue) deleteOwnFlag(ctx context.Context, rel string) (bool, error) {
+	owned, st, err := q.ownFlag(ctx, rel)
+	if err != nil || !owned {
+		return false, err
+	}
+	err = q.zk.delete(ctx, q.Path(rel), st.Version)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("delete %s: %w", rel, err)
+	}
+	return true, nil
+}
+
+// ownFlag tells whether the ephemeral node rel exists and this session
+// made it, with its stat.
+func (q *Queue) ownFlag(ctx context.Context, rel string) (bool, *zk.Stat, error) {
+	ok, st, err := q.zk.exists(ctx, q.Path(rel))
+	if err != nil {
+		return false, nil, fmt.Errorf("check %s: %w", rel, err)
+	}
+	return ok && q.zk.owns(st), st, nil
 }
 
 func (q *Queue) flag(ctx context.Context, rel string) (bool, error) {

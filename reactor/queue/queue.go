@@ -50,7 +50,7 @@ func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
 	if root != "" && (!strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") || path.Clean(root) != root) {
 		return nil, fmt.Errorf("zk root %q: want an absolute path like /ingestq, without a trailing slash", root)
 	}
-	q := &Queue{zk: door{conn: conn, timeout: DefaultRequestTimeout}, root: root, log: slog.Default(), now: time.Now, closed: func() bool { return false }}
+	q := &Queue{zk: door{conn: conn, timeout: DefaultRequestTimeout, sent: new(Requests)}, root: root, log: slog.Default(), now: time.Now, closed: func() bool { return false }}
 	for _, o := range opts {
 		o(q)
 	}
@@ -138,17 +138,7 @@ type read struct {
 // getAll fetches nodes concurrently: go-zookeeper pipelines requests on one
 // connection, so n reads cost about one round trip.
 func (q *Queue) getAll(ctx context.Context, paths ...string) []read {
-	out := make([]read, len(paths))
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i].data, out[i].stat, out[i].err = q.zk.get(ctx, p)
-		}()
-	}
-	wg.Wait()
-	return out
+	return q.zk.getMany(ctx, paths)
 }
 
 // each runs fn(i) for every i in [0, n), at most limit at once.

@@ -165,17 +165,17 @@ var scenarios = map[string]scenario{
 	"lock_inventory": func(r *run) { r.objectLocks(r.q.LockInventory) },
 	"access_happy_path": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Completed, "", true))
+		r.ok(r.q.MoveAccess(r.t.Context(), a, queue.Completed, "", nil))
 	},
 	"access_happy_path_del": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Completed, "", true))
+		r.ok(r.q.MoveAccess(r.t.Context(), a, queue.Completed, "", nil))
 		r.ok(r.q.DeleteAccess(r.t.Context(), a))
 	},
 	"access_fail_path": func(r *run) {
 		a := r.access()
-		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Failed, "", true))
-		r.ok(r.q.SetAccessStatus(r.t.Context(), a, queue.Deleted, "", false))
+		r.ok(r.q.MoveAccess(r.t.Context(), a, queue.Failed, "", nil))
+		r.ok(r.q.MoveAccess(r.t.Context(), a, queue.Deleted, "", nil))
 	},
 	"find_batch_by_uuid": func(r *run) {
 		b := r.batch()
@@ -184,8 +184,10 @@ var scenarios = map[string]scenario{
 		if got.ID != b.ID {
 			r.t.Fatalf("found %s, want %s", got.ID, b.ID)
 		}
-		if _, err := r.q.FindBatch(r.t.Context(), "no-such-uuid"); !errors.Is(err, queue.ErrNotFound) {
-			r.t.Fatalf("unknown uuid: %v, want ErrNotFound", err)
+		for _, id := range []string{"no-such-uuid", "", ".", "..", "a/b", "a\x00b"} {
+			if _, err := r.q.FindBatch(r.t.Context(), id); !errors.Is(err, queue.ErrNotFound) {
+				r.t.Fatalf("uuid %q: %v, want ErrNotFound", id, err)
+			}
 		}
 	},
 }
@@ -428,6 +430,6 @@ func (r *run) access() *queue.Access {
 	if again, err := r.q.AcquireAccess(r.t.Context(), queue.AccessSmall); err != nil || again != nil {
 		r.t.Fatalf("second acquire: %v %v, want none", again, err)
 	}
-	r.ok(r.q.SetAccessStatus(r.t.Context(), got, queue.Processing, "", false))
+	r.ok(r.q.MoveAccess(r.t.Context(), got, queue.Processing, "", nil))
 	return got
 }

@@ -186,3 +186,51 @@ func TestStaleBatchViewCreatesNoJob(t *testing.T) {
 		t.Fatalf("the new owner's creation: %v", err)
 	}
 }
+
+// A session whose storage lock went with it (closed here; expired after a
+// pause in life) no longer holds it once another session has taken it, and
+// its unlock leaves the other's lock in place.
+func TestStorageLockOfAnEndedSession(t *testing.T) {
+	r := newRun(t)
+	const ark = "ark:/99999/fk4paused"
+	connA, qa := r.second()
+	ok, err := qa.LockStorage(t.Context(), ark)
+	r.ok(err)
+	if !ok {
+		t.Fatal("the first lock was refused")
+	}
+	if held, err := qa.HoldsStorage(t.Context(), ark); err != nil || !held {
+		t.Fatalf("the locking session: HoldsStorage = %v, %v; want true", held, err)
+	}
+	if held, err := r.q.HoldsStorage(t.Context(), ark); err != nil || held {
+		t.Fatalf("another session: HoldsStorage = %v, %v; want false", held, err)
+	}
+	if freed, err := r.q.UnlockStorage(t.Context(), ark); err != nil || freed {
+		t.Fatalf("another session's unlock: %v, %v; want false, and the lock kept", freed, err)
+	}
+	if held, err := qa.HoldsStorage(t.Context(), ark); err != nil || !held {
+		t.Fatalf("after another session's unlock the locking session holds it: %v, %v; want true", held, err)
+	}
+
+	// A's lock goes with its session; B takes it; A, back with a new
+	// session under the same Queue's name, neither holds nor frees it.
+	r.closeAndWait(connA, "/locks/storage/"+queue.LockName(ark))
+	ok, err = r.q.LockStorage(t.Context(), ark)
+	r.ok(err)
+	if !ok {
+		t.Fatal("the lock of an ended session was not free")
+	}
+	_, qa2 := r.second()
+	if held, err := qa2.HoldsStorage(t.Context(), ark); err != nil || held {
+		t.Fatalf("a session that did not take the lock: HoldsStorage = %v, %v; want false", held, err)
+	}
+	if freed, err := qa2.UnlockStorage(t.Context(), ark); err != nil || freed {
+		t.Fatalf("a session that did not take the lock unlocked it: %v, %v", freed, err)
+	}
+	if held, err := r.q.HoldsStorage(t.Context(), ark); err != nil || !held {
+		t.Fatalf("the holder lost its lock: %v, %v", held, err)
+	}
+	if freed, err := r.q.UnlockStorage(t.Context(), ark); err != nil || !freed {
+		t.Fatalf("the holder's unlock: %v, %v; want true", freed, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 // should look again at once rather than wait.
 func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, changed bool, err error) {
 	if w.Children {
+		q.zk.sent.Reads.Add(1)
 		_, st, ch, err := q.zk.conn.ChildrenW(w.Path)
 		switch {
 		case err == nil:
@@ -24,6 +25,7 @@ func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, c
 		}
 		// Not there: wait for it to appear.
 	}
+	q.zk.sent.Reads.Add(1)
 	ok, _, ch, err := q.zk.conn.ExistsW(w.Path)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)

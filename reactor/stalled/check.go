@@ -192,3 +192,32 @@ func Find(ctx context.Context, q *queue.Queue, jobs []*queue.Job, th Thresholds,
 	}
 	return out, nil
 }
+
+// Lister flags jobs one at a time, as a listing reads them page by page,
+// at now: it reads the Facts once, at the first job in its state for longer
+// than its threshold, and shares them with the rest of the listing.
+func Lister(ctx context.Context, q *queue.Queue, th Thresholds, now time.Time) func(*queue.Job) (*Stall, error) {
+	var facts *Facts
+	return func(j *queue.Job) (*Stall, error) {
+		if _, ok := th[j.State()]; !ok {
+			return nil, nil
+		}
+		times, err := q.RefTimes(ctx, j.State(), []string{j.Ref()})
+		if err != nil {
+			return nil, fmt.Errorf("stalled work: %w", err)
+		}
+		since, ok := times[j.Ref()]
+		if !ok || !th.Over(j.State(), since, now) {
+			return nil, nil
+		}
+		if facts == nil {
+			f, err := ReadFacts(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			facts = &f
+		}
+		st, _ := Check(j, since, *facts, th, now)
+		return &st, nil
+	}
+}

@@ -2,6 +2,7 @@ package stalled_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,15 @@ func (e *env) find(th stalled.Thresholds, now time.Time) map[string]stalled.Stal
 	}
 	found, err := stalled.Find(e.t.Context(), e.q, jobs, th, now)
 	e.ok(err)
+	// A listing's check, one job at a time, flags the same jobs alike.
+	check := stalled.Lister(e.t.Context(), e.q, th, now)
+	for _, j := range jobs {
+		st, err := check(j)
+		e.ok(err)
+		if want, ok := found[j.ID]; ok != (st != nil) || ok && !reflect.DeepEqual(*st, want) {
+			e.t.Errorf("%s: Lister says %+v, Find %+v", j.ID, st, want)
+		}
+	}
 	return found
 }
 

@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +29,10 @@ type Proxy struct {
 	resume chan struct{} // nil when forwarding; closed by Resume
 	conns  map[*proxyConn]struct{}
 	closed bool
+	// accepted counts the connections accepted so far; arrived is closed
+	// and replaced on each.
+	accepted int
+	arrived  chan struct{}
 }
 
 type proxyConn struct {
@@ -79,7 +84,7 @@ func StartProxyOn(addr, target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zktest: proxy listen: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, done: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, done: make(chan struct{}), conns: map[*proxyConn]struct{}{}, arrived: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -107,6 +112,24 @@ func (p *Proxy) Resume() {
 	if p.resume != nil {
 		close(p.resume)
 		p.resume = nil
+	}
+}
+
+// WaitAccepted waits until the proxy has accepted n connections in all
+// since it started, or ctx ends.
+func (p *Proxy) WaitAccepted(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		got, arrived := p.accepted, p.arrived
+		p.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			return fmt.Errorf("zktest: proxy accepted %d connections, want %d: %w", got, n, ctx.Err())
+		}
 	}
 }
 
@@ -166,6 +189,9 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.conns[c] = struct{}{}
+		p.accepted++
+		close(p.arrived)
+		p.arrived = make(chan struct{})
 		p.wg.Add(1)
 		p.mu.Unlock()
 		go p.serve(c)

@@ -14,12 +14,17 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/zkconn"
 )
 
-const (
-	sessionTimeout = 4 * time.Second
-	connectTimeout = 10 * time.Second
-)
+// SessionTimeout is the session timeout of the harness's clients, and the
+// one to give a daemon under test that is not testing expiry: long enough
+// that a loaded 2-core CI machine's stall of a few seconds (seen: a test
+// binary's sessions expired at 4 s) costs no reconnect.
+const SessionTimeout = 10 * time.Second
+
+const connectTimeout = 10 * time.Second
 
 // shared is the test binary's server, set while WithShared's Run runs.
 var shared *Server
@@ -68,9 +73,10 @@ func Shared(t testing.TB) *Server {
 	return shared
 }
 
-// Connect opens a session to servers (default: the shared server) with a 4 s
-// session timeout and waits up to 10 s for it to be established. The client's
-// log is shown only if the test fails. t.Cleanup closes the connection.
+// Connect opens a session to servers (default: the shared server) with
+// SessionTimeout and waits up to 10 s for it to be established. The
+// client's log is shown only if the test fails. t.Cleanup closes the
+// connection.
 func Connect(t testing.TB, servers ...string) *zk.Conn {
 	t.Helper()
 	if len(servers) == 0 {
@@ -94,7 +100,7 @@ func Connect(t testing.TB, servers ...string) *zk.Conn {
 // used because the events channel drops events when nobody reads it.
 func dial(servers []string, log zk.Logger) (*zk.Conn, error) {
 	hasSession := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(log),
+	conn, _, err := zk.Connect(servers, SessionTimeout, zk.WithLogger(log), zk.WithDialer(zkconn.Dialer(zkconn.Limit(SessionTimeout))),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
 				select {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -130,11 +129,11 @@ func (a *app) holdsCommand() *cobra.Command {
 func (a *app) holdQueue(hold bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "queue [NAME]",
-		Short: "Stop or restart acquisitions on a queue: " + strings.Join(ops.QueueNames, ", ") + " (default ingest)",
+		Short: "Stop or restart acquisitions on a queue: " + strings.Join(ops.QueueNames, ", ") + " (default ingest; access-small and access-large name the access queues too)",
 		Args:  args("[NAME]"),
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			if len(args) == 1 && !slices.Contains(ops.QueueNames, args[0]) {
-				return usagef("queue %q: want one of %s", args[0], strings.Join(ops.QueueNames, ", "))
+			if len(args) == 1 && ops.QueueName(args[0]) == "" {
+				return usagef("queue %q: want one of %s (or access-small, access-large)", args[0], strings.Join(ops.QueueNames, ", "))
 			}
 			return nil
 		},

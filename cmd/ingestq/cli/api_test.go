@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -90,14 +91,65 @@ func TestServeAPIOverTLS(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	live := checkDashboard(t, client, "https://"+addr, "depositor-token-0123456789", got.BID)
 	if code := stopDaemon(); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
-	select {
-	case <-stream:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the event stream did not end when the daemon stopped")
+	for what, ended := range map[string]<-chan struct{}{"the event stream": stream, "the dashboard's live stream": live} {
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not end when the daemon stopped", what)
+		}
 	}
+}
+
+// checkDashboard checks that the daemon's server has the dashboard, with
+// the API's tokens, and opens its live stream: the channel closes when the
+// stream ends.
+func checkDashboard(t *testing.T, client *http.Client, site, token, bid string) <-chan struct{} {
+	t.Helper()
+	get := func(path string, withToken bool) *http.Response {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", site+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withToken {
+			req.AddCookie(&http.Cookie{Name: "ingestq_token", Value: base64.RawURLEncoding.EncodeToString([]byte(token))})
+		}
+		resp, err := client.Transport.RoundTrip(req) // no redirect followed
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	read := func(resp *http.Response) string {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return string(data)
+	}
+	if resp := get("/", false); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/ui/" {
+		t.Errorf("/: %d to %q, want the dashboard at /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := get("/ui/batches", false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the dashboard without a token: %d %s", resp.StatusCode, read(resp))
+	}
+	if resp := get("/ui/batches", true); resp.StatusCode != http.StatusOK {
+		t.Errorf("the dashboard's batches with a token: %d", resp.StatusCode)
+	} else if body := read(resp); !strings.Contains(body, bid) {
+		t.Errorf("the dashboard's batches do not list %s", bid)
+	}
+	resp := get("/ui/live", true)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the dashboard's live stream: %d %s", resp.StatusCode, read(resp))
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+	return ended
 }
 
 // openEvents opens the event stream and returns a channel closed when it

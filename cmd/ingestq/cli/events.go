@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,10 +119,10 @@ func (a *app) tailCommand() *cobra.Command {
 }
 
 func (a *app) replayCommand() *cobra.Command {
-	var since, batch, job string
+	var since, batch, job, access string
 	var from time.Time
 	cmd := &cobra.Command{
-		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID]",
+		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access QID]",
 		Short: "Print the recorded events as a timeline",
 		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time.\n" +
 			"--batch prints the batch's own events, then each job's timeline, a blank line between jobs.\n" +
@@ -154,7 +153,7 @@ func (a *app) replayCommand() *cobra.Command {
 			}
 			defer nc.Close()
 			evs := []events.Event{}
-			err = events.Replay(ctx, nc, "", events.Filter{Since: from, BatchID: bid, JobID: job}, func(ev events.Event) error {
+			err = events.Replay(ctx, nc, "", events.Filter{Since: from, BatchID: bid, JobID: job, AccessID: access}, func(ev events.Event) error {
 				evs = append(evs, ev)
 				return nil
 			})
@@ -183,6 +182,7 @@ func (a *app) replayCommand() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only events since a duration back (10m, 1d, 2w) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
 	fl.StringVar(&batch, "batch", "", "only the events of this batch (bid… or batch uuid) and its jobs")
 	fl.StringVar(&job, "job", "", "only the events of this job")
+	fl.StringVar(&access, "access", "", "only the events of this access request")
 	return cmd
 }
 
@@ -211,27 +211,9 @@ func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
 		out = append(out, own)
 	}
 	for _, jid := range order {
-		out = append(out, placeRecovered(jobs[jid]))
+		out = append(out, events.PlaceRecovered(jobs[jid]))
 	}
 	return out
-}
-
-// placeRecovered moves each recovered event of a job's timeline (published
-// late, by the daemon that found the move without one) to just before the
-// first move out of the state it entered.
-func placeRecovered(evs []events.Event) []events.Event {
-	for i := 0; i < len(evs); i++ {
-		rec := evs[i]
-		if rec.RecoveredBy == "" {
-			continue
-		}
-		at := slices.IndexFunc(evs, func(e events.Event) bool { return e.From == rec.To && !e.Time.Before(rec.Time) })
-		if at < 0 || at > i {
-			continue
-		}
-		evs = slices.Insert(slices.Delete(evs, i, i+1), at, rec)
-	}
-	return evs
 }
 
 // parseSince reads --since (events.ParseSince); a bad one is a usage error.
@@ -270,6 +252,8 @@ func eventLine(ev events.Event, layout string) string {
 		b.WriteString("batch " + ev.BatchID + "  " + eventTransition(ev))
 	case events.KindProgress:
 		b.WriteString("progress " + strings.TrimPrefix(job(), "job "))
+	case events.KindAccess:
+		b.WriteString("access " + ev.AccessID + "  " + eventTransition(ev))
 	case events.KindAdmin:
 		b.WriteString("admin " + ev.To)
 		switch {
@@ -277,6 +261,8 @@ func eventLine(ev events.Event, layout string) string {
 			b.WriteString(" " + job())
 		case ev.BatchID != "":
 			b.WriteString(" batch " + ev.BatchID)
+		case ev.AccessID != "":
+			b.WriteString(" access " + ev.AccessID)
 		}
 		for _, k := range []string{"queue", "collection"} {
 			if v, ok := ev.Attrs[k].(string); ok {

@@ -68,7 +68,7 @@ func TestHelpExamples(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"submit", "ls", "ls jobs", "ls batches", "show", "hold", "hold batch", "release",
 		"release job", "requeue", "fail", "delete", "report", "events", "events tail", "events replay", "serve",
-		"tree", "check", "cleanup", "hosts", "object"} {
+		"tree", "check", "cleanup", "hosts", "object", "access", "access request", "access ls", "access show"} {
 		out, _, code := runEnv(t, nil, append(strings.Fields(path), "--help")...)
 		wantCode(t, code, 0)
 		if !strings.Contains(out, "\nExamples:\n  ingestq "+path+" ") && !strings.Contains(out, "\nExamples:\n  ingestq "+path+"\n") {

@@ -25,6 +25,15 @@ type pipeline interface {
 	Handlers() map[queue.State]reactor.JobHandler
 }
 
+// rehearsal is the ingest pipeline's payload reading and reports with
+// pass-through job steps: a big batch tried without downloads or storage.
+type rehearsal struct {
+	*handlers.Pipeline
+	steps reactor.PassThrough
+}
+
+func (r rehearsal) Handlers() map[queue.State]reactor.JobHandler { return r.steps.Handlers() }
+
 // ingestFlags are the settings of the ingest pipeline.
 type ingestFlags struct {
 	profiles      string

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"slices"
 
 	"github.com/go-zookeeper/zk"
@@ -33,6 +35,11 @@ func (a *app) monitor(web *httpd.Server, q *queue.Queue, bus *events.Bus, p pipe
 	web.Handle("GET /metrics", m.Handler())
 	web.Handle("GET /healthz", health.Alive())
 	web.Handle("GET /readyz", health.Ready(a.readiness(q, bus, p, roles)))
+	// Go's profiles (heap, goroutines, CPU), as /metrics: for the operator
+	// on the private network (`go tool pprof http://HOST/debug/pprof/heap`).
+	web.Handle("GET /debug/pprof/", http.HandlerFunc(pprof.Index))
+	web.Handle("GET /debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+	web.Handle("GET /debug/pprof/trace", http.HandlerFunc(pprof.Trace))
 	return m
 }
 

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -180,6 +181,15 @@ func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	code, rep := readyz(t, d.url)
 	if code != http.StatusOK || len(rep.Checks) != 4 {
 		t.Fatalf("/readyz %d %+v: want 200 with zookeeper, nats, storage and inventory", code, rep)
+	}
+	heap, err := http.Get(d.url + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(heap.Body)
+	heap.Body.Close()
+	if heap.StatusCode != http.StatusOK || !strings.Contains(string(body), "heap profile:") {
+		t.Errorf("/debug/pprof/heap: %d %.80q, want 200 and a heap profile", heap.StatusCode, body)
 	}
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)

@@ -84,7 +84,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			}
 			t := a.newTable("BID", "STATUS", "UUID", "PROFILE", "JOBS", "LAST MODIFIED")
 			for _, r := range rows {
-				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs), r.LastModified)
+				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs, r.Archived, r.Unmade), r.LastModified)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -97,8 +97,9 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 	return cmd
 }
 
-// jobCounts renders a batch's buckets as "3 processing, 1 failed".
-func jobCounts(buckets map[string][]string) string {
+// jobCounts renders a batch's buckets as "3 processing, 1 failed", its
+// archived jobs and its objects with no job yet.
+func jobCounts(buckets map[string][]string, archived, unmade int) string {
 	if buckets == nil {
 		return "?"
 	}
@@ -107,6 +108,12 @@ func jobCounts(buckets map[string][]string) string {
 		if n := len(buckets[b]); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.TrimPrefix(b, "batch-")))
 		}
+	}
+	if archived > 0 {
+		parts = append(parts, fmt.Sprintf("%d archived", archived))
+	}
+	if unmade > 0 {
+		parts = append(parts, fmt.Sprintf("%d not made yet", unmade))
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -274,7 +281,25 @@ func (a *app) showCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.writeFields(append(batchFields(b, buckets), field{"objects", objectsOf(objects)}))
+			fields := append(batchFields(b, buckets), field{"objects", objectsOf(objects)})
+			// A windowed batch (decision 174): how far its job making has
+			// come, and how many of its Completed jobs are archived.
+			feed, err := q.LoadFeed(ctx, b.ID)
+			if err != nil {
+				return err
+			}
+			if feed != nil {
+				archived, err := q.Archived(ctx, b.ID)
+				if err != nil {
+					return err
+				}
+				fields = append(fields, field{"objects_with_jobs", fmt.Sprintf("%d of %d", feed.MadeObjects(), feed.Objects)},
+					field{"archived_jobs", archived})
+				if feed.Stopped != "" {
+					fields = append(fields, field{"stopped_making_jobs", feed.Stopped})
+				}
+			}
+			return a.writeFields(fields)
 		}),
 	}
 	a.stalledFlagSet(cmd, &st, false)

@@ -170,7 +170,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.holdsCommand(), a.hostsCommand())
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cancelCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
-	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand())
+	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand(), a.accessCommand())
 	addExamples(root)
 	return root
 }

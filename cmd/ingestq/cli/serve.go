@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ingestq/ingestq/api"
+	"github.com/ingestq/ingestq/dashboard"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
@@ -67,12 +69,14 @@ type serveFlags struct {
 	stateWorkers map[string]int
 	stateTries   map[string]int
 	batchWorkers int
+	window       int
 	attempts     int
 	backoff      time.Duration
 	rescan       time.Duration
 	grace        time.Duration
 	maxAge       time.Duration
 	ingest       ingestFlags
+	access       accessServeFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -115,7 +119,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.natsCluster, "nats-cluster", a.env(EnvNATSCluster, ""), "HOST:PORT where the embedded NATS listens for the other daemons' servers: they form one NATS cluster (one event stream, 3 replicas from 3 hosts); an unspecified HOST (0.0.0.0) is announced as the host name; default off (env "+EnvNATSCluster+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
-	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline), or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
+	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline); rehearse (the real payload reading and reports, every job step a no-op: try a big batch without downloading or storing); or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
 	fl.StringVar(&f.states, "states", a.env(EnvStates, "all"), "the states this daemon works, comma-separated: job states ("+reactor.RoleNames(reactor.AllRoles()[:len(reactor.JobStates)])+"),\n"+
 		"intake (pending batches → jobs) and reporting (batch reports); others are left to other daemons or programs on the queue (env "+EnvStates+")")
 	fl.StringVar(&f.http, "http", a.env(EnvHTTP, "127.0.0.1:8080"), "the daemon's HTTP server (host:port; port 0 picks a free one; \"off\" for none): it serves each job's storage manifest,\n"+
@@ -132,6 +136,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
 	fl.StringToIntVar(&f.stateTries, "state-attempts", nil, "tries of some states' steps, like downloading=5 (default --attempts)")
 	fl.IntVar(&f.batchWorkers, "batch-workers", reactor.Defaults.BatchWorkers, "workers for pending batches and for reports, each")
+	fl.IntVar(&f.window, "batch-window", reactor.Defaults.Window, "a batch of more objects has its jobs made this many at a time, and its Completed jobs archived (no state folder grows past what Merritt's Java clients can list)")
 	fl.IntVar(&f.attempts, "attempts", reactor.Defaults.Attempts, "tries of a step before its job fails")
 	fl.DurationVar(&f.backoff, "backoff", reactor.Defaults.Backoff, "wait before the first retry, doubled each time (at most 1m)")
 	fl.DurationVar(&f.rescan, "rescan", reactor.Defaults.Rescan, "safety rescan of every folder")
@@ -139,6 +144,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.DurationVar(&a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
 	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
 	a.ingestFlagSet(fl, &f.ingest)
+	a.accessFlagSet(fl, &f.access)
 	return cmd
 }
 
@@ -173,7 +179,8 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
-		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens}
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
+		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -190,8 +197,8 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 }
 
 func (a *app) serve(ctx context.Context, f serveFlags) error {
-	if f.pipeline != "passthrough" && f.pipeline != "ingest" {
-		return usagef("--pipeline %q: want ingest or passthrough", f.pipeline)
+	if !slices.Contains([]string{"ingest", "rehearse", "passthrough"}, f.pipeline) {
+		return usagef("--pipeline %q: want ingest, rehearse or passthrough", f.pipeline)
 	}
 	roles, err := parseStates(f.states)
 	if err != nil {
@@ -249,7 +256,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
-	if f.pipeline == "ingest" {
+	svc := &ops.Service{Q: q, Publish: bus.Publish}
+	var acc reactor.AccessHandler
+	var accWorkers map[string]int
+	if f.pipeline != "passthrough" {
 		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
@@ -259,15 +269,29 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
+		if f.pipeline == "rehearse" {
+			p = rehearsal{ing, reactor.PassThrough{Delay: f.delay}}
+		}
+		if acc, accWorkers, err = a.startAccess(ctx, q, ing, web, svc, dataDir, f.host, advertise, f.access); err != nil {
+			return err
+		}
 	}
 	if web != nil {
-		ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish}, Bus: bus, Inventory: inv, Tokens: tokens,
-			Stalled: stalledDetector(q, stalledAfter), Logger: a.log})
+		detect := stalledDetector(q, stalledAfter)
+		ap, err := api.New(api.Config{Ops: svc, Bus: bus, Inventory: inv, Tokens: tokens, Stalled: detect, Logger: a.log})
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
 		defer ap.Close() // before the server's: its event streams end first
 		web.Handle(api.Prefix, ap)
+		dash, err := dashboard.New(dashboard.Config{Ops: svc, Session: a.session, Bus: bus, Inventory: inv, Tokens: tokens,
+			Stalled: detect, Logger: a.log})
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer dash.Close() // before the server's: its live streams end first
+		web.Handle(dashboard.Prefix, dash)
+		web.Handle("GET /{$}", dashboard.Redirect())
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -281,9 +305,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return usagef("--state-attempts: %v", err)
 	}
 	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
-		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers,
+		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers, Window: f.window,
 		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log,
-		Observer: a.monitor(web, q, bus, p, roles, stalledAfter)})
+		Access: acc, AccessWorkers: accWorkers, Observer: a.monitor(web, q, bus, p, roles, stalledAfter)})
 	if errors.Is(err, reactor.ErrConfig) {
 		return usagef("%v", err)
 	}

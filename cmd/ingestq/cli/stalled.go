@@ -111,15 +111,18 @@ func (a *app) lsStalled(ctx context.Context, q *queue.Queue, jobs []*queue.Job, 
 	return t.flush()
 }
 
-// stalledDetector flags one job for the API (its stalled filter and a
-// job's detail), reading what stalled.Find reads; an error reading it is
-// taken for not stalled.
-func stalledDetector(q *queue.Queue, th stalled.Thresholds) func(context.Context, *queue.Job) *stalled.Stall {
-	return func(ctx context.Context, j *queue.Job) *stalled.Stall {
-		found, err := stalled.Find(ctx, q, []*queue.Job{j}, th, time.Now())
-		if st, ok := found[j.ID]; err == nil && ok {
-			return &st
+// stalledDetector starts the API's check of one request's jobs (its
+// stalled filter and a job's detail): the Facts are read once per request.
+// An error reading them is taken for not stalled.
+func stalledDetector(q *queue.Queue, th stalled.Thresholds) func(context.Context) func(*queue.Job) *stalled.Stall {
+	return func(ctx context.Context) func(*queue.Job) *stalled.Stall {
+		check := stalled.Lister(ctx, q, th, time.Now())
+		return func(j *queue.Job) *stalled.Stall {
+			st, err := check(j)
+			if err != nil {
+				return nil
+			}
+			return st
 		}
-		return nil
 	}
 }

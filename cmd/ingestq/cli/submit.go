@@ -473,8 +473,8 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 	}
 	successful, failed, objects := []string{}, []failedJob{}, []object{}
 	if b.Report != nil {
-		successful = append(successful, b.Report.SuccessfulJobs...)
-		ids, err := q.Identifiers(ctx, successful)
+		jids, ids, err := q.Successes(ctx, b)
+		successful = append(successful, jids...)
 		if err != nil {
 			return fmt.Errorf("batch %s reported %s, but its jobs' identifiers cannot be read: %w", bid, to, err)
 		}

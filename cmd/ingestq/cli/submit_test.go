@@ -14,9 +14,9 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
-	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -47,11 +47,7 @@ func newDaemon(t *testing.T, opts ...func(*events.Config)) *daemon {
 // start runs a reactor on the daemon's queue and bus until the test ends.
 func (d *daemon) start() {
 	t := d.t
-	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(t).Addr}, SessionTimeout: 4 * time.Second, Logger: d.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := queuetest.Session(t, d.log)
 	q, err := queue.New(s.Conn, d.root, queue.WithLogger(d.log))
 	if err != nil {
 		t.Fatal(err)

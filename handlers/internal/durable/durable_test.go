@@ -43,3 +43,21 @@ func TestSyncTreeAndDir(t *testing.T) {
 		t.Errorf("SyncDir of a missing folder: %v", err)
 	}
 }
+
+func TestSyncFiles(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"a", "b", "c"} {
+		files = append(files, filepath.Join(dir, name))
+		if err := os.WriteFile(files[len(files)-1], []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := SyncFiles(files, 2); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(dir, "gone")
+	if err := SyncFiles(append(files, gone), 2); err == nil || !strings.Contains(err.Error(), gone) {
+		t.Errorf("SyncFiles with a missing file: %v, want an error naming %s", err, gone)
+	}
+}

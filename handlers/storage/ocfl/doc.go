@@ -18,7 +18,11 @@
 // inventory.json.sha256, and version folders v1, v2, … each with its own
 // inventory, sidecar and content/. Digests are SHA-256, the digests the
 // pipeline computed while downloading: nothing is hashed again except by
-// the place, which checks every copy as it writes it. A new version writes
+// the place, which checks every copy as it writes it. A file the caller
+// vouches for (storage.File.Linkable) is not copied at all when the place
+// can take it by a hard link ([place.Linker]: a local folder on the same
+// file system); the links' folders are synced before the version's
+// inventory is written, as copies are. A new version writes
 // only content whose digest the object does not hold yet; its state maps
 // digests to the object's file names. [Store.Put] is idempotent by content,
 // as [storage.Store] requires: files equal to the head version's (names

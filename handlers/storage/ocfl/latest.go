@@ -3,6 +3,8 @@ package ocfl
 import (
 	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -35,15 +37,27 @@ func (s *Store) Latest(ctx context.Context, ark string) (storage.Version, error)
 	return s.version(inv, root, files), nil
 }
 
-// sizes returns the head's files with their sizes, one Stat per content
-// file, several at once.
+// sizes returns the head's files with their sizes.
 func (s *Store) sizes(ctx context.Context, root string, inv *inventory) ([]storage.File, error) {
 	files := inv.headVersion().files()
+	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.headVersion().State))
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		files[i].Size = size[files[i].SHA256]
+	}
+	return files, nil
+}
+
+// contentSizes asks the place the size of each digest's content file, one
+// Stat per digest, several at once.
+func (s *Store) contentSizes(ctx context.Context, root string, inv *inventory, digests iter.Seq[string]) (map[string]int64, error) {
 	var mu sync.Mutex
 	size := map[string]int64{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyParallel)
-	for digest := range inv.headVersion().State {
+	for digest := range digests {
 		g.Go(func() error {
 			n, err := s.p.Stat(gctx, root+"/"+inv.Manifest[digest][0])
 			mu.Lock()
@@ -52,13 +66,7 @@ func (s *Store) sizes(ctx context.Context, root string, inv *inventory) ([]stora
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	for i := range files {
-		files[i].Size = size[files[i].SHA256]
-	}
-	return files, nil
+	return size, g.Wait()
 }
 
 // version describes inv's head with files (sorted, sizes set). URL names

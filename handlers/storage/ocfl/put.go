@@ -3,13 +3,16 @@ package ocfl
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/place"
 )
 
 // defaultUser and defaultMessage describe a version whose Object says
@@ -54,51 +57,78 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 		Message: cmp.Or(obj.Message, defaultMessage),
 		User:    &user,
 	})
-	if err := s.writeVersion(ctx, root, head == nil, inv, write); err != nil {
+	linked, err := s.writeVersion(ctx, root, head == nil, inv, write, fence(obj))
+	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: put %s version %d: %w", obj.ARK, inv.number(), err)
 	}
 	v := s.version(inv, root, files)
-	v.Changed = true
+	v.Changed, v.Linked = true, linked
 	return v, nil
 }
 
 // writeVersion writes the new content, then the version's inventory and
-// sidecar, then commits. It removes what it wrote when it fails before
-// the commit began; the next Put removes whatever is left.
-func (s *Store) writeVersion(ctx context.Context, root string, first bool, inv *inventory, write map[string]storage.File) error {
+// sidecar, then commits; it returns how many content files it linked. It
+// removes what it wrote when it fails before the commit began; the next
+// Put removes whatever is left.
+//
+// fence is asked before the commit and before the removal: a writer that
+// has lost the right to write the object leaves both to the one that has it.
+func (s *Store) writeVersion(ctx context.Context, root string, first bool, inv *inventory, write map[string]storage.File, fence func(context.Context) error) (int, error) {
 	body, side, err := inv.encode()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	vdir := root + "/" + inv.Head
-	err = s.writeUncommitted(ctx, root, vdir, first, body, side, write)
-	if err != nil {
-		s.discard(ctx, root, vdir, first)
-		return err
+	linked, err := s.writeUncommitted(ctx, root, vdir, first, body, side, write, fence)
+	if errors.Is(err, errFenced) {
+		return 0, err
 	}
-	return s.commit(ctx, root, body, side)
+	if err != nil {
+		if ferr := fence(context.WithoutCancel(ctx)); ferr != nil {
+			return 0, errors.Join(err, fenced(ferr))
+		}
+		s.discard(ctx, root, vdir, first)
+		return 0, err
+	}
+	if err := fence(ctx); err != nil {
+		return 0, fenced(err)
+	}
+	return linked, s.commit(ctx, root, body, side)
 }
 
-func (s *Store) writeUncommitted(ctx context.Context, root, vdir string, first bool, body, side []byte, write map[string]storage.File) error {
+// errFenced marks a Put stopped by its object's fence.
+var errFenced = errors.New("fenced")
+
+func fenced(err error) error { return fmt.Errorf("%w: %w", errFenced, err) }
+
+// fence is obj.Fence, or a fence that always passes.
+func fence(obj storage.Object) func(context.Context) error {
+	if obj.Fence == nil {
+		return func(context.Context) error { return nil }
+	}
+	return obj.Fence
+}
+
+func (s *Store) writeUncommitted(ctx context.Context, root, vdir string, first bool, body, side []byte, write map[string]storage.File, fence func(context.Context) error) (int, error) {
 	if first {
 		if err := putBytes(ctx, s.p, root+"/"+objectDeclaration, []byte(objectDeclared)); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(copyParallel)
-	for key, f := range write {
-		g.Go(func() error { return s.copyIn(gctx, root+"/"+key, f) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
+	linked, err := s.writeContent(ctx, root, write)
+	if err != nil {
+		return 0, err
 	}
 	// Only once every content file is there: a version folder whose
-	// inventory verifies is whole.
-	if err := putBytes(ctx, s.p, vdir+"/"+inventoryName, body); err != nil {
-		return err
+	// inventory verifies is whole. And only by a writer that may still
+	// write: a version another writer committed meanwhile keeps its own.
+	if err := fence(ctx); err != nil {
+		return linked, fenced(err)
 	}
-	return putBytes(ctx, s.p, vdir+"/"+sidecarName, side)
+	if err := putBytes(ctx, s.p, vdir+"/"+inventoryName, body); err != nil {
+		return 0, err
+	}
+	return linked, putBytes(ctx, s.p, vdir+"/"+sidecarName, side)
 }
 
 // commit makes a written version the head. The root inventory is the
@@ -110,6 +140,59 @@ func (s *Store) commit(ctx context.Context, root string, body, side []byte) erro
 		return err
 	}
 	return putBytes(ctx, s.p, root+"/"+sidecarName, side)
+}
+
+// writeContent puts each new content file at its key: by a hard link where
+// it can (linkIn), else by a copy the place verifies. The links' folders
+// are synced once each at the end, instead of once per file. It returns
+// how many it linked.
+func (s *Store) writeContent(ctx context.Context, root string, write map[string]storage.File) (int, error) {
+	var mu sync.Mutex
+	var linked []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyParallel)
+	for key, f := range write {
+		key := root + "/" + key
+		g.Go(func() error {
+			ok, err := s.linkIn(gctx, key, f)
+			switch {
+			case err != nil:
+				return err
+			case ok:
+				mu.Lock()
+				linked = append(linked, key)
+				mu.Unlock()
+				return nil
+			}
+			return s.copyIn(gctx, key, f)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	if len(linked) == 0 {
+		return 0, nil
+	}
+	return len(linked), s.p.(place.Linker).SyncLinks(ctx, linked)
+}
+
+// linkIn takes one file's content by a hard link when the place can and
+// the caller vouches for the file (storage.File.Linkable): the stored copy
+// is then the very file whose digest the caller computed while writing it.
+// false, nil: copy it instead.
+func (s *Store) linkIn(ctx context.Context, key string, f storage.File) (bool, error) {
+	lk, ok := s.p.(place.Linker)
+	if !ok || !f.Linkable {
+		return false, nil
+	}
+	err := lk.Link(ctx, key, f.Path)
+	if errors.Is(err, place.ErrNoLink) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("file %q: %w", f.Name, err)
+	}
+	return true, nil
 }
 
 // copyIn writes one file's content from its local copy; the place checks

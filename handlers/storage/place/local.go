@@ -2,6 +2,7 @@ package place
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/internal/ctxio"
@@ -21,7 +23,10 @@ type Local struct {
 	dir string // absolute
 }
 
-var _ Place = (*Local)(nil)
+var (
+	_ Place  = (*Local)(nil)
+	_ Linker = (*Local)(nil)
+)
 
 // tmpPrefix starts the name of a file still being written; List skips such
 // files and no key may use the name.
@@ -83,6 +88,78 @@ func (l *Local) put(ctx context.Context, name string, r io.Reader, size int64, w
 		return err
 	}
 	return durable.SyncDir(filepath.Dir(name))
+}
+
+// Link makes key a hard link to src; see [Linker]. A src on another file
+// system, or on one without hard links, gives ErrNoLink.
+func (l *Local) Link(ctx context.Context, key, src string) error {
+	name, err := l.file(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
+	}
+	if err := l.mkdirs(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
+	}
+	if err := link(src, name); err != nil {
+		_ = l.prune(filepath.Dir(name)) // folders made for nothing
+		if noLink(err) {
+			err = fmt.Errorf("%w: %w", ErrNoLink, err)
+		}
+		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
+	}
+	return nil
+}
+
+// link makes name a hard link to src, replacing what name held: linked
+// beside it under a temporary name, then renamed onto it.
+func link(src, name string) error {
+	err := os.Link(src, name)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(name), tmpPrefix+rand.Text())
+	if err := os.Link(src, tmp); err != nil {
+		return err
+	}
+	err = os.Rename(tmp, name)
+	// Renaming a link onto another link of the same file does nothing and
+	// leaves tmp: remove it either way.
+	_ = os.Remove(tmp)
+	return err
+}
+
+// noLink tells the errors of a link that a copy can stand for.
+func noLink(err error) bool {
+	for _, e := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// SyncLinks syncs each folder of keys once; see [Linker].
+func (l *Local) SyncLinks(ctx context.Context, keys []string) error {
+	dirs := map[string]bool{}
+	for _, key := range keys {
+		name, err := l.file(key)
+		if err != nil {
+			return err
+		}
+		dirs[filepath.Dir(name)] = true
+	}
+	for d := range dirs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("place %s: sync: %w", l.dir, err)
+		}
+		if err := durable.SyncDir(d); err != nil {
+			return fmt.Errorf("place %s: %w", l.dir, err)
+		}
+	}
+	return nil
 }
 
 // createTemp makes the folder and a temporary file in it. A Delete may

@@ -16,6 +16,11 @@ var ErrNotExist = errors.New("no such key")
 // the digest or size the caller gave; nothing is left at the key.
 var ErrDigest = errors.New("digest mismatch")
 
+// ErrNoLink is returned (wrapped) by Linker.Link when the place cannot take
+// the file by a hard link (another file system, or one without hard
+// links); key is unchanged, and the caller copies the file with Put.
+var ErrNoLink = errors.New("cannot take the file by a hard link")
+
 // Place keeps files by key. Safe for concurrent use.
 type Place interface {
 	// Put writes r to key, replacing what is there. size and sha256 (64
@@ -34,4 +39,19 @@ type Place interface {
 	Delete(ctx context.Context, key string) error
 	// String names the place for messages: a file path or s3://bucket/prefix.
 	String() string
+}
+
+// Linker is a place on a local file system that can take a local file by a
+// hard link instead of a copy: the key and the file become one file, so no
+// byte is read, hashed or written again.
+type Linker interface {
+	// Link makes key name the file at src, replacing what key held. It
+	// neither reads nor verifies src: the caller vouches that src is synced,
+	// holds the bytes whose size and digest it records, and is never
+	// written again (it may be removed: the key keeps the bytes). Key's
+	// folder is left unsynced until SyncLinks.
+	Link(ctx context.Context, key, src string) error
+	// SyncLinks makes the names Link gave durable: each folder of keys is
+	// synced once.
+	SyncLinks(ctx context.Context, keys []string) error
 }

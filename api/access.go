@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Access requests: packages of stored objects to download.
+func (a *API) accessRoutes() {
+	a.handle("POST", "/access", RoleOperate, a.requestAccess)
+	a.handle("GET", "/access", RoleRead, a.listAccess)
+	a.handle("GET", "/access/{queue}/{qid}", RoleRead, a.getAccess)
+	a.handle("POST", "/access/{queue}/{qid}/requeue", RoleOperate, a.accessAction(a.cfg.Ops.RequeueAccess))
+	a.handle("DELETE", "/access/{queue}/{qid}", RoleAdmin, a.accessAction(a.cfg.Ops.DeleteAccess))
+}
+
+func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Caller) error {
+	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	if _, err := a.inventory(); err != nil {
+		return err // the size is estimated from it
+	}
+	var body ops.AccessRequest
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if body.RequestedBy == "" {
+		body.RequestedBy = caller.Name
+	}
+	v, err := a.cfg.Ops.RequestAccess(r.Context(), body)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Prefix+"access/"+v.Ref)
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	v, err := readQuery(r, "state")
+	if err != nil {
+		return err
+	}
+	var st queue.State
+	if s := v.Get("state"); s != "" {
+		if st, err = ops.ParseAccessState(s); err != nil {
+			return err
+		}
+	}
+	list, problems, err := a.cfg.Ops.ListAccess(r.Context(), st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newPage(list, "", problems))
+	return nil
+}
+
+// accessRef is the request a route's path names: queue/qid.
+func accessRef(r *http.Request) string { return r.PathValue("queue") + "/" + r.PathValue("qid") }
+
+func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	v, err := a.cfg.Ops.ShowAccess(r.Context(), accessRef(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (a *API) accessAction(do func(ctx context.Context, ref string) (ops.Outcome, error)) handler {
+	return func(w http.ResponseWriter, r *http.Request, _ Caller) error {
+		if _, err := readQuery(r); err != nil {
+			return err
+		}
+		o, err := do(r.Context(), accessRef(r))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, o)
+		return nil
+	}
+}

@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Environment variables of the access commands (the threshold is serve's
+// too).
+const (
+	EnvAccessThreshold = "INGESTQ_ACCESS_THRESHOLD"
+	EnvAPI             = "INGESTQ_API"
+)
+
+const defaultAPI = "http://127.0.0.1:8080/api/v1"
+
+func (a *app) accessCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "access request | ls | show | requeue | delete",
+		Short: "Assemble stored objects into packages to download (the access queue)",
+		Long: "access asks the daemons to assemble a stored object, one of its versions, or some of its files\n" +
+			"into one zip or tar.gz package, and follows, lists and administers those requests. A request\n" +
+			"goes to the small or the large access queue by its size, estimated from the inventory; each\n" +
+			"queue has its own workers and its own hold (ingestq hold queue access-small|access-large).",
+		Args: cobra.ArbitraryArgs,
+		RunE: group,
+	}
+	cmd.AddCommand(a.accessRequestCommand(), a.accessListCommand(), a.accessShowCommand(),
+		a.accessChangeCommand("requeue", "Send a Failed request back to be assembled again", (*ops.Service).RequeueAccess),
+		a.accessChangeCommand("delete", "Delete a request: a Failed one becomes Deleted; a Completed or Deleted one is removed, its package at the next sweep",
+			(*ops.Service).DeleteAccess))
+	return cmd
+}
+
+// accessFlags are request's settings.
+type accessFlags struct {
+	version   int
+	files     []string
+	format    string
+	wait      bool
+	inventory string
+	dataDir   string
+	api       string
+	threshold string
+}
+
+func (a *app) accessRequestCommand() *cobra.Command {
+	var f accessFlags
+	cmd := &cobra.Command{
+		Use:   "request ARK [--version N] [--file PATH…] [--format zip|tar.gz] [--wait]",
+		Short: "Ask for a package of a stored object, a version, or some files; prints the request's ref",
+		Long: "request queues the assembly of ARK: every version (each in its folder v1/, v2/, …), or one\n" +
+			"version (--version), or some files (--file, repeatable; of --version, else of the latest).\n" +
+			"The size is estimated from the inventory (--inventory, else the embedded one in --data-dir;\n" +
+			"while a daemon holds that one, its HTTP API at --api answers instead). Above --threshold the\n" +
+			"request goes to the large queue. It prints the request's ref (small/qid…); --wait follows it\n" +
+			"and prints where the package is: exit 0 when it is ready, 1 when it failed.",
+		Args: args("ARK"),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			threshold, err := profile.ParseByteSize(f.threshold)
+			if err != nil {
+				return usagef("--threshold %v", err)
+			}
+			inv, done, err := a.accessInventory(ctx, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			s := a.ops(q)
+			s.Inventory, s.AccessThreshold = inv, int64(threshold)
+			v, err := s.RequestAccess(ctx, ops.AccessRequest{ARK: args[0], Version: f.version, Files: f.files, Format: f.format,
+				RequestedBy: a.env("USER", "")})
+			if err != nil {
+				return err
+			}
+			if !f.wait {
+				if a.json() {
+					return a.writeJSON(v)
+				}
+				a.println("%s", v.Ref)
+				return nil
+			}
+			a.log.Info("access: queued", "request", v.Ref, "estimated", humanize.IBytes(uint64(v.Token.ContentBytes)))
+			return a.waitAccess(ctx, q, v)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.version, "version", 0, "one version of the object (default: every version, or the latest with --file)")
+	fl.StringArrayVar(&f.files, "file", nil, "a file of the object, as stored (producer/…); repeat for more")
+	fl.StringVar(&f.format, "format", queue.FormatZip, "the package: zip or tar.gz")
+	fl.BoolVar(&f.wait, "wait", false, "follow the request; print where the package is when it is ready")
+	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), "the inventory to estimate the size from (env "+EnvInventory+"; default: the embedded one in --data-dir)")
+	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "the daemon's data folder (env "+EnvDataDir+")")
+	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), "the daemon's HTTP API, asked for the object while the daemon holds the embedded inventory (env "+EnvAPI+"; token: "+EnvAPIToken+")")
+	fl.StringVar(&f.threshold, "threshold", a.env(EnvAccessThreshold, "1GiB"), "estimated size above which a request goes to the large queue (env "+EnvAccessThreshold+")")
+	return cmd
+}
+
+// accessInventory opens the inventory a request is estimated from: the
+// one named, or the embedded one; when a running daemon holds that, its
+// API.
+func (a *app) accessInventory(ctx context.Context, f accessFlags) (ops.ObjectReader, func(), error) {
+	h, err := inventory.Open(ctx, f.inventory, filepath.Join(f.dataDir, "inventory.db"), nil)
+	if f.inventory == "" && errors.Is(err, inventory.ErrLocked) {
+		a.log.Debug("access: the embedded inventory is in use by a daemon; asking its API", "api", f.api)
+		return &apiObjects{base: strings.TrimSuffix(f.api, "/"), token: a.getenv(EnvAPIToken)}, func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, func() { _ = h.Close() }, nil
+}
+
+// apiObjects reads objects from a daemon's API (GET /objects/{ark}).
+type apiObjects struct {
+	base, token string
+}
+
+func (o *apiObjects) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.base+"/objects/"+url.PathEscape(ark), nil)
+	if err != nil {
+		return inventory.ObjectDetail{}, err
+	}
+	if o.token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return inventory.ObjectDetail{}, fmt.Errorf("the embedded inventory is in use by a daemon, and its API does not answer (--api %s): %w", o.base, err)
+	}
+	defer resp.Body.Close()
+	var d inventory.ObjectDetail
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return d, fmt.Errorf("api %s: %s: %w", o.base, ark, inventory.ErrNotFound)
+	case resp.StatusCode != http.StatusOK:
+		return d, fmt.Errorf("api %s: object %s: %s (a token: %s)", o.base, ark, resp.Status, EnvAPIToken)
+	}
+	return d, json.NewDecoder(resp.Body).Decode(&d)
+}
+
+// waitAccess follows a request until it is Completed (exit 0, the
+// package's URL printed) or Failed (exit 1), by a watch on its status.
+func (a *app) waitAccess(ctx context.Context, q *queue.Queue, v ops.AccessView) error {
+	last := queue.State("")
+	for {
+		fired, _, err := q.WatchOnce(ctx, q.AccessWait(v.Queue, v.ID))
+		if err != nil {
+			return err
+		}
+		if v, err = a.ops(q).ShowAccess(ctx, v.Ref); err != nil {
+			return err
+		}
+		if v.State != last {
+			a.log.Info("access: "+string(v.State), "request", v.Ref)
+			last = v.State
+		}
+		switch v.State {
+		case queue.Completed:
+			return a.printAccess(v)
+		case queue.Failed, queue.Deleted:
+			return &exitError{code: 1, err: fmt.Errorf("access request %s %s: %s", v.Ref, v.State, v.Message)}
+		}
+		select {
+		case <-fired:
+		case <-ctx.Done():
+			return &exitError{code: 130, err: fmt.Errorf("stopped waiting; access request %s goes on (ingestq access show %s)", v.Ref, v.Ref)}
+		}
+	}
+}
+
+func (a *app) accessListCommand() *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "ls [--state S]",
+		Short: "List the access requests of both queues",
+		Args:  args(),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
+			var st queue.State
+			if state != "" {
+				var err error
+				if st, err = ops.ParseAccessState(state); err != nil {
+					return usagef("--state: %v", err)
+				}
+			}
+			list, problems, err := a.ops(q).ListAccess(ctx, st)
+			if err != nil {
+				return err
+			}
+			for _, p := range problems {
+				a.warn("skipping an unreadable access request", p)
+			}
+			if a.json() {
+				return a.writeJSON(list)
+			}
+			t := a.newTable("REF", "STATUS", "ARK", "WHAT", "FORMAT", "SIZE", "LAST MODIFIED", "MESSAGE")
+			for _, v := range list {
+				t.row(v.Ref, string(v.State), v.Token.ARK, accessWhat(v.Token), v.Token.Format, accessSize(v.Token),
+					v.LastModified, truncate(v.Message, 60))
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only requests in this state: Pending, Processing, Completed, Failed or Deleted")
+	return cmd
+}
+
+func (a *app) accessShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show REF",
+		Short: "Show an access request: what it asks for, and where its package is",
+		Args:  args("REF"),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			v, err := a.ops(q).ShowAccess(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return a.printAccess(v)
+		}),
+	}
+}
+
+// printAccess prints a request as a record.
+func (a *app) printAccess(v ops.AccessView) error {
+	if a.json() {
+		return a.writeJSON(v)
+	}
+	t := v.Token
+	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"message", v.Message}, {"last_modified", v.LastModified},
+		{"ark", t.ARK}, {"what", accessWhat(t)}, {"format", t.Format}, {"estimated", humanize.IBytes(uint64(t.ContentBytes))},
+		{"requested", t.Requested}, {"requested_by", t.RequestedBy}, {"url", t.URL}}
+	if p := t.Package; p != nil {
+		fields = append(fields, field{"size", accessSize(t)}, field{"sha256", p.SHA256}, field{"entries", p.Entries},
+			field{"expires", p.Expires}, field{"where", p.Where + " " + p.Location + " (" + p.Host + ")"})
+	}
+	return a.writeFields(fields)
+}
+
+// accessWhat says what a request asks for.
+func accessWhat(t queue.AccessToken) string {
+	files := fmt.Sprintf("%d files", len(t.Files))
+	if len(t.Files) == 1 {
+		files = "1 file"
+	}
+	switch {
+	case len(t.Files) > 0 && t.Version > 0:
+		return fmt.Sprintf("%s of v%d", files, t.Version)
+	case len(t.Files) > 0:
+		return files + " of the latest"
+	case t.Version > 0:
+		return "version " + strconv.Itoa(t.Version)
+	}
+	return "every version"
+}
+
+func accessSize(t queue.AccessToken) string {
+	if t.Package == nil {
+		return ""
+	}
+	return humanize.IBytes(uint64(t.Package.Size))
+}
+
+func (a *app) accessChangeCommand(verb, short string, change func(*ops.Service, context.Context, string) (ops.Outcome, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " REF",
+		Short: short,
+		Args:  args("REF"),
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
+			return a.printOutcome(change(a.ops(q), ctx, args[0]))
+		}),
+	}
+}

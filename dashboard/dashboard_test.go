@@ -1,0 +1,191 @@
+package dashboard_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Unknown and malformed ids, searches and filters each get a page that
+// says what is wrong, with a fitting status; never a 500.
+func TestBadInputGetsAClearPage(t *testing.T) {
+	b := setup(t, noTokens)
+	bt := b.batch("uuid-bad")
+	jid := b.job(bt)
+	for _, c := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"/ui/batches/bid0000009999", http.StatusNotFound, "bid0000009999"},
+		{"/ui/batches/no-such-uuid", http.StatusNotFound, "no-such-uuid"},
+		{"/ui/batches/a%00b", http.StatusNotFound, `batch uuid "a\x00b"`},
+		{"/ui/batches/%2e", http.StatusNotFound, `batch uuid "."`},
+		{"/ui/jobs/jid0000009999", http.StatusNotFound, "jid0000009999"},
+		{"/ui/jobs/jidX", http.StatusBadRequest, `"jidX" is not a job id`},
+		{"/ui/jobs/ark:/99999/nothing", http.StatusNotFound, "ark:/99999/nothing"},
+		{"/ui/jobs?state=Sleeping", http.StatusBadRequest, `unknown job state "Sleeping"`},
+		{"/ui/batches?state=Sleeping", http.StatusBadRequest, `unknown batch state "Sleeping"`},
+		{"/ui/jobs?stalled=1", http.StatusNotImplemented, "does not detect stalled work"},
+		{"/ui/search?q=", http.StatusBadRequest, "type an ARK"},
+		{"/ui/search?q=" + strings.Repeat("x", 600), http.StatusBadRequest, "over 512 bytes"},
+		{"/ui/search?q=a%00b", http.StatusBadRequest, "not a line of text"},
+		{"/ui/search?q=nothing-here", http.StatusOK, "No job."},
+		{"/ui/nowhere", http.StatusNotFound, "no page /ui/nowhere"},
+	} {
+		b.get("", c.path).is(t, c.status, c.says)
+	}
+	// A jid or a bid searched for goes to its page; an ARK to its job's.
+	for q, to := range map[string]string{jid: "/ui/jobs/" + jid, bt.ID: "/ui/batches/" + bt.ID} {
+		if a := b.get("", "/ui/search?q="+q); a.status != http.StatusFound || a.header.Get("Location") != to {
+			t.Errorf("search %s: %d to %q, want %s", q, a.status, a.header.Get("Location"), to)
+		}
+	}
+	if a := b.get("", "/ui/jobs/ark:/99999/fk4t1"); a.header.Get("Location") != "/ui/jobs/"+jid {
+		t.Errorf("a job by ARK: %d to %q, want its page", a.status, a.header.Get("Location"))
+	}
+	if a := b.get("", "/"); a.status != http.StatusFound || a.header.Get("Location") != "/ui/" {
+		t.Errorf("/: %d to %q, want the dashboard", a.status, a.header.Get("Location"))
+	}
+}
+
+// Reads and actions follow the API's rules: with tokens, reading needs
+// one and acting an operate token (delete an admin's); a refusal is the
+// service layer's message, as the API and the CLI give it.
+func TestActionsFollowTheAPIRules(t *testing.T) {
+	b := setup(t)
+	bt := b.batch("uuid-rules")
+	jid := b.job(bt)
+	hold := url.Values{"action": {"hold"}}
+
+	b.get("", "/ui/").is(t, http.StatusUnauthorized, "Sign in", "this needs a token with the read role")
+	b.get("", "/ui/live").is(t, http.StatusUnauthorized)
+	b.get("not-a-token-0123456789", "/ui/jobs/"+jid).is(t, http.StatusUnauthorized, "unknown bearer token")
+	b.get(readToken, "/ui/jobs/"+jid).is(t, http.StatusOK, "Reader (read)", `data-action="hold"`)
+
+	b.post("", "/ui/jobs/"+jid, hold).is(t, http.StatusUnauthorized, "needs a token with the operate role")
+	b.post(readToken, "/ui/jobs/"+jid, hold).is(t, http.StatusForbidden, "the token of Reader has the read role; this needs operate")
+	b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"delete"}}).is(t, http.StatusForbidden,
+		"the token of alice has the operate role; delete needs admin")
+	b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"explode"}}).is(t, http.StatusBadRequest, `action "explode"`)
+	if s := b.state(jid); s != queue.Pending {
+		t.Fatalf("refused actions changed the job: %s", s)
+	}
+	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" is Held")
+	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" was already Held")
+
+	// The refusal of an illegal action is the service layer's own message.
+	a := b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"requeue"}})
+	_, want := b.svc.RequeueJob(t.Context(), jid)
+	if !errors.Is(want, queue.ErrIllegalTransition) && !errors.Is(want, queue.ErrRefused) {
+		t.Fatalf("requeue of a Held job: %v, want a refusal", want)
+	}
+	a.is(t, http.StatusConflict, "refused: "+want.Error())
+	b.post(adminToken, "/ui/jobs/"+jid, url.Values{"action": {"delete"}}).is(t, http.StatusOK, "job "+jid+" moved to Deleted")
+	if s := b.state(jid); s != queue.Deleted {
+		t.Fatalf("after delete: %s", s)
+	}
+}
+
+// A change sent from another site's page is refused, even with the
+// browser's cookie; so is signing in from one. Signing in keeps the token
+// in an HttpOnly, SameSite=Strict cookie and goes back to a page of the
+// dashboard only.
+func TestCrossSiteChangesAndSigningIn(t *testing.T) {
+	b := setup(t)
+	jid := b.job(b.batch("uuid-csrf"))
+	c := b.client(operateToken)
+	a := b.send(c, "POST", "/ui/jobs/"+jid, url.Values{"action": {"hold"}},
+		http.Header{"Origin": {"http://evil.example"}, "Sec-Fetch-Site": {"cross-site"}})
+	a.is(t, http.StatusForbidden, "refused: a change sent from another site")
+	if s := b.state(jid); s != queue.Pending {
+		t.Fatalf("a cross-site POST changed the job: %s", s)
+	}
+	b.send(b.client(""), "POST", "/ui/login", url.Values{"token": {adminToken}},
+		http.Header{"Sec-Fetch-Site": {"cross-site"}}).is(t, http.StatusForbidden)
+
+	b.post("", "/ui/login", url.Values{"token": {"wrong-token-0123456789"}}).is(t, http.StatusUnauthorized, "unknown bearer token")
+	a = b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {"https://evil.example/"}})
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/" {
+		t.Errorf("sign in with next elsewhere: %d to %q, want /ui/", a.status, a.header.Get("Location"))
+	}
+	cookie := a.header.Get("Set-Cookie")
+	for _, attr := range []string{"ingestq_token=", "Path=/ui/", "HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(cookie, attr) {
+			t.Errorf("cookie %q lacks %s", cookie, attr)
+		}
+	}
+	a = b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {"/ui/jobs/" + jid}})
+	if a.header.Get("Location") != "/ui/jobs/"+jid {
+		t.Errorf("sign in: to %q, want back to the job", a.header.Get("Location"))
+	}
+}
+
+// Without tokens reading is open and every change refused, as by the API.
+func TestWithoutTokensReadsAreOpenAndChangesRefused(t *testing.T) {
+	b := setup(t, noTokens)
+	jid := b.job(b.batch("uuid-open"))
+	b.get("", "/ui/jobs/"+jid).is(t, http.StatusOK, "reads open, changes need tokens")
+	b.post("", "/ui/jobs/"+jid, url.Values{"action": {"hold"}}).is(t, http.StatusUnauthorized, "this daemon has none: see serve --api-tokens")
+	b.post("", "/ui/login", url.Values{"token": {adminToken}}).is(t, http.StatusBadRequest, "this daemon has no tokens")
+	if s := b.state(jid); s != queue.Pending {
+		t.Fatalf("a change without tokens: %s", s)
+	}
+}
+
+// The batches are listed newest first, 50 a page, and the next page goes
+// on from the last one shown down to the oldest.
+func TestBatchesNewestFirst(t *testing.T) {
+	b := setup(t, noTokens)
+	var bids []string
+	for i := range 52 {
+		bids = append(bids, b.batch(fmt.Sprintf("uuid-%02d", i)).ID)
+	}
+	a := b.get("", "/ui/batches")
+	a.is(t, http.StatusOK, "Next page")
+	rows := batchRows(a.body)
+	if len(rows) != 50 || rows[0] != bids[51] || rows[49] != bids[2] {
+		t.Fatalf("first page: %d rows from %s to %s, want 50 from %s to %s", len(rows), rows[0], rows[len(rows)-1], bids[51], bids[2])
+	}
+	a = b.get("", "/ui/batches?after="+bids[2])
+	if rows := batchRows(a.body); !slices.Equal(rows, []string{bids[1], bids[0]}) || strings.Contains(a.body, "Next page") {
+		t.Fatalf("last page: %v, want %s and %s and no next", rows, bids[1], bids[0])
+	}
+}
+
+// batchRows are the bids a batches page lists, in order.
+func batchRows(page string) []string {
+	var bids []string
+	for _, part := range strings.Split(page, `<tr data-bid="`)[1:] {
+		bid, _, _ := strings.Cut(part, `"`)
+		bids = append(bids, bid)
+	}
+	return bids
+}
+
+// A windowed batch whose objects have no jobs yet counts them in its row's
+// total: none of ten finished, not none of none.
+func TestBatchesCountObjectsWithoutJobs(t *testing.T) {
+	b := setup(t, noTokens)
+	bt := b.batch("uuid-windowed")
+	objs := make([]queue.Object, 10)
+	for i := range objs {
+		objs[i] = queue.Object{Key: fmt.Sprintf("obj-%d", i)}
+	}
+	if _, err := b.q.WriteObjects(t.Context(), bt, objs, 5); err != nil {
+		t.Fatal(err)
+	}
+	a := b.get("", "/ui/batches")
+	a.is(t, http.StatusOK, bt.ID)
+	_, row, _ := strings.Cut(a.body, `<tr data-bid="`+bt.ID+`"`)
+	row, _, _ = strings.Cut(row, "</tr>")
+	if !strings.Contains(row, "0 / 10") {
+		t.Errorf("the windowed batch's row counts %q, want 0 / 10", row)
+	}
+}

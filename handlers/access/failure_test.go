@@ -1,0 +1,295 @@
+package access_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A request for what the inventory does not hold is refused at once,
+// naming what is missing; one that reaches the daemon (another tool made
+// it, or storage lacks what the inventory says) fails with a message that
+// names it, its token marked Failed; a requeue assembles it again.
+func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigConfig{})
+	ctx := t.Context()
+	ark := r.deposit("obj-2", v1Files)
+	for _, c := range []struct {
+		req  ops.AccessRequest
+		want string
+	}{
+		{ops.AccessRequest{ARK: "ark:/99999/fk4nothere"}, "object ark:/99999/fk4nothere is not in the inventory"},
+		{ops.AccessRequest{ARK: ark, Version: 7}, "object " + ark + " has no version 7 (it has versions 1 to 1)"},
+		{ops.AccessRequest{ARK: ark, Files: []string{"producer/a.txt", "producer/nope.txt"}}, `has no file "producer/nope.txt"`},
+		{ops.AccessRequest{ARK: ark, Format: "rar"}, `format "rar": want zip or tar.gz`},
+		{ops.AccessRequest{ARK: "not-an-ark"}, `ark "not-an-ark": want an ARK`},
+	} {
+		_, err := r.ops.RequestAccess(ctx, c.req)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !(errors.Is(err, queue.ErrNotFound) || errors.Is(err, ops.ErrInvalid)) {
+			t.Errorf("request %+v: %v, want not found or invalid, saying %q", c.req, err, c.want)
+		}
+	}
+	all, _, err := r.ops.ListAccess(ctx, "")
+	if err != nil || len(all) != 0 {
+		t.Fatalf("refused requests were queued: %v %v", all, err)
+	}
+
+	for _, c := range []struct {
+		token queue.AccessToken
+		want  string
+	}{
+		{queue.AccessToken{ARK: "ark:/99999/fk4nothere"}, "object ark:/99999/fk4nothere is not in storage"},
+		{queue.AccessToken{ARK: ark, Version: 3}, "object " + ark + " has no version 3 (it has versions 1 to 1)"},
+		{queue.AccessToken{ARK: ark, Files: []string{"producer/zzz.txt"}}, `object ` + ark + ` version 1 has no file "producer/zzz.txt"`},
+	} {
+		tok := c.token
+		tok.Token, tok.Format, tok.TokenStatus = "0123456789abcdef", queue.FormatZip, queue.TokenNotReady
+		a, err := r.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := r.waitFor(a.Ref(), queue.Completed, queue.Failed); e.To != string(queue.Failed) || e.From != string(queue.Processing) {
+			t.Fatalf("%+v: event %s → %s, want Processing → Failed", c.token, e.From, e.To)
+		}
+		v, err := r.ops.ShowAccess(ctx, a.Ref())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.State != queue.Failed || !strings.Contains(v.Message, c.want) || v.Token.TokenStatus != queue.TokenFailed || v.Locked {
+			t.Errorf("%+v: %s %q token %s locked=%v; want Failed saying %q, token Failed", c.token, v.State, v.Message, v.Token.TokenStatus, v.Locked, c.want)
+		}
+	}
+
+	// Requeued, a failed request is assembled again (and fails again, as
+	// its object is still not there); deleted, it is Deleted.
+	all, _, _ = r.ops.ListAccess(ctx, queue.Failed)
+	qid := all[0].Ref
+	if _, err := r.ops.RequeueAccess(ctx, qid); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.waitFor(qid, queue.Failed); !strings.Contains(e.Message, "is not in storage") {
+		t.Fatalf("requeued request: %+v", e)
+	}
+	if o, err := r.ops.DeleteAccess(ctx, qid); err != nil || o.State != queue.Deleted {
+		t.Fatalf("delete: %+v %v", o, err)
+	}
+}
+
+// The small queue keeps flowing while a large request is being
+// assembled: the large one is held mid-stream by its storage, three small
+// requests complete meanwhile, and the large one completes once let go.
+func TestSmallQueueFlowsWhileLargeAssembles(t *testing.T) {
+	t.Parallel()
+	stall := newStall()
+	r := newRig(t, rigConfig{threshold: 4096, workers: map[string]int{queue.AccessSmall: 1, queue.AccessLarge: 1},
+		source: stall.wrap})
+	big := map[string][]byte{"big.bin": []byte(strings.Repeat("0123456789abcdef", 1024))} // 16 KiB, over the threshold
+	bigARK := r.deposit("big", big)
+	smallARK := r.deposit("small", v1Files)
+	stall.arm("big.bin")
+
+	large, err := r.ops.RequestAccess(t.Context(), ops.AccessRequest{ARK: bigARK, Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if large.Queue != queue.AccessLarge || large.Token.ContentBytes < 16384 {
+		t.Fatalf("large request: queue %s, estimate %d", large.Queue, large.Token.ContentBytes)
+	}
+	<-stall.reached // the large request's worker is mid-stream
+	for i := range 3 {
+		v, _ := r.request(ops.AccessRequest{ARK: smallARK, Files: []string{producer(r.stored(smallARK)[0], "a.txt")}})
+		if v.Queue != queue.AccessSmall || v.State != queue.Completed {
+			t.Fatalf("small request %d: queue %s, %s %q", i, v.Queue, v.State, v.Message)
+		}
+	}
+	if v, err := r.ops.ShowAccess(t.Context(), large.Ref); err != nil || v.State != queue.Processing || !v.Locked {
+		t.Fatalf("large request while the small ones completed: %+v %v; want Processing, locked", v, err)
+	}
+	stall.release()
+	if e := r.waitFor(large.Ref, queue.Completed, queue.Failed); e.To != string(queue.Completed) {
+		t.Fatalf("large request: %s %s", e.To, e.Message)
+	}
+}
+
+// stall holds the reading of one stored file until released.
+type stall struct {
+	name    atomic.Value // the file name (suffix) to hold
+	reached chan struct{}
+	free    chan struct{}
+	once    sync.Once
+}
+
+func newStall() *stall {
+	s := &stall{reached: make(chan struct{}), free: make(chan struct{})}
+	s.name.Store("")
+	return s
+}
+
+func (s *stall) arm(name string) { s.name.Store(name) }
+func (s *stall) release()        { close(s.free) }
+
+func (s *stall) wrap(r storage.Reader) storage.Reader { return stallReader{r, s} }
+
+type stallReader struct {
+	storage.Reader
+	s *stall
+}
+
+func (sr stallReader) Read(ctx context.Context, ark string) (storage.Stored, error) {
+	o, err := sr.Reader.Read(ctx, ark)
+	if err != nil {
+		return nil, err
+	}
+	return stallStored{o, sr.s}, nil
+}
+
+type stallStored struct {
+	storage.Stored
+	s *stall
+}
+
+func (so stallStored) Open(ctx context.Context, n int, name string) (io.ReadCloser, error) {
+	rc, err := so.Stored.Open(ctx, n, name)
+	if err != nil || !strings.HasSuffix(name, so.s.name.Load().(string)) || so.s.name.Load().(string) == "" {
+		return rc, err
+	}
+	return &stalled{ReadCloser: rc, ctx: ctx, s: so.s}, nil
+}
+
+// stalled gives its first bytes, then waits to be let go.
+type stalled struct {
+	io.ReadCloser
+	ctx  context.Context
+	s    *stall
+	read int
+}
+
+func (st *stalled) Read(p []byte) (int, error) {
+	if st.read > 0 {
+		st.s.once.Do(func() { close(st.s.reached) })
+		select {
+		case <-st.s.free:
+		case <-st.ctx.Done():
+			return 0, st.ctx.Err()
+		}
+	}
+	n, err := st.ReadCloser.Read(p[:min(len(p), 1024)])
+	st.read += n
+	return n, err
+}
+
+// Packages expire: the daemon's sweep removes the package and its request
+// (an Expired event), a package whose request was deleted, and a partial
+// file no assembly is writing. The folder never serves a partial file.
+func TestExpiryAndSweep(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	r := newRig(t, rigConfig{now: now, sweep: 20 * time.Millisecond})
+	ark := r.deposit("obj-3", v1Files)
+	kept, _ := r.request(ops.AccessRequest{ARK: ark, Version: 1})
+	gone, _ := r.request(ops.AccessRequest{ARK: ark, Version: 1, Format: queue.FormatTarGz})
+	dir := r.as.Dir()
+	partial := filepath.Join(dir, ".partial-left-by-a-killed-daemon.zip")
+	if err := os.WriteFile(partial, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := get(t, r.web.URL+"/access/.partial-left-by-a-killed-daemon.zip"); code != http.StatusNotFound {
+		t.Errorf("a partial file is served: %d", code)
+	}
+	if code := get(t, gone.Token.URL); code != http.StatusOK {
+		t.Fatalf("package not served: %d", code)
+	}
+
+	if _, err := r.ops.DeleteAccess(t.Context(), gone.Ref); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, filepath.Join(dir, gone.Token.Package.Name), partial)
+	if code := get(t, gone.Token.URL); code != http.StatusNotFound {
+		t.Errorf("a deleted request's package is served: %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, kept.Token.Package.Name)); err != nil {
+		t.Fatalf("a live package was swept: %v", err)
+	}
+
+	clock.Add(int64(25 * time.Hour)) // past the default expiry of 24 h
+	if e := r.waitFor(kept.Ref, "Expired"); e.From != string(queue.Completed) {
+		t.Fatalf("expiry event %+v", e)
+	}
+	if _, err := r.q.FindAccess(t.Context(), kept.Ref); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("expired request still there: %v", err)
+	}
+	waitGone(t, filepath.Join(dir, kept.Token.Package.Name))
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitGone waits for files to be removed (the sweep announces no
+// removal but an expiry's).
+func waitGone(t *testing.T, paths ...string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range paths {
+		for {
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is still there", p)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// A held access queue takes no request: the small queue held, its
+// request stays Pending while a large one completes; released, it
+// completes too.
+func TestHoldsRespected(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigConfig{threshold: 64})
+	ark := r.deposit("obj-4", v1Files)
+	ctx := t.Context()
+	if _, err := r.ops.HoldQueue(ctx, "access-small"); err != nil {
+		t.Fatal(err)
+	}
+	a := producer(r.stored(ark)[0], "a.txt")
+	held, err := r.ops.RequestAccess(ctx, ops.AccessRequest{ARK: ark, Files: []string{a}})
+	if err != nil || held.Queue != queue.AccessSmall {
+		t.Fatalf("small request: %+v %v", held, err)
+	}
+	if v, _ := r.request(ops.AccessRequest{ARK: ark}); v.Queue != queue.AccessLarge || v.State != queue.Completed {
+		t.Fatalf("large request: %s %s %q", v.Queue, v.State, v.Message)
+	}
+	if v, err := r.ops.ShowAccess(ctx, held.Ref); err != nil || v.State != queue.Pending || v.Locked {
+		t.Fatalf("request on the held queue: %+v %v; want Pending, not taken", v, err)
+	}
+	if _, err := r.ops.ReleaseQueue(ctx, "access-small"); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.waitFor(held.Ref, queue.Completed, queue.Failed); e.To != string(queue.Completed) {
+		t.Fatalf("released request: %s %s", e.To, e.Message)
+	}
+}

@@ -1,0 +1,36 @@
+package access
+
+import (
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Handler serves the folder's published packages, read-only, at
+// Prefix<name> (Range requests work); partial files and anything not a
+// plain package name get 404. The names hold their request's token, which
+// no one can guess: the server needs no authentication for them.
+func (as *Assembler) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, Prefix)
+		if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, "/\\") {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := os.Open(filepath.Join(as.cfg.Dir, name))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+		http.ServeContent(w, r, name, st.ModTime(), f)
+	})
+}

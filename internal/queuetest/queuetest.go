@@ -1,0 +1,40 @@
+// Package queuetest opens what the tests of the packages above the queue
+// each need: a session on the shared test ZooKeeper, as a daemon's, and a
+// queue on it, closed when the test ends.
+package queuetest
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// Session dials the test binary's shared ZooKeeper (zktest.WithShared) with
+// zktest.SessionTimeout and logging to log; t.Cleanup closes it.
+func Session(t testing.TB, log *slog.Logger) *zkwatch.Session {
+	t.Helper()
+	s, err := zkwatch.Dial(context.Background(), zkwatch.Config{Servers: []string{zktest.Shared(t).Addr},
+		SessionTimeout: zktest.SessionTimeout, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Queue opens the queue under root on s and makes its folders.
+func Queue(t testing.TB, s *zkwatch.Session, root string, log *slog.Logger) *queue.Queue {
+	t.Helper()
+	q, err := queue.New(s.Conn, root, queue.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}

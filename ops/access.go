@@ -1,0 +1,258 @@
+package ops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// DefaultAccessThreshold is the estimated size above which a request goes
+// to the large access queue.
+const DefaultAccessThreshold = 1 << 30
+
+// AccessFormats are the package formats, the default first.
+var AccessFormats = []string{queue.FormatZip, queue.FormatTarGz}
+
+// ObjectReader is what an access request's size is estimated from: the
+// inventory.
+type ObjectReader interface {
+	Object(ctx context.Context, ark string) (inventory.ObjectDetail, error)
+}
+
+// AccessRequest is what someone asks to download: a whole object (every
+// version), one version, or some files (of a version, or of the latest).
+type AccessRequest struct {
+	ARK         string   `json:"ark"`
+	Version     int      `json:"version,omitempty"`
+	Files       []string `json:"files,omitempty"`
+	Format      string   `json:"format,omitempty"` // zip (default) or tar.gz
+	RequestedBy string   `json:"requested_by,omitempty"`
+}
+
+// AccessView is an access request as the CLI and the API show it.
+type AccessView struct {
+	Ref          string            `json:"ref"` // queue/qid: each queue numbers its own
+	ID           string            `json:"id"`
+	Queue        string            `json:"queue"` // small or large
+	State        queue.State       `json:"state"`
+	Message      string            `json:"message,omitempty"`
+	LastModified string            `json:"last_modified"`
+	Locked       bool              `json:"locked"` // a daemon is assembling it
+	Token        queue.AccessToken `json:"token"`
+}
+
+func accessView(a *queue.Access) AccessView {
+	t, _ := a.AccessToken() // another tool's token shows what it shares with ours
+	return AccessView{Ref: a.Ref(), ID: a.ID, Queue: a.Queue, State: a.State(), Message: a.Status.Message,
+		LastModified: a.Status.LastModified, Locked: a.Locked, Token: t}
+}
+
+// RequestAccess checks a request against the inventory, estimates its
+// size, and queues it: on the small queue, or on the large one when the
+// estimate is above the threshold (Service.AccessThreshold).
+func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessView, error) {
+	r.Format = cmp.Or(r.Format, queue.FormatZip)
+	if err := checkAccessRequest(r); err != nil {
+		return AccessView{}, err
+	}
+	if s.Inventory == nil {
+		return AccessView{}, errors.New("access request: no inventory to estimate its size from")
+	}
+	d, err := s.Inventory.Object(ctx, r.ARK)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return AccessView{}, fmt.Errorf("object %s is not in the inventory: %w", r.ARK, queue.ErrNotFound)
+	}
+	if err != nil {
+		return AccessView{}, err
+	}
+	size, err := estimate(d, r)
+	if err != nil {
+		return AccessView{}, err
+	}
+	name := queue.AccessSmall
+	if size > cmp.Or(s.AccessThreshold, DefaultAccessThreshold) {
+		name = queue.AccessLarge
+	}
+	now := time.Now().UTC()
+	t := queue.AccessToken{Token: uuid.NewString(), ContentBytes: size, TokenStatus: queue.TokenNotReady,
+		Anticipated: now.Add(anticipate(size)).Format(time.RFC3339), ARK: r.ARK, Profile: d.Object.Profile,
+		Version: r.Version, Files: r.Files, Format: r.Format, RequestedBy: r.RequestedBy, Requested: now.Format(time.RFC3339)}
+	a, err := s.Q.CreateAccess(ctx, name, t.Map(nil))
+	if err != nil {
+		return AccessView{}, err
+	}
+	s.publish(events.Event{Kind: events.KindAccess, AccessID: a.Ref(), To: string(queue.Pending),
+		Attrs: map[string]any{"queue": name, "ark": r.ARK, "estimated_bytes": size}})
+	return accessView(a), nil
+}
+
+// anticipate is a rough guess at how long a package of size takes: a
+// minute, and 100 MB a second.
+func anticipate(size int64) time.Duration {
+	return time.Minute + time.Duration(size/100e6)*time.Second
+}
+
+func checkAccessRequest(r AccessRequest) error {
+	if err := storage.CheckARK(r.ARK); err != nil || !strings.HasPrefix(r.ARK, "ark:") {
+		return invalid(fmt.Sprintf("ark %q: want an ARK (ark:/NAAN/NAME)", r.ARK))
+	}
+	if r.Version < 0 {
+		return invalid(fmt.Sprintf("version %d: want 1 or more", r.Version))
+	}
+	if !slices.Contains(AccessFormats, r.Format) {
+		return invalid(fmt.Sprintf("format %q: want %s", r.Format, strings.Join(AccessFormats, " or ")))
+	}
+	seen := map[string]bool{}
+	for _, f := range r.Files {
+		if f == "" || seen[f] {
+			return invalid(fmt.Sprintf("file %q: empty, or named twice", f))
+		}
+		seen[f] = true
+	}
+	return nil
+}
+
+// estimate sums the sizes the inventory records of what r asks for; a
+// version or file it lacks is not found, named.
+func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
+	vs := d.Versions
+	if len(vs) == 0 {
+		return 0, fmt.Errorf("object %s has no version in the inventory: %w", r.ARK, queue.ErrNotFound)
+	}
+	if r.Version == 0 && len(r.Files) == 0 {
+		var n int64
+		for _, v := range vs {
+			n += filesSize(v.Files)
+		}
+		return n, nil
+	}
+	i := len(vs) - 1
+	if r.Version > 0 {
+		i = slices.IndexFunc(vs, func(v inventory.Record) bool { return v.Version == r.Version })
+		if i < 0 {
+			return 0, fmt.Errorf("object %s has no version %d (it has versions 1 to %d): %w", r.ARK, r.Version, vs[len(vs)-1].Version, queue.ErrNotFound)
+		}
+	}
+	v := vs[i]
+	if len(r.Files) == 0 {
+		return filesSize(v.Files), nil
+	}
+	var n int64
+	var missing []string
+	for _, name := range r.Files {
+		j := slices.IndexFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name })
+		if j < 0 {
+			missing = append(missing, strconv.Quote(name))
+			continue
+		}
+		n += v.Files[j].Size
+	}
+	if len(missing) > 0 {
+		return 0, fmt.Errorf("object %s version %d has no file %s: %w", r.ARK, v.Version, strings.Join(missing, ", "), queue.ErrNotFound)
+	}
+	return n, nil
+}
+
+func filesSize(files []inventory.FileRow) int64 {
+	var n int64
+	for _, f := range files {
+		n += f.Size
+	}
+	return n
+}
+
+// ListAccess lists the access requests of both queues, those in state
+// only when it is given.
+func (s *Service) ListAccess(ctx context.Context, state queue.State) ([]AccessView, []error, error) {
+	all, problems, err := s.Q.AccessRequests(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := []AccessView{}
+	for _, a := range all {
+		if state == "" || a.State() == state {
+			out = append(out, accessView(a))
+		}
+	}
+	return out, problems, nil
+}
+
+// ParseAccessState maps an any-case name to an access request's state.
+func ParseAccessState(name string) (queue.State, error) {
+	for _, st := range queue.AccessMachine.States {
+		if strings.EqualFold(string(st), name) {
+			return st, nil
+		}
+	}
+	return "", invalid(fmt.Sprintf("unknown access state %q (known: %v)", name, queue.AccessMachine.States))
+}
+
+// checkAccessRef refuses what cannot name a request: small/qid…,
+// large/qid… or qid….
+func checkAccessRef(ref string) error {
+	name, qid, ok := strings.Cut(ref, "/")
+	if !ok {
+		qid = name
+	} else if !slices.Contains(queue.AccessQueues, name) {
+		return invalid(fmt.Sprintf("%q is not an access request (want small/qid…, large/qid… or qid…)", ref))
+	}
+	return checkID(qid, "qid", "access request")
+}
+
+// ShowAccess reads one request, by its ref or its qid.
+func (s *Service) ShowAccess(ctx context.Context, ref string) (AccessView, error) {
+	if err := checkAccessRef(ref); err != nil {
+		return AccessView{}, err
+	}
+	a, err := s.Q.FindAccess(ctx, ref)
+	if err != nil {
+		return AccessView{}, err
+	}
+	return accessView(a), nil
+}
+
+// RequeueAccess sends a Failed request back to Processing: a daemon
+// assembles it again.
+func (s *Service) RequeueAccess(ctx context.Context, ref string) (Outcome, error) {
+	if err := checkAccessRef(ref); err != nil {
+		return Outcome{}, err
+	}
+	a, err := s.Q.RequeueAccess(ctx, ref)
+	if err != nil {
+		return Outcome{}, err
+	}
+	msg := fmt.Sprintf("access request %s requeued: a daemon assembles it again", a.Ref())
+	s.Announce(ctx, "requeue", events.Event{AccessID: a.Ref(), Message: msg})
+	return Outcome{ID: a.Ref(), Changed: true, State: queue.Processing, Message: msg}, nil
+}
+
+// DeleteAccess deletes a request: a Failed one becomes Deleted; a
+// Completed or Deleted one is removed, and the sweep of the daemon that
+// holds its package removes the package.
+func (s *Service) DeleteAccess(ctx context.Context, ref string) (Outcome, error) {
+	if err := checkAccessRef(ref); err != nil {
+		return Outcome{}, err
+	}
+	a, removed, err := s.Q.RemoveAccess(ctx, ref)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{ID: a.Ref(), Changed: true, State: queue.Deleted, Message: fmt.Sprintf("access request %s is Deleted", a.Ref())}
+	if removed {
+		o.State, o.Message = "", fmt.Sprintf("access request %s removed (its package goes at the next sweep)", a.Ref())
+	}
+	s.Announce(ctx, "delete", events.Event{AccessID: a.Ref(), Message: o.Message})
+	return o, nil
+}

@@ -1,0 +1,182 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// AccessHandler assembles access requests (the access queue): a stored
+// object, version or files into one package.
+type AccessHandler interface {
+	// Assemble makes an acquired request's package and returns the token
+	// to write with its move: the result on success; on a fatal error (a
+	// bad request: Fatal), the token to write with its failure. Other
+	// errors are retried. It must be safe to run again on a request whose
+	// daemon died mid-assembly.
+	Assemble(ctx context.Context, a *queue.Access) (token map[string]any, err error)
+	// Sweep removes expired packages and their requests, and returns the
+	// requests it removed.
+	Sweep(ctx context.Context) ([]*queue.Access, error)
+}
+
+// Default settings of the access queues.
+const (
+	DefaultAccessSmallWorkers = 2
+	DefaultAccessLargeWorkers = 1
+	DefaultAccessSweep        = time.Minute
+)
+
+func sigAccess(queueName string) string { return "watch.access." + queueName }
+
+// accessHold is the queue hold of an access queue.
+func accessHold(queueName string) string {
+	if queueName == queue.AccessLarge {
+		return queue.QueueAccessLarge
+	}
+	return queue.QueueAccessSmall
+}
+
+// accessWorkers is how many workers an access queue gets: Config's
+// number, else the default; 0 means none (the queue is not worked here).
+func (cfg Config) accessWorkers(queueName string) int {
+	if n, ok := cfg.AccessWorkers[queueName]; ok {
+		return n
+	}
+	if queueName == queue.AccessLarge {
+		return DefaultAccessLargeWorkers
+	}
+	return DefaultAccessSmallWorkers
+}
+
+// newAccessPools adds a pool, and later a watch, for each access queue
+// with workers: the small queue's pool never waits for the large one's.
+func (r *Reactor) newAccessPools() {
+	if r.cfg.Access == nil {
+		return
+	}
+	for _, name := range queue.AccessQueues {
+		if n := r.cfg.accessWorkers(name); n > 0 {
+			r.pools[sigAccess(name)] = newPool("access "+name, n, func(ctx context.Context) (bool, error) {
+				return r.accessStep(ctx, name)
+			}, r.log)
+		}
+	}
+}
+
+// watchAccess watches the folder of each access queue this daemon works.
+func (r *Reactor) watchAccess() {
+	for _, name := range queue.AccessQueues {
+		if r.pools[sigAccess(name)] != nil {
+			r.watcher.Watch(r.q.Path("/access/" + name))
+		}
+	}
+}
+
+// accessStep takes a request of the queue, unless the queue is held, and
+// works it to Completed or Failed.
+func (r *Reactor) accessStep(ctx context.Context, name string) (bool, error) {
+	if r.holds.accessHeld(ctx, accessHold(name)) {
+		return false, nil
+	}
+	a, waits, err := r.q.AcquireAccessWork(ctx, name, (*queue.Access).Ours)
+	if err != nil || a == nil {
+		r.wakeOn(waits, sigAccess(name))
+		return false, err
+	}
+	r.runAccess(ctx, a)
+	return true, nil
+}
+
+// runAccess moves a Pending request to Processing (a Processing one was
+// left by a dead worker, or requeued), assembles it, and moves it on.
+func (r *Reactor) runAccess(ctx context.Context, a *queue.Access) {
+	if a.State() == queue.Pending {
+		if !r.moveAccess(a, queue.Processing, "", nil) {
+			return
+		}
+	}
+	var token map[string]any
+	ok, err := r.withRetries(ctx, "access assembly", a.Ref(), func() (err error) {
+		token, err = r.cfg.Access.Assemble(ctx, a)
+		return err
+	})
+	if !ok {
+		r.log.Warn("reactor: access assembly cut off at shutdown; the request stays Processing for the next daemon", "request", a.Ref(), "err", err)
+		r.unlockAccess(a)
+		return
+	}
+	to, msg := queue.Completed, ""
+	if err != nil {
+		to, msg = queue.Failed, err.Error()
+		r.log.Warn("reactor: access request failed", "request", a.Ref(), "err", err)
+		if t, terr := a.AccessToken(); token == nil && terr == nil {
+			t.TokenStatus = queue.TokenFailed
+			token = t.Map(a.Token)
+		}
+	}
+	r.moveAccess(a, to, msg, token)
+}
+
+// moveAccess commits a request's move and publishes it; it reports
+// whether the commit happened.
+func (r *Reactor) moveAccess(a *queue.Access, to queue.State, msg string, token map[string]any) bool {
+	from := a.State()
+	err := r.retry(func() error { return r.q.MoveAccess(r.work, a, to, msg, token) })
+	if err != nil {
+		outcome := NotCommitted
+		if errors.Is(err, queue.ErrStale) {
+			outcome = Abandoned
+		}
+		r.log.Warn("reactor: access request not moved", "request", a.Ref(), "from", from, "to", to, "err", err)
+		r.cfg.Observer.Moved("access", from, outcome)
+		r.unlockAccess(a)
+		return false
+	}
+	r.cfg.Observer.Moved("access", from, to.Folder())
+	r.publishAccess(a, from, to)
+	return true
+}
+
+func (r *Reactor) publishAccess(a *queue.Access, from, to queue.State) {
+	attrs := map[string]any{"queue": a.Queue}
+	if t, err := a.AccessToken(); err == nil {
+		attrs["ark"] = t.ARK
+		if p := t.Package; p != nil && to == queue.Completed {
+			attrs["url"], attrs["size"], attrs["sha256"], attrs["expires"] = t.URL, p.Size, p.SHA256, p.Expires
+		}
+	}
+	r.bus.Publish(events.Event{Kind: events.KindAccess, AccessID: a.Ref(), From: string(from), To: string(to),
+		Message: a.Status.Message, Attrs: attrs})
+}
+
+func (r *Reactor) unlockAccess(a *queue.Access) {
+	if err := r.retry(func() error { return r.q.UnlockAccess(r.work, a) }); err != nil {
+		r.log.Warn("reactor: unlock failed (the lock goes with the session)", "request", a.Ref(), "err", err)
+	}
+}
+
+// sweepAccess runs the access handler's sweep now and then, until ctx
+// ends; each request it removes is published as Expired.
+func (r *Reactor) sweepAccess(ctx context.Context) {
+	t := time.NewTicker(r.cfg.AccessSweep)
+	defer t.Stop()
+	for {
+		removed, err := r.cfg.Access.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("reactor: access sweep", "err", err)
+		}
+		for _, a := range removed {
+			r.bus.Publish(events.Event{Kind: events.KindAccess, AccessID: a.Ref(), From: string(a.State()), To: "Expired",
+				Message: "package expired and removed, request removed", Attrs: map[string]any{"queue": a.Queue}})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package reactor_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+)
+
+// peaks records the most children each watched folder was listed with, as
+// a foreign reader (a Java client) would list it.
+type peaks struct {
+	mu  sync.Mutex
+	max map[string]int
+}
+
+func watchPeaks(t *testing.T, e *env, folders ...string) *peaks {
+	p := &peaks{max: map[string]int{}}
+	w := zkwatch.NewWatcher(e.session(), zkwatch.WatcherConfig{Rescan: -1, Logger: e.log}, func(c zkwatch.Change) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.max[c.Path] = max(p.max[c.Path], c.Count)
+	})
+	t.Cleanup(w.Close)
+	for _, f := range folders {
+		w.Watch(e.q.Path(f))
+	}
+	return p
+}
+
+func (p *peaks) over(limit int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for f, n := range p.max {
+		if n > limit {
+			out = append(out, fmt.Sprintf("%s listed %d", f, n))
+		}
+	}
+	return out
+}
+
+// A batch of more objects than the window has its jobs made a chunk at a
+// time and its Completed jobs archived: it completes with every object's
+// job, while no job folder, and none of its buckets, ever lists more than a
+// window's worth; its report names every job, its status-report the jobs
+// still live, and the queue's check passes.
+func TestWindowedBatch(t *testing.T) {
+	const objects, window = 600, 100
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	folders := []string{"/jobs"}
+	for _, s := range queue.JobMachine.States {
+		folders = append(folders, "/jobs/states/"+s.Folder())
+	}
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", objects)})
+	for _, bucket := range queue.Buckets {
+		folders = append(folders, "/batches/"+b.ID+"/states/"+bucket)
+	}
+	seen := watchPeaks(t, e, folders...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f, err := e.q.LoadFeed(context.Background(), b.ID)
+			c, _ := e.q.BucketCounts(context.Background(), b.ID)
+			s, _ := e.q.StateCounts(context.Background())
+			n, _ := e.q.Archived(context.Background(), b.ID)
+			bb, _ := e.q.LoadBatch(context.Background(), b.ID)
+			t.Logf("feed %+v %v; buckets %v; states %v; archived %d; batch %+v", f, err, c, s, n, bb)
+		}
+	})
+	e.daemon("host-a", func(c *reactor.Config) { c.Window = window })
+
+	rep := e.waitBatch(batches, b.ID)
+	if rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	if got := rep.Attrs["successful_count"]; got != float64(objects) {
+		t.Errorf("report event: %v successful jobs, want %d", got, objects)
+	}
+	if over := seen.over(window + 2*window/5); len(over) > 0 { // archiving lags a little behind completion
+		t.Errorf("folders past the window: %s", strings.Join(over, "; "))
+	}
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jids, ids, err := e.q.Successes(t.Context(), got)
+	minted := 0
+	for _, id := range ids {
+		if id != nil {
+			minted++
+		}
+	}
+	if err != nil || len(jids) != objects || minted != 0 { // pass-through mints no identifiers
+		t.Fatalf("successes: %d jobs, %d identifiers, %v; want %d, 0", len(jids), minted, err, objects)
+	}
+	archived, err := e.q.ArchivedJobs(t.Context(), b.ID)
+	if err != nil || len(archived) == 0 || len(archived)+len(got.Report.SuccessfulJobs) != objects || got.JobCount != objects {
+		t.Fatalf("%d archived (%v) + %d in the status-report, job-count %d; want %d in all",
+			len(archived), err, len(got.Report.SuccessfulJobs), got.JobCount, objects)
+	}
+	st, err := (&ops.Service{Q: e.q}).BatchStatus(t.Context(), b.ID)
+	if err != nil || st.Jobs.Total != objects || st.Jobs.Finished != objects || st.Jobs.ByState[queue.Completed] != objects {
+		t.Errorf("batch status %+v (%v): want %d jobs, all finished and Completed", st.Jobs, err, objects)
+	}
+	keys := map[string]bool{}
+	for _, a := range archived {
+		keys[a.Key] = true
+	}
+	for _, jid := range got.Report.SuccessfulJobs {
+		j, err := e.q.LoadJob(t.Context(), jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[j.Config.ObjectKey] = true
+	}
+	if len(keys) != objects {
+		t.Errorf("%d distinct object keys among the jobs, want %d", len(keys), objects)
+	}
+	e.clean()
+}
+
+// Cancelling a windowed batch stops its job making: the jobs it has end
+// Failed or finish, and it reports with the objects that had no job named.
+func TestWindowedBatchCancelled(t *testing.T) {
+	const objects, window = 500, 100
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	jobs := e.outside("ingestq.job.estimating.*")
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", objects)})
+	e.daemon("host-a", func(c *reactor.Config) {
+		c.Window, c.Jobs = window, reactor.PassThrough{Delay: 20 * time.Millisecond}.Handlers()
+	})
+	<-jobs // its first window is made
+	if err := e.q.StopFeeding(t.Context(), b.ID, "cancelled by the test"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.q.LoadFeed(t.Context(), b.ID)
+	if err != nil || f == nil || f.Stopped == "" || f.MadeObjects() >= objects {
+		t.Fatalf("feed %+v (%v): want stopped before every object had a job", f, err)
+	}
+	rep := e.waitBatch(batches, b.ID)
+	if rep.To != "Failed" || !strings.Contains(rep.Message, "stopped making jobs: cancelled by the test") {
+		t.Fatalf("batch ended %s: %q; want Failed, naming the stop", rep.To, rep.Message)
+	}
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
+	if err != nil || got.JobCount != f.MadeObjects() {
+		t.Fatalf("job-count %d (%v), want %d", got.JobCount, err, f.MadeObjects())
+	}
+	e.clean()
+}
+
+// A feeder that died while making a chunk (Feed.Making, some of its jobs
+// made) is resumed by the next daemon without a second job for any object.
+func TestWindowedBatchResumesCutChunk(t *testing.T) {
+	const objects, window = 600, 100
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", objects)})
+
+	// The daemon that died: it took the batch, kept its objects, and made
+	// half of the first chunk's jobs.
+	s := e.session()
+	q := e.queue(s)
+	taken, _, err := q.AcquirePendingBatch(t.Context(), nil)
+	if err != nil || taken == nil || taken.ID != b.ID {
+		t.Fatalf("acquire %s: %v %v", b.ID, taken, err)
+	}
+	objs, err := reactor.PassThrough{}.Objects(t.Context(), taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := q.WriteObjects(t.Context(), taken, objs, window/5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Making = true
+	if err := q.SetFeed(t.Context(), taken, f); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs[:window/10] {
+		spec := o.Spec
+		spec.Config.ObjectKey, spec.RecordID = o.Key, true
+		if _, err := q.CreateJob(t.Context(), taken, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close() // its lock goes with its session
+
+	e.daemon("host-a", func(c *reactor.Config) { c.Window = window })
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" || rep.Attrs["successful_count"] != float64(objects) {
+		t.Fatalf("batch ended %s with %v successful: %s", rep.To, rep.Attrs["successful_count"], rep.Message)
+	}
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jids, _, err := e.q.Successes(t.Context(), got)
+	if err != nil || len(jids) != objects {
+		t.Fatalf("%d successful jobs (%v), want %d: one per object", len(jids), err, objects)
+	}
+	e.clean() // check counts each object's jobs
+}
