@@ -19,9 +19,10 @@ import (
 )
 
 // storeObject hands the object to storage under the object's storage lock.
-// Storage makes a new version only when the content changed, so a job
-// stored twice (a crash after storing, before the transition) keeps one
-// version. The version is kept in the working folder for Recording.
+// Storage makes a new version only when the content changed, the files
+// describing the deposit aside, so a job stored twice (a crash after
+// storing, before the transition; a crash mid-commit whose version the
+// next Put completes) keeps one version. The version is kept in the working folder for Recording.
 func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
 	prof, ark, err := p.identified(j)
@@ -34,7 +35,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
 	}
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
-		Fence: p.storageFence(ark)}
+		Fence: p.storageFence(ark), Describing: depositFiles}
 	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
@@ -155,7 +156,7 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 		if i == 1 {
 			obj = copied
 		}
-		v, err := putUnlessSame(ctx, st, obj)
+		v, err := st.Put(ctx, obj)
 		if err != nil {
 			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
 		}
@@ -266,39 +267,4 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 		return nil, "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
 	}
 	return prof, j.Identifiers.PrimaryID, nil
-}
-
-// putUnlessSame stores obj as a new version unless the target's head
-// version holds the same files, the PREMIS file and the object's manifest
-// aside: they describe the deposit that brought the content, so a deposit
-// of unchanged content makes no version, as storage.Store.Put promises for
-// equal content.
-func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object) (storage.Version, error) {
-	head, err := st.Latest(ctx, obj.ARK)
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return storage.Version{}, err
-	}
-	if err == nil {
-		key := func(name string, size int64, sum string) string {
-			return fmt.Sprintf("%s\x00%d\x00%s", name, size, sum)
-		}
-		var a, b []string
-		for _, f := range head.Files {
-			if !slices.Contains(depositFiles, f.Name) {
-				a = append(a, key(f.Name, f.Size, f.SHA256))
-			}
-		}
-		for _, f := range obj.Files {
-			if !slices.Contains(depositFiles, f.Name) {
-				b = append(b, key(f.Name, f.Size, f.SHA256))
-			}
-		}
-		slices.Sort(a)
-		slices.Sort(b)
-		if slices.Equal(a, b) {
-			head.Changed = false
-			return head, nil
-		}
-	}
-	return st.Put(ctx, obj)
 }

@@ -86,7 +86,7 @@ func (s *fakeStorage) post(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	versions := s.objects[meta.ARK]
 	reply := putReply{ARK: meta.ARK}
-	if n := len(versions); n > 0 && sameContent(versions[n-1].files, meta.Files) {
+	if n := len(versions); n > 0 && Unchanged(versions[n-1].files, meta.Files, meta.Describing) {
 		reply.Number, reply.Created = versions[n-1].number, versions[n-1].created
 	} else {
 		reply.Number, reply.Created, reply.Changed = n+1, time.Now().UTC(), true

@@ -45,6 +45,8 @@ type putRequest struct {
 	ARK      string   `json:"ark"`
 	LocalIDs []string `json:"local_ids"`
 	Files    []File   `json:"files"`
+	// Describing is Object.Describing.
+	Describing []string `json:"describing,omitempty"`
 }
 
 // putReply is the service's answer to a Put.
@@ -62,7 +64,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 		return Version{}, err
 	}
 	target := h.endpoint + "/objects"
-	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files})
+	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files, Describing: obj.Describing})
 	if err != nil {
 		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, err)
 	}

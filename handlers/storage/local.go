@@ -60,7 +60,7 @@ func (l *Local) Put(ctx context.Context, obj Object) (Version, error) {
 	}
 	latest, err := readLatest(objDir, obj.ARK)
 	switch {
-	case err == nil && sameContent(latest.Files, files):
+	case err == nil && Unchanged(latest.Files, files, obj.Describing):
 		return latest, nil
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return Version{}, err

@@ -104,7 +104,7 @@ func (s *server) receive(r *http.Request) (Version, error) {
 func receiveFiles(mr *multipart.Reader, meta putRequest, dir string) (Object, error) {
 	// File.Path is not in the JSON, so every Path set here is ours: the
 	// client cannot point Put at the server's own files.
-	obj := Object{ARK: meta.ARK, LocalIDs: meta.LocalIDs, Files: meta.Files}
+	obj := Object{ARK: meta.ARK, LocalIDs: meta.LocalIDs, Files: meta.Files, Describing: meta.Describing}
 	index, err := checkDeclared(meta)
 	if err != nil {
 		return obj, err

@@ -49,6 +49,14 @@ type Object struct {
 	// another writer has made meanwhile. (Content writes under way when it
 	// paused still land; for the same job's files they are the same bytes.)
 	Fence func(context.Context) error
+	// Describing names files that describe this deposit rather than the
+	// object (the PREMIS record, the object's own manifest): they differ
+	// with every deposit, so Put leaves them aside when it asks whether the
+	// content changed. A deposit of unchanged content then makes no
+	// version, and neither does a job stored again after a crash whose
+	// first try a later Put completed (its describing files were written
+	// again meanwhile).
+	Describing []string
 }
 
 // User is who makes a version: a name, and an address (a mailto: or
@@ -79,9 +87,9 @@ var ErrNotFound = errors.New("not found")
 
 // Store keeps objects as versions.
 type Store interface {
-	// Put stores obj as a new version unless its content (names, sizes,
-	// digests) equals the latest version's, in which case it returns the
-	// latest with Changed false.
+	// Put stores obj as a new version unless its content (names and
+	// digests, obj.Describing aside) equals the latest version's, in which
+	// case it returns the latest with Changed false.
 	Put(ctx context.Context, obj Object) (Version, error)
 	// Latest returns the newest version of ark, or ErrNotFound.
 	Latest(ctx context.Context, ark string) (Version, error)
@@ -99,8 +107,21 @@ func CheckObject(obj Object) ([]File, error) { return checkObject(obj) }
 func CheckARK(ark string) error { return checkARK(ark) }
 
 // SameContent reports whether two lists sorted by name agree on every
-// file's name, size and digest: what makes a Put change nothing.
+// file's name, size and digest.
 func SameContent(a, b []File) bool { return sameContent(a, b) }
+
+// Unchanged reports whether files (sorted by name) hold what the head
+// version holds: the same names and digests (equal SHA-256 digests mean
+// equal sizes), the files named in describing left out of both. It is
+// what makes a Put change nothing.
+func Unchanged(head, files []File, describing []string) bool {
+	content := func(fs []File) []File {
+		return slices.DeleteFunc(slices.Clone(fs), func(f File) bool { return slices.Contains(describing, f.Name) })
+	}
+	return slices.EqualFunc(content(head), content(files), func(x, y File) bool {
+		return x.Name == y.Name && x.SHA256 == y.SHA256
+	})
+}
 
 // checkObject rejects what must never reach storage: a bad ARK, a hostile or
 // duplicate name, a malformed digest, a source file missing or of the wrong

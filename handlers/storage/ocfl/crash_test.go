@@ -147,3 +147,41 @@ func withSizes(files, sized []storage.File) []storage.File {
 	}
 	return files
 }
+
+// A job stored again after its first try died mid-commit (the version's
+// inventory written, the root's not) writes its describing files anew: the
+// next Put completes the first try's version and, the content being the
+// same, makes no other. Without Describing it would make a second version
+// that the job's record would name alone.
+func TestStoredAgainAfterACrashMidCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	first := map[string]string{"producer/a.txt": "content\n", "system/premis.xml": "<deposit at='10:00'/>"}
+	again := map[string]string{"producer/a.txt": "content\n", "system/premis.xml": "<deposit at='10:05'/>"}
+	describing := []string{"system/premis.xml"}
+
+	// Declaration, two content files, the version's inventory and sidecar.
+	crashing := &Store{p: &crashingPlace{Place: s.p, left: 1 + 2 + 2}}
+	if _, err := crashing.Put(ctx, storage.Object{ARK: testARK, Files: workFiles(t, first), Describing: describing}); !errors.Is(err, errCrashed) {
+		t.Fatalf("put through a dying place: %v, want it to crash", err)
+	}
+	v, err := s.Put(ctx, storage.Object{ARK: testARK, Files: workFiles(t, again), Describing: describing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Number != 1 || v.Changed {
+		t.Fatalf("put again = version %d changed %v; want version 1 unchanged (the first try's, completed)", v.Number, v.Changed)
+	}
+	sameFiles(t, v.Files, workFiles(t, first)) // the first try's deposit record, with sizes
+	if latest, err := s.Latest(ctx, testARK); err != nil || latest.Number != 1 {
+		t.Fatalf("latest = %d, %v; want version 1", latest.Number, err)
+	}
+	ocfltest.Validate(t, dir)
+
+	// Without Describing, the new deposit record is new content.
+	v, err = s.Put(ctx, storage.Object{ARK: testARK, Files: workFiles(t, again)})
+	if err != nil || v.Number != 2 || !v.Changed {
+		t.Fatalf("put without describing = version %d changed %v, %v; want a new version 2", v.Number, v.Changed, err)
+	}
+}

@@ -48,8 +48,8 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: put %s: %w", obj.ARK, err)
 	}
-	if head != nil && head.headVersion().holds(files) {
-		return s.version(head, root, files), nil
+	if head != nil && storage.Unchanged(head.headVersion().files(), files, obj.Describing) {
+		return s.unchanged(ctx, root, head, files)
 	}
 	user := cmp.Or(obj.User, defaultUser)
 	inv, write := head.next(obj.ARK, files, version{
@@ -64,6 +64,19 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 	v := s.version(inv, root, files)
 	v.Changed, v.Linked = true, linked
 	return v, nil
+}
+
+// unchanged describes the head a Put found holding obj's content: with
+// files when they are the head's very files, else with the head's own
+// (its describing files came from an earlier deposit), their sizes asked.
+func (s *Store) unchanged(ctx context.Context, root string, head *inventory, files []storage.File) (storage.Version, error) {
+	if !head.headVersion().holds(files) {
+		var err error
+		if files, err = s.sizes(ctx, root, head); err != nil {
+			return storage.Version{}, fmt.Errorf("ocfl: put %s: %w", head.ID, err)
+		}
+	}
+	return s.version(head, root, files), nil
 }
 
 // writeVersion writes the new content, then the version's inventory and
