@@ -71,7 +71,7 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	if !validName(qid, "qid") {
 		return nil, fmt.Errorf("%q is not an access request id (want qid followed by digits)", qid)
 	}
-	r := q.getAll(ctx, q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
+	r := q.getAllAfter(ctx, 1, q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
 		q.accessPath(queue, qid, "token"), q.accessPath(queue, qid, "lock"))
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("access request", qid)

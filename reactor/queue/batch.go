@@ -75,7 +75,7 @@ func (q *Queue) loadBatchWith(ctx context.Context, bid string, paths ...string) 
 	if !validName(bid, "bid") {
 		return nil, nil, fmt.Errorf("%q is not a batch id (want bid followed by digits)", bid)
 	}
-	r := q.getAll(ctx, append([]string{q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
+	r := q.getAllAfter(ctx, 1, append([]string{q.batchPath(bid), q.batchPath(bid, "status"), q.batchPath(bid, "submission"),
 		q.batchPath(bid, "status-report"), q.batchPath(bid, "states"), q.batchPath(bid, "lock"),
 		q.batchPath(bid, "job-count")}, paths...)...)
 	b, err := q.decodeBatch(bid, r[:7])

@@ -98,7 +98,7 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 	for _, c := range jobChildren {
 		paths = append(paths, q.jobPath(jid, c))
 	}
-	r := q.getAll(ctx, paths...)
+	r := q.getAllAfter(ctx, 1, paths...) // jobChildren[0] is the status
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("job", jid)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -139,6 +140,18 @@ type read struct {
 // connection, so n reads cost about one round trip.
 func (q *Queue) getAll(ctx context.Context, paths ...string) []read {
 	return q.zk.getMany(ctx, paths)
+}
+
+// getAllAfter is getAll with paths[first] (an item's status) read before
+// the rest. getAll's reads reach ZooKeeper in any order, so one read may
+// come before a creation's multi and the next after it: a status said
+// Pending while the submission beside it looked missing. Writers create
+// the status with the other nodes or after them, so a status read first
+// vouches for the rest, at the price of a second round trip.
+func (q *Queue) getAllAfter(ctx context.Context, first int, paths ...string) []read {
+	head := q.zk.getMany(ctx, paths[first:first+1])
+	rest := q.zk.getMany(ctx, slices.Delete(slices.Clone(paths), first, first+1))
+	return slices.Insert(rest, first, head[0])
 }
 
 // each runs fn(i) for every i in [0, n), at most limit at once.
