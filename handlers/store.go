@@ -22,7 +22,8 @@ import (
 // Storage makes a new version only when the content changed, the files
 // describing the deposit aside, so a job stored twice (a crash after
 // storing, before the transition; a crash mid-commit whose version the
-// next Put completes) keeps one version. The version is kept in the working folder for Recording.
+// next Put completes) keeps one version. The version is kept in the
+// working folder for Recording.
 func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
 	prof, ark, err := p.identified(j)
@@ -156,7 +157,7 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 		if i == 1 {
 			obj = copied
 		}
-		v, err := st.Put(ctx, obj)
+		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
 			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
 		}
@@ -267,4 +268,21 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 		return nil, "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
 	}
 	return prof, j.Identifiers.PrimaryID, nil
+}
+
+// putUnlessSame asks the target for its head version first and puts obj
+// only when the head holds other content: a job stored again (its first
+// try cut after storing) then sends no bytes to a storage service. Put
+// asks the same question itself, after completing a version a killed
+// writer left, which Latest cannot see.
+func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object) (storage.Version, error) {
+	head, err := st.Latest(ctx, obj.ARK)
+	switch {
+	case err == nil && storage.Unchanged(head.Files, obj.Files, obj.Describing):
+		head.Changed = false
+		return head, nil
+	case err != nil && !errors.Is(err, storage.ErrNotFound):
+		return storage.Version{}, err
+	}
+	return st.Put(ctx, obj)
 }

@@ -110,13 +110,15 @@ func CheckARK(ark string) error { return checkARK(ark) }
 // file's name, size and digest.
 func SameContent(a, b []File) bool { return sameContent(a, b) }
 
-// Unchanged reports whether files (sorted by name) hold what the head
-// version holds: the same names and digests (equal SHA-256 digests mean
-// equal sizes), the files named in describing left out of both. It is
-// what makes a Put change nothing.
+// Unchanged reports whether files hold what the head version holds: the
+// same names and digests (equal SHA-256 digests mean equal sizes), the
+// files named in describing left out of both. It is what makes a Put
+// change nothing. Neither list need be sorted.
 func Unchanged(head, files []File, describing []string) bool {
 	content := func(fs []File) []File {
-		return slices.DeleteFunc(slices.Clone(fs), func(f File) bool { return slices.Contains(describing, f.Name) })
+		out := slices.DeleteFunc(slices.Clone(fs), func(f File) bool { return slices.Contains(describing, f.Name) })
+		slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+		return out
 	}
 	return slices.EqualFunc(content(head), content(files), func(x, y File) bool {
 		return x.Name == y.Name && x.SHA256 == y.SHA256
