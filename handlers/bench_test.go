@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,9 +35,11 @@ func BenchmarkIngestObject(b *testing.B) {
 	for _, set := range []struct {
 		name        string
 		files, size int
+		sha256      bool // the manifest gives SHA-256 digests: one hash per byte, not md5 and SHA-256
 	}{
-		{"files=1000,size=4KiB", 1000, 4 << 10},
-		{"files=10,size=8MiB", 10, 8 << 20},
+		{"files=1000,size=4KiB", 1000, 4 << 10, false},
+		{"files=10,size=8MiB", 10, 8 << 20, false},
+		{"files=10,size=8MiB,digest=sha256", 10, 8 << 20, true},
 	} {
 		b.Run(set.name, func(b *testing.B) {
 			r := newRig(b, nil)
@@ -46,6 +50,10 @@ func BenchmarkIngestObject(b *testing.B) {
 				name := benchName(i)
 				urls[i] = r.content.put("/f/"+name, data)
 				rows[i] = fileRow(urls[i], name, data)
+				if set.sha256 {
+					sum := sha256.Sum256(data)
+					rows[i].alg, rows[i].digest = "sha256", hex.EncodeToString(sum[:])
+				}
 			}
 			url := r.content.put("/object.checkm", manifest("mrt-ingest-manifest", rows...))
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchPerJob, DisableCompression: true}}
