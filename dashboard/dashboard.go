@@ -113,6 +113,8 @@ func (d *Dashboard) routes() {
 	d.mux.HandleFunc("GET "+Prefix+"jobs", d.read(d.jobs))
 	d.mux.HandleFunc("GET "+Prefix+"jobs/{id...}", d.read(d.job))
 	d.mux.HandleFunc("POST "+Prefix+"jobs/{id}", d.act)
+	d.mux.HandleFunc("GET "+Prefix+"access", d.read(d.access))
+	d.mux.HandleFunc("POST "+Prefix+"access/{queue}/{qid}", d.accessAct)
 	d.mux.HandleFunc("GET "+Prefix+"search", d.read(d.search))
 	d.mux.HandleFunc("GET "+Prefix+"live", d.live)
 	d.mux.HandleFunc("GET "+Prefix+"login", d.loginPage)

@@ -42,6 +42,8 @@ func (h *hub) folders() map[string]string {
 		h.q.Path("/locks/queue"):       "holds",
 		h.q.Path("/locks/collections"): "holds",
 		h.q.Path("/ingestq/hosts"):     "hosts",
+		h.q.Path("/access/small"):      "access",
+		h.q.Path("/access/large"):      "access",
 	}
 	for _, s := range queue.JobMachine.States {
 		m[h.q.Path("/jobs/states/"+s.Folder())] = "jobs"
@@ -49,9 +51,9 @@ func (h *hub) folders() map[string]string {
 	return m
 }
 
-// newHub starts the watches (on session) and follows the batch and admin
-// events of the bus (nil: none): a batch's state and a release change no
-// folder.
+// newHub starts the watches (on session) and follows the batch, admin and
+// access events of the bus (nil: none): a batch's state, a release and an
+// access request's state change no folder.
 func newHub(q *queue.Queue, session *zkwatch.Session, bus *events.Bus, log *slog.Logger) (*hub, error) {
 	h := &hub{q: q, log: log, started: time.Now(), refs: map[queue.State]map[string]time.Time{},
 		listed: map[queue.State]bool{}, clients: map[chan string]struct{}{}}
@@ -59,7 +61,7 @@ func newHub(q *queue.Queue, session *zkwatch.Session, bus *events.Bus, log *slog
 		h.refs[s] = map[string]time.Time{}
 	}
 	if bus != nil {
-		for _, subject := range []string{"ingestq.batch.>", "ingestq.admin.>"} {
+		for _, subject := range []string{"ingestq.batch.>", "ingestq.admin.>", "ingestq.access.>"} {
 			unsub, err := bus.Subscribe(subject, func(events.Event) { h.notify("events") })
 			if err != nil {
 				h.close()

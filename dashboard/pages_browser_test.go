@@ -26,6 +26,11 @@ func TestPagesRenderWithoutConsoleErrors(t *testing.T) {
 	if _, err := b.q.HoldCollection(t.Context(), "p9"); err != nil {
 		t.Fatal(err)
 	}
+	access, err := b.q.CreateAccess(t.Context(), queue.AccessSmall, queue.AccessToken{Token: "t1", ARK: "ark:/99999/fk4pages",
+		Format: queue.FormatTarGz, TokenStatus: queue.TokenNotReady}.Map(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	p := newTab(t)
 	p.signIn(b.base, readToken)
@@ -39,6 +44,7 @@ func TestPagesRenderWithoutConsoleErrors(t *testing.T) {
 		{"jobs", "/ui/jobs?state=pending", `tr[data-jid="` + pending + `"]`, "Pending"},
 		{"job", "/ui/jobs/" + failed, "#job-state", "Failed"},
 		{"search", "/ui/search?q=loc-1", `tr[data-jid="` + pending + `"]`, "loc-1"},
+		{"access", "/ui/access", `tr[data-ref="small/` + access.ID + `"]`, "whole object, tar.gz"},
 	} {
 		p.open(b.base + pg.path)
 		if got := p.text(pg.sel); !strings.Contains(got, pg.want) {
@@ -76,6 +82,13 @@ func TestForeignTransitionShowsWithinASecond(t *testing.T) {
 	p.shownWithinASecond("job page: Estimating → Provisioning", `document.getElementById("job-state").dataset.state === "provisioning"`,
 		func() { b.move(jid, queue.Provisioning) })
 	p.screenshot("job")
+
+	p.open(b.base + "/ui/access")
+	p.shownWithinASecond("access page: a request made", `document.querySelector('tr[data-state="pending"]') !== null`, func() {
+		_, err := b.q.CreateAccess(t.Context(), queue.AccessLarge, map[string]any{"token": "foreign", "cloud-content-byte": 1})
+		must(t, err)
+	})
+	p.screenshot("access")
 	p.noConsoleErrors("live updates")
 }
 

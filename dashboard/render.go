@@ -14,7 +14,7 @@ import (
 
 // pageNames are the templates with a page of their own; each is parsed
 // with the layout.
-var pageNames = []string{"overview", "batches", "batch", "jobs", "job", "search", "login", "error"}
+var pageNames = []string{"overview", "batches", "batch", "jobs", "job", "access", "search", "login", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{

@@ -1,0 +1,82 @@
+package dashboard
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ingestq/ingestq/api"
+	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// accessPage lists the access requests of both queues, newest first.
+type accessPage struct {
+	State    string
+	States   []queue.State // the filter's choices
+	Rows     []ops.AccessView
+	Problems []string
+}
+
+func (d *Dashboard) access(w http.ResponseWriter, r *http.Request, caller api.Caller) {
+	d.showAccess(w, r, caller, http.StatusOK, nil)
+}
+
+// showAccess renders the access page with an action's outcome, if any.
+func (d *Dashboard) showAccess(w http.ResponseWriter, r *http.Request, caller api.Caller, status int, f *flash) {
+	p := accessPage{State: r.URL.Query().Get("state"), States: queue.AccessMachine.States}
+	var st queue.State
+	if p.State != "" {
+		var err error
+		if st, err = ops.ParseAccessState(p.State); err != nil {
+			d.problem(w, r, caller, err)
+			return
+		}
+	}
+	list, problems, err := d.cfg.Ops.ListAccess(r.Context(), st)
+	if err != nil {
+		d.problem(w, r, caller, err)
+		return
+	}
+	// Each queue numbers its own requests: order by when they were asked.
+	slices.SortStableFunc(list, func(a, b ops.AccessView) int {
+		return cmp.Or(strings.Compare(b.Token.Requested, a.Token.Requested), strings.Compare(b.Ref, a.Ref))
+	})
+	p.Rows, p.Problems = list, texts(problems)
+	d.render(w, r, status, "access", page{Title: "Access requests", Caller: caller, Flash: f, Data: p})
+}
+
+// accessAct runs a request's button (requeue, or delete for an admin)
+// through the service layer, by the API's roles.
+func (d *Dashboard) accessAct(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("queue") + "/" + r.PathValue("qid")
+	need, do := api.RoleOperate, d.cfg.Ops.RequeueAccess
+	switch r.PostFormValue("action") {
+	case "requeue":
+	case "delete":
+		need, do = api.RoleAdmin, d.cfg.Ops.DeleteAccess
+	default:
+		do = nil
+	}
+	_, err := d.cfg.Tokens.Authorize(token(r), need)
+	if err == nil && do == nil {
+		err = errBadInput("action: want requeue or delete")
+	}
+	var o ops.Outcome
+	if err == nil {
+		o, err = do(r.Context(), ref)
+	}
+	f := &flash{OK: err == nil, Message: o.Message}
+	status := http.StatusOK
+	if err != nil {
+		status, f.Message = statusOf(err)
+		f.Message = "refused: " + f.Message
+	}
+	readCaller, rerr := d.cfg.Tokens.Authorize(token(r), api.RoleRead)
+	if rerr != nil {
+		d.signIn(w, r, cmp.Or(err, rerr))
+		return
+	}
+	d.showAccess(w, r, readCaller, status, f)
+}

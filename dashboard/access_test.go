@@ -1,0 +1,51 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// The access page lists both queues' requests with what each asks for and
+// where its package is; a Failed one is requeued from its button, by an
+// operator, and deleted only by an admin, as the API allows.
+func TestAccessPageListsAndActs(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	token := func(ark string, version int, files ...string) map[string]any {
+		return queue.AccessToken{Token: "t-" + ark, ARK: ark, Version: version, Files: files, Format: queue.FormatZip,
+			TokenStatus: queue.TokenNotReady, ContentBytes: 3 << 20, RequestedBy: "depositor@example.org"}.Map(nil)
+	}
+	_, err := b.q.CreateAccess(ctx, queue.AccessSmall, token("ark:/99999/fk4small", 2))
+	must(t, err)
+	large, err := b.q.CreateAccess(ctx, queue.AccessLarge, token("ark:/99999/fk4large", 0, "a.txt", "b.txt"))
+	must(t, err)
+	got, _, err := b.q.AcquireAccessWork(ctx, queue.AccessLarge, nil)
+	must(t, err)
+	must(t, b.q.MoveAccess(ctx, got, queue.Processing, "", nil))
+	must(t, b.q.MoveAccess(ctx, got, queue.Failed, "object ark:/99999/fk4large has no file b.txt", nil))
+	ref := queue.AccessLarge + "/" + large.ID
+
+	b.get(readToken, "/ui/access").is(t, http.StatusOK, "ark:/99999/fk4small", "version 2, zip", "~3.1 MB",
+		"depositor@example.org", "ark:/99999/fk4large", "2 file(s), zip", "has no file b.txt", `data-ref="`+ref+`"`)
+	b.get(readToken, "/ui/access?state=failed").is(t, http.StatusOK, "fk4large")
+	if a := b.get(readToken, "/ui/access?state=failed"); strings.Contains(a.body, "fk4small") {
+		t.Errorf("the Failed filter shows a Pending request:\n%s", a.body)
+	}
+	b.get(readToken, "/ui/access?state=Sleeping").is(t, http.StatusBadRequest, `unknown access state "Sleeping"`)
+
+	requeue, del := url.Values{"action": {"requeue"}}, url.Values{"action": {"delete"}}
+	b.post(readToken, "/ui/access/"+ref, requeue).is(t, http.StatusForbidden, "needs operate")
+	b.post(operateToken, "/ui/access/"+ref, del).is(t, http.StatusForbidden, "needs admin")
+	b.post(operateToken, "/ui/access/"+ref, url.Values{"action": {"explode"}}).is(t, http.StatusBadRequest, "want requeue or delete")
+	b.post(operateToken, "/ui/access/small/qid0000009999", requeue).is(t, http.StatusNotFound, "qid0000009999")
+	b.post(operateToken, "/ui/access/"+ref, requeue).is(t, http.StatusOK, "access request "+ref+" requeued")
+	if a, err := b.q.FindAccess(ctx, ref); err != nil || a.State() != queue.Processing {
+		t.Fatalf("after requeue: %v, %v; want Processing", a, err)
+	}
+	// Requeued, it is no longer Failed: the state machine's refusal.
+	b.post(operateToken, "/ui/access/"+ref, requeue).is(t, http.StatusConflict, "refused:")
+}
