@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/ops"
 )
 
 // keepAlive is how often a quiet event stream sends a comment, so that
@@ -19,7 +20,7 @@ const keepAlive = 15 * time.Second
 // events streams the events as server-sent events (text/event-stream): with
 // ?since= first those recorded since then (as events replay), then the live
 // ones, until the client goes or the daemon stops. ?batch= (bid or uuid),
-// ?job= and ?subject= (a NATS subject filter under ingestq.) select, as
+// ?job=, ?access= (small/qid…, large/qid… or qid…) and ?subject= (a NATS subject filter under ingestq.) select, as
 // replay's flags do. Each event is "id: ID", "event: KIND" and "data:" its
 // JSON. A client that reconnects asks again with ?since= (event ids are
 // not sequence numbers: Last-Event-ID is not read).
@@ -103,11 +104,16 @@ func writeEvent(w io.Writer, ev events.Event) error {
 
 // eventFilter reads replay's filters from the query.
 func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
-	v, err := readQuery(r, "since", "batch", "job", "subject")
+	v, err := readQuery(r, "since", "batch", "job", "access", "subject")
 	if err != nil {
 		return events.Filter{}, err
 	}
-	f := events.Filter{JobID: v.Get("job"), Subject: v.Get("subject")}
+	f := events.Filter{JobID: v.Get("job"), AccessID: v.Get("access"), Subject: v.Get("subject")}
+	if f.AccessID != "" {
+		if err := ops.CheckAccessRef(f.AccessID); err != nil {
+			return f, err
+		}
+	}
 	if s := v.Get("since"); s != "" {
 		if f.Since, err = events.ParseSince(s, time.Now()); err != nil {
 			return f, badRequest("since %v", err)

@@ -119,6 +119,35 @@ func TestEventStream(t *testing.T) {
 	}
 }
 
+// ?access= keeps one access request's events: by its ref, or by its bare
+// qid (each queue numbers its own, so that is either queue's).
+func TestEventStreamOfAnAccessRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	publish := func(ref, to string) {
+		b.bus.Publish(events.Event{Kind: events.KindAccess, AccessID: ref, From: "Pending", To: to})
+	}
+	publish("small/qid0000000001", "Processing")
+	publish("small/qid0000000002", "Processing")
+	publish("large/qid0000000001", "Failed")
+	flush(t, b.bus)
+	byRef := b.openStream("since=1h&access=small/qid0000000001")
+	byQID := b.openStream("since=1h&access=qid0000000001")
+	if ev := byRef.next(t); ev.AccessID != "small/qid0000000001" || ev.To != "Processing" {
+		t.Fatalf("by ref: %+v, want small/qid0000000001's", ev)
+	}
+	for _, want := range []string{"small/qid0000000001", "large/qid0000000001"} {
+		if ev := byQID.next(t); ev.AccessID != want {
+			t.Fatalf("by qid: %+v, want %s's", ev, want)
+		}
+	}
+	publish("small/qid0000000002", "Completed")
+	publish("small/qid0000000001", "Completed")
+	if ev := byRef.next(t); ev.AccessID != "small/qid0000000001" || ev.To != "Completed" {
+		t.Fatalf("by ref, live: %+v, want small/qid0000000001 Completed (not qid0000000002's)", ev)
+	}
+}
+
 // Bad filters are refused before the stream starts.
 func TestEventStreamRefusesBadFilters(t *testing.T) {
 	t.Parallel()
@@ -127,4 +156,5 @@ func TestEventStreamRefusesBadFilters(t *testing.T) {
 	b.do("GET", "events?subject=_ingestq.test.>", readToken, nil).problem(t, 400, "invalid", "under ingestq.")
 	b.do("GET", "events?batch=no-such-uuid", readToken, nil).problem(t, 404, "not-found")
 	b.do("GET", "events?jobs=x", readToken, nil).problem(t, 400, "invalid", `query parameter "jobs"`)
+	b.do("GET", "events?access=medium/qid0000000001", readToken, nil).problem(t, 400, "invalid", `"medium/qid0000000001" is not an access request`)
 }

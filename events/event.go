@@ -36,7 +36,7 @@ type Event struct {
 	Kind     string    `json:"kind"`                // KindJob, KindBatch, KindProgress or KindAdmin
 	BatchID  string    `json:"batch_id,omitempty"`  // the batch concerned
 	JobID    string    `json:"job_id,omitempty"`    // the job concerned
-	AccessID string    `json:"access_id,omitempty"` // the access request concerned (qid…)
+	AccessID string    `json:"access_id,omitempty"` // the access request concerned (small/qid… or large/qid…)
 	From     string    `json:"from,omitempty"`      // state before (job/batch transitions)
 	To       string    `json:"to,omitempty"`        // state after; for admin events the action name (hold, release, requeue, fail, delete, report, cleanup)
 	Priority *int      `json:"priority,omitempty"`  // the job's or batch's priority, when known

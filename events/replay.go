@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,7 +17,7 @@ type Filter struct {
 	Since    time.Time // only events whose Time is not before Since; zero = from the start of the stream
 	BatchID  string    // only events whose BatchID matches
 	JobID    string    // only events whose JobID matches
-	AccessID string    // only events whose AccessID matches
+	AccessID string    // only events whose AccessID matches: queue/qid…, or a bare qid… of either queue
 	Subject  string    // a NATS subject filter within the stream, default SubjectAll
 }
 
@@ -49,7 +50,7 @@ const replayStall = 30 * time.Second
 func (f Filter) match(e Event) bool {
 	return (f.BatchID == "" || e.BatchID == f.BatchID) &&
 		(f.JobID == "" || e.JobID == f.JobID) &&
-		(f.AccessID == "" || e.AccessID == f.AccessID) &&
+		(f.AccessID == "" || e.AccessID == f.AccessID || strings.HasSuffix(e.AccessID, "/"+f.AccessID)) &&
 		(f.Since.IsZero() || !e.Time.Before(f.Since))
 }
 

@@ -199,6 +199,10 @@ func ParseAccessState(name string) (queue.State, error) {
 	return "", invalid(fmt.Sprintf("unknown access state %q (known: %v)", name, queue.AccessMachine.States))
 }
 
+// CheckAccessRef refuses what cannot name an access request, as every
+// command on one does.
+func CheckAccessRef(ref string) error { return checkAccessRef(ref) }
+
 // checkAccessRef refuses what cannot name a request: small/qid…,
 // large/qid… or qid….
 func checkAccessRef(ref string) error {

@@ -122,7 +122,7 @@ func (a *app) replayCommand() *cobra.Command {
 	var since, batch, job, access string
 	var from time.Time
 	cmd := &cobra.Command{
-		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access QID]",
+		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access REF]",
 		Short: "Print the recorded events as a timeline",
 		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time.\n" +
 			"--batch prints the batch's own events, then each job's timeline, a blank line between jobs.\n" +
@@ -182,7 +182,7 @@ func (a *app) replayCommand() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only events since a duration back (10m, 1d, 2w) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
 	fl.StringVar(&batch, "batch", "", "only the events of this batch (bid… or batch uuid) and its jobs")
 	fl.StringVar(&job, "job", "", "only the events of this job")
-	fl.StringVar(&access, "access", "", "only the events of this access request")
+	fl.StringVar(&access, "access", "", "only the events of this access request (small/qid…, large/qid…, or qid… of either queue)")
 	return cmd
 }
 
