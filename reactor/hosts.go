@@ -24,8 +24,11 @@ type HostInfo struct {
 	States       []string       `json:"states"`  // what it owns (serve --states): the job states by name ("Storing"), then intake, reporting
 	Workers      map[string]int `json:"workers"` // per job state it owns
 	BatchWorkers int            `json:"batch_workers"`
-	JobsInHand   int            `json:"jobs_in_hand"`
-	Since        time.Time      `json:"since"`
+	// AccessWorkers is per access queue it works (small, large); none when
+	// it assembles no packages (a pass-through daemon, or 0 workers each).
+	AccessWorkers map[string]int `json:"access_workers,omitempty"`
+	JobsInHand    int            `json:"jobs_in_hand"`
+	Since         time.Time      `json:"since"`
 }
 
 // Works tells whether the host works job state s (its States list it).
@@ -44,6 +47,14 @@ func (r *Reactor) hostInfo(since time.Time) HostInfo {
 	for _, x := range []Role{RoleIntake, RoleReporting} {
 		if r.owns(x) {
 			h.States = append(h.States, string(x))
+		}
+	}
+	for _, name := range queue.AccessQueues {
+		if p, ok := r.pools[sigAccess(name)].(*pool); ok {
+			if h.AccessWorkers == nil {
+				h.AccessWorkers = map[string]int{}
+			}
+			h.AccessWorkers[name] = p.workers
 		}
 	}
 	r.working.Range(func(any, any) bool { h.JobsInHand++; return true })

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -18,7 +19,9 @@ func TestHostsListed(t *testing.T) {
 	t.Parallel()
 	url, zkAddr, root, q, _ := sharedQueue(t)
 	extra := []string{"--zk-session-timeout", "4s"}
-	startDaemon(t, daemonConfig{Host: "a", ZK: zkAddr, Root: root, NATS: url, Extra: extra})
+	// a assembles packages (the ingest pipeline's access queues); b, pass-through, does not.
+	startDaemon(t, daemonConfig{Host: "a", ZK: zkAddr, Root: root, NATS: url, Ingest: true,
+		Extra: append(extra, "--access-small-workers", "3", "--access-large-workers", "1")})
 	b := startDaemon(t, daemonConfig{Host: "b", ZK: zkAddr, Root: root, NATS: url, Extra: extra})
 	names := func() ([]string, error) {
 		hosts, err := q.Hosts(t.Context())
@@ -46,9 +49,14 @@ func TestHostsListed(t *testing.T) {
 			h.Since.IsZero() || time.Since(h.Since) > time.Minute {
 			t.Errorf("host %+v lacks a version, pid, its states, workers or since", h)
 		}
+		want := map[string]map[string]int{"a": {"small": 3, "large": 1}, "b": nil}[h.Name]
+		if !maps.Equal(h.AccessWorkers, want) {
+			t.Errorf("host %s: access workers %v, want %v", h.Name, h.AccessWorkers, want)
+		}
 	}
 	text, err := exec.Command(ingestqBin, "--zk", zkAddr, "--zk-root", root, "hosts").Output()
-	if err != nil || !strings.Contains(string(text), "HOST") || !strings.Contains(string(text), "\nb ") {
+	if err != nil || !strings.Contains(string(text), "HOST") || !strings.Contains(string(text), "\nb ") ||
+		!strings.Contains(string(text), "for batches, access 3 small, 1 large") {
 		t.Errorf("ingestq hosts: %v\n%s", err, text)
 	}
 

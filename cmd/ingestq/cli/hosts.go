@@ -41,7 +41,7 @@ func (a *app) hostsCommand() *cobra.Command {
 					workers += n
 				}
 				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
-					fmt.Sprintf("%d in %d states, %d for batches", workers, len(h.Workers), h.BatchWorkers),
+					fmt.Sprintf("%d in %d states, %d for batches%s", workers, len(h.Workers), h.BatchWorkers, accessWorkers(h.AccessWorkers)),
 					h.Since.Local().Format(time.DateTime))
 			}
 			return t.flush()
@@ -56,4 +56,19 @@ func ownedStates(states []string) string {
 		return "all"
 	}
 	return textValue(strings.Join(states, ","), "-")
+}
+
+// accessWorkers shows a daemon's access workers: ", access 2 small, 1
+// large", or nothing when it assembles no packages.
+func accessWorkers(n map[string]int) string {
+	var parts []string
+	for _, name := range queue.AccessQueues {
+		if n[name] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[name], name))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", access " + strings.Join(parts, ", ")
 }
