@@ -7,7 +7,7 @@ BENCHTIME ?= 3s
 BENCH_SHORT ?=
 bench_flags = $(if $(BENCH_SHORT),-short -benchtime 1x -count 1,$(1))
 
-.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-ocfl bench-place bench-api bench-cluster bench-big fmt
+.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-cluster bench-big fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ test: deps ## install what the tests start if missing, then vet and every test w
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-ocfl bench-place bench-api bench-cluster bench-big ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
+bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-cluster bench-big ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
 
 bench-queue: ## queue transitions and lifecycles beside raw multi() (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . $(call bench_flags,-benchtime $(BENCHTIME) -count 3) ./reactor/queue/
@@ -52,6 +52,9 @@ bench-fetch: ## download throughput beside plain io.Copy of the same bytes (PERF
 
 bench-ingest: ## one object through the whole ingest pipeline beside a durable copy of the same files, pct-of-baseline (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench IngestObject $(call bench_flags,-benchtime 5x -count 3) ./handlers/
+
+bench-access: ## a stored object's whole package through the access queue beside a plain zip of the same stored files, pct-of-baseline (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench AccessPackage $(call bench_flags,-benchtime 5x -count 3) ./handlers/access/
 
 bench-ocfl: ## OCFL store Put on disk and on S3 beside a durable copy and plain S3 PUTs of the same bytes (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench OCFLPut $(call bench_flags,-benchtime 3x -count 3) ./handlers/storage/ocfl/

@@ -69,7 +69,7 @@ type rigConfig struct {
 	sweep     time.Duration    // between sweeps; default the reactor's
 }
 
-func newRig(t *testing.T, c rigConfig) *rig {
+func newRig(t testing.TB, c rigConfig) *rig {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
