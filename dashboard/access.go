@@ -67,16 +67,7 @@ func (d *Dashboard) accessAct(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		o, err = do(r.Context(), ref)
 	}
-	f := &flash{OK: err == nil, Message: o.Message}
-	status := http.StatusOK
-	if err != nil {
-		status, f.Message = statusOf(err)
-		f.Message = "refused: " + f.Message
+	if caller, status, f, ok := d.afterAction(w, r, o, err); ok {
+		d.showAccess(w, r, caller, status, f)
 	}
-	readCaller, rerr := d.cfg.Tokens.Authorize(token(r), api.RoleRead)
-	if rerr != nil {
-		d.signIn(w, r, cmp.Or(err, rerr))
-		return
-	}
-	d.showAccess(w, r, readCaller, status, f)
 }

@@ -109,18 +109,28 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		o, err = d.cfg.Ops.Do(r.Context(), act, jid)
 	}
+	if caller, status, f, ok := d.afterAction(w, r, o, err); ok {
+		d.showJob(w, r, caller, jid, status, f)
+	}
+}
+
+// afterAction turns an action's outcome or refusal into the flash above
+// the page shown next, with its status, and the caller that may read it.
+// ok is false when the caller may not read: the sign-in form is shown
+// instead, saying why.
+func (d *Dashboard) afterAction(w http.ResponseWriter, r *http.Request, o ops.Outcome, err error) (api.Caller, int, *flash, bool) {
 	f := &flash{OK: err == nil, Message: o.Message}
 	status := http.StatusOK
 	if err != nil {
 		status, f.Message = statusOf(err)
 		f.Message = "refused: " + f.Message
 	}
-	readCaller, rerr := d.cfg.Tokens.Authorize(token(r), api.RoleRead)
+	caller, rerr := d.cfg.Tokens.Authorize(token(r), api.RoleRead)
 	if rerr != nil { // then the action was refused too, saying why
 		d.signIn(w, r, cmp.Or(err, rerr))
-		return
+		return caller, status, f, false
 	}
-	d.showJob(w, r, readCaller, jid, status, f)
+	return caller, status, f, true
 }
 
 // signIn shows the sign-in form, saying why it is needed.
