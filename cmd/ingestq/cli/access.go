@@ -2,19 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -67,7 +60,7 @@ func (a *app) accessRequestCommand() *cobra.Command {
 		Long: "request queues the assembly of ARK: every version (each in its folder v1/, v2/, …), or one\n" +
 			"version (--version), or some files (--file, repeatable; of --version, else of the latest).\n" +
 			"The size is estimated from the inventory (--inventory, else the embedded one in --data-dir;\n" +
-			"while a daemon holds that one, its HTTP API at --api answers instead). Above --threshold the\n" +
+			"while a daemon holds that one, or this host has none, its HTTP API at --api answers). Above --threshold the\n" +
 			"request goes to the large queue. It prints the request's ref (small/qid…); --wait follows it\n" +
 			"and prints where the package is: exit 0 when it is ready, 1 when it failed.",
 		Args: args("ARK"),
@@ -76,7 +69,7 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			if err != nil {
 				return usagef("--threshold %v", err)
 			}
-			inv, done, err := a.accessInventory(ctx, f)
+			inv, done, err := a.objectSource(ctx, f.inventory, f.dataDir, f.api)
 			if err != nil {
 				return err
 			}
@@ -106,52 +99,9 @@ func (a *app) accessRequestCommand() *cobra.Command {
 	fl.BoolVar(&f.wait, "wait", false, "follow the request; print where the package is when it is ready")
 	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), "the inventory to estimate the size from (env "+EnvInventory+"; default: the embedded one in --data-dir)")
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "the daemon's data folder (env "+EnvDataDir+")")
-	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), "the daemon's HTTP API, asked for the object while the daemon holds the embedded inventory (env "+EnvAPI+"; token: "+EnvAPIToken+")")
+	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
 	fl.StringVar(&f.threshold, "threshold", a.env(EnvAccessThreshold, "1GiB"), "estimated size above which a request goes to the large queue (env "+EnvAccessThreshold+")")
 	return cmd
-}
-
-// accessInventory opens the inventory a request is estimated from: the
-// one named, or the embedded one; when a running daemon holds that, its
-// API.
-func (a *app) accessInventory(ctx context.Context, f accessFlags) (ops.ObjectReader, func(), error) {
-	h, err := inventory.Open(ctx, f.inventory, filepath.Join(f.dataDir, "inventory.db"), nil)
-	if f.inventory == "" && errors.Is(err, inventory.ErrLocked) {
-		a.log.Debug("access: the embedded inventory is in use by a daemon; asking its API", "api", f.api)
-		return &apiObjects{base: strings.TrimSuffix(f.api, "/"), token: a.getenv(EnvAPIToken)}, func() {}, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return h, func() { _ = h.Close() }, nil
-}
-
-// apiObjects reads objects from a daemon's API (GET /objects/{ark}).
-type apiObjects struct {
-	base, token string
-}
-
-func (o *apiObjects) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.base+"/objects/"+url.PathEscape(ark), nil)
-	if err != nil {
-		return inventory.ObjectDetail{}, err
-	}
-	if o.token != "" {
-		req.Header.Set("Authorization", "Bearer "+o.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return inventory.ObjectDetail{}, fmt.Errorf("the embedded inventory is in use by a daemon, and its API does not answer (--api %s): %w", o.base, err)
-	}
-	defer resp.Body.Close()
-	var d inventory.ObjectDetail
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return d, fmt.Errorf("api %s: %s: %w", o.base, ark, inventory.ErrNotFound)
-	case resp.StatusCode != http.StatusOK:
-		return d, fmt.Errorf("api %s: object %s: %s (a token: %s)", o.base, ark, resp.Status, EnvAPIToken)
-	}
-	return d, json.NewDecoder(resp.Body).Decode(&d)
 }
 
 // waitAccess follows a request until it is Completed (exit 0, the

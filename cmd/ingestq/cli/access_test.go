@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -77,6 +78,28 @@ func TestAccessCommands(t *testing.T) {
 	_, stderr, code = access("request", "ark:/99999/fk4nope", "--data-dir", data, "--api", d.url+"/api/v1")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "object ark:/99999/fk4nope is not in the inventory")
+
+	// ingestq object, while the daemon holds the embedded inventory, asks its API.
+	out, _, code = e.run("object", ark, "--data-dir", data, "--api", d.url+"/api/v1")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, ark) || !strings.Contains(out, "producer/declaration.txt") {
+		t.Errorf("object %s through the API:\n%s", ark, out)
+	}
+	_, stderr, code = e.run("object", "--profile", "demo", "no-such-id", "--data-dir", data, "--api", d.url+"/api/v1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, `no object no-such-id in the inventory: api `+d.url+`/api/v1: local id "no-such-id" in profile "demo": not in the inventory`)
+
+	// On a host without the daemon's data folder, the API answers; with no
+	// API either, the error says both.
+	elsewhere := t.TempDir()
+	out, _, code = access("request", ark, "--data-dir", elsewhere, "--api", d.url+"/api/v1")
+	wantCode(t, code, 0)
+	if !regexp.MustCompile(`^small/qid\d{10}$`).MatchString(strings.TrimSpace(out)) {
+		t.Errorf("request from a host without the inventory: %q, want its ref", out)
+	}
+	_, stderr, code = access("request", ark, "--data-dir", elsewhere, "--api", "http://"+closedAddr(t)+"/api/v1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "there is no embedded inventory at "+filepath.Join(elsewhere, "inventory.db")+", and the daemon's API does not answer")
 
 	out, _, code = e.run("hold", "queue", "access-small")
 	wantCode(t, code, 0)

@@ -104,12 +104,14 @@ func TestByHandPath(t *testing.T) {
 		t.Errorf("show %s does not show the job of demo-poems:\n%s", stored["demo-poems"], out)
 	}
 
-	// The stored object, from the inventory: refused while the daemon holds
-	// the embedded inventory, then shown with its copy and PREMIS events.
+	// The stored object, from the inventory: while the daemon holds the
+	// embedded inventory its API is asked, and one that does not answer is
+	// named; once the daemon stops, the object is shown with its copy and
+	// PREMIS events.
 	ark := stored["demo-poems"]
-	_, stderr, code = e.run("object", ark, "--data-dir", data)
+	_, stderr, code = e.run("object", ark, "--data-dir", data, "--api", "http://"+closedAddr(t)+"/api/v1")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "inventory", "in use by a running daemon", "--inventory postgres://")
+	wantErrLine(t, stderr, "inventory", "in use by a running daemon, and the daemon's API does not answer", "--inventory URL")
 	if code := stopDaemon(); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}

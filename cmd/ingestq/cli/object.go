@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,26 +15,23 @@ import (
 // versions with their files, the copies of each, and the PREMIS events of
 // its ingest. It reads the inventory, not the queue.
 func (a *app) objectCommand() *cobra.Command {
-	var inv, dataDir, prof string
+	var inv, dataDir, prof, api string
 	cmd := &cobra.Command{
 		Use:   "object ARK | object --profile P LOCALID",
 		Short: "Show a stored object from the inventory: versions, files, copies and PREMIS events",
 		Long: "object reads the inventory a daemon records into: --inventory (a postgres:// URL, an http(s)\n" +
 			"inventory service, or a bbolt file), by default the embedded one in --data-dir. The embedded\n" +
-			"inventory is one process's at a time: while its daemon runs, read a shared inventory instead.\n" +
+			"inventory is one process's at a time: while its daemon runs (or on a host without it), the\n" +
+			"daemon's HTTP API at --api answers instead.\n" +
 			"A local id names an object within its profile (collection), so it needs --profile.",
 		Args: args("ARK|LOCALID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			path := filepath.Join(dataDir, "inventory.db")
-			h, err := inventory.Open(ctx, inv, path, nil)
-			if errors.Is(err, inventory.ErrLocked) {
-				err = fmt.Errorf("the embedded inventory %s is in use by a running daemon: stop it, or read a shared inventory (--inventory postgres://…)", path)
-			}
+			h, done, err := a.objectSource(ctx, inv, dataDir, api)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
-			defer h.Close()
+			defer done()
 			id := args[0]
 			var d inventory.ObjectDetail
 			switch {
@@ -45,10 +40,10 @@ func (a *app) objectCommand() *cobra.Command {
 			case prof == "":
 				return usagef("object: %q is not an ARK; a local id needs --profile (it is unique within its profile)", id)
 			default:
-				d, err = inventory.ObjectByLocalID(ctx, h, prof, id)
+				d, err = h.ObjectByLocalID(ctx, prof, id)
 			}
 			if errors.Is(err, inventory.ErrNotFound) {
-				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory %s", id, cmp.Or(inv, path))}
+				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory: %w", id, err)}
 			}
 			if err != nil {
 				return &exitError{code: 1, err: err}
@@ -64,6 +59,7 @@ func (a *app) objectCommand() *cobra.Command {
 	fl.StringVar(&inv, "inventory", a.env(EnvInventory, ""), "the inventory to read (env "+EnvInventory+"; default: the embedded one in --data-dir)")
 	fl.StringVar(&dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "the daemon's data folder (env "+EnvDataDir+")")
 	fl.StringVar(&prof, "profile", "", "the profile (collection) a local id belongs to")
+	fl.StringVar(&api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
 	return cmd
 }
 
