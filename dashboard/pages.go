@@ -28,7 +28,36 @@ type overviewPage struct {
 	Chart      chart
 	Holds      []queue.Hold
 	Hosts      []reactor.HostInfo
-	Problems   []string // what could not be read
+	Access     []accessCount // per state, the states with requests only
+	Problems   []string      // what could not be read
+}
+
+// accessCount is how many access requests are in a state, per queue.
+type accessCount struct {
+	State        queue.State
+	Small, Large int
+}
+
+// countAccess counts the requests of both queues by state, in the access
+// state machine's order.
+func countAccess(list []ops.AccessView) []accessCount {
+	var out []accessCount
+	for _, s := range queue.AccessMachine.States {
+		c := accessCount{State: s}
+		for _, v := range list {
+			switch {
+			case v.State != s:
+			case v.Queue == queue.AccessLarge:
+				c.Large++
+			default:
+				c.Small++
+			}
+		}
+		if c.Small+c.Large > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.Caller) {
@@ -49,6 +78,14 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.
 	o.Hosts = hosts
 	for _, p := range problems {
 		o.Problems = append(o.Problems, "host "+p.Name+": not an ingestq daemon's node: "+p.Err.Error())
+	}
+	requests, unread, err := d.cfg.Ops.ListAccess(r.Context(), "")
+	if err != nil {
+		o.Problems = append(o.Problems, "access requests: "+err.Error())
+	}
+	o.Access = countAccess(requests)
+	for _, e := range unread {
+		o.Problems = append(o.Problems, "access request: "+e.Error())
 	}
 	d.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Caller: caller, Data: o})
 }
