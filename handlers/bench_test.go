@@ -62,6 +62,7 @@ func BenchmarkIngestObject(b *testing.B) {
 			b.ResetTimer()
 			steps := map[string]time.Duration{}
 			var baseline time.Duration
+			reads0, writes0 := r.daemonQ.Requests()
 			for i := range b.N {
 				for state, d := range ingest(r, url) {
 					steps[state] += d
@@ -79,6 +80,9 @@ func BenchmarkIngestObject(b *testing.B) {
 			b.ReportMetric(float64(set.files*b.N)/b.Elapsed().Seconds(), "files/s")
 			b.ReportMetric(float64(baseline.Milliseconds())/float64(b.N), "baseline-ms/op")
 			b.ReportMetric(100*baseline.Seconds()/b.Elapsed().Seconds(), "pct-of-baseline")
+			reads, writes := r.daemonQ.Requests()
+			b.ReportMetric(float64(reads-reads0)/float64(b.N), "zk-reads/op")
+			b.ReportMetric(float64(writes-writes0)/float64(b.N), "zk-writes/op")
 			// Where an op's time goes, from the job's transition events.
 			for _, state := range []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 				queue.Storing, queue.Recording, queue.Notify} {

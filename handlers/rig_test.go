@@ -43,6 +43,7 @@ type rig struct {
 	data    string
 	bus     *events.Bus
 	q       *queue.Queue // an operator's session
+	daemonQ *queue.Queue // the daemon's: its ZooKeeper requests are counted
 	qs      *zkwatch.Session
 	log     *slog.Logger
 	content *content
@@ -102,6 +103,7 @@ func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
 func (r *rig) start(opts ...rigOption) {
 	s := r.session()
 	q := r.queue(s)
+	r.daemonQ = q
 	set, err := profile.NewSet(r.prof)
 	if err != nil {
 		r.t.Fatal(err)
