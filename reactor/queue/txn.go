@@ -87,31 +87,52 @@ func createRef(p string) op {
 // the node, so that no reader ever sees a new folder empty (mrt-zk's
 // reporter takes an empty batch-processing for a finished batch).
 func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op {
+	dirs := make([]string, len(rels))
+	dir := base
+	for i, r := range rels {
+		dir += "/" + r
+		dirs[i] = dir
+	}
+	o := create(p, data)
+	o.recover = func(ctx context.Context, err error) ([]op, error) {
+		switch {
+		case errors.Is(err, zk.ErrNodeExists):
+			return nil, nil
+		case errors.Is(err, zk.ErrNoNode):
+			// Only the folders not there: a create of one that is would
+			// fail the next multi() too, and a failed multi() costs a
+			// commit where these reads cost none. (One made meanwhile by
+			// another writer is dropped by createRef's own recovery.)
+			var ops []op
+			for i, r := range q.getAll(ctx, dirs...) {
+				if r.err != nil {
+					ops = append(ops, createRef(dirs[i]))
+				}
+			}
+			return append(ops, q.createAfterParents(p, data, base, dirs, true)), nil
+		}
+		return nil, err
+	}
+	return o
+}
+
+// createAfterParents is createIn's node once its parents are in the same
+// multi(). A NoNode then means a folder read as there went meanwhile
+// (again is true: every folder is created once more), or base is gone.
+func (q *Queue) createAfterParents(p string, data []byte, base string, dirs []string, again bool) op {
 	o := create(p, data)
 	o.recover = func(_ context.Context, err error) ([]op, error) {
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil, nil
-		case errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zk.ErrNoNode) && again:
 			var ops []op
-			dir := base
-			for _, r := range rels {
-				dir += "/" + r
-				ops = append(ops, createRef(dir))
+			for _, d := range dirs {
+				ops = append(ops, createRef(d))
 			}
-			// The node itself, without this recovery: a second NoNode means
-			// base itself is gone.
-			last := create(p, data)
-			last.recover = func(_ context.Context, err error) ([]op, error) {
-				if errors.Is(err, zk.ErrNoNode) {
-					return nil, fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
-				}
-				if errors.Is(err, zk.ErrNodeExists) {
-					return nil, nil
-				}
-				return nil, err
-			}
-			return append(ops, last), nil
+			return append(ops, q.createAfterParents(p, data, base, dirs, false)), nil
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, fmt.Errorf("%s: %w", q.rel(base), ErrNotFound)
 		}
 		return nil, err
 	}
