@@ -20,8 +20,8 @@ const keepAlive = 15 * time.Second
 // events streams the events as server-sent events (text/event-stream): with
 // ?since= first those recorded since then (as events replay), then the live
 // ones, until the client goes or the daemon stops. ?batch= (bid or uuid),
-// ?job=, ?access= (small/qid…, large/qid… or qid…) and ?subject= (a NATS subject filter under ingestq.) select, as
-// replay's flags do. Each event is "id: ID", "event: KIND" and "data:" its
+// ?job=, ?access= (small/qid…, large/qid… or qid…) and ?subject= (a NATS
+// subject filter under ingestq.) select, as replay's flags do. Each event is "id: ID", "event: KIND" and "data:" its
 // JSON. A client that reconnects asks again with ?since= (event ids are
 // not sequence numbers: Last-Event-ID is not read).
 func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {

@@ -60,9 +60,10 @@ func (a *app) accessRequestCommand() *cobra.Command {
 		Long: "request queues the assembly of ARK: every version (each in its folder v1/, v2/, …), or one\n" +
 			"version (--version), or some files (--file, repeatable; of --version, else of the latest).\n" +
 			"The size is estimated from the inventory (--inventory, else the embedded one in --data-dir;\n" +
-			"while a daemon holds that one, or this host has none, its HTTP API at --api answers). Above --threshold the\n" +
-			"request goes to the large queue. It prints the request's ref (small/qid…); --wait follows it\n" +
-			"and prints where the package is: exit 0 when it is ready, 1 when it failed.",
+			"while a daemon holds that one, or this host has none, its HTTP API at --api answers).\n" +
+			"Above --threshold the request goes to the large queue. It prints the request's ref\n" +
+			"(small/qid…); --wait follows it and prints where the package is: exit 0 when it is ready,\n" +
+			"1 when it failed.",
 		Args: args("ARK"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			threshold, err := profile.ParseByteSize(f.threshold)

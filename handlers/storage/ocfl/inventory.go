@@ -90,12 +90,10 @@ func (v *version) files() []storage.File {
 	return out
 }
 
-// holds reports whether the version holds exactly files (sorted), by name
-// and digest; equal SHA-256 digests mean equal sizes.
+// holds reports whether the version holds exactly files, by name and
+// digest: storage's own comparison, no file left aside.
 func (v *version) holds(files []storage.File) bool {
-	return slices.EqualFunc(v.files(), files, func(a, b storage.File) bool {
-		return a.Name == b.Name && a.SHA256 == b.SHA256
-	})
+	return storage.Unchanged(v.files(), files, nil)
 }
 
 // headVersion is the head's entry in versions.
