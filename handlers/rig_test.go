@@ -108,7 +108,9 @@ func (r *rig) start(opts ...rigOption) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	hc := handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log,
+	// One host name for both, as a daemon has: the pipeline records it as
+	// the holder of a job's files, the reactor works the jobs it holds.
+	hc := handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log, Host: "test",
 		Fetch:         fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second},
 		ProvisionWait: 50 * time.Millisecond}
 	rc := reactor.Config{Queue: q, Session: s, Bus: r.bus, Host: "test", Backoff: 5 * time.Millisecond,

@@ -137,7 +137,9 @@ func Verify(path string, want Want) (Result, error) {
 }
 
 // bufPool holds copy buffers: one per transfer in flight, not one per file.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+// 256 KiB: a quarter of the write calls of 64 KiB, and 16 MiB downloads
+// about 18 % faster (PERFORMANCE.md).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 func copyBuffered(w io.Writer, r io.Reader) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
