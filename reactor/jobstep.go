@@ -33,6 +33,13 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 			return r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
 		},
 		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
+		run: func(ctx context.Context, j *queue.Job) {
+			if c, ok := r.working.Load(j.ID); ok {
+				defer r.dropClaim(j.ID, c.(*claim)) // unless a move dropped or passed it on
+			}
+			r.runJob(ctx, s, j)
+		},
+		direct: make(chan *queue.Job),
 	}
 }
 
@@ -272,10 +279,17 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 // stale view is abandoned: another session owns the job now. While
 // ZooKeeper cannot be reached the commit is retried, so a server restart
 // never leaves a job locked by this (surviving) session.
+//
+// When this daemon can run the next step at once (next), the lock is kept
+// instead, and the job goes to a waiting worker of that state without the
+// write that would acquire it again (decision 211). To any reader the tree
+// is then what it would be a moment later anyway: the job in its new
+// state, locked by the daemon working it.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from, arrival, ref := j.State(), j.Status, j.Ref()
 	r.awaitRecorded(j)
-	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
+	next := r.nextHere(j, to, c)
+	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })
 	switch {
 	case queue.MaybeApplied(err):
@@ -283,6 +297,9 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		// job moved on since: the stream may lack this transition.
 		r.log.Warn("reactor: commit outcome unknown (its reply was lost, then the job moved on); its event is counted lost",
 			"job", j.ID, "from", from, "to", to, "err", err)
+		if next != nil {
+			r.releaseKept(j.ID)
+		}
 		r.bus.Lost(err)
 		r.cfg.Observer.Moved("job", from, Unknown)
 		return
@@ -306,23 +323,80 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	acked := r.bus.PublishAcked(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID, Time: committed.UTC(),
 		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
 	r.published.add(j.ID, publishedMove{id: id, state: to, acked: acked})
+	if p, ok := r.pools[sigJob(from)].(*jobPool); ok {
+		p.left(ref)
+	}
+	if queue.Bucket(from) == queue.BucketProcessing && queue.Bucket(to) != queue.BucketProcessing {
+		r.jobLeft(j.BatchID)
+	}
+	r.logJobEnd(j, from)
+	// Last: a job handed on is the next worker's from then on.
+	if next != nil && r.handOn(next, j) {
+		return
+	}
+	if next != nil {
+		r.unlock(j) // the worker was taken meanwhile: the job waits its turn
+	}
 	// The job is no longer this worker's: when this daemon works the next
 	// state too, its pool may take the job now, without waiting for the
 	// folder's watch to report it.
 	if c, ok := r.working.Load(j.ID); ok {
 		r.dropClaim(j.ID, c.(*claim))
 	}
-	if p, ok := r.pools[sigJob(from)].(*jobPool); ok {
-		p.left(ref)
-	}
 	if p, ok := r.pools[sigJob(to)].(*jobPool); ok {
 		p.arrived(j.Handoff())
 		p.Wake()
 	}
-	if queue.Bucket(from) == queue.BucketProcessing && queue.Bucket(to) != queue.BucketProcessing {
-		r.jobLeft(j.BatchID)
+}
+
+// nextHere is the pool of state to when this daemon may run the job's step
+// in it at once: a worker of that state is waiting, nothing holds the job
+// back (a held queue, a deferral), and its files are here. nil otherwise:
+// the move releases the lock and the job takes its turn.
+func (r *Reactor) nextHere(j *queue.Job, to queue.State, c queue.JobChange) *jobPool {
+	p, ok := r.pools[sigJob(to)].(*jobPool)
+	if !ok || to == queue.Pending || p.idle.Load() == 0 || r.holds.queueHeld() || r.waiting[to].skip(j.ID) {
+		return nil
 	}
-	r.logJobEnd(j, from)
+	cfg := j.Config
+	if c.Config != nil {
+		cfg = *c.Config
+	}
+	if h := cfg.WorkingHost; h != "" && h != r.cfg.Host && NeedsFiles(to) {
+		return nil
+	}
+	if sel, ok := r.cfg.Batches.(Selective); ok && !sel.Takes(cfg.PayloadURL) {
+		return nil
+	}
+	return p
+}
+
+// handOn gives a job moved with its lock kept to a waiting worker of p,
+// the worker's claim in place of this one's (a dispatcher that passed the
+// job over is still woken when the claim ends). false: no worker waits.
+func (r *Reactor) handOn(p *jobPool, j *queue.Job) bool {
+	c := new(claim)
+	old, had := r.working.Swap(j.ID, c)
+	if had {
+		c.passedOver.Store(old.(*claim).passedOver.Load())
+	}
+	if p.hand(j) {
+		return true
+	}
+	if had {
+		r.working.Store(j.ID, old)
+	} else {
+		r.working.Delete(j.ID)
+	}
+	return false
+}
+
+// releaseKept lets go of the lock a move meant to keep, when the move's
+// outcome is unknown: the job may have moved on without this daemon.
+func (r *Reactor) releaseKept(jid string) {
+	if _, err := r.q.ReleaseOwnJobLock(r.work, jid); err != nil {
+		r.log.Warn("reactor: could not release a job's lock after an unknown commit (it goes with the session)", "job", jid, "err", err)
+	}
 }
 
 // noteRetry writes why a job's step is tried again into its status

@@ -156,12 +156,18 @@ type jobPool struct {
 	// daemon moved in since (arrived): a round works from it without asking
 	// ZooKeeper. nil until the first listing: list asks then.
 	listing atomic.Pointer[[]string]
-	views   sync.Map                              // ref → handoff: the job this daemon moved in, as it wrote it
-	gone    sync.Map                              // ref → time: passed over (left), until a listing lacks it
-	list    func() ([]string, error)              // the folder from ZooKeeper, in acquisition order
-	skip    func(ref string) bool                 // not now: held queue, a job waiting for its timer
-	try     func(ctx context.Context, ref string) // acquire the ref's job and run its step
-	log     *slog.Logger
+	views   sync.Map                                // ref → handoff: the job this daemon moved in, as it wrote it
+	gone    sync.Map                                // ref → time: passed over (left), until a listing lacks it
+	list    func() ([]string, error)                // the folder from ZooKeeper, in acquisition order
+	skip    func(ref string) bool                   // not now: held queue, a job waiting for its timer
+	try     func(ctx context.Context, ref string)   // acquire the ref's job and run its step
+	run     func(ctx context.Context, j *queue.Job) // run the step of a job handed over locked (hand)
+	// direct takes a job this daemon moved into the state keeping its lock
+	// to a waiting worker; idle counts the workers waiting, a hint for
+	// whether to keep the lock at all.
+	direct chan *queue.Job
+	idle   atomic.Int32
+	log    *slog.Logger
 }
 
 // Wake asks the dispatcher for a new round. It never blocks.
@@ -178,11 +184,17 @@ func (p *jobPool) start(acquire, work context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			for {
+				p.idle.Add(1)
 				select {
 				case <-acquire.Done():
+					p.idle.Add(-1)
 					return
 				case ref := <-p.refs:
+					p.idle.Add(-1)
 					p.try(work, ref)
+				case j := <-p.direct:
+					p.idle.Add(-1)
+					p.run(work, j)
 				}
 			}
 		}()
@@ -198,6 +210,17 @@ func (p *jobPool) dispatch(acquire context.Context) {
 		}
 		for p.round(acquire) {
 		}
+	}
+}
+
+// hand gives j, locked by this session, to a worker waiting for work; it
+// reports false when none is waiting (none idle, or the pool stopping).
+func (p *jobPool) hand(j *queue.Job) bool {
+	select {
+	case p.direct <- j:
+		return true
+	default:
+		return false
 	}
 }
 
