@@ -73,9 +73,9 @@ func (q *Queue) CreateJob(ctx context.Context, b *Batch, spec JobSpec) (*Job, er
 	if spec.Metadata != nil {
 		ops = append(ops, create(q.jobPath(jid, "metadata"), mustJSON(spec.Metadata)))
 	}
-	ops = append(ops, create(q.refPath(Pending, j.ref), nil),
-		q.createIn(q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending)),
-		fenceCheck(q.batchPath(bid, "status"), b.version))
+	ops = append(ops, create(q.refPath(Pending, j.ref), nil))
+	ops = append(ops, q.createIn(ctx, q.batchPath(bid, "states", Bucket(Pending), jid), nil, q.batchPath(bid), "states", Bucket(Pending))...)
+	ops = append(ops, fenceCheck(q.batchPath(bid, "status"), b.version))
 	if err := q.commit(ctx, ops); err != nil {
 		_ = q.zk.delete(ctx, p, -1)
 		if errors.Is(err, ErrStale) {
@@ -477,8 +477,8 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 		ops = append(ops, q.delRef(from, j.ref, j.ID), createRef(q.refPath(to, newRef)))
 	}
 	if Bucket(from) != Bucket(to) {
-		ops = append(ops, delIfThere(q.batchPath(j.BatchID, "states", Bucket(from), j.ID)),
-			q.createIn(q.batchPath(j.BatchID, "states", Bucket(to), j.ID), nil, q.batchPath(j.BatchID), "states", Bucket(to)))
+		ops = append(ops, delIfThere(q.batchPath(j.BatchID, "states", Bucket(from), j.ID)))
+		ops = append(ops, q.createIn(ctx, q.batchPath(j.BatchID, "states", Bucket(to), j.ID), nil, q.batchPath(j.BatchID), "states", Bucket(to))...)
 	}
 	if c.Release && j.owner {
 		ops = append(ops, delIfThere(q.jobPath(j.ID, "lock")))

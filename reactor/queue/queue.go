@@ -24,6 +24,8 @@ type Queue struct {
 	now    func() time.Time
 	closed func() bool // the connection was closed on purpose: stop retrying
 	made   sync.Map    // ingestq's own folders known to exist (ensureDirs)
+	// folders are batch folders seen to exist (createIn)
+	folders seenFolders
 }
 
 // Option configures a Queue.

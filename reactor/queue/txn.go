@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,35 +86,95 @@ func createRef(p string) op {
 // createIn creates a node whose parent folders (rels, under base) may not
 // exist yet. When they are missing, they are created in the same multi() as
 // the node, so that no reader ever sees a new folder empty (mrt-zk's
-// reporter takes an empty batch-processing for a finished batch).
-func (q *Queue) createIn(p string, data []byte, base string, rels ...string) op {
+// reporter takes an empty batch-processing for a finished batch). Folders
+// this queue has not seen yet are read first, and only the missing ones go
+// into the multi(): a guess that fails costs ZooKeeper a commit, the reads
+// cost none. A folder seen before is taken as there; should it have gone
+// since, the multi() fails and the recovery reads them then.
+func (q *Queue) createIn(ctx context.Context, p string, data []byte, base string, rels ...string) []op {
 	dirs := make([]string, len(rels))
 	dir := base
 	for i, r := range rels {
 		dir += "/" + r
 		dirs[i] = dir
 	}
+	if q.folders.has(dir) {
+		return []op{q.createInFolders(p, data, base, dirs)}
+	}
+	missing := q.missingFolders(ctx, dirs)
+	if len(missing) == 0 {
+		return []op{q.createInFolders(p, data, base, dirs)}
+	}
+	return append(missing, q.createAfterParents(p, data, base, dirs, true))
+}
+
+// missingFolders reads dirs and returns a create for each one not there.
+// All are remembered as seen, the missing ones ahead of the multi() that
+// makes them, so that the next creation in the same multi() (a batch's
+// object chunks) does not create them twice; should that multi() fail,
+// the next creation in them fails too and reads them again. A read that
+// fails counts as missing: its create, should the folder be there after
+// all, is dropped by createRef's own recovery.
+func (q *Queue) missingFolders(ctx context.Context, dirs []string) []op {
+	var ops []op
+	for i, r := range q.getAll(ctx, dirs...) {
+		if r.err != nil {
+			ops = append(ops, createRef(dirs[i]))
+		}
+		q.folders.saw(dirs[i])
+	}
+	return ops
+}
+
+// createInFolders is createIn's node when its folders are there, or are
+// taken to be: when they are not, it reads which are missing and tries
+// again with those.
+func (q *Queue) createInFolders(p string, data []byte, base string, dirs []string) op {
 	o := create(p, data)
 	o.recover = func(ctx context.Context, err error) ([]op, error) {
 		switch {
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil, nil
 		case errors.Is(err, zk.ErrNoNode):
-			// Only the folders not there: a create of one that is would
-			// fail the next multi() too, and a failed multi() costs a
-			// commit where these reads cost none. (One made meanwhile by
-			// another writer is dropped by createRef's own recovery.)
-			var ops []op
-			for i, r := range q.getAll(ctx, dirs...) {
-				if r.err != nil {
-					ops = append(ops, createRef(dirs[i]))
-				}
+			for _, d := range dirs {
+				q.folders.forget(d)
 			}
-			return append(ops, q.createAfterParents(p, data, base, dirs, true)), nil
+			return append(q.missingFolders(ctx, dirs), q.createAfterParents(p, data, base, dirs, true)), nil
 		}
 		return nil, err
 	}
 	return o
+}
+
+// seenFolders remembers folders of the tree seen to exist, up to a bound
+// past which it starts again: a folder per batch bucket would otherwise
+// pile up for as long as the daemon runs.
+type seenFolders struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+const maxSeenFolders = 4096
+
+func (f *seenFolders) has(dir string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.set[dir]
+}
+
+func (f *seenFolders) saw(dir string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.set == nil || len(f.set) >= maxSeenFolders {
+		f.set = map[string]bool{}
+	}
+	f.set[dir] = true
+}
+
+func (f *seenFolders) forget(dir string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.set, dir)
 }
 
 // createAfterParents is createIn's node once its parents are in the same

@@ -108,7 +108,7 @@ func (q *Queue) WriteObjects(ctx context.Context, b *Batch, objs []Object, chunk
 				return nil, fmt.Errorf("batch %s: keep its objects: %w", b.ID, err)
 			}
 		}
-		ops = append(ops, q.createIn(q.chunkPath(b.ID, k), data, q.batchPath(b.ID), "objects"))
+		ops = append(ops, q.createIn(ctx, q.chunkPath(b.ID, k), data, q.batchPath(b.ID), "objects")...)
 		size += len(data)
 	}
 	// The feed last: its presence says every chunk is there.
@@ -225,7 +225,7 @@ func (q *Queue) ArchiveJobs(ctx context.Context, b *Batch, jids []string) error 
 			del(q.batchPath(b.ID, "states", Bucket(Completed), jid)))
 	}
 	name := fmt.Sprintf("%s+%d", jids[0], len(jids))
-	ops = append(ops, q.createIn(q.batchPath(b.ID, "archive", name), mustJSON(entries), q.batchPath(b.ID), "archive"))
+	ops = append(ops, q.createIn(ctx, q.batchPath(b.ID, "archive", name), mustJSON(entries), q.batchPath(b.ID), "archive")...)
 	if err := q.commit(ctx, ops); err != nil {
 		return fmt.Errorf("batch %s: archive %d jobs from %s: %w", b.ID, len(jids), jids[0], err)
 	}
