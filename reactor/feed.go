@@ -128,7 +128,19 @@ func (r *Reactor) makeJobs(ctx context.Context, b *queue.Batch, objs []Object) (
 func (r *Reactor) ensureJobs(ctx context.Context, b *queue.Batch, objs []Object) (int, error) {
 	var made []string
 	var mu sync.Mutex
-	early := func(j *queue.Job) {
+	early := func(j *queue.Job, gate bool) {
+		if gate {
+			// Passed over by the Pending pool until the batch is
+			// Processing (it would only read it to find its batch
+			// Pending); its view then goes to that pool, which acquires
+			// it without reading it (pendingBatchStep).
+			v, _ := r.gates.LoadOrStore(b.ID, &[]*queue.Job{})
+			mu.Lock()
+			*v.(*[]*queue.Job) = append(*v.(*[]*queue.Job), j)
+			mu.Unlock()
+			r.gated.Store(j.ID, true)
+			return
+		}
 		mu.Lock()
 		made = append(made, j.ID)
 		mu.Unlock()

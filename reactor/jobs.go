@@ -25,8 +25,9 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 }
 
 // ensureJobs is EnsureJobs; given early, it makes the first missing job
-// alone, the gate, then the others, and hands each of those to early.
-func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(*queue.Job)) (int, error) {
+// alone, the gate, then the others, and hands each to early as it is made
+// (gate true for the first).
+func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(j *queue.Job, gate bool)) (int, error) {
 	if err := uniqueKeys(b.ID, objs); err != nil {
 		return 0, err
 	}
@@ -57,7 +58,7 @@ func uniqueKeys(bid string, objs []Object) error {
 // hands each of the others to early as it is made: the gate stays in
 // batch-processing while the batch is Pending, so the others may run
 // meanwhile (decisions 36 and 300).
-func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(*queue.Job)) (int, error) {
+func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(j *queue.Job, gate bool)) (int, error) {
 	create := func(o Object) (*queue.Job, error) {
 		spec := o.Spec
 		spec.Config.ObjectKey, spec.RecordID = o.Key, true
@@ -72,9 +73,11 @@ func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 		created int
 	)
 	if early != nil && len(objs) > 0 {
-		if _, err := create(objs[0]); err != nil {
+		j, err := create(objs[0])
+		if err != nil {
 			return 0, err
 		}
+		early(j, true)
 		created, objs = 1, objs[1:]
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -89,7 +92,7 @@ func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 				return err
 			}
 			if early != nil {
-				early(j)
+				early(j, false)
 			}
 			mu.Lock()
 			created++

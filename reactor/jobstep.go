@@ -30,6 +30,9 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 				c.(*claim).passedOver.Store(true)
 				return true
 			}
+			if _, gate := r.gated.Load(jidOf(ref)); gate {
+				return true
+			}
 			return r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
 		},
 		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
