@@ -26,8 +26,9 @@ import (
 // process gives the object its identifier, writes its system files and the
 // storage manifest. The identifier comes from the inventory when one of the
 // job's local ids is already an object there (this deposit is an update of
-// it), else from the depositor, else from the minter; it is written to
-// ZooKeeper before anything else, so a restart never mints again.
+// it), else from the depositor, else from the minter, whose record of the
+// job gives a re-run the same identifier back; it is written to the job
+// with the step's transition (decision 214).
 func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
 	prof, err := p.profile(j.Profile())
@@ -56,26 +57,30 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if entries, err = writeObjectManifest(work, rec, entries); err != nil {
 		return reactor.Result{}, err
 	}
-	// Storing reads the record to know which files are still the ones hashed.
-	if err := rec.write(work); err != nil {
-		return reactor.Result{}, err
-	}
-	mpath := filepath.Join(work, storageManifest)
-	if err := writeStorageManifest(mpath, entries); err != nil {
+	// Storing reads the record to know which files are still the ones
+	// hashed, and the storage manifest: both written at once.
+	var g errgroup.Group
+	g.Go(func() error { return rec.write(work) })
+	g.Go(func() error { return writeStorageManifest(filepath.Join(work, storageManifest), entries) })
+	if err := g.Wait(); err != nil {
 		return reactor.Result{}, err
 	}
 	mode := "add"
 	if update {
 		mode = "update"
 	}
+	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}}
+	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
+		change.Identifiers = ids
+	}
 	return reactor.Result{
-		Change: queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}},
+		Change: change,
 		Attrs:  map[string]any{"ark": ids.PrimaryID, "mode": mode, "files": len(entries)},
 	}, nil
 }
 
-// identify settles the job's primary identifier and writes it to ZooKeeper
-// when it is new. update tells that a local id named an existing object.
+// identify settles the job's primary identifier. update tells that a local
+// id named an existing object.
 func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.Profile) (*queue.Identifiers, bool, error) {
 	j := s.Job
 	ids := &queue.Identifiers{}
@@ -117,11 +122,6 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	}
 	if ids.LocalIDs == nil {
 		ids.LocalIDs = []string{} // mrt-zk's readers expect a list, never null
-	}
-	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
-		if err := s.Checkpoint(ctx, "identifier "+ids.PrimaryID, queue.JobChange{Identifiers: ids}); err != nil {
-			return nil, false, err
-		}
 	}
 	return ids, found != "", nil
 }

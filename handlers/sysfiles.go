@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -54,18 +56,23 @@ func writeObjectManifest(work string, rec *digests, entries []manifestEntry) ([]
 	return append(entries, e), nil
 }
 
-// writeSystemFiles writes the ERC and Dublin Core files into system/,
-// recording their digests.
+// writeSystemFiles writes the ERC and Dublin Core files into system/, at
+// once (each waits for its own sync), recording their digests.
 func writeSystemFiles(work string, rec *digests, j *queue.Job, ids *queue.Identifiers) error {
 	md := queue.Metadata{}
 	if j.Metadata != nil {
 		md = *j.Metadata
 	}
-	if _, err := rec.writeHashed(work, path.Join(systemDir, ercFile), erc(md, ids)); err != nil {
+	var g errgroup.Group
+	g.Go(func() error {
+		_, err := rec.writeHashed(work, path.Join(systemDir, ercFile), erc(md, ids))
 		return err
-	}
-	_, err := rec.writeHashed(work, path.Join(systemDir, dcFile), dublinCore(md, ids))
-	return err
+	})
+	g.Go(func() error {
+		_, err := rec.writeHashed(work, path.Join(systemDir, dcFile), dublinCore(md, ids))
+		return err
+	})
+	return g.Wait()
 }
 
 // erc is the object's Electronic Resource Citation (the kernel elements

@@ -122,14 +122,22 @@ func fence(obj storage.Object) func(context.Context) error {
 	return obj.Fence
 }
 
+// writeUncommitted writes a version's content and then its inventory and
+// sidecar, none of it the head yet. Writes that no reader orders are made
+// at once (the declaration with the content, the inventory with its
+// sidecar): each waits for its own sync, and syncs under way together
+// share the file system's journal commits or a store's round trips.
 func (s *Store) writeUncommitted(ctx context.Context, root, vdir string, first bool, body, side []byte, write map[string]storage.File, fence func(context.Context) error) (int, error) {
+	var linked int
+	g, gctx := errgroup.WithContext(ctx)
 	if first {
-		if err := putBytes(ctx, s.p, root+"/"+objectDeclaration, []byte(objectDeclared)); err != nil {
-			return 0, err
-		}
+		g.Go(func() error { return putBytes(gctx, s.p, root+"/"+objectDeclaration, []byte(objectDeclared)) })
 	}
-	linked, err := s.writeContent(ctx, root, write)
-	if err != nil {
+	g.Go(func() (err error) {
+		linked, err = s.writeContent(gctx, root, write)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return 0, err
 	}
 	// Only once every content file is there: a version folder whose
@@ -138,10 +146,13 @@ func (s *Store) writeUncommitted(ctx context.Context, root, vdir string, first b
 	if err := fence(ctx); err != nil {
 		return linked, fenced(err)
 	}
-	if err := putBytes(ctx, s.p, vdir+"/"+inventoryName, body); err != nil {
+	g, gctx = errgroup.WithContext(ctx)
+	g.Go(func() error { return putBytes(gctx, s.p, vdir+"/"+inventoryName, body) })
+	g.Go(func() error { return putBytes(gctx, s.p, vdir+"/"+sidecarName, side) })
+	if err := g.Wait(); err != nil {
 		return 0, err
 	}
-	return linked, putBytes(ctx, s.p, vdir+"/"+sidecarName, side)
+	return linked, nil
 }
 
 // commit makes a written version the head. The root inventory is the
