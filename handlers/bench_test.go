@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,28 +71,23 @@ func BenchmarkIngestObject(b *testing.B) {
 			}
 			reads0, writes0 := r.daemonQ.Requests()
 			for i := range b.N {
-				b.StopTimer()
-				settle()
-				b.StartTimer()
 				for state, d := range ingest(r, url) {
 					steps[state] += d
 				}
 				b.StopTimer()
-				// The copies stay until the end: on a file system mounted
-				// with discard, freeing their blocks slows the commits
-				// (the fsyncs) of whatever runs next.
-				settle()
+				dir := filepath.Join(root, fmt.Sprint(i))
 				start := time.Now()
-				if err := durableCopy(client, urls, filepath.Join(root, fmt.Sprint(i))); err != nil {
+				if err := durableCopy(client, urls, dir); err != nil {
 					b.Fatal(err)
 				}
 				baseline += time.Since(start)
-				settle()
+				os.RemoveAll(dir)
 				start = time.Now()
-				if err := durableCopy(client, urls, filepath.Join(root, fmt.Sprint(i, "v")), algs...); err != nil {
+				if err := durableCopy(client, urls, dir, algs...); err != nil {
 					b.Fatal(err)
 				}
 				verifying += time.Since(start)
+				os.RemoveAll(dir)
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(set.files*b.N)/b.Elapsed().Seconds(), "files/s")
@@ -111,11 +105,6 @@ func BenchmarkIngestObject(b *testing.B) {
 		})
 	}
 }
-
-// settle writes back what the previous part left dirty (its files, the
-// removal of the last copy) before the next part is timed, so that no
-// part pays for another's writeback.
-func settle() { syscall.Sync() }
 
 // benchName spreads files over folders of at most 100, as deposits do.
 func benchName(i int) string { return fmt.Sprintf("d%02d/f%05d.bin", i/100, i) }
