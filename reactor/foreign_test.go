@@ -2,6 +2,7 @@ package reactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -297,5 +299,62 @@ func TestPassThroughLeavesRealWorkAlone(t *testing.T) {
 	got, err := e.q.LoadJob(t.Context(), j.ID)
 	if err != nil || got.State() != queue.Pending || got.Locked || got.Status.LastModified != j.Status.LastModified {
 		t.Fatalf("the real job: %+v (%v); want untouched in Pending", got, err)
+	}
+}
+
+// A job that another program moves on, one after another, is taken by the
+// daemon from the folder's watch every time, never left for the safety
+// rescan (here an hour, longer than the test may run): a worker of the
+// state it left may still hold it, reading it, when the watch of the state
+// it entered reports it, and that worker's end must wake the new state's
+// pool. Before the fix, about one job in 150 waited for the rescan.
+func TestForeignMovesNeedNoRescan(t *testing.T) {
+	const jobs = 300
+	e := newEnv(t)
+	done := e.outside("ingestq.job.>")
+	e.daemon("host-a", func(c *reactor.Config) { c.Rescan = time.Hour })
+	// A batch the daemon leaves Pending (not its payload): each job made in
+	// it waits in Pending, read and deferred by the daemon, until this
+	// session moves it to Estimating.
+	bt := e.submit(map[string]any{"profile_name": "demo", "payload_url": "foreign:0"})
+	for range jobs {
+		var j *queue.Job
+		var err error
+		for {
+			b, lerr := e.q.LoadBatch(t.Context(), bt.ID)
+			mustDo(t, func() error { return lerr })
+			if j, err = e.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5, Config: queue.JobConfig{PayloadURL: "passthrough:1"}}); !errors.Is(err, queue.ErrStale) {
+				break
+			}
+		}
+		mustDo(t, func() error { return err })
+		for {
+			if j, err = e.q.LockJob(t.Context(), j.ID); !errors.Is(err, queue.ErrLocked) {
+				break
+			}
+		}
+		mustDo(t, func() error { return err })
+		mustDo(t, func() error { return e.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}) })
+		waitEnd(t, done, j.ID)
+	}
+}
+
+// waitEnd waits for job jid's Completed event; a minute without it is a
+// job left for the rescan.
+func waitEnd(t *testing.T, events chan events.Event, jid string) {
+	t.Helper()
+	for {
+		select {
+		case ev := <-events:
+			if ev.JobID != jid || (ev.To != string(queue.Completed) && ev.To != string(queue.Failed)) {
+				continue
+			}
+			if ev.To != string(queue.Completed) {
+				t.Fatalf("job %s ended %s: %s", jid, ev.To, ev.Message)
+			}
+			return
+		case <-time.After(time.Minute):
+			t.Fatalf("job %s moved to Estimating by another program was not taken in a minute: left for the rescan", jid)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 		},
 		skip: func(ref string) bool {
 			if c, busy := r.working.Load(jidOf(ref)); busy {
-				c.(*claim).passedOver.Store(true)
+				r.passOver(s, jidOf(ref), c.(*claim))
 				return true
 			}
 			if _, gate := r.gated.Load(jidOf(ref)); gate {
@@ -68,7 +68,10 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 		}
 	}()
 	c := new(claim)
-	if _, busy := r.working.LoadOrStore(jid, c); busy {
+	if other, busy := r.working.LoadOrStore(jid, c); busy {
+		// Another worker here holds it (the round saw no claim a moment
+		// ago): woken when that claim ends, as the round would be.
+		r.passOver(s, jid, other.(*claim))
 		return
 	}
 	defer r.dropClaim(jid, c) // unless move dropped it at the commit
@@ -103,6 +106,17 @@ func (r *Reactor) acquire(ctx context.Context, s queue.State, ref string) (*queu
 		}
 	}
 	return r.q.TryAcquireJob(ctx, s, ref, admit)
+}
+
+// passOver marks a claim as having made state s's pool pass jid over, so
+// that the claim's end wakes the pools. Should the claim have ended while
+// it was marked, its dropper may have looked before the mark: the pool is
+// woken here instead.
+func (r *Reactor) passOver(s queue.State, jid string, c *claim) {
+	c.passedOver.Store(true)
+	if now, ok := r.working.Load(jid); !ok || now != c {
+		r.wake(sigJob(s))
+	}
 }
 
 // dropClaim ends a worker's claim c on jid, if it still holds. A pool that
