@@ -334,7 +334,9 @@ func TestForeignMovesNeedNoRescan(t *testing.T) {
 			}
 		}
 		mustDo(t, func() error { return err })
-		mustDo(t, func() error { return e.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}) })
+		mustDo(t, func() error {
+			return e.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true})
+		})
 		waitEnd(t, done, j.ID)
 	}
 }
