@@ -94,11 +94,18 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
+	return q.jobAfter(ctx, jid, q.getAll(ctx, q.jobPath(jid, "status"))[0])
+}
+
+// jobAfter reads the rest of a job whose status was read already (status):
+// the status first, so that a reader never sees half a creation (decision
+// 206).
+func (q *Queue) jobAfter(ctx context.Context, jid string, status read) (*Job, error) {
 	paths := []string{q.jobPath(jid)}
-	for _, c := range jobChildren {
+	for _, c := range jobChildren[1:] { // jobChildren[0] is the status
 		paths = append(paths, q.jobPath(jid, c))
 	}
-	r := q.getAllAfter(ctx, 1, paths...) // jobChildren[0] is the status
+	r := slices.Insert(q.getAll(ctx, paths...), 1, status)
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("job", jid)
 	}
@@ -274,10 +281,11 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit fu
 	if !ok {
 		return nil, nil
 	}
-	if moved, err := q.movedOrLocked(ctx, s, jid); moved || err != nil {
+	status, moved, err := q.movedOrLocked(ctx, s, jid)
+	if moved || err != nil {
 		return nil, err
 	}
-	j, err := q.LoadJob(ctx, jid)
+	j, err := q.jobAfter(ctx, jid, status)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
@@ -302,22 +310,23 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit fu
 // whole job is eleven): a ref from a listing is often of a job another
 // daemon has moved on or holds. moved is true when the job is no longer in
 // state s; err is ErrLocked when another session holds it. Anything else
-// (gone, unreadable) is left to LoadJob to say.
-func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (moved bool, err error) {
+// (gone, unreadable) is left to jobAfter to say, which reads the rest of
+// the job after this status.
+func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (status read, moved bool, err error) {
 	r := q.getAll(ctx, q.jobPath(jid, "status"), q.jobPath(jid, "lock"))
 	if r[0].err != nil {
-		return false, nil
+		return r[0], false, nil
 	}
 	st, err := decodeJobStatus(q.rel(q.jobPath(jid, "status")), r[0].data)
 	switch {
 	case err != nil:
-		return false, nil
+		return r[0], false, nil
 	case st.Status != s:
-		return true, nil
+		return r[0], true, nil
 	case r[1].err == nil:
-		return false, fmt.Errorf("job %s: %w", jid, ErrLocked)
+		return r[0], false, fmt.Errorf("job %s: %w", jid, ErrLocked)
 	}
-	return false, nil
+	return r[0], false, nil
 }
 
 // Handoff is a copy of a job this session has just moved (and released),
