@@ -204,21 +204,8 @@ func BenchmarkDispatch(b *testing.B) {
 			for ev.JobID != j.ID {
 				ev = <-est
 			}
-			for {
-				if t, ok := e.started.Load(j.ID); ok {
-					lat = append(lat, t.(time.Time).Sub(ev.Time))
-					break
-				}
-				time.Sleep(50 * time.Microsecond) // polling a map the handler fills; not synchronisation of the measured path
-			}
-			// An idle queue for the next job: this one's later steps done.
-			ev = <-done
-			for ev.JobID != j.ID || (ev.To != string(queue.Completed) && ev.To != string(queue.Failed)) {
-				ev = <-done
-			}
-			if ev.To != string(queue.Completed) {
-				b.Fatalf("job %s ended %s: %s", j.ID, ev.To, ev.Message)
-			}
+			lat = append(lat, e.startedAt(j.ID).Sub(ev.Time))
+			e.awaitCompleted(done, j.ID) // an idle queue for the next job
 		}
 		b.StopTimer()
 		percentiles(b, "latency", lat)
@@ -253,21 +240,9 @@ func BenchmarkDispatch(b *testing.B) {
 				b.Fatal(err)
 			}
 			t1 := time.Now()
-			for {
-				if t, ok := e.started.Load(j.ID); ok {
-					lat = append(lat, t.(time.Time).Sub(t0))
-					after = append(after, t.(time.Time).Sub(t1))
-					break
-				}
-				time.Sleep(50 * time.Microsecond) // polling a map the handler fills; not synchronisation of the measured path
-			}
-			ev := <-done
-			for ev.JobID != j.ID || (ev.To != string(queue.Completed) && ev.To != string(queue.Failed)) {
-				ev = <-done
-			}
-			if ev.To != string(queue.Completed) {
-				b.Fatalf("job %s ended %s: %s", j.ID, ev.To, ev.Message)
-			}
+			started := e.startedAt(j.ID)
+			lat, after = append(lat, started.Sub(t0)), append(after, started.Sub(t1))
+			e.awaitCompleted(done, j.ID)
 		}
 		b.StopTimer()
 		percentiles(b, "latency", lat)
@@ -421,6 +396,29 @@ func (e *benv) foreignMove(j *queue.Job, to queue.State) *queue.Job {
 		e.b.Fatal(err)
 	}
 	return j
+}
+
+// startedAt is when job jid's Estimating handler started.
+func (e *benv) startedAt(jid string) time.Time {
+	for {
+		if t, ok := e.started.Load(jid); ok {
+			return t.(time.Time)
+		}
+		time.Sleep(50 * time.Microsecond) // polling a map the handler fills; not synchronisation of the measured path
+	}
+}
+
+// awaitCompleted reads events until job jid's end, which must be Completed.
+func (e *benv) awaitCompleted(events chan events.Event, jid string) {
+	for ev := range events {
+		if ev.JobID != jid || (ev.To != string(queue.Completed) && ev.To != string(queue.Failed)) {
+			continue
+		}
+		if ev.To != string(queue.Completed) {
+			e.b.Fatalf("job %s ended %s: %s", jid, ev.To, ev.Message)
+		}
+		return
+	}
 }
 
 // BenchmarkThroughput: whole job lifecycles per second with pass-through
