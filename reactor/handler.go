@@ -38,9 +38,10 @@ func NewStep(j *queue.Job, save func(ctx context.Context, c queue.JobChange) err
 }
 
 // Checkpoint writes c to the job now, without a change of state and fenced
-// as the result will be: what must outlive a crash of this step, such as a
-// minted identifier, or the reason a job waits (c.Message). what names the
-// checkpoint in its error.
+// as the result will be: what must outlive a crash of this step, such as
+// the reason a job waits (c.Message), or the results of earlier steps run
+// again on a host taking the job over. what names the checkpoint in its
+// error.
 func (s *Step) Checkpoint(ctx context.Context, what string, c queue.JobChange) error {
 	if err := s.save(ctx, c); err != nil {
 		return fmt.Errorf("job %s: saving %s: %w", s.Job.ID, what, err)
