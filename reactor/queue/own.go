@@ -119,7 +119,7 @@ func (q *Queue) Mint(ctx context.Context, counter, jid string, format func(n uin
 				return "", fmt.Errorf("mint for %s: %w", jid, ctx.Err())
 			}
 		case errors.Is(err, zk.ErrNoNode) && repairs < maxRepairs:
-			q.made.Clear() // a folder went under us: the next round remakes it
+			q.folders.clear() // a folder went under us: the next round remakes it
 			repairs++
 		default:
 			return "", fmt.Errorf("mint for %s: advance %s and record %s: %w", jid, q.rel(cpath), q.rel(rpath), err)
@@ -178,7 +178,7 @@ func (q *Queue) sortedChildren(ctx context.Context, dir string) ([]string, error
 // for once per Queue (again after a repair).
 func (q *Queue) ensureDirs(ctx context.Context, dirs ...string) error {
 	for _, dir := range dirs {
-		if _, done := q.made.Load(dir); done {
+		if q.folders.has(q.Path(dir)) {
 			continue
 		}
 		for i := 1; i <= len(dir); i++ {
@@ -194,7 +194,7 @@ func (q *Queue) ensureDirs(ctx context.Context, dirs ...string) error {
 				}
 			}
 		}
-		q.made.Store(dir, true)
+		q.folders.saw(q.Path(dir))
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -23,8 +22,8 @@ type Queue struct {
 	log    *slog.Logger
 	now    func() time.Time
 	closed func() bool // the connection was closed on purpose: stop retrying
-	made   sync.Map    // ingestq's own folders known to exist (ensureDirs)
-	// folders are batch folders seen to exist (createIn)
+	// folders are folders seen to exist: ingestq's own (ensureDirs) and a
+	// batch's (createIn)
 	folders seenFolders
 }
 

@@ -148,7 +148,8 @@ func (q *Queue) createInFolders(p string, data []byte, base string, dirs []strin
 
 // seenFolders remembers folders of the tree seen to exist, up to a bound
 // past which it starts again: a folder per batch bucket would otherwise
-// pile up for as long as the daemon runs.
+// pile up for as long as the daemon runs. A folder forgotten is only read
+// again.
 type seenFolders struct {
 	mu  sync.Mutex
 	set map[string]bool
@@ -169,6 +170,12 @@ func (f *seenFolders) saw(dir string) {
 		f.set = map[string]bool{}
 	}
 	f.set[dir] = true
+}
+
+func (f *seenFolders) clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set = nil
 }
 
 func (f *seenFolders) forget(dir string) {
