@@ -105,7 +105,17 @@ func (r *Reactor) acquire(ctx context.Context, s queue.State, ref string) (*queu
 			}
 		}
 	}
-	return r.q.TryAcquireJob(ctx, s, ref, admit)
+	return r.q.TryAcquireJob(ctx, s, ref, queue.Admission{Check: admit, Early: r.admitsEarly(s)})
+}
+
+// admitsEarly tells whether a job in state s must be admitted before it is
+// locked, because its content may make it another's to take: its files on
+// another host (states past Downloading), its batch not started (Pending),
+// its payload another pipeline's (decision 44: left untouched). Elsewhere
+// the lock goes out with the reads of the job (decision 218).
+func (r *Reactor) admitsEarly(s queue.State) bool {
+	_, selective := r.cfg.Batches.(Selective)
+	return s == queue.Pending || NeedsFiles(s) || selective
 }
 
 // passOver marks a claim as having made state s's pool pass jid over, so

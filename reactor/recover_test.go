@@ -37,7 +37,7 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	// the second in Completed: what a host killed at those moves leaves.
 	walk := func(j *queue.Job, to queue.State) *queue.Job {
 		for s := queue.Pending; s != to; {
-			got, err := foreign.TryAcquireJob(ctx, s, j.Ref(), nil)
+			got, err := foreign.TryAcquireJob(ctx, s, j.Ref(), queue.Admission{})
 			if err != nil || got == nil || got.ID != j.ID {
 				t.Fatalf("acquire %s in %s: %v %v", j.ID, s, got, err)
 			}

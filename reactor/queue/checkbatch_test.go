@@ -41,7 +41,7 @@ func TestCheckBatchContradictions(t *testing.T) {
 	for s := queue.Pending; s != queue.Completed; {
 		j, err := r.q.LoadJob(ctx, doneJobs[0].ID)
 		r.ok(err)
-		j, err = r.q.TryAcquireJob(ctx, s, j.Ref(), nil)
+		j, err = r.q.TryAcquireJob(ctx, s, j.Ref(), queue.Admission{})
 		r.ok(err)
 		next, _ := queue.JobMachine.Success(s)
 		if s == queue.Pending {

@@ -94,23 +94,29 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
-	return q.jobAfter(ctx, jid, q.getAll(ctx, q.jobPath(jid, "status"))[0])
+	return q.jobAfter(ctx, jid, map[string]read{"status": q.getAll(ctx, q.jobPath(jid, "status"))[0]})
 }
 
-// jobAfter reads the rest of a job whose status was read already (status):
-// the status first, so that a reader never sees half a creation (decision
-// 206).
-func (q *Queue) jobAfter(ctx context.Context, jid string, status read) (*Job, error) {
-	paths := []string{q.jobPath(jid)}
-	for _, c := range jobChildren[1:] { // jobChildren[0] is the status
-		paths = append(paths, q.jobPath(jid, c))
+// jobAfter reads the rest of a job whose status was read already: the
+// status first, so that a reader never sees half a creation (decision 206).
+// known holds the status and any other of the job's nodes read with it (its
+// lock), by name; they are not read again.
+func (q *Queue) jobAfter(ctx context.Context, jid string, known map[string]read) (*Job, error) {
+	paths, names := []string{q.jobPath(jid)}, []string{""}
+	for _, c := range jobChildren {
+		if _, ok := known[c]; !ok {
+			paths, names = append(paths, q.jobPath(jid, c)), append(names, c)
+		}
 	}
-	r := slices.Insert(q.getAll(ctx, paths...), 1, status)
+	r := q.getAll(ctx, paths...)
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("job", jid)
 	}
 	got := map[string]read{}
-	for i, c := range jobChildren {
+	for c, x := range known {
+		r, names = append(r, x), append(names, c)
+	}
+	for i, c := range names[1:] {
 		x := r[i+1]
 		if x.err != nil && !errors.Is(x.err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("load job %s: %w", jid, x.err)
@@ -260,7 +266,7 @@ func (q *Queue) AcquireJob(ctx context.Context, s State) (*Job, error) {
 		q.log.Warn("queue: skipping", "err", p)
 	}
 	for _, ref := range refs {
-		j, err := q.TryAcquireJob(ctx, s, ref, nil)
+		j, err := q.TryAcquireJob(ctx, s, ref, Admission{})
 		if errors.Is(err, ErrLocked) {
 			continue
 		}
@@ -271,39 +277,95 @@ func (q *Queue) AcquireJob(ctx context.Context, s State) (*Job, error) {
 	return nil, nil
 }
 
+// Admission is whether a daemon takes a job it has found. Check, when not
+// nil, is asked about the job as read; it returns false to leave the job.
+// Early asks it before anything is written, for a job whose content may
+// make it another daemon's (its files on another host, its batch not
+// started). Otherwise the lock goes out with the reads of the rest of the
+// job, one round trip sooner, and a job Check turns down is released at
+// once, as mrt-zk's own acquisition releases a job it locked and then
+// found not to be its (decision 218).
+type Admission struct {
+	Check func(*Job) bool
+	Early bool
+}
+
+func (a Admission) admits(j *Job) bool { return a.Check == nil || a.Check(j) }
+
 // TryAcquireJob acquires the job of one ref in state s, as AcquireJob does.
 // It returns ErrLocked when another session holds the job, and nil, nil
 // when the job has moved on or cannot be read (which is logged with its
-// path), or when admit (nil admits all) turns the job down after reading
-// it, before anything is written.
-func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit func(*Job) bool) (*Job, error) {
+// path), or when admit turns it down.
+func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Admission) (*Job, error) {
 	_, jid, ok := parseRef(ref)
 	if !ok {
 		return nil, nil
 	}
-	status, moved, err := q.movedOrLocked(ctx, s, jid)
+	h, moved, err := q.movedOrLocked(ctx, s, jid)
 	if moved || err != nil {
 		return nil, err
 	}
-	j, err := q.jobAfter(ctx, jid, status)
+	known := map[string]read{"status": h.status, "lock": h.lock}
+	if admit.Early || !h.sound {
+		j, err := q.jobAfter(ctx, jid, known)
+		if !q.acquirable(s, ref, j, err) {
+			return nil, nil
+		}
+		j.ref = ref // as listed: a foreign tree may file it under another priority
+		j, err = q.AcquireView(ctx, j, admit.Check)
+		if errors.Is(err, ErrStale) {
+			return nil, nil
+		}
+		return j, err
+	}
+	// The lock, fenced on the status as read, with the reads of the rest:
+	// the reads are vouched for by the status read before them, and the
+	// fence fails the lock if the job moved since.
+	var j *Job
+	var readErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		j, readErr = q.jobAfter(ctx, jid, known)
+	}()
+	err = q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)})
+	<-read
+	switch {
+	case errors.Is(err, ErrStale):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !q.acquirable(s, ref, j, readErr) || !admit.admits(j):
+		if err := q.releaseOwnLock(ctx, q.jobPath(jid, "lock")); err != nil {
+			q.log.Warn("queue: a job turned down is still locked by this session", "job", jid, "err", err)
+		}
+		return nil, nil
+	}
+	j.ref = ref
+	j.version, j.owner, j.Locked = h.status.stat.Version+1, true, true
+	return j, nil
+}
+
+// acquirable tells whether a job read for an acquisition in state s from
+// ref can be taken; it logs a job that cannot be read. err is what reading
+// it gave; a job locked by another session is left to the acquisition's
+// lock to find.
+func (q *Queue) acquirable(s State, ref string, j *Job, err error) bool {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		q.log.Warn("queue: skipping ref without a job", "ref", q.rel(q.refPath(s, ref)))
-		return nil, nil
+		return false
 	case err != nil:
 		q.log.Warn("queue: skipping job", "ref", q.rel(q.refPath(s, ref)), "err", err)
-		return nil, nil
-	case j.State() != s:
-		return nil, nil // moved on since the folder was listed
-	case j.Locked:
-		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
+		return false
 	}
-	j.ref = ref // as listed: a foreign tree may file it under another priority
-	j, err = q.AcquireView(ctx, j, admit)
-	if errors.Is(err, ErrStale) {
-		return nil, nil
-	}
-	return j, err
+	return j.State() == s // else moved on since the folder was listed
+}
+
+// head is a job's status and lock, read before the rest of it.
+type head struct {
+	status, lock read
+	sound        bool // the status was there and could be decoded
 }
 
 // movedOrLocked reads only a job's status and lock (two reads, where the
@@ -312,21 +374,23 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit fu
 // state s; err is ErrLocked when another session holds it. Anything else
 // (gone, unreadable) is left to jobAfter to say, which reads the rest of
 // the job after this status.
-func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (status read, moved bool, err error) {
+func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (h head, moved bool, err error) {
 	r := q.getAll(ctx, q.jobPath(jid, "status"), q.jobPath(jid, "lock"))
+	h = head{status: r[0], lock: r[1]}
 	if r[0].err != nil {
-		return r[0], false, nil
+		return h, false, nil
 	}
 	st, err := decodeJobStatus(q.rel(q.jobPath(jid, "status")), r[0].data)
 	switch {
 	case err != nil:
-		return r[0], false, nil
+		return h, false, nil
 	case st.Status != s:
-		return r[0], true, nil
+		return h, true, nil
 	case r[1].err == nil:
-		return r[0], false, fmt.Errorf("job %s: %w", jid, ErrLocked)
+		return h, false, fmt.Errorf("job %s: %w", jid, ErrLocked)
 	}
-	return r[0], false, nil
+	h.sound = true
+	return h, false, nil
 }
 
 // Handoff is a copy of a job this session has just moved (and released),
