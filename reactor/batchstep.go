@@ -42,18 +42,18 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	switch {
 	case errors.Is(err, queue.ErrStale):
 		r.log.Warn("reactor: batch taken over by another session; stopped making its jobs", "batch", b.ID, "err", err)
-		r.takeGates(b.ID)
+		r.takeGates(b.ID, nil)
 		r.unlockBatch(b)
 		return true, nil
 	case !ok:
-		r.takeGates(b.ID)
+		r.takeGates(b.ID, nil)
 		r.unlockBatch(b)
 		return true, nil
 	case queue.Unreachable(err):
 		// Not the payload's fault: the batch stays Pending, and is taken
 		// again once ZooKeeper answers (by this daemon or another).
 		r.log.Warn("reactor: ZooKeeper unreachable while making the batch's jobs; the batch stays Pending", "batch", b.ID, "err", err)
-		r.takeGates(b.ID)
+		r.takeGates(b.ID, nil)
 		r.unlockBatch(b)
 		return true, nil
 	}
@@ -62,14 +62,19 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		c.Message = fmt.Sprintf("payload: %v", err)
 		c.JobCount = r.countJobs(b.ID) // the jobs made before the failure
 	}
-	gates := r.takeGates(b.ID)
-	if r.moveBatch(b, queue.Processing, c, nil) {
-		if p, ok := r.pools[sigJob(queue.Pending)].(*jobPool); ok {
-			for _, j := range gates {
-				p.arrived(j.Handoff()) // acquired without a read
-			}
-		}
+	if !r.moveBatch(b, queue.Processing, c, nil) {
+		r.takeGates(b.ID, nil)
+	} else {
+		// Started, then the gates let go with their views: the Pending
+		// pool acquires them without a read and admits them at once. Let
+		// go before the move, a gate was taken from the folder's listing,
+		// read, and deferred while its batch still looked Pending.
 		r.batchStarted(b.ID)
+		var hand func(*queue.Job)
+		if p, ok := r.pools[sigJob(queue.Pending)].(*jobPool); ok {
+			hand = func(j *queue.Job) { p.arrived(j.Handoff()) }
+		}
+		r.takeGates(b.ID, hand)
 		if windowed, _ := r.feeds.known(b.ID); windowed {
 			r.signal(sigFeed, b.ID) // its next window may be made at once
 		}
@@ -80,20 +85,22 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// takeGates returns and forgets the gate jobs this daemon's batch handler
-// made for batch bid (ensureJobs), which the Pending pool passed over
-// until now; it wakes that pool, which may take them from here on.
-func (r *Reactor) takeGates(bid string) []*queue.Job {
+// takeGates forgets the gate jobs this daemon's batch handler made for
+// batch bid (ensureJobs), which the Pending pool passed over until now,
+// each given to hand first (if not nil); it wakes that pool, which may take
+// them from here on.
+func (r *Reactor) takeGates(bid string, hand func(*queue.Job)) {
 	v, ok := r.gates.LoadAndDelete(bid)
 	if !ok {
-		return nil
+		return
 	}
-	jobs := *v.(*[]*queue.Job)
-	for _, j := range jobs {
+	for _, j := range *v.(*[]*queue.Job) {
+		if hand != nil {
+			hand(j)
+		}
 		r.gated.Delete(j.ID)
 	}
 	r.wake(sigJob(queue.Pending))
-	return jobs
 }
 
 // acquirePendingBatch takes a Pending batch, reading only the batches not

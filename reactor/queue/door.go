@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,7 @@ type door struct {
 	conn    *zk.Conn
 	timeout time.Duration
 	sent    *Requests
+	log     *slog.Logger // at debug level, each request: what the daemon asks of ZooKeeper
 }
 
 // Requests counts the requests a Queue has sent to ZooKeeper since New:
@@ -51,6 +54,9 @@ type stat struct {
 
 // await runs call under ctx and the request timeout.
 func await[T any](ctx context.Context, d door, verb, path string, call func() (T, error)) (T, error) {
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		d.log.LogAttrs(ctx, slog.LevelDebug, "zookeeper request", slog.String("op", verb), slog.String("path", path))
+	}
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, fmt.Errorf("zookeeper %s %s: %w", verb, path, err)
@@ -93,7 +99,11 @@ func (d door) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
 // when the wait ends first, every read has that error.
 func (d door) getMany(ctx context.Context, paths []string) []read {
 	d.sent.Reads.Add(uint64(len(paths)))
-	out, err := await(ctx, d, "get", fmt.Sprintf("%d nodes", len(paths)), func() ([]read, error) {
+	nodes := fmt.Sprintf("%d nodes", len(paths))
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		nodes = strings.Join(paths, " ")
+	}
+	out, err := await(ctx, d, "get", nodes, func() ([]read, error) {
 		out := make([]read, len(paths))
 		var wg sync.WaitGroup
 		for i, p := range paths {

@@ -56,6 +56,7 @@ func New(conn *zk.Conn, root string, opts ...Option) (*Queue, error) {
 	for _, o := range opts {
 		o(q)
 	}
+	q.zk.log = q.log
 	return q, nil
 }
 
