@@ -90,17 +90,22 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 // each given to hand first (if not nil); it wakes that pool, which may take
 // them from here on.
 func (r *Reactor) takeGates(bid string, hand func(*queue.Job)) {
-	v, ok := r.gates.LoadAndDelete(bid)
-	if !ok {
-		return
-	}
-	for _, j := range *v.(*[]*queue.Job) {
-		if hand != nil {
+	if v, ok := r.gates.LoadAndDelete(bid); ok && hand != nil {
+		for _, j := range *v.(*[]*queue.Job) {
 			hand(j)
 		}
-		r.gated.Delete(j.ID)
 	}
-	r.wake(sigJob(queue.Pending))
+	found := false
+	r.gated.Range(func(jid, of any) bool { // with a gate named whose creation failed
+		if of == bid {
+			r.gated.Delete(jid)
+			found = true
+		}
+		return true
+	})
+	if found {
+		r.wake(sigJob(queue.Pending))
+	}
 }
 
 // acquirePendingBatch takes a Pending batch, reading only the batches not

@@ -128,23 +128,24 @@ func (r *Reactor) makeJobs(ctx context.Context, b *queue.Batch, objs []Object) (
 func (r *Reactor) ensureJobs(ctx context.Context, b *queue.Batch, objs []Object) (int, error) {
 	var made []string
 	var mu sync.Mutex
-	early := func(j *queue.Job, gate bool) {
-		if gate {
-			// Passed over by the Pending pool until the batch is
-			// Processing (it would only read it to find its batch
-			// Pending); its view then goes to that pool, which acquires
-			// it without reading it (pendingBatchStep).
+	starts := &jobStarts{
+		// The gate is passed over by the Pending pool until the batch is
+		// Processing (it would only read it to find its batch Pending),
+		// from before any folder lists it; its view then goes to that
+		// pool, which acquires it without reading it (pendingBatchStep).
+		naming: func(jid string) { r.gated.Store(jid, b.ID) },
+		gate: func(j *queue.Job) {
 			v, _ := r.gates.LoadOrStore(b.ID, &[]*queue.Job{})
 			mu.Lock()
 			*v.(*[]*queue.Job) = append(*v.(*[]*queue.Job), j)
 			mu.Unlock()
-			r.gated.Store(j.ID, true)
-			return
-		}
-		mu.Lock()
-		made = append(made, j.ID)
-		mu.Unlock()
-		r.startEarly(j)
+		},
+		other: func(j *queue.Job) {
+			mu.Lock()
+			made = append(made, j.ID)
+			mu.Unlock()
+			r.startEarly(j)
+		},
 	}
 	defer func() { // the batch's move to Processing releases the jobs not yet started
 		mu.Lock()
@@ -158,11 +159,11 @@ func (r *Reactor) ensureJobs(ctx context.Context, b *queue.Batch, objs []Object)
 		pace = p.CreatePace(b)
 	}
 	if pace <= 0 {
-		return ensureJobs(ctx, r.q, b, objs, early)
+		return ensureJobs(ctx, r.q, b, objs, starts)
 	}
 	const ten = 10
 	for end := ten; ; end += ten {
-		n, err := ensureJobs(ctx, r.q, b, objs[:min(end, len(objs))], early)
+		n, err := ensureJobs(ctx, r.q, b, objs[:min(end, len(objs))], starts)
 		if err != nil || end >= len(objs) {
 			return n, err
 		}

@@ -24,10 +24,20 @@ func EnsureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 	return ensureJobs(ctx, q, b, objs, nil)
 }
 
-// ensureJobs is EnsureJobs; given early, it makes the first missing job
-// alone, the gate, then the others, and hands each to early as it is made
-// (gate true for the first).
-func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(j *queue.Job, gate bool)) (int, error) {
+// jobStarts is how a batch handler's run starts the jobs it makes before
+// their batch is Processing (decisions 189, 213 and 219): it names the gate
+// (the first job made, alone) as soon as the gate has an id, before any
+// folder lists it; then it is given the gate, made; then each other job as
+// it is made.
+type jobStarts struct {
+	naming func(jid string)
+	gate   func(j *queue.Job)
+	other  func(j *queue.Job)
+}
+
+// ensureJobs is EnsureJobs; given starts, it makes the first missing job
+// alone, the gate, then the others, and hands each on as it is made.
+func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, starts *jobStarts) (int, error) {
 	if err := uniqueKeys(b.ID, objs); err != nil {
 		return 0, err
 	}
@@ -36,7 +46,7 @@ func ensureJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 		return 0, err
 	}
 	todo := slices.DeleteFunc(slices.Clone(objs), func(o Object) bool { return have[o.Key] })
-	created, err := createJobs(ctx, q, b, todo, early)
+	created, err := createJobs(ctx, q, b, todo, starts)
 	return len(objs) - len(todo) + created, err
 }
 
@@ -54,11 +64,11 @@ func uniqueKeys(bid string, objs []Object) error {
 
 // createJobs creates a job for each object, many at once, and returns how
 // many it created; it stops starting more at the first failure. Given
-// early, it creates the first job (the gate) alone, before the others, and
-// hands each of the others to early as it is made: the gate stays in
-// batch-processing while the batch is Pending, so the others may run
-// meanwhile (decisions 36 and 300).
-func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, early func(j *queue.Job, gate bool)) (int, error) {
+// starts, it creates the first job (the gate) alone, before the others, and
+// hands each on as it is made: the gate stays in batch-processing while
+// the batch is Pending, so the others may run meanwhile (decisions 36 and
+// 300).
+func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Object, starts *jobStarts) (int, error) {
 	create := func(o Object) (*queue.Job, error) {
 		spec := o.Spec
 		spec.Config.ObjectKey, spec.RecordID = o.Key, true
@@ -72,12 +82,14 @@ func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 		mu      sync.Mutex
 		created int
 	)
-	if early != nil && len(objs) > 0 {
-		j, err := create(objs[0])
+	if starts != nil && len(objs) > 0 {
+		gate := objs[0]
+		gate.Spec.Named = starts.naming
+		j, err := create(gate)
 		if err != nil {
 			return 0, err
 		}
-		early(j, true)
+		starts.gate(j)
 		created, objs = 1, objs[1:]
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -91,8 +103,8 @@ func createJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, objs []Obje
 			if err != nil {
 				return err
 			}
-			if early != nil {
-				early(j, false)
+			if starts != nil {
+				starts.other(j)
 			}
 			mu.Lock()
 			created++

@@ -94,7 +94,7 @@ type Reactor struct {
 	started sync.Map         // bids known to be past Pending: their jobs may start
 	early   sync.Map         // jids this daemon's batch handler made after its gate job: they may start now
 	gates   sync.Map         // bid → *[]*queue.Job: the gate jobs its batch handler made here (takeGates)
-	gated   sync.Map         // jid → true: those gate jobs, passed over while their batch is made
+	gated   sync.Map         // jid → bid: those gate jobs, named before any folder lists them, passed over while their batch is made
 	// The intake's view of /batches: the watch's listing, and the batches
 	// read past Pending for good (forgotten at each full listing, so a
 	// foreign writer's odd move is seen within a rescan).

@@ -87,6 +87,15 @@ func TestLateAdmissionReleasesAnUnreadableJob(t *testing.T) {
 	if ok, _, err := r.conn.Exists(r.q.Path("/jobs/" + bad + "/lock")); err != nil || ok {
 		t.Fatalf("unreadable job still locked (%v)", err)
 	}
+	// Found again by the next round, it is read, not locked: a corrupt job
+	// costs reads each round, as before, never writes.
+	_, writes0 = r.q.Requests()
+	if j, err := r.q.TryAcquireJob(t.Context(), queue.Pending, refs[i], queue.Admission{}); j != nil || err != nil {
+		t.Fatalf("unreadable job again: %v, %v; want skipped", j, err)
+	}
+	if _, writes = r.q.Requests(); writes != writes0 {
+		t.Fatalf("%d writes for an unreadable job found again, want none", writes-writes0)
+	}
 	for _, want := range good {
 		r.acquire(queue.Pending, want)
 	}

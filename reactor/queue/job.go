@@ -31,6 +31,10 @@ type JobSpec struct {
 	// Merritt's ingest service does for the jobs it makes: mrt-zk's
 	// Job.jid() and Merritt's consumers read it from there.
 	RecordID bool `json:"record_id,omitempty"`
+	// Named, if not nil, is called with the job's id once it is allocated,
+	// before any folder lists the job: for a caller that must know the job
+	// as its own before anyone can find it.
+	Named func(jid string) `json:"-"`
 }
 
 // CreateJob creates a Pending job in batch b, listed in pending and in the
@@ -50,6 +54,9 @@ func (q *Queue) CreateJob(ctx context.Context, b *Batch, spec JobSpec) (*Job, er
 		return nil, fmt.Errorf("create job: %w", err)
 	}
 	jid := path2name(p)
+	if spec.Named != nil {
+		spec.Named(jid)
+	}
 	if spec.RecordID {
 		spec.Config.JobID = jid
 	}
@@ -306,7 +313,8 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 		return nil, err
 	}
 	known := map[string]read{"status": h.status, "lock": h.lock}
-	if admit.Early || !h.sound {
+	unread := h.sound && q.unreadable.has(fmt.Sprint(jid, "@", h.status.stat.Version))
+	if admit.Early || !h.sound || unread {
 		j, err := q.jobAfter(ctx, jid, known)
 		if !q.acquirable(s, ref, j, err) {
 			return nil, nil
@@ -336,6 +344,9 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 	case err != nil:
 		return nil, err
 	case !q.acquirable(s, ref, j, readErr) || !admit.admits(j):
+		if readErr != nil { // the next round reads it before it locks it, at the version the fence left
+			q.unreadable.saw(fmt.Sprint(jid, "@", h.status.stat.Version+1))
+		}
 		if err := q.releaseOwnLock(ctx, q.jobPath(jid, "lock")); err != nil {
 			q.log.Warn("queue: a job turned down is still locked by this session", "job", jid, "err", err)
 		}

@@ -24,7 +24,11 @@ type Queue struct {
 	closed func() bool // the connection was closed on purpose: stop retrying
 	// folders are folders seen to exist: ingestq's own (ensureDirs) and a
 	// batch's (createIn)
-	folders seenFolders
+	folders seen
+	// unreadable are jobs found unreadable after their lock went out with
+	// their reads (TryAcquireJob), by id and status version: read before
+	// they are locked, until they change.
+	unreadable seen
 }
 
 // Option configures a Queue.

@@ -146,42 +146,42 @@ func (q *Queue) createInFolders(p string, data []byte, base string, dirs []strin
 	return o
 }
 
-// seenFolders remembers folders of the tree seen to exist, up to a bound
-// past which it starts again: a folder per batch bucket would otherwise
-// pile up for as long as the daemon runs. A folder forgotten is only read
-// again.
-type seenFolders struct {
+// seen remembers facts of the tree (folders seen to exist, jobs found
+// unreadable), up to a bound past which it starts again: one per batch
+// bucket would otherwise pile up for as long as the daemon runs. A fact
+// forgotten is only read again.
+type seen struct {
 	mu  sync.Mutex
 	set map[string]bool
 }
 
-const maxSeenFolders = 4096
+const maxSeen = 4096
 
-func (f *seenFolders) has(dir string) bool {
+func (f *seen) has(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.set[dir]
+	return f.set[key]
 }
 
-func (f *seenFolders) saw(dir string) {
+func (f *seen) saw(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.set == nil || len(f.set) >= maxSeenFolders {
+	if f.set == nil || len(f.set) >= maxSeen {
 		f.set = map[string]bool{}
 	}
-	f.set[dir] = true
+	f.set[key] = true
 }
 
-func (f *seenFolders) clear() {
+func (f *seen) clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.set = nil
 }
 
-func (f *seenFolders) forget(dir string) {
+func (f *seen) forget(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.set, dir)
+	delete(f.set, key)
 }
 
 // createAfterParents is createIn's node once its parents are in the same
