@@ -163,7 +163,7 @@ func TestHandoffServed(t *testing.T) {
 	}
 	for _, path := range []string{
 		"files/producer/a.txt",
-		"files/premis-events.jsonl",
+		"files/premis-events.json",
 		"files/stored-version.json",
 		"files/../stored-version.json",
 		"files/producer/%2e%2e/%2e%2e/stored-version.json",

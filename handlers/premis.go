@@ -1,14 +1,12 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +29,8 @@ import (
 // once.
 
 const (
-	premisLog   = "premis-events.jsonl" // one event per line, each step's appended (decision 220)
-	premisLogV1 = "premis-events.json"  // the log as one array, rewritten by each step: read, never written
-	premisFile  = "mrt-premis.xml"
+	premisLog  = "premis-events.json"
+	premisFile = "mrt-premis.xml"
 )
 
 // eventNS scopes the ids of ingestq's events.
@@ -48,109 +45,36 @@ func (p *Pipeline) event(jid, typ, file, key, detail string) inventory.Event {
 }
 
 // logEvents adds evs to the job's event log, keeping any event already
-// there, and returns the whole log. The log is appended to and synced, not
-// rewritten: a step adds a few events to a log of thousands (a large
-// object's digests), and an append makes no new file, where each new file
-// costs this project's hosts about a millisecond (PERFORMANCE.md).
+// there, and returns the whole log.
 func (p *Pipeline) logEvents(j *queue.Job, evs ...inventory.Event) ([]inventory.Event, error) {
-	work := p.workDir(j)
-	all, whole, err := readEventLog(work)
-	if err != nil {
+	path := filepath.Join(p.workDir(j), premisLog)
+	var all []inventory.Event
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &all); err != nil {
+			return nil, fmt.Errorf("PREMIS event log %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
-	}
-	var add []inventory.Event
-	if whole < 0 { // the earlier log's: written into the new one with the first events added
-		add, whole = slices.Clone(all), 0
 	}
 	have := make(map[string]bool, len(all))
 	for _, e := range all {
 		have[e.ID] = true
 	}
-	n := len(add)
+	added := false
 	for _, e := range evs {
 		if !have[e.ID] {
-			add, have[e.ID] = append(add, e), true
+			all, added, have[e.ID] = append(all, e), true, true
 		}
 	}
-	if len(add) > n {
-		if err := appendEvents(filepath.Join(work, premisLog), whole, add); err != nil {
-			return nil, fmt.Errorf("PREMIS event log: %w", err)
+	if added {
+		data, _ := json.MarshalIndent(all, "", " ")
+		if err := durable.WriteFile(path, data); err != nil {
+			return nil, err
 		}
 	}
-	return append(all, add[n:]...), nil
-}
-
-// readEventLog reads a working folder's event log: its events, and the
-// length of its whole lines. A last line without its newline is an append
-// a crash cut short (its step is run again) and is left out; any other
-// line that is not an event is an error naming it. A folder with only
-// the earlier log (one array, rewritten whole: a job begun before an
-// upgrade) gives its events, and whole -1.
-func readEventLog(work string) (all []inventory.Event, whole int64, err error) {
-	path := filepath.Join(work, premisLog)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		v1 := filepath.Join(work, premisLogV1)
-		if data, err = os.ReadFile(v1); err == nil {
-			if err := json.Unmarshal(data, &all); err != nil {
-				return nil, 0, fmt.Errorf("PREMIS event log %s: %w", v1, err)
-			}
-			return all, -1, nil
-		}
-	}
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil, 0, nil
-	case err != nil:
-		return nil, 0, err
-	}
-	for n := 1; len(data) > 0; n++ {
-		line, rest, complete := bytes.Cut(data, []byte("\n"))
-		if !complete {
-			break // cut short
-		}
-		var e inventory.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, 0, fmt.Errorf("PREMIS event log %s, line %d: %w", path, n, err)
-		}
-		all, whole, data = append(all, e), whole+int64(len(line))+1, rest
-	}
-	return all, whole, nil
-}
-
-// appendEvents appends evs, a line each, to the log at path after its
-// first whole bytes (dropping an append cut short), and syncs it; the
-// folder too when the log is new.
-func appendEvents(path string, whole int64, evs []inventory.Event) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b) // a line each
-	for _, e := range evs {
-		if err := enc.Encode(e); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b.Bytes(), whole)
-	if err == nil {
-		err = f.Truncate(whole + int64(b.Len()))
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && errors.Is(statErr, os.ErrNotExist) {
-		err = durable.SyncDir(filepath.Dir(path))
-	}
-	return err
+	return all, nil
 }
 
 // premisXML is the object's PREMIS 3 description: its identifier, and the
