@@ -313,22 +313,29 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 		return nil, err
 	}
 	known := map[string]read{"status": h.status, "lock": h.lock}
-	unread := h.sound && q.unreadable.has(fmt.Sprint(jid, "@", h.status.stat.Version))
-	if admit.Early || !h.sound || unread {
-		j, err := q.jobAfter(ctx, jid, known)
-		if !q.acquirable(s, ref, j, err) {
-			return nil, nil
-		}
-		j.ref = ref // as listed: a foreign tree may file it under another priority
-		j, err = q.AcquireView(ctx, j, admit.Check)
-		if errors.Is(err, ErrStale) {
-			return nil, nil
-		}
-		return j, err
+	if !admit.Early && h.sound && !q.unreadable.has(unreadableKey(jid, h.status.stat.Version)) {
+		return q.lockReading(ctx, s, ref, jid, h, known, admit)
 	}
-	// The lock, fenced on the status as read, with the reads of the rest:
-	// the reads are vouched for by the status read before them, and the
-	// fence fails the lock if the job moved since.
+	j, err := q.jobAfter(ctx, jid, known)
+	if !q.acquirable(s, ref, j, err) {
+		return nil, nil
+	}
+	j.ref = ref // as listed: a foreign tree may file it under another priority
+	j, err = q.AcquireView(ctx, j, admit.Check)
+	if errors.Is(err, ErrStale) {
+		return nil, nil
+	}
+	return j, err
+}
+
+// unreadableKey names a job found unreadable at a status version.
+func unreadableKey(jid string, version int32) string { return fmt.Sprint(jid, "@", version) }
+
+// lockReading is TryAcquireJob's late admission (decision 218): the lock,
+// fenced on the status as read (h), with the reads of the rest (known
+// holds what h read). The reads are vouched for by the status read before
+// them, and the fence fails the lock if the job moved since.
+func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h head, known map[string]read, admit Admission) (*Job, error) {
 	var j *Job
 	var readErr error
 	read := make(chan struct{})
@@ -336,7 +343,7 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 		defer close(read)
 		j, readErr = q.jobAfter(ctx, jid, known)
 	}()
-	err = q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)})
+	err := q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)})
 	<-read
 	switch {
 	case errors.Is(err, ErrStale):
@@ -345,7 +352,7 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 		return nil, err
 	case !q.acquirable(s, ref, j, readErr) || !admit.admits(j):
 		if readErr != nil { // the next round reads it before it locks it, at the version the fence left
-			q.unreadable.saw(fmt.Sprint(jid, "@", h.status.stat.Version+1))
+			q.unreadable.saw(unreadableKey(jid, h.status.stat.Version+1))
 		}
 		if err := q.releaseOwnLock(ctx, q.jobPath(jid, "lock")); err != nil {
 			q.log.Warn("queue: a job turned down is still locked by this session", "job", jid, "err", err)
