@@ -15,9 +15,11 @@ func sha256Want(t *testing.T, data []byte) Want {
 	return Want{Alg: "sha256", Digest: digestOf(t, "sha256", data), Size: int64(len(data))}
 }
 
+// The file is larger than writebackEvery and cut past it: the bytes
+// handed to writeback before the cut are kept, and the rest follow them.
 func TestDownloadResumesAfterCut(t *testing.T) {
-	data := payload(400_000, 10)
-	const at = 123_457
+	data := payload(3*writebackEvery+400_000, 10)
+	const at = writebackEvery + 123_457
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
 		if n == 0 {
 			cut(t, w, data, at)
@@ -50,12 +52,15 @@ func TestDownloadResumesAfterCut(t *testing.T) {
 	}
 }
 
+// Cut past writebackEvery: the restart truncates bytes already handed to
+// writeback.
 func TestDownloadServerIgnoresRange(t *testing.T) {
-	data := payload(200_000, 11)
+	data := payload(2*writebackEvery+200_000, 11)
+	const at = writebackEvery + 70_000
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
 		switch n {
 		case 0:
-			cut(t, w, data, 70_000)
+			cut(t, w, data, at)
 		default:
 			r.Header.Del("Range") // answer 200 with the whole file
 			serve(w, r, data)
@@ -72,7 +77,7 @@ func TestDownloadServerIgnoresRange(t *testing.T) {
 	if res.Resumed {
 		t.Fatal("Resumed although the server sent the whole file again")
 	}
-	if reqs := o.requests(); len(reqs) != 2 || reqs[1].Get("Range") != "bytes=70000-" {
+	if reqs := o.requests(); len(reqs) != 2 || reqs[1].Get("Range") != "bytes="+strconv.Itoa(at)+"-" {
 		t.Fatalf("requests %v: want a second one with a Range", reqs)
 	}
 	if progress.n.Load() != int64(len(data)) {
