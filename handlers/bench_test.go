@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -125,8 +126,9 @@ func benchData(i, size int) []byte {
 }
 
 // durableCopy is the baseline: each URL copied to dir/<its path below /f/>,
-// fsynced, then every folder made fsynced once; hashed on the way by each
-// of algs (md5, sha256) given.
+// fsynced, then every folder made fsynced once. Given algs (md5, sha256),
+// it is the verifying copy: each byte hashed on the way by each, and the
+// disk's writes started every MiB, as the pipeline's downloads do.
 func durableCopy(client *http.Client, urls []string, dir string, algs ...string) error {
 	dirs := map[string]bool{dir: true}
 	for _, u := range urls {
@@ -190,6 +192,11 @@ func getFile(client *http.Client, url, dest string, algs []string) error {
 		return err
 	}
 	var w io.Writer = f
+	if len(algs) > 0 {
+		// The verifying copy starts writeback as the pipeline does
+		// (decision 221), to stay the most an ingest can reach.
+		w = io.MultiWriter(f, durable.NewWriteback(f, 0))
+	}
 	for _, alg := range algs {
 		switch alg {
 		case "md5":

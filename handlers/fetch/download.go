@@ -56,10 +56,10 @@ type download struct {
 	f         *os.File
 	h         *digester
 	progress  func(int64)
-	offset    int64  // bytes in f, all of them hashed
-	unwritten int64  // bytes at the end of f not yet handed to writeback
-	resumed   bool   // the bytes in f did not all come from one response from zero
-	validator string // ETag or Last-Modified of the first response, for If-Range
+	offset    int64              // bytes in f, all of them hashed
+	wb        *durable.Writeback // of f's bytes from offset on
+	resumed   bool               // the bytes in f did not all come from one response from zero
+	validator string             // ETag or Last-Modified of the first response, for If-Range
 }
 
 type downloadKey struct{}
@@ -122,6 +122,7 @@ func (d *download) rehash() error {
 		return &localError{fmt.Errorf("reading %s: %w", d.f.Name(), err)}
 	}
 	d.offset = n
+	d.wb = durable.NewWriteback(d.f, n)
 	d.report(n)
 	if d.want.Size >= 0 && n > d.want.Size {
 		return d.restart()
@@ -139,7 +140,8 @@ func (d *download) restart() error {
 	}
 	d.h.Reset()
 	d.report(-d.offset)
-	d.offset, d.resumed, d.unwritten = 0, false, 0
+	d.offset, d.resumed = 0, false
+	d.wb = durable.NewWriteback(d.f, 0)
 	return nil
 }
 
@@ -166,7 +168,7 @@ func (d *download) copy(r io.Reader) error {
 			}
 			d.h.Write(buf[:n])
 			d.offset += int64(n)
-			d.writeback(int64(n))
+			d.wb.Write(buf[:n]) // a big file's disk writes start while it is hashed (decision 221)
 			d.report(int64(n))
 		}
 		if err == io.EOF {
@@ -180,22 +182,6 @@ func (d *download) copy(r io.Reader) error {
 		return d.sizeMismatch("more than " + strconv.FormatInt(d.want.Size, 10))
 	}
 	return nil
-}
-
-// writebackEvery is how many bytes a download writes before it asks the
-// kernel to start writing them to disk: the disk then works while the
-// download goes on hashing, instead of all at the fsync. Smaller files
-// (most of a deposit's) never reach it and are synced together, which
-// costs them less (DeferSync).
-const writebackEvery = 1 << 20
-
-// writeback counts n more bytes written, starting their writeback once
-// there are writebackEvery of them.
-func (d *download) writeback(n int64) {
-	if d.unwritten += n; d.unwritten >= writebackEvery {
-		durable.StartWriteback(d.f, d.offset-d.unwritten, d.unwritten)
-		d.unwritten = 0
-	}
 }
 
 // expectTotal fails early when the source announces a size other than the

@@ -9,17 +9,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 )
 
 func sha256Want(t *testing.T, data []byte) Want {
 	return Want{Alg: "sha256", Digest: digestOf(t, "sha256", data), Size: int64(len(data))}
 }
 
-// The file is larger than writebackEvery and cut past it: the bytes
+// The file is larger than durable.WritebackEvery and cut past it: the bytes
 // handed to writeback before the cut are kept, and the rest follow them.
 func TestDownloadResumesAfterCut(t *testing.T) {
-	data := payload(3*writebackEvery+400_000, 10)
-	const at = writebackEvery + 123_457
+	data := payload(3*durable.WritebackEvery+400_000, 10)
+	const at = durable.WritebackEvery + 123_457
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
 		if n == 0 {
 			cut(t, w, data, at)
@@ -52,11 +54,11 @@ func TestDownloadResumesAfterCut(t *testing.T) {
 	}
 }
 
-// Cut past writebackEvery: the restart truncates bytes already handed to
+// Cut past durable.WritebackEvery: the restart truncates bytes already handed to
 // writeback.
 func TestDownloadServerIgnoresRange(t *testing.T) {
-	data := payload(2*writebackEvery+200_000, 11)
-	const at = writebackEvery + 70_000
+	data := payload(2*durable.WritebackEvery+200_000, 11)
+	const at = durable.WritebackEvery + 70_000
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
 		switch n {
 		case 0:
