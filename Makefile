@@ -41,8 +41,8 @@ bench-queue: ## queue transitions and lifecycles beside raw multi() (PERFORMANCE
 
 bench-reactor: ## issue 13's measures 1-3: throughput with 1, 2, 3 daemons beside the raw multi() ceiling; dispatch and batch completion beside a bare watch (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench Throughput $(call bench_flags,-benchtime 3x -count 2) ./reactor/
-	$(GO) test -run '^$$' -bench Dispatch $(call bench_flags,-benchtime 300x -count 2) ./reactor/
-	$(GO) test -run '^$$' -bench BatchCompletion $(call bench_flags,-benchtime 100x -count 2) ./reactor/
+	$(GO) test -run '^$$' -bench Dispatch $(call bench_flags,-benchtime 1000x -count 2) ./reactor/
+	$(GO) test -run '^$$' -bench BatchCompletion $(call bench_flags,-benchtime 1000x -count 2) ./reactor/
 
 bench-watch: ## child created → the watcher emits, beside a bare watch (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench CreateToEmit $(call bench_flags,-benchtime 2s -count 2) ./zkwatch/
