@@ -422,19 +422,8 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
 func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
-	ok, err := q.tryLock(ctx, q.batchPath(bid, "lock"))
-	if errors.Is(err, ErrNotFound) {
-		return nil, notFound("batch", bid)
-	}
+	b, err := lockToLoad(ctx, q, "batch", bid, q.batchPath(bid, "lock"), q.LoadBatch)
 	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("batch %s: %w", bid, ErrLocked)
-	}
-	b, err := q.LoadBatch(ctx, bid)
-	if err != nil {
-		_ = q.releaseOwnLock(ctx, q.batchPath(bid, "lock"))
 		return nil, err
 	}
 	b.owner, b.Locked = true, true
@@ -444,10 +433,7 @@ func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 // UnlockBatch releases a lock this session took. A stale view releases
 // nothing but the session's own lock node.
 func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
-	if !b.owner {
-		return fmt.Errorf("batch %s: this session does not hold its lock", b.ID)
-	}
-	if err := q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock")); err != nil {
+	if err := q.unlockHeld(ctx, "batch", b.ID, q.batchPath(b.ID, "lock"), b.owner); err != nil {
 		return err
 	}
 	b.owner, b.Locked = false, false

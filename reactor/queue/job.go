@@ -443,19 +443,8 @@ func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
-	ok, err := q.tryLock(ctx, q.jobPath(jid, "lock"))
-	if errors.Is(err, ErrNotFound) {
-		return nil, notFound("job", jid)
-	}
+	j, err := lockToLoad(ctx, q, "job", jid, q.jobPath(jid, "lock"), q.LoadJob)
 	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
-	}
-	j, err := q.LoadJob(ctx, jid)
-	if err != nil {
-		_ = q.releaseOwnLock(ctx, q.jobPath(jid, "lock"))
 		return nil, err
 	}
 	j.owner, j.Locked = true, true
@@ -464,10 +453,7 @@ func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 
 // UnlockJob releases a lock this session took.
 func (q *Queue) UnlockJob(ctx context.Context, j *Job) error {
-	if !j.owner {
-		return fmt.Errorf("job %s: this session does not hold its lock", j.ID)
-	}
-	if err := q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock")); err != nil {
+	if err := q.unlockHeld(ctx, "job", j.ID, q.jobPath(j.ID, "lock"), j.owner); err != nil {
 		return err
 	}
 	j.owner, j.Locked = false, false

@@ -188,6 +188,37 @@ func (q *Queue) releaseOwn(ctx context.Context, p string) (bool, error) {
 	return true, nil
 }
 
+// lockToLoad takes the lock at p for an admin action on the kind id (a
+// job, a batch), then loads what it guards; the lock is let go again when
+// that fails.
+func lockToLoad[T any](ctx context.Context, q *Queue, kind, id, p string, load func(context.Context, string) (T, error)) (T, error) {
+	var none T
+	ok, err := q.tryLock(ctx, p)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return none, notFound(kind, id)
+	case err != nil:
+		return none, err
+	case !ok:
+		return none, fmt.Errorf("%s %s: %w", kind, id, ErrLocked)
+	}
+	v, err := load(ctx, id)
+	if err != nil {
+		_ = q.releaseOwnLock(ctx, p)
+		return none, err
+	}
+	return v, nil
+}
+
+// unlockHeld releases the lock at p of the kind id, which this session
+// must hold (owner).
+func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool) error {
+	if !owner {
+		return fmt.Errorf("%s %s: this session does not hold its lock", kind, id)
+	}
+	return q.releaseOwnLock(ctx, p)
+}
+
 // tryLock creates an ephemeral lock node. It reports false when another
 // session holds it. A lock whose create was applied although the reply was
 // lost is recognised as this session's own.
