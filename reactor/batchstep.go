@@ -159,8 +159,15 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	b, waits, err := r.q.AcquireCompletedBatch(ctx, ids)
+	var ended []*queue.Batch // a look at every batch: the ones that ended lately
+	var passed func(*queue.Batch)
+	if ids == nil {
+		passed = func(b *queue.Batch) { ended = append(ended, b) }
+	}
+	b, waits, err := r.q.AcquireCompletedBatch(ctx, ids, passed)
+	acquired := time.Now() // when the move to Reporting landed, the time of its event
 	r.doneReport(ids, b != nil)
+	r.recoverBatchEnds(ended)
 	if err != nil {
 		return false, err
 	}
@@ -168,9 +175,12 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		r.wakeOn(waits, sigReport)
 		return true, nil // not ready (or taken): look at the next one
 	}
-	from := b.State()
-	if from == queue.Reporting {
-		r.publishBatch(b, queue.Processing, nil)
+	switch {
+	case b.Arrival.Status == queue.Reporting:
+		r.recoverBatchEvent(b) // taken over: its move to Reporting was a stopped reporter's
+	case b.State() == queue.Reporting:
+		r.recoverBatchEvent(&queue.Batch{ID: b.ID, Status: b.Arrival}) // the intake's move, before this one
+		r.publishBatch(b, b.Arrival.Status, acquired, nil)
 	}
 	rep, stored, err := r.buildReport(b)
 	if err != nil {
@@ -194,6 +204,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		to = queue.Failed
 	}
 	stored.LastModified = rep.LastModified
+	r.awaitRecorded(b.ID, b.ArrivalID()) // a kill after the next move loses no more than that move's event
 	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &stored}, reportAttrs(rep))
 	return true, nil
 }
@@ -319,14 +330,19 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 		return false
 	}
 	r.cfg.Observer.Moved("batch", from, to.Folder())
-	r.publishBatch(b, from, attrs)
+	r.publishBatch(b, from, time.Now(), attrs)
 	r.logBatchEnd(b)
 	return true
 }
 
-func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, attrs map[string]any) {
-	r.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: b.ID, From: string(from), To: string(b.State()),
+// publishBatch publishes the event of b's move from "from", which landed
+// at "at", under the move's arrival ID (decision 222), and notes it as
+// published.
+func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, at time.Time, attrs map[string]any) {
+	id := b.ArrivalID()
+	acked := r.bus.PublishAcked(events.Event{Kind: events.KindBatch, ID: id, BatchID: b.ID, Time: at.UTC(), From: string(from), To: string(b.State()),
 		Message: b.Status.Message, Attrs: attrs})
+	r.published.add(b.ID, publishedMove{id: id, state: b.State(), acked: acked})
 }
 
 func (r *Reactor) unlockBatch(b *queue.Batch) {

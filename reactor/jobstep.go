@@ -314,7 +314,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 // state, locked by the daemon working it.
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from, arrival, ref := j.State(), j.Status, j.Ref()
-	r.awaitRecorded(j)
+	r.awaitRecorded(j.ID, j.ArrivalID())
 	next := r.nextHere(j, to, c)
 	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })

@@ -25,8 +25,9 @@ const publishedKeep = 10 * time.Minute
 // recoverWorkers bounds the lookups a report makes at once.
 const recoverWorkers = 16
 
-// published remembers, per job, the last move this daemon published (its
-// arrival ID and state): the one move after which no lookup is needed. Two
+// published remembers, per job and per batch, the last move this daemon
+// published or found recorded (its arrival ID and state): the one move
+// after which no lookup is needed. Two
 // generations, the older dropped every publishedKeep, bound it.
 type published struct {
 	mu        sync.Mutex
@@ -44,15 +45,16 @@ type publishedMove struct {
 // job's previous move, made by this daemon (awaitRecorded).
 const publishWait = 2 * time.Second
 
-// awaitRecorded waits until the stream has the event of j's last move when
-// this daemon made it, before the next move is committed: a daemon killed
+// awaitRecorded waits until the stream has the event of a job's or a
+// batch's last move (key its id, arrivalID that move's) when this daemon
+// made it, before the next move is committed: a daemon killed
 // in between then takes at most one unrecorded move of a job with it, the
 // one the next mover finds in ZooKeeper and recovers (decision 131). Two
 // quick moves, both unrecorded at the kill, lost the first one's event.
 // Nothing waits while NATS is away: those events are counted lost anyway.
-func (r *Reactor) awaitRecorded(j *queue.Job) {
-	m, ok := r.published.last(j.ID)
-	if !ok || m.acked == nil || m.id != j.ArrivalID() || !r.bus.Connected() {
+func (r *Reactor) awaitRecorded(key, arrivalID string) {
+	m, ok := r.published.last(key)
+	if !ok || m.acked == nil || m.id != arrivalID || !r.bus.Connected() {
 		return
 	}
 	t := time.NewTimer(publishWait)
@@ -149,4 +151,82 @@ func (r *Reactor) recoverEvent(j *queue.Job) {
 		r.log.Info("reactor: publishing the event of a move made without one", "job", j.ID, "state", j.State())
 		r.bus.Publish(e)
 	}
+}
+
+// recoverAfter is how old a batch's last move must be before a look at
+// every batch checks its event: by then a living maker's publish has been
+// acknowledged or given up (the bus's ack timeout). A recovered copy
+// published while the maker's was on its way would reach live subscribers
+// twice, and the stream might keep the copy, without the report's
+// attributes.
+const recoverAfter = 15 * time.Second
+
+// recoverBatchEnds checks the events of the batches a look at every batch
+// found Completed or Failed lately (between recoverAfter and publishedKeep
+// ago), when this daemon did not publish them: no daemon moves a batch
+// after that, so a reporter killed between its last commit and its publish
+// would otherwise take that event with it for good (decision 222).
+func (r *Reactor) recoverBatchEnds(batches []*queue.Batch) {
+	now := time.Now()
+	var g errgroup.Group
+	g.SetLimit(recoverWorkers)
+	for _, b := range batches {
+		if !endedLately(b, now) {
+			continue
+		}
+		if m, ok := r.published.last(b.ID); ok && m.id == b.ArrivalID() {
+			continue
+		}
+		g.Go(func() error {
+			r.recoverBatchEvent(b)
+			return nil
+		})
+	}
+	_ = g.Wait() // recoverBatchEvent logs its own failures
+}
+
+// endedLately tells whether b moved to Completed or Failed between
+// recoverAfter and publishedKeep before now: an end whose event a look at
+// every batch checks.
+func endedLately(b *queue.Batch, now time.Time) bool {
+	if s := b.State(); s != queue.Completed && s != queue.Failed {
+		return false
+	}
+	at, err := time.Parse(queue.TimeLayout, b.Status.LastModified)
+	return err == nil && now.Sub(at) >= recoverAfter && now.Sub(at) <= publishedKeep
+}
+
+// recoverBatchEvent publishes the event of the move that brought b (as
+// read) to its state, unless this daemon published it or the stream has
+// it; either way it is noted, so that the next look does not ask again.
+func (r *Reactor) recoverBatchEvent(b *queue.Batch) {
+	id := b.ArrivalID()
+	if m, ok := r.published.last(b.ID); ok && m.id == id {
+		return
+	}
+	e := events.Event{Kind: events.KindBatch, ID: id, BatchID: b.ID, To: string(b.State()), RecoveredBy: r.cfg.Host,
+		Message: b.Status.Message, Attrs: recoveredReportAttrs(b)}
+	if at, err := time.Parse(queue.TimeLayout, b.Status.LastModified); err == nil {
+		e.Time = at.UTC()
+	}
+	ok, err := r.bus.Recorded(r.work, e)
+	switch {
+	case err != nil:
+		r.log.Warn("reactor: cannot look a batch's move up in the stream; its event is not checked", "batch", b.ID, "state", b.State(), "err", err)
+		return
+	case !ok:
+		r.log.Info("reactor: publishing the event of a batch move made without one", "batch", b.ID, "state", b.State())
+		r.bus.Publish(e)
+	}
+	r.published.add(b.ID, publishedMove{id: id, state: b.State()})
+}
+
+// recoveredReportAttrs are what a recovered report event can say of the
+// report: the counts its status-report keeps (a windowed batch's archived
+// jobs are not in it).
+func recoveredReportAttrs(b *queue.Batch) map[string]any {
+	if b.Report == nil || (b.State() != queue.Completed && b.State() != queue.Failed) {
+		return nil
+	}
+	return map[string]any{"successful_count": len(b.Report.SuccessfulJobs), "failed_count": len(b.Report.FailedJobs)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -92,7 +93,88 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	}
 	check(first, []string{"Downloading", "Processing", "Storing", "Recording", "Notify", "Completed"})
 	check(second, []string{"Completed"})
+	// The batch's move to Processing was the foreign intake's: the
+	// reporter publishes it, before its own move to Reporting.
+	wantBatchEvents(t, e.bus, b.ID, "Processing (recovered by host-a)", "Reporting", "Completed")
 	e.clean()
+}
+
+// A batch whose last move (Completed, Failed) has no event, because its
+// reporter stopped before publishing it or is another program, gets it
+// from the next daemon that looks at every batch: at its start, and at each
+// safety rescan. One that a reporter stopped in Reporting is taken over,
+// its move to Reporting published as recovered (decision 222).
+func TestBatchMovesWithoutEventsAreRecovered(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	foreign := e.queue(e.session())
+	stopped := e.session() // the reporter that stops in Reporting
+	ctx := t.Context()
+	none := 0
+	// A batch with no jobs, taken to Processing and then to Reporting by
+	// the given session, without events.
+	reporting := func(q *queue.Queue) *queue.Batch {
+		b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:0"})
+		got, _, err := foreign.AcquirePendingBatch(ctx, nil)
+		if err != nil || got == nil || got.ID != b.ID {
+			t.Fatalf("acquire batch: %v %v", got, err)
+		}
+		if err := foreign.SetBatchStatus(ctx, got, queue.Processing, queue.BatchChange{Release: true, JobCount: &none}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err = q.AcquireCompletedBatch(ctx, []string{b.ID}, nil); err != nil || got == nil || got.State() != queue.Reporting {
+			t.Fatalf("acquire batch %s for its report: %v %v", b.ID, got, err)
+		}
+		return got
+	}
+	ended := reporting(foreign)
+	report := &queue.StatusReport{SuccessfulJobs: []string{"jid0000000001", "jid0000000002"}, FailedJobs: []string{}}
+	at := time.Now().Add(-time.Minute) // long enough ago for its maker's publish to have been given up
+	if err := foreign.SetBatchStatus(ctx, ended, queue.Completed, queue.BatchChange{Release: true, Report: report, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	taken := reporting(e.queue(stopped))
+	stopped.Close() // its lock goes with its session
+
+	e.daemon("host-a")
+	if rep := e.waitBatch(batches, taken.ID); rep.To != "Completed" || rep.Host != "test" {
+		t.Fatalf("taken-over batch ended %s by %q: %s", rep.To, rep.Host, rep.Message)
+	}
+	wantBatchEvents(t, e.bus, taken.ID, "Reporting (recovered by host-a)", "Completed")
+	rec := e.waitBatch(batches, ended.ID)
+	if rec.To != "Completed" || rec.RecoveredBy != "host-a" || rec.Host != "" || rec.ID != ended.ArrivalID() || rec.Time.Sub(at).Abs() > time.Second {
+		t.Fatalf("recovered end %+v; want Completed, recovered_by host-a, no host, id %s, the move's time %v", rec, ended.ArrivalID(), at)
+	}
+	if rec.Attrs["successful_count"] != 2.0 || rec.Attrs["failed_count"] != 0.0 {
+		t.Fatalf("recovered end's attributes %v; want the status-report's counts (2 successful, 0 failed)", rec.Attrs)
+	}
+	wantBatchEvents(t, e.bus, ended.ID, "Completed (recovered by host-a)")
+}
+
+// wantBatchEvents replays the batch's own events and compares their states
+// in stream order, a recovered one written "State (recovered by HOST)".
+func wantBatchEvents(t *testing.T, bus *events.Bus, bid string, want ...string) {
+	t.Helper()
+	if err := bus.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err := events.Replay(context.Background(), bus.Conn(), "", events.Filter{BatchID: bid}, func(ev events.Event) error {
+		switch {
+		case ev.Kind != events.KindBatch:
+		case ev.RecoveredBy != "":
+			got = append(got, ev.To+" (recovered by "+ev.RecoveredBy+")")
+		default:
+			got = append(got, ev.To)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batch %s: events %q, want %q", bid, got, want)
+	}
 }
 
 // The daemon's own moves cost no lookup and publish no recovered event:

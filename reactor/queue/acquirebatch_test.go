@@ -61,14 +61,14 @@ func TestAcquireCompletedBatchNamedReadsOnce(t *testing.T) {
 	one := 1
 	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}))
 
-	got, _, err := r.q.AcquireCompletedBatch(ctx, []string{b.ID})
+	got, _, err := r.q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
 	r.ok(err)
 	if got != nil {
 		t.Fatalf("batch %s acquired for its report with its job still running", got.ID)
 	}
 	r.pipeline(j.ID, queue.Completed, "", false)
 	reads0, writes0 := r.q.Requests()
-	got, _, err = r.q.AcquireCompletedBatch(ctx, []string{b.ID})
+	got, _, err = r.q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
 	r.ok(err)
 	reads, writes := r.q.Requests()
 	if got == nil || got.ID != b.ID || got.State() != queue.Reporting {

@@ -108,6 +108,7 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	if b.Status, err = decodeBatchStatus(BatchMachine, statusPath, r[1].data); err != nil {
 		return nil, err
 	}
+	b.Arrival = b.Status
 	if r[2].err == nil {
 		if err := decodeJSON(q.rel(q.batchPath(bid, "submission")), r[2].data, &b.Submission); err != nil {
 			return nil, err
@@ -236,7 +237,9 @@ func (q *Queue) BatchState(ctx context.Context, bid string) (State, error) {
 // reporter died is returned as it is. ids narrows the search to the given
 // batches (nil: all), for a daemon that knows which batch just emptied. It
 // returns nil when there is none, with the nodes to watch.
-func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string) (*Batch, []Wait, error) {
+// passed (nil: none) is told of each batch read that is in no state to
+// report (Pending, Held, Completed, …).
+func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string, passed func(*Batch)) (*Batch, []Wait, error) {
 	var buckets func(bid string) []string
 	if only != nil {
 		// A batch named is most likely one to report: its buckets are read
@@ -244,7 +247,7 @@ func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string) (*Batc
 		buckets = q.bucketPaths
 	}
 	return q.acquireBatch(ctx, only, []State{Processing, Reporting, UpdateReporting},
-		func(b *Batch, pre []read) (bool, []Wait) { return q.readyToReport(ctx, b, pre) }, buckets, nil, Reporting)
+		func(b *Batch, pre []read) (bool, []Wait) { return q.readyToReport(ctx, b, pre) }, buckets, passed, Reporting)
 }
 
 // bucketPaths are the paths of a batch's buckets, in the order of Buckets.

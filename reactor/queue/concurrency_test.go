@@ -122,7 +122,7 @@ func TestConcurrentPipeline(t *testing.T) {
 		t.Fatalf("completed refs %d, batch-completed %d, batch-processing %d; want %d, %d, 0",
 			len(done2), len(buckets["batch-completed"]), len(buckets["batch-processing"]), jobs, jobs)
 	}
-	if rb, _, err := r.q.AcquireCompletedBatch(context.Background(), nil); err != nil || rb == nil || rb.ID != b.ID {
+	if rb, _, err := r.q.AcquireCompletedBatch(context.Background(), nil, nil); err != nil || rb == nil || rb.ID != b.ID {
 		t.Fatalf("batch not ready to report: %v %v", rb, err)
 	}
 	t.Logf("%d sessions, %d jobs: %d invariant samples, %d stale commits abandoned", sessions, jobs, samples, stale.Load())

@@ -95,13 +95,17 @@ func (j *Job) State() State { return j.Status.Status }
 // same while the job waits, is acquired and checkpoints; two moves to one
 // state within a second (by operator actions) share it.
 func (j *Job) ArrivalID() string {
-	stamp := strings.Map(func(r rune) rune {
+	return fmt.Sprintf("%s.%s.%s.%d", j.ID, strings.ToLower(string(j.State())), stampDigits(j.Status.LastModified), j.Status.RetryCount)
+}
+
+// stampDigits is a last_modified stamp's digits, for an ID.
+func stampDigits(stamp string) string {
+	return strings.Map(func(r rune) rune {
 		if r >= '0' && r <= '9' {
 			return r
 		}
 		return -1
-	}, j.Status.LastModified)
-	return fmt.Sprintf("%s.%s.%s.%d", j.ID, strings.ToLower(string(j.State())), stamp, j.Status.RetryCount)
+	}, stamp)
 }
 
 // Profile is configuration.profile_name, or "" when there is none.
@@ -115,9 +119,12 @@ type Batch struct {
 	ID         string
 	Submission Submission
 	Status     BatchStatus
-	Report     *StatusReport
-	Acquired   bool // has a `states` child: no longer pending for mrt-zk
-	Locked     bool
+	// Arrival is the status as read from ZooKeeper; Status moves on with
+	// this session's own writes (an acquisition that moves the batch).
+	Arrival  BatchStatus
+	Report   *StatusReport
+	Acquired bool // has a `states` child: no longer pending for mrt-zk
+	Locked   bool
 	// JobCount is how many jobs the batch handler made (its job-count
 	// node, written with the move to Processing), or -1 when not recorded
 	// (a batch whose jobs another library made).
@@ -129,6 +136,12 @@ type Batch struct {
 
 // State is the batch's current status.
 func (b *Batch) State() State { return b.Status.Status }
+
+// ArrivalID names the move that brought the batch to its state, as
+// Job.ArrivalID does a job's: its event carries it (decision 222).
+func (b *Batch) ArrivalID() string {
+	return fmt.Sprintf("%s.%s.%s", b.ID, strings.ToLower(string(b.State())), stampDigits(b.Status.LastModified))
+}
 
 // UUID is submission.batchID, the batch's public key.
 func (b *Batch) UUID() string { return b.Submission.BatchUUID }

@@ -27,7 +27,7 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 	// The other job's ref is moved by a foreign writer: gone for a moment.
 	ref := "/batches/" + b.ID + "/states/batch-processing/" + c.ID
 	r.ok(r.conn.Delete(r.q.Path(ref), -1))
-	got, waits, err := r.q.AcquireCompletedBatch(ctx, nil)
+	got, waits, err := r.q.AcquireCompletedBatch(ctx, nil, nil)
 	r.ok(err)
 	if got != nil {
 		t.Fatalf("batch %s acquired for its report with 1 of 2 jobs done", got.ID)
@@ -48,7 +48,7 @@ func TestReadyToReportCountsJobs(t *testing.T) {
 		t.Fatalf("job-count %d after removing a done job, want 1", loaded.JobCount)
 	}
 	r.pipeline(c.ID, queue.Completed, "", false)
-	got, _, err = r.q.AcquireCompletedBatch(ctx, nil)
+	got, _, err = r.q.AcquireCompletedBatch(ctx, nil, nil)
 	r.ok(err)
 	if got == nil || got.ID != b.ID || got.State() != queue.Reporting {
 		t.Fatalf("acquired %v for its report, want %s in Reporting", got, b.ID)
@@ -62,7 +62,7 @@ func TestReadyToReportWithoutCountWaitsForTheFolder(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
 	b := r.processing(true)
-	got, waits, err := r.q.AcquireCompletedBatch(ctx, nil)
+	got, waits, err := r.q.AcquireCompletedBatch(ctx, nil, nil)
 	r.ok(err)
 	if got != nil {
 		t.Fatalf("batch %s acquired for its report before any job exists", got.ID)

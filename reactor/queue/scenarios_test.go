@@ -303,14 +303,14 @@ func (r *run) oneJob() (*queue.Batch, *queue.Job) {
 
 func (r *run) noReport() {
 	r.t.Helper()
-	if b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil); err != nil || b != nil {
+	if b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil, nil); err != nil || b != nil {
 		r.t.Fatalf("batch acquirable for reporting too early: %v %v", b, err)
 	}
 }
 
 func (r *run) report(want string) *queue.Batch {
 	r.t.Helper()
-	b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil)
+	b, _, err := r.q.AcquireCompletedBatch(context.Background(), nil, nil)
 	r.ok(err)
 	if b == nil || b.ID != want {
 		r.t.Fatalf("acquire for reporting: %v, want %s", b, want)
