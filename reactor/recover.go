@@ -140,17 +140,26 @@ func (r *Reactor) recoverEvent(j *queue.Job) {
 	if j.Priority != 0 {
 		e.Priority = &j.Priority
 	}
-	if at, err := time.Parse(queue.TimeLayout, j.Status.LastModified); err == nil {
+	r.publishUnlessRecorded(e, j.Status.LastModified, "job", j.ID)
+}
+
+// publishUnlessRecorded publishes e, the recovered event of a move made at
+// lastModified (the status node's), unless the stream has it; false when
+// the stream could not be asked. who names the job or batch in the logs.
+func (r *Reactor) publishUnlessRecorded(e events.Event, lastModified string, who ...any) bool {
+	if at, err := time.Parse(queue.TimeLayout, lastModified); err == nil {
 		e.Time = at.UTC()
 	}
 	ok, err := r.bus.Recorded(r.work, e)
 	switch {
 	case err != nil:
-		r.log.Warn("reactor: cannot look a job's move up in the stream; its event is not checked", "job", j.ID, "state", j.State(), "err", err)
+		r.log.Warn("reactor: cannot look a move up in the stream; its event is not checked", append(who, "state", e.To, "err", err)...)
+		return false
 	case !ok:
-		r.log.Info("reactor: publishing the event of a move made without one", "job", j.ID, "state", j.State())
+		r.log.Info("reactor: publishing the event of a move made without one", append(who, "state", e.To)...)
 		r.bus.Publish(e)
 	}
+	return true
 }
 
 // recoverAfter is how old a batch's last move must be before a look at
@@ -206,19 +215,9 @@ func (r *Reactor) recoverBatchEvent(b *queue.Batch) {
 	}
 	e := events.Event{Kind: events.KindBatch, ID: id, BatchID: b.ID, To: string(b.State()), RecoveredBy: r.cfg.Host,
 		Message: b.Status.Message, Attrs: recoveredReportAttrs(b)}
-	if at, err := time.Parse(queue.TimeLayout, b.Status.LastModified); err == nil {
-		e.Time = at.UTC()
+	if r.publishUnlessRecorded(e, b.Status.LastModified, "batch", b.ID) {
+		r.published.add(b.ID, publishedMove{id: id, state: b.State()})
 	}
-	ok, err := r.bus.Recorded(r.work, e)
-	switch {
-	case err != nil:
-		r.log.Warn("reactor: cannot look a batch's move up in the stream; its event is not checked", "batch", b.ID, "state", b.State(), "err", err)
-		return
-	case !ok:
-		r.log.Info("reactor: publishing the event of a batch move made without one", "batch", b.ID, "state", b.State())
-		r.bus.Publish(e)
-	}
-	r.published.add(b.ID, publishedMove{id: id, state: b.State()})
 }
 
 // recoveredReportAttrs are what a recovered report event can say of the
