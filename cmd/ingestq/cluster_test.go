@@ -463,10 +463,11 @@ var jobTimeline = []queue.State{queue.Estimating, queue.Provisioning, queue.Down
 // transition, whichever host made it, and returns how many transitions
 // each host made. A move whose maker was SIGKILLed before publishing it is
 // published by the host that moves the job next or reports its batch
-// (decision 131). The record is polled a while: the batch is done in
-// ZooKeeper a moment before its last events are stored.
+// (decision 131), and a batch's end by a reporter's rescan, 15 s after the
+// move at the earliest (decision 222). The record is polled a while: the
+// batch is done in ZooKeeper a moment before its last events are stored.
 func (c *cluster) assertTimelines(bids []string) map[string]int {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for {
 		ran, recovered, missing := c.timelines(bids)
 		if len(missing) == 0 {
@@ -492,6 +493,18 @@ func (c *cluster) timelines(bids []string) (ran map[string]int, recovered int, m
 		buckets, err := c.q.BatchJobs(c.t.Context(), bid)
 		if err != nil {
 			c.t.Fatal(err)
+		}
+		// The batch's own moves too: a reporter killed after its last
+		// commit has that end published by a reporter's rescan, 15 s on
+		// (decision 222).
+		batchAt := map[string]bool{}
+		for _, e := range evs {
+			if e.Kind == events.KindBatch && e.BatchID == bid {
+				batchAt[e.To] = true
+			}
+		}
+		if !batchAt[string(queue.Processing)] || !batchAt[string(queue.Reporting)] || !batchAt[string(queue.Completed)] && !batchAt[string(queue.Failed)] {
+			missing = append(missing, fmt.Sprintf("batch %s: its moves to Processing, Reporting and its end are not all in the replay (got %v)", bid, batchAt))
 		}
 		for _, jid := range buckets["batch-completed"] {
 			at := map[queue.State]bool{}
