@@ -16,14 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/ingestq/ingestq/internal/childproc"
 )
 
 // Version is the versitygw release the install script builds.
@@ -31,8 +30,6 @@ const Version = "v1.8.0"
 
 const (
 	readyTimeout = 30 * time.Second
-	pollInterval = 20 * time.Millisecond
-	stopTimeout  = 10 * time.Second
 	startTries   = 3 // attempts with a fresh port when the port was taken
 )
 
@@ -66,11 +63,8 @@ type Server struct {
 	SecretKey string
 	Bucket    string // created by Start
 
-	dir string // holds data/ (the buckets) and versitygw.log
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd     // nil when not running
-	done chan struct{} // closed when cmd has exited
+	dir  string // holds data/ (the buckets) and versitygw.log
+	proc *childproc.Proc
 }
 
 // Start starts a server in a temp folder of t, creates its Bucket, and has
@@ -106,7 +100,8 @@ func start(dir string) (*Server, error) {
 		if s.Addr, err = freeAddr(); err != nil {
 			return nil, err
 		}
-		if err = s.Restart(); !errors.Is(err, errPortTaken) {
+		s.proc = &childproc.Proc{Name: "s3test: versitygw at " + s.Addr, LogPath: s.LogPath(), PortTaken: "address already in use"}
+		if err = s.Restart(); !errors.Is(err, childproc.ErrPortTaken) {
 			return s, err
 		}
 	}
@@ -156,98 +151,30 @@ func (s *Server) makeBucket() error {
 
 // Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
 // It is a no-op when the server is not running.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(stopTimeout):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	s.cmd, s.done = nil, nil
-	return nil
-}
+func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Restart starts the server again on the same port and data after Stop,
 // and waits until it answers.
 func (s *Server) Restart() error {
-	if err := s.launch(); err != nil {
+	cmd := exec.Command(Binary(), "--port", s.Addr, "--quiet", "--keep-alive", "posix", s.dataDir())
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	if err := s.proc.Start(cmd); err != nil {
 		return err
 	}
-	if err := s.waitReady(); err != nil {
+	// Serving once an unsigned request gets an answer (403).
+	client := &http.Client{Timeout: time.Second}
+	ready := func() bool {
+		resp, err := client.Get("http://" + s.Addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}
+	if err := s.proc.WaitReady(ready, time.Now().Add(readyTimeout)); err != nil {
 		_ = s.Stop()
 		return err
 	}
 	return nil
-}
-
-func (s *Server) launch() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return fmt.Errorf("s3test: server %s is already running", s.Addr)
-	}
-	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close() // the child keeps its own descriptor
-	cmd := exec.Command(Binary(), "--port", s.Addr, "--quiet", "--keep-alive", "posix", s.dataDir())
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("s3test: start %s: %w", Binary(), err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
-	return nil
-}
-
-var errPortTaken = errors.New("s3test: port already in use")
-
-// waitReady polls until the server answers HTTP (an unsigned request gets
-// 403), failing fast when the process exits.
-func (s *Server) waitReady() error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	deadline := time.Now().Add(readyTimeout)
-	client := &http.Client{Timeout: time.Second}
-	for {
-		if resp, err := client.Get("http://" + s.Addr + "/"); err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		select {
-		case <-done:
-			log := s.log()
-			err := fmt.Errorf("s3test: versitygw at %s exited before serving; log %s:\n%s", s.Addr, s.LogPath(), log)
-			if strings.Contains(log, "address already in use") {
-				err = fmt.Errorf("%w: %w", errPortTaken, err)
-			}
-			return err
-		case <-time.After(pollInterval):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("s3test: versitygw at %s not serving after %v; log %s:\n%s",
-				s.Addr, readyTimeout, s.LogPath(), s.log())
-		}
-	}
-}
-
-func (s *Server) log() string {
-	b, err := os.ReadFile(s.LogPath())
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
 }
 
 func freeAddr() (string, error) {

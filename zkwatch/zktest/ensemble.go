@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/childproc"
 )
 
 // Ensemble is a quorum of ZooKeeper servers on loopback. Servers[i] has
@@ -29,7 +31,7 @@ func StartEnsemble(dir string, n int) (*Ensemble, error) {
 		if e, err = startEnsemble(dir, n); err == nil {
 			return e, nil
 		}
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, childproc.ErrPortTaken) {
 			break
 		}
 	}

@@ -5,7 +5,6 @@
 package zktest
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,9 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/childproc"
 )
 
 // Paths of the Debian zookeeper jars; zookeeper.jar's manifest Class-Path
@@ -32,8 +31,6 @@ const (
 	quorumMain     = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 	readyTimeout = 30 * time.Second
-	pollInterval = 50 * time.Millisecond
-	stopTimeout  = 10 * time.Second
 	startTries   = 3 // attempts with fresh ports when a port was taken
 )
 
@@ -80,11 +77,7 @@ type Server struct {
 
 	dir       string // holds zoo.cfg, data/ and zookeeper.log
 	mainClass string
-
-	mu       sync.Mutex
-	cmd      *exec.Cmd     // nil when not running
-	done     chan struct{} // closed when cmd has exited
-	logStart int64         // log size when cmd was launched
+	proc      *childproc.Proc
 }
 
 // StartServer starts a standalone server whose config, data and log live in
@@ -106,7 +99,7 @@ func StartServer(dir string) (*Server, error) {
 		if err = s.Restart(); err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, childproc.ErrPortTaken) {
 			break
 		}
 	}
@@ -114,10 +107,13 @@ func StartServer(dir string) (*Server, error) {
 }
 
 func newServer(dir, mainClass string, clientPort int) *Server {
+	addr := fmt.Sprintf("127.0.0.1:%d", clientPort)
 	return &Server{
-		Addr:      fmt.Sprintf("127.0.0.1:%d", clientPort),
+		Addr:      addr,
 		dir:       dir,
 		mainClass: mainClass,
+		proc: &childproc.Proc{Name: "zktest: server " + addr, LogPath: filepath.Join(dir, "zookeeper.log"),
+			PortTaken: "Address already in use"},
 	}
 }
 
@@ -125,23 +121,15 @@ func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
 func (s *Server) cfgPath() string { return filepath.Join(s.dir, "zoo.cfg") }
 
 // LogPath is the file that collects the server's output.
-func (s *Server) LogPath() string { return filepath.Join(s.dir, "zookeeper.log") }
+func (s *Server) LogPath() string { return s.proc.LogPath }
 
 // Stop sends SIGTERM to the server's process group and waits for it to exit,
 // escalating to SIGKILL after 10 s. It is a no-op when the server is not running.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopLocked(syscall.SIGTERM)
-}
+func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Kill sends SIGKILL to the server's process group and waits for it to exit.
 // It is a no-op when the server is not running.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopLocked(syscall.SIGKILL)
-}
+func (s *Server) Kill() error { return s.proc.Kill() }
 
 // Restart starts the server again, on the same port and data dir, after Stop
 // or Kill, and waits until it serves.
@@ -158,107 +146,17 @@ func (s *Server) Restart() error {
 
 // launch starts the java process without waiting for it to serve.
 func (s *Server) launch() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return fmt.Errorf("zktest: server %s is already running", s.Addr)
-	}
-	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close() // the child keeps its own descriptor
-	if fi, err := logf.Stat(); err == nil {
-		s.logStart = fi.Size()
-	}
 	args := append(append([]string{}, javaArgs...),
 		"-cp", zookeeperJar+":"+slf4jSimpleJar, s.mainClass, s.cfgPath())
 	cmd := exec.Command("java", args...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("zktest: start java: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
-	return nil
+	return s.proc.Start(cmd)
 }
-
-var errPortTaken = errors.New("zktest: port already in use")
 
 // waitReady polls srvr until it reports a Mode:, failing fast if the
 // process exits.
 func (s *Server) waitReady(deadline time.Time) error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	if done == nil {
-		return fmt.Errorf("zktest: server %s is not running", s.Addr)
-	}
-	for {
-		if _, err := Mode(s.Addr); err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			tail := s.logTail()
-			err := fmt.Errorf("zktest: server %s exited before serving; log %s:\n%s", s.Addr, s.LogPath(), tail)
-			if strings.Contains(tail, "Address already in use") {
-				err = fmt.Errorf("%w: %w", errPortTaken, err)
-			}
-			return err
-		case <-time.After(pollInterval):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("zktest: server %s not serving after %v; log %s:\n%s",
-				s.Addr, readyTimeout, s.LogPath(), s.logTail())
-		}
-	}
-}
-
-func (s *Server) stopLocked(sig syscall.Signal) error {
-	if s.cmd == nil {
-		return nil
-	}
-	pgid := s.cmd.Process.Pid // Setpgid: the group id is the leader's pid
-	_ = syscall.Kill(-pgid, sig)
-	select {
-	case <-s.done:
-	case <-time.After(stopTimeout):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		select {
-		case <-s.done:
-		case <-time.After(stopTimeout):
-			return fmt.Errorf("zktest: server %s (pid %d) did not exit", s.Addr, pgid)
-		}
-	}
-	s.cmd, s.done = nil, nil
-	return nil
-}
-
-// logTail returns the last lines the current (or last) process logged.
-func (s *Server) logTail() string {
-	const maxLines = 40
-	f, err := os.Open(s.LogPath())
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	if _, err := f.Seek(s.logStart, io.SeekStart); err != nil {
-		return err.Error()
-	}
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > maxLines {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
+	return s.proc.WaitReady(func() bool { _, err := Mode(s.Addr); return err == nil }, deadline)
 }
 
 // fourLetters sends a four-letter word to the server at addr and returns

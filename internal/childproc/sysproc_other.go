@@ -1,11 +1,11 @@
 //go:build unix && !linux
 
-package zktest
+package childproc
 
 import "syscall"
 
-// sysProcAttr puts the server in its own process group so Stop/Kill reach
-// the whole group.
+// sysProcAttr puts the program in its own process group so Stop and Kill
+// reach the whole group.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -1,9 +1,0 @@
-package zktest
-
-import "syscall"
-
-// sysProcAttr puts the server in its own process group (so Stop/Kill reach
-// the whole group) and has the kernel kill it if the test binary dies.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
