@@ -176,6 +176,9 @@ const recoverAfter = 15 * time.Second
 // after that, so a reporter killed between its last commit and its publish
 // would otherwise take that event with it for good (decision 222).
 func (r *Reactor) recoverBatchEnds(batches []*queue.Batch) {
+	if len(batches) == 0 || !r.bus.Connected() {
+		return // asked at the next look: a lookup would wait out its timeout for each
+	}
 	now := time.Now()
 	var g errgroup.Group
 	g.SetLimit(recoverWorkers)
