@@ -27,8 +27,8 @@ const recoverWorkers = 16
 
 // published remembers, per job and per batch, the last move this daemon
 // published or found recorded (its arrival ID and state): the one move
-// after which no lookup is needed. Two
-// generations, the older dropped every publishedKeep, bound it.
+// after which no lookup is needed. Two generations, the older dropped
+// every publishedKeep, bound it.
 type published struct {
 	mu        sync.Mutex
 	cur, prev map[string]publishedMove
@@ -47,11 +47,12 @@ const publishWait = 2 * time.Second
 
 // awaitRecorded waits until the stream has the event of a job's or a
 // batch's last move (key its id, arrivalID that move's) when this daemon
-// made it, before the next move is committed: a daemon killed
-// in between then takes at most one unrecorded move of a job with it, the
-// one the next mover finds in ZooKeeper and recovers (decision 131). Two
-// quick moves, both unrecorded at the kill, lost the first one's event.
-// Nothing waits while NATS is away: those events are counted lost anyway.
+// made it, before the next move is committed: a daemon killed in between
+// then takes at most one unrecorded move with it, the one the next mover
+// (or a look at every batch) finds in ZooKeeper and recovers (decisions
+// 131, 222). Two quick moves, both unrecorded at the kill, lost the first
+// one's event. Nothing waits while NATS is away: those events are counted
+// lost anyway.
 func (r *Reactor) awaitRecorded(key, arrivalID string) {
 	m, ok := r.published.last(key)
 	if !ok || m.acked == nil || m.id != arrivalID || !r.bus.Connected() {
@@ -224,11 +225,16 @@ func (r *Reactor) recoverBatchEvent(b *queue.Batch) {
 }
 
 // recoveredReportAttrs are what a recovered report event can say of the
-// report: the counts its status-report keeps (a windowed batch's archived
-// jobs are not in it).
+// report: the counts its status-report keeps, when they are all the jobs
+// (a windowed batch's archived jobs are not in it: a consumer that finds
+// no counts reads the batch).
 func recoveredReportAttrs(b *queue.Batch) map[string]any {
 	if b.Report == nil || (b.State() != queue.Completed && b.State() != queue.Failed) {
 		return nil
 	}
-	return map[string]any{"successful_count": len(b.Report.SuccessfulJobs), "failed_count": len(b.Report.FailedJobs)}
+	ok, failed := len(b.Report.SuccessfulJobs), len(b.Report.FailedJobs)
+	if b.JobCount >= 0 && ok+failed != b.JobCount {
+		return nil
+	}
+	return map[string]any{"successful_count": ok, "failed_count": failed}
 }

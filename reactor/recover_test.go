@@ -130,7 +130,8 @@ func TestBatchMovesWithoutEventsAreRecovered(t *testing.T) {
 	ended := reporting(foreign)
 	report := &queue.StatusReport{SuccessfulJobs: []string{"jid0000000001", "jid0000000002"}, FailedJobs: []string{}}
 	at := time.Now().Add(-time.Minute) // long enough ago for its maker's publish to have been given up
-	if err := foreign.SetBatchStatus(ctx, ended, queue.Completed, queue.BatchChange{Release: true, Report: report, At: at}); err != nil {
+	two := 2
+	if err := foreign.SetBatchStatus(ctx, ended, queue.Completed, queue.BatchChange{Release: true, Report: report, JobCount: &two, At: at}); err != nil {
 		t.Fatal(err)
 	}
 	taken := reporting(e.queue(stopped))
