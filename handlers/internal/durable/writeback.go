@@ -10,7 +10,7 @@ const WritebackEvery = 1 << 20
 // every WritebackEvery of them asks the kernel to start writing them to
 // disk (StartWriteback): the disk then works while the writer goes on
 // (hashing, say), where otherwise everything waits for the final fsync.
-// Placed after the file in an io.MultiWriter, or fed each write's count,
+// Placed after the file in an io.MultiWriter, or given each write's bytes,
 // it sees what the file took; it never writes itself.
 type Writeback struct {
 	f          *os.File
