@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/reactor"
@@ -235,7 +236,8 @@ func writeFile(ctx context.Context, path string, t queue.AccessToken, o storage.
 	defer f.Close()
 	h := sha256.New()
 	count := &counter{}
-	buf := bufio.NewWriterSize(io.MultiWriter(f, h, count), 256<<10)
+	// The disk's writes start while the package is being made (decision 221).
+	buf := bufio.NewWriterSize(io.MultiWriter(f, durable.NewWriteback(f, 0), h, count), 256<<10)
 	if err := writePackage(ctx, buf, t.Format, t.ARK, o, entries); err != nil {
 		return 0, "", err
 	}
