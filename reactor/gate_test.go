@@ -1,13 +1,12 @@
 package reactor_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -23,7 +22,7 @@ import (
 func TestGateJobTakenFromItsView(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
-	var requests lockedBuffer
+	var requests logtest.Buffer
 	readBefore := make(chan bool, 1)
 	e.daemon("host-a", func(c *reactor.Config) {
 		c.Queue = queuetest.Queue(t, c.Session, e.root, slog.New(slog.NewTextHandler(&requests, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -45,22 +44,4 @@ func TestGateJobTakenFromItsView(t *testing.T) {
 	if !strings.Contains(requests.String(), `msg="zookeeper request" op=get path=`) {
 		t.Fatal("the queue logged no request at debug level: the test saw nothing")
 	}
-}
-
-// lockedBuffer is a log's destination that the daemon's goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

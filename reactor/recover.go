@@ -173,7 +173,7 @@ const recoverAfter = 15 * time.Second
 
 // recoverBatchEnds checks the events of the batches a look at every batch
 // found Completed or Failed lately (between recoverAfter and publishedKeep
-// ago), when this daemon did not publish them: no daemon moves a batch
+// ago), unless this daemon published them (recoverBatchEvent): no daemon moves a batch
 // after that, so a reporter killed between its last commit and its publish
 // would otherwise take that event with it for good (decision 222).
 func (r *Reactor) recoverBatchEnds(batches []*queue.Batch) {
@@ -185,9 +185,6 @@ func (r *Reactor) recoverBatchEnds(batches []*queue.Batch) {
 	g.SetLimit(recoverWorkers)
 	for _, b := range batches {
 		if !endedLately(b, now) {
-			continue
-		}
-		if m, ok := r.published.last(b.ID); ok && m.id == b.ArrivalID() {
 			continue
 		}
 		g.Go(func() error {

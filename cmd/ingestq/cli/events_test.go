@@ -1,13 +1,11 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -167,29 +166,11 @@ func TestEventsNoNATS(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer a running command writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // tail runs `events tail` until an event published while it runs shows,
 // and returns its output.
 func tail(t *testing.T, d *daemon, ev events.Event, args ...string) string {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)

@@ -320,7 +320,7 @@ func TestSubmitWaitNoNATS(t *testing.T) {
 func TestSubmitWaitInterrupted(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t) // no reactor: the batch stays Pending
-	var out, errb syncBuffer
+	var out, errb logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -47,7 +48,7 @@ func openTerminal(t *testing.T) (tty *os.File, screen func() []string) {
 		master.Close()
 		t.Fatalf("open /dev/pts/%d: %v", n, err)
 	}
-	var out syncBuffer
+	var out logtest.Buffer
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -114,7 +115,7 @@ func TestSubmitWaitWarningOnATerminal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	var out syncBuffer
+	var out logtest.Buffer
 	args := []string{"--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL(),
 		"submit", "--profile", "demo", "--wait", "passthrough:3"}
 	go func() { done <- cli.Run(ctx, args, &out, tty, func(string) string { return "" }) }()
