@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -349,7 +350,7 @@ func (c *content) serve(w http.ResponseWriter, req *http.Request) {
 	case !ok:
 		http.NotFound(w, req)
 	default:
-		http.ServeContent(w, req, req.URL.Path, time.Time{}, strings.NewReader(string(data)))
+		http.ServeContent(w, req, req.URL.Path, time.Time{}, bytes.NewReader(data))
 	}
 }
 

@@ -1,11 +1,13 @@
-// Package childproc runs a test's server program (ZooKeeper, versitygw) as
-// a child process: its output appended to a log file, ready once a probe
-// answers, stopped by a signal to its process group (SIGTERM, then SIGKILL),
-// and killed by the kernel when the test binary dies (on Linux).
+// Package childproc runs a test's server program (ZooKeeper, versitygw,
+// PostgreSQL) as a child process: its output appended to a log file, ready
+// once a probe answers, stopped by a signal to its process group (SIGTERM or
+// the program's own, then SIGKILL), and killed by the kernel when the test
+// binary dies (on Linux).
 package childproc
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,9 @@ type Proc struct {
 	Name      string // in messages, e.g. "zktest: server 127.0.0.1:2181"
 	LogPath   string // the program's output, appended run after run
 	PortTaken string // what the program logs when its port is taken
+	// StopSignal is what Stop sends first; SIGTERM when zero. (PostgreSQL
+	// takes SIGINT for a fast shutdown: SIGTERM waits for its clients.)
+	StopSignal syscall.Signal
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd     // nil when not running
@@ -41,7 +46,7 @@ type Proc struct {
 }
 
 // Start starts cmd, its output going to LogPath, without waiting for it to
-// serve.
+// serve. cmd's own SysProcAttr (a Credential, say) is kept.
 func (p *Proc) Start(cmd *exec.Cmd) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -57,7 +62,10 @@ func (p *Proc) Start(cmd *exec.Cmd) error {
 		p.logStart = fi.Size()
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	ownGroupDyingWithUs(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start %s: %w", p.Name, cmd.Path, err)
 	}
@@ -97,10 +105,10 @@ func (p *Proc) WaitReady(ready func() bool, deadline time.Time) error {
 	}
 }
 
-// Stop sends SIGTERM to the program's process group and waits for it to
-// exit, escalating to SIGKILL after 10 s. It is a no-op when the program is
-// not running.
-func (p *Proc) Stop() error { return p.stop(syscall.SIGTERM) }
+// Stop sends StopSignal (SIGTERM) to the program's process group and waits
+// for it to exit, escalating to SIGKILL after 10 s. It is a no-op when the
+// program is not running.
+func (p *Proc) Stop() error { return p.stop(cmp.Or(p.StopSignal, syscall.SIGTERM)) }
 
 // Kill sends SIGKILL to the program's process group and waits for it to
 // exit. It is a no-op when the program is not running.

@@ -51,7 +51,8 @@ func TestDatabasesAreSeparate(t *testing.T) {
 }
 
 // Data written before a Stop is there after Restart, on the same port;
-// while stopped, connections are refused.
+// while stopped, connections are refused. Stop is PostgreSQL's fast
+// shutdown, which cuts a client still connected rather than waiting for it.
 func TestStopAndRestartKeepData(t *testing.T) {
 	s := Start(t)
 	url := NewDatabase(t, s)
@@ -60,12 +61,18 @@ func TestStopAndRestartKeepData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (1), (2)"); err != nil {
 		t.Fatal(err)
 	}
-	conn.Close(ctx)
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	if log, err := os.ReadFile(s.LogPath()); err != nil || !strings.Contains(string(log), "received fast shutdown request") {
+		t.Fatalf("the server's log has no fast shutdown (%v):\n%s", err, log)
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Fatal("a client connected before Stop still has a server")
 	}
 	if _, err := query(t, url); err == nil {
 		t.Fatal("a stopped server answered")
@@ -95,9 +102,9 @@ func TestInstalledPicksTheNewestVersion(t *testing.T) {
 		if err := os.MkdirAll(bin, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"initdb", "pg_ctl"} {
-			if v == "16" && name == "pg_ctl" {
-				continue // a version without pg_ctl is not usable
+		for _, name := range []string{"initdb", "postgres"} {
+			if v == "16" && name == "postgres" {
+				continue // a version without its server is not usable
 			}
 			if err := os.WriteFile(filepath.Join(bin, name), nil, 0o755); err != nil {
 				t.Fatal(err)
@@ -105,7 +112,7 @@ func TestInstalledPicksTheNewestVersion(t *testing.T) {
 		}
 	}
 	if bin, err := Installed(); err != nil || bin != filepath.Join(installRoot, "15", "bin") {
-		t.Fatalf("Installed = %s, %v; want version 15's (9 is older, 16 lacks pg_ctl)", bin, err)
+		t.Fatalf("Installed = %s, %v; want version 15's (9 is older, 16 lacks postgres)", bin, err)
 	}
 }
 

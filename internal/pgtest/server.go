@@ -1,8 +1,9 @@
 // Package pgtest runs real PostgreSQL servers for tests, from Debian's
-// postgresql package: initdb and pg_ctl into a temp folder, on a free
-// loopback port, with trust authentication. initdb and postgres refuse to
-// run as root, so when the tests run as root the folder is given to the
-// postgres user and the binaries run through runuser.
+// postgresql package: initdb into a temp folder, then postgres itself as a
+// child process (internal/childproc: it dies with the test binary), on a
+// free loopback port, with trust authentication. initdb and postgres
+// refuse to run as root, so when the tests run as root the folder is given
+// to the postgres user and the binaries run as that user.
 //
 // One server per test binary (Main, Shared) with one database per test
 // (NewDatabase) is the usual shape; a test that stops or restarts its
@@ -10,6 +11,7 @@
 package pgtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -20,25 +22,33 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ingestq/ingestq/internal/childproc"
 )
 
 // installHint is what a test prints when PostgreSQL is missing.
 const installHint = "install it with:\n\t./scripts/install-postgres.sh   (apt-get update && apt-get install -y postgresql)"
 
-const startTries = 3 // attempts with fresh ports when a port was taken
+const (
+	startTries   = 3 // attempts with fresh ports when a port was taken
+	startTimeout = 60 * time.Second
+)
 
 // installRoot holds a folder per installed major version (Debian's layout).
 var installRoot = "/usr/lib/postgresql"
 
 // Installed returns the folder of the newest PostgreSQL server binaries
-// (/usr/lib/postgresql/<version>/bin with initdb and pg_ctl), or an error
+// (/usr/lib/postgresql/<version>/bin with initdb and postgres), or an error
 // naming the command that installs them.
 func Installed() (string, error) {
 	dirs, _ := filepath.Glob(filepath.Join(installRoot, "*", "bin"))
 	slices.SortFunc(dirs, func(a, b string) int { return majorVersion(b) - majorVersion(a) })
 	for _, dir := range dirs {
-		if isFile(filepath.Join(dir, "initdb")) && isFile(filepath.Join(dir, "pg_ctl")) {
+		if isFile(filepath.Join(dir, "initdb")) && isFile(filepath.Join(dir, "postgres")) {
 			return dir, nil
 		}
 	}
@@ -61,11 +71,9 @@ func isFile(path string) bool {
 type Server struct {
 	Port int // on 127.0.0.1; kept across Stop and Restart
 
-	bin string // the binaries' folder
-	dir string // holds data/, the socket and postgres.log
-
-	mu      sync.Mutex
-	running bool
+	bin  string // the binaries' folder
+	dir  string // holds data/, the socket and postgres.log
+	proc *childproc.Proc
 }
 
 // StartServer makes a temp folder, runs initdb in it and starts the server
@@ -80,6 +88,9 @@ func StartServer() (*Server, error) {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir}
+	// SIGINT is PostgreSQL's fast shutdown: clients are cut, the data is
+	// written out. (SIGTERM would wait for every client to leave.)
+	s.proc = &childproc.Proc{Name: "pgtest: postgres", LogPath: s.LogPath(), PortTaken: "could not bind", StopSignal: syscall.SIGINT}
 	if err := s.init(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -88,7 +99,7 @@ func StartServer() (*Server, error) {
 		if s.Port, err = freePort(); err != nil {
 			break
 		}
-		if err = s.Restart(); !errors.Is(err, errPortTaken) {
+		if err = s.Restart(); !errors.Is(err, childproc.ErrPortTaken) {
 			break
 		}
 	}
@@ -112,66 +123,84 @@ func (s *Server) init() error {
 			return err
 		}
 	}
-	return s.run("initdb", "-D", s.dataDir(), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync")
+	cmd := s.command("initdb", "-D", s.dataDir(), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, tail(string(out), 20))
+	}
+	return nil
 }
 
 func chownToPostgres(dir string) error {
-	u, err := user.Lookup("postgres")
+	cred, err := postgresUser()
 	if err != nil {
-		return fmt.Errorf("pgtest: running as root needs the postgres user, which the package makes: %w; %s", err, installHint)
+		return err
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(dir, uid, gid); err != nil {
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	return nil
 }
 
-var errPortTaken = errors.New("pgtest: port already in use")
+// postgresUser is the credential of the postgres user, which the package
+// makes.
+func postgresUser() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: running as root needs the postgres user, which the package makes: %w; %s", err, installHint)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// command is one of the server's binaries, run in the server's folder, as
+// the postgres user when root.
+func (s *Server) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Dir = s.dir
+	if os.Geteuid() == 0 {
+		cred, _ := postgresUser() // found by chownToPostgres already
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	return cmd
+}
 
 // Restart starts the server, stopping it first if it runs, on the same
 // port and data, and waits until it accepts connections.
 func (s *Server) Restart() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.stopLocked(); err != nil {
+	if err := s.proc.Stop(); err != nil {
 		return err
 	}
 	// fsync off: the data is thrown away, and a fast stop still writes
 	// everything out, so a restart loses nothing.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-		s.Port, s.dir)
-	err := s.run("pg_ctl", "-D", s.dataDir(), "-l", s.LogPath(), "-w", "-t", "60", "-o", opts, "start")
-	if err != nil {
-		log, _ := os.ReadFile(s.LogPath())
-		if strings.Contains(string(log), "could not bind") || strings.Contains(string(log), "already in use") {
-			return fmt.Errorf("%w: %w", errPortTaken, err)
-		}
-		return fmt.Errorf("%w; log %s:\n%s", err, s.LogPath(), tail(string(log), 20))
-	}
-	s.running = true
-	return nil
-}
-
-// Stop stops the server (pg_ctl -m fast: connections are cut, the data is
-// written out). It does nothing when the server is not running.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopLocked()
-}
-
-func (s *Server) stopLocked() error {
-	if !s.running {
-		return nil
-	}
-	if err := s.run("pg_ctl", "-D", s.dataDir(), "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
+	cmd := s.command("postgres", "-D", s.dataDir(), "-p", strconv.Itoa(s.Port), "-k", s.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	if err := s.proc.Start(cmd); err != nil {
 		return err
 	}
-	s.running = false
-	return nil
+	err := s.proc.WaitReady(s.accepts, time.Now().Add(startTimeout))
+	if err != nil {
+		_ = s.proc.Kill()
+	}
+	return err
 }
+
+// accepts reports whether the server answers a query: it listens a moment
+// before it is ready, and answers "starting up" till then.
+func (s *Server) accepts() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return false
+	}
+	defer conn.Close(ctx)
+	return conn.Ping(ctx) == nil
+}
+
+// Stop stops the server (a fast shutdown: connections are cut, the data is
+// written out). It does nothing when the server is not running.
+func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Close stops the server and removes its folder.
 func (s *Server) Close() error {
@@ -182,21 +211,6 @@ func (s *Server) Close() error {
 // URL is the address of database db on the server, for pgx.
 func (s *Server) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
-}
-
-// run runs one of the server's binaries, as the postgres user when root.
-func (s *Server) run(name string, args ...string) error {
-	path := filepath.Join(s.bin, name)
-	cmd := exec.Command(path, args...)
-	if os.Geteuid() == 0 {
-		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
-	}
-	cmd.Dir = s.dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, tail(string(out), 20))
-	}
-	return nil
 }
 
 func freePort() (int, error) {
