@@ -4,7 +4,7 @@
 # /usr/lib/postgresql/<version>/bin; nothing is left running, and the
 # cluster the package may create for itself is not used.
 set -euo pipefail
-installed() { ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/postgres >/dev/null 2>installed() { ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; }1; }
+installed() { ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; }
 if installed; then
   echo "postgresql: already installed ($(ls /usr/lib/postgresql | sort -n | tail -1))"
   exit 0
