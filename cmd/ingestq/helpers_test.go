@@ -36,6 +36,7 @@ import (
 var (
 	ingestqBin string
 	buildTook  time.Duration
+	buildHow   = "with -race" // or without, under INGESTQ_TEST_NORACE
 )
 
 // TestMain builds cmd/ingestq with the race detector (a data race in the
@@ -60,12 +61,12 @@ func TestMain(m *testing.M) {
 	start := time.Now()
 	flags := []string{"build", "-race"}
 	if os.Getenv("INGESTQ_TEST_NORACE") != "" { // to compare timings only
-		flags = flags[:1]
+		flags, buildHow = flags[:1], "without -race"
 	}
 	build := exec.Command("go", append(flags, "-o", ingestqBin, "github.com/ingestq/ingestq/cmd/ingestq")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "daemon tests: go build -race:", err)
+		fmt.Fprintln(os.Stderr, "daemon tests: go build", buildHow+":", err)
 		os.Exit(1)
 	}
 	buildTook = time.Since(start)
@@ -362,8 +363,8 @@ func launchDaemon(t testing.TB, c daemonConfig) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", c.Host, err)
 	}
-	t.Logf("%s: pid %d: %s %s (built with -race in %v)", c.Host, d.cmd.Process.Pid, ingestqBin, strings.Join(args, " "),
-		buildTook.Round(time.Millisecond))
+	t.Logf("%s: pid %d: %s %s (built %s in %v)", c.Host, d.cmd.Process.Pid, ingestqBin, strings.Join(args, " "),
+		buildHow, buildTook.Round(time.Millisecond))
 	go func() {
 		_ = d.cmd.Wait()
 		d.exitedAt = time.Now()

@@ -241,9 +241,11 @@ func BenchmarkBigBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var bid string
 	for b.Loop() {
+		var took time.Duration
 		_, smallTook := r.run(fmt.Sprintf("small%d", time.Now().UnixNano()), small)
-		bid, took := r.run(fmt.Sprintf("big%d", time.Now().UnixNano()), objects)
+		bid, took = r.run(fmt.Sprintf("big%d", time.Now().UnixNano()), objects)
 		smallRate, bigRate := small/smallTook.Seconds(), float64(objects)/took.Seconds()
 		b.ReportMetric(smallRate, "small-objects/s")
 		b.ReportMetric(bigRate, "big-objects/s")
@@ -266,7 +268,7 @@ func BenchmarkBigBatch(b *testing.B) {
 			b.Logf("no heap profile: %v", err)
 		}
 	}
-	for _, args := range [][]string{{"ls", "batches"}, {"ls", "jobs"}, {"check"}} {
+	for _, args := range [][]string{{"ls", "batches"}, {"ls", "jobs"}, {"check"}, {"show", bid}, {"show", bid, "-o", "json"}} {
 		start := time.Now()
 		out := r.cli(0, args...)
 		b.Logf("ingestq %s: %v, %d lines", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), strings.Count(out, "\n"))
