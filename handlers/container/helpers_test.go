@@ -26,11 +26,17 @@ type zipEntry struct {
 func writeZip(t *testing.T, entries ...zipEntry) string {
 	t.Helper()
 	zipPath := filepath.Join(t.TempDir(), "test.zip")
-	f, err := os.Create(zipPath)
-	if err != nil {
+	if err := os.WriteFile(zipPath, zipBytes(t, entries...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	zw := zip.NewWriter(f)
+	return zipPath
+}
+
+// zipBytes is a zip of entries, in memory.
+func zipBytes(tb testing.TB, entries ...zipEntry) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
 	for _, e := range entries {
 		hdr := &zip.FileHeader{Name: e.name, Method: zip.Deflate, Flags: e.flags}
 		if e.store {
@@ -41,19 +47,16 @@ func writeZip(t *testing.T, entries ...zipEntry) string {
 		}
 		w, err := zw.CreateHeader(hdr)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		if _, err := w.Write([]byte(e.body)); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return zipPath
+	return buf.Bytes()
 }
 
 // writeZerosZip builds a zip whose one entry is n zero bytes (n a multiple
