@@ -281,6 +281,10 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			r.log.Info("reactor: step cancelled by shutdown; job left in its state", "job", j.ID, "state", s)
 			r.unlock(j)
 			return
+		case errors.Is(err, queue.ErrStale):
+			ran(StepAbandoned)
+			r.abandon(j, s, err)
+			return
 		case IsFatal(err):
 			ran(StepFailed)
 			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
@@ -291,10 +295,14 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return
 		}
+		if werr := r.noteRetry(ctx, j, attempt, attempts, err); errors.Is(werr, queue.ErrStale) {
+			ran(StepAbandoned)
+			r.abandon(j, s, werr)
+			return
+		}
 		ran(StepRetry)
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
-		r.noteRetry(ctx, j, attempt, attempts, err)
 		if !backoff.Sleep(ctx, wait) {
 			r.unlock(j)
 			return
@@ -430,14 +438,31 @@ func (r *Reactor) releaseKept(jid string) {
 // message, where `ingestq ls jobs --stalled` and `show` find it; the
 // job's next transition replaces it. Not written, the retry goes on; a
 // step that failed because ZooKeeper is away is not worth a write that
-// would wait for it.
-func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts int, err error) {
+// would wait for it. The write is fenced, so it also tells whether the
+// job is still this worker's: ErrStale when it is not.
+func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts int, err error) error {
 	if queue.Unreachable(err) {
-		return
+		return nil
 	}
 	msg := retryingMessage(attempt, attempts, err)
-	if werr := r.q.UpdateJob(ctx, j, queue.JobChange{Message: msg}); werr != nil {
+	werr := r.q.UpdateJob(ctx, j, queue.JobChange{Message: msg})
+	if werr != nil && !errors.Is(werr, queue.ErrStale) {
 		r.log.Debug("reactor: the retry's reason not written into the job's status", "job", j.ID, "err", werr)
+	}
+	return werr
+}
+
+// abandon drops a step whose job changed under it: an operator failed or
+// cancelled it, or this session lost it and another took it over. Running
+// the step again would work on a job that is no longer this worker's, so
+// it stops here. The fenced write that found the change let go of this
+// worker's lock (queue.UpdateJob); any other stale error leaves the lock
+// to unlock, which refuses a lock this view does not own.
+func (r *Reactor) abandon(j *queue.Job, s queue.State, err error) {
+	r.log.Info("reactor: job changed under its step (an operator or another session); step abandoned", "job", j.ID, "state", s, "err", err)
+	r.cfg.Observer.Moved("job", s, Abandoned)
+	if j.Owned() {
+		r.unlock(j)
 	}
 }
 

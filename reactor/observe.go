@@ -31,6 +31,7 @@ const (
 	StepRetry     StepResult = "retry"     // a retryable error; tried again after a backoff
 	StepFailed    StepResult = "failed"    // a fatal error, or the last attempt: the job fails
 	StepCancelled StepResult = "cancelled" // shutdown cut it off
+	StepAbandoned StepResult = "abandoned" // the job changed under the step (an operator, another session): no longer this daemon's
 )
 
 // What became of a commit that did not land as written.

@@ -163,6 +163,11 @@ func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (h head,
 	return h, false, nil
 }
 
+// Owned tells whether this view holds the job's lock: it acquired the job,
+// and no write through it has since found the job changed (which lets
+// the lock go).
+func (j *Job) Owned() bool { return j.owner }
+
 // Handoff is a copy of a job this session has just moved (and released),
 // for acquiring it in its new state without reading it again (AcquireView).
 func (j *Job) Handoff() *Job {
