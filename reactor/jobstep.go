@@ -153,7 +153,9 @@ func (r *Reactor) wakeOnUnlock(s queue.State, ref string) {
 	jid := jidOf(ref)
 	if _, busy := r.working.Load(jid); !busy {
 		// This session's lock, yet no worker here holds the job: an
-		// acquisition whose reply was lost and could not be confirmed.
+		// acquisition whose reply was lost and could not be confirmed. (Only
+		// the reactor takes job locks on its session: `serve` gives the
+		// API's and the dashboard's operator actions a session of their own.)
 		released, err := r.q.ReleaseOwnJobLock(r.work, jid)
 		if err != nil {
 			// The lock stays: the next wake-up or rescan tries again.

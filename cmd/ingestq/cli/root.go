@@ -255,18 +255,33 @@ func isTerminal(w io.Writer) bool {
 
 // queue connects and opens the queue; it writes nothing.
 func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
+	s, q, err := a.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.session = s
+	return q, nil
+}
+
+// dial opens a ZooKeeper session and the queue on it; the caller closes
+// the session.
+func (a *app) dial(ctx context.Context) (*zkwatch.Session, *queue.Queue, error) {
 	servers := zkwatch.ParseServers(a.zk)
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
 	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log})
 	if errors.Is(err, zkwatch.ErrRefused) {
-		return nil, fmt.Errorf("cannot reach ZooKeeper at %s: connection refused, nothing listens there (is it running? --zk or INGESTQ_ZK say where)", a.zk)
+		return nil, nil, fmt.Errorf("cannot reach ZooKeeper at %s: connection refused, nothing listens there (is it running? --zk or INGESTQ_ZK say where)", a.zk)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	a.session = s
-	return queue.New(s.Conn, a.root, queue.WithLogger(a.log), queue.WithClosed(s.Closed))
+	q, err := queue.New(s.Conn, a.root, queue.WithLogger(a.log), queue.WithClosed(s.Closed))
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, q, nil
 }
 
 // initQueue is queue, then makes sure the queue's folders exist: for the

@@ -257,6 +257,19 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
 	svc := &ops.Service{Q: q, Publish: bus.Publish}
+	opsSession := a.session
+	if web != nil {
+		// Operators' actions through the API and the dashboard run on a
+		// session of their own, as the CLI's do (decision 226): a job lock
+		// one of them takes is then never the reactor's session's, in which
+		// a lock that no worker here claims is an orphan to release.
+		s, oq, err := a.dial(ctx)
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer s.Close()
+		opsSession, svc.Q = s, oq
+	}
 	var acc reactor.AccessHandler
 	var accWorkers map[string]int
 	if f.pipeline != "passthrough" {
@@ -284,7 +297,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		}
 		defer ap.Close() // before the server's: its event streams end first
 		web.Handle(api.Prefix, ap)
-		dash, err := dashboard.New(dashboard.Config{Ops: svc, Session: a.session, Bus: bus, Inventory: inv, Tokens: tokens,
+		dash, err := dashboard.New(dashboard.Config{Ops: svc, Session: opsSession, Bus: bus, Inventory: inv, Tokens: tokens,
 			Stalled: detect, Logger: a.log})
 		if err != nil {
 			return &exitError{code: 1, err: err}
