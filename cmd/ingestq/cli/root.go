@@ -285,7 +285,8 @@ func (a *app) dial(ctx context.Context) (*zkwatch.Session, *queue.Queue, error) 
 }
 
 // initQueue is queue, then makes sure the queue's folders exist: for the
-// commands that put work in (serve, submit).
+// daemon, which puts work in (submit makes them once a submission is
+// accepted).
 func (a *app) initQueue(ctx context.Context) (*queue.Queue, error) {
 	q, err := a.queue(ctx)
 	if err != nil {
@@ -328,11 +329,6 @@ func (a *app) close() {
 // and turns its error into exit 1 (unless fn chose another code).
 func (a *app) action(fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
 	return a.run(a.existingQueue, fn)
-}
-
-// initAction is action for a command that may start a new queue (submit).
-func (a *app) initAction(fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {
-	return a.run(a.initQueue, fn)
 }
 
 func (a *app) run(open func(context.Context) (*queue.Queue, error), fn func(ctx context.Context, q *queue.Queue, args []string) error) func(*cobra.Command, []string) error {

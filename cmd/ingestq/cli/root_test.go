@@ -128,7 +128,9 @@ func TestEnvironment(t *testing.T) {
 }
 
 // A read on a root where no queue is (a mistyped --zk-root) says so, exits
-// 1 and creates nothing; so does an admin action. submit starts a queue.
+// 1 and creates nothing; so does an admin action, and so does a submission
+// refused (no daemon published its profile there), which exits 2. An
+// accepted submission starts a queue.
 func TestFreshRoot(t *testing.T) {
 	t.Parallel()
 	root := zktest.Root(t)
@@ -142,8 +144,16 @@ func TestFreshRoot(t *testing.T) {
 			t.Errorf("%v printed %q", args, out)
 		}
 	}
+	_, stderr, code := run(t, root, "submit", "--profile", "demo", "https://example.org/batch.checkm")
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, `unknown profile "demo"`)
 	if ok, _, err := conn.Exists(root); err != nil || ok {
-		t.Fatalf("%s exists after reads only (%v)", root, err)
+		t.Fatalf("%s exists after reads and a refused submission only (%v)", root, err)
+	}
+	out, _, code := run(t, root, "submit", "--profile", "demo", "passthrough:1")
+	wantCode(t, code, 0)
+	if ok, _, err := conn.Exists(root + "/batches/" + strings.TrimSpace(out)); err != nil || !ok {
+		t.Fatalf("the accepted submission's batch %q is not under %s (%v)", out, root, err)
 	}
 }
 

@@ -63,7 +63,10 @@ func (a *app) submitCommand() *cobra.Command {
 			sub, err = a.submission(f, cmd.Flags().Changed("priority"), args[0])
 			return err
 		},
-		RunE: a.initAction(func(ctx context.Context, q *queue.Queue, _ []string) error {
+		// Connected without making the queue's folders: a refused submission
+		// writes nothing (a mistyped --zk-root stays an empty root that the
+		// other commands name as one); submit makes them once it is accepted.
+		RunE: a.run(a.queue, func(ctx context.Context, q *queue.Queue, _ []string) error {
 			return a.submit(ctx, q, sub, f.wait)
 		}),
 	}
@@ -180,6 +183,9 @@ func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, 
 		if err := nc.FlushTimeout(waitDial); err != nil {
 			return fmt.Errorf("nats %s: subscribe: %w", a.natsURL(), err)
 		}
+	}
+	if err := q.Init(ctx); err != nil {
+		return fmt.Errorf("zookeeper %s: prepare queue folders under %q: %w", a.zk, a.root, err)
 	}
 	b, err := a.ops(q).Submit(ctx, sub)
 	if err != nil {
