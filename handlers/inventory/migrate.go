@@ -3,12 +3,14 @@ package inventory
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -83,6 +85,29 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err := inLockedTx(ctx, pool, func(tx pgx.Tx) error { return apply(ctx, tx, m) }); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
+	}
+	return nil
+}
+
+// readable checks, without writing, that the database holds the schema
+// this ingestq reads: every migration it knows applied.
+func readable(ctx context.Context, pool *pgxpool.Pool) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	var applied int
+	err = pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return errors.New("it holds no ingestq inventory (no schema_migrations table; a daemon given it as --inventory makes it): is the URL right?")
+	case err != nil:
+		return fmt.Errorf("schema_migrations: %w", err)
+	case applied < len(ms):
+		return fmt.Errorf("its schema is at version %d, older than this ingestq's %d: a daemon of this version brings it up to date", applied, len(ms))
+	case applied > len(ms):
+		return fmt.Errorf("its schema is at version %d, newer than this ingestq knows (%d): use a newer ingestq", applied, len(ms))
 	}
 	return nil
 }

@@ -2,8 +2,11 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -29,24 +32,45 @@ var (
 //   - http://… or https://… → [HTTP] through client (a default retrying
 //     client when nil).
 func Open(ctx context.Context, target, defaultPath string, client *retryablehttp.Client) (Handle, error) {
+	return open(ctx, target, defaultPath, client, false)
+}
+
+// OpenReader is Open for a command that only reads: it makes nothing. A
+// database file must exist (bbolt would make an empty one), and a
+// PostgreSQL database must hold the schema a daemon made; it is not
+// migrated (NewPostgresReader).
+func OpenReader(ctx context.Context, target, defaultPath string, client *retryablehttp.Client) (Handle, error) {
+	return open(ctx, target, defaultPath, client, true)
+}
+
+func open(ctx context.Context, target, defaultPath string, client *retryablehttp.Client, reader bool) (Handle, error) {
+	local := func(path string) (Handle, error) {
+		if _, err := os.Stat(path); reader && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("inventory database %s: %w (nothing was recorded there: is the path right?)", path, fs.ErrNotExist)
+		}
+		return OpenLocal(path)
+	}
 	if target == "" {
 		if defaultPath == "" {
 			return nil, fmt.Errorf("inventory: %w: no inventory given and no default path", ErrInvalid)
 		}
-		return OpenLocal(defaultPath)
+		return local(defaultPath)
 	}
 	scheme, _, hasScheme := strings.Cut(target, "://")
 	if !hasScheme && !strings.HasPrefix(target, "file:") {
-		return OpenLocal(target)
+		return local(target)
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
+		if reader {
+			return NewPostgresReader(ctx, target)
+		}
 		return NewPostgres(ctx, target)
 	case "http", "https":
 		return NewHTTP(target, client), nil
 	}
 	if u, err := url.Parse(target); err == nil && u.Scheme == "file" && u.Path != "" && (u.Host == "" || u.Host == "localhost") {
-		return OpenLocal(u.Path)
+		return local(u.Path)
 	}
 	shown := target
 	if u, err := url.Parse(target); err == nil {

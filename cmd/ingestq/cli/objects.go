@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -32,11 +31,7 @@ type objects interface {
 // with another --data-dir), the daemon's API. done closes what it opened.
 func (a *app) objectSource(ctx context.Context, target, dataDir, api string) (_ objects, done func(), _ error) {
 	embedded := filepath.Join(dataDir, "inventory.db")
-	var h inventory.Handle
-	_, err := os.Stat(embedded) // an absent one is not made here: bbolt would make an empty one
-	if target != "" || err == nil {
-		h, err = inventory.Open(ctx, target, embedded, nil)
-	}
+	h, err := inventory.OpenReader(ctx, target, embedded, nil) // makes nothing: an absent one is an error
 	var why string
 	switch {
 	case target == "" && errors.Is(err, inventory.ErrLocked):

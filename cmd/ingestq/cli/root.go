@@ -94,10 +94,11 @@ func usagef(format string, args ...any) error {
 }
 
 // oneLine keeps an error to the single line the CLI promises: cobra appends
-// suggestions after a blank line, and those are dropped.
+// suggestions after a blank line, and those are dropped; the lines of a
+// cause that spans several (a database driver's) are joined, not cut.
 func oneLine(s string) string {
-	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(first)
+	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n\n")
+	return strings.Join(strings.Fields(first), " ")
 }
 
 // app is one invocation: its flags, streams and, once connected, its queue.
