@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -170,4 +172,21 @@ func TestChrootInConnectString(t *testing.T) {
 	_, stderr, code := runEnv(t, nil, "--zk", zktest.Shared(t).Addr+e.root, "--zk-root", "/other", "ls", "batches")
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, e.root, "/other")
+}
+
+// An error whose cause spans several lines (PostgreSQL's driver) keeps the
+// cause on the one error line: "connection refused" is what the user needs.
+// A read (object) makes no database file where none is.
+func TestErrorCauseOnOneLine(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := runEnv(t, nil, slices.Concat(nowhere, []string{"object", "--inventory", "postgres://127.0.0.1:1/x", "ark:/99999/fk4x"})...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "postgres://127.0.0.1:1/x", "connection refused")
+	missing := filepath.Join(t.TempDir(), "inventory.db")
+	_, stderr, code = runEnv(t, nil, slices.Concat(nowhere, []string{"object", "--inventory", missing, "ark:/99999/fk4x"})...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, missing, "does not exist")
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("object made %s", missing)
+	}
 }
