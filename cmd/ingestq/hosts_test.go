@@ -60,10 +60,13 @@ func TestHostsListed(t *testing.T) {
 		t.Errorf("ingestq hosts: %v\n%s", err, text)
 	}
 
+	// It waits (twice its session timeout) for the name's node to go, as
+	// for a daemon killed just now, then refuses the live one's name.
 	dup := exec.Command(ingestqBin, "serve", "--zk", zkAddr, "--zk-root", root, "--data-dir", t.TempDir(),
-		"--pipeline", "passthrough", "--host", "a", "--nats", url, "--http", "off")
+		"--pipeline", "passthrough", "--host", "a", "--nats", url, "--http", "off", "--zk-session-timeout", "2s")
 	msg, err := dup.CombinedOutput()
-	if code := dup.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(msg), "host name a is in use by another live daemon") {
+	if code := dup.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(msg), "host name a is in use by another live daemon") ||
+		!strings.Contains(string(msg), "still there after 4s") {
 		t.Errorf("a second daemon named a: exit %d (%v), want 1 naming the live one:\n%s", code, err, tail(string(msg), 10))
 	}
 

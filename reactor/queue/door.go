@@ -130,6 +130,21 @@ func (d door) exists(ctx context.Context, p string) (bool, *zk.Stat, error) {
 	return s.exists, s.st, err
 }
 
+// existsW is exists with a one-shot watch on the node.
+func (d door) existsW(ctx context.Context, p string) (bool, *zk.Stat, <-chan zk.Event, error) {
+	d.sent.Reads.Add(1)
+	type answer struct {
+		ok bool
+		st *zk.Stat
+		ch <-chan zk.Event
+	}
+	a, err := await(ctx, d, "exists", p, func() (answer, error) {
+		ok, st, ch, err := d.conn.ExistsW(p)
+		return answer{ok, st, ch}, err
+	})
+	return a.ok, a.st, a.ch, err
+}
+
 func (d door) children(ctx context.Context, p string) ([]string, error) {
 	d.sent.Reads.Add(1)
 	return await(ctx, d, "list", p, func() ([]string, error) {

@@ -270,9 +270,42 @@ func (q *Queue) claimOwn(ctx context.Context, dir, name string, data []byte) err
 	case !ok:
 		return q.claimOwn(ctx, dir, name, data) // it just went: try again
 	case !q.zk.owns(st):
-		return refused("host name %s is in use by another live daemon (session 0x%x): give this one another --host", name, st.EphemeralOwner)
+		if q.awaitGone(ctx, p, st.EphemeralOwner) {
+			return q.claimOwn(ctx, dir, name, data)
+		}
+		return refused("host name %s is in use by another live daemon (session 0x%x, still there after %v): give this one another --host",
+			name, st.EphemeralOwner, q.nameWait)
 	}
 	return q.commit(ctx, []op{set(p, data, -1)})
+}
+
+// awaitGone waits up to q.nameWait for the node at p, which session owner
+// holds, to go, and tells whether it went (or another session's took its
+// place, which claimOwn then judges afresh).
+func (q *Queue) awaitGone(ctx context.Context, p string, owner int64) bool {
+	if q.nameWait <= 0 {
+		return false
+	}
+	q.log.Warn("queue: the name's node is held by another session; waiting for it to end (a daemon of this name stopped just now?)",
+		"node", q.rel(p), "session", fmt.Sprintf("0x%x", owner), "up_to", q.nameWait)
+	deadline := time.NewTimer(q.nameWait)
+	defer deadline.Stop()
+	for {
+		ok, st, fired, err := q.zk.existsW(ctx, p)
+		switch {
+		case err != nil:
+			return false
+		case !ok || st.EphemeralOwner != owner:
+			return true
+		}
+		select {
+		case <-fired:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Hosts lists the live daemons, by name.

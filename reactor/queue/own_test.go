@@ -2,9 +2,14 @@ package queue_test
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // A daemon's route is an ephemeral node under its name: another live
@@ -36,5 +41,38 @@ func TestAnnounceRoute(t *testing.T) {
 	r.ok(err)
 	if len(routes) != 2 || !routes[0].Mine || string(routes[0].Data) != "nats://h2:6222" {
 		t.Fatalf("after a's session ended, Routes = %+v, want a taken by b's session", routes)
+	}
+}
+
+// A daemon restarted in place of one killed just now waits for the dead
+// one's host node to go with its session (WithNameWait), then takes the
+// name; a name a live daemon keeps is refused once the wait is over.
+func TestNameWaitsForAStoppedDaemon(t *testing.T) {
+	r := newRun(t)
+	connA, qa := r.second()
+	r.ok(qa.RegisterHost(t.Context(), "h", []byte(`{"pid":1}`)))
+	var log logtest.Buffer
+	qb, err := queue.New(zktest.Connect(t), r.root, queue.WithLogger(slog.New(slog.NewTextHandler(&log, nil))),
+		queue.WithNameWait(time.Minute))
+	r.ok(err)
+	done := make(chan error, 1)
+	go func() { done <- qb.RegisterHost(t.Context(), "h", []byte(`{"pid":2}`)) }()
+	log.WaitFor(t, "waiting for it to end", "hosts/h")
+	connA.Close() // the old daemon's session ends
+	select {
+	case err := <-done:
+		r.ok(err)
+	case <-time.After(time.Minute):
+		t.Fatal("the name was not taken after the old session ended")
+	}
+	hosts, err := qb.Hosts(t.Context())
+	r.ok(err)
+	if len(hosts) != 1 || !hosts[0].Mine || string(hosts[0].Data) != `{"pid":2}` {
+		t.Fatalf("Hosts = %+v, want h, the new daemon's", hosts)
+	}
+	qc, err := queue.New(zktest.Connect(t), r.root, queue.WithNameWait(50*time.Millisecond))
+	r.ok(err)
+	if err := qc.RegisterHost(t.Context(), "h", nil); !errors.Is(err, queue.ErrRefused) || !strings.Contains(err.Error(), "still there after 50ms") {
+		t.Fatalf("a name a live daemon keeps: %v, want ErrRefused after the wait", err)
 	}
 }

@@ -29,6 +29,9 @@ type Queue struct {
 	// their reads (TryAcquireJob), by id and status version: read before
 	// they are locked, until they change.
 	unreadable seen
+	// nameWait is how long RegisterHost and AnnounceRoute wait for another
+	// session's node of their name to go (WithNameWait).
+	nameWait time.Duration
 }
 
 // Option configures a Queue.
@@ -41,6 +44,14 @@ func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 // purpose (zkwatch.Session.Closed): a change then stops trying again
 // through the outage at once, instead of after its whole back-off.
 func WithClosed(closed func() bool) Option { return func(q *Queue) { q.closed = closed } }
+
+// WithNameWait makes RegisterHost and AnnounceRoute wait up to d for a
+// node of their name that another session holds to go, before refusing
+// the name: a daemon of that name killed just now keeps its node until its
+// session expires, and the daemon restarted in its place (by systemd, a
+// few seconds later) should wait for that rather than fail. A live daemon
+// of that name keeps its node, and the name is refused after d.
+func WithNameWait(d time.Duration) Option { return func(q *Queue) { q.nameWait = d } }
 
 // WithRequestTimeout bounds each request to ZooKeeper (default
 // DefaultRequestTimeout): a request the client holds through an outage

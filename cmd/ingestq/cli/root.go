@@ -277,7 +277,10 @@ func (a *app) dial(ctx context.Context) (*zkwatch.Session, *queue.Queue, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := queue.New(s.Conn, a.root, queue.WithLogger(a.log), queue.WithClosed(s.Closed))
+	// A daemon of this --host killed just now keeps its host node until its
+	// session expires: a restart in its place waits for that (WithNameWait).
+	q, err := queue.New(s.Conn, a.root, queue.WithLogger(a.log), queue.WithClosed(s.Closed),
+		queue.WithNameWait(2*cmp.Or(a.sessionTimeout, sessionTimeout)))
 	if err != nil {
 		s.Close()
 		return nil, nil, err
