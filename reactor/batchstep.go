@@ -169,6 +169,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	r.doneReport(ids, b != nil)
 	r.recoverBatchEnds(ended)
 	if err != nil {
+		r.retryReport(ids)
 		return false, err
 	}
 	if b == nil {
@@ -311,7 +312,11 @@ func nonNil(s []string) []string {
 func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
 	from := b.State()
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error { return r.q.SetBatchStatus(r.work, b, to, c) })
+	err := r.retry(func() error {
+		err := r.q.SetBatchStatus(r.work, b, to, c)
+		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
+		return err
+	})
 	switch {
 	case queue.MaybeApplied(err):
 		r.log.Warn("reactor: batch commit outcome unknown (its reply was lost, then the batch moved on); its event is counted lost",

@@ -327,7 +327,11 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	r.awaitRecorded(j.ID, j.ArrivalID())
 	next := r.nextHere(j, to, c)
 	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error { return r.q.SetJobStatus(r.work, j, to, c) })
+	err := r.retry(func() error {
+		err := r.q.SetJobStatus(r.work, j, to, c)
+		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
+		return err
+	})
 	switch {
 	case queue.MaybeApplied(err):
 		// Our commit may have landed before the reply was lost, and the

@@ -511,6 +511,26 @@ func (r *Reactor) nextReport() (ids []string, ok bool) {
 	return nil, false
 }
 
+// reportRetry is how long after a failed look (ZooKeeper away, say) the
+// report pool looks again at the batches it was for.
+const reportRetry = time.Second
+
+// retryReport queues again the batches a failed look was for (ids; nil: a
+// look at every batch), and wakes the report pool after reportRetry: the
+// news that led to the look (a batch-processing folder emptied) does not
+// come twice, and the next rescan may be a minute away.
+func (r *Reactor) retryReport(ids []string) {
+	r.reportMu.Lock()
+	switch {
+	case ids == nil:
+		r.reportScan = true
+	case !slices.Contains(r.toReport, ids[0]):
+		r.toReport = append(r.toReport, ids[0])
+	}
+	r.reportMu.Unlock()
+	r.waits.after(reportRetry, func() { r.wake(sigReport) })
+}
+
 // doneReport ends a worker's try of the batches ids (nextReport). Once the
 // batch is acquired, news of it that came during the try is answered; a
 // try that did not take it leaves that news for another worker.

@@ -450,6 +450,7 @@ type BatchChange struct {
 	Report   *StatusReport // written to status-report in the same multi()
 	Release  bool          // delete the lock in the same multi()
 	At       time.Time     // stamps the change; zero means now (see JobChange.At)
+	Retried  bool          // an earlier try may have landed (see JobChange.Retried)
 	via      State         // passed through in the same multi() (see JobChange.via)
 }
 
@@ -477,7 +478,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	if c.Release && b.owner {
 		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
 	}
-	if err := q.commit(ctx, ops); err != nil {
+	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		if errors.Is(err, ErrStale) && b.owner {
 			_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
 			b.owner = false

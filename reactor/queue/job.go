@@ -271,7 +271,13 @@ type JobChange struct {
 	// At stamps the change (last_modified); zero means now. A caller that
 	// tries the same change again passes the same At, so that a try whose
 	// reply was lost is recognised by its bytes.
-	At      time.Time
+	At time.Time
+	// Retried says that an earlier try of this very change (the same At)
+	// got no answer, ZooKeeper being away, and may have landed: a fence the
+	// change then fails is checked against the change's own bytes, and a
+	// match is its success (else the error says MaybeApplied). A try that
+	// gave up after its own reply was lost knows this only for itself.
+	Retried bool
 	requeue bool // count a retry
 	// via is a state the move passes through in the same multi(), where the
 	// machine has no direct edge: readers only ever see the end state.
@@ -358,7 +364,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	if c.Release && j.owner {
 		ops = append(ops, delIfThere(q.jobPath(j.ID, "lock")))
 	}
-	if err := q.commit(ctx, ops); err != nil {
+	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		if errors.Is(err, ErrStale) && j.owner {
 			_ = q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock"))
 			j.owner, j.Locked = false, false

@@ -234,3 +234,47 @@ func TestStorageLockOfAnEndedSession(t *testing.T) {
 		t.Fatalf("the holder's unlock: %v, %v; want true", freed, err)
 	}
 }
+
+// A change tried again after an earlier call's try got no answer (Retried)
+// is recognised by its own bytes when that try had landed: the fence it
+// now fails (the status moved on, by that very try) is its success. A
+// change that is not marked so is stale, and one marked so whose fence
+// another writer moved is stale with its outcome said unknown.
+func TestRetriedChangeRecognisesItsLandedTry(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		retried, foreign bool
+		wantErr          error // nil: the try is recognised as landed
+		maybe            bool
+	}{
+		{"retried", true, false, nil, false},
+		{"not marked", false, false, queue.ErrStale, false},
+		{"another writer", true, true, queue.ErrStale, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t)
+			b := r.processing(true)
+			_, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5})
+			r.ok(err)
+			j, err := r.q.AcquireJob(t.Context(), queue.Pending)
+			r.ok(err)
+			view := *j // as read before the first try
+			c := queue.JobChange{Release: true, At: r.q.Now()}
+			if tc.foreign {
+				c2 := c
+				c2.Message = "another writer's"
+				r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, c2))
+			} else {
+				r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, c)) // lands; say its reply was lost
+			}
+			c.Retried = tc.retried
+			err = r.q.SetJobStatus(t.Context(), &view, queue.Estimating, c)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) || queue.MaybeApplied(err) != tc.maybe {
+				t.Fatalf("the second try: %v (maybe applied %v); want %v, maybe applied %v", err, queue.MaybeApplied(err), tc.wantErr, tc.maybe)
+			}
+			if err == nil && view.State() != queue.Estimating {
+				t.Fatalf("the view after a recognised try is %s, want Estimating", view.State())
+			}
+		})
+	}
+}

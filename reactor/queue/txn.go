@@ -251,8 +251,13 @@ const maxOutages = 12
 
 // commit runs ops as one multi(), recovering failed ops as they ask, and
 // trying again while the connection is in trouble.
-func (q *Queue) commit(ctx context.Context, ops []op) error {
-	lost := false // a try's reply was lost: it may have been applied
+func (q *Queue) commit(ctx context.Context, ops []op) error { return q.commitLanded(ctx, ops, false) }
+
+// commitLanded is commit for a change whose earlier try (an earlier call)
+// may have landed (maybe): a fence that fails is then checked against the
+// change's own bytes first, as for a try of this call whose reply was lost.
+func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
+	lost := maybe // a try's reply was lost: it may have been applied
 	outages := 0
 	pause := func() bool { // back-off while the client reconnects
 		if outages++; outages > maxOutages || q.closed() {
