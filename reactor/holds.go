@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
@@ -25,6 +26,9 @@ type holds struct {
 	queue  bool            // the ingest queue is held
 	access map[string]bool // held access queues (accessSmall, accessLarge)
 	cols   map[string]bool // held collections
+	// The watcher has reported the folder: its view is newer than what
+	// load read, which then leaves it alone.
+	queueSeen, colsSeen bool
 }
 
 func newHolds(q *queue.Queue, log *slog.Logger, onFree func()) *holds {
@@ -38,18 +42,24 @@ var accessQueues = []string{queue.QueueAccessSmall, queue.QueueAccessLarge}
 // first listings run beside the pools' and could come late.
 func (h *holds) load(ctx context.Context) {
 	held, err := h.q.QueueHeld(ctx, queue.QueueIngest)
-	cols, err2 := h.q.HeldCollections(ctx)
-	h.mu.Lock()
-	if err == nil {
-		h.queue = held
-	}
+	access := map[string]bool{}
 	for _, name := range accessQueues {
 		if held, err := h.q.QueueHeld(ctx, name); err == nil {
-			h.access[name] = held
+			access[name] = held
 		}
 	}
-	for _, c := range cols {
-		h.cols[c] = true
+	cols, err2 := h.q.HeldCollections(ctx)
+	h.mu.Lock()
+	if !h.queueSeen {
+		if err == nil {
+			h.queue = held
+		}
+		maps.Copy(h.access, access)
+	}
+	if !h.colsSeen {
+		for _, c := range cols {
+			h.cols[c] = true
+		}
 	}
 	h.mu.Unlock()
 	if err != nil || err2 != nil {
@@ -93,6 +103,7 @@ func (h *holds) collectionHeld(ctx context.Context, profile string) bool {
 // queueChanged applies a change of /locks/queue.
 func (h *holds) queueChanged(c zkwatch.Change) {
 	h.mu.Lock()
+	h.queueSeen = true
 	was, held := h.queue, h.queue && !c.Rescan
 	for _, n := range c.Added {
 		held = held || n == queue.QueueIngest
@@ -129,6 +140,7 @@ func (h *holds) accessChanged(c zkwatch.Change) (freed bool) {
 func (h *holds) collectionsChanged(c zkwatch.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.colsSeen = true
 	if c.Rescan {
 		h.cols = map[string]bool{}
 	}
