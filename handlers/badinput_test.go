@@ -96,8 +96,10 @@ func TestBadInputEndToEnd(t *testing.T) {
 		cases = append(cases, c)
 	}
 
-	// Every stored bad manifest, as a batch payload declared a manifest
-	// (as "auto", a file that is not checkm would rightly be one file).
+	// Every stored bad manifest, as a batch payload declared a manifest.
+	// The two that are not checkm at all are refused as "auto" too: a payload
+	// named .checkm that is no manifest, or an empty one, is not taken for a
+	// single file to store.
 	files, err := filepath.Glob(filepath.Join(corpus, "bad", "*.checkm"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bad corpus: %v", err)
@@ -121,6 +123,11 @@ func TestBadInputEndToEnd(t *testing.T) {
 			want = append(want, url)
 		}
 		add(&badCase{name: "bad/" + base, payload: url, want: want}, "type", handlers.SubmitManifest)
+		if exp.line == 0 {
+			why := map[string]string{"empty.checkm": "is empty (0 bytes): nothing to ingest",
+				"not-checkm.checkm": "is named as a checkm manifest but does not start with #%checkm"}[base]
+			add(&badCase{name: "auto/" + base, payload: url, want: []string{url, why, "submit it with type file"}})
+		}
 	}
 
 	// Generated manifests, caught by the batch handler's parse. manifest()
