@@ -78,7 +78,7 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			s := a.ops(q)
 			s.Inventory, s.AccessThreshold = inv, int64(threshold)
 			v, err := s.RequestAccess(ctx, ops.AccessRequest{ARK: args[0], Version: f.version, Files: f.files, Format: f.format,
-				RequestedBy: a.env("USER", "")})
+				RequestedBy: a.user()})
 			if err != nil {
 				return err
 			}

@@ -228,7 +228,7 @@ func (a *app) cancelCommand() *cobra.Command {
 			"Held) ends Deleted. -o json lists the jobs cancelled and those left to finish.",
 		Args: args("BID|UUID"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			out, err := a.ops(q).CancelBatch(ctx, args[0], a.env("USER", "unknown"))
+			out, err := a.ops(q).CancelBatch(ctx, args[0], a.user())
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path"
 	"strings"
 	"sync"
@@ -127,6 +128,19 @@ func (a *app) env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// user names who runs the command, for a submission's submitter and the
+// record of an action: $USER, else the account's name (a root shell in a
+// container may have no $USER), else "unknown".
+func (a *app) user() string {
+	if v := a.getenv("USER"); v != "" {
+		return v
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown"
 }
 
 func (a *app) rootCommand() *cobra.Command {

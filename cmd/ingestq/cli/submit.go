@@ -45,12 +45,13 @@ func (a *app) submitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--wait] URL|PATH",
 		Short: "Submit a payload (a URL or a local file) as a batch for a profile",
-		Long: "submit creates a Pending batch for a payload: a URL, or a local file or folder (made absolute;\n" +
+		Long: "submit creates a Pending batch for a payload: a URL, or a local file (not a folder; made absolute;\n" +
 			"it must exist; it becomes a file: URL, which only profiles allowing local files accept).\n" +
 			"It prints the batch id (-o json: batch_id and uuid). The profile must be one a daemon\n" +
 			"has published (ingestq serve publishes its profiles in ZooKeeper at start).\n\n" +
 			"--type auto (the default) lets the daemon look at the payload: a checkm manifest (any of\n" +
-			"Merritt's four profiles), a zip container, or else a single file.\n\n" +
+			"Merritt's four profiles), a zip container, or else a single file (an empty payload, or one\n" +
+			"named .checkm that is no manifest, fails: --type file stores it as a file).\n\n" +
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"progress on stderr, then the batch's report (each completed job with its object's ARK and\n" +
 			"local ids, each failed job with its reason); exit 0 when it is Completed, 1 when it is\n" +
@@ -87,7 +88,7 @@ func (a *app) submitCommand() *cobra.Command {
 func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Submission, error) {
 	req := ops.SubmitRequest{Profile: f.profile, Submitter: f.submitter, PayloadURL: payload, Type: f.typ}
 	if req.Submitter == "" {
-		req.Submitter = a.env("USER", "unknown")
+		req.Submitter = a.user()
 	}
 	if priority {
 		req.Priority = &f.priority
@@ -151,12 +152,16 @@ func payloadURL(payload string) (string, error) {
 	if err != nil {
 		return "", usagef("submit: payload %q: %v", payload, err)
 	}
-	if _, err := os.Stat(abs); err != nil {
+	fi, err := os.Stat(abs)
+	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
 		return "", usagef("submit: payload %q is not a URL, and no such local file: %v", payload, err)
+	}
+	if fi.IsDir() {
+		return "", usagef("submit: payload %q is a folder: submit a file, a zip of the folder, or a manifest of its files", payload)
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,7 +110,10 @@ func TestSubmit(t *testing.T) {
 	if out != b.ID+"\n" || stderr != "" {
 		t.Fatalf("stdout %q, stderr %q; want the bid %s", out, stderr, b.ID)
 	}
-	want := map[string]any{"profile_name": "demo", "submitter": "unknown", "payload_url": "passthrough:3",
+	// No $USER in the test's environment: the account's name is the submitter.
+	me, err := user.Current()
+	e.ok(err)
+	want := map[string]any{"profile_name": "demo", "submitter": me.Username, "payload_url": "passthrough:3",
 		"type": "auto", "submission_mode": "add", "batchID": b.UUID()}
 	if len(b.Submission.Map()) != len(want) {
 		t.Errorf("submission %v, want %v", b.Submission, want)
@@ -147,7 +151,7 @@ func TestSubmit(t *testing.T) {
 func TestSubmitUsageErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	missing := filepath.Join(t.TempDir(), "nope.zip")
+	missing, folder := filepath.Join(t.TempDir(), "nope.zip"), t.TempDir()
 	cases := []struct {
 		args []string
 		want []string
@@ -155,6 +159,7 @@ func TestSubmitUsageErrors(t *testing.T) {
 		{[]string{"submit", "--profile", "demo", "--type", "tarball", "passthrough:1"}, []string{`"tarball"`, "file, container, manifest"}},
 		{[]string{"submit", "--profile", "demo", missing}, []string{missing, "no such"}},
 		{[]string{"submit", "--profile", "demo", "relative/nope.zip"}, []string{"relative/nope.zip", "no such"}},
+		{[]string{"submit", "--profile", "demo", folder}, []string{folder, "is a folder", "a zip of the folder"}},
 		{[]string{"submit", "passthrough:1"}, []string{"--profile"}},
 		{[]string{"submit", "--profile", "demo"}, []string{"missing URL|PATH"}},
 		{[]string{"submit", "--profile", "demo", "--priority", "100", "passthrough:1"}, []string{"--priority", "100"}},
