@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
@@ -41,7 +42,10 @@ const (
 const (
 	defaultZK             = "127.0.0.1:2181"
 	defaultConnectTimeout = 10 * time.Second
-	sessionTimeout        = 10 * time.Second
+	// refusedPause is how long serve waits between tries of a ZooKeeper
+	// that refuses connections (not started yet) at start.
+	refusedPause   = 250 * time.Millisecond
+	sessionTimeout = 10 * time.Second
 )
 
 // Main runs ingestq with the process environment and returns its exit code.
@@ -115,6 +119,7 @@ type app struct {
 	logLevel       string
 	output         string
 	connectTimeout time.Duration
+	patient        bool // serve: a ZooKeeper refusing connections is waited for (connectTimeout)
 
 	log            *slog.Logger
 	session        *zkwatch.Session
@@ -281,10 +286,18 @@ func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 // dial opens a ZooKeeper session and the queue on it; the caller closes
 // the session.
 func (a *app) dial(ctx context.Context) (*zkwatch.Session, *queue.Queue, error) {
-	servers := zkwatch.ParseServers(a.zk)
+	cfg := zkwatch.Config{Servers: zkwatch.ParseServers(a.zk), SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log}
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
-	s, err := zkwatch.Dial(dctx, zkwatch.Config{Servers: servers, SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log})
+	s, err := zkwatch.Dial(dctx, cfg)
+	if a.patient && errors.Is(err, zkwatch.ErrRefused) {
+		// The daemon, started with (or just before) its ZooKeeper, waits for
+		// it as long as the connect timeout; a command tells at once.
+		a.log.Warn("ZooKeeper refuses connections; waiting for it", "zk", a.zk, "up_to", a.connectTimeout)
+		for errors.Is(err, zkwatch.ErrRefused) && backoff.Sleep(dctx, refusedPause) {
+			s, err = zkwatch.Dial(dctx, cfg)
+		}
+	}
 	if errors.Is(err, zkwatch.ErrRefused) {
 		return nil, nil, fmt.Errorf("cannot reach ZooKeeper at %s: connection refused, nothing listens there (is it running? --zk or INGESTQ_ZK say where)", a.zk)
 	}

@@ -221,6 +221,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		// files bind to a host are found by it.
 		f.host, _ = os.Hostname()
 	}
+	a.patient = true // a ZooKeeper starting beside the daemon is waited for
 	q, err := a.initQueue(ctx)
 	if err != nil {
 		return &exitError{code: 1, err: err}
