@@ -41,7 +41,7 @@ func (p *Pipeline) openStore(ctx context.Context, url string) (storage.Store, er
 	}
 	pl, err := place.Open(ctx, url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; or http(s)://… for a storage service", err) // the place names only the OCFL roots
 	}
 	st, err := ocfl.New(ctx, pl)
 	if err != nil {

@@ -41,6 +41,9 @@ var examples = map[string][]string{
 	"cancel":             {"ingestq cancel bid0000000001", "ingestq cancel -o json 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c"},
 	"cleanup":            {"ingestq cleanup"},
 	"hosts":              {"ingestq hosts", "ingestq hosts -o json"},
+	"holds":              {"ingestq holds", "ingestq holds -o json"},
+	"demo":               {"ingestq demo", "make demo"},
+	"completion":         {"ingestq completion bash > /etc/bash_completion.d/ingestq", "source <(ingestq completion bash)", "ingestq completion fish > ~/.config/fish/completions/ingestq.fish"},
 
 	"serve": {"ingestq serve",
 		"ingestq serve --profiles /etc/ingestq/profiles --data-dir /var/lib/ingestq",

@@ -63,12 +63,14 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
-// The main commands' --help shows examples.
+// Every command's --help shows examples (the README says so).
 func TestHelpExamples(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"submit", "ls", "ls jobs", "ls batches", "show", "hold", "hold batch", "release",
 		"release job", "requeue", "fail", "delete", "report", "events", "events tail", "events replay", "serve",
-		"tree", "check", "cleanup", "hosts", "object", "access", "access request", "access ls", "access show"} {
+		"tree", "check", "cleanup", "hosts", "holds", "object", "access", "access request", "access ls", "access show",
+		"access requeue", "access delete", "demo", "completion", "cancel", "hold job", "hold collection", "hold queue",
+		"release batch", "release collection", "release queue"} {
 		out, _, code := runEnv(t, nil, append(strings.Fields(path), "--help")...)
 		wantCode(t, code, 0)
 		if !strings.Contains(out, "\nExamples:\n  ingestq "+path+" ") && !strings.Contains(out, "\nExamples:\n  ingestq "+path+"\n") {

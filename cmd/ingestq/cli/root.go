@@ -66,6 +66,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(logs)
+	// cobra's completion command, made now rather than at Execute (it takes
+	// its output from root, set just above) so that it gets its examples.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			addExamples(c)
+		}
+	}
 	err := root.ExecuteContext(ctx)
 	a.close()
 	if err == nil {
