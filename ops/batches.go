@@ -17,6 +17,9 @@ func (s *Service) BatchID(ctx context.Context, id string) (string, error) {
 	if strings.HasPrefix(id, "bid") {
 		return id, checkID(id, "bid", "batch")
 	}
+	if err := notAJob(id); err != nil {
+		return "", err
+	}
 	b, err := s.Q.FindBatch(ctx, id)
 	if err != nil {
 		return "", err
@@ -32,7 +35,19 @@ func (s *Service) FindBatch(ctx context.Context, id string) (*queue.Batch, error
 		}
 		return s.Q.LoadBatch(ctx, id)
 	}
+	if err := notAJob(id); err != nil {
+		return nil, err
+	}
 	return s.Q.FindBatch(ctx, id)
+}
+
+// notAJob refuses a job id where a batch is wanted: looked up as a batch
+// uuid, it would only be "not found".
+func notAJob(id string) error {
+	if strings.HasPrefix(id, "jid") && checkID(id, "jid", "job") == nil {
+		return invalid(fmt.Sprintf("%s is a job id; a batch is named by its bid (bid…) or its uuid", id))
+	}
+	return nil
 }
 
 // HoldBatch moves a Pending batch to Held: no daemon makes its jobs.

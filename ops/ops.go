@@ -91,5 +91,9 @@ func checkID(id, prefix, kind string) error {
 	if ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
 		return nil
 	}
-	return invalid(fmt.Sprintf("%q is not a %s id (want %s followed by digits)", id, kind, prefix))
+	article := "a"
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		article = "an"
+	}
+	return invalid(fmt.Sprintf("%q is not %s %s id (want %s followed by digits)", id, article, kind, prefix))
 }

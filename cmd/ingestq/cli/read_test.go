@@ -371,3 +371,28 @@ func TestCheck(t *testing.T) {
 		t.Errorf("check -o json: %+v", v)
 	}
 }
+
+// An argument of the wrong kind is named as such, not looked up as a batch
+// uuid and "not found": a job id where a batch is wanted, a local id given
+// to show, a bad access request id.
+func TestWrongKindOfID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.batch("uuid-kinds", "demo")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"report", "jid0000000005"}, []string{"jid0000000005 is a job id", "bid…", "uuid"}},
+		{[]string{"cancel", "jid0000000005"}, []string{"jid0000000005 is a job id"}},
+		{[]string{"show", "demo-poems"}, []string{`no batch has the uuid "demo-poems"`, "ls jobs --local-id demo-poems"}},
+		{[]string{"access", "show", "bogus"}, []string{"is not an access request id"}},
+	} {
+		_, stderr, code := e.run(c.args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", c.args)
+			continue
+		}
+		wantErrLine(t, stderr, c.want...)
+	}
+}
