@@ -271,7 +271,7 @@ func (a *app) showCommand() *cobra.Command {
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
 			if errors.Is(err, queue.ErrNotFound) && !strings.HasPrefix(args[0], "bid") {
-				return fmt.Errorf("no batch has the uuid %q (show takes a JID, a BID, a batch UUID or an ARK; for an object's local id: ingestq ls jobs --local-id %s)",
+				return fmt.Errorf("batch uuid %q: not found (show takes a JID, a BID, a batch UUID or an ARK; for an object's local id: ingestq ls jobs --local-id %s)",
 					args[0], args[0])
 			}
 			if err != nil {

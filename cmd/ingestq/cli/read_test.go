@@ -385,7 +385,7 @@ func TestWrongKindOfID(t *testing.T) {
 	}{
 		{[]string{"report", "jid0000000005"}, []string{"jid0000000005 is a job id", "bid…", "uuid"}},
 		{[]string{"cancel", "jid0000000005"}, []string{"jid0000000005 is a job id"}},
-		{[]string{"show", "demo-poems"}, []string{`no batch has the uuid "demo-poems"`, "ls jobs --local-id demo-poems"}},
+		{[]string{"show", "demo-poems"}, []string{`batch uuid "demo-poems": not found`, "ls jobs --local-id demo-poems"}},
 		{[]string{"access", "show", "bogus"}, []string{"is not an access request id"}},
 	} {
 		_, stderr, code := e.run(c.args...)
