@@ -196,7 +196,11 @@ func ParseAccessState(name string) (queue.State, error) {
 			return st, nil
 		}
 	}
-	return "", invalid(fmt.Sprintf("unknown access state %q (known: %v)", name, queue.AccessMachine.States))
+	names := make([]string, len(queue.AccessMachine.States))
+	for i, st := range queue.AccessMachine.States {
+		names[i] = string(st)
+	}
+	return "", invalid(fmt.Sprintf("unknown access state %q (known: %s)", name, strings.Join(names, ", ")))
 }
 
 // CheckAccessRef refuses what cannot name an access request, as every

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -43,12 +44,21 @@ func OpenReader(ctx context.Context, target, defaultPath string, client *retryab
 	return open(ctx, target, defaultPath, client, true)
 }
 
+// readerLockWait is how long OpenReader waits for a database file another
+// process holds: a daemon's open outlasts any wait.
+const readerLockWait = 100 * time.Millisecond
+
 func open(ctx context.Context, target, defaultPath string, client *retryablehttp.Client, reader bool) (Handle, error) {
 	local := func(path string) (Handle, error) {
-		if _, err := os.Stat(path); reader && errors.Is(err, fs.ErrNotExist) {
+		if !reader {
+			return OpenLocal(path)
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("inventory database %s: %w (nothing was recorded there: is the path right?)", path, fs.ErrNotExist)
 		}
-		return OpenLocal(path)
+		// A running daemon holds the file for good: a reader finds out at
+		// once (ErrLocked) and asks the daemon, rather than wait it out.
+		return OpenLocalTimeout(path, readerLockWait)
 	}
 	if target == "" {
 		if defaultPath == "" {

@@ -98,6 +98,10 @@ func (a *app) tailCommand() *cobra.Command {
 			if len(args) == 1 {
 				subject = args[0]
 			}
+			if first, _, _ := strings.Cut(subject, "."); first != "ingestq" && first != "*" && first != ">" {
+				// No event is published outside ingestq.: it would wait for ever.
+				return usagef("events tail: subject %q: every event's subject starts with ingestq. (ingestq.job.>, ingestq.batch.failed.*)", subject)
+			}
 			nc, err := a.eventsNATS()
 			if err != nil {
 				return err

@@ -159,6 +159,7 @@ func TestEventsNoNATS(t *testing.T) {
 		{[]string{"events"}, []string{"replay, tail"}},
 		{[]string{"events", "tail", "a", "b"}, []string{`unexpected argument "b"`}},
 		{[]string{"events", "replay", "--since", "-5m"}, []string{`"-5m"`}},
+		{[]string{"events", "tail", "job.>"}, []string{`"job.>"`, "starts with ingestq."}},
 	} {
 		_, stderr, code := runEnv(t, nil, append([]string{"--zk", "127.0.0.1:1", "--nats", url}, c.args...)...)
 		wantCode(t, code, 2)

@@ -36,7 +36,7 @@ func TestTypoSuggestions(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	for _, flag := range []string{"--version", "-v"} {
+	for _, flag := range []string{"--version", "-v", "version"} {
 		out, stderr, code := runEnv(t, nil, slices.Concat(nowhere, []string{flag})...)
 		wantCode(t, code, 0)
 		if !strings.HasPrefix(out, "ingestq version ") || !strings.Contains(out, runtime.Version()) || stderr != "" {

@@ -199,6 +199,9 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cancelCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand(), a.accessCommand())
+	// "ingestq version", which people type, is --version (kept out of the list).
+	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version (as --version)", Hidden: true, Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "ingestq version "+versionText()) }})
 	addExamples(root)
 	return root
 }
