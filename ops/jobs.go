@@ -67,6 +67,11 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 			msg += "; its object manifest is fetched again, so a fixed manifest is read " +
 				"(files already verified are kept)"
 		}
+		if st, err := s.Q.BatchState(ctx, j.BatchID); err == nil && (st == queue.Completed || st == queue.Failed) {
+			// The batch reported already: the job's end will not change that.
+			msg += fmt.Sprintf("; its batch %s has reported (%s): once the job is done, `ingestq report %s` reports it again",
+				j.BatchID, st, j.BatchID)
+		}
 	}
 	s.Announce(ctx, "requeue", events.Event{JobID: jid, Message: msg})
 	return Outcome{ID: jid, Changed: true, State: to, Message: msg}, nil

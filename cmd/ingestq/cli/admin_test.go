@@ -154,6 +154,18 @@ func TestRequeue(t *testing.T) {
 	_, stderr, code := f.run("requeue", f.p1)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, f.p1, "Pending", "only a Failed job")
+
+	// A job of a batch that has reported: the requeue says how to report again.
+	bid := f.batch("uuid-reported", "demo")
+	jid := f.job(bid, 5, "demo")
+	f.moveJob(jid, "", queue.Estimating)
+	f.moveJob(jid, "gone", queue.Failed)
+	f.moveBatch(bid, queue.Processing, queue.Reporting, queue.Failed)
+	out, _, code = f.run("requeue", jid)
+	wantCode(t, code, 0)
+	if want := "its batch " + bid + " has reported (Failed): once the job is done, `ingestq report " + bid + "` reports it again"; !strings.Contains(out, want) {
+		t.Errorf("requeue of a reported batch's job: %q, want it to say %q", out, want)
+	}
 }
 
 func TestFail(t *testing.T) {
