@@ -15,9 +15,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,7 +203,9 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand(), a.accessCommand())
 	// "ingestq version", which people type, is --version (kept out of the list).
 	root.AddCommand(&cobra.Command{Use: "version", Short: "Print the version (as --version)", Hidden: true, Args: cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "ingestq version "+versionText()) }})
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "ingestq version "+versionText())
+		}})
 	addExamples(root)
 	return root
 }
@@ -239,8 +243,16 @@ func (a *app) setup() error {
 	if a.root != "" && (!strings.HasPrefix(a.root, "/") || strings.HasSuffix(a.root, "/") || path.Clean(a.root) != a.root) {
 		return usagef("--zk-root %q: want an absolute path like /ingestq, without a trailing slash", a.root)
 	}
-	if len(zkwatch.ParseServers(a.zk)) == 0 {
+	servers := zkwatch.ParseServers(a.zk)
+	if len(servers) == 0 {
 		return usagef("--zk is empty: want host:port[,host:port…]")
+	}
+	for _, srv := range servers {
+		// A port out of range would only time out, after the connect timeout.
+		_, port, err := net.SplitHostPort(srv)
+		if n, perr := strconv.Atoi(port); err == nil && (perr != nil || n < 1 || n > 65535) {
+			return usagef("--zk %q: port %q is not a number from 1 to 65535", srv, port)
+		}
 	}
 	if a.connectTimeout <= 0 {
 		return usagef("connect timeout %v (--connect-timeout or %s=%q): want a positive duration like 3s",
