@@ -46,7 +46,9 @@ func TestStorerPausedPastItsSession(t *testing.T) {
 	gate.FailHeld()
 	gate.Release()
 	paused.signal(syscall.SIGCONT)
-	paused.waitLog(time.Minute, "result abandoned") // its step's end, whatever the step did
+	// Its step's end, whatever the step did: the step abandoned (its retry
+	// found the job changed) or its result abandoned (the final commit did).
+	paused.waitLog(time.Minute, "abandoned")
 	if len(paused.logLines("is no longer this daemon's")) == 0 {
 		t.Errorf("%s never told that its storage lock had gone", storer)
 	}

@@ -15,18 +15,19 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/freeport"
 )
 
 // FreeAddr is a 127.0.0.1 address whose port was free a moment ago, for a
 // listener whose address must be known before it starts.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Cluster runs n JetStream servers routed to each other, named ext-0 … and

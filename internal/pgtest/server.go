@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -28,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ingestq/ingestq/internal/childproc"
+	"github.com/ingestq/ingestq/internal/freeport"
 )
 
 // installHint is what a test prints when PostgreSQL is missing.
@@ -214,12 +214,11 @@ func (s *Server) URL(db string) string {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: free port: %w", err)
+		return 0, fmt.Errorf("pgtest: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 // tail is the last n lines of s.

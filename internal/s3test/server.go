@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/ingestq/ingestq/internal/childproc"
+	"github.com/ingestq/ingestq/internal/freeport"
 )
 
 // Version is the versitygw release the install script builds.
@@ -178,12 +178,11 @@ func (s *Server) Restart() error {
 }
 
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
-		return "", fmt.Errorf("s3test: find free port: %w", err)
+		return "", fmt.Errorf("s3test: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr, nil
 }
 
 func randomHex(n int) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/internal/childproc"
+	"github.com/ingestq/ingestq/internal/freeport"
 )
 
 // Paths of the Debian zookeeper jars; zookeeper.jar's manifest Class-Path
@@ -235,17 +236,11 @@ admin.enableServer=false
 	return os.WriteFile(s.cfgPath(), []byte(cfg), 0o644)
 }
 
-// freePorts returns n distinct free loopback ports (all held open together
-// while picking, then released).
+// freePorts returns n distinct free loopback ports (internal/freeport).
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("zktest: find free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
 	}
 	return ports, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ingestq/ingestq/internal/freeport"
 	"github.com/ingestq/ingestq/internal/zkconn"
 )
 
@@ -148,12 +148,10 @@ func (l *bufLogger) take() string {
 // freed): a client dialling it is refused.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	return addr
 }
 

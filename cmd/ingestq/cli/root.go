@@ -129,7 +129,8 @@ type app struct {
 	logLevel       string
 	output         string
 	connectTimeout time.Duration
-	patient        bool // serve: a ZooKeeper refusing connections is waited for (connectTimeout)
+	patient        bool         // serve: a ZooKeeper refusing connections is waited for (connectTimeout)
+	quietLog       *slog.Logger // errors only: the log of serve's second ZooKeeper session
 
 	log            *slog.Logger
 	session        *zkwatch.Session
@@ -220,6 +221,11 @@ func (a *app) setup() error {
 	a.log = slog.New(tint.NewTextHandler(a.logs, &tint.Options{
 		Level: level, TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr),
 	}))
+	// The operators' session of serve (decision 226) tells only its errors:
+	// its outages and expiries are the daemon's own session's, told once.
+	a.quietLog = slog.New(tint.NewTextHandler(a.logs, &tint.Options{
+		Level: max(level, slog.LevelError), TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr),
+	})).With("session", "operators")
 	switch a.output {
 	case "text", "json":
 	default:
@@ -309,7 +315,13 @@ func (a *app) queue(ctx context.Context) (*queue.Queue, error) {
 // dial opens a ZooKeeper session and the queue on it; the caller closes
 // the session.
 func (a *app) dial(ctx context.Context) (*zkwatch.Session, *queue.Queue, error) {
-	cfg := zkwatch.Config{Servers: zkwatch.ParseServers(a.zk), SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: a.log}
+	return a.dialLogging(ctx, a.log)
+}
+
+// dialLogging is dial with the session's own news (connection lost, back,
+// expired) told to sessionLog.
+func (a *app) dialLogging(ctx context.Context, sessionLog *slog.Logger) (*zkwatch.Session, *queue.Queue, error) {
+	cfg := zkwatch.Config{Servers: zkwatch.ParseServers(a.zk), SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: sessionLog}
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
 	s, err := zkwatch.Dial(dctx, cfg)

@@ -264,7 +264,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		// session of their own, as the CLI's do (decision 226): a job lock
 		// one of them takes is then never the reactor's session's, in which
 		// a lock that no worker here claims is an orphan to release.
-		s, oq, err := a.dial(ctx)
+		s, oq, err := a.dialLogging(ctx, a.quietLog)
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
