@@ -285,7 +285,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			return
 		case errors.Is(err, queue.ErrStale):
 			ran(StepAbandoned)
-			r.abandon(j, s, err)
+			r.abandon(j, s, err, nil)
 			return
 		case IsFatal(err):
 			ran(StepFailed)
@@ -299,7 +299,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		}
 		if werr := r.noteRetry(ctx, j, attempt, attempts, err); errors.Is(werr, queue.ErrStale) {
 			ran(StepAbandoned)
-			r.abandon(j, s, werr)
+			r.abandon(j, s, werr, err)
 			return
 		}
 		ran(StepRetry)
@@ -458,14 +458,19 @@ func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts
 	return werr
 }
 
-// abandon drops a step whose job changed under it: an operator failed or
+// abandon drops a step whose job changed under it (err, the stale write's
+// error; stepErr, the step's own when it failed first): an operator failed or
 // cancelled it, or this session lost it and another took it over. Running
 // the step again would work on a job that is no longer this worker's, so
 // it stops here. The fenced write that found the change let go of this
 // worker's lock (queue.UpdateJob); any other stale error leaves the lock
 // to unlock, which refuses a lock this view does not own.
-func (r *Reactor) abandon(j *queue.Job, s queue.State, err error) {
-	r.log.Info("reactor: job changed under its step (an operator or another session); step abandoned", "job", j.ID, "state", s, "err", err)
+func (r *Reactor) abandon(j *queue.Job, s queue.State, err, stepErr error) {
+	args := []any{"job", j.ID, "state", s, "err", err}
+	if stepErr != nil {
+		args = append(args, "step_err", stepErr) // what the step met, likely the change itself (a lock gone)
+	}
+	r.log.Info("reactor: job changed under its step (an operator or another session); step abandoned", args...)
 	r.cfg.Observer.Moved("job", s, Abandoned)
 	if j.Owned() {
 		r.unlock(j)

@@ -537,6 +537,26 @@ func (d *daemon) waitLog(timeout time.Duration, s string) {
 	}
 }
 
+// waitLogAfter polls the log until s is on the first line holding first,
+// or after it.
+func (d *daemon) waitLogAfter(timeout time.Duration, first, s string) {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		text := d.logText()
+		if i := strings.Index(text, first); i >= 0 && strings.Contains(text[strings.LastIndex(text[:i], "\n")+1:], s) {
+			return
+		}
+		if d.exited() {
+			d.t.Fatalf("%s exited (%s) before logging %q after %q:\n%s", d.name, d.state, s, first, tail(text, 40))
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: no %q after %q in its log after %v:\n%s", d.name, s, first, timeout, tail(text, 40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // logLines returns the log's lines that contain s.
 func (d *daemon) logLines(s string) []string {
 	var out []string
