@@ -167,7 +167,7 @@ func (a *app) accessListCommand() *cobra.Command {
 			return t.flush()
 		}),
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only requests in this state: Pending, Processing, Completed, Failed or Deleted")
+	cmd.Flags().Var(once(&state), "state", "only requests in this state: Pending, Processing, Completed, Failed or Deleted")
 	return cmd
 }
 

@@ -186,3 +186,24 @@ func truncate(s string, n int) string {
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
 }
+
+// onceString is a string flag that refuses to be given twice: a second
+// --state would otherwise silently replace the first, where the user may
+// have meant both.
+type onceString struct {
+	p   *string
+	set bool
+}
+
+func once(p *string) *onceString { return &onceString{p: p} }
+
+func (o *onceString) String() string { return *o.p }
+func (o *onceString) Type() string   { return "string" }
+
+func (o *onceString) Set(v string) error {
+	if o.set {
+		return fmt.Errorf("given twice (%q, then %q): it takes one value", *o.p, v)
+	}
+	*o.p, o.set = v, true
+	return nil
+}

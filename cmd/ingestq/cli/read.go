@@ -93,7 +93,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&stateFlag, "state", "", "only batches in this state (any case)")
+	cmd.Flags().Var(once(&stateFlag), "state", "only batches in this state (any case)")
 	return cmd
 }
 
@@ -196,7 +196,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			return t.flush()
 		}),
 	}
-	cmd.Flags().StringVar(&stateFlag, "state", "", "only jobs in this state (any case, or its folder name)")
+	cmd.Flags().Var(once(&stateFlag), "state", "only jobs in this state (any case, or its folder name)")
 	cmd.Flags().StringVar(&batchFlag, "batch", "", "only jobs of this batch (bid… or batch uuid)")
 	cmd.Flags().StringVar(&localID, "local-id", "", "only jobs for the object with this local id")
 	cmd.Flags().StringVar(&ark, "ark", "", "only jobs for the object with this ARK")

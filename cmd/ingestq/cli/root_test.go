@@ -36,6 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"tree", "--log-level", "loud"}, []string{"loud"}},
 		{[]string{"tree", "--zk-root", "ingestq/"}, []string{"ingestq/", "absolute"}},
 		{[]string{"tree", "--zk", "127.0.0.1:99999"}, []string{"127.0.0.1:99999", "from 1 to 65535"}},
+		{[]string{"ls", "jobs", "--state", "completed", "--state", "failed"}, []string{"--state", "given twice", `"completed"`}},
 	}
 	for _, c := range cases {
 		_, stderr, code := runEnv(t, nil, slices.Concat(zk, c.args)...)
