@@ -48,15 +48,7 @@ const connectTimeout = 10 * time.Second
 // NewPostgres connects to the database at url (postgres://…) and applies
 // the schema migrations it lacks.
 func NewPostgres(ctx context.Context, url string) (*Postgres, error) {
-	p, err := connectPostgres(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.retry(ctx, "migrate the schema", func(ctx context.Context) error { return migrate(ctx, p.pool) }); err != nil {
-		p.pool.Close()
-		return nil, err
-	}
-	return p, nil
+	return connectPrepared(ctx, url, "migrate the schema", migrate)
 }
 
 // NewPostgresReader connects to the database at url for reading only: its
@@ -64,19 +56,12 @@ func NewPostgres(ctx context.Context, url string) (*Postgres, error) {
 // reads (none at all: a mistyped database name; an older one a daemon of
 // this version has not brought up to date) is refused, naming why.
 func NewPostgresReader(ctx context.Context, url string) (*Postgres, error) {
-	p, err := connectPostgres(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.retry(ctx, "read the schema's version", func(ctx context.Context) error { return readable(ctx, p.pool) }); err != nil {
-		p.pool.Close()
-		return nil, fmt.Errorf("inventory database %s: %w", p.where, err)
-	}
-	return p, nil
+	return connectPrepared(ctx, url, "read the schema's version", readable)
 }
 
-// connectPostgres makes the pool of the database at url.
-func connectPostgres(ctx context.Context, url string) (*Postgres, error) {
+// connectPrepared makes the pool of the database at url, then runs prepare
+// (what, in errors) on it, trying again while the database is out of reach.
+func connectPrepared(ctx context.Context, url, what string, prepare func(context.Context, *pgxpool.Pool) error) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil { // pgx's message hides the password
 		return nil, fmt.Errorf("inventory: %w PostgreSQL URL: %w", ErrInvalid, err)
@@ -88,6 +73,10 @@ func connectPostgres(ctx context.Context, url string) (*Postgres, error) {
 	p := &Postgres{where: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("inventory database %s: %w", p.where, err)
+	}
+	if err := p.retry(ctx, what, func(ctx context.Context) error { return prepare(ctx, p.pool) }); err != nil {
+		p.pool.Close()
+		return nil, err
 	}
 	return p, nil
 }
