@@ -145,6 +145,21 @@ func (d door) existsW(ctx context.Context, p string) (bool, *zk.Stat, <-chan zk.
 	return a.ok, a.st, a.ch, err
 }
 
+// childrenW is children with a one-shot watch on them; the stat is the
+// folder's.
+func (d door) childrenW(ctx context.Context, p string) (*zk.Stat, <-chan zk.Event, error) {
+	d.sent.Reads.Add(1)
+	type answer struct {
+		st *zk.Stat
+		ch <-chan zk.Event
+	}
+	a, err := await(ctx, d, "list", p, func() (answer, error) {
+		_, st, ch, err := d.conn.ChildrenW(p)
+		return answer{st, ch}, err
+	})
+	return a.st, a.ch, err
+}
+
 func (d door) children(ctx context.Context, p string) ([]string, error) {
 	d.sent.Reads.Add(1)
 	return await(ctx, d, "list", p, func() ([]string, error) {

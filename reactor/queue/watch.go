@@ -15,8 +15,7 @@ import (
 // should look again at once rather than wait.
 func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, changed bool, err error) {
 	if w.Children {
-		q.zk.sent.Reads.Add(1)
-		_, st, ch, err := q.zk.conn.ChildrenW(w.Path)
+		st, ch, err := q.zk.childrenW(ctx, w.Path)
 		switch {
 		case err == nil:
 			return ch, !w.Present || st.Cversion != w.Cversion, nil
@@ -25,8 +24,7 @@ func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, c
 		}
 		// Not there: wait for it to appear.
 	}
-	q.zk.sent.Reads.Add(1)
-	ok, _, ch, err := q.zk.conn.ExistsW(w.Path)
+	ok, _, ch, err := q.zk.existsW(ctx, w.Path)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)
 	}
