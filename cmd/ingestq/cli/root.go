@@ -218,14 +218,13 @@ func (a *app) setup() error {
 	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 	}
-	a.log = slog.New(tint.NewTextHandler(a.logs, &tint.Options{
-		Level: level, TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr),
-	}))
+	logger := func(level slog.Level) *slog.Logger {
+		return slog.New(tint.NewTextHandler(a.logs, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr)}))
+	}
+	a.log = logger(level)
 	// The operators' session of serve (decision 226) tells only its errors:
 	// its outages and expiries are the daemon's own session's, told once.
-	a.quietLog = slog.New(tint.NewTextHandler(a.logs, &tint.Options{
-		Level: max(level, slog.LevelError), TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr),
-	})).With("session", "operators")
+	a.quietLog = logger(max(level, slog.LevelError)).With("session", "operators")
 	switch a.output {
 	case "text", "json":
 	default:
