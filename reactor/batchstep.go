@@ -328,6 +328,14 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
 		r.cfg.Observer.Moved("batch", from, Abandoned)
 		return false
+	case queue.OutcomeUnknown(err):
+		// As for a job's move: the next mover reads where the batch is,
+		// and publishes this move's event if it landed.
+		r.log.Warn("reactor: batch commit outcome unknown (ZooKeeper did not answer before the daemon stopped); if it landed, the batch's next mover publishes its event",
+			"batch", b.ID, "from", from, "to", to, "err", err)
+		r.cfg.Observer.Moved("batch", from, Unknown)
+		r.unlockBatch(b)
+		return false
 	case err != nil:
 		r.log.Error("reactor: batch commit failed; left in its state", "batch", b.ID, "from", from, "to", to, "err", err)
 		r.cfg.Observer.Moved("batch", from, NotCommitted)

@@ -348,6 +348,15 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
 		r.cfg.Observer.Moved("job", from, Abandoned)
 		return
+	case queue.OutcomeUnknown(err):
+		// Given up at shutdown with ZooKeeper silent: the commit may have
+		// landed. Whoever moves the job next reads where it is, and
+		// publishes this move's event if it did (recoverArrival).
+		r.log.Warn("reactor: commit outcome unknown (ZooKeeper did not answer before the daemon stopped); if it landed, the job's next mover publishes its event",
+			"job", j.ID, "from", from, "to", to, "err", err)
+		r.cfg.Observer.Moved("job", from, Unknown)
+		r.releaseKept(j.ID) // this session's lock, whether the move took it along or not
+		return
 	case err != nil:
 		r.log.Error("reactor: commit failed; job left in its state", "job", j.ID, "from", from, "to", to, "err", err)
 		r.cfg.Observer.Moved("job", from, NotCommitted)

@@ -37,7 +37,7 @@ const (
 // What became of a commit that did not land as written.
 const (
 	Abandoned    = "abandoned"     // another session moved the item first: the result is dropped
-	Unknown      = "unknown"       // the reply was lost, and the item moved on since
+	Unknown      = "unknown"       // ZooKeeper's answer was lost or never came: the commit may have landed
 	NotCommitted = "not_committed" // ZooKeeper refused or could not be reached: the item stays
 )
 

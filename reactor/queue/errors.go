@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -48,6 +49,15 @@ func (e *StaleError) Error() string {
 func MaybeApplied(err error) bool {
 	var se *StaleError
 	return errors.As(err, &se) && se.MaybeApplied
+}
+
+// OutcomeUnknown tells whether a write that returned err may still have
+// been applied: ZooKeeper never said no. Its reply was lost (MaybeApplied),
+// or the wait for it ended first (an outage, the caller's context), so the
+// request may have reached the server. A refusal, a stale view or a
+// corrupt node is a known outcome: nothing was written.
+func OutcomeUnknown(err error) bool {
+	return MaybeApplied(err) || Transient(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Is makes errors.Is(err, ErrStale) true.
