@@ -9,8 +9,9 @@ import (
 
 // `make demo` is the README's first command: the binary's demo runs on the
 // repository's sample content, from start to clean stop. `make demo-cluster`
-// runs it with three hosts, and shows each job's steps after Downloading run
-// by the host that downloaded its files.
+// runs it with three hosts, and shows each job started by the first host
+// and its steps from Downloading on run by another, the one that
+// downloaded its files.
 func TestDemo(t *testing.T) {
 	for _, hosts := range []string{"1", "3"} {
 		t.Run("hosts="+hosts, func(t *testing.T) {
@@ -51,8 +52,8 @@ func runDemo(t *testing.T, args ...string) string {
 }
 
 // assertWhoRanWhat reads the demo's table of the host that ran each step:
-// a row per job, and in each job that got past Downloading, every later
-// step on the host that downloaded its files.
+// a row per job, its first steps on host1, and from Downloading on every
+// step on the other host that downloaded its files.
 func assertWhoRanWhat(t *testing.T, text string) {
 	_, table, ok := strings.Cut(text, "== Who ran what")
 	if !ok {
@@ -65,7 +66,13 @@ func assertWhoRanWhat(t *testing.T, text string) {
 			continue
 		}
 		rows++
+		if cells[1] != "host1" || cells[2] != "host1" {
+			t.Errorf("%s: Estimating and Provisioning ran on %s and %s, not on host1 (the only host working them): %q", cells[0], cells[1], cells[2], line)
+		}
 		downloader := cells[3]
+		if downloader == "host1" || downloader == "-" {
+			t.Errorf("%s: downloaded by %s, not by host2 or host3 (the hosts working Downloading): %q", cells[0], downloader, line)
+		}
 		for _, host := range cells[4:] {
 			if host != "-" && host != downloader {
 				t.Errorf("%s: a step after Downloading ran on %s, not on %s which holds its files: %q", cells[0], host, downloader, line)

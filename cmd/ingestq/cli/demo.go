@@ -48,7 +48,8 @@ func (a *app) demoCommand() *cobra.Command {
 	fl.StringVar(&f.dir, "dir", "", "folder for ZooKeeper, the daemon's data and logs (default: a temporary one)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the demo folder afterwards")
 	fl.IntVar(&f.hosts, "hosts", 1, "daemons to run, as the hosts of one cluster: one OCFL root and one inventory for all, each its own\n"+
-		"working folders; the demo then shows which host ran which step of each job")
+		"working folders; the first takes in batches and starts jobs, the others download and run the later steps\n"+
+		"(--states); the demo then shows which host ran which step of each job")
 	return cmd
 }
 

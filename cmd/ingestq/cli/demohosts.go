@@ -76,8 +76,12 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 		name = fmt.Sprintf("host%d", i+1)
 		data, logName = filepath.Join(dir, name), name+".log"
 		args = append(args, "--host", name, "--storage", h.storage, "--inventory", invURL)
+		args = append(args, demoRoles(i)...)
 	}
-	nats := "embedded NATS on " + natsAddr
+	nats, states := "embedded NATS on "+natsAddr, ""
+	if n > 1 {
+		states = ", --states " + demoRoles(i)[1]
+	}
 	if i == 0 {
 		args = append(args, "--nats-listen", natsAddr)
 	} else {
@@ -89,7 +93,7 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 	if err != nil {
 		return err
 	}
-	a.step("Daemon %s: ingestq serve, %s, HTTP on %s, data in %s, log in %s", cmp.Or(name, "(this host)"), nats, httpAddr, data, logFile.Name())
+	a.step("Daemon %s: ingestq serve%s, %s, HTTP on %s, data in %s, log in %s", cmp.Or(name, "(this host)"), states, nats, httpAddr, data, logFile.Name())
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan int, 1)
 	go func() {
@@ -108,6 +112,19 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); see %s", err, logFile.Name())}
 	}
 	return nil
+}
+
+// demoRoles are the --states (and workers) of the i-th host of a demo of
+// several. They split the work so that the table of who ran what shows a
+// job passing from host to host: the first host takes in batches, starts
+// their jobs and reports; the others download, and run each job's later
+// steps where its files are, one download at a time each, which spreads
+// the jobs over them.
+func demoRoles(i int) []string {
+	if i == 0 {
+		return []string{"--states", "intake,pending,estimating,provisioning,reporting"}
+	}
+	return []string{"--states", "downloading,processing,storing,recording,notify", "--state-workers", "downloading=1"}
 }
 
 // serveInventory opens the inventory file and serves it on a free port.
@@ -166,6 +183,7 @@ func (a *app) printWhoRanWhat(ctx context.Context, natsURL string, since time.Ti
 	}
 	states := reactor.JobStates[1:] // Pending is a hand-off, not a step
 	a.step("Who ran what: the host that ran each step of each job")
+	a.println("  host1 started each job; the host that downloaded its files ran its later steps")
 	header := []string{"  JOB"}
 	for _, s := range states {
 		header = append(header, string(s))
