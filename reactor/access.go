@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -60,11 +61,44 @@ func (r *Reactor) newAccessPools() {
 	}
 	for _, name := range queue.AccessQueues {
 		if n := r.cfg.accessWorkers(name); n > 0 {
+			h := &accessHands{refs: map[string]bool{}}
 			r.pools[sigAccess(name)] = newPool("access "+name, n, func(ctx context.Context) (bool, error) {
-				return r.accessStep(ctx, name)
+				return r.accessStep(ctx, name, h)
 			}, r.log)
 		}
 	}
+}
+
+// accessHands are the requests of one access queue that this daemon's
+// workers hold. The queue's acquisitions here take turns, each claiming
+// what it took before the next one looks, so the claims alone tell an
+// acquisition (AcquireAccessWork's takes) what a worker here holds: such
+// a request is passed over even when its lock went (its session expired
+// under the step: a second worker would write the same package file), and
+// a lock of this session on a request no worker here holds is an orphan.
+// (Only the reactor takes access locks on its session: operators' actions
+// take none.)
+type accessHands struct {
+	mu   sync.Mutex
+	refs map[string]bool
+}
+
+// acquire runs an acquisition (get, given its takes) in its turn, and
+// claims what it took.
+func (h *accessHands) acquire(get func(takes func(*queue.Access) bool) (*queue.Access, []queue.Wait, error)) (*queue.Access, []queue.Wait, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, waits, err := get(func(a *queue.Access) bool { return a.Ours() && !h.refs[a.Ref()] })
+	if a != nil {
+		h.refs[a.Ref()] = true
+	}
+	return a, waits, err
+}
+
+func (h *accessHands) drop(ref string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.refs, ref)
 }
 
 // watchAccess watches the folder of each access queue this daemon works.
@@ -78,15 +112,18 @@ func (r *Reactor) watchAccess() {
 
 // accessStep takes a request of the queue, unless the queue is held, and
 // works it to Completed or Failed.
-func (r *Reactor) accessStep(ctx context.Context, name string) (bool, error) {
+func (r *Reactor) accessStep(ctx context.Context, name string, h *accessHands) (bool, error) {
 	if r.holds.accessHeld(ctx, accessHold(name)) {
 		return false, nil
 	}
-	a, waits, err := r.q.AcquireAccessWork(ctx, name, (*queue.Access).Ours)
+	a, waits, err := h.acquire(func(takes func(*queue.Access) bool) (*queue.Access, []queue.Wait, error) {
+		return r.q.AcquireAccessWork(ctx, name, takes)
+	})
 	if err != nil || a == nil {
 		r.wakeOn(waits, sigAccess(name))
 		return false, err
 	}
+	defer h.drop(a.Ref())
 	r.runAccess(ctx, a)
 	return true, nil
 }
@@ -122,23 +159,36 @@ func (r *Reactor) runAccess(ctx context.Context, a *queue.Access) {
 }
 
 // moveAccess commits a request's move and publishes it; it reports
-// whether the commit happened.
+// whether the commit happened. As for jobs and batches, a try whose reply
+// was lost is recognised by the next one (decision 228), and a move of
+// unknown outcome is said so.
 func (r *Reactor) moveAccess(a *queue.Access, to queue.State, msg string, token map[string]any) bool {
 	from := a.State()
-	err := r.retry(func() error { return r.q.MoveAccess(r.work, a, to, msg, token) })
-	if err != nil {
-		outcome := NotCommitted
-		if errors.Is(err, queue.ErrStale) {
-			outcome = Abandoned
-		}
-		r.log.Warn("reactor: access request not moved", "request", a.Ref(), "from", from, "to", to, "err", err)
-		r.cfg.Observer.Moved("access", from, outcome)
-		r.unlockAccess(a)
-		return false
+	c := queue.AccessChange{Message: msg, Token: token, At: r.q.Now()} // one stamp for every try: a landed try is known by its bytes
+	err := r.retry(func() error {
+		err := r.q.SetAccessStatus(r.work, a, to, c)
+		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
+		return err
+	})
+	if err == nil {
+		r.cfg.Observer.Moved("access", from, to.Folder())
+		r.publishAccess(a, from, to)
+		return true
 	}
-	r.cfg.Observer.Moved("access", from, to.Folder())
-	r.publishAccess(a, from, to)
-	return true
+	outcome := NotCommitted
+	switch {
+	case errors.Is(err, queue.ErrStale) && !queue.MaybeApplied(err):
+		outcome = Abandoned
+	case queue.OutcomeUnknown(err):
+		// It may have landed (decision 236), and no one recovers an access
+		// request's events: its event is counted lost.
+		outcome = Unknown
+		r.bus.Lost(err)
+	}
+	r.log.Warn("reactor: access request's move failed", "request", a.Ref(), "from", from, "to", to, "outcome", outcome, "err", err)
+	r.cfg.Observer.Moved("access", from, outcome)
+	r.unlockAccess(a)
+	return false
 }
 
 func (r *Reactor) publishAccess(a *queue.Access, from, to queue.State) {

@@ -22,8 +22,9 @@ type Access struct {
 	Status BatchStatus
 	Locked bool
 
-	version int32
-	owner   bool
+	version  int32
+	owner    bool // this view took the lock
+	lockHere bool // the lock is this session's
 }
 
 // State is the request's current status.
@@ -83,7 +84,8 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	if r[1].err != nil {
 		return nil, corrupt(statusPath, "unreadable: %v", r[1].err)
 	}
-	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil}
+	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil,
+		lockHere: r[3].err == nil && q.zk.owns(r[3].stat)}
 	var err error
 	if a.Status, err = decodeBatchStatus(AccessMachine, statusPath, r[1].data); err != nil {
 		return nil, err

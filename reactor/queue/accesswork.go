@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // AccessQueues are the two access queues, small first.
@@ -15,10 +16,13 @@ var AccessQueues = []string{AccessSmall, AccessLarge}
 // Pending, or Processing without a lock: its worker's session ended (a
 // daemon killed mid-assembly), or an operator requeued it. takes (nil:
 // all) passes over a request after reading it, before anything is
-// written: another tool's request. It returns nil when there is none,
-// with the nodes to watch for one that may become acquirable: the locks
-// of requests worked elsewhere, and the status of a request whose
-// creation is under way.
+// written: another tool's request, or one a worker of the caller holds.
+// A caller that gives takes vouches for the second: a request it takes
+// that is locked by this very session is then an orphan (an acquisition
+// whose reply was lost and could not be confirmed), let go and taken. It
+// returns nil when there is none, with the nodes to watch for one that
+// may become acquirable: the locks of requests worked elsewhere, and the
+// status of a request whose creation is under way.
 func (q *Queue) AcquireAccessWork(ctx context.Context, queue string, takes func(*Access) bool) (*Access, []Wait, error) {
 	return q.acquireAccess(ctx, queue, []State{Pending, Processing}, takes)
 }
@@ -45,6 +49,7 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 			continue
 		}
 		a, err := q.LoadAccess(ctx, queue, qid)
+		lock := q.accessPath(queue, qid, "lock")
 		switch {
 		case errors.Is(err, ErrIncomplete):
 			waits = append(waits, Wait{Path: q.accessPath(queue, qid, "status")})
@@ -56,14 +61,21 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 			continue
 		case !slices.Contains(states, a.State()) || (takes != nil && !takes(a)):
 			continue
-		case a.Locked:
-			if a.State() == Processing {
-				waits = append(waits, Wait{Path: q.accessPath(queue, qid, "lock"), Present: true})
+		case a.Locked && a.lockHere && takes != nil:
+			released, err := q.releaseOwn(ctx, lock)
+			if err != nil || !released {
+				q.log.Warn("queue: could not release an orphaned lock of this session", "request", a.Ref(), "err", err)
+				continue
 			}
+			q.log.Warn("queue: released a lock this session held but no worker used", "request", a.Ref())
+		case a.Locked:
+			// Worked elsewhere, or being taken (Pending): its lock goes
+			// when that worker ends or dies.
+			waits = append(waits, Wait{Path: lock, Present: true})
 			continue
 		}
 		// Locked and re-fenced in one multi(), as in AcquireJob.
-		err = q.commit(ctx, []op{lockOp(q.accessPath(queue, qid, "lock")),
+		err = q.commit(ctx, []op{lockOp(lock),
 			fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
 		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
 			continue
@@ -72,37 +84,51 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 			return nil, nil, err
 		}
 		a.version++
-		a.owner, a.Locked = true, true
+		a.owner, a.Locked, a.lockHere = true, true, true
 		return a, nil, nil
 	}
 	return nil, waits, nil
 }
 
-// MoveAccess moves an acquired request to another state with its token (nil:
-// unchanged) in one fenced multi(); a move to Completed or Failed releases
-// the lock.
+// AccessChange is what an access request's move writes besides its status.
+type AccessChange struct {
+	Message string
+	Token   map[string]any // written in the same multi(); nil: unchanged
+	At      time.Time      // stamps the change; zero means now (see JobChange.At)
+	Retried bool           // an earlier try may have landed (see JobChange.Retried)
+}
+
+// MoveAccess is SetAccessStatus with a message and a token (nil:
+// unchanged).
 func (q *Queue) MoveAccess(ctx context.Context, a *Access, to State, message string, token map[string]any) error {
+	return q.SetAccessStatus(ctx, a, to, AccessChange{Message: message, Token: token})
+}
+
+// SetAccessStatus moves a request to another state, with c, in one
+// multi() fenced by the version of the status this view was read at; a
+// move to Completed or Failed releases the lock this view holds.
+func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, c AccessChange) error {
 	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: truncate(message, 4000)}
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000)}
 	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
-	if token != nil {
-		ops = append(ops, upsert(q.accessPath(a.Queue, a.ID, "token"), mustJSON(token), true))
+	if c.Token != nil {
+		ops = append(ops, upsert(q.accessPath(a.Queue, a.ID, "token"), mustJSON(c.Token), true))
 	}
 	release := to == Completed || to == Failed
 	if release && a.owner {
 		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
 	}
-	if err := q.commit(ctx, ops); err != nil {
+	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		return err
 	}
 	a.Status, a.version = st, a.version+1
-	if token != nil {
-		a.Token = token
+	if c.Token != nil {
+		a.Token = c.Token
 	}
 	if release {
-		a.owner, a.Locked = false, false
+		a.owner, a.Locked, a.lockHere = false, false, false
 	}
 	return nil
 }
@@ -167,6 +193,9 @@ func (q *Queue) AccessRequests(ctx context.Context) ([]*Access, []error, error) 
 
 // RequeueAccess sends a Failed request (by FindAccess's ref) back to
 // Processing, unlocked: a daemon takes it up as one left by a dead worker.
+// The token of an ingestq request says NotReady again with the same
+// multi(): a reader of the token alone (mrt-zk's Access) would take the
+// request for failed while it is assembled again.
 func (q *Queue) RequeueAccess(ctx context.Context, qid string) (*Access, error) {
 	a, err := q.FindAccess(ctx, qid)
 	if err != nil {
@@ -175,7 +204,12 @@ func (q *Queue) RequeueAccess(ctx context.Context, qid string) (*Access, error) 
 	if a.State() != Failed {
 		return nil, refused("access request %s is %s; only a Failed request can be requeued", qid, a.State())
 	}
-	return a, q.setAccessStatus(ctx, a, Processing, "requeued")
+	c := AccessChange{Message: "requeued"}
+	if t, err := a.AccessToken(); err == nil && a.Ours() && t.TokenStatus != TokenNotReady {
+		t.TokenStatus = TokenNotReady
+		c.Token = t.Map(a.Token)
+	}
+	return a, q.setAccessStatus(ctx, a, Processing, c)
 }
 
 // RemoveAccess deletes a request (by FindAccess's ref): a Failed one
@@ -188,7 +222,7 @@ func (q *Queue) RemoveAccess(ctx context.Context, qid string) (a *Access, remove
 	}
 	switch a.State() {
 	case Failed:
-		return a, false, q.setAccessStatus(ctx, a, Deleted, "deleted")
+		return a, false, q.setAccessStatus(ctx, a, Deleted, AccessChange{Message: "deleted"})
 	case Completed, Deleted:
 		return a, true, q.DeleteAccess(ctx, a)
 	}
@@ -197,15 +231,10 @@ func (q *Queue) RemoveAccess(ctx context.Context, qid string) (a *Access, remove
 
 // setAccessStatus is an operator's move of a request no worker holds,
 // fenced by the status read.
-func (q *Queue) setAccessStatus(ctx context.Context, a *Access, to State, message string) error {
-	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
-		return err
-	}
-	st := BatchStatus{Status: to, LastModified: q.stamp(), Message: message}
-	if err := q.commit(ctx, []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}); err != nil {
+func (q *Queue) setAccessStatus(ctx context.Context, a *Access, to State, c AccessChange) error {
+	if err := q.SetAccessStatus(ctx, a, to, c); err != nil {
 		return fmt.Errorf("access request %s: %w", a.ID, err)
 	}
-	a.Status, a.version = st, a.version+1
 	return nil
 }
 

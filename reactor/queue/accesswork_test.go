@@ -140,3 +140,94 @@ func TestAccessRefs(t *testing.T) {
 		t.Fatalf("find %s: %+v", large.Ref(), got)
 	}
 }
+
+// A request's move tried again after an earlier call's try got no answer
+// (Retried) is recognised by its own bytes when that try had landed, as a
+// job's or a batch's is (decision 228); unmarked, it is stale; when another
+// writer moved the request, it is stale with its outcome unknown.
+func TestAccessRetriedMoveRecognisesItsLandedTry(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		retried, foreign bool
+		wantErr          error // nil: the try is recognised as landed
+	}{
+		{"retried", true, false, nil},
+		{"not marked", false, false, queue.ErrStale},
+		{"another writer", true, true, queue.ErrStale},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t)
+			ctx := t.Context()
+			a, tok := r.processingAccess("ark:/1/r")
+			view := *a // as read before the first try
+			tok.TokenStatus = queue.TokenReady
+			c := queue.AccessChange{Token: tok.Map(a.Token), At: r.q.Now()}
+			first := c
+			if tc.foreign {
+				first.Message = "another writer's"
+			}
+			r.ok(r.q.SetAccessStatus(ctx, a, queue.Completed, first)) // lands; say its reply was lost
+			c.Retried = tc.retried
+			err := r.q.SetAccessStatus(ctx, &view, queue.Completed, c)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) || queue.MaybeApplied(err) != tc.foreign {
+				t.Fatalf("the second try: %v (maybe applied %v); want %v, maybe applied %v", err, queue.MaybeApplied(err), tc.wantErr, tc.foreign)
+			}
+			if err == nil && (view.State() != queue.Completed || view.Locked) {
+				t.Fatalf("the view after a recognised try is %s, locked %v; want Completed, unlocked", view.State(), view.Locked)
+			}
+		})
+	}
+}
+
+// A request another session has just taken (locked, still Pending) is
+// waited for like one it works: should that session die before its move
+// to Processing, the lock's going is what says the request is free.
+func TestAccessWorkWaitsForARequestBeingTaken(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	a, err := r.q.CreateAccess(ctx, queue.AccessSmall, ourToken("ark:/1/p"))
+	r.ok(err)
+	_, qa := r.second()
+	if got, _, err := qa.AcquireAccessWork(ctx, queue.AccessSmall, nil); err != nil || got == nil || got.State() != queue.Pending {
+		t.Fatalf("acquired %v, %v; want %s, Pending", got, err, a.ID)
+	}
+	got, waits, err := r.q.AcquireAccessWork(ctx, queue.AccessSmall, (*queue.Access).Ours)
+	r.ok(err)
+	lock := r.q.Path("/access/small/" + a.ID + "/lock")
+	if got != nil || len(waits) != 1 || waits[0].Path != lock || !waits[0].Present {
+		t.Fatalf("acquired %v, waits %v; want nothing and a wait on %s", got, waits, lock)
+	}
+}
+
+// A requeued request's token says NotReady again, with the move: its
+// token's Failed would tell a reader of the token alone (mrt-zk's Access)
+// that the request failed while it is assembled again.
+func TestAccessRequeueSaysNotReady(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	a, tok := r.processingAccess("ark:/1/q")
+	tok.TokenStatus = queue.TokenFailed
+	r.ok(r.q.MoveAccess(ctx, a, queue.Failed, "storage away", tok.Map(a.Token)))
+	_, err := r.q.RequeueAccess(ctx, a.ID)
+	r.ok(err)
+	again, err := r.q.FindAccess(ctx, a.ID)
+	r.ok(err)
+	if at, _ := again.AccessToken(); again.State() != queue.Processing || at.TokenStatus != queue.TokenNotReady || at.ARK != "ark:/1/q" {
+		t.Fatalf("requeued request: %s, token %+v; want Processing, NotReady", again.State(), at)
+	}
+}
+
+// processingAccess queues a request of ours for ark, takes it, and moves it
+// to Processing; it returns the request and its token.
+func (r *run) processingAccess(ark string) (*queue.Access, queue.AccessToken) {
+	r.t.Helper()
+	ctx := r.t.Context()
+	_, err := r.q.CreateAccess(ctx, queue.AccessSmall, ourToken(ark))
+	r.ok(err)
+	a, _, err := r.q.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+	r.ok(err)
+	r.ok(r.q.MoveAccess(ctx, a, queue.Processing, "", nil))
+	tok, err := a.AccessToken()
+	r.ok(err)
+	return a, tok
+}
