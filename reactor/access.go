@@ -165,10 +165,9 @@ func (r *Reactor) runAccess(ctx context.Context, a *queue.Access) {
 func (r *Reactor) moveAccess(a *queue.Access, to queue.State, msg string, token map[string]any) bool {
 	from := a.State()
 	c := queue.AccessChange{Message: msg, Token: token, At: r.q.Now()} // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error {
-		err := r.q.SetAccessStatus(r.work, a, to, c)
-		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
-		return err
+	err := r.retryMove(func(retried bool) error {
+		c.Retried = retried
+		return r.q.SetAccessStatus(r.work, a, to, c)
 	})
 	if err == nil {
 		r.cfg.Observer.Moved("access", from, to.Folder())

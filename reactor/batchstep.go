@@ -312,10 +312,9 @@ func nonNil(s []string) []string {
 func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange, attrs map[string]any) bool {
 	from := b.State()
 	c.Release, c.At = true, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error {
-		err := r.q.SetBatchStatus(r.work, b, to, c)
-		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
-		return err
+	err := r.retryMove(func(retried bool) error {
+		c.Retried = retried
+		return r.q.SetBatchStatus(r.work, b, to, c)
 	})
 	switch {
 	case queue.MaybeApplied(err):

@@ -327,10 +327,9 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	r.awaitRecorded(j.ID, j.ArrivalID())
 	next := r.nextHere(j, to, c)
 	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
-	err := r.retry(func() error {
-		err := r.q.SetJobStatus(r.work, j, to, c)
-		c.Retried = c.Retried || queue.Transient(err) // the next try checks whether this one landed
-		return err
+	err := r.retryMove(func(retried bool) error {
+		c.Retried = retried
+		return r.q.SetJobStatus(r.work, j, to, c)
 	})
 	switch {
 	case queue.MaybeApplied(err):
@@ -511,6 +510,20 @@ func (r *Reactor) retry(write func() error) error {
 			return err
 		}
 	}
+}
+
+// retryMove is retry for a move (of a job, a batch, a request): every try
+// after one that got no answer is told so (retried), and then checks
+// whether that try landed before taking a failed fence for another
+// session's change (decision 228). Each try writes the same bytes (one
+// stamp, set by the caller), by which a landed one is known.
+func (r *Reactor) retryMove(try func(retried bool) error) error {
+	retried := false
+	return r.retry(func() error {
+		err := try(retried)
+		retried = retried || queue.Transient(err)
+		return err
+	})
 }
 
 // lastFew is how many jobs a batch-processing folder may have held at its
