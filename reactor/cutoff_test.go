@@ -45,42 +45,25 @@ func TestCommitCutOffAtShutdownIsUnknown(t *testing.T) {
 
 	obs := moves{outcomes: make(chan string, 4)}
 	started, proceed := make(chan string, 1), make(chan struct{})
-	pt := reactor.PassThrough{}
-	jobs := pt.Handlers()
-	jobs[queue.Downloading] = reactor.JobHandlerFunc(func(context.Context, *reactor.Step) (reactor.Result, error) {
-		started <- "downloading"
-		<-proceed
-		return reactor.Result{}, nil
+	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
+		queue.Downloading: reactor.JobHandlerFunc(func(context.Context, *reactor.Step) (reactor.Result, error) {
+			started <- "downloading"
+			<-proceed
+			return reactor.Result{}, nil
+		}),
+	}, func(c *reactor.Config) {
+		c.Session, c.Queue, c.Observer, c.Grace = s, e.queue(s), obs, 300*time.Millisecond
 	})
-	r, err := reactor.New(reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: "host-a", Observer: obs,
-		Jobs: jobs, Batches: pt, Reporter: pt, Grace: 300 * time.Millisecond, Logger: e.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
 
 	b := e.submit(map[string]any{"payload_url": "passthrough:1"})
-	select {
-	case <-started:
-	case <-time.After(time.Minute):
-		t.Fatal("the step never started")
-	}
+	await(t, started, "the step's start")
 	proxy.Pause() // ZooKeeper goes silent: the step's commit gets no answer
-	stop()
+	go stop()
 	close(proceed)
-	select {
-	case got := <-obs.outcomes:
-		if got != reactor.Unknown {
-			t.Fatalf("the cut-off commit's outcome: %q, want %q", got, reactor.Unknown)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the step's commit was never given up")
+	if got := await(t, obs.outcomes, "the cut-off commit's outcome"); got != reactor.Unknown {
+		t.Fatalf("the cut-off commit's outcome: %q, want %q", got, reactor.Unknown)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop() // waits for the first to end
 	proxy.Resume()
 	s.Close() // its lock goes, if the commit left one
 

@@ -257,7 +257,11 @@ func (r *Reactor) startJob(j *queue.Job) {
 // error with backoff while it keeps the lock, and commits the outcome.
 func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 	h := r.cfg.Jobs[s]
-	step := NewStep(j, func(ctx context.Context, c queue.JobChange) error { return r.q.UpdateJob(ctx, j, c) })
+	ctx, g := r.guardJob(ctx, j)
+	defer g.stop()
+	step := NewStep(j, func(ctx context.Context, c queue.JobChange) error {
+		return g.write(func() error { return r.q.UpdateJob(ctx, j, c) })
+	})
 	step.obs = r.cfg.Observer
 	attempts := cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts)
 	for attempt := 1; ; attempt++ {
@@ -275,6 +279,10 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			ran(StepDone)
 			next, _ := queue.JobMachine.Success(s)
 			r.move(j, next, res.Change, res.Attrs)
+			return
+		case jobChanged(ctx):
+			ran(StepAbandoned)
+			r.abandon(j, s, context.Cause(ctx), err)
 			return
 		case ctx.Err() != nil:
 			// Shutdown cancelled the step: leave the job where it is, for
@@ -297,7 +305,8 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return
 		}
-		if werr := r.noteRetry(ctx, j, attempt, attempts, err); errors.Is(werr, queue.ErrStale) {
+		werr := g.write(func() error { return r.noteRetry(ctx, j, attempt, attempts, err) })
+		if errors.Is(werr, queue.ErrStale) {
 			ran(StepAbandoned)
 			r.abandon(j, s, werr, err)
 			return
@@ -305,7 +314,15 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		ran(StepRetry)
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
-		if !backoff.Sleep(ctx, wait) {
+		if !r.pause(ctx, wait) {
+			if jobChanged(ctx) {
+				r.abandon(j, s, context.Cause(ctx), err)
+				return
+			}
+			// Stopping: the next attempt is for whoever takes the job
+			// next, here after a restart or on another host, not for
+			// the grace period, which would spend the attempts.
+			r.log.Info("reactor: stopping; the job is left in its state for its next attempt", "job", j.ID, "state", s, "attempt", attempt)
 			r.unlock(j)
 			return
 		}
@@ -510,6 +527,16 @@ func (r *Reactor) retry(write func() error) error {
 			return err
 		}
 	}
+}
+
+// pause waits d before a step's next attempt. It reports false when the
+// step's context ends first (its job changed under it, or the grace
+// period ended) or the daemon stops.
+func (r *Reactor) pause(ctx context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.stopping, cancel)()
+	return backoff.Sleep(ctx, d)
 }
 
 // retryMove is retry for a move (of a job, a batch, a request): every try

@@ -87,14 +87,15 @@ type Reactor struct {
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 
-	work    context.Context  // ends when the grace period after a stop is over
-	pools   map[string]waker // by signal name
-	waits   *waiter          // one-shot watches on nodes that hold work back
-	working sync.Map         // jid → *claim: the jobs this daemon's workers hold
-	started sync.Map         // bids known to be past Pending: their jobs may start
-	early   sync.Map         // jids this daemon's batch handler made after its gate job: they may start now
-	gates   sync.Map         // bid → *[]*queue.Job: the gate jobs its batch handler made here (takeGates)
-	gated   sync.Map         // jid → bid: those gate jobs, named before any folder lists them, passed over while their batch is made
+	stopping context.Context  // ends at a stop: no new work is taken
+	work     context.Context  // ends when the grace period after a stop is over
+	pools    map[string]waker // by signal name
+	waits    *waiter          // one-shot watches on nodes that hold work back
+	working  sync.Map         // jid → *claim: the jobs this daemon's workers hold
+	started  sync.Map         // bids known to be past Pending: their jobs may start
+	early    sync.Map         // jids this daemon's batch handler made after its gate job: they may start now
+	gates    sync.Map         // bid → *[]*queue.Job: the gate jobs its batch handler made here (takeGates)
+	gated    sync.Map         // jid → bid: those gate jobs, named before any folder lists them, passed over while their batch is made
 	// The intake's view of /batches: the watch's listing, and the batches
 	// read past Pending for good (forgotten at each full listing, so a
 	// foreign writer's odd move is seen within a rescan).
@@ -252,7 +253,7 @@ func (cfg Config) checkHandlers() error {
 func (r *Reactor) Run(ctx context.Context) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	r.work = work
+	r.work, r.stopping = work, ctx
 
 	var unsubs []func()
 	defer func() {

@@ -53,28 +53,7 @@ func (e *env) queue(s *zkwatch.Session) *queue.Queue {
 }
 
 // daemon runs a reactor with pass-through handlers until the test ends.
-func (e *env) daemon(host string, opts ...func(*reactor.Config)) {
-	s := e.session()
-	pt := reactor.PassThrough{}
-	cfg := reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: host,
-		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: e.log}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	r, err := reactor.New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Error(err)
-		}
-	})
-}
+func (e *env) daemon(host string, opts ...func(*reactor.Config)) { e.run(host, nil, opts...) }
 
 // outside subscribes to subject from a separate NATS connection, as a
 // service outside the daemon would.

@@ -1,0 +1,90 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// errJobChanged is the cause of a step's context cancelled because its job
+// changed under it.
+var errJobChanged = errors.New("the job changed under its step (an operator's cancel, fail or delete, or another session)")
+
+// guardAfter is how long a step runs before its job is watched for a
+// change under it: a long download of a job an operator cancels then stops
+// at once, where it would run to its end for nothing. The many short
+// steps cost no watch.
+const guardAfter = time.Second
+
+// guard watches a running step's job, and cancels the step's context
+// (cause errJobChanged) when another writer changes the job. The step's
+// own writes to the job go through write, so that they are not taken for
+// another's.
+type guard struct {
+	mu     sync.Mutex // held across the step's own writes, and each look at the job
+	cancel context.CancelCauseFunc
+	quit   chan struct{}
+	timer  *time.Timer
+	wg     sync.WaitGroup
+}
+
+// guardJob returns the context to run j's step under, and its guard: from
+// guardAfter on, a watch on j's status. stop ends the watch.
+func (r *Reactor) guardJob(ctx context.Context, j *queue.Job) (context.Context, *guard) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	g := &guard{cancel: cancel, quit: make(chan struct{})}
+	g.wg.Add(1)
+	g.timer = time.AfterFunc(guardAfter, func() {
+		defer g.wg.Done()
+		g.watch(ctx, r, j)
+	})
+	return ctx, g
+}
+
+func (g *guard) watch(ctx context.Context, r *Reactor, j *queue.Job) {
+	for {
+		g.mu.Lock()
+		fired, changed, err := r.q.WatchJobChange(ctx, j)
+		g.mu.Unlock()
+		switch {
+		case err != nil:
+			return // the step's own writes are fenced: they find any change
+		case changed:
+			g.cancel(errJobChanged)
+			return
+		}
+		select {
+		case <-fired:
+		case <-g.quit:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// write runs one of the step's own writes to the job.
+func (g *guard) write(w func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return w()
+}
+
+// jobChanged tells whether ctx, a step's, was cancelled because its job
+// changed under it.
+func jobChanged(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errJobChanged)
+}
+
+// stop ends the guard and waits for its watch to end.
+func (g *guard) stop() {
+	if g.timer.Stop() {
+		g.wg.Done() // the watch never started
+	}
+	close(g.quit)
+	g.wg.Wait()
+	g.cancel(nil)
+}

@@ -1,0 +1,123 @@
+package reactor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// run starts a reactor with pass-through handlers but for jobs' (nil: none
+// replaced) until the test ends, and returns its stop, which waits for Run
+// to return.
+func (e *env) run(host string, jobs map[queue.State]reactor.JobHandler, opts ...func(*reactor.Config)) (stop func()) {
+	s := e.session()
+	pt := reactor.PassThrough{}
+	hs := pt.Handlers()
+	for st, h := range jobs {
+		hs[st] = h
+	}
+	cfg := reactor.Config{Queue: e.queue(s), Session: s, Bus: e.bus, Host: host,
+		Jobs: hs, Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: e.log}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := reactor.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stop = sync.OnceFunc(func() { // a second call waits for the first
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Error(err)
+		}
+	})
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// await waits for a value from ch, for at most a minute.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: not within a minute", what)
+		panic("unreachable")
+	}
+}
+
+// A long step (a download of hours) whose job an operator fails under it
+// is stopped at once: its context is cancelled, where it ran to its end
+// for nothing. The job stays as the operator left it, unlocked.
+func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
+	e := newEnv(t)
+	obs := abandons{states: make(chan queue.State, 1)}
+	started, ended := make(chan string, 1), make(chan error, 1)
+	e.run("host-a", map[queue.State]reactor.JobHandler{
+		queue.Downloading: reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+			started <- s.Job.ID
+			<-ctx.Done() // the download goes on until told to stop
+			ended <- context.Cause(ctx)
+			return reactor.Result{}, ctx.Err()
+		}),
+	}, func(c *reactor.Config) { c.Observer = obs })
+	e.submit(map[string]any{"payload_url": "passthrough:1"})
+	jid := await(t, started, "the step's start")
+	if err := e.q.FailJob(t.Context(), jid, "stopped by the operator", true); err != nil {
+		t.Fatal(err)
+	}
+	if cause := await(t, ended, "the step's end after its job was failed"); cause == nil {
+		t.Fatal("the step's context ended without a cause")
+	}
+	if s := await(t, obs.states, "the step's abandonment"); s != queue.Downloading {
+		t.Fatalf("abandoned in %s, want Downloading", s)
+	}
+	j, err := e.q.LoadJob(t.Context(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State() != queue.Failed || j.Locked || j.Status.Message != "stopped by the operator" {
+		t.Fatalf("job %s, locked %v, message %q: want Failed, unlocked, the operator's message", j.State(), j.Locked, j.Status.Message)
+	}
+}
+
+// A daemon that stops while a step waits to be tried again leaves the job
+// in its state, unlocked, with its attempts unspent, for whoever takes it
+// next: the grace period is for steps running, not for more attempts,
+// which would fail the job on a host that is going away.
+func TestStopLeavesARetryingJobForTheNextAttempt(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	failed := make(chan string, 1)
+	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
+		queue.Downloading: reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+			if calls.Add(1) == 1 {
+				failed <- s.Job.ID
+			}
+			return reactor.Result{}, errors.New("the depositor's server is down")
+		}),
+	}, func(c *reactor.Config) { c.Backoff, c.Attempts = 200*time.Millisecond, 3 })
+	e.submit(map[string]any{"payload_url": "passthrough:1"})
+	jid := await(t, failed, "the step's first failure")
+	stop()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the step ran %d times; after the stop, no attempt more", n)
+	}
+	j, err := e.q.LoadJob(t.Context(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State() != queue.Downloading || j.Locked {
+		t.Fatalf("job %s, locked %v; want Downloading, unlocked, for its next attempt", j.State(), j.Locked)
+	}
+}
