@@ -64,7 +64,7 @@ func accessView(a *queue.Access) AccessView {
 // estimate is above the threshold (Service.AccessThreshold).
 func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessView, error) {
 	r.Format = cmp.Or(r.Format, queue.FormatZip)
-	if err := checkAccessRequest(r); err != nil {
+	if err := CheckAccessRequest(r); err != nil {
 		return AccessView{}, err
 	}
 	if s.Inventory == nil {
@@ -104,20 +104,23 @@ func anticipate(size int64) time.Duration {
 	return time.Minute + time.Duration(size/100e6)*time.Second
 }
 
-func checkAccessRequest(r AccessRequest) error {
+// CheckAccessRequest checks a request's fields without reading anything:
+// a bad one is a FieldError (ark, version, format or file), so that the
+// CLI can name its flag.
+func CheckAccessRequest(r AccessRequest) error {
 	if err := storage.CheckARK(r.ARK); err != nil || !strings.HasPrefix(r.ARK, "ark:") {
-		return invalid(fmt.Sprintf("ark %q: want an ARK (ark:/NAAN/NAME)", r.ARK))
+		return &FieldError{Field: "ark", Value: strconv.Quote(r.ARK), Problem: "want an ARK (ark:/NAAN/NAME)"}
 	}
 	if r.Version < 0 {
-		return invalid(fmt.Sprintf("version %d: want 1 or more", r.Version))
+		return &FieldError{Field: "version", Value: strconv.Itoa(r.Version), Problem: "want 1 or more"}
 	}
-	if !slices.Contains(AccessFormats, r.Format) {
-		return invalid(fmt.Sprintf("format %q: want %s", r.Format, strings.Join(AccessFormats, " or ")))
+	if !slices.Contains(AccessFormats, cmp.Or(r.Format, queue.FormatZip)) {
+		return &FieldError{Field: "format", Value: strconv.Quote(r.Format), Problem: "want " + strings.Join(AccessFormats, " or ")}
 	}
 	seen := map[string]bool{}
 	for _, f := range r.Files {
 		if f == "" || seen[f] {
-			return invalid(fmt.Sprintf("file %q: empty, or named twice", f))
+			return &FieldError{Field: "file", Value: strconv.Quote(f), Problem: "empty, or named twice"}
 		}
 		seen[f] = true
 	}
@@ -229,6 +232,25 @@ func (s *Service) ShowAccess(ctx context.Context, ref string) (AccessView, error
 		return AccessView{}, err
 	}
 	return accessView(a), nil
+}
+
+// AccessHold is the hold of an access queue (small or large) while it is
+// held, else nil: the queue then takes no new request.
+func (s *Service) AccessHold(ctx context.Context, name string) (*queue.Hold, error) {
+	hold := queue.QueueAccessSmall
+	if name == queue.AccessLarge {
+		hold = queue.QueueAccessLarge
+	}
+	holds, err := s.Q.Holds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range holds {
+		if h.Kind == "queue" && h.Name == hold {
+			return &h, nil
+		}
+	}
+	return nil, nil
 }
 
 // RequeueAccess sends a Failed request back to Processing: a daemon

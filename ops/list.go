@@ -44,8 +44,12 @@ type JobList struct {
 	Problems []error
 }
 
-// loadChunk is how many jobs a listing reads at once.
-const loadChunk = 64
+// loadChunk is how many jobs a listing reads at once; minChunk the fewest
+// it reads at once near the end of a page.
+const (
+	loadChunk = 64
+	minChunk  = 16
+)
 
 // ListJobs lists the jobs that pass f, a page at a time. The candidates
 // come from the cheapest listing that holds them all (the state's folder,
@@ -97,7 +101,11 @@ func paginate[T any](keys []string, p Page, load func(key string) (T, error), ke
 	}
 	items = []T{}
 	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), loadChunk)]
+		size := loadChunk
+		if p.Limit > 0 { // read no more than the page may need (a few more when keep drops some)
+			size = min(size, max(p.Limit-len(items), minChunk))
+		}
+		chunk := keys[:min(len(keys), size)]
 		loaded, errs := loadAll(chunk, load)
 		for i, item := range loaded {
 			if p.Limit > 0 && len(items) == p.Limit {

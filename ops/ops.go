@@ -85,6 +85,9 @@ func (s *Service) publish(ev events.Event) {
 	s.Publish(ev)
 }
 
+// CheckJobID refuses what is not a job id (jid followed by digits).
+func CheckJobID(id string) error { return checkID(id, "jid", "job") }
+
 // checkID refuses an id that is not prefix followed by digits (jid…, bid…).
 func checkID(id, prefix, kind string) error {
 	rest, ok := strings.CutPrefix(id, prefix)

@@ -6,10 +6,18 @@
 // take a connection made while it started and never answer it: the client
 // sat on it with no session long after the server answered new
 // connections.
+//
+// It also tells a server that is no ZooKeeper (Probe), and refuses a first
+// packet no ZooKeeper would send.
 package zkconn
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,12 +55,31 @@ type handshakeConn struct {
 	net.Conn
 	limit time.Duration
 	done  atomic.Bool // the first bytes were read
+
+	mu     sync.Mutex
+	header []byte // the first packet's length, as read so far
 }
+
+// maxConnectResponse bounds the length of the first packet, the connect
+// response (about 40 bytes). go-zookeeper allocates whatever length a
+// server announces and then reads it with no deadline: an SSH or HTTP
+// server's first bytes ("SSH-", "HTTP") announce over a gigabyte, and the
+// client would wait on that server for good.
+const maxConnectResponse = 4096
 
 func (c *handshakeConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.done.Store(true)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.header) < 4 {
+			c.header = append(c.header, p[:min(n, 4-len(c.header))]...)
+			if len(c.header) == 4 && binary.BigEndian.Uint32(c.header) > maxConnectResponse {
+				return 0, fmt.Errorf("%s: %w: its first packet announces %d bytes (%q)",
+					c.RemoteAddr(), ErrNotZooKeeper, binary.BigEndian.Uint32(c.header), c.header)
+			}
+		}
 	}
 	return n, err
 }
@@ -70,4 +97,92 @@ func (c *handshakeConn) bound(t time.Time) time.Time {
 func (c *handshakeConn) SetReadDeadline(t time.Time) error { return c.Conn.SetReadDeadline(c.bound(t)) }
 func (c *handshakeConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(c.bound(t))
+}
+
+// ErrNotZooKeeper is the error of a server that takes connections but does
+// not answer as ZooKeeper: an HTTP server, a port that says nothing.
+var ErrNotZooKeeper = errors.New("does not answer as ZooKeeper")
+
+// srvrAnswers are how every ZooKeeper's answer to the four-letter word srvr
+// starts: its statistics, the word not being allowed (4lw.commands.whitelist),
+// or the server not serving yet (starting, or without a quorum).
+var srvrAnswers = []string{
+	"Zookeeper version:",
+	"srvr is not executed because it is not in the whitelist",
+	"This ZooKeeper instance is not currently serving requests",
+}
+
+// Probe asks the server at addr for srvr, which a ZooKeeper answers at once
+// (without the session's disk write). It returns nil for a ZooKeeper's
+// answer; an error wrapping ErrNotZooKeeper for any other answer, for a
+// connection closed without one and for silence over wait; and the dial's
+// error (a refusal) as it is.
+func Probe(ctx context.Context, addr string, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return fmt.Errorf("%w: the connection failed when asked srvr: %v", ErrNotZooKeeper, err)
+	}
+	var got []byte
+	buf := make([]byte, 64)
+	for {
+		n, err := conn.Read(buf)
+		got = append(got, buf[:n]...)
+		switch srvrAnswer(got) {
+		case yes:
+			return nil
+		case no:
+			return fmt.Errorf("%w: it answers %q", ErrNotZooKeeper, firstLine(got))
+		}
+		switch {
+		case err == nil:
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("%w: no answer within %v", ErrNotZooKeeper, wait)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case len(got) > 0:
+			return fmt.Errorf("%w: it answers %q", ErrNotZooKeeper, firstLine(got))
+		default:
+			return fmt.Errorf("%w: it closes connections without answering, as a ZooKeeper does only to a host past its maxClientCnxns", ErrNotZooKeeper)
+		}
+	}
+}
+
+type verdict int
+
+const (
+	maybe verdict = iota
+	yes
+	no
+)
+
+// srvrAnswer judges the bytes of an answer to srvr read so far: a
+// ZooKeeper's, another's, or too short to tell.
+func srvrAnswer(got []byte) verdict {
+	for _, a := range srvrAnswers {
+		switch {
+		case len(got) >= len(a) && string(got[:len(a)]) == a:
+			return yes
+		case len(got) < len(a) && a[:len(got)] == string(got):
+			return maybe
+		}
+	}
+	return no
+}
+
+// firstLine is the start of an answer, to name it in an error.
+func firstLine(b []byte) string {
+	for i, c := range b {
+		if c == '\n' || c == '\r' || i == 60 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
 }

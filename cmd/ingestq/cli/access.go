@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -54,6 +57,7 @@ type accessFlags struct {
 
 func (a *app) accessRequestCommand() *cobra.Command {
 	var f accessFlags
+	var threshold profile.ByteSize
 	cmd := &cobra.Command{
 		Use:   "request ARK [--version N] [--file PATH…] [--format zip|tar.gz] [--wait]",
 		Short: "Ask for a package of a stored object, a version, or some files; prints the request's ref",
@@ -65,11 +69,24 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			"(small/qid…); --wait follows it and prints where the package is: exit 0 when it is ready,\n" +
 			"1 when it failed.",
 		Args: args("ARK"),
-		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			threshold, err := profile.ParseByteSize(f.threshold)
-			if err != nil {
-				return usagef("--threshold %v", err)
+		// The flags are checked before connecting; a bad one is a usage
+		// error, as submit's are.
+		PreRunE: func(_ *cobra.Command, args []string) (err error) {
+			if threshold, err = profile.ParseByteSize(f.threshold); err != nil {
+				return usagef("access request: --threshold %v", err)
 			}
+			err = ops.CheckAccessRequest(ops.AccessRequest{ARK: args[0], Version: f.version, Files: f.files, Format: f.format})
+			var fe *ops.FieldError
+			if !errors.As(err, &fe) {
+				return err
+			}
+			name := "--" + fe.Field
+			if fe.Field == "ark" {
+				name = "ARK"
+			}
+			return usagef("access request: %s", fe.Named(name))
+		},
+		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			inv, done, err := a.objectSource(ctx, f.inventory, f.dataDir, f.api)
 			if err != nil {
 				return err
@@ -89,7 +106,6 @@ func (a *app) accessRequestCommand() *cobra.Command {
 				a.println("%s", v.Ref)
 				return nil
 			}
-			a.log.Info("access: queued", "request", v.Ref, "estimated", humanize.IBytes(uint64(v.Token.ContentBytes)))
 			return a.waitAccess(ctx, q, v)
 		}),
 	}
@@ -106,7 +122,9 @@ func (a *app) accessRequestCommand() *cobra.Command {
 }
 
 // waitAccess follows a request until it is Completed (exit 0, the
-// package's URL printed) or Failed (exit 1), by a watch on its status.
+// package's URL printed) or Failed (exit 1), by a watch on its status. Its
+// progress goes to stderr as plain lines, as submit --wait's does: stdout
+// holds only the result.
 func (a *app) waitAccess(ctx context.Context, q *queue.Queue, v ops.AccessView) error {
 	last := queue.State("")
 	for {
@@ -118,12 +136,12 @@ func (a *app) waitAccess(ctx context.Context, q *queue.Queue, v ops.AccessView) 
 			return err
 		}
 		if v.State != last {
-			a.log.Info("access: "+string(v.State), "request", v.Ref)
+			a.accessProgress(ctx, q, v, last == "")
 			last = v.State
 		}
 		switch v.State {
 		case queue.Completed:
-			return a.printAccess(v)
+			return a.printAccess(ctx, q, v)
 		case queue.Failed, queue.Deleted:
 			return &exitError{code: 1, err: fmt.Errorf("access request %s %s: %s", v.Ref, v.State, v.Message)}
 		}
@@ -132,6 +150,22 @@ func (a *app) waitAccess(ctx context.Context, q *queue.Queue, v ops.AccessView) 
 		case <-ctx.Done():
 			return &exitError{code: 130, err: fmt.Errorf("stopped waiting; access request %s goes on (ingestq access show %s)", v.Ref, v.Ref)}
 		}
+	}
+}
+
+// accessProgress tells on stderr where a waited-for request stands; the
+// first time, with its estimate and the hold of its queue, if any.
+func (a *app) accessProgress(ctx context.Context, q *queue.Queue, v ops.AccessView, first bool) {
+	if !first {
+		fmt.Fprintf(a.stderr, "%s: %s\n", v.Ref, v.State)
+		return
+	}
+	fmt.Fprintf(a.stderr, "%s: %s, estimated %s\n", v.Ref, v.State, humanize.IBytes(uint64(v.Token.ContentBytes)))
+	if v.State != queue.Pending {
+		return
+	}
+	if h, err := a.ops(q).AccessHold(ctx, v.Queue); err == nil && h != nil {
+		fmt.Fprintf(a.stderr, "note: %s\n", accessHeld{*h})
 	}
 }
 
@@ -164,11 +198,28 @@ func (a *app) accessListCommand() *cobra.Command {
 				t.row(v.Ref, string(v.State), v.Token.ARK, accessWhat(v.Token), v.Token.Format, accessSize(v.Token),
 					v.LastModified, truncate(v.Message, 60))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.noteAccessHolds(ctx, q, list)
+			return nil
 		}),
 	}
 	cmd.Flags().Var(once(&state), "state", "only requests in this state: Pending, Processing, Completed, Failed or Deleted")
 	return cmd
+}
+
+// noteAccessHolds says on stderr why Pending requests are not taken, as
+// ls batches does for batches: their queue is held.
+func (a *app) noteAccessHolds(ctx context.Context, q *queue.Queue, list []ops.AccessView) {
+	for _, name := range queue.AccessQueues {
+		if !slices.ContainsFunc(list, func(v ops.AccessView) bool { return v.Queue == name && v.State == queue.Pending }) {
+			continue
+		}
+		if h, err := a.ops(q).AccessHold(ctx, name); err == nil && h != nil {
+			fmt.Fprintf(a.stderr, "note: %s\n", accessHeld{*h})
+		}
+	}
 }
 
 func (a *app) accessShowCommand() *cobra.Command {
@@ -181,18 +232,40 @@ func (a *app) accessShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printAccess(v)
+			return a.printAccess(ctx, q, v)
 		}),
 	}
 }
 
-// printAccess prints a request as a record.
-func (a *app) printAccess(v ops.AccessView) error {
+// accessHeld is an access queue's hold as the access commands show it: a
+// sentence in text, the hold (kind, name, since) in JSON.
+type accessHeld struct{ queue.Hold }
+
+func (h accessHeld) String() string {
+	alias := map[string]string{queue.QueueAccessSmall: "access-small", queue.QueueAccessLarge: "access-large"}[h.Name]
+	return fmt.Sprintf("queue %s is held since %s: it takes no new request until released (ingestq release queue %s)",
+		h.Name, h.Since.Local().Format(time.DateTime), alias)
+}
+
+// printAccess prints a request as a record, with the hold of its queue
+// (null when there is none).
+func (a *app) printAccess(ctx context.Context, q *queue.Queue, v ops.AccessView) error {
+	hold, err := a.ops(q).AccessHold(ctx, v.Queue)
+	if err != nil {
+		return err
+	}
+	var held any // null when its queue is not held
+	if hold != nil {
+		held = accessHeld{*hold}
+	}
 	if a.json() {
-		return a.writeJSON(v)
+		return a.writeJSON(struct {
+			ops.AccessView
+			Held any `json:"held"`
+		}{v, held})
 	}
 	t := v.Token
-	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"message", v.Message}, {"last_modified", v.LastModified},
+	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"held", held}, {"message", v.Message}, {"last_modified", v.LastModified},
 		{"ark", t.ARK}, {"what", accessWhat(t)}, {"format", t.Format}, {"estimated", humanize.IBytes(uint64(t.ContentBytes))},
 		{"requested", t.Requested}, {"requested_by", t.RequestedBy}, {"url", t.URL}}
 	if p := t.Package; p != nil {

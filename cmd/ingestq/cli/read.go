@@ -250,13 +250,34 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 	return j, err
 }
 
+// defaultShowJobs is how many of a batch's jobs show lists unless told (as
+// many as submit --wait's report names): a batch may have 100,000, and
+// each one listed is a read.
+const defaultShowJobs = 50
+
 func (a *app) showCommand() *cobra.Command {
 	var st stalledFlags
+	var page ops.Page
 	cmd := &cobra.Command{
-		Use:     "show JID|BID|UUID|ARK",
-		Short:   "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid)",
-		Args:    args("JID|BID|UUID|ARK"),
-		PreRunE: func(*cobra.Command, []string) error { return st.parse() },
+		Use:   "show JID|BID|UUID|ARK",
+		Short: "Show every field of a job (by jid or its object's ARK), or of a batch (by bid or uuid) with its jobs",
+		Long: "show prints every field of a job, or of a batch. A batch's jobs follow, each with its state\n" +
+			"and message, in creation order: the first --limit (" + strconv.Itoa(defaultShowJobs) + "; 0 for all), then the next\n" +
+			"ones with --after, the last jid shown. A big batch's Completed jobs archived into it are counted,\n" +
+			"not listed (archived_jobs).",
+		Args: args("JID|BID|UUID|ARK"),
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			paged := cmd.Flags().Changed("limit") || cmd.Flags().Changed("after")
+			switch {
+			case paged && (strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:")):
+				return usagef("show: --limit and --after page a batch's jobs; %s is a job", args[0])
+			case page.Limit < 0:
+				return usagef("show: --limit %d: want 0 (all) or more", page.Limit)
+			case page.After != "" && ops.CheckJobID(page.After) != nil:
+				return usagef("show: --after %q: want the jid a page ended with", page.After)
+			}
+			return st.parse()
+		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			if strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:") {
 				j, err := a.findJob(ctx, q, args[0])
@@ -281,11 +302,16 @@ func (a *app) showCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			objects, err := q.Identifiers(ctx, buckets["batch-completed"])
-			if err != nil {
-				return err
+			var objects map[string]*queue.Identifiers
+			if a.json() {
+				if objects, err = q.Identifiers(ctx, buckets["batch-completed"]); err != nil {
+					return err
+				}
 			}
-			fields := append(batchFields(b, buckets), field{"objects", objectsOf(objects)})
+			fields := batchFields(b, buckets)
+			if a.json() { // in text, the jobs' table names their objects
+				fields = append(fields, field{"objects", objectsOf(objects)})
+			}
 			// A windowed batch (decision 174): how far its job making has
 			// come, and how many of its Completed jobs are archived.
 			feed, err := q.LoadFeed(ctx, b.ID)
@@ -303,11 +329,66 @@ func (a *app) showCommand() *cobra.Command {
 					fields = append(fields, field{"stopped_making_jobs", feed.Stopped})
 				}
 			}
-			return a.writeFields(fields)
+			return a.showBatchJobs(ctx, q, b, buckets, page, fields)
 		}),
 	}
 	a.stalledFlagSet(cmd, &st, false)
+	cmd.Flags().IntVar(&page.Limit, "limit", defaultShowJobs, "a batch: how many of its jobs to list (0: all)")
+	cmd.Flags().StringVar(&page.After, "after", "", "a batch: list its jobs after this jid (where the last page ended)")
 	return cmd
+}
+
+// showBatchJobs prints a batch's fields and a page of its jobs, each read
+// from its node (only the page's are read): in JSON as ls jobs' rows, with
+// jobs_next the cursor of the next page (null on the last); in text a
+// table, and how to see the rest.
+func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch, buckets map[string][]string, page ops.Page, fields []field) error {
+	list, err := a.ops(q).ListJobs(ctx, ops.JobFilter{Batch: b.ID}, page)
+	if err != nil {
+		return err
+	}
+	a.warnAll("skipped unreadable job", list.Problems)
+	rows := make([]ops.JobRow, len(list.Jobs))
+	for i, j := range list.Jobs {
+		rows[i] = ops.Row(j)
+	}
+	if a.json() {
+		var next any // null on the last page
+		if list.Next != "" {
+			next = list.Next
+		}
+		return a.writeFields(append(fields, field{"jobs", rows}, field{"jobs_next", next}))
+	}
+	if err := a.writeFields(fields); err != nil {
+		return err
+	}
+	defer a.noteHolds(ctx, q, []*queue.Batch{b})
+	if len(rows) == 0 {
+		a.println("jobs: none")
+		return nil
+	}
+	a.println("jobs:")
+	// The message last and whole: a failed job's is the reason it failed.
+	t := a.newTable("JID", "STATUS", "RETRIES", "LOCKED", "ARK", "LOCAL ID", "MESSAGE")
+	for _, r := range rows {
+		t.row(r.JID, string(r.Status), strconv.Itoa(r.RetryCount), textValue(r.Locked, ""), r.ARK, strings.Join(r.LocalIDs, ";"),
+			oneLine(r.Message))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if list.Next != "" {
+		more := 0
+		for _, jids := range buckets {
+			for _, jid := range jids {
+				if jid > list.Next {
+					more++
+				}
+			}
+		}
+		a.println("… %d more: ingestq show %s --after %s (or ingestq ls jobs --batch %s --state S)", more, b.ID, list.Next, b.ID)
+	}
+	return nil
 }
 
 func jobFields(j *queue.Job) []field {

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/zkconn"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
@@ -48,6 +50,10 @@ const (
 	// that refuses connections (not started yet) at start.
 	refusedPause   = 250 * time.Millisecond
 	sessionTimeout = 10 * time.Second
+	// A session not had within probeAfter has its servers asked whether
+	// they are ZooKeeper at all; each has probeWait to answer (decision 231).
+	probeAfter = 500 * time.Millisecond
+	probeWait  = 2 * time.Second
 )
 
 // Main runs ingestq with the process environment and returns its exit code.
@@ -323,17 +329,20 @@ func (a *app) dialLogging(ctx context.Context, sessionLog *slog.Logger) (*zkwatc
 	cfg := zkwatch.Config{Servers: zkwatch.ParseServers(a.zk), SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: sessionLog}
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
-	s, err := zkwatch.Dial(dctx, cfg)
+	s, err := dialZK(dctx, cfg)
 	if a.patient && errors.Is(err, zkwatch.ErrRefused) {
 		// The daemon, started with (or just before) its ZooKeeper, waits for
 		// it as long as the connect timeout; a command tells at once.
 		a.log.Warn("ZooKeeper refuses connections; waiting for it", "zk", a.zk, "up_to", a.connectTimeout)
 		for errors.Is(err, zkwatch.ErrRefused) && backoff.Sleep(dctx, refusedPause) {
-			s, err = zkwatch.Dial(dctx, cfg)
+			s, err = dialZK(dctx, cfg)
 		}
 	}
 	if errors.Is(err, zkwatch.ErrRefused) {
 		return nil, nil, fmt.Errorf("cannot reach ZooKeeper at %s: connection refused, nothing listens there (is it running? --zk or INGESTQ_ZK say where)", a.zk)
+	}
+	if errors.Is(err, zkconn.ErrNotZooKeeper) {
+		return nil, nil, fmt.Errorf("%v (is --zk, or INGESTQ_ZK, ZooKeeper's client port?)", err)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -348,6 +357,67 @@ func (a *app) dialLogging(ctx context.Context, sessionLog *slog.Logger) (*zkwatc
 	}
 	return s, q, nil
 }
+
+// dialZK is zkwatch.Dial, which waits for a session until ctx ends, except
+// that servers giving no session within probeAfter are asked whether they
+// are ZooKeeper at all: when none is, it ends at once with an error wrapping
+// zkconn.ErrNotZooKeeper. An HTTP server, or a port that takes connections
+// and says nothing, would otherwise hold a command for its connect timeout.
+func dialZK(ctx context.Context, cfg zkwatch.Config) (*zkwatch.Session, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		select {
+		case <-time.After(probeAfter):
+			if err := notZooKeeper(ctx, cfg.Servers); err != nil {
+				cancel(err)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	s, err := zkwatch.Dial(ctx, cfg)
+	cause := context.Cause(ctx)
+	cancel(nil)
+	<-probed
+	if err != nil && errors.Is(cause, zkconn.ErrNotZooKeeper) {
+		return nil, cause
+	}
+	return s, err
+}
+
+// notZooKeeper probes every server; it returns an error naming those that
+// are not ZooKeeper when none may be (each refuses, or is not ZooKeeper),
+// else nil.
+func notZooKeeper(ctx context.Context, servers []string) error {
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() { errs[i] = zkconn.Probe(ctx, srv, probeWait) })
+	}
+	wg.Wait()
+	var not []string
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, zkconn.ErrNotZooKeeper):
+			not = append(not, servers[i]+" takes connections but "+err.Error())
+		case !errors.Is(err, syscall.ECONNREFUSED):
+			return nil // a ZooKeeper, or cannot tell
+		}
+	}
+	if len(not) == 0 {
+		return nil
+	}
+	return notZKError(strings.Join(not, "; "))
+}
+
+// notZKError says which servers are not ZooKeeper; it is an
+// zkconn.ErrNotZooKeeper.
+type notZKError string
+
+func (e notZKError) Error() string { return string(e) }
+func (e notZKError) Unwrap() error { return zkconn.ErrNotZooKeeper }
 
 // initQueue is queue, then makes sure the queue's folders exist: for the
 // daemon, which puts work in (submit makes them once a submission is
