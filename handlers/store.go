@@ -36,7 +36,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
 	}
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
-		Fence: p.storageFence(ark), Describing: depositFiles}
+		Fence: p.storageFence(ark), Describing: depositFiles, Message: depositMessage(j)}
 	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
@@ -77,6 +77,14 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		Change: queue.JobChange{Store: &withCopies, Inventory: &stored},
 		Attrs:  map[string]any{"ark": ark, "version": kept.Number, "changed": kept.Changed, "copies": len(kept.Copies)},
 	}, nil
+}
+
+// depositMessage is the message of the version a job stores. It names the
+// deposit (the job's creation time tells a jid used again after a new queue
+// apart), so that the job stored again finds its own version even when
+// another deposit's came after it (ocfl.Store.Put).
+func depositMessage(j *queue.Job) string {
+	return fmt.Sprintf("ingestq: job %s of batch %s, created %s", j.ID, j.BatchID, j.Created.UTC().Format(time.RFC3339Nano))
 }
 
 // storageFiles are the files of the storage manifest, each vouched for

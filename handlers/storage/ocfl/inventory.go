@@ -96,6 +96,32 @@ func (v *version) holds(files []storage.File) bool {
 	return storage.Unchanged(v.files(), files, nil)
 }
 
+// holding names the version that already holds obj's content, so that a
+// Put makes none: the head, when it holds the content (names and digests,
+// obj.Describing aside); else an earlier version that obj's own deposit
+// made, by its message (which names the deposit) and content. That one is
+// a try of this deposit that landed before another deposit's version (a job
+// stored again after a host died before recording it): a new version would
+// put the older content back on top. "" for none; inv may be nil.
+func (inv *inventory) holding(obj storage.Object, files []storage.File) string {
+	if inv == nil {
+		return ""
+	}
+	if storage.Unchanged(inv.headVersion().files(), files, obj.Describing) {
+		return inv.Head
+	}
+	if obj.Message == "" {
+		return "" // the default message names no deposit
+	}
+	for n := inv.number() - 1; n >= 1; n-- {
+		v := inv.Versions[versionName(n)]
+		if v.Message == obj.Message && storage.Unchanged(v.files(), files, obj.Describing) {
+			return versionName(n)
+		}
+	}
+	return ""
+}
+
 // headVersion is the head's entry in versions.
 func (inv *inventory) headVersion() *version { return inv.Versions[inv.Head] }
 

@@ -30,17 +30,17 @@ func (s *Store) Latest(ctx context.Context, ark string) (storage.Version, error)
 	if inv == nil {
 		return storage.Version{}, fmt.Errorf("ocfl: %s: %w", ark, storage.ErrNotFound)
 	}
-	files, err := s.sizes(ctx, root, inv)
+	files, err := s.sizes(ctx, root, inv, inv.Head)
 	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: latest of %s: %w", ark, err)
 	}
-	return s.version(inv, root, files), nil
+	return s.version(inv, inv.Head, root, files), nil
 }
 
-// sizes returns the head's files with their sizes.
-func (s *Store) sizes(ctx context.Context, root string, inv *inventory) ([]storage.File, error) {
-	files := inv.headVersion().files()
-	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.headVersion().State))
+// sizes returns the files of version name with their sizes.
+func (s *Store) sizes(ctx context.Context, root string, inv *inventory, name string) ([]storage.File, error) {
+	files := inv.Versions[name].files()
+	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.Versions[name].State))
 	if err != nil {
 		return nil, err
 	}
@@ -69,12 +69,13 @@ func (s *Store) contentSizes(ctx context.Context, root string, inv *inventory, d
 	return size, g.Wait()
 }
 
-// version describes inv's head with files (sorted, sizes set). URL names
-// the version's own inventory, which never changes.
-func (s *Store) version(inv *inventory, root string, files []storage.File) storage.Version {
-	created, _ := time.Parse(time.RFC3339, inv.headVersion().Created) // checked when read
-	v := storage.Version{ARK: inv.ID, Number: inv.number(), Created: created, Files: slices.Clone(files),
-		URL: s.location(root + "/" + inv.Head + "/" + inventoryName)}
+// version describes version name of inv with files (sorted, sizes set).
+// URL names the version's own inventory, which never changes.
+func (s *Store) version(inv *inventory, name, root string, files []storage.File) storage.Version {
+	created, _ := time.Parse(time.RFC3339, inv.Versions[name].Created) // checked when read
+	n, _ := versionNumber(name)
+	v := storage.Version{ARK: inv.ID, Number: n, Created: created, Files: slices.Clone(files),
+		URL: s.location(root + "/" + name + "/" + inventoryName)}
 	for i := range v.Files {
 		v.Files[i].Path = "" // the stored copy is in the place, maybe not on this host
 	}

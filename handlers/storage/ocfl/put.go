@@ -48,8 +48,8 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: put %s: %w", obj.ARK, err)
 	}
-	if head != nil && storage.Unchanged(head.headVersion().files(), files, obj.Describing) {
-		return s.unchanged(ctx, root, head, files)
+	if name := head.holding(obj, files); name != "" {
+		return s.unchanged(ctx, root, head, name, files)
 	}
 	user := cmp.Or(obj.User, defaultUser)
 	inv, write := head.next(obj.ARK, files, version{
@@ -61,22 +61,22 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: put %s version %d: %w", obj.ARK, inv.number(), err)
 	}
-	v := s.version(inv, root, files)
+	v := s.version(inv, inv.Head, root, files)
 	v.Changed, v.Linked = true, linked
 	return v, nil
 }
 
-// unchanged describes the head a Put found holding obj's content: with
-// files when they are the head's very files, else with the head's own
-// (its describing files came from an earlier deposit), their sizes asked.
-func (s *Store) unchanged(ctx context.Context, root string, head *inventory, files []storage.File) (storage.Version, error) {
-	if !head.headVersion().holds(files) {
+// unchanged describes version name, which a Put found holding obj's
+// content: with files when they are its very files, else with its own (its
+// describing files came from another try or deposit), their sizes asked.
+func (s *Store) unchanged(ctx context.Context, root string, head *inventory, name string, files []storage.File) (storage.Version, error) {
+	if !head.Versions[name].holds(files) {
 		var err error
-		if files, err = s.sizes(ctx, root, head); err != nil {
+		if files, err = s.sizes(ctx, root, head, name); err != nil {
 			return storage.Version{}, fmt.Errorf("ocfl: put %s: %w", head.ID, err)
 		}
 	}
-	return s.version(head, root, files), nil
+	return s.version(head, name, root, files), nil
 }
 
 // writeVersion writes the new content, then the version's inventory and

@@ -39,11 +39,19 @@ func (s *Store) readHead(ctx context.Context, root, id string) (inv *inventory, 
 }
 
 // recover returns the object's head (nil for none) after bringing the
-// object root back to it: a stale root sidecar is rewritten; a version
+// object root back to it: a killed writer's temporary files are removed;
+// a stale root sidecar is rewritten; a version
 // folder the root inventory does not name is completed when its inventory
 // verifies and continues the head, and removed otherwise. The caller holds
 // the ARK's lock, so no Put is writing here.
 func (s *Store) recover(ctx context.Context, root, id string) (*inventory, error) {
+	// A writer killed mid-write may have left a file that no key names,
+	// which OCFL forbids; none is live here.
+	if sw, ok := s.p.(place.Sweeper); ok {
+		if err := sw.Sweep(ctx, root+"/"); err != nil {
+			return nil, err
+		}
+	}
 	keys, err := s.p.List(ctx, root+"/")
 	if err != nil || len(keys) == 0 {
 		return nil, err

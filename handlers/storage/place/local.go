@@ -24,13 +24,16 @@ type Local struct {
 }
 
 var (
-	_ Place  = (*Local)(nil)
-	_ Linker = (*Local)(nil)
+	_ Place   = (*Local)(nil)
+	_ Linker  = (*Local)(nil)
+	_ Sweeper = (*Local)(nil)
 )
 
 // tmpPrefix starts the name of a file still being written; List skips such
-// files and no key may use the name.
-const tmpPrefix = ".put-"
+// files and Sweep removes those a killed process left. It holds a
+// backslash, which no key may, so that no key is ever taken for one (a
+// depositor's file may be called ".put-1").
+const tmpPrefix = `.put\`
 
 // NewLocal returns the place in dir, creating the folder.
 func NewLocal(dir string) (*Local, error) {
@@ -248,14 +251,12 @@ func (l *Local) Stat(ctx context.Context, key string) (int64, error) {
 // List returns the keys of the files under prefix, sorted, skipping files
 // still being written.
 func (l *Local) List(ctx context.Context, prefix string) ([]string, error) {
-	if prefix != "" {
-		if err := checkKey(strings.TrimSuffix(prefix, "/")); err != nil || !strings.HasSuffix(prefix, "/") {
-			return nil, fmt.Errorf("place %s: list: prefix %q is not a folder (\"a/b/\", or \"\" for all)", l.dir, prefix)
-		}
+	root, err := l.folder("list", prefix)
+	if err != nil {
+		return nil, err
 	}
-	root := filepath.Join(l.dir, filepath.FromSlash(prefix))
 	var keys []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && p == root:
 			return fs.SkipAll // nothing under prefix
@@ -275,6 +276,45 @@ func (l *Local) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	slices.Sort(keys) // "a.txt" sorts before "a/b", which the walk visits first
 	return keys, nil
+}
+
+// Sweep removes the temporary files under the folder prefix ("" for
+// all), and the folders they leave empty; see [Sweeper].
+func (l *Local) Sweep(ctx context.Context, prefix string) error {
+	root, err := l.folder("sweep", prefix)
+	if err != nil {
+		return err
+	}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && p == root:
+			return fs.SkipAll
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case d.IsDir() || !strings.HasPrefix(d.Name(), tmpPrefix):
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return l.prune(filepath.Dir(p))
+	})
+	if err != nil {
+		return fmt.Errorf("place %s: sweep %q: %w", l.dir, prefix, err)
+	}
+	return nil
+}
+
+// folder maps a List or Sweep prefix ("a/b/", or "" for all) to its folder.
+func (l *Local) folder(op, prefix string) (string, error) {
+	if prefix != "" {
+		if err := checkKey(strings.TrimSuffix(prefix, "/")); err != nil || !strings.HasSuffix(prefix, "/") {
+			return "", fmt.Errorf("place %s: %s: prefix %q is not a folder (\"a/b/\", or \"\" for all)", l.dir, op, prefix)
+		}
+	}
+	return filepath.Join(l.dir, filepath.FromSlash(prefix)), nil
 }
 
 // Delete removes key, then its folders up to the place's root as they
@@ -348,8 +388,6 @@ func checkKey(key string) error {
 		return bad(`has a ".." element`)
 	case path.Clean(key) != key || key == ".":
 		return bad("is not a clean relative path")
-	case slices.ContainsFunc(elems, func(e string) bool { return strings.HasPrefix(e, tmpPrefix) }):
-		return bad("has an element starting " + tmpPrefix + ", kept for files being written")
 	}
 	return nil
 }

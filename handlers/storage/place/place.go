@@ -55,3 +55,12 @@ type Linker interface {
 	// synced once.
 	SyncLinks(ctx context.Context, keys []string) error
 }
+
+// Sweeper is a place where a write cut off by a crash leaves a file of its
+// own behind (a local folder's temporary file), which List does not show
+// but other tools see.
+type Sweeper interface {
+	// Sweep removes such files under the folder prefix ("a/b/", or "" for
+	// all). The caller makes sure that no write under prefix is under way.
+	Sweep(ctx context.Context, prefix string) error
+}

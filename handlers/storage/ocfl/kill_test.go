@@ -1,0 +1,116 @@
+package ocfl
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
+	"github.com/ingestq/ingestq/handlers/storage/place"
+)
+
+// killedEnv names the storage root a re-run of this test binary writes
+// into until it is killed.
+const killedEnv = "INGESTQ_OCFL_KILLED_ROOT"
+
+// killedFiles is the object the killed process and its retry store.
+var killedFiles = map[string]string{"producer/a.txt": "a\n", "producer/b.txt": "b\n"}
+
+// A process killed while a local place writes a file leaves that file's
+// temporary beside its key. The next Put of the object must remove it:
+// OCFL allows no file the inventory does not name, so a leftover would
+// keep the object invalid for good.
+func TestKilledMidWriteLeavesNoStrayFile(t *testing.T) {
+	if dir := os.Getenv(killedEnv); dir != "" {
+		killedChild(t, dir)
+		return
+	}
+	dir := t.TempDir()
+	openStore(t, dir) // the storage root, made before the child writes into it
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledMidWriteLeavesNoStrayFile$")
+	cmd.Env = append(os.Environ(), killedEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe() // the child blocks reading it until killed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "writing\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the child did not start writing: %q, %v", line, err)
+	}
+	_ = cmd.Process.Kill() // SIGKILL: nothing of the child's cleans up
+	_ = cmd.Wait()
+
+	s := openStore(t, dir)
+	v, err := s.Put(context.Background(), storage.Object{ARK: testARK, Files: workFiles(t, killedFiles)})
+	if err != nil || v.Number != 1 || !v.Changed {
+		t.Fatalf("put after the kill = version %d changed %v, %v; want version 1", v.Number, v.Changed, err)
+	}
+	ocfltest.Validate(t, dir)
+}
+
+// killedChild stores the object through a place whose first content
+// write stops after its temporary file is made, says so on stdout, and
+// waits to be killed.
+func killedChild(t *testing.T, dir string) {
+	p, err := place.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{p: &stallingPlace{Place: p}}
+	_, err = s.Put(context.Background(), storage.Object{ARK: testARK, Files: workFiles(t, killedFiles)})
+	t.Fatalf("put returned (%v); it should have been killed", err)
+}
+
+// A depositor's file may have any name a local place gives its temporary
+// files: it is stored like any other.
+func TestNamesLikeTemporaryFilesAreStored(t *testing.T) {
+	s, _ := newStore(t)
+	files := workFiles(t, map[string]string{".put-x": "a depositor's name", "producer/.put-y/z": "z"})
+	if _, err := s.Put(context.Background(), storage.Object{ARK: testARK, Files: files}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Latest(context.Background(), testARK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, got.Files, files)
+}
+
+// stallingPlace writes through a real place, but the reader of the first
+// content file it writes blocks for ever once the place reads it.
+type stallingPlace struct {
+	place.Place
+	once sync.Once
+}
+
+func (s *stallingPlace) Put(ctx context.Context, key string, r io.Reader, size int64, sum string) error {
+	if strings.Contains(key, "/content/") {
+		s.once.Do(func() { r = stalling{} })
+	}
+	return s.Place.Put(ctx, key, r, size, sum)
+}
+
+type stalling struct{}
+
+func (stalling) Read(b []byte) (int, error) {
+	fmt.Println("writing")
+	return os.Stdin.Read(b) // the parent never writes: blocks until killed
+}
