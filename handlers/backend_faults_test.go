@@ -24,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -299,6 +300,57 @@ func (r *rig) checkStoredOnce(target, ark string) {
 	slices.Sort(want)
 	if got := objectKeys(r.t, target, ark); !slices.Equal(got, want) {
 		r.t.Errorf("%s in %s holds\n%v\nwant exactly\n%v", ark, target, got, want)
+	}
+}
+
+// waitsSeen is an Observer that reports each step that waited.
+type waitsSeen struct {
+	reactor.Observer
+	states chan queue.State
+}
+
+func (o waitsSeen) StepRan(s queue.State, r reactor.StepResult, _ time.Duration) {
+	if r == reactor.StepWait {
+		o.states <- s
+	}
+}
+func (waitsSeen) Moved(string, queue.State, string)   {}
+func (waitsSeen) Transferred(reactor.Transfer, int64) {}
+
+// The inventory's PostgreSQL is down when a job gets to Recording: the job
+// waits for it in its state, tried again and again with its attempts
+// unspent (more tries than the 2 attempts pass without failing it), its
+// message saying why; once PostgreSQL is back, it completes.
+func TestInventoryOutageWaitsForIt(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	db := pgtest.NewDatabase(t, pg)
+	obs := waitsSeen{states: make(chan queue.State, 100)}
+	r := newRig(t, nil, withInventory(db), withAttempts(2, 10*time.Millisecond),
+		func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
+	for range 4 {
+		select {
+		case s := <-obs.states:
+			if s != queue.Recording {
+				t.Fatalf("a step of %s waited; want Recording's, for the inventory", s)
+			}
+		case <-time.After(faultWait):
+			t.Fatal("Recording did not wait for the inventory")
+		}
+	}
+	j := r.jobsOf(b.ID)["manifest"]
+	if j.State() != queue.Recording || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix) || !strings.Contains(j.Status.Message, "the inventory is unavailable") {
+		t.Fatalf("job %s, message %q: want Recording, waiting for the inventory", j.State(), j.Status.Message)
+	}
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed", b.State(), b.Status.Message)
 	}
 }
 

@@ -160,14 +160,14 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 	for i, t := range targets {
 		st, err := p.store(ctx, t)
 		if err != nil {
-			return out, err
+			return out, outOfReach("storage target "+t, err)
 		}
 		if i == 1 {
 			obj = copied
 		}
 		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
-			return out, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err)
+			return out, outOfReach("storage target "+t, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err))
 		}
 		if v.Changed {
 			s.Transferred(reactor.Stored, size)
@@ -217,10 +217,10 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	}
 	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
 		inv, err := p.inventoryFor(ctx, prof)
-		if err != nil {
-			return err
+		if err == nil {
+			err = inv.Record(ctx, rec)
 		}
-		return inv.Record(ctx, rec)
+		return outOfReach("the inventory", err)
 	})
 	if err != nil {
 		if errors.Is(err, inventory.ErrConflict) || inventory.Refused(err) {

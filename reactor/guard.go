@@ -22,9 +22,12 @@ const guardAfter = time.Second
 // guard watches a running step's job, and cancels the step's context
 // (cause errJobChanged) when another writer changes the job. The step's
 // own writes to the job go through write, so that they are not taken for
-// another's.
+// another's. (The step's final move may be taken for one when the watch
+// outlives it by a moment: nothing reads the cause after the step.)
 type guard struct {
-	mu     sync.Mutex // held across the step's own writes, and each look at the job
+	job     *queue.Job
+	mu      sync.Mutex // held across the step's own writes, and each look at the job
+	version int32      // the job's status version after the step's last own write
 	cancel context.CancelCauseFunc
 	quit   chan struct{}
 	timer  *time.Timer
@@ -35,19 +38,22 @@ type guard struct {
 // guardAfter on, a watch on j's status. stop ends the watch.
 func (r *Reactor) guardJob(ctx context.Context, j *queue.Job) (context.Context, *guard) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	g := &guard{cancel: cancel, quit: make(chan struct{})}
+	g := &guard{job: j, version: j.StatusVersion(), cancel: cancel, quit: make(chan struct{})}
 	g.wg.Add(1)
 	g.timer = time.AfterFunc(guardAfter, func() {
 		defer g.wg.Done()
-		g.watch(ctx, r, j)
+		g.watch(ctx, r.q, j.ID)
 	})
 	return ctx, g
 }
 
-func (g *guard) watch(ctx context.Context, r *Reactor, j *queue.Job) {
+// watch never reads the job itself, which the step's goroutine writes (its
+// move at the end, while the watch may still run): only the version noted
+// at the step's own writes.
+func (g *guard) watch(ctx context.Context, q *queue.Queue, jid string) {
 	for {
 		g.mu.Lock()
-		fired, changed, err := r.q.WatchJobChange(ctx, j)
+		fired, changed, err := q.WatchJobChange(ctx, jid, g.version)
 		g.mu.Unlock()
 		switch {
 		case err != nil:
@@ -66,11 +72,14 @@ func (g *guard) watch(ctx context.Context, r *Reactor, j *queue.Job) {
 	}
 }
 
-// write runs one of the step's own writes to the job.
+// write runs one of the step's own writes to the job, in the step's
+// goroutine.
 func (g *guard) write(w func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return w()
+	err := w()
+	g.version = g.job.StatusVersion()
+	return err
 }
 
 // jobChanged tells whether ctx, a step's, was cancelled because its job

@@ -33,7 +33,7 @@ func (r *Reactor) newJobPool(s queue.State, workers int) *jobPool {
 			if _, gate := r.gated.Load(jidOf(ref)); gate {
 				return true
 			}
-			return r.holds.queueHeld() || r.waiting[s].skip(jidOf(ref))
+			return r.holds.queueHeld() || r.outages.paused(s) || r.waiting[s].skip(jidOf(ref))
 		},
 		try: func(ctx context.Context, ref string) { r.tryJob(ctx, s, ref) },
 		run: func(ctx context.Context, j *queue.Job) {
@@ -277,6 +277,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			return
 		case err == nil:
 			ran(StepDone)
+			r.outages.up(s)
 			next, _ := queue.JobMachine.Success(s)
 			r.move(j, next, res.Change, res.Attrs)
 			return
@@ -294,6 +295,10 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		case errors.Is(err, queue.ErrStale):
 			ran(StepAbandoned)
 			r.abandon(j, s, err, nil)
+			return
+		case IsUnavailable(err):
+			ran(StepWait)
+			r.waitForBackEnd(ctx, s, j, g, err)
 			return
 		case IsFatal(err):
 			ran(StepFailed)
@@ -421,7 +426,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 // the move releases the lock and the job takes its turn.
 func (r *Reactor) nextHere(j *queue.Job, to queue.State, c queue.JobChange) *jobPool {
 	p, ok := r.pools[sigJob(to)].(*jobPool)
-	if !ok || to == queue.Pending || p.idle.Load() == 0 || r.holds.queueHeld() || r.waiting[to].skip(j.ID) {
+	if !ok || to == queue.Pending || p.idle.Load() == 0 || r.holds.queueHeld() || r.outages.paused(to) || r.waiting[to].skip(j.ID) {
 		return nil
 	}
 	cfg := j.Config
@@ -465,6 +470,21 @@ func (r *Reactor) releaseKept(jid string) {
 	}
 }
 
+// waitForBackEnd leaves a job whose step found a back end out in its
+// state, its attempts unspent, and pauses the state here until a try after
+// the pause (decision 252). The job's status message says what it waits for.
+func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
+	d := r.outages.down(s, r.cfg.Backoff)
+	r.log.Warn("reactor: a back end is out; the state's steps wait here", "state", s, "job", j.ID, "next_try_in", d, "err", err)
+	werr := g.write(func() error { return r.note(ctx, j, fmt.Sprintf("%s: %v", WaitingPrefix, err)) })
+	if errors.Is(werr, queue.ErrStale) {
+		r.abandon(j, s, werr, err)
+		return
+	}
+	r.unlock(j)
+	r.waits.after(d, r.pools[sigJob(s)].Wake)
+}
+
 // noteRetry writes why a job's step is tried again into its status
 // message, where `ingestq ls jobs --stalled` and `show` find it; the
 // job's next transition replaces it. Not written, the retry goes on; a
@@ -475,10 +495,15 @@ func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts
 	if queue.Unreachable(err) {
 		return nil
 	}
-	msg := retryingMessage(attempt, attempts, err)
+	return r.note(ctx, j, retryingMessage(attempt, attempts, err))
+}
+
+// note writes msg into j's status message, fenced: ErrStale when the job
+// is no longer this worker's.
+func (r *Reactor) note(ctx context.Context, j *queue.Job, msg string) error {
 	werr := r.q.UpdateJob(ctx, j, queue.JobChange{Message: msg})
 	if werr != nil && !errors.Is(werr, queue.ErrStale) {
-		r.log.Debug("reactor: the retry's reason not written into the job's status", "job", j.ID, "err", werr)
+		r.log.Debug("reactor: the step's reason not written into the job's status", "job", j.ID, "err", werr)
 	}
 	return werr
 }

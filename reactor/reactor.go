@@ -107,6 +107,7 @@ type Reactor struct {
 	inProcessing sync.Map
 	published    published // the last move of each job this daemon published
 	waiting      map[queue.State]*deferrals
+	outages      *outages // states paused here while a back end their steps need is out
 	holds        *holds
 	batchDir     string // "/…/batches", to recognise batch folders
 	feeds        *feeds // windowed batches (feed.go)
@@ -205,7 +206,7 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
-		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds()}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(), outages: newOutages()}
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {

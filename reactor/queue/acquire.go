@@ -168,6 +168,10 @@ func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (h head,
 // the lock go).
 func (j *Job) Owned() bool { return j.owner }
 
+// StatusVersion is the version of the status node this view was read at,
+// or last wrote: a change by anyone else moves it on.
+func (j *Job) StatusVersion() int32 { return j.version }
+
 // Handoff is a copy of a job this session has just moved (and released),
 // for acquiring it in its new state without reading it again (AcquireView).
 func (j *Job) Handoff() *Job {

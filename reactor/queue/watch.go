@@ -31,17 +31,16 @@ func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, c
 	return ch, ok != w.Present, nil
 }
 
-// WatchJobChange sets a one-shot watch on j's status, and tells whether
-// it has moved on from the version of this view (changed): another writer
-// changed the job (an operator's cancel, fail or delete, or a session that
-// took it over). fired delivers the status's next change. The caller keeps
-// j from changing meanwhile (its own writes move the version too).
-func (q *Queue) WatchJobChange(ctx context.Context, j *Job) (fired <-chan zk.Event, changed bool, err error) {
-	ok, st, ch, err := q.zk.existsW(ctx, q.jobPath(j.ID, "status"))
+// WatchJobChange sets a one-shot watch on job jid's status, and tells
+// whether it has moved on from version (a view's StatusVersion): another
+// writer changed the job (an operator's cancel, fail or delete, or a
+// session that took it over). fired delivers the status's next change.
+func (q *Queue) WatchJobChange(ctx context.Context, jid string, version int32) (fired <-chan zk.Event, changed bool, err error) {
+	ok, st, ch, err := q.zk.existsW(ctx, q.jobPath(jid, "status"))
 	if err != nil {
-		return nil, false, fmt.Errorf("watch job %s: %w", j.ID, err)
+		return nil, false, fmt.Errorf("watch job %s: %w", jid, err)
 	}
-	return ch, !ok || st.Version != j.version, nil
+	return ch, !ok || st.Version != version, nil
 }
 
 // ReleaseOwnJobLock deletes a job's lock if this session holds it, and
