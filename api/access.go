@@ -36,6 +36,7 @@ func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Calle
 		return err
 	}
 	w.Header().Set("Location", Prefix+"access/"+v.Ref)
+	v.LastModified = apiTime(v.LastModified)
 	writeJSON(w, http.StatusCreated, v)
 	return nil
 }
@@ -55,6 +56,9 @@ func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error
 	if err != nil {
 		return err
 	}
+	for i := range list {
+		list[i].LastModified = apiTime(list[i].LastModified)
+	}
 	writeJSON(w, http.StatusOK, newPage(list, "", problems))
 	return nil
 }
@@ -70,6 +74,7 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error 
 	if err != nil {
 		return err
 	}
+	v.LastModified = apiTime(v.LastModified)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

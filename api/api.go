@@ -107,7 +107,8 @@ func (a *API) handle(method, path string, role Role, h handler) {
 	a.mux.HandleFunc(method+" "+strings.TrimSuffix(Prefix, "/")+path, func(w http.ResponseWriter, r *http.Request) {
 		caller, err := a.cfg.Tokens.caller(r, role)
 		if err == nil {
-			err = h(w, r, caller)
+			// The token's name is the actor of what the request changes.
+			err = h(w, r.WithContext(ops.WithActor(r.Context(), caller.Name)), caller)
 		}
 		if err != nil {
 			a.answerError(w, r, err)

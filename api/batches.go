@@ -24,6 +24,7 @@ func (a *API) batchRoutes() {
 type batchRow struct {
 	BID          string         `json:"bid"`
 	Status       queue.State    `json:"status"`
+	State        queue.State    `json:"state"` // the same as status: the batch detail's name (decision 249)
 	UUID         string         `json:"uuid"`
 	Profile      string         `json:"profile"`
 	Jobs         map[string]int `json:"jobs"` // by bucket; null when unreadable
@@ -39,6 +40,9 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, _ Caller) erro
 	if err != nil {
 		return err
 	}
+	if err := checkCursor(p.After, bidCursor, "a bid"); err != nil {
+		return err
+	}
 	f := ops.BatchFilter{Profile: v.Get("profile")}
 	if s := v.Get("state"); s != "" {
 		if f.State, err = queue.ParseBatchState(s); err != nil {
@@ -52,7 +56,8 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, _ Caller) erro
 	rows, errs := a.cfg.Ops.BatchRows(r.Context(), list.Batches)
 	out := make([]batchRow, len(rows))
 	for i, row := range rows {
-		out[i] = batchRow{BID: row.BID, Status: row.Status, UUID: row.UUID, Profile: row.Profile, LastModified: row.LastModified}
+		out[i] = batchRow{BID: row.BID, Status: row.Status, State: row.Status, UUID: row.UUID, Profile: row.Profile,
+			LastModified: apiTime(row.LastModified)}
 		if errs[i] != nil {
 			list.Problems = append(list.Problems, errs[i])
 			continue
@@ -138,7 +143,9 @@ func (a *API) getBatch(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, st)
+	out := newBatchStatus(st)
+	out.Hold = a.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -35,17 +36,41 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if err != nil {
 		return err
 	}
+	if v.Get("state") != "" {
+		err = checkCursor(p.After, refCursor, "a job ref, PP-jid…, with state")
+	} else {
+		err = checkCursor(p.After, jidCursor, "a jid")
+	}
+	if err != nil {
+		return err
+	}
 	f, err := a.jobFilter(r.Context(), v)
 	if err != nil {
 		return err
+	}
+	var stalls map[string]*stalled.Stall // with ?stalled=true: why each is
+	if keep := f.Keep; keep != nil && a.cfg.Stalled != nil {
+		stalls = map[string]*stalled.Stall{}
+		check := a.cfg.Stalled(r.Context())
+		var mu sync.Mutex
+		f.Keep = func(j *queue.Job) bool {
+			st := check(j)
+			if st != nil {
+				mu.Lock()
+				stalls[j.ID] = st
+				mu.Unlock()
+			}
+			return st != nil
+		}
 	}
 	list, err := a.cfg.Ops.ListJobs(r.Context(), f, p)
 	if err != nil {
 		return err
 	}
-	rows := make([]ops.JobRow, len(list.Jobs))
-	for i, j := range list.Jobs {
-		rows[i] = ops.Row(j)
+	rows := make([]jobRow, len(list.Jobs))
+	for i, row := range a.cfg.Ops.Rows(r.Context(), list.Jobs) {
+		rows[i] = newJobRow(row)
+		rows[i].Stalled = stalls[row.JID]
 	}
 	writeJSON(w, http.StatusOK, newPage(rows, list.Next, list.Problems))
 	return nil
@@ -86,9 +111,12 @@ type jobDetail struct {
 	JID                  string              `json:"jid"`
 	Batch                string              `json:"batch"`
 	Status               queue.State         `json:"status"`
-	LastModified         string              `json:"last_modified"`
+	LastModified         string              `json:"last_modified"` // RFC 3339
 	LastSuccessfulStatus *queue.State        `json:"last_successful_status"`
-	RetryCount           int                 `json:"retry_count"`
+	RetryCount           int                 `json:"retry_count"`   // requeues by an operator (mrt-zk's meaning)
+	StepAttempts         *ops.StepAttempts   `json:"step_attempts"` // the reactor's retries of the current step; null unless retried
+	Hold                 string              `json:"hold,omitempty"`
+	LockedBy             string              `json:"locked_by,omitempty"`
 	Message              string              `json:"message"`
 	Priority             int                 `json:"priority"`
 	SpaceNeeded          int64               `json:"space_needed"`
@@ -121,7 +149,9 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if err != nil {
 		return err
 	}
-	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: j.Status.LastModified,
+	x := a.cfg.Ops.Situation(r.Context())
+	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: apiTime(j.Status.LastModified),
+		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile()), LockedBy: x.LockedBy(j),
 		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
 		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: j.Config.Map(), Identifiers: j.Identifiers,
 		Metadata: j.Metadata, Store: j.Store, Inventory: j.Inventory, Locked: j.Locked, Created: j.Created.UTC(),

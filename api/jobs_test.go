@@ -248,8 +248,13 @@ func TestJobActionsRefuseAsTheCLIDoes(t *testing.T) {
 	b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).ok(t, http.StatusOK, &o)
 	lock, err := b.q.LockJob(t.Context(), failed)
 	must(t, err)
-	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it")
-	if line := b.cli("requeue", failed); p.Detail != line {
+	// The same refusal; its advice names the request for the API, the
+	// command line for the CLI.
+	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it",
+		"POST /api/v1/jobs/"+failed+"/fail")
+	apiWhy, _, _ := strings.Cut(p.Detail, ";")
+	line := b.cli("requeue", failed)
+	if cliWhy, _, _ := strings.Cut(line, ";"); apiWhy != cliWhy || !strings.Contains(line, "`ingestq fail --force "+failed+"`") {
 		t.Errorf("locked: API %q, CLI %q", p.Detail, line)
 	}
 	b.do("POST", "jobs/"+failed+"/fail", adminToken, map[string]any{"force": true, "message": "stop"}).ok(t, http.StatusOK, &o)

@@ -80,7 +80,18 @@ func problemOf(err error) Problem {
 			}
 		}
 	}
-	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(err.Error())}
+	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(apiDetail(err))}
+}
+
+// apiDetail is err's message for a program calling the API: a refusal's
+// advice names the request to make, where the CLI's names a command line.
+func apiDetail(err error) string {
+	msg := err.Error()
+	var adv *queue.AdvisedError
+	if errors.As(err, &adv) {
+		msg = strings.Replace(msg, adv.Error(), adv.APIDetail(), 1)
+	}
+	return msg
 }
 
 func oneLine(s string) string {

@@ -59,13 +59,13 @@ func (d *Dashboard) accessAct(w http.ResponseWriter, r *http.Request) {
 	default:
 		do = nil
 	}
-	_, err := d.cfg.Tokens.Authorize(token(r), need)
+	caller, err := d.cfg.Tokens.Authorize(token(r), need)
 	if err == nil && do == nil {
 		err = errBadInput("action: want requeue or delete")
 	}
 	var o ops.Outcome
 	if err == nil {
-		o, err = do(r.Context(), ref)
+		o, err = do(ops.WithActor(r.Context(), caller.Name), ref)
 	}
 	if caller, status, f, ok := d.afterAction(w, r, o, err); ok {
 		d.showAccess(w, r, caller, status, f)

@@ -107,7 +107,7 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request) {
 	}
 	var o ops.Outcome
 	if err == nil {
-		o, err = d.cfg.Ops.Do(r.Context(), act, jid)
+		o, err = d.cfg.Ops.Do(ops.WithActor(r.Context(), caller.Name), act, jid)
 	}
 	if caller, status, f, ok := d.afterAction(w, r, o, err); ok {
 		d.showJob(w, r, caller, jid, status, f)

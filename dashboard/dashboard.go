@@ -121,6 +121,7 @@ func (d *Dashboard) routes() {
 	d.mux.HandleFunc("POST "+Prefix+"login", d.login)
 	d.mux.HandleFunc("POST "+Prefix+"logout", d.logout)
 	d.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		r.Pattern = "" // no page: counted as unmatched by the metrics, as the server's other 404s
 		d.problem(w, r, api.Caller{}, errNotFound("no page "+r.URL.Path))
 	})
 }

@@ -50,6 +50,7 @@ type bundle struct {
 	svc  *ops.Service // the daemon's
 	bus  *events.Bus
 	base string // http://127.0.0.1:PORT
+	web  *httpd.Server
 	objs int
 }
 
@@ -88,7 +89,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	web.Handle("GET /{$}", dashboard.Redirect())
 	t.Cleanup(web.Close)
 	t.Cleanup(d.Close) // first: the live streams end before the server waits for them
-	return &bundle{t: t, q: q, svc: svc, bus: bus, base: web.DefaultAdvertise()}
+	return &bundle{t: t, q: q, svc: svc, bus: bus, base: web.DefaultAdvertise(), web: web}
 }
 
 // tokens writes a tokens file with a token of each role (none with

@@ -498,13 +498,20 @@ func (b *Bus) onDisconnect(_ *nats.Conn, err error) {
 // (a server that lost its store would otherwise refuse every event).
 func (b *Bus) onReconnect(nc *nats.Conn) {
 	if !b.swapping.Load() {
-		b.log.Info("events: NATS reconnected", "url", nc.ConnectedUrlRedacted())
+		b.log.Info("events: NATS reconnected", "url", b.serverURL(nc))
 	}
 	if b.closing.Load() {
 		return
 	}
 	if b.cfg.Cluster != "" {
 		b.requestReconfigure() // the publisher settles the stream, in turn with its sends
+		return
+	}
+	// Not once Close has begun: its bg.Wait must not run alongside a
+	// bg.Go (a reconnect at shutdown raced it; the race detector saw it).
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
 		return
 	}
 	b.bg.Go(func() {
@@ -514,6 +521,21 @@ func (b *Bus) onReconnect(nc *nats.Conn) {
 			b.log.Warn("events: after reconnect", "err", err)
 		}
 	})
+}
+
+// serverURL names the server the bus is connected to, for the logs. The
+// embedded server is reached in-process: the client's own idea of its URL
+// is the NATS default (nats://127.0.0.1:4222), where nothing of the bus's
+// may listen, so it is named by where its clients reach it (--nats-listen),
+// or as in-process only.
+func (b *Bus) serverURL(nc *nats.Conn) string {
+	if b.emb == nil {
+		return nc.ConnectedUrlRedacted()
+	}
+	if u := b.ClientURL(); u != "" {
+		return u + " (embedded)"
+	}
+	return "embedded (in-process only)"
 }
 
 // onAsyncError logs errors NATS reports outside any call (slow consumer,

@@ -44,9 +44,14 @@ type Event struct {
 	// RecoveredBy names the host that published the event for a move it
 	// found in ZooKeeper without one: the move's maker (unknown, Host empty)
 	// stopped before publishing it, or is an operator or another program.
-	RecoveredBy string         `json:"recovered_by,omitempty"`
-	Message     string         `json:"message,omitempty"` // free text for people
-	Attrs       map[string]any `json:"attrs,omitempty"`   // anything else, JSON-encodable
+	RecoveredBy string `json:"recovered_by,omitempty"`
+	// Actor names who asked for the change: an operator (the CLI's user)
+	// or an API or dashboard token's name. Set on every admin event and on
+	// the job and batch moves an operator's action made (their
+	// attrs.action names it), and on a submission's event.
+	Actor   string         `json:"actor,omitempty"`
+	Message string         `json:"message,omitempty"` // free text for people
+	Attrs   map[string]any `json:"attrs,omitempty"`   // anything else, JSON-encodable
 }
 
 // Subject returns the NATS subject the event is published on:

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -59,16 +60,91 @@ func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 // late, by the daemon that found the move without one) to just before the
 // first move out of the state it entered.
 func PlaceRecovered(evs []Event) []Event {
-	for i := 0; i < len(evs); i++ {
-		rec := evs[i]
+	return placeRecovered(evs, func(e Event) Event { return e })
+}
+
+// placeRecovered is PlaceRecovered on anything that holds an event.
+func placeRecovered[T any](s []T, event func(T) Event) []T {
+	for i := 0; i < len(s); i++ {
+		x := s[i]
+		rec := event(x)
 		if rec.RecoveredBy == "" {
 			continue
 		}
-		at := slices.IndexFunc(evs, func(e Event) bool { return e.From == rec.To && !e.Time.Before(rec.Time) })
+		at := slices.IndexFunc(s, func(x T) bool { e := event(x); return e.From == rec.To && !e.Time.Before(rec.Time) })
 		if at < 0 || at > i {
 			continue
 		}
-		evs = slices.Insert(slices.Delete(evs, i, i+1), at, rec)
+		s = slices.Insert(slices.Delete(s, i, i+1), at, x)
 	}
-	return evs
+	return s
+}
+
+// Timeline orders events read in stream order (a batch's and its jobs', or
+// one job's) as they happened. Each job's events, and the others (the
+// batch's own, admin events without a job), keep their order, with their
+// recovered events placed by PlaceRecovered; these timelines are then
+// merged by time, events of the same time in stream order. The stream's
+// order alone is not the moves' order: a recovered event is recorded late,
+// and hosts publish at their own pace.
+func Timeline(evs []Event) []Event {
+	var order []string
+	lanes := map[string][]timelineItem{}
+	for i, e := range evs {
+		k := e.JobID
+		if _, ok := lanes[k]; !ok {
+			order = append(order, k)
+		}
+		lanes[k] = append(lanes[k], timelineItem{e, i})
+	}
+	h := &timelineHeap{}
+	for _, k := range order {
+		items := placeRecovered(lanes[k], func(it timelineItem) Event { return it.e })
+		h.lanes = append(h.lanes, &timelineLane{items: items})
+	}
+	heap.Init(h)
+	out := make([]Event, 0, len(evs))
+	for h.Len() > 0 {
+		l := h.lanes[0]
+		out = append(out, l.items[l.at].e)
+		if l.at++; l.at == len(l.items) {
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
+		}
+	}
+	return out
+}
+
+// timelineLane is one job's events (or the batch's), in their order, and
+// the next to merge.
+type timelineLane struct {
+	items []timelineItem
+	at    int
+}
+
+// timelineItem is an event and its position in the stream.
+type timelineItem struct {
+	e   Event
+	seq int
+}
+
+// timelineHeap holds the lanes by their next event: earliest time first,
+// then stream order.
+type timelineHeap struct{ lanes []*timelineLane }
+
+func (h *timelineHeap) Len() int { return len(h.lanes) }
+func (h *timelineHeap) Less(i, j int) bool {
+	a, b := h.lanes[i].items[h.lanes[i].at], h.lanes[j].items[h.lanes[j].at]
+	if c := a.e.Time.Compare(b.e.Time); c != 0 {
+		return c < 0
+	}
+	return a.seq < b.seq
+}
+func (h *timelineHeap) Swap(i, j int) { h.lanes[i], h.lanes[j] = h.lanes[j], h.lanes[i] }
+func (h *timelineHeap) Push(x any)    { h.lanes = append(h.lanes, x.(*timelineLane)) }
+func (h *timelineHeap) Pop() any {
+	l := h.lanes[len(h.lanes)-1]
+	h.lanes = h.lanes[:len(h.lanes)-1]
+	return l
 }

@@ -153,7 +153,7 @@ func TestFailureThenRequeue(t *testing.T) {
 			// The daemon's first step after the requeue is the failed one.
 			var after []events.Event
 			for _, e := range r.jobEvents(j.ID)[heard:] {
-				if e.Kind == events.KindJob && e.RecoveredBy == "" { // not the requeue's own move, published for it
+				if e.Kind == events.KindJob && e.RecoveredBy == "" && e.Actor == "" { // not the requeue's own move (its actor's)
 					after = append(after, e)
 				}
 			}

@@ -68,8 +68,12 @@ func (s *Service) holdBatch(ctx context.Context, id string, hold bool) (Outcome,
 	change, to := s.Q.ReleaseBatch, queue.Pending
 	if hold {
 		change, to = s.Q.HoldBatch, queue.Held
+	} else if b, err := s.Q.LoadBatch(ctx, bid); err == nil && b.State() == queue.Held {
+		if err := s.collectionHeld(ctx, "batch", bid, b.Profile()); err != nil {
+			return Outcome{}, err
+		}
 	}
-	changed, err := change(ctx, bid)
+	changed, err := change(s.moving(ctx, holdAction(hold)), bid)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -88,7 +92,10 @@ func (s *Service) ReportBatch(ctx context.Context, id string) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	changed, err := s.Q.ReportBatch(ctx, bid)
+	if err := s.nothingToReport(ctx, bid); err != nil {
+		return Outcome{}, err
+	}
+	changed, err := s.Q.ReportBatch(s.moving(ctx, "report"), bid)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -114,4 +121,31 @@ func (s *Service) DeleteBatch(ctx context.Context, id string) (Outcome, error) {
 	}
 	s.Announce(ctx, "delete", events.Event{BatchID: bid})
 	return Outcome{ID: bid, Changed: true, Message: fmt.Sprintf("batch %s removed with its jobs", bid)}, nil
+}
+
+// nothingToReport refuses to report again a Failed batch that has no job
+// left: every job its report named was removed (delete --purge). Reported
+// again it could only say so (decision 248).
+func (s *Service) nothingToReport(ctx context.Context, bid string) error {
+	b, err := s.Q.LoadBatch(ctx, bid)
+	if err != nil || b.State() != queue.Failed || b.Report == nil || len(b.Report.SuccessfulJobs)+len(b.Report.FailedJobs) == 0 {
+		return nil // the queue's ReportBatch answers
+	}
+	buckets, err := s.Q.BatchJobs(ctx, bid)
+	if err != nil {
+		return err
+	}
+	for _, jids := range buckets {
+		if len(jids) > 0 {
+			return nil
+		}
+	}
+	if archived, err := s.Q.Archived(ctx, bid); err != nil || archived > 0 {
+		return err
+	}
+	return queue.Advised(
+		fmt.Errorf("%w: batch %s has no job left to report: every job its report names was removed (delete --purge), and its report stands as it was sent",
+			queue.ErrRefused, bid),
+		fmt.Sprintf("`ingestq delete %s` removes the batch", bid),
+		fmt.Sprintf("DELETE /api/v1/batches/%s removes the batch", bid))
 }

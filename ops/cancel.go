@@ -34,7 +34,14 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if err != nil {
 		return CancelOutcome{}, err
 	}
-	msg := "cancelled by " + who
+	if who != "" {
+		ctx = WithActor(ctx, who)
+	}
+	msg := "cancelled by " + s.actor(ctx)
+	// Each move is published as it lands (moving): each cancelled job's, as
+	// a daemon's would be (its timeline, a waiting submit's count), and a
+	// Pending batch's; then the operator's action.
+	moves := s.moving(ctx, "cancel")
 	out := CancelOutcome{Outcome: Outcome{ID: b.ID, State: b.State()}, Cancelled: []string{}, Finishing: []string{}, Problems: []string{}}
 	switch b.State() {
 	case queue.Pending, queue.Held, queue.Processing, queue.UpdateReporting:
@@ -47,7 +54,7 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if pending {
 		// First, so that no daemon makes its jobs meanwhile (a batch a
 		// daemon is making them for is refused: it is locked).
-		changed, err := s.Q.CancelPendingBatch(ctx, b.ID, msg)
+		changed, err := s.Q.CancelPendingBatch(moves, b.ID, msg)
 		if err != nil {
 			return out, err
 		}
@@ -65,7 +72,7 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if err != nil {
 		return out, err
 	}
-	from := s.cancelJobs(ctx, buckets[queue.BucketProcessing], msg, &out)
+	s.cancelJobs(moves, buckets[queue.BucketProcessing], msg, &out)
 	out.Changed = out.Changed || len(out.Cancelled) > 0
 	out.Message = fmt.Sprintf("batch %s: %s cancelled (Failed: %s), %s past Processing left to finish; the batch reports when its last job is done",
 		b.ID, count(len(out.Cancelled), "job"), msg, count(len(out.Finishing), "job"))
@@ -75,21 +82,13 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if len(out.Problems) > 0 {
 		out.Message += fmt.Sprintf("; %s not cancelled: %s", count(len(out.Problems), "job"), strings.Join(out.Problems, "; "))
 	}
-	// Each cancelled job's transition, as a daemon's would be (its timeline,
-	// a waiting submit's count), then the operator's action.
-	for _, jid := range out.Cancelled {
-		s.publish(events.Event{Kind: events.KindJob, BatchID: b.ID, JobID: jid, From: string(from[jid]), To: string(queue.Failed),
-			Message: msg, Attrs: map[string]any{"action": "cancel"}})
-	}
 	s.Announce(ctx, "cancel", events.Event{BatchID: b.ID, Message: out.Message,
 		Attrs: map[string]any{"cancelled": len(out.Cancelled), "finishing": len(out.Finishing)}})
 	return out, nil
 }
 
-// cancelJobs cancels each job, a few at a time, sorting them into out; it
-// returns the state each cancelled job was in.
-func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out *CancelOutcome) map[string]queue.State {
-	from := map[string]queue.State{}
+// cancelJobs cancels each job, a few at a time, sorting them into out.
+func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out *CancelOutcome) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(cancelWorkers)
@@ -104,7 +103,6 @@ func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out
 				out.Problems = append(out.Problems, jid+": "+err.Error())
 			case cancelled:
 				out.Cancelled = append(out.Cancelled, jid)
-				from[jid] = state
 			case !done(state):
 				out.Finishing = append(out.Finishing, jid)
 			}
@@ -115,7 +113,6 @@ func (s *Service) cancelJobs(ctx context.Context, jids []string, msg string, out
 	slices.Sort(out.Cancelled)
 	slices.Sort(out.Finishing)
 	slices.Sort(out.Problems)
-	return from
 }
 
 // done tells whether a job has left the pipeline.

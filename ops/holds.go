@@ -118,8 +118,9 @@ func (s *Service) checkCollection(ctx context.Context, name string, force bool) 
 	if len(known) > 0 {
 		have = "published: " + strings.Join(known, ", ")
 	}
-	return fmt.Errorf("%w: no profile %q is published on this queue (%s); "+
-		"--force holds it anyway (for a profile not published yet)", queue.ErrRefused, name, have)
+	return queue.Advised(fmt.Errorf("%w: no profile %q is published on this queue (%s)", queue.ErrRefused, name, have),
+		"--force holds it anyway (for a profile not published yet)",
+		"?force=true holds it anyway (for a profile not published yet)")
 }
 
 // holdResult says what a hold or release of a flag did; doing it twice is

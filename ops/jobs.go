@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -29,8 +30,12 @@ func (s *Service) holdJob(ctx context.Context, jid string, hold bool) (Outcome, 
 	change, to := s.Q.ReleaseJob, queue.Pending
 	if hold {
 		change, to = s.Q.HoldJob, queue.Held
+	} else if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == queue.Held {
+		if err := s.collectionHeld(ctx, "job", jid, j.Profile()); err != nil {
+			return Outcome{}, err
+		}
 	}
-	changed, err := change(ctx, jid)
+	changed, err := change(s.moving(ctx, holdAction(hold)), jid)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -56,7 +61,7 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 	if err := checkID(jid, "jid", "job"); err != nil {
 		return Outcome{}, err
 	}
-	to, err := s.Q.RequeueJob(ctx, jid)
+	to, err := s.Q.RequeueJob(s.moving(ctx, "requeue"), jid)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -87,18 +92,17 @@ func refetches(j *queue.Job) bool {
 	return false
 }
 
-// FailJob moves a job to Failed with message ("" for the default). With
-// force it does so even while a daemon works on it: the daemon's view goes
-// stale and it abandons its step.
+// FailJob moves a job to Failed with message ("" for "failed by ACTOR", as
+// a cancel writes "cancelled by ACTOR"; the events name the actor either
+// way). With force it does so even while a daemon works on it: the daemon's
+// view goes stale and it abandons its step.
 func (s *Service) FailJob(ctx context.Context, jid, message string, force bool) (Outcome, error) {
 	if err := checkID(jid, "jid", "job"); err != nil {
 		return Outcome{}, err
 	}
-	if err := s.Q.FailJob(ctx, jid, message, force); err != nil {
+	message = cmp.Or(message, "failed by "+s.actor(ctx))
+	if err := s.Q.FailJob(s.moving(ctx, "fail"), jid, message, force); err != nil {
 		return Outcome{}, err
-	}
-	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == queue.Failed {
-		message = j.Status.Message
 	}
 	s.Announce(ctx, "fail", events.Event{JobID: jid, Message: message})
 	return Outcome{ID: jid, Changed: true, State: queue.Failed, Message: fmt.Sprintf("job %s is Failed: %s", jid, message)}, nil
@@ -110,7 +114,7 @@ func (s *Service) DeleteJob(ctx context.Context, jid string, purge bool) (Outcom
 	if err := checkID(jid, "jid", "job"); err != nil {
 		return Outcome{}, err
 	}
-	removed, changed, err := s.Q.DeleteJob(ctx, jid, purge)
+	removed, changed, err := s.Q.DeleteJob(s.moving(ctx, "delete"), jid, purge)
 	switch {
 	case err != nil:
 		return Outcome{}, err

@@ -211,19 +211,28 @@ type JobRow struct {
 	Status       queue.State `json:"status"`
 	Priority     int         `json:"priority"`
 	Profile      string      `json:"profile"`
-	RetryCount   int         `json:"retry_count"`
+	RetryCount   int         `json:"retry_count"` // requeues by an operator (mrt-zk's retry_count), not the step's attempts
 	Message      string      `json:"message"`
 	Locked       bool        `json:"locked"`
 	LastModified string      `json:"last_modified"`
 	ARK          string      `json:"ark"`
 	LocalIDs     []string    `json:"local_id"`
 	Title        string      `json:"title"`
+	// StepAttempts is the reactor's retries of the current step; null
+	// unless it is being retried.
+	StepAttempts *StepAttempts `json:"step_attempts"`
+	// LockedBy names the live host holding the lock (Situation.LockedBy);
+	// Hold why a Held job is held. Empty (left out) when not known or none.
+	LockedBy string `json:"locked_by,omitempty"`
+	Hold     string `json:"hold,omitempty"`
 }
 
-// Row is the job's listing row.
+// Row is the job's listing row, from its nodes alone (Service.Rows adds
+// who holds its lock and why it is held).
 func Row(j *queue.Job) JobRow {
-	return JobRow{j.ID, j.BatchID, j.State(), j.Priority, j.Profile(), j.Status.RetryCount,
-		j.Status.Message, j.Locked, j.Status.LastModified, ARK(j), LocalIDs(j), Title(j)}
+	return JobRow{JID: j.ID, BID: j.BatchID, Status: j.State(), Priority: j.Priority, Profile: j.Profile(),
+		RetryCount: j.Status.RetryCount, Message: j.Status.Message, Locked: j.Locked, LastModified: j.Status.LastModified,
+		ARK: ARK(j), LocalIDs: LocalIDs(j), Title: Title(j), StepAttempts: AttemptsOf(j)}
 }
 
 // FindJob reads a job by its jid, or by its object's ARK: the newest job of

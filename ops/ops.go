@@ -12,6 +12,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,8 +30,14 @@ type Service struct {
 	Q *queue.Queue
 	// Publish sends an operator's action as an admin event, best effort:
 	// the daemon's bus, or the CLI's own connection. Daemons wake on it
-	// (a release changes no folder, so no watch would fire). nil sends none.
+	// (a release changes no folder, so no watch would fire). The job and
+	// batch moves an action makes go through it too, each as its move's
+	// event under the move's arrival ID. nil sends none.
 	Publish func(events.Event)
+	// Actor names who acts when the context names no one (WithActor): the
+	// CLI's user. The API and the dashboard put each request's token name
+	// in its context.
+	Actor string
 	// Pace gives the estimates of time left; nil gives none.
 	Pace *Pace
 	// Inventory is what access requests are estimated from; nil refuses
@@ -61,13 +68,14 @@ type Outcome struct {
 	Message string      `json:"message"`
 }
 
-// Announce publishes an admin action (ingestq.admin.<action>). A job's
-// batch is filled in from the queue when it can still be read.
+// Announce publishes an admin action (ingestq.admin.<action>), naming its
+// actor. A job's batch is filled in from the queue when it can still be
+// read.
 func (s *Service) Announce(ctx context.Context, action string, ev events.Event) {
 	if s.Publish == nil {
 		return
 	}
-	ev.Kind, ev.To = events.KindAdmin, action
+	ev.Kind, ev.To, ev.Actor = events.KindAdmin, action, s.actor(ctx)
 	if ev.JobID != "" && ev.BatchID == "" {
 		if j, err := s.Q.LoadJob(ctx, ev.JobID); err == nil {
 			ev.BatchID = j.BatchID
@@ -76,13 +84,64 @@ func (s *Service) Announce(ctx context.Context, action string, ev events.Event) 
 	s.publish(ev)
 }
 
-// publish sends an event, stamped with an id and the time.
+// publish sends an event, stamped with an id and the time unless it has
+// them.
 func (s *Service) publish(ev events.Event) {
 	if s.Publish == nil {
 		return
 	}
-	ev.ID, ev.Time = nuid.Next(), time.Now().UTC()
+	if ev.ID == "" {
+		ev.ID = nuid.Next()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
 	s.Publish(ev)
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx naming who acts (an API or dashboard token's
+// name): the actor of the admin events and moves made under it, and the
+// WHO of "failed by WHO" and "cancelled by WHO".
+func WithActor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, actorKey{}, name)
+}
+
+// actor is who acts under ctx: its WithActor name, else Service.Actor.
+func (s *Service) actor(ctx context.Context) string {
+	name, _ := ctx.Value(actorKey{}).(string)
+	return cmp.Or(name, s.Actor, "an operator")
+}
+
+// moving returns ctx with an observer that publishes each job and batch
+// move an action's queue writes land, as soon as it lands, as the move's
+// event: under the move's arrival ID (queue.Job.ArrivalID,
+// queue.Batch.ArrivalID), the ID a daemon that finds the move looks up
+// before it publishes a recovered copy (decisions 131, 222). So the move is
+// recorded once whoever publishes it first: the daemon finds this one, or,
+// when it looked first, JetStream drops this copy as a duplicate.
+// attrs.action names the action; actor who asked for it.
+func (s *Service) moving(ctx context.Context, action string) context.Context {
+	if s.Publish == nil {
+		return ctx
+	}
+	actor := s.actor(ctx)
+	return queue.WithMoved(ctx, func(m queue.Moved) {
+		ev := events.Event{Time: time.Now().UTC(), From: string(m.From), Actor: actor, Attrs: map[string]any{"action": action}}
+		switch {
+		case m.Job != nil:
+			prio := m.Job.Priority
+			ev.Kind, ev.ID, ev.BatchID, ev.JobID = events.KindJob, m.Job.ArrivalID(), m.Job.BatchID, m.Job.ID
+			ev.To, ev.Priority, ev.Message = string(m.Job.State()), &prio, m.Job.Status.Message
+		case m.Batch != nil:
+			ev.Kind, ev.ID, ev.BatchID = events.KindBatch, m.Batch.ArrivalID(), m.Batch.ID
+			ev.To, ev.Message = string(m.Batch.State()), m.Batch.Status.Message
+		default:
+			return
+		}
+		s.publish(ev)
+	})
 }
 
 // CheckJobID refuses what is not a job id (jid followed by digits).

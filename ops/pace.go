@@ -48,9 +48,10 @@ type ETA struct {
 }
 
 // Observe takes one event; events other than job transitions are ignored,
-// and so are a cancel's (a thousand jobs failed at once are no pace).
+// and so are the moves operators' actions made (attrs.action: a thousand
+// jobs failed at once by a cancel are no pace, nor is a requeue).
 func (p *Pace) Observe(ev events.Event) {
-	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" || ev.Attrs["action"] == "cancel" {
+	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" || ev.Attrs["action"] != nil {
 		return
 	}
 	from, to := queue.State(ev.From), queue.State(ev.To)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -99,12 +100,20 @@ func Submission(r SubmitRequest) (queue.Submission, error) {
 }
 
 // Submit creates a Pending batch for sub, once its profile is known to
-// the queue and its payload is one the profile's daemons fetch.
+// the queue and its payload is one the profile's daemons fetch, and
+// publishes its submission (→ Pending, under the batch's arrival ID; the
+// actor is who submits).
 func (s *Service) Submit(ctx context.Context, sub queue.Submission) (*queue.Batch, error) {
 	if err := s.CheckProfile(ctx, sub); err != nil {
 		return nil, err
 	}
-	return s.Q.CreateBatch(ctx, sub)
+	b, err := s.Q.CreateBatch(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	s.publish(events.Event{Kind: events.KindBatch, ID: b.ArrivalID(), BatchID: b.ID, To: string(b.State()), Actor: s.actor(ctx),
+		Attrs: map[string]any{"action": "submit", "uuid": b.UUID(), "profile": b.Profile(), "submitter": sub.Submitter}})
+	return b, nil
 }
 
 // CheckProfile refuses a submission for a profile no daemon has published.

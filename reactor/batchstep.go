@@ -289,6 +289,14 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 	if f, err := r.q.LoadFeed(r.work, b.ID); err == nil && f != nil && f.Stopped != "" {
 		rep.Message = strings.TrimPrefix(rep.Message+"; the batch stopped making jobs: "+f.Stopped, "; ")
 	}
+	hadJobs := b.JobCount > 0 || b.Report != nil && len(b.Report.SuccessfulJobs)+len(b.Report.FailedJobs) > 0
+	if hadJobs && len(rep.SuccessfulJobs) == 0 && len(rep.FailedJobs) == 0 && len(buckets["batch-deleted"]) == 0 && rep.Message == "" {
+		// Every job was removed (delete --purge): nothing of the batch was
+		// ingested, and a Completed batch of no jobs would say it was
+		// (decision 248). One that never had jobs (a foreign writer's; an
+		// empty payload of ours fails at intake) reports as it is.
+		rep.Message = "no job left to report: every job of the batch was removed (ingestq delete --purge)"
+	}
 	for _, jid := range rep.FailedJobs {
 		j, err := r.q.LoadJob(r.work, jid)
 		if err != nil {

@@ -28,10 +28,10 @@ type guard struct {
 	job     *queue.Job
 	mu      sync.Mutex // held across the step's own writes, and each look at the job
 	version int32      // the job's status version after the step's last own write
-	cancel context.CancelCauseFunc
-	quit   chan struct{}
-	timer  *time.Timer
-	wg     sync.WaitGroup
+	cancel  context.CancelCauseFunc
+	quit    chan struct{}
+	timer   *time.Timer
+	wg      sync.WaitGroup
 }
 
 // guardJob returns the context to run j's step under, and its guard: from

@@ -1,6 +1,9 @@
 package main_test
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,21 +14,57 @@ import (
 // repository's sample content, from start to clean stop. `make demo-cluster`
 // runs it with three hosts, and shows each job started by the first host
 // and its steps from Downloading on run by another, the one that
-// downloaded its files.
+// downloaded its files. The demo removes what it made in its --dir, and
+// the folder when it made that too, and nothing else.
 func TestDemo(t *testing.T) {
 	for _, hosts := range []string{"1", "3"} {
 		t.Run("hosts="+hosts, func(t *testing.T) {
 			t.Parallel()
-			text := runDemo(t, "--hosts", hosts)
+			dir := t.TempDir() // there, and empty
+			if hosts == "1" {
+				dir = filepath.Join(dir, "new") // made by the demo
+			}
+			text := runDemo(t, dir, "--hosts", hosts)
 			if hosts == "3" {
 				assertWhoRanWhat(t, text)
+			}
+			entries, err := os.ReadDir(dir)
+			switch {
+			case hosts == "1" && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("the --dir the demo made is still there (%v, %d entries)", err, len(entries))
+			case hosts == "3" && (err != nil || len(entries) > 0):
+				t.Errorf("the given --dir after the demo: %v, %v; want it there, empty", entries, err)
 			}
 		})
 	}
 }
 
-func runDemo(t *testing.T, args ...string) string {
-	cmd := exec.Command(ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", t.TempDir()}, args...)...)
+// A --dir that holds anything is refused before the demo starts, and left
+// as it was: the demo removes what it made, and it cannot tell that apart
+// from what was there.
+func TestDemoRefusesANonEmptyDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "thesis.tex")
+	if err := os.WriteFile(mine, []byte("years of work"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ingestqBin, "demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("ingestq demo --dir with a file in it: %v, want exit 2\n%s", err, out)
+	}
+	if want := "ingestq: --dir " + dir + " is not empty (it holds thesis.tex)"; !strings.Contains(string(out), want) {
+		t.Errorf("output %q lacks %q", out, want)
+	}
+	if b, err := os.ReadFile(mine); err != nil || string(b) != "years of work" {
+		t.Errorf("the file in --dir after the demo: %q, %v", b, err)
+	}
+}
+
+func runDemo(t *testing.T, dir string, args ...string) string {
+	cmd := exec.Command(ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir}, args...)...)
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {

@@ -41,24 +41,49 @@ func OpenLocal(path string) (*Local, error) {
 
 // OpenLocalTimeout is OpenLocal waiting at most timeout for the file lock.
 func OpenLocalTimeout(path string, timeout time.Duration) (*Local, error) {
+	return openLocal(path, timeout, false)
+}
+
+// OpenLocalReader opens the database file at path for reading only: the
+// file is opened read-only, under a shared lock, and nothing is written to
+// it (not even its buckets, nor its modification time). It must exist and
+// hold an inventory. A process holding the file to write (a running
+// daemon) is waited for at most timeout, then ErrLocked.
+func OpenLocalReader(path string, timeout time.Duration) (*Local, error) {
+	return openLocal(path, timeout, true)
+}
+
+func openLocal(path string, timeout time.Duration, readOnly bool) (*Local, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout // bbolt would wait for ever
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("inventory database %s is %w", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("inventory database %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	// A writer makes the buckets; a reader finds them, or the file is no
+	// inventory.
+	buckets := func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketObjects, bucketVersions, bucketLocalIDs} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
+			if readOnly && tx.Bucket(name) == nil {
+				return fmt.Errorf("holds no ingestq inventory (no %s bucket): %w", name, ErrInvalid)
+			}
+			if !readOnly {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
-	})
+	}
+	if readOnly {
+		err = db.View(buckets)
+	} else {
+		err = db.Update(buckets)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("inventory database %s: %w", path, err)

@@ -36,8 +36,9 @@ func Open(ctx context.Context, target, defaultPath string, client *retryablehttp
 	return open(ctx, target, defaultPath, client, false)
 }
 
-// OpenReader is Open for a command that only reads: it makes nothing. A
-// database file must exist (bbolt would make an empty one), and a
+// OpenReader is Open for a command that only reads: it makes nothing and
+// writes nothing. A database file must exist (bbolt would make an empty
+// one) and is opened read-only (OpenLocalReader), and a
 // PostgreSQL database must hold the schema a daemon made; it is not
 // migrated (NewPostgresReader).
 func OpenReader(ctx context.Context, target, defaultPath string, client *retryablehttp.Client) (Handle, error) {
@@ -58,7 +59,8 @@ func open(ctx context.Context, target, defaultPath string, client *retryablehttp
 		}
 		// A running daemon holds the file for good: a reader finds out at
 		// once (ErrLocked) and asks the daemon, rather than wait it out.
-		return OpenLocalTimeout(path, readerLockWait)
+		// The file is opened read-only: a read changes nothing in it.
+		return OpenLocalReader(path, readerLockWait)
 	}
 	if target == "" {
 		if defaultPath == "" {

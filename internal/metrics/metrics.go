@@ -58,11 +58,11 @@ func New(cfg Config) *Metrics {
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), log: cfg.Logger}
 	m.steps = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "ingestq_step_duration_seconds", Help: "How long each run of a job state's step took, by state and result (done, wait, retry, failed, cancelled).",
+		Name: "ingestq_step_duration_seconds", Help: "How long each run of a job state's step took, by state and result (done, wait, retry, failed, cancelled, abandoned: the job changed under the step).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 12), // 10 ms to about 12 h
 	}, []string{"state", "result"})
 	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ingestq_transitions_total", Help: "Transitions this daemon committed, by kind (job, batch), the state left and the outcome: the state entered, or abandoned, unknown, not_committed.",
+		Name: "ingestq_transitions_total", Help: "Transitions this daemon committed, by kind (job, batch, access), the state left and the outcome: the state entered, or abandoned, unknown, not_committed.",
 	}, []string{"kind", "state", "outcome"})
 	m.bytes = map[reactor.Transfer]prometheus.Counter{
 		reactor.Downloaded: prometheus.NewCounter(prometheus.CounterOpts{

@@ -3,12 +3,14 @@ package metrics
 import (
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/internal/promtest"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -80,8 +82,16 @@ func TestQueueNumbersOverHTTP(t *testing.T) {
 	srv := httptest.NewServer(m.Handler())
 	t.Cleanup(srv.Close)
 
-	want := map[string]float64{"state=pending,profile=demo": 3, "state=downloading,profile=other": 1,
-		"state=failed,profile=none": 1, "state=held,profile=demo": 1}
+	// Every state has a series for each profile seen: 0 where it has none
+	// of its jobs, so that an emptied state reads 0, not a series gone.
+	want := map[string]float64{}
+	for _, s := range queue.JobMachine.States {
+		for _, p := range []string{"demo", "other", "none"} {
+			want["state="+s.Folder()+",profile="+p] = 0
+		}
+	}
+	want["state=pending,profile=demo"], want["state=downloading,profile=other"] = 3, 1
+	want["state=failed,profile=none"], want["state=held,profile=demo"] = 1, 1
 	fams := promtest.Scrape(t, srv.URL)
 	if got := fams.Values("ingestq_jobs", "state", "profile"); !promtest.Equal(got, want) {
 		t.Errorf("ingestq_jobs %v, want %v", got, want)
@@ -109,6 +119,36 @@ func TestQueueNumbersOverHTTP(t *testing.T) {
 // The oldest job's age and the stalled count come from when each ref was
 // made; a job that left its state and came back between two scrapes is
 // read again (its ref is new under the same name), not taken for old.
+// An empty queue has a series of every state, 0 (profile none); the HELP
+// texts name every label value the daemon uses.
+func TestEmptyStatesAndHelp(t *testing.T) {
+	e := newEnv(t)
+	m := New(Config{Queue: e.q, Session: e.session, Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(srv.Close)
+	m.Moved("access", queue.Processing, "completed")
+	m.StepRan(queue.Storing, reactor.StepAbandoned, time.Second)
+	fams := promtest.Scrape(t, srv.URL)
+	got := fams.Values("ingestq_jobs", "state", "profile")
+	if len(got) != len(queue.JobMachine.States) || got["state=completed,profile=none"] != 0 {
+		t.Errorf("ingestq_jobs of an empty queue %v: want every state, 0", got)
+	}
+	for name, words := range map[string][]string{
+		"ingestq_transitions_total":     {"access"},
+		"ingestq_step_duration_seconds": {"abandoned"},
+	} {
+		f := fams[name]
+		if f == nil {
+			t.Fatalf("no %s", name)
+		}
+		for _, w := range words {
+			if !strings.Contains(f.GetHelp(), w) {
+				t.Errorf("%s HELP %q does not name %q", name, f.GetHelp(), w)
+			}
+		}
+	}
+}
+
 func TestOldestAndStalled(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()

@@ -75,7 +75,7 @@ func (v *queueView) Collect(ch chan<- prometheus.Metric) {
 		v.log.Warn("metrics: the queue could not be read; its numbers are left out of this scrape", "err", err)
 		return
 	}
-	for k, n := range snap.jobs {
+	for k, n := range withZeros(snap.jobs) {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), k.state, cmpProfile(k.profile))
 	}
 	for _, s := range stalled.States {
@@ -224,4 +224,25 @@ func (v *queueView) reread(ctx context.Context, s queue.State, refs []string) er
 func jidOf(ref string) string {
 	_, jid, _ := strings.Cut(ref, "-")
 	return jid
+}
+
+// withZeros adds a 0 for every job state with no job of a profile that has
+// jobs elsewhere (profile none when the queue is empty), so that every
+// state has its series, as the other gauges do, and a state emptied shows
+// 0, not a series gone.
+func withZeros(jobs map[stateProfile]int) map[stateProfile]int {
+	profiles := map[string]bool{}
+	for k := range jobs {
+		profiles[k.profile] = true
+	}
+	if len(profiles) == 0 {
+		profiles[""] = true
+	}
+	out := make(map[stateProfile]int, len(jobs))
+	for _, s := range queue.JobMachine.States {
+		for p := range profiles {
+			out[stateProfile{s.Folder(), p}] = jobs[stateProfile{s.Folder(), p}]
+		}
+	}
+	return out
 }

@@ -25,7 +25,8 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 		if j, lerr := q.LoadJob(ctx, jid); lerr == nil {
 			state = j.State()
 		}
-		return fmt.Errorf("%w: job %s is %s and a daemon is working on it; %s", err, jid, state, busyAdvice(action, jid))
+		cli, api := busyAdvice(action, jid)
+		return Advised(fmt.Errorf("%w: job %s is %s and a daemon is working on it", err, jid, state), cli, api)
 	}
 	if err != nil {
 		return err
@@ -42,20 +43,24 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 // nothing to stop, and failing it is no edge of the state machine.
 func done(s State) bool { return s == Completed || s == Deleted }
 
-// busyAdvice says what an operator can do about a job a daemon holds.
-func busyAdvice(action, jid string) string {
+// busyAdvice says what an operator can do about a job a daemon holds: at
+// the CLI, and through the HTTP API.
+func busyAdvice(action, jid string) (cli, api string) {
 	stop := fmt.Sprintf("`ingestq fail --force %s` stops it (the daemon abandons its step)", jid)
+	apiStop := fmt.Sprintf(`POST /api/v1/jobs/%s/fail with {"force": true} stops it (the daemon abandons its step)`, jid)
 	switch action {
 	case "fail":
-		return "`ingestq fail --force " + jid + "` fails it now (the daemon abandons its step)"
+		return "`ingestq fail --force " + jid + "` fails it now (the daemon abandons its step)",
+			`send {"force": true} in the body to fail it now (the daemon abandons its step)`
 	case "requeue":
-		return "only a Failed job can be requeued: " + stop + ", then `ingestq requeue " + jid + "`"
+		return "only a Failed job can be requeued: " + stop + ", then `ingestq requeue " + jid + "`",
+			"only a Failed job can be requeued: " + apiStop + ", then POST /api/v1/jobs/" + jid + "/requeue"
 	case "delete":
-		return stop + ", then `ingestq delete " + jid + "`"
+		return stop + ", then `ingestq delete " + jid + "`", apiStop + ", then DELETE /api/v1/jobs/" + jid
 	case "hold":
-		return "only a Pending job can be held; " + stop
+		return "only a Pending job can be held; " + stop, "only a Pending job can be held; " + apiStop
 	}
-	return "try again when its step ends, or " + stop
+	return "try again when its step ends, or " + stop, "try again when its step ends, or " + apiStop
 }
 
 func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error) error {
@@ -385,29 +390,67 @@ func (q *Queue) removeTree(ctx context.Context, root string, extra ...op) error 
 // ids of the batches it removed; a batch it could not remove is reported in
 // problems and does not stop the sweep.
 func (q *Queue) Cleanup(ctx context.Context) (removed []string, problems []error, err error) {
+	r, err := q.CleanupWith(ctx, CleanupOptions{})
+	return r.Removed, r.Problems, err
+}
+
+// CleanupOptions narrow what CleanupWith removes.
+type CleanupOptions struct {
+	// CompletedBefore, when not zero, keeps the Completed batches that
+	// completed (their last_modified) at or after it, and those whose
+	// time cannot be read.
+	CompletedBefore time.Time
+	// DryRun removes nothing: the result says what would be removed.
+	DryRun bool
+}
+
+// CleanupResult is what CleanupWith removed (or, in a dry run, would).
+type CleanupResult struct {
+	Removed  []string // the Completed batches
+	Kept     []string // Completed batches kept by CompletedBefore
+	Husks    []string // empty bid/jid nodes, relative to the root
+	Problems []error  // batches not removed, nodes not read; none stops the sweep
+}
+
+// CleanupWith is Cleanup, narrowed by o.
+func (q *Queue) CleanupWith(ctx context.Context, o CleanupOptions) (CleanupResult, error) {
+	var r CleanupResult
 	batches, probs, err := q.ListBatches(ctx)
 	if err != nil {
-		return nil, nil, err
+		return r, err
 	}
-	problems = probs
+	r.Problems = probs
 	for _, b := range batches {
 		if b.State() != Completed || b.Locked {
 			continue
 		}
+		if !o.CompletedBefore.IsZero() {
+			at, err := time.Parse(TimeLayout, b.Status.LastModified)
+			if err != nil || !at.Before(o.CompletedBefore) {
+				r.Kept = append(r.Kept, b.ID)
+				continue
+			}
+		}
+		if o.DryRun {
+			r.Removed = append(r.Removed, b.ID)
+			continue
+		}
 		if err := q.DeleteBatch(ctx, b.ID); err != nil {
 			if !errors.Is(err, ErrNotFound) {
-				problems = append(problems, err)
+				r.Problems = append(r.Problems, err)
 			}
 			continue
 		}
-		removed = append(removed, b.ID)
+		r.Removed = append(r.Removed, b.ID)
 	}
 	for _, kind := range []string{"/batches", "/jobs"} {
-		if err := q.removeHusks(ctx, kind); err != nil {
-			problems = append(problems, err)
+		husks, err := q.removeHusks(ctx, kind, o.DryRun)
+		r.Husks = append(r.Husks, husks...)
+		if err != nil {
+			r.Problems = append(r.Problems, err)
 		}
 	}
-	return removed, problems, nil
+	return r, nil
 }
 
 // huskAge is how old an empty bid/jid node must be before Cleanup removes
@@ -415,14 +458,16 @@ func (q *Queue) Cleanup(ctx context.Context) (removed []string, problems []error
 const huskAge = 10 * time.Minute
 
 // removeHusks deletes childless, dataless bid/jid nodes older than huskAge:
-// the leftovers of a creation cut short between its two steps.
-func (q *Queue) removeHusks(ctx context.Context, folder string) error {
+// the leftovers of a creation cut short between its two steps. It returns
+// those it removed (dryRun: found, and left).
+func (q *Queue) removeHusks(ctx context.Context, folder string, dryRun bool) ([]string, error) {
 	kids, err := q.children(ctx, q.Path(folder))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	prefix := map[string]string{"/batches": "bid", "/jobs": "jid"}[folder]
 	cutoff := q.now().Add(-huskAge).UnixMilli()
+	var husks []string
 	for _, k := range kids {
 		if !validName(k, prefix) {
 			continue
@@ -432,11 +477,18 @@ func (q *Queue) removeHusks(ctx context.Context, folder string) error {
 		if err != nil || !ok || st.NumChildren > 0 || st.DataLength > 0 || st.Ctime > cutoff {
 			continue
 		}
-		if err := q.zk.delete(ctx, p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
-			return fmt.Errorf("remove empty %s: %w", q.rel(p), err)
+		if !dryRun {
+			err := q.zk.delete(ctx, p, st.Version)
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNotEmpty) {
+				continue
+			}
+			if err != nil {
+				return husks, fmt.Errorf("remove empty %s: %w", q.rel(p), err)
+			}
 		}
+		husks = append(husks, q.rel(p))
 	}
-	return nil
+	return husks, nil
 }
 
 // Cancellable tells whether cancelling a batch stops a job in state s: it

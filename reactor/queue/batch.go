@@ -457,7 +457,7 @@ type BatchChange struct {
 // SetBatchStatus moves a batch to another state in one multi(), fenced by the
 // version of the status this view was read at.
 func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchChange) error {
-	from := b.State()
+	from, left := b.State(), b.State()
 	if c.via != "" {
 		if err := BatchMachine.Check(b.ID, from, c.via); err != nil {
 			return err
@@ -495,6 +495,8 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	if c.Release {
 		b.owner, b.Locked = false, false
 	}
+	moved := *b
+	tellMoved(ctx, Moved{Batch: &moved, From: left})
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,7 +139,11 @@ func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string]
 		}
 	}
 	if b.Report != nil && (b.State() == Completed || b.State() == Failed) {
-		violations = append(violations, reportProblems(at, b, buckets)...)
+		removed, err := q.removedJobs(ctx, b, buckets)
+		if err != nil {
+			return nil, nil, err
+		}
+		violations = append(violations, reportProblems(at, b, buckets, removed)...)
 	}
 	dups, err := q.duplicateObjects(ctx, b.ID, buckets)
 	if err != nil {
@@ -150,12 +155,61 @@ func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string]
 	return violations, warnings, nil
 }
 
+// removedJobs finds the jobs b's status-report names that were removed
+// from the queue since it reported: `ingestq delete --purge` of a done job,
+// or mrt-zk's delete of a Completed one, takes the job's nodes and refs and
+// leaves the report as it was sent (decision 248). Such a job has no node
+// under /jobs and is in none of the batch's buckets, and its number is one
+// the /jobs sequence has given out (jids are never used again), where a
+// report naming a job that never was stays a violation.
+func (q *Queue) removedJobs(ctx context.Context, b *Batch, buckets map[string][]string) (map[string]bool, error) {
+	inBucket := map[string]bool{}
+	for _, jids := range buckets {
+		for _, jid := range jids {
+			inBucket[jid] = true
+		}
+	}
+	var missing []string
+	for _, jid := range slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs) {
+		if !inBucket[jid] && validName(jid, "jid") {
+			missing = append(missing, jid)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	ok, st, err := q.zk.exists(ctx, q.Path("/jobs"))
+	if err != nil || !ok {
+		return nil, err
+	}
+	removed := map[string]bool{}
+	for _, jid := range missing {
+		n, err := strconv.ParseInt(strings.TrimPrefix(jid, "jid"), 10, 64)
+		if err != nil || n >= int64(st.Cversion) {
+			continue // never made
+		}
+		there, _, err := q.zk.exists(ctx, q.jobPath(jid))
+		if err != nil {
+			return nil, err
+		}
+		if !there {
+			removed[jid] = true
+		}
+	}
+	return removed, nil
+}
+
 // reportProblems compares a finished batch's status-report with its
 // buckets. Completed: the report's lists are the completed and failed
 // buckets. Failed: jobs may have been requeued since, so each job the
-// report names must still be in the batch, and each done job in it.
-func reportProblems(at string, b *Batch, buckets map[string][]string) []Violation {
+// report names must still be in the batch, and each done job in it. A job
+// removed since the report (removed) is no finding: the report stands as
+// it was sent.
+func reportProblems(at string, b *Batch, buckets map[string][]string, removed map[string]bool) []Violation {
 	var out []Violation
+	live := func(jids []string) []string {
+		return slices.DeleteFunc(slices.Clone(jids), func(jid string) bool { return removed[jid] })
+	}
 	in := func(jid string, names ...string) bool {
 		for _, n := range names {
 			if slices.Contains(buckets[n], jid) {
@@ -164,9 +218,9 @@ func reportProblems(at string, b *Batch, buckets map[string][]string) []Violatio
 		}
 		return false
 	}
-	reported := slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs)
+	reported := live(slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs))
 	if b.State() == Completed {
-		if !sameSet(b.Report.SuccessfulJobs, buckets["batch-completed"]) || !sameSet(b.Report.FailedJobs, buckets["batch-failed"]) {
+		if !sameSet(live(b.Report.SuccessfulJobs), buckets["batch-completed"]) || !sameSet(live(b.Report.FailedJobs), buckets["batch-failed"]) {
 			out = append(out, Violation{at + "/status-report", fmt.Sprintf("lists %d successful and %d failed jobs, its buckets hold %d completed and %d failed",
 				len(b.Report.SuccessfulJobs), len(b.Report.FailedJobs), len(buckets["batch-completed"]), len(buckets["batch-failed"]))})
 		}

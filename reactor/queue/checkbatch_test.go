@@ -97,3 +97,88 @@ func TestCheckBatchContradictions(t *testing.T) {
 		t.Errorf("Check: %v", plain)
 	}
 }
+
+// A done job purged after its batch reported (`ingestq delete --purge`, which
+// the CLI itself names for a Completed job) leaves the report naming it, as
+// it was sent: check finds nothing, for a Completed and for a Failed batch.
+// A report naming a job that never was is still a violation.
+func TestCheckAcceptsJobsPurgedAfterTheReport(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	// reported makes a batch whose jobs end as ends says, reported.
+	reported := func(ends ...queue.State) (*queue.Batch, []*queue.Job) {
+		b, err := r.q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"profile_name": "demo"}))
+		r.ok(err)
+		b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
+		r.ok(err)
+		var jobs []*queue.Job
+		for i := range ends {
+			j, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"object_key": fmt.Sprint(i)})})
+			r.ok(err)
+			jobs = append(jobs, j)
+		}
+		n := len(ends)
+		r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &n, Release: true}))
+		rep := queue.StatusReport{LastModified: time.Now().Format(queue.TimeLayout), SuccessfulJobs: []string{}, FailedJobs: []string{}}
+		for i, end := range ends {
+			s := queue.Pending
+			for s != end {
+				j, err := r.q.LoadJob(ctx, jobs[i].ID)
+				r.ok(err)
+				j, err = r.q.TryAcquireJob(ctx, s, j.Ref(), queue.Admission{})
+				r.ok(err)
+				next, _ := queue.JobMachine.Success(s)
+				switch {
+				case s == queue.Pending:
+					next = queue.Estimating
+				case end == queue.Failed && s == queue.Downloading:
+					next = queue.Failed
+				}
+				r.ok(r.q.SetJobStatus(ctx, j, next, queue.JobChange{Release: true}))
+				s = next
+			}
+			if end == queue.Completed {
+				rep.SuccessfulJobs = append(rep.SuccessfulJobs, jobs[i].ID)
+			} else {
+				rep.FailedJobs = append(rep.FailedJobs, jobs[i].ID)
+			}
+		}
+		b, err = r.q.LockBatch(ctx, b.ID)
+		r.ok(err)
+		r.ok(r.q.SetBatchStatus(ctx, b, queue.Reporting, queue.BatchChange{}))
+		end := queue.Completed
+		if len(rep.FailedJobs) > 0 {
+			end = queue.Failed
+		}
+		r.ok(r.q.SetBatchStatus(ctx, b, end, queue.BatchChange{Report: &rep, Release: true}))
+		return b, jobs
+	}
+	purge := func(j *queue.Job) {
+		removed, _, err := r.q.DeleteJob(ctx, j.ID, true)
+		r.ok(err)
+		if !removed {
+			t.Fatalf("purge %s: not removed", j.ID)
+		}
+	}
+	completed, cj := reported(queue.Completed, queue.Completed)
+	failed, fj := reported(queue.Completed, queue.Failed)
+	purge(cj[0])
+	purge(fj[0])
+	purge(fj[1])
+	v, w, err := r.q.CheckAll(ctx, queue.CheckOptions{})
+	r.ok(err)
+	if len(v) != 0 {
+		t.Errorf("violations after purges of reported jobs (batches %s, %s): %v", completed.ID, failed.ID, v)
+	}
+	if len(w) != 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	// Still a violation: a report naming a jid the queue never gave out.
+	r.raw("/batches/"+completed.ID+"/status-report",
+		fmt.Sprintf(`{"last_modified":"","successful_jobs":[%q,"jid0000999999"],"failed_jobs":[]}`, cj[1].ID))
+	v, _, err = r.q.CheckAll(ctx, queue.CheckOptions{})
+	r.ok(err)
+	if len(v) != 1 || v[0].Path != "/batches/"+completed.ID+"/status-report" {
+		t.Errorf("a report naming a job that never was: %v, want one violation on its status-report", v)
+	}
+}

@@ -93,3 +93,19 @@ func notFound(kind, id string) error {
 func refused(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
 }
+
+// AdvisedError is a refusal whose advice names what to do next, said once
+// for a person at the CLI (a command line) and once for a program calling
+// the HTTP API (a request): Error gives the CLI's, APIDetail the API's.
+type AdvisedError struct {
+	Err error  // the refusal itself, without advice
+	CLI string // e.g. "`ingestq fail --force jid1` stops it"
+	API string // e.g. "POST /api/v1/jobs/jid1/fail with {\"force\": true} stops it"
+}
+
+func (e *AdvisedError) Error() string     { return e.Err.Error() + "; " + e.CLI }
+func (e *AdvisedError) Unwrap() error     { return e.Err }
+func (e *AdvisedError) APIDetail() string { return e.Err.Error() + "; " + e.API }
+
+// Advised adds advice to a refusal, for the CLI and for the API.
+func Advised(err error, cli, api string) error { return &AdvisedError{Err: err, CLI: cli, API: api} }

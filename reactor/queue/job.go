@@ -390,6 +390,10 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	if c.Release {
 		j.owner, j.Locked = false, false
 	}
+	if from != to {
+		moved := *j
+		tellMoved(ctx, Moved{Job: &moved, From: from})
+	}
 	return nil
 }
 

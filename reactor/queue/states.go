@@ -231,8 +231,11 @@ var Buckets = []string{"batch-processing", "batch-completed", "batch-failed", "b
 // it records old when new is a step forward (not Failed or Deleted, not a
 // repeat) from a state that was itself not Failed or Deleted; else it keeps
 // the previous value. So a requeue from Failed keeps what the failure kept.
+// A hold and its release (into or out of Held) are no step either: Held is
+// an operator's pause, so they keep the previous value too, where mrt-zk's
+// libraries record Pending, then Held (decision 250).
 func nextLastSuccessful(prev *State, old, new State) *State {
-	if new != old && !isStop(new) && !isStop(old) {
+	if new != old && !isStop(new) && !isStop(old) && new != Held && old != Held {
 		o := old
 		return &o
 	}

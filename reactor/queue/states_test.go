@@ -77,13 +77,13 @@ func TestLastSuccessfulStatus(t *testing.T) {
 		want     *State
 	}{
 		{nil, Pending, Estimating, p(Pending)},
-		{p(Pending), Estimating, Failed, p(Pending)},  // failure keeps it
-		{p(Recording), Failed, Notify, p(Recording)},  // requeue keeps it (Ruby, not Java)
-		{p(Notify), Notify, Notify, p(Notify)},        // no change of state
-		{p(Recording), Notify, Completed, p(Notify)},  // success records the step
-		{p(Recording), Failed, Deleted, p(Recording)}, // delete keeps it
-		{nil, Pending, Held, p(Pending)},              // hold records Pending
-		{p(Downloading), Held, Pending, p(Held)},      // release records Held
+		{p(Pending), Estimating, Failed, p(Pending)},    // failure keeps it
+		{p(Recording), Failed, Notify, p(Recording)},    // requeue keeps it (Ruby, not Java)
+		{p(Notify), Notify, Notify, p(Notify)},          // no change of state
+		{p(Recording), Notify, Completed, p(Notify)},    // success records the step
+		{p(Recording), Failed, Deleted, p(Recording)},   // delete keeps it
+		{nil, Pending, Held, nil},                       // a hold is no step (decision 250)
+		{p(Downloading), Held, Pending, p(Downloading)}, // nor is a release: Held is never recorded
 		{p(Downloading), Downloading, Deleted, p(Downloading)},
 	}
 	for _, c := range cases {

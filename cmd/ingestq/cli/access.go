@@ -49,9 +49,7 @@ type accessFlags struct {
 	files     []string
 	format    string
 	wait      bool
-	inventory string
-	dataDir   string
-	api       string
+	source    objectFlags
 	threshold string
 }
 
@@ -63,15 +61,17 @@ func (a *app) accessRequestCommand() *cobra.Command {
 		Short: "Ask for a package of a stored object, a version, or some files; prints the request's ref",
 		Long: "request queues the assembly of ARK: every version (each in its folder v1/, v2/, …), or one\n" +
 			"version (--version), or some files (--file, repeatable; of --version, else of the latest).\n" +
-			"The size is estimated from the inventory (--inventory, else the embedded one in --data-dir;\n" +
-			"while a daemon holds that one, or this host has none, its HTTP API at --api answers).\n" +
+			"The size is estimated from the inventory, read as ingestq object reads it: --inventory, else\n" +
+			"the embedded one in --data-dir when given (while its daemon holds it, or when there is none,\n" +
+			"the daemon's API), else the daemon's HTTP API at --api.\n" +
 			"Above --threshold the request goes to the large queue. It prints the request's ref\n" +
 			"(small/qid…); --wait follows it and prints where the package is: exit 0 when it is ready,\n" +
 			"1 when it failed.",
 		Args: args("ARK"),
 		// The flags are checked before connecting; a bad one is a usage
 		// error, as submit's are.
-		PreRunE: func(_ *cobra.Command, args []string) (err error) {
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			f.source.given(cmd, a.getenv)
 			if threshold, err = profile.ParseByteSize(f.threshold); err != nil {
 				return usagef("access request: --threshold %v", err)
 			}
@@ -87,7 +87,7 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			return usagef("access request: %s", fe.Named(name))
 		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			inv, done, err := a.objectSource(ctx, f.inventory, f.dataDir, f.api)
+			inv, done, err := a.objectSource(ctx, f.source)
 			if err != nil {
 				return err
 			}
@@ -96,6 +96,9 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			s.Inventory, s.AccessThreshold = inv, int64(threshold)
 			v, err := s.RequestAccess(ctx, ops.AccessRequest{ARK: args[0], Version: f.version, Files: f.files, Format: f.format,
 				RequestedBy: a.user()})
+			if err != nil && (inv.missed || errors.Is(err, queue.ErrNotFound)) {
+				return fmt.Errorf("%w (the inventory read: %s)", err, inv.name)
+			}
 			if err != nil {
 				return err
 			}
@@ -114,9 +117,7 @@ func (a *app) accessRequestCommand() *cobra.Command {
 	fl.StringArrayVar(&f.files, "file", nil, "a file of the object, as stored (producer/…); repeat for more")
 	fl.StringVar(&f.format, "format", queue.FormatZip, "the package: zip or tar.gz")
 	fl.BoolVar(&f.wait, "wait", false, "follow the request; print where the package is when it is ready")
-	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), "the inventory to estimate the size from (env "+EnvInventory+"; default: the embedded one in --data-dir)")
-	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "the daemon's data folder (env "+EnvDataDir+")")
-	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
+	a.objectFlagSet(fl, &f.source, "the inventory to estimate the size from")
 	fl.StringVar(&f.threshold, "threshold", a.env(EnvAccessThreshold, "1GiB"), "estimated size above which a request goes to the large queue (env "+EnvAccessThreshold+")")
 	return cmd
 }

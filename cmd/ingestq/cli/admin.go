@@ -175,7 +175,7 @@ func (a *app) failCommand() *cobra.Command {
 			return a.printOutcome(a.ops(q).FailJob(ctx, args[0], message, force))
 		}),
 	}
-	cmd.Flags().StringVarP(&message, "message", "m", "", "why (default \"failed by an operator\")")
+	cmd.Flags().StringVarP(&message, "message", "m", "", "why (default \"failed by $USER\")")
 	cmd.Flags().BoolVar(&force, "force", false, "fail it even while a daemon holds its lock")
 	return cmd
 }
@@ -241,55 +241,137 @@ func (a *app) cancelCommand() *cobra.Command {
 	}
 }
 
+// defaultCleanupAge is how long a Completed batch stays before cleanup
+// removes it, unless --older-than says otherwise (decision 244).
+const defaultCleanupAge = time.Hour
+
 func (a *app) cleanupCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cleanup",
+	var dryRun bool
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "cleanup [--older-than 1h] [--dry-run]",
 		Short: "Remove Completed batches with their jobs, and leftovers of cut-short creations",
-		Args:  args(),
+		Long: "cleanup removes the batches that completed more than --older-than ago (default 1h; 0 for\n" +
+			"every Completed batch), with their jobs; a batch that completed since, or whose time it\n" +
+			"cannot read, is kept and counted. It also removes the empty batch and job nodes that\n" +
+			"creations cut short by a crash left (older than 10 minutes) and the minting records of\n" +
+			"deleted jobs. --dry-run lists what it would remove, and removes nothing.",
+		Args: args(),
+		PreRunE: func(*cobra.Command, []string) error {
+			if olderThan < 0 {
+				return usagef("cleanup: --older-than %v: want a duration of 0 or more, like 1h or 168h", olderThan)
+			}
+			return nil
+		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			removed, problems, err := q.Cleanup(ctx)
+			opts := queue.CleanupOptions{DryRun: dryRun}
+			if olderThan > 0 {
+				opts.CompletedBefore = time.Now().Add(-olderThan)
+			}
+			r, err := q.CleanupWith(ctx, opts)
 			if err != nil {
 				return err
 			}
-			a.warnAll("not cleaned up", problems)
+			a.warnAll("not cleaned up", r.Problems)
 			// The minter's records of jobs deleted before they completed.
-			forgot, err := mint.New(q).Sweep(ctx, func(jid string) (bool, error) {
+			gone := func(jid string) (bool, error) {
 				_, err := q.LoadJob(ctx, jid)
 				if errors.Is(err, queue.ErrNotFound) {
 					return true, nil
 				}
 				return false, err
-			})
+			}
+			var forgot []string
+			if dryRun {
+				forgot, err = sweepable(ctx, q, gone)
+			} else {
+				forgot, err = mint.New(q).Sweep(ctx, gone)
+			}
 			if err != nil {
 				a.warn("minting records not swept", err)
 			}
-			a.ops(q).Announce(ctx, "cleanup", events.Event{Message: plural(len(removed), "batch") + " removed", Attrs: map[string]any{"removed": removed}})
+			if !dryRun {
+				a.ops(q).Announce(ctx, "cleanup", events.Event{Message: plural(len(r.Removed), "batch") + " removed", Attrs: map[string]any{"removed": r.Removed}})
+			}
 			if a.json() {
-				notCleaned := make([]string, len(problems))
-				for i, p := range problems {
+				notCleaned := make([]string, len(r.Problems))
+				for i, p := range r.Problems {
 					notCleaned[i] = p.Error()
 				}
 				return a.writeJSON(struct {
+					DryRun         bool     `json:"dry_run"`
 					Removed        []string `json:"removed_batches"`
+					Kept           []string `json:"kept_batches"`
+					OlderThan      string   `json:"older_than"`
+					Leftovers      []string `json:"leftover_nodes_removed"`
 					MintingRecords int      `json:"minting_records_removed"`
 					NotCleaned     []string `json:"not_cleaned_up"`
-				}{append([]string{}, removed...), len(forgot), notCleaned})
+				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(olderThan),
+					append([]string{}, r.Husks...), len(forgot), notCleaned})
+			}
+			remove, removed := "removed", "removed"
+			if dryRun {
+				remove, removed = "would remove", "would be removed (dry run: nothing was removed)"
 			}
 			if len(forgot) > 0 {
-				a.println("%s of deleted jobs removed", plural(len(forgot), "minting record"))
+				a.println("%s of deleted jobs %s", plural(len(forgot), "minting record"), removed)
 			}
-			for _, bid := range removed {
-				a.println("removed %s", bid)
+			for _, n := range r.Husks {
+				a.println("%s empty node %s (a creation cut short)", remove, n)
 			}
-			a.println("%s removed", plural(len(removed), "batch"))
+			for _, bid := range r.Removed {
+				a.println("%s %s", remove, bid)
+			}
+			if len(r.Kept) > 0 {
+				a.println("%s kept: completed less than %s ago (--older-than 0 removes them too)", plural(len(r.Kept), "Completed batch"), shortDuration(olderThan))
+			}
+			a.println("%s %s", plural(len(r.Removed), "batch"), removed)
 			return nil
 		}),
 	}
+	fl := cmd.Flags()
+	fl.BoolVar(&dryRun, "dry-run", false, "list what would be removed, and remove nothing")
+	fl.DurationVar(&olderThan, "older-than", defaultCleanupAge, "remove only the batches that completed longer ago than this; 0 for every Completed batch")
+	return cmd
 }
 
-// ops is the service layer on q, announcing actions on the daemon's NATS.
+// shortDuration is d without its zero minutes and seconds: 1h, not 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// sweepable lists the minting records a sweep would remove (those of
+// jobs gone), removing nothing: Sweep's dry run.
+func sweepable(ctx context.Context, q *queue.Queue, gone func(jid string) (bool, error)) ([]string, error) {
+	jids, err := q.MintedJobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var errs []error
+	for _, jid := range jids {
+		g, err := gone(jid)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if g {
+			out = append(out, jid)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// ops is the service layer on q, announcing actions on the daemon's NATS,
+// the user running the command as their actor.
 func (a *app) ops(q *queue.Queue) *ops.Service {
-	return &ops.Service{Q: q, Publish: a.publishBestEffort}
+	return &ops.Service{Q: q, Publish: a.publishBestEffort, Actor: a.user()}
 }
 
 // printOutcome prints what a change did, or returns its error.

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -39,14 +41,17 @@ func (a *app) demoCommand() *cobra.Command {
 			"its embedded NATS and the built-in demo profile, and a web server of the sample content in\n" +
 			"--content. It submits the sample batch manifest (four objects, one with a wrong digest on\n" +
 			"purpose), follows it live, prints the report, the stored objects and the inventory rows,\n" +
-			"and stops everything. The daemon's log goes to daemon.log in the demo folder.",
+			"and stops everything. The daemon's log goes to daemon.log in the demo folder.\n\n" +
+			"The demo folder is a new temporary one, removed at the end unless --keep. A folder given\n" +
+			"with --dir must be empty or absent; at the end the demo removes from it only what it made\n" +
+			"there (and the folder, if it made that too), unless --keep.",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.content, "content", "testdata/demo", "folder of the sample content: batch.checkm, objects/, files/")
-	fl.StringVar(&f.dir, "dir", "", "folder for ZooKeeper, the daemon's data and logs (default: a temporary one)")
-	fl.BoolVar(&f.keep, "keep", false, "keep the demo folder afterwards")
+	fl.StringVar(&f.dir, "dir", "", "folder for ZooKeeper, the daemon's data and logs: empty or absent (default: a temporary one)")
+	fl.BoolVar(&f.keep, "keep", false, "keep what the demo made afterwards (default: removed)")
 	fl.IntVar(&f.hosts, "hosts", 1, "daemons to run, as the hosts of one cluster: one OCFL root and one inventory for all, each its own\n"+
 		"working folders; the first takes in batches and starts jobs, the others download and run the later steps\n"+
 		"(--states); the demo then shows which host ran which step of each job")
@@ -57,18 +62,15 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	if _, err := os.Stat(filepath.Join(f.content, "batch.checkm")); err != nil {
 		return usagef("--content %s: no batch.checkm there (run the demo from the repository's root, or give --content)", f.content)
 	}
-	dir := f.dir
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "ingestq-demo-"); err != nil {
-			return err
-		}
+	dir, cleanup, err := demoDir(f.dir)
+	if err != nil {
+		return err
 	}
 	if !f.keep {
-		defer os.RemoveAll(dir)
+		defer cleanup()
 	}
 	a.step("ZooKeeper: starting a local server in %s", dir)
-	zk, err := zktest.StartServer(filepath.Join(dir, "zookeeper"))
+	zk, err := zktest.StartServer(filepath.Join(dir, demoZooKeeper))
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -112,6 +114,74 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	default:
 		return &exitError{code: code, err: fmt.Errorf("submit --wait exited %d", code), silent: true}
 	}
+}
+
+// demoZooKeeper is the folder of the demo's ZooKeeper in the demo folder.
+const demoZooKeeper = "zookeeper"
+
+// demoDir makes the demo's folder: given (dir), it must be empty or
+// absent, since the demo removes what it made there; else a new temporary
+// one. cleanup removes what the demo made: a temporary folder whole; in a
+// given one, only the entries the demo makes (demoMade), and the folder
+// itself when the demo made it and it is empty then. A given folder is
+// never removed wholesale (decision 242).
+func demoDir(dir string) (string, func(), error) {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "ingestq-demo-")
+		if err != nil {
+			return "", nil, &exitError{code: 1, err: err}
+		}
+		return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+	}
+	entries, err := os.ReadDir(dir)
+	made := errors.Is(err, fs.ErrNotExist)
+	switch {
+	case made:
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return "", nil, &exitError{code: 1, err: fmt.Errorf("--dir: %w", err)}
+		}
+	case err != nil:
+		return "", nil, usagef("--dir %s: %v", dir, err)
+	case len(entries) > 0:
+		held := entries[0].Name()
+		if len(entries) > 1 {
+			held += fmt.Sprintf(" and %d more", len(entries)-1)
+		}
+		return "", nil, usagef("--dir %s is not empty (it holds %s): the demo needs an empty or new folder; give another, "+
+			"or leave --dir out for a temporary one", dir, held)
+	}
+	return dir, func() {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if demoMade(e.Name()) {
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+		if made {
+			_ = os.Remove(dir) // only when empty: anything else there is someone else's
+		}
+	}, nil
+}
+
+// demoMade tells whether name is an entry the demo makes in its folder:
+// its ZooKeeper's, the daemon's data and log, or with --hosts the OCFL
+// root, the inventory, and each host's data and log.
+func demoMade(name string) bool {
+	switch name {
+	case demoZooKeeper, "data", "daemon.log", "ocfl", "inventory.db":
+		return true
+	}
+	n, ok := strings.CutPrefix(name, "host")
+	n = strings.TrimSuffix(n, ".log")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *app) step(format string, args ...any) { a.println("\n== "+format, args...) }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -128,10 +129,11 @@ func (a *app) replayCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access REF]",
 		Short: "Print the recorded events as a timeline",
-		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time.\n" +
-			"--batch prints the batch's own events, then each job's timeline, a blank line between jobs.\n" +
-			"-o json prints a JSON array. --since takes a duration back from now (10m, 2h, 1d, 2w, 1d12h)\n" +
-			"or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).",
+		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time:\n" +
+			"with --batch or --job, in the order they happened (the batch's and each job's own in\n" +
+			"order, an event published late for a move that had none in its place, merged by time).\n" +
+			"-o json prints a JSON array, in the same order. --since takes a duration back from now\n" +
+			"(10m, 2h, 1d, 2w, 1d12h) or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			if since != "" {
@@ -164,6 +166,9 @@ func (a *app) replayCommand() *cobra.Command {
 			if err != nil {
 				return asExit1(err)
 			}
+			if bid != "" || job != "" {
+				evs = events.Timeline(evs)
+			}
 			if a.json() {
 				return a.writeJSON(evs)
 			}
@@ -171,13 +176,8 @@ func (a *app) replayCommand() *cobra.Command {
 				a.log.Info("events replay: no recorded event matches")
 				return nil
 			}
-			for i, group := range replayGroups(evs, bid != "" && job == "") {
-				if i > 0 {
-					a.println("")
-				}
-				for _, ev := range group {
-					a.println("%s", eventLine(ev, dateAndTime))
-				}
+			for _, ev := range evs {
+				a.println("%s", eventLine(ev, dateAndTime))
 			}
 			return nil
 		},
@@ -188,36 +188,6 @@ func (a *app) replayCommand() *cobra.Command {
 	fl.StringVar(&job, "job", "", "only the events of this job")
 	fl.StringVar(&access, "access", "", "only the events of this access request (small/qid…, large/qid…, or qid… of either queue)")
 	return cmd
-}
-
-// replayGroups splits events (in stream order) into groups to print: all of
-// them as one, or, by batch, the batch's own events first and then each
-// job's, jobs in the order they first appear.
-func replayGroups(evs []events.Event, byJob bool) [][]events.Event {
-	if !byJob {
-		return [][]events.Event{evs}
-	}
-	var own []events.Event
-	var order []string
-	jobs := map[string][]events.Event{}
-	for _, ev := range evs {
-		if ev.JobID == "" {
-			own = append(own, ev)
-			continue
-		}
-		if _, ok := jobs[ev.JobID]; !ok {
-			order = append(order, ev.JobID)
-		}
-		jobs[ev.JobID] = append(jobs[ev.JobID], ev)
-	}
-	var out [][]events.Event
-	if len(own) > 0 {
-		out = append(out, own)
-	}
-	for _, jid := range order {
-		out = append(out, events.PlaceRecovered(jobs[jid]))
-	}
-	return out
 }
 
 // parseSince reads --since (events.ParseSince); a bad one is a usage error.
@@ -276,6 +246,9 @@ func eventLine(ev events.Event, layout string) string {
 	default:
 		b.WriteString(ev.Kind + " " + eventTransition(ev))
 	}
+	if ev.Actor != "" {
+		b.WriteString("  by " + ev.Actor)
+	}
 	if ev.Message != "" {
 		b.WriteString("  [" + strings.Join(strings.Fields(ev.Message), " ") + "]")
 	}
@@ -285,7 +258,7 @@ func eventLine(ev events.Event, layout string) string {
 	}
 	keys := make([]string, 0, len(ev.Attrs))
 	for k := range ev.Attrs {
-		if !(ev.Kind == events.KindAdmin && (k == "queue" || k == "collection")) {
+		if !(ev.Kind == events.KindAdmin && (k == "queue" || k == "collection")) && !reportList(ev, k) {
 			keys = append(keys, k)
 		}
 	}
@@ -297,6 +270,25 @@ func eventLine(ev events.Event, layout string) string {
 		b.WriteString("  " + strings.Join(extra, " "))
 	}
 	return b.String()
+}
+
+// reportList tells whether attribute k of a report event is one of its
+// lists (successful_jobs, failed_jobs, failures, objects), which the text
+// leaves to -o json: their lengths said what they were not ("objects=0"
+// of a batch whose one job failed: objects are the stored ones), and the
+// counts say how many jobs ended which way.
+func reportList(ev events.Event, k string) bool {
+	if ev.Kind != events.KindBatch {
+		return false
+	}
+	if _, ok := ev.Attrs["successful_count"]; !ok {
+		return false
+	}
+	switch k {
+	case "successful_jobs", "failed_jobs", "failures", "objects":
+		return true
+	}
+	return false
 }
 
 func eventTransition(ev events.Event) string {
@@ -328,16 +320,22 @@ func attrValue(v any) string {
 	return textValue(v, "null")
 }
 
-// publishBestEffort publishes an operator's action (ops.Service.Publish):
-// NATS unreachable or slow only logs at debug, and never changes the
-// command's outcome.
+// publishBestEffort publishes an operator's action and the moves it made
+// (ops.Service.Publish). NATS unreachable or slow never changes the
+// command's outcome: the change is made in ZooKeeper, which is the truth.
+// But an operator's action whose event is not recorded is said on stderr
+// when the command ends (closeAdmin), naming the NATS it tried: the
+// record of who did what is lost for good (decision 245). A submission's
+// event alone is only logged at debug: a depositor's machine need not
+// reach the daemons' NATS.
 func (a *app) publishBestEffort(ev events.Event) {
 	if ev.Host == "" {
 		ev.Host, _ = os.Hostname()
 	}
 	if err := a.publishAdmin(ev); err != nil {
-		a.log.Debug("admin event not sent (daemons notice the change on their next rescan)",
+		a.log.Debug("event not sent (daemons notice the change on their next rescan)",
 			"subject", ev.Subject(), "nats", a.natsURL(), "err", err)
+		a.admin.notSent(ev, err)
 	}
 }
 
@@ -348,16 +346,33 @@ type adminPublisher struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	err error
+
+	mu       sync.Mutex
+	lost     int   // events not recorded
+	operator bool  // one of them an operator's action (an admin event)
+	lastErr  error // why the last one was not
+}
+
+// notSent counts an event that was not recorded.
+func (p *adminPublisher) notSent(ev events.Event, err error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lost++
+	p.operator = p.operator || ev.Kind == events.KindAdmin
+	p.lastErr = err
 }
 
 func (a *app) publishAdmin(ev events.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
 	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
 	if a.admin.err != nil {
 		return a.admin.err
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), announceDial)
 	defer cancel()
@@ -390,10 +405,20 @@ func (a *app) dialAdmin() *adminPublisher {
 	return &adminPublisher{nc: nc, js: js}
 }
 
-// closeAdmin closes the admin events' connection, if one was made.
+// closeAdmin closes the admin events' connection, if one was made, and
+// says so when an operator's action was not recorded.
 func (a *app) closeAdmin() {
 	a.adminOnce.Do(func() { a.admin = &adminPublisher{err: errors.New("closed")} })
 	if a.admin.nc != nil {
 		a.admin.nc.Close()
 	}
+	p := a.admin
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.operator || a.log == nil {
+		return
+	}
+	a.log.Warn(fmt.Sprintf("the change is made, but its event is not recorded: NATS at %s did not take it; "+
+		"--nats or %s must name the daemon's NATS (its serve --nats-listen address, or the cluster its --nats names)",
+		a.natsURL(), EnvNATS), "events_not_recorded", p.lost, "err", p.lastErr)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -41,37 +43,38 @@ func TestEventsReplay(t *testing.T) {
 	b := d.onlyBatch()
 	d.flush()
 
-	// Text, by batch: the batch's own events, then each job's timeline.
+	// Text, by batch: one timeline, in the order things happened: the
+	// submission and the batch's moves among its jobs'.
 	out, _, code := d.cli("events", "replay", "--batch", b.ID)
 	wantCode(t, code, 0)
-	groups := strings.Split(strings.TrimSuffix(out, "\n"), "\n\n")
-	if len(groups) != 6 {
-		t.Fatalf("%d groups, want the batch's and 5 jobs':\n%s", len(groups), out)
+	if strings.Contains(out, "\n\n") {
+		t.Errorf("--batch text has blank lines:\n%s", out)
 	}
 	var batchSteps []string
-	for _, l := range strings.Split(groups[0], "\n") {
-		_, step, ok := strings.Cut(l, "test  batch "+b.ID+"  ")
+	jobSteps := map[string][]string{}
+	var last string
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if stamp := l[:len("2006-01-02 15:04:05.000")]; stamp < last {
+			t.Errorf("line %q before the line above in time", l)
+		} else {
+			last = stamp
+		}
+		if m := lineRE.FindStringSubmatch(l); m != nil && m[2] == b.ID {
+			jobSteps[m[1]] = append(jobSteps[m[1]], m[3])
+			continue
+		}
+		_, step, ok := strings.Cut(l, "  batch "+b.ID+"  ")
 		if !ok {
-			t.Fatalf("not a line of batch %s: %q", b.ID, l)
+			t.Fatalf("not a line of batch %s or its jobs: %q", b.ID, l)
 		}
 		step, _, _ = strings.Cut(step, "  ")
 		batchSteps = append(batchSteps, step)
 	}
-	if want := []string{"Pending → Processing", "Processing → Reporting", "Reporting → Completed"}; !slices.Equal(batchSteps, want) {
+	if want := []string{"→ Pending", "Pending → Processing", "Processing → Reporting", "Reporting → Completed"}; !slices.Equal(batchSteps, want) {
 		t.Errorf("batch timeline %q, want %q", batchSteps, want)
 	}
 	jids := map[string]bool{}
-	for _, g := range groups[1:] {
-		var steps []string
-		jid := ""
-		for _, l := range strings.Split(g, "\n") {
-			m := lineRE.FindStringSubmatch(l)
-			if m == nil || m[2] != b.ID || (jid != "" && m[1] != jid) {
-				t.Fatalf("line %q: want one job of %s per group", l, b.ID)
-			}
-			jid = m[1]
-			steps = append(steps, m[3])
-		}
+	for jid, steps := range jobSteps {
 		if !slices.Equal(steps, jobTimeline) {
 			t.Errorf("%s timeline %q, want %q", jid, steps, jobTimeline)
 		}
@@ -81,18 +84,20 @@ func TestEventsReplay(t *testing.T) {
 		t.Errorf("%d jobs, want 5", len(jids))
 	}
 
-	// -o json, the batch by its uuid: the same events, in stream order
-	// (which is each job's order; publishers' clocks may interleave jobs).
+	// -o json, the batch by its uuid: the same events, in the same order.
 	out, _, code = d.cli("events", "replay", "-o", "json", "--batch", b.UUID())
 	wantCode(t, code, 0)
 	evs := parseEvents(t, out)
-	if len(evs) != 3+5*8 {
-		t.Fatalf("%d events, want 43", len(evs))
+	if len(evs) != 4+5*8 {
+		t.Fatalf("%d events, want 44", len(evs))
 	}
 	byJob := map[string][]string{}
-	for _, ev := range evs {
+	for i, ev := range evs {
 		if ev.BatchID != b.ID {
 			t.Fatalf("--batch %s replays %+v", b.UUID(), ev)
+		}
+		if i > 0 && ev.Time.Before(evs[i-1].Time) {
+			t.Errorf("-o json: event %d (%s) before event %d in time", i, ev.Time, i-1)
 		}
 		if ev.Kind == events.KindJob {
 			byJob[ev.JobID] = append(byJob[ev.JobID], ev.From+" → "+ev.To)
@@ -102,6 +107,9 @@ func TestEventsReplay(t *testing.T) {
 		if !slices.Equal(steps, jobTimeline) || !jids[jid] {
 			t.Errorf("-o json: %s timeline %q", jid, steps)
 		}
+	}
+	if sub := evs[0]; sub.Kind != events.KindBatch || sub.To != "Pending" || !strings.HasPrefix(sub.ID, b.ID+".pending.") || sub.Actor == "" {
+		t.Errorf("the submission's event: %+v", sub)
 	}
 
 	// --job: that job's timeline only.
@@ -128,8 +136,8 @@ func TestEventsReplay(t *testing.T) {
 	// --since: a duration back, a time in the future, a bad value.
 	out, _, code = d.cli("events", "replay", "-o", "json", "--since", "10m")
 	wantCode(t, code, 0)
-	if n := len(parseEvents(t, out)); n != 43 {
-		t.Errorf("--since 10m: %d events, want 43", n)
+	if n := len(parseEvents(t, out)); n != 44 {
+		t.Errorf("--since 10m: %d events, want 44", n)
 	}
 	future := time.Now().Add(time.Hour)
 	out, _, code = d.cli("events", "replay", "-o", "json", "--since", future.Format(time.RFC3339))
@@ -253,7 +261,7 @@ func TestAdminEvents(t *testing.T) {
 	}
 	subject, ev := next()
 	if subject != "ingestq.admin.hold" || ev.Kind != events.KindAdmin || ev.To != "hold" || ev.Attrs["queue"] != "ingest" ||
-		ev.ID == "" || ev.Time.IsZero() || ev.Message != "queue ingest held" {
+		ev.ID == "" || ev.Time.IsZero() || ev.Message != "queue ingest held" || ev.Actor == "" {
 		t.Errorf("%s: %+v", subject, ev)
 	}
 
@@ -279,7 +287,10 @@ func TestAdminEvents(t *testing.T) {
 	out, _, code = d.cli("events", "replay")
 	wantCode(t, code, 0)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	wants := []string{"admin hold queue ingest  [queue ingest held]", "admin hold job " + jid + " (" + bid + ")", "admin release job " + jid + " (" + bid + ")"}
+	by := "  by " + ev.Actor
+	wants := []string{"admin hold queue ingest" + by + "  [queue ingest held]",
+		"job " + jid + " (" + bid + ")  Pending → Held" + by + "  priority=5 action=hold", "admin hold job " + jid + " (" + bid + ")" + by,
+		"job " + jid + " (" + bid + ")  Held → Pending" + by + "  priority=5 action=release", "admin release job " + jid + " (" + bid + ")" + by}
 	if len(lines) != len(wants) {
 		t.Fatalf("replay:\n%s", out)
 	}
@@ -289,15 +300,156 @@ func TestAdminEvents(t *testing.T) {
 		}
 	}
 
-	// No NATS: the change is made all the same, silently.
-	_, stderr, code = d.run("--nats", "nats://"+closedAddr(t), "release", "queue")
+	// No NATS: the change is made all the same (exit 0: ZooKeeper is the
+	// truth), and stderr says its event is not recorded, naming the NATS
+	// tried and how to name the daemon's.
+	url := "nats://" + closedAddr(t)
+	out, stderr, code = runEnv(t, map[string]string{"USER": "alice"}, "--zk", zktest.Shared(t).Addr, "--zk-root", d.root,
+		"--nats", url, "release", "queue")
 	wantCode(t, code, 0)
-	if stderr != "" {
-		t.Errorf("stderr %q", stderr)
+	if out != "queue ingest released\n" {
+		t.Errorf("release queue without NATS: %q", out)
+	}
+	if lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); len(lines) != 1 || !strings.Contains(stderr, "WRN") ||
+		!strings.Contains(stderr, "not recorded") || !strings.Contains(stderr, url) || !strings.Contains(stderr, "--nats") || !strings.Contains(stderr, cli.EnvNATS) {
+		t.Errorf("stderr %q: want one warning that the event is not recorded, naming %s and --nats", stderr, url)
 	}
 	held, err := d.q.QueueHeld(t.Context(), "ingest")
 	d.ok(err)
 	if held {
 		t.Error("queue still held")
 	}
+	// A submission's event alone is not an operator's: no warning.
+	d.publishDemo()
+	_, stderr, code = d.run("--nats", url, "submit", "--profile", "demo", "passthrough:1")
+	wantCode(t, code, 0)
+	if stderr != "" {
+		t.Errorf("submit without NATS: stderr %q", stderr)
+	}
+}
+
+// An operator's moves are published once, by the CLI, under the arrival
+// ID a daemon looks up (decisions 131, 222): the daemon that reports a
+// cancelled batch, or moves a requeued job on, finds them and publishes no
+// "recovered" copy. They name their actor, as the admin events do. A
+// batch's replay is in the order things happened, and its report event
+// gives counts, not the lengths of lists ("objects=0").
+func TestAdminMovesRecordedOnce(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	cancelled := d.batch("uuid-cancelled", "demo")
+	d.moveBatch(cancelled, queue.Processing)
+	j1 := d.job(cancelled, 5, "demo")
+	d.moveJob(j1, "", queue.Estimating, queue.Provisioning, queue.Downloading)
+	requeued := d.batch("uuid-requeued", "demo")
+	d.moveBatch(requeued, queue.Processing)
+	rb, err := d.q.LoadBatch(t.Context(), requeued)
+	d.ok(err)
+	j, err := d.q.CreateJob(t.Context(), rb, queue.JobSpec{Priority: 5, // a job the pass-through daemon takes
+		Config: queue.JobConfig{Profile: "demo", PayloadURL: reactor.PassThroughScheme + "1"}})
+	d.ok(err)
+	j2 := j.ID
+	d.moveJob(j2, "", queue.Estimating, queue.Provisioning, queue.Downloading)
+	d.moveJob(j2, "gone", queue.Failed)
+
+	as := func(args ...string) {
+		t.Helper()
+		_, stderr, code := runEnv(t, map[string]string{"USER": "alice"},
+			append([]string{"--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL()}, args...)...)
+		wantCode(t, code, 0)
+		if stderr != "" {
+			t.Errorf("%v: stderr %q", args, stderr)
+		}
+	}
+	as("cancel", cancelled)
+	as("requeue", j2)
+	j1Failed, err := d.q.LoadJob(t.Context(), j1)
+	d.ok(err)
+
+	// The daemon starts now: it reports the cancelled batch (checking its
+	// job's end) and moves the requeued job on (checking its arrival).
+	reported := make(chan string, 4)
+	unsub, err := d.bus.Subscribe("ingestq.batch.>", func(ev events.Event) {
+		if ev.To == string(queue.Completed) || ev.To == string(queue.Failed) {
+			reported <- ev.BatchID
+		}
+	})
+	d.ok(err)
+	defer unsub()
+	d.start()
+	for left := map[string]bool{cancelled: true, requeued: true}; len(left) > 0; {
+		select {
+		case bid := <-reported:
+			delete(left, bid)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("batches %v did not report; job %s is %s, job %s is %s", left, j1, d.jobState(j1), j2, d.jobState(j2))
+		}
+	}
+	d.flush()
+
+	replay := func(args ...string) []events.Event {
+		t.Helper()
+		out, _, code := d.cli(append([]string{"events", "replay", "-o", "json"}, args...)...)
+		wantCode(t, code, 0)
+		return parseEvents(t, out)
+	}
+	var moves []events.Event
+	for _, ev := range replay("--job", j1) {
+		if ev.Kind == events.KindJob {
+			moves = append(moves, ev)
+		}
+	}
+	if len(moves) != 1 || moves[0].ID != j1Failed.ArrivalID() || moves[0].RecoveredBy != "" || moves[0].Actor != "alice" ||
+		moves[0].From != "Downloading" || moves[0].To != "Failed" || moves[0].Message != "cancelled by alice" || moves[0].Attrs["action"] != "cancel" {
+		t.Errorf("job %s's events: %+v; want one Downloading → Failed, ID %s, by alice", j1, moves, j1Failed.ArrivalID())
+	}
+	var requeues int
+	for _, ev := range replay("--job", j2) {
+		switch {
+		case ev.RecoveredBy != "":
+			t.Errorf("job %s: a recovered event %+v: the requeue's move was not found", j2, ev)
+		case ev.Kind == events.KindJob && ev.From == "Failed":
+			requeues++
+			if ev.To != "Downloading" || ev.Actor != "alice" || ev.Attrs["action"] != "requeue" || !strings.HasPrefix(ev.ID, j2+".downloading.") {
+				t.Errorf("requeue's move: %+v", ev)
+			}
+		case ev.Kind == events.KindAdmin && ev.Actor != "alice":
+			t.Errorf("admin event without its actor: %+v", ev)
+		}
+	}
+	if requeues != 1 {
+		t.Errorf("job %s: %d requeue moves, want 1", j2, requeues)
+	}
+
+	// The batch's replay, in the order things happened (a recovered event
+	// has its move's time to the second only: left out of the check).
+	evs := replay("--batch", cancelled)
+	var last time.Time
+	for _, ev := range evs {
+		if ev.RecoveredBy != "" {
+			continue
+		}
+		if ev.Time.Before(last) {
+			t.Errorf("--batch replay not in time order: %s %s %s → %s after %s", ev.Time.Format(time.StampMicro), ev.Kind, ev.From, ev.To, last.Format(time.StampMicro))
+		}
+		last = ev.Time
+	}
+	out, _, code := d.cli("events", "replay", "--batch", cancelled)
+	wantCode(t, code, 0)
+	if strings.Contains(out, "\n\n") || !strings.Contains(out, "admin cancel batch "+cancelled+"  by alice") {
+		t.Errorf("--batch text:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "Reporting → Failed") && (strings.Contains(l, "objects=") || !strings.Contains(l, "failed_count=1") || !strings.Contains(l, "successful_count=0")) {
+			t.Errorf("the report's line %q: want its counts, not its lists' lengths", l)
+		}
+	}
+}
+
+// noWarningButNATS tells whether stderr is empty, or only the warning of
+// an operator's action whose event NATS did not take (a test without a
+// daemon's NATS).
+func noWarningButNATS(stderr string) bool {
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	return stderr == "" || len(lines) == 1 && strings.Contains(lines[0], " WRN the change is made, but its event is not recorded")
 }

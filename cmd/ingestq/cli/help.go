@@ -21,6 +21,7 @@ var examples = map[string][]string{
 	"show": {"ingestq show jid0000000003", "ingestq show bid0000000001 -o json",
 		"ingestq show 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c", "ingestq show ark:/99999/fk4000001q"},
 	"object": {"ingestq object ark:/99999/fk4000001q", "ingestq object --profile demo demo-poems -o json",
+		"ingestq object --data-dir /var/lib/ingestq ark:/99999/fk4000001q",
 		"ingestq object --inventory postgres://ingest@db/ingestq ark:/99999/fk4000001q"},
 	"check": {"ingestq check", "ingestq check -o json"},
 
@@ -39,10 +40,10 @@ var examples = map[string][]string{
 	"delete":             {"ingestq delete jid0000000012", "ingestq delete bid0000000001"},
 	"report":             {"ingestq report bid0000000001"},
 	"cancel":             {"ingestq cancel bid0000000001", "ingestq cancel -o json 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c"},
-	"cleanup":            {"ingestq cleanup"},
+	"cleanup":            {"ingestq cleanup --dry-run", "ingestq cleanup", "ingestq cleanup --older-than 168h", "ingestq cleanup --older-than 0"},
 	"hosts":              {"ingestq hosts", "ingestq hosts -o json"},
 	"holds":              {"ingestq holds", "ingestq holds -o json"},
-	"demo":               {"ingestq demo", "make demo"},
+	"demo":               {"ingestq demo", "make demo", "ingestq demo --dir /tmp/ingestq-demo --keep"},
 	"completion":         {"ingestq completion bash > /etc/bash_completion.d/ingestq", "source <(ingestq completion bash)", "ingestq completion fish > ~/.config/fish/completions/ingestq.fish"},
 
 	"serve": {"ingestq serve",

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,7 +15,13 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(holdDataDirEnv); dir != "" {
+		holdDataDir(dir) // a child of TestDataDirLockGoesWithItsProcess
+		return
+	}
+	goleak.VerifyTestMain(zktest.WithShared(m))
+}
 
 // run runs the CLI in-process against the shared ZooKeeper, under root, with
 // an empty environment.

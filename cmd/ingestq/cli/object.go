@@ -15,19 +15,23 @@ import (
 // versions with their files, the copies of each, and the PREMIS events of
 // its ingest. It reads the inventory, not the queue.
 func (a *app) objectCommand() *cobra.Command {
-	var inv, dataDir, prof, api string
+	var src objectFlags
+	var prof string
 	cmd := &cobra.Command{
 		Use:   "object ARK | object --profile P LOCALID",
 		Short: "Show a stored object from the inventory: versions, files, copies and PREMIS events",
-		Long: "object reads the inventory a daemon records into: --inventory (a postgres:// URL, an http(s)\n" +
-			"inventory service, or a bbolt file), by default the embedded one in --data-dir. The embedded\n" +
-			"inventory is one process's at a time: while its daemon runs (or on a host without it), the\n" +
-			"daemon's HTTP API at --api answers instead.\n" +
+		Long: "object reads the inventory a daemon records into, the first of: --inventory (a postgres:// URL,\n" +
+			"an http(s) inventory service, or a bbolt file); the embedded one in --data-dir, when given (while\n" +
+			"its daemon runs, which holds it, or when there is none, the daemon's HTTP API at --api answers);\n" +
+			"else the daemon's API at --api (default " + defaultAPI + "). The default data folder's\n" +
+			"inventory is read only when --data-dir (or " + EnvDataDir + ") names it: it may be another queue's.\n" +
+			"A file is opened read-only. The output names the inventory read.\n" +
 			"A local id names an object within its profile (collection), so it needs --profile.",
 		Args: args("ARK|LOCALID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			h, done, err := a.objectSource(ctx, inv, dataDir, api)
+			src.given(cmd, a.getenv)
+			h, done, err := a.objectSource(ctx, src)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -43,23 +47,25 @@ func (a *app) objectCommand() *cobra.Command {
 				d, err = h.ObjectByLocalID(ctx, prof, id)
 			}
 			if errors.Is(err, inventory.ErrNotFound) {
-				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory: %w", id, err)}
+				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory %s: %w", id, h.name, err)}
 			}
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
 			if a.json() {
-				return a.writeJSON(d)
+				return a.writeJSON(struct {
+					Inventory string `json:"inventory"`
+					inventory.ObjectDetail
+				}{h.name, d})
 			}
+			a.println("inventory: %s\n", h.name)
 			a.printObject(d)
 			return nil
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&inv, "inventory", a.env(EnvInventory, ""), "the inventory to read (env "+EnvInventory+"; default: the embedded one in --data-dir)")
-	fl.StringVar(&dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "the daemon's data folder (env "+EnvDataDir+")")
+	a.objectFlagSet(fl, &src, "the inventory to read")
 	fl.StringVar(&prof, "profile", "", "the profile (collection) a local id belongs to")
-	fl.StringVar(&api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
 	return cmd
 }
 

@@ -8,15 +8,19 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 )
 
 // apiFlagHelp is --api's help, for the commands that read objects.
-const apiFlagHelp = "the daemon's HTTP API, asked for objects while the daemon holds the embedded inventory or " +
-	"this host has none (env " + EnvAPI + "; token: " + EnvAPIToken + ")"
+const apiFlagHelp = "the daemon's HTTP API, asked for objects unless --inventory or --data-dir names an inventory " +
+	"this command can read (env " + EnvAPI + "; token: " + EnvAPIToken + ")"
 
 // objects reads stored objects from an inventory: by ARK, or by a local id
 // within its profile.
@@ -25,26 +29,112 @@ type objects interface {
 	ObjectByLocalID(ctx context.Context, profile, localID string) (inventory.ObjectDetail, error)
 }
 
-// objectSource opens the inventory objects are read from: the one named
-// (--inventory), or the embedded one in dataDir; when a running daemon
-// holds that one, or this host has none (the daemon runs elsewhere, or
-// with another --data-dir), the daemon's API. done closes what it opened.
-func (a *app) objectSource(ctx context.Context, target, dataDir, api string) (_ objects, done func(), _ error) {
-	embedded := filepath.Join(dataDir, "inventory.db")
-	h, err := inventory.OpenReader(ctx, target, embedded, nil) // makes nothing: an absent one is an error
-	var why string
-	switch {
-	case target == "" && errors.Is(err, inventory.ErrLocked):
-		why = "the embedded inventory " + embedded + " is in use by a running daemon"
-	case target == "" && errors.Is(err, fs.ErrNotExist):
-		why = "there is no embedded inventory at " + embedded
-	case err != nil:
-		return nil, nil, err
-	default:
-		return localObjects{h}, func() { _ = h.Close() }, nil
+// objectFlags say which inventory a command reads objects from
+// (--inventory, --data-dir, --api), and which of them the user gave.
+type objectFlags struct {
+	inventory, dataDir, api                string
+	inventoryGiven, dataDirGiven, apiGiven bool // by flag or environment variable
+}
+
+// objectFlagSet adds --inventory, --data-dir and --api; what says, in
+// --inventory's help, what the inventory is read for.
+func (a *app) objectFlagSet(fl *pflag.FlagSet, f *objectFlags, what string) {
+	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), what+" (env "+EnvInventory+"): a bbolt file, postgres://… or http(s)://…")
+	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, ""), "a daemon's data folder, to read its embedded inventory (env "+EnvDataDir+"; no default: serve's is read only when named)")
+	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
+}
+
+// given notes which of the object flags the user gave, on the command line
+// or by their environment variables; the defaults are not given.
+func (f *objectFlags) given(cmd *cobra.Command, getenv func(string) string) {
+	fl := cmd.Flags()
+	f.inventoryGiven = fl.Changed("inventory") || getenv(EnvInventory) != ""
+	f.dataDirGiven = f.dataDir != "" // it has no default
+	f.apiGiven = fl.Changed("api") || getenv(EnvAPI) != ""
+}
+
+// objectSource opens the inventory objects are read from, preferring what
+// the user gave (decision 242):
+//
+//  1. --inventory: that one;
+//  2. --data-dir: the embedded inventory there; while its daemon holds it,
+//     or when there is none, the daemon's API at --api;
+//  3. --api: the daemon's API;
+//  4. nothing: the daemon's API at its default address. The default data
+//     folder's inventory is never read unasked: it may be another queue's.
+//
+// A file is opened read-only and never written. done closes what it
+// opened; the source's name says which inventory it is, for the output
+// and for a not-found error.
+func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects, done func(), _ error) {
+	api := strings.TrimSuffix(f.api, "/")
+	viaAPI := func(why string) (*namedObjects, func(), error) {
+		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
+		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why},
+			name: "the daemon's API at " + api}, func() {}, nil
 	}
-	a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
-	return &apiObjects{base: strings.TrimSuffix(api, "/"), token: a.getenv(EnvAPIToken), why: why}, func() {}, nil
+	switch {
+	case f.inventoryGiven:
+		h, err := inventory.OpenReader(ctx, f.inventory, "", nil) // makes nothing: an absent one is an error
+		if err != nil {
+			return nil, nil, err
+		}
+		return &namedObjects{objects: localObjects{h}, name: shownTarget(f.inventory)}, func() { _ = h.Close() }, nil
+	case f.dataDirGiven:
+		embedded, _ := filepath.Abs(filepath.Join(f.dataDir, "inventory.db"))
+		h, err := inventory.OpenReader(ctx, embedded, "", nil)
+		switch {
+		case errors.Is(err, inventory.ErrLocked):
+			return viaAPI("the embedded inventory " + embedded + " is in use by a running daemon")
+		case errors.Is(err, fs.ErrNotExist):
+			return viaAPI("there is no embedded inventory at " + embedded)
+		case err != nil:
+			return nil, nil, err
+		}
+		return &namedObjects{objects: localObjects{h}, name: embedded}, func() { _ = h.Close() }, nil
+	case f.apiGiven:
+		return viaAPI("--api is given")
+	}
+	why := "no --inventory, --data-dir or --api is given"
+	embedded := filepath.Join(defaultDataDir(a.getenv), "inventory.db")
+	if _, err := os.Stat(embedded); err == nil {
+		why += " (the default --data-dir's inventory " + embedded + " is read only when --data-dir names it)"
+	}
+	return viaAPI(why)
+}
+
+// shownTarget is an --inventory as shown: a URL without its password.
+func shownTarget(target string) string {
+	if strings.Contains(target, "://") {
+		if u, err := url.Parse(target); err == nil {
+			return u.Redacted()
+		}
+		return target
+	}
+	if abs, err := filepath.Abs(strings.TrimPrefix(target, "file:")); err == nil {
+		return abs
+	}
+	return target
+}
+
+// namedObjects are objects read from the inventory its name says. A
+// lookup that finds nothing says where it looked.
+type namedObjects struct {
+	objects
+	name   string
+	missed bool // a lookup found nothing
+}
+
+func (n *namedObjects) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
+	d, err := n.objects.Object(ctx, ark)
+	n.missed = n.missed || errors.Is(err, inventory.ErrNotFound)
+	return d, err
+}
+
+func (n *namedObjects) ObjectByLocalID(ctx context.Context, profile, localID string) (inventory.ObjectDetail, error) {
+	d, err := n.objects.ObjectByLocalID(ctx, profile, localID)
+	n.missed = n.missed || errors.Is(err, inventory.ErrNotFound)
+	return d, err
 }
 
 // localObjects reads an inventory opened here.

@@ -180,18 +180,21 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			if st.only {
 				return a.lsStalled(ctx, q, jobs, st.after)
 			}
+			rows := a.ops(q).Rows(ctx, jobs)
 			if a.json() {
-				out := make([]ops.JobRow, len(jobs))
-				for i, j := range jobs {
-					out[i] = ops.Row(j)
-				}
-				return a.writeJSON(out)
+				return a.writeJSON(rows)
 			}
-			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE")
-			for _, j := range jobs {
-				t.row(j.ID, j.BatchID, string(j.State()), strconv.Itoa(j.Priority), j.Profile(),
-					strconv.Itoa(j.Status.RetryCount), truncate(j.Status.Message, 48), textValue(j.Locked, ""),
-					ops.ARK(j), strings.Join(ops.LocalIDs(j), ";"), truncate(ops.Title(j), 32))
+			// REQUEUES is retry_count (an operator's requeues, mrt-zk's
+			// meaning); ATTEMPTS the reactor's retries of the current step.
+			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "REQUEUES", "ATTEMPTS", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE")
+			for _, r := range rows {
+				msg := r.Message
+				if r.Hold != "" {
+					msg = strings.TrimPrefix(msg+"; "+r.Hold, "; ")
+				}
+				t.row(r.JID, r.BID, string(r.Status), strconv.Itoa(r.Priority), r.Profile,
+					strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), truncate(msg, 48), lockedCell(r),
+					r.ARK, strings.Join(r.LocalIDs, ";"), truncate(r.Title, 32))
 			}
 			return t.flush()
 		}),
@@ -288,7 +291,7 @@ func (a *app) showCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.writeFields(append(jobFields(j), field{"stalled", stall}))
+				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
 			if errors.Is(err, queue.ErrNotFound) && !strings.HasPrefix(args[0], "bid") {
@@ -308,7 +311,7 @@ func (a *app) showCommand() *cobra.Command {
 					return err
 				}
 			}
-			fields := batchFields(b, buckets)
+			fields := batchFields(b, buckets, a.ops(q).Situation(ctx))
 			if a.json() { // in text, the jobs' table names their objects
 				fields = append(fields, field{"objects", objectsOf(objects)})
 			}
@@ -348,10 +351,7 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 		return err
 	}
 	a.warnAll("skipped unreadable job", list.Problems)
-	rows := make([]ops.JobRow, len(list.Jobs))
-	for i, j := range list.Jobs {
-		rows[i] = ops.Row(j)
-	}
+	rows := a.ops(q).Rows(ctx, list.Jobs)
 	if a.json() {
 		var next any // null on the last page
 		if list.Next != "" {
@@ -369,10 +369,14 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 	}
 	a.println("jobs:")
 	// The message last and whole: a failed job's is the reason it failed.
-	t := a.newTable("JID", "STATUS", "RETRIES", "LOCKED", "ARK", "LOCAL ID", "MESSAGE")
+	t := a.newTable("JID", "STATUS", "REQUEUES", "ATTEMPTS", "LOCKED", "ARK", "LOCAL ID", "MESSAGE")
 	for _, r := range rows {
-		t.row(r.JID, string(r.Status), strconv.Itoa(r.RetryCount), textValue(r.Locked, ""), r.ARK, strings.Join(r.LocalIDs, ";"),
-			oneLine(r.Message))
+		msg := r.Message
+		if r.Hold != "" {
+			msg = strings.TrimPrefix(msg+"; "+r.Hold, "; ")
+		}
+		t.row(r.JID, string(r.Status), strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), lockedCell(r), r.ARK,
+			strings.Join(r.LocalIDs, ";"), oneLine(msg))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -391,10 +395,41 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 	return nil
 }
 
-func jobFields(j *queue.Job) []field {
+// attemptsCell is a listing's ATTEMPTS: "2/3" while a step is retried.
+func attemptsCell(a *ops.StepAttempts) string {
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", a.Failed, a.Limit)
+}
+
+// lockedCell is a listing's LOCKED: the host holding the lock, if any.
+func lockedCell(r ops.JobRow) string {
+	if !r.Locked {
+		return "no"
+	}
+	if r.LockedBy != "" {
+		return "yes (" + r.LockedBy + ")"
+	}
+	return "yes"
+}
+
+// nullable is s, or null when empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func jobFields(j *queue.Job, x ops.Situation) []field {
 	var lss any // null when the job never completed a step
 	if p := j.Status.LastSuccessfulStatus; p != nil {
 		lss = string(*p)
+	}
+	var attempts any // null unless its step is being retried
+	if a := ops.AttemptsOf(j); a != nil {
+		attempts = a
 	}
 	return []field{
 		{"jid", j.ID},
@@ -402,8 +437,10 @@ func jobFields(j *queue.Job) []field {
 		{"status", string(j.State())},
 		{"last_modified", j.Status.LastModified},
 		{"last_successful_status", lss},
-		{"retry_count", j.Status.RetryCount},
+		{"retry_count", j.Status.RetryCount}, // requeues by an operator (mrt-zk's meaning)
+		{"step_attempts", attempts},          // the reactor's retries of the current step
 		{"message", j.Status.Message},
+		{"hold", nullable(x.HoldOf("job", j.ID, j.State(), j.Profile()))},
 		{"priority", j.Priority},
 		{"space_needed", j.SpaceNeeded},
 		{"configuration", j.Config.Map()},
@@ -412,16 +449,18 @@ func jobFields(j *queue.Job) []field {
 		{"store", j.Store},
 		{"inventory", j.Inventory},
 		{"locked", j.Locked},
+		{"locked_by", nullable(x.LockedBy(j))},
 	}
 }
 
-func batchFields(b *queue.Batch, buckets map[string][]string) []field {
+func batchFields(b *queue.Batch, buckets map[string][]string, x ops.Situation) []field {
 	fields := []field{
 		{"bid", b.ID},
 		{"uuid", b.UUID()},
 		{"status", string(b.State())},
 		{"last_modified", b.Status.LastModified},
 		{"message", b.Status.Message},
+		{"hold", nullable(x.HoldOf("batch", b.ID, b.State(), b.Profile()))},
 		{"profile", b.Profile()},
 		{"acquired", b.Acquired},
 		{"locked", b.Locked},

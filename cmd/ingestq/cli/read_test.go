@@ -145,13 +145,13 @@ func TestLsJobs(t *testing.T) {
 	out, _, code := f.run("ls", "jobs")
 	wantCode(t, code, 0)
 	header, rows := tableRows(t, out)
-	if !slices.Equal(header, []string{"JID", "BID", "STATUS", "PRIORITY", "PROFILE", "RETRIES", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE"}) {
+	if !slices.Equal(header, []string{"JID", "BID", "STATUS", "PRIORITY", "PROFILE", "REQUEUES", "ATTEMPTS", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE"}) {
 		t.Fatalf("header %q", header)
 	}
 	if got, want := column(rows, 0), []string{f.p1, f.p2, f.failed, f.o1}; !slices.Equal(got, want) {
 		t.Fatalf("jobs %q, want %q", got, want)
 	}
-	if want := []string{f.failed, f.b1, "Failed", "5", "demo", "0", "download timed out", "no", "ark:/99999/fk4test", "loc-1", "A test object"}; !slices.Equal(rows[2], want) {
+	if want := []string{f.failed, f.b1, "Failed", "5", "demo", "0", "-", "download timed out", "no", "ark:/99999/fk4test", "loc-1", "A test object"}; !slices.Equal(rows[2], want) {
 		t.Errorf("row %q, want %q", rows[2], want)
 	}
 

@@ -43,6 +43,10 @@ const (
 	EnvConnectTimeout = "INGESTQ_CONNECT_TIMEOUT"
 )
 
+// LogTimeFormat is the time of every log line, the daemon's and the
+// commands' alike: RFC 3339 to the millisecond, with the zone (decision 243).
+const LogTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 const (
 	defaultZK             = "127.0.0.1:2181"
 	defaultConnectTimeout = 10 * time.Second
@@ -131,6 +135,7 @@ type app struct {
 	zk             string
 	root           string
 	nats           string
+	natsFromEnv    bool          // --nats came from INGESTQ_NATS (serve may leave it to the CLI: decision 243)
 	natsAuth       events.Config // credentials for --nats: CredsFile, Token, TLS*
 	logLevel       string
 	output         string
@@ -187,7 +192,9 @@ func (a *app) rootCommand() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.zk, "zk", a.env(EnvZK, defaultZK), "ZooKeeper servers, host:port[,host:port…] (env "+EnvZK+")")
 	pf.StringVar(&a.root, "zk-root", a.env(EnvZKRoot, ""), "node prefix of the queue, like /ingestq; empty for none (env "+EnvZKRoot+")")
-	pf.StringVar(&a.nats, "nats", a.env(EnvNATS, ""), "NATS server URL(s); serve: join it instead of embedding one; other commands: where events are (default nats://127.0.0.1:4222) (env "+EnvNATS+")")
+	// Its environment variable is read in setup, not made the flag's
+	// default: the help would show two defaults (decision 243).
+	pf.StringVar(&a.nats, "nats", "", "NATS server URL(s); other commands: where events are (default nats://127.0.0.1:4222); serve: join it instead of embedding one (env "+EnvNATS+", which serve reads only when no --nats-listen or --nats-cluster is given)")
 	pf.StringVar(&a.natsAuth.CredsFile, "nats-creds", "", "credentials file for --nats")
 	pf.StringVar(&a.natsAuth.Token, "nats-token", a.env(EnvNATSToken, ""), "token for --nats (env "+EnvNATSToken+")")
 	pf.StringVar(&a.natsAuth.TLSCA, "nats-tls-ca", "", "CA file for --nats")
@@ -225,7 +232,10 @@ func (a *app) setup() error {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 	}
 	logger := func(level slog.Level) *slog.Logger {
-		return slog.New(tint.NewTextHandler(a.logs, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !isTerminal(a.stderr)}))
+		return slog.New(tint.NewTextHandler(a.logs, &tint.Options{Level: level, TimeFormat: LogTimeFormat, NoColor: !isTerminal(a.stderr)}))
+	}
+	if a.nats == "" && a.getenv(EnvNATS) != "" {
+		a.nats, a.natsFromEnv = a.getenv(EnvNATS), true
 	}
 	a.log = logger(level)
 	// The operators' session of serve (decision 226) tells only its errors:

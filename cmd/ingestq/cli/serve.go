@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,7 @@ type serveFlags struct {
 	dataDir      string
 	natsListen   string
 	natsCluster  string
+	embedGiven   bool // --nats-listen or --nats-cluster was given (not their defaults)
 	host         string
 	config       string
 	pipeline     string
@@ -88,7 +90,7 @@ func (a *app) serveCommand() *cobra.Command {
 			"worker pools over NATS; every change is published and recorded as an event.\n\n" +
 			"The ingest pipeline (the default) reads each batch's payload (a checkm manifest, a zip or a\n" +
 			"file), downloads and verifies the objects' files into --data-dir/work, gives each object an\n" +
-			"ARK, stores it (--data-dir/storage, or the profile's HTTP endpoint), records it in the\n" +
+			"ARK, stores it (--data-dir/ocfl, or --storage, or the profile's endpoint), records it in the\n" +
 			"inventory (--data-dir/inventory.db, or an endpoint), calls the profile's callback and\n" +
 			"reports each batch (by e-mail with --smtp). Profiles come from --profiles (one YAML file per\n" +
 			"collection; default the built-in demo profile) and are published in ZooKeeper for submit.\n\n" +
@@ -101,8 +103,12 @@ func (a *app) serveCommand() *cobra.Command {
 			"--nats-listen for the CLI and outside subscribers; with --nats-cluster the daemons'\n" +
 			"embedded servers form one NATS cluster by themselves (routes announced in ZooKeeper),\n" +
 			"so every host's events are in one stream; --nats URL joins an existing server or\n" +
-			"cluster instead. Settings come from flags, then INGESTQ_* variables, then --config\n" +
+			"cluster instead. INGESTQ_NATS, where the CLI finds events, is read by serve as --nats only\n" +
+			"when neither --nats-listen nor --nats-cluster is given and it names no address of the\n" +
+			"embedded server's own. Settings come from flags, then INGESTQ_* variables, then --config\n" +
 			"(a YAML file of flag names and values, with ${VAR} expanded), then the defaults.\n\n" +
+			"One daemon per --data-dir: serve holds <data-dir>/serve.lock while it runs, and a second\n" +
+			"daemon on the same folder is refused, naming the first.\n\n" +
 			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
 			"cancel them and close the session; a second signal exits at once.",
 		Args: args(),
@@ -110,6 +116,10 @@ func (a *app) serveCommand() *cobra.Command {
 			if err := applyConfig(cmd.Flags(), f.config, a.getenv); err != nil {
 				return usagef("%v", err)
 			}
+			// A setting of the embedded NATS server given by flag, variable or
+			// --config (applyConfig marks what it sets as changed).
+			f.embedGiven = cmd.Flags().Changed("nats-listen") || cmd.Flags().Changed("nats-cluster") ||
+				a.getenv(EnvNATSListen) != "" || a.getenv(EnvNATSCluster) != ""
 			return a.serve(cmd.Context(), f)
 		},
 	}
@@ -189,7 +199,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		if flag.Changed || (envOf[name] != "" && getenv(envOf[name]) != "") {
 			continue
 		}
-		if err := flag.Value.Set(fmt.Sprint(v)); err != nil {
+		if err := fl.Set(name, fmt.Sprint(v)); err != nil { // marks it Changed, as a flag given
 			return fmt.Errorf("--config %s: %s: %w", file, name, err)
 		}
 	}
@@ -208,9 +218,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := api.LoadTokens(f.apiTokens, a.getenv(EnvAPIToken))
+	tokens, err := a.loadTokens(f.apiTokens)
 	if err != nil {
-		return usagef("--api-tokens: %v", err)
+		return err
 	}
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
@@ -221,6 +231,12 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		// files bind to a host are found by it.
 		f.host, _ = os.Hostname()
 	}
+	lock, err := lockDataDir(dataDir, fmt.Sprintf("--host %s, --zk %s, --zk-root %s, --http %s", f.host, a.zk, cmp.Or(a.root, "/"), f.http))
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer lock.release()
+	a.settleNATS(f)
 	a.patient = true // a ZooKeeper starting beside the daemon is waited for
 	q, err := a.initQueue(ctx)
 	if err != nil {
@@ -239,6 +255,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		Cluster: f.natsCluster, Routes: peers, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log})
 	if errors.Is(err, events.ErrListen) {
 		err = fmt.Errorf("%w (--nats-listen or --nats-cluster HOST:PORT picks another address; --nats URL joins a running NATS instead)", err)
+	}
+	if err != nil && a.natsFromEnv {
+		err = fmt.Errorf("%w (%s is set, to %s: serve joins that NATS rather than embed one; for an embedded server "+
+			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.nats, EnvNATS)
 	}
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -338,6 +358,91 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	return nil
+}
+
+// settleNATS applies decision 243's rule: INGESTQ_NATS says where the CLI
+// finds events. serve takes it as --nats (join that NATS, embed none) only
+// when no setting of the embedded server is given, and it names another
+// address than the one the embedded server would listen on; else it is
+// the CLI's, and serve embeds its server.
+func (a *app) settleNATS(f serveFlags) {
+	if !a.natsFromEnv {
+		return
+	}
+	why := ""
+	switch {
+	case f.embedGiven:
+		why = "--nats-listen or --nats-cluster is given"
+	case namesListener(a.nats, f.natsListen):
+		why = "it names the embedded server's own address (--nats-listen " + f.natsListen + ")"
+	default:
+		return
+	}
+	a.log.Info("serve: "+EnvNATS+" is where the CLI finds events; this daemon embeds the NATS server", "why", why, EnvNATS, a.nats)
+	a.nats, a.natsFromEnv = "", false
+}
+
+// namesListener tells whether every URL of the NATS URL list urls names
+// the address listen (host:port; "localhost" as 127.0.0.1).
+func namesListener(urls, listen string) bool {
+	if listen == "" || listen == "off" {
+		return false
+	}
+	norm := func(hostport string) string {
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return hostport
+		}
+		if host == "localhost" {
+			host = "127.0.0.1"
+		}
+		return net.JoinHostPort(host, port)
+	}
+	n := 0
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		if _, rest, ok := strings.Cut(u, "://"); ok {
+			u = rest
+		}
+		if i := strings.LastIndex(u, "@"); i >= 0 { // user:password@
+			u = u[i+1:]
+		}
+		u, _, _ = strings.Cut(u, "/")
+		if norm(u) != norm(listen) {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// loadTokens reads the API's bearer tokens (--api-tokens, and
+// INGESTQ_API_TOKEN). A file that holds no token is refused: it leaves
+// every read open, which is never what naming a file meant. A file that
+// group or others may read (or write) is warned of (decision 244).
+func (a *app) loadTokens(file string) (*api.Tokens, error) {
+	if file != "" {
+		own, err := api.LoadTokens(file, "")
+		if err != nil {
+			return nil, usagef("--api-tokens: %v", err)
+		}
+		if own.Len() == 0 {
+			return nil, usagef("--api-tokens %s holds no token (only blank or # lines): the API's reads would be open to anyone; "+
+				"write ROLE TOKEN [NAME] lines into it, or leave --api-tokens out", file)
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			a.log.Warn("--api-tokens: the token file is open to group or others; chmod 600 it (or 400)",
+				"file", file, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+		}
+	}
+	tokens, err := api.LoadTokens(file, a.getenv(EnvAPIToken))
+	if err != nil {
+		return nil, usagef("--api-tokens: %v", err)
+	}
+	return tokens, nil
 }
 
 // startHTTP starts the daemon's HTTP server on --http ("off": none), with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +86,10 @@ func TestPausedWriterFenced(t *testing.T) {
 			if !errors.Is(err, errLockLost) {
 				t.Fatalf("the paused writer's Put: %v, want its fence's error", err)
 			}
-			if failHeld && !errors.Is(err, errAfterPause) {
+			// The other writer's recovery swept the paused writer's temporary
+			// files (decision 238): its first write to fail may be one of
+			// those, not the held one.
+			if failHeld && !errors.Is(err, errAfterPause) && !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("the paused writer's Put: %v, want its write's error too", err)
 			}
 			after := readAll(t, root)

@@ -1,0 +1,209 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/api"
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// schemaProps is the properties of a component schema of the OpenAPI
+// document (of its items, for an array property named by item).
+func schemaProps(t *testing.T, name, item string) map[string]map[string]any {
+	t.Helper()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	must(t, json.Unmarshal(api.OpenAPI(), &doc))
+	props := doc.Components.Schemas[name].Properties
+	if item != "" {
+		var sub struct {
+			Items struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"items"`
+		}
+		raw, _ := json.Marshal(props[item])
+		must(t, json.Unmarshal(raw, &sub))
+		props = sub.Items.Properties
+	}
+	if len(props) == 0 {
+		t.Fatalf("schema %s has no properties", name)
+	}
+	return props
+}
+
+// conforms checks that every key of obj is declared in props, and that
+// each date-time property holds an RFC 3339 time.
+func conforms(t *testing.T, what string, obj map[string]any, props map[string]map[string]any) {
+	t.Helper()
+	for k, v := range obj {
+		p, ok := props[k]
+		if !ok {
+			t.Errorf("%s: key %q is not in the OpenAPI schema", what, k)
+			continue
+		}
+		if s, isString := v.(string); isString && p["format"] == "date-time" {
+			if _, err := time.Parse(time.RFC3339, s); err != nil {
+				t.Errorf("%s: %s = %q is not RFC 3339", what, k, s)
+			}
+		}
+	}
+}
+
+// What a new operator's walk-through found in the API: times in RFC 3339
+// (last_modified too, converted from the nodes' Merritt form, which the
+// nodes keep), a batch's state under both names in its list and detail,
+// every answered key in the OpenAPI document (Hosts' access_workers, the
+// access events), a malformed ?after= refused naming the parameter, the
+// stalled jobs listed with their reason, and refusals worded for an HTTP
+// caller: the request to make, not the CLI's flags.
+func TestAPIAnswersAsItsDocumentSays(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.stalled = func(j *queue.Job) bool { return j.State() == queue.Pending } })
+	bt := b.batch("uuid-walk", "demo")
+	jid := b.job(bt.ID, 5, 0)
+	if _, err := time.Parse(queue.TimeLayout, b.jobState(jid).Status.LastModified); err != nil {
+		t.Fatalf("the status node's last_modified is not in Merritt's form: %v", err)
+	}
+
+	var list struct{ Items []map[string]any }
+	b.do("GET", "batches", operateToken, nil).ok(t, http.StatusOK, &list)
+	if len(list.Items) != 1 || list.Items[0]["state"] != "Pending" || list.Items[0]["status"] != "Pending" {
+		t.Fatalf("batch list %v: want state and status Pending", list.Items)
+	}
+	conforms(t, "GET /batches", list.Items[0], schemaProps(t, "BatchRow", ""))
+	detail := map[string]any{}
+	b.do("GET", "batches/"+bt.ID, operateToken, nil).ok(t, http.StatusOK, &detail)
+	if detail["state"] != "Pending" || detail["status"] != "Pending" {
+		t.Errorf("batch detail: state %v, status %v; want both Pending", detail["state"], detail["status"])
+	}
+	conforms(t, "GET /batches/{id}", detail, schemaProps(t, "BatchStatus", ""))
+	detail = map[string]any{}
+	b.do("GET", "jobs/"+jid, operateToken, nil).ok(t, http.StatusOK, &detail)
+	conforms(t, "GET /jobs/{jid}", detail, schemaProps(t, "JobDetail", ""))
+	if _, err := time.Parse(time.RFC3339, detail["last_modified"].(string)); err != nil {
+		t.Errorf("job last_modified %v: not RFC 3339", detail["last_modified"])
+	}
+
+	// ?stalled=true: each row says why.
+	list.Items = nil
+	b.do("GET", "jobs?stalled=true", operateToken, nil).ok(t, http.StatusOK, &list)
+	if len(list.Items) != 1 {
+		t.Fatalf("stalled jobs %v, want %s", list.Items, jid)
+	}
+	st, _ := list.Items[0]["stalled"].(map[string]any)
+	if st == nil || st["reason"] != "picked by the test" || st["kind"] != "waiting" {
+		t.Errorf("stalled row %v: want its stalled kind and reason", list.Items[0])
+	}
+	conforms(t, "GET /jobs?stalled=true", list.Items[0], schemaProps(t, "JobRow", ""))
+
+	// A malformed cursor is a 400 naming the parameter.
+	for _, path := range []string{"jobs?after=zzz", "batches?after=zzz", "jobs?state=pending&after=" + jid} {
+		b.do("GET", path, operateToken, nil).problem(t, http.StatusBadRequest, "invalid", `query parameter "after"`)
+	}
+	b.do("GET", "jobs?after="+jid, operateToken, nil).ok(t, http.StatusOK, &list)
+
+	// Hosts: every key a daemon writes is documented.
+	b.daemon()
+	var hosts map[string]any
+	eventually(t, "the daemon's host node", func() bool {
+		b.do("GET", "hosts", operateToken, nil).ok(t, http.StatusOK, &hosts)
+		hs, _ := hosts["hosts"].([]any)
+		return len(hs) == 1
+	})
+	h := hosts["hosts"].([]any)[0].(map[string]any)
+	if _, ok := h["access_workers"]; !ok {
+		t.Logf("the test daemon works no access queue: %v", h)
+	}
+	props := schemaProps(t, "Hosts", "hosts")
+	conforms(t, "GET /hosts", h, props)
+	if _, ok := props["access_workers"]; !ok {
+		t.Error("Hosts lacks access_workers")
+	}
+	evProps := schemaProps(t, "Event", "")
+	kinds, _ := evProps["kind"]["enum"].([]any)
+	for _, k := range []string{events.KindJob, events.KindBatch, events.KindProgress, events.KindAdmin, events.KindAccess} {
+		if !slices.Contains(kinds, any(k)) {
+			t.Errorf("Event.kind enum %v lacks %q", kinds, k)
+		}
+	}
+	raw, _ := json.Marshal(events.Event{AccessID: "small/qid0000000001", RecoveredBy: "h"})
+	var ev map[string]any
+	must(t, json.Unmarshal(raw, &ev))
+	conforms(t, "an event", ev, evProps)
+}
+
+// Refusals tell an HTTP caller the request to make, not the CLI's flags;
+// a batch or job whose collection is held is not released into a daemon
+// that would hold it again at once: the refusal names the collection's
+// hold and how to lift it.
+func TestRefusalsSpeakToTheAPICaller(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bt := b.batch("uuid-refuse", "demo")
+	failed := b.job(bt.ID, 5, 0, queue.Estimating, queue.Failed)
+	lock, err := b.q.LockJob(t.Context(), failed)
+	must(t, err)
+	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it",
+		"POST /api/v1/jobs/"+failed+`/fail with {"force": true}`)
+	if strings.Contains(p.Detail, "ingestq ") || strings.Contains(p.Detail, "--force") {
+		t.Errorf("detail %q names the CLI", p.Detail)
+	}
+	must(t, b.q.UnlockJob(t.Context(), lock))
+	p = b.do("PUT", "holds/collections/typo", adminToken, nil).problem(t, 409, "refused", "?force=true")
+	if strings.Contains(p.Detail, "--force") {
+		t.Errorf("detail %q names the CLI's flag", p.Detail)
+	}
+
+	// A batch Held by its collection's hold.
+	held := b.batch("uuid-held", "demo")
+	hb, err := b.q.LockBatch(t.Context(), held.ID)
+	must(t, err)
+	must(t, b.q.SetBatchStatus(t.Context(), hb, queue.Held, queue.BatchChange{Release: true}))
+	b.do("PUT", "holds/collections/demo?force=true", adminToken, nil).ok(t, http.StatusOK, nil)
+	b.do("POST", "batches/"+held.ID+"/release", operateToken, nil).problem(t, 409, "refused",
+		"its collection demo is held", "DELETE /api/v1/holds/collections/demo first")
+	var detail map[string]any
+	b.do("GET", "batches/"+held.ID, operateToken, nil).ok(t, http.StatusOK, &detail)
+	if h, _ := detail["hold"].(string); !strings.Contains(h, "collection demo is held") {
+		t.Errorf("a Held batch's hold %q: want its collection's hold named", h)
+	}
+	if line := b.cli("release", "batch", held.ID); !strings.Contains(line, "`ingestq release collection demo` first") {
+		t.Errorf("CLI: %q", line)
+	}
+	b.do("DELETE", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, nil)
+	var o struct{ State string }
+	a := b.do("POST", "batches/"+held.ID+"/release", operateToken, nil)
+	a.ok(t, http.StatusOK, &o)
+	if o.State != "Pending" {
+		t.Errorf("release after the collection's: %+v", o)
+	}
+}
+
+// A Failed batch whose every job was purged is not reported again: there
+// is nothing left to report (it would end Completed with no jobs).
+func TestReportOfABatchWithEveryJobPurged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bt := b.batch("uuid-purged", "demo")
+	jid := b.job(bt.ID, 5, 0, queue.Estimating, queue.Failed)
+	b.processing(bt.ID)
+	x, err := b.q.LockBatch(t.Context(), bt.ID)
+	must(t, err)
+	must(t, b.q.SetBatchStatus(t.Context(), x, queue.Reporting, queue.BatchChange{}))
+	must(t, b.q.SetBatchStatus(t.Context(), x, queue.Failed, queue.BatchChange{Release: true,
+		Report: &queue.StatusReport{SuccessfulJobs: []string{}, FailedJobs: []string{jid}}}))
+	b.do("DELETE", "jobs/"+jid+"?purge=true", adminToken, nil).ok(t, http.StatusOK, nil)
+	b.do("POST", "batches/"+bt.ID+"/report", operateToken, nil).problem(t, 409, "refused",
+		"no job left to report", "DELETE /api/v1/batches/"+bt.ID+" removes the batch")
+}

@@ -1,0 +1,129 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+)
+
+// recordObject records a one-version object in the bbolt inventory at db.
+func recordObject(t *testing.T, db, ark, prof, localID string) {
+	t.Helper()
+	inv, err := inventory.OpenLocal(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inv.Close()
+	err = inv.Record(context.Background(), inventory.Record{ARK: ark, Profile: prof, LocalIDs: []string{localID}, Version: 1,
+		Created: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
+		Files:   []inventory.FileRow{{Name: "producer/a.txt", Size: 5, SHA256: strings.Repeat("ab", 32)}},
+		Batch:   "bid0000000001", Job: "jid0000000001", What: "A thing of " + prof})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ingestq object reads the inventory the user named, names it in its
+// output and in a not-found error, prefers --api to a default data folder's
+// inventory (which may be another queue's), and changes nothing in a file
+// it reads: not a byte, not its modification time.
+func TestObjectReadsTheInventoryGiven(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir() // XDG_STATE_HOME: the default --data-dir is state/ingestq
+	other := filepath.Join(state, "ingestq", "inventory.db")
+	if err := os.MkdirAll(filepath.Dir(other), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	const ark = "ark:/99999/fk4same"
+	recordObject(t, other, ark, "other-queue", "theirs")
+	data := t.TempDir()
+	mine := filepath.Join(data, "inventory.db")
+	recordObject(t, mine, ark, "my-queue", "mine")
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, db := range []string{other, mine} {
+		if err := os.Chtimes(db, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.ReadFile(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"XDG_STATE_HOME": state}
+
+	// --api given: the API is asked, not the default folder's inventory.
+	api := "http://" + closedAddr(t) + "/api/v1"
+	out, stderr, code := runEnv(t, env, slices.Concat(nowhere, []string{"object", ark, "--api", api})...)
+	wantCode(t, code, 1)
+	if strings.Contains(out, "other-queue") {
+		t.Errorf("object --api read the default data folder's inventory:\n%s", out)
+	}
+	wantErrLine(t, stderr, "--api is given, and the daemon's API does not answer", api)
+	// Nothing given: the default API too; the default folder's inventory
+	// is named as read only when asked for.
+	_, stderr, code = runEnv(t, map[string]string{"XDG_STATE_HOME": state, "INGESTQ_API": api},
+		slices.Concat(nowhere, []string{"object", ark})...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, api)
+
+	// --data-dir given: its inventory, named in the output and the JSON.
+	out, _, code = runEnv(t, env, slices.Concat(nowhere, []string{"object", ark, "--data-dir", data})...)
+	wantCode(t, code, 0)
+	if !strings.HasPrefix(out, "inventory: "+mine+"\n") || !strings.Contains(out, "my-queue") {
+		t.Errorf("object --data-dir %s:\n%s\nwant it to start with the inventory read, and show my-queue's object", data, out)
+	}
+	out, _, code = runEnv(t, env, slices.Concat(nowhere, []string{"object", ark, "--data-dir", data, "-o", "json"})...)
+	wantCode(t, code, 0)
+	var d struct {
+		Inventory string
+		Object    struct{ Profile string }
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || d.Inventory != mine || d.Object.Profile != "my-queue" {
+		t.Errorf("object -o json: %+v (%v), want inventory %s and my-queue's object:\n%s", d, err, mine, out)
+	}
+	_, stderr, code = runEnv(t, env, slices.Concat(nowhere, []string{"object", "ark:/99999/fk4none", "--data-dir", data})...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "no object ark:/99999/fk4none in the inventory "+mine)
+	_, stderr, code = runEnv(t, env, slices.Concat(nowhere, []string{"object", "--profile", "my-queue", "nothing", "--inventory", mine})...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "no object nothing in the inventory "+mine)
+
+	// Reading wrote nothing.
+	after, err := os.ReadFile(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{other, mine} {
+		fi, err := os.Stat(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.ModTime().Equal(old) {
+			t.Errorf("%s: modified at %v by reads, want its time %v untouched", db, fi.ModTime(), old)
+		}
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("%s changed under reads", mine)
+	}
+}
+
+// access request's estimate names the inventory it read when the object
+// is not there.
+func TestAccessRequestNamesTheInventoryRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	data := t.TempDir()
+	db := filepath.Join(data, "inventory.db")
+	recordObject(t, db, "ark:/99999/fk4here", "demo", "here")
+	_, stderr, code := e.run("access", "request", "ark:/99999/fk4elsewhere", "--data-dir", data)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "object ark:/99999/fk4elsewhere is not in the inventory", "the inventory read: "+db)
+}
