@@ -11,9 +11,14 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// hostEvery is how often a daemon refreshes what its host node says (the
-// jobs in hand); ZooKeeper keeps the node itself alive with the session.
-const hostEvery = 15 * time.Second
+// A daemon rewrites its host node when its jobs in hand changed, looking
+// every hostCheck (so `ingestq hosts` is at most that late, and a busy
+// daemon writes it at most that often), and every hostEvery anyway.
+// ZooKeeper keeps the node itself alive with the session.
+const (
+	hostCheck = time.Second
+	hostEvery = 15 * time.Second
+)
 
 // HostInfo is what a daemon says of itself in /ingestq/hosts/<name>, the
 // ephemeral node that lives as long as its session: `ingestq hosts`.
@@ -57,29 +62,43 @@ func (r *Reactor) hostInfo(since time.Time) HostInfo {
 			h.AccessWorkers[name] = p.workers
 		}
 	}
-	r.working.Range(func(any, any) bool { h.JobsInHand++; return true })
+	h.JobsInHand = r.jobsInHand()
 	return h
 }
 
-// register writes the host node once.
-func (r *Reactor) register(ctx context.Context, since time.Time) error {
-	data, _ := json.Marshal(r.hostInfo(since)) // plain fields: cannot fail
-	return r.q.RegisterHost(ctx, r.cfg.Host, data)
+// jobsInHand counts the jobs this daemon's workers hold.
+func (r *Reactor) jobsInHand() int {
+	n := 0
+	r.working.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
-// keepRegistered rewrites the host node every hostEvery, and at once after
-// a reconnect (the node went with an expired session), until ctx ends.
+// register writes the host node once, and returns the jobs in hand it says.
+func (r *Reactor) register(ctx context.Context, since time.Time) (int, error) {
+	h := r.hostInfo(since)
+	data, _ := json.Marshal(h) // plain fields: cannot fail
+	return h.JobsInHand, r.q.RegisterHost(ctx, r.cfg.Host, data)
+}
+
+// keepRegistered rewrites the host node when its jobs in hand changed (at
+// most every hostCheck), every hostEvery, and at once after a reconnect (the
+// node went with an expired session), until ctx ends.
 func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, reconnected <-chan struct{}) {
-	t := time.NewTicker(hostEvery)
+	t := time.NewTicker(hostCheck)
 	defer t.Stop()
+	said, written := -1, time.Now()
 	for tries := 0; ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if r.jobsInHand() == said && time.Since(written) < hostEvery {
+				continue
+			}
 		case <-reconnected:
 		}
-		if err := r.register(ctx, since); err != nil && ctx.Err() == nil {
+		n, err := r.register(ctx, since)
+		if err != nil && ctx.Err() == nil {
 			tries++
 			r.log.Warn("reactor: host node not written; trying again", "err", err)
 			if !backoff.Sleep(ctx, backoff.Delay(time.Second, hostEvery, tries)) {
@@ -87,6 +106,6 @@ func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, reconnect
 			}
 			continue
 		}
-		tries = 0
+		tries, said, written = 0, n, time.Now()
 	}
 }

@@ -309,7 +309,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	// Who works this queue: this daemon's ephemeral host node. A name a
 	// live daemon holds already is refused, before any work is taken.
 	since := time.Now()
-	if err := r.register(ctx, since); err != nil {
+	if _, err := r.register(ctx, since); err != nil {
 		if errors.Is(err, queue.ErrRefused) {
 			return fmt.Errorf("reactor: %w", err)
 		}

@@ -19,8 +19,8 @@ func (a *app) hostsCommand() *cobra.Command {
 		Use:   "hosts",
 		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
 		Long: "hosts lists the live daemons from their host nodes: version, the states each works, the jobs its\n" +
-			"workers hold (JOBS), its workers and since when. A daemon rewrites its node every 15 s, so JOBS lags\n" +
-			"by up to 15 s: before a restart, wait 15 s after every host's JOBS first reads 0.",
+			"workers hold (JOBS), its workers and since when. A daemon rewrites its node within a second of a\n" +
+			"change of its JOBS (and every 15 s anyway).",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			infos, problems, err := a.ops(q).Hosts(ctx)
