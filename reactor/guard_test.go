@@ -82,6 +82,14 @@ func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
 	if s := await(t, obs.states, "the step's abandonment"); s != queue.Downloading {
 		t.Fatalf("abandoned in %s, want Downloading", s)
 	}
+	// The worker lets go of its lock right after it says so.
+	fired, gone, err := e.q.WatchOnce(t.Context(), e.q.JobLockWait(t.Context(), jid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gone {
+		await(t, fired, "the abandoned step's lock to go")
+	}
 	j, err := e.q.LoadJob(t.Context(), jid)
 	if err != nil {
 		t.Fatal(err)
