@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 )
 
 // Role is what a token may do; each role may do what the ones below it may.
@@ -47,8 +48,10 @@ type Caller struct {
 }
 
 // Tokens are the bearer tokens the API knows, by their SHA-256: a lookup
-// by hash takes the same time whatever the token's bytes.
+// by hash takes the same time whatever the token's bytes. Replace swaps
+// the set while the daemon serves (serve re-reads its file on SIGHUP).
 type Tokens struct {
+	mu     sync.RWMutex
 	byHash map[[32]byte]Caller
 }
 
@@ -57,7 +60,28 @@ func (t *Tokens) Len() int {
 	if t == nil {
 		return 0
 	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	return len(t.byHash)
+}
+
+// Replace makes t the tokens of o: a request after it is judged by them,
+// one under way keeps its caller.
+func (t *Tokens) Replace(o *Tokens) {
+	o.mu.RLock()
+	byHash := o.byHash
+	o.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byHash = byHash
+}
+
+// lookup finds the caller of a token.
+func (t *Tokens) lookup(token string) (Caller, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	c, ok := t.byHash[sha256.Sum256([]byte(token))]
+	return c, ok
 }
 
 // add adds a token, refusing a weak or repeated one.
@@ -159,7 +183,7 @@ func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
 	if token == "" {
 		return Caller{}, unauthorized("this needs a token with the " + role.String() + " role")
 	}
-	c, known := t.byHash[sha256.Sum256([]byte(token))]
+	c, known := t.lookup(token)
 	if !known {
 		return Caller{}, unauthorized("unknown bearer token")
 	}

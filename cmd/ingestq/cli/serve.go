@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -140,7 +142,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
 	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
 	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
-		"without any token reads are open and changes refused ("+EnvAPIToken+" adds an admin token; env "+EnvAPITokens+")")
+		"without any token reads are open and changes refused ("+EnvAPIToken+" adds an admin token; env "+EnvAPITokens+");\n"+
+		"SIGHUP re-reads it: tokens are added or revoked without a restart")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -326,6 +329,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer dash.Close() // before the server's: its live streams end first
 		web.Handle(dashboard.Prefix, dash)
 		web.Handle("GET /{$}", dashboard.Redirect())
+		defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
 	}
 	workers := map[queue.State]int{}
 	for _, s := range reactor.JobStates {
@@ -443,6 +447,42 @@ func (a *app) loadTokens(file string) (*api.Tokens, error) {
 		return nil, usagef("--api-tokens: %v", err)
 	}
 	return tokens, nil
+}
+
+// reloadTokensOnHUP re-reads the token file into tokens at each SIGHUP, so
+// that a token is added or revoked without a restart; a file that no longer
+// reads (or holds no token) is logged, and the tokens in force are kept.
+// It returns its stop. Without a token file there is nothing to re-read,
+// and SIGHUP keeps its default.
+func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
+	if file == "" {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-hup:
+			}
+			fresh, err := a.loadTokens(file)
+			if err != nil {
+				a.log.Error("API tokens not reloaded (SIGHUP); the tokens in force are kept", "file", file, "err", err)
+				continue
+			}
+			tokens.Replace(fresh)
+			a.log.Info("API tokens reloaded (SIGHUP)", "file", file, "tokens", fresh.Len())
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(quit)
+		<-done
+	}
 }
 
 // startHTTP starts the daemon's HTTP server on --http ("off": none), with
