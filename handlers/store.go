@@ -35,8 +35,14 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
 	}
+	created := j.Created
+	if created.IsZero() { // a view handed on from step to step here, never read
+		if created, err = p.q.JobCreated(ctx, j.ID); err != nil {
+			return reactor.Result{}, err
+		}
+	}
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
-		Fence: p.storageFence(ark), Describing: depositFiles, Message: depositMessage(j)}
+		Fence: p.storageFence(ark), Describing: depositFiles, Message: depositMessage(j, created)}
 	var kept storedVersion
 	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
@@ -80,11 +86,11 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 }
 
 // depositMessage is the message of the version a job stores. It names the
-// deposit (the job's creation time tells a jid used again after a new queue
-// apart), so that the job stored again finds its own version even when
-// another deposit's came after it (ocfl.Store.Put).
-func depositMessage(j *queue.Job) string {
-	return fmt.Sprintf("ingestq: job %s of batch %s, created %s", j.ID, j.BatchID, j.Created.UTC().Format(time.RFC3339Nano))
+// deposit (the job's creation time, created, tells a jid used again after a
+// new queue apart), so that the job stored again, on any host, finds its
+// own version even when another deposit's came after it (ocfl.Store.Put).
+func depositMessage(j *queue.Job, created time.Time) string {
+	return fmt.Sprintf("ingestq: job %s of batch %s, created %s", j.ID, j.BatchID, created.UTC().Format(time.RFC3339Nano))
 }
 
 // storageFiles are the files of the storage manifest, each vouched for

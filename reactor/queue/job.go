@@ -12,6 +12,19 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// JobCreated is when job jid's node was made (ZooKeeper's clock), as
+// LoadJob gives it in Job.Created: for a view that was handed on, not read.
+func (q *Queue) JobCreated(ctx context.Context, jid string) (time.Time, error) {
+	ok, st, err := q.zk.exists(ctx, q.jobPath(jid))
+	switch {
+	case err != nil:
+		return time.Time{}, fmt.Errorf("job %s: %w", jid, err)
+	case !ok:
+		return time.Time{}, notFound("job", jid)
+	}
+	return time.UnixMilli(st.Ctime), nil
+}
+
 func (q *Queue) jobPath(jid string, child ...string) string {
 	return q.Path("/jobs/" + strings.Join(append([]string{jid}, child...), "/"))
 }
