@@ -92,12 +92,12 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	var found string
 	inv, err := p.inventoryFor(ctx, prof)
 	if err != nil {
-		return nil, false, outOfReach("the inventory", err)
+		return nil, false, outOfReach(inventoryName(prof), prof.Inventory == "", err)
 	}
 	for _, lid := range ids.LocalIDs {
 		ark, ok, err := inv.LookupLocalID(ctx, prof.Name, lid)
 		if err != nil {
-			return nil, false, outOfReach("the inventory", fmt.Errorf("local id %q: inventory lookup: %w", lid, err))
+			return nil, false, outOfReach(inventoryName(prof), prof.Inventory == "", fmt.Errorf("local id %q: inventory lookup: %w", lid, err))
 		}
 		if !ok {
 			continue

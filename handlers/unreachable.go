@@ -1,8 +1,8 @@
 package handlers
 
 import (
+	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -12,16 +12,21 @@ import (
 	"github.com/ingestq/ingestq/reactor"
 )
 
-// outOfReach marks err as an outage of what (reactor.Unavailable) when it
-// says the back end could not be reached or talked to at all: no
-// connection, a connection cut, no answer in time, a PostgreSQL server
-// starting up or shutting down. Any other error (a refusal, a conflict, a
-// 5xx answer about this object) stays the step's, with its attempts.
-func outOfReach(what string, err error) error {
-	if backEndDown(err) {
-		return reactor.Unavailable(what, err)
+// outOfReach marks err as an outage of what when it says the back end
+// could not be reached or talked to at all: no connection, a connection
+// cut, no answer in time, a PostgreSQL server starting up or shutting down
+// or out of connections. A back end of the daemon's own, which every job
+// without one of its profile's needs (shared), is reactor.UnavailableToAll,
+// a profile's reactor.Unavailable. Any other error (a refusal, a conflict,
+// a 5xx answer about this object) stays the step's, with its attempts.
+func outOfReach(what string, shared bool, err error) error {
+	switch {
+	case !backEndDown(err):
+		return err
+	case shared:
+		return reactor.UnavailableToAll(what, err)
 	}
-	return err
+	return reactor.Unavailable(what, err)
 }
 
 func backEndDown(err error) bool {
@@ -31,12 +36,16 @@ func backEndDown(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, &op), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &op):
+		return op.Op != "remote error" // a TLS alert is the server's answer: it refuses this client
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
 		return true
 	case errors.As(err, &pg):
-		// Class 57P: operator intervention (shutdown, starting up); 08: connection exception.
-		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08")
+		// Class 57P: operator intervention (shutdown, starting up); 08:
+		// connection exception; 53300: too many connections.
+		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08") || pg.Code == "53300"
+	case errors.Is(err, context.Canceled):
+		return false // the step's end (shutdown, its job changed), not the back end's
 	}
 	return errors.As(err, &ne) && ne.Timeout() || pgconn.Timeout(err)
 }

@@ -277,7 +277,6 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			return
 		case err == nil:
 			ran(StepDone)
-			r.outages.up(s)
 			next, _ := queue.JobMachine.Success(s)
 			r.move(j, next, res.Change, res.Attrs)
 			return
@@ -385,6 +384,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		return
 	}
 	committed := time.Now() // the event's time: when the move landed, not when it is published
+	r.outages.up(j.ID)      // its step ended with an answer: a back end it waited for is back
 	r.cfg.Observer.Moved("job", from, to.Folder())
 	r.recoverArrival(j, arrival) // before this move is noted: it checks the move into from
 	prio, id := j.Priority, j.ArrivalID()
@@ -471,11 +471,13 @@ func (r *Reactor) releaseKept(jid string) {
 }
 
 // waitForBackEnd leaves a job whose step found a back end out in its
-// state, its attempts unspent, and pauses the state here until a try after
-// the pause (decision 252). The job's status message says what it waits for.
+// state, its attempts unspent, until the back end's next try (decision
+// 252). The job's status message says what it waits for.
 func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
-	d := r.outages.down(s, r.cfg.Backoff)
-	r.log.Warn("reactor: a back end is out; the state's steps wait here", "state", s, "job", j.ID, "next_try_in", d, "err", err)
+	until := r.outages.down(s, j.ID, err, r.cfg.Backoff)
+	d := time.Until(until)
+	r.waiting[s].add(j.ID, until)
+	r.log.Warn("reactor: a back end is out; the job waits for its next try", "state", s, "job", j.ID, "next_try_in", d.Round(time.Millisecond), "err", err)
 	werr := g.write(func() error { return r.note(ctx, j, fmt.Sprintf("%s: %v", WaitingPrefix, err)) })
 	if errors.Is(werr, queue.ErrStale) {
 		r.abandon(j, s, werr, err)

@@ -10,11 +10,11 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// Unavailable marks a step's error as an outage of a back end the step
-// needs (what: "the inventory", "storage target s3://…"), not a fault of
-// the job: the job is not failed for it, nor are its attempts spent. The
-// step's state pauses on this daemon instead, and is tried again with a
-// growing wait, up to outageMax, until the back end answers.
+// Unavailable marks a step's error as an outage of a back end the job
+// needs (what: "the inventory of profile P", "storage target s3://…"), not
+// a fault of the job: the job is not failed for it, nor are its attempts
+// spent. It waits in its state until the back end's next try, with a wait
+// that grows while the back end stays out, up to outageMax.
 func Unavailable(what string, err error) error {
 	if err == nil {
 		return nil
@@ -22,9 +22,21 @@ func Unavailable(what string, err error) error {
 	return &unavailableError{what: what, err: err}
 }
 
+// UnavailableToAll is Unavailable for a back end every job of the state
+// needs (the daemon's own inventory or storage, where a profile names none
+// of its own): the state then takes no job on this daemon until the back
+// end's next try, instead of every waiting job finding it out.
+func UnavailableToAll(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{what: what, everyJob: true, err: err}
+}
+
 type unavailableError struct {
-	what string
-	err  error
+	what     string
+	everyJob bool
+	err      error
 }
 
 func (e *unavailableError) Error() string {
@@ -38,53 +50,87 @@ func IsUnavailable(err error) bool {
 	return errors.As(err, &u)
 }
 
-// outageMax is the longest wait between two tries of a state whose back
-// end is out: a back end that comes back is used again within it.
+// outageMax is the longest wait between two tries of a back end that is
+// out: one that comes back is used again within it.
 const outageMax = time.Minute
 
 // WaitingPrefix starts the status message of a job whose step waits for a
 // back end to come back.
 const WaitingPrefix = "waiting for a back end"
 
-// outages are the job states paused on this daemon because their steps
-// found a back end out (Unavailable): while one is paused, its pool takes
-// no job, and one try after the pause tells whether the back end is back.
-// One job's try a pause, not every waiting job's, each with its ZooKeeper
-// writes. Another daemon, which may reach the back end, is not held back.
+// outages are the back ends this daemon's steps found out (decision 252).
+// Each has its next try: the jobs that found it out wait until then, and a
+// state that every job needs it for takes no job meanwhile. Several steps
+// finding one back end out at once count once. A step of a job that waited
+// for one that ends with an answer (a move) says it is back: its wait ends
+// for everyone. Another daemon, which may reach it, is not held back.
 type outages struct {
-	mu     sync.Mutex
-	until  map[queue.State]time.Time
-	streak map[queue.State]int // tries in a row that found the back end out
+	mu        sync.Mutex
+	backEnds  map[string]*outage
+	waitingOn map[string]string // jid → the back end it waits for
+}
+
+type outage struct {
+	until  time.Time
+	streak int                  // tries in a row that found it out
+	states map[queue.State]bool // states that take no job until then
 }
 
 func newOutages() *outages {
-	return &outages{until: map[queue.State]time.Time{}, streak: map[queue.State]int{}}
+	return &outages{backEnds: map[string]*outage{}, waitingOn: map[string]string{}}
 }
 
-// down pauses s after a try that found its back end out, and returns how
-// long: base, doubled at each try in a row, at most outageMax.
-func (o *outages) down(s queue.State, base time.Duration) time.Duration {
+// down notes that job jid's step in s found err's back end out, and returns
+// the back end's next try: base after the first finding, doubled at each
+// later one, at most outageMax.
+func (o *outages) down(s queue.State, jid string, err error, base time.Duration) time.Time {
+	var u *unavailableError
+	errors.As(err, &u)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.streak[s]++
-	d := backoff.Delay(base, outageMax, o.streak[s])
-	o.until[s] = time.Now().Add(d)
-	return d
+	b := o.backEnds[u.what]
+	if b == nil {
+		b = &outage{states: map[queue.State]bool{}}
+		o.backEnds[u.what] = b
+	}
+	if now := time.Now(); !now.Before(b.until) { // a finding during the wait is the same finding
+		b.streak++
+		b.until = now.Add(backoff.Delay(base, outageMax, b.streak))
+	}
+	if u.everyJob {
+		b.states[s] = true
+	}
+	o.waitingOn[jid] = u.what
+	return b.until
 }
 
-// up ends s's outage: a step of s succeeded.
-func (o *outages) up(s queue.State) {
+// up notes that job jid's step ended with an answer: the back end it
+// waited for, if any, is back, and nothing waits for it any more.
+func (o *outages) up(jid string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.streak[s] > 0 {
-		delete(o.streak, s)
-		delete(o.until, s)
+	what, ok := o.waitingOn[jid]
+	if !ok {
+		return
+	}
+	delete(o.backEnds, what)
+	for j, w := range o.waitingOn {
+		if w == what {
+			delete(o.waitingOn, j)
+		}
 	}
 }
 
-// paused tells whether s takes no job now.
+// paused tells whether s takes no job now: a back end every job of s
+// needs is out until its next try.
 func (o *outages) paused(s queue.State) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return time.Now().Before(o.until[s])
+	now := time.Now()
+	for _, b := range o.backEnds {
+		if b.states[s] && now.Before(b.until) {
+			return true
+		}
+	}
+	return false
 }
