@@ -101,7 +101,7 @@ func TestAccessRequestNotTakenTwiceByOneDaemon(t *testing.T) {
 		c.Access, c.AccessWorkers = h, map[string]int{queue.AccessSmall: 2, queue.AccessLarge: 0}
 	})
 	first := e.accessRequest("ark:/1/first")
-	if got := <-h.started; got != first.Ref() {
+	if got := await(t, h.started, "the first request's assembly"); got != first.Ref() {
 		t.Fatalf("first call for %s, want %s", got, first.Ref())
 	}
 	s := e.session()
@@ -119,6 +119,9 @@ func TestAccessRequestNotTakenTwiceByOneDaemon(t *testing.T) {
 	case ref := <-h.twice:
 		close(proceed)
 		t.Fatalf("request %s assembled by two workers at once", ref)
+	case <-time.After(time.Minute):
+		close(proceed)
+		t.Fatal("the idle worker took nothing within a minute")
 	}
 	close(proceed)
 	e.waitAccess(ends, queue.Completed, first.Ref(), second.Ref())

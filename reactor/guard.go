@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -51,17 +52,27 @@ func (r *Reactor) guardJob(ctx context.Context, j *queue.Job) (context.Context, 
 // move at the end, while the watch may still run): only the version noted
 // at the step's own writes.
 func (g *guard) watch(ctx context.Context, q *queue.Queue, jid string) {
-	for {
+	for tries := 0; ; {
 		g.mu.Lock()
 		fired, changed, err := q.WatchJobChange(ctx, jid, g.version)
 		g.mu.Unlock()
 		switch {
 		case err != nil:
-			return // the step's own writes are fenced: they find any change
+			// ZooKeeper away a moment: look again after a while, an
+			// hours-long step is not left unguarded for the rest of it.
+			tries++
+			select {
+			case <-time.After(backoff.Delay(100*time.Millisecond, 5*time.Second, tries)):
+				continue
+			case <-g.quit:
+			case <-ctx.Done():
+			}
+			return
 		case changed:
 			g.cancel(errJobChanged)
 			return
 		}
+		tries = 0
 		select {
 		case <-fired:
 		case <-g.quit:

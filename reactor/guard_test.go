@@ -3,6 +3,7 @@ package reactor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,8 +77,8 @@ func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
 	if err := e.q.FailJob(t.Context(), jid, "stopped by the operator", true); err != nil {
 		t.Fatal(err)
 	}
-	if cause := await(t, ended, "the step's end after its job was failed"); cause == nil {
-		t.Fatal("the step's context ended without a cause")
+	if cause := await(t, ended, "the step's end after its job was failed"); cause == nil || !strings.Contains(cause.Error(), "changed under its step") {
+		t.Fatalf("the step's context ended by %v, want its job's change", cause)
 	}
 	if s := await(t, obs.states, "the step's abandonment"); s != queue.Downloading {
 		t.Fatalf("abandoned in %s, want Downloading", s)

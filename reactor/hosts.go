@@ -80,13 +80,14 @@ func (r *Reactor) register(ctx context.Context, since time.Time) (int, error) {
 	return h.JobsInHand, r.q.RegisterHost(ctx, r.cfg.Host, data)
 }
 
-// keepRegistered rewrites the host node when its jobs in hand changed (at
-// most every hostCheck), every hostEvery, and at once after a reconnect (the
-// node went with an expired session), until ctx ends.
-func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, reconnected <-chan struct{}) {
+// keepRegistered rewrites the host node when its jobs in hand changed from
+// what it said last (said; -1: unknown) at most every hostCheck, every
+// hostEvery, and at once after a reconnect (the node went with an expired
+// session), until ctx ends.
+func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said int, reconnected <-chan struct{}) {
 	t := time.NewTicker(hostCheck)
 	defer t.Stop()
-	said, written := -1, time.Now()
+	written := time.Now()
 	for tries := 0; ; {
 		select {
 		case <-ctx.Done():

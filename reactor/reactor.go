@@ -309,7 +309,9 @@ func (r *Reactor) Run(ctx context.Context) error {
 	// Who works this queue: this daemon's ephemeral host node. A name a
 	// live daemon holds already is refused, before any work is taken.
 	since := time.Now()
-	if _, err := r.register(ctx, since); err != nil {
+	said, err := r.register(ctx, since)
+	if err != nil {
+		said = -1
 		if errors.Is(err, queue.ErrRefused) {
 			return fmt.Errorf("reactor: %w", err)
 		}
@@ -334,7 +336,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	for _, p := range r.pools {
 		p.start(ctx, work, &wg)
 	}
-	wg.Go(func() { r.keepRegistered(ctx, since, reconnected) })
+	wg.Go(func() { r.keepRegistered(ctx, since, said, reconnected) })
 	if r.cfg.Access != nil {
 		wg.Go(func() { r.sweepAccess(ctx) })
 	}

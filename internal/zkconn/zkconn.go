@@ -103,6 +103,12 @@ func (c *handshakeConn) SetWriteDeadline(t time.Time) error {
 // not answer as ZooKeeper: an HTTP server, a port that says nothing.
 var ErrNotZooKeeper = errors.New("does not answer as ZooKeeper")
 
+// ErrSilent is an ErrNotZooKeeper that said nothing at all: silence, or a
+// connection closed at once. A proxy or port-forward in front of a
+// ZooKeeper not started yet does that too, so a daemon waiting for its
+// ZooKeeper takes it for "not yet".
+var ErrSilent = errors.New("no answer")
+
 // srvrAnswers are how every ZooKeeper's answer to the four-letter word srvr
 // starts: its statistics, the word not being allowed (4lw.commands.whitelist),
 // or the server not serving yet (starting, or without a quorum).
@@ -144,13 +150,13 @@ func Probe(ctx context.Context, addr string, wait time.Duration) error {
 		switch {
 		case err == nil:
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return fmt.Errorf("%w: no answer within %v", ErrNotZooKeeper, wait)
+			return fmt.Errorf("%w: %w within %v", ErrNotZooKeeper, ErrSilent, wait)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case len(got) > 0:
 			return fmt.Errorf("%w: it answers %q", ErrNotZooKeeper, firstLine(got))
 		default:
-			return fmt.Errorf("%w: it closes connections without answering, as a ZooKeeper does only to a host past its maxClientCnxns", ErrNotZooKeeper)
+			return fmt.Errorf("%w: it closes connections without answering (%w), as a ZooKeeper does only to a host past its maxClientCnxns", ErrNotZooKeeper, ErrSilent)
 		}
 	}
 }

@@ -339,13 +339,13 @@ func (a *app) dialLogging(ctx context.Context, sessionLog *slog.Logger) (*zkwatc
 	cfg := zkwatch.Config{Servers: zkwatch.ParseServers(a.zk), SessionTimeout: cmp.Or(a.sessionTimeout, sessionTimeout), Logger: sessionLog}
 	dctx, cancel := context.WithTimeout(ctx, a.connectTimeout)
 	defer cancel()
-	s, err := dialZK(dctx, cfg)
+	s, err := dialZK(dctx, cfg, a.patient)
 	if a.patient && errors.Is(err, zkwatch.ErrRefused) {
 		// The daemon, started with (or just before) its ZooKeeper, waits for
 		// it as long as the connect timeout; a command tells at once.
 		a.log.Warn("ZooKeeper refuses connections; waiting for it", "zk", a.zk, "up_to", a.connectTimeout)
 		for errors.Is(err, zkwatch.ErrRefused) && backoff.Sleep(dctx, refusedPause) {
-			s, err = dialZK(dctx, cfg)
+			s, err = dialZK(dctx, cfg, a.patient)
 		}
 	}
 	if errors.Is(err, zkwatch.ErrRefused) {
@@ -373,7 +373,10 @@ func (a *app) dialLogging(ctx context.Context, sessionLog *slog.Logger) (*zkwatc
 // are ZooKeeper at all: when none is, it ends at once with an error wrapping
 // zkconn.ErrNotZooKeeper. An HTTP server, or a port that takes connections
 // and says nothing, would otherwise hold a command for its connect timeout.
-func dialZK(ctx context.Context, cfg zkwatch.Config) (*zkwatch.Session, error) {
+// patient (the daemon, which waits for a ZooKeeper starting beside it)
+// takes silence for "not yet": only an answer that is not ZooKeeper's ends
+// its wait early.
+func dialZK(ctx context.Context, cfg zkwatch.Config, patient bool) (*zkwatch.Session, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	probed := make(chan struct{})
@@ -381,7 +384,7 @@ func dialZK(ctx context.Context, cfg zkwatch.Config) (*zkwatch.Session, error) {
 		defer close(probed)
 		select {
 		case <-time.After(probeAfter):
-			if err := notZooKeeper(ctx, cfg.Servers); err != nil {
+			if err := notZooKeeper(ctx, cfg.Servers, patient); err != nil {
 				cancel(err)
 			}
 		case <-ctx.Done():
@@ -399,8 +402,8 @@ func dialZK(ctx context.Context, cfg zkwatch.Config) (*zkwatch.Session, error) {
 
 // notZooKeeper probes every server; it returns an error naming those that
 // are not ZooKeeper when none may be (each refuses, or is not ZooKeeper),
-// else nil.
-func notZooKeeper(ctx context.Context, servers []string) error {
+// else nil. patient: a server that says nothing may be one not ready yet.
+func notZooKeeper(ctx context.Context, servers []string, patient bool) error {
 	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
@@ -410,6 +413,8 @@ func notZooKeeper(ctx context.Context, servers []string) error {
 	var not []string
 	for i, err := range errs {
 		switch {
+		case patient && errors.Is(err, zkconn.ErrSilent):
+			return nil // cannot tell yet
 		case errors.Is(err, zkconn.ErrNotZooKeeper):
 			not = append(not, servers[i]+" takes connections but "+err.Error())
 		case !errors.Is(err, syscall.ECONNREFUSED):

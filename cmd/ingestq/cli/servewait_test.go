@@ -2,7 +2,12 @@ package cli_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/internal/logtest"
@@ -44,4 +49,68 @@ func TestServeWaitsForZooKeeperToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	log.WaitFor(t, "reactor: running")
+}
+
+// serve behind something that takes connections and closes them at once
+// while its ZooKeeper is not there yet (a port-forward, a TCP load
+// balancer, Docker's proxy) waits too, where it took the silence for a
+// server that is no ZooKeeper and exited; once ZooKeeper is behind it, it
+// serves.
+func TestServeWaitsBehindAProxyWhoseZooKeeperIsNotUpYet(t *testing.T) {
+	t.Parallel()
+	var ready atomic.Bool
+	accepted := make(chan struct{}, 64)
+	addr := listen(t, func(c net.Conn) {
+		if !ready.Load() {
+			c.Close()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+			return
+		}
+		go pipeTo(c, zktest.Shared(t).Addr)
+	})
+	log := &logtest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- cli.Run(ctx, []string{"--zk", addr, "--zk-root", "/t-proxy-" + strings.ToLower(t.Name()[:8]), "--connect-timeout", "2m", "serve",
+			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"},
+			log, log, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("serve exited %d; its log:\n%s", code, log.String())
+		}
+	})
+	// The session's tries and the probe (after half a second) have each
+	// been closed on: more than two connections.
+	for range 3 {
+		select {
+		case <-accepted:
+		case code := <-exited:
+			exited <- code
+			t.Fatalf("serve exited %d behind a proxy that closes connections; its log:\n%s", code, log.String())
+		case <-time.After(time.Minute):
+			t.Fatal("serve made no connection within a minute")
+		}
+	}
+	ready.Store(true)
+	log.WaitFor(t, "reactor: running")
+}
+
+// pipeTo joins c to a new connection to addr until either side closes.
+func pipeTo(c net.Conn, addr string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
 }
