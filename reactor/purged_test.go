@@ -14,14 +14,7 @@ func TestBatchOfPurgedJobsDoesNotReportCompleted(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
 	e.daemon("host-a")
-	b := e.submit(map[string]any{"payload_url": "passthrough:1", "fail_at": "Storing", "fail_job": 0})
-	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
-		t.Fatalf("batch ended %s, want Failed", rep.To)
-	}
-	got, err := e.q.LoadBatch(t.Context(), b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, got := e.failedBatch(batches, 1, 0)
 	if len(got.Report.FailedJobs) != 1 {
 		t.Fatalf("report %+v, want one failed job", got.Report)
 	}
@@ -35,7 +28,7 @@ func TestBatchOfPurgedJobsDoesNotReportCompleted(t *testing.T) {
 	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
 		t.Fatalf("the batch of no jobs left reported %s → %s, want Failed", rep.From, rep.To)
 	}
-	got, err = e.q.LoadBatch(t.Context(), b.ID)
+	got, err := e.q.LoadBatch(t.Context(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

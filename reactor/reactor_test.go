@@ -3,6 +3,7 @@ package reactor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -117,6 +118,21 @@ func (e *env) submit(sub map[string]any) *queue.Batch {
 	return b
 }
 
+// failedBatch submits a pass-through batch of n jobs whose job fail fails
+// in Storing, and returns it once it reported Failed, read after.
+func (e *env) failedBatch(batches chan events.Event, n, fail int) (submitted, reported *queue.Batch) {
+	e.t.Helper()
+	b := e.submit(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", n), "fail_at": "Storing", "fail_job": fail})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
+		e.t.Fatalf("batch ended %s, want Failed", rep.To)
+	}
+	got, err := e.q.LoadBatch(e.t.Context(), b.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b, got
+}
+
 func (e *env) clean() {
 	e.t.Helper()
 	vs, err := e.q.Check(e.t.Context())
@@ -189,14 +205,7 @@ func TestFailureRequeueReport(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
 	e.daemon("host-a")
-	b := e.submit(map[string]any{"payload_url": "passthrough:5", "fail_at": "Storing", "fail_job": 2})
-	if rep := e.waitBatch(batches, b.ID); rep.To != "Failed" {
-		t.Fatalf("batch ended %s, want Failed", rep.To)
-	}
-	got, err := e.q.LoadBatch(t.Context(), b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, got := e.failedBatch(batches, 5, 2)
 	if len(got.Report.FailedJobs) != 1 || len(got.Report.SuccessfulJobs) != 4 {
 		t.Fatalf("report %+v", got.Report)
 	}
