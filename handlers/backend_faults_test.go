@@ -303,34 +303,40 @@ func (r *rig) checkStoredOnce(target, ark string) {
 	}
 }
 
-// waitsSeen is an Observer that reports each step that waited.
+// waitsSeen is an Observer that reports each step that waited, and runs
+// stored (once) when a Storing step is done, before its job moves on.
 type waitsSeen struct {
 	reactor.Observer
 	states chan queue.State
+	stored func()
 }
 
 func (o waitsSeen) StepRan(s queue.State, r reactor.StepResult, _ time.Duration) {
-	if r == reactor.StepWait {
+	switch {
+	case r == reactor.StepWait:
 		o.states <- s
+	case r == reactor.StepDone && s == queue.Storing:
+		o.stored()
 	}
 }
 func (waitsSeen) Moved(string, queue.State, string)   {}
 func (waitsSeen) Transferred(reactor.Transfer, int64) {}
 
-// The inventory's PostgreSQL is down when a job gets to Recording: the job
-// waits for it in its state, tried again and again with its attempts
-// unspent (more tries than the 2 attempts pass without failing it), its
-// message saying why; once PostgreSQL is back, it completes.
+// The inventory's PostgreSQL stops as a job is stored, before it gets to
+// Recording: the job waits for it in its state, tried again and again with
+// its attempts unspent (more tries than the 2 attempts pass without failing
+// it), its message saying why; once PostgreSQL is back, it completes.
 func TestInventoryOutageWaitsForIt(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.Start(t)
 	db := pgtest.NewDatabase(t, pg)
-	obs := waitsSeen{states: make(chan queue.State, 100)}
+	obs := waitsSeen{states: make(chan queue.State, 100), stored: sync.OnceFunc(func() {
+		if err := pg.Stop(); err != nil {
+			t.Error(err)
+		}
+	})}
 	r := newRig(t, nil, withInventory(db), withAttempts(2, 10*time.Millisecond),
 		func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
-	if err := pg.Stop(); err != nil {
-		t.Fatal(err)
-	}
 	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
 	for range 4 {
 		select {

@@ -21,16 +21,18 @@ import (
 )
 
 // fault wraps a handler: while code is set, every request is answered with
-// that status instead.
+// that status instead; with writes set, every request but a GET or HEAD.
 type fault struct {
-	next http.Handler
-	code atomic.Int32
-	hits atomic.Int32
+	next   http.Handler
+	code   atomic.Int32
+	writes atomic.Bool
+	hits   atomic.Int32
 }
 
 func (f *fault) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.hits.Add(1)
-	if c := int(f.code.Load()); c != 0 {
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if c := int(f.code.Load()); c != 0 && !(f.writes.Load() && read) {
 		http.Error(w, "fault injected by the test", c)
 		return
 	}
@@ -104,12 +106,15 @@ func TestFailureThenRequeue(t *testing.T) {
 			breakIt: func(r *rig, _ *remote) { r.content.put("/f.txt", wrong) },
 			mendIt:  func(r *rig, _ *remote) { r.content.put("/f.txt", good) },
 			wantMsg: []string{"producer/f.txt", "md5 mismatch"}, refetch: true},
-		{name: "storage refusing", failIn: queue.Storing,
-			breakIt: func(_ *rig, rm *remote) { rm.storage.code.Store(http.StatusForbidden) },
+		// Writes only: Processing asks both whether its freshly minted ARK is
+		// in use (decision 255), and a back end refusing every request fails
+		// the job there.
+		{name: "storage refusing its writes", failIn: queue.Storing,
+			breakIt: func(_ *rig, rm *remote) { rm.storage.writes.Store(true); rm.storage.code.Store(http.StatusForbidden) },
 			mendIt:  func(_ *rig, rm *remote) { rm.storage.code.Store(0) },
 			wantMsg: []string{"Storing", "403"}},
-		{name: "inventory down", failIn: queue.Recording,
-			breakIt: func(_ *rig, rm *remote) { rm.inventory.code.Store(http.StatusServiceUnavailable) },
+		{name: "inventory failing its records", failIn: queue.Recording,
+			breakIt: func(_ *rig, rm *remote) { rm.inventory.writes.Store(true); rm.inventory.code.Store(http.StatusServiceUnavailable) },
 			mendIt:  func(_ *rig, rm *remote) { rm.inventory.code.Store(0) },
 			wantMsg: []string{"Recording", "503"}},
 		{name: "callback failing", failIn: queue.Notify,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -114,9 +115,9 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	case found != "":
 		ids.PrimaryID = found
 	case ids.PrimaryID == "":
-		ark, err := p.minter.Mint(ctx, j.ID, prof.NAAN, prof.Shoulder)
+		ark, err := p.mintUnused(ctx, j.ID, prof, inv)
 		if err != nil {
-			return nil, false, fmt.Errorf("minting: %w", err)
+			return nil, false, err
 		}
 		ids.PrimaryID = ark
 	}
@@ -294,4 +295,68 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, rec *digests, 
 		return nil, err
 	}
 	return append(entries, e), nil
+}
+
+// maxMintSkips bounds the ARKs one mint passes over: past it the counter is
+// so far behind the storage that an operator should look (decision 255).
+const maxMintSkips = 10_000
+
+// mintUnused mints job jid's ARK, passing over any that already names an
+// object in the profile's inventory or its primary storage. The counter
+// lives in ZooKeeper: a queue made anew over kept storage and inventory (a
+// ZooKeeper data folder thrown away) starts it again, and its first ARKs
+// would make an unrelated deposit the next version of an object already
+// stored. Each ARK passed over stays used (the counter never goes back), so
+// it is passed over once. Nothing is stored under a freshly minted ARK
+// before the job's own Storing, so a mint tried again (its record kept)
+// never finds its own job's object.
+func (p *Pipeline) mintUnused(ctx context.Context, jid string, prof *profile.Profile, inv inventory.Inventory) (string, error) {
+	for skipped := 0; ; skipped++ {
+		ark, err := p.minter.Mint(ctx, jid, prof.NAAN, prof.Shoulder)
+		if err != nil {
+			return "", fmt.Errorf("minting: %w", err)
+		}
+		used, err := p.arkInUse(ctx, prof, inv, ark)
+		if err != nil {
+			return "", err
+		}
+		if !used {
+			if skipped > 0 {
+				p.log.Warn("minting: passed over ARKs already in use (the minter's counter in ZooKeeper was behind the storage: a new queue over old storage?)",
+					"job", jid, "skipped", skipped, "ark", ark)
+			}
+			return ark, nil
+		}
+		if skipped >= maxMintSkips {
+			return "", reactor.Fatal(fmt.Errorf("minting: %d ARKs in a row, up to %s, already name stored objects: the minter's counter "+
+				"(%s/%s in ZooKeeper) is far behind the storage; give the profile a new shoulder, or look at the queue's history", skipped+1, ark, prof.NAAN, prof.Shoulder))
+		}
+		if err := p.minter.Forget(ctx, jid); err != nil { // the next Mint advances the counter
+			return "", fmt.Errorf("minting: %w", err)
+		}
+	}
+}
+
+// arkInUse tells whether ark names an object in the profile's inventory or
+// in its primary storage target.
+func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inventory.Inventory, ark string) (bool, error) {
+	_, err := inv.Object(ctx, ark)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, inventory.ErrNotFound):
+		return false, outOfReach(inventoryName(prof), prof.Inventory == "", fmt.Errorf("minting: is %s in the inventory: %w", ark, err))
+	}
+	primary := p.targets(prof)[0]
+	st, err := p.store(ctx, primary)
+	if err == nil {
+		_, err = st.Latest(ctx, ark)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, storage.ErrNotFound):
+		return false, nil
+	}
+	return false, outOfReach("storage target "+primary, slices.Contains(p.cfg.Storage, primary), fmt.Errorf("minting: is %s in storage: %w", ark, err))
 }

@@ -38,3 +38,35 @@ func TestVersionMessageNamesTheJobAsAnyHostReadsIt(t *testing.T) {
 		t.Fatalf("version message %q; want it to name job %s and its creation, %s", msg, j.ID, j.Created.UTC().Format(time.RFC3339Nano))
 	}
 }
+
+// A queue made anew over kept storage and inventory (its ZooKeeper data
+// thrown away) mints from its counters' start again: the ARK minted then
+// already names a stored object, and is passed over, where the new deposit
+// became that object's second version (decision 255).
+func TestMintPassesOverARKsAlreadyStored(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	first := r.deposit("/first.checkm", object{"poem.txt": []byte("I met a traveller\n")})
+	old := r.checkStored(first, object{"poem.txt": []byte("I met a traveller\n")})
+	// The new queue's minter: no counter, no records.
+	for _, dir := range []string{"/ingestq/minter", "/ingestq/minted"} {
+		kids, _, err := r.qs.Conn.Children(r.q.Path(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			if err := r.qs.Conn.Delete(r.q.Path(dir+"/"+k), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	second := r.deposit("/second.checkm", object{"other.txt": []byte("an unrelated deposit\n")})
+	ark := r.checkStored(second, object{"other.txt": []byte("an unrelated deposit\n")})
+	if ark == old {
+		t.Fatalf("the new deposit was stored under %s, the ARK of the object already stored", old)
+	}
+	v, err := r.p.Primary().Latest(t.Context(), old)
+	if err != nil || v.Number != 1 {
+		t.Fatalf("the object already stored, %s: version %d, %v; want still version 1", old, v.Number, err)
+	}
+}
