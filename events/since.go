@@ -11,7 +11,7 @@ import (
 // from now (Go's units, and d for days, w for weeks: 1d, 2w, 1d12h), an
 // RFC 3339 time, or a local "2006-01-02 15:04:05" (or just the date).
 func ParseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := parseDuration(s); err == nil {
+	if d, err := ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("%q: want a duration back from now, like 10m or 1d", s)
 		}
@@ -31,9 +31,9 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 // leadingDaysWeeks is the weeks and days that may lead a duration: "2w", "1d12h".
 var leadingDaysWeeks = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?`)
 
-// parseDuration is time.ParseDuration that also takes weeks and days (of 7 and
+// ParseDuration is time.ParseDuration that also takes weeks and days (of 7 and
 // 24 hours) before the other units.
-func parseDuration(s string) (time.Duration, error) {
+func ParseDuration(s string) (time.Duration, error) {
 	m := leadingDaysWeeks.FindStringSubmatch(s)
 	if m[0] == "" {
 		return time.ParseDuration(s)

@@ -247,7 +247,7 @@ const defaultCleanupAge = time.Hour
 
 func (a *app) cleanupCommand() *cobra.Command {
 	var dryRun bool
-	var olderThan time.Duration
+	olderThan := longDuration(defaultCleanupAge)
 	cmd := &cobra.Command{
 		Use:   "cleanup [--older-than 1h] [--dry-run]",
 		Short: "Remove Completed batches with their jobs, and leftovers of cut-short creations",
@@ -259,14 +259,14 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) error {
 			if olderThan < 0 {
-				return usagef("cleanup: --older-than %v: want a duration of 0 or more, like 1h or 168h", olderThan)
+				return usagef("cleanup: --older-than %v: want a duration of 0 or more, like 1h or 7d", olderThan)
 			}
 			return nil
 		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			opts := queue.CleanupOptions{DryRun: dryRun}
 			if olderThan > 0 {
-				opts.CompletedBefore = time.Now().Add(-olderThan)
+				opts.CompletedBefore = time.Now().Add(-time.Duration(olderThan))
 			}
 			r, err := q.CleanupWith(ctx, opts)
 			if err != nil {
@@ -306,7 +306,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 					Leftovers      []string `json:"leftover_nodes_removed"`
 					MintingRecords int      `json:"minting_records_removed"`
 					NotCleaned     []string `json:"not_cleaned_up"`
-				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(olderThan),
+				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(time.Duration(olderThan)),
 					append([]string{}, r.Husks...), len(forgot), notCleaned})
 			}
 			remove, removed := "removed", "removed"
@@ -323,7 +323,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 				a.println("%s %s", remove, bid)
 			}
 			if len(r.Kept) > 0 {
-				a.println("%s kept: completed less than %s ago (--older-than 0 removes them too)", plural(len(r.Kept), "Completed batch"), shortDuration(olderThan))
+				a.println("%s kept: completed less than %s ago (--older-than 0 removes them too)", plural(len(r.Kept), "Completed batch"), shortDuration(time.Duration(olderThan)))
 			}
 			a.println("%s %s", plural(len(r.Removed), "batch"), removed)
 			return nil
@@ -331,11 +331,26 @@ func (a *app) cleanupCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&dryRun, "dry-run", false, "list what would be removed, and remove nothing")
-	fl.DurationVar(&olderThan, "older-than", defaultCleanupAge, "remove only the batches that completed longer ago than this; 0 for every Completed batch")
+	fl.Var(&olderThan, "older-than", "remove only the batches that completed longer ago than this (1h, 7d, 2w); 0 for every Completed batch")
 	return cmd
 }
 
 // shortDuration is d without its zero minutes and seconds: 1h, not 1h0m0s.
+// longDuration is a duration flag that takes days and weeks too (7d, 2w),
+// as events' --since does.
+type longDuration time.Duration
+
+func (d longDuration) String() string { return shortDuration(time.Duration(d)) }
+func (d *longDuration) Type() string  { return "duration" }
+func (d *longDuration) Set(s string) error {
+	v, err := events.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = longDuration(v)
+	return nil
+}
+
 func shortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

@@ -65,7 +65,15 @@ func TestCleanupAgeAndDryRun(t *testing.T) {
 	}
 	_, stderr, code := e.run("cleanup", "--older-than", "-1h")
 	wantCode(t, code, 2)
-	wantErrLine(t, stderr, "--older-than -1h0m0s")
+	wantErrLine(t, stderr, "--older-than -1h")
+	// Days and weeks, as events' --since takes them.
+	out, _, code = e.run("cleanup", "--dry-run", "--older-than", "7d")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "completed less than 168h ago") {
+		t.Errorf("cleanup --dry-run --older-than 7d: %q, want the recent batch kept by 168h", out)
+	}
+	_, _, code = e.run("cleanup", "--older-than", "7x")
+	wantCode(t, code, 2)
 	out, _, code = e.run("cleanup", "--older-than", "0")
 	wantCode(t, code, 0)
 	if out != "removed "+recent+"\n1 batch removed\n" || exists(recent) {
