@@ -156,6 +156,12 @@ func (q *Queue) FailJob(ctx context.Context, jid, message string, force bool) er
 		message = "failed by an operator"
 	}
 	fail := func(j *Job) error {
+		switch s := j.State(); s {
+		case Failed:
+			return refused("job %s is Failed already (`ingestq requeue %s` runs its step again, `ingestq delete %s` retires it)", jid, jid, jid)
+		case Completed, Deleted:
+			return refused("job %s is %s: it has left the pipeline, there is nothing to fail", jid, s)
+		}
 		return q.SetJobStatus(ctx, j, Failed, JobChange{Message: message, Release: j.owner})
 	}
 	err := q.withJob(ctx, jid, "fail", fail)

@@ -181,11 +181,15 @@ func TestFail(t *testing.T) {
 	if j.State() != queue.Failed || j.Status.Message != "bad payload url" {
 		t.Errorf("after fail: %s %q", j.State(), j.Status.Message)
 	}
+	// Failing it again says so in words, not the state machine's.
+	_, stderr, code := f.run("fail", f.p1)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, f.p1+" is Failed already", "ingestq requeue "+f.p1)
 
 	// A job a daemon holds needs --force.
 	locked, err := f.q.LockJob(t.Context(), f.p2)
 	f.ok(err)
-	_, stderr, code := f.run("fail", f.p2)
+	_, stderr, code = f.run("fail", f.p2)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, f.p2, "locked")
 	out, _, code = runEnv(t, map[string]string{"USER": "tester"}, "--zk", zktest.Shared(t).Addr, "--zk-root", f.root, "fail", f.p2, "--force")
