@@ -131,8 +131,12 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 		return fmt.Errorf("reading the profile registry: %w", err)
 	}
 	if !ok {
-		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it "+
-			"(ingestq serve publishes the profiles of its --profiles folder at start)", name))
+		known := "none yet"
+		if names, err := s.Q.ProfileNames(ctx); err == nil && len(names) > 0 {
+			known = strings.Join(names, ", ")
+		}
+		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it (published: %s; "+
+			"ingestq serve publishes the profiles of its --profiles folder at start)", name, known))
 	}
 	return checkScheme(prof, sub)
 }

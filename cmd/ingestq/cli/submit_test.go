@@ -217,15 +217,16 @@ func TestSubmitLocalPath(t *testing.T) {
 	}
 }
 
-// A profile no daemon has published is refused before any batch exists.
+// A profile no daemon has published is refused before any batch exists,
+// naming the profiles that are.
 func TestSubmitUnknownProfile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.publishDemo()
 	_, stderr, code := e.run("submit", "--profile", "nosuch", "https://example.org/m.checkm")
 	wantCode(t, code, 2)
-	if !strings.Contains(stderr, `unknown profile "nosuch"`) {
-		t.Errorf("stderr %q does not name the profile", stderr)
+	if !strings.Contains(stderr, `unknown profile "nosuch"`) || !strings.Contains(stderr, "(published: demo;") {
+		t.Errorf("stderr %q does not name the profile and the published ones", stderr)
 	}
 	batches, _, err := e.q.ListBatches(t.Context())
 	e.ok(err)
