@@ -390,7 +390,11 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 				}
 			}
 		}
-		a.println("… %d more: ingestq show %s --after %s (or ingestq ls jobs --batch %s --state S)", more, b.ID, list.Next, b.ID)
+		limit := ""
+		if page.Limit != defaultShowJobs {
+			limit = " --limit " + strconv.Itoa(page.Limit)
+		}
+		a.println("… %d more: ingestq show %s%s --after %s (or ingestq ls jobs --batch %s --state S)", more, b.ID, limit, list.Next, b.ID)
 	}
 	return nil
 }

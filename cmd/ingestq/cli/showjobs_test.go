@@ -72,7 +72,7 @@ func TestShowBatchListsEveryJob(t *testing.T) {
 	}
 	out, _, code = f.run("show", f.b1, "--limit", "1")
 	wantCode(t, code, 0)
-	if want := "… 2 more: ingestq show " + f.b1 + " --after " + f.p1; !strings.Contains(out, want) {
+	if want := "… 2 more: ingestq show " + f.b1 + " --limit 1 --after " + f.p1; !strings.Contains(out, want) { // the next page as long
 		t.Errorf("show --limit 1 does not say %q:\n%s", want, out)
 	}
 
