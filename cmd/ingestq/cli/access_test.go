@@ -87,7 +87,7 @@ func TestAccessCommands(t *testing.T) {
 	}
 	_, stderr, code = e.run("object", "--profile", "demo", "no-such-id", "--data-dir", data, "--api", d.url+"/api/v1")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, `no object no-such-id in the inventory the daemon's API at `+d.url+`/api/v1: api `+d.url+`/api/v1: local id "no-such-id" in profile "demo": not in the inventory`)
+	wantErrLine(t, stderr, `no object no-such-id in the inventory served by the daemon's API at `+d.url+`/api/v1`)
 
 	// On a host without the daemon's data folder, the API answers; with no
 	// API either, the error says both.

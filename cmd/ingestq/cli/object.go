@@ -47,7 +47,7 @@ func (a *app) objectCommand() *cobra.Command {
 				d, err = h.ObjectByLocalID(ctx, prof, id)
 			}
 			if errors.Is(err, inventory.ErrNotFound) {
-				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory %s: %w", id, h.name, err)}
+				return &exitError{code: 1, err: fmt.Errorf("no object %s in the inventory %s", id, h.name)}
 			}
 			if err != nil {
 				return &exitError{code: 1, err: err}

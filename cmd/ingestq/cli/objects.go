@@ -71,7 +71,7 @@ func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects,
 	viaAPI := func(why string) (*namedObjects, func(), error) {
 		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
 		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why},
-			name: "the daemon's API at " + api}, func() {}, nil
+			name: "served by the daemon's API at " + api}, func() {}, nil
 	}
 	switch {
 	case f.inventoryGiven:
