@@ -114,7 +114,10 @@ func TestFailureThenRequeue(t *testing.T) {
 			mendIt:  func(_ *rig, rm *remote) { rm.storage.code.Store(0) },
 			wantMsg: []string{"Storing", "403"}},
 		{name: "inventory failing its records", failIn: queue.Recording,
-			breakIt: func(_ *rig, rm *remote) { rm.inventory.writes.Store(true); rm.inventory.code.Store(http.StatusServiceUnavailable) },
+			breakIt: func(_ *rig, rm *remote) {
+				rm.inventory.writes.Store(true)
+				rm.inventory.code.Store(http.StatusServiceUnavailable)
+			},
 			mendIt:  func(_ *rig, rm *remote) { rm.inventory.code.Store(0) },
 			wantMsg: []string{"Recording", "503"}},
 		{name: "callback failing", failIn: queue.Notify,
