@@ -530,7 +530,9 @@ func (c *cluster) timelines(bids []string) (ran map[string]int, recovered int, m
 }
 
 // storedBy names the host that moved the object of local id lid of batch
-// bid out of Storing, from the events.
+// bid out of Storing, from the events: "" when that move's event was
+// recovered by another host (its maker was SIGKILLed after the commit,
+// before publishing; recovered events name no maker), a host gone anyway.
 func (c *cluster) storedBy(lid, bid string) string {
 	buckets, _ := c.q.BatchJobs(c.t.Context(), bid)
 	for _, jid := range buckets["batch-completed"] {
@@ -539,8 +541,13 @@ func (c *cluster) storedBy(lid, bid string) string {
 			continue
 		}
 		for _, e := range replay(c.t, c.nats, bid) {
-			if e.JobID == jid && e.From == string(queue.Storing) {
+			switch {
+			case e.JobID != jid:
+			case e.From == string(queue.Storing):
 				return e.Host
+			case e.To == string(queue.Recording) && e.RecoveredBy != "":
+				c.t.Logf("%s's move out of Storing was recovered by %s: the host that stored it was killed", lid, e.RecoveredBy)
+				return ""
 			}
 		}
 	}
