@@ -226,15 +226,6 @@ func (p *Pipeline) targets(prof *profile.Profile) []string {
 	return p.cfg.Storage
 }
 
-// inventoryName names the profile's inventory in messages: its own, or the
-// daemon's.
-func inventoryName(prof *profile.Profile) string {
-	if prof.Inventory == "" {
-		return "the inventory"
-	}
-	return "the inventory of profile " + prof.Name
-}
-
 // inventoryFor is the profile's inventory: its own, or the daemon's.
 // One that cannot be opened now is an error the step retries.
 func (p *Pipeline) inventoryFor(ctx context.Context, prof *profile.Profile) (inventory.Inventory, error) {

@@ -93,12 +93,12 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	var found string
 	inv, err := p.inventoryFor(ctx, prof)
 	if err != nil {
-		return nil, false, outOfReach(inventoryName(prof), prof.Inventory == "", err)
+		return nil, false, p.inventoryOut(prof, err)
 	}
 	for _, lid := range ids.LocalIDs {
 		ark, ok, err := inv.LookupLocalID(ctx, prof.Name, lid)
 		if err != nil {
-			return nil, false, outOfReach(inventoryName(prof), prof.Inventory == "", fmt.Errorf("local id %q: inventory lookup: %w", lid, err))
+			return nil, false, p.inventoryOut(prof, fmt.Errorf("local id %q: inventory lookup: %w", lid, err))
 		}
 		if !ok {
 			continue
@@ -345,7 +345,7 @@ func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inve
 	case err == nil:
 		return true, nil
 	case !errors.Is(err, inventory.ErrNotFound):
-		return false, outOfReach(inventoryName(prof), prof.Inventory == "", fmt.Errorf("minting: is %s in the inventory: %w", ark, err))
+		return false, p.inventoryOut(prof, fmt.Errorf("minting: is %s in the inventory: %w", ark, err))
 	}
 	primary := p.targets(prof)[0]
 	st, err := p.store(ctx, primary)
@@ -358,5 +358,5 @@ func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inve
 	case errors.Is(err, storage.ErrNotFound):
 		return false, nil
 	}
-	return false, outOfReach("storage target "+primary, slices.Contains(p.cfg.Storage, primary), fmt.Errorf("minting: is %s in storage: %w", ark, err))
+	return false, p.storageOut(primary, fmt.Errorf("minting: is %s in storage: %w", ark, err))
 }

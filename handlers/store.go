@@ -166,14 +166,14 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 	for i, t := range targets {
 		st, err := p.store(ctx, t)
 		if err != nil {
-			return out, outOfReach("storage target "+t, slices.Contains(p.cfg.Storage, t), err)
+			return out, p.storageOut(t, err)
 		}
 		if i == 1 {
 			obj = copied
 		}
 		v, err := putUnlessSame(ctx, st, obj)
 		if err != nil {
-			return out, outOfReach("storage target "+t, slices.Contains(p.cfg.Storage, t), fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err))
+			return out, p.storageOut(t, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err))
 		}
 		if v.Changed {
 			s.Transferred(reactor.Stored, size)
@@ -226,7 +226,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		if err == nil {
 			err = inv.Record(ctx, rec)
 		}
-		return outOfReach(inventoryName(prof), prof.Inventory == "", err)
+		return p.inventoryOut(prof, err)
 	})
 	if err != nil {
 		if errors.Is(err, inventory.ErrConflict) || inventory.Refused(err) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 )
 
@@ -27,6 +29,21 @@ func outOfReach(what string, shared bool, err error) error {
 		return reactor.UnavailableToAll(what, err)
 	}
 	return reactor.Unavailable(what, err)
+}
+
+// inventoryOut is outOfReach for the profile's inventory: the daemon's,
+// which every job without one of its profile's needs, or the profile's own.
+func (p *Pipeline) inventoryOut(prof *profile.Profile, err error) error {
+	if prof.Inventory == "" {
+		return outOfReach("the inventory", true, err)
+	}
+	return outOfReach("the inventory of profile "+prof.Name, false, err)
+}
+
+// storageOut is outOfReach for a storage target: shared when it is one of
+// the daemon's (--storage), not a profile's own.
+func (p *Pipeline) storageOut(target string, err error) error {
+	return outOfReach("storage target "+target, slices.Contains(p.cfg.Storage, target), err)
 }
 
 func backEndDown(err error) bool {
