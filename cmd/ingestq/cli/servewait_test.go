@@ -27,20 +27,7 @@ func TestServeWaitsForZooKeeperToStart(t *testing.T) {
 	if err := srv.Stop(); err != nil { // its address is known, and nothing listens there now
 		t.Fatal(err)
 	}
-	log := &logtest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, []string{"--zk", srv.Addr, "--zk-root", "/ingestq", "--connect-timeout", "2m", "serve",
-			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"},
-			log, log, func(string) string { return "" })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("serve exited %d; its log:\n%s", code, log.String())
-		}
-	})
+	log, _ := serveWaiting(t, srv.Addr, "/ingestq")
 	log.WaitFor(t, "ZooKeeper refuses connections; waiting for it")
 	_, stderr, code := runEnv(t, nil, "--zk", srv.Addr, "ls", "batches")
 	wantCode(t, code, 1)
@@ -71,20 +58,7 @@ func TestServeWaitsBehindAProxyWhoseZooKeeperIsNotUpYet(t *testing.T) {
 		}
 		go pipeTo(c, zktest.Shared(t).Addr)
 	})
-	log := &logtest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, []string{"--zk", addr, "--zk-root", "/t-proxy-" + strings.ToLower(t.Name()[:8]), "--connect-timeout", "2m", "serve",
-			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"},
-			log, log, func(string) string { return "" })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("serve exited %d; its log:\n%s", code, log.String())
-		}
-	})
+	log, exited := serveWaiting(t, addr, "/t-proxy-"+strings.ToLower(t.Name()[:8]))
 	// The session's tries and the probe (after half a second) have each
 	// been closed on: more than two connections.
 	for range 3 {
@@ -99,6 +73,28 @@ func TestServeWaitsBehindAProxyWhoseZooKeeperIsNotUpYet(t *testing.T) {
 	}
 	ready.Store(true)
 	log.WaitFor(t, "reactor: running")
+}
+
+// serveWaiting runs a pass-through `ingestq serve` in-process on the
+// ZooKeeper at zk, under root, with a connect timeout of 2 minutes, until
+// the test ends; it returns its log, and its exit code once it exits (the
+// cleanup then reads it, and fails the test unless it is 0).
+func serveWaiting(t *testing.T, zk, root string) (*logtest.Buffer, chan int) {
+	log := &logtest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- cli.Run(ctx, []string{"--zk", zk, "--zk-root", root, "--connect-timeout", "2m", "serve",
+			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"},
+			log, log, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("serve exited %d; its log:\n%s", code, log.String())
+		}
+	})
+	return log, exited
 }
 
 // pipeTo joins c to a new connection to addr until either side closes.
