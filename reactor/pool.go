@@ -263,6 +263,17 @@ func (p *jobPool) left(ref string) {
 	p.gone.Store(ref, time.Now())
 }
 
+// back forgets that job jid left the pool's state (left): an operator may
+// have moved it back in.
+func (p *jobPool) back(jid string) {
+	p.gone.Range(func(ref, _ any) bool {
+		if jidOf(ref.(string)) == jid {
+			p.gone.Delete(ref)
+		}
+		return true
+	})
+}
+
 // taken returns the hand-off of ref, if there is one, and forgets it.
 func (p *jobPool) taken(ref string) *queue.Job {
 	if v, ok := p.views.LoadAndDelete(ref); ok {

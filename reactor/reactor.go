@@ -279,7 +279,24 @@ func (r *Reactor) Run(ctx context.Context) error {
 	}
 	// Admin actions change statuses without a change of children (release
 	// of a batch, a new report): the CLI's admin events wake every pool.
-	u, err := r.bus.Subscribe("ingestq.admin.>", func(events.Event) { r.wakeAll() })
+	// One naming a batch also has the reporter look at it: a report asked
+	// for after the batch's last job ended has no other news to come. One
+	// naming a job drops the pools' note that it left their state (a
+	// requeue moves it back before the folder's watch lists it without
+	// the job, and the note would pass it over until the rescan).
+	u, err := r.bus.Subscribe("ingestq.admin.>", func(e events.Event) {
+		if e.BatchID != "" && r.owns(RoleReporting) {
+			r.queueReport(e.BatchID)
+		}
+		if e.JobID != "" {
+			for _, p := range r.pools {
+				if jp, ok := p.(*jobPool); ok {
+					jp.back(e.JobID)
+				}
+			}
+		}
+		r.wakeAll()
+	})
 	if err != nil {
 		return fmt.Errorf("reactor: subscribe admin events: %w", err)
 	}
