@@ -19,7 +19,6 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
-	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -340,23 +339,18 @@ func (p *Pipeline) mintUnused(ctx context.Context, jid string, prof *profile.Pro
 // arkInUse tells whether ark names an object in the profile's inventory or
 // in its primary storage target.
 func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inventory.Inventory, ark string) (bool, error) {
-	_, err := inv.Object(ctx, ark)
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.Is(err, inventory.ErrNotFound):
-		return false, p.inventoryOut(prof, fmt.Errorf("minting: is %s in the inventory: %w", ark, err))
+	if found, err := inInventory(ctx, inv, ark); found || err != nil {
+		return found, p.inventoryOut(prof, wrapIf(err, "minting: is %s in the inventory", ark))
 	}
 	primary := p.targets(prof)[0]
-	st, err := p.store(ctx, primary)
+	found, err := p.inStorage(ctx, primary, ark)
+	return found, p.storageOut(primary, wrapIf(err, "minting: is %s in storage", ark))
+}
+
+// wrapIf is fmt.Errorf(format+": %w", args..., err), or nil for no err.
+func wrapIf(err error, format string, args ...any) error {
 	if err == nil {
-		_, err = st.Latest(ctx, ark)
+		return nil
 	}
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, storage.ErrNotFound):
-		return false, nil
-	}
-	return false, p.storageOut(primary, fmt.Errorf("minting: is %s in storage: %w", ark, err))
+	return fmt.Errorf(format+": %w", append(args, err)...)
 }

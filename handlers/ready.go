@@ -19,11 +19,7 @@ const probeARK = "ark:/99999/ingestq-readiness-probe"
 func (p *Pipeline) CheckStorage(ctx context.Context) error {
 	var errs []error
 	for i, t := range p.cfg.Storage {
-		st, err := p.store(ctx, t)
-		if err == nil {
-			_, err = st.Latest(ctx, probeARK)
-		}
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		if _, err := p.inStorage(ctx, t, probeARK); err != nil {
 			errs = append(errs, fmt.Errorf("target %d of %d: %w", i+1, len(p.cfg.Storage), err))
 		}
 	}
@@ -33,8 +29,29 @@ func (p *Pipeline) CheckStorage(ctx context.Context) error {
 // CheckInventory tells whether the daemon's inventory (--inventory, not a
 // profile's own) answers; "not found" is an answer.
 func (p *Pipeline) CheckInventory(ctx context.Context) error {
-	if _, err := p.inventory.Object(ctx, probeARK); err != nil && !errors.Is(err, inventory.ErrNotFound) {
-		return err
+	_, err := inInventory(ctx, p.inventory, probeARK)
+	return err
+}
+
+// inStorage tells whether storage target holds ark; "not found" is an
+// answer, any other error is not.
+func (p *Pipeline) inStorage(ctx context.Context, target, ark string) (bool, error) {
+	st, err := p.store(ctx, target)
+	if err == nil {
+		_, err = st.Latest(ctx, ark)
 	}
-	return nil
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// inInventory tells whether inv holds ark; "not found" is an answer, any
+// other error is not.
+func inInventory(ctx context.Context, inv inventory.Inventory, ark string) (bool, error) {
+	_, err := inv.Object(ctx, ark)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
