@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +111,7 @@ type Bus struct {
 	lookup atomic.Pointer[jetstream.Stream] // Recorded's stream handle, once read
 
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
+	started  atomic.Bool // Start succeeded: the publisher runs
 
 	ctx    context.Context // cancelled when Close begins; bounds background work and reconfiguring
 	cancel context.CancelFunc
@@ -143,11 +143,21 @@ type outMsg struct {
 var errClosed = errors.New("events: bus closed")
 var errQueueFull = errors.New("events: publish queue full")
 
-// Open starts the embedded server if cfg.URL is empty, connects to NATS,
-// and creates or updates the stream. The connection reconnects forever;
-// each disconnect and reconnect is logged once. An external URL that
-// cannot be reached within a few seconds is an error naming it.
+// Open is New and Start: a bus ready to publish.
 func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	b := New(cfg)
+	if err := b.Start(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// New makes a bus that does nothing until Start: a daemon sets up what may
+// still fail before its embedded server joins the cluster (a server that
+// joined and went stays a peer the cluster waits for). Before Start only
+// Publish, PublishAcked, Lost, SetRoutes, Stats and Close may be called;
+// what is published waits in the queue.
+func New(cfg Config) *Bus {
 	cfg = cfg.withDefaults()
 	b := &Bus{
 		cfg:    cfg,
@@ -157,7 +167,23 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		done:   make(chan struct{}),
 		reconf: make(chan struct{}, 1),
 	}
+	if cfg.URL == "" {
+		b.emb = &embedded{}
+		if cfg.Cluster != "" {
+			b.emb.wanted = sortedRoutes(cfg.Routes)
+		}
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b
+}
+
+// Start starts the embedded server if Config.URL is empty (routed to the
+// routes SetRoutes gave last, else Config.Routes), connects to NATS, and
+// creates or updates the stream. The connection reconnects forever; each
+// disconnect and reconnect is logged once. An external URL that cannot be
+// reached within a few seconds is an error naming it. After an error the
+// bus is closed.
+func (b *Bus) Start(ctx context.Context) error {
 	if err := b.open(ctx); err != nil {
 		b.cancel()
 		if b.nc != nil {
@@ -167,13 +193,15 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		if b.emb != nil {
 			b.emb.shutdown()
 		}
-		return nil, err
+		b.closeOnce.Do(func() { b.closeUnstarted() })
+		return err
 	}
+	b.started.Store(true)
 	go b.publisher()
 	if clustered, _ := b.clustered(); clustered {
 		b.requestReconfigure() // the publisher settles the stream first
 	}
-	return b, nil
+	return nil
 }
 
 // clustered tells whether the bus runs an embedded cluster member.
@@ -265,16 +293,13 @@ func (b *Bus) settleStream(ctx context.Context) error {
 	}
 }
 
-// startEmbedded runs the bus's own server: a cluster member if Config.Routes
-// names others, else alone. A random client port is kept from then on, so
+// startEmbedded runs the bus's own server: a cluster member if the routes
+// wanted name others, else alone. A random client port is kept from then on, so
 // that a server replaced later listens where clients were told.
 func (b *Bus) startEmbedded() error {
-	routes := slices.Clone(b.cfg.Routes)
-	slices.Sort(routes)
-	routes = slices.Compact(routes)
-	if b.cfg.Cluster == "" {
-		routes = nil
-	}
+	b.emb.mu.Lock()
+	routes := b.emb.wanted
+	b.emb.mu.Unlock()
 	ns, err := startEmbedded(b.cfg, routes)
 	if err != nil {
 		return err
@@ -282,7 +307,9 @@ func (b *Bus) startEmbedded() error {
 	if b.cfg.Listen != "" {
 		b.cfg.Listen = ns.Addr().String()
 	}
-	b.emb = &embedded{ns: ns, routes: routes, wanted: routes}
+	b.emb.mu.Lock()
+	b.emb.ns, b.emb.routes, b.emb.wanted = ns, routes, routes
+	b.emb.mu.Unlock()
 	if b.cfg.Cluster != "" {
 		b.logMembership(routes)
 	}
@@ -439,6 +466,10 @@ func (b *Bus) Close() error {
 }
 
 func (b *Bus) close() error {
+	if !b.started.Load() {
+		b.closeUnstarted()
+		return nil
+	}
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
@@ -479,6 +510,29 @@ func (b *Bus) close() error {
 		b.emb.shutdown()
 	}
 	return nil
+}
+
+// closeUnstarted closes a bus that never started (or failed to): what was
+// published to it is lost.
+func (b *Bus) closeUnstarted() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	close(b.done)
+	for {
+		select {
+		case m := <-b.queue:
+			if m.flushed != nil {
+				close(m.flushed)
+				continue
+			}
+			b.lose(errClosed)
+			closeAcked(m.acked)
+		default:
+			return
+		}
+	}
 }
 
 // onDisconnect logs a lost connection once (at debug when Close caused it).

@@ -252,3 +252,32 @@ func TestPublishAckedClosesOnceRecorded(t *testing.T) {
 		}
 	}
 }
+
+// A bus made with New records nothing until Start; what was published
+// before waits and is recorded then. One closed without starting counts
+// what it was given as lost, and Close does not wait for a publisher.
+func TestNewThenStart(t *testing.T) {
+	t.Parallel()
+	bus := New(Config{DataDir: t.TempDir(), Host: "test-host", Logger: discardLogger()})
+	t.Cleanup(func() { _ = bus.Close() })
+	early := Event{Kind: KindJob, ID: "before-start", JobID: "jid-early", To: "Pending"}
+	acked := bus.PublishAcked(early)
+	if err := bus.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, acked, "the acknowledgement of an event published before Start")
+	if ok, err := bus.Recorded(t.Context(), early); err != nil || !ok {
+		t.Fatalf("event published before Start: recorded %v, %v; want recorded", ok, err)
+	}
+
+	unstarted := New(Config{DataDir: t.TempDir(), Host: "test-host", Logger: discardLogger()})
+	lost := unstarted.PublishAcked(Event{Kind: KindJob, JobID: "jid-never", To: "Pending"})
+	if err := unstarted.Close(); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, lost, "the channel of an event given to a bus closed before Start")
+	unstarted.Publish(Event{Kind: KindJob, JobID: "jid-late", To: "Pending"})
+	if s := unstarted.Stats(); s.Lost != 2 || s.Published != 0 {
+		t.Errorf("bus closed before Start: Stats() = %+v, want 2 lost", s)
+	}
+}

@@ -44,6 +44,9 @@ type embedded struct {
 	ns     *server.Server // nil while it is being replaced
 	routes []string       // the other servers ns is routed to; none: alone
 	wanted []string       // what SetRoutes asked for last
+	// supersede ends the reconfiguration under way (nil: none) when
+	// SetRoutes asks for other routes than those it works towards.
+	supersede context.CancelCauseFunc
 
 	// movedAlone: what the server recorded alone is in the cluster's
 	// stream (publisher goroutine only; false again whenever it runs alone).
@@ -94,12 +97,21 @@ func (b *Bus) SetRoutes(urls []string) {
 	if b == nil || b.emb == nil || b.cfg.Cluster == "" {
 		return
 	}
-	urls = slices.Clone(urls)
-	slices.Sort(urls)
+	urls = sortedRoutes(urls)
 	b.emb.mu.Lock()
-	b.emb.wanted = slices.Compact(urls)
+	if !slices.Equal(urls, b.emb.wanted) && b.emb.supersede != nil {
+		b.emb.supersede(errSuperseded)
+	}
+	b.emb.wanted = urls
 	b.emb.mu.Unlock()
 	b.requestReconfigure()
+}
+
+// sortedRoutes is urls sorted, without repeats, in a slice of its own.
+func sortedRoutes(urls []string) []string {
+	urls = slices.Clone(urls)
+	slices.Sort(urls)
+	return slices.Compact(urls)
 }
 
 // requestReconfigure asks the publisher to bring the server and the stream
@@ -111,15 +123,30 @@ func (b *Bus) requestReconfigure() {
 	}
 }
 
+// errSuperseded ends a reconfiguration whose routes SetRoutes has changed
+// since it began: the publisher starts over towards the new ones at once.
+// Without it a member that came and went within a second (a daemon that
+// failed to start) held every event up for the whole patience, 30 s,
+// waiting for a stream that was to have a replica on it.
+var errSuperseded = errors.New("events: the routes changed again")
+
 // reconfigure joins or leaves the cluster as SetRoutes asked, then makes
 // sure the stream is there with its replicas and a leader, and moves into
 // it what was recorded while alone. It runs on the publisher goroutine; an
-// error means it is to be tried again.
-func (b *Bus) reconfigure(ctx context.Context, patience time.Duration) error {
+// error means it is to be tried again (errSuperseded: at once).
+func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error {
 	e := b.emb
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
 	e.mu.Lock()
 	routes, wanted := e.routes, e.wanted
+	e.supersede = cancel
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.supersede = nil
+		e.mu.Unlock()
+	}()
 	var joinErr error
 	switch {
 	case e.server() == nil || (len(routes) > 0) != (len(wanted) > 0):
@@ -133,11 +160,17 @@ func (b *Bus) reconfigure(ctx context.Context, patience time.Duration) error {
 	// An error past patience leaves a stream with a leader: what was
 	// recorded alone can go there all the same.
 	settleErr := b.settle(ctx, patience)
+	if context.Cause(ctx) == errSuperseded {
+		return errSuperseded
+	}
 	if ctx.Err() != nil {
 		return settleErr
 	}
 	if clustered, _ := e.clustered(); clustered && !e.movedAlone {
 		if err := b.moveAloneEvents(ctx); err != nil {
+			if context.Cause(ctx) == errSuperseded {
+				return errSuperseded
+			}
 			return err
 		}
 		e.movedAlone = true

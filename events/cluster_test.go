@@ -275,6 +275,35 @@ func TestClusterLeftAloneAndRejoined(t *testing.T) {
 	}
 }
 
+// A daemon that joins and goes within a moment (one that fails to start
+// after its server joined) holds the others' events up no longer than it
+// takes them to hear it went: the reconfiguration it started gives way to
+// the next. Before, they waited the whole patience (here ten minutes, by
+// default 30 s) for a stream that was to have a replica on it.
+func TestClusterMemberGoneAtOnceHoldsNothingUp(t *testing.T) {
+	t.Parallel()
+	patient := func(c *Config) { c.settleWait = 10 * time.Minute }
+	a := openMemberWith(t, "a", patient)
+	b := openMemberWith(t, "b", patient, a)
+	a.SetRoutes([]string{b.route})
+	publishN(t, a, "bid-1", 1)
+	publishN(t, b, "bid-1", 1)
+
+	c := openMember(t, "c", a, b)
+	a.SetRoutes([]string{b.route, c.route})
+	b.SetRoutes([]string{a.route, c.route})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.SetRoutes([]string{b.route}) // c's node went with its session
+	b.SetRoutes([]string{a.route})
+	publishN(t, a, "bid-2", 2) // fails on Flush's 45 s deadline if they wait
+	publishN(t, b, "bid-2", 2)
+	for _, m := range []*member{a, b} {
+		wantSeen(t, m, map[string]int{"a": 3, "b": 3})
+	}
+}
+
 // A member whose only peer left for good, joined by a new daemon, is in a
 // cluster that cannot elect a meta leader (it waits for the peer it
 // remembers): past its patience it records into the stream it holds all

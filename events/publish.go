@@ -4,6 +4,7 @@ package events
 // bus's one publisher goroutine, with what counts as lost.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -186,7 +187,7 @@ func (b *Bus) publisher() {
 // longer than a request takes.
 func (b *Bus) runReconfigure(tries *int, patience time.Duration) <-chan time.Time {
 	err := b.reconfigure(b.ctx, patience)
-	if err == nil || b.ctx.Err() != nil {
+	if err == nil || b.ctx.Err() != nil || errors.Is(err, errSuperseded) {
 		*tries = 0
 		return nil
 	}

@@ -141,9 +141,9 @@ const DefaultWorkers = 4
 // ErrConfig marks a Config that New refuses (errors.Is).
 var ErrConfig = errors.New("reactor: bad setting")
 
-// check refuses settings no default can stand for: counts below one,
+// Check refuses settings no default can stand for (ErrConfig): counts below one,
 // negative durations.
-func (cfg Config) check() error {
+func (cfg Config) Check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
@@ -182,7 +182,7 @@ func New(cfg Config) (*Reactor, error) {
 	if len(cfg.Roles) == 0 {
 		cfg.Roles = AllRoles()
 	}
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if err := cfg.checkHandlers(); err != nil {

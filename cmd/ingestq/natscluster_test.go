@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +264,41 @@ func TestNATSClusterSurvivesKill(t *testing.T) {
 	t.Logf("SIGKILLed %s, whose server led the stream; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
 	bid2, jids2 := r.batch()
 	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+}
+
+// A daemon that cannot start (here its HTTP address is taken) exits
+// before its NATS server joins the others' or announces its route: the
+// cluster neither routes to it nor waits for it (decision 257). Before,
+// it joined, left at once, and held the others' events up for 30 s.
+func TestNATSClusterUntouchedByADaemonThatFailsToStart(t *testing.T) {
+	t.Parallel()
+	r := newClusterRig(t)
+	r.start("d1", "d2")
+	r.waitStream("d1", 1, "")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	d3 := launchDaemon(t, daemonConfig{Host: "d3", ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
+		Extra: []string{"--nats-listen", natstest.FreeAddr(t), "--nats-cluster", natstest.FreeAddr(t),
+			"--http", taken.Addr().String()}})
+	if !d3.wait(60 * time.Second) {
+		t.Fatal("d3 with its HTTP address taken still runs after 60 s")
+	}
+	if d3.status() == "exit status 0" || !strings.Contains(d3.logText(), "address already in use") {
+		t.Fatalf("d3 %s; want a failure naming the address in use; log:\n%s", d3.status(), tail(d3.logText(), 2000))
+	}
+	if strings.Contains(d3.logText(), "joined the cluster") {
+		t.Errorf("d3's NATS server joined the cluster before d3 failed:\n%s", tail(d3.logText(), 2000))
+	}
+	bid, jids := r.batch()
+	for _, name := range []string{"d1", "d2"} {
+		if lines := r.hosts[name].logLines("routes changed"); len(lines) > 0 {
+			t.Errorf("%s routed to the daemon that failed to start: %s", name, firstLine(lines))
+		}
+	}
+	r.assertEveryTimeline(map[string][]string{bid: jids}, r.listeners("d1", "d2"))
 }
 
 // Daemons joined with --nats to an existing NATS cluster, each through

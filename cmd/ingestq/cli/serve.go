@@ -245,38 +245,44 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	listen := f.natsListen
-	if listen == "off" {
-		listen = ""
+	// Everything that can fail is done before the embedded NATS server
+	// joins the other daemons': one that joined and then exited would stay
+	// a JetStream peer the cluster counts on (decision 257).
+	workers := map[queue.State]int{}
+	for _, s := range reactor.JobStates {
+		workers[s] = f.workers
 	}
-	routes, peers, err := a.natsRoutes(ctx, q, f)
+	if err := perState(f.stateWorkers, workers); err != nil {
+		return usagef("--state-workers: %v", err)
+	}
+	attempts := map[queue.State]int{}
+	if err := perState(f.stateTries, attempts); err != nil {
+		return usagef("--state-attempts: %v", err)
+	}
+	rcfg := reactor.Config{Queue: q, Session: a.session, Host: f.host, Version: versionText(), Roles: roles, Workers: workers,
+		BatchWorkers: f.batchWorkers, Window: f.window, Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff,
+		Rescan: f.rescan, Grace: f.grace, Logger: a.log}
+	if err := rcfg.Check(); err != nil {
+		return usagef("%v", err)
+	}
+	routes, err := a.natsRoutes(q, f)
 	if err != nil {
 		return err
 	}
-	bus, err := events.Open(ctx, events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
-		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
-		Cluster: f.natsCluster, Routes: peers, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log})
-	if errors.Is(err, events.ErrListen) {
-		err = fmt.Errorf("%w (--nats-listen or --nats-cluster HOST:PORT picks another address; --nats URL joins a running NATS instead)", err)
-	}
-	if err != nil && a.natsFromEnv {
-		err = fmt.Errorf("%w (%s is set, to %s: serve joins that NATS rather than embed one; for an embedded server "+
-			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.nats, EnvNATS)
-	}
-	if err != nil {
-		return &exitError{code: 1, err: err}
-	}
-	defer bus.Close()
-	if routes != nil {
-		stop := routes.follow(a.session, bus)
-		defer stop()
+	listen := f.natsListen
+	if listen == "off" {
+		listen = ""
 	}
 	web, advertise, err := a.startHTTP(f)
 	if err != nil {
 		return err
 	}
+	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
+		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
+		Cluster: f.natsCluster, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log})
+	defer bus.Close()
 	if web != nil {
-		defer web.Close()
+		defer web.Close() // before the bus's: requests end before it goes
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
@@ -313,6 +319,13 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 	}
+	if err := a.startBus(ctx, bus, routes); err != nil {
+		return err
+	}
+	if routes != nil {
+		stop := routes.follow(a.session, bus)
+		defer stop()
+	}
 	if web != nil {
 		detect := stalledDetector(q, stalledAfter)
 		ap, err := api.New(api.Config{Ops: svc, Bus: bus, Inventory: inv, Tokens: tokens, Stalled: detect, Logger: a.log})
@@ -331,24 +344,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		web.Handle("GET /{$}", dashboard.Redirect())
 		defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
 	}
-	workers := map[queue.State]int{}
-	for _, s := range reactor.JobStates {
-		workers[s] = f.workers
-	}
-	if err := perState(f.stateWorkers, workers); err != nil {
-		return usagef("--state-workers: %v", err)
-	}
-	attempts := map[queue.State]int{}
-	if err := perState(f.stateTries, attempts); err != nil {
-		return usagef("--state-attempts: %v", err)
-	}
-	r, err := reactor.New(reactor.Config{Queue: q, Session: a.session, Bus: bus, Host: f.host, Version: versionText(),
-		Roles: roles, Jobs: p.Handlers(), Batches: p, Reporter: p, Workers: workers, BatchWorkers: f.batchWorkers, Window: f.window,
-		Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff, Rescan: f.rescan, Grace: f.grace, Logger: a.log,
-		Access: acc, AccessWorkers: accWorkers, Observer: a.monitor(web, q, bus, p, roles, stalledAfter)})
-	if errors.Is(err, reactor.ErrConfig) {
-		return usagef("%v", err)
-	}
+	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
+	rcfg.Access, rcfg.AccessWorkers = acc, accWorkers
+	rcfg.Observer = a.monitor(web, q, bus, p, roles, stalledAfter)
+	r, err := reactor.New(rcfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
@@ -534,23 +533,43 @@ func parseStates(list string) ([]reactor.Role, error) {
 // natsRoutes, with --nats-cluster, announces this daemon's NATS route in
 // ZooKeeper and returns what keeps its server routed to the other
 // daemons', with their routes now (none: its server runs alone for now).
-func (a *app) natsRoutes(ctx context.Context, q *queue.Queue, f serveFlags) (*natsRoutes, []string, error) {
+func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 	if f.natsCluster == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if a.nats != "" {
-		return nil, nil, usagef("--nats-cluster clusters the embedded NATS server, --nats %s replaces it: give one", a.nats)
+		return nil, usagef("--nats-cluster clusters the embedded NATS server, --nats %s replaces it: give one", a.nats)
 	}
 	url, err := events.RouteURL(f.natsCluster)
 	if err != nil {
-		return nil, nil, usagef("--nats-cluster: %v", err)
+		return nil, usagef("--nats-cluster: %v", err)
 	}
-	n := &natsRoutes{q: q, host: f.host, url: url, log: a.log}
-	peers, err := n.announce(ctx)
+	return &natsRoutes{q: q, host: f.host, url: url, log: a.log}, nil
+}
+
+// startBus announces this daemon's NATS route (with --nats-cluster: the
+// other daemons then route to it), routes its server to theirs, and starts
+// the bus.
+func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes) error {
+	if routes != nil {
+		peers, err := routes.announce(ctx)
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		bus.SetRoutes(peers)
+	}
+	err := bus.Start(ctx)
+	if errors.Is(err, events.ErrListen) {
+		err = fmt.Errorf("%w (--nats-listen or --nats-cluster HOST:PORT picks another address; --nats URL joins a running NATS instead)", err)
+	}
+	if err != nil && a.natsFromEnv {
+		err = fmt.Errorf("%w (%s is set, to %s: serve joins that NATS rather than embed one; for an embedded server "+
+			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.nats, EnvNATS)
+	}
 	if err != nil {
-		return nil, nil, &exitError{code: 1, err: err}
+		return &exitError{code: 1, err: err}
 	}
-	return n, peers, nil
+	return nil
 }
 
 // perState copies "state=n" settings into m, checking the names.
