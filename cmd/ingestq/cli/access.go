@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -192,12 +191,15 @@ func (a *app) accessListCommand() *cobra.Command {
 				a.warn("skipping an unreadable access request", p)
 			}
 			if a.json() {
+				for i := range list {
+					list[i].LastModified = nodeTime(list[i].LastModified).rfc3339()
+				}
 				return a.writeJSON(list)
 			}
 			t := a.newTable("REF", "STATUS", "ARK", "WHAT", "FORMAT", "SIZE", "LAST MODIFIED", "MESSAGE")
 			for _, v := range list {
 				t.row(v.Ref, string(v.State), v.Token.ARK, accessWhat(v.Token), v.Token.Format, accessSize(v.Token),
-					v.LastModified, truncate(v.Message, 60))
+					nodeTime(v.LastModified).String(), truncate(v.Message, 60))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -245,7 +247,7 @@ type accessHeld struct{ queue.Hold }
 func (h accessHeld) String() string {
 	alias := map[string]string{queue.QueueAccessSmall: "access-small", queue.QueueAccessLarge: "access-large"}[h.Name]
 	return fmt.Sprintf("queue %s is held since %s: it takes no new request until released (ingestq release queue %s)",
-		h.Name, h.Since.Local().Format(time.DateTime), alias)
+		h.Name, when(h.Since), alias)
 }
 
 // printAccess prints a request as a record, with the hold of its queue
@@ -260,18 +262,19 @@ func (a *app) printAccess(ctx context.Context, q *queue.Queue, v ops.AccessView)
 		held = accessHeld{*hold}
 	}
 	if a.json() {
+		v.LastModified = nodeTime(v.LastModified).rfc3339()
 		return a.writeJSON(struct {
 			ops.AccessView
 			Held any `json:"held"`
 		}{v, held})
 	}
 	t := v.Token
-	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"held", held}, {"message", v.Message}, {"last_modified", v.LastModified},
+	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"held", held}, {"message", v.Message}, {"last_modified", nodeTime(v.LastModified)},
 		{"ark", t.ARK}, {"what", accessWhat(t)}, {"format", t.Format}, {"estimated", humanize.IBytes(uint64(t.ContentBytes))},
-		{"requested", t.Requested}, {"requested_by", t.RequestedBy}, {"url", t.URL}}
+		{"requested", nodeTime(t.Requested)}, {"requested_by", t.RequestedBy}, {"url", t.URL}}
 	if p := t.Package; p != nil {
 		fields = append(fields, field{"size", accessSize(t)}, field{"sha256", p.SHA256}, field{"entries", p.Entries},
-			field{"expires", p.Expires}, field{"where", p.Where + " " + p.Location + " (" + p.Host + ")"})
+			field{"expires", nodeTime(p.Expires)}, field{"where", p.Where + " " + p.Location + " (" + p.Host + ")"})
 	}
 	return a.writeFields(fields)
 }

@@ -53,7 +53,7 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldJob
 			}
-			return a.printOutcome(change(ctx, args[0]))
+			return a.printHold("job", hold)(change(ctx, args[0]))
 		}),
 	}
 }
@@ -72,7 +72,7 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldBatch
 			}
-			return a.printOutcome(change(ctx, args[0]))
+			return a.printHold("batch", hold)(change(ctx, args[0]))
 		}),
 	}
 }
@@ -89,41 +89,15 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 		Args:  args("NAME"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			if hold {
-				return a.printOutcome(a.ops(q).HoldCollection(ctx, args[0], force))
+				return a.printHold("collection", hold)(a.ops(q).HoldCollection(ctx, args[0], force))
 			}
-			return a.printOutcome(a.ops(q).ReleaseCollection(ctx, args[0]))
+			return a.printHold("collection", hold)(a.ops(q).ReleaseCollection(ctx, args[0]))
 		}),
 	}
 	if hold {
 		cmd.Flags().BoolVar(&force, "force", false, "hold it even though no daemon has published a profile of that name")
 	}
 	return cmd
-}
-
-func (a *app) holdsCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "holds",
-		Short: "List the queue and collection holds in force",
-		Args:  args(),
-		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			holds, err := a.ops(q).Holds(ctx)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.writeJSON(holds)
-			}
-			if len(holds) == 0 {
-				a.println("no holds")
-				return nil
-			}
-			t := a.newTable("KIND", "NAME", "SINCE")
-			for _, h := range holds {
-				t.row(h.Kind, h.Name, h.Since.Local().Format(time.DateTime))
-			}
-			return t.flush()
-		}),
-	}
 }
 
 func (a *app) holdQueue(hold bool) *cobra.Command {
@@ -146,7 +120,7 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldQueue
 			}
-			return a.printOutcome(change(ctx, name))
+			return a.printHold("queue", hold)(change(ctx, name))
 		}),
 	}
 }

@@ -19,12 +19,12 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 	f := newFixture(t)
 	out, _, code := f.run("hold", "job", f.p1)
 	wantCode(t, code, 0)
-	if out != "job "+f.p1+" is Held\n" || f.jobState(f.p1) != queue.Held {
+	if out != "job "+f.p1+" held: no daemon takes it until `ingestq release job "+f.p1+"`\n" || f.jobState(f.p1) != queue.Held {
 		t.Errorf("hold job: %q, state %s", out, f.jobState(f.p1))
 	}
 	out, _, code = f.run("release", "job", f.p1)
 	wantCode(t, code, 0)
-	if out != "job "+f.p1+" is Pending\n" || f.jobState(f.p1) != queue.Pending {
+	if out != "job "+f.p1+" released: back to Pending, where a daemon takes it\n" || f.jobState(f.p1) != queue.Pending {
 		t.Errorf("release job: %q, state %s", out, f.jobState(f.p1))
 	}
 	// A Failed job cannot be held: refused, saying what can be held and
@@ -35,24 +35,24 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 
 	out, _, code = f.run("hold", "batch", "uuid-b2")
 	wantCode(t, code, 0)
-	if out != "batch "+f.b2+" is Held\n" || f.batchState(f.b2) != queue.Held {
+	if out != "batch "+f.b2+" held: no daemon makes its jobs until `ingestq release batch "+f.b2+"`\n" || f.batchState(f.b2) != queue.Held {
 		t.Errorf("hold batch: %q, state %s", out, f.batchState(f.b2))
 	}
 	out, _, code = f.run("release", "batch", f.b2)
 	wantCode(t, code, 0)
-	if out != "batch "+f.b2+" is Pending\n" || f.batchState(f.b2) != queue.Pending {
+	if out != "batch "+f.b2+" released: back to Pending, where a daemon makes its jobs\n" || f.batchState(f.b2) != queue.Pending {
 		t.Errorf("release batch: %q, state %s", out, f.batchState(f.b2))
 	}
 	// Doing it twice is not an error, for a job or a batch as for a queue.
 	out, _, code = f.run("release", "batch", f.b2)
 	wantCode(t, code, 0)
-	if out != "batch "+f.b2+" was already Pending\n" {
+	if out != "batch "+f.b2+" was not held (it is Pending)\n" {
 		t.Errorf("release batch twice: %q", out)
 	}
 	f.run("hold", "job", f.p1)
 	out, _, code = f.run("hold", "job", f.p1)
 	wantCode(t, code, 0)
-	if out != "job "+f.p1+" was already Held\n" || f.jobState(f.p1) != queue.Held {
+	if out != "job "+f.p1+" was already held: `ingestq release job "+f.p1+"` releases it\n" || f.jobState(f.p1) != queue.Held {
 		t.Errorf("hold job twice: %q, state %s", out, f.jobState(f.p1))
 	}
 }
@@ -92,11 +92,13 @@ func TestHoldReleaseCollectionAndQueue(t *testing.T) {
 		args []string
 		out  string
 	}{
-		{[]string{"hold", "collection", "demo"}, "collection demo held\n"},
-		{[]string{"hold", "collection", "demo"}, "collection demo was already held\n"},
-		{[]string{"hold", "queue"}, "queue ingest held\n"},
-		{[]string{"hold", "queue"}, "queue ingest was already held\n"},
-		{[]string{"hold", "queue", "accessSmall"}, "queue accessSmall held\n"},
+		{[]string{"hold", "collection", "demo"}, "collection demo held: daemons send its Pending batches and jobs to Held " +
+			"(work under way goes on) until `ingestq release collection demo`\n"},
+		{[]string{"hold", "collection", "demo"}, "collection demo was already held: `ingestq release collection demo` releases it\n"},
+		{[]string{"hold", "queue"}, "queue ingest held: no new step of any batch or job starts (steps under way finish) until `ingestq release queue`\n"},
+		{[]string{"hold", "queue"}, "queue ingest was already held: `ingestq release queue` releases it\n"},
+		{[]string{"hold", "queue", "accessSmall"}, "queue accessSmall held: no new small access request is taken (those under way finish) " +
+			"until `ingestq release queue access-small`\n"},
 	}
 	for _, s := range steps {
 		out, _, code := e.run(s.args...)
@@ -117,9 +119,10 @@ func TestHoldReleaseCollectionAndQueue(t *testing.T) {
 		args []string
 		out  string
 	}{
-		{[]string{"release", "collection", "demo"}, "collection demo released (batches and jobs already Held stay Held: release them one by one)\n"},
+		{[]string{"release", "collection", "demo"}, "collection demo released: its new batches and jobs go ahead; those it sent to Held " +
+			"stay Held (`ingestq holds` lists them, each with its release)\n"},
 		{[]string{"release", "collection", "demo"}, "collection demo was not held\n"},
-		{[]string{"release", "queue", "ingest"}, "queue ingest released\n"},
+		{[]string{"release", "queue", "ingest"}, "queue ingest released: daemons start new steps again\n"},
 		{[]string{"release", "queue"}, "queue ingest was not held\n"},
 	}
 	for _, s := range steps {
@@ -314,7 +317,7 @@ func TestHoldsListed(t *testing.T) {
 	e.publishDemo()
 	out, _, code := e.run("holds")
 	wantCode(t, code, 0)
-	if out != "no holds\n" {
+	if out != "nothing is held\n" {
 		t.Errorf("holds on a fresh queue: %q", out)
 	}
 	_, stderr, code := e.run("hold", "collection", "nosuchcollection")
@@ -333,7 +336,7 @@ func TestHoldsListed(t *testing.T) {
 	out, _, code = e.run("holds")
 	wantCode(t, code, 0)
 	header, rows := tableRows(t, out)
-	if !slices.Equal(header, []string{"KIND", "NAME", "SINCE"}) || len(rows) != 3 ||
+	if !slices.Equal(header, []string{"KIND", "NAME", "SINCE", "EFFECT", "RELEASE WITH"}) || len(rows) != 3 ||
 		!slices.Equal(column(rows, 1), []string{"ingest", "demo", "nosuchcollection"}) {
 		t.Fatalf("holds:\n%s", out)
 	}
@@ -348,7 +351,7 @@ func TestHoldsListed(t *testing.T) {
 	e.batch("uuid-waits", "demo")
 	_, stderr, code = e.run("ls", "batches")
 	wantCode(t, code, 0)
-	for _, want := range []string{"the ingest queue is held since", "ingestq release queue", "collection demo is held", "1 Pending batch"} {
+	for _, want := range []string{"the ingest queue is held since", "ingestq release queue", "collection demo is held", "1 Pending batch goes to Held"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("ls batches under holds: stderr %q lacks %q", stderr, want)
 		}

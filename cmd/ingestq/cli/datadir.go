@@ -44,7 +44,7 @@ func lockDataDir(dir, about string) (*dataDirLock, error) {
 	// Whoever finds the folder taken reads who took it. The lock, not the
 	// text, is what counts: a text left by a daemon that died is
 	// overwritten here.
-	text := fmt.Sprintf("pid %d, %s, since %s\n", os.Getpid(), about, time.Now().Format(time.RFC3339))
+	text := fmt.Sprintf("pid %d, %s, since %s\n", os.Getpid(), about, when(time.Now()))
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(text), 0)
 	}

@@ -117,7 +117,7 @@ func (a *app) tailCommand() *cobra.Command {
 					}
 					return
 				}
-				a.println("%s", eventLine(ev, timeOnly))
+				a.println("%s", eventLine(ev))
 			}))
 		},
 	}
@@ -177,7 +177,7 @@ func (a *app) replayCommand() *cobra.Command {
 				return nil
 			}
 			for _, ev := range evs {
-				a.println("%s", eventLine(ev, dateAndTime))
+				a.println("%s", eventLine(ev))
 			}
 			return nil
 		},
@@ -199,19 +199,13 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// Layouts of an event's time: live events are of today; a replay can reach
-// back days.
-const (
-	timeOnly    = "15:04:05.000"
-	dateAndTime = "2006-01-02 15:04:05.000"
-)
-
-// eventLine renders an event for people, its local time in layout:
+// eventLine renders an event for people, stamped with its local date and
+// time to the millisecond, live (tail) or replayed alike:
 //
-//	15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
-func eventLine(ev events.Event, layout string) string {
+//	2006-01-02 15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
+func eventLine(ev events.Event) string {
 	var b strings.Builder
-	b.WriteString(ev.Time.Local().Format(layout))
+	b.WriteString(whenMilli(ev.Time))
 	b.WriteString(" " + cmp.Or(ev.Host, "-") + "  ")
 	job := func() string {
 		if ev.BatchID == "" {

@@ -221,7 +221,7 @@ func TestEventsTail(t *testing.T) {
 		From: "Downloading", To: "Processing", Priority: &prio, Message: "hello\nthere"}
 	out := tail(t, d, ev)
 	first, _, _ := strings.Cut(out, "\n")
-	want := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d\d\d test  job jid0000000042 \(bid0000000007\)  Downloading → Processing  \[hello there\]  priority=5$`)
+	want := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d\d\d test  job jid0000000042 \(bid0000000007\)  Downloading → Processing  \[hello there\]  priority=5$`)
 	if !want.MatchString(first) {
 		t.Errorf("tail line %q", first)
 	}
@@ -256,7 +256,7 @@ func TestAdminEvents(t *testing.T) {
 
 	out, stderr, code := d.cli("hold", "queue")
 	wantCode(t, code, 0)
-	if out != "queue ingest held\n" || stderr != "" {
+	if out != "queue ingest held: no new step of any batch or job starts (steps under way finish) until `ingestq release queue`\n" || stderr != "" {
 		t.Errorf("hold queue: %q, stderr %q", out, stderr)
 	}
 	subject, ev := next()
@@ -307,7 +307,7 @@ func TestAdminEvents(t *testing.T) {
 	out, stderr, code = runEnv(t, map[string]string{"USER": "alice"}, "--zk", zktest.Shared(t).Addr, "--zk-root", d.root,
 		"--nats", url, "release", "queue")
 	wantCode(t, code, 0)
-	if out != "queue ingest released\n" {
+	if out != "queue ingest released: daemons start new steps again\n" {
 		t.Errorf("release queue without NATS: %q", out)
 	}
 	if lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); len(lines) != 1 || !strings.Contains(stderr, "WRN") ||

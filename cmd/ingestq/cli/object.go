@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -81,14 +80,14 @@ func (a *app) printObject(d inventory.ObjectDetail) {
 	}
 	for i := len(d.Versions) - 1; i >= 0; i-- {
 		v := d.Versions[i]
-		a.println("\nversion %d  created %s  from batch %s, job %s", v.Version, v.Created.Format(time.RFC3339), v.Batch, v.Job)
+		a.println("\nversion %d  created %s  from batch %s, job %s", v.Version, when(v.Created), v.Batch, v.Job)
 		a.println("  files (%d):", len(v.Files))
 		for _, f := range v.Files {
 			a.println("    %-40s %12d  sha256 %s", f.Name, f.Size, f.SHA256)
 		}
 		a.println("  copies (%d):", len(v.Replicas))
 		for _, r := range v.Replicas {
-			a.println("    %s  verified %s  (%s)", r.URL, r.Verified.Format(time.RFC3339), r.Target)
+			a.println("    %s  verified %s  (%s)", r.URL, when(r.Verified), r.Target)
 		}
 		a.println("  PREMIS events (%d):", len(v.Events))
 		for _, e := range v.Events {
@@ -96,7 +95,7 @@ func (a *app) printObject(d inventory.ObjectDetail) {
 			if e.File != "" {
 				about = " [" + e.File + "]"
 			}
-			a.println("    %s  %-27s %-7s %s%s", e.At.Format(time.RFC3339), e.Type, e.Outcome, e.Detail, about)
+			a.println("    %s  %-27s %-7s %s%s", when(e.At), e.Type, e.Outcome, e.Detail, about)
 		}
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
+
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // field is one line of a record (show): a key and its value, in the order
@@ -61,9 +64,18 @@ func (a *app) writeFields(fields []field) error {
 // readable lines instead of JSON. Lists of plain values are joined with
 // ", "; anything else stays as it is.
 func flatten(key string, v any) []field {
-	switch v.(type) {
+	switch m := v.(type) {
 	case nil, string, int, int64, bool, fmt.Stringer:
 		return []field{{key, v}}
+	case map[string]any: // its members as they are: a Stringer among them (a time, a note) keeps its text
+		if len(m) == 0 {
+			return []field{{key, nil}}
+		}
+		var out []field
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, flatten(key+"."+k, m[k])...)
+		}
+		return out
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -75,14 +87,7 @@ func flatten(key string, v any) []field {
 	}
 	switch g := generic.(type) {
 	case map[string]any:
-		if len(g) == 0 {
-			return []field{{key, nil}}
-		}
-		var out []field
-		for _, k := range slices.Sorted(maps.Keys(g)) {
-			out = append(out, flatten(key+"."+k, g[k])...)
-		}
-		return out
+		return flatten(key, g)
 	case []any:
 		parts := make([]string, 0, len(g))
 		for _, x := range g {
@@ -207,3 +212,56 @@ func (o *onceString) Set(v string) error {
 	*o.p, o.set = v, true
 	return nil
 }
+
+// Times in text output: every command prints an absolute time one way, in
+// the local zone to the second, "2006-01-02 15:04:05" (an event to the
+// millisecond: several happen within a second), as the tables always
+// did; -o json gives RFC 3339.
+const (
+	textTime      = time.DateTime
+	textTimeMilli = "2006-01-02 15:04:05.000"
+)
+
+// when is t in text output; "" (shown as "-") for the zero time.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Local().Format(textTime)
+}
+
+// whenMilli is an event's t in text output, to the millisecond.
+func whenMilli(t time.Time) string { return t.Local().Format(textTimeMilli) }
+
+// nodeTime is a time a node keeps as text: a last_modified in Merritt's
+// layout (queue.TimeLayout, in its writer's zone), or an access token's
+// RFC 3339. In text it is shown as when shows a time, in JSON as RFC 3339
+// in UTC (as the API gives it, decision 249). A stamp that does not parse
+// (a foreign writer's) is given as written.
+type nodeTime string
+
+func (s nodeTime) parse() (time.Time, bool) {
+	for _, layout := range []string{queue.TimeLayout, time.RFC3339Nano} {
+		if t, err := time.Parse(layout, string(s)); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (s nodeTime) String() string {
+	if t, ok := s.parse(); ok {
+		return when(t)
+	}
+	return string(s)
+}
+
+// rfc3339 is the stamp for JSON output.
+func (s nodeTime) rfc3339() string {
+	if t, ok := s.parse(); ok {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return string(s)
+}
+
+func (s nodeTime) MarshalJSON() ([]byte, error) { return json.Marshal(s.rfc3339()) }

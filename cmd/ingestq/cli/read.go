@@ -19,7 +19,10 @@ func (a *app) treeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "tree [PATH]",
 		Short: "List the queue's nodes with their values (all, or those under PATH)",
-		Args:  args("[PATH]"),
+		Long: "tree lists the queue's nodes as `path: value` lines, each path under --zk-root (the README's paths\n" +
+			"are too): with --zk-root /ingestq, /batches is the node /ingestq/batches, and ingestq's own\n" +
+			"/ingestq/hosts is /ingestq/ingestq/hosts.",
+		Args: args("[PATH]"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			rel := ""
 			if len(args) == 1 && args[0] != "/" {
@@ -80,11 +83,14 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 				}
 			}
 			if a.json() {
+				for i := range rows {
+					rows[i].LastModified = nodeTime(rows[i].LastModified).rfc3339()
+				}
 				return a.writeJSON(rows)
 			}
 			t := a.newTable("BID", "STATUS", "UUID", "PROFILE", "JOBS", "LAST MODIFIED")
 			for _, r := range rows {
-				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs, r.Archived, r.Unmade), r.LastModified)
+				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs, r.Archived, r.Unmade), nodeTime(r.LastModified).String())
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -138,10 +144,11 @@ func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Ba
 		switch {
 		case h.Kind == "queue" && h.Name == queue.QueueIngest:
 			fmt.Fprintf(a.stderr, "note: the ingest queue is held since %s: Pending batches and jobs wait (ingestq release queue)\n",
-				h.Since.Local().Format(time.DateTime))
+				when(h.Since))
 		case h.Kind == "collection" && waiting[h.Name] > 0:
-			fmt.Fprintf(a.stderr, "note: collection %s is held since %s: its %s go to Held when a daemon takes them (ingestq release collection %s)\n",
-				h.Name, h.Since.Local().Format(time.DateTime), plural(waiting[h.Name], "Pending batch"), h.Name)
+			goes := map[bool]string{true: "goes", false: "go"}[waiting[h.Name] == 1]
+			fmt.Fprintf(a.stderr, "note: collection %s is held since %s: its %s %s to Held when a daemon takes them (ingestq release collection %s)\n",
+				h.Name, when(h.Since), plural(waiting[h.Name], "Pending batch"), goes, h.Name)
 		}
 	}
 }
@@ -180,7 +187,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			if st.only {
 				return a.lsStalled(ctx, q, jobs, st.after)
 			}
-			rows := a.ops(q).Rows(ctx, jobs)
+			rows := a.jobRows(ctx, q, jobs)
 			if a.json() {
 				return a.writeJSON(rows)
 			}
@@ -188,15 +195,15 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			// meaning); ATTEMPTS the reactor's retries of the current step.
 			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "REQUEUES", "ATTEMPTS", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE")
 			for _, r := range rows {
-				msg := r.Message
-				if r.Hold != "" {
-					msg = strings.TrimPrefix(msg+"; "+r.Hold, "; ")
-				}
 				t.row(r.JID, r.BID, string(r.Status), strconv.Itoa(r.Priority), r.Profile,
-					strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), truncate(msg, 48), lockedCell(r),
+					strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), messageCell(r, 48), lockedCell(r),
 					r.ARK, strings.Join(r.LocalIDs, ";"), truncate(r.Title, 32))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.noteHolds(ctx, q, nil)
+			return nil
 		}),
 	}
 	cmd.Flags().Var(once(&stateFlag), "state", "only jobs in this state (any case, or its folder name)")
@@ -291,7 +298,7 @@ func (a *app) showCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
+				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx), readHolds(ctx, q)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
 			if errors.Is(err, queue.ErrNotFound) && !strings.HasPrefix(args[0], "bid") {
@@ -311,7 +318,7 @@ func (a *app) showCommand() *cobra.Command {
 					return err
 				}
 			}
-			fields := batchFields(b, buckets, a.ops(q).Situation(ctx))
+			fields := batchFields(b, buckets, readHolds(ctx, q))
 			if a.json() { // in text, the jobs' table names their objects
 				fields = append(fields, field{"objects", objectsOf(objects)})
 			}
@@ -351,7 +358,7 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 		return err
 	}
 	a.warnAll("skipped unreadable job", list.Problems)
-	rows := a.ops(q).Rows(ctx, list.Jobs)
+	rows := a.jobRows(ctx, q, list.Jobs)
 	if a.json() {
 		var next any // null on the last page
 		if list.Next != "" {
@@ -371,12 +378,8 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 	// The message last and whole: a failed job's is the reason it failed.
 	t := a.newTable("JID", "STATUS", "REQUEUES", "ATTEMPTS", "LOCKED", "ARK", "LOCAL ID", "MESSAGE")
 	for _, r := range rows {
-		msg := r.Message
-		if r.Hold != "" {
-			msg = strings.TrimPrefix(msg+"; "+r.Hold, "; ")
-		}
 		t.row(r.JID, string(r.Status), strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), lockedCell(r), r.ARK,
-			strings.Join(r.LocalIDs, ";"), oneLine(msg))
+			strings.Join(r.LocalIDs, ";"), oneLine(messageCell(r, 0)))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -397,6 +400,31 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 		a.println("… %d more: ingestq show %s%s --after %s (or ingestq ls jobs --batch %s --state S)", more, b.ID, limit, list.Next, b.ID)
 	}
 	return nil
+}
+
+// jobRows are the listing rows of jobs as the CLI gives them: a Held one's
+// hold in the CLI's words (in a table the release alone, in JSON the
+// whole sentence), and in JSON each time in RFC 3339.
+func (a *app) jobRows(ctx context.Context, q *queue.Queue, jobs []*queue.Job) []ops.JobRow {
+	rows := a.ops(q).Rows(ctx, jobs)
+	holds := readHolds(ctx, q)
+	for i, j := range jobs {
+		rows[i].Hold = holds.held("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, !a.json())
+		if a.json() {
+			rows[i].LastModified = nodeTime(rows[i].LastModified).rfc3339()
+		}
+	}
+	return rows
+}
+
+// messageCell is a listing's MESSAGE: a Held job's hold (whole: it is the
+// command that releases it), then its message, cut to n runes (0: whole).
+func messageCell(r ops.JobRow, n int) string {
+	msg := r.Message
+	if n > 0 {
+		msg = truncate(msg, n)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(r.Hold+"; "+msg, "; "), "; ")
 }
 
 // attemptsCell is a listing's ATTEMPTS: "2/3" while a step is retried.
@@ -426,7 +454,7 @@ func nullable(s string) any {
 	return s
 }
 
-func jobFields(j *queue.Job, x ops.Situation) []field {
+func jobFields(j *queue.Job, x ops.Situation, holds holdsInForce) []field {
 	var lss any // null when the job never completed a step
 	if p := j.Status.LastSuccessfulStatus; p != nil {
 		lss = string(*p)
@@ -439,37 +467,41 @@ func jobFields(j *queue.Job, x ops.Situation) []field {
 		{"jid", j.ID},
 		{"batch", j.BatchID},
 		{"status", string(j.State())},
-		{"last_modified", j.Status.LastModified},
+		{"last_modified", nodeTime(j.Status.LastModified)},
 		{"last_successful_status", lss},
 		{"retry_count", j.Status.RetryCount}, // requeues by an operator (mrt-zk's meaning)
 		{"step_attempts", attempts},          // the reactor's retries of the current step
 		{"message", j.Status.Message},
-		{"hold", nullable(x.HoldOf("job", j.ID, j.State(), j.Profile()))},
+		{"hold", nullable(holds.held("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, false))},
 		{"priority", j.Priority},
 		{"space_needed", j.SpaceNeeded},
-		{"configuration", j.Config.Map()},
+		{"configuration", workArea(j, j.Config.Map(), "working_dir")},
 		{"identifiers", j.Identifiers},
 		{"metadata", j.Metadata},
-		{"store", j.Store},
-		{"inventory", j.Inventory},
+		{"store", workArea(j, j.Store, "manifest_url")},
+		{"inventory", workArea(j, j.Inventory, "manifest_url")},
 		{"locked", j.Locked},
 		{"locked_by", nullable(x.LockedBy(j))},
 	}
 }
 
-func batchFields(b *queue.Batch, buckets map[string][]string, x ops.Situation) []field {
+func batchFields(b *queue.Batch, buckets map[string][]string, holds holdsInForce) []field {
+	var report any // null until it has reported
+	if r := b.Report; r != nil {
+		report = map[string]any{"last_modified": nodeTime(r.LastModified), "successful_jobs": r.SuccessfulJobs, "failed_jobs": r.FailedJobs}
+	}
 	fields := []field{
 		{"bid", b.ID},
 		{"uuid", b.UUID()},
 		{"status", string(b.State())},
-		{"last_modified", b.Status.LastModified},
+		{"last_modified", nodeTime(b.Status.LastModified)},
 		{"message", b.Status.Message},
-		{"hold", nullable(x.HoldOf("batch", b.ID, b.State(), b.Profile()))},
+		{"hold", nullable(holds.held("batch", b.ID, b.State(), b.Profile(), b.Status.LastModified, false))},
 		{"profile", b.Profile()},
 		{"acquired", b.Acquired},
 		{"locked", b.Locked},
 		{"submission", b.Submission.Map()},
-		{"report", b.Report},
+		{"report", report},
 	}
 	for _, bucket := range queue.Buckets {
 		jids := buckets[bucket]

@@ -27,7 +27,7 @@ func TestShowBatchListsEveryJob(t *testing.T) {
 		`^jobs:$`,
 		`^JID +STATUS +REQUEUES +ATTEMPTS +LOCKED +ARK +LOCAL ID +MESSAGE$`,
 		`^` + f.p1 + ` +Downloading +0 +- +no +ark:/99999/fk4test +loc-1 +fetching 3 files$`,
-		`^` + f.p2 + ` +Held +0 +- +no +ark:/99999/fk4test +loc-1 +held by an operator, or by a hold of its collection lifted since: ` + "`ingestq release job " + f.p2 + "`$",
+		`^` + f.p2 + ` +Held +0 +- +no +ark:/99999/fk4test +loc-1 +held: ingestq release job ` + f.p2 + `$`,
 		`^` + f.failed + ` +Failed +0 +- +no +ark:/99999/fk4test +loc-1 +download timed out$`,
 	} {
 		if !regexp.MustCompile("(?m)" + want).MatchString(out) {

@@ -32,14 +32,13 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
-// A replay's lines carry the date; tail's, of live events, the time only.
+// An event's line, replayed or live, carries its local date and time to
+// the millisecond: a tail left running past midnight, or kept in a file,
+// still says which day.
 func TestEventLineDates(t *testing.T) {
 	at := time.Date(2026, 11, 20, 8, 30, 1, 500e6, time.Local)
 	ev := events.Event{Kind: events.KindJob, Time: at, Host: "h", JobID: "jid0000000001", From: "Pending", To: "Estimating"}
-	if got := eventLine(ev, dateAndTime); got[:24] != "2026-11-20 08:30:01.500 " {
-		t.Errorf("replay line %q: want it to start with the date and time", got)
-	}
-	if got := eventLine(ev, timeOnly); got[:13] != "08:30:01.500 " {
-		t.Errorf("tail line %q: want it to start with the time", got)
+	if got := eventLine(ev); got[:24] != "2026-11-20 08:30:01.500 " {
+		t.Errorf("event line %q: want it to start with the date and time", got)
 	}
 }
