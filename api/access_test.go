@@ -7,10 +7,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
+
+// withObject gives a bundle's API a local inventory holding ark, with a
+// version of one file (producer/a.txt) of each size.
+func withObject(t *testing.T, ark string, sizes ...int64) func(*options) {
+	t.Helper()
+	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
+	must(t, err)
+	t.Cleanup(func() { _ = inv.Close() })
+	for v, size := range sizes {
+		must(t, inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: "demo", Version: v + 1, Created: time.Now().UTC().Truncate(time.Second),
+			Batch: "bid0000000001", Job: "jid0000000001",
+			Files: []inventory.FileRow{{Name: "producer/a.txt", Size: size, SHA256: strings.Repeat("ab", 32)}}}))
+	}
+	return func(o *options) { o.inventory = inv }
+}
 
 // Access requests through the API: estimated from the inventory, on the
 // small or the large queue, refused with the CLI's messages for what the
@@ -18,16 +34,8 @@ import (
 // with its role.
 func TestAccessRoutes(t *testing.T) {
 	t.Parallel()
-	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
-	must(t, err)
-	t.Cleanup(func() { _ = inv.Close() })
 	const ark = "ark:/99999/fk4acc"
-	for v, size := range []int64{3, 2 << 30} { // v2 is over the default threshold of 1 GiB
-		must(t, inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: "demo", Version: v + 1, Created: time.Now().UTC().Truncate(time.Second),
-			Batch: "bid0000000001", Job: "jid0000000001",
-			Files: []inventory.FileRow{{Name: "producer/a.txt", Size: size, SHA256: strings.Repeat("ab", 32)}}}))
-	}
-	b := setup(t, func(o *options) { o.inventory = inv })
+	b := setup(t, withObject(t, ark, 3, 2<<30)) // v2 is over the default threshold of 1 GiB
 
 	b.do("POST", "access", "", map[string]any{"ark": ark}).problem(t, 401, "unauthorized")
 	b.do("POST", "access", readToken, map[string]any{"ark": ark}).problem(t, 403, "forbidden")
@@ -70,4 +78,34 @@ func TestAccessRoutes(t *testing.T) {
 	b.do("POST", "access/"+small.Ref+"/requeue", operateToken, nil).problem(t, 409, "refused", "is Pending; only a Failed request can be requeued")
 	b.do("DELETE", "access/"+small.Ref, operateToken, nil).problem(t, 403, "forbidden")
 	b.do("DELETE", "access/"+small.Ref, adminToken, nil).problem(t, 409, "refused", "only a Failed, Completed or Deleted request can be deleted")
+}
+
+// An access request's event (→ Pending) names who asked, by the token's
+// name, as every other change through the API does: in the event stream,
+// and in what events replay reads. requested_by, whom the package is for,
+// does not replace it.
+func TestAccessRequestNamesItsActor(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4actor"
+	b := setup(t, withObject(t, ark, 3))
+
+	var mine, forBob ops.AccessView
+	b.do("POST", "access", operateToken, map[string]any{"ark": ark}).ok(t, http.StatusCreated, &mine)
+	b.do("POST", "access", adminToken, map[string]any{"ark": ark, "requested_by": "bob"}).ok(t, http.StatusCreated, &forBob)
+	flush(t, b.bus)
+	for ref, want := range map[string]string{mine.Ref: "alice", forBob.Ref: "admin token"} {
+		s := b.openStream("since=1h&access=" + ref)
+		if ev := s.next(t); ev.Kind != events.KindAccess || ev.To != string(queue.Pending) || ev.Actor != want {
+			t.Errorf("%s: event %+v; want its → Pending by %q", ref, ev, want)
+		}
+		s.cancel()
+	}
+	var replayed []events.Event
+	must(t, events.Replay(t.Context(), b.bus.Conn(), "", events.Filter{AccessID: forBob.Ref}, func(ev events.Event) error {
+		replayed = append(replayed, ev)
+		return nil
+	}))
+	if len(replayed) != 1 || replayed[0].Actor != "admin token" || replayed[0].Attrs["ark"] != ark {
+		t.Errorf("replayed %+v; want the request's event by \"admin token\"", replayed)
+	}
 }

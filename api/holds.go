@@ -1,12 +1,12 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/ops"
-	"github.com/ingestq/ingestq/reactor"
 )
 
 // Holds (of queues and collections), the daemons (hosts) and the stored
@@ -30,7 +30,7 @@ func (a *API) listHolds(w http.ResponseWriter, r *http.Request, _ Caller) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, holds)
+	writeJSON(w, http.StatusOK, newPage(holds, "", nil))
 	return nil
 }
 
@@ -70,13 +70,8 @@ func (a *API) hold(collection, set bool) handler {
 	}
 }
 
-// hostsOut lists the daemons; a host node another program wrote is listed
+// hosts lists the daemons; a host node another program wrote is listed
 // by name, and named in problems.
-type hostsOut struct {
-	Hosts    []reactor.HostInfo `json:"hosts"`
-	Problems []string           `json:"problems"`
-}
-
 func (a *API) hosts(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
@@ -85,11 +80,11 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if err != nil {
 		return err
 	}
-	out := hostsOut{Hosts: hosts, Problems: []string{}}
-	for _, p := range problems {
-		out.Problems = append(out.Problems, "host "+p.Name+": not an ingestq daemon's node: "+p.Err.Error())
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = fmt.Errorf("host %s: not an ingestq daemon's node: %w", p.Name, p.Err)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, newPage(hosts, "", errs))
 	return nil
 }
 

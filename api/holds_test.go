@@ -34,8 +34,9 @@ func TestHolds(t *testing.T) {
 	b.do("PUT", "holds/collections/later?force=true", adminToken, nil).ok(t, http.StatusOK, &o)
 	b.do("PUT", "holds/queues/elsewhere", adminToken, nil).problem(t, 400, "invalid", `queue "elsewhere": want one of ingest, accessSmall, accessLarge`)
 	b.do("DELETE", "holds/queues/ingest?force=true", adminToken, nil).problem(t, 400, "invalid", `query parameter "force"`)
-	var holds []queue.Hold
-	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &holds)
+	var page struct{ Items []queue.Hold }
+	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &page)
+	holds := page.Items
 	if len(holds) != 3 || holds[0] != (queue.Hold{Kind: "queue", Name: "ingest", Since: holds[0].Since}) ||
 		holds[1].Name != "demo" || holds[2].Name != "later" || time.Since(holds[0].Since) > time.Minute {
 		t.Fatalf("holds %+v", holds)
@@ -49,8 +50,8 @@ func TestHolds(t *testing.T) {
 	if o.Changed || o.Message != "queue ingest was not held" {
 		t.Fatalf("release queue twice: %+v", o)
 	}
-	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &holds)
-	if len(holds) != 1 || holds[0].Name != "later" {
+	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &page)
+	if holds = page.Items; len(holds) != 1 || holds[0].Name != "later" {
 		t.Fatalf("holds after the releases: %+v", holds)
 	}
 }
@@ -65,12 +66,12 @@ func TestHosts(t *testing.T) {
 	must(t, b.q.RegisterHost(t.Context(), "ingest1", info))
 	must(t, b.q.RegisterHost(t.Context(), "foreign", []byte("not json")))
 	var out struct {
-		Hosts    []reactor.HostInfo
+		Items    []reactor.HostInfo
 		Problems []string
 	}
 	b.do("GET", "hosts", readToken, nil).ok(t, http.StatusOK, &out)
-	if len(out.Hosts) != 2 || out.Hosts[0].Name != "foreign" || out.Hosts[1].Name != "ingest1" ||
-		out.Hosts[1].Version != "v9" || out.Hosts[1].JobsInHand != 3 || len(out.Problems) != 1 {
+	if len(out.Items) != 2 || out.Items[0].Name != "foreign" || out.Items[1].Name != "ingest1" ||
+		out.Items[1].Version != "v9" || out.Items[1].JobsInHand != 3 || len(out.Problems) != 1 {
 		t.Fatalf("hosts %+v", out)
 	}
 }

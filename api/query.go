@@ -64,8 +64,10 @@ func boolParam(v url.Values, name string) (bool, error) {
 	return b, nil
 }
 
-// pageOut is a page of a listing: its items, and the cursor of the next
-// page (?after=), null on the last.
+// pageOut is what every listing answers (batches, jobs, access requests,
+// holds, hosts): a page of its items, the cursor of the next page
+// (?after=), null on the last (always, for a listing given whole), and the
+// items that could not be read.
 type pageOut[T any] struct {
 	Items    []T      `json:"items"`
 	Next     *string  `json:"next"`
@@ -73,6 +75,9 @@ type pageOut[T any] struct {
 }
 
 func newPage[T any](items []T, next string, problems []error) pageOut[T] {
+	if items == nil {
+		items = []T{} // an empty listing is [], never null
+	}
 	p := pageOut[T]{Items: items, Problems: []string{}}
 	if next != "" {
 		p.Next = &next

@@ -118,17 +118,17 @@ func TestAPIAnswersAsItsDocumentSays(t *testing.T) {
 	var hosts map[string]any
 	eventually(t, "the daemon's host node", func() bool {
 		b.do("GET", "hosts", operateToken, nil).ok(t, http.StatusOK, &hosts)
-		hs, _ := hosts["hosts"].([]any)
+		hs, _ := hosts["items"].([]any)
 		return len(hs) == 1
 	})
-	h := hosts["hosts"].([]any)[0].(map[string]any)
+	h := hosts["items"].([]any)[0].(map[string]any)
 	if _, ok := h["access_workers"]; !ok {
 		t.Logf("the test daemon works no access queue: %v", h)
 	}
-	props := schemaProps(t, "Hosts", "hosts")
+	props := schemaProps(t, "Host", "")
 	conforms(t, "GET /hosts", h, props)
 	if _, ok := props["access_workers"]; !ok {
-		t.Error("Hosts lacks access_workers")
+		t.Error("Host lacks access_workers")
 	}
 	evProps := schemaProps(t, "Event", "")
 	kinds, _ := evProps["kind"]["enum"].([]any)

@@ -61,6 +61,8 @@ type badCase struct {
 	payload  string   // the batch's payload URL
 	jobLevel bool     // caught in a job (the batch handler accepted the payload)
 	want     []string // the failure message contains each of these
+	once     string   // a URL the message names once, saying what happened plainly: one of said (namesOnce)
+	said     []string
 	b        *queue.Batch
 	jobs     map[string]*queue.Job
 }
@@ -178,14 +180,34 @@ func TestBadInputEndToEnd(t *testing.T) {
 	add(&badCase{name: "truncated zip", payload: r.content.put("/zip/truncated.zip", whole[:len(whole)/2]), jobLevel: true,
 		want: []string{"not a valid zip file"}})
 
-	// Object manifests whose files cannot be had as described.
+	// Object manifests whose files cannot be had as described, and dead
+	// URLs (gone, refused, on no host): each message names the URL once,
+	// says what happened in plain words, and names the file it was.
 	dead := host + "gone/missing.txt" // never put: the server answers 404
-	deadURL := r.content.put("/fetch/dead.checkm", manifest("mrt-ingest-manifest", okRow, fileRow(dead, "missing.txt", hello)))
-	add(&badCase{name: "dead URL", payload: deadURL, jobLevel: true, want: []string{dead, "404"}})
+	for _, d := range []struct {
+		name, url string
+		said      []string
+	}{
+		{"dead URL", dead, []string{"HTTP 404 Not Found"}},
+		{"dead URL with a password", strings.Replace(dead, "http://", "http://depositor:s3cret@", 1), []string{"HTTP 404 Not Found"}},
+		{"refused URL", refusedURL(t, "/refused.txt"), []string{"connection refused"}},
+		// "no such host", or the failure of a machine without a name service
+		{"URL on no host", "http://no-such-host.invalid/gone.txt", []string{"no such host", "DNS lookup of"}},
+	} {
+		obj := r.content.put("/fetch/"+strings.ReplaceAll(d.name, " ", "-")+".checkm",
+			manifest("mrt-ingest-manifest", okRow, fileRow(d.url, "missing.txt", hello)))
+		add(&badCase{name: d.name, payload: obj, jobLevel: true, want: []string{"producer/missing.txt: download "}, once: d.url, said: d.said})
+	}
+	noObject := host + "gone/object.checkm"
+	add(&badCase{name: "dead object manifest", jobLevel: true, want: []string{"object manifest: fetch "}, once: noObject, said: []string{"HTTP 404 Not Found"},
+		payload: r.content.put("/fetch/batch-of-a-dead-object.checkm", manifest("mrt-batch-manifest", row{url: noObject, size: -1}))})
+	refusedPayload := refusedURL(t, "/payload.checkm")
+	add(&badCase{name: "refused payload", payload: refusedPayload, want: []string{"payload: fetch "}, once: refusedPayload, said: []string{"connection refused"}})
 	lying := r.content.put("/fetch/lying.txt", []byte("what the server sends!\n")) // same size: the digest is what differs
 	wrong := fileRow(lying, "lying.txt", []byte("what the manifest says\n"))
 	wrongURL := r.content.put("/fetch/wrong.checkm", manifest("mrt-ingest-manifest", okRow, wrong))
-	add(&badCase{name: "wrong digest", payload: wrongURL, jobLevel: true, want: []string{lying, "md5 mismatch", wrong.digest}})
+	add(&badCase{name: "wrong digest", payload: wrongURL, jobLevel: true, want: []string{"producer/lying.txt: ", "md5 mismatch", wrong.digest},
+		once: lying, said: []string{"md5 mismatch"}})
 
 	// Wait here, in the test's own goroutine: the rig's helpers fail r.t.
 	for _, c := range cases {
@@ -234,6 +256,9 @@ func TestBadInputEndToEnd(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q\ndoes not say %q", truncated(msg), w)
 				}
+			}
+			if c.once != "" {
+				namesOnce(t, msg, c.once, c.said...)
 			}
 		})
 	}

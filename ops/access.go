@@ -61,7 +61,9 @@ func accessView(a *queue.Access) AccessView {
 
 // RequestAccess checks a request against the inventory, estimates its
 // size, and queues it: on the small queue, or on the large one when the
-// estimate is above the threshold (Service.AccessThreshold).
+// estimate is above the threshold (Service.AccessThreshold). Its event
+// (→ Pending) names who asked as its actor, as an operator's other
+// changes do; RequestedBy is whom the package is for.
 func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessView, error) {
 	r.Format = cmp.Or(r.Format, queue.FormatZip)
 	if err := CheckAccessRequest(r); err != nil {
@@ -93,7 +95,7 @@ func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessVie
 	if err != nil {
 		return AccessView{}, err
 	}
-	s.publish(events.Event{Kind: events.KindAccess, AccessID: a.Ref(), To: string(queue.Pending),
+	s.publish(events.Event{Kind: events.KindAccess, AccessID: a.Ref(), To: string(queue.Pending), Actor: s.actor(ctx),
 		Attrs: map[string]any{"queue": name, "ark": r.ARK, "estimated_bytes": size}})
 	return accessView(a), nil
 }

@@ -120,8 +120,8 @@ func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Durati
 	return d/2 + rand.N(d/2+1)
 }
 
-// giveUp builds the error of a request that failed for good, naming the
-// attempts and the last cause; callers add the URL.
+// giveUp builds the error of a request that failed for good, counting the
+// attempts, with the last cause; callers name the URL (failed).
 func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error) {
 	if resp != nil {
 		resp.Body.Close()
@@ -129,7 +129,7 @@ func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error
 			err = &StatusError{URL: resp.Request.URL.Redacted(), Code: resp.StatusCode}
 		}
 	}
-	return nil, fmt.Errorf("after %d attempt(s): %w", attempts, err)
+	return nil, &triesError{n: attempts, err: err}
 }
 
 // prepareRetry lets a download set its Range for the next attempt.

@@ -17,5 +17,7 @@
 //
 // Errors say whether retrying can help: Permanent is true for digest and size
 // mismatches, 4xx statuses other than 408/425/429, bad URLs and schemes, and
-// local files that do not exist.
+// local files that do not exist. A failed Download, Fetch or Peek is a
+// *RequestError, whose message names the URL once and the cause in plain
+// words: "download https://host/x: connection refused (5 requests)".
 package fetch

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
 
@@ -42,8 +41,8 @@ func (c *Client) Download(ctx context.Context, rawURL, dest string, want Want, p
 	if old && errors.As(err, &m) {
 		res, _, err = c.download(ctx, u, dest, want, progress)
 	}
-	if err != nil && !strings.Contains(err.Error(), u.Redacted()) { // name the URL once
-		err = fmt.Errorf("download %s: %w", u.Redacted(), err)
+	if err != nil {
+		err = failed("download", u, err)
 	}
 	return res, err
 }
@@ -175,7 +174,7 @@ func (d *download) copy(r io.Reader) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("reading %s at byte %d: %w", d.url, d.offset, err)
+			return &cutError{at: d.offset, err: err}
 		}
 	}
 	if d.want.Size >= 0 && d.offset > d.want.Size {

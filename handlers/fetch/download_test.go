@@ -163,7 +163,7 @@ func TestDownloadGivesUpOn5xx(t *testing.T) {
 	if Permanent(err) {
 		t.Fatalf("503 reported permanent: %v", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, o.file()) || !strings.Contains(msg, "3 attempt") {
+	if msg := err.Error(); !strings.Contains(msg, o.file()) || !strings.Contains(msg, "(3 requests)") {
 		t.Fatalf("error %q does not name the URL and the attempts", msg)
 	}
 	if n := len(o.requests()); n != 3 {

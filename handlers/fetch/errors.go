@@ -1,9 +1,14 @@
 package fetch
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/http"
+	"net/url"
+	"syscall"
 )
 
 // ErrScheme is wrapped when a URL's scheme is not allowed: anything but http
@@ -23,14 +28,125 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: HTTP %d %s", e.URL, e.Code, http.StatusText(e.Code))
 }
 
+// plain is the status in words, without the URL.
+func (e *StatusError) plain() string {
+	return fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
+}
+
 // MismatchError is a download or file whose size or digest is not the one
 // wanted. What is "size" or the digest algorithm ("md5", "sha256", …).
 type MismatchError struct {
 	URL, What, Want, Got string
 }
 
-func (e *MismatchError) Error() string {
-	return fmt.Sprintf("%s: %s mismatch: want %s, got %s", e.URL, e.What, e.Want, e.Got)
+func (e *MismatchError) Error() string { return e.URL + ": " + e.plain() }
+
+// plain is the mismatch in words, without the URL.
+func (e *MismatchError) plain() string {
+	return fmt.Sprintf("%s mismatch: want %s, got %s", e.What, e.Want, e.Got)
+}
+
+// RequestError is a request that failed: Op ("download", "fetch",
+// "callback") of URL (any password redacted), after Requests requests (0:
+// not counted). Its message names the URL once and says what happened in
+// plain words (Plain): "download https://host/x: connection refused (5
+// requests)". Err is the cause, for errors.Is and errors.As.
+type RequestError struct {
+	Op, URL  string
+	Requests int
+	Err      error
+}
+
+func (e *RequestError) Error() string {
+	s := e.Op + " " + e.URL + ": " + Plain(e.Err)
+	if e.Requests > 1 {
+		s += fmt.Sprintf(" (%d requests)", e.Requests)
+	}
+	return s
+}
+
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// failed is the RequestError of op on u, counting the requests the
+// retrying client made (giveUp's note).
+func failed(op string, u *url.URL, err error) error {
+	re := &RequestError{Op: op, URL: u.Redacted(), Err: err}
+	var tries *triesError
+	if errors.As(err, &tries) {
+		re.Requests = tries.n
+	}
+	return re
+}
+
+// triesError is a request the retrying client gave up on after n tries.
+type triesError struct {
+	n   int
+	err error
+}
+
+func (e *triesError) Error() string { return fmt.Sprintf("after %d attempt(s): %v", e.n, e.err) }
+func (e *triesError) Unwrap() error { return e.err }
+
+// cutError is a response body that broke off after at bytes.
+type cutError struct {
+	at  int64
+	err error
+}
+
+func (e *cutError) Error() string { return fmt.Sprintf("cut off at byte %d: %s", e.at, Plain(e.err)) }
+func (e *cutError) Unwrap() error { return e.err }
+
+// Plain says what went wrong with a request in plain words, without its
+// URL, which the caller names once: "connection refused", "no such host",
+// "HTTP 404 Not Found", "md5 mismatch: want …, got …". The HTTP client's
+// own words around the cause (`Get "URL": dial tcp host:port: connect: …`)
+// are left out.
+func Plain(err error) string {
+	for {
+		switch e := err.(type) {
+		case *RequestError:
+			return e.Error()
+		case *triesError:
+			err = e.err
+			continue
+		case *url.Error:
+			err = e.Err
+			continue
+		case *permanentError:
+			err = e.err
+			continue
+		case *localError:
+			return e.Error() // this machine's failure, naming its own file
+		case *fs.PathError:
+			return e.Err.Error() // a file:// URL's file: the URL names it
+		case *StatusError:
+			return e.plain()
+		case *MismatchError:
+			return e.plain()
+		}
+		break
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "no such host"
+	case errors.As(err, &dns):
+		return "DNS lookup of " + dns.Name + " failed: " + dns.Err
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return "host unreachable"
+	case errors.Is(err, syscall.ENETUNREACH):
+		return "network unreachable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.As(err, &op) && op.Err != nil && (op.Op == "dial" || op.Op == "read" || op.Op == "write"):
+		return op.Err.Error() // without "dial tcp ADDR: "
+	}
+	return err.Error()
 }
 
 // permanentError marks a cause that no retry can fix (a malformed URL, a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -62,18 +63,24 @@ func (c *Client) read(ctx context.Context, rawURL string, limit int64, whole boo
 	if limit < 0 {
 		return nil, permanent(fmt.Errorf("fetch %s: negative limit %d", u.Redacted(), limit))
 	}
+	var b []byte
 	if u.Scheme == "file" {
-		b, err := fetchLocal(u, limit, whole)
-		if err != nil {
-			return nil, fmt.Errorf("fetch: %w", err)
-		}
-		return b, nil
+		b, err = fetchLocal(u, limit, whole)
+	} else {
+		b, err = c.readHTTP(ctx, u, limit, whole)
 	}
-	name := u.Redacted()
+	if err != nil {
+		return nil, failed("fetch", u, err)
+	}
+	return b, nil
+}
+
+// readHTTP is read over HTTP; its errors do not name the URL (read does).
+func (c *Client) readHTTP(ctx context.Context, u *url.URL, limit int64, whole bool) ([]byte, error) {
 	var buf bytes.Buffer
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, permanent(fmt.Errorf("fetch %s: %w", name, err))
+		return nil, permanent(err)
 	}
 	if !whole && limit > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=0-%d", limit-1))
@@ -81,30 +88,30 @@ func (c *Client) read(ctx context.Context, rawURL string, limit int64, whole boo
 	req.SetResponseHandler(func(resp *http.Response) error {
 		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return &StatusError{URL: name, Code: resp.StatusCode}
+			return &StatusError{URL: u.Redacted(), Code: resp.StatusCode}
 		}
 		if !whole {
 			buf.Reset()
 			if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit)); err != nil {
-				return fmt.Errorf("reading %s: %w", name, err)
+				return &cutError{at: int64(buf.Len()), err: err}
 			}
 			return nil
 		}
 		if resp.ContentLength > limit {
-			return fmt.Errorf("%s: %d bytes, more than %d: %w", name, resp.ContentLength, limit, ErrTooLarge)
+			return fmt.Errorf("%d bytes, more than %d: %w", resp.ContentLength, limit, ErrTooLarge)
 		}
 		buf.Reset() // a retry reads the document from the start
 		if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
-			return fmt.Errorf("reading %s: %w", name, err)
+			return &cutError{at: int64(buf.Len()), err: err}
 		}
 		if int64(buf.Len()) > limit {
-			return fmt.Errorf("%s: more than %d bytes: %w", name, limit, ErrTooLarge)
+			return fmt.Errorf("more than %d bytes: %w", limit, ErrTooLarge)
 		}
 		return nil
 	})
 	resp, err := c.rc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w", name, err)
+		return nil, err
 	}
 	resp.Body.Close()
 	return buf.Bytes(), nil

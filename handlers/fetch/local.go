@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,14 +15,14 @@ import (
 // localPath is the file a file:// URL names; only local hosts are allowed.
 func localPath(u *url.URL) (string, error) {
 	if u.Host != "" && u.Host != "localhost" {
-		return "", permanent(fmt.Errorf("%s: file URL names host %q", u.Redacted(), u.Host))
+		return "", permanent(fmt.Errorf("file URL names host %q", u.Host))
 	}
 	p := u.Path
 	if p == "" {
 		p = u.Opaque // file:relative/path
 	}
 	if p == "" {
-		return "", permanent(fmt.Errorf("%s: file URL without a path", u.Redacted()))
+		return "", permanent(errors.New("file URL without a path"))
 	}
 	return filepath.FromSlash(p), nil
 }
@@ -44,7 +45,7 @@ func openLocal(u *url.URL) (*os.File, int64, error) {
 	}
 	if st.IsDir() {
 		f.Close()
-		return nil, 0, permanent(fmt.Errorf("%s is a directory", path))
+		return nil, 0, permanent(errors.New("a directory, not a file"))
 	}
 	return f, st.Size(), nil
 }
@@ -85,14 +86,14 @@ func fetchLocal(u *url.URL, limit int64, whole bool) ([]byte, error) {
 		return io.ReadAll(io.LimitReader(f, limit))
 	}
 	if size > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d: %w", u.Redacted(), size, limit, ErrTooLarge)
+		return nil, fmt.Errorf("%d bytes, more than %d: %w", size, limit, ErrTooLarge)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes: %w", u.Redacted(), limit, ErrTooLarge)
+		return nil, fmt.Errorf("more than %d bytes: %w", limit, ErrTooLarge)
 	}
 	return b, nil
 }

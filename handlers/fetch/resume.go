@@ -63,7 +63,7 @@ func (d *download) continues(contentRange string) error {
 		if err := d.restart(); err != nil {
 			return err
 		}
-		return fmt.Errorf("%s: Content-Range %q does not go on at byte %d; starting over", d.url, contentRange, at)
+		return fmt.Errorf("Content-Range %q does not go on at byte %d; starting over", contentRange, at)
 	}
 	if err := d.expectTotal(total); err != nil {
 		return err
@@ -83,7 +83,7 @@ func (d *download) unsatisfiable(contentRange string) error {
 	if err := d.restart(); err != nil {
 		return err
 	}
-	return fmt.Errorf("%s: range from byte %d not satisfiable (Content-Range %q); starting over", d.url, at, contentRange)
+	return fmt.Errorf("range from byte %d not satisfiable (Content-Range %q); starting over", at, contentRange)
 }
 
 // validator returns what If-Range may carry: a strong ETag, else the

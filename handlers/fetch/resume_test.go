@@ -201,7 +201,7 @@ func TestDownloadGivesUpOnStalls(t *testing.T) {
 	if err == nil || Permanent(err) {
 		t.Fatalf("err = %v, want a retryable error", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, o.file()) || !strings.Contains(msg, "2 attempt") || !strings.Contains(msg, "stalled") {
+	if msg := err.Error(); !strings.Contains(msg, o.file()) || !strings.Contains(msg, "(2 requests)") || !strings.Contains(msg, "stalled") {
 		t.Fatalf("error %q should name the URL, the attempts and the stall", msg)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/handlers/fetch"
 )
 
 // maxBodyShown is how much of a failed reply goes into the error: enough
@@ -27,13 +29,17 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("POST %s: %s after %d attempt(s), body %q", e.URL, e.Status, e.Attempts, e.Body)
+	s := fmt.Sprintf("callback %s: HTTP %s", e.URL, e.Status)
+	if e.Attempts > 1 {
+		s += fmt.Sprintf(" (%d requests)", e.Attempts)
+	}
+	return s + fmt.Sprintf(", body %q", e.Body)
 }
 
 // Callback POSTs payload as JSON to rawURL through client, which retries as
 // it is configured to (by default 5xx, 429 and connection errors). A 2xx
 // reply is success; any other final status is a *StatusError; a transport
-// failure is an error naming the URL.
+// failure is a *fetch.RequestError. Each names the URL once.
 func Callback(ctx context.Context, client *retryablehttp.Client, rawURL string, payload any) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -62,7 +68,7 @@ func Callback(ctx context.Context, client *retryablehttp.Client, rawURL string, 
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return fmt.Errorf("POST %s: %w (attempts: %d)", shown, err, attempts)
+		return &fetch.RequestError{Op: "callback", URL: shown, Requests: attempts, Err: err}
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyShown))
