@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/ingestq/ingestq/handlers/notify"
@@ -19,6 +18,11 @@ type Callback struct {
 	ARK       string   `json:"ark"`
 	LocalIDs  []string `json:"local_ids,omitempty"`
 	Mode      string   `json:"mode,omitempty"` // add or update
+	// Unchanged says that the deposit changed nothing: Version of the
+	// object, stored by an earlier deposit, already held its content, and
+	// no version was made.
+	Unchanged bool `json:"unchanged,omitempty"`
+	Version   int  `json:"version,omitempty"`
 }
 
 // notify calls the profile's callback (the HTTP client retries; a callback
@@ -37,11 +41,14 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 		if j.Store != nil {
 			cb.Mode = j.Store.Mode
 		}
+		if j.Inventory != nil && j.Inventory.Unchanged {
+			cb.Unchanged, cb.Version = true, j.Inventory.Version
+		}
 		if err := notify.Callback(ctx, p.http.HTTP(), prof.Callback, cb); err != nil {
 			if ctx.Err() != nil {
 				return reactor.Result{}, ctx.Err()
 			}
-			return reactor.Result{}, reactor.Fatal(fmt.Errorf("callback: %w", err))
+			return reactor.Result{}, reactor.Fatal(err) // "callback URL: …"
 		}
 	}
 	if err := p.minter.Forget(ctx, j.ID); err != nil {
@@ -50,5 +57,9 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 	if err := os.RemoveAll(p.workDir(j)); err != nil {
 		p.log.Warn("notify: working folder not removed", "job", j.ID, "err", err)
 	}
-	return reactor.Result{Attrs: map[string]any{"ark": ark, "callback": prof.Callback != ""}}, nil
+	res := reactor.Result{Attrs: map[string]any{"ark": ark, "callback": prof.Callback != ""}}
+	if note := unchangedNote(j); note != "" {
+		res.Change.Message = note // the Completed job's message
+	}
+	return res, nil
 }

@@ -39,9 +39,13 @@ var eventNS = uuid.MustParse("6f1e9a52-3c1b-4b9e-9d59-0d6b5c3e7a11")
 // event makes an event of job jid about key (a file name, a copy's target,
 // or "" for the object).
 func (p *Pipeline) event(jid, typ, file, key, detail string) inventory.Event {
-	id := uuid.NewSHA1(eventNS, []byte(strings.Join([]string{jid, typ, file, key}, "\x00")))
-	return inventory.Event{ID: id.String(), Type: typ, At: p.q.Now().UTC().Truncate(time.Microsecond),
+	return inventory.Event{ID: eventID(jid, typ, file, key), Type: typ, At: p.q.Now().UTC().Truncate(time.Microsecond),
 		Outcome: inventory.OutcomeSuccess, Agent: p.cfg.Agent, Detail: detail, File: file}
+}
+
+// eventID is the id of job jid's event of type typ about file or key.
+func eventID(jid, typ, file, key string) string {
+	return uuid.NewSHA1(eventNS, []byte(strings.Join([]string{jid, typ, file, key}, "\x00"))).String()
 }
 
 // logEvents adds evs to the job's event log, keeping any event already

@@ -73,5 +73,18 @@ func (p *Pipeline) describe(ctx context.Context, jid string) string {
 		parts = append(parts, "local id "+strings.Join(j.Identifiers.LocalIDs, ";"))
 	}
 	parts = append(parts, j.Config.PayloadURL)
+	if note := unchangedNote(j); note != "" {
+		parts = append(parts, "("+note+")")
+	}
 	return strings.Join(parts, "  ")
+}
+
+// unchangedNote says, for a job whose deposit changed nothing, which
+// version already held its content; "" for any other job. It is the
+// Completed job's message, and its line in the batch report.
+func unchangedNote(j *queue.Job) string {
+	if j.Inventory == nil || !j.Inventory.Unchanged {
+		return ""
+	}
+	return fmt.Sprintf("unchanged: version %d already held this content; no version was made", j.Inventory.Version)
 }

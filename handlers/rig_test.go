@@ -135,8 +135,12 @@ func (r *rig) start(opts ...rigOption) {
 		}
 	})
 	jobs := p.Handlers()
-	for state, before := range rc.Jobs { // the options' hooks (beforeStep)
+	for state, before := range rc.Jobs { // the options' hooks (beforeStep, failOnceAfter)
 		step := jobs[state]
+		if after, ok := before.(afterStep); ok {
+			jobs[state] = after.around(step)
+			continue
+		}
 		jobs[state] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 			if _, err := before.Handle(ctx, s); err != nil {
 				return reactor.Result{}, err
@@ -195,6 +199,66 @@ func beforeStep(state queue.State, fn func(*queue.Job)) rigOption {
 			return reactor.Result{}, nil
 		})
 	}
+}
+
+// failOnceAfter makes each job's first run of each state's step end in a
+// retryable error once the step has done its work, as if its daemon had
+// died before the transition: the step is run again, finding its own work
+// done. runs counts the runs of each job's steps.
+func failOnceAfter(runs *stepRuns, states ...queue.State) rigOption {
+	return func(_ *handlers.Config, rc *reactor.Config) {
+		if rc.Jobs == nil {
+			rc.Jobs = map[queue.State]reactor.JobHandler{}
+		}
+		for _, state := range states {
+			rc.Jobs[state] = afterStep{state: state, runs: runs}
+		}
+	}
+}
+
+// stepRuns counts runs of steps by state and job.
+type stepRuns struct {
+	mu sync.Mutex
+	n  map[string]int // "state jid" → runs
+}
+
+// add counts a run and returns how many there have been.
+func (c *stepRuns) add(state queue.State, jid string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[string(state)+" "+jid]++
+	return c.n[string(state)+" "+jid]
+}
+
+// of is how many runs of state's step job jid had.
+func (c *stepRuns) of(state queue.State, jid string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[string(state)+" "+jid]
+}
+
+// afterStep is failOnceAfter's hook: the rig puts it around the
+// pipeline's step instead of before it.
+type afterStep struct {
+	state queue.State
+	runs  *stepRuns
+}
+
+func (a afterStep) Handle(context.Context, *reactor.Step) (reactor.Result, error) {
+	return reactor.Result{}, nil // never called: the rig calls around
+}
+
+func (a afterStep) around(step reactor.JobHandler) reactor.JobHandler {
+	return reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+		res, err := step.Handle(ctx, s)
+		if err == nil && a.runs.add(a.state, s.Job.ID) == 1 {
+			return reactor.Result{}, fmt.Errorf("test: %s of job %s done, then its daemon died before the transition", a.state, s.Job.ID)
+		}
+		return res, err
+	})
 }
 
 func (r *rig) onBatch(e events.Event) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
@@ -90,8 +91,15 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 // new queue apart), so that the job stored again, on any host, finds its
 // own version even when another deposit's came after it (ocfl.Store.Put).
 func depositMessage(j *queue.Job, created time.Time) string {
-	return fmt.Sprintf("ingestq: job %s of batch %s, created %s", j.ID, j.BatchID, created.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf(depositMessagePrefix+"%s of batch %s, created %s", j.ID, j.BatchID, created.UTC().Format(time.RFC3339Nano))
 }
+
+// depositMessagePrefix begins every depositMessage.
+const depositMessagePrefix = "ingestq: job "
+
+// namesADeposit tells whether a version's message is a depositMessage:
+// storage's default, an import's, a service's own or none name no deposit.
+func namesADeposit(msg string) bool { return strings.HasPrefix(msg, depositMessagePrefix) }
 
 // storageFiles are the files of the storage manifest, each vouched for
 // (storage.File.Linkable) while it is still the file whose digest the
@@ -122,6 +130,12 @@ func (p *Pipeline) storageFiles(j *queue.Job, work string, entries []manifestEnt
 // the primary's version, and every verified copy.
 type storedVersion struct {
 	storage.Version
+	// Made says that this deposit made the primary's version: its Put did,
+	// on this try or an earlier one, whose version's message names the
+	// deposit (decision 239). False when the version was there before (an
+	// unchanged re-deposit), or when a store that keeps no message found
+	// it already there.
+	Made   bool         `json:"made,omitempty"`
 	Copies []storedCopy `json:"copies,omitempty"`
 }
 
@@ -179,7 +193,7 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 			s.Transferred(reactor.Stored, size)
 		}
 		if i == 0 {
-			out.Version = v
+			out.Version, out.Made = v, v.Changed || obj.Message != "" && v.Message == obj.Message
 		} else if v.Number != out.Number {
 			p.log.Warn("storing: a replica numbers the version differently (it lacks earlier versions)",
 				"ark", obj.ARK, "primary", out.Number, "replica", t, "number", v.Number)
@@ -190,7 +204,12 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 }
 
 // record writes the stored version to the inventory, under the object's
-// inventory lock. Recording the same version again changes nothing.
+// inventory lock. Recording the same version again changes nothing. A
+// deposit that changed nothing (the version is an earlier deposit's, and
+// recorded) adds no events of its own to that version: it ingested
+// nothing. Only the copies it wrote, a replica that lacked the version,
+// are recorded, with their replication and fixity check; the job's
+// inventory node says it was unchanged, and which version holds it.
 func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
 	prof, ark, err := p.identified(j)
@@ -213,20 +232,20 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	for _, f := range kept.Files {
 		rec.Files = append(rec.Files, inventory.FileRow{Name: f.Name, Size: f.Size, SHA256: f.SHA256})
 	}
-	for _, c := range kept.Copies {
-		rec.Replicas = append(rec.Replicas, inventory.Replica{Target: c.Target, URL: c.URL, Verified: c.Verified})
-	}
-	rec.Events, err = p.logEvents(j, p.event(j.ID, inventory.EventIngestion, "", "",
-		fmt.Sprintf("version %d of %s from batch %s, job %s", kept.Number, ark, j.BatchID, j.ID)))
-	if err != nil {
-		return reactor.Result{}, err
-	}
+	var before inventory.Record // the version as an earlier deposit recorded it
+	var unchanged bool
 	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
 		inv, err := p.inventoryFor(ctx, prof)
 		if err == nil {
-			err = inv.Record(ctx, rec)
+			before, unchanged, err = recordedBefore(ctx, inv, j, kept)
 		}
-		return p.inventoryOut(prof, err)
+		if err != nil {
+			return p.inventoryOut(prof, err)
+		}
+		if err := p.preservation(j, kept, unchanged, &rec); err != nil {
+			return err
+		}
+		return p.inventoryOut(prof, inv.Record(ctx, rec))
 	})
 	if err != nil {
 		if errors.Is(err, inventory.ErrConflict) || inventory.Refused(err) {
@@ -234,7 +253,78 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		}
 		return reactor.Result{}, err
 	}
-	return reactor.Result{Attrs: map[string]any{"ark": ark, "version": kept.Number}}, nil
+	res := reactor.Result{Attrs: map[string]any{"ark": ark, "version": kept.Number}}
+	if unchanged {
+		p.log.Info("recording: the deposit changed nothing; the version stays as its deposit recorded it",
+			"job", j.ID, "ark", ark, "version", kept.Number, "recorded_by", before.Job, "batch", before.Batch)
+		res.Attrs["unchanged"] = true
+		node := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j)}
+		if j.Inventory != nil {
+			node = *j.Inventory
+		}
+		node.Unchanged, node.Version = true, kept.Number
+		res.Change.Inventory = &node
+	}
+	return res, nil
+}
+
+// recordedBefore returns the inventory's record of the job's stored
+// version, and true, when an earlier deposit made and recorded it: this
+// deposit made no version (kept.Made is false, and so is Changed, which
+// alone tells in a record an older binary wrote), the inventory has the
+// version, and another deposit recorded it. A version message naming a
+// deposit settles whose it is (Storing found it is not this one's); from a
+// store that keeps no message, the record's job does. False: the version
+// is this deposit's (a step run again after a crash), or the inventory
+// lacks it, and this deposit's record is its first, a full one.
+func recordedBefore(ctx context.Context, inv inventory.Inventory, j *queue.Job, kept storedVersion) (inventory.Record, bool, error) {
+	if kept.Made || kept.Changed {
+		return inventory.Record{}, false, nil
+	}
+	d, err := inv.Object(ctx, kept.ARK)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return inventory.Record{}, false, nil
+	}
+	if err != nil {
+		return inventory.Record{}, false, fmt.Errorf("inventory: is version %d of %s recorded: %w", kept.Number, kept.ARK, err)
+	}
+	i := slices.IndexFunc(d.Versions, func(r inventory.Record) bool { return r.Version == kept.Number })
+	if i < 0 {
+		return inventory.Record{}, false, nil
+	}
+	rec := d.Versions[i]
+	if !namesADeposit(kept.Message) && rec.Job == j.ID && rec.Batch == j.BatchID {
+		return inventory.Record{}, false, nil // its own record, from a try whose end was lost
+	}
+	return rec, true, nil
+}
+
+// preservation sets rec's replicas and events: for a deposit that made
+// or first recorded its version, every verified copy and every event of
+// the job with its ingestion; for one that changed nothing, only the
+// copies it wrote (Changed: a replica lacked the version) with their
+// replication and fixity check events.
+func (p *Pipeline) preservation(j *queue.Job, kept storedVersion, unchanged bool, rec *inventory.Record) error {
+	if !unchanged {
+		for _, c := range kept.Copies {
+			rec.Replicas = append(rec.Replicas, inventory.Replica{Target: c.Target, URL: c.URL, Verified: c.Verified})
+		}
+		var err error
+		rec.Events, err = p.logEvents(j, p.event(j.ID, inventory.EventIngestion, "", "",
+			fmt.Sprintf("version %d of %s from batch %s, job %s", kept.Number, rec.ARK, j.BatchID, j.ID)))
+		return err
+	}
+	written := map[string]bool{}
+	for _, c := range kept.Copies {
+		if c.Changed {
+			rec.Replicas = append(rec.Replicas, inventory.Replica{Target: c.Target, URL: c.URL, Verified: c.Verified})
+			written[eventID(j.ID, inventory.EventReplication, "", c.Target)] = true
+			written[eventID(j.ID, inventory.EventFixityCheck, "", c.Target)] = true
+		}
+	}
+	all, err := p.logEvents(j)
+	rec.Events = slices.DeleteFunc(all, func(e inventory.Event) bool { return !written[e.ID] })
+	return err
 }
 
 // storageFence fails once this daemon no longer holds ark's storage lock:

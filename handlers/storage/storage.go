@@ -73,6 +73,10 @@ type Version struct {
 	Created time.Time `json:"created"`
 	Files   []File    `json:"files"`             // sorted by Name
 	Changed bool      `json:"changed,omitempty"` // false when Put found the latest version identical
+	// Message is the version's message when the store keeps one (OCFL:
+	// Object.Message as the version was made), else "". It tells which
+	// deposit made a version that a Put found already holding the content.
+	Message string `json:"message,omitempty"`
 	// Linked counts the files this Put took by a hard link (File.Linkable)
 	// rather than copied and verified.
 	Linked int `json:"-"`

@@ -52,6 +52,12 @@ type StepManifest struct {
 	// Copies lists where the stored version's verified copies are, the
 	// primary first (ingestq's own field, in the store node).
 	Copies []string `json:"copies,omitempty"`
+	// Unchanged says that the deposit changed nothing (ingestq's own field,
+	// in the inventory node, written by Recording): the object's Version
+	// already held its content, from an earlier deposit, and no version was
+	// made.
+	Unchanged bool `json:"unchanged,omitempty"`
+	Version   int  `json:"version,omitempty"`
 }
 
 // StatusReport is the JSON of /batches/<bid>/status-report.

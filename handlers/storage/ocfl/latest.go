@@ -75,7 +75,7 @@ func (s *Store) version(inv *inventory, name, root string, files []storage.File)
 	created, _ := time.Parse(time.RFC3339, inv.Versions[name].Created) // checked when read
 	n, _ := versionNumber(name)
 	v := storage.Version{ARK: inv.ID, Number: n, Created: created, Files: slices.Clone(files),
-		URL: s.location(root + "/" + name + "/" + inventoryName)}
+		Message: inv.Versions[name].Message, URL: s.location(root + "/" + name + "/" + inventoryName)}
 	for i := range v.Files {
 		v.Files[i].Path = "" // the stored copy is in the place, maybe not on this host
 	}
