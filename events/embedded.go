@@ -91,7 +91,7 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.StoreDir = filepath.Join(cfg.DataDir, "nats-cluster")
+	opts.StoreDir = ClusterStore(cfg.DataDir)
 	opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port,
 		// Clients are told of no other server: each host's client
 		// listener may be a loopback address that means nothing elsewhere.
@@ -101,11 +101,23 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 		opts.Cluster.Advertise = strings.TrimPrefix(u, "nats://")
 	}
 	opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+	// The system account's user, known only in this process, asks the
+	// meta group to forget a server gone for good (ForgetHost); every
+	// other client, in-process or not, is the global account's as before.
+	sys := server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)
+	opts.Accounts = []*server.Account{sys}
+	opts.SystemAccount = sys.Name
+	opts.Users = []*server.User{{Username: clientUser}, {Username: systemUser, Password: systemPassword, Account: sys}}
+	opts.NoAuthUser = clientUser
 	// A route to a daemon that died is retried every second until its
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
 	return opts, nil
 }
+
+// ClusterStore is where a cluster member's JetStream store is, under a
+// daemon's data dir (one running alone keeps its own in dataDir/nats).
+func ClusterStore(dataDir string) string { return filepath.Join(dataDir, "nats-cluster") }
 
 // serverName is the embedded server's name, unique in a cluster as the
 // daemon's host name is among live daemons (JetStream's peers are told

@@ -314,6 +314,8 @@ type daemon struct {
 	name string
 	cmd  *exec.Cmd
 	log  string // stdout and stderr
+	// dataDir is its --data-dir, which a daemon started again can reuse.
+	dataDir string
 
 	done     chan struct{} // closed when the process has exited
 	exitedAt time.Time
@@ -348,6 +350,7 @@ func launchDaemon(t testing.TB, c daemonConfig) *daemon {
 	if c.DataDir == "" {
 		c.DataDir = filepath.Join(dir, "data")
 	}
+	d.dataDir = c.DataDir
 	pipeline := "passthrough"
 	if c.Ingest {
 		pipeline = "ingest"

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,15 +61,20 @@ var clusterStates = map[string]string{
 	"d1": "intake,reporting,pending,estimating,provisioning,recording,notify",
 	"d2": "intake,reporting,pending,estimating,provisioning,downloading,processing,storing",
 	"d3": "intake,reporting,downloading,processing,storing,recording,notify",
+	// d4 and d5 take d3's and d2's places (TestNATSClusterHostsReplacedOneByOne).
+	"d4": "intake,reporting,downloading,processing,storing,recording,notify",
+	"d5": "intake,reporting,pending,estimating,provisioning,downloading,processing,storing",
 }
 
 func (r *clusterRig) start(names ...string) {
 	r.t.Helper()
 	for _, name := range names {
 		listen := natstest.FreeAddr(r.t)
-		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
-			Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s",
-				"--states", clusterStates[name]}})
+		extra := []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s"}
+		if states, ok := clusterStates[name]; ok {
+			extra = append(extra, "--states", states) // else every state
+		}
+		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond, Extra: extra})
 		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
 	}
 	for _, name := range names {
@@ -299,6 +306,84 @@ func TestNATSClusterUntouchedByADaemonThatFailsToStart(t *testing.T) {
 		}
 	}
 	r.assertEveryTimeline(map[string][]string{bid: jids}, r.listeners("d1", "d2"))
+}
+
+// Hosts replaced one by one, each by a host of another name, each
+// forgotten as it goes (ingestq hosts forget, decision 258): the event
+// stream's copies follow the hosts that live, and the cluster still
+// records every move. Without forgetting, the stream keeps its copies on
+// the servers that went; once two of its three are gone it has no leader,
+// and every event is lost.
+func TestNATSClusterHostsReplacedOneByOne(t *testing.T) {
+	t.Parallel()
+	r := newClusterRig(t)
+	r.start("d1", "d2", "d3")
+	r.waitStream("d1", 3, "")
+	bid1, jids1 := r.batch()
+
+	out, err := r.cli("hosts", "forget", "d1")
+	if err == nil || !strings.Contains(out, "d1 is running") {
+		t.Errorf("hosts forget of a running host: %v, %q; want it refused, saying it runs", err, out)
+	}
+	for _, swap := range [][2]string{{"d3", "d4"}, {"d2", "d5"}} {
+		gone, next := swap[0], swap[1]
+		r.hosts[gone].stop(30 * time.Second)
+		if out, err := r.cli("hosts", "forget", gone); err != nil || !strings.Contains(out, "forgot host "+gone) {
+			t.Fatalf("hosts forget %s: %v\n%s", gone, err, out)
+		}
+		r.start(next)
+		r.waitReplicasOn("d1", r.live())
+		t.Logf("%s gone and forgotten, %s in: the stream's copies are on %v", gone, next, r.live())
+	}
+	bid2, jids2 := r.batch()
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners("d1", "d4", "d5"))
+
+	// d3 comes back, with the data dir it had: it drops its old cluster
+	// store and its note, and joins afresh.
+	old, listen := r.hosts["d3"].dataDir, natstest.FreeAddr(t)
+	back := launchDaemon(t, daemonConfig{Host: "d3", ZK: r.zk, Root: r.root, DataDir: old, Delay: 5 * time.Millisecond,
+		Extra: []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(t), "--states", clusterStates["d3"]}})
+	r.hosts["d3"] = &clusterHost{daemon: back, url: "nats://" + listen}
+	back.waitLog(60*time.Second, "reactor: running")
+	if lines := back.logLines("joins afresh"); len(lines) != 1 || !strings.Contains(lines[0], filepath.Join(old, "nats-cluster")) {
+		t.Errorf("d3 started again after it was forgotten: %q; want one line saying it dropped %s", lines, filepath.Join(old, "nats-cluster"))
+	}
+	if _, forgotten, err := r.q.Forgotten(t.Context(), "d3"); err != nil || forgotten {
+		t.Errorf("d3 back: still forgotten %v (%v), want its note deleted", forgotten, err)
+	}
+	bid3, jids3 := r.batch()
+	r.assertEveryTimeline(map[string][]string{bid3: jids3}, r.listeners("d1", "d3", "d5"))
+}
+
+// cli runs an ingestq command on the rig's queue and returns its output.
+func (r *clusterRig) cli(args ...string) (string, error) {
+	out, err := exec.Command(ingestqBin, append([]string{"--zk", r.zk, "--zk-root", r.root}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// waitReplicasOn waits until the stream, seen through host's listener, has
+// a leader and current copies on exactly the servers of the named hosts.
+func (r *clusterRig) waitReplicasOn(host string, hosts []string) {
+	r.t.Helper()
+	var want []string
+	for _, h := range hosts {
+		want = append(want, "ingestq-"+h)
+	}
+	slices.Sort(want)
+	poll(r.t, 90*time.Second, fmt.Sprintf("the stream's copies on %v", want), func() (bool, string, error) {
+		info := r.streamInfo(host)
+		if info == nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			return false, "no leader", nil
+		}
+		on := []string{info.Cluster.Leader}
+		current := true
+		for _, p := range info.Cluster.Replicas {
+			on = append(on, p.Name)
+			current = current && p.Current && !p.Offline
+		}
+		slices.Sort(on)
+		return slices.Equal(on, want) && current, fmt.Sprintf("copies on %v (all current: %v)", on, current), nil
+	})
 }
 
 // Daemons joined with --nats to an existing NATS cluster, each through

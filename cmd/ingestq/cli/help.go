@@ -42,6 +42,7 @@ var examples = map[string][]string{
 	"cancel":             {"ingestq cancel bid0000000001", "ingestq cancel -o json 2f1e5c4a-1b3d-4c6e-9a7b-0d8e6f5a4b3c"},
 	"cleanup":            {"ingestq cleanup --dry-run", "ingestq cleanup", "ingestq cleanup --older-than 7d", "ingestq cleanup --older-than 0"},
 	"hosts":              {"ingestq hosts", "ingestq hosts -o json"},
+	"hosts forget":       {"ingestq hosts forget ingest-03"},
 	"holds":              {"ingestq holds", "ingestq holds -o json"},
 	"demo":               {"ingestq demo", "make demo", "ingestq demo --dir /tmp/ingestq-demo --keep"},
 	"completion":         {"ingestq completion bash > /etc/bash_completion.d/ingestq", "source <(ingestq completion bash)", "ingestq completion fish > ~/.config/fish/completions/ingestq.fish"},

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -20,7 +20,7 @@ func (a *app) hostsCommand() *cobra.Command {
 		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
 		Long: "hosts lists the live daemons from their host nodes: version, the states each works, the jobs its\n" +
 			"workers hold (JOBS), its workers and since when. A daemon rewrites its node within a second of a\n" +
-			"change of its JOBS (and every 15 s anyway).",
+			"change of its JOBS (and every 15 s anyway). Hosts taken out for good (hosts forget) are listed after.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			infos, problems, err := a.ops(q).Hosts(ctx)
@@ -33,8 +33,13 @@ func (a *app) hostsCommand() *cobra.Command {
 			if a.json() {
 				return a.writeJSON(infos)
 			}
+			forgotten, err := a.ops(q).ForgottenHosts(ctx)
+			if err != nil {
+				return err
+			}
 			if len(infos) == 0 {
 				a.println("no daemon works this queue")
+				a.printForgotten(forgotten)
 				return nil
 			}
 			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE")
@@ -45,10 +50,22 @@ func (a *app) hostsCommand() *cobra.Command {
 				}
 				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
 					fmt.Sprintf("%d in %d states, %d for batches%s", workers, len(h.Workers), h.BatchWorkers, accessWorkers(h.AccessWorkers)),
-					h.Since.Local().Format(time.DateTime))
+					when(h.Since))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			a.printForgotten(forgotten)
+			return nil
 		}),
+	}
+}
+
+// printForgotten lists the hosts taken out for good (hosts forget).
+func (a *app) printForgotten(hosts []ops.ForgottenHost) {
+	for _, h := range hosts {
+		a.println("forgotten: %s, since %s by %s (its NATS server no longer counts; it joins afresh if it starts again)",
+			h.Name, when(h.Since), textValue(h.By, "an operator"))
 	}
 }
 

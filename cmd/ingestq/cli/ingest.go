@@ -77,19 +77,17 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP response that sends nothing for this long is retried")
 }
 
-// ingestPipeline loads the profiles, publishes them to ZooKeeper (so that
-// submit on any host can refuse an unknown one) and opens the pipeline.
-func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir, host, advertise string, f ingestFlags) (*handlers.Pipeline, error) {
+// ingestPipeline loads the profiles and opens the pipeline. The caller
+// publishes the profiles to ZooKeeper (so that submit on any host can
+// refuse an unknown one) once the daemon runs.
+func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bus, dataDir, host, advertise string, f ingestFlags) (*handlers.Pipeline, *profile.Set, error) {
 	profiles, err := loadProfiles(f.profiles)
 	if err != nil {
-		return nil, usagef("--profiles: %v", err)
-	}
-	if err := profile.Publish(ctx, q, profiles); err != nil {
-		return nil, &exitError{code: 1, err: fmt.Errorf("publishing the profiles: %w", err)}
+		return nil, nil, usagef("--profiles: %v", err)
 	}
 	margin, err := profile.ParseByteSize(f.margin)
 	if err != nil {
-		return nil, usagef("--space-margin: %v", err)
+		return nil, nil, usagef("--space-margin: %v", err)
 	}
 	var mailer *notify.Mailer
 	if f.smtp != "" {
@@ -102,10 +100,10 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})
 	if errors.Is(err, handlers.ErrConfig) {
-		return nil, usagef("%v", err)
+		return nil, nil, usagef("%v", err)
 	}
 	if err != nil {
-		return nil, &exitError{code: 1, err: err}
+		return nil, nil, &exitError{code: 1, err: err}
 	}
 	a.log.Info("ingestq: profiles", "names", profiles.Names())
 	if n, err := p.Sweep(ctx); err != nil {
@@ -113,7 +111,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	} else if n > 0 {
 		a.log.Info("ingestq: removed working folders no job needs", "folders", n)
 	}
-	return p, nil
+	return p, profiles, nil
 }
 
 // loadProfiles reads a folder of profiles, or gives the built-in one.

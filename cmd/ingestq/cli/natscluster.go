@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +34,26 @@ func (n *natsRoutes) announce(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return n.others(ctx)
+}
+
+// comeBack readies a host that an operator had forgotten (ingestq hosts
+// forget) and that starts again: the NATS cluster dropped its server, and
+// a server that still holds the cluster's state from before would find
+// itself removed and turn JetStream off. So its cluster store goes (the
+// events are in the copies of the hosts that stayed), it joins as a new
+// member, and the note goes.
+func (n *natsRoutes) comeBack(ctx context.Context, dataDir string) error {
+	h, forgotten, err := n.q.Forgotten(ctx, n.host)
+	if err != nil || !forgotten {
+		return err
+	}
+	store := events.ClusterStore(dataDir)
+	if err := os.RemoveAll(store); err != nil {
+		return fmt.Errorf("host %s was forgotten: drop its NATS cluster store: %w", n.host, err)
+	}
+	n.log.Warn("nats: this host was forgotten by the cluster (ingestq hosts forget); it joins afresh, without its old NATS cluster store",
+		"forgotten", h.Since.UTC().Format(time.RFC3339), "note", string(h.Data), "dropped", store)
+	return n.q.Remember(ctx, n.host)
 }
 
 // others lists the route URLs the other live daemons announced.
@@ -64,6 +87,8 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 	unhook := s.OnConnect(func() { reannounce.Store(true); wake() })
 	w := zkwatch.NewWatcher(s, zkwatch.WatcherConfig{Logger: n.log}, func(zkwatch.Change) { wake() })
 	w.Watch(n.q.RoutesFolder())
+	w.Watch(n.q.ForgottenFolder())
+	forgot := map[string]time.Time{} // hosts this daemon had the cluster forget, and since when they were forgotten
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -95,8 +120,20 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 				}
 				continue
 			}
-			tries = 0
 			bus.SetRoutes(urls)
+			if err := n.forget(ctx, bus, forgot); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				tries++
+				d := backoff.Delay(time.Second, time.Minute, tries)
+				n.log.Warn("nats: a forgotten host is still in the NATS cluster; trying again", "in", d, "err", err)
+				if backoff.Sleep(ctx, d) {
+					wake()
+				}
+				continue
+			}
+			tries = 0
 		}
 	}()
 	return func() {
@@ -105,6 +142,38 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// forgetTimeout bounds one request to forget a host: it waits for the
+// JetStream meta leader, which a cluster electing one does not answer.
+const forgetTimeout = 2 * time.Second
+
+// forget has the NATS cluster drop the servers of the hosts an operator
+// took out for good (ingestq hosts forget), each once per note; every
+// daemon asks, and the first removal makes the others' no-ops. A daemon
+// whose server runs alone asks once it is in a cluster again.
+func (n *natsRoutes) forget(ctx context.Context, bus *events.Bus, forgot map[string]time.Time) error {
+	hosts, err := n.q.ForgottenHosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if since, ok := forgot[h.Name]; ok && since.Equal(h.Since) || h.Name == n.host {
+			continue
+		}
+		ask, cancel := context.WithTimeout(ctx, forgetTimeout)
+		err := bus.ForgetHost(ask, h.Name)
+		cancel()
+		if errors.Is(err, events.ErrNotClustered) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		forgot[h.Name] = h.Since
+		n.log.Info("nats: the NATS cluster no longer counts a forgotten host's server", "host", h.Name, "forgotten", h.Since.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // natsClusterName names the NATS cluster of the daemons of one queue: after

@@ -211,7 +211,9 @@ func (a *app) rootCommand() *cobra.Command {
 
 	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
-	root.AddCommand(a.holdsCommand(), a.hostsCommand())
+	hosts := a.hostsCommand()
+	hosts.AddCommand(a.forgetCommand())
+	root.AddCommand(a.holdsCommand(), hosts)
 	root.AddCommand(a.requeueCommand(), a.failCommand(), a.deleteCommand(), a.reportCommand(), a.cancelCommand(), a.cleanupCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.submitCommand(), a.eventsCommand(), a.demoCommand(), a.accessCommand())

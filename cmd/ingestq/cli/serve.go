@@ -23,6 +23,7 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
@@ -286,6 +287,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
+	var profiles *profile.Set // published once the bus runs: to a user, a published profile says the daemon is up
 	svc := &ops.Service{Q: q, Publish: bus.Publish}
 	opsSession := a.session
 	if web != nil {
@@ -303,12 +305,12 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	var acc reactor.AccessHandler
 	var accWorkers map[string]int
 	if f.pipeline != "passthrough" {
-		ing, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
+		ing, set, err := a.ingestPipeline(ctx, q, bus, dataDir, f.host, advertise, f.ingest)
 		if err != nil {
 			return err
 		}
 		defer ing.Close()
-		p, inv = ing, ing.Inventory()
+		p, inv, profiles = ing, ing.Inventory(), set
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
@@ -319,8 +321,15 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 	}
-	if err := a.startBus(ctx, bus, routes); err != nil {
+	if err := a.startBus(ctx, bus, routes, dataDir); err != nil {
 		return err
+	}
+	if profiles != nil {
+		// After the bus: `submit --wait` that saw the profile finds the NATS
+		// it follows the batch on.
+		if err := profile.Publish(ctx, q, profiles); err != nil {
+			return &exitError{code: 1, err: fmt.Errorf("publishing the profiles: %w", err)}
+		}
 	}
 	if routes != nil {
 		stop := routes.follow(a.session, bus)
@@ -550,8 +559,11 @@ func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 // startBus announces this daemon's NATS route (with --nats-cluster: the
 // other daemons then route to it), routes its server to theirs, and starts
 // the bus.
-func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes) error {
+func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes, dataDir string) error {
 	if routes != nil {
+		if err := routes.comeBack(ctx, dataDir); err != nil {
+			return &exitError{code: 1, err: err}
+		}
 		peers, err := routes.announce(ctx)
 		if err != nil {
 			return &exitError{code: 1, err: err}

@@ -1,0 +1,56 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+)
+
+// ForgottenNote is what ForgetHost notes of a host taken out for good.
+type ForgottenNote struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// ForgetHost notes that host is gone for good (decision 258): the daemons
+// have their NATS cluster drop its server, so that the event stream's
+// copies on it move to the hosts left and it no longer counts against the
+// cluster's quorum. Refused while a daemon of that name runs.
+func (s *Service) ForgetHost(ctx context.Context, host string) (Outcome, error) {
+	note, err := json.Marshal(ForgottenNote{By: s.actor(ctx), At: time.Now().UTC().Truncate(time.Second)})
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := s.Q.ForgetHost(ctx, host, note); err != nil {
+		return Outcome{}, err
+	}
+	s.Announce(ctx, "forget", events.Event{Attrs: map[string]any{"host": host}})
+	return Outcome{ID: host, Changed: true, Message: fmt.Sprintf("forgot host %s: the daemons' NATS cluster drops its server "+
+		"(with --nats-cluster), and the event stream's copies on it move to the hosts left. "+
+		"If %s ever starts again, it joins afresh.", host, host)}, nil
+}
+
+// ForgottenHost is a host taken out for good, as `ingestq hosts` lists it.
+type ForgottenHost struct {
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
+	By    string    `json:"by,omitempty"`
+}
+
+// ForgottenHosts lists the hosts taken out for good and not back since.
+func (s *Service) ForgottenHosts(ctx context.Context) ([]ForgottenHost, error) {
+	hosts, err := s.Q.ForgottenHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ForgottenHost, 0, len(hosts))
+	for _, h := range hosts {
+		var note ForgottenNote
+		_ = json.Unmarshal(h.Data, &note) // a note that cannot be read still names the host
+		out = append(out, ForgottenHost{Name: h.Name, Since: h.Since.UTC(), By: note.By})
+	}
+	return out, nil
+}

@@ -1,0 +1,77 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+)
+
+// forgottenDir holds the hosts an operator took out of the cluster for
+// good (`ingestq hosts forget`): <name> → who and when, as JSON. Persistent:
+// every daemon, now or later, drops the host's NATS server from the
+// cluster's JetStream, and the host, if it ever comes back, starts its
+// cluster store afresh and deletes the node.
+const forgottenDir = "/ingestq/forgotten"
+
+// ForgetHost notes that the daemon called name is gone for good. A name a
+// live daemon holds (its host node or its route node) is refused: stop it
+// first. Forgetting a name again rewrites data.
+func (q *Queue) ForgetHost(ctx context.Context, name string, data []byte) error {
+	if err := checkOwnName(name, "host name"); err != nil {
+		return err
+	}
+	for _, dir := range []string{hostsDir, routesDir} {
+		live, _, err := q.zk.exists(ctx, q.Path(dir+"/"+name))
+		if err != nil {
+			return fmt.Errorf("forget host %s: %w", name, err)
+		}
+		if live {
+			return refused("host %s is running (see `ingestq hosts`): stop its daemon first; forget is for a host gone for good", name)
+		}
+	}
+	if err := q.ensureDirs(ctx, forgottenDir); err != nil {
+		return err
+	}
+	p := q.Path(forgottenDir + "/" + name)
+	if err := q.commit(ctx, []op{upsert(p, data, false)}); err != nil {
+		return fmt.Errorf("forget host %s: %w", name, err)
+	}
+	return nil
+}
+
+// ForgottenHosts lists the hosts taken out for good, sorted by name;
+// Host.Data is what ForgetHost was given, Host.Since when.
+func (q *Queue) ForgottenHosts(ctx context.Context) ([]Host, error) {
+	return q.liveNodes(ctx, forgottenDir)
+}
+
+// Forgotten tells whether the host called name was taken out for good, and
+// since when (the Host) if so.
+func (q *Queue) Forgotten(ctx context.Context, name string) (Host, bool, error) {
+	if checkOwnName(name, "host name") != nil {
+		return Host{}, false, nil
+	}
+	hosts, err := q.ForgottenHosts(ctx)
+	if err != nil {
+		return Host{}, false, err
+	}
+	for _, h := range hosts {
+		if h.Name == name {
+			return h, true, nil
+		}
+	}
+	return Host{}, false, nil
+}
+
+// Remember deletes name's note of ForgetHost: the host is back.
+func (q *Queue) Remember(ctx context.Context, name string) error {
+	if err := checkOwnName(name, "host name"); err != nil {
+		return err
+	}
+	if err := q.commit(ctx, []op{delIfThere(q.Path(forgottenDir + "/" + name))}); err != nil {
+		return fmt.Errorf("remember host %s: %w", name, err)
+	}
+	return nil
+}
+
+// ForgottenFolder is the folder of the hosts taken out for good, to watch.
+func (q *Queue) ForgottenFolder() string { return q.Path(forgottenDir) }
