@@ -88,7 +88,9 @@ func (c Config) withDefaults() Config {
 // Stats counts what the bus did with published events.
 type Stats struct {
 	Published uint64 // acknowledged by the stream (recorded)
-	Lost      uint64 // not recorded: dropped, refused, or unacknowledged in time; also failed signals
+	Lost      uint64 // not recorded: dropped, refused, or unacknowledged for a minute past resends; also failed signals
+	Retried   uint64 // resends of events the stream did not acknowledge in time
+	Waiting   int    // events not yet acknowledged: queued, sent, or waiting to be sent again
 }
 
 // Bus publishes ingestq's events on NATS and records them in JetStream.
@@ -117,13 +119,16 @@ type Bus struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background work started by connection callbacks
 
-	closing   atomic.Bool // Close has begun: the disconnect that follows is ours
-	settled   atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
-	acks      sync.Map    // event ID → outMsg.acked of a PublishAcked on its way
-	congested atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
-	published atomic.Uint64
-	lost      atomic.Uint64
-	lastWarn  atomic.Int64 // unix nanoseconds of the last "lost" warning
+	closing    atomic.Bool // Close has begun: the disconnect that follows is ours
+	settled    atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
+	acks       sync.Map    // event ID → outMsg.acked of a PublishAcked on its way
+	congested  atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
+	published  atomic.Uint64
+	lost       atomic.Uint64
+	retried    atomic.Uint64
+	resends    sync.Map  // event ID → *resend: waiting to be sent again
+	lostWarn   warnLimit // "events not recorded"
+	resendWarn warnLimit // "sending them again"
 
 	closeOnce sync.Once
 	closeErr  error
@@ -250,14 +255,11 @@ func (b *Bus) open(ctx context.Context) error {
 			if !b.settled.Load() {
 				b.published.Add(1)
 			}
-			b.acked(m.Header.Get(jetstream.MsgIDHeader))
+			id := m.Header.Get(jetstream.MsgIDHeader)
+			b.resends.Delete(id)
+			b.acked(id)
 		}),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			if !b.settled.Load() {
-				b.lose(err)
-			}
-			b.acked(m.Header.Get(jetstream.MsgIDHeader))
-		}),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { b.failed(m, err) }),
 		jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout),
 	)
 	if err != nil {
@@ -418,19 +420,45 @@ func (b *Bus) ClientURL() string {
 
 // Stats returns the counters so far.
 func (b *Bus) Stats() Stats {
-	return Stats{Published: b.published.Load(), Lost: b.lost.Load()}
+	st := Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Waiting: len(b.queue) + b.waitingResend()}
+	if b.started.Load() {
+		st.Waiting += b.js.PublishAsyncPending()
+	}
+	return st
 }
 
 // Flush waits until every event published so far has been acknowledged or
-// counted lost, and every signal has reached the server. For tests and
-// shutdown; an error means ctx ended first or the server cannot be reached.
-// Without a deadline on ctx, Flush gives up after 30 s.
+// counted lost (an event waiting to be sent again is neither yet), and
+// every signal has reached the server. For tests and shutdown; an error
+// means ctx ended first or the server cannot be reached. Without a
+// deadline on ctx, Flush gives up after 30 s.
 func (b *Bus) Flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
+	for {
+		if err := b.flushSent(ctx); err != nil {
+			return err
+		}
+		n := b.waitingResend()
+		if n == 0 {
+			break
+		}
+		if !backoff.Sleep(ctx, resendFirst) {
+			return fmt.Errorf("events: flush: %d events waiting to be sent again: %w", n, ctx.Err())
+		}
+	}
+	if err := b.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("events: flush: %w", err)
+	}
+	return nil
+}
+
+// flushSent waits until the publisher has sent what was queued before it
+// and JetStream has answered every publish.
+func (b *Bus) flushSent(ctx context.Context) error {
 	// No lock here: a Flush blocked on a full queue must not hold up Close
 	// (nor, through Close, Publish). After Close, b.done stands for the marker.
 	flushed := make(chan struct{})
@@ -448,13 +476,10 @@ func (b *Bus) Flush(ctx context.Context) error {
 	}
 	select {
 	case <-b.js.PublishAsyncComplete():
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("events: flush: %d publishes unacknowledged: %w", b.js.PublishAsyncPending(), ctx.Err())
 	}
-	if err := b.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("events: flush: %w", err)
-	}
-	return nil
 }
 
 // Close sends what is queued, waits up to 2 s for acknowledgements, closes
@@ -489,7 +514,7 @@ func (b *Bus) close() error {
 	// connection is about to close, and ack timers firing later are ignored.
 	b.settled.Store(true)
 	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
-	if n := b.js.PublishAsyncPending(); n > 0 {
+	if n := b.js.PublishAsyncPending() + b.resendsLost(); n > 0 {
 		b.lost.Add(uint64(n))
 		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
 	}

@@ -5,6 +5,7 @@ package events
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -212,8 +213,7 @@ func (b *Bus) send(m outMsg) {
 			b.acks.Store(m.id, m.acked)
 		}
 		if _, err := b.js.PublishMsgAsync(msg); err != nil {
-			b.lose(err)
-			b.acked(m.id)
+			b.failed(msg, err)
 		}
 	}
 }
@@ -231,13 +231,17 @@ func (b *Bus) Lost(reason error) {
 
 // lose counts one lost event and warns at most once per lostWarnEvery.
 func (b *Bus) lose(reason error) {
-	n := b.lost.Add(1)
-	now := time.Now().UnixNano()
-	last := b.lastWarn.Load()
-	if last != 0 && now-last < int64(lostWarnEvery) {
-		return
-	}
-	if b.lastWarn.CompareAndSwap(last, now) {
+	if n := b.lost.Add(1); b.lostWarn.Allow() {
 		b.log.Warn("events: events not recorded", "lost_total", n, "reason", reason)
 	}
+}
+
+// warnLimit lets one warning through per lostWarnEvery.
+type warnLimit struct{ last atomic.Int64 } // unix nanoseconds of the last one
+
+// Allow tells whether a warning may be logged now.
+func (w *warnLimit) Allow() bool {
+	now := time.Now().UnixNano()
+	last := w.last.Load()
+	return (last == 0 || now-last >= int64(lostWarnEvery)) && w.last.CompareAndSwap(last, now)
 }

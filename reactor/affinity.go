@@ -28,14 +28,14 @@ func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
 	host, alive, wait, err := r.q.LiveHost(r.work, h)
 	if err != nil {
 		// Unknown: not taken over on a read error; looked at again soon.
-		r.log.Warn("reactor: cannot tell whether the host holding a job's files lives", "job", j.ID, "host", h, "err", err)
+		r.log.Warn("reactor: cannot tell whether the host holding a job's files lives", "job", j.ID, "files_on", h, "err", err)
 		r.waiting[s].add(j.ID, time.Now().Add(r.cfg.Backoff))
 		r.waits.after(r.cfg.Backoff, r.pools[sigJob(s)].Wake)
 		return true
 	}
 	if !alive || !works(host.Data, s) {
 		r.log.Info("reactor: taking over a job whose files are on a host that is gone or does not work its state",
-			"job", j.ID, "state", s, "host", h, "alive", alive)
+			"job", j.ID, "state", s, "files_on", h, "alive", alive)
 		return false
 	}
 	key := "host " + h

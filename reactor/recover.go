@@ -137,7 +137,7 @@ func (r *Reactor) recoverEnds(bid string, completed, failed []string) {
 func (r *Reactor) recoverEvent(j *queue.Job) {
 	e := events.Event{Kind: events.KindJob, ID: j.ArrivalID(), BatchID: j.BatchID, JobID: j.ID,
 		To: string(j.State()), RecoveredBy: r.cfg.Host,
-		Message: "recovered by " + r.cfg.Host + ": the move had no event (its maker stopped before publishing it, or is an operator or another program)"}
+		Message: "recovered by " + r.cfg.Host + ": the move had no event when this host looked (its maker stopped before publishing it, or was slow to, or is an operator or another program)"}
 	if j.Priority != 0 {
 		e.Priority = &j.Priority
 	}

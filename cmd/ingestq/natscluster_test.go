@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -242,8 +245,10 @@ func TestNATSClusterOfDaemons(t *testing.T) {
 }
 
 // A daemon SIGKILLed in a cluster of three (the one whose server leads the
-// stream): the two left elect a leader among them, and the stream (three
-// replicas) still records a batch they run and replays everything.
+// stream) while a batch runs: the two left elect a leader among them, the
+// events the others published during the election are sent again until it
+// takes them (decision 268), the killed host's last moves are recovered,
+// and the stream (three replicas) replays both batches whole.
 func TestNATSClusterSurvivesKill(t *testing.T) {
 	t.Parallel()
 	r := newClusterRig(t)
@@ -260,6 +265,13 @@ func TestNATSClusterSurvivesKill(t *testing.T) {
 	if victim == "" {
 		t.Fatalf("the stream's leader %q is none of the daemons' servers", info.Cluster.Leader)
 	}
+	const jobs = 150
+	done := completedRefs(t, r.q)
+	bid2 := createBatch(t, r.q, jobs)
+	poll(t, 60*time.Second, "a job of the second batch Completed", func() (bool, string, error) {
+		n := completedRefs(t, r.q) - done
+		return n > 0 && n < jobs, fmt.Sprintf("%d Completed", n), nil
+	})
 	r.hosts[victim].kill()
 	var left []string
 	for name := range r.hosts {
@@ -267,10 +279,40 @@ func TestNATSClusterSurvivesKill(t *testing.T) {
 			left = append(left, name)
 		}
 	}
-	r.waitStream(left[0], 3, info.Cluster.Leader)
-	t.Logf("SIGKILLed %s, whose server led the stream; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
-	bid2, jids2 := r.batch()
+	waitBatchDone(t, r.q, bid2, 120*time.Second)
+	jids2 := assertBatchCompleted(t, r.q, bid2, jobs)
+	r.waitEventsTaken(left...)
+	t.Logf("SIGKILLed %s, whose server led the stream, mid-batch; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
 	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+}
+
+// waitEventsTaken waits until the named daemons have no event waiting for
+// the stream (ingestq_events_waiting 0): those published during an
+// election are sent again until a leader takes them.
+func (r *clusterRig) waitEventsTaken(names ...string) {
+	r.t.Helper()
+	for _, name := range names {
+		m := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(r.hosts[name].logText())
+		if m == nil {
+			r.t.Fatalf("no http= in %s's log", name)
+		}
+		poll(r.t, 90*time.Second, name+"'s events taken by the stream", func() (bool, string, error) {
+			resp, err := http.Get(m[1] + "/metrics")
+			if err != nil {
+				return false, "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return false, "", err
+			}
+			w := regexp.MustCompile(`(?m)^ingestq_events_waiting (\S+)$`).FindSubmatch(body)
+			if w == nil {
+				return false, "", fmt.Errorf("no ingestq_events_waiting in %s's metrics", name)
+			}
+			return string(w[1]) == "0", string(w[1]) + " waiting", nil
+		})
+	}
 }
 
 // A daemon that cannot start (here its HTTP address is taken) exits

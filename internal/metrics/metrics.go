@@ -105,7 +105,13 @@ func (m *Metrics) links(cfg Config) {
 				func() float64 { return float64(b.Stats().Published) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
 				Help: "Events not recorded: dropped, refused, unacknowledged in time, or of a commit whose outcome is unknown; also failed signals."},
-				func() float64 { return float64(b.Stats().Lost) }))
+				func() float64 { return float64(b.Stats().Lost) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
+				Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
+				func() float64 { return float64(b.Stats().Retried) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_waiting",
+				Help: "Events not yet acknowledged by the stream: queued, sent, or waiting to be sent again."},
+				func() float64 { return float64(b.Stats().Waiting) }))
 	}
 }
 

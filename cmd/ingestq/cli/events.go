@@ -412,7 +412,12 @@ func (a *app) closeAdmin() {
 	if !p.operator || a.log == nil {
 		return
 	}
-	a.log.Warn(fmt.Sprintf("the change is made, but its event is not recorded: NATS at %s did not take it; "+
-		"--nats or %s must name the daemon's NATS (its serve --nats-listen address, or the cluster its --nats names)",
-		a.natsURL(), EnvNATS), "events_not_recorded", p.lost, "err", p.lastErr)
+	why := fmt.Sprintf("NATS at %s did not take it; --nats or %s must name the daemon's NATS (its serve --nats-listen "+
+		"address, or the cluster its --nats names)", a.natsURL(), EnvNATS)
+	if p.nc != nil && (errors.Is(p.lastErr, context.DeadlineExceeded) || errors.Is(p.lastErr, nats.ErrTimeout)) {
+		// It has the stream (else: no responders), which did not answer.
+		why = fmt.Sprintf("NATS at %s is up, but its event stream did not answer (a NATS cluster electing a stream leader, "+
+			"or one short of its quorum: see `ingestq hosts forget`; the daemons' /readyz says so)", a.natsURL())
+	}
+	a.log.Warn("the change is made, but its event is not recorded: "+why, "events_not_recorded", p.lost, "err", p.lastErr)
 }

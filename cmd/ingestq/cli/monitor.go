@@ -60,7 +60,10 @@ func (a *app) readiness(q *queue.Queue, bus *events.Bus, p pipeline, roles []rea
 			if !nc.IsConnected() {
 				return fmt.Errorf("not connected (%s)", nc.Status())
 			}
-			return nc.FlushWithContext(ctx)
+			if err := nc.FlushWithContext(ctx); err != nil {
+				return err
+			}
+			return bus.Recording()
 		}},
 	}
 	ing, ok := p.(*handlers.Pipeline)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -43,5 +44,39 @@ func TestClientNATSToken(t *testing.T) {
 	wantCode(t, code, 0)
 	if n := strings.Count(out, "Completed"); n < 4 {
 		t.Errorf("replay with the token from the environment: %d Completed lines, want the 3 jobs and the batch:\n%s", n, out)
+	}
+}
+
+// A NATS that takes the connection but whose event stream does not answer
+// (here a subscriber that never replies stands for a stream without a
+// leader): the action is made, and the warning says the stream did not
+// answer, not that --nats names the wrong server.
+func TestActionWhileTheStreamDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	silent, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if _, err := silent.Subscribe("ingestq.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	_, stderr, code := runEnv(t, nil, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "--nats", ns.ClientURL(), "hold", "queue")
+	wantCode(t, code, 0)
+	if !strings.Contains(stderr, "its event stream did not answer") || strings.Contains(stderr, "must name the daemon's NATS") {
+		t.Errorf("stderr %q: want a warning that the stream did not answer, not advice to change --nats", stderr)
 	}
 }
