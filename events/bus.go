@@ -126,7 +126,8 @@ type Bus struct {
 	published  atomic.Uint64
 	lost       atomic.Uint64
 	retried    atomic.Uint64
-	resends    sync.Map  // event ID → *resend: waiting to be sent again
+	failing    sync.Map  // event ID → *resend: not acknowledged once, and not yet acknowledged nor lost
+	pausing    sync.Map  // event ID → struct{}: waiting out the pause before it is sent again
 	lostWarn   warnLimit // "events not recorded"
 	resendWarn warnLimit // "sending them again"
 
@@ -143,6 +144,7 @@ type outMsg struct {
 	core    bool
 	flushed chan struct{}
 	acked   chan struct{} // closed once the stream has the event or it is counted lost; nil when nobody waits
+	resent  bool          // sent again (resend.go): its waiter, if any, is in acks
 }
 
 var errClosed = errors.New("events: bus closed")
@@ -256,7 +258,7 @@ func (b *Bus) open(ctx context.Context) error {
 				b.published.Add(1)
 			}
 			id := m.Header.Get(jetstream.MsgIDHeader)
-			b.resends.Delete(id)
+			b.failing.Delete(id)
 			b.acked(id)
 		}),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { b.failed(m, err) }),
@@ -420,7 +422,7 @@ func (b *Bus) ClientURL() string {
 
 // Stats returns the counters so far.
 func (b *Bus) Stats() Stats {
-	st := Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Waiting: len(b.queue) + b.waitingResend()}
+	st := Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Waiting: len(b.queue) + count(&b.pausing)}
 	if b.started.Load() {
 		st.Waiting += b.js.PublishAsyncPending()
 	}
@@ -442,7 +444,7 @@ func (b *Bus) Flush(ctx context.Context) error {
 		if err := b.flushSent(ctx); err != nil {
 			return err
 		}
-		n := b.waitingResend()
+		n := count(&b.failing)
 		if n == 0 {
 			break
 		}
@@ -514,7 +516,7 @@ func (b *Bus) close() error {
 	// connection is about to close, and ack timers firing later are ignored.
 	b.settled.Store(true)
 	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
-	if n := b.js.PublishAsyncPending() + b.resendsLost(); n > 0 {
+	if n := b.js.PublishAsyncPending() + b.pausingLost(); n > 0 {
 		b.lost.Add(uint64(n))
 		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
 	}

@@ -21,11 +21,11 @@ import (
 // waits for room, at most a few milliseconds; if NATS is stuck it drops.
 //
 // An event is counted lost when it cannot be queued (bus closed, queue
-// full), when NATS refuses it (reconnect buffer full, no stream), or when
-// its acknowledgement fails: the connection drops with the event in flight,
-// or no ack comes within 15 s. While NATS reconnects, events wait in the
-// client's 8 MB reconnect buffer, so an outage shorter than the ack timeout
-// loses nothing; after a longer one, events counted lost may still be
+// full), when NATS refuses it for good, or when it is still not
+// acknowledged a minute after its first try failed: a publish with no ack
+// within 15 s, no stream answering, or the connection down is sent again
+// under its ID meanwhile (resend.go). While NATS reconnects, events wait
+// in the client's 8 MB reconnect buffer. Events counted lost may still be
 // recorded when the buffer is sent on reconnect. Lost is an upper bound.
 func (b *Bus) Publish(e Event) {
 	if b == nil {
@@ -110,8 +110,7 @@ func (b *Bus) enqueue(m outMsg) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		b.lose(errClosed)
-		closeAcked(m.acked)
+		b.drop(m, errClosed)
 		return
 	}
 	select {
@@ -120,8 +119,7 @@ func (b *Bus) enqueue(m outMsg) {
 	default:
 	}
 	if b.congested.Load() {
-		b.lose(errQueueFull)
-		closeAcked(m.acked)
+		b.drop(m, errQueueFull)
 		return
 	}
 	t := time.NewTimer(queueWait)
@@ -130,8 +128,18 @@ func (b *Bus) enqueue(m outMsg) {
 	case b.queue <- m:
 	case <-t.C:
 		b.congested.Store(true)
-		b.lose(errQueueFull)
-		closeAcked(m.acked)
+		b.drop(m, errQueueFull)
+	}
+}
+
+// drop counts m lost: it will not be sent. A resend's waiter, if any, is
+// told so too.
+func (b *Bus) drop(m outMsg, err error) {
+	b.lose(err)
+	closeAcked(m.acked)
+	if m.resent {
+		b.failing.Delete(m.id)
+		b.acked(m.id)
 	}
 }
 
@@ -171,8 +179,7 @@ func (b *Bus) publisher() {
 					} else if m.flushed != nil {
 						close(m.flushed)
 					} else {
-						b.lose(errClosed)
-						closeAcked(m.acked)
+						b.drop(m, errClosed)
 					}
 				default:
 					return

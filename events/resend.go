@@ -36,13 +36,15 @@ type resend struct {
 
 // retryable tells whether a publish that failed may land if sent again:
 // no acknowledgement in time, no stream answering (an election), JetStream
-// unavailable for a moment, or the same ID being stored already (JetStream
-// settles it, and a resend is then acknowledged as a duplicate).
+// unavailable for a moment, the same ID being stored already (JetStream
+// settles it, and a resend is then acknowledged as a duplicate), too many
+// publishes waiting, or the connection down (the embedded server swapped).
 func retryable(err error) bool {
 	var api *jetstream.APIError
 	switch {
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
 	case errors.As(err, &api):
 		return api.Code == http.StatusServiceUnavailable || api.Code == http.StatusConflict
@@ -57,7 +59,7 @@ func (b *Bus) failed(m *nats.Msg, err error) {
 	if retryable(err) && !b.closing.Load() && b.scheduleResend(m, id) {
 		return
 	}
-	b.resends.Delete(id)
+	b.failing.Delete(id)
 	if !b.settled.Load() {
 		b.lose(err)
 	}
@@ -65,9 +67,11 @@ func (b *Bus) failed(m *nats.Msg, err error) {
 }
 
 // scheduleResend sends m again after a pause, unless its first failure is
-// resendFor old; it tells whether it will.
+// resendFor old; it tells whether it will. While it pauses the event is in
+// b.pausing, which Close empties, counting what it takes lost: the event
+// is then either sent or counted, once.
 func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
-	v, _ := b.resends.LoadOrStore(id, &resend{first: time.Now()})
+	v, _ := b.failing.LoadOrStore(id, &resend{first: time.Now()})
 	r := v.(*resend)
 	r.mu.Lock()
 	if time.Since(r.first) > resendFor {
@@ -82,30 +86,34 @@ func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 			"retried_total", n)
 	}
 	subject, data := m.Subject, m.Data
+	b.pausing.Store(id, struct{}{})
 	time.AfterFunc(pause, func() {
-		if _, waiting := b.resends.Load(id); waiting { // Close counted it lost meanwhile
-			b.enqueue(outMsg{subject: subject, id: id, data: data})
+		if _, ok := b.pausing.LoadAndDelete(id); ok {
+			b.enqueue(outMsg{subject: subject, id: id, data: data, resent: true})
 		}
 	})
 	return true
 }
 
-// resendsLost counts the events still waiting to be sent again as lost,
-// at Close.
-func (b *Bus) resendsLost() int {
+// pausingLost takes the events waiting out a pause at Close: counted lost
+// by the caller, their waiters told.
+func (b *Bus) pausingLost() int {
 	n := 0
-	b.resends.Range(func(id, _ any) bool {
-		b.resends.Delete(id)
-		n++
+	b.pausing.Range(func(id, _ any) bool {
+		if _, ok := b.pausing.LoadAndDelete(id); ok {
+			b.failing.Delete(id)
+			b.acked(id.(string))
+			n++
+		}
 		return true
 	})
 	return n
 }
 
-// waitingResend counts the events waiting to be sent again.
-func (b *Bus) waitingResend() int {
+// count counts a sync.Map's entries.
+func count(m *sync.Map) int {
 	n := 0
-	b.resends.Range(func(_, _ any) bool { n++; return true })
+	m.Range(func(_, _ any) bool { n++; return true })
 	return n
 }
 
@@ -119,7 +127,7 @@ const stuckAfter = 30 * time.Second
 // which a connection check does not see. For /readyz.
 func (b *Bus) Recording() error {
 	oldest, n := time.Time{}, 0
-	b.resends.Range(func(_, v any) bool {
+	b.failing.Range(func(_, v any) bool {
 		r := v.(*resend)
 		r.mu.Lock()
 		if oldest.IsZero() || r.first.Before(oldest) {

@@ -9,10 +9,13 @@ import (
 	"github.com/ingestq/ingestq/events"
 )
 
-// ForgottenNote is what ForgetHost notes of a host taken out for good.
+// ForgottenNote is what ForgetHost notes of a host taken out for good, and
+// (Removed) what a daemon adds once the NATS cluster dropped its server.
 type ForgottenNote struct {
-	By string    `json:"by"`
-	At time.Time `json:"at"`
+	By        string     `json:"by"`
+	At        time.Time  `json:"at"`
+	Removed   *time.Time `json:"removed,omitempty"`
+	RemovedBy string     `json:"removed_by,omitempty"`
 }
 
 // ForgetHost notes that host is gone for good (decision 258): the daemons

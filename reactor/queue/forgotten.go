@@ -2,7 +2,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // forgottenDir holds the hosts an operator took out of the cluster for
@@ -34,6 +37,19 @@ func (q *Queue) ForgetHost(ctx context.Context, name string, data []byte) error 
 	p := q.Path(forgottenDir + "/" + name)
 	if err := q.commit(ctx, []op{upsert(p, data, false)}); err != nil {
 		return fmt.Errorf("forget host %s: %w", name, err)
+	}
+	return nil
+}
+
+// RewriteForgotten replaces the note of a forgotten host (a daemon adds
+// that its server was removed); a host no longer forgotten is left so.
+func (q *Queue) RewriteForgotten(ctx context.Context, name string, data []byte) error {
+	if err := checkOwnName(name, "host name"); err != nil {
+		return err
+	}
+	err := q.commit(ctx, []op{set(q.Path(forgottenDir+"/"+name), data, -1)})
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("note on forgotten host %s: %w", name, err)
 	}
 	return nil
 }

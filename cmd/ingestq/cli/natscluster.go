@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
@@ -37,15 +39,24 @@ func (n *natsRoutes) announce(ctx context.Context) ([]string, error) {
 }
 
 // comeBack readies a host that an operator had forgotten (ingestq hosts
-// forget) and that starts again: the NATS cluster dropped its server, and
-// a server that still holds the cluster's state from before would find
-// itself removed and turn JetStream off. So its cluster store goes (the
-// events are in the copies of the hosts that stayed), it joins as a new
-// member, and the note goes.
+// forget) and that starts again, and deletes the note. When a daemon noted
+// that the NATS cluster dropped its server, a server that still holds the
+// cluster's state from before would find itself removed and turn
+// JetStream off: its cluster store goes (the events are in the copies of
+// the hosts that stayed), and it joins as a new member. When none did (no
+// daemon was in a cluster since: in one of two hosts, the other ran alone,
+// and this store may hold the only copy), the store stays.
 func (n *natsRoutes) comeBack(ctx context.Context, dataDir string) error {
 	h, forgotten, err := n.q.Forgotten(ctx, n.host)
 	if err != nil || !forgotten {
 		return err
+	}
+	var note ops.ForgottenNote
+	_ = json.Unmarshal(h.Data, &note) // unreadable: taken as not removed, the store kept
+	if note.Removed == nil {
+		n.log.Warn("nats: this host was forgotten (ingestq hosts forget), but the NATS cluster never dropped its server; it keeps its NATS cluster store",
+			"forgotten", h.Since.UTC().Format(time.RFC3339), "note", string(h.Data))
+		return n.q.Remember(ctx, n.host)
 	}
 	store := events.ClusterStore(dataDir)
 	if err := os.RemoveAll(store); err != nil {
@@ -93,7 +104,8 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for tries := 0; ; {
+		tries, forgetTries := 0, 0
+		for {
 			select {
 			case <-ctx.Done():
 				return
@@ -120,20 +132,23 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 				}
 				continue
 			}
-			bus.SetRoutes(urls)
-			if err := n.forget(ctx, bus, forgot); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				tries++
-				d := backoff.Delay(time.Second, time.Minute, tries)
-				n.log.Warn("nats: a forgotten host is still in the NATS cluster; trying again", "in", d, "err", err)
-				if backoff.Sleep(ctx, d) {
-					wake()
-				}
-				continue
-			}
 			tries = 0
+			bus.SetRoutes(urls)
+			// A removal that fails is asked again after a pause, without
+			// holding up the routes meanwhile. Every daemon asks at once, so
+			// "a membership change in flight" is the common first answer.
+			if err := n.forget(ctx, bus, forgot); err != nil && ctx.Err() == nil {
+				forgetTries++
+				d := backoff.Delay(time.Second, time.Minute, forgetTries)
+				level := slog.LevelInfo
+				if forgetTries > 2 {
+					level = slog.LevelWarn
+				}
+				n.log.Log(ctx, level, "nats: a forgotten host is still in the NATS cluster; asking again", "in", d, "err", err)
+				time.AfterFunc(d, wake)
+			} else {
+				forgetTries = 0
+			}
 		}
 	}()
 	return func() {
@@ -149,26 +164,43 @@ func (n *natsRoutes) follow(s *zkwatch.Session, bus *events.Bus) (stop func()) {
 const forgetTimeout = 2 * time.Second
 
 // forget has the NATS cluster drop the servers of the hosts an operator
-// took out for good (ingestq hosts forget), each once per note; every
-// daemon asks, and the first removal makes the others' no-ops. A daemon
-// whose server runs alone asks once it is in a cluster again.
+// took out for good (ingestq hosts forget), each once per note, and notes
+// in it that the server was removed (comeBack reads that); every daemon
+// asks, and the first removal makes the others' no-ops. A daemon whose
+// server runs alone asks on the routes' next change.
 func (n *natsRoutes) forget(ctx context.Context, bus *events.Bus, forgot map[string]time.Time) error {
 	hosts, err := n.q.ForgottenHosts(ctx)
 	if err != nil {
 		return err
 	}
 	for _, h := range hosts {
-		if since, ok := forgot[h.Name]; ok && since.Equal(h.Since) || h.Name == n.host {
+		if since, ok := forgot[h.Name]; ok && since.Equal(h.Since) {
+			continue
+		}
+		if h.Name == n.host {
+			// Forgotten while it runs (its session had expired): its server
+			// is dropped and its JetStream turns off; a restart rejoins.
+			n.log.Error("nats: this running host was forgotten (ingestq hosts forget); restart it to record events again", "note", string(h.Data))
+			forgot[h.Name] = h.Since
 			continue
 		}
 		ask, cancel := context.WithTimeout(ctx, forgetTimeout)
 		err := bus.ForgetHost(ask, h.Name)
 		cancel()
 		if errors.Is(err, events.ErrNotClustered) {
-			return nil
+			return nil // asked again on the routes' next change
 		}
 		if err != nil {
 			return err
+		}
+		var note ops.ForgottenNote
+		if json.Unmarshal(h.Data, &note) == nil && note.Removed == nil {
+			now := time.Now().UTC().Truncate(time.Second)
+			note.Removed, note.RemovedBy = &now, n.host
+			data, _ := json.Marshal(note)
+			if err := n.q.RewriteForgotten(ctx, h.Name, data); err != nil {
+				return err
+			}
 		}
 		forgot[h.Name] = h.Since
 		n.log.Info("nats: the NATS cluster no longer counts a forgotten host's server", "host", h.Name, "forgotten", h.Since.UTC().Format(time.RFC3339))

@@ -1,0 +1,68 @@
+package events
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An event whose publish gets no answer (no stream, and a subscriber on its
+// subject that never replies, as a stream without a leader behaves) is
+// sent again, and waits as one event; closed meanwhile, it is lost once.
+func TestUnansweredEventWaitsOnceAndIsLostOnce(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ackTimeout: 2 * time.Second})
+	nc := connect(t, bus.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{}, 10)
+	if _, err := nc.Subscribe(SubjectAll, func(*nats.Msg) { sent <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	acked := bus.PublishAcked(Event{Kind: KindJob, JobID: "jid-silent", To: "Pending"})
+	receive(t, sent, "the event")
+	receive(t, sent, "the event sent again") // in flight now, for 2 s
+	if s := bus.Stats(); s.Waiting != 1 || s.Lost != 0 || s.Retried != 1 {
+		t.Errorf("while it is sent again: %+v, want 1 waiting, none lost, 1 resend", s)
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, acked, "the waiter of an event lost at Close")
+	if s := bus.Stats(); s.Lost != 1 || s.Published != 0 {
+		t.Errorf("after Close: %+v, want exactly 1 lost", s)
+	}
+}
+
+// A resend that cannot be queued (the queue full and stuck) is counted lost
+// and forgotten: its waiter is told, and nothing says it still waits.
+func TestDroppedResendIsForgotten(t *testing.T) {
+	t.Parallel()
+	bus := New(Config{DataDir: t.TempDir(), Host: "test-host", Logger: discardLogger()})
+	t.Cleanup(func() { _ = bus.Close() })
+	for range queueSize {
+		bus.queue <- outMsg{}
+	}
+	bus.congested.Store(true) // the publisher (not started here) is stuck
+	acked := make(chan struct{})
+	bus.acks.Store("jid-dropped", acked)
+	bus.failing.Store("jid-dropped", &resend{first: time.Now().Add(-time.Minute)})
+	bus.enqueue(outMsg{id: "jid-dropped", resent: true})
+	receive(t, acked, "the waiter of a resend dropped")
+	if n := count(&bus.failing); n != 0 || bus.Recording() != nil || bus.Stats().Lost != 1 {
+		t.Errorf("after the resend was dropped: %d failing, Recording %v, %+v; want none failing, nil, 1 lost", n, bus.Recording(), bus.Stats())
+	}
+}
