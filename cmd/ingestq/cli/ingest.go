@@ -68,7 +68,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
 	fl.StringVar(&f.smtpPass, "smtp-password", a.env(EnvSMTPPass, ""), "SMTP password (env "+EnvSMTPPass+")")
-	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to")
+	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to (used/(used+available), as df counts it)")
 	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
 	fl.DurationVar(&f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
