@@ -157,7 +157,7 @@ func (s *Service) Hosts(ctx context.Context) ([]reactor.HostInfo, []HostProblem,
 		if err := json.Unmarshal(h.Data, &info); err != nil {
 			problems = append(problems, HostProblem{h.Name, err})
 		}
-		info.Name, info.Since = h.Name, h.Since.UTC()
+		info.Name, info.Since, info.Seen = h.Name, h.Since.UTC(), h.Modified.UTC()
 		infos = append(infos, info)
 	}
 	return infos, problems, nil

@@ -17,8 +17,12 @@ import (
 // ZooKeeper keeps the node itself alive with the session.
 const (
 	hostCheck = time.Second
-	hostEvery = 15 * time.Second
+	hostEvery = HostRewrite
 )
+
+// HostRewrite is how often at the latest a live daemon rewrites its host
+// node, whether or not anything changed.
+const HostRewrite = 15 * time.Second
 
 // HostInfo is what a daemon says of itself in /ingestq/hosts/<name>, the
 // ephemeral node that lives as long as its session: `ingestq hosts`.
@@ -34,6 +38,10 @@ type HostInfo struct {
 	AccessWorkers map[string]int `json:"access_workers,omitempty"`
 	JobsInHand    int            `json:"jobs_in_hand"`
 	Since         time.Time      `json:"since"`
+	// Seen is when the daemon last wrote its node (set by the reader from
+	// the node, not written): every 15 s while it lives, so an older one
+	// is a daemon dead or cut off whose session has not ended yet.
+	Seen time.Time `json:"seen,omitzero"`
 }
 
 // Works tells whether the host works job state s (its States list it).

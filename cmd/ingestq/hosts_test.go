@@ -49,13 +49,16 @@ func TestHostsListed(t *testing.T) {
 			h.Since.IsZero() || time.Since(h.Since) > time.Minute {
 			t.Errorf("host %+v lacks a version, pid, its states, workers or since", h)
 		}
+		if h.Seen.Before(h.Since) || time.Since(h.Seen) > 2*reactor.HostRewrite {
+			t.Errorf("host %s: seen %v, since %v; want seen (its node's last write) after since, within %v", h.Name, h.Seen, h.Since, 2*reactor.HostRewrite)
+		}
 		want := map[string]map[string]int{"a": {"small": 3, "large": 1}, "b": nil}[h.Name]
 		if !maps.Equal(h.AccessWorkers, want) {
 			t.Errorf("host %s: access workers %v, want %v", h.Name, h.AccessWorkers, want)
 		}
 	}
 	text, err := exec.Command(ingestqBin, "--zk", zkAddr, "--zk-root", root, "hosts").Output()
-	if err != nil || !strings.Contains(string(text), "HOST") || !strings.Contains(string(text), "\nb ") ||
+	if err != nil || !strings.Contains(string(text), "SEEN") || !strings.Contains(string(text), "s ago") || !strings.Contains(string(text), "\nb ") ||
 		!strings.Contains(string(text), "for batches, access 3 small, 1 large") {
 		t.Errorf("ingestq hosts: %v\n%s", err, text)
 	}

@@ -210,10 +210,11 @@ func checkOwnName(name, what string) error {
 // Host is a live daemon's ephemeral node: its description in
 // /ingestq/hosts/<name>, or its NATS route URL in /ingestq/routes/<name>.
 type Host struct {
-	Name  string
-	Data  []byte    // the daemon's description (JSON)
-	Since time.Time // when it registered (the node's creation)
-	Mine  bool      // registered by this Queue's session
+	Name     string
+	Data     []byte    // the daemon's description (JSON)
+	Since    time.Time // when it registered (the node's creation)
+	Modified time.Time // when it last wrote the node (a live daemon rewrites its host node every 15 s)
+	Mine     bool      // registered by this Queue's session
 	// Session is the daemon's ZooKeeper session (the node's ephemeral
 	// owner): the locks it holds have the same owner.
 	Session int64
@@ -331,8 +332,8 @@ func (q *Queue) liveNodes(ctx context.Context, dir string) ([]Host, error) {
 		if r.err != nil {
 			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), r.err)
 		}
-		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Mine: q.zk.owns(r.stat),
-			Session: r.stat.EphemeralOwner})
+		out = append(out, Host{Name: names[i], Data: r.data, Since: time.UnixMilli(r.stat.Ctime), Modified: time.UnixMilli(r.stat.Mtime),
+			Mine: q.zk.owns(r.stat), Session: r.stat.EphemeralOwner})
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,9 @@ func (a *app) hostsCommand() *cobra.Command {
 		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
 		Long: "hosts lists the live daemons from their host nodes: version, the states each works, the jobs its\n" +
 			"workers hold (JOBS), its workers and since when. A daemon rewrites its node within a second of a\n" +
-			"change of its JOBS (and every 15 s anyway). Hosts taken out for good (hosts forget) are listed after.",
+			"change of its JOBS (and every 15 s anyway): SEEN says when it last did, so a daemon killed or cut off\n" +
+			"shows late until its ZooKeeper session ends and it leaves the list. Hosts taken out for good (hosts forget)\n" +
+			"are listed after.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			infos, problems, err := a.ops(q).Hosts(ctx)
@@ -42,7 +45,7 @@ func (a *app) hostsCommand() *cobra.Command {
 				a.printForgotten(forgotten)
 				return nil
 			}
-			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE")
+			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE", "SEEN")
 			for _, h := range infos {
 				workers := 0
 				for _, n := range h.Workers {
@@ -50,7 +53,7 @@ func (a *app) hostsCommand() *cobra.Command {
 				}
 				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
 					fmt.Sprintf("%d in %d states, %d for batches%s", workers, len(h.Workers), h.BatchWorkers, accessWorkers(h.AccessWorkers)),
-					when(h.Since))
+					when(h.Since), seen(h.Seen, time.Now()))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -59,6 +62,23 @@ func (a *app) hostsCommand() *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// seen says how long ago a host last wrote its node: a live daemon does
+// every 15 s, so past twice that it is dead or cut off, and goes from the
+// list when its ZooKeeper session ends.
+func seen(at, now time.Time) string {
+	if at.IsZero() {
+		return "-"
+	}
+	ago := now.Sub(at).Round(time.Second)
+	if ago < 0 {
+		ago = 0
+	}
+	if ago > 2*reactor.HostRewrite {
+		return fmt.Sprintf("%v ago (late: dead or cut off?)", ago)
+	}
+	return fmt.Sprintf("%v ago", ago)
 }
 
 // printForgotten lists the hosts taken out for good (hosts forget).

@@ -1,0 +1,25 @@
+package cli
+
+import (
+	"testing"
+	"time"
+)
+
+// A host that last wrote its node more than twice its rewrite period ago
+// is shown late: dead or cut off, its session not ended yet.
+func TestSeenSaysLate(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{now.Add(-3 * time.Second), "3s ago"},
+		{now.Add(-31 * time.Second), "31s ago (late: dead or cut off?)"},
+		{now.Add(time.Second), "0s ago"}, // another host's clock ahead
+		{time.Time{}, "-"},
+	} {
+		if got := seen(c.at, now); got != c.want {
+			t.Errorf("seen(%v ago) = %q, want %q", now.Sub(c.at), got, c.want)
+		}
+	}
+}
