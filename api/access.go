@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -17,6 +18,16 @@ func (a *API) accessRoutes() {
 	a.handle("DELETE", "/access/{queue}/{qid}", RoleAdmin, a.accessAction(a.cfg.Ops.DeleteAccess))
 }
 
+// accessBody is an access request as the API takes it: ops.AccessRequest
+// with its version a pointer, so that 0 is told from absent.
+type accessBody struct {
+	ARK         string   `json:"ark"`
+	Version     *int     `json:"version"`
+	Files       []string `json:"files"`
+	Format      string   `json:"format"`
+	RequestedBy string   `json:"requested_by"`
+}
+
 func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
@@ -24,14 +35,23 @@ func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Calle
 	if _, err := a.inventory(); err != nil {
 		return err // the size is estimated from it
 	}
-	var body ops.AccessRequest
+	var body accessBody
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	if body.RequestedBy == "" {
-		body.RequestedBy = caller.Name
+	req := ops.AccessRequest{ARK: body.ARK, Files: body.Files, Format: body.Format, RequestedBy: body.RequestedBy}
+	if v := body.Version; v != nil {
+		// Absent asks for every version; 0 is no version (the document's
+		// minimum is 1), not a second way to say every version.
+		if *v < 1 {
+			return &ops.FieldError{Field: "version", Value: strconv.Itoa(*v), Problem: "want 1 or more (leave version out for every version)"}
+		}
+		req.Version = *v
 	}
-	v, err := a.cfg.Ops.RequestAccess(r.Context(), body)
+	if req.RequestedBy == "" {
+		req.RequestedBy = caller.Name
+	}
+	v, err := a.cfg.Ops.RequestAccess(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -88,7 +108,7 @@ func (a *API) accessAction(do func(ctx context.Context, ref string) (ops.Outcome
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, o)
+		writeJSON(w, http.StatusOK, apiOutcome(o))
 		return nil
 	}
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,11 @@ func TestAccessRoutes(t *testing.T) {
 	b.do("POST", "access", operateToken, map[string]any{"ark": ark, "version": 5}).problem(t, 404, "not-found", "has no version 5 (it has versions 1 to 2)")
 	b.do("POST", "access", operateToken, map[string]any{"ark": ark, "files": []string{"producer/b.txt"}}).problem(t, 404, "not-found", `has no file "producer/b.txt"`)
 	b.do("POST", "access", operateToken, map[string]any{"ark": ark, "format": "rar"}).problem(t, 400, "invalid", `format "rar"`)
+	// 0 and below are no version; leaving version out asks for every one.
+	for _, v := range []int{0, -1} {
+		b.do("POST", "access", operateToken, map[string]any{"ark": ark, "version": v}).problem(t, 400, "invalid",
+			fmt.Sprintf("version %d: want 1 or more", v))
+	}
 	b.do("POST", "access", operateToken, map[string]any{"ark": ark, "size": 1}).problem(t, 400, "invalid", "size")
 
 	var page struct {

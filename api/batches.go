@@ -159,7 +159,7 @@ func (a *API) batchAction(do func(ctx context.Context, id string) (ops.Outcome, 
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, o)
+		writeJSON(w, http.StatusOK, apiOutcome(o))
 		return nil
 	}
 }

@@ -74,7 +74,8 @@ func (a *API) bulk(w http.ResponseWriter, r *http.Request, caller Caller) error 
 			out.Failed++
 			continue
 		}
-		out.Results[i].Outcome = &res.Outcome
+		o := apiOutcome(res.Outcome)
+		out.Results[i].Outcome = &o
 		out.Succeeded++
 	}
 	writeJSON(w, http.StatusOK, out)

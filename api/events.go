@@ -122,8 +122,21 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 	if f.Subject != "" && !strings.HasPrefix(f.Subject, "ingestq.") {
 		return f, badRequest("subject %q: want a subject under ingestq. (like ingestq.job.failed.*)", f.Subject)
 	}
+	// A batch or job this queue never made has no events, and never will:
+	// 404, not an endless empty stream. A removed one's history is streamed.
 	if id := v.Get("batch"); id != "" {
 		if f.BatchID, err = a.cfg.Ops.BatchID(r.Context(), id); err != nil {
+			return f, err
+		}
+		if err := a.cfg.Ops.CheckEverMade(r.Context(), f.BatchID, "batch"); err != nil {
+			return f, err
+		}
+	}
+	if f.JobID != "" {
+		if err := ops.CheckJobID(f.JobID); err != nil {
+			return f, err
+		}
+		if err := a.cfg.Ops.CheckEverMade(r.Context(), f.JobID, "job"); err != nil {
 			return f, err
 		}
 	}

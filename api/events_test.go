@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // stream is one client of the event stream.
@@ -157,4 +158,16 @@ func TestEventStreamRefusesBadFilters(t *testing.T) {
 	b.do("GET", "events?batch=no-such-uuid", readToken, nil).problem(t, 404, "not-found")
 	b.do("GET", "events?jobs=x", readToken, nil).problem(t, 400, "invalid", `query parameter "jobs"`)
 	b.do("GET", "events?access=medium/qid0000000001", readToken, nil).problem(t, 400, "invalid", `"medium/qid0000000001" is not an access request`)
+
+	// A batch or job the queue never made is a 404 naming it, not an
+	// endless empty stream; a removed one's history is still streamed.
+	b.do("GET", "events?batch=bid9999999999", readToken, nil).problem(t, 404, "not-found", "batch bid9999999999: no such batch")
+	b.do("GET", "events?job=jid9999999999", readToken, nil).problem(t, 404, "not-found", "job jid9999999999: no such job")
+	b.do("GET", "events?job=bogus", readToken, nil).problem(t, 400, "invalid", `"bogus" is not a job id`)
+	bt := b.batch("uuid-events-made", "demo")
+	jid := b.job(bt.ID, 5, 0, queue.Estimating, queue.Failed)
+	_, _, err := b.q.DeleteJob(t.Context(), jid, true)
+	must(t, err)
+	b.openStream("since=1h&job=" + jid).cancel()
+	b.openStream("batch=" + bt.ID).cancel()
 }

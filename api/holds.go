@@ -65,7 +65,7 @@ func (a *API) hold(collection, set bool) handler {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, o)
+		writeJSON(w, http.StatusOK, apiOutcome(o))
 		return nil
 	}
 }

@@ -219,7 +219,7 @@ func (a *API) jobAction(name string) handler {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, o)
+		writeJSON(w, http.StatusOK, apiOutcome(o))
 		return nil
 	}
 }

@@ -94,6 +94,15 @@ func apiDetail(err error) string {
 	return msg
 }
 
+// apiOutcome is o as the API answers it: its message's advice names the
+// request to make, where the CLI's names a command line.
+func apiOutcome(o ops.Outcome) ops.Outcome {
+	if o.API != "" {
+		o.Message = o.API
+	}
+	return o
+}
+
 func oneLine(s string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return first

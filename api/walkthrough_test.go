@@ -2,8 +2,11 @@ package api_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +185,45 @@ func TestRefusalsSpeakToTheAPICaller(t *testing.T) {
 		t.Errorf("CLI: %q", line)
 	}
 	b.do("DELETE", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, nil)
+
+	// A Completed job, a Completed batch, a job requeued after its batch
+	// reported: the advice names the request, where the CLI's names the
+	// command (decision 249).
+	done := b.batch("uuid-done", "demo")
+	completed := b.job(done.ID, 5, 0, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+		queue.Storing, queue.Recording, queue.Notify, queue.Completed)
+	again := b.job(done.ID, 5, 0, queue.Estimating, queue.Failed)
+	inflight := b.job(done.ID, 5, 0, queue.Estimating)
+	b.processing(done.ID)
+	for _, st := range []queue.State{queue.Reporting, queue.Completed} {
+		db, err := b.q.LockBatch(t.Context(), done.ID)
+		must(t, err)
+		must(t, b.q.SetBatchStatus(t.Context(), db, st, queue.BatchChange{Release: true}))
+	}
+	noCLI := func(p api.Problem) {
+		t.Helper()
+		if strings.Contains(p.Detail, "ingestq ") {
+			t.Errorf("detail %q names the CLI", p.Detail)
+		}
+	}
+	noCLI(b.do("DELETE", "jobs/"+completed, adminToken, nil).problem(t, 409, "refused",
+		"job "+completed+" is Completed; only DELETE /api/v1/jobs/"+completed+"?purge=true removes it"))
+	noCLI(b.do("DELETE", "jobs/"+inflight, adminToken, nil).problem(t, 409, "refused", "still in the pipeline",
+		"POST /api/v1/jobs/"+inflight+"/fail, then DELETE /api/v1/jobs/"+inflight))
+	noCLI(b.do("POST", "batches/"+done.ID+"/report", operateToken, nil).problem(t, 409, "refused",
+		"its report is in its status-report; GET /api/v1/batches/"+done.ID+" shows it"))
+	var requeued struct{ Message string }
+	b.do("POST", "jobs/"+again+"/requeue", operateToken, nil).ok(t, http.StatusOK, &requeued)
+	if want := "POST /api/v1/batches/" + done.ID + "/report reports it again"; !strings.HasSuffix(requeued.Message, want) {
+		t.Errorf("requeue: %q, want it to end %q", requeued.Message, want)
+	}
+	if line := b.cli("delete", completed); !strings.Contains(line, "only `ingestq delete --purge "+completed+"` removes it") {
+		t.Errorf("CLI: %q", line)
+	}
+	if line := b.cli("report", done.ID); !strings.Contains(line, "`ingestq show "+done.ID+"` shows it") {
+		t.Errorf("CLI: %q", line)
+	}
+
 	var o struct{ State string }
 	a := b.do("POST", "batches/"+held.ID+"/release", operateToken, nil)
 	a.ok(t, http.StatusOK, &o)
@@ -206,4 +248,115 @@ func TestReportOfABatchWithEveryJobPurged(t *testing.T) {
 	b.do("DELETE", "jobs/"+jid+"?purge=true", adminToken, nil).ok(t, http.StatusOK, nil)
 	b.do("POST", "batches/"+bt.ID+"/report", operateToken, nil).problem(t, 409, "refused",
 		"no job left to report", "DELETE /api/v1/batches/"+bt.ID+" removes the batch")
+}
+
+// Every answer the server gives for a documented path is listed by its
+// operation, found by asking the server: a body over the limit (413) or
+// not JSON (415) for each operation that takes one, the access request
+// without an inventory (503); and a method a path does not take is the
+// 405 the document describes, with the path's documented methods in Allow.
+func TestEveryOperationListsWhatItAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withObject(t, "ark:/99999/fk4doc", 3))
+	var doc struct {
+		openAPIDoc
+		Components struct {
+			Responses map[string]struct {
+				Headers map[string]any `json:"headers"`
+			} `json:"responses"`
+		} `json:"components"`
+	}
+	must(t, json.Unmarshal(api.OpenAPI(), &doc))
+	var raw struct {
+		Paths map[string]map[string]struct {
+			RequestBody any `json:"requestBody"`
+		} `json:"paths"`
+	}
+	must(t, json.Unmarshal(api.OpenAPI(), &raw))
+	if _, ok := doc.Components.Responses["MethodNotAllowed"].Headers["Allow"]; !ok {
+		t.Error("components.responses.MethodNotAllowed does not describe its Allow header")
+	}
+	// A real value for each path parameter.
+	params := strings.NewReplacer("{id}", "bid0000000001", "{jid}", "jid0000000001", "{name}", "demo",
+		"{ark}", "ark:/99999/fk4none", "{queue}", "small", "{qid}", "qid0000000001")
+	send := func(method, path, contentType, body string) answer {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, b.base+strings.TrimPrefix(path, "/api/v1/"), strings.NewReader(body))
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, resp.Header, data}
+	}
+	listed := func(what string, op openAPIOperation, status int) {
+		t.Helper()
+		if _, ok := op.Responses[strconv.Itoa(status)]; !ok {
+			t.Errorf("%s answers %d, which its operation does not list", what, status)
+		}
+	}
+	huge := `{"x": "` + strings.Repeat("a", 1<<20) + `"}`
+	bodies := 0
+	// The methods the document gives a target: of every path that matches
+	// it (/jobs/actions is also a /jobs/{jid}).
+	methodsOf := func(target string) []string {
+		var methods []string
+		for path, ops := range doc.Paths {
+			segs := strings.Split(path, "/")
+			for i, seg := range segs {
+				switch {
+				case seg == "{ark}":
+					segs[i] = ".+"
+				case strings.HasPrefix(seg, "{"):
+					segs[i] = "[^/]+"
+				default:
+					segs[i] = regexp.QuoteMeta(seg)
+				}
+			}
+			if !regexp.MustCompile("^" + strings.Join(segs, "/") + "$").MatchString(target) {
+				continue
+			}
+			for method := range ops {
+				if m := strings.ToUpper(method); !slices.Contains(methods, m) {
+					methods = append(methods, m)
+				}
+			}
+		}
+		slices.Sort(methods)
+		return methods
+	}
+	for path, ops := range doc.Paths {
+		target := params.Replace(path)
+		for method, op := range ops {
+			if raw.Paths[path][method].RequestBody == nil {
+				continue
+			}
+			bodies++
+			what := strings.ToUpper(method) + " " + path
+			a := send(strings.ToUpper(method), target, "application/json", huge)
+			a.problem(t, http.StatusRequestEntityTooLarge, "too-large")
+			listed(what, op, a.status)
+			a = send(strings.ToUpper(method), target, "text/plain", "{}")
+			a.problem(t, http.StatusUnsupportedMediaType, "unsupported-media-type")
+			listed(what, op, a.status)
+		}
+		a := send("PATCH", target, "application/json", "{}")
+		a.problem(t, http.StatusMethodNotAllowed, "method-not-allowed")
+		allow := strings.Split(strings.ReplaceAll(a.header.Get("Allow"), " ", ""), ",")
+		allow = slices.DeleteFunc(allow, func(m string) bool { return m == "HEAD" }) // the mux answers HEAD for a GET
+		slices.Sort(allow)
+		if methods := methodsOf(target); !slices.Equal(allow, methods) {
+			t.Errorf("PATCH %s: Allow %q, the document has %v", path, a.header.Get("Allow"), methods)
+		}
+	}
+	if bodies < 4 {
+		t.Errorf("%d operations take a body: fewer than the API has", bodies)
+	}
+	// The access request reads the inventory first: without one, 503.
+	a := setup(t).do("POST", "access", operateToken, map[string]any{"ark": "ark:/99999/fk4none"})
+	a.problem(t, http.StatusServiceUnavailable, "unavailable")
+	listed("POST /api/v1/access", doc.Paths["/api/v1/access"]["post"], a.status)
+	listed("POST /api/v1/access", doc.Paths["/api/v1/access"]["post"], http.StatusConflict) // a refused or stale write
 }

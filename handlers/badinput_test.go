@@ -51,6 +51,7 @@ var badCorpus = map[string]struct {
 	"unknown-profile.checkm":    {2, `unknown profile "http://uc3.cdlib.org/registry/ingest/manifest/mrt-everything-manifest"`},
 	"no-profile.checkm":         {2, "entry before any #%profile line"},
 	"duplicate-object.checkm":   {6, `duplicate object: same URL "http://HOST/payload/hello.txt" and local identifier "obj-1" as line 4`},
+	"not-an-ark.checkm":         {5, `primary identifier "hello": not an ARK: want ark:/NAAN/NAME`},
 	"empty.checkm":              {0, "does not start with #%checkm"},
 	"not-checkm.checkm":         {0, "does not start with #%checkm"},
 }

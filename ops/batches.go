@@ -27,6 +27,20 @@ func (s *Service) BatchID(ctx context.Context, id string) (string, error) {
 	return b.ID, nil
 }
 
+// CheckEverMade refuses, as not found, a batch or job id (bid…, jid…) the
+// queue never made: neither there nor removed (queue.EverMade). what is
+// "batch" or "job", for the message.
+func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
+	made, err := s.Q.EverMade(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !made {
+		return fmt.Errorf("%s %s: no such %s (this queue has not made it): %w", what, id, what, queue.ErrNotFound)
+	}
+	return nil
+}
+
 // FindBatch reads a batch named by its bid or, failing that, its uuid.
 func (s *Service) FindBatch(ctx context.Context, id string) (*queue.Batch, error) {
 	if strings.HasPrefix(id, "bid") {

@@ -66,6 +66,7 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	msg := fmt.Sprintf("job %s requeued: it resumes at %s", jid, to)
+	var api string // msg's advice for an HTTP caller, when it has advice
 	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == to {
 		msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
 		if refetches(j) {
@@ -74,12 +75,13 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 		}
 		if st, err := s.Q.BatchState(ctx, j.BatchID); err == nil && (st == queue.Completed || st == queue.Failed) {
 			// The batch reported already: the job's end will not change that.
-			msg += fmt.Sprintf("; its batch %s has reported (%s): once the job is done, `ingestq report %s` reports it again",
-				j.BatchID, st, j.BatchID)
+			said := fmt.Sprintf("; its batch %s has reported (%s): once the job is done, ", j.BatchID, st)
+			api = msg + said + "POST /api/v1/batches/" + j.BatchID + "/report reports it again"
+			msg += said + "`ingestq report " + j.BatchID + "` reports it again"
 		}
 	}
 	s.Announce(ctx, "requeue", events.Event{JobID: jid, Message: msg})
-	return Outcome{ID: jid, Changed: true, State: to, Message: msg}, nil
+	return Outcome{ID: jid, Changed: true, State: to, Message: msg, API: api}, nil
 }
 
 // refetches tells whether a requeued job fetches its object manifest
@@ -120,7 +122,8 @@ func (s *Service) DeleteJob(ctx context.Context, jid string, purge bool) (Outcom
 		return Outcome{}, err
 	case !changed:
 		return Outcome{ID: jid, State: queue.Deleted,
-			Message: fmt.Sprintf("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", jid, jid)}, nil
+			Message: fmt.Sprintf("job %s was already Deleted (`ingestq delete --purge %s` removes it from ZooKeeper)", jid, jid),
+			API:     fmt.Sprintf("job %s was already Deleted (DELETE /api/v1/jobs/%s?purge=true removes it from ZooKeeper)", jid, jid)}, nil
 	}
 	s.Announce(ctx, "delete", events.Event{JobID: jid, Attrs: map[string]any{"removed": removed}})
 	if removed {

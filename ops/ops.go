@@ -66,6 +66,10 @@ type Outcome struct {
 	Changed bool        `json:"changed"`
 	State   queue.State `json:"state,omitempty"`
 	Message string      `json:"message"`
+	// API is Message for a program calling the HTTP API, when its advice
+	// names a request where Message names a command line (decision 249);
+	// the API answers it as message.
+	API string `json:"-"`
 }
 
 // Announce publishes an admin action (ingestq.admin.<action>), naming its

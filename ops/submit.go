@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -34,7 +36,7 @@ type SubmitRequest struct {
 // FieldError is a bad field of a submission request. Its message names
 // the field as the caller calls it (Named): a flag, or a JSON key.
 type FieldError struct {
-	Field   string // the JSON key: profile, type, priority, payload_url, submitter
+	Field   string // the JSON key: profile, type, priority, payload_url, submitter, primary_id, hash_algorithm, hash_value, file_name
 	Value   string // the bad value as the message shows it; "" when missing
 	Problem string
 }
@@ -96,7 +98,44 @@ func Submission(r SubmitRequest) (queue.Submission, error) {
 	if err != nil {
 		return queue.Submission{}, invalid("submission: " + err.Error())
 	}
+	if err := checkObjectFields(&sub); err != nil {
+		return queue.Submission{}, err
+	}
 	return sub, nil
+}
+
+// checkObjectFields checks what a submission says of its one object as
+// the pipeline checks a manifest's line (handlers/checkm), so that a bad
+// value is refused now, naming its field, not found by a job later: the
+// primary id is an ARK, the hash one the manifests may give (normalised,
+// "SHA-256" → "sha256"), the file name safe.
+func checkObjectFields(sub *queue.Submission) error {
+	if id := sub.PrimaryID; id != "" {
+		if err := checkm.CheckARK(id); err != nil {
+			return &FieldError{Field: "primary_id", Value: strconv.Quote(id), Problem: err.Error()}
+		}
+	}
+	if sub.HashAlg != "" || sub.HashValue != "" {
+		alg, ok := checkm.HashAlgorithm(sub.HashAlg)
+		switch {
+		case sub.HashAlg == "":
+			return &FieldError{Field: "hash_algorithm"}
+		case !ok:
+			return &FieldError{Field: "hash_algorithm", Value: strconv.Quote(sub.HashAlg), Problem: "want " + checkm.HashAlgorithms}
+		case sub.HashValue == "":
+			return &FieldError{Field: "hash_value"}
+		}
+		if err := checkm.CheckDigest(alg, sub.HashValue); err != nil {
+			return &FieldError{Field: "hash_value", Value: strconv.Quote(sub.HashValue), Problem: alg + " digest " + err.Error()}
+		}
+		sub.HashAlg, sub.HashValue = alg, strings.ToLower(sub.HashValue)
+	}
+	if name := sub.FileName; name != "" {
+		if _, err := checkm.CleanName(name); err != nil {
+			return &FieldError{Field: "file_name", Value: strconv.Quote(name), Problem: err.Error()}
+		}
+	}
+	return nil
 }
 
 // Submit creates a Pending batch for sub, once its profile is known to

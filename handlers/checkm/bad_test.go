@@ -54,6 +54,7 @@ func TestBadCorpus(t *testing.T) {
 		{"bad/unknown-profile.checkm", 2, `unknown profile "http://uc3.cdlib.org/registry/ingest/manifest/mrt-everything-manifest"`},
 		{"bad/no-profile.checkm", 2, "entry before any #%profile line"},
 		{"bad/not-checkm.checkm", 1, "not a checkm 0.7 manifest"},
+		{"bad/not-an-ark.checkm", 5, `primary identifier "hello": not an ARK: want ark:/NAAN/NAME`},
 		{"bad/duplicate-object.checkm", 6, `duplicate object: same URL "http://example.org/payload/hello.txt" and local identifier "obj-1" as line 4`},
 	}
 	covered := map[string]bool{}

@@ -59,6 +59,13 @@ func buildEntry(lineNo int, profile string, fields []field, vals []string, base 
 	if e.HashAlg, e.HashValue, err = parseHash(alg, hash); err != nil {
 		return Entry{}, err
 	}
+	// A batch line's primary identifier becomes the object's ARK, by
+	// which it is found and asked for: it must be one.
+	if e.PrimaryID != "" && profile != IngestManifest {
+		if err := CheckARK(e.PrimaryID); err != nil {
+			return Entry{}, fmt.Errorf("primary identifier %q: %w", truncate(e.PrimaryID), err)
+		}
+	}
 	if e.Size, err = parseSize(size); err != nil {
 		return Entry{}, err
 	}
@@ -115,23 +122,48 @@ func parseHash(alg, value string) (string, string, error) {
 	if alg == "" {
 		return "", "", fmt.Errorf("hash value %q without a hash algorithm", truncate(value))
 	}
-	norm := strings.ReplaceAll(strings.ToLower(alg), "-", "")
-	want, ok := hashHexLen[norm]
+	norm, ok := HashAlgorithm(alg)
 	if !ok {
-		return "", "", fmt.Errorf("unsupported hash algorithm %q (want md5, sha1, sha256 or sha512)", truncate(alg))
+		return "", "", fmt.Errorf("unsupported hash algorithm %q (want %s)", truncate(alg), HashAlgorithms)
 	}
 	if value == "" {
 		return "", "", fmt.Errorf("hash algorithm %s without a hash value", norm)
 	}
-	if len(value) != want {
-		return "", "", fmt.Errorf("%s hash value %q has %d characters, want %d", norm, truncate(value), len(value), want)
+	if err := CheckDigest(norm, value); err != nil {
+		return "", "", fmt.Errorf("%s hash value %q %w", norm, truncate(value), err)
+	}
+	return norm, strings.ToLower(value), nil
+}
+
+// HashAlgorithms names the algorithms a manifest's (or a submission's)
+// hash may use.
+const HashAlgorithms = "md5, sha1, sha256 or sha512"
+
+// HashAlgorithm is alg's normalised name ("SHA-256" → "sha256"), and
+// whether it is one of HashAlgorithms.
+func HashAlgorithm(alg string) (string, bool) {
+	norm := strings.ReplaceAll(strings.ToLower(alg), "-", "")
+	_, ok := hashHexLen[norm]
+	return norm, ok
+}
+
+// CheckDigest checks that value is a hex digest of the normalised
+// algorithm alg's length; its error says what is wrong ("has 2
+// characters, want 64"), without the value.
+func CheckDigest(alg, value string) error {
+	want, ok := hashHexLen[alg]
+	switch {
+	case !ok:
+		return fmt.Errorf("is of an unsupported hash algorithm %q (want %s)", truncate(alg), HashAlgorithms)
+	case len(value) != want:
+		return fmt.Errorf("has %d characters, want %d", len(value), want)
 	}
 	for i := 0; i < len(value); i++ {
 		if !isHex(value[i]) {
-			return "", "", fmt.Errorf("%s hash value %q is not hexadecimal", norm, value)
+			return errors.New("is not hexadecimal")
 		}
 	}
-	return norm, strings.ToLower(value), nil
+	return nil
 }
 
 func isHex(c byte) bool {

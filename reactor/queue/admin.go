@@ -192,9 +192,13 @@ func (q *Queue) DeleteJob(ctx context.Context, jid string, purge bool) (removed,
 		case s == Deleted:
 			return nil
 		case s == Completed:
-			return refused("job %s is Completed: only `ingestq delete --purge %s` removes it (and it leaves its batch's report)", jid, jid)
+			return Advised(refused("job %s is Completed", jid),
+				"only `ingestq delete --purge "+jid+"` removes it (and it leaves its batch's report)",
+				"only DELETE /api/v1/jobs/"+jid+"?purge=true removes it (and it leaves its batch's report)")
 		}
-		return refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted: `ingestq fail %s`, then `ingestq delete %s`", jid, j.State(), jid, jid)
+		return Advised(refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted", jid, j.State()),
+			"`ingestq fail "+jid+"`, then `ingestq delete "+jid+"`",
+			"POST /api/v1/jobs/"+jid+"/fail, then DELETE /api/v1/jobs/"+jid)
 	})
 	return removed, changed, err
 }
@@ -304,7 +308,8 @@ func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err 
 			changed = true
 			return q.SetBatchStatus(ctx, b, UpdateReporting, BatchChange{Release: true})
 		case Completed:
-			return refused("batch %s is Completed: its report is in its status-report (`ingestq show %s`)", bid, bid)
+			return Advised(refused("batch %s is Completed: its report is in its status-report", bid),
+				"`ingestq show "+bid+"` shows it", "GET /api/v1/batches/"+bid+" shows it")
 		}
 		return refused("batch %s is %s: it reports by itself when its last job is done; `ingestq report` asks again "+
 			"for a batch that ended Failed (after its failed jobs were requeued)", bid, b.State())

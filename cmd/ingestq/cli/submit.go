@@ -134,12 +134,16 @@ func submitUsage(err error) error {
 	return err
 }
 
-// flagOf is the flag of a submission field, or its argument.
+// flagOf is the flag of a submission field, or its argument; a field with
+// no flag of its own (primary_id, file_name, …) is given by --set.
 func flagOf(field string) string {
-	if field == "payload_url" {
+	switch field {
+	case "payload_url":
 		return "URL|PATH"
+	case "profile", "submitter", "type", "priority":
+		return "--" + field
 	}
-	return "--" + field
+	return "--set " + field
 }
 
 // payloadURL makes a local path an absolute file: URL; a URL (or a
