@@ -2,10 +2,14 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/ingestq/ingestq/handlers/notify"
 	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // Callback is the JSON a profile's callback receives when a job completes.
@@ -25,9 +29,13 @@ type Callback struct {
 	Version   int  `json:"version,omitempty"`
 }
 
-// notify calls the profile's callback (the HTTP client retries; a callback
-// still failing after that fails the job), then forgets the job's minting
+// notify calls the profile's callback, then forgets the job's minting
 // record and removes its working folder: the object is stored and recorded.
+// A callback failing for a while (5xx, 429, 408, a network error, no answer
+// in time) is retried by the HTTP client, then by the reactor with its
+// attempts and backoff; one refused for good (another 4xx, a bad URL)
+// fails the job at once. Either way the job's message says that the object
+// is stored and recorded and that a requeue only sends the callback again.
 // Run again after a crash, the callback is sent again: at least once.
 func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
@@ -48,7 +56,11 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 			if ctx.Err() != nil {
 				return reactor.Result{}, ctx.Err()
 			}
-			return reactor.Result{}, reactor.Fatal(err) // "callback URL: …"
+			err = &undeliveredError{err: err, job: j.ID, ark: ark, version: storedNumber(p.workDir(j), j)}
+			if notify.Permanent(err) {
+				return reactor.Result{}, reactor.Fatal(err)
+			}
+			return reactor.Result{}, err
 		}
 	}
 	if err := p.minter.Forget(ctx, j.ID); err != nil {
@@ -62,4 +74,43 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 		res.Change.Message = note // the Completed job's message
 	}
 	return res, nil
+}
+
+// undeliveredError is a callback that failed after the object was stored
+// and recorded. Its message says so, and what to do, so that nobody
+// deposits the object again: "callback URL: HTTP 500 … (5 requests), body
+// "…"; the object ark:/… IS stored and recorded (version 1): only its
+// callback failed. …".
+type undeliveredError struct {
+	err      error
+	job, ark string
+	version  int // 0: not known here
+}
+
+func (e *undeliveredError) Error() string {
+	v := ""
+	if e.version > 0 {
+		v = fmt.Sprintf(" (version %d)", e.version)
+	}
+	return fmt.Sprintf("%v; the object %s IS stored and recorded%s: only its callback failed. "+
+		"Do not deposit it again: `ingestq requeue %s` (or POST /api/v1/jobs/%s/requeue) sends the callback again and redoes nothing else",
+		e.err, e.ark, v, e.job, e.job)
+}
+
+func (e *undeliveredError) Unwrap() error { return e.err }
+
+// storedNumber is the number of the object's version the job stored or
+// found: the inventory node's for a deposit that changed nothing, else the
+// stored version's record in the working folder; 0 when neither is here
+// (Storing and Recording ran on another host).
+func storedNumber(work string, j *queue.Job) int {
+	if j.Inventory != nil && j.Inventory.Version > 0 {
+		return j.Inventory.Version
+	}
+	var kept storedVersion
+	data, err := os.ReadFile(filepath.Join(work, storedRecord))
+	if err != nil || json.Unmarshal(data, &kept) != nil {
+		return 0
+	}
+	return kept.Number
 }

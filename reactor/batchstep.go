@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -200,6 +201,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		msg = fmt.Sprintf("report not delivered: %v", err)
 		rep.Message = msg
 	}
+	msg = failedCount(rep, msg)
 	to := queue.Completed
 	if rep.Failed() {
 		to = queue.Failed
@@ -305,7 +307,70 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 		}
 		rep.Messages[jid] = j.Status.Message
 	}
+	reportDetail(&stored, rep)
 	return rep, stored, nil
+}
+
+// statusDetailBudget bounds each of a status-report's maps of ingestq's own
+// (objects, failures), in bytes of JSON: with the jid lists, the node stays
+// well under ZooKeeper's 1 MB. reasonMax cuts one failure's reason.
+const (
+	statusDetailBudget = 256 << 10
+	reasonMax          = 1000
+)
+
+// reportDetail adds to a status-report what the report's event gives: the
+// object (ARK, local ids) of each successful job it names and the reason
+// of each failed job, in jid order until each map's budget is spent; the
+// jobs left out are counted.
+func reportDetail(stored *queue.StatusReport, rep Report) {
+	spent := 0
+	for _, jid := range stored.SuccessfulJobs {
+		id, ok := rep.Objects[jid]
+		if !ok {
+			continue
+		}
+		data, _ := json.Marshal(id)
+		if spent += len(jid) + len(data) + 4; spent > statusDetailBudget {
+			stored.ObjectsLeftOut++
+			continue
+		}
+		if stored.Identified == nil {
+			stored.Identified = map[string]*queue.Identifiers{}
+		}
+		stored.Identified[jid] = id
+	}
+	spent = 0
+	for _, jid := range stored.FailedJobs {
+		reason := rep.Messages[jid]
+		if len(reason) > reasonMax {
+			reason = strings.ToValidUTF8(reason[:reasonMax], "") + "…"
+		}
+		data, _ := json.Marshal(reason)
+		if spent += len(jid) + len(data) + 4; spent > statusDetailBudget {
+			stored.FailuresLeftOut++
+			continue
+		}
+		if stored.Failures == nil {
+			stored.Failures = map[string]string{}
+		}
+		stored.Failures[jid] = reason
+	}
+}
+
+// failedCount puts how many of a batch's jobs failed before msg, its
+// message: "3 of 4 jobs failed". A batch none of whose jobs failed keeps
+// msg as it is.
+func failedCount(rep Report, msg string) string {
+	failed := len(rep.FailedJobs)
+	if failed == 0 {
+		return msg
+	}
+	total, noun := failed+len(rep.SuccessfulJobs), "jobs"
+	if total == 1 {
+		noun = "job"
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%d of %d %s failed; %s", failed, total, noun, msg), "; ")
 }
 
 func nonNil(s []string) []string {

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -79,6 +80,25 @@ func Callback(ctx context.Context, client *retryablehttp.Client, rawURL string, 
 		return nil
 	}
 	return &StatusError{URL: shown, StatusCode: resp.StatusCode, Status: resp.Status, Attempts: attempts, Body: string(head)}
+}
+
+// Permanent tells whether a Callback error is one that no retry can fix: a
+// bad URL, a payload that cannot be encoded, or an answer that refuses it
+// (a 4xx status other than 408, 425 and 429). A 5xx status, a 408, 425 or
+// 429, a network error or no answer in time may pass: the step is tried
+// again.
+func Permanent(err error) bool {
+	var se *StatusError
+	var re *fetch.RequestError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &se):
+		return fetch.Permanent(&fetch.StatusError{URL: se.URL, Code: se.StatusCode})
+	case errors.As(err, &re):
+		return fetch.Permanent(re.Err)
+	}
+	return true // Callback's own: a bad URL, no client, an unencodable payload
 }
 
 // withLastResponse copies client's settings into a new client whose error

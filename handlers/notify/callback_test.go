@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -187,5 +188,50 @@ func TestCallbackZeroClient(t *testing.T) {
 	var se *StatusError
 	if !errors.As(err, &se) || se.StatusCode != http.StatusTeapot {
 		t.Errorf("error = %v", err)
+	}
+}
+
+// A callback refused for good (a 4xx but 408, 425 and 429; a bad URL) is
+// permanent; a 5xx, a 408, 425 or 429, a refused or cut connection may pass.
+func TestCallbackPermanent(t *testing.T) {
+	status := func(code int) error {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", code) }))
+		defer srv.Close()
+		return Callback(context.Background(), fastClient(), srv.URL, done{})
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer cut.Close()
+	tests := []struct {
+		name      string
+		err       error
+		permanent bool
+	}{
+		{"400", status(http.StatusBadRequest), true},
+		{"403", status(http.StatusForbidden), true},
+		{"404", status(http.StatusNotFound), true},
+		{"408", status(http.StatusRequestTimeout), false},
+		{"425", status(http.StatusTooEarly), false},
+		{"429", status(http.StatusTooManyRequests), false},
+		{"500", status(http.StatusInternalServerError), false},
+		{"503", status(http.StatusServiceUnavailable), false},
+		{"refused", Callback(context.Background(), fastClient(), closed.URL, done{}), false},
+		{"cut", Callback(context.Background(), fastClient(), cut.URL, done{}), false},
+		{"ftp URL", Callback(context.Background(), fastClient(), "ftp://example.org/x", done{}), true},
+		{"wrapped 500", fmt.Errorf("step: %w", status(http.StatusInternalServerError)), false},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		if tt.name != "nil" && tt.err == nil {
+			t.Errorf("%s: no error", tt.name)
+		}
+		if got := Permanent(tt.err); got != tt.permanent {
+			t.Errorf("%s: Permanent(%v) = %v, want %v", tt.name, tt.err, got, tt.permanent)
+		}
 	}
 }

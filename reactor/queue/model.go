@@ -60,11 +60,24 @@ type StepManifest struct {
 	Version   int  `json:"version,omitempty"`
 }
 
-// StatusReport is the JSON of /batches/<bid>/status-report.
+// StatusReport is the JSON of /batches/<bid>/status-report. Its first three
+// fields are mrt-zk's; the others are ingestq's own, added after them and
+// left out when empty, so that Merritt's readers read the node as before.
 type StatusReport struct {
 	LastModified   string   `json:"last_modified"`
 	SuccessfulJobs []string `json:"successful_jobs"`
 	FailedJobs     []string `json:"failed_jobs"`
+	// Identified gives the object of each job of SuccessfulJobs (its ARK
+	// and local ids), and Failures each failed job's reason (its message,
+	// cut at 1,000 bytes), as the report's event does. Each stops at a
+	// budget of bytes (a node holds 1 MB); the jobs left out are counted
+	// in ObjectsLeftOut and FailuresLeftOut, and their jobs still give
+	// them. A windowed batch's archived jobs are in neither list, as in
+	// SuccessfulJobs: its archive keeps their identifiers.
+	Identified      map[string]*Identifiers `json:"objects,omitempty"`
+	ObjectsLeftOut  int                     `json:"objects_left_out,omitempty"`
+	Failures        map[string]string       `json:"failures,omitempty"`
+	FailuresLeftOut int                     `json:"failures_left_out,omitempty"`
 }
 
 // Job is one object's way through the pipeline, as read from ZooKeeper.
