@@ -153,6 +153,13 @@ func (r *Reactor) publishUnlessRecorded(e events.Event, lastModified string, who
 	}
 	ok, err := r.bus.Recorded(r.work, e)
 	switch {
+	case err != nil && !e.Time.IsZero() && time.Since(e.Time) < recoverBlind:
+		// The stream does not answer (it elects a leader after its
+		// leader's host died, whose last moves are then the ones to
+		// recover): publish all the same. If the stream has the move's
+		// own event, it drops this copy as a duplicate of its ID.
+		r.log.Info("reactor: cannot look a move up in the stream; publishing its event in case", append(who, "state", e.To, "err", err)...)
+		r.bus.Publish(e)
 	case err != nil:
 		r.log.Warn("reactor: cannot look a move up in the stream; its event is not checked", append(who, "state", e.To, "err", err)...)
 		return false
@@ -162,6 +169,12 @@ func (r *Reactor) publishUnlessRecorded(e events.Event, lastModified string, who
 	}
 	return true
 }
+
+// recoverBlind is how recent a move must be for its event to be published
+// when the stream cannot be asked whether it has it: well inside the
+// stream's two-minute duplicate window, so that a copy of an event it has
+// is dropped.
+const recoverBlind = 90 * time.Second
 
 // recoverAfter is how old a batch's last move must be before a look at
 // every batch checks its event: by then a living maker's publish has been
