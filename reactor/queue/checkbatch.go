@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -184,8 +183,7 @@ func (q *Queue) removedJobs(ctx context.Context, b *Batch, buckets map[string][]
 	}
 	removed := map[string]bool{}
 	for _, jid := range missing {
-		n, err := strconv.ParseInt(strings.TrimPrefix(jid, "jid"), 10, 64)
-		if err != nil || n >= int64(st.Cversion) {
+		if !givenOut(jid, st) {
 			continue // never made
 		}
 		there, _, err := q.zk.exists(ctx, q.jobPath(jid))

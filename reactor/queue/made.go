@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"strconv"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // EverMade reports whether id, a batch's (bid…) or a job's (jid…), names
@@ -29,6 +31,13 @@ func (q *Queue) EverMade(ctx context.Context, id string) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
+	return givenOut(id, st), nil
+}
+
+// givenOut tells whether the number of id (bid… or jid…) is one that its
+// folder's sequence, whose stat is st, has given out: below the folder's
+// cversion. A number past int64 was never given.
+func givenOut(id string, st *zk.Stat) bool {
 	n, err := strconv.ParseInt(id[3:], 10, 64)
-	return err == nil && n < int64(st.Cversion), nil // a number past int64 was never given
+	return err == nil && n < int64(st.Cversion)
 }

@@ -16,16 +16,7 @@ import (
 // --nats-token (or INGESTQ_NATS_TOKEN), and say why when they cannot.
 func TestClientNATSToken(t *testing.T) {
 	t.Parallel()
-	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1",
-		Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: "s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns := startNATSServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Authorization: "s3cret"})
 	url := ns.ClientURL()
 	d := newDaemon(t, func(c *events.Config) { c.URL, c.Token, c.Listen = url, "s3cret", "" })
 	d.start()
@@ -53,15 +44,7 @@ func TestClientNATSToken(t *testing.T) {
 // answer, not that --nats names the wrong server.
 func TestActionWhileTheStreamDoesNotAnswer(t *testing.T) {
 	t.Parallel()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns := startNATSServer(t, &server.Options{})
 	silent, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -79,4 +62,21 @@ func TestActionWhileTheStreamDoesNotAnswer(t *testing.T) {
 	if !strings.Contains(stderr, "its event stream did not answer") || strings.Contains(stderr, "must name the daemon's NATS") {
 		t.Errorf("stderr %q: want a warning that the stream did not answer, not advice to change --nats", stderr)
 	}
+}
+
+// startNATSServer runs a nats-server with opts on a random loopback port
+// for the test, and waits until it takes connections.
+func startNATSServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", server.RANDOM_PORT, true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns
 }
