@@ -5,7 +5,8 @@
 // all, and a test holds the two to each other.
 //
 // One file per resource: batches.go, jobs.go, holds.go (holds, hosts,
-// objects), access.go (access requests), events.go (server-sent events).
+// objects), access.go (access requests), profiles.go, events.go
+// (server-sent events).
 package api
 
 import (
@@ -87,6 +88,7 @@ func New(cfg Config) (*API, error) {
 	a.jobRoutes()
 	a.holdRoutes()
 	a.accessRoutes()
+	a.profileRoutes()
 	a.handle("GET", "/events", RoleRead, a.events)
 	a.handle("GET", "/openapi.json", RoleNone, serveOpenAPI)
 	return a, nil
@@ -106,6 +108,9 @@ func (a *API) handle(method, path string, role Role, h handler) {
 	a.routes = append(a.routes, Route{Method: method, Path: path, Role: role})
 	a.mux.HandleFunc(method+" "+strings.TrimSuffix(Prefix, "/")+path, func(w http.ResponseWriter, r *http.Request) {
 		caller, err := a.cfg.Tokens.caller(r, role)
+		if role != RoleNone && caller.Role < RoleAdmin {
+			w = pathHider{w} // only an admin token sees the server's paths
+		}
 		if err == nil {
 			// The token's name is the actor of what the request changes.
 			err = h(w, r.WithContext(ops.WithActor(r.Context(), caller.Name)), caller)

@@ -144,7 +144,7 @@ func (a *API) getBatch(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return err
 	}
 	out := newBatchStatus(st)
-	out.Hold = a.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile)
+	out.Hold = a.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile, st.LastModified, ops.HTTP)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

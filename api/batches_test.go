@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
@@ -48,7 +49,7 @@ func TestSubmit(t *testing.T) {
 		want   []string
 	}{
 		{`{"payload_url": "https://example.org/x", "profile": "demo"`, 400, "invalid", []string{"malformed JSON body"}},
-		{`[1, 2]`, 400, "invalid", []string{"malformed JSON body"}},
+		{`[1, 2]`, 400, "invalid", []string{"the body: given an array; want an object"}},
 		{`{"payload_url": "https://example.org/x", "profile": "demo"} {}`, 400, "invalid", []string{"more than one value"}},
 		{"", 400, "invalid", []string{"empty body"}},
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "colour": "red"}, 400, "invalid", []string{`unknown field "colour"`}},
@@ -123,8 +124,8 @@ func TestBatchStatus(t *testing.T) {
 		by[queue.Completed] != 1 || by[queue.Failed] != 1 || by[queue.Provisioning] != 1 || by[queue.Pending] != 1 {
 		t.Fatalf("status %+v", st)
 	}
-	if st.Bytes.Total != 1000 || st.Bytes.Finished != 400 || st.Bytes.Unknown != 0 || *st.Percent.Jobs != 50 || *st.Percent.Bytes != 40 {
-		t.Fatalf("bytes %+v, percent jobs %v bytes %v; want 1000, 400 finished, 50%% and 40%%", st.Bytes, *st.Percent.Jobs, *st.Percent.Bytes)
+	if st.Bytes.Total != 1000 || st.Bytes.Finished != 400 || st.Bytes.Done != 400 || st.Bytes.Unknown != 0 || *st.Percent.Jobs != 50 || *st.Percent.Bytes != 40 {
+		t.Fatalf("bytes %+v, percent jobs %v bytes %v; want 1000, 400 finished and done, 50%% and 40%%", st.Bytes, *st.Percent.Jobs, *st.Percent.Bytes)
 	}
 	if st.ETA != nil {
 		t.Errorf("ETA %+v before any job was seen moving, want null", st.ETA)
@@ -132,6 +133,49 @@ func TestBatchStatus(t *testing.T) {
 	b.do("GET", "batches/bid9999999999", readToken, nil).problem(t, 404, "not-found", "bid9999999999")
 	b.do("GET", "batches/no-such-uuid", readToken, nil).problem(t, 404, "not-found", "no-such-uuid")
 	b.do("GET", "batches/bidX", readToken, nil).problem(t, 400, "invalid", `"bidX" is not a batch id`)
+}
+
+// A batch's bytes done count a running download's bytes as its progress
+// events say, and a job past Downloading whole: the percentage moves while
+// a big object downloads, and does not fall back when it moves on.
+func TestBatchBytesCountRunningDownloads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bt := b.batch("uuid-bytes", "demo")
+	path := []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
+		queue.Recording, queue.Notify, queue.Completed}
+	b.job(bt.ID, 5, 100, path...)
+	downloading := b.job(bt.ID, 5, 400, path[:3]...) // in Downloading
+	b.job(bt.ID, 5, 200, path[:5]...)                // in Storing
+	pending := b.job(bt.ID, 5, 300)
+	b.processing(bt.ID)
+	bytes := func() (ops.ByteCounts, float64) {
+		var st ops.BatchStatus
+		b.do("GET", "batches/"+bt.ID, readToken, nil).ok(t, http.StatusOK, &st)
+		return st.Bytes, *st.Percent.Bytes
+	}
+	if got, pct := bytes(); got.Finished != 100 || got.Done != 300 || pct != 30 {
+		t.Fatalf("bytes %+v, %v%%; want 100 finished, 300 done (the Storing job's too), 30%%", got, pct)
+	}
+	progress := func(jid string, done int) {
+		b.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: bt.ID, JobID: jid, To: string(queue.Downloading),
+			Attrs: map[string]any{"bytes_done": done, "bytes_total": 400}})
+	}
+	progress(pending, 250) // of no running download: not counted
+	progress(downloading, 150)
+	eventually(t, "the download's progress counted", func() bool { got, _ := bytes(); return got.Done != 300 })
+	if got, pct := bytes(); got.Done != 450 || pct != 45 {
+		t.Fatalf("bytes %+v, %v%%; want 450 done (150 of the download's 400), 45%%", got, pct)
+	}
+	progress(downloading, 900) // more than its estimate: counts its estimate
+	eventually(t, "the download's second progress counted", func() bool { got, _ := bytes(); return got.Done != 450 })
+	if got, _ := bytes(); got.Done != 700 {
+		t.Fatalf("bytes %+v; want 700 done (the download at its estimate)", got)
+	}
+	b.move(downloading, "", queue.Processing)
+	if got, pct := bytes(); got.Done != 700 || pct != 70 {
+		t.Fatalf("bytes %+v, %v%% after the download; want 700 done, 70%%", got, pct)
+	}
 }
 
 // Batches are listed a page at a time, filtered by state and profile.
@@ -191,15 +235,15 @@ func TestBatchActions(t *testing.T) {
 	bt := b.batch("uuid-actions", "demo")
 	var o ops.Outcome
 	b.do("POST", "batches/"+bt.ID+"/hold", operateToken, nil).ok(t, http.StatusOK, &o)
-	if !o.Changed || o.State != queue.Held || o.Message != "batch "+bt.ID+" is Held" {
+	if !o.Changed || o.State != queue.Held || o.Message != "batch "+bt.ID+" held: no daemon makes its jobs until POST /api/v1/batches/"+bt.ID+"/release" {
 		t.Fatalf("hold: %+v", o)
 	}
 	b.do("POST", "batches/uuid-actions/hold", operateToken, nil).ok(t, http.StatusOK, &o)
-	if o.Changed || o.Message != "batch "+bt.ID+" was already Held" {
+	if o.Changed || o.Message != "batch "+bt.ID+" was already held: POST /api/v1/batches/"+bt.ID+"/release releases it" {
 		t.Fatalf("hold again: %+v", o)
 	}
 	b.do("POST", "batches/"+bt.ID+"/report", operateToken, nil).problem(t, 409, "refused",
-		"batch "+bt.ID+" is Held: it reports by itself when its last job is done")
+		"batch "+bt.ID+" is Held: it reports by itself when its last job is done; POST /api/v1/batches/"+bt.ID+"/report asks again")
 	b.do("POST", "batches/"+bt.ID+"/release", operateToken, nil).ok(t, http.StatusOK, &o)
 	b.do("DELETE", "batches/"+bt.ID, adminToken, nil).problem(t, 409, "refused",
 		"batch "+bt.ID+" is Pending; only Completed, Failed, Deleted or Held batches can be deleted")

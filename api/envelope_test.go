@@ -16,7 +16,7 @@ var envelope = []string{"items", "next", "problems"}
 
 // Every listing answers one envelope: {"items": [...], "next": cursor or
 // null, "problems": [...]}, and the OpenAPI document says so of each. A
-// listing that is always whole (holds, hosts, access requests) has next
+// listing that is always whole (holds, hosts, access requests, profiles) has next
 // null. The event stream is server-sent events, not a listing.
 func TestListsAnswerOneEnvelope(t *testing.T) {
 	t.Parallel()
@@ -39,6 +39,7 @@ func TestListsAnswerOneEnvelope(t *testing.T) {
 		"access":          {},
 		"holds":           {items: 1},
 		"hosts":           {items: 2, problems: 1},
+		"profiles":        {},
 	}
 	for path, want := range listings {
 		a := b.do("GET", path, readToken, nil)

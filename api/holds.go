@@ -9,7 +9,7 @@ import (
 	"github.com/ingestq/ingestq/ops"
 )
 
-// Holds (of queues and collections), the daemons (hosts) and the stored
+// Holds (of queues and collections, and the Held batches and jobs), the daemons (hosts) and the stored
 // objects (from the inventory).
 func (a *API) holdRoutes() {
 	a.handle("GET", "/holds", RoleRead, a.listHolds)
@@ -26,11 +26,11 @@ func (a *API) listHolds(w http.ResponseWriter, r *http.Request, _ Caller) error 
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
-	holds, err := a.cfg.Ops.Holds(r.Context())
+	items, problems, err := a.cfg.Ops.HeldItems(r.Context(), ops.HTTP)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, newPage(holds, "", nil))
+	writeJSON(w, http.StatusOK, newPage(items, "", problems))
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
-	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // Queue and collection holds are set, listed and lifted; holding what is
@@ -22,11 +21,11 @@ func TestHolds(t *testing.T) {
 	b.publishDemo()
 	var o ops.Outcome
 	b.do("PUT", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
-	if !o.Changed || o.Message != "queue ingest held" {
+	if !o.Changed || o.Message != "queue ingest held: no new step of any batch or job starts (steps under way finish) until DELETE /api/v1/holds/queues/ingest" {
 		t.Fatalf("hold queue: %+v", o)
 	}
 	b.do("PUT", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)
-	if o.Changed || o.Message != "queue ingest was already held" {
+	if o.Changed || o.Message != "queue ingest was already held: DELETE /api/v1/holds/queues/ingest releases it" {
 		t.Fatalf("hold queue again: %+v", o)
 	}
 	b.do("PUT", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, &o)
@@ -34,15 +33,18 @@ func TestHolds(t *testing.T) {
 	b.do("PUT", "holds/collections/later?force=true", adminToken, nil).ok(t, http.StatusOK, &o)
 	b.do("PUT", "holds/queues/elsewhere", adminToken, nil).problem(t, 400, "invalid", `queue "elsewhere": want one of ingest, accessSmall, accessLarge`)
 	b.do("DELETE", "holds/queues/ingest?force=true", adminToken, nil).problem(t, 400, "invalid", `query parameter "force"`)
-	var page struct{ Items []queue.Hold }
+	var page struct{ Items []ops.HeldItem }
 	b.do("GET", "holds", readToken, nil).ok(t, http.StatusOK, &page)
 	holds := page.Items
-	if len(holds) != 3 || holds[0] != (queue.Hold{Kind: "queue", Name: "ingest", Since: holds[0].Since}) ||
-		holds[1].Name != "demo" || holds[2].Name != "later" || time.Since(holds[0].Since) > time.Minute {
+	if len(holds) != 3 || holds[0].Kind != "queue" || holds[0].Name != "ingest" || holds[0].Since == nil ||
+		holds[0].Effect != "no new step of any batch or job starts (steps under way finish)" ||
+		holds[0].Release != "DELETE /api/v1/holds/queues/ingest" || holds[1].Release != "DELETE /api/v1/holds/collections/demo" ||
+		holds[1].Name != "demo" || holds[2].Name != "later" || time.Since(*holds[0].Since) > time.Minute {
 		t.Fatalf("holds %+v", holds)
 	}
 	b.do("DELETE", "holds/collections/demo", adminToken, nil).ok(t, http.StatusOK, &o)
-	if o.Message != "collection demo released (batches and jobs already Held stay Held: release them one by one)" {
+	if o.Message != "collection demo released: its new batches and jobs go ahead; those it sent to Held stay Held "+
+		"(GET /api/v1/holds lists them, each with its release)" {
 		t.Fatalf("release collection: %+v", o)
 	}
 	b.do("DELETE", "holds/queues/ingest", adminToken, nil).ok(t, http.StatusOK, &o)

@@ -68,7 +68,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return err
 	}
 	rows := make([]jobRow, len(list.Jobs))
-	for i, row := range a.cfg.Ops.Rows(r.Context(), list.Jobs) {
+	for i, row := range a.cfg.Ops.Rows(r.Context(), list.Jobs, ops.HTTP) {
 		rows[i] = newJobRow(row)
 		rows[i].Stalled = stalls[row.JID]
 	}
@@ -125,6 +125,7 @@ type jobDetail struct {
 	Metadata             *queue.Metadata     `json:"metadata"`
 	Store                *queue.StepManifest `json:"store"`
 	Inventory            *queue.StepManifest `json:"inventory"`
+	Removed              []string            `json:"removed"` // the keys above (configuration.working_dir, …) that name what a Completed job's end removed
 	Locked               bool                `json:"locked"`
 	Created              time.Time           `json:"created"`
 	Place                *ops.Place          `json:"place"`   // null when it waits in no queue
@@ -151,10 +152,10 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	}
 	x := a.cfg.Ops.Situation(r.Context())
 	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: apiTime(j.Status.LastModified),
-		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile()), LockedBy: x.LockedBy(j),
+		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, ops.HTTP), LockedBy: x.LockedBy(j),
 		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
 		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: j.Config.Map(), Identifiers: j.Identifiers,
-		Metadata: j.Metadata, Store: j.Store, Inventory: j.Inventory, Locked: j.Locked, Created: j.Created.UTC(),
+		Metadata: j.Metadata, Store: j.Store, Inventory: j.Inventory, Removed: ops.Removed(j), Locked: j.Locked, Created: j.Created.UTC(),
 		Place: place, ETA: a.cfg.Ops.JobETA(j, place), Timeline: []events.Event{}}
 	if a.cfg.Stalled != nil {
 		d.Stalled = a.cfg.Stalled(r.Context())(j)

@@ -56,6 +56,7 @@ type options struct {
 	noTokens  bool
 	inventory inventory.Inventory
 	stalled   func(*queue.Job) bool
+	pipeline  *pipelineDaemon // a daemon of the ingest pipeline and the access queues, the API's inventory its
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -72,6 +73,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
 	must(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
+	if o.pipeline != nil {
+		o.inventory = o.pipeline.start(t, root, bus, log)
+	}
 	tokens := writeTokens(t, o.noTokens)
 	ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish}, Bus: bus, Inventory: o.inventory,
 		Tokens: tokens, Stalled: stalledBy(o.stalled), Logger: log})
@@ -244,6 +248,11 @@ func (b *bundle) daemon(roles ...reactor.Role) {
 	r, err := reactor.New(reactor.Config{Queue: q, Session: s, Bus: b.bus, Host: "test", Roles: roles,
 		Jobs: pt.Handlers(), Batches: pt, Reporter: pt, Backoff: 10 * time.Millisecond, Grace: 5 * time.Second, Logger: b.log})
 	must(t, err)
+	runReactor(t, r)
+}
+
+// runReactor runs r until the test ends.
+func runReactor(t testing.TB, r *reactor.Reactor) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

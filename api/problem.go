@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,11 +61,9 @@ var kinds = []struct {
 }
 
 // ProblemOf is err's problem document: its status and one-line detail,
-// as the API answers it (the dashboard shows the same).
-func ProblemOf(err error) Problem { return problemOf(err) }
-
-// problemOf is err's problem document.
-func problemOf(err error) Problem {
+// as a caller at d reads it (the dashboard shows the API's status, and
+// advice that names its buttons).
+func ProblemOf(err error, d ops.Door) Problem {
 	status, kind := http.StatusInternalServerError, "internal"
 	var ae *apiError
 	switch {
@@ -80,33 +79,20 @@ func problemOf(err error) Problem {
 			}
 		}
 	}
-	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(apiDetail(err))}
-}
-
-// apiDetail is err's message for a program calling the API: a refusal's
-// advice names the request to make, where the CLI's names a command line.
-func apiDetail(err error) string {
-	msg := err.Error()
-	var adv *queue.AdvisedError
-	if errors.As(err, &adv) {
-		msg = strings.Replace(msg, adv.Error(), adv.APIDetail(), 1)
-	}
-	return msg
+	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(ops.Detail(err, d))}
 }
 
 // apiOutcome is o as the API answers it: its message's advice names the
 // request to make, where the CLI's names a command line.
-func apiOutcome(o ops.Outcome) ops.Outcome {
-	if o.API != "" {
-		o.Message = o.API
-	}
-	return o
-}
+func apiOutcome(o ops.Outcome) ops.Outcome { return o.For(ops.HTTP) }
 
 func oneLine(s string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return first
 }
+
+// problemOf is err's problem document, as the API answers it.
+func problemOf(err error) Problem { return ProblemOf(err, ops.HTTP) }
 
 // writeProblem answers with err's problem document.
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
@@ -146,17 +132,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		return &apiError{status: http.StatusUnsupportedMediaType, kind: "unsupported-media-type",
 			msg: fmt.Sprintf("body of type %q: want application/json", ct)}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{status: http.StatusRequestEntityTooLarge, kind: "too-large", msg: fmt.Sprintf("body over %d bytes", maxBody)}
+	case err != nil:
+		return badRequest("reading the body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return badRequest("empty body: want a JSON object")
-		case errors.As(err, &tooBig):
-			return &apiError{status: http.StatusRequestEntityTooLarge, kind: "too-large", msg: fmt.Sprintf("body over %d bytes", maxBody)}
 		}
-		return badRequest("malformed JSON body: %v", err)
+		return bodyError(err, data, v)
 	}
 	if dec.More() {
 		return badRequest("malformed JSON body: more than one value")

@@ -119,7 +119,7 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request) {
 // ok is false when the caller may not read: the sign-in form is shown
 // instead, saying why.
 func (d *Dashboard) afterAction(w http.ResponseWriter, r *http.Request, o ops.Outcome, err error) (api.Caller, int, *flash, bool) {
-	f := &flash{OK: err == nil, Message: o.Message}
+	f := &flash{OK: err == nil, Message: o.For(ops.Dashboard).Message}
 	status := http.StatusOK
 	if err != nil {
 		status, f.Message = statusOf(err)

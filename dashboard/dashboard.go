@@ -214,7 +214,7 @@ func statusOf(err error) (int, string) {
 	if errors.As(err, &pe) {
 		return pe.status, pe.msg
 	}
-	p := api.ProblemOf(err)
+	p := api.ProblemOf(err, ops.Dashboard)
 	return p.Status, p.Detail
 }
 

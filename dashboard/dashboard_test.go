@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -77,16 +78,17 @@ func TestActionsFollowTheAPIRules(t *testing.T) {
 	if s := b.state(jid); s != queue.Pending {
 		t.Fatalf("refused actions changed the job: %s", s)
 	}
-	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" is Held")
-	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" was already Held")
+	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" held: no daemon takes it until Release on the job's page")
+	b.post(operateToken, "/ui/jobs/"+jid, hold).is(t, http.StatusOK, "job "+jid+" was already held: Release on the job's page releases it")
 
-	// The refusal of an illegal action is the service layer's own message.
+	// The refusal of an illegal action is the service layer's own message,
+	// its advice naming the page's button.
 	a := b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"requeue"}})
 	_, want := b.svc.RequeueJob(t.Context(), jid)
 	if !errors.Is(want, queue.ErrIllegalTransition) && !errors.Is(want, queue.ErrRefused) {
 		t.Fatalf("requeue of a Held job: %v, want a refusal", want)
 	}
-	a.is(t, http.StatusConflict, "refused: "+want.Error())
+	a.is(t, http.StatusConflict, "refused: "+ops.Detail(want, ops.Dashboard), "the Release button lets it start")
 	b.post(adminToken, "/ui/jobs/"+jid, url.Values{"action": {"delete"}}).is(t, http.StatusOK, "job "+jid+" moved to Deleted")
 	if s := b.state(jid); s != queue.Deleted {
 		t.Fatalf("after delete: %s", s)

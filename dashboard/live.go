@@ -3,11 +3,13 @@ package dashboard
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 )
@@ -17,19 +19,25 @@ const refTimeout = 5 * time.Second
 
 // hub is what the dashboard knows live: the job state folders as its own
 // ZooKeeper watches list them (a move by any writer, Merritt's services
-// included, changes a folder), the finishes per minute, and the pages
-// open in browsers, told of every change.
+// included, changes a folder), the finishes per minute (from the event
+// stream: the same on every host's dashboard), and the pages open in
+// browsers, told of every change.
 type hub struct {
 	q       *queue.Queue
 	log     *slog.Logger
 	watcher *zkwatch.Watcher
 	started time.Time
 	unsubs  []func()
+	// The replay of the last hour's finishes: stop ends it, replayed
+	// closes when it has.
+	stop     context.CancelFunc
+	replayed chan struct{}
 
 	mu      sync.Mutex
 	refs    map[queue.State]map[string]time.Time // state → ref → when it was made (zero: not read)
 	listed  map[queue.State]bool                 // the folder was listed at least once
 	series  series
+	partial bool // the last hour's finishes were not read from the stream: counted since started
 	clients map[chan string]struct{}
 	closed  bool
 }
@@ -53,10 +61,11 @@ func (h *hub) folders() map[string]string {
 
 // newHub starts the watches (on session) and follows the batch, admin and
 // access events of the bus (nil: none): a batch's state, a release and an
-// access request's state change no folder.
+// access request's state change no folder; and the jobs' finishes, the
+// last hour's read from the stream.
 func newHub(q *queue.Queue, session *zkwatch.Session, bus *events.Bus, log *slog.Logger) (*hub, error) {
 	h := &hub{q: q, log: log, started: time.Now(), refs: map[queue.State]map[string]time.Time{},
-		listed: map[queue.State]bool{}, clients: map[chan string]struct{}{}}
+		listed: map[queue.State]bool{}, clients: map[chan string]struct{}{}, partial: true}
 	for _, s := range queue.JobMachine.States {
 		h.refs[s] = map[string]time.Time{}
 	}
@@ -69,6 +78,18 @@ func newHub(q *queue.Queue, session *zkwatch.Session, bus *events.Bus, log *slog
 			}
 			h.unsubs = append(h.unsubs, unsub)
 		}
+		for _, subject := range finishSubjects {
+			unsub, err := bus.Subscribe(subject, func(e events.Event) { h.finished(e, time.Now()) })
+			if err != nil {
+				h.close()
+				return nil, err
+			}
+			h.unsubs = append(h.unsubs, unsub)
+		}
+		var ctx context.Context
+		ctx, h.stop = context.WithCancel(context.Background())
+		h.replayed = make(chan struct{})
+		go h.replayFinished(ctx, bus)
 	}
 	topics := h.folders()
 	h.watcher = zkwatch.NewWatcher(session, zkwatch.WatcherConfig{Logger: log}, func(c zkwatch.Change) {
@@ -86,6 +107,10 @@ func (h *hub) close() {
 	if h.watcher != nil {
 		h.watcher.Close()
 	}
+	if h.stop != nil {
+		h.stop()
+		<-h.replayed
+	}
 	for _, u := range h.unsubs {
 		u()
 	}
@@ -98,8 +123,7 @@ func (h *hub) close() {
 	clear(h.clients)
 }
 
-// onChange keeps the view of a state folder, counts the finishes, and
-// tells the pages.
+// onChange keeps the view of a state folder and tells the pages.
 func (h *hub) onChange(c zkwatch.Change, topic string) {
 	if topic == "jobs" {
 		folder := c.Path[strings.LastIndex(c.Path, "/")+1:]
@@ -150,9 +174,6 @@ func (h *hub) takeRefs(s queue.State, c zkwatch.Change) bool {
 		} else if _, ok := refs[ref]; !ok {
 			refs[ref] = time.Time{}
 		}
-	}
-	if !c.Rescan && h.listed[s] && (s == queue.Completed || s == queue.Failed) {
-		h.series.add(s, len(c.Added), time.Now())
 	}
 	h.listed[s] = true
 	return changed
@@ -248,30 +269,93 @@ func jidOf(ref string) string {
 // seriesMinutes is how far back the finishes per minute go.
 const seriesMinutes = 60
 
-// series counts the jobs that entered Completed and Failed, per minute,
-// as the watches saw them.
-type series struct {
-	minutes map[int64]*[2]int // unix minute → completed, failed
+// finishSubjects are the events of jobs that entered Completed or Failed.
+// Every daemon's dashboard counts them from the one event stream (with
+// --nats-cluster or a shared --nats), by the events' times, so that all
+// show the same: the watches each dashboard has only see the moves made
+// while it runs, in the minute it happens to list them.
+var finishSubjects = []string{"ingestq.job.completed.*", "ingestq.job.failed.*"}
+
+// replayFinished counts the finishes of the last hour recorded before the
+// dashboard subscribed. While the stream does not answer (a cluster
+// electing its leader), it asks again, and the chart says it counts from
+// the dashboard's start.
+func (h *hub) replayFinished(ctx context.Context, bus *events.Bus) {
+	defer close(h.replayed)
+	since := h.started.Add(-seriesMinutes * time.Minute)
+	count := func(e events.Event) error { h.finished(e, time.Now()); return nil }
+	for tries := 1; ; tries++ {
+		var err error
+		for _, subject := range finishSubjects {
+			if err == nil {
+				err = events.Replay(ctx, bus.Conn(), "", events.Filter{Subject: subject, Since: since}, count)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return // closed
+		}
+		level := slog.LevelDebug
+		if tries == 1 {
+			level = slog.LevelWarn
+		}
+		h.log.Log(ctx, level, "dashboard: the last hour's finished jobs not read from the event stream yet; asking again", "err", err)
+		if !backoff.Sleep(ctx, backoff.Delay(time.Second, time.Minute, tries)) {
+			return
+		}
+	}
+	h.mu.Lock()
+	h.partial = false
+	h.mu.Unlock()
+	h.notify("jobs")
 }
 
-func (s *series) add(state queue.State, n int, at time.Time) {
-	if s.minutes == nil {
-		s.minutes = map[int64]*[2]int{}
+// finished counts a job's entry into Completed or Failed in the minute of
+// its event, once per event ID: a live event can come twice (a resend),
+// and the replay overlaps the live ones.
+func (h *hub) finished(e events.Event, now time.Time) {
+	h.mu.Lock()
+	counted := h.series.add(e, now)
+	h.mu.Unlock()
+	if counted {
+		h.notify("jobs")
 	}
-	m := at.Unix() / 60
+}
+
+// series counts the jobs that entered Completed and Failed, per minute.
+type series struct {
+	minutes map[int64]*[2]int // unix minute → completed, failed
+	ids     map[string]int64  // the events counted → their minute
+	pruned  int64             // the minute up to which both were last pruned
+}
+
+// add counts e, a Completed or Failed job event, unless it was counted
+// already or is older than the hour to now; it forgets minutes past.
+func (s *series) add(e events.Event, now time.Time) bool {
+	if s.minutes == nil {
+		s.minutes, s.ids = map[int64]*[2]int{}, map[string]int64{}
+	}
+	m, end := e.Time.Unix()/60, now.Unix()/60
+	if _, dup := s.ids[e.ID]; dup || m <= end-seriesMinutes {
+		return false
+	}
 	if s.minutes[m] == nil {
 		s.minutes[m] = &[2]int{}
 	}
 	i := 0
-	if state == queue.Failed {
+	if strings.EqualFold(e.To, string(queue.Failed)) {
 		i = 1
 	}
-	s.minutes[m][i] += n
-	for k := range s.minutes {
-		if k <= m-seriesMinutes {
-			delete(s.minutes, k)
-		}
+	s.minutes[m][i]++
+	s.ids[e.ID] = m
+	if end > s.pruned { // once a minute
+		s.pruned = end
+		maps.DeleteFunc(s.minutes, func(k int64, _ *[2]int) bool { return k <= end-seriesMinutes })
+		maps.DeleteFunc(s.ids, func(_ string, k int64) bool { return k <= end-seriesMinutes })
 	}
+	return true
 }
 
 // Minute is one bar of the throughput chart.
@@ -285,7 +369,7 @@ type Throughput struct {
 	Minutes           []Minute
 	Completed, Failed int       // in the hour
 	Max               int       // the busiest minute's finishes
-	Since             time.Time // when counting began (the dashboard started), if within the hour
+	Since             time.Time // when counting began (the dashboard started), if within the hour and the stream's record of the hour before was not read
 }
 
 func (h *hub) throughput(now time.Time) Throughput {
@@ -303,7 +387,7 @@ func (h *hub) throughput(now time.Time) Throughput {
 		t.Max = max(t.Max, mm.Completed+mm.Failed)
 		t.Minutes = append(t.Minutes, mm)
 	}
-	if now.Sub(h.started) < seriesMinutes*time.Minute {
+	if h.partial && now.Sub(h.started) < seriesMinutes*time.Minute {
 		t.Since = h.started.UTC()
 	}
 	return t

@@ -26,7 +26,7 @@ type overviewPage struct {
 	Total      int
 	Throughput Throughput
 	Chart      chart
-	Holds      []queue.Hold
+	Holds      []ops.HeldItem // the queue and collection holds (Held jobs and batches: their pages)
 	Hosts      []reactor.HostInfo
 	Access     []accessCount // per state, the states with requests only
 	Problems   []string      // what could not be read
@@ -67,10 +67,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.
 		o.Total += s.Jobs
 	}
 	o.Chart = throughputChart(o.Throughput)
-	var err error
-	if o.Holds, err = d.cfg.Ops.Holds(r.Context()); err != nil {
+	holds, err := d.cfg.Ops.Holds(r.Context())
+	if err != nil {
 		o.Problems = append(o.Problems, "holds: "+err.Error())
 	}
+	o.Holds = ops.HoldItems(holds, ops.Dashboard)
 	hosts, problems, err := d.cfg.Ops.Hosts(r.Context())
 	if err != nil {
 		o.Problems = append(o.Problems, "hosts: "+err.Error())
@@ -143,6 +144,7 @@ func (d *Dashboard) batches(w http.ResponseWriter, r *http.Request, caller api.C
 type batchPage struct {
 	Status    *ops.BatchStatus
 	Submitter string
+	Hold      string // a Held batch's: what it stops, how it is released
 	Bar       bar
 	States    []stateN
 	Table     jobTable
@@ -174,7 +176,9 @@ func (d *Dashboard) batch(w http.ResponseWriter, r *http.Request, caller api.Cal
 		return
 	}
 	submitter, _ := st.Submission["submitter"].(string)
-	p := batchPage{Status: st, Submitter: submitter, Table: jobTable{Rows: rows(list.Jobs)}, Next: list.Next, Problems: texts(list.Problems),
+	p := batchPage{Status: st, Submitter: submitter,
+		Hold:  d.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile, st.LastModified, ops.Dashboard),
+		Table: jobTable{Rows: rows(list.Jobs)}, Next: list.Next, Problems: texts(list.Problems),
 		Bar: progress(st.Jobs.Total, st.Jobs.ByState[queue.Completed], st.Jobs.ByState[queue.Failed], st.Jobs.ByState[queue.Deleted])}
 	for _, s := range stateOrder {
 		if n := st.Jobs.ByState[s]; n > 0 {
@@ -265,7 +269,7 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 		d.render(w, r, status, "error", page{Title: "Job", Caller: caller, Flash: f, Data: errorPage{Status: status, Message: msg}})
 		return
 	}
-	p := jobPage{Job: j, Row: ops.Row(j), Place: place, ETA: d.cfg.Ops.JobETA(j, place), Actions: actionsFor(j.ID, j.State()), Others: others}
+	p := jobPage{Job: j, Row: d.cfg.Ops.Situation(r.Context()).Row(j, ops.Dashboard), Place: place, ETA: d.cfg.Ops.JobETA(j, place), Actions: actionsFor(j.ID, j.State()), Others: others}
 	if d.cfg.Stalled != nil {
 		p.Stalled = d.cfg.Stalled(r.Context())(j)
 	}

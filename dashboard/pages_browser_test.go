@@ -116,7 +116,7 @@ func TestHoldButtonHoldsJob(t *testing.T) {
 	p.signIn(b.base, operateToken)
 	p.open(b.base + "/ui/jobs/" + jid)
 	p.do(chromedp.Click(`button[data-action="hold"]`), chromedp.WaitVisible("#flash"))
-	if got := p.text("#flash"); got != "job "+jid+" is Held" {
+	if got := p.text("#flash"); got != "job "+jid+" held: no daemon takes it until Release on the job's page" {
 		t.Errorf("flash %q, want the outcome of the hold", got)
 	}
 	if s := b.state(jid); s != queue.Held {

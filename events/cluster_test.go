@@ -478,3 +478,34 @@ func TestExternalClusterKeepsReplicas(t *testing.T) {
 		t.Errorf("the daemons left the stream with %d replicas, want the operator's 3", r)
 	}
 }
+
+// A cluster member's listener lets in a client that presents credentials
+// (a CLI with --nats-token, or a user and password, for another NATS), as
+// a server running alone does, and it replays the stream; the name of the
+// system account's user with another password is refused. The system
+// account still answers ForgetHost.
+func TestClusterMemberTakesClientsWithCredentials(t *testing.T) {
+	t.Parallel()
+	ms := openCluster(t, "a", "b")
+	publishN(t, ms[0], "bid-1", 2)
+	for what, opt := range map[string]nats.Option{"a token": nats.Token("s3cret"), "a user": nats.UserInfo("alice", "pw")} {
+		nc, err := nats.Connect(ms[0].ClientURL(), opt)
+		if err != nil {
+			t.Errorf("a client with %s: %v, want it let in", what, err)
+			continue
+		}
+		t.Cleanup(nc.Close)
+		if got := replay(t, nc, Filter{BatchID: "bid-1"}); len(got) != 2 {
+			t.Errorf("a client with %s replays %d events, want 2", what, len(got))
+		}
+	}
+	if nc, err := nats.Connect(ms[0].ClientURL(), nats.UserInfo(systemUser, "guess")); err == nil {
+		nc.Close()
+		t.Error("the system account's user with a guessed password was let in")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	if err := ms[0].ForgetHost(ctx, "never-here"); err != nil {
+		t.Errorf("ForgetHost of a server never in the cluster: %v, want nil (not a member)", err)
+	}
+}

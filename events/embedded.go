@@ -3,6 +3,7 @@ package events
 import (
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -49,6 +51,9 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("events: embedded NATS server: %w", err)
+	}
+	if auth, ok := opts.CustomClientAuthentication.(*memberAuth); ok {
+		auth.ns.Store(ns)
 	}
 	// Debug flag on so the server's detail reaches slog, which filters by level.
 	fatal := make(chan string, 1)
@@ -107,12 +112,32 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	sys := server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)
 	opts.Accounts = []*server.Account{sys}
 	opts.SystemAccount = sys.Name
-	opts.Users = []*server.User{{Username: clientUser}, {Username: systemUser, Password: systemPassword, Account: sys}}
-	opts.NoAuthUser = clientUser
+	opts.CustomClientAuthentication = &memberAuth{}
 	// A route to a daemon that died is retried every second until its
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
 	return opts, nil
+}
+
+// memberAuth lets a cluster member's clients in as a server running alone
+// does, whatever credentials they present (a CLI with --nats-token or
+// --nats-creds for another NATS), into the global account; only
+// systemUser, with this process's password, enters the system account
+// (ForgetHost), and that name with another password is refused.
+type memberAuth struct{ ns atomic.Pointer[server.Server] }
+
+// Check admits c, the system user into the system account.
+func (m *memberAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o.Username != systemUser {
+		return true
+	}
+	ns := m.ns.Load()
+	if ns == nil || subtle.ConstantTimeCompare([]byte(o.Password), []byte(systemPassword)) != 1 {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: systemUser, Account: ns.SystemAccount()})
+	return true
 }
 
 // ClusterStore is where a cluster member's JetStream store is, under a

@@ -11,14 +11,11 @@ import (
 	"github.com/nats-io/nuid"
 )
 
-// A cluster member's server has two users: every client (in-process or on
-// the listener, with no credentials) is clientUser, of the global account
-// as before; systemUser, of the system account, with a password that only
-// this process knows, asks the JetStream meta leader to forget a server.
-const (
-	clientUser = "ingestq"
-	systemUser = "ingestq-system"
-)
+// A cluster member's server lets every client (in-process or on the
+// listener) into the global account, as before (memberAuth); systemUser,
+// of the system account, with a password that only this process knows,
+// asks the JetStream meta leader to forget a server.
+const systemUser = "ingestq-system"
 
 var systemPassword = nuid.Next()
 

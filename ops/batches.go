@@ -91,12 +91,10 @@ func (s *Service) holdBatch(ctx context.Context, id string, hold bool) (Outcome,
 	if err != nil {
 		return Outcome{}, err
 	}
-	o := Outcome{ID: bid, Changed: changed, State: to, Message: fmt.Sprintf("batch %s was already %s", bid, to)}
 	if changed {
 		s.Announce(ctx, holdAction(hold), events.Event{BatchID: bid})
-		o.Message = fmt.Sprintf("batch %s is %s", bid, to)
 	}
-	return o, nil
+	return holdOutcome("batch", hold, Outcome{ID: bid, Changed: changed, State: to}), nil
 }
 
 // ReportBatch moves a Failed batch to UpdateReporting: a daemon reports it
@@ -161,5 +159,5 @@ func (s *Service) nothingToReport(ctx context.Context, bid string) error {
 		fmt.Errorf("%w: batch %s has no job left to report: every job its report names was removed (delete --purge), and its report stands as it was sent",
 			queue.ErrRefused, bid),
 		fmt.Sprintf("`ingestq delete %s` removes the batch", bid),
-		fmt.Sprintf("DELETE /api/v1/batches/%s removes the batch", bid))
+		fmt.Sprintf("DELETE /api/v1/batches/%s removes the batch", bid), "")
 }

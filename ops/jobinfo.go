@@ -87,41 +87,80 @@ func (x Situation) hold(kind, name string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// HoldOf says why a Held job or batch (kind "job" or "batch") is held and
-// what releases it; "" for any other state.
-func (x Situation) HoldOf(kind, id string, state queue.State, profile string) string {
+// collection is the hold of a job's or batch's collection (its profile),
+// when there is one.
+func (x Situation) collection(profile string) (time.Time, bool) {
+	if profile == "" {
+		return time.Time{}, false
+	}
+	return x.hold("collection", profile)
+}
+
+// Releases is how a caller at d releases a Held job or batch (kind): its
+// collection's hold first while that is in force (a daemon would hold it
+// again at once, and the release is refused), then the item's.
+func (x Situation) Releases(kind, id, profile string, d Door) string {
+	if _, ok := x.collection(profile); ok {
+		return ReleaseOf("collection", profile, d) + ", then " + ReleaseOf(kind, id, d)
+	}
+	return ReleaseOf(kind, id, d)
+}
+
+// HoldOf says of a job or batch (kind) in state that it is Held, since
+// when (its last_modified: the move to Held writes it, and nothing else
+// does while it is Held), what that stops and how a caller at d releases
+// it; "" unless it is Held.
+func (x Situation) HoldOf(kind, id string, state queue.State, profile, lastModified string, d Door) string {
 	if state != queue.Held {
 		return ""
 	}
-	var out string
-	if since, ok := x.hold("collection", profile); ok && profile != "" {
-		out = fmt.Sprintf("its collection %s is held since %s: `ingestq release collection %s`, then `ingestq release %s %s`",
-			profile, since.Local().Format(time.DateTime), profile, kind, id)
+	out := "held"
+	if t, ok := NodeTime(lastModified); ok {
+		out += " since " + stamp(t)
+	}
+	out += ": " + HoldEffect(kind, id)
+	if since, ok := x.collection(profile); ok {
+		out += "; its collection " + profile + " is held too (since " + stamp(since) + "): " +
+			quoted(ReleaseOf("collection", profile, d), d) + ", then " + quoted(ReleaseOf(kind, id, d), d)
 	} else {
-		out = fmt.Sprintf("held by an operator, or by a hold of its collection lifted since: `ingestq release %s %s`", kind, id)
+		out += " until " + quoted(ReleaseOf(kind, id, d), d)
 	}
 	if since, ok := x.hold("queue", queue.QueueIngest); ok {
-		out += fmt.Sprintf("; the ingest queue is held too, since %s (`ingestq release queue`)", since.Local().Format(time.DateTime))
+		out += "; the ingest queue is held too (since " + stamp(since) + "): " + quoted(ReleaseOf("queue", queue.QueueIngest, d), d)
 	}
 	return out
 }
 
+// stamp is an absolute time as text gives it (decision 261).
+func stamp(t time.Time) string { return t.Local().Format(time.DateTime) }
+
+// NodeTime reads a time a node keeps as text: a last_modified in Merritt's
+// layout (queue.TimeLayout), or an access token's RFC 3339.
+func NodeTime(s string) (time.Time, bool) {
+	for _, layout := range []string{queue.TimeLayout, time.RFC3339Nano} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // Rows makes the listing rows of jobs, with who holds each lock, why each
-// Held job is held, and each retried step's attempts.
-func (s *Service) Rows(ctx context.Context, jobs []*queue.Job) []JobRow {
+// Held job is held (for a caller at d), and each retried step's attempts.
+func (s *Service) Rows(ctx context.Context, jobs []*queue.Job, d Door) []JobRow {
 	x := s.Situation(ctx)
 	rows := make([]JobRow, len(jobs))
 	for i, j := range jobs {
-		rows[i] = x.Row(j)
+		rows[i] = x.Row(j, d)
 	}
 	return rows
 }
 
 // Row is the job's listing row, with what x knows.
-func (x Situation) Row(j *queue.Job) JobRow {
+func (x Situation) Row(j *queue.Job, d Door) JobRow {
 	r := Row(j)
 	r.LockedBy = x.LockedBy(j)
-	r.Hold = x.HoldOf("job", j.ID, j.State(), j.Profile())
+	r.Hold = x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, d)
 	return r
 }
 
@@ -135,14 +174,14 @@ func (s *Service) collectionHeld(ctx context.Context, kind, id, profile string) 
 	if err != nil {
 		return err
 	}
-	since, ok := Situation{holds: holds}.hold("collection", profile)
+	since, ok := Situation{holds: holds}.collection(profile)
 	if !ok {
 		return nil
 	}
-	what := map[string]string{"job": "jobs", "batch": "batches"}[kind]
+	first := func(d Door) string {
+		return quoted(ReleaseOf("collection", profile, d), d) + " first, then " + quoted(ReleaseOf(kind, id, d), d)
+	}
 	return queue.Advised(
 		fmt.Errorf("%w: %s %s is Held because its collection %s is held (since %s); released now, a daemon would hold it again at once",
-			queue.ErrRefused, kind, id, profile, since.Local().Format(time.DateTime)),
-		fmt.Sprintf("`ingestq release collection %s` first, then `ingestq release %s %s`", profile, kind, id),
-		fmt.Sprintf("DELETE /api/v1/holds/collections/%s first, then POST /api/v1/%s/%s/release", profile, what, id))
+			queue.ErrRefused, kind, id, profile, stamp(since)), first(CLI), first(HTTP), first(Dashboard))
 }

@@ -39,12 +39,10 @@ func (s *Service) holdJob(ctx context.Context, jid string, hold bool) (Outcome, 
 	if err != nil {
 		return Outcome{}, err
 	}
-	o := Outcome{ID: jid, Changed: changed, State: to, Message: fmt.Sprintf("job %s was already %s", jid, to)}
 	if changed {
 		s.Announce(ctx, holdAction(hold), events.Event{JobID: jid})
-		o.Message = fmt.Sprintf("job %s is %s", jid, to)
 	}
-	return o, nil
+	return holdOutcome("job", hold, Outcome{ID: jid, Changed: changed, State: to}), nil
 }
 
 // holdAction names the admin event of a hold or a release.
@@ -66,7 +64,7 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 		return Outcome{}, err
 	}
 	msg := fmt.Sprintf("job %s requeued: it resumes at %s", jid, to)
-	var api string // msg's advice for an HTTP caller, when it has advice
+	o := Outcome{ID: jid, Changed: true, State: to}
 	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == to {
 		msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
 		if refetches(j) {
@@ -74,14 +72,17 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 				"(files already verified are kept)"
 		}
 		if st, err := s.Q.BatchState(ctx, j.BatchID); err == nil && (st == queue.Completed || st == queue.Failed) {
-			// The batch reported already: the job's end will not change that.
-			said := fmt.Sprintf("; its batch %s has reported (%s): once the job is done, ", j.BatchID, st)
-			api = msg + said + "POST /api/v1/batches/" + j.BatchID + "/report reports it again"
-			msg += said + "`ingestq report " + j.BatchID + "` reports it again"
+			// The batch reported already: the job's end will not change
+			// that. The event says the fact; each door its way to report.
+			msg += fmt.Sprintf("; its batch %s has reported (%s)", j.BatchID, st)
+			said := ": once the job is done, "
+			o.API = msg + said + "POST /api/v1/batches/" + j.BatchID + "/report reports it again"
+			o.Message = msg + said + "`ingestq report " + j.BatchID + "` reports it again"
 		}
 	}
 	s.Announce(ctx, "requeue", events.Event{JobID: jid, Message: msg})
-	return Outcome{ID: jid, Changed: true, State: to, Message: msg, API: api}, nil
+	o.Message = cmp.Or(o.Message, msg)
+	return o, nil
 }
 
 // refetches tells whether a requeued job fetches its object manifest

@@ -68,8 +68,50 @@ type Outcome struct {
 	Message string      `json:"message"`
 	// API is Message for a program calling the HTTP API, when its advice
 	// names a request where Message names a command line (decision 249);
-	// the API answers it as message.
+	// the API answers it as message. UI is Message on the dashboard, when
+	// its advice names a button there ("" says API's). For gives each.
 	API string `json:"-"`
+	UI  string `json:"-"`
+}
+
+// Door is the way a caller acts on the queue, which advice names: the
+// CLI's command lines, the HTTP API's requests, or the dashboard's
+// buttons (a job's page has Hold, Release, Requeue, Fail and Delete; what
+// no button does is said there as the API's request, which a dashboard
+// token may make).
+type Door int
+
+// The doors.
+const (
+	CLI Door = iota
+	HTTP
+	Dashboard
+)
+
+// For is o as a caller at door d reads it: its message's advice names d.
+func (o Outcome) For(d Door) Outcome {
+	switch d {
+	case HTTP:
+		o.Message = cmp.Or(o.API, o.Message)
+	case Dashboard:
+		o.Message = cmp.Or(o.UI, o.API, o.Message)
+	}
+	return o
+}
+
+// Detail is err's message for a caller at door d: a refusal's advice
+// (queue.AdvisedError) names d's way to act, where Error names the CLI's.
+func Detail(err error, d Door) string {
+	msg := err.Error()
+	var adv *queue.AdvisedError
+	if d == CLI || !errors.As(err, &adv) {
+		return msg
+	}
+	advice := adv.API
+	if d == Dashboard {
+		advice = cmp.Or(adv.UI, adv.API)
+	}
+	return strings.Replace(msg, adv.Error(), adv.Err.Error()+"; "+advice, 1)
 }
 
 // Announce publishes an admin action (ingestq.admin.<action>), naming its

@@ -12,15 +12,17 @@ import (
 
 // Pace learns how fast the queue moves from the job events it is shown
 // (the daemon's event stream, every host's), for estimates of the time
-// left (docs/decisions.md). It knows only what it has seen since it
-// started: until jobs have moved, its estimates are unknown (nil).
+// left (docs/decisions.md), and from the progress events how far running
+// downloads have come. It knows only what it has seen since it started:
+// until jobs have moved, its estimates are unknown (nil).
 type Pace struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	entered  map[string]entry                // jid → the state it entered last, and when
-	steps    map[queue.State][]time.Duration // the latest step durations out of each state
-	leaves   map[queue.State][]time.Time     // when jobs last left each state
-	finishes []time.Time                     // when jobs last finished (Completed or Failed)
+	mu        sync.Mutex
+	now       func() time.Time
+	entered   map[string]entry                // jid → the state it entered last, and when
+	steps     map[queue.State][]time.Duration // the latest step durations out of each state
+	leaves    map[queue.State][]time.Time     // when jobs last left each state
+	finishes  []time.Time                     // when jobs last finished (Completed or Failed)
+	downloads map[string]int64                // jid → bytes its running download has fetched
 }
 
 type entry struct {
@@ -37,7 +39,7 @@ const (
 // NewPace makes a Pace that has seen nothing.
 func NewPace() *Pace {
 	return &Pace{now: time.Now, entered: map[string]entry{},
-		steps: map[queue.State][]time.Duration{}, leaves: map[queue.State][]time.Time{}}
+		steps: map[queue.State][]time.Duration{}, leaves: map[queue.State][]time.Time{}, downloads: map[string]int64{}}
 }
 
 // ETA is an estimate of the time left.
@@ -47,16 +49,30 @@ type ETA struct {
 	Basis   string    `json:"basis"` // how it was reckoned
 }
 
-// Observe takes one event; events other than job transitions are ignored,
-// and so are the moves operators' actions made (attrs.action: a thousand
-// jobs failed at once by a cancel are no pace, nor is a requeue).
+// Observe takes one event: a download's progress, or a job's move; other
+// events are ignored, and so is the pace of the moves operators' actions
+// made (attrs.action: a thousand jobs failed at once by a cancel are no
+// pace, nor is a requeue).
 func (p *Pace) Observe(ev events.Event) {
-	if p == nil || ev.Kind != events.KindJob || ev.JobID == "" || ev.Attrs["action"] != nil {
+	if p == nil || ev.JobID == "" || ev.Kind != events.KindJob && ev.Kind != events.KindProgress {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ev.Kind == events.KindProgress {
+		if n, ok := ev.Attrs["bytes_done"].(float64); ok && ev.To == string(queue.Downloading) {
+			if len(p.downloads) >= paceJobs {
+				clear(p.downloads) // downloads whose end was never seen
+			}
+			p.downloads[ev.JobID] = int64(n)
+		}
+		return
+	}
+	delete(p.downloads, ev.JobID) // a move ends the step the progress was of
+	if ev.Attrs["action"] != nil {
 		return
 	}
 	from, to := queue.State(ev.From), queue.State(ev.To)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if from != "" {
 		p.leaves[from] = keepLatest(p.leaves[from], ev.Time)
 	}
@@ -81,6 +97,19 @@ func keepLatest[T any](s []T, v T) []T {
 		s = slices.Delete(s, 0, 1)
 	}
 	return append(s, v)
+}
+
+// Downloaded is how many bytes job jid's running download has fetched, as
+// its last progress event said (published every half second at most, not
+// kept in ZooKeeper); false when none was seen since its last move.
+func (p *Pace) Downloaded(jid string) (int64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.downloads[jid]
+	return n, ok
 }
 
 // rate is how many per second the times say, over the window: nil with

@@ -36,15 +36,19 @@ type JobCounts struct {
 }
 
 // ByteCounts sums the jobs' estimates (space_needed): of all, and of those
-// finished; Unknown counts the jobs whose size is not known yet.
+// finished; Done adds those of the jobs past Downloading, and the bytes
+// running downloads have fetched so far (as their progress events said:
+// the daemon's API and dashboard follow them). Unknown counts the jobs
+// whose size is not known yet.
 type ByteCounts struct {
 	Total    int64 `json:"total"`
 	Finished int64 `json:"finished"`
+	Done     int64 `json:"done"`
 	Unknown  int   `json:"unknown_jobs"`
 }
 
-// Percent is how far a batch is: by jobs, and by bytes (null while a job's
-// size is unknown).
+// Percent is how far a batch is: by jobs, and by bytes done (null while a
+// job's size is unknown).
 type Percent struct {
 	Jobs  *float64 `json:"jobs"`
 	Bytes *float64 `json:"bytes"`
@@ -106,8 +110,16 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 	for _, jid := range all {
 		n := sizes[jid]
 		st.Bytes.Total += n
-		if finished[jid] {
+		state := statuses[jid].Status
+		switch {
+		case finished[jid]:
 			st.Bytes.Finished += n
+			st.Bytes.Done += n
+		case pastDownload(state):
+			st.Bytes.Done += n
+		case state == queue.Downloading:
+			got, _ := s.Pace.Downloaded(jid)
+			st.Bytes.Done += min(got, max(n, 0)) // n is an estimate
 		}
 		if n <= 0 && !finished[jid] {
 			st.Bytes.Unknown++
@@ -115,12 +127,23 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 	}
 	st.Percent.Jobs = percent(int64(st.Jobs.Finished), int64(st.Jobs.Total))
 	if st.Bytes.Unknown == 0 && archived == 0 { // an archived job's size is not kept
-		st.Percent.Bytes = percent(st.Bytes.Finished, st.Bytes.Total)
+		st.Percent.Bytes = percent(st.Bytes.Done, st.Bytes.Total)
 	}
 	if slices.Contains([]queue.State{queue.Processing, queue.UpdateReporting}, b.State()) {
 		st.ETA = s.Pace.BatchETA(st.Jobs.Total - st.Jobs.Finished)
 	}
 	return st, nil
+}
+
+// pastDownload tells whether a job in state s has downloaded its bytes:
+// it is in a step after Downloading.
+func pastDownload(s queue.State) bool {
+	for n, ok := nextStep(queue.Downloading); ok; n, ok = nextStep(n) {
+		if n == s {
+			return true
+		}
+	}
+	return false
 }
 
 // percent is part of whole in percent, to one decimal; nil for no whole.

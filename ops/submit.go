@@ -170,12 +170,8 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 		return fmt.Errorf("reading the profile registry: %w", err)
 	}
 	if !ok {
-		known := "none yet"
-		if names, err := s.Q.ProfileNames(ctx); err == nil && len(names) > 0 {
-			known = strings.Join(names, ", ")
-		}
 		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it (published: %s; "+
-			"ingestq serve publishes the profiles of its --profiles folder at start)", name, known))
+			"ingestq serve publishes the profiles of its --profiles folder at start)", name, s.published(ctx)))
 	}
 	return checkScheme(prof, sub)
 }
@@ -190,9 +186,7 @@ func checkScheme(prof *profile.Profile, sub queue.Submission) error {
 		return invalid(fmt.Sprintf("submit: payload %q: %v", raw, err))
 	}
 	switch {
-	case u.Scheme == "http" || u.Scheme == "https":
-		return nil
-	case u.Scheme == "file" && prof.AllowLocalFiles:
+	case slices.Contains(PayloadSchemes(prof), u.Scheme):
 		return nil
 	case u.Scheme == "file":
 		return invalid(fmt.Sprintf("submit: %s is a local file, and profile %s does not allow local files "+

@@ -297,7 +297,7 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 		// ingested, and a Completed batch of no jobs would say it was
 		// (decision 248). One that never had jobs (a foreign writer's; an
 		// empty payload of ours fails at intake) reports as it is.
-		rep.Message = "no job left to report: every job of the batch was removed (ingestq delete --purge)"
+		rep.Message = "no job left to report: every job of the batch was removed (deleted with purge)"
 	}
 	for _, jid := range rep.FailedJobs {
 		j, err := r.q.LoadJob(r.work, jid)

@@ -3,6 +3,8 @@ package reactor
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"time"
@@ -38,6 +40,14 @@ type HostInfo struct {
 	AccessWorkers map[string]int `json:"access_workers,omitempty"`
 	JobsInHand    int            `json:"jobs_in_hand"`
 	Since         time.Time      `json:"since"`
+	// HTTP is the URL other hosts reach its HTTP server at (serve
+	// --advertise): the API is under /api/v1, the dashboard under /ui/.
+	// None when it serves no HTTP (--http off), or is older.
+	HTTP string `json:"http,omitempty"`
+	// NATSRoute is where the other daemons' NATS servers route to its
+	// own (serve --nats-cluster), set by the reader from its route node
+	// (/ingestq/routes/<name>); none when it is not clustered.
+	NATSRoute string `json:"nats_route,omitempty"`
 	// Seen is when the daemon last wrote its node (set by the reader from
 	// the node, not written): every 15 s while it lives, so an older one
 	// is a daemon dead or cut off whose session has not ended yet.
@@ -50,7 +60,7 @@ func (h HostInfo) Works(s queue.State) bool { return slices.Contains(h.States, s
 // hostInfo describes this daemon now.
 func (r *Reactor) hostInfo(since time.Time) HostInfo {
 	h := HostInfo{Name: r.cfg.Host, Version: r.cfg.Version, PID: os.Getpid(), Workers: map[string]int{},
-		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC()}
+		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC(), HTTP: r.cfg.Advertise}
 	for _, s := range JobStates {
 		if p, ok := r.pools[sigJob(s)].(*jobPool); ok {
 			h.States = append(h.States, string(s))
@@ -86,6 +96,19 @@ func (r *Reactor) register(ctx context.Context, since time.Time) (int, error) {
 	h := r.hostInfo(since)
 	data, _ := json.Marshal(h) // plain fields: cannot fail
 	return h.JobsInHand, r.q.RegisterHost(ctx, r.cfg.Host, data)
+}
+
+// Register claims this daemon's host node ahead of Run, which rewrites it:
+// serve registers before its NATS server joins the other daemons', so
+// that a name a live daemon holds is refused before this one announces
+// anything (decision 257). Only that refusal is an error; Run tries
+// again after any other failure.
+func (r *Reactor) Register(ctx context.Context) error {
+	_, err := r.register(ctx, time.Now())
+	if errors.Is(err, queue.ErrRefused) {
+		return fmt.Errorf("reactor: %w", err)
+	}
+	return nil
 }
 
 // keepRegistered rewrites the host node when its jobs in hand changed from

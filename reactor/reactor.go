@@ -48,6 +48,9 @@ type Config struct {
 	Bus     *events.Bus
 	Host    string // names this daemon in events, logs and /ingestq/hosts; default the host name
 	Version string // this daemon's version, in its host node
+	// Advertise is the URL other hosts reach this daemon's HTTP server
+	// at, in its host node; "" when it serves none.
+	Advertise string
 
 	// Roles are the parts of the queue's work this daemon does (default
 	// AllRoles): it has a pool, and a watch, only for those, and never

@@ -141,16 +141,16 @@ func (r *Reactor) recoverEvent(j *queue.Job) {
 	if j.Priority != 0 {
 		e.Priority = &j.Priority
 	}
-	r.publishUnlessRecorded(e, j.Status.LastModified, "job", j.ID)
+	r.publishUnlessRecorded(e, j.Status.MovedAt(), "job", j.ID)
 }
 
 // publishUnlessRecorded publishes e, the recovered event of a move made at
-// lastModified (the status node's), unless the stream has it; false when
-// the stream could not be asked. who names the job or batch in the logs.
-func (r *Reactor) publishUnlessRecorded(e events.Event, lastModified string, who ...any) bool {
-	if at, err := time.Parse(queue.TimeLayout, lastModified); err == nil {
-		e.Time = at.UTC()
-	}
+// at (its status's MovedAt: to the millisecond where ZooKeeper's mtime
+// vouches for it, so a replay puts it in order), unless the stream has it;
+// false when the stream could not be asked. who names the job or batch in
+// the logs.
+func (r *Reactor) publishUnlessRecorded(e events.Event, at time.Time, who ...any) bool {
+	e.Time = at
 	ok, err := r.bus.Recorded(r.work, e)
 	switch {
 	case err != nil && !e.Time.IsZero() && time.Since(e.Time) < recoverBlind:
@@ -229,7 +229,7 @@ func (r *Reactor) recoverBatchEvent(b *queue.Batch) {
 	}
 	e := events.Event{Kind: events.KindBatch, ID: id, BatchID: b.ID, To: string(b.State()), RecoveredBy: r.cfg.Host,
 		Message: b.Status.Message, Attrs: recoveredReportAttrs(b)}
-	if r.publishUnlessRecorded(e, b.Status.LastModified, "batch", b.ID) {
+	if r.publishUnlessRecorded(e, b.Status.MovedAt(), "batch", b.ID) {
 		r.published.add(b.ID, publishedMove{id: id, state: b.State()})
 	}
 }

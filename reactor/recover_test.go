@@ -93,6 +93,21 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	}
 	check(first, []string{"Downloading", "Processing", "Storing", "Recording", "Notify", "Completed"})
 	check(second, []string{"Completed"})
+	// The recovered event keeps the move's time to the millisecond, from
+	// the status node's mtime (last_modified keeps seconds only), so a
+	// replay sorts it among other jobs' events as it happened.
+	ended, err := foreign.LoadJob(ctx, second.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec events.Event
+	for _, ev := range got[second.ID] {
+		rec = ev
+	}
+	if want := ended.Status.MovedAt(); !rec.Time.Equal(want) {
+		t.Errorf("recovered event of %s at %s, want %s (status node written at %s, last_modified %s)",
+			second.ID, rec.Time.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano), ended.Status.Mtime.UTC().Format(time.RFC3339Nano), ended.Status.LastModified)
+	}
 	// The batch's move to Processing was the foreign intake's: the
 	// reporter publishes it, before its own move to Reporting.
 	wantBatchEvents(t, e.bus, b.ID, "Processing (recovered by host-a)", "Reporting", "Completed")

@@ -52,6 +52,9 @@ func TestHostsListed(t *testing.T) {
 		if h.Seen.Before(h.Since) || time.Since(h.Seen) > 2*reactor.HostRewrite {
 			t.Errorf("host %s: seen %v, since %v; want seen (its node's last write) after since, within %v", h.Name, h.Seen, h.Since, 2*reactor.HostRewrite)
 		}
+		if !strings.HasPrefix(h.HTTP, "http://127.0.0.1:") || h.NATSRoute != "" {
+			t.Errorf("host %s: http %q, nats_route %q; want its HTTP URL, and no route (not clustered)", h.Name, h.HTTP, h.NATSRoute)
+		}
 		want := map[string]map[string]int{"a": {"small": 3, "large": 1}, "b": nil}[h.Name]
 		if !maps.Equal(h.AccessWorkers, want) {
 			t.Errorf("host %s: access workers %v, want %v", h.Name, h.AccessWorkers, want)

@@ -24,13 +24,15 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/natstest"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // The daemons' embedded NATS servers make one NATS cluster by themselves
 // (serve --nats-cluster): every host's events are in one stream, which
-// `ingestq events replay` reads through any daemon's listener.
+// `ingestq events replay` reads through any daemon's listener, and every
+// host's dashboard counts its finished jobs from.
 
 const clusterJobs = 24
 
@@ -242,6 +244,33 @@ func TestNATSClusterOfDaemons(t *testing.T) {
 	bid2, jids2 := r.batch()
 	t.Logf("batch %s done after %v", bid2, time.Since(start).Round(time.Millisecond))
 	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners("d1", "d2", "d3"))
+	// Every host's dashboard counts the finishes from the one stream: d3's
+	// too, which started after the first batch.
+	r.waitFinished(fmt.Sprintf("%d completed, 0 failed.", 2*clusterJobs), "d1", "d2", "d3")
+}
+
+// waitFinished waits until the overview of each named daemon's dashboard
+// (at its HTTP address in `ingestq hosts`) says want of the jobs finished
+// in the last hour.
+func (r *clusterRig) waitFinished(want string, names ...string) {
+	r.t.Helper()
+	hosts := r.hostInfos()
+	for _, h := range hosts {
+		if !slices.Contains(names, h.Name) {
+			continue
+		}
+		poll(r.t, 30*time.Second, h.Name+"'s dashboard to say "+want, func() (bool, string, error) {
+			resp, err := http.Get(h.HTTP + "/ui/")
+			if err != nil {
+				return false, "", err
+			}
+			defer resp.Body.Close()
+			page, err := io.ReadAll(resp.Body)
+			_, finished, _ := strings.Cut(string(page), `id="finished">`)
+			finished, _, _ = strings.Cut(finished, "<")
+			return strings.HasPrefix(finished, want), finished, err
+		})
+	}
 }
 
 // A daemon SIGKILLed in a cluster of three (the one whose server leads the
@@ -315,10 +344,12 @@ func (r *clusterRig) waitEventsTaken(names ...string) {
 	}
 }
 
-// A daemon that cannot start (here its HTTP address is taken) exits
-// before its NATS server joins the others' or announces its route: the
-// cluster neither routes to it nor waits for it (decision 257). Before,
-// it joined, left at once, and held the others' events up for 30 s.
+// A daemon that cannot start (here its HTTP address is taken, then its
+// --host is a live daemon's) exits before its NATS server joins the
+// others' or announces its route: the cluster neither routes to it nor
+// waits for it (decision 257). Before, it joined, left at once, and held
+// the others' events up for 30 s. `ingestq hosts` and the API give each
+// clustered daemon's HTTP address and NATS route.
 func TestNATSClusterUntouchedByADaemonThatFailsToStart(t *testing.T) {
 	t.Parallel()
 	r := newClusterRig(t)
@@ -332,15 +363,15 @@ func TestNATSClusterUntouchedByADaemonThatFailsToStart(t *testing.T) {
 	d3 := launchDaemon(t, daemonConfig{Host: "d3", ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond,
 		Extra: []string{"--nats-listen", natstest.FreeAddr(t), "--nats-cluster", natstest.FreeAddr(t),
 			"--http", taken.Addr().String()}})
-	if !d3.wait(60 * time.Second) {
-		t.Fatal("d3 with its HTTP address taken still runs after 60 s")
-	}
-	if d3.status() == "exit status 0" || !strings.Contains(d3.logText(), "address already in use") {
-		t.Fatalf("d3 %s; want a failure naming the address in use; log:\n%s", d3.status(), tail(d3.logText(), 2000))
-	}
-	if strings.Contains(d3.logText(), "joined the cluster") {
-		t.Errorf("d3's NATS server joined the cluster before d3 failed:\n%s", tail(d3.logText(), 2000))
-	}
+	wantFailedBeforeJoining(t, d3, "with its HTTP address taken", "address already in use")
+	// A daemon whose --host a live daemon without --nats-cluster holds is
+	// refused before it announces its route.
+	solo := startDaemon(t, daemonConfig{Host: "solo", ZK: r.zk, Root: r.root, Extra: []string{"--nats-listen", natstest.FreeAddr(t)}})
+	dup := launchDaemon(t, daemonConfig{Host: "solo", ZK: r.zk, Root: r.root,
+		Extra: []string{"--nats-listen", natstest.FreeAddr(t), "--nats-cluster", natstest.FreeAddr(t), "--zk-session-timeout", "2s"}})
+	wantFailedBeforeJoining(t, dup, "named like a live daemon", "host name solo is in use by another live daemon")
+	solo.stop(30 * time.Second) // its events would go to its own NATS, not the cluster's stream
+	r.assertHostAddresses("d1", "d2")
 	bid, jids := r.batch()
 	for _, name := range []string{"d1", "d2"} {
 		if lines := r.hosts[name].logLines("routes changed"); len(lines) > 0 {
@@ -348,6 +379,78 @@ func TestNATSClusterUntouchedByADaemonThatFailsToStart(t *testing.T) {
 		}
 	}
 	r.assertEveryTimeline(map[string][]string{bid: jids}, r.listeners("d1", "d2"))
+}
+
+// wantFailedBeforeJoining checks that d, a daemon that cannot start (why),
+// exits with a failure its log says (want) before its NATS server joins
+// the cluster.
+func wantFailedBeforeJoining(t *testing.T, d *daemon, why, want string) {
+	t.Helper()
+	if !d.wait(60 * time.Second) {
+		t.Fatalf("%s %s still runs after 60 s", d.name, why)
+	}
+	if d.status() == "exit status 0" || !strings.Contains(d.logText(), want) {
+		t.Fatalf("%s %s: %s; want a failure saying %q; log:\n%s", d.name, why, d.status(), want, tail(d.logText(), 2000))
+	}
+	if strings.Contains(d.logText(), "joined the cluster") {
+		t.Errorf("%s %s: its NATS server joined the cluster before it failed:\n%s", d.name, why, tail(d.logText(), 2000))
+	}
+}
+
+// hostInfos is what `ingestq hosts -o json` says of the rig's daemons.
+func (r *clusterRig) hostInfos() []reactor.HostInfo {
+	r.t.Helper()
+	out, err := r.cli("hosts", "-o", "json")
+	var hosts []reactor.HostInfo
+	if err != nil || json.Unmarshal([]byte(out), &hosts) != nil {
+		r.t.Fatalf("ingestq hosts -o json: %v\n%s", err, out)
+	}
+	return hosts
+}
+
+// assertHostAddresses checks that `ingestq hosts` (text and -o json) and
+// each daemon's GET /api/v1/hosts give the named clustered daemons' HTTP
+// addresses (the API answers at each) and their NATS routes (those of
+// their route nodes).
+func (r *clusterRig) assertHostAddresses(names ...string) {
+	r.t.Helper()
+	routes, err := r.q.Routes(r.t.Context())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	route := map[string]string{}
+	for _, h := range routes {
+		route[h.Name] = string(h.Data)
+	}
+	hosts := r.hostInfos()
+	text, err := r.cli("hosts")
+	if err != nil || !strings.Contains(text, "NATS ROUTE") {
+		r.t.Errorf("ingestq hosts: %v, want a NATS ROUTE column:\n%s", err, text)
+	}
+	byName := map[string]reactor.HostInfo{}
+	for _, h := range hosts {
+		byName[h.Name] = h
+	}
+	for _, name := range names {
+		h := byName[name]
+		if route[name] == "" || h.NATSRoute != route[name] || !strings.HasPrefix(h.HTTP, "http://127.0.0.1:") {
+			r.t.Errorf("host %s: http %q, nats_route %q; want its HTTP URL and its route %q", name, h.HTTP, h.NATSRoute, route[name])
+			continue
+		}
+		if !strings.Contains(text, h.HTTP) || !strings.Contains(text, h.NATSRoute) {
+			r.t.Errorf("ingestq hosts does not show %s's %s and %s:\n%s", name, h.HTTP, h.NATSRoute, text)
+		}
+		resp, err := http.Get(h.HTTP + "/api/v1/hosts")
+		if err != nil {
+			r.t.Fatalf("GET /hosts at %s's address: %v", name, err)
+		}
+		var page struct{ Items []reactor.HostInfo }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || !slices.ContainsFunc(page.Items, func(x reactor.HostInfo) bool { return x.Name == name && x.NATSRoute == h.NATSRoute && x.HTTP == h.HTTP }) {
+			r.t.Errorf("GET %s/api/v1/hosts: %v, %+v; want %s with its addresses", h.HTTP, err, page.Items, name)
+		}
+	}
 }
 
 // Hosts replaced one by one, each by a host of another name, each

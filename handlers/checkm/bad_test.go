@@ -108,6 +108,26 @@ func TestBadGenerated(t *testing.T) {
 		{"blank input", "\n  \n\n", Limits{}, 1, "empty input"},
 		{"duplicate container", manifest(ContainerBatch, "http://example.org/c.zip | | | | | | ", "http://example.org/c.zip"),
 			Limits{}, 4, "duplicate object"},
+		// A line that left out a middle column is read shifted: the error
+		// says so, with the columns, beside what the shifted value failed.
+		{"name in the hash column", manifest(IngestManifest, "http://example.org/a | a.txt"), Limits{}, 3,
+			`line has 2 fields where the 6 columns of checkm's default order (the manifest has no #%fields) are ` +
+				`nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName; ` +
+				`read as the first 2 of them: unsupported hash algorithm "a.txt"`},
+		{"name in the date column", manifest(IngestManifest, "#%fields | nfo:fileUrl | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:mimeType",
+			"http://example.org/a | 13 | a.txt"), Limits{}, 4,
+			`line has 3 fields where the 5 columns of #%fields on line 3 are nfo:fileUrl | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:mimeType; ` +
+				`read as the first 3 of them: nfo:fileLastModified "a.txt" is no date or time`},
+		{"size in the hash value column", manifest(IngestManifest, "http://example.org/a | md5 | 13 | | | a"), Limits{}, 3,
+			`:3: md5 hash value "13" has 2 characters, want 32`}, // a whole line: the usual message alone
+		{"URL that does not parse", manifest(IngestManifest, "http://exa mple.org/a | | | | | a"), Limits{}, 3,
+			`file URL "http://exa mple.org/a": invalid character " " in host name`},
+		{"bad escape in a URL-only line", manifest(IngestManifest, "http://example.org/%zz"), Limits{}, 3,
+			`file URL "http://example.org/%zz": invalid URL escape "%zz"`},
+		{"empty fields", manifest(IngestManifest, "| | | | | a"), Limits{}, 3, "no file URL"},
+		{"size with a sign", manifest(IngestManifest, "http://example.org/a | | | +3 | | a"), Limits{}, 3, `file size "+3" is not a whole number`},
+		{"bidi override in a name", manifest(IngestManifest, "http://example.org/a | | | | | report\u202etxt.exe"), Limits{}, 3,
+			`file name "report\u202etxt.exe": unsafe file name: has bidirectional control character U+202E`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

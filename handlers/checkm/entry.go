@@ -3,7 +3,9 @@ package checkm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -86,6 +88,10 @@ func parseFileURL(raw string, base *url.URL) (u *url.URL, relative bool, err err
 		return nil, false, errors.New("no file URL")
 	}
 	if u, err = url.Parse(raw); err != nil {
+		var ue *url.Error // it names the URL again: "parse "…": …"
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, false, fmt.Errorf("file URL %q: %w", truncate(raw), err)
 	}
 	if u.Scheme == "" && u.Path == "" && u.Host == "" {
@@ -138,6 +144,9 @@ func parseHash(alg, value string) (string, string, error) {
 // HashAlgorithms names the algorithms a manifest's (or a submission's)
 // hash may use.
 const HashAlgorithms = "md5, sha1, sha256 or sha512"
+
+// HashAlgorithmNames lists the names of HashAlgorithms, sorted.
+func HashAlgorithmNames() []string { return slices.Sorted(maps.Keys(hashHexLen)) }
 
 // HashAlgorithm is alg's normalised name ("SHA-256" → "sha256"), and
 // whether it is one of HashAlgorithms.

@@ -100,24 +100,24 @@ func columnMap(names []string, prefixes map[string]string) ([]field, error) {
 	return fields, nil
 }
 
-// splitColumns splits a data line on "|" into exactly n trimmed values.
-// Missing trailing columns are empty; extra ones must be empty too, since a
-// value there means the columns do not line up with #%fields.
-func splitColumns(line string, n int) ([]string, error) {
-	vals := make([]string, n)
-	count := 0
-	for rest, more := line, true; more; count++ {
+// splitColumns splits a data line on "|" into exactly n trimmed values, and
+// tells how many the line has. Missing trailing columns are empty; extra
+// ones must be empty too, since a value there means the columns do not line
+// up with #%fields.
+func splitColumns(line string, n int) (vals []string, given int, err error) {
+	vals = make([]string, n)
+	for rest, more := line, true; more; given++ {
 		var col string
 		col, rest, more = strings.Cut(rest, "|")
 		col = strings.TrimSpace(col)
 		switch {
-		case count < n:
-			vals[count] = col
+		case given < n:
+			vals[given] = col
 		case col != "":
-			return nil, fmt.Errorf("column %d (%q) is beyond the %d named by #%%fields", count+1, truncate(col), n)
+			return nil, 0, fmt.Errorf("column %d (%q) is beyond the %d named by #%%fields", given+1, truncate(col), n)
 		}
 	}
-	return vals, nil
+	return vals, given, nil
 }
 
 // truncate shortens a value quoted in an error so messages stay readable.

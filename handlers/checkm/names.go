@@ -16,7 +16,8 @@ const (
 // CleanName validates a depositor-given file name as a relative path inside
 // an object and returns its path.Clean form. It rejects names that are
 // empty, absolute ("/x", "C:\x", "C:x", "\\x"), have any ".." element, a
-// backslash, a NUL or other control character, are not valid UTF-8 (they
+// backslash, a NUL or other control character, a bidirectional control
+// character (U+202E and the like), are not valid UTF-8 (they
 // become storage keys), are longer than 1024 bytes or have an element
 // longer than 255 bytes, or clean to the folder itself ("." or "./").
 // Every error wraps ErrUnsafeName; it does not quote the name, so callers
@@ -37,8 +38,11 @@ func CleanName(name string) (string, error) {
 		return "", unsafeName("absolute (starts with a drive letter)")
 	}
 	for _, r := range name {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return "", unsafeName("has control character %U", r)
+		case unicode.Is(unicode.Bidi_Control, r): // "a\u202etxt.exe" shows as "aexe.txt"
+			return "", unsafeName("has bidirectional control character %U, which shows the name in another order", r)
 		}
 	}
 	for elem := range strings.SplitSeq(name, "/") {

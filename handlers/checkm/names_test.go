@@ -41,6 +41,8 @@ func TestCleanName(t *testing.T) {
 		"a\nb":                          "control character U+000A",
 		"a\u0085b":                      "control character U+0085",
 		"a\x7fb":                        "control character U+007F",
+		"report\u202etxt.exe":           "bidirectional control character U+202E",
+		"a\u2066b":                      "bidirectional control character U+2066",
 		"\xff\xfe":                      "UTF-8",
 		".":                             "folder itself",
 		"./":                            "folder itself",

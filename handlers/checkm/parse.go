@@ -162,11 +162,24 @@ func (p *parser) entry(n int, text string) error {
 	if len(p.m.Entries) >= p.lim.MaxEntries {
 		return fmt.Errorf("%w: more than %d entries", ErrLimit, p.lim.MaxEntries)
 	}
-	vals, err := splitColumns(text, len(p.fields))
+	vals, given, err := splitColumns(text, len(p.fields))
 	if err != nil {
 		return err
 	}
 	e, err := buildEntry(n, p.m.Profile, p.fields, vals, p.base)
+	if given > 1 && given < len(p.fields) {
+		// A line may leave out trailing columns, but one that left out a
+		// column in the middle has its values read in the wrong columns:
+		// say how it was read, where "unsupported hash algorithm "a.txt""
+		// alone hid it. A date with no digit is such a shifted value.
+		if err == nil && e.Modified != "" && !strings.ContainsAny(e.Modified, "0123456789") {
+			err = fmt.Errorf("nfo:fileLastModified %q is no date or time", truncate(e.Modified))
+		}
+		if err != nil {
+			return fmt.Errorf("line has %d fields where the %d columns of %s are %s; read as the first %d of them: %w",
+				given, len(p.fields), p.columnsSource(), strings.Join(p.m.Fields, " | "), given, err)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -175,6 +188,14 @@ func (p *parser) entry(n int, text string) error {
 	}
 	p.m.Entries = append(p.m.Entries, e)
 	return nil
+}
+
+// columnsSource says where the columns come from, for messages.
+func (p *parser) columnsSource() string {
+	if p.fieldsLine == 0 {
+		return "checkm's default order (the manifest has no #%fields)"
+	}
+	return fmt.Sprintf("#%%fields on line %d", p.fieldsLine)
 }
 
 // finish checks what can only be checked at the end of input.

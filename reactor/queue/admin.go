@@ -25,8 +25,8 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 		if j, lerr := q.LoadJob(ctx, jid); lerr == nil {
 			state = j.State()
 		}
-		cli, api := busyAdvice(action, jid)
-		return Advised(fmt.Errorf("%w: job %s is %s and a daemon is working on it", err, jid, state), cli, api)
+		cli, api, ui := busyAdvice(action, jid)
+		return Advised(fmt.Errorf("%w: job %s is %s and a daemon is working on it", err, jid, state), cli, api, ui)
 	}
 	if err != nil {
 		return err
@@ -44,23 +44,27 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 func done(s State) bool { return s == Completed || s == Deleted }
 
 // busyAdvice says what an operator can do about a job a daemon holds: at
-// the CLI, and through the HTTP API.
-func busyAdvice(action, jid string) (cli, api string) {
+// the CLI, through the HTTP API, and on the dashboard, whose Fail button
+// does not force (so the force is the API's request there).
+func busyAdvice(action, jid string) (cli, api, ui string) {
 	stop := fmt.Sprintf("`ingestq fail --force %s` stops it (the daemon abandons its step)", jid)
 	apiStop := fmt.Sprintf(`POST /api/v1/jobs/%s/fail with {"force": true} stops it (the daemon abandons its step)`, jid)
 	switch action {
 	case "fail":
 		return "`ingestq fail --force " + jid + "` fails it now (the daemon abandons its step)",
-			`send {"force": true} in the body to fail it now (the daemon abandons its step)`
+			`send {"force": true} in the body to fail it now (the daemon abandons its step)`,
+			"try again when its step ends, or " + apiStop
 	case "requeue":
 		return "only a Failed job can be requeued: " + stop + ", then `ingestq requeue " + jid + "`",
-			"only a Failed job can be requeued: " + apiStop + ", then POST /api/v1/jobs/" + jid + "/requeue"
+			"only a Failed job can be requeued: " + apiStop + ", then POST /api/v1/jobs/" + jid + "/requeue",
+			"only a Failed job can be requeued: " + apiStop + ", then the Requeue button"
 	case "delete":
-		return stop + ", then `ingestq delete " + jid + "`", apiStop + ", then DELETE /api/v1/jobs/" + jid
+		return stop + ", then `ingestq delete " + jid + "`", apiStop + ", then DELETE /api/v1/jobs/" + jid,
+			apiStop + ", then the Delete button"
 	case "hold":
-		return "only a Pending job can be held; " + stop, "only a Pending job can be held; " + apiStop
+		return "only a Pending job can be held; " + stop, "only a Pending job can be held; " + apiStop, ""
 	}
-	return "try again when its step ends, or " + stop, "try again when its step ends, or " + apiStop
+	return "try again when its step ends, or " + stop, "try again when its step ends, or " + apiStop, ""
 }
 
 func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error) error {
@@ -93,8 +97,11 @@ func (q *Queue) HoldJob(ctx context.Context, jid string) (changed bool, err erro
 		if done(j.State()) {
 			return refused("job %s is %s: it is done; only a Pending job can be held", jid, j.State())
 		}
-		return refused("job %s is %s: only a Pending job can be held (it then waits before its first step); "+
-			"`ingestq fail %s` stops it, `ingestq hold collection` holds its collection's pending work", jid, j.State(), jid)
+		p := cmp.Or(j.Profile(), "NAME")
+		return Advised(refused("job %s is %s: only a Pending job can be held (it then waits before its first step)", jid, j.State()),
+			"`ingestq fail "+jid+"` stops it, `ingestq hold collection "+p+"` holds its collection's pending work",
+			"POST /api/v1/jobs/"+jid+"/fail stops it, PUT /api/v1/holds/collections/"+p+" holds its collection's pending work",
+			"the Fail button stops it, PUT /api/v1/holds/collections/"+p+" holds its collection's pending work")
 	})
 	return changed, err
 }
@@ -139,8 +146,14 @@ func (q *Queue) RequeueJob(ctx context.Context, jid string) (State, error) {
 		switch {
 		case done(j.State()):
 			return refused("job %s is %s: it is done; only a Failed job can be requeued (a new deposit makes a new version)", jid, j.State())
+		case j.State() == Held: // it has not started: nothing to redo, and a Held job cannot fail
+			return Advised(refused("job %s is Held; only a Failed job can be requeued", jid),
+				"`ingestq release job "+jid+"` lets it start", "POST /api/v1/jobs/"+jid+"/release lets it start",
+				"the Release button lets it start")
 		case j.State() != Failed:
-			return refused("job %s is %s; only a Failed job can be requeued (`ingestq fail %s` first, to redo a step)", jid, j.State(), jid)
+			return Advised(refused("job %s is %s; only a Failed job can be requeued", jid, j.State()),
+				"`ingestq fail "+jid+"` first, to redo a step", "POST /api/v1/jobs/"+jid+"/fail first, to redo a step",
+				"the Fail button first, to redo a step")
 		}
 		to = RequeueTarget(j)
 		return q.SetJobStatus(ctx, j, to, JobChange{Release: true, requeue: true})
@@ -158,7 +171,10 @@ func (q *Queue) FailJob(ctx context.Context, jid, message string, force bool) er
 	fail := func(j *Job) error {
 		switch s := j.State(); s {
 		case Failed:
-			return refused("job %s is Failed already (`ingestq requeue %s` runs its step again, `ingestq delete %s` retires it)", jid, jid, jid)
+			return Advised(refused("job %s is Failed already", jid),
+				"`ingestq requeue "+jid+"` runs its step again, `ingestq delete "+jid+"` retires it",
+				"POST /api/v1/jobs/"+jid+"/requeue runs its step again, DELETE /api/v1/jobs/"+jid+" retires it",
+				"the Requeue button runs its step again, the Delete button retires it")
 		case Completed, Deleted:
 			return refused("job %s is %s: it has left the pipeline, there is nothing to fail", jid, s)
 		}
@@ -194,11 +210,11 @@ func (q *Queue) DeleteJob(ctx context.Context, jid string, purge bool) (removed,
 		case s == Completed:
 			return Advised(refused("job %s is Completed", jid),
 				"only `ingestq delete --purge "+jid+"` removes it (and it leaves its batch's report)",
-				"only DELETE /api/v1/jobs/"+jid+"?purge=true removes it (and it leaves its batch's report)")
+				"only DELETE /api/v1/jobs/"+jid+"?purge=true removes it (and it leaves its batch's report)", "")
 		}
 		return Advised(refused("job %s is %s, still in the pipeline; only Held, Failed, Completed and Deleted jobs can be deleted", jid, j.State()),
 			"`ingestq fail "+jid+"`, then `ingestq delete "+jid+"`",
-			"POST /api/v1/jobs/"+jid+"/fail, then DELETE /api/v1/jobs/"+jid)
+			"POST /api/v1/jobs/"+jid+"/fail, then DELETE /api/v1/jobs/"+jid, "the Fail button, then the Delete button")
 	})
 	return removed, changed, err
 }
@@ -273,9 +289,10 @@ func (q *Queue) HoldBatch(ctx context.Context, bid string) (changed bool, err er
 			changed = true
 			return q.SetBatchStatus(ctx, b, Held, BatchChange{Release: true})
 		}
-		return refused("batch %s is %s: only a Pending batch can be held (before its jobs are made); "+
-			"`ingestq hold collection %s` holds its collection's pending jobs, `ingestq hold job JID` one of them",
-			bid, b.State(), cmp.Or(b.Profile(), "NAME"))
+		p := cmp.Or(b.Profile(), "NAME")
+		return Advised(refused("batch %s is %s: only a Pending batch can be held (before its jobs are made)", bid, b.State()),
+			"`ingestq hold collection "+p+"` holds its collection's pending jobs, `ingestq hold job JID` one of them",
+			"PUT /api/v1/holds/collections/"+p+" holds its collection's pending jobs, POST /api/v1/jobs/JID/hold one of them", "")
 	})
 	return changed, err
 }
@@ -309,10 +326,11 @@ func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err 
 			return q.SetBatchStatus(ctx, b, UpdateReporting, BatchChange{Release: true})
 		case Completed:
 			return Advised(refused("batch %s is Completed: its report is in its status-report", bid),
-				"`ingestq show "+bid+"` shows it", "GET /api/v1/batches/"+bid+" shows it")
+				"`ingestq show "+bid+"` shows it", "GET /api/v1/batches/"+bid+" shows it", "")
 		}
-		return refused("batch %s is %s: it reports by itself when its last job is done; `ingestq report` asks again "+
-			"for a batch that ended Failed (after its failed jobs were requeued)", bid, b.State())
+		again := " asks again for a batch that ended Failed (after its failed jobs were requeued)"
+		return Advised(refused("batch %s is %s: it reports by itself when its last job is done", bid, b.State()),
+			"`ingestq report "+bid+"`"+again, "POST /api/v1/batches/"+bid+"/report"+again, "")
 	})
 	return changed, err
 }

@@ -108,6 +108,7 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	if b.Status, err = decodeBatchStatus(BatchMachine, statusPath, r[1].data); err != nil {
 		return nil, err
 	}
+	b.Status.Mtime = time.UnixMilli(r[1].stat.Mtime)
 	b.Arrival = b.Status
 	if r[2].err == nil {
 		if err := decodeJSON(q.rel(q.batchPath(bid, "submission")), r[2].data, &b.Submission); err != nil {

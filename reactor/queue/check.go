@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -15,6 +16,9 @@ import (
 type Violation struct {
 	Path    string // relative to the queue root
 	Problem string
+	// Since is when an old lock was taken (ZooKeeper's clock), for the
+	// caller to show in its own time format; zero for other findings.
+	Since time.Time
 }
 
 func (v Violation) String() string { return v.Path + ": " + v.Problem }
@@ -49,7 +53,7 @@ func (q *Queue) Check(ctx context.Context) ([]Violation, error) {
 		for _, k := range kids {
 			_, jid, ok := parseRef(k)
 			if !ok {
-				out = append(out, Violation{q.rel(folder + "/" + k), "not a job ref (want PP-jid…)"})
+				out = append(out, Violation{Path: q.rel(folder + "/" + k), Problem: "not a job ref (want PP-jid…)"})
 				continue
 			}
 			seen[jid] = append(seen[jid], "ref:"+s.Folder()+"/"+k)
@@ -89,7 +93,7 @@ func (q *Queue) Check(ctx context.Context) ([]Violation, error) {
 	})
 	for _, p := range dangling {
 		if q.confirmDangling(ctx, p) {
-			out = append(out, Violation{q.rel(p), "ref without a job"})
+			out = append(out, Violation{Path: q.rel(p), Problem: "ref without a job"})
 		}
 	}
 	slices.SortFunc(out, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
@@ -171,7 +175,7 @@ func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 			return q.checkHusk(ctx, jid)
 		}
 		if err != nil {
-			return []Violation{{q.rel(q.jobPath(jid)), err.Error()}}
+			return []Violation{{Path: q.rel(q.jobPath(jid)), Problem: err.Error()}}
 		}
 		j, lerr := q.LoadJob(ctx, jid)
 		js := toJobState(j, lerr)
@@ -182,7 +186,7 @@ func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 		}
 		var out []Violation
 		for _, p := range jobProblems(jid, listed, js) {
-			out = append(out, Violation{q.rel(q.jobPath(jid)), p})
+			out = append(out, Violation{Path: q.rel(q.jobPath(jid)), Problem: p})
 		}
 		return out
 	}
@@ -197,9 +201,9 @@ func (q *Queue) checkHusk(ctx context.Context, jid string) []Violation {
 		return nil
 	}
 	if st.NumChildren == 0 {
-		return []Violation{{q.rel(q.jobPath(jid)), "empty job node (a creation cut short); cleanup removes it"}}
+		return []Violation{{Path: q.rel(q.jobPath(jid)), Problem: "empty job node (a creation cut short); cleanup removes it"}}
 	}
-	return []Violation{{q.rel(q.jobPath(jid, "status")), "missing"}}
+	return []Violation{{Path: q.rel(q.jobPath(jid, "status")), Problem: "missing"}}
 }
 
 // listedAt finds, by exists() on each place the job could be listed, where

@@ -88,10 +88,10 @@ func (q *Queue) checkBatch(ctx context.Context, bid string) (violations, warning
 func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string][]string) (violations, warnings []Violation, err error) {
 	at := q.rel(q.batchPath(b.ID))
 	bad := func(format string, args ...any) {
-		violations = append(violations, Violation{at, fmt.Sprintf(format, args...)})
+		violations = append(violations, Violation{Path: at, Problem: fmt.Sprintf(format, args...)})
 	}
 	warn := func(format string, args ...any) {
-		warnings = append(warnings, Violation{at, fmt.Sprintf(format, args...)})
+		warnings = append(warnings, Violation{Path: at, Problem: fmt.Sprintf(format, args...)})
 	}
 	processing := buckets[BucketProcessing]
 	total, err := q.Archived(ctx, b.ID) // a windowed batch's archived jobs (decision 174)
@@ -219,19 +219,19 @@ func reportProblems(at string, b *Batch, buckets map[string][]string, removed ma
 	reported := live(slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs))
 	if b.State() == Completed {
 		if !sameSet(live(b.Report.SuccessfulJobs), buckets["batch-completed"]) || !sameSet(live(b.Report.FailedJobs), buckets["batch-failed"]) {
-			out = append(out, Violation{at + "/status-report", fmt.Sprintf("lists %d successful and %d failed jobs, its buckets hold %d completed and %d failed",
+			out = append(out, Violation{Path: at + "/status-report", Problem: fmt.Sprintf("lists %d successful and %d failed jobs, its buckets hold %d completed and %d failed",
 				len(b.Report.SuccessfulJobs), len(b.Report.FailedJobs), len(buckets["batch-completed"]), len(buckets["batch-failed"]))})
 		}
 		return out
 	}
 	for _, jid := range reported {
 		if !in(jid, Buckets...) {
-			out = append(out, Violation{at + "/status-report", "names " + jid + ", which is in none of the batch's buckets"})
+			out = append(out, Violation{Path: at + "/status-report", Problem: "names " + jid + ", which is in none of the batch's buckets"})
 		}
 	}
 	for _, jid := range slices.Concat(buckets["batch-completed"], buckets["batch-failed"]) {
 		if !slices.Contains(reported, jid) {
-			out = append(out, Violation{at + "/status-report", "does not name " + jid + ", a done job of the batch"})
+			out = append(out, Violation{Path: at + "/status-report", Problem: "does not name " + jid + ", a done job of the batch"})
 		}
 	}
 	return out
@@ -305,8 +305,8 @@ func (q *Queue) oldLocks(ctx context.Context, age time.Duration) ([]Violation, e
 			}
 			since := time.UnixMilli(r.stat.Ctime)
 			if q.now().Sub(since) > age {
-				out = append(out, Violation{q.rel(paths[i]), fmt.Sprintf("held since %s (%s) by session 0x%x",
-					since.Format(TimeLayout), q.now().Sub(since).Round(time.Second), r.stat.EphemeralOwner)})
+				out = append(out, Violation{Path: q.rel(paths[i]), Since: since, Problem: fmt.Sprintf("held for %s by session 0x%x",
+					q.now().Sub(since).Round(time.Second), r.stat.EphemeralOwner)})
 			}
 		}
 	}

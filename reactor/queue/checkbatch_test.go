@@ -74,7 +74,7 @@ func TestCheckBatchContradictions(t *testing.T) {
 		{v, "/batches/" + early.ID + "/status-report", "lists 1 successful and 0 failed jobs, its buckets hold 0 completed"},
 		{v, "/batches/" + counted.ID, "1 jobs in its buckets, but its handler made 0 (job-count)"},
 		{w, "/batches/" + done.ID, "Processing with all 1 jobs done, and no session is reporting it"},
-		{w, "/jobs/" + lockedJobs[0].ID + "/lock", "held since"},
+		{w, "/jobs/" + lockedJobs[0].ID + "/lock", "held for "},
 	}
 	for _, c := range want {
 		found := false

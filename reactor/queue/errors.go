@@ -95,17 +95,23 @@ func refused(format string, args ...any) error {
 }
 
 // AdvisedError is a refusal whose advice names what to do next, said once
-// for a person at the CLI (a command line) and once for a program calling
-// the HTTP API (a request): Error gives the CLI's, APIDetail the API's.
+// for each way of acting on the queue: for a person at the CLI (a command
+// line), for a program calling the HTTP API (a request), and for a person
+// on the dashboard (its buttons). Error gives the CLI's; ops.Detail gives
+// each caller its own.
 type AdvisedError struct {
 	Err error  // the refusal itself, without advice
 	CLI string // e.g. "`ingestq fail --force jid1` stops it"
 	API string // e.g. "POST /api/v1/jobs/jid1/fail with {\"force\": true} stops it"
+	UI  string // e.g. "Fail (a button of the job's page) first"; "" says API's
 }
 
-func (e *AdvisedError) Error() string     { return e.Err.Error() + "; " + e.CLI }
-func (e *AdvisedError) Unwrap() error     { return e.Err }
-func (e *AdvisedError) APIDetail() string { return e.Err.Error() + "; " + e.API }
+func (e *AdvisedError) Error() string { return e.Err.Error() + "; " + e.CLI }
+func (e *AdvisedError) Unwrap() error { return e.Err }
 
-// Advised adds advice to a refusal, for the CLI and for the API.
-func Advised(err error, cli, api string) error { return &AdvisedError{Err: err, CLI: cli, API: api} }
+// Advised adds advice to a refusal, for the CLI, for the API and for the
+// dashboard (ui "" when the dashboard has no button for it: the API's
+// request is said).
+func Advised(err error, cli, api, ui string) error {
+	return &AdvisedError{Err: err, CLI: cli, API: api, UI: ui}
+}

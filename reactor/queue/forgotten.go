@@ -17,29 +17,41 @@ const forgottenDir = "/ingestq/forgotten"
 
 // ForgetHost notes that the daemon called name is gone for good. A name a
 // live daemon holds (its host node or its route node) is refused: stop it
-// first. Forgetting a name again rewrites data.
+// first. Forgetting a name again rewrites data. The note and the check are
+// one multi(): a create and delete of each of the name's nodes fails it if
+// the node is there, so a daemon that takes the name meanwhile is never
+// forgotten while it runs.
 func (q *Queue) ForgetHost(ctx context.Context, name string, data []byte) error {
 	if err := checkOwnName(name, "host name"); err != nil {
 		return err
 	}
-	for _, dir := range []string{hostsDir, routesDir} {
-		live, _, err := q.zk.exists(ctx, q.Path(dir+"/"+name))
-		if err != nil {
-			return fmt.Errorf("forget host %s: %w", name, err)
-		}
-		if live {
-			return refused("host %s is running (see `ingestq hosts`): stop its daemon first; forget is for a host gone for good", name)
-		}
-	}
-	if err := q.ensureDirs(ctx, forgottenDir); err != nil {
+	if err := q.ensureDirs(ctx, forgottenDir, hostsDir, routesDir); err != nil {
 		return err
 	}
-	p := q.Path(forgottenDir + "/" + name)
-	if err := q.commit(ctx, []op{upsert(p, data, false)}); err != nil {
+	ops := []op{upsert(q.Path(forgottenDir+"/"+name), data, false)}
+	for _, dir := range []string{hostsDir, routesDir} {
+		p := q.Path(dir + "/" + name)
+		absent := create(p, nil)
+		absent.recover = func(_ context.Context, err error) ([]op, error) {
+			if errors.Is(err, zk.ErrNodeExists) {
+				return nil, errRunning
+			}
+			return nil, err
+		}
+		ops = append(ops, absent, del(p))
+	}
+	err := q.commit(ctx, ops)
+	if errors.Is(err, errRunning) {
+		return refused("host %s is running (see `ingestq hosts`): stop its daemon first; forget is for a host gone for good", name)
+	}
+	if err != nil {
 		return fmt.Errorf("forget host %s: %w", name, err)
 	}
 	return nil
 }
+
+// errRunning is ForgetHost's news that a node of the host is there.
+var errRunning = errors.New("host running")
 
 // RewriteForgotten replaces the note of a forgotten host (a daemon adds
 // that its server was removed); a host no longer forgotten is left so.

@@ -161,6 +161,7 @@ func (q *Queue) jobAfter(ctx context.Context, jid string, known map[string]read)
 	if j.Status, err = decodeJobStatus(rel("status"), st.data); err != nil {
 		return nil, err
 	}
+	j.Status.Mtime = time.UnixMilli(st.stat.Mtime)
 	bid, ok := got["bid"]
 	if !ok || !validName(strings.TrimSpace(string(bid.data)), "bid") {
 		return nil, corrupt(rel("bid"), "want the id of the job's batch (bid…), have %q", truncate(string(bid.data), 40))
@@ -438,7 +439,7 @@ func (q *Queue) delRef(s State, ref, jid string) op {
 // Identifiers reads the identifiers of many jobs at once (nil for a job
 // that has none or is gone), for reports that name each job's object.
 func (q *Queue) Identifiers(ctx context.Context, jids []string) (map[string]*Identifiers, error) {
-	return readEach(ctx, q, jids, "identifiers", func(path string, data []byte) (id *Identifiers, err error) {
+	return readEach(ctx, q, jids, "identifiers", func(path string, data []byte, _ *zk.Stat) (id *Identifiers, err error) {
 		if len(data) > 0 {
 			err = decodeJSON(path, data, &id)
 		}
@@ -449,8 +450,9 @@ func (q *Queue) Identifiers(ctx context.Context, jids []string) (map[string]*Ide
 // JobStatuses reads the status of many jobs at once; a job that is gone,
 // or whose status cannot be read, is left out.
 func (q *Queue) JobStatuses(ctx context.Context, jids []string) (map[string]JobStatus, error) {
-	m, err := readEach(ctx, q, jids, "status", func(path string, data []byte) (*JobStatus, error) {
+	m, err := readEach(ctx, q, jids, "status", func(path string, data []byte, stat *zk.Stat) (*JobStatus, error) {
 		st, err := decodeJobStatus(path, data)
+		st.Mtime = time.UnixMilli(stat.Mtime)
 		return &st, err
 	})
 	return found(m), err
@@ -459,7 +461,7 @@ func (q *Queue) JobStatuses(ctx context.Context, jids []string) (map[string]JobS
 // SpaceNeeded reads the space_needed of many jobs at once: 0 for a job
 // whose estimate is unknown, missing or unreadable.
 func (q *Queue) SpaceNeeded(ctx context.Context, jids []string) (map[string]int64, error) {
-	m, err := readEach(ctx, q, jids, "space_needed", func(path string, data []byte) (*int64, error) {
+	m, err := readEach(ctx, q, jids, "space_needed", func(path string, data []byte, _ *zk.Stat) (*int64, error) {
 		n, err := decodeInt(path, data)
 		return &n, err
 	})
@@ -481,18 +483,18 @@ func found[T any](m map[string]*T) map[string]T {
 // pipelines the requests, 32 in flight), decoding each. Every jid has an
 // entry: nil for a missing node, and for one decode says is corrupt. Any
 // other error stops it.
-func readEach[T any](ctx context.Context, q *Queue, jids []string, child string, decode func(path string, data []byte) (*T, error)) (map[string]*T, error) {
+func readEach[T any](ctx context.Context, q *Queue, jids []string, child string, decode func(path string, data []byte, stat *zk.Stat) (*T, error)) (map[string]*T, error) {
 	out := make([]*T, len(jids))
 	errs := make([]error, len(jids))
 	each(len(jids), 32, func(i int) {
 		p := q.jobPath(jids[i], child)
-		data, _, err := q.zk.get(ctx, p)
+		data, stat, err := q.zk.get(ctx, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 		case err != nil:
 			errs[i] = fmt.Errorf("get %s: %w", q.rel(p), err)
 		default:
-			out[i], errs[i] = decode(q.rel(p), data)
+			out[i], errs[i] = decode(q.rel(p), data, stat)
 		}
 	})
 	m := make(map[string]*T, len(jids))

@@ -21,13 +21,42 @@ type JobStatus struct {
 	Message              string `json:"message"`
 	LastSuccessfulStatus *State `json:"last_successful_status"`
 	RetryCount           int    `json:"retry_count"`
+	// Mtime is when the node was last written, by ZooKeeper's clock to
+	// the millisecond, as read (zero when not read from ZooKeeper).
+	Mtime time.Time `json:"-"`
 }
+
+// MovedAt is when the move that wrote this status was made, as precisely
+// as known (see movedAt).
+func (s JobStatus) MovedAt() time.Time { return movedAt(s.LastModified, s.Mtime) }
 
 // BatchStatus is the JSON of /batches/<bid>/status and /access/<q>/<qid>/status.
 type BatchStatus struct {
 	Status       State  `json:"status"`
 	LastModified string `json:"last_modified"`
 	Message      string `json:"message"`
+	// Mtime is as JobStatus's.
+	Mtime time.Time `json:"-"`
+}
+
+// MovedAt is when the move that wrote this status was made, as precisely
+// as known (see movedAt).
+func (s BatchStatus) MovedAt() time.Time { return movedAt(s.LastModified, s.Mtime) }
+
+// movedAt is a move's time: its last_modified stamp, which keeps seconds,
+// made precise by the node's mtime when that falls within the stamp's
+// second. Otherwise the node was written again since (an acquisition, a
+// checkpoint), or the writer's and ZooKeeper's clocks disagree, and the
+// stamp's second is all that is known. Zero when the stamp does not parse.
+func movedAt(lastModified string, mtime time.Time) time.Time {
+	at, err := time.Parse(TimeLayout, lastModified)
+	if err != nil {
+		return time.Time{}
+	}
+	if d := mtime.Sub(at); !mtime.IsZero() && d >= 0 && d < time.Second {
+		return mtime.UTC()
+	}
+	return at.UTC()
 }
 
 // Identifiers is the JSON of /jobs/<jid>/identifiers.

@@ -76,3 +76,37 @@ func TestNameWaitsForAStoppedDaemon(t *testing.T) {
 		t.Fatalf("a name a live daemon keeps: %v, want ErrRefused after the wait", err)
 	}
 }
+
+// A daemon that takes a name while `hosts forget` writes its note is never
+// forgotten while it runs: the check that no node of the name lives and
+// the note are one multi(). Here the daemon registers just before the
+// forget's write goes to ZooKeeper (the queue's request log says when).
+func TestForgetRefusesAHostThatComesUpMeanwhile(t *testing.T) {
+	r := newRun(t)
+	_, daemon := r.second()
+	r.ok(r.q.ForgetHost(t.Context(), "gone", nil)) // the folders are there: the next multi is the forget's write
+	registered := false
+	hook := slog.New(slog.NewTextHandler(writerFunc(func(line string) {
+		if strings.Contains(line, "op=multi") && !registered {
+			registered = true
+			r.ok(daemon.RegisterHost(t.Context(), "h", []byte(`{"pid":1}`)))
+		}
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	q, err := queue.New(r.conn, r.root, queue.WithLogger(hook))
+	r.ok(err)
+	err = q.ForgetHost(t.Context(), "h", []byte(`{"by":"test"}`))
+	if !registered {
+		t.Fatal("the forget sent no multi(): the test's hook never ran")
+	}
+	if !errors.Is(err, queue.ErrRefused) || !strings.Contains(err.Error(), "host h is running") {
+		t.Errorf("forget of a host that came up before the write: %v, want refused as running", err)
+	}
+	if _, forgotten, err := r.q.Forgotten(t.Context(), "h"); err != nil || forgotten {
+		t.Errorf("the live host h is noted forgotten (%v, %v)", forgotten, err)
+	}
+}
+
+// writerFunc hands each log line to a function, as it is written.
+type writerFunc func(line string)
+
+func (w writerFunc) Write(p []byte) (int, error) { w(string(p)); return len(p), nil }

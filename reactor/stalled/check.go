@@ -99,11 +99,13 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 		}
 		return KindLocked, lock
 	case s == queue.Held:
-		return KindHeld, "held by an operator (ingestq release job " + j.ID + ")"
+		// Door-free: the API, the dashboard and the CLI each say how a hold
+		// is released their own way (ops.ReleaseOf).
+		return KindHeld, "held: no daemon takes it until it is released"
 	case !f.QueueHold.IsZero():
-		return KindHeld, "the ingest queue is held since " + stamp(f.QueueHold) + " (ingestq release queue)"
+		return KindHeld, "the ingest queue is held since " + stamp(f.QueueHold) + ": no new step starts until it is released"
 	case len(consumers) == 0:
-		return KindNoConsumer, fmt.Sprintf("no consumer of state %s is running (no live ingestq host works it: ingestq hosts)", s)
+		return KindNoConsumer, fmt.Sprintf("no consumer of state %s is running (no live ingestq host works it)", s)
 	case s == queue.Provisioning:
 		why := fmt.Sprintf("waiting in Provisioning for %d bytes (%d MiB) of working storage", j.SpaceNeeded, j.SpaceNeeded>>20)
 		return KindProvisioning, withMessage(why, msg)

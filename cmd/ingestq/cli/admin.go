@@ -53,7 +53,7 @@ func (a *app) holdJob(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldJob
 			}
-			return a.printHold("job", hold)(change(ctx, args[0]))
+			return a.printHold(change(ctx, args[0]))
 		}),
 	}
 }
@@ -72,7 +72,7 @@ func (a *app) holdBatch(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldBatch
 			}
-			return a.printHold("batch", hold)(change(ctx, args[0]))
+			return a.printHold(change(ctx, args[0]))
 		}),
 	}
 }
@@ -89,9 +89,9 @@ func (a *app) holdCollection(hold bool) *cobra.Command {
 		Args:  args("NAME"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			if hold {
-				return a.printHold("collection", hold)(a.ops(q).HoldCollection(ctx, args[0], force))
+				return a.printHold(a.ops(q).HoldCollection(ctx, args[0], force))
 			}
-			return a.printHold("collection", hold)(a.ops(q).ReleaseCollection(ctx, args[0]))
+			return a.printHold(a.ops(q).ReleaseCollection(ctx, args[0]))
 		}),
 	}
 	if hold {
@@ -120,7 +120,7 @@ func (a *app) holdQueue(hold bool) *cobra.Command {
 			if hold {
 				change = a.ops(q).HoldQueue
 			}
-			return a.printHold("queue", hold)(change(ctx, name))
+			return a.printHold(change(ctx, name))
 		}),
 	}
 }

@@ -127,9 +127,10 @@ func TestServeLeavesINGESTQ_NATSToTheCLI(t *testing.T) {
 	nc.Close()
 
 	// Without --nats-listen (or INGESTQ_NATS_LISTEN), INGESTQ_NATS is what
-	// serve joins; a NATS not there is named, with the variable.
+	// serve joins; a NATS not there is named, with the variable. (Another
+	// --host: the first daemon's name would be refused before.)
 	stderr, code := serveRefused(t, map[string]string{"INGESTQ_NATS": "nats://" + closedAddr(t)}, "--zk", zktest.Shared(t).Addr,
-		"--zk-root", e.root, "serve", "--data-dir", t.TempDir(), "--pipeline", "passthrough", "--http", "off")
+		"--zk-root", e.root, "serve", "--data-dir", t.TempDir(), "--pipeline", "passthrough", "--http", "off", "--host", "second")
 	wantCode(t, code, 1)
 	if !strings.Contains(stderr, "INGESTQ_NATS is set") || !strings.Contains(stderr, "give --nats-listen ADDR, or unset INGESTQ_NATS for serve") {
 		t.Errorf("serve joining an absent INGESTQ_NATS: %q, want the variable named and what to do", stderr)

@@ -150,6 +150,16 @@ func TestHeldJobSaysHowToReleaseIt(t *testing.T) {
 	if got, want := lsMessage(), "held: ingestq release collection demo, then ingestq release job "+f.p1; got != want {
 		t.Errorf("ls jobs MESSAGE %q, want %q", got, want)
 	}
+	// A stalled Held job's reason says no door; the CLI's listing adds its
+	// own command lines.
+	out, _, code := f.run("ls", "jobs", "--stalled", "--stalled-after", "1ms", "-o", "json")
+	wantCode(t, code, 0)
+	var stalls []struct{ JID, Reason string }
+	f.ok(json.Unmarshal([]byte(out), &stalls))
+	want = "held: no daemon takes it until it is released: ingestq release collection demo, then ingestq release job " + f.p1
+	if i := slices.IndexFunc(stalls, func(s struct{ JID, Reason string }) bool { return s.JID == f.p1 }); i < 0 || stalls[i].Reason != want {
+		t.Errorf("ls jobs --stalled: %+v, want %s's reason %q", stalls, f.p1, want)
+	}
 }
 
 // localStamp is a node's last_modified as the CLI prints times.

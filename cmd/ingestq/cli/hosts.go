@@ -18,12 +18,14 @@ import (
 func (a *app) hostsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "hosts",
-		Short: "List the daemons working this queue: version, jobs in hand, workers, since when",
+		Short: "List the daemons working this queue: version, jobs in hand, workers, since when, addresses",
 		Long: "hosts lists the live daemons from their host nodes: version, the states each works, the jobs its\n" +
 			"workers hold (JOBS), its workers and since when. A daemon rewrites its node within a second of a\n" +
 			"change of its JOBS (and every 15 s anyway): SEEN says when it last did, so a daemon killed or cut off\n" +
-			"shows late until its ZooKeeper session ends and it leaves the list. Hosts taken out for good (hosts forget)\n" +
-			"are listed after.",
+			"shows late until its ZooKeeper session ends and it leaves the list. HTTP is where other hosts reach its\n" +
+			"HTTP server (serve --advertise; the API is under /api/v1, the dashboard under /ui/), NATS ROUTE where\n" +
+			"the other daemons' NATS servers route to its own (serve --nats-cluster). Hosts taken out for good\n" +
+			"(hosts forget) are listed after.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			infos, problems, err := a.ops(q).Hosts(ctx)
@@ -45,7 +47,7 @@ func (a *app) hostsCommand() *cobra.Command {
 				a.printForgotten(forgotten)
 				return nil
 			}
-			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE", "SEEN")
+			t := a.newTable("HOST", "VERSION", "PID", "STATES", "JOBS", "WORKERS", "SINCE", "SEEN", "HTTP", "NATS ROUTE")
 			for _, h := range infos {
 				workers := 0
 				for _, n := range h.Workers {
@@ -53,7 +55,7 @@ func (a *app) hostsCommand() *cobra.Command {
 				}
 				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
 					fmt.Sprintf("%d in %d states, %d for batches%s", workers, len(h.Workers), h.BatchWorkers, accessWorkers(h.AccessWorkers)),
-					when(h.Since), seen(h.Seen, time.Now()))
+					when(h.Since), seen(h.Seen, time.Now()), textValue(h.HTTP, "-"), textValue(h.NATSRoute, "-"))
 			}
 			if err := t.flush(); err != nil {
 				return err

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/ops"
 )
 
 // field is one line of a record (show): a key and its value, in the order
@@ -240,14 +240,7 @@ func whenMilli(t time.Time) string { return t.Local().Format(textTimeMilli) }
 // (a foreign writer's) is given as written.
 type nodeTime string
 
-func (s nodeTime) parse() (time.Time, bool) {
-	for _, layout := range []string{queue.TimeLayout, time.RFC3339Nano} {
-		if t, err := time.Parse(layout, string(s)); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
-}
+func (s nodeTime) parse() (time.Time, bool) { return ops.NodeTime(string(s)) }
 
 func (s nodeTime) String() string {
 	if t, ok := s.parse(); ok {

@@ -298,7 +298,7 @@ func (a *app) showCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx), readHolds(ctx, q)), field{"stalled", stall}))
+				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
 			if errors.Is(err, queue.ErrNotFound) && !strings.HasPrefix(args[0], "bid") {
@@ -318,7 +318,7 @@ func (a *app) showCommand() *cobra.Command {
 					return err
 				}
 			}
-			fields := batchFields(b, buckets, readHolds(ctx, q))
+			fields := batchFields(b, buckets, a.ops(q).Situation(ctx))
 			if a.json() { // in text, the jobs' table names their objects
 				fields = append(fields, field{"objects", objectsOf(objects)})
 			}
@@ -406,10 +406,12 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 // hold in the CLI's words (in a table the release alone, in JSON the
 // whole sentence), and in JSON each time in RFC 3339.
 func (a *app) jobRows(ctx context.Context, q *queue.Queue, jobs []*queue.Job) []ops.JobRow {
-	rows := a.ops(q).Rows(ctx, jobs)
-	holds := readHolds(ctx, q)
+	rows := a.ops(q).Rows(ctx, jobs, ops.CLI)
+	x := a.ops(q).Situation(ctx)
 	for i, j := range jobs {
-		rows[i].Hold = holds.held("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, !a.json())
+		if !a.json() && j.State() == queue.Held {
+			rows[i].Hold = "held: " + x.Releases("job", j.ID, j.Profile(), ops.CLI)
+		}
 		if a.json() {
 			rows[i].LastModified = nodeTime(rows[i].LastModified).rfc3339()
 		}
@@ -454,7 +456,7 @@ func nullable(s string) any {
 	return s
 }
 
-func jobFields(j *queue.Job, x ops.Situation, holds holdsInForce) []field {
+func jobFields(j *queue.Job, x ops.Situation) []field {
 	var lss any // null when the job never completed a step
 	if p := j.Status.LastSuccessfulStatus; p != nil {
 		lss = string(*p)
@@ -472,7 +474,7 @@ func jobFields(j *queue.Job, x ops.Situation, holds holdsInForce) []field {
 		{"retry_count", j.Status.RetryCount}, // requeues by an operator (mrt-zk's meaning)
 		{"step_attempts", attempts},          // the reactor's retries of the current step
 		{"message", j.Status.Message},
-		{"hold", nullable(holds.held("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, false))},
+		{"hold", nullable(x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, ops.CLI))},
 		{"priority", j.Priority},
 		{"space_needed", j.SpaceNeeded},
 		{"configuration", workArea(j, j.Config.Map(), "working_dir")},
@@ -485,7 +487,7 @@ func jobFields(j *queue.Job, x ops.Situation, holds holdsInForce) []field {
 	}
 }
 
-func batchFields(b *queue.Batch, buckets map[string][]string, holds holdsInForce) []field {
+func batchFields(b *queue.Batch, buckets map[string][]string, x ops.Situation) []field {
 	var report any // null until it has reported
 	if r := b.Report; r != nil {
 		report = map[string]any{"last_modified": nodeTime(r.LastModified), "successful_jobs": r.SuccessfulJobs, "failed_jobs": r.FailedJobs}
@@ -496,7 +498,7 @@ func batchFields(b *queue.Batch, buckets map[string][]string, holds holdsInForce
 		{"status", string(b.State())},
 		{"last_modified", nodeTime(b.Status.LastModified)},
 		{"message", b.Status.Message},
-		{"hold", nullable(holds.held("batch", b.ID, b.State(), b.Profile(), b.Status.LastModified, false))},
+		{"hold", nullable(x.HoldOf("batch", b.ID, b.State(), b.Profile(), b.Status.LastModified, ops.CLI))},
 		{"profile", b.Profile()},
 		{"acquired", b.Acquired},
 		{"locked", b.Locked},
@@ -560,11 +562,15 @@ func (a *app) checkCommand() *cobra.Command {
 				type finding struct {
 					Path    string `json:"path"`
 					Problem string `json:"problem"`
+					Since   string `json:"since,omitempty"` // an old lock's, RFC 3339 in UTC
 				}
 				list := func(vs []queue.Violation) []finding {
 					out := make([]finding, len(vs))
 					for i, v := range vs {
-						out[i] = finding{v.Path, v.Problem}
+						out[i] = finding{Path: v.Path, Problem: v.Problem}
+						if !v.Since.IsZero() {
+							out[i].Since = v.Since.UTC().Format(time.RFC3339)
+						}
 					}
 					return out
 				}
@@ -573,10 +579,10 @@ func (a *app) checkCommand() *cobra.Command {
 				}
 			} else {
 				for _, v := range violations {
-					a.println("%s", v)
+					a.println("%s", findingText(v))
 				}
 				for _, w := range warnings {
-					a.println("warning: %s", w)
+					a.println("warning: %s", findingText(w))
 				}
 			}
 			if len(violations) > 0 {
@@ -602,6 +608,15 @@ func (a *app) checkCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&opts.LockAge, "lock-age", time.Hour, "warn about job and batch locks older than this")
 	return cmd
+}
+
+// findingText is a check's finding in text, an old lock's time as text
+// output shows times.
+func findingText(v queue.Violation) string {
+	if v.Since.IsZero() {
+		return v.String()
+	}
+	return v.String() + ", since " + when(v.Since)
 }
 
 // plural is "1 job", "2 jobs", "3 batches".

@@ -321,6 +321,19 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 	}
+	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
+	rcfg.Access, rcfg.AccessWorkers, rcfg.Advertise = acc, accWorkers, advertise
+	rcfg.Observer = a.monitor(web, q, bus, p, roles, stalledAfter)
+	r, err := reactor.New(rcfg)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	// The host name is claimed before the route is announced: a name a
+	// live daemon holds, clustered or not, is refused before this daemon's
+	// server joins the others' (decision 257).
+	if err := r.Register(ctx); err != nil {
+		return &exitError{code: 1, err: err}
+	}
 	if err := a.startBus(ctx, bus, routes, dataDir); err != nil {
 		return err
 	}
@@ -352,13 +365,6 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		web.Handle(dashboard.Prefix, dash)
 		web.Handle("GET /{$}", dashboard.Redirect())
 		defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
-	}
-	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
-	rcfg.Access, rcfg.AccessWorkers = acc, accWorkers
-	rcfg.Observer = a.monitor(web, q, bus, p, roles, stalledAfter)
-	r, err := reactor.New(rcfg)
-	if err != nil {
-		return &exitError{code: 1, err: err}
 	}
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
 		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
 )
@@ -96,8 +97,19 @@ func (a *app) lsStalled(ctx context.Context, q *queue.Queue, jobs []*queue.Job, 
 		Profile string `json:"profile"`
 	}
 	rows := []row{}
+	var x ops.Situation
+	if len(found) > 0 {
+		x = a.ops(q).Situation(ctx)
+	}
 	for _, j := range jobs {
 		if st, ok := found[j.ID]; ok {
+			// A hold's reason says no door; the listing names the CLI's.
+			switch {
+			case st.Kind == stalled.KindHeld && j.State() == queue.Held:
+				st.Reason += ": " + x.Releases("job", j.ID, j.Profile(), ops.CLI)
+			case st.Kind == stalled.KindHeld:
+				st.Reason += ": " + ops.ReleaseOf("queue", queue.QueueIngest, ops.CLI)
+			}
 			rows = append(rows, row{viewOf(st), j.BatchID, j.Profile()})
 		}
 	}

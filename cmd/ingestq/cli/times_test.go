@@ -93,6 +93,29 @@ func TestTimesReadAlike(t *testing.T) {
 	if out := text("object", "--inventory", db, "ark:/99999/fk4times"); !strings.Contains(out, "created "+created+" ") {
 		t.Errorf("object does not say it was created %s:\n%s", created, out)
 	}
+	// check's old lock: held since the lock node's creation.
+	locked, err := e.q.LockJob(t.Context(), jid)
+	e.ok(err)
+	read, err := e.q.LoadJob(t.Context(), jid)
+	e.ok(err)
+	locked.LockedAt = read.LockedAt // the lock node's creation
+	lockedAt := locked.LockedAt.Local().Format(time.DateTime)
+	if got := line(text("check", "--lock-age", "1ns"), "warning: /jobs/"+jid+"/lock"); !strings.HasSuffix(got, ", since "+lockedAt) {
+		t.Errorf("check's old lock %q: want it held since %s", got, lockedAt)
+	}
+	var checked struct {
+		Warnings []struct {
+			Path  string `json:"path"`
+			Since string `json:"since"`
+		} `json:"warnings"`
+	}
+	out, _, code = e.run("check", "--lock-age", "1ns", "-o", "json")
+	wantCode(t, code, 0)
+	e.ok(json.Unmarshal([]byte(out), &checked))
+	if len(checked.Warnings) != 1 || checked.Warnings[0].Since != locked.LockedAt.UTC().Format(time.RFC3339) {
+		t.Errorf("check -o json: %s, want the lock's since %s", out, locked.LockedAt.UTC().Format(time.RFC3339))
+	}
+	e.ok(e.q.UnlockJob(t.Context(), locked))
 
 	// -o json: RFC 3339, in UTC.
 	var shown struct {

@@ -3,9 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"maps"
-	"strings"
 
-	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -31,24 +30,12 @@ func workArea(j *queue.Job, v any, key string) any {
 		}
 	}
 	s, _ := m[key].(string)
-	if s == "" || !inWorkArea(j, s) {
+	if s == "" || !ops.InWorkArea(j, s) {
 		return v
 	}
 	m = maps.Clone(m)
 	m[key] = removedValue(s)
 	return m
-}
-
-// inWorkArea tells whether s, a path or URL, is in the job's working
-// folder: a hand-off URL of the daemon's (<advertise>/work/<jid>/…), or
-// the folder itself or a file: URL in it.
-func inWorkArea(j *queue.Job, s string) bool {
-	if strings.Contains(s, handlers.HandoffPrefix+j.ID+"/") {
-		return true
-	}
-	dir := strings.TrimSuffix(j.Config.WorkingDir, "/")
-	s = strings.TrimPrefix(s, "file://")
-	return dir != "" && (s == dir || strings.HasPrefix(s, dir+"/"))
 }
 
 // removedValue is a value a node still holds that names something gone:

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,4 +115,36 @@ type stalling struct{}
 func (stalling) Read(b []byte) (int, error) {
 	fmt.Println("writing")
 	return os.Stdin.Read(b) // the parent never writes: blocks until killed
+}
+
+// A binary before decision 238 named its temporary files ".put-…", which
+// the place lists as keys. Those a killed write left beside the root
+// inventory or a version's are removed by the next Put of the object; a
+// depositor's file of such a name, in a content folder, is kept.
+func TestOlderBinarysTemporaryFilesAreRemoved(t *testing.T) {
+	s, dir := newStore(t)
+	ctx := context.Background()
+	files := workFiles(t, map[string]string{"producer/.put-123": "a depositor's name", "producer/a.txt": "a\n"})
+	if _, err := s.Put(ctx, storage.Object{ARK: testARK, Files: files}); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, filepath.FromSlash(objectRoot(testARK)))
+	for _, leftover := range []string{".put-2596996162", "v1/.put-TJ4NPGPGZNVXBU6V4QQT4Z5ZAM"} { // os.CreateTemp's, rand.Text's
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(leftover)), []byte("half an inventory"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files = append(files, workFiles(t, map[string]string{"producer/b.txt": "b\n"})...)
+	if v, err := s.Put(ctx, storage.Object{ARK: testARK, Files: files}); err != nil || v.Number != 2 {
+		t.Fatalf("second put = version %d, %v; want version 2", v.Number, err)
+	}
+	var stray []string
+	for _, k := range keysUnder(t, dir, testARK) {
+		if strings.Contains(k, ".put-") {
+			stray = append(stray, k)
+		}
+	}
+	if want := []string{"v1/content/producer/.put-123"}; !slices.Equal(stray, want) {
+		t.Errorf("keys named .put-…: %q, want only the depositor's %q", stray, want)
+	}
 }

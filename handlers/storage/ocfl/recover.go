@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -53,7 +54,10 @@ func (s *Store) recover(ctx context.Context, root, id string) (*inventory, error
 		}
 	}
 	keys, err := s.p.List(ctx, root+"/")
-	if err != nil || len(keys) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	if keys, err = s.removeOldTemporaries(ctx, root, keys); err != nil || len(keys) == 0 {
 		return nil, err
 	}
 	head, body, stale, err := s.readHead(ctx, root, id)
@@ -89,6 +93,34 @@ func (s *Store) recover(ctx context.Context, root, id string) (*inventory, error
 		}
 	}
 	return head, nil
+}
+
+// oldTempPrefix started the temporary files of the local place before
+// decision 238 made it `.put\`, which no key can hold. The place lists
+// those left by a process killed then as keys: a depositor's file may be
+// named so too.
+const oldTempPrefix = ".put-"
+
+// removeOldTemporaries deletes the files an older binary's killed write
+// left in the object root or beside a version's inventory, where OCFL
+// allows no file but its own, so none is a depositor's (they are under a
+// version's content folder), and returns the other keys. One beside the
+// root inventory stayed for good: a later Put neither removed it nor
+// wrote around it, and the object was invalid (E001).
+func (s *Store) removeOldTemporaries(ctx context.Context, root string, keys []string) ([]string, error) {
+	kept := keys[:0]
+	for _, k := range keys {
+		dir, name := path.Split(strings.TrimPrefix(k, root+"/"))
+		_, inVersion := versionNumber(strings.TrimSuffix(dir, "/"))
+		if !strings.HasPrefix(name, oldTempPrefix) || dir != "" && !inVersion {
+			kept = append(kept, k)
+			continue
+		}
+		if err := s.p.Delete(ctx, k); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
 }
 
 // leftoverVersions returns the numbers of version folders above head.

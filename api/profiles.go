@@ -1,0 +1,98 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/checkm"
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/ops"
+)
+
+// The profiles the daemons have published: what a depositor needs to
+// fill a submission. Addresses (callback, notify) and back ends are for
+// admin tokens only.
+func (a *API) profileRoutes() {
+	a.handle("GET", "/profiles", RoleRead, a.listProfiles)
+	a.handle("GET", "/profiles/{name}", RoleRead, a.getProfile)
+}
+
+// profileView is a profile as the API gives it. Every token sees the
+// first part; an admin token sees the addresses and back ends too, any
+// password in their URLs masked.
+type profileView struct {
+	Name           string             `json:"name"` // the collection: POST /batches's profile, and a collection hold's name
+	Description    string             `json:"description"`
+	Priority       int                `json:"priority"` // a submission's default priority (0..99, lower first)
+	NAAN           string             `json:"naan"`     // minted ARKs are ark:/NAAN/SHOULDER…
+	Shoulder       string             `json:"shoulder"`
+	PayloadTypes   []string           `json:"payload_types"`   // POST /batches's type
+	PayloadSchemes []string           `json:"payload_schemes"` // of payload_url
+	HashAlgorithms []string           `json:"hash_algorithms"` // hash_algorithm, and a manifest's
+	LargeJobs      []profile.SizeRule `json:"large_jobs"`      // a job needing more than over bytes gets at least priority
+	HasCallback    bool               `json:"has_callback"`    // each finished job is POSTed to a callback
+	HasNotify      bool               `json:"has_notify"`      // each batch report is e-mailed
+
+	// Admin tokens only.
+	Callback  string   `json:"callback,omitempty"`
+	Notify    []string `json:"notify,omitempty"`
+	Storage   string   `json:"storage,omitempty"`
+	Inventory string   `json:"inventory,omitempty"`
+	Access    string   `json:"access,omitempty"`
+}
+
+func newProfileView(p *profile.Profile, c Caller) profileView {
+	v := profileView{Name: p.Name, Description: p.Description, Priority: p.Priority, NAAN: p.NAAN, Shoulder: p.Shoulder,
+		PayloadTypes: ops.PayloadTypes, PayloadSchemes: ops.PayloadSchemes(p), HashAlgorithms: checkm.HashAlgorithmNames(),
+		LargeJobs: p.LargeJobs, HasCallback: p.Callback != "", HasNotify: len(p.Notify) > 0}
+	if v.LargeJobs == nil {
+		v.LargeJobs = []profile.SizeRule{}
+	}
+	if c.Role >= RoleAdmin {
+		v.Callback, v.Notify, v.Inventory, v.Access = masked(p.Callback), p.Notify, masked(p.Inventory), masked(p.Access)
+		targets := strings.Split(p.Storage, ",")
+		for i, t := range targets {
+			targets[i] = masked(strings.TrimSpace(t))
+		}
+		v.Storage = strings.Join(targets, ",")
+	}
+	return v
+}
+
+// masked is s with a URL's password masked.
+func masked(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+func (a *API) listProfiles(w http.ResponseWriter, r *http.Request, c Caller) error {
+	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	profiles, problems, err := a.cfg.Ops.Profiles(r.Context())
+	if err != nil {
+		return err
+	}
+	views := make([]profileView, len(profiles))
+	for i, p := range profiles {
+		views[i] = newProfileView(p, c)
+	}
+	writeJSON(w, http.StatusOK, newPage(views, "", problems))
+	return nil
+}
+
+func (a *API) getProfile(w http.ResponseWriter, r *http.Request, c Caller) error {
+	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	p, err := a.cfg.Ops.Profile(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newProfileView(p, c))
+	return nil
+}

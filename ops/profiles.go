@@ -1,0 +1,65 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// Profiles reads every profile the daemons on this queue have published;
+// one that cannot be read is a problem, left out.
+func (s *Service) Profiles(ctx context.Context) ([]*profile.Profile, []error, error) {
+	names, err := profile.Published(ctx, s.Q)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*profile.Profile
+	var problems []error
+	for _, name := range names {
+		p, ok, err := profile.Known(ctx, s.Q, name)
+		switch {
+		case err != nil:
+			problems = append(problems, err)
+		case ok:
+			out = append(out, p)
+		}
+	}
+	return out, problems, nil
+}
+
+// Profile reads one published profile; one no daemon has published is
+// not found, naming those that are.
+func (s *Service) Profile(ctx context.Context, name string) (*profile.Profile, error) {
+	if err := profile.ValidName(name); err != nil {
+		return nil, invalid(fmt.Sprintf("profile name %v", err))
+	}
+	p, ok, err := profile.Known(ctx, s.Q, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("profile %q: no daemon on this queue has published it (published: %s): %w",
+			name, s.published(ctx), queue.ErrNotFound)
+	}
+	return p, nil
+}
+
+// published names the published profiles, for a message.
+func (s *Service) published(ctx context.Context) string {
+	if names, err := s.Q.ProfileNames(ctx); err == nil && len(names) > 0 {
+		return strings.Join(names, ", ")
+	}
+	return "none yet"
+}
+
+// PayloadSchemes are the URL schemes of the payloads p's daemons fetch:
+// http and https, and file when the profile allows local files.
+func PayloadSchemes(p *profile.Profile) []string {
+	if p.AllowLocalFiles {
+		return []string{"http", "https", "file"}
+	}
+	return []string{"http", "https"}
+}
