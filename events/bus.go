@@ -110,8 +110,6 @@ type Bus struct {
 	done   chan struct{} // closed when the publisher has ended
 	reconf chan struct{} // the embedded server's routes changed (SetRoutes)
 
-	lookup atomic.Pointer[jetstream.Stream] // Recorded's stream handle, once read
-
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
 	started  atomic.Bool // Start succeeded: the publisher runs
 

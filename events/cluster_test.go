@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -508,4 +509,50 @@ func TestClusterMemberTakesClientsWithCredentials(t *testing.T) {
 	if err := ms[0].ForgetHost(ctx, "never-here"); err != nil {
 		t.Errorf("ForgetHost of a server never in the cluster: %v, want nil (not a member)", err)
 	}
+}
+
+// Lookups answered by a member while its routes change: nats-server reads
+// its options unlocked to fill in a direct get's missing max_bytes, and a
+// route change replaces them (ReloadOptions), which -race reported in a
+// daemon. Every lookup is answered right, and the race detector finds
+// nothing in this process.
+func TestLookupsWhileRoutesChange(t *testing.T) {
+	t.Parallel()
+	ms := openCluster(t, "a", "b", "c")
+	a, b, c := ms[0], ms[1], ms[2]
+	e := Event{ID: "jid1.pending.1.0", Kind: KindJob, BatchID: "bid1", JobID: "jid1", To: "Pending"}
+	a.Publish(e)
+	flush(t, a.Bus)
+	done := make(chan struct{})
+	var looked atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if ok, err := m.Recorded(t.Context(), e); err == nil && !ok {
+					t.Errorf("%s: Recorded(%s) = false after it was acknowledged", m.cfg.Host, e.ID)
+				} else if err == nil {
+					looked.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 6 {
+		// a drops c's route and takes it back; each is a ReloadOptions.
+		routes := []string{b.route, c.route}[:1+i%2]
+		a.SetRoutes(routes)
+		waitFor(t, fmt.Sprintf("a routed to %v", routes), func() bool {
+			a.emb.mu.Lock()
+			defer a.emb.mu.Unlock()
+			return slices.Equal(a.emb.routes, sortedRoutes(routes))
+		})
+	}
+	waitFor(t, "lookups answered", func() bool { return looked.Load() >= 30 })
+	close(done)
+	wg.Wait()
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,34 +27,45 @@ func (b *Bus) Recorded(ctx context.Context, e Event) (bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, recordedWait)
 	defer cancel()
-	s, err := b.streamHandle(ctx)
-	if err != nil {
-		return false, err
-	}
-	m, err := s.GetLastMsgForSubject(ctx, e.Subject())
+	data, err := b.lastOn(ctx, e.Subject())
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
 	case err != nil:
-		b.lookup.Store(nil) // asked again next time: the stream may have moved
 		return false, fmt.Errorf("events: last event on %s: %w", e.Subject(), err)
 	}
-	got, err := decode(m.Data)
+	got, err := decode(data)
 	return err == nil && got.ID == e.ID, nil
 }
 
-// streamHandle is the stream's handle, read once (a STREAM.INFO request)
-// and kept while lookups through it succeed.
-func (b *Bus) streamHandle(ctx context.Context) (jetstream.Stream, error) {
-	if s := b.lookup.Load(); s != nil {
-		return *s, nil
-	}
-	s, err := b.js.Stream(ctx, b.cfg.Stream)
+// lookupMaxBytes is the max_bytes of a lookup: far above any event.
+const lookupMaxBytes = 8 << 20
+
+// lastOn is the data of the stream's last message on subject, asked of any
+// replica (a direct get: the stream allows them). It is the request the
+// jetstream package's GetLastMsgForSubject sends, but with max_bytes:
+// nats-server 2.15.2 fills in a missing one from its options unlocked
+// (stream.getDirectRequest), which races with the ReloadOptions of a route
+// change; a -race daemon reported it in CI.
+func (b *Bus) lastOn(ctx context.Context, subject string) ([]byte, error) {
+	req, err := json.Marshal(struct {
+		LastFor  string `json:"last_by_subj"`
+		MaxBytes int    `json:"max_bytes"`
+	}{subject, lookupMaxBytes})
 	if err != nil {
-		return nil, fmt.Errorf("events: stream %s: %w", b.cfg.Stream, err)
+		return nil, err
 	}
-	b.lookup.Store(&s)
-	return s, nil
+	m, err := b.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+b.cfg.Stream, req)
+	if err != nil {
+		return nil, err
+	}
+	switch status := m.Header.Get("Status"); {
+	case status == "404":
+		return nil, jetstream.ErrMsgNotFound
+	case status != "":
+		return nil, fmt.Errorf("direct get: %s %s", status, m.Header.Get("Description"))
+	}
+	return m.Data, nil
 }
 
 // PlaceRecovered moves each recovered event of one job's timeline (published
