@@ -219,7 +219,8 @@ func TestProfilesForDepositors(t *testing.T) {
 	b := setup(t)
 	b.publishDemo()
 	private := &profile.Profile{Name: "private", Description: "Trusted deposits", Priority: 3, NAAN: "13030", Shoulder: "m5",
-		Callback: "https://hook:s3cret@cb.example.org/done", Notify: []string{"curator@example.org"},
+		Callback: "https://hook:s3cret@cb.example.org/done", ReportCallback: "https://hook:s3cret@reports.example.org/r",
+		Notify:  []string{"curator@example.org"},
 		Storage: "/var/lib/ocfl, s3://bucket/p?endpoint=https://s3.example.org", Inventory: "postgres://ingest:pw0rd@db.example.org/ingest",
 		AllowLocalFiles: true, LargeJobs: []profile.SizeRule{{Over: 10e9, Priority: 20}}, Access: "folder"}
 	set, err := profile.NewSet(private)
@@ -236,8 +237,10 @@ func TestProfilesForDepositors(t *testing.T) {
 		LargeJobs                         []profile.SizeRule `json:"large_jobs"`
 		HasCallback                       bool               `json:"has_callback"`
 		HasNotify                         bool               `json:"has_notify"`
+		HasReportCallback                 bool               `json:"has_report_callback"`
 		// An admin token's only.
 		Callback, Storage, Inventory, Access string
+		ReportCallback                       string `json:"report_callback"`
 		Notify                               []string
 	}
 	var page struct {
@@ -256,13 +259,13 @@ func TestProfilesForDepositors(t *testing.T) {
 		if p.Description != "Trusted deposits" || p.Priority != 3 || p.NAAN != "13030" || p.Shoulder != "m5" ||
 			!slices.Equal(p.PayloadTypes, ops.PayloadTypes) || !slices.Equal(p.PayloadSchemes, []string{"http", "https", "file"}) ||
 			!slices.Equal(p.HashAlgorithms, []string{"md5", "sha1", "sha256", "sha512"}) ||
-			len(p.LargeJobs) != 1 || p.LargeJobs[0].Over != 10e9 || !p.HasCallback || !p.HasNotify {
+			len(p.LargeJobs) != 1 || p.LargeJobs[0].Over != 10e9 || !p.HasCallback || !p.HasNotify || !p.HasReportCallback {
 			t.Errorf("private: %+v", p)
 		}
-		if d := page.Items[0]; d.HasCallback || d.HasNotify || !slices.Equal(d.PayloadSchemes, []string{"http", "https"}) || d.LargeJobs == nil {
+		if d := page.Items[0]; d.HasCallback || d.HasNotify || d.HasReportCallback || !slices.Equal(d.PayloadSchemes, []string{"http", "https"}) || d.LargeJobs == nil {
 			t.Errorf("demo: %+v", d)
 		}
-		for _, secret := range []string{"cb.example.org", "curator@", "postgres", "s3://", "/var/lib"} {
+		for _, secret := range []string{"cb.example.org", "reports.example.org", "curator@", "postgres", "s3://", "/var/lib"} {
 			if strings.Contains(string(a.body), secret) {
 				t.Errorf("a %s token sees %q:\n%s", token, secret, a.body)
 			}
@@ -273,7 +276,8 @@ func TestProfilesForDepositors(t *testing.T) {
 	}
 	a := b.do("GET", "profiles", adminToken, nil)
 	a.ok(t, http.StatusOK, &page)
-	if p := page.Items[1]; p.Callback != "https://hook:xxxxx@cb.example.org/done" || !slices.Equal(p.Notify, private.Notify) ||
+	if p := page.Items[1]; p.Callback != "https://hook:xxxxx@cb.example.org/done" || p.ReportCallback != "https://hook:xxxxx@reports.example.org/r" ||
+		!slices.Equal(p.Notify, private.Notify) ||
 		p.Storage != "/var/lib/ocfl,s3://bucket/p?endpoint=https://s3.example.org" || p.Inventory != "postgres://ingest:xxxxx@db.example.org/ingest" ||
 		p.Access != "folder" {
 		t.Errorf("an admin token's private: %+v", p)
@@ -288,7 +292,7 @@ func TestProfilesForDepositors(t *testing.T) {
 
 	var one view
 	b.do("GET", "profiles/private", readToken, nil).ok(t, http.StatusOK, &one)
-	if one.Name != "private" || !one.HasCallback || one.Callback != "" || one.Notify != nil {
+	if one.Name != "private" || !one.HasCallback || one.Callback != "" || !one.HasReportCallback || one.ReportCallback != "" || one.Notify != nil {
 		t.Errorf("GET /profiles/private: %+v", one)
 	}
 	b.do("GET", "profiles/nosuch", readToken, nil).problem(t, http.StatusNotFound, "not-found", `profile "nosuch"`, "published: broken, demo, private")

@@ -11,7 +11,7 @@ import (
 )
 
 // The profiles the daemons have published: what a depositor needs to
-// fill a submission. Addresses (callback, notify) and back ends are for
+// fill a submission. Addresses (callbacks, notify) and back ends are for
 // admin tokens only.
 func (a *API) profileRoutes() {
 	a.handle("GET", "/profiles", RoleRead, a.listProfiles)
@@ -33,24 +33,28 @@ type profileView struct {
 	LargeJobs      []profile.SizeRule `json:"large_jobs"`      // a job needing more than over bytes gets at least priority
 	HasCallback    bool               `json:"has_callback"`    // each finished job is POSTed to a callback
 	HasNotify      bool               `json:"has_notify"`      // each batch report is e-mailed
+	// each batch report is POSTed to a report callback
+	HasReportCallback bool `json:"has_report_callback"`
 
 	// Admin tokens only.
-	Callback  string   `json:"callback,omitempty"`
-	Notify    []string `json:"notify,omitempty"`
-	Storage   string   `json:"storage,omitempty"`
-	Inventory string   `json:"inventory,omitempty"`
-	Access    string   `json:"access,omitempty"`
+	Callback       string   `json:"callback,omitempty"`
+	ReportCallback string   `json:"report_callback,omitempty"`
+	Notify         []string `json:"notify,omitempty"`
+	Storage        string   `json:"storage,omitempty"`
+	Inventory      string   `json:"inventory,omitempty"`
+	Access         string   `json:"access,omitempty"`
 }
 
 func newProfileView(p *profile.Profile, c Caller) profileView {
 	v := profileView{Name: p.Name, Description: p.Description, Priority: p.Priority, NAAN: p.NAAN, Shoulder: p.Shoulder,
 		PayloadTypes: ops.PayloadTypes, PayloadSchemes: ops.PayloadSchemes(p), HashAlgorithms: checkm.HashAlgorithmNames(),
-		LargeJobs: p.LargeJobs, HasCallback: p.Callback != "", HasNotify: len(p.Notify) > 0}
+		LargeJobs: p.LargeJobs, HasCallback: p.Callback != "", HasNotify: len(p.Notify) > 0, HasReportCallback: p.ReportCallback != ""}
 	if v.LargeJobs == nil {
 		v.LargeJobs = []profile.SizeRule{}
 	}
 	if c.Role >= RoleAdmin {
-		v.Callback, v.Notify, v.Inventory, v.Access = masked(p.Callback), p.Notify, masked(p.Inventory), masked(p.Access)
+		v.Callback, v.ReportCallback, v.Notify = masked(p.Callback), masked(p.ReportCallback), p.Notify
+		v.Inventory, v.Access = masked(p.Inventory), masked(p.Access)
 		targets := strings.Split(p.Storage, ",")
 		for i, t := range targets {
 			targets[i] = masked(strings.TrimSpace(t))

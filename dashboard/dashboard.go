@@ -20,6 +20,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/base64"
@@ -28,7 +29,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
@@ -254,14 +254,18 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	if r.Header.Get("X-Live") == "1" {
 		root = "main"
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, root, p); err != nil {
 		d.cfg.Logger.Error("dashboard: render "+name, "err", err)
 		http.Error(w, "the page could not be made: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	out := b.Bytes()
+	if p.Caller.Role < api.RoleAdmin {
+		out = hidePaths(out) // as the API's answers: only an admin sees the server's paths
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(out)
 }

@@ -191,3 +191,17 @@ func TestBatchesCountObjectsWithoutJobs(t *testing.T) {
 		t.Errorf("the windowed batch's row counts %q, want 0 / 10", row)
 	}
 }
+
+// A job's timeline says who made an operator's move and its admin event,
+// as events replay does ("by NAME"): the token's name.
+func TestTimelineNamesWhoActed(t *testing.T) {
+	b := setup(t)
+	jid := b.job(b.batch("uuid-actor"))
+	b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"hold"}}).is(t, http.StatusOK)
+	must(t, b.bus.Flush(t.Context()))
+	a := b.get(readToken, "/ui/jobs/"+jid)
+	a.is(t, http.StatusOK, "Pending → Held <small>by alice</small>")
+	if n := strings.Count(a.body, "<small>by alice</small>"); n != 2 {
+		t.Errorf("%d timeline lines by alice, want 2 (the move and its admin event):\n%s", n, a.body)
+	}
+}

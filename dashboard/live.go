@@ -50,6 +50,7 @@ func (h *hub) folders() map[string]string {
 		h.q.Path("/locks/queue"):       "holds",
 		h.q.Path("/locks/collections"): "holds",
 		h.q.Path("/ingestq/hosts"):     "hosts",
+		h.q.RoutesFolder():             "hosts", // a host's NATS route, announced after its node
 		h.q.Path("/access/small"):      "access",
 		h.q.Path("/access/large"):      "access",
 	}

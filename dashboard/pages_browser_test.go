@@ -149,6 +149,9 @@ func TestSearchByLocalIDFindsObject(t *testing.T) {
 	if got := p.text(`article.object`); !strings.Contains(got, "A stored object") || !strings.Contains(got, "loc-2") {
 		t.Errorf("the object found: %q", got)
 	}
+	if got := p.text(`article.object table.versions a[href="/ui/jobs/` + jid + `"]`); got != jid {
+		t.Errorf("the version's job: %q, want a link to %s", got, jid)
+	}
 	if got := p.text("table.jobs tbody"); !strings.Contains(got, jid) || strings.Contains(got, "loc-1") {
 		t.Errorf("the jobs found: %q, want %s only", got, jid)
 	}

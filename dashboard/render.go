@@ -9,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -28,6 +29,9 @@ func parsePages() (map[string]*template.Template, error) {
 		"list":       func(s ...string) []string { return s },
 		"statusText": http.StatusText,
 		"bytes":      func(n int64) string { return humanize.Bytes(uint64(max(n, 0))) },
+		"late":       func(h reactor.HostInfo) bool { return h.Late(time.Now()) },
+		// web tells a link a browser follows (a file: URL it refuses) from a URL shown as text.
+		"web": func(u string) bool { return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -379,5 +381,69 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s after %v", what, faultWait)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A working storage with no room left (a tmpfs of its own, filled as the
+// job starts Downloading) is a back end out: Downloading waits for room,
+// its attempts unspent, the job saying why; once there is room, the job
+// completes. A disk filled for a few seconds failed every job writing to it.
+func TestFullWorkingStorageWaitsForRoom(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	if err := syscall.Mount("tmpfs", work, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("a tmpfs of the test's own needs root: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(work, syscall.MNT_DETACH) })
+	filler := filepath.Join(work, "filler")
+	var filled atomic.Bool
+	obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
+	r := newRig(t, nil, withAttempts(2, 10*time.Millisecond),
+		func(hc *handlers.Config, rc *reactor.Config) { hc.WorkDir, hc.Margin, rc.Observer = work, 1, obs },
+		beforeStep(queue.Downloading, func(*queue.Job) {
+			if !filled.CompareAndSwap(false, true) {
+				return // full until the test makes room
+			}
+			f, err := os.Create(filler)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for err == nil {
+				_, err = f.Write(make([]byte, 64<<10))
+			}
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Errorf("filling the working storage: %v, want ENOSPC", err)
+			}
+		}))
+	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
+	for range 3 {
+		select {
+		case s := <-obs.states:
+			if s != queue.Downloading {
+				t.Fatalf("a step of %s waited; want Downloading's, for room", s)
+			}
+		case <-time.After(faultWait):
+			t.Fatal("Downloading did not wait for room in the working storage")
+		}
+	}
+	j := r.jobsOf(b.ID)["manifest"]
+	if j.State() != queue.Downloading || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix+": the working storage "+work) ||
+		!strings.Contains(j.Status.Message, "no space left on device") {
+		t.Fatalf("job %s, message %q: want Downloading, waiting for room in the working storage", j.State(), j.Status.Message)
+	}
+	// /readyz's check of the working storage names it, and is fine again once there is room.
+	if err := r.p.CheckWork(t.Context()); err == nil || !strings.Contains(err.Error(), "the working storage "+work+" has 0 MiB free") {
+		t.Errorf("the working storage's check, full: %v", err)
+	}
+	if err := os.Remove(filler); err != nil { // room again
+		t.Fatal(err)
+	}
+	if err := r.p.CheckWork(t.Context()); err != nil {
+		t.Errorf("the working storage's check, with room: %v", err)
+	}
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed", b.State(), b.Status.Message)
 	}
 }

@@ -2,9 +2,11 @@ package handlers_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,22 +17,38 @@ import (
 )
 
 // flakyCallback is a real callback server that answers its first failures
-// requests (-1: every request) with fail (a status, or 0: the connection is
-// cut without an answer), then 204. hits counts every request, delivered
-// the 204s.
+// requests (-1: every request) with fail (a status; cutConnection: the
+// connection is cut without an answer; stall: no answer until the client
+// gives up), then 204. hits counts every request, delivered the 204s;
+// bodies holds every request's body.
 type flakyCallback struct {
 	failures        atomic.Int32
 	fail            int
 	hits, delivered atomic.Int32
 	url             string
+	mu              sync.Mutex
+	bodies          [][]byte
 }
+
+const (
+	cutConnection = 0
+	stall         = -1
+)
 
 func newFlakyCallback(t *testing.T, failures int32, fail int) *flakyCallback {
 	cb := &flakyCallback{fail: fail}
 	cb.failures.Store(failures)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		cb.mu.Lock()
+		cb.bodies = append(cb.bodies, body)
+		cb.mu.Unlock()
 		if n, f := cb.hits.Add(1), cb.failures.Load(); f < 0 || n <= f {
-			if cb.fail == 0 {
+			switch cb.fail {
+			case stall:
+				<-r.Context().Done() // the client's timeout closes the connection
+				return
+			case cutConnection:
 				conn, _, err := w.(http.Hijacker).Hijack()
 				if err == nil {
 					conn.Close()

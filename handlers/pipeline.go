@@ -84,6 +84,8 @@ type Pipeline struct {
 	mu      sync.Mutex
 	stores  map[string]storage.Store    // storage targets by URL, opened once
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
+
+	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
 }
 
 // ErrConfig marks a Config that New refuses (errors.Is).
@@ -188,7 +190,7 @@ func (p *Pipeline) Handlers() map[queue.State]reactor.JobHandler {
 		hs[s] = p.adopting(s, hs[s])
 	}
 	for s, h := range hs {
-		hs[s] = p.namingJob(h)
+		hs[s] = p.namingJob(p.workFull(h))
 	}
 	return hs
 }

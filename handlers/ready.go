@@ -33,6 +33,21 @@ func (p *Pipeline) CheckInventory(ctx context.Context) error {
 	return err
 }
 
+// CheckWork tells whether the working storage has room: at least
+// --space-margin free. Below it, steps writing there find it full and wait
+// (workFull), and Provisioning admits no job.
+func (p *Pipeline) CheckWork(context.Context) error {
+	free, _, err := diskSpace(p.work)
+	if err != nil {
+		return fmt.Errorf("the working storage %s: %w", p.work, err)
+	}
+	if free < uint64(p.cfg.Margin) {
+		return fmt.Errorf("the working storage %s has %d MiB free, below --space-margin (%d MiB): steps writing there wait for room",
+			p.work, free>>20, p.cfg.Margin>>20)
+	}
+	return nil
+}
+
 // inStorage tells whether storage target holds ark; "not found" is an
 // answer, any other error is not.
 func (p *Pipeline) inStorage(ctx context.Context, target, ark string) (bool, error) {

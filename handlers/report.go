@@ -4,27 +4,87 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/ingestq/ingestq/handlers/notify"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// Report e-mails the batch report to the profile's addresses, when it
-// names some and a mailer is configured. The reactor publishes every report
-// as an event and keeps it in status-report whatever happens here.
+// Report sends the batch report each way the profile names: by e-mail to
+// its notify addresses, when a mailer is configured, and as JSON to its
+// report_callback. The reactor publishes every report as an event and
+// keeps it in status-report whatever happens here. A way that failed is
+// tried again by the reactor, the others not (r.Sent); a callback refused
+// for good is not tried again, unless the e-mail is to be.
 func (p *Pipeline) Report(ctx context.Context, b *queue.Batch, r reactor.Report) error {
-	if p.cfg.Mailer == nil {
-		return nil
-	}
 	prof, ok := p.cfg.Profiles.Get(b.Profile())
-	if !ok || len(prof.Notify) == 0 {
+	if !ok {
 		return nil
 	}
-	subject, body := p.ReportText(ctx, b, r)
-	if err := p.cfg.Mailer.Send(ctx, prof.Notify, subject, body); err != nil {
-		return fmt.Errorf("e-mailing the report of %s: %w", b.ID, err)
+	if r.Sent == nil {
+		r.Sent = map[string]bool{} // a caller that does not retry
 	}
-	return nil
+	var errs []error
+	if p.cfg.Mailer != nil && len(prof.Notify) > 0 && !r.Sent["mail"] {
+		subject, body := p.ReportText(ctx, b, r)
+		if err := p.cfg.Mailer.Send(ctx, prof.Notify, subject, body); err != nil {
+			errs = append(errs, fmt.Errorf("e-mailing the report of %s: %w", b.ID, err))
+		} else {
+			r.Sent["mail"] = true
+		}
+	}
+	refused := false
+	if prof.ReportCallback != "" && !r.Sent["callback"] {
+		if err := notify.Callback(ctx, p.http.HTTP(), prof.ReportCallback, newReportCallback(b, r)); err != nil {
+			errs = append(errs, fmt.Errorf("report %w", err)) // "report callback URL: …"
+			refused = notify.Permanent(err)
+		} else {
+			r.Sent["callback"] = true
+		}
+	}
+	switch {
+	case len(errs) == 0:
+		return nil
+	case len(errs) == 2:
+		return fmt.Errorf("%w; %w", errs[0], errs[1])
+	case refused:
+		return reactor.Fatal(errs[0])
+	}
+	return errs[0]
+}
+
+// ReportCallback is the JSON a profile's report_callback receives when a
+// batch reports: the facts of GET /api/v1/batches/BID's state, message and
+// report, with the counts of every job (the lists leave a windowed batch's
+// archived jobs out, as the node does).
+type ReportCallback struct {
+	// ReportID is the same for every delivery of one report (a retry, or
+	// another daemon's after a crash) and new for each report asked for
+	// again: a receiver that has it ignores the delivery.
+	ReportID        string             `json:"report_id"`
+	BID             string             `json:"bid"`
+	UUID            string             `json:"uuid"`
+	Profile         string             `json:"profile"`
+	State           queue.State        `json:"state"`   // Completed or Failed
+	Message         string             `json:"message"` // "1 of 3 jobs failed", or why the batch failed; "" when all went well
+	Update          bool               `json:"update"`  // a report asked for again (ingestq report BID)
+	SuccessfulCount int                `json:"successful_count"`
+	FailedCount     int                `json:"failed_count"`
+	Report          queue.StatusReport `json:"report"` // the status-report node, its last_modified in RFC 3339
+}
+
+func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
+	state := queue.Completed
+	if r.Failed() {
+		state = queue.Failed
+	}
+	stored := r.Stored
+	if t, err := time.Parse(queue.TimeLayout, stored.LastModified); err == nil {
+		stored.LastModified = t.UTC().Format(time.RFC3339) // as the API gives it
+	}
+	return ReportCallback{ReportID: b.ArrivalID(), BID: b.ID, UUID: b.UUID(), Profile: b.Profile(), State: state,
+		Message: r.Summary, Update: r.Update, SuccessfulCount: len(r.SuccessfulJobs), FailedCount: len(r.FailedJobs), Report: stored}
 }
 
 // ReportText is the report as a subject line and a plain-text body: every

@@ -45,7 +45,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
 		Fence: p.storageFence(ark), Describing: depositFiles, Message: depositMessage(j, created)}
 	var kept storedVersion
-	err = p.underLock(ctx, ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
+	err = p.underLock(ctx, "storage", ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
 		return err
 	})
@@ -234,7 +234,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	}
 	var before inventory.Record // the version as an earlier deposit recorded it
 	var unchanged bool
-	err = p.underLock(ctx, ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
+	err = p.underLock(ctx, "inventory", ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
 		inv, err := p.inventoryFor(ctx, prof)
 		if err == nil {
 			before, unchanged, err = recordedBefore(ctx, inv, j, kept)
@@ -343,9 +343,20 @@ func (p *Pipeline) storageFence(ark string) func(context.Context) error {
 	}
 }
 
-// underLock runs fn holding a per-object lock; a lock held elsewhere is a
-// retryable error (another job is storing or recording the same object).
-func (p *Pipeline) underLock(ctx context.Context, ark string, lock, unlock func(context.Context, string) (bool, error), fn func() error) error {
+// underLock runs fn holding ark's lock of what ("storage", "inventory");
+// a lock held elsewhere is a retryable error (another job is storing or
+// recording the same object).
+func (p *Pipeline) underLock(ctx context.Context, what, ark string, lock, unlock func(context.Context, string) (bool, error), fn func() error) error {
+	key := what + " " + ark
+	if _, left := p.unreleased.LoadAndDelete(key); left {
+		// This daemon's own lock, left by a step whose unlock found
+		// ZooKeeper away: the session outlived the outage, and so did the
+		// lock, which no step uses.
+		if _, err := unlock(ctx, ark); err != nil {
+			p.unreleased.Store(key, true)
+			return fmt.Errorf("release of the %s lock of %s left by an earlier step: %w", what, ark, err)
+		}
+	}
 	ok, err := lock(ctx, ark)
 	if err != nil {
 		return fmt.Errorf("lock of %s: %w", ark, err)
@@ -356,7 +367,10 @@ func (p *Pipeline) underLock(ctx context.Context, ark string, lock, unlock func(
 	defer func() {
 		// Unlocked even when ctx ended: the lock must not outlive the step.
 		if _, err := unlock(context.WithoutCancel(ctx), ark); err != nil {
-			p.log.Warn("unlock failed (the lock goes with the session)", "ark", ark, "err", err)
+			if queue.Unreachable(err) {
+				p.unreleased.Store(key, true) // for the next step on the object here, if the session lives on
+			}
+			p.log.Warn("unlock failed; the lock goes with the session, or at this daemon's next step on the object", "lock", what, "ark", ark, "err", err)
 		}
 	}()
 	return fn()

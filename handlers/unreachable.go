@@ -3,7 +3,9 @@ package handlers
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -44,6 +46,23 @@ func (p *Pipeline) inventoryOut(prof *profile.Profile, err error) error {
 // the daemon's (--storage), not a profile's own.
 func (p *Pipeline) storageOut(target string, err error) error {
 	return outOfReach("storage target "+target, slices.Contains(p.cfg.Storage, target), err)
+}
+
+// workFull marks h's error as an outage of the working storage when a
+// write to it found no room (ENOSPC, or a quota's EDQUOT): another program
+// filled the disk, and jobs finishing here free it. Every job of the state
+// waits for it, its attempts unspent, as for any back end (decision 252):
+// jobs failed after their attempts, in seconds.
+func (p *Pipeline) workFull(h reactor.JobHandler) reactor.JobHandler {
+	return reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+		res, err := h.Handle(ctx, s)
+		var pe *fs.PathError
+		if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !reactor.IsUnavailable(err) &&
+			errors.As(err, &pe) && strings.HasPrefix(filepath.Clean(pe.Path), p.work+string(filepath.Separator)) {
+			return res, reactor.UnavailableToAll("the working storage "+p.work, err)
+		}
+		return res, err
+	})
 }
 
 func backEndDown(err error) bool {

@@ -191,25 +191,36 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	r.recoverEnds(b.ID, stored.SuccessfulJobs, stored.FailedJobs) // archived jobs had theirs checked live
-	msg := rep.Message
+	to := queue.Completed
+	if rep.Failed() {
+		to = queue.Failed
+	}
+	rep.Stored, rep.Summary, rep.Sent = stored, failedCount(rep, rep.Message), map[string]bool{}
+	msg := rep.Summary
 	ok, err = r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
 		r.unlockBatch(b)
 		return true, nil
 	}
 	if err != nil {
-		msg = fmt.Sprintf("report not delivered: %v", err)
-		rep.Message = msg
+		// The batch's state stays what its jobs made it: Merritt's readers
+		// take Failed for failed deposits (decision 33, revised).
+		msg = strings.TrimPrefix(msg+"; "+undelivered(b, to, err), "; ")
 	}
-	msg = failedCount(rep, msg)
-	to := queue.Completed
-	if rep.Failed() {
-		to = queue.Failed
-	}
-	stored.LastModified = rep.LastModified
 	r.awaitRecorded(b.ID, b.ArrivalID()) // a kill after the next move loses no more than that move's event
 	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &stored}, reportAttrs(rep))
 	return true, nil
+}
+
+// undelivered is a batch's message when its report could not be
+// delivered: the error, that the report is kept, and, for a Failed batch,
+// how to send it again (a Completed batch cannot report again).
+func undelivered(b *queue.Batch, to queue.State, err error) string {
+	s := fmt.Sprintf("report not delivered: %v; the report is kept: `ingestq show %s` (or GET /api/v1/batches/%s) gives it", err, b.ID, b.ID)
+	if to == queue.Completed {
+		return s + "; every job completed: only the report's delivery failed"
+	}
+	return s + fmt.Sprintf("; `ingestq report %s` (or POST /api/v1/batches/%s/report) sends it again", b.ID, b.ID)
 }
 
 // eventListMax bounds each list in a report event: a 100,000-object

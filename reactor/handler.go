@@ -85,7 +85,10 @@ type Selective interface {
 }
 
 // Reporter tells the depositor how a batch went. It may run again for the
-// same report if the daemon dies between reporting and recording it.
+// same report if the daemon dies between reporting and recording it. An
+// error is retried with the reactor's attempts, unless marked Fatal; then
+// the batch ends all the same, Completed or Failed as its jobs say, with
+// "report not delivered" and the error in its message.
 type Reporter interface {
 	Report(ctx context.Context, b *queue.Batch, r Report) error
 }
@@ -97,6 +100,11 @@ type Report struct {
 	Objects  map[string]*queue.Identifiers // completed jid → its object's identifiers (ARK, local ids)
 	Update   bool                          // a report asked for again (UpdateReporting)
 	Message  string                        // a batch-level failure (its payload could not be read)
+	Stored   queue.StatusReport            // the status-report node as it is stored: bounded, archived jobs left out
+	Summary  string                        // the batch's message as it is stored ("1 of 3 jobs failed; …")
+	// Sent names the ways a Reporter delivered this report (its own
+	// names), so that a retry of the step sends only what failed.
+	Sent map[string]bool
 }
 
 // Failed tells whether the batch ends Failed: a failed job, or no job at all

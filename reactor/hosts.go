@@ -54,6 +54,12 @@ type HostInfo struct {
 	Seen time.Time `json:"seen,omitzero"`
 }
 
+// Late tells whether the host has not rewritten its node for over twice
+// HostRewrite: a daemon dead or cut off, listed until its session ends.
+func (h HostInfo) Late(now time.Time) bool {
+	return !h.Seen.IsZero() && now.Sub(h.Seen) > 2*HostRewrite
+}
+
 // Works tells whether the host works job state s (its States list it).
 func (h HostInfo) Works(s queue.State) bool { return slices.Contains(h.States, string(s)) }
 

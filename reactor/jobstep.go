@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -299,6 +301,15 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			ran(StepWait)
 			r.waitForBackEnd(ctx, s, j, g, err)
 			return
+		case queue.Unreachable(err):
+			ran(StepWait)
+			r.log.Warn("reactor: ZooKeeper is out of reach; the step runs again once it is back, its attempt unspent", "job", j.ID, "state", s, "err", err)
+			attempt--
+			if r.awaitQueue(ctx) {
+				continue
+			}
+			r.stopped(ctx, j, s, attempt, err)
+			return
 		case IsFatal(err):
 			ran(StepFailed)
 			r.move(j, queue.Failed, queue.JobChange{Message: fmt.Sprintf("%s: %v", s, err)}, nil)
@@ -319,18 +330,23 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
 		if !r.pause(ctx, wait) {
-			if jobChanged(ctx) {
-				r.abandon(j, s, context.Cause(ctx), err)
-				return
-			}
-			// Stopping: the next attempt is for whoever takes the job
-			// next, here after a restart or on another host, not for
-			// the grace period, which would spend the attempts.
-			r.log.Info("reactor: stopping; the job is left in its state for its next attempt", "job", j.ID, "state", s, "attempt", attempt)
-			r.unlock(j)
+			r.stopped(ctx, j, s, attempt, err)
 			return
 		}
 	}
+}
+
+// stopped ends a step whose wait for its next run was cut short: by its
+// job changing under it, or by the daemon stopping. The next attempt is
+// then for whoever takes the job next, here after a restart or on another
+// host, not for the grace period, which would spend the attempts.
+func (r *Reactor) stopped(ctx context.Context, j *queue.Job, s queue.State, attempt int, err error) {
+	if jobChanged(ctx) {
+		r.abandon(j, s, context.Cause(ctx), err)
+		return
+	}
+	r.log.Info("reactor: stopping; the job is left in its state for its next attempt", "job", j.ID, "state", s, "attempt", attempt)
+	r.unlock(j)
 }
 
 // move commits a job's transition, releasing its lock, and publishes it. A
@@ -560,10 +576,27 @@ func (r *Reactor) retry(write func() error) error {
 // step's context ends first (its job changed under it, or the grace
 // period ended) or the daemon stops.
 func (r *Reactor) pause(ctx context.Context, d time.Duration) bool {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(r.stopping, cancel)()
+	ctx, done := r.untilStop(ctx)
+	defer done()
 	return backoff.Sleep(ctx, d)
+}
+
+// untilStop is ctx, ended also when the daemon stops; done releases it.
+func (r *Reactor) untilStop(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.stopping, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// awaitQueue waits for the ZooKeeper session that a step found out of
+// reach, and then --backoff more (the client may not know yet that its
+// connection broke). ZooKeeper is the queue itself: its outage (a server's
+// restart) is no fault of the job, and spends none of its attempts. It
+// reports false when ctx ends or the daemon stops first.
+func (r *Reactor) awaitQueue(ctx context.Context) bool {
+	ctx, done := r.untilStop(ctx)
+	defer done()
+	return r.cfg.Session.WaitState(ctx, zk.StateHasSession) == nil && backoff.Sleep(ctx, r.cfg.Backoff)
 }
 
 // retryMove is retry for a move (of a job, a batch, a request): every try

@@ -17,6 +17,7 @@ type Profile struct {
 	Description     string     `yaml:"description" json:"description,omitempty"`
 	Priority        int        `yaml:"priority" json:"priority"`
 	Callback        string     `yaml:"callback" json:"callback,omitempty"`
+	ReportCallback  string     `yaml:"report_callback" json:"report_callback,omitempty"` // each batch report is POSTed here
 	Notify          []string   `yaml:"notify" json:"notify,omitempty"`
 	NAAN            string     `yaml:"naan" json:"naan"`
 	Shoulder        string     `yaml:"shoulder" json:"shoulder"`
@@ -76,6 +77,9 @@ func (p *Profile) Validate() error {
 	}
 	if err := checkURL(p.Callback); err != nil {
 		bad("callback", "%v", err)
+	}
+	if err := checkURL(p.ReportCallback); err != nil {
+		bad("report_callback", "%v", err)
 	}
 	for i, a := range p.Notify {
 		if _, err := mail.ParseAddress(a); err != nil {

@@ -90,6 +90,7 @@ func TestValidate(t *testing.T) {
 		{"default", func(*Profile) {}, ""},
 		{"full", func(p *Profile) {
 			p.Callback = "https://example.org/hook?x=1"
+			p.ReportCallback = "http://example.org:8080/reports"
 			p.Notify = []string{"Curator <curator@example.org>", "ops@example.org"}
 			p.Storage = "http://storage:8080/"
 			p.Inventory = "https://inventory.example.org"
@@ -102,6 +103,7 @@ func TestValidate(t *testing.T) {
 		{"negative priority", func(p *Profile) { p.Priority = -1 }, "priority"},
 		{"callback scheme", func(p *Profile) { p.Callback = "mailto:x@example.org" }, "callback"},
 		{"callback relative", func(p *Profile) { p.Callback = "/hook" }, "callback"},
+		{"report_callback scheme", func(p *Profile) { p.ReportCallback = "ftp://example.org/r" }, "report_callback"},
 		{"inventory host", func(p *Profile) { p.Inventory = "https:///x" }, "inventory"},
 		{"empty naan", func(p *Profile) { p.NAAN = "" }, "naan"},
 		{"vowel shoulder", func(p *Profile) { p.Shoulder = "fa4" }, "shoulder"},

@@ -21,6 +21,7 @@ const (
 	KindHeld           Kind = "held"            // the job, or the whole ingest queue, is held
 	KindNoConsumer     Kind = "no_consumer"     // no live ingestq host works its state
 	KindProvisioning   Kind = "provisioning"    // it waits for room in the working storage
+	KindBackEnd        Kind = "back_end"        // its step found a back end out of reach, and waits for it
 	KindFilesElsewhere Kind = "files_elsewhere" // it waits for the host that holds its files
 	KindWaiting        Kind = "waiting"         // nothing holds it back: no worker has taken it yet
 )
@@ -109,6 +110,9 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 	case s == queue.Provisioning:
 		why := fmt.Sprintf("waiting in Provisioning for %d bytes (%d MiB) of working storage", j.SpaceNeeded, j.SpaceNeeded>>20)
 		return KindProvisioning, withMessage(why, msg)
+	case strings.HasPrefix(msg, reactor.WaitingPrefix):
+		// Not its host's: the storage or inventory its step needs is out.
+		return KindBackEnd, msg
 	}
 	if h := j.Config.WorkingHost; h != "" && reactor.NeedsFiles(s) && f.works(h, s) {
 		return KindFilesElsewhere, withMessage("waiting for host "+h+", which holds its files", msg)

@@ -112,7 +112,8 @@ var upTo = []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading
 // Each reason the queue shows for a job that stays in its state: the
 // lock's holder (a live host, or a session that is no host), a retried
 // error under the lock, an operator's hold, no live consumer of the state,
-// a wait for room in Provisioning, the host holding its files, and
+// a wait for room in Provisioning, a back end out of reach (not the host
+// holding its files, which works it), the host holding its files, and
 // nothing at all (no worker took it yet). A job within its threshold, and
 // a job that stopped (Failed), is not flagged.
 func TestEachReason(t *testing.T) {
@@ -135,6 +136,8 @@ func TestEachReason(t *testing.T) {
 	noConsumer := e.job(queue.JobSpec{}, "", upTo...) // Storing: nobody works it
 	provisioning := e.job(queue.JobSpec{SpaceNeeded: 3 << 20}, "waiting for room: needs 3 MiB", upTo[:2]...)
 	elsewhere := e.job(queue.JobSpec{Config: queue.JobConfig{WorkingHost: "h2"}}, "", upTo[:4]...)
+	backEnd := e.job(queue.JobSpec{Config: queue.JobConfig{WorkingHost: "h2"}},
+		reactor.WaitingPrefix+": the inventory is unavailable: dial tcp 127.0.0.1:5432: connect: connection refused", upTo[:4]...)
 	waiting := e.job(queue.JobSpec{}, "", upTo[:3]...)
 	failed := e.job(queue.JobSpec{}, "boom", queue.Estimating, queue.Failed)
 
@@ -155,6 +158,7 @@ func TestEachReason(t *testing.T) {
 		noConsumer:   {stalled.KindNoConsumer, []string{"no consumer of state Storing is running"}},
 		provisioning: {stalled.KindProvisioning, []string{"waiting in Provisioning for 3145728 bytes (3 MiB)", "last message: waiting for room: needs 3 MiB"}},
 		elsewhere:    {stalled.KindFilesElsewhere, []string{"waiting for host h2, which holds its files"}},
+		backEnd:      {stalled.KindBackEnd, []string{"waiting for a back end: the inventory is unavailable: dial tcp 127.0.0.1:5432"}},
 		waiting:      {stalled.KindWaiting, []string{"not taken by a worker yet (hosts working Downloading: h1)"}},
 	}
 	for jid, w := range want {

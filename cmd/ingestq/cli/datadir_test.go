@@ -152,6 +152,18 @@ func TestServeAPITokenFile(t *testing.T) {
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, "--api-tokens "+empty+" holds no token", "open to anyone", "ROLE TOKEN")
 
+	// The file's token exported for the CLI's commands too: serve's refusal
+	// of it given twice names the variable that gave it again.
+	const mine = "s3cr3t-read-token-0123456789"
+	file := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(file, []byte("read "+mine+" reader\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code = serveRefused(t, map[string]string{"INGESTQ_ADMIN_TOKEN": mine}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root,
+		"serve", "--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "127.0.0.1:0", "--api-tokens", file)
+	wantCode(t, code, 2)
+	wantErrLine(t, stderr, file+", line 1: token given twice", "INGESTQ_ADMIN_TOKEN gives it again")
+
 	open := filepath.Join(dir, "open-tokens")
 	if err := os.WriteFile(open, []byte("read s3cr3t-read-token-0123456789 reader\n"), 0o600); err != nil {
 		t.Fatal(err)

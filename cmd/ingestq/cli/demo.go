@@ -165,10 +165,10 @@ func demoDir(dir string) (string, func(), error) {
 
 // demoMade tells whether name is an entry the demo makes in its folder:
 // its ZooKeeper's, the daemon's data and log, or with --hosts the OCFL
-// root, the inventory, and each host's data and log.
+// root, the inventory and its server's log, and each host's data and log.
 func demoMade(name string) bool {
 	switch name {
-	case demoZooKeeper, "data", "daemon.log", "ocfl", "inventory.db":
+	case demoZooKeeper, "data", "daemon.log", "ocfl", "inventory.db", "inventory.log":
 		return true
 	}
 	n, ok := strings.CutPrefix(name, "host")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lmittmann/tint"
 	"github.com/nats-io/nats.go"
 
 	"github.com/ingestq/ingestq/events"
@@ -32,10 +34,11 @@ type demoHosts struct {
 	inventory string // the bbolt file
 	since     time.Time
 
-	stops []func() int // each daemon's, in start order
-	inv   *inventory.Local
-	srv   *http.Server
-	once  sync.Once
+	stops  []func() int // each daemon's, in start order
+	inv    *inventory.Local
+	srv    *http.Server
+	srvLog *os.File // the inventory server's log, beside the daemons'
+	once   sync.Once
 }
 
 func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*demoHosts, error) {
@@ -50,10 +53,10 @@ func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*d
 		h.storage, h.inventory = handlers.DefaultStorage(data), filepath.Join(data, "inventory.db")
 	} else {
 		h.storage, h.inventory = filepath.Join(dir, "ocfl"), filepath.Join(dir, "inventory.db")
-		if invURL, err = h.serveInventory(a); err != nil {
+		if invURL, err = h.serveInventory(dir); err != nil {
 			return nil, err
 		}
-		a.step("Inventory: %s, served to the hosts at %s", h.inventory, invURL)
+		a.step("Inventory: %s, served to the hosts at %s, log in %s", h.inventory, invURL, h.srvLog.Name())
 	}
 	for i := range n {
 		if err := a.startDemoHost(ctx, h, dir, zkAddr, natsAddr, invURL, i, n); err != nil {
@@ -127,8 +130,10 @@ func demoRoles(i int) []string {
 	return []string{"--states", "downloading,processing,storing,recording,notify", "--state-workers", "downloading=1"}
 }
 
-// serveInventory opens the inventory file and serves it on a free port.
-func (h *demoHosts) serveInventory(a *app) (string, error) {
+// serveInventory opens the inventory file and serves it on a free port. It
+// logs into dir/inventory.log, as the daemons log into their files: its
+// lines would break up the deposit's progress.
+func (h *demoHosts) serveInventory(dir string) (string, error) {
 	inv, err := inventory.OpenLocal(h.inventory)
 	if err != nil {
 		return "", err
@@ -138,8 +143,15 @@ func (h *demoHosts) serveInventory(a *app) (string, error) {
 		inv.Close()
 		return "", err
 	}
-	h.inv = inv
-	h.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: inventory.NewServer(inv, a.log)}
+	logFile, err := os.Create(filepath.Join(dir, "inventory.log"))
+	if err != nil {
+		inv.Close()
+		ln.Close()
+		return "", err
+	}
+	h.inv, h.srvLog = inv, logFile
+	log := slog.New(tint.NewTextHandler(logFile, &tint.Options{TimeFormat: LogTimeFormat, NoColor: true}))
+	h.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: inventory.NewServer(inv, log)}
 	go func() { _ = h.srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
 }
@@ -154,6 +166,7 @@ func (h *demoHosts) stop() {
 		if h.srv != nil {
 			_ = h.srv.Close()
 			_ = h.inv.Close()
+			_ = h.srvLog.Close()
 		}
 	})
 }

@@ -133,7 +133,8 @@ func (a *app) replayCommand() *cobra.Command {
 			"with --batch or --job, in the order they happened (the batch's and each job's own in\n" +
 			"order, an event published late for a move that had none in its place, merged by time).\n" +
 			"-o json prints a JSON array, in the same order. --since takes a duration back from now\n" +
-			"(10m, 2h, 1d, 2w, 1d12h) or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).",
+			"(10m, 2h, 1d, 2w, 1d12h) or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).\n" +
+			"A --batch or --job this queue never made is refused (exit 1); a removed one's history is replayed.",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			if since != "" {
@@ -169,6 +170,11 @@ func (a *app) replayCommand() *cobra.Command {
 			if bid != "" || job != "" {
 				evs = events.Timeline(evs)
 			}
+			if len(evs) == 0 {
+				if err := a.checkEverMade(ctx, bid, job); err != nil {
+					return asExit1(err)
+				}
+			}
 			if a.json() {
 				return a.writeJSON(evs)
 			}
@@ -188,6 +194,29 @@ func (a *app) replayCommand() *cobra.Command {
 	fl.StringVar(&job, "job", "", "only the events of this job")
 	fl.StringVar(&access, "access", "", "only the events of this access request (small/qid…, large/qid…, or qid… of either queue)")
 	return cmd
+}
+
+// checkEverMade refuses a batch or job (either may be "") this queue never
+// made, as the API's events do: it has no events and never will, so an
+// empty replay would only hide a mistyped id.
+func (a *app) checkEverMade(ctx context.Context, bid, jid string) error {
+	if bid == "" && jid == "" {
+		return nil
+	}
+	q, err := a.existingQueue(ctx)
+	if err != nil {
+		return err
+	}
+	s := a.ops(q)
+	if bid != "" {
+		if err := s.CheckEverMade(ctx, bid, "batch"); err != nil {
+			return err
+		}
+	}
+	if jid == "" {
+		return nil
+	}
+	return s.CheckEverMade(ctx, jid, "job")
 }
 
 // parseSince reads --since (events.ParseSince); a bad one is a usage error.

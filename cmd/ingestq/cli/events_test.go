@@ -153,6 +153,17 @@ func TestEventsReplay(t *testing.T) {
 	_, stderr, code := d.cli("events", "replay", "--since", "yesterday")
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, `"yesterday"`, "duration")
+
+	// A batch or job this queue never made (a mistyped id) is refused, as
+	// the API's events answer 404, not replayed as nothing.
+	for _, c := range [][]string{{"--batch", "bid0000009999"}, {"--job", "jid0000009999"}, {"-o", "json", "--job", "jid0000009999"}} {
+		out, stderr, code = d.cli(append([]string{"events", "replay"}, c...)...)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, c[len(c)-1], "this queue has not made it")
+		if out != "" {
+			t.Errorf("events replay %v printed %q", c, out)
+		}
+	}
 }
 
 func TestEventsNoNATS(t *testing.T) {

@@ -67,8 +67,8 @@ func (a *app) hostsCommand() *cobra.Command {
 }
 
 // seen says how long ago a host last wrote its node: a live daemon does
-// every 15 s, so past twice that it is dead or cut off, and goes from the
-// list when its ZooKeeper session ends.
+// every 15 s, so a late one is dead or cut off, and goes from the list
+// when its ZooKeeper session ends.
 func seen(at, now time.Time) string {
 	if at.IsZero() {
 		return "-"
@@ -77,7 +77,7 @@ func seen(at, now time.Time) string {
 	if ago < 0 {
 		ago = 0
 	}
-	if ago > 2*reactor.HostRewrite {
+	if (reactor.HostInfo{Seen: at}).Late(now) {
 		return fmt.Sprintf("%v ago (late: dead or cut off?)", ago)
 	}
 	return fmt.Sprintf("%v ago", ago)

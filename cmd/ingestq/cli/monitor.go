@@ -44,7 +44,8 @@ func (a *app) monitor(web *httpd.Server, q *queue.Queue, bus *events.Bus, p pipe
 }
 
 // readiness is what /readyz checks: ZooKeeper and NATS answer a round trip,
-// and, for an ingest daemon, the storage it writes (when it works Storing)
+// and, for an ingest daemon, the working storage has room (when it works a
+// step that writes there), the storage it writes (when it works Storing)
 // and the inventory it reads and writes (Processing, Recording).
 func (a *app) readiness(q *queue.Queue, bus *events.Bus, p pipeline, roles []reactor.Role) []health.Check {
 	checks := []health.Check{
@@ -71,6 +72,9 @@ func (a *app) readiness(q *queue.Queue, bus *events.Bus, p pipeline, roles []rea
 		return checks // pass-through: no back ends
 	}
 	owns := func(s queue.State) bool { return slices.Contains(roles, reactor.JobRole(s)) }
+	if owns(queue.Downloading) || owns(queue.Processing) || owns(queue.Storing) || owns(queue.Recording) {
+		checks = append(checks, health.Check{Name: "work", Run: ing.CheckWork})
+	}
 	if owns(queue.Storing) {
 		checks = append(checks, health.Check{Name: "storage", Run: ing.CheckStorage})
 	}

@@ -34,12 +34,18 @@ type served struct {
 // a free port, until the test ends.
 func serve(t *testing.T, zk, root string, args ...string) served {
 	t.Helper()
+	return serveEnv(t, nil, zk, root, args...)
+}
+
+// serveEnv is serve with env as its environment.
+func serveEnv(t *testing.T, env map[string]string, zk, root string, args ...string) served {
+	t.Helper()
 	log := &logtest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	argv := append([]string{"--zk", zk, "--zk-root", root, "serve", "--data-dir", t.TempDir(),
 		"--nats-listen", "off", "--http", "127.0.0.1:0"}, args...)
-	go func() { exited <- cli.Run(ctx, argv, log, log, func(string) string { return "" }) }()
+	go func() { exited <- cli.Run(ctx, argv, log, log, func(k string) string { return env[k] }) }()
 	stop := sync.OnceValue(func() int { cancel(); return <-exited })
 	t.Cleanup(func() {
 		if code := stop(); code != 0 || t.Failed() {
@@ -180,8 +186,8 @@ func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	}
 
 	code, rep := readyz(t, d.url)
-	if code != http.StatusOK || len(rep.Checks) != 4 {
-		t.Fatalf("/readyz %d %+v: want 200 with zookeeper, nats, storage and inventory", code, rep)
+	if code != http.StatusOK || len(rep.Checks) != 5 {
+		t.Fatalf("/readyz %d %+v: want 200 with zookeeper, nats, work, storage and inventory", code, rep)
 	}
 	heap, err := http.Get(d.url + "/debug/pprof/heap?debug=1")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/handlers/inventory"
 )
 
@@ -70,7 +72,7 @@ func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects,
 	api := strings.TrimSuffix(f.api, "/")
 	viaAPI := func(why string) (*namedObjects, func(), error) {
 		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
-		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why},
+		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, elsewhere: a.liveAPIs},
 			name: "served by the daemon's API at " + api}, func() {}, nil
 	}
 	switch {
@@ -144,11 +146,41 @@ func (l localObjects) ObjectByLocalID(ctx context.Context, profile, localID stri
 	return inventory.ObjectByLocalID(ctx, l.Handle, profile, localID)
 }
 
+// liveAPIs names, for an error, the APIs of the daemons working this
+// queue (their host nodes' --advertise) other than asked: where --api
+// could point when asked does not answer. "" when there are none, or
+// ZooKeeper cannot tell.
+func (a *app) liveAPIs(ctx context.Context, asked string) string {
+	s, q, err := a.dial(ctx) // a session of its own: access request has one open
+	if err != nil {
+		a.log.Debug("the daemons' APIs are not known", "err", err)
+		return ""
+	}
+	defer s.Close()
+	hosts, _, err := a.ops(q).Hosts(ctx)
+	if err != nil {
+		a.log.Debug("the daemons' APIs are not known", "err", err)
+		return ""
+	}
+	var urls []string
+	for _, h := range hosts {
+		if u := strings.TrimSuffix(h.HTTP, "/") + strings.TrimSuffix(api.Prefix, "/"); h.HTTP != "" && u != asked {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return ""
+	}
+	return "; the daemons working this queue serve their API at " + strings.Join(urls, ", ") + " (ingestq hosts): --api " + urls[0]
+}
+
 // apiObjects reads objects from a daemon's API (GET /objects/{ark}, GET
 // /objects?profile=P&local_id=ID).
 type apiObjects struct {
 	base, token string
 	why         string // why the API is asked: said when it does not answer
+	// elsewhere names the other APIs to ask, when this one does not answer.
+	elsewhere func(ctx context.Context, api string) string
 }
 
 func (o *apiObjects) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
@@ -171,14 +203,28 @@ func (o *apiObjects) get(ctx context.Context, path, what string) (inventory.Obje
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return d, fmt.Errorf("%s, and the daemon's API does not answer (--api %s; or --inventory URL): %w", o.why, o.base, err)
+		return d, fmt.Errorf("%s, and the daemon's API does not answer (--api %s; or --inventory URL): %w%s", o.why, o.base, err, o.elsewhere(ctx, o.base))
 	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return d, json.NewDecoder(resp.Body).Decode(&d)
+	case http.StatusNotFound:
 		return d, fmt.Errorf("api %s: %s: %w", o.base, what, inventory.ErrNotFound)
-	case resp.StatusCode != http.StatusOK:
-		return d, fmt.Errorf("api %s: %s: %s (a token: %s)", o.base, what, resp.Status, EnvAPIToken)
 	}
-	return d, json.NewDecoder(resp.Body).Decode(&d)
+	// The API's problem document says why; a refused token is the CLI's to fix.
+	var problem struct{ Detail string }
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&problem)
+	msg := fmt.Sprintf("api %s: %s: %s", o.base, what, resp.Status)
+	if problem.Detail != "" {
+		msg += ": " + problem.Detail
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		msg += fmt.Sprintf(" (the CLI sends the token in %s", EnvAPIToken)
+		if o.token == "" {
+			msg += ", which is not set"
+		}
+		msg += ")"
+	}
+	return d, errors.New(msg)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // recordObject records a one-version object in the bbolt inventory at db.
@@ -126,4 +127,41 @@ func TestAccessRequestNamesTheInventoryRead(t *testing.T) {
 	_, stderr, code := e.run("access", "request", "ark:/99999/fk4elsewhere", "--data-dir", data)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "object ark:/99999/fk4elsewhere is not in the inventory", "the inventory read: "+db)
+}
+
+// A daemon's API that does not answer where --api points names the APIs
+// the daemons working this queue serve (ingestq hosts has them), and one
+// that refuses the CLI's token says why, and where the CLI takes it from.
+func TestObjectNamesTheQueuesAPIs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	const token = "read-token-0123456789abcdef"
+	if err := os.WriteFile(tokens, []byte("read "+token+" reader\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--api-tokens", tokens)
+	const ark = "ark:/99999/fk4none"
+
+	// The default --api (nothing there): the daemon's own API is named.
+	closed := "http://" + closedAddr(t) + "/api/v1"
+	_, stderr, code := runEnv(t, map[string]string{"INGESTQ_API": closed}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "object", ark)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, closed, "does not answer", "--api "+d.url+"/api/v1")
+	_, stderr, code = e.run("access", "request", ark, "--api", closed)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "--api "+d.url+"/api/v1")
+
+	// Its API without a token, then with the token: each refusal says why
+	// (a pass-through daemon has no inventory), not only its status.
+	_, stderr, code = e.run("object", ark, "--api", d.url+"/api/v1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "401", "needs a bearer token with the read role", "INGESTQ_API_TOKEN, which is not set")
+	_, stderr, code = runEnv(t, map[string]string{"INGESTQ_API_TOKEN": token}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root,
+		"object", ark, "--api", d.url+"/api/v1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "503", "this daemon has no inventory")
+	if strings.Contains(stderr, "TOKEN") {
+		t.Errorf("a refusal that is not the token's names the token: %s", stderr)
+	}
 }

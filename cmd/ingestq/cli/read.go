@@ -260,6 +260,21 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 	return j, err
 }
 
+// removedOrNever says of a jid or bid show did not find (err) whether
+// this queue removed it (delete, cleanup), naming where its
+// history still is, or never made it. Any other error is err.
+func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err error) error {
+	what := map[string]string{"jid": "job", "bid": "batch"}[id[:min(3, len(id))]]
+	if what == "" || !errors.Is(err, queue.ErrNotFound) {
+		return err
+	}
+	if never := a.ops(q).CheckEverMade(ctx, id, what); never != nil {
+		return never
+	}
+	return fmt.Errorf("%s %s was removed from the queue (by ingestq delete or cleanup); its history: ingestq events replay --%s %s",
+		what, id, what, id)
+}
+
 // defaultShowJobs is how many of a batch's jobs show lists unless told (as
 // many as submit --wait's report names): a batch may have 100,000, and
 // each one listed is a read.
@@ -292,7 +307,7 @@ func (a *app) showCommand() *cobra.Command {
 			if strings.HasPrefix(args[0], "jid") || strings.HasPrefix(args[0], "ark:") {
 				j, err := a.findJob(ctx, q, args[0])
 				if err != nil {
-					return err
+					return a.removedOrNever(ctx, q, args[0], err)
 				}
 				stall, err := stallOf(ctx, q, j, st.after)
 				if err != nil {
@@ -306,7 +321,7 @@ func (a *app) showCommand() *cobra.Command {
 					args[0], args[0])
 			}
 			if err != nil {
-				return err
+				return a.removedOrNever(ctx, q, args[0], err)
 			}
 			buckets, err := q.BatchJobs(ctx, b.ID)
 			if err != nil {

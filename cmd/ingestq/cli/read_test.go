@@ -296,6 +296,29 @@ func TestShowJob(t *testing.T) {
 	wantErrLine(t, stderr, "jid0000099999", "not found")
 }
 
+// show tells a job or batch the queue removed (delete --purge) from one
+// it never made (a mistyped id), and where a removed one's history is.
+func TestShowSaysRemovedOrNeverMade(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, _, code := f.run("delete", "--purge", f.failed)
+	wantCode(t, code, 0)
+	_, _, code = f.run("hold", "batch", f.b2)
+	wantCode(t, code, 0)
+	_, _, code = f.run("delete", f.b2)
+	wantCode(t, code, 0)
+	for _, c := range []struct{ id, flag string }{{f.failed, "--job"}, {f.b2, "--batch"}} {
+		_, stderr, code := f.run("show", c.id)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, c.id+" was removed from the queue", "ingestq events replay "+c.flag+" "+c.id)
+	}
+	for _, id := range []string{"jid0000099999", "bid0000099999"} {
+		_, stderr, code := f.run("show", id)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr, id, "this queue has not made it")
+	}
+}
+
 func TestShowBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

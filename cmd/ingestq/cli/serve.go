@@ -50,7 +50,8 @@ const (
 	EnvTLSCert     = "INGESTQ_TLS_CERT"
 	EnvTLSKey      = "INGESTQ_TLS_KEY"
 	EnvAPITokens   = "INGESTQ_API_TOKENS"
-	EnvAPIToken    = "INGESTQ_API_TOKEN" // one more token, an admin's (named "env")
+	EnvAPIToken    = "INGESTQ_API_TOKEN"   // the token the CLI's commands send to the API
+	EnvAdminToken  = "INGESTQ_ADMIN_TOKEN" // serve: one more token, an admin's (named "env")
 )
 
 // serveFlags are the daemon's settings.
@@ -143,7 +144,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
 	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
 	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
-		"without any token reads are open and changes refused ("+EnvAPIToken+" adds an admin token; env "+EnvAPITokens+");\n"+
+		"without any token reads are open and changes refused ("+EnvAdminToken+" adds an admin token; env "+EnvAPITokens+");\n"+
 		"SIGHUP re-reads it: tokens are added or revoked without a restart")
 	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
@@ -438,9 +439,12 @@ func namesListener(urls, listen string) bool {
 }
 
 // loadTokens reads the API's bearer tokens (--api-tokens, and
-// INGESTQ_API_TOKEN). A file that holds no token is refused: it leaves
+// INGESTQ_ADMIN_TOKEN). A file that holds no token is refused: it leaves
 // every read open, which is never what naming a file meant. A file that
 // group or others may read (or write) is warned of (decision 244).
+// INGESTQ_API_TOKEN is the CLI's own token, often a reader's, exported in
+// the shell serve may be started from: serve never takes it as one of its
+// tokens, and says so when it is set alone.
 func (a *app) loadTokens(file string) (*api.Tokens, error) {
 	if file != "" {
 		own, err := api.LoadTokens(file, "")
@@ -456,7 +460,15 @@ func (a *app) loadTokens(file string) (*api.Tokens, error) {
 				"file", file, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 		}
 	}
-	tokens, err := api.LoadTokens(file, a.getenv(EnvAPIToken))
+	env := a.getenv(EnvAdminToken)
+	if env == "" && a.getenv(EnvAPIToken) != "" {
+		a.log.Warn(EnvAPIToken + " is the token the CLI sends, not one of serve's: serve takes no token from it; " +
+			"an admin token of serve's own is " + EnvAdminToken)
+	}
+	tokens, err := api.LoadTokens(file, env)
+	if err != nil && env != "" {
+		return nil, usagef("--api-tokens: %v (the environment's %s gives it again, as an admin token; give it once)", err, EnvAdminToken)
+	}
 	if err != nil {
 		return nil, usagef("--api-tokens: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -25,23 +26,9 @@ func TestServeReloadsTokensOnSIGHUP(t *testing.T) {
 	const old, fresh = "old-token-0123456789abcdef", "new-token-0123456789abcdef"
 	write("read " + old + " before\n")
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--api-tokens", file)
-	status := func(token string) int {
-		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", d.url+"/api/v1/batches", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	want := func(token string, code int, when string) {
 		t.Helper()
-		if got := status(token); got != code {
+		if got := statusWith(t, "GET", d.url+"/api/v1/batches", token); got != code {
 			t.Fatalf("%s: a read with %s answered %d, want %d", when, token, got, code)
 		}
 	}
@@ -68,4 +55,45 @@ func hangUp(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The CLI's token, exported in the shell serve is started from, is none of
+// serve's: a reader's INGESTQ_API_TOKEN grants nothing (it made an admin
+// token before), and serve says so; INGESTQ_ADMIN_TOKEN is serve's own.
+func TestServeTakesNoTokenFromTheCLIsVariable(t *testing.T) {
+	e := newEnv(t)
+	const readers, admins = "readers-token-0123456789abcdef", "admins-token-0123456789abcdef"
+	d := serveEnv(t, map[string]string{"INGESTQ_API_TOKEN": readers}, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough")
+	line := d.log.WaitFor(t, "INGESTQ_API_TOKEN is the token the CLI sends")
+	if !strings.Contains(line, "INGESTQ_ADMIN_TOKEN") {
+		t.Errorf("the warning %q does not name INGESTQ_ADMIN_TOKEN", line)
+	}
+	hold := func(base, token string) int {
+		t.Helper()
+		return statusWith(t, "PUT", base+"/api/v1/holds/queues/ingest", token)
+	}
+	if code := hold(d.url, readers); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Fatalf("a queue hold with the CLI's token answered %d: serve took INGESTQ_API_TOKEN as an admin token", code)
+	}
+	d.stop()
+	a := serveEnv(t, map[string]string{"INGESTQ_ADMIN_TOKEN": admins}, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough")
+	if code := hold(a.url, admins); code != http.StatusOK {
+		t.Fatalf("a queue hold with INGESTQ_ADMIN_TOKEN answered %d, want 200", code)
+	}
+}
+
+// statusWith is the status of a request to url with a bearer token.
+func statusWith(t *testing.T, method, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -1,0 +1,31 @@
+// Package serverpath hides the paths of the server's file systems from
+// callers below admin: the API's answers and events, and the dashboard's
+// pages, by one rule.
+package serverpath
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Hidden stands for a path hidden.
+const Hidden = "[server path hidden]"
+
+// localPath matches an absolute path, or a file: URL, that starts a word
+// of text: after a space, a quote, a bracket, = , or ;, up to the end of
+// the word (a colon or full stop after it is the sentence's). A URL's
+// path (https://host/…) and an ARK's (ark:/…) follow no such character.
+var localPath = regexp.MustCompile(`(^|[\s"'(\[=,;])((?:file:)?/[^\s"'\\()\[\],;]*[^\s"'\\()\[\],;:.])`)
+
+// Hide replaces each local path in text by Hidden, but for the paths that
+// start with one of keep: the server's own (/api/v1, /ui/).
+func Hide(text []byte, keep ...string) []byte {
+	return localPath.ReplaceAllFunc(text, func(m []byte) []byte {
+		sub := localPath.FindSubmatch(m)
+		if slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(string(sub[2]), k) }) {
+			return m
+		}
+		return slices.Concat(sub[1], []byte(Hidden))
+	})
+}

@@ -1,0 +1,21 @@
+package serverpath
+
+import "testing"
+
+// A path or file: URL that starts a word is hidden, unless it is one of
+// the server's own; a web URL's path and an ARK's are no such word.
+func TestHide(t *testing.T) {
+	for in, want := range map[string]string{
+		"/var/lib/x":                          Hidden,
+		"write /var/lib/x: no space":          "write " + Hidden + ": no space",
+		`("/srv/a b", file:///srv/c.zip).`:    `("` + Hidden + ` b", ` + Hidden + `).`,
+		"see https://example.org/a/b":         "see https://example.org/a/b",
+		"ark:/99999/fk4t1":                    "ark:/99999/fk4t1",
+		"POST /api/v1/jobs/J/fail, /ui/jobs/": "POST /api/v1/jobs/J/fail, /ui/jobs/",
+		"/uikit/x":                            Hidden,
+	} {
+		if got := string(Hide([]byte(in), "/api/v1", "/ui/")); got != want {
+			t.Errorf("Hide(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
