@@ -97,6 +97,12 @@ func (t *Tokens) add(token string, c Caller) error {
 	return nil
 }
 
+// EnvTokenName is who the environment's admin token (serve's
+// INGESTQ_ADMIN_TOKEN) acts as: "cancelled by admin token
+// (INGESTQ_ADMIN_TOKEN)" says which token, as an unnamed line's "admin
+// token" does.
+const EnvTokenName = "admin token (INGESTQ_ADMIN_TOKEN)"
+
 // LoadTokens reads a tokens file (when file is not ""), one token a line:
 //
 //	ROLE TOKEN [NAME]
@@ -104,11 +110,11 @@ func (t *Tokens) add(token string, c Caller) error {
 // ROLE is read, operate or admin; NAME (default "ROLE token") says who
 // holds it, as "cancelled by NAME" does. Blank lines and lines starting
 // with # are skipped. envToken, when not "", is one more token, an admin's,
-// named "env".
+// named EnvTokenName.
 func LoadTokens(file, envToken string) (*Tokens, error) {
 	t := &Tokens{byHash: map[[32]byte]Caller{}}
 	if envToken != "" {
-		if err := t.add(envToken, Caller{Name: "env", Role: RoleAdmin}); err != nil {
+		if err := t.add(envToken, Caller{Name: EnvTokenName, Role: RoleAdmin}); err != nil {
 			return nil, fmt.Errorf("the environment's API token: %w", err)
 		}
 	}

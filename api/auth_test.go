@@ -116,4 +116,9 @@ func TestLoadTokensRefusesBadFiles(t *testing.T) {
 	if tokens.Len() != 1 {
 		t.Errorf("the environment's token: %d tokens, want 1", tokens.Len())
 	}
+	// It acts under a name that says which token it is (it was "env":
+	// "cancelled by env").
+	if c, err := tokens.Authorize("0123456789abcdef-env", api.RoleAdmin); err != nil || c.Name != "admin token (INGESTQ_ADMIN_TOKEN)" {
+		t.Errorf("the environment's token acts as %q (%v), want \"admin token (INGESTQ_ADMIN_TOKEN)\"", c.Name, err)
+	}
 }

@@ -310,6 +310,9 @@ func TestCancelBatch(t *testing.T) {
 	if len(rep.Report.FailedJobs) != 3 || len(rep.Report.SuccessfulJobs) != 2 {
 		t.Fatalf("report %+v: want 3 failed, 2 successful", rep.Report)
 	}
+	if want := "3 of 5 jobs failed: 3 cancelled by alice"; rep.Status.Message != want {
+		t.Errorf("cancelled batch's message %q, want %q", rep.Status.Message, want)
+	}
 	b.do("POST", "batches/"+bt.ID+"/cancel", operateToken, nil).problem(t, 409, "refused", "is Failed: it is done, there is nothing to cancel")
 
 	// A batch whose jobs are not made yet; while a daemon makes them it is

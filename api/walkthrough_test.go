@@ -159,7 +159,7 @@ func TestRefusalsSpeakToTheAPICaller(t *testing.T) {
 	must(t, err)
 	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it",
 		"POST /api/v1/jobs/"+failed+`/fail with {"force": true}`)
-	if strings.Contains(p.Detail, "ingestq ") || strings.Contains(p.Detail, "--force") {
+	if strings.Contains(p.Detail, "`ingestq ") || strings.Contains(p.Detail, "--force") {
 		t.Errorf("detail %q names the CLI", p.Detail)
 	}
 	must(t, b.q.UnlockJob(t.Context(), lock))

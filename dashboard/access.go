@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/ingestq/ingestq/api"
@@ -11,11 +12,13 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// accessPage lists the access requests of both queues, newest first.
+// accessPage lists a page of the access requests of both queues, newest
+// first.
 type accessPage struct {
 	State    string
 	States   []queue.State // the filter's choices
 	Rows     []ops.AccessView
+	Pages    pager
 	Problems []string
 }
 
@@ -25,7 +28,8 @@ func (d *Dashboard) access(w http.ResponseWriter, r *http.Request, caller api.Ca
 
 // showAccess renders the access page with an action's outcome, if any.
 func (d *Dashboard) showAccess(w http.ResponseWriter, r *http.Request, caller api.Caller, status int, f *flash) {
-	p := accessPage{State: r.URL.Query().Get("state"), States: queue.AccessMachine.States}
+	v := r.URL.Query()
+	p := accessPage{State: v.Get("state"), States: queue.AccessMachine.States}
 	var st queue.State
 	if p.State != "" {
 		var err error
@@ -40,10 +44,23 @@ func (d *Dashboard) showAccess(w http.ResponseWriter, r *http.Request, caller ap
 		return
 	}
 	// Each queue numbers its own requests: order by when they were asked.
-	slices.SortStableFunc(list, func(a, b ops.AccessView) int {
+	// A page starts after the request after names: when it was asked, and
+	// its ref.
+	newer := func(a, b ops.AccessView) int {
 		return cmp.Or(strings.Compare(b.Token.Requested, a.Token.Requested), strings.Compare(b.Ref, a.Ref))
-	})
-	p.Rows, p.Problems = list, texts(problems)
+	}
+	slices.SortFunc(list, newer)
+	if after := v.Get("after"); after != "" {
+		var last ops.AccessView
+		last.Token.Requested, last.Ref, _ = strings.Cut(after, " ")
+		list = list[sort.Search(len(list), func(i int) bool { return newer(last, list[i]) < 0 }):]
+	}
+	next := ""
+	if len(list) > accessPerPage {
+		list = list[:accessPerPage]
+		next = list[accessPerPage-1].Token.Requested + " " + list[accessPerPage-1].Ref
+	}
+	p.Rows, p.Pages, p.Problems = list, pagesOf(Prefix+"access", v, next), texts(problems)
 	d.render(w, r, status, "access", page{Title: "Access requests", Caller: caller, Flash: f, Data: p})
 }
 

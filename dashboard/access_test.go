@@ -19,7 +19,7 @@ func TestAccessPageListsAndActs(t *testing.T) {
 		return queue.AccessToken{Token: "t-" + ark, ARK: ark, Version: version, Files: files, Format: queue.FormatZip,
 			TokenStatus: queue.TokenNotReady, ContentBytes: 3 << 20, RequestedBy: "depositor@example.org"}.Map(nil)
 	}
-	_, err := b.q.CreateAccess(ctx, queue.AccessSmall, token("ark:/99999/fk4small", 2))
+	small, err := b.q.CreateAccess(ctx, queue.AccessSmall, token("ark:/99999/fk4small", 2))
 	must(t, err)
 	large, err := b.q.CreateAccess(ctx, queue.AccessLarge, token("ark:/99999/fk4large", 0, "a.txt", "b.txt"))
 	must(t, err)
@@ -31,9 +31,11 @@ func TestAccessPageListsAndActs(t *testing.T) {
 
 	b.get(readToken, "/ui/access").is(t, http.StatusOK, "ark:/99999/fk4small", "version 2, zip", "~3.1 MB",
 		"depositor@example.org", "ark:/99999/fk4large", "2 file(s), zip", "has no file b.txt", `data-ref="`+ref+`"`)
-	b.get(readToken, "/ui/").is(t, http.StatusOK, // the overview counts them per queue
-		`<a href="/ui/access?state=Pending"><span class="state pending">Pending</span></a></td><td class="num">1</td><td class="num">0</td>`,
-		`<a href="/ui/access?state=Failed"><span class="state failed">Failed</span></a></td><td class="num">0</td><td class="num">1</td>`)
+	// The overview counts them per queue, from the moves' events (a daemon's).
+	b.accessMoved(queue.AccessSmall+"/"+small.ID, queue.Pending)
+	b.accessMoved(ref, queue.Failed)
+	b.waitOverview(t, `<a href="/ui/access?state=Pending"><span class="state pending">Pending</span></a></td><td class="num">1</td><td class="num">0</td>`)
+	b.waitOverview(t, `<a href="/ui/access?state=Failed"><span class="state failed">Failed</span></a></td><td class="num">0</td><td class="num">1</td>`)
 	b.get(readToken, "/ui/access?state=failed").is(t, http.StatusOK, "fk4large")
 	if a := b.get(readToken, "/ui/access?state=failed"); strings.Contains(a.body, "fk4small") {
 		t.Errorf("the Failed filter shows a Pending request:\n%s", a.body)

@@ -142,7 +142,8 @@ func TestWithoutTokensReadsAreOpenAndChangesRefused(t *testing.T) {
 }
 
 // The batches are listed newest first, 50 a page, and the next page goes
-// on from the last one shown down to the oldest.
+// on from the last one shown down to the oldest; it links back to the
+// first.
 func TestBatchesNewestFirst(t *testing.T) {
 	b := setup(t, noTokens)
 	var bids []string
@@ -155,9 +156,18 @@ func TestBatchesNewestFirst(t *testing.T) {
 	if len(rows) != 50 || rows[0] != bids[51] || rows[49] != bids[2] {
 		t.Fatalf("first page: %d rows from %s to %s, want 50 from %s to %s", len(rows), rows[0], rows[len(rows)-1], bids[51], bids[2])
 	}
+	if l := link(a.body, "next"); l != "/ui/batches?after="+bids[2] {
+		t.Fatalf("first page's next page: %q, want after %s", l, bids[2])
+	}
+	if strings.Contains(a.body, "First page") {
+		t.Errorf("the first page links to the first page")
+	}
 	a = b.get("", "/ui/batches?after="+bids[2])
 	if rows := batchRows(a.body); !slices.Equal(rows, []string{bids[1], bids[0]}) || strings.Contains(a.body, "Next page") {
 		t.Fatalf("last page: %v, want %s and %s and no next", rows, bids[1], bids[0])
+	}
+	if l := link(a.body, "first"); l != "/ui/batches" {
+		t.Errorf("last page's first page: %q, want /ui/batches", l)
 	}
 }
 

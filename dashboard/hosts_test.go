@@ -48,8 +48,9 @@ func TestHostsShowTheirAddresses(t *testing.T) {
 	p.noConsoleErrors("hosts")
 }
 
-// A job's page names the host whose daemon holds the job, or says that
-// its lock's session is no live host's: a lock left behind.
+// A job's page and the job tables name the host whose daemon holds the
+// job, or say that its lock's session is no live host's: a lock left
+// behind.
 func TestJobPageNamesTheHostInHand(t *testing.T) {
 	b := setup(t, noTokens)
 	bt := b.batch("uuid-in-hand")
@@ -63,4 +64,9 @@ func TestJobPageNamesTheHostInHand(t *testing.T) {
 	must(t, err)
 	b.get("", "/ui/jobs/"+mine).is(t, http.StatusOK, `<dd id="in-hand">yes: worker1 works on it</dd>`)
 	b.get("", "/ui/jobs/"+other).is(t, http.StatusOK, `<dd id="in-hand">yes: session 0x`, "(no live ingestq host) works on it")
+	// The job tables name the host too.
+	for _, path := range []string{"/ui/batches/" + bt.ID, "/ui/jobs?state=pending"} {
+		b.get("", path).is(t, http.StatusOK, "(in hand: worker1)", "(in hand: session 0x")
+	}
+	b.get("", "/ui/search?q=loc-1").is(t, http.StatusOK, "(in hand: worker1)")
 }

@@ -36,6 +36,7 @@ type hub struct {
 	mu      sync.Mutex
 	refs    map[queue.State]map[string]time.Time // state → ref → when it was made (zero: not read)
 	listed  map[queue.State]bool                 // the folder was listed at least once
+	access  map[string]queue.State               // access request ref → its state as last read
 	series  series
 	partial bool // the last hour's finishes were not read from the stream: counted since started
 	clients map[chan string]struct{}
@@ -66,13 +67,18 @@ func (h *hub) folders() map[string]string {
 // last hour's read from the stream.
 func newHub(q *queue.Queue, session *zkwatch.Session, bus *events.Bus, log *slog.Logger) (*hub, error) {
 	h := &hub{q: q, log: log, started: time.Now(), refs: map[queue.State]map[string]time.Time{},
-		listed: map[queue.State]bool{}, clients: map[chan string]struct{}{}, partial: true}
+		listed: map[queue.State]bool{}, access: map[string]queue.State{}, clients: map[chan string]struct{}{}, partial: true}
 	for _, s := range queue.JobMachine.States {
 		h.refs[s] = map[string]time.Time{}
 	}
 	if bus != nil {
 		for _, subject := range []string{"ingestq.batch.>", "ingestq.admin.>", "ingestq.access.>"} {
-			unsub, err := bus.Subscribe(subject, func(events.Event) { h.notify("events") })
+			unsub, err := bus.Subscribe(subject, func(e events.Event) {
+				if e.AccessID != "" {
+					h.readAccess(e.AccessID) // a request's move changes no folder
+				}
+				h.notify("events")
+			})
 			if err != nil {
 				h.close()
 				return nil, err
@@ -136,6 +142,9 @@ func (h *hub) onChange(c zkwatch.Change, topic string) {
 			return // a rescan that found the folder as it was
 		}
 	}
+	if topic == "access" && !h.takeAccess(c) {
+		return
+	}
 	h.notify(topic)
 }
 
@@ -178,6 +187,92 @@ func (h *hub) takeRefs(s queue.State, c zkwatch.Change) bool {
 	}
 	h.listed[s] = true
 	return changed
+}
+
+// takeAccess applies an access queue folder's change: it reads the state
+// of each new request and, at a rescan, of each that may still move (a
+// move by a writer that publishes no event shows then). It tells whether
+// the pages should look again: the folder changed, or a request's state
+// did. The overview counts from this, so that a refresh reads no request.
+func (h *hub) takeAccess(c zkwatch.Change) bool {
+	name := c.Path[strings.LastIndex(c.Path, "/")+1:]
+	ref := func(qid string) string { return name + "/" + qid }
+	h.mu.Lock()
+	var read []string
+	for _, qid := range c.Added {
+		if st, known := h.access[ref(qid)]; !known || st != queue.Completed && st != queue.Deleted {
+			read = append(read, qid) // Completed and Deleted requests only go
+		}
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), refTimeout)
+	states, err := h.q.AccessStates(ctx, name, read)
+	cancel()
+	if err != nil {
+		h.log.Debug("dashboard: access requests' states not read; they show at the next rescan", "queue", name, "err", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	before := maps.Clone(h.access)
+	if c.Rescan {
+		listed := make(map[string]bool, len(c.Added))
+		for _, qid := range c.Added {
+			listed[ref(qid)] = true
+		}
+		maps.DeleteFunc(h.access, func(r string, _ queue.State) bool { return strings.HasPrefix(r, name+"/") && !listed[r] })
+	}
+	for _, qid := range c.Removed {
+		delete(h.access, ref(qid))
+	}
+	for qid, st := range states {
+		h.access[ref(qid)] = st
+	}
+	return !c.Rescan || !maps.Equal(before, h.access)
+}
+
+// readAccess reads the state of the request ref (small/qid…) again, after
+// its event: gone, or not readable, it is no longer counted.
+func (h *hub) readAccess(ref string) {
+	name, qid, _ := strings.Cut(ref, "/")
+	ctx, cancel := context.WithTimeout(context.Background(), refTimeout)
+	states, err := h.q.AccessStates(ctx, name, []string{qid})
+	cancel()
+	if err != nil {
+		h.log.Debug("dashboard: an access request's state not read; it shows at the next rescan", "ref", ref, "err", err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st, ok := states[qid]; ok {
+		h.access[ref] = st
+	} else {
+		delete(h.access, ref)
+	}
+}
+
+// accessCounts counts the requests of both queues by state, in the access
+// state machine's order: the states with requests only.
+func (h *hub) accessCounts() []accessCount {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[queue.State]*accessCount{}
+	for ref, st := range h.access {
+		if n[st] == nil {
+			n[st] = &accessCount{State: st}
+		}
+		if strings.HasPrefix(ref, queue.AccessLarge+"/") {
+			n[st].Large++
+		} else {
+			n[st].Small++
+		}
+	}
+	var out []accessCount
+	for _, s := range queue.AccessMachine.States {
+		if c := n[s]; c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 // unknown is the refs among added whose time is not known yet.

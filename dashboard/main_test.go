@@ -48,6 +48,7 @@ type bundle struct {
 	t    testing.TB
 	q    *queue.Queue // the test's: a session of its own
 	svc  *ops.Service // the daemon's
+	dash *dashboard.Dashboard
 	bus  *events.Bus
 	base string // http://127.0.0.1:PORT
 	web  *httpd.Server
@@ -89,7 +90,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	web.Handle("GET /{$}", dashboard.Redirect())
 	t.Cleanup(web.Close)
 	t.Cleanup(d.Close) // first: the live streams end before the server waits for them
-	return &bundle{t: t, q: q, svc: svc, bus: bus, base: web.DefaultAdvertise(), web: web}
+	return &bundle{t: t, q: q, svc: svc, dash: d, bus: bus, base: web.DefaultAdvertise(), web: web}
 }
 
 // tokens writes a tokens file with a token of each role (none with

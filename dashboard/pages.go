@@ -3,7 +3,9 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/ingestq/ingestq/api"
@@ -18,7 +20,37 @@ import (
 const (
 	batchesPerPage = 50
 	jobsPerPage    = 100
+	accessPerPage  = 50
 )
+
+// pager is a listing's links: to its first page, when this is not it, and
+// to its next page, when there is one.
+type pager struct{ First, Next string }
+
+// pagesOf makes the links of the listing at path, keeping its query v (the
+// filters) but for where the page starts (after); next is where the next
+// page starts ("" on the last page).
+func pagesOf(path string, v url.Values, next string) pager {
+	link := func(after string) string {
+		q := maps.Clone(v)
+		q.Del("after")
+		if after != "" {
+			q.Set("after", after)
+		}
+		if len(q) == 0 {
+			return path
+		}
+		return path + "?" + q.Encode()
+	}
+	var p pager
+	if v.Get("after") != "" {
+		p.First = link("")
+	}
+	if next != "" {
+		p.Next = link(next)
+	}
+	return p
+}
 
 // overviewPage is the queue at a glance.
 type overviewPage struct {
@@ -38,31 +70,9 @@ type accessCount struct {
 	Small, Large int
 }
 
-// countAccess counts the requests of both queues by state, in the access
-// state machine's order.
-func countAccess(list []ops.AccessView) []accessCount {
-	var out []accessCount
-	for _, s := range queue.AccessMachine.States {
-		c := accessCount{State: s}
-		for _, v := range list {
-			switch {
-			case v.State != s:
-			case v.Queue == queue.AccessLarge:
-				c.Large++
-			default:
-				c.Small++
-			}
-		}
-		if c.Small+c.Large > 0 {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.Caller) {
 	now := time.Now()
-	o := overviewPage{States: d.hub.counts(now), Throughput: d.hub.throughput(now)}
+	o := overviewPage{States: d.hub.counts(now), Throughput: d.hub.throughput(now), Access: d.hub.accessCounts()}
 	for _, s := range o.States {
 		o.Total += s.Jobs
 	}
@@ -80,14 +90,6 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.
 	for _, p := range problems {
 		o.Problems = append(o.Problems, "host "+p.Name+": not an ingestq daemon's node: "+p.Err.Error())
 	}
-	requests, unread, err := d.cfg.Ops.ListAccess(r.Context(), "")
-	if err != nil {
-		o.Problems = append(o.Problems, "access requests: "+err.Error())
-	}
-	o.Access = countAccess(requests)
-	for _, e := range unread {
-		o.Problems = append(o.Problems, "access request: "+e.Error())
-	}
 	d.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Caller: caller, Data: o})
 }
 
@@ -95,7 +97,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, caller api.
 type batchesPage struct {
 	State    string
 	Rows     []batchLine
-	Next     string
+	Pages    pager
 	Problems []string
 }
 
@@ -136,7 +138,7 @@ func (d *Dashboard) batches(w http.ResponseWriter, r *http.Request, caller api.C
 		l.Bar = progress(l.Total, l.Completed, l.Failed, l.Deleted)
 		p.Rows = append(p.Rows, l)
 	}
-	p.Next, p.Problems = list.Next, texts(list.Problems)
+	p.Pages, p.Problems = pagesOf(r.URL.Path, v, list.Next), texts(list.Problems)
 	d.render(w, r, http.StatusOK, "batches", page{Title: "Batches", Caller: caller, Data: p})
 }
 
@@ -148,7 +150,7 @@ type batchPage struct {
 	Bar       bar
 	States    []stateN
 	Table     jobTable
-	Next      string
+	Pages     pager
 	Problems  []string
 }
 
@@ -178,7 +180,7 @@ func (d *Dashboard) batch(w http.ResponseWriter, r *http.Request, caller api.Cal
 	submitter, _ := st.Submission["submitter"].(string)
 	p := batchPage{Status: st, Submitter: submitter,
 		Hold:  d.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile, st.LastModified, ops.Dashboard),
-		Table: jobTable{Rows: rows(list.Jobs)}, Next: list.Next, Problems: texts(list.Problems),
+		Table: jobTable{Rows: d.cfg.Ops.Rows(r.Context(), list.Jobs, ops.Dashboard)}, Pages: pagesOf(r.URL.Path, r.URL.Query(), list.Next), Problems: texts(list.Problems),
 		Bar: progress(st.Jobs.Total, st.Jobs.ByState[queue.Completed], st.Jobs.ByState[queue.Failed], st.Jobs.ByState[queue.Deleted])}
 	for _, s := range stateOrder {
 		if n := st.Jobs.ByState[s]; n > 0 {
@@ -193,7 +195,7 @@ type jobsPage struct {
 	State    string
 	Stalled  bool
 	Table    jobTable
-	Next     string
+	Pages    pager
 	Problems []string
 }
 
@@ -230,7 +232,7 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request, caller api.Call
 		d.problem(w, r, caller, err)
 		return
 	}
-	p.Table.Rows, p.Next, p.Problems = rows(list.Jobs), list.Next, texts(list.Problems)
+	p.Table.Rows, p.Pages, p.Problems = d.cfg.Ops.Rows(r.Context(), list.Jobs, ops.Dashboard), pagesOf(r.URL.Path, v, list.Next), texts(list.Problems)
 	d.render(w, r, http.StatusOK, "jobs", page{Title: "Jobs", Caller: caller, Data: p})
 }
 
@@ -275,14 +277,6 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 	}
 	p.Timeline, p.TimelineProblem = api.Timeline(r.Context(), d.cfg.Bus, j)
 	d.render(w, r, status, "job", page{Title: "Job " + j.ID, Caller: caller, Flash: f, Data: p})
-}
-
-func rows(jobs []*queue.Job) []ops.JobRow {
-	out := make([]ops.JobRow, len(jobs))
-	for i, j := range jobs {
-		out[i] = ops.Row(j)
-	}
-	return out
 }
 
 func texts(errs []error) []string {

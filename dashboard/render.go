@@ -9,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -21,7 +22,8 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"ago":        ago,
 		"since":      func(t time.Time) string { return ago(time.Since(t)) },
-		"when":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+		"when":       when,
+		"stamp":      stamp,
 		"state":      func(s queue.State) string { return s.Folder() },
 		"join":       strings.Join,
 		"pct":        func(p *float64) string { return percentText(p) },
@@ -42,6 +44,19 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// when is how every page shows a time: UTC to the second.
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+
+// stamp shows a time a node keeps as text (Merritt's last_modified, an
+// access token's RFC 3339) as when does; one that does not parse (a
+// foreign writer's) as written.
+func stamp(s string) string {
+	if t, ok := ops.NodeTime(s); ok {
+		return when(t)
+	}
+	return s
 }
 
 func percentText(p *float64) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -53,7 +54,7 @@ func (d *Dashboard) search(w http.ResponseWriter, r *http.Request, caller api.Ca
 		d.problem(w, r, caller, err)
 		return
 	}
-	p.Table = jobTable{Rows: rows(jobs)}
+	p.Table = jobTable{Rows: d.cfg.Ops.Rows(ctx, jobs, ops.Dashboard)}
 	p.Objects, p.Problems = d.objectsNamed(ctx, q, p.ByARK, jobs)
 	if !strings.Contains(q, "/") {
 		if b, err := d.cfg.Ops.Q.FindBatch(ctx, q); err == nil {

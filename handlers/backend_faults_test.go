@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -324,6 +322,21 @@ func (o waitsSeen) StepRan(s queue.State, r reactor.StepResult, _ time.Duration)
 func (waitsSeen) Moved(string, queue.State, string)   {}
 func (waitsSeen) Transferred(reactor.Transfer, int64) {}
 
+// waited waits for n steps to have waited, each of state s (for what).
+func (o waitsSeen) waited(t *testing.T, s queue.State, n int, what string) {
+	t.Helper()
+	for range n {
+		select {
+		case got := <-o.states:
+			if got != s {
+				t.Fatalf("a step of %s waited; want %s's, for %s", got, s, what)
+			}
+		case <-time.After(faultWait):
+			t.Fatalf("%s did not wait for %s", s, what)
+		}
+	}
+}
+
 // The inventory's PostgreSQL stops as a job is stored, before it gets to
 // Recording: the job waits for it in its state, tried again and again with
 // its attempts unspent (more tries than the 2 attempts pass without failing
@@ -340,16 +353,7 @@ func TestInventoryOutageWaitsForIt(t *testing.T) {
 	r := newRig(t, nil, withInventory(db), withAttempts(2, 10*time.Millisecond),
 		func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
 	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
-	for range 4 {
-		select {
-		case s := <-obs.states:
-			if s != queue.Recording {
-				t.Fatalf("a step of %s waited; want Recording's, for the inventory", s)
-			}
-		case <-time.After(faultWait):
-			t.Fatal("Recording did not wait for the inventory")
-		}
-	}
+	obs.waited(t, queue.Recording, 4, "the inventory")
 	j := r.jobsOf(b.ID)["manifest"]
 	if j.State() != queue.Recording || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix) || !strings.Contains(j.Status.Message, "the inventory is unavailable") {
 		t.Fatalf("job %s, message %q: want Recording, waiting for the inventory", j.State(), j.Status.Message)
@@ -390,44 +394,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // completes. A disk filled for a few seconds failed every job writing to it.
 func TestFullWorkingStorageWaitsForRoom(t *testing.T) {
 	t.Parallel()
-	work := t.TempDir()
-	if err := syscall.Mount("tmpfs", work, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("a tmpfs of the test's own needs root: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(work, syscall.MNT_DETACH) })
+	work := smallDisk(t)
 	filler := filepath.Join(work, "filler")
-	var filled atomic.Bool
 	obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
 	r := newRig(t, nil, withAttempts(2, 10*time.Millisecond),
 		func(hc *handlers.Config, rc *reactor.Config) { hc.WorkDir, hc.Margin, rc.Observer = work, 1, obs },
-		beforeStep(queue.Downloading, func(*queue.Job) {
-			if !filled.CompareAndSwap(false, true) {
-				return // full until the test makes room
-			}
-			f, err := os.Create(filler)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer f.Close()
-			for err == nil {
-				_, err = f.Write(make([]byte, 64<<10))
-			}
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Errorf("filling the working storage: %v, want ENOSPC", err)
-			}
-		}))
+		fillAt(t, queue.Downloading, filler))
 	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
-	for range 3 {
-		select {
-		case s := <-obs.states:
-			if s != queue.Downloading {
-				t.Fatalf("a step of %s waited; want Downloading's, for room", s)
-			}
-		case <-time.After(faultWait):
-			t.Fatal("Downloading did not wait for room in the working storage")
-		}
-	}
+	obs.waited(t, queue.Downloading, 3, "room in the working storage")
 	j := r.jobsOf(b.ID)["manifest"]
 	if j.State() != queue.Downloading || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix+": the working storage "+work) ||
 		!strings.Contains(j.Status.Message, "no space left on device") {

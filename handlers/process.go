@@ -90,6 +90,7 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	}
 	given := ids.PrimaryID
 	var found string
+	s.Doing(inventoryName(prof))
 	inv, err := p.inventoryFor(ctx, prof)
 	if err != nil {
 		return nil, false, p.inventoryOut(prof, err)

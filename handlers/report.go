@@ -27,8 +27,11 @@ func (p *Pipeline) Report(ctx context.Context, b *queue.Batch, r reactor.Report)
 	}
 	var errs []error
 	if p.cfg.Mailer != nil && len(prof.Notify) > 0 && !r.Sent["mail"] {
-		subject, body := p.ReportText(ctx, b, r)
-		if err := p.cfg.Mailer.Send(ctx, prof.Notify, subject, body); err != nil {
+		subject, body, err := p.ReportText(ctx, b, r)
+		if err == nil {
+			err = p.cfg.Mailer.Send(ctx, prof.Notify, subject, body)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("e-mailing the report of %s: %w", b.ID, err))
 		} else {
 			r.Sent["mail"] = true
@@ -88,8 +91,10 @@ func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
 }
 
 // ReportText is the report as a subject line and a plain-text body: every
-// job with its object's identifier, and every failure with its reason.
-func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Report) (subject, body string) {
+// job with its object's identifier, and every failure with its reason. Its
+// error is ZooKeeper out of reach, for the reactor to wait for: the jobs'
+// lines would each be that error.
+func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Report) (subject, body string, err error) {
 	outcome := "completed"
 	if r.Failed() {
 		outcome = "FAILED"
@@ -101,29 +106,42 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	var s strings.Builder
 	fmt.Fprintf(&s, "Batch:     %s (%s)\nProfile:   %s\nSubmitter: %s\nPayload:   %s\n",
 		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, b.Submission.PayloadURL)
-	if r.Message != "" {
-		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Message)
+	if r.Summary != "" { // how many failed, and were cancelled by whom
+		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Summary)
 	}
 	if len(r.SuccessfulJobs) > 0 {
 		fmt.Fprintf(&s, "\nCompleted (%d):\n", len(r.SuccessfulJobs))
 		for _, jid := range r.SuccessfulJobs {
-			fmt.Fprintf(&s, "  %s  %s\n", jid, p.describe(ctx, jid))
+			d, err := p.describe(ctx, jid)
+			if err != nil {
+				return "", "", err
+			}
+			fmt.Fprintf(&s, "  %s  %s\n", jid, d)
 		}
 	}
 	if len(r.FailedJobs) > 0 {
 		fmt.Fprintf(&s, "\nFailed (%d):\n", len(r.FailedJobs))
 		for _, jid := range r.FailedJobs {
-			fmt.Fprintf(&s, "  %s  %s\n      reason: %s\n", jid, p.describe(ctx, jid), r.Messages[jid])
+			d, err := p.describe(ctx, jid)
+			if err != nil {
+				return "", "", err
+			}
+			fmt.Fprintf(&s, "  %s  %s\n      reason: %s\n", jid, d, r.Messages[jid])
 		}
 	}
-	return subject, s.String()
+	return subject, s.String(), nil
 }
 
-// describe names a job's object: its identifier and where it came from.
-func (p *Pipeline) describe(ctx context.Context, jid string) string {
+// describe names a job's object: its identifier and where it came from. A
+// job that cannot be read is described by why, unless ZooKeeper is out of
+// reach (the error).
+func (p *Pipeline) describe(ctx context.Context, jid string) (string, error) {
 	j, err := p.q.LoadJob(ctx, jid)
+	if queue.Unreachable(err) {
+		return "", err
+	}
 	if err != nil {
-		return "(" + err.Error() + ")"
+		return "(" + err.Error() + ")", nil
 	}
 	var parts []string
 	if j.Identifiers != nil && j.Identifiers.PrimaryID != "" {
@@ -136,7 +154,7 @@ func (p *Pipeline) describe(ctx context.Context, jid string) string {
 	if note := unchangedNote(j); note != "" {
 		parts = append(parts, "("+note+")")
 	}
-	return strings.Join(parts, "  ")
+	return strings.Join(parts, "  "), nil
 }
 
 // unchangedNote says, for a job whose deposit changed nothing, which

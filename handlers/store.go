@@ -178,6 +178,7 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 		copied.Files[i].Linkable = false
 	}
 	for i, t := range targets {
+		s.Doing(storageName(t))
 		st, err := p.store(ctx, t)
 		if err != nil {
 			return out, p.storageOut(t, err)
@@ -235,6 +236,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	var before inventory.Record // the version as an earlier deposit recorded it
 	var unchanged bool
 	err = p.underLock(ctx, "inventory", ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
+		s.Doing(inventoryName(prof))
 		inv, err := p.inventoryFor(ctx, prof)
 		if err == nil {
 			before, unchanged, err = recordedBefore(ctx, inv, j, kept)

@@ -251,7 +251,10 @@ func (r *rig) reportLine(j *queue.Job) string {
 	var b *queue.Batch
 	r.read(func() (err error) { b, err = r.q.LoadBatch(r.t.Context(), j.BatchID); return err })
 	rep := reactor.Report{StatusReport: queue.StatusReport{SuccessfulJobs: []string{j.ID}}}
-	_, body := r.p.ReportText(r.t.Context(), b, rep)
+	_, body, err := r.p.ReportText(r.t.Context(), b, rep)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	for _, l := range strings.Split(body, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), j.ID+" ") {
 			return l

@@ -24,10 +24,16 @@ import (
 // a profile's reactor.Unavailable. Any other error (a refusal, a conflict,
 // a 5xx answer about this object) stays the step's, with its attempts.
 func outOfReach(what string, shared bool, err error) error {
-	switch {
-	case !backEndDown(err):
+	if !backEndDown(err) {
 		return err
-	case shared:
+	}
+	return outage(what, shared, err)
+}
+
+// outage marks err as an outage of what: of every job's back end (shared) or
+// of a profile's.
+func outage(what string, shared bool, err error) error {
+	if shared {
 		return reactor.UnavailableToAll(what, err)
 	}
 	return reactor.Unavailable(what, err)
@@ -36,16 +42,41 @@ func outOfReach(what string, shared bool, err error) error {
 // inventoryOut is outOfReach for the profile's inventory: the daemon's,
 // which every job without one of its profile's needs, or the profile's own.
 func (p *Pipeline) inventoryOut(prof *profile.Profile, err error) error {
-	if prof.Inventory == "" {
-		return outOfReach("the inventory", true, err)
-	}
-	return outOfReach("the inventory of profile "+prof.Name, false, err)
+	return outOfReach(inventoryName(prof), prof.Inventory == "", err)
 }
 
+// inventoryName names the profile's inventory in messages: the daemon's,
+// or the profile's own.
+func inventoryName(prof *profile.Profile) string {
+	if prof.Inventory == "" {
+		return "the inventory"
+	}
+	return "the inventory of profile " + prof.Name
+}
+
+// storageName names a storage target in messages.
+func storageName(target string) string { return "storage target " + target }
+
 // storageOut is outOfReach for a storage target: shared when it is one of
-// the daemon's (--storage), not a profile's own.
+// the daemon's (--storage), not a profile's own. A local target with no
+// room left is out too, as the working storage is (workFull): its jobs
+// failed after their attempts, while an operator freed its disk.
 func (p *Pipeline) storageOut(target string, err error) error {
-	return outOfReach("storage target "+target, slices.Contains(p.cfg.Storage, target), err)
+	shared := slices.Contains(p.cfg.Storage, target)
+	if full, inWork := p.noRoom(err); full && !inWork {
+		return outage(storageName(target), shared, err)
+	}
+	return outOfReach(storageName(target), shared, err)
+}
+
+// noRoom tells whether err is a write that found no room (ENOSPC, or a
+// quota's EDQUOT), and whether it wrote under the working storage.
+func (p *Pipeline) noRoom(err error) (full, inWork bool) {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return false, false
+	}
+	var pe *fs.PathError
+	return true, errors.As(err, &pe) && strings.HasPrefix(filepath.Clean(pe.Path), p.work+string(filepath.Separator))
 }
 
 // workFull marks h's error as an outage of the working storage when a
@@ -56,9 +87,7 @@ func (p *Pipeline) storageOut(target string, err error) error {
 func (p *Pipeline) workFull(h reactor.JobHandler) reactor.JobHandler {
 	return reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 		res, err := h.Handle(ctx, s)
-		var pe *fs.PathError
-		if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !reactor.IsUnavailable(err) &&
-			errors.As(err, &pe) && strings.HasPrefix(filepath.Clean(pe.Path), p.work+string(filepath.Separator)) {
+		if full, inWork := p.noRoom(err); full && inWork && !reactor.IsUnavailable(err) {
 			return res, reactor.UnavailableToAll("the working storage "+p.work, err)
 		}
 		return res, err

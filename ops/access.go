@@ -147,7 +147,7 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	if r.Version > 0 {
 		i = slices.IndexFunc(vs, func(v inventory.Record) bool { return v.Version == r.Version })
 		if i < 0 {
-			return 0, fmt.Errorf("object %s has no version %d (it has versions 1 to %d): %w", r.ARK, r.Version, vs[len(vs)-1].Version, queue.ErrNotFound)
+			return 0, fmt.Errorf("%s: %w", storage.NoVersion(r.ARK, r.Version, vs[len(vs)-1].Version), queue.ErrNotFound)
 		}
 	}
 	v := vs[i]

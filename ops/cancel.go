@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -37,7 +38,7 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	if who != "" {
 		ctx = WithActor(ctx, who)
 	}
-	msg := "cancelled by " + s.actor(ctx)
+	msg := reactor.CancelledPrefix + s.actor(ctx)
 	// Each move is published as it lands (moving): each cancelled job's, as
 	// a daemon's would be (its timeline, a waiting submit's count), and a
 	// Pending batch's; then the operator's action.

@@ -59,7 +59,7 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 	if err := checkID(jid, "jid", "job"); err != nil {
 		return Outcome{}, err
 	}
-	to, err := s.Q.RequeueJob(s.moving(ctx, "requeue"), jid)
+	to, err := s.Q.RequeueJob(s.moving(ctx, "requeue"), jid, "requeued by "+s.actor(ctx))
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -86,7 +86,7 @@ func TestStepAbandonedWhenItsJobChangesUnderIt(t *testing.T) {
 			if j.State() != queue.Failed || j.Locked || j.Status.Message != "stopped by the test" {
 				t.Fatalf("job %s, locked %v, message %q: want Failed, unlocked, the operator's message", j.State(), j.Locked, j.Status.Message)
 			}
-			if _, err := e.q.RequeueJob(t.Context(), jid); err != nil {
+			if _, err := e.q.RequeueJob(t.Context(), jid, ""); err != nil {
 				t.Fatalf("requeue of the abandoned job: %v", err)
 			}
 		})

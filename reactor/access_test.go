@@ -48,6 +48,11 @@ func (h *assembler) Assemble(ctx context.Context, a *queue.Access) (map[string]a
 			return nil, ctx.Err()
 		}
 	}
+	return readyToken(a)
+}
+
+// readyToken is a's token as an assembler returns it: ready, with a URL.
+func readyToken(a *queue.Access) (map[string]any, error) {
 	t, err := a.AccessToken()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +34,9 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	var jobs int
-	ok, err := r.withRetries(ctx, "batch handler", b.ID, func() (err error) {
+	// ZooKeeper out of reach leaves the batch Pending (below), to be taken
+	// again under a lock, rather than waiting with one the outage may take.
+	ok, err := r.withRetries(ctx, "batch handler", b.ID, false, func() (err error) {
 		objs, err := r.cfg.Batches.Objects(ctx, b)
 		if err != nil {
 			return err
@@ -197,7 +201,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	}
 	rep.Stored, rep.Summary, rep.Sent = stored, failedCount(rep, rep.Message), map[string]bool{}
 	msg := rep.Summary
-	ok, err = r.withRetries(ctx, "reporter", b.ID, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
+	ok, err = r.withRetries(ctx, "reporter", b.ID, true, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
 		r.unlockBatch(b)
 		return true, nil
@@ -252,9 +256,11 @@ func reportAttrs(rep Report) map[string]any {
 
 // withRetries runs the fn of a batch's step or an access request's (id)
 // until it succeeds, fails fatally or runs out of attempts (then its last
-// error is returned), waiting with backoff between tries. ok is false when
-// ctx ended first: the step is to be left for later.
-func (r *Reactor) withRetries(ctx context.Context, what, id string, fn func() error) (ok bool, err error) {
+// error is returned), waiting with backoff between tries. With waitQueue,
+// an error that is ZooKeeper out of reach spends no attempt: fn runs again
+// once the session is back, as a job's step does. ok is false when ctx
+// ended first: the step is to be left for later.
+func (r *Reactor) withRetries(ctx context.Context, what, id string, waitQueue bool, fn func() error) (ok bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = fn()
 		switch {
@@ -262,6 +268,12 @@ func (r *Reactor) withRetries(ctx context.Context, what, id string, fn func() er
 			return true, nil
 		case ctx.Err() != nil:
 			return false, err
+		case waitQueue && queue.Unreachable(err):
+			attempt--
+			if !r.awaitQueue(ctx, err, "step", what, "id", id) {
+				return false, err
+			}
+			continue
 		case IsFatal(err) || errors.Is(err, queue.ErrStale) || attempt >= r.cfg.Attempts:
 			return true, err
 		}
@@ -369,9 +381,15 @@ func reportDetail(stored *queue.StatusReport, rep Report) {
 	}
 }
 
+// CancelledPrefix starts the message of a job an operator cancelled, before
+// who did: the batch's report counts the cancelled jobs by it.
+const CancelledPrefix = "cancelled by "
+
 // failedCount puts how many of a batch's jobs failed before msg, its
-// message: "3 of 4 jobs failed". A batch none of whose jobs failed keeps
-// msg as it is.
+// message: "3 of 4 jobs failed", then how many were cancelled and by whom
+// (": 2 cancelled by alice, 1 failed on its own"), as a cancelled batch is
+// otherwise told from a failed one only job by job. A batch none of whose
+// jobs failed keeps msg as it is.
 func failedCount(rep Report, msg string) string {
 	failed := len(rep.FailedJobs)
 	if failed == 0 {
@@ -381,7 +399,29 @@ func failedCount(rep Report, msg string) string {
 	if total == 1 {
 		noun = "job"
 	}
-	return strings.TrimSuffix(fmt.Sprintf("%d of %d %s failed; %s", failed, total, noun, msg), "; ")
+	s := fmt.Sprintf("%d of %d %s failed", failed, total, noun)
+	byWho := map[string]int{}
+	for _, jid := range rep.FailedJobs {
+		if who, ok := strings.CutPrefix(rep.Messages[jid], CancelledPrefix); ok {
+			byWho[who]++
+		}
+	}
+	var parts []string
+	for _, who := range slices.Sorted(maps.Keys(byWho)) {
+		parts = append(parts, fmt.Sprintf("%d %s%s", byWho[who], CancelledPrefix, who))
+		failed -= byWho[who]
+	}
+	if len(parts) > 0 && failed > 0 {
+		own := "their"
+		if failed == 1 {
+			own = "its"
+		}
+		parts = append(parts, fmt.Sprintf("%d failed on %s own", failed, own))
+	}
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	return strings.TrimSuffix(s+"; "+msg, "; ")
 }
 
 func nonNil(s []string) []string {

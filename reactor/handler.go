@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -26,9 +27,24 @@ func (f JobHandlerFunc) Handle(ctx context.Context, s *Step) (Result, error) { r
 // in two ways only: its Result, with the transition, and Checkpoint, for
 // what must be saved before the step ends.
 type Step struct {
-	Job  *queue.Job // as read at acquisition; a checkpoint updates it
-	save func(ctx context.Context, c queue.JobChange) error
-	obs  Observer // told of Transferred bytes; nil for none
+	Job   *queue.Job // as read at acquisition; a checkpoint updates it
+	save  func(ctx context.Context, c queue.JobChange) error
+	obs   Observer                  // told of Transferred bytes; nil for none
+	doing atomic.Pointer[WaitingOn] // what it waits on now (Doing)
+}
+
+// WaitingOn is what a running step waits on, and since when.
+type WaitingOn struct {
+	What  string    `json:"what"`
+	Since time.Time `json:"since"`
+}
+
+// Doing says what the step waits on from now on (a back end: "storage
+// target s3://…", "the inventory"). It writes nothing: a step that runs
+// longer than slowStep is listed with it in its host's node, where
+// `ingestq ls jobs --stalled` finds it.
+func (s *Step) Doing(what string) {
+	s.doing.Store(&WaitingOn{What: what, Since: time.Now().UTC().Truncate(time.Second)})
 }
 
 // NewStep is a step of j whose checkpoints save writes (tests, and

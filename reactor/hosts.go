@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -21,6 +22,11 @@ const (
 	hostCheck = time.Second
 	hostEvery = HostRewrite
 )
+
+// slowStep is how long a step runs before its host's node lists what it
+// waits on: a back end that hangs is found out within its own timeout
+// (30 s by default), and meanwhile the job's lock alone says nothing.
+const slowStep = 10 * time.Second
 
 // HostRewrite is how often at the latest a live daemon rewrites its host
 // node, whether or not anything changed.
@@ -39,7 +45,10 @@ type HostInfo struct {
 	// it assembles no packages (a pass-through daemon, or 0 workers each).
 	AccessWorkers map[string]int `json:"access_workers,omitempty"`
 	JobsInHand    int            `json:"jobs_in_hand"`
-	Since         time.Time      `json:"since"`
+	// Waits is, by jid, what each of its steps running longer than
+	// slowStep waits on, as the step said (Step.Doing).
+	Waits map[string]WaitingOn `json:"waits,omitempty"`
+	Since time.Time            `json:"since"`
 	// HTTP is the URL other hosts reach its HTTP server at (serve
 	// --advertise): the API is under /api/v1, the dashboard under /ui/.
 	// None when it serves no HTTP (--http off), or is older.
@@ -53,6 +62,9 @@ type HostInfo struct {
 	// is a daemon dead or cut off whose session has not ended yet.
 	Seen time.Time `json:"seen,omitzero"`
 }
+
+// OwnsAll tells whether the host works every role (serve --states all).
+func (h HostInfo) OwnsAll() bool { return len(h.States) == len(AllRoles()) }
 
 // Late tells whether the host has not rewritten its node for over twice
 // HostRewrite: a daemon dead or cut off, listed until its session ends.
@@ -86,8 +98,31 @@ func (r *Reactor) hostInfo(since time.Time) HostInfo {
 			h.AccessWorkers[name] = p.workers
 		}
 	}
-	h.JobsInHand = r.jobsInHand()
+	h.JobsInHand, h.Waits = r.jobsInHand(), r.slowSteps()
 	return h
+}
+
+// slowSteps is what each step running longer than slowStep waits on, by
+// jid (nil when none).
+func (r *Reactor) slowSteps() map[string]WaitingOn {
+	var out map[string]WaitingOn
+	r.steps.Range(func(k, v any) bool {
+		run := v.(*running)
+		if w := run.step.doing.Load(); w != nil && time.Since(run.began) > slowStep {
+			if out == nil {
+				out = map[string]WaitingOn{}
+			}
+			out[k.(string)] = *w
+		}
+		return true
+	})
+	return out
+}
+
+// running is a step under way, for slowSteps.
+type running struct {
+	step  *Step
+	began time.Time
 }
 
 // jobsInHand counts the jobs this daemon's workers hold.
@@ -97,11 +132,11 @@ func (r *Reactor) jobsInHand() int {
 	return n
 }
 
-// register writes the host node once, and returns the jobs in hand it says.
-func (r *Reactor) register(ctx context.Context, since time.Time) (int, error) {
+// register writes the host node once, and returns what it says.
+func (r *Reactor) register(ctx context.Context, since time.Time) (HostInfo, error) {
 	h := r.hostInfo(since)
 	data, _ := json.Marshal(h) // plain fields: cannot fail
-	return h.JobsInHand, r.q.RegisterHost(ctx, r.cfg.Host, data)
+	return h, r.q.RegisterHost(ctx, r.cfg.Host, data)
 }
 
 // Register claims this daemon's host node ahead of Run, which rewrites it:
@@ -117,11 +152,11 @@ func (r *Reactor) Register(ctx context.Context) error {
 	return nil
 }
 
-// keepRegistered rewrites the host node when its jobs in hand changed from
-// what it said last (said; -1: unknown) at most every hostCheck, every
-// hostEvery, and at once after a reconnect (the node went with an expired
-// session), until ctx ends.
-func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said int, reconnected <-chan struct{}) {
+// keepRegistered rewrites the host node when its jobs in hand or slow
+// steps changed from what it said last (said) at most every hostCheck,
+// every hostEvery, and at once after a reconnect (the node went with an
+// expired session), until ctx ends.
+func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said HostInfo, reconnected <-chan struct{}) {
 	t := time.NewTicker(hostCheck)
 	defer t.Stop()
 	written := time.Now()
@@ -130,12 +165,12 @@ func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said int,
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if r.jobsInHand() == said && time.Since(written) < hostEvery {
+			if r.jobsInHand() == said.JobsInHand && maps.Equal(r.slowSteps(), said.Waits) && time.Since(written) < hostEvery {
 				continue
 			}
 		case <-reconnected:
 		}
-		n, err := r.register(ctx, since)
+		h, err := r.register(ctx, since)
 		if err != nil && ctx.Err() == nil {
 			tries++
 			r.log.Warn("reactor: host node not written; trying again", "err", err)
@@ -144,6 +179,6 @@ func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said int,
 			}
 			continue
 		}
-		tries, said, written = 0, n, time.Now()
+		tries, said, written = 0, h, time.Now()
 	}
 }

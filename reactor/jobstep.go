@@ -265,6 +265,8 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		return g.write(func() error { return r.q.UpdateJob(ctx, j, c) })
 	})
 	step.obs = r.cfg.Observer
+	r.steps.Store(j.ID, &running{step: step, began: time.Now()})
+	defer r.steps.Delete(j.ID)
 	attempts := cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts)
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
@@ -303,9 +305,8 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			return
 		case queue.Unreachable(err):
 			ran(StepWait)
-			r.log.Warn("reactor: ZooKeeper is out of reach; the step runs again once it is back, its attempt unspent", "job", j.ID, "state", s, "err", err)
 			attempt--
-			if r.awaitQueue(ctx) {
+			if r.awaitQueue(ctx, err, "job", j.ID, "state", s) {
 				continue
 			}
 			r.stopped(ctx, j, s, attempt, err)
@@ -588,12 +589,14 @@ func (r *Reactor) untilStop(ctx context.Context) (_ context.Context, done func()
 	return ctx, func() { stop(); cancel() }
 }
 
-// awaitQueue waits for the ZooKeeper session that a step found out of
-// reach, and then --backoff more (the client may not know yet that its
-// connection broke). ZooKeeper is the queue itself: its outage (a server's
-// restart) is no fault of the job, and spends none of its attempts. It
-// reports false when ctx ends or the daemon stops first.
-func (r *Reactor) awaitQueue(ctx context.Context) bool {
+// awaitQueue waits for the ZooKeeper session that a step (named by args)
+// found out of reach (err), and then --backoff more (the client may not
+// know yet that its connection broke). ZooKeeper is the queue itself: its
+// outage (a server's restart) is no fault of the job, batch or request,
+// and spends none of its attempts. It reports false when ctx ends or the
+// daemon stops first.
+func (r *Reactor) awaitQueue(ctx context.Context, err error, args ...any) bool {
+	r.log.Warn("reactor: ZooKeeper is out of reach; the step runs again once it is back, its attempt unspent", append(args, "err", err)...)
 	ctx, done := r.untilStop(ctx)
 	defer done()
 	return r.cfg.Session.WaitState(ctx, zk.StateHasSession) == nil && backoff.Sleep(ctx, r.cfg.Backoff)

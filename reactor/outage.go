@@ -68,6 +68,13 @@ type outages struct {
 	mu        sync.Mutex
 	backEnds  map[string]*outage
 	waitingOn map[string]string // jid → the back end it waits for
+	tell      func(what string, out bool)
+}
+
+// BackEndObserver is an Observer also told when this daemon's steps find a
+// back end out, and when it is back: the metrics' gauge of back ends out.
+type BackEndObserver interface {
+	BackEnd(what string, out bool)
 }
 
 type outage struct {
@@ -76,8 +83,12 @@ type outage struct {
 	states map[queue.State]bool // states that take no job until then
 }
 
-func newOutages() *outages {
-	return &outages{backEnds: map[string]*outage{}, waitingOn: map[string]string{}}
+func newOutages(obs Observer) *outages {
+	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]string{}, tell: func(string, bool) {}}
+	if b, ok := obs.(BackEndObserver); ok {
+		o.tell = b.BackEnd
+	}
+	return o
 }
 
 // down notes that job jid's step in s found err's back end out, and returns
@@ -92,6 +103,7 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	if b == nil {
 		b = &outage{states: map[queue.State]bool{}}
 		o.backEnds[u.what] = b
+		o.tell(u.what, true)
 	}
 	if now := time.Now(); !now.Before(b.until) { // a finding during the wait is the same finding
 		b.streak++
@@ -113,7 +125,10 @@ func (o *outages) up(jid string) {
 	if !ok {
 		return
 	}
-	delete(o.backEnds, what)
+	if _, out := o.backEnds[what]; out {
+		delete(o.backEnds, what)
+		o.tell(what, false)
+	}
 	for j, w := range o.waitingOn {
 		if w == what {
 			delete(o.waitingOn, j)

@@ -95,6 +95,7 @@ type Reactor struct {
 	pools    map[string]waker // by signal name
 	waits    *waiter          // one-shot watches on nodes that hold work back
 	working  sync.Map         // jid → *claim: the jobs this daemon's workers hold
+	steps    sync.Map         // jid → *running: the job steps under way (slowSteps)
 	started  sync.Map         // bids known to be past Pending: their jobs may start
 	early    sync.Map         // jids this daemon's batch handler made after its gate job: they may start now
 	gates    sync.Map         // bid → *[]*queue.Job: the gate jobs its batch handler made here (takeGates)
@@ -209,7 +210,7 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
-		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(), outages: newOutages()}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(), outages: newOutages(cfg.Observer)}
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
@@ -331,7 +332,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	since := time.Now()
 	said, err := r.register(ctx, since)
 	if err != nil {
-		said = -1
+		said.JobsInHand = -1 // unknown: rewritten at the next look
 		if errors.Is(err, queue.ErrRefused) {
 			return fmt.Errorf("reactor: %w", err)
 		}

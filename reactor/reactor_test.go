@@ -224,7 +224,7 @@ func TestFailureRequeueReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := e.outside("ingestq.job.*." + jid)
-	to, err := e.q.RequeueJob(t.Context(), jid)
+	to, err := e.q.RequeueJob(t.Context(), jid, "")
 	if err != nil || to != queue.Storing {
 		t.Fatalf("requeue: %s %v, want Storing", to, err)
 	}

@@ -60,14 +60,24 @@ func TestFailedCount(t *testing.T) {
 	for _, c := range []struct {
 		ok, failed int
 		msg, want  string
+		reasons    []string // the failed jobs' messages
 	}{
-		{3, 0, "", ""},
-		{1, 3, "", "3 of 4 jobs failed"},
-		{0, 1, "", "1 of 1 job failed"},
-		{2, 1, "the batch stopped making jobs: …", "1 of 3 jobs failed; the batch stopped making jobs: …"},
+		{3, 0, "", "", nil},
+		{1, 3, "", "3 of 4 jobs failed", nil},
+		{0, 1, "", "1 of 1 job failed", nil},
+		{2, 1, "the batch stopped making jobs: …", "1 of 3 jobs failed; the batch stopped making jobs: …", nil},
+		// A cancelled batch says so, by whom, and which failed on their own.
+		{0, 3, "", "3 of 3 jobs failed: 3 cancelled by alice", []string{"cancelled by alice", "cancelled by alice", "cancelled by alice"}},
+		{1, 3, "", "3 of 4 jobs failed: 1 cancelled by alice, 1 cancelled by bob, 1 failed on its own",
+			[]string{"cancelled by bob", "Downloading: HTTP 404", "cancelled by alice"}},
+		{0, 3, "", "3 of 3 jobs failed: 1 cancelled by alice, 2 failed on their own", []string{"cancelled by alice", "x", "y"}},
 	} {
-		rep := Report{}
+		rep := Report{Messages: map[string]string{}}
 		rep.SuccessfulJobs, rep.FailedJobs = make([]string, c.ok), make([]string, c.failed)
+		for i, reason := range c.reasons {
+			rep.FailedJobs[i] = fmt.Sprint("jid", i)
+			rep.Messages[rep.FailedJobs[i]] = reason
+		}
 		if got := failedCount(rep, c.msg); got != c.want {
 			t.Errorf("%d ok, %d failed, %q: %q, want %q", c.ok, c.failed, c.msg, got, c.want)
 		}

@@ -2,9 +2,14 @@ package reactor_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -105,5 +110,86 @@ func TestStepWaitsForZooKeeper(t *testing.T) {
 	}
 	if o.s.Expirations() != 0 {
 		t.Fatalf("the session expired: the test is about an outage shorter than it")
+	}
+}
+
+// queueReader is a Reporter and an AccessHandler whose every call reads
+// the queue through q, as the real ones may (a profile, an object's lock);
+// its first call waits for proceed.
+type queueReader struct {
+	q        *queue.Queue
+	started  chan struct{}
+	proceed  chan struct{}
+	waitOnce sync.Once
+}
+
+func (h *queueReader) read(read func() error) error {
+	h.waitOnce.Do(func() { h.started <- struct{}{}; <-h.proceed })
+	return read()
+}
+
+func (h *queueReader) Report(ctx context.Context, b *queue.Batch, _ reactor.Report) error {
+	return h.read(func() error { _, err := h.q.LoadBatch(ctx, b.ID); return err })
+}
+
+func (h *queueReader) Assemble(ctx context.Context, a *queue.Access) (map[string]any, error) {
+	if err := h.read(func() error { _, err := h.q.LoadAccess(ctx, a.Queue, a.ID); return err }); err != nil {
+		return nil, err
+	}
+	return readyToken(a)
+}
+
+func (*queueReader) Sweep(context.Context) ([]*queue.Access, error) { return nil, nil }
+
+// A batch's report and an access request's assembly that find ZooKeeper
+// out of reach spend no attempt either: they wait for the session and run
+// again. Before, their attempts (2 here, 10 ms apart) were spent while
+// ZooKeeper was away: the batch ended with "report not delivered", the
+// request Failed.
+func TestReportAndAccessWaitForZooKeeper(t *testing.T) {
+	for _, step := range []string{"reporter", "access assembly"} {
+		t.Run(step, func(t *testing.T) {
+			e := newEnv(t)
+			ends := e.outside("ingestq.>")
+			o := newOutage(e)
+			h := &queueReader{q: o.q, started: make(chan struct{}, 1), proceed: make(chan struct{})}
+			logs := &logtest.Buffer{}
+			e.run("host-a", nil, func(c *reactor.Config) {
+				c.Session, c.Queue, c.Attempts = o.s, o.q, 2
+				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+				if step == "reporter" {
+					c.Reporter = h
+				} else {
+					c.Access, c.AccessWorkers = h, map[string]int{queue.AccessSmall: 1, queue.AccessLarge: 0}
+				}
+			})
+			up := sync.OnceFunc(o.up)
+			t.Cleanup(up) // before the daemon stops: its moves wait for ZooKeeper
+
+			var end func()
+			if step == "reporter" {
+				b := e.submit(map[string]any{"payload_url": "passthrough:1"})
+				end = func() {
+					if rep := e.waitBatch(ends, b.ID); rep.To != "Completed" || strings.Contains(rep.Message, "not delivered") {
+						t.Fatalf("batch ended %s: %q, want Completed with its report delivered", rep.To, rep.Message)
+					}
+				}
+			} else {
+				a := e.accessRequest("ark:/1/outage")
+				end = func() { e.waitAccess(ends, queue.Completed, a.Ref()) }
+			}
+			await(t, h.started, "the "+step+"'s start")
+			o.down()
+			close(h.proceed)
+			logs.WaitFor(t, "ZooKeeper is out of reach", "step=", step)
+			if spent := logs.Lines(step + " failed; retrying"); len(spent) > 0 {
+				t.Fatalf("an attempt spent with ZooKeeper away: %s", spent[0])
+			}
+			up()
+			end()
+			if o.s.Expirations() != 0 {
+				t.Fatalf("the session expired: the test is about an outage shorter than it")
+			}
+		})
 	}
 }

@@ -32,7 +32,7 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 		want string
 	}{
 		{ops.AccessRequest{ARK: "ark:/99999/fk4nothere"}, "object ark:/99999/fk4nothere is not in the inventory"},
-		{ops.AccessRequest{ARK: ark, Version: 7}, "object " + ark + " has no version 7 (it has versions 1 to 1)"},
+		{ops.AccessRequest{ARK: ark, Version: 7}, "object " + ark + " has no version 7 (it has only version 1)"},
 		{ops.AccessRequest{ARK: ark, Files: []string{"producer/a.txt", "producer/nope.txt"}}, `has no file "producer/nope.txt"`},
 		{ops.AccessRequest{ARK: ark, Format: "rar"}, `format "rar": want zip or tar.gz`},
 		{ops.AccessRequest{ARK: "not-an-ark"}, `ark "not-an-ark": want an ARK`},
@@ -52,7 +52,7 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 		want  string
 	}{
 		{queue.AccessToken{ARK: "ark:/99999/fk4nothere"}, "object ark:/99999/fk4nothere is not in storage"},
-		{queue.AccessToken{ARK: ark, Version: 3}, "object " + ark + " has no version 3 (it has versions 1 to 1)"},
+		{queue.AccessToken{ARK: ark, Version: 3}, "object " + ark + " has no version 3 (it has only version 1)"},
 		{queue.AccessToken{ARK: ark, Files: []string{"producer/zzz.txt"}}, `object ` + ark + ` version 1 has no file "producer/zzz.txt"`},
 	} {
 		tok := c.token

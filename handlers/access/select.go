@@ -1,6 +1,7 @@
 package access
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -50,7 +51,7 @@ func selectFiles(o storage.Stored, t queue.AccessToken) ([]entry, error) {
 		n = len(vs)
 	}
 	if n < 1 || n > len(vs) {
-		return nil, fmt.Errorf("object %s has no version %d (it has versions 1 to %d)", t.ARK, n, len(vs))
+		return nil, errors.New(storage.NoVersion(t.ARK, n, len(vs)))
 	}
 	v := vs[n-1]
 	if len(t.Files) == 0 {

@@ -19,8 +19,9 @@ import (
 // tables objects, versions, files, local_ids, replicas and events (see
 // migrations/), brought up to date by NewPostgres.
 type Postgres struct {
-	pool  *pgxpool.Pool
-	where string // host:port/database, for messages (never the password)
+	pool    *pgxpool.Pool
+	where   string        // host:port/database, for messages (never the password)
+	timeout time.Duration // each call's deadline (query_timeout)
 }
 
 var _ Inventory = (*Postgres)(nil)
@@ -44,6 +45,18 @@ const (
 // (connect_timeout), so that a server behind a black hole is found out of
 // reach in seconds rather than at the system's TCP timeout.
 const connectTimeout = 10 * time.Second
+
+// queryTimeout bounds each call (one statement, or Record's transaction)
+// when the URL sets no query_timeout: a server that hangs (stopped,
+// swapping, behind a dead link that drops nothing) keeps the connection
+// open and never answers, and is then found out of reach. Recording a
+// 10,000-file version takes well under a second; a lock another host's
+// Record of the same object holds lasts as long.
+const queryTimeout = 30 * time.Second
+
+// queryTimeoutParam is the URL's parameter for queryTimeout, read (and
+// taken out) by ingestq: PostgreSQL itself would refuse it.
+const queryTimeoutParam = "query_timeout"
 
 // NewPostgres connects to the database at url (postgres://…) and applies
 // the schema migrations it lacks.
@@ -70,7 +83,13 @@ func connectPrepared(ctx context.Context, url, what string, prepare func(context
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = connectTimeout
 	}
-	p := &Postgres{where: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)}
+	p := &Postgres{where: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), timeout: queryTimeout}
+	if v, ok := cc.RuntimeParams[queryTimeoutParam]; ok {
+		delete(cc.RuntimeParams, queryTimeoutParam)
+		if p.timeout, err = time.ParseDuration(v); err != nil || p.timeout <= 0 {
+			return nil, fmt.Errorf("inventory: %w PostgreSQL URL: %s=%q: want a duration above zero, such as 30s", ErrInvalid, queryTimeoutParam, v)
+		}
+	}
 	if p.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("inventory database %s: %w", p.where, err)
 	}
@@ -104,14 +123,22 @@ func (p *Postgres) Record(ctx context.Context, r Record) error {
 	})
 }
 
-// retry runs fn until it succeeds, fails for a reason other than the
-// database being out of reach, ctx ends, or tries run out. The refusals of
-// the inventory (ErrConflict, …) come back as they are; the database out
-// of reach is ErrUnavailable.
+// retry runs fn, each time within the call's deadline, until it succeeds,
+// fails for a reason other than the database being out of reach, ctx
+// ends, or tries run out. The refusals of the inventory (ErrConflict, …)
+// come back as they are; the database out of reach, or not answering
+// within the deadline, is ErrUnavailable.
 func (p *Postgres) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	var err error
 	for try := 1; ; try++ {
-		if err = fn(ctx); err == nil || !unreachable(err) || try == tries {
+		callCtx, cancel := context.WithTimeout(ctx, p.timeout)
+		err = fn(callCtx)
+		silent := err != nil && callCtx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if silent { // not tried again: a hung server would keep the step tries times as long
+			return fmt.Errorf("inventory database %s: %s: %w: no answer in %v (%s): %w", p.where, what, ErrUnavailable, p.timeout, queryTimeoutParam, err)
+		}
+		if err == nil || !unreachable(err) || try == tries {
 			break
 		}
 		p.pool.Reset() // what broke one connection (a restart, the network) likely broke them all

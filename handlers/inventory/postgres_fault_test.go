@@ -183,3 +183,46 @@ func TestPostgresHostsContend(t *testing.T) {
 	countRows(t, url, map[string]int{"objects": objects / 2, "versions": objects / 2 * versions,
 		"files": objects / 2 * versions * 2, "local_ids": objects})
 }
+
+// A server that hangs (SIGSTOP: its connections stay open, nothing
+// answers) is out of reach within the URL's query_timeout, not tried
+// again call after call: each call fails with ErrUnavailable saying so.
+// Once the server runs again, the same Postgres records.
+func TestPostgresFrozenIsUnavailable(t *testing.T) {
+	s := pgtest.Start(t)
+	const timeout = time.Second
+	p, err := NewPostgres(t.Context(), pgtest.NewDatabase(t, s)+"&query_timeout="+timeout.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mustRecord(t, p, record(arkA, 1, "one", "loc-1"))
+	if err := s.Freeze(); err != nil { // the test's end stops it frozen or not
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err = p.Record(ctx, record(arkB, 1, "bee"))
+	took := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no answer in 1s (query_timeout)") {
+		t.Errorf("with the server frozen: %v; want ErrUnavailable, no answer in 1s", err)
+	}
+	t.Logf("found out in %v: %v", took, err)
+	if took > 3*timeout {
+		t.Errorf("the frozen server was found out after %v; want about query_timeout (%v)", took, timeout)
+	}
+	if err := s.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	mustRecord(t, p, record(arkB, 1, "bee"))
+}
+
+func TestPostgresQueryTimeoutRefusals(t *testing.T) {
+	for _, v := range []string{"soon", "0s", "-1s"} {
+		_, err := NewPostgres(t.Context(), "postgres://h/db?query_timeout="+v)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `query_timeout="`+v+`"`) {
+			t.Errorf("query_timeout=%s: %v; want ErrInvalid naming it", v, err)
+		}
+	}
+}

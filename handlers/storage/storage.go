@@ -110,6 +110,16 @@ func CheckObject(obj Object) ([]File, error) { return checkObject(obj) }
 // CheckARK is what every store checks of an ARK.
 func CheckARK(ark string) error { return checkARK(ark) }
 
+// NoVersion says an object has no version n, naming those it has (1 to
+// last): "it has only version 1", "it has versions 1 to 3".
+func NoVersion(ark string, n, last int) string {
+	has := fmt.Sprintf("versions 1 to %d", last)
+	if last == 1 {
+		has = "only version 1"
+	}
+	return fmt.Sprintf("object %s has no version %d (it has %s)", ark, n, has)
+}
+
 // SameContent reports whether two lists sorted by name agree on every
 // file's name, size and digest.
 func SameContent(a, b []File) bool { return sameContent(a, b) }

@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,6 +116,60 @@ func (p *Proc) Stop() error { return p.stop(cmp.Or(p.StopSignal, syscall.SIGTERM
 // exit. It is a no-op when the program is not running.
 func (p *Proc) Kill() error { return p.stop(syscall.SIGKILL) }
 
+// Freeze stops the program's process group with SIGSTOP, as an operator
+// or a hung host would: its sockets stay open and nothing answers. Thaw
+// (or Stop, Kill) lets it run again.
+func (p *Proc) Freeze() error { return p.signal(syscall.SIGSTOP) }
+
+// Thaw continues a frozen program (SIGCONT).
+func (p *Proc) Thaw() error { return p.signal(syscall.SIGCONT) }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(-pid, sig); err != nil {
+		return fmt.Errorf("%s: signal %v: %w", p.Name, sig, err)
+	}
+	for _, child := range descendants(pid) { // PostgreSQL's backends leave the group (setsid)
+		_ = syscall.Kill(child, sig)
+	}
+	return nil
+}
+
+// descendants are the processes below pid, from /proc (none elsewhere).
+func descendants(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	parent := map[int]int{}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		var id, ppid int
+		var state string
+		after := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		if _, err := fmt.Sscan(after, &state, &ppid); err == nil {
+			id, _ = strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			parent[id] = ppid
+		}
+	}
+	var out []int
+	for id := range parent {
+		for p := parent[id]; p > 1; p = parent[p] {
+			if p == pid {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
+}
+
 func (p *Proc) stop(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -122,6 +178,7 @@ func (p *Proc) stop(sig syscall.Signal) error {
 	}
 	pgid := p.cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	_ = syscall.Kill(-pgid, sig)
+	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a frozen program takes its signal only once continued
 	select {
 	case <-p.done:
 	case <-time.After(stopTimeout):

@@ -44,9 +44,13 @@ type Metrics struct {
 	bytes    map[reactor.Transfer]prometheus.Counter
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	backEnds *prometheus.GaugeVec
 }
 
-var _ reactor.Observer = (*Metrics)(nil)
+var (
+	_ reactor.Observer        = (*Metrics)(nil)
+	_ reactor.BackEndObserver = (*Metrics)(nil)
+)
 
 // New registers the metrics in a registry of their own.
 func New(cfg Config) *Metrics {
@@ -77,7 +81,10 @@ func New(cfg Config) *Metrics {
 		Name: "ingestq_http_request_duration_seconds", Help: "How long the daemon's HTTP server took to answer, by route pattern.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
-	m.reg.MustRegister(m.steps, m.moves, m.bytes[reactor.Downloaded], m.bytes[reactor.Stored], m.requests, m.latency,
+	m.backEnds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ingestq_backend_out", Help: "1 while a back end this daemon's steps need (the inventory, a storage target, the working storage) is out: refusing, cutting or not answering connections; its jobs wait. 0 once a step of one of them got an answer.",
+	}, []string{"backend"})
+	m.reg.MustRegister(m.steps, m.moves, m.bytes[reactor.Downloaded], m.bytes[reactor.Stored], m.requests, m.latency, m.backEnds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newQueueView(cfg.Queue, cfg.Session, cfg.Stalled, cfg.Logger))
 	m.links(cfg)
@@ -138,6 +145,11 @@ func (m *Metrics) Transferred(what reactor.Transfer, n int64) {
 	if c, ok := m.bytes[what]; ok {
 		c.Add(float64(n))
 	}
+}
+
+// BackEnd sets a back end's gauge (reactor.BackEndObserver).
+func (m *Metrics) BackEnd(what string, out bool) {
+	m.backEnds.WithLabelValues(what).Set(one(out))
 }
 
 // Request counts a request to the HTTP server (httpd.RequestObserver): by

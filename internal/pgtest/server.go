@@ -202,6 +202,13 @@ func (s *Server) accepts() bool {
 // written out). It does nothing when the server is not running.
 func (s *Server) Stop() error { return s.proc.Stop() }
 
+// Freeze stops every process of the server with SIGSTOP: connections stay
+// open and nothing answers, as on a hung host. Thaw undoes it.
+func (s *Server) Freeze() error { return s.proc.Freeze() }
+
+// Thaw continues a frozen server.
+func (s *Server) Thaw() error { return s.proc.Thaw() }
+
 // Close stops the server and removes its folder.
 func (s *Server) Close() error {
 	err := s.Stop()

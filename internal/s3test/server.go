@@ -153,6 +153,13 @@ func (s *Server) makeBucket() error {
 // It is a no-op when the server is not running.
 func (s *Server) Stop() error { return s.proc.Stop() }
 
+// Freeze stops the server with SIGSTOP: connections stay open and nothing
+// answers, as on a hung host. Thaw undoes it.
+func (s *Server) Freeze() error { return s.proc.Freeze() }
+
+// Thaw continues a frozen server.
+func (s *Server) Thaw() error { return s.proc.Thaw() }
+
 // Restart starts the server again on the same port and data after Stop,
 // and waits until it answers.
 func (s *Server) Restart() error {

@@ -77,12 +77,14 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	if errors.Is(r[0].err, zk.ErrNoNode) {
 		return nil, notFound("access request", qid)
 	}
-	statusPath := q.rel(q.accessPath(queue, qid, "status"))
-	if errors.Is(r[1].err, zk.ErrNoNode) {
-		return nil, missingStatus(statusPath) // a creation under way (mrt-zk writes the nodes one by one)
+	for _, x := range r {
+		if x.err != nil && !errors.Is(x.err, zk.ErrNoNode) { // ZooKeeper out of reach, as such: not a corrupt request
+			return nil, fmt.Errorf("load access request %s/%s: %w", queue, qid, x.err)
+		}
 	}
+	statusPath := q.rel(q.accessPath(queue, qid, "status"))
 	if r[1].err != nil {
-		return nil, corrupt(statusPath, "unreadable: %v", r[1].err)
+		return nil, missingStatus(statusPath) // a creation under way (mrt-zk writes the nodes one by one)
 	}
 	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil,
 		lockHere: r[3].err == nil && q.zk.owns(r[3].stat)}

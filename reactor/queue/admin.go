@@ -21,12 +21,12 @@ import (
 func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) error) error {
 	j, err := q.lockJob(ctx, jid)
 	if errors.Is(err, ErrLocked) {
-		state := State("in the pipeline")
+		state, who := State("in the pipeline"), "a daemon is working on it"
 		if j, lerr := q.LoadJob(ctx, jid); lerr == nil {
-			state = j.State()
+			state, who = j.State(), q.lockHolder(ctx, j)
 		}
 		cli, api, ui := busyAdvice(action, jid)
-		return Advised(fmt.Errorf("%w: job %s is %s and a daemon is working on it", err, jid, state), cli, api, ui)
+		return Advised(busy("job %s is %s and %s", jid, state, who), cli, api, ui)
 	}
 	if err != nil {
 		return err
@@ -37,6 +37,22 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 		}
 	}()
 	return fn(j)
+}
+
+// lockHolder names who is working on a locked job: the live ingestq host
+// whose session owns its lock, else a daemon and its session (a host that
+// died and whose session has not expired yet, or another program).
+func (q *Queue) lockHolder(ctx context.Context, j *Job) string {
+	if !j.Locked { // released since
+		return "a daemon is working on it"
+	}
+	hosts, _ := q.Hosts(ctx)
+	for _, h := range hosts {
+		if h.Session == j.LockSession {
+			return "host " + h.Name + " is working on it"
+		}
+	}
+	return fmt.Sprintf("a daemon is working on it (session 0x%x, no live ingestq host)", j.LockSession)
 }
 
 // done tells whether a job has left the pipeline for good: there is
@@ -70,7 +86,7 @@ func busyAdvice(action, jid string) (cli, api, ui string) {
 func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error) error {
 	b, err := q.LockBatch(ctx, bid)
 	if errors.Is(err, ErrLocked) {
-		return fmt.Errorf("%w: a daemon is working on batch %s (making its jobs or its report); try again when it is done", err, bid)
+		return busy("a daemon is working on batch %s (making its jobs or its report); try again when it is done", bid)
 	}
 	if err != nil {
 		return err
@@ -139,8 +155,12 @@ func RequeueTarget(j *Job) State {
 }
 
 // RequeueJob sends a Failed job back to the state after its last successful
-// one, adds one to retry_count, and puts it back in batch-processing.
-func (q *Queue) RequeueJob(ctx context.Context, jid string) (State, error) {
+// one, adds one to retry_count, and puts it back in batch-processing. Its
+// message becomes message ("requeued by an operator" for ""), in place of
+// the failure's, until the next move replaces it: as every move of
+// mrt-zk's writes a message (its default "").
+func (q *Queue) RequeueJob(ctx context.Context, jid, message string) (State, error) {
+	message = cmp.Or(message, "requeued by an operator")
 	var to State
 	err := q.withJob(ctx, jid, "requeue", func(j *Job) error {
 		switch {
@@ -156,7 +176,7 @@ func (q *Queue) RequeueJob(ctx context.Context, jid string) (State, error) {
 				"the Fail button first, to redo a step")
 		}
 		to = RequeueTarget(j)
-		return q.SetJobStatus(ctx, j, to, JobChange{Release: true, requeue: true})
+		return q.SetJobStatus(ctx, j, to, JobChange{Message: message, Release: true, requeue: true})
 	})
 	return to, err
 }

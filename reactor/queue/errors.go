@@ -86,6 +86,17 @@ func corrupt(path, format string, args ...any) error {
 	return &CorruptError{Path: path, Reason: fmt.Sprintf(format, args...)}
 }
 
+// busyError refuses an item another session holds, saying so once in
+// plain words; it is an ErrLocked.
+type busyError struct{ msg string }
+
+func (e busyError) Error() string        { return e.msg }
+func (e busyError) Is(target error) bool { return target == ErrLocked }
+
+func busy(format string, args ...any) error {
+	return busyError{fmt.Sprintf(format, args...)}
+}
+
 func notFound(kind, id string) error {
 	return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 }

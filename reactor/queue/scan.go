@@ -57,6 +57,26 @@ func (q *Queue) JobProfiles(ctx context.Context, jids []string) (map[string]stri
 	return out, err
 }
 
+// AccessStates reads the state of each of access queue name's requests
+// (qids), by its status node alone. A request gone since, whose status is
+// not written yet (a creation under way) or does not read, is left out.
+func (q *Queue) AccessStates(ctx context.Context, name string, qids []string) (map[string]State, error) {
+	out := make(map[string]State, len(qids))
+	err := q.scan(ctx, len(qids), func(i int) string { return q.accessPath(name, qids[i], "status") }, func(i int, r read) error {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			return nil
+		case r.err != nil:
+			return fmt.Errorf("read %s: %w", q.rel(q.accessPath(name, qids[i], "status")), r.err)
+		}
+		if st, err := decodeBatchStatus(AccessMachine, "", r.data); err == nil {
+			out[qids[i]] = st.Status
+		}
+		return nil
+	})
+	return out, err
+}
+
 // scan reads n nodes (path(i)) a chunk at a time and hands each answer to
 // take, stopping at its first error.
 func (q *Queue) scan(ctx context.Context, n int, path func(int) string, take func(int, read) error) error {

@@ -350,7 +350,7 @@ func (r *run) batchFailure(deleteAll bool) (*queue.Batch, *queue.Job) {
 
 func batchRecovery(r *run) {
 	b, j := r.batchFailure(false)
-	to, err := r.q.RequeueJob(r.t.Context(), j.ID)
+	to, err := r.q.RequeueJob(r.t.Context(), j.ID, "")
 	r.ok(err)
 	if to != queue.Notify {
 		r.t.Fatalf("requeued to %s, want Notify", to)

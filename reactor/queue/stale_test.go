@@ -106,7 +106,7 @@ func TestAdminRefusals(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"requeue a Pending job", second(r.q.RequeueJob(t.Context(), j.ID)), queue.ErrRefused},
+		{"requeue a Pending job", second(r.q.RequeueJob(t.Context(), j.ID, "")), queue.ErrRefused},
 		{"delete a Processing batch", r.q.DeleteBatch(t.Context(), b.ID), queue.ErrRefused},
 		{"report a Processing batch", second(r.q.ReportBatch(t.Context(), b.ID)), queue.ErrRefused},
 		{"hold a Processing batch", second(r.q.HoldBatch(t.Context(), b.ID)), queue.ErrRefused},

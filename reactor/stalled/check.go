@@ -98,6 +98,9 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 		if reactor.Retrying(msg) {
 			return KindRetrying, msg + "; " + lock
 		}
+		if w, ok := f.waitsOn(j); ok {
+			lock += fmt.Sprintf("; its step waits on %s since %s", w.What, stamp(w.Since))
+		}
 		return KindLocked, lock
 	case s == queue.Held:
 		// Door-free: the API, the dashboard and the CLI each say how a hold
@@ -140,6 +143,18 @@ func (f Facts) works(name string, s queue.State) bool {
 		}
 	}
 	return false
+}
+
+// waitsOn is what locked job j's step waits on, as the host that holds
+// its lock says of a step that runs long.
+func (f Facts) waitsOn(j *queue.Job) (reactor.WaitingOn, bool) {
+	for _, h := range f.Hosts {
+		if h.Session == j.LockSession {
+			w, ok := h.Info.Waits[j.ID]
+			return w, ok
+		}
+	}
+	return reactor.WaitingOn{}, false
 }
 
 // holder names a lock's session: the live host it belongs to, or the

@@ -196,16 +196,17 @@ func (a *app) accessListCommand() *cobra.Command {
 				}
 				return a.writeJSON(list)
 			}
+			defer a.noteAccessHolds(ctx, q, list)
+			if len(list) == 0 {
+				a.println(noneOf("access requests", string(st), false))
+				return nil
+			}
 			t := a.newTable("REF", "STATUS", "ARK", "WHAT", "FORMAT", "SIZE", "LAST MODIFIED", "MESSAGE")
 			for _, v := range list {
 				t.row(v.Ref, string(v.State), v.Token.ARK, accessWhat(v.Token), v.Token.Format, accessSize(v.Token),
 					nodeTime(v.LastModified).String(), truncate(v.Message, 60))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			a.noteAccessHolds(ctx, q, list)
-			return nil
+			return t.flush()
 		}),
 	}
 	cmd.Flags().Var(once(&state), "state", "only requests in this state: Pending, Processing, Completed, Failed or Deleted")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -64,7 +65,19 @@ func TestHoldReleaseJobLocked(t *testing.T) {
 	f.ok(err)
 	_, stderr, code := f.run("hold", "job", f.p1)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.p1, "locked", "Pending", "a daemon is working on it", "only a Pending job can be held")
+	// Said once, plainly: the job, its state, who holds it, what to do.
+	locked, err := f.q.LoadJob(t.Context(), f.p1)
+	f.ok(err)
+	advice := "; only a Pending job can be held; `ingestq fail --force " + f.p1 + "` stops it (the daemon abandons its step)\n"
+	if want := fmt.Sprintf("ingestq: job %s is Pending and a daemon is working on it (session 0x%x, no live ingestq host)", f.p1, locked.LockSession) + advice; stderr != want {
+		t.Errorf("hold job of a foreign lock:\n%q, want\n%q", stderr, want)
+	}
+	f.ok(f.q.RegisterHost(t.Context(), "hf1", []byte(`{"name":"hf1","pid":1}`))) // the lock's session is a live host's
+	_, stderr, code = f.run("hold", "job", f.p1)
+	wantCode(t, code, 1)
+	if want := "ingestq: job " + f.p1 + " is Pending and host hf1 is working on it" + advice; stderr != want {
+		t.Errorf("hold job of a host's lock:\n%q, want\n%q", stderr, want)
+	}
 	// Each refusal of a running job says what would work.
 	for _, c := range []struct {
 		args []string
@@ -143,7 +156,7 @@ func TestHoldReleaseCollectionAndQueue(t *testing.T) {
 func TestRequeue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	out, _, code := f.run("requeue", f.failed)
+	out, _, code := runEnv(t, map[string]string{"USER": "tester"}, "--zk", zktest.Shared(t).Addr, "--zk-root", f.root, "requeue", f.failed)
 	wantCode(t, code, 0)
 	// It failed in Provisioning after Estimating succeeded: it resumes there.
 	if out != "job "+f.failed+" requeued: it resumes at Provisioning (retry 1)\n" {
@@ -153,6 +166,11 @@ func TestRequeue(t *testing.T) {
 	f.ok(err)
 	if j.State() != queue.Provisioning || j.Status.RetryCount != 1 {
 		t.Errorf("after requeue: %s, retry %d", j.State(), j.Status.RetryCount)
+	}
+	// Its message says it was requeued, and by whom, in place of the
+	// failure's, until the step it resumes at moves it on.
+	if j.Status.Message != "requeued by tester" {
+		t.Errorf("message after requeue %q, want \"requeued by tester\"", j.Status.Message)
 	}
 	_, stderr, code := f.run("requeue", f.p1)
 	wantCode(t, code, 1)
@@ -194,7 +212,7 @@ func TestFail(t *testing.T) {
 	f.ok(err)
 	_, stderr, code = f.run("fail", f.p2)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.p2, "locked")
+	wantErrLine(t, stderr, f.p2, "a daemon is working on it", "--force")
 	out, _, code = runEnv(t, map[string]string{"USER": "tester"}, "--zk", zktest.Shared(t).Addr, "--zk-root", f.root, "fail", f.p2, "--force")
 	wantCode(t, code, 0)
 	if out != "job "+f.p2+" is Failed: failed by tester\n" || f.jobState(f.p2) != queue.Failed {

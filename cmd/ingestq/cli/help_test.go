@@ -1,6 +1,10 @@
 package cli_test
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -84,5 +88,49 @@ func TestHelpExamples(t *testing.T) {
 	out, _, _ = runEnv(t, nil, "serve", "--help")
 	if !strings.Contains(out, "passthrough:N") {
 		t.Errorf("serve --help does not explain passthrough:N")
+	}
+}
+
+// Every INGESTQ_* variable the CLI reads is named in the root's --help
+// (its Environment paragraph) and in the README; a command's own --help
+// names those of its flags too. The root's left out INGESTQ_NATS,
+// INGESTQ_API and INGESTQ_API_TOKEN, which no flag's default shows.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`"(INGESTQ_[A-Z_]+)"`).FindAllStringSubmatch(string(data), -1) {
+			read[m[1]] = true
+		}
+	}
+	if len(read) < 20 {
+		t.Fatalf("found %d variables in the sources, want more: %v", len(read), read)
+	}
+	help, _, code := runEnv(t, nil, "--help")
+	wantCode(t, code, 0)
+	_, env, _ := strings.Cut(help, "\nEnvironment")
+	env, _, _ = strings.Cut(env, "\nUsage:")
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range slices.Sorted(maps.Keys(read)) {
+		if !regexp.MustCompile(`\b` + v + `\b`).MatchString(env) {
+			t.Errorf("--help's Environment paragraph does not name %s", v)
+		}
+		if !regexp.MustCompile(`\b` + v + `\b`).Match(readme) {
+			t.Errorf("the README does not name %s", v)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func (a *app) hostsCommand() *cobra.Command {
 				for _, n := range h.Workers {
 					workers += n
 				}
-				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h.States), fmt.Sprint(h.JobsInHand),
+				t.row(h.Name, textValue(h.Version, "-"), fmt.Sprint(h.PID), ownedStates(h), fmt.Sprint(h.JobsInHand),
 					fmt.Sprintf("%d in %d states, %d for batches%s", workers, len(h.Workers), h.BatchWorkers, accessWorkers(h.AccessWorkers)),
 					when(h.Since), seen(h.Seen, time.Now()), textValue(h.HTTP, "-"), textValue(h.NATSRoute, "-"))
 			}
@@ -92,12 +92,11 @@ func (a *app) printForgotten(hosts []ops.ForgottenHost) {
 }
 
 // ownedStates shows what a daemon owns: "all", or its list.
-func ownedStates(states []string) string {
-	all := reactor.AllRoles()
-	if len(states) == len(all) {
+func ownedStates(h reactor.HostInfo) string {
+	if h.OwnsAll() {
 		return "all"
 	}
-	return textValue(strings.Join(states, ","), "-")
+	return textValue(strings.Join(h.States, ","), "-")
 }
 
 // accessWorkers shows a daemon's access workers: ", access 2 small, 1

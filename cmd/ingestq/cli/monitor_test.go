@@ -332,8 +332,13 @@ func TestStalledJobs(t *testing.T) {
 	// Within the (default) thresholds: nothing is stalled.
 	out, _, code = e.run("ls", "jobs", "--stalled")
 	wantCode(t, code, 0)
-	if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "JID ") {
+	if out != "no stalled jobs\n" {
 		t.Errorf("ls jobs --stalled with the defaults lists:\n%s", out)
+	}
+	out, _, code = e.run("ls", "jobs", "--stalled", "-o", "json")
+	wantCode(t, code, 0)
+	if out != "[]\n" {
+		t.Errorf("ls jobs --stalled -o json with the defaults: %q, want []", out)
 	}
 	out, _, code = e.run("show", r.JID)
 	wantCode(t, code, 0)

@@ -88,19 +88,30 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 				}
 				return a.writeJSON(rows)
 			}
+			defer a.noteHolds(ctx, q, batches)
+			if len(rows) == 0 {
+				a.println(noneOf("batches", string(state), false))
+				return nil
+			}
 			t := a.newTable("BID", "STATUS", "UUID", "PROFILE", "JOBS", "LAST MODIFIED")
 			for _, r := range rows {
 				t.row(r.BID, string(r.Status), r.UUID, r.Profile, jobCounts(r.Jobs, r.Archived, r.Unmade), nodeTime(r.LastModified).String())
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			a.noteHolds(ctx, q, batches)
-			return nil
+			return t.flush()
 		}),
 	}
 	cmd.Flags().Var(once(&stateFlag), "state", "only batches in this state (any case)")
 	return cmd
+}
+
+// noneOf is what an ls prints instead of an empty table: "no jobs", "no
+// Failed jobs", "no jobs match" (filtered). -o json prints [].
+func noneOf(what, state string, filtered bool) string {
+	s := "no " + strings.TrimPrefix(state+" "+what, " ")
+	if filtered {
+		s += " match"
+	}
+	return s
 }
 
 // jobCounts renders a batch's buckets as "3 processing, 1 failed", its
@@ -191,6 +202,11 @@ func (a *app) lsJobsCommand() *cobra.Command {
 			if a.json() {
 				return a.writeJSON(rows)
 			}
+			defer a.noteHolds(ctx, q, nil)
+			if len(rows) == 0 {
+				a.println(noneOf("jobs", string(state), bid+localID+ark != ""))
+				return nil
+			}
 			// REQUEUES is retry_count (an operator's requeues, mrt-zk's
 			// meaning); ATTEMPTS the reactor's retries of the current step.
 			t := a.newTable("JID", "BID", "STATUS", "PRIORITY", "PROFILE", "REQUEUES", "ATTEMPTS", "MESSAGE", "LOCKED", "ARK", "LOCAL ID", "TITLE")
@@ -199,11 +215,7 @@ func (a *app) lsJobsCommand() *cobra.Command {
 					strconv.Itoa(r.RetryCount), attemptsCell(r.StepAttempts), messageCell(r, 48), lockedCell(r),
 					r.ARK, strings.Join(r.LocalIDs, ";"), truncate(r.Title, 32))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			a.noteHolds(ctx, q, nil)
-			return nil
+			return t.flush()
 		}),
 	}
 	cmd.Flags().Var(once(&stateFlag), "state", "only jobs in this state (any case, or its folder name)")

@@ -134,6 +134,24 @@ func TestLsBatches(t *testing.T) {
 		t.Errorf("json jobs of b1: %v", list[0].Jobs)
 	}
 
+	// An empty listing says so (and -o json is an empty list).
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls", "batches", "--state", "failed"}, "no Failed batches\n"},
+		{[]string{"ls", "jobs", "--state", "completed"}, "no Completed jobs\n"},
+		{[]string{"ls", "jobs", "--batch", f.b2, "--state", "failed"}, "no Failed jobs match\n"},
+		{[]string{"access", "ls"}, "no access requests\n"},
+		{[]string{"ls", "jobs", "--state", "completed", "-o", "json"}, "[]\n"},
+	} {
+		out, _, code = f.run(c.args...)
+		wantCode(t, code, 0)
+		if out != c.want {
+			t.Errorf("%v: %q, want %q", c.args, out, c.want)
+		}
+	}
+
 	_, stderr, code = f.run("ls", "batches", "--state", "nonsense")
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, "nonsense")

@@ -28,6 +28,7 @@ import (
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/internal/zkconn"
@@ -170,13 +171,28 @@ func (a *app) user() string {
 	return "unknown"
 }
 
+// environmentHelp names every INGESTQ_* variable the CLI reads, by the
+// flag whose default it gives (a flag given wins).
+const environmentHelp = "Environment (a flag given wins over its variable):\n" +
+	"  " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + ": --zk, --zk-root, --log-level\n" +
+	"  " + EnvConnectTimeout + ": how long to wait for a ZooKeeper session (default 10s)\n" +
+	"  " + EnvNATS + ", " + EnvNATSToken + ": --nats, --nats-token (where events are)\n" +
+	"  " + EnvAPI + ", " + EnvAPIToken + ": --api (the daemon's HTTP API, for object and access request)\n" +
+	"      and the token the CLI sends it\n" +
+	"  " + EnvStalledAfter + ": --stalled-after (ls jobs, show, serve)\n" +
+	"  " + EnvInventory + ", " + EnvDataDir + ": --inventory, --data-dir (serve, object, access request)\n" +
+	"  " + EnvAccessThreshold + ": access request --threshold, serve --access-threshold\n" +
+	"  serve's own (see ingestq serve --help): " + EnvConfig + ", " + EnvStates + ", " + EnvProfiles + ",\n" +
+	"      " + EnvStorage + ", " + EnvWorkDir + ", " + EnvWorkShared + ", " + EnvHTTP + ", " + EnvAdvertise + ",\n" +
+	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ", " + EnvNATSCluster + ",\n" +
+	"      " + EnvSMTPPass + ", " + EnvAccessDir + ", " + EnvAccessTo + ";\n" +
+	"      " + EnvAdminToken + " adds an admin token to the API's (it acts as \"" + api.EnvTokenName + "\")"
+
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "ingestq",
-		Short: "Inspect and administer the ingest queue kept in ZooKeeper",
-		Long: "ingestq reads and administers the ingest queue kept in ZooKeeper (the mrt-zk node layout).\n\n" +
-			"Environment: " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + " give the defaults of\n" +
-			"--zk, --zk-root and --log-level; a flag wins.",
+		Use:               "ingestq",
+		Short:             "Inspect and administer the ingest queue kept in ZooKeeper",
+		Long:              "ingestq reads and administers the ingest queue kept in ZooKeeper (the mrt-zk node layout).\n\n" + environmentHelp,
 		Version:           versionText(),
 		SilenceUsage:      true,
 		SilenceErrors:     true,

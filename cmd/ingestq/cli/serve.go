@@ -51,7 +51,7 @@ const (
 	EnvTLSKey      = "INGESTQ_TLS_KEY"
 	EnvAPITokens   = "INGESTQ_API_TOKENS"
 	EnvAPIToken    = "INGESTQ_API_TOKEN"   // the token the CLI's commands send to the API
-	EnvAdminToken  = "INGESTQ_ADMIN_TOKEN" // serve: one more token, an admin's (named "env")
+	EnvAdminToken  = "INGESTQ_ADMIN_TOKEN" // serve: one more token, an admin's (api.EnvTokenName)
 )
 
 // serveFlags are the daemon's settings.

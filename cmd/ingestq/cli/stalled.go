@@ -116,6 +116,10 @@ func (a *app) lsStalled(ctx context.Context, q *queue.Queue, jobs []*queue.Job, 
 	if a.json() {
 		return a.writeJSON(rows)
 	}
+	if len(rows) == 0 {
+		a.println(noneOf("jobs", "stalled", false))
+		return nil
+	}
 	t := a.newTable("JID", "BID", "STATUS", "PROFILE", "FOR", "KIND", "REASON")
 	for _, r := range rows {
 		t.row(r.JID, r.BID, string(r.State), r.Profile, r.For, string(r.Kind), r.Reason)

@@ -3,10 +3,14 @@ package place
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/internal/linktest"
 )
@@ -85,8 +89,37 @@ func TestLinkAcrossFileSystems(t *testing.T) {
 	if keys := list(t, l, ""); len(keys) != 0 {
 		t.Fatalf("a refused link left %v", keys)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "x")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a refused link left its folder: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, "x")); err != nil {
+		t.Fatalf("a refused link's folder, kept for the copy that stands for it: %v", err)
+	}
+}
+
+// Files linked at once into one folder from another file system (a
+// working storage on a disk of its own) are each refused, and their copies
+// then land. A refused link pruned the folder, which vanished under the
+// link or copy of another file (not exist): a job's Storing failed at random.
+func TestLinksAcrossFileSystemsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	l, dir := newLocal(t)
+	const content = "elsewhere"
+	src := writeSource(t, linktest.OtherFileSystem(t, dir), content)
+	for round := range 20 {
+		var g errgroup.Group
+		for i := range 8 {
+			key := fmt.Sprintf("r%d/v1/content/f%d", round, i)
+			g.Go(func() error {
+				if err := l.Link(ctx, key, src); !errors.Is(err, ErrNoLink) {
+					return fmt.Errorf("link of %s: %v, want ErrNoLink", key, err)
+				}
+				return l.Put(ctx, key, strings.NewReader(content), int64(len(content)), digest(content))
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys := list(t, l, ""); len(keys) != 20*8 {
+		t.Fatalf("%d keys, want %d", len(keys), 20*8)
 	}
 }
 

@@ -107,10 +107,13 @@ func (l *Local) Link(ctx context.Context, key, src string) error {
 		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
 	}
 	if err := link(src, name); err != nil {
-		_ = l.prune(filepath.Dir(name)) // folders made for nothing
 		if noLink(err) {
-			err = fmt.Errorf("%w: %w", ErrNoLink, err)
+			// The folder stays for the copy that stands for the link: pruned,
+			// it vanished under the links and copies of the object's other
+			// files into it, made at once, which then failed (not exist).
+			return fmt.Errorf("place %s: link %s: %w: %w", l.dir, key, ErrNoLink, err)
 		}
+		_ = l.prune(filepath.Dir(name)) // folders made for nothing
 		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
 	}
 	return nil

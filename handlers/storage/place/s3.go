@@ -30,10 +30,11 @@ var _ Place = (*S3)(nil)
 
 // NewS3 opens the place an s3:// URL names:
 //
-//	s3://bucket/prefix?endpoint=host:port&region=us-east-1&secure=false&partsize=16MiB
+//	s3://bucket/prefix?endpoint=host:port&region=us-east-1&secure=false&partsize=16MiB&idletimeout=30s
 //
 // endpoint defaults to AWS (a custom endpoint is addressed path-style),
-// secure to true, region to AWS_REGION, partsize to 16 MiB. Credentials come
+// secure to true, region to AWS_REGION, partsize to 16 MiB, idletimeout
+// (how long a request may move no byte) to 30 s. Credentials come
 // from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
 // NewS3 checks that the bucket exists, so a wrong bucket, endpoint or key
 // fails here rather than at the first Put.
@@ -47,7 +48,13 @@ func NewS3(ctx context.Context, rawURL string) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place: %s: %w", s, err)
 	}
-	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region}
+	tr, err := minio.DefaultTransport(c.secure)
+	if err != nil {
+		return nil, fmt.Errorf("place: %s: %w", s, err)
+	}
+	tr.DialContext = idleDial(tr.DialContext, c.idle)
+	tr.IdleConnTimeout = c.idle / 2 // a pooled connection is closed before its deadline fires
+	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region, Transport: tr, MaxRetries: s3Tries}
 	if c.custom {
 		opts.BucketLookup = minio.BucketLookupPath
 	}

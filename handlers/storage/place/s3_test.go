@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -245,6 +246,81 @@ func TestS3PutServerStopped(t *testing.T) {
 	}
 	put(t, s, "k", b, sum)
 	mustRead(t, s, "k", b)
+}
+
+// A server that hangs (SIGSTOP: connections stay open, nothing answers)
+// fails each call as a timeout (a net.Error, which the pipeline takes for
+// the store out of reach) within its tries of idletimeout, not minio-go's
+// ten tries of a minute; once it runs again, the same place works.
+func TestS3FrozenServerTimesOut(t *testing.T) {
+	srv, s, b, sum := idlePlace(t, 4096)
+	if err := srv.Freeze(); err != nil { // the test's end stops it frozen or not
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"stat": func(ctx context.Context) error { _, err := s.Stat(ctx, "k"); return err },
+		"put":  func(ctx context.Context) error { return s.Put(ctx, "k2", bytes.NewReader(b), int64(len(b)), sum) },
+	} {
+		start := time.Now()
+		err := call(ctxT(t))
+		took := time.Since(start)
+		t.Logf("%s with the server frozen, after %v: %v", name, took, err)
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("%s with the server frozen: %v; want a timeout", name, err)
+		}
+		if took > (s3Tries+2)*idle {
+			t.Errorf("%s with the server frozen failed after %v; want within %d tries of %v and their pauses", name, took, s3Tries, idle)
+		}
+	}
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "k2", b, sum)
+	mustRead(t, s, "k2", b)
+}
+
+// idle is the idletimeout of idlePlace's place.
+const idle = time.Second
+
+// idlePlace opens a place with idletimeout idle on a server of its own,
+// holding key "k": n random bytes b, of SHA-256 sum.
+func idlePlace(t *testing.T, n int) (srv *s3test.Server, s *S3, b []byte, sum string) {
+	srv = s3test.Start(t)
+	s = openS3(t, srv, srv.Addr, "&idletimeout="+idle.String())
+	b, sum = content(t, n)
+	put(t, s, "k", b, sum)
+	return srv, s, b, sum
+}
+
+// A read that keeps moving bytes is never cut, however long it takes in
+// all: the timeout is of inactivity, not of the request.
+func TestS3SlowReadIsNotCut(t *testing.T) {
+	_, s, b, _ := idlePlace(t, 1<<20)
+	body, err := s.Open(ctxT(t), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	start := time.Now()
+	tick := time.NewTicker(idle / 4) // a slow reader's pace, below idle between reads
+	defer tick.Stop()
+	var got []byte
+	chunk := make([]byte, 64<<10)
+	for {
+		<-tick.C
+		n, err := io.ReadFull(body, chunk)
+		got = append(got, chunk[:n]...)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v and %d bytes: %v", time.Since(start), len(got), err)
+		}
+	}
+	if took := time.Since(start); !bytes.Equal(got, b) || took < 2*idle {
+		t.Fatalf("read %d bytes of %d in %v; want all of them, over more than twice idletimeout (%v)", len(got), len(b), took, idle)
+	}
 }
 
 // A byte flipped between the client and the server is caught by the

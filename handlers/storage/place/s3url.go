@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
@@ -21,7 +22,7 @@ const (
 )
 
 // s3URLParams are the query parameters an s3:// URL may carry.
-var s3URLParams = []string{"endpoint", "region", "secure", "partsize"}
+var s3URLParams = []string{"endpoint", "region", "secure", "partsize", "idletimeout"}
 
 // s3Config is what an s3:// URL says.
 type s3Config struct {
@@ -32,9 +33,10 @@ type s3Config struct {
 	region   string // "" lets the client ask the bucket
 	secure   bool
 	partSize int64
+	idle     time.Duration // a request moving no byte for this long fails
 }
 
-// parseS3URL reads s3://bucket/prefix?endpoint=host:port&region=R&secure=false&partsize=16MiB.
+// parseS3URL reads s3://bucket/prefix?endpoint=host:port&region=R&secure=false&partsize=16MiB&idletimeout=30s.
 // The region defaults to AWS_REGION, else us-east-1 for a custom endpoint.
 func parseS3URL(rawURL string) (s3Config, error) {
 	u, err := url.Parse(rawURL)
@@ -53,7 +55,7 @@ func parseS3URL(rawURL string) (s3Config, error) {
 	if err := s3utils.CheckValidBucketNameStrict(u.Host); err != nil {
 		return s3Config{}, bad("bucket %q: %v", u.Host, err)
 	}
-	c := s3Config{bucket: u.Host, endpoint: awsEndpoint, secure: true, partSize: defaultPartSize}
+	c := s3Config{bucket: u.Host, endpoint: awsEndpoint, secure: true, partSize: defaultPartSize, idle: defaultIdleTimeout}
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		if why := s3KeyProblem(p); why != "" {
 			return s3Config{}, bad("prefix %q %s", p, why)
@@ -93,6 +95,13 @@ func (c *s3Config) setParams(q url.Values) error {
 			return err
 		}
 		c.partSize = n
+	}
+	if s := q.Get("idletimeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("idletimeout=%q: want a duration above zero, such as 30s", s)
+		}
+		c.idle = d
 	}
 	return nil
 }

@@ -3,18 +3,19 @@ package place
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseS3URL(t *testing.T) {
 	t.Setenv("AWS_REGION", "")
 	for rawURL, want := range map[string]s3Config{
-		"s3://bucket": {bucket: "bucket", endpoint: awsEndpoint, secure: true, partSize: defaultPartSize},
+		"s3://bucket": {bucket: "bucket", endpoint: awsEndpoint, secure: true, partSize: defaultPartSize, idle: defaultIdleTimeout},
 		"s3://bucket/a/b/?region=eu-west-1": {bucket: "bucket", prefix: "a/b/", endpoint: awsEndpoint,
-			region: "eu-west-1", secure: true, partSize: defaultPartSize},
+			region: "eu-west-1", secure: true, partSize: defaultPartSize, idle: defaultIdleTimeout},
 		"s3://b-1/ocfl?endpoint=127.0.0.1:9000&secure=false&partsize=8MiB": {bucket: "b-1", prefix: "ocfl/",
-			endpoint: "127.0.0.1:9000", custom: true, region: "us-east-1", partSize: 8 << 20},
-		"s3://b-1/ocfl?endpoint=minio:9000&partsize=6000000": {bucket: "b-1", prefix: "ocfl/",
-			endpoint: "minio:9000", custom: true, region: "us-east-1", secure: true, partSize: 6000000},
+			endpoint: "127.0.0.1:9000", custom: true, region: "us-east-1", partSize: 8 << 20, idle: defaultIdleTimeout},
+		"s3://b-1/ocfl?endpoint=minio:9000&partsize=6000000&idletimeout=2m": {bucket: "b-1", prefix: "ocfl/",
+			endpoint: "minio:9000", custom: true, region: "us-east-1", secure: true, partSize: 6000000, idle: 2 * time.Minute},
 	} {
 		got, err := parseS3URL(rawURL)
 		if err != nil || got != want {
@@ -42,6 +43,8 @@ func TestParseS3URLRefusals(t *testing.T) {
 		"s3://bucket/p?partsize=lots":     "between 5MiB and 5GiB",
 		"http://bucket/p":                 "not an s3:// URL",
 		"s3://bucket/p?partsize=99999MiB": "between 5MiB and 5GiB",
+		"s3://bucket/p?idletimeout=30":    `idletimeout="30": want a duration above zero`,
+		"s3://bucket/p?idletimeout=0s":    `idletimeout="0s": want a duration above zero`,
 	} {
 		_, err := parseS3URL(rawURL)
 		if err == nil || !strings.Contains(err.Error(), want) {
