@@ -107,7 +107,7 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error 
 		return err
 	}
 	if p := v.Token.Package; v.State == queue.Completed && p != nil {
-		if at, err := time.Parse(time.RFC3339, p.Expires); err == nil && !time.Now().Before(at) {
+		if p.Expired(time.Now()) {
 			return accessGone(v.Ref, p.Expires, "its package goes at the next sweep", v.Token.ARK)
 		}
 	}

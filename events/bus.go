@@ -255,9 +255,7 @@ func (b *Bus) open(ctx context.Context) error {
 			if !b.settled.Load() {
 				b.published.Add(1)
 			}
-			id := m.Header.Get(jetstream.MsgIDHeader)
-			b.failing.Delete(id)
-			b.acked(id)
+			b.resolved(m.Header.Get(jetstream.MsgIDHeader))
 		}),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { b.failed(m, err) }),
 		jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout),

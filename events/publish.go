@@ -138,8 +138,7 @@ func (b *Bus) drop(m outMsg, err error) {
 	b.lose(err)
 	closeAcked(m.acked)
 	if m.resent {
-		b.failing.Delete(m.id)
-		b.acked(m.id)
+		b.resolved(m.id)
 	}
 }
 

@@ -59,10 +59,16 @@ func (b *Bus) failed(m *nats.Msg, err error) {
 	if retryable(err) && !b.closing.Load() && b.scheduleResend(m, id) {
 		return
 	}
-	b.failing.Delete(id)
 	if !b.settled.Load() {
 		b.lose(err)
 	}
+	b.resolved(id)
+}
+
+// resolved ends event id's way: acknowledged, or counted lost. It is sent
+// no more (a resend's record goes), and its waiter, if any, is told.
+func (b *Bus) resolved(id string) {
+	b.failing.Delete(id)
 	b.acked(id)
 }
 
@@ -101,8 +107,7 @@ func (b *Bus) pausingLost() int {
 	n := 0
 	b.pausing.Range(func(id, _ any) bool {
 		if _, ok := b.pausing.LoadAndDelete(id); ok {
-			b.failing.Delete(id)
-			b.acked(id.(string))
+			b.resolved(id.(string))
 			n++
 		}
 		return true

@@ -132,7 +132,7 @@ func (x Situation) HoldOf(kind, id string, state queue.State, profile, lastModif
 }
 
 // stamp is an absolute time as text gives it (decision 261).
-func stamp(t time.Time) string { return t.Local().Format(time.DateTime) }
+func stamp(t time.Time) string { return queue.TextTime(t) }
 
 // NodeTime reads a time a node keeps as text: a last_modified in Merritt's
 // layout (queue.TimeLayout), or an access token's RFC 3339.

@@ -16,12 +16,9 @@ import (
 
 // A daemon rewrites its host node when its jobs in hand changed, looking
 // every hostCheck (so `ingestq hosts` is at most that late, and a busy
-// daemon writes it at most that often), and every hostEvery anyway.
+// daemon writes it at most that often), and every HostRewrite anyway.
 // ZooKeeper keeps the node itself alive with the session.
-const (
-	hostCheck = time.Second
-	hostEvery = HostRewrite
-)
+const hostCheck = time.Second
 
 // slowStep is how long a step runs before its host's node lists what it
 // waits on: a back end that hangs is found out within its own timeout
@@ -154,7 +151,7 @@ func (r *Reactor) Register(ctx context.Context) error {
 
 // keepRegistered rewrites the host node when its jobs in hand or slow
 // steps changed from what it said last (said) at most every hostCheck,
-// every hostEvery, and at once after a reconnect (the node went with an
+// every HostRewrite, and at once after a reconnect (the node went with an
 // expired session), until ctx ends.
 func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said HostInfo, reconnected <-chan struct{}) {
 	t := time.NewTicker(hostCheck)
@@ -165,7 +162,7 @@ func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said Host
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if r.jobsInHand() == said.JobsInHand && maps.Equal(r.slowSteps(), said.Waits) && time.Since(written) < hostEvery {
+			if r.jobsInHand() == said.JobsInHand && maps.Equal(r.slowSteps(), said.Waits) && time.Since(written) < HostRewrite {
 				continue
 			}
 		case <-reconnected:
@@ -174,7 +171,7 @@ func (r *Reactor) keepRegistered(ctx context.Context, since time.Time, said Host
 		if err != nil && ctx.Err() == nil {
 			tries++
 			r.log.Warn("reactor: host node not written; trying again", "err", err)
-			if !backoff.Sleep(ctx, backoff.Delay(time.Second, hostEvery, tries)) {
+			if !backoff.Sleep(ctx, backoff.Delay(time.Second, HostRewrite, tries)) {
 				return
 			}
 			continue

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -59,8 +58,7 @@ func (as *Assembler) Sweep(ctx context.Context) ([]*queue.Access, error) {
 			continue
 		}
 		live[t.Package.Name] = true
-		at, err := time.Parse(time.RFC3339, t.Package.Expires)
-		if a.State() != queue.Completed || err != nil || now.Before(at) {
+		if a.State() != queue.Completed || !t.Package.Expired(now) {
 			continue
 		}
 		d := as.holder(t.Package)

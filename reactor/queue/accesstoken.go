@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // The token node of an access request holds the request and, once it is
@@ -41,6 +42,14 @@ type AccessPackage struct {
 	Where    string `json:"where"`    // "folder" or "s3"
 	Location string `json:"location"` // the folder's path or the s3:// URL it was written to
 	Host     string `json:"host"`     // the daemon that made it (a folder is that host's)
+}
+
+// Expired tells whether the package's time is up at now: the sweep removes
+// it, and the API answers 410 for it. An expiry that does not read is
+// never up.
+func (p *AccessPackage) Expired(now time.Time) bool {
+	at, err := time.Parse(time.RFC3339, p.Expires)
+	return err == nil && !now.Before(at)
 }
 
 // Token statuses (the token's "status", beside the request's status node).

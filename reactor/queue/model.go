@@ -11,6 +11,11 @@ import (
 // TimeLayout is the layout of last_modified, as the deployed library writes it.
 const TimeLayout = "2006-01-02 15:04:05 -0700"
 
+// TextTime is how a time reads in text meant for people, whoever writes
+// it (the CLI, ops' sentences, a stalled reason): local, to the second
+// (decision 260).
+func TextTime(t time.Time) string { return t.Local().Format(time.DateTime) }
+
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 

@@ -148,11 +148,9 @@ func (f Facts) works(name string, s queue.State) bool {
 // waitsOn is what locked job j's step waits on, as the host that holds
 // its lock says of a step that runs long.
 func (f Facts) waitsOn(j *queue.Job) (reactor.WaitingOn, bool) {
-	for _, h := range f.Hosts {
-		if h.Session == j.LockSession {
-			w, ok := h.Info.Waits[j.ID]
-			return w, ok
-		}
+	if h, ok := f.hostOf(j.LockSession); ok {
+		w, ok := h.Info.Waits[j.ID]
+		return w, ok
 	}
 	return reactor.WaitingOn{}, false
 }
@@ -160,12 +158,20 @@ func (f Facts) waitsOn(j *queue.Job) (reactor.WaitingOn, bool) {
 // holder names a lock's session: the live host it belongs to, or the
 // session itself (another program, or a daemon whose host node is gone).
 func (f Facts) holder(session int64) string {
-	for _, h := range f.Hosts {
-		if h.Session == session {
-			return "host " + h.Name
-		}
+	if h, ok := f.hostOf(session); ok {
+		return "host " + h.Name
 	}
 	return fmt.Sprintf("session 0x%x (no live ingestq host: another program?)", session)
+}
+
+// hostOf is the live host whose session is session, if any.
+func (f Facts) hostOf(session int64) (Host, bool) {
+	for _, h := range f.Hosts {
+		if h.Session == session {
+			return h, true
+		}
+	}
+	return Host{}, false
 }
 
 func withMessage(why, msg string) string {
@@ -175,7 +181,7 @@ func withMessage(why, msg string) string {
 	return why + "; last message: " + msg
 }
 
-func stamp(t time.Time) string { return t.Local().Format(time.DateTime) }
+func stamp(t time.Time) string { return queue.TextTime(t) }
 
 // Find flags the stalled jobs among jobs (as the caller read them) at now,
 // by jid. It reads when each entered its state, and the Facts, once.

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // field is one line of a record (show): a key and its value, in the order
@@ -213,21 +214,18 @@ func (o *onceString) Set(v string) error {
 	return nil
 }
 
-// Times in text output: every command prints an absolute time one way, in
-// the local zone to the second, "2006-01-02 15:04:05" (an event to the
-// millisecond: several happen within a second), as the tables always
-// did; -o json gives RFC 3339.
-const (
-	textTime      = time.DateTime
-	textTimeMilli = "2006-01-02 15:04:05.000"
-)
+// Times in text output: every command prints an absolute time one way,
+// queue.TextTime's (local, to the second; an event to the millisecond:
+// several happen within a second), as the tables always did; -o json
+// gives RFC 3339.
+const textTimeMilli = "2006-01-02 15:04:05.000"
 
 // when is t in text output; "" (shown as "-") for the zero time.
 func when(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.Local().Format(textTime)
+	return queue.TextTime(t)
 }
 
 // whenMilli is an event's t in text output, to the millisecond.

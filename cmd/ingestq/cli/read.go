@@ -433,9 +433,10 @@ func (a *app) showBatchJobs(ctx context.Context, q *queue.Queue, b *queue.Batch,
 // hold in the CLI's words (in a table the release alone, in JSON the
 // whole sentence), and in JSON each time in RFC 3339.
 func (a *app) jobRows(ctx context.Context, q *queue.Queue, jobs []*queue.Job) []ops.JobRow {
-	rows := a.ops(q).Rows(ctx, jobs, ops.CLI)
-	x := a.ops(q).Situation(ctx)
+	x := a.ops(q).Situation(ctx) // read once: Rows would read it again
+	rows := make([]ops.JobRow, len(jobs))
 	for i, j := range jobs {
+		rows[i] = x.Row(j, ops.CLI)
 		if !a.json() && j.State() == queue.Held {
 			rows[i].Hold = "held: " + x.Releases("job", j.ID, j.Profile(), ops.CLI)
 		}
