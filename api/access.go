@@ -1,15 +1,10 @@
 package api
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -91,70 +86,19 @@ func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error
 // accessRef is the request a route's path names: queue/qid.
 func accessRef(r *http.Request) string { return r.PathValue("queue") + "/" + r.PathValue("qid") }
 
-// getAccess answers a request; one whose package has expired is gone
-// (410), whether a daemon's sweep has removed it yet or not.
+// getAccess answers a request; one made and no more to be had (its
+// package expired, it was deleted) is gone (410), saying what became of it.
 func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
 	v, err := a.cfg.Ops.ShowAccess(r.Context(), accessRef(r))
-	if errors.Is(err, queue.ErrNotFound) {
-		if gone := a.expiredAccess(r.Context(), accessRef(r)); gone != nil {
-			return gone
-		}
-	}
-	if err != nil {
+	if err := a.cfg.Ops.AccessGone(r.Context(), accessRef(r), v, err); err != nil {
 		return err
-	}
-	if p := v.Token.Package; v.State == queue.Completed && p != nil {
-		if p.Expired(time.Now()) {
-			return accessGone(v.Ref, p.Expires, "its package goes at the next sweep", v.Token.ARK)
-		}
 	}
 	v.LastModified = apiTime(v.LastModified)
 	writeJSON(w, http.StatusOK, v)
 	return nil
-}
-
-// expiredAccess is the 410 of a request that a daemon's sweep removed
-// when its package expired, as its recorded events tell (its Expired
-// event); nil when they do not (a request never made, or deleted).
-func (a *API) expiredAccess(ctx context.Context, ref string) error {
-	if a.cfg.Bus == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timelineWait)
-	defer cancel()
-	var expires, ark string
-	var removed time.Time
-	err := events.Replay(ctx, a.cfg.Bus.Conn(), "", events.Filter{AccessID: ref, Subject: "ingestq.access.>"}, func(ev events.Event) error {
-		switch ev.To {
-		case "Expired":
-			removed = ev.Time
-		case string(queue.Completed):
-			expires, _ = ev.Attrs["expires"].(string)
-		}
-		if s, ok := ev.Attrs["ark"].(string); ok {
-			ark = s
-		}
-		return nil
-	})
-	if err != nil || removed.IsZero() {
-		return nil
-	}
-	at := removed.UTC().Format(time.RFC3339)
-	return accessGone(ref, cmp.Or(expires, at), "removed with its package at "+at, ark)
-}
-
-// accessGone is the 410 of request ref, whose package expired at
-// expired: what became of it, and how to ask again.
-func accessGone(ref, expired, then, ark string) error {
-	body := `{"ark": ` + strconv.Quote(ark) + `}`
-	if ark == "" {
-		body = `{"ark": ARK}`
-	}
-	return &apiError{status: http.StatusGone, kind: "gone", msg: fmt.Sprintf("access request %s expired at %s (%s): "+
-		"ask again with POST %saccess %s, and the version, files and format wanted", ref, expired, then, Prefix, body)}
 }
 
 func (a *API) accessAction(do func(ctx context.Context, ref string) (ops.Outcome, error)) handler {
@@ -164,7 +108,7 @@ func (a *API) accessAction(do func(ctx context.Context, ref string) (ops.Outcome
 		}
 		o, err := do(r.Context(), accessRef(r))
 		if err != nil {
-			return err
+			return a.cfg.Ops.AccessGone(r.Context(), accessRef(r), ops.AccessView{}, err)
 		}
 		writeJSON(w, http.StatusOK, apiOutcome(o))
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // withObject gives a bundle's API a local inventory holding ark, with a
@@ -113,5 +114,128 @@ func TestAccessRequestNamesItsActor(t *testing.T) {
 	}))
 	if len(replayed) != 1 || replayed[0].Actor != "admin token" || replayed[0].Attrs["ark"] != ark {
 		t.Errorf("replayed %+v; want the request's event by \"admin token\"", replayed)
+	}
+}
+
+// failedAccess asks for ark through the API and has it fail, as a daemon
+// that cannot assemble it does; it returns the request.
+func (b *bundle) failedAccess(ark string) ops.AccessView {
+	b.t.Helper()
+	var v ops.AccessView
+	b.do("POST", "access", operateToken, map[string]any{"ark": ark}).ok(b.t, http.StatusCreated, &v)
+	a, err := b.q.FindAccess(b.t.Context(), v.Ref)
+	must(b.t, err)
+	a, _, err = b.q.AcquireAccessWork(b.t.Context(), a.Queue, func(x *queue.Access) bool { return x.ID == a.ID })
+	must(b.t, err)
+	must(b.t, b.q.MoveAccess(b.t.Context(), a, queue.Processing, "", nil))
+	must(b.t, b.q.MoveAccess(b.t.Context(), a, queue.Failed, "storage has no such object", nil))
+	return v
+}
+
+// deletedAt is when request ref became Deleted, as the API says it.
+func (b *bundle) deletedAt(ref string) string {
+	b.t.Helper()
+	a, err := b.q.FindAccess(b.t.Context(), ref)
+	must(b.t, err)
+	at, ok := ops.NodeTime(a.Status.LastModified)
+	if a.State() != queue.Deleted || !ok {
+		b.t.Fatalf("access request %s: %s at %q, want Deleted", ref, a.State(), a.Status.LastModified)
+	}
+	return at.UTC().Format(time.RFC3339)
+}
+
+// A request that was made and is no more to be had is 410 Gone, saying
+// what became of it and how to ask again: Deleted (the node kept, its
+// deleter from the delete's event, else not recorded), deleted by an
+// operator and removed (the delete's event), removed by a program that
+// records no events, as mrt-zk's delete (its recorded moves tell it was
+// made). GET, requeue and DELETE answer so alike. Only a request neither
+// the queue nor the events know of is 404.
+func TestRemovedAccessRequestIsGone(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4gone"
+	b := setup(t, withObject(t, ark, 3))
+	ctx := t.Context()
+	again := `ask again with POST /api/v1/access {"ark": "` + ark + `"}`
+
+	// Deleted by an operator: kept, then removed.
+	op := b.failedAccess(ark)
+	b.do("DELETE", "access/"+op.Ref, adminToken, nil).ok(t, http.StatusOK, nil)
+	flush(t, b.bus)
+	deleted := "access request " + op.Ref + " was deleted by admin token at " + b.deletedAt(op.Ref)
+	b.do("GET", "access/"+op.Ref, readToken, nil).problem(t, http.StatusGone, "gone", deleted, again)
+	var listed struct{ Items []ops.AccessView }
+	b.do("GET", "access?state=Deleted", readToken, nil).ok(t, http.StatusOK, &listed)
+	if len(listed.Items) != 1 || listed.Items[0].Ref != op.Ref {
+		t.Errorf("Deleted requests listed: %+v; want %s", listed.Items, op.Ref)
+	}
+	b.do("DELETE", "access/"+op.Ref, adminToken, nil).ok(t, http.StatusOK, nil)
+	flush(t, b.bus)
+	removed := b.do("GET", "access/"+op.Ref, readToken, nil).problem(t, http.StatusGone, "gone",
+		"access request "+op.Ref+" was deleted by admin token at ", again)
+	b.do("POST", "access/"+op.Ref+"/requeue", operateToken, nil).problem(t, http.StatusGone, "gone", removed.Detail)
+	b.do("DELETE", "access/"+op.Ref, adminToken, nil).problem(t, http.StatusGone, "gone", removed.Detail)
+
+	// Deleted by another program: no delete event names who.
+	other := b.failedAccess(ark)
+	a, err := b.q.FindAccess(ctx, other.Ref)
+	must(t, err)
+	_, _, err = b.q.RemoveAccess(ctx, a.Ref())
+	must(t, err)
+	b.do("GET", "access/"+other.Ref, readToken, nil).problem(t, http.StatusGone, "gone",
+		"access request "+other.Ref+" was deleted at "+b.deletedAt(other.Ref)+" (who deleted it is not recorded)", again)
+
+	// Removed as mrt-zk's delete does (the node and its children), with
+	// no event: the request's recorded moves tell it was made.
+	var pending ops.AccessView
+	b.do("POST", "access", operateToken, map[string]any{"ark": ark}).ok(t, http.StatusCreated, &pending)
+	flush(t, b.bus)
+	conn := zktest.Connect(t)
+	removeTree := func(ref string) {
+		p := b.q.Path("/access/" + ref)
+		kids, _, err := conn.Children(p)
+		must(t, err)
+		for _, k := range kids {
+			must(t, conn.Delete(p+"/"+k, -1))
+		}
+		must(t, conn.Delete(p, -1))
+	}
+	removeTree(pending.Ref)
+	b.do("GET", "access/"+pending.Ref, readToken, nil).problem(t, http.StatusGone, "gone",
+		"access request "+pending.Ref+" is no longer in the queue, and no event records who removed it (its last recorded move: Pending at ", again)
+
+	// A request of another program, removed by it: nothing is known.
+	foreign, err := b.q.CreateAccess(ctx, queue.AccessSmall, map[string]any{"token": "merritt"})
+	must(t, err)
+	removeTree(foreign.Ref())
+	b.do("GET", "access/"+foreign.Ref(), readToken, nil).problem(t, http.StatusNotFound, "not-found", foreign.ID)
+	b.do("GET", "access/small/qid0000000099", readToken, nil).problem(t, http.StatusNotFound, "not-found", "qid0000000099")
+}
+
+// GET /access with a state reads each request's status alone, and the
+// rest of the requests in that state only: 2 listings, 40 statuses and 4
+// nodes of each of the 2 Failed requests; it read every node of all 40.
+func TestAccessListReadsWhatItLists(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4reads"
+	b := setup(t, withObject(t, ark, 3))
+	var failed []string
+	for i := range 40 {
+		if i%20 == 0 {
+			failed = append(failed, b.failedAccess(ark).Ref)
+			continue
+		}
+		_, err := b.q.CreateAccess(t.Context(), queue.AccessSmall, queue.AccessToken{Token: fmt.Sprint(i), ARK: ark}.Map(nil))
+		must(t, err)
+	}
+	reads0, _ := b.q.Requests()
+	var page struct{ Items []ops.AccessView }
+	b.do("GET", "access?state=Failed", readToken, nil).ok(t, http.StatusOK, &page)
+	reads, _ := b.q.Requests()
+	if len(page.Items) != 2 || page.Items[0].Ref != failed[0] || page.Items[1].Ref != failed[1] {
+		t.Fatalf("Failed requests: %+v; want %v", page.Items, failed)
+	}
+	if want := uint64(2 + 40 + 4*2); reads-reads0 != want {
+		t.Errorf("GET /access?state=Failed read %d nodes; want %d", reads-reads0, want)
 	}
 }

@@ -132,7 +132,7 @@ func TestBatchStatus(t *testing.T) {
 	}
 	b.do("GET", "batches/bid9999999999", readToken, nil).problem(t, 404, "not-found", "bid9999999999")
 	b.do("GET", "batches/no-such-uuid", readToken, nil).problem(t, 404, "not-found", "no-such-uuid")
-	b.do("GET", "batches/bidX", readToken, nil).problem(t, 400, "invalid", `"bidX" is not a batch id`)
+	b.do("GET", "batches/bidX", readToken, nil).problem(t, 404, "not-found", "bidX")
 }
 
 // A batch's bytes done count a running download's bytes as its progress

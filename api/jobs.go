@@ -125,7 +125,7 @@ type jobDetail struct {
 	Metadata             *queue.Metadata     `json:"metadata"`
 	Store                *queue.StepManifest `json:"store"`
 	Inventory            *queue.StepManifest `json:"inventory"`
-	Removed              []string            `json:"removed"` // the keys above (configuration.working_dir, …) that name what a Completed job's end removed
+	Removed              []string            `json:"removed"` // the keys above (configuration.working_dir, …) that name what an ended job's end removed (ops.Removed)
 	Locked               bool                `json:"locked"`
 	Created              time.Time           `json:"created"`
 	Place                *ops.Place          `json:"place"`   // null when it waits in no queue

@@ -77,7 +77,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		o.inventory = o.pipeline.start(t, root, bus, log)
 	}
 	tokens := writeTokens(t, o.noTokens)
-	ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish}, Bus: bus, Inventory: o.inventory,
+	ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}, Bus: bus, Inventory: o.inventory,
 		Tokens: tokens, Stalled: stalledBy(o.stalled), Logger: log})
 	must(t, err)
 	web, err := httpd.Start("127.0.0.1:0", log)

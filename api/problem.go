@@ -53,6 +53,7 @@ var kinds = []struct {
 	{inventory.ErrInvalid, http.StatusBadRequest, "invalid"},
 	{queue.ErrNotFound, http.StatusNotFound, "not-found"},
 	{inventory.ErrNotFound, http.StatusNotFound, "not-found"},
+	{ops.ErrGone, http.StatusGone, "gone"},
 	{queue.ErrIllegalTransition, http.StatusConflict, "illegal-transition"},
 	{queue.ErrLocked, http.StatusConflict, "locked"},
 	{queue.ErrStale, http.StatusConflict, "stale"},

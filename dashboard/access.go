@@ -1,11 +1,7 @@
 package dashboard
 
 import (
-	"cmp"
 	"net/http"
-	"slices"
-	"sort"
-	"strings"
 
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/ops"
@@ -38,34 +34,18 @@ func (d *Dashboard) showAccess(w http.ResponseWriter, r *http.Request, caller ap
 			return
 		}
 	}
-	list, problems, err := d.cfg.Ops.ListAccess(r.Context(), st)
+	list, next, problems, err := d.cfg.Ops.AccessPage(r.Context(), st, v.Get("after"), accessPerPage)
 	if err != nil {
 		d.problem(w, r, caller, err)
 		return
-	}
-	// Each queue numbers its own requests: order by when they were asked.
-	// A page starts after the request after names: when it was asked, and
-	// its ref.
-	newer := func(a, b ops.AccessView) int {
-		return cmp.Or(strings.Compare(b.Token.Requested, a.Token.Requested), strings.Compare(b.Ref, a.Ref))
-	}
-	slices.SortFunc(list, newer)
-	if after := v.Get("after"); after != "" {
-		var last ops.AccessView
-		last.Token.Requested, last.Ref, _ = strings.Cut(after, " ")
-		list = list[sort.Search(len(list), func(i int) bool { return newer(last, list[i]) < 0 }):]
-	}
-	next := ""
-	if len(list) > accessPerPage {
-		list = list[:accessPerPage]
-		next = list[accessPerPage-1].Token.Requested + " " + list[accessPerPage-1].Ref
 	}
 	p.Rows, p.Pages, p.Problems = list, pagesOf(Prefix+"access", v, next), texts(problems)
 	d.render(w, r, status, "access", page{Title: "Access requests", Caller: caller, Flash: f, Data: p})
 }
 
 // accessAct runs a request's button (requeue, or delete for an admin)
-// through the service layer, by the API's roles.
+// through the service layer, by the API's roles. A request made and no
+// more to be had is gone (410), as in the API.
 func (d *Dashboard) accessAct(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("queue") + "/" + r.PathValue("qid")
 	need, do := api.RoleOperate, d.cfg.Ops.RequeueAccess
@@ -82,7 +62,9 @@ func (d *Dashboard) accessAct(w http.ResponseWriter, r *http.Request) {
 	}
 	var o ops.Outcome
 	if err == nil {
-		o, err = do(ops.WithActor(r.Context(), caller.Name), ref)
+		if o, err = do(ops.WithActor(r.Context(), caller.Name), ref); err != nil {
+			err = d.cfg.Ops.AccessGone(r.Context(), ref, ops.AccessView{}, err)
+		}
 	}
 	if caller, status, f, ok := d.afterAction(w, r, o, err); ok {
 		d.showAccess(w, r, caller, status, f)

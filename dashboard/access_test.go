@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -53,4 +54,27 @@ func TestAccessPageListsAndActs(t *testing.T) {
 	}
 	// Requeued, it is no longer Failed: the state machine's refusal.
 	b.post(operateToken, "/ui/access/"+ref, requeue).is(t, http.StatusConflict, "refused:")
+}
+
+// An access request that was made and is no more answers 410 on the
+// access page's buttons, saying who deleted it and when, where the events
+// recorded it; one nothing is known of stays 404.
+func TestRemovedAccessRequestAnswersGone(t *testing.T) {
+	b := setup(t)
+	ctx := t.Context()
+	ref := b.request("ark:/99999/fk4gone", time.Now())
+	a, err := b.q.FindAccess(ctx, ref)
+	must(t, err)
+	a, _, err = b.q.AcquireAccessWork(ctx, a.Queue, nil)
+	must(t, err)
+	must(t, b.q.MoveAccess(ctx, a, queue.Processing, "", nil))
+	must(t, b.q.MoveAccess(ctx, a, queue.Failed, "storage has no such object", nil))
+	del := url.Values{"action": {"delete"}}
+	b.post(adminToken, "/ui/access/"+ref, del).is(t, http.StatusOK, "access request "+ref+" is Deleted")
+	b.post(adminToken, "/ui/access/"+ref, del).is(t, http.StatusOK, "access request "+ref+" removed")
+	must(t, b.bus.Flush(ctx))
+	b.post(operateToken, "/ui/access/"+ref, url.Values{"action": {"requeue"}}).is(t, http.StatusGone,
+		"refused: access request "+ref+" was deleted by admin token at ", `ask again with POST /api/v1/access {"ark": ARK}`)
+	b.post(adminToken, "/ui/access/"+ref, del).is(t, http.StatusGone, "refused: access request "+ref+" was deleted by admin token at ")
+	b.post(adminToken, "/ui/access/small/qid0000009999", del).is(t, http.StatusNotFound, "qid0000009999")
 }

@@ -152,7 +152,7 @@ func TestBatchesNewestFirst(t *testing.T) {
 	}
 	a := b.get("", "/ui/batches")
 	a.is(t, http.StatusOK, "Next page")
-	rows := batchRows(a.body)
+	rows := rowsOf(a.body, "data-bid")
 	if len(rows) != 50 || rows[0] != bids[51] || rows[49] != bids[2] {
 		t.Fatalf("first page: %d rows from %s to %s, want 50 from %s to %s", len(rows), rows[0], rows[len(rows)-1], bids[51], bids[2])
 	}
@@ -163,7 +163,7 @@ func TestBatchesNewestFirst(t *testing.T) {
 		t.Errorf("the first page links to the first page")
 	}
 	a = b.get("", "/ui/batches?after="+bids[2])
-	if rows := batchRows(a.body); !slices.Equal(rows, []string{bids[1], bids[0]}) || strings.Contains(a.body, "Next page") {
+	if rows := rowsOf(a.body, "data-bid"); !slices.Equal(rows, []string{bids[1], bids[0]}) || strings.Contains(a.body, "Next page") {
 		t.Fatalf("last page: %v, want %s and %s and no next", rows, bids[1], bids[0])
 	}
 	if l := link(a.body, "first"); l != "/ui/batches" {
@@ -171,14 +171,15 @@ func TestBatchesNewestFirst(t *testing.T) {
 	}
 }
 
-// batchRows are the bids a batches page lists, in order.
-func batchRows(page string) []string {
-	var bids []string
-	for _, part := range strings.Split(page, `<tr data-bid="`)[1:] {
-		bid, _, _ := strings.Cut(part, `"`)
-		bids = append(bids, bid)
+// rowsOf are the ids a listing's rows carry in their attribute attr
+// (data-bid, data-ref), in order.
+func rowsOf(page, attr string) []string {
+	var ids []string
+	for _, part := range strings.Split(page, `<tr `+attr+`="`)[1:] {
+		id, _, _ := strings.Cut(part, `"`)
+		ids = append(ids, id)
 	}
-	return bids
+	return ids
 }
 
 // A windowed batch whose objects have no jobs yet counts them in its row's

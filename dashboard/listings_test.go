@@ -87,17 +87,9 @@ func TestAccessPages(t *testing.T) {
 	for i := range 52 {
 		refs = append(refs, b.request(fmt.Sprintf("ark:/99999/fk4page%02d", i), start.Add(time.Duration(i)*time.Second)))
 	}
-	rows := func(page string) []string {
-		var out []string
-		for _, part := range strings.Split(page, `<tr data-ref="`)[1:] {
-			ref, _, _ := strings.Cut(part, `"`)
-			out = append(out, ref)
-		}
-		return out
-	}
 	first := b.get("", "/ui/access")
 	first.is(t, http.StatusOK)
-	got := rows(first.body)
+	got := rowsOf(first.body, "data-ref")
 	if len(got) != 50 || got[0] != refs[51] || got[49] != refs[2] {
 		t.Fatalf("first page: %d requests, %v…; want 50 from %s to %s", len(got), got[:min(len(got), 3)], refs[51], refs[2])
 	}
@@ -110,7 +102,7 @@ func TestAccessPages(t *testing.T) {
 	}
 	last := b.get("", next)
 	last.is(t, http.StatusOK)
-	if got := rows(last.body); len(got) != 2 || got[0] != refs[1] || got[1] != refs[0] {
+	if got := rowsOf(last.body, "data-ref"); len(got) != 2 || got[0] != refs[1] || got[1] != refs[0] {
 		t.Fatalf("last page (%s): %v, want %s and %s", next, got, refs[1], refs[0])
 	}
 	if l := link(last.body, "next"); l != "" {
@@ -183,5 +175,44 @@ func TestHostsSayAll(t *testing.T) {
 		if !strings.Contains(strings.ReplaceAll(row, ` class="states"`, ""), want) {
 			t.Errorf("host %s's row %q, want its states as %s", name, row, want)
 		}
+	}
+}
+
+// The access page reads only the requests it shows, and the next one of
+// each queue: a page of 50 of 120 requests lists the two queues (2 reads)
+// and reads 4 nodes of 52 requests; it read every node of all 120 to
+// order them. Both queues are merged, newest first.
+func TestAccessPageReadsOnlyWhatItShows(t *testing.T) {
+	b := setup(t, noTokens)
+	conn := zktest.Connect(t)
+	start := time.Now().Add(-time.Hour)
+	var refs []string // oldest first
+	for i := range 120 {
+		name := []string{queue.AccessSmall, queue.AccessLarge}[i%2]
+		a, err := b.q.CreateAccess(t.Context(), name, queue.AccessToken{Token: fmt.Sprint(i), ARK: "ark:/99999/fk4reads", Format: queue.FormatZip,
+			TokenStatus: queue.TokenReady, Requested: start.Add(time.Duration(i) * time.Second).UTC().Format(time.RFC3339)}.Map(nil))
+		must(t, err)
+		// Completed as a foreign writer says it: the overview, once it has
+		// read a Completed request, does not read it again.
+		_, err = conn.Set(b.q.Path("/access/"+a.Ref()+"/status"), []byte(`{"status": "Completed", "last_modified": "2026-11-27 01:00:00 +0000"}`), -1)
+		must(t, err)
+		refs = append(refs, a.Ref())
+	}
+	b.dash.Rescan() // a request whose status the watch found missing is read now
+	b.waitOverview(t, `<span class="state completed">Completed</span></a></td><td class="num">60</td><td class="num">60</td>`)
+	reads0, _ := b.svc.Q.Requests()
+	page := b.get("", "/ui/access")
+	reads, _ := b.svc.Q.Requests()
+	page.is(t, http.StatusOK)
+	got := rowsOf(page.body, "data-ref")
+	if len(got) != 50 || got[0] != refs[119] || got[1] != refs[118] || got[49] != refs[70] {
+		t.Fatalf("first page: %d requests, %v…; want 50 from %s, %s to %s", len(got), got[:min(len(got), 3)], refs[119], refs[118], refs[70])
+	}
+	if want := uint64(2 + 4*52); reads-reads0 != want {
+		t.Errorf("the first access page read %d nodes; want %d", reads-reads0, want)
+	}
+	next := b.get("", link(page.body, "next"))
+	if got := rowsOf(next.body, "data-ref"); len(got) != 50 || got[0] != refs[69] || got[49] != refs[20] {
+		t.Fatalf("second page: %d requests, %v…; want 50 from %s to %s", len(got), got[:min(len(got), 3)], refs[69], refs[20])
 	}
 }

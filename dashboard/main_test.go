@@ -80,7 +80,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	s := queuetest.Session(t, log)
 	dq, err := queue.New(s.Conn, root, queue.WithLogger(log))
 	must(t, err)
-	svc := &ops.Service{Q: dq, Publish: bus.Publish}
+	svc := &ops.Service{Q: dq, Publish: bus.Publish, Recorded: bus.Replay}
 	d, err := dashboard.New(dashboard.Config{Ops: svc, Session: s, Bus: bus, Inventory: o.inventory,
 		Tokens: tokens(t, o.noTokens), Logger: log})
 	must(t, err)

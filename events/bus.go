@@ -400,6 +400,11 @@ func (b *Bus) SubscribeSignal(subject string, fn func(data []byte)) (unsubscribe
 // Conn returns the bus's NATS connection.
 func (b *Bus) Conn() *nats.Conn { return b.nc }
 
+// Replay is the package's Replay of the bus's stream.
+func (b *Bus) Replay(ctx context.Context, f Filter, fn func(Event) error) error {
+	return Replay(ctx, b.nc, b.cfg.Stream, f, fn)
+}
+
 // Connected tells whether the bus has its NATS connection now.
 func (b *Bus) Connected() bool { return b != nil && b.nc != nil && b.nc.IsConnected() }
 

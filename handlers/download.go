@@ -74,6 +74,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 			return reactor.Result{}, err
 		}
 	}
+	p.tend(j.ID, work)
 	// What this run verified: each file's SHA-256, from the same pass as
 	// the depositor's digest.
 	rec := &digests{files: map[string]fileDigest{}}

@@ -2,12 +2,16 @@ package handlers_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -94,6 +98,45 @@ func TestMerrittSubmission(t *testing.T) {
 	if b := r.waitBatch(upload.ID, queue.Completed, queue.Failed); b.State() != queue.Failed || b.Status.Message != want {
 		t.Errorf("batch of an upload: %s %q, want Failed %q", b.State(), b.Status.Message, want)
 	}
+}
+
+// Merritt's batch handler makes the jobs with mrt-zk's Job.createJob and
+// createJobConfiguration (profile_name, submitter, payload_url,
+// payload_type, response_type: no file name), moves the batch to Reporting
+// and unlocks it (mrt-ingest's BatchConsumer); the daemon, which does not
+// work intake, runs the job, a single file named by its URL, and reports
+// the batch once, when the job is done.
+func TestMrtZKJobOfAFileFromMerrittsBatchHandler(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil, func(_ *handlers.Config, rc *reactor.Config) {
+		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.RoleIntake })
+	})
+	data := []byte("hello from a Merritt job\n")
+	url := r.content.put("/merritt/job/hello.txt", data)
+	ctx := t.Context()
+	b, err := r.q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"batchID": "bid-" + uuid.NewString(), "profile": r.prof.Name, "type": "file"}))
+	r.ok(err)
+	b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
+	r.ok(err)
+	j, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	conn := zktest.Connect(t)
+	config := fmt.Sprintf(`{"profile_name":%q,"submitter":"merritt-ui/jdoe","payload_url":%q,"payload_type":"file","response_type":"xml"}`, r.prof.Name, url)
+	_, err = conn.Set(r.q.Path("/jobs/"+j.ID+"/configuration"), []byte(config), -1)
+	r.ok(err)
+	status := fmt.Sprintf(`{"message":"","status":"Reporting","last_modified":%q}`, time.Now().Format(queue.TimeLayout))
+	_, err = conn.Set(r.q.Path("/batches/"+b.ID+"/status"), []byte(status), -1)
+	r.ok(err)
+	r.ok(conn.Delete(r.q.Path("/batches/"+b.ID+"/lock"), -1))
+
+	done := r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	job, err := r.q.LoadJob(ctx, j.ID)
+	r.ok(err)
+	if done.State() != queue.Completed || done.Report == nil || !slices.Equal(done.Report.SuccessfulJobs, []string{j.ID}) {
+		t.Fatalf("batch %s %q, report %+v; job %s %q; want Completed naming the job", done.State(), done.Status.Message, done.Report,
+			job.State(), job.Status.Message)
+	}
+	r.checkStored(job, object{"hello.txt": data})
 }
 
 // rawJSON reads a node as JSON, as a foreign reader would.

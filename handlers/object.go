@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,9 +61,12 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 		if typ == TypeContainer {
 			return []file{{Name: containerFile, URL: url, Want: want}}, nil
 		}
-		name, err := checkm.CleanName(cfg.FileName)
+		// mrt-zk's Job.createJobConfiguration writes no file name: the
+		// URL's last segment is the file's, as a submission's is (single).
+		given := cmp.Or(cfg.FileName, urlBase(url))
+		name, err := checkm.CleanName(given)
 		if err != nil {
-			return nil, reactor.Fatal(fmt.Errorf("file name %q: %w", cfg.FileName, err))
+			return nil, reactor.Fatal(fmt.Errorf("file name %q: %w", given, err))
 		}
 		return []file{{Name: path.Join(producerDir, name), URL: url, Want: want}}, nil
 	case TypeManifest:

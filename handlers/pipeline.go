@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-retryablehttp"
+
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/container"
@@ -75,8 +77,9 @@ type Pipeline struct {
 	cfg       Config
 	q         *queue.Queue
 	log       *slog.Logger
-	http      *fetch.Client // http(s) only
-	local     *fetch.Client // also file://, for profiles that allow local files
+	http      *fetch.Client         // http(s) only
+	backEnd   *retryablehttp.Client // http.BackEnd: the storage and inventory services'
+	local     *fetch.Client         // also file://, for profiles that allow local files
 	minter    *mint.Minter
 	inventory inventory.Handle
 	work      string
@@ -86,6 +89,13 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
 	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
+
+	// The working folders here whose job's status is watched, to remove
+	// each once its job ends, whoever ends it (tend): jid → folder.
+	tending sync.Map
+	tenders sync.WaitGroup
+	closing context.Context // ends at Close, and with it the watches
+	stop    context.CancelFunc
 }
 
 // ErrConfig marks a Config that New refuses (errors.Is).
@@ -127,10 +137,12 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Clean(cfg.WorkDir),
 		minter: mint.New(cfg.Queue),
 		stores: map[string]storage.Store{}, invents: map[string]inventory.Handle{}}
+	p.closing, p.stop = context.WithCancel(context.Background())
 	fc := cfg.Fetch
 	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)
 	fc.AllowFile = false
 	p.http = fetch.New(fc)
+	p.backEnd = p.http.BackEnd()
 	fc.AllowFile = true
 	p.local = fetch.New(fc)
 	if err := os.MkdirAll(p.work, 0o750); err != nil {
@@ -145,14 +157,17 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 		}
 	}
 	var err error
-	if p.inventory, err = inventory.Open(ctx, cfg.Inventory, filepath.Join(cfg.DataDir, "inventory.db"), p.http.HTTP()); err != nil {
+	if p.inventory, err = inventory.Open(ctx, cfg.Inventory, filepath.Join(cfg.DataDir, "inventory.db"), p.backEnd); err != nil {
 		return nil, fmt.Errorf("handlers: inventory: %w", err)
 	}
 	return p, nil
 }
 
-// Close closes the inventories.
+// Close ends the watches of the working folders and closes the
+// inventories.
 func (p *Pipeline) Close() error {
+	p.stop()
+	p.tenders.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	errs := []error{p.inventory.Close()}
@@ -239,7 +254,7 @@ func (p *Pipeline) inventoryFor(ctx context.Context, prof *profile.Profile) (inv
 	if h, ok := p.invents[prof.Inventory]; ok {
 		return h, nil
 	}
-	h, err := inventory.Open(ctx, prof.Inventory, "", p.http.HTTP())
+	h, err := inventory.Open(ctx, prof.Inventory, "", p.backEnd)
 	if err != nil {
 		return nil, fmt.Errorf("inventory of profile %s: %w", prof.Name, err)
 	}

@@ -35,7 +35,12 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(zktest.WithShared(m)) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(serviceEnv); spec != "" {
+		serveService(spec) // a child of a hung-service test
+	}
+	goleak.VerifyTestMain(zktest.WithShared(m))
+}
 
 // rig is one test's queue, bus, content server and ingest daemon.
 type rig struct {

@@ -37,7 +37,7 @@ func ParseTargets(list string) []string {
 // openStore opens one storage target (not cached).
 func (p *Pipeline) openStore(ctx context.Context, url string) (storage.Store, error) {
 	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
-		return storage.NewHTTP(url, p.http.HTTP()), nil
+		return storage.NewHTTP(url, p.backEnd), nil
 	}
 	pl, err := place.Open(ctx, url)
 	if err != nil {

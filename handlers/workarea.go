@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -115,38 +118,134 @@ func (p *Pipeline) adopting(s queue.State, h reactor.JobHandler) reactor.JobHand
 }
 
 // Sweep removes the working folders on this host that no job needs: of a
-// job that is gone, Completed or Deleted (a crash between Notify's commit
-// and its removal; an operator's delete), and, without a shared area, of a
-// job another host took over while this one was down. Run at start, before
-// the reactor takes work here. A folder it cannot judge (ZooKeeper did not
-// answer) is kept.
+// job that has ended (a crash between Notify's commit and its removal; a
+// job another program ended or deleted while this daemon was down) and,
+// without a shared area, of a job another host took over while this one
+// was down. Run at start, before the reactor takes work here. Every other
+// folder is watched (tend) from then on. A folder it cannot judge
+// (ZooKeeper did not answer) is kept and watched.
 func (p *Pipeline) Sweep(ctx context.Context) (removed int, err error) {
 	entries, err := os.ReadDir(p.work)
 	if err != nil {
-		return 0, fmt.Errorf("sweeping the working area: %w", err)
+		return 0, fmt.Errorf("sweeping the working area %s: %w", p.work, err)
 	}
 	for _, e := range entries {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "jid") {
 			continue
 		}
+		dir := filepath.Join(p.work, e.Name())
 		j, err := p.q.LoadJob(ctx, e.Name())
 		switch {
-		case errors.Is(err, queue.ErrNotFound):
-		case err != nil:
-			if ctx.Err() != nil {
-				return removed, ctx.Err()
-			}
-			continue
-		case j.State() == queue.Completed || j.State() == queue.Deleted:
-		case !p.cfg.SharedWork && j.Config.WorkingHost != "" && j.Config.WorkingHost != p.cfg.Host:
+		case ended(j, err):
+		case err != nil && ctx.Err() != nil:
+			return removed, ctx.Err()
+		case err == nil && !p.cfg.SharedWork && j.Config.WorkingHost != "" && j.Config.WorkingHost != p.cfg.Host:
 		default:
+			p.tend(e.Name(), dir)
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(p.work, e.Name())); err != nil {
-			p.log.Warn("sweep: working folder not removed", "folder", e.Name(), "err", err)
+		if err := os.RemoveAll(dir); err != nil {
+			p.log.Warn("sweep: working folder not removed", "folder", dir, "err", err)
 			continue
 		}
 		removed++
 	}
 	return removed, nil
+}
+
+// Ended tells whether a job in state s has ended, Completed or Deleted:
+// its working folder serves no step again.
+func Ended(s queue.State) bool { return s == queue.Completed || s == queue.Deleted }
+
+// ended tells whether a job read with err has ended, or its node is gone.
+func ended(j *queue.Job, err error) bool {
+	if err != nil {
+		return errors.Is(err, queue.ErrNotFound)
+	}
+	return Ended(j.State())
+}
+
+// tend removes dir, job jid's working folder on this host, as soon as the
+// job ends, whoever ends it: Notify here removes it itself, but another
+// program (a Merritt worker taking the job at Recording or Notify, an
+// operator's delete, a purge from another host) tells no one. A one-shot
+// watch on the job's status fires at each of its changes and at its
+// removal, so the folder goes at once, with no polling; one watch a
+// folder, however many jobs the queue holds. It ends at Close.
+func (p *Pipeline) tend(jid, dir string) {
+	if _, watched := p.tending.LoadOrStore(jid, dir); watched || p.closing.Err() != nil {
+		return
+	}
+	p.tenders.Go(func() {
+		defer p.tending.Delete(jid)
+		backoff := time.Second
+		for {
+			next, err := p.look(jid, dir)
+			var retry <-chan time.Time
+			switch {
+			case err != nil: // ZooKeeper out of reach: look again after a while
+				p.log.Debug("working folder: job not read; trying again", "job", jid, "err", err)
+				retry, backoff = time.After(backoff), min(2*backoff, time.Minute)
+			case next == nil:
+				return
+			default:
+				backoff = time.Second
+			}
+			select {
+			case <-next:
+			case <-retry:
+			case <-p.closing.Done():
+				return
+			}
+		}
+	})
+}
+
+// look removes job jid's folder dir when the job has ended and no session
+// holds it (a step here still working on it), and otherwise gives what
+// fires at the job's next change, or its lock's release (nil: removed).
+// A change costs a read of the status and a watch; the whole job is read
+// only once it has ended, and only when the folder is still here.
+func (p *Pipeline) look(jid, dir string) (<-chan zk.Event, error) {
+	ctx := p.closing
+	st, version, err := p.q.JobStatusOf(ctx, jid)
+	if err != nil && !errors.Is(err, queue.ErrNotFound) {
+		return nil, err
+	}
+	if err == nil && !Ended(st.Status) {
+		return watched(p.q.WatchJobChange(ctx, jid, version))
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil // Notify here removed it
+	}
+	j, err := p.q.LoadJob(ctx, jid)
+	switch {
+	case err != nil && !errors.Is(err, queue.ErrNotFound):
+		return nil, err
+	case err == nil && !Ended(j.State()): // moved back meanwhile
+		return watched(p.q.WatchJobChange(ctx, jid, j.StatusVersion()))
+	case err == nil && j.Locked:
+		return watched(p.q.WatchOnce(ctx, p.q.JobLockWait(ctx, jid)))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		p.log.Warn("working folder of an ended job not removed; the next start's sweep tries again", "job", jid, "folder", dir, "err", err)
+		return nil, nil
+	}
+	how := "its node removed"
+	if j != nil {
+		how = string(j.State())
+	}
+	p.log.Info("working folder removed: its job ended", "job", jid, "ended", how, "folder", dir)
+	return nil, nil
+}
+
+// watched gives a watch's channel, or one that fires at once when what it
+// watches changed already.
+func watched(fired <-chan zk.Event, changed bool, err error) (<-chan zk.Event, error) {
+	if err != nil || !changed {
+		return fired, err
+	}
+	now := make(chan zk.Event)
+	close(now)
+	return now, nil
 }

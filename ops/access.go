@@ -178,22 +178,6 @@ func filesSize(files []inventory.FileRow) int64 {
 	return n
 }
 
-// ListAccess lists the access requests of both queues, those in state
-// only when it is given.
-func (s *Service) ListAccess(ctx context.Context, state queue.State) ([]AccessView, []error, error) {
-	all, problems, err := s.Q.AccessRequests(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := []AccessView{}
-	for _, a := range all {
-		if state == "" || a.State() == state {
-			out = append(out, accessView(a))
-		}
-	}
-	return out, problems, nil
-}
-
 // ParseAccessState maps an any-case name to an access request's state.
 func ParseAccessState(name string) (queue.State, error) {
 	for _, st := range queue.AccessMachine.States {

@@ -11,11 +11,15 @@ import (
 
 // A batch is named by its bid or by its uuid (submission.batchID).
 
+// IsBatchID tells whether id is a bid ("bid" and digits). Anything else
+// names a batch by its uuid, Merritt's too ("bid-" and a UUID).
+func IsBatchID(id string) bool { return checkID(id, "bid", "batch") == nil }
+
 // BatchID resolves a bid, or a batch uuid, to a bid. A bid is not looked
 // up: an action on it finds out whether it exists.
 func (s *Service) BatchID(ctx context.Context, id string) (string, error) {
-	if strings.HasPrefix(id, "bid") {
-		return id, checkID(id, "bid", "batch")
+	if IsBatchID(id) {
+		return id, nil
 	}
 	if err := notAJob(id); err != nil {
 		return "", err
@@ -43,10 +47,7 @@ func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 
 // FindBatch reads a batch named by its bid or, failing that, its uuid.
 func (s *Service) FindBatch(ctx context.Context, id string) (*queue.Batch, error) {
-	if strings.HasPrefix(id, "bid") {
-		if err := checkID(id, "bid", "batch"); err != nil {
-			return nil, err
-		}
+	if IsBatchID(id) {
 		return s.Q.LoadBatch(ctx, id)
 	}
 	if err := notAJob(id); err != nil {

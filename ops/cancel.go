@@ -44,9 +44,11 @@ func (s *Service) CancelBatch(ctx context.Context, id, who string) (CancelOutcom
 	// Pending batch's; then the operator's action.
 	moves := s.moving(ctx, "cancel")
 	out := CancelOutcome{Outcome: Outcome{ID: b.ID, State: b.State()}, Cancelled: []string{}, Finishing: []string{}, Problems: []string{}}
-	switch b.State() {
-	case queue.Pending, queue.Held, queue.Processing, queue.UpdateReporting:
-	case queue.Reporting:
+	switch {
+	case slices.Contains([]queue.State{queue.Pending, queue.Held, queue.Processing, queue.UpdateReporting}, b.State()):
+	case b.State() == queue.Reporting && !b.Locked:
+		// Merritt's batch handler leaves its batch so while the jobs run.
+	case b.State() == queue.Reporting:
 		return out, fmt.Errorf("%w: batch %s is Reporting: its jobs are done, there is nothing to cancel", queue.ErrRefused, b.ID)
 	default:
 		return out, fmt.Errorf("%w: batch %s is %s: it is done, there is nothing to cancel", queue.ErrRefused, b.ID, b.State())

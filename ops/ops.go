@@ -6,6 +6,7 @@
 //
 //	ErrInvalid                                      bad input          400
 //	queue.ErrNotFound                               unknown id         404
+//	ErrGone                                         access gone        410
 //	queue.ErrRefused, ErrLocked, ErrIllegalTransition, ErrStale   409
 //
 // Everything else is the queue's or ZooKeeper's trouble.
@@ -38,6 +39,10 @@ type Service struct {
 	// CLI's user. The API and the dashboard put each request's token name
 	// in its context.
 	Actor string
+	// Recorded replays the recorded events (the bus's Replay): what became
+	// of an access request no longer in the queue is read from them. nil
+	// reads none.
+	Recorded func(ctx context.Context, f events.Filter, fn func(events.Event) error) error
 	// Pace gives the estimates of time left; nil gives none.
 	Pace *Pace
 	// Inventory is what access requests are estimated from; nil refuses

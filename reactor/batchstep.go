@@ -212,7 +212,9 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		msg = strings.TrimPrefix(msg+"; "+undelivered(b, to, err), "; ")
 	}
 	r.awaitRecorded(b.ID, b.ArrivalID()) // a kill after the next move loses no more than that move's event
-	r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &stored}, reportAttrs(rep))
+	if r.moveBatch(b, to, queue.BatchChange{Message: msg, Report: &stored}, reportAttrs(rep)) && to == queue.Failed {
+		r.wakeOn([]queue.Wait{r.q.BatchStatusWait(b)}, sigReport) // asked to report again
+	}
 	return true, nil
 }
 

@@ -362,3 +362,96 @@ func waitEnd(t *testing.T, events chan events.Event, jid string) {
 		}
 	}
 }
+
+// A batch sent to Held by a collection hold and released by Merritt's admin
+// tool as mrt-zk does it (the collection's lock deleted, then the batch's
+// status rewritten Held → Pending: one write, no event, no folder change)
+// is taken by the daemon without waiting for the safety rescan. Seen with
+// mrt-zk f113b84's Batch.setStatus against a daemon: the batch waited for
+// the next rescan, a minute.
+func TestForeignBatchReleaseNeedsNoRescan(t *testing.T) {
+	const frozen = "frozen"
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	probes := e.outside("ingestq.batch.>")
+	e.daemon("host-a", func(c *reactor.Config) { c.Rescan = time.Hour })
+	if _, err := e.q.HoldCollection(t.Context(), frozen); err != nil {
+		t.Fatal(err)
+	}
+	awaitCollectionView(e, probes, frozen, true)
+	b := e.submit(map[string]any{"profile_name": frozen, "payload_url": "passthrough:2"})
+	nextEvent(e, batches, func(ev events.Event) bool { return ev.BatchID == b.ID && ev.To == string(queue.Held) }, "the batch to go Held")
+	if _, err := e.q.ReleaseCollection(t.Context(), frozen); err != nil {
+		t.Fatal(err)
+	}
+	awaitCollectionView(e, probes, frozen, false)
+	// Once the probe that went to Processing is Completed, the intake's
+	// round that took it is over: nothing of the daemon's own looks at the
+	// Held batch again before the rescan.
+	nextEvent(e, batches, func(ev events.Event) bool { return ev.To == string(queue.Completed) }, "the last probe to complete")
+	e.mrtzkBatchStatus(b.ID, queue.Pending)
+	if rep := e.waitBatch(batches, b.ID); rep.To != string(queue.Completed) {
+		t.Fatalf("released batch %s ended %s: %s", b.ID, rep.To, rep.Message)
+	}
+}
+
+// A Failed batch whose new report Merritt's admin tool asks for as mrt-zk
+// does it (its status rewritten Failed → UpdateReporting: one write, no
+// event, no folder change) is reported again without waiting for the
+// safety rescan. Seen with mrt-zk f113b84's Batch.setStatus: the report
+// waited for the next rescan.
+func TestForeignReportRequestNeedsNoRescan(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a", func(c *reactor.Config) { c.Rescan = time.Hour })
+	b, _ := e.failedBatch(batches, 3, 1)
+	e.mrtzkBatchStatus(b.ID, queue.UpdateReporting)
+	rep := nextEvent(e, batches, func(ev events.Event) bool { return ev.BatchID == b.ID && ev.From == string(queue.UpdateReporting) }, "the batch's new report")
+	if rep.To != string(queue.Failed) {
+		t.Fatalf("batch %s reported again %s, want Failed (its failed job is still Failed): %s", b.ID, rep.To, rep.Message)
+	}
+}
+
+// A Completed job that Merritt's admin tool deletes as mrt-zk's Job.delete
+// does (its state ref, its batch ref, then its nodes; the batch's job-count,
+// which mrt-zk does not know, left as it was) does not stop its batch from
+// reporting: asked for a new report, the batch reports with the jobs it
+// has left. Seen with mrt-zk f113b84: the batch stayed UpdateReporting.
+func TestForeignJobDeleteLeavesItsBatchReportable(t *testing.T) {
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	e.daemon("host-a")
+	b, _ := e.failedBatch(batches, 3, 1)
+	jobs, err := e.q.BatchJobs(t.Context(), b.ID)
+	if err != nil || len(jobs[queue.Bucket(queue.Completed)]) != 2 {
+		t.Fatalf("jobs of batch %s: %v %v, want 2 completed", b.ID, jobs, err)
+	}
+	s := e.session()
+	gone, err := e.q.LoadJob(t.Context(), jobs[queue.Bucket(queue.Completed)][0])
+	mustDo(t, func() error { return err })
+	mustDo(t, func() error { return s.Conn.Delete(e.q.Path("/jobs/states/completed/"+gone.Ref()), -1) })
+	mustDo(t, func() error {
+		return s.Conn.Delete(e.q.Path("/batches/"+b.ID+"/states/"+queue.Bucket(queue.Completed)+"/"+gone.ID), -1)
+	})
+	kids, _, err := s.Conn.Children(e.q.Path("/jobs/" + gone.ID))
+	mustDo(t, func() error { return err })
+	for _, k := range kids {
+		mustDo(t, func() error { return s.Conn.Delete(e.q.Path("/jobs/"+gone.ID+"/"+k), -1) })
+	}
+	mustDo(t, func() error { return s.Conn.Delete(e.q.Path("/jobs/"+gone.ID), -1) })
+	e.mrtzkBatchStatus(b.ID, queue.UpdateReporting)
+	rep := nextEvent(e, batches, func(ev events.Event) bool { return ev.BatchID == b.ID && ev.From == string(queue.UpdateReporting) }, "the batch's new report")
+	if rep.To != string(queue.Failed) || rep.Attrs["successful_count"] != float64(1) || rep.Attrs["failed_count"] != float64(1) {
+		t.Fatalf("batch %s reported again %s %v, want Failed with 1 successful and 1 failed job", b.ID, rep.To, rep.Attrs)
+	}
+}
+
+// mrtzkBatchStatus rewrites a batch's status to state as mrt-zk's
+// Batch.setStatus does: one write of the node, no event.
+func (e *env) mrtzkBatchStatus(bid string, state queue.State) {
+	e.t.Helper()
+	status := fmt.Sprintf(`{"last_modified":%q,"message":"","status":%q}`, time.Now().Format(queue.TimeLayout), state)
+	if _, err := e.session().Conn.Set(e.q.Path("/batches/"+bid+"/status"), []byte(status), -1); err != nil {
+		e.t.Fatal(err)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/internal/stall"
 )
 
 // Config tunes a Client; zero fields take the defaults noted.
@@ -18,7 +20,7 @@ type Config struct {
 	Attempts  int           // tries per request, default 5
 	MinWait   time.Duration // backoff base, default 200ms
 	MaxWait   time.Duration // longest backoff, default 10s
-	Timeout   time.Duration // response header and idle-read (stall) timeout, default 60s
+	Timeout   time.Duration // how long a request may move no byte (sending it, awaiting or reading its answer), default 60s
 	PerHost   int           // concurrent requests per host across the Client, default 8
 	AllowFile bool          // allow file:// URLs (local files); otherwise only http and https
 	Logger    *slog.Logger  // nil: no logging
@@ -51,28 +53,47 @@ func (cfg Config) withDefaults() Config {
 // Client downloads files and small documents. It is safe for concurrent use.
 type Client struct {
 	cfg Config
+	lim *limiter
 	rc  *retryablehttp.Client
 }
 
 // New returns a Client for cfg.
 func New(cfg Config) *Client {
 	cfg = cfg.withDefaults()
-	lim := &limiter{base: newTransport(cfg), idle: cfg.Timeout, perHost: cfg.PerHost, sems: map[string]chan struct{}{}}
-	c := &Client{cfg: cfg}
+	lim := &limiter{base: stall.Transport(newTransport(cfg), cfg.Timeout), perHost: cfg.PerHost, sems: map[string]chan struct{}{}}
+	c := &Client{cfg: cfg, lim: lim}
+	c.rc = c.retrying(cfg.Attempts)
+	return c
+}
+
+// retrying is a retrying client over this Client's transport that sends a
+// request at most tries times.
+func (c *Client) retrying(tries int) *retryablehttp.Client {
 	// No Logger: the library's lines cannot name the job a request is
 	// for. The hooks log instead, through the request's context (WithLogger).
-	c.rc = &retryablehttp.Client{
-		HTTPClient:     &http.Client{Transport: lim},
-		RetryWaitMin:   cfg.MinWait,
-		RetryWaitMax:   cfg.MaxWait,
-		RetryMax:       cfg.Attempts - 1,
+	return &retryablehttp.Client{
+		HTTPClient:     &http.Client{Transport: c.lim},
+		RetryWaitMin:   c.cfg.MinWait,
+		RetryWaitMax:   c.cfg.MaxWait,
+		RetryMax:       tries - 1,
 		CheckRetry:     c.checkRetry,
 		Backoff:        backoff,
 		ErrorHandler:   giveUp,
 		PrepareRetry:   prepareRetry,
 		RequestLogHook: c.logAttempt,
 	}
-	return c
+}
+
+// backEndTries is how many times a back end's request is sent: a storage
+// or inventory service that hangs is found out after at most two stalls,
+// as an S3 store is (the reactor's pause and next try do the rest), where
+// the downloads' five tries kept a step five timeouts.
+const backEndTries = 2
+
+// BackEnd returns the retrying client of a back end's requests (a storage
+// or inventory service): HTTP's, but sending a request at most twice.
+func (c *Client) BackEnd() *retryablehttp.Client {
+	return c.retrying(min(c.cfg.Attempts, backEndTries))
 }
 
 // HTTP returns the underlying retrying client, for other packages' requests

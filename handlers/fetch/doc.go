@@ -4,9 +4,10 @@
 // resuming cut transfers instead of starting over.
 //
 // Every request goes through one retrying client (go-retryablehttp) whose
-// transport bounds the requests in flight per host and fails a response body
-// that sends nothing for Config.Timeout, so that a stalled server costs one
-// retry rather than a stuck worker.
+// transport bounds the requests in flight per host and fails a request that
+// moves no byte for Config.Timeout (while its body is sent, its answer awaited
+// or its answer's body read), so that a stalled server costs one retry rather
+// than a stuck worker.
 //
 // A download is written to dest+".part" and renamed to dest only after its
 // size and digest have been checked and the data fsynced, so a file at dest

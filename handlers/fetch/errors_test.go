@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/stall"
 )
 
 func TestPermanent(t *testing.T) {
@@ -20,7 +22,7 @@ func TestPermanent(t *testing.T) {
 		{nil, false},
 		{io.ErrUnexpectedEOF, false},
 		{context.DeadlineExceeded, false},
-		{errStalled, false},
+		{stall.ErrStalled, false},
 		{&StatusError{Code: 400}, true},
 		{&StatusError{Code: 404}, true},
 		{&StatusError{Code: 408}, false},

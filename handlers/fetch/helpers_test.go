@@ -105,9 +105,9 @@ func cut(t *testing.T, w http.ResponseWriter, data []byte, n int) {
 	buf.Flush()
 }
 
-// stall sends the headers of the whole file and its first n bytes, then
+// stallAfter sends the headers of the whole file and its first n bytes, then
 // nothing until the client goes away or done is closed.
-func stall(w http.ResponseWriter, r *http.Request, data []byte, n int, done <-chan struct{}) {
+func stallAfter(w http.ResponseWriter, r *http.Request, data []byte, n int, done <-chan struct{}) {
 	w.Header().Set("ETag", etag)
 	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 	w.Write(data[:n])

@@ -171,7 +171,7 @@ func TestDownloadResumesAfterStall(t *testing.T) {
 	done := make(chan struct{})
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
 		if n == 0 {
-			stall(w, r, data, 80_000, done)
+			stallAfter(w, r, data, 80_000, done)
 			return true
 		}
 		return false
@@ -193,7 +193,7 @@ func TestDownloadGivesUpOnStalls(t *testing.T) {
 	data := payload(10_000, 17)
 	done := make(chan struct{})
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
-		stall(w, r, data, 0, done)
+		stallAfter(w, r, data, 0, done)
 		return true
 	})
 	t.Cleanup(func() { close(done) })
@@ -210,7 +210,7 @@ func TestDownloadCancel(t *testing.T) {
 	data := payload(100_000, 18)
 	done := make(chan struct{})
 	o := newOrigin(t, data, func(n int, w http.ResponseWriter, r *http.Request) bool {
-		stall(w, r, data, 30_000, done)
+		stallAfter(w, r, data, 30_000, done)
 		return true
 	})
 	t.Cleanup(func() { close(done) })

@@ -1,8 +1,6 @@
 package fetch
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,15 +11,12 @@ import (
 	"time"
 )
 
-// errStalled is the cancel cause of a request whose body went quiet.
-var errStalled = errors.New("response body stalled")
-
 // limiter is the transport under the retrying client. It holds one of
 // perHost slots per host from the request until its body is read to the end
-// or closed, and cancels a request whose body sends nothing for idle.
+// or closed. Its base fails a request that moves no byte for the Timeout
+// (stall.Transport).
 type limiter struct {
 	base    http.RoundTripper
-	idle    time.Duration
 	perHost int
 
 	mu   sync.Mutex
@@ -42,7 +37,6 @@ func newTransport(cfg Config) *http.Transport {
 		MaxIdleConnsPerHost:   cfg.PerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   cfg.Timeout,
-		ResponseHeaderTimeout: cfg.Timeout,
 		ExpectContinueTimeout: time.Second,
 		// Digests are of the bytes as served; never let the transport
 		// ask for gzip and inflate behind our back.
@@ -81,55 +75,40 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	release := sync.OnceFunc(func() { <-sem })
 
-	ctx, cancel := context.WithCancelCause(req.Context())
-	resp, err := l.base.RoundTrip(req.WithContext(ctx))
+	resp, err := l.base.RoundTrip(req)
 	if err != nil {
-		cancel(nil)
 		release()
 		return nil, err
 	}
-	b := &idleBody{rc: resp.Body, ctx: ctx, idle: l.idle, done: func() { cancel(nil); release() }}
-	b.timer = time.AfterFunc(l.idle, func() { cancel(errStalled) })
-	b.timer.Stop()
-	resp.Body = b
+	resp.Body = &slotBody{rc: resp.Body, release: release}
 	return resp, nil
 }
 
-// idleBody fails a read that waits longer than idle for data, and gives the
-// host's slot back at the end of the body.
-type idleBody struct {
-	rc     io.ReadCloser
-	ctx    context.Context
-	idle   time.Duration
-	timer  *time.Timer
-	done   func()
-	closed atomic.Bool
+// slotBody gives the host's slot back at the end of the body.
+type slotBody struct {
+	rc      io.ReadCloser
+	release func()
+	closed  atomic.Bool
 }
 
-func (b *idleBody) Read(p []byte) (int, error) {
+func (b *slotBody) Read(p []byte) (int, error) {
 	if b.closed.Load() {
 		// retryablehttp drains a body we already closed; an EOF keeps it
 		// from logging a spurious error.
 		return 0, io.EOF
 	}
-	b.timer.Reset(b.idle)
 	n, err := b.rc.Read(p)
-	b.timer.Stop()
-	switch {
-	case err == io.EOF:
-		b.done()
-	case err != nil && errors.Is(context.Cause(b.ctx), errStalled):
-		err = fmt.Errorf("%w: no data for %v", errStalled, b.idle)
+	if err == io.EOF {
+		b.release()
 	}
 	return n, err
 }
 
-func (b *idleBody) Close() error {
+func (b *slotBody) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	b.timer.Stop()
 	err := b.rc.Close()
-	b.done()
+	b.release()
 	return err
 }

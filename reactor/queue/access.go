@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -21,6 +22,9 @@ type Access struct {
 	Token  map[string]any
 	Status BatchStatus
 	Locked bool
+	// Made is when ZooKeeper made the request's node (by its clock, in the
+	// order of the queue's sequential names).
+	Made time.Time
 
 	version  int32
 	owner    bool // this view took the lock
@@ -86,7 +90,7 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	if r[1].err != nil {
 		return nil, missingStatus(statusPath) // a creation under way (mrt-zk writes the nodes one by one)
 	}
-	a := &Access{Queue: queue, ID: qid, version: r[1].stat.Version, Locked: r[3].err == nil,
+	a := &Access{Queue: queue, ID: qid, Made: time.UnixMilli(r[0].stat.Ctime), version: r[1].stat.Version, Locked: r[3].err == nil,
 		lockHere: r[3].err == nil && q.zk.owns(r[3].stat)}
 	var err error
 	if a.Status, err = decodeBatchStatus(AccessMachine, statusPath, r[1].data); err != nil {

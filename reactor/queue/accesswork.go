@@ -169,15 +169,11 @@ func (q *Queue) AccessRequests(ctx context.Context) ([]*Access, []error, error) 
 	var out []*Access
 	var problems []error
 	for _, queue := range AccessQueues {
-		kids, err := q.children(ctx, q.Path("/access/"+queue))
+		qids, err := q.AccessQIDs(ctx, queue)
 		if err != nil {
 			return nil, nil, err
 		}
-		slices.Sort(kids)
-		for _, qid := range kids {
-			if !validName(qid, "qid") {
-				continue
-			}
+		for _, qid := range qids {
 			a, err := q.LoadAccess(ctx, queue, qid)
 			switch {
 			case errors.Is(err, ErrNotFound):
@@ -189,6 +185,18 @@ func (q *Queue) AccessRequests(ctx context.Context) ([]*Access, []error, error) 
 		}
 	}
 	return out, problems, nil
+}
+
+// AccessQIDs lists the requests of access queue name, oldest first: its
+// sequential names are in the order ZooKeeper made them.
+func (q *Queue) AccessQIDs(ctx context.Context, name string) ([]string, error) {
+	kids, err := q.children(ctx, q.Path("/access/"+name))
+	if err != nil {
+		return nil, err
+	}
+	kids = slices.DeleteFunc(kids, func(qid string) bool { return !validName(qid, "qid") })
+	slices.Sort(kids)
+	return kids, nil
 }
 
 // RequeueAccess sends a Failed request (by FindAccess's ref) back to

@@ -181,6 +181,16 @@ type Wait struct {
 	Present  bool  // the node was there when read
 	Children bool  // watch its children too (a bucket)
 	Cversion int32 // the children's version when read
+	Data     bool  // a change of its data counts too (Version)
+	Version  int32 // with Data: the data's version when read
+}
+
+// BatchStatusWait is the wait for a change of b's status since b was read:
+// a release (Held → Pending) or a new report asked (Failed →
+// UpdateReporting) rewrites the status alone, and Merritt's tools announce
+// it to no one.
+func (q *Queue) BatchStatusWait(b *Batch) Wait {
+	return Wait{Path: q.batchPath(b.ID, "status"), Present: true, Data: true, Version: b.version}
 }
 
 // AcquirePendingBatch locks the oldest unlocked Pending batch and marks it
@@ -234,9 +244,12 @@ func (q *Queue) BatchState(ctx context.Context, bid string) (State, error) {
 }
 
 // AcquireCompletedBatch locks a batch that is ready to report (see
-// readyToReport) and moves it to Reporting. A batch in Reporting whose
-// reporter died is returned as it is. ids narrows the search to the given
-// batches (nil: all), for a daemon that knows which batch just emptied. It
+// readyToReport) and moves it to Reporting. A batch in Reporting is
+// returned as it is once its jobs are done, as mrt-zk's reporter takes it:
+// its reporter died, or Merritt's batch handler (mrt-ingest's
+// BatchConsumer) moved it there as soon as it had made its jobs. ids
+// narrows the search to the given batches (nil: all), for a daemon that
+// knows which batch just emptied. It
 // returns nil when there is none, with the nodes to watch.
 // passed (nil: none) is told of each batch read that is in no state to
 // report (Pending, Held, Completed, …).
@@ -266,9 +279,9 @@ func (q *Queue) bucketPaths(bid string) []string {
 // for an instant on every step of a job it drives.
 const settle = 500 * time.Millisecond
 
-// readyToReport tells whether a batch's jobs are all done. Reporting (a
-// reporter died) is. Processing and UpdateReporting (an operator asked for
-// a new report, maybe right after requeueing jobs) are when no job is in
+// readyToReport tells whether the jobs of a batch in Processing, Reporting
+// or UpdateReporting (an operator asked for a new report, maybe right after
+// requeueing jobs) are all done: when no job is in
 // batch-processing and, where the batch handler recorded how many jobs it
 // made, that many are in the other buckets: a job between mrt-zk's delete
 // and create is in no bucket, so an empty folder alone proves nothing.
@@ -276,13 +289,6 @@ const settle = 500 * time.Millisecond
 // must exist, and stay empty and unchanged for settle.
 // The buckets are read unless pre holds them already (read with the batch).
 func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, []Wait) {
-	switch b.State() {
-	case Reporting:
-		return true, nil
-	case Processing, UpdateReporting:
-	default:
-		return false, nil
-	}
 	paths := q.bucketPaths(b.ID)
 	r := pre
 	if len(r) != len(paths) {
@@ -308,7 +314,7 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, 
 			}
 			done += n
 		}
-		if done >= b.JobCount {
+		if done >= b.JobCount || q.jobsDeleted(ctx, b, paths, r) {
 			return true, nil
 		}
 		var waits []Wait
@@ -331,16 +337,45 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, 
 		// for the folder, as mrt-zk's own reporter does.
 		return false, []Wait{{Path: paths[processing]}}
 	}
+	return q.settled(ctx, paths[processing:processing+1], r[processing:processing+1]), nil
+}
+
+// jobsDeleted tells whether the jobs a batch asked to report again lacks
+// (fewer done than its job-count, none in batch-processing) were deleted
+// by Merritt's tools (mrt-zk's Job.delete and deleteDeletedJobs leave
+// job-count as it was): all its jobs are made (a windowed batch's feed is
+// done), and its buckets stay unchanged for settle (a job between mrt-zk's
+// delete and create of its batch ref is back by then). Only a new report
+// asked (UpdateReporting) is so read: the operator says its jobs are done.
+func (q *Queue) jobsDeleted(ctx context.Context, b *Batch, paths []string, r []read) bool {
+	if b.State() != UpdateReporting {
+		return false
+	}
+	f, err := q.LoadFeed(ctx, b.ID)
+	return err == nil && (f == nil || f.Done()) && q.settled(ctx, paths, r)
+}
+
+// settled tells whether the folders at paths, read as r, are still as read
+// after settle: there or not, made by the same create, with the same
+// children's version.
+func (q *Queue) settled(ctx context.Context, paths []string, r []read) bool {
 	t := time.NewTimer(settle)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false, nil
+		return false
 	case <-t.C:
 	}
-	ok, after, err := q.zk.exists(ctx, paths[processing])
-	return err == nil && ok && after.NumChildren == 0 && after.Cversion == before.stat.Cversion &&
-		after.Czxid == before.stat.Czxid, nil
+	after := q.getAll(ctx, paths...)
+	for i, a := range after {
+		switch {
+		case a.err != nil && !errors.Is(a.err, zk.ErrNoNode), (a.err == nil) != (r[i].err == nil):
+			return false
+		case a.err == nil && (a.stat.Cversion != r[i].stat.Cversion || a.stat.Czxid != r[i].stat.Czxid):
+			return false
+		}
+	}
+	return true
 }
 
 // acquireBatch locks the first batch in one of states that is ready (nil:
@@ -381,6 +416,9 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 			continue
 		}
 		if !slices.Contains(states, b.State()) {
+			if b.State() == Held && slices.Contains(states, Pending) || b.State() == Failed && slices.Contains(states, UpdateReporting) {
+				waits = append(waits, q.BatchStatusWait(b))
+			}
 			if passed != nil {
 				passed(b)
 			}

@@ -182,3 +182,45 @@ func TestCheckAcceptsJobsPurgedAfterTheReport(t *testing.T) {
 		t.Errorf("a report naming a job that never was: %v, want one violation on its status-report", v)
 	}
 }
+
+// A done batch with fewer jobs than its job-count, its others deleted as
+// mrt-zk's Job.delete does (state ref, batch ref, then the job's nodes;
+// job-count, which mrt-zk does not know, left as it was), is no violation:
+// check names it as a warning. `ingestq check` called it a violation after
+// Merritt's admin deleted a job in the walk-through against mrt-zk f113b84.
+func TestCheckTakesJobsDeletedByMerrittsTools(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	r.batch()
+	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
+	r.ok(err)
+	a, c := r.job(b, "jid0", 5, nil), r.job(b, "jid1", 5, nil)
+	two := 2
+	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))
+	r.pipeline(a.ID, queue.Completed, "", false)
+	r.pipeline(c.ID, queue.Completed, "", false)
+	got, _, err := r.q.AcquireCompletedBatch(ctx, nil, nil)
+	r.ok(err)
+	r.ok(r.q.SetBatchStatus(ctx, got, queue.Completed, queue.BatchChange{Release: true}))
+
+	gone, err := r.q.LoadJob(ctx, c.ID)
+	r.ok(err)
+	r.ok(r.conn.Delete(r.q.Path("/jobs/states/completed/"+gone.Ref()), -1))
+	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/states/batch-completed/"+c.ID), -1))
+	kids, _, err := r.conn.Children(r.q.Path("/jobs/" + c.ID))
+	r.ok(err)
+	for _, k := range kids {
+		r.ok(r.conn.Delete(r.q.Path("/jobs/"+c.ID+"/"+k), -1))
+	}
+	r.ok(r.conn.Delete(r.q.Path("/jobs/"+c.ID), -1))
+
+	v, w, err := r.q.CheckAll(ctx, queue.CheckOptions{})
+	r.ok(err)
+	if len(v) != 0 {
+		t.Fatalf("violations %+v, want none", v)
+	}
+	want := "Completed with 1 jobs in its buckets, but its handler made 2 (job-count): the others were deleted"
+	if len(w) != 1 || w[0].Path != "/batches/"+b.ID || !strings.Contains(w[0].Problem, want) {
+		t.Fatalf("warnings %+v, want one on /batches/%s saying %q", w, b.ID, want)
+	}
+}

@@ -117,6 +117,22 @@ func (q *Queue) LoadJob(ctx context.Context, jid string) (*Job, error) {
 	return q.jobAfter(ctx, jid, map[string]read{"status": q.getAll(ctx, q.jobPath(jid, "status"))[0]})
 }
 
+// JobStatusOf reads job jid's status alone, with the version it was read
+// at (for WatchJobChange): one read where LoadJob makes ten. A job that is
+// gone is ErrNotFound.
+func (q *Queue) JobStatusOf(ctx context.Context, jid string) (JobStatus, int32, error) {
+	p := q.jobPath(jid, "status")
+	data, st, err := q.get(ctx, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return JobStatus{}, 0, notFound("job", jid)
+	}
+	if err != nil {
+		return JobStatus{}, 0, err
+	}
+	status, err := decodeJobStatus(p, data)
+	return status, st.Version, err
+}
+
 // jobAfter reads the rest of a job whose status was read already: the
 // status first, so that a reader never sees half a creation (decision 206).
 // known holds the status and any other of the job's nodes read with it (its

@@ -1,7 +1,9 @@
 package queue_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -64,5 +66,37 @@ func TestRecordJobID(t *testing.T) {
 	}
 	if j.Config.Map()["jobID"] != j.ID {
 		t.Errorf("returned job's configuration %v, want its jobID", j.Config)
+	}
+}
+
+// Merritt's batch handler (mrt-ingest's consumer/BatchConsumer.java) makes
+// a batch's jobs, then moves the batch to Reporting and unlocks it, while
+// the jobs run: mrt-zk's reporter (acquireBatchForReporting) takes such a
+// batch once its batch-processing is empty. It is not taken for its report
+// before its job is done, and check finds nothing wrong with it meanwhile.
+func TestMerrittHandlerLeavesItsBatchReporting(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(false)
+	j := r.job(b, "jid0", 5, nil)
+	// mrt-zk's setStatus(Reporting) then unlock, two requests, as Java writes them.
+	r.raw("/batches/"+b.ID+"/status", fmt.Sprintf(`{"message":"","status":"Reporting","last_modified":%q}`,
+		time.Now().Format(queue.TimeLayout)))
+	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/lock"), -1))
+
+	got, _, err := r.q.AcquireCompletedBatch(t.Context(), []string{b.ID}, nil)
+	r.ok(err)
+	if got != nil {
+		t.Fatalf("batch %s taken for its report while its job %s is Pending", got.ID, j.ID)
+	}
+	v, w, err := r.q.CheckAll(t.Context(), queue.CheckOptions{})
+	r.ok(err)
+	if len(v)+len(w) != 0 {
+		t.Fatalf("check of a batch Merritt's handler left Reporting: violations %v, warnings %v", v, w)
+	}
+	r.pipeline(j.ID, queue.Completed, "", false)
+	got, _, err = r.q.AcquireCompletedBatch(t.Context(), []string{b.ID}, nil)
+	r.ok(err)
+	if got == nil || got.ID != b.ID || got.State() != queue.Reporting || !got.Locked {
+		t.Fatalf("once its job is done, acquired %v; want %s locked in Reporting", got, b.ID)
 	}
 }

@@ -11,7 +11,8 @@ import (
 // WatchOnce sets a one-shot watch for w: on the node (it appears, goes or
 // changes), and with w.Children on its children too. The channel receives
 // when the watch fires. changed is true when the node already differs from
-// what w says was read (there or not, its children's version): the caller
+// what w says was read (there or not, its children's or, with w.Data, its
+// data's version): the caller
 // should look again at once rather than wait.
 func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, changed bool, err error) {
 	if w.Children {
@@ -24,11 +25,11 @@ func (q *Queue) WatchOnce(ctx context.Context, w Wait) (fired <-chan zk.Event, c
 		}
 		// Not there: wait for it to appear.
 	}
-	ok, _, ch, err := q.zk.existsW(ctx, w.Path)
+	ok, st, ch, err := q.zk.existsW(ctx, w.Path)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch %s: %w", q.rel(w.Path), err)
 	}
-	return ch, ok != w.Present, nil
+	return ch, ok != w.Present || ok && w.Data && st.Version != w.Version, nil
 }
 
 // WatchJobChange sets a one-shot watch on job jid's status, and tells

@@ -280,8 +280,12 @@ func (a *app) printAccess(ctx context.Context, q *queue.Queue, v ops.AccessView)
 	return a.writeFields(fields)
 }
 
-// accessWhat says what a request asks for.
+// accessWhat says what a request asks for: nothing of ingestq's when its
+// token names no ARK (another tool's request, like Merritt's own).
 func accessWhat(t queue.AccessToken) string {
+	if t.ARK == "" {
+		return ""
+	}
 	files := fmt.Sprintf("%d files", len(t.Files))
 	if len(t.Files) == 1 {
 		files = "1 file"

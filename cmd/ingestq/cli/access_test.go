@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -173,4 +175,26 @@ func fetchZip(t *testing.T, url string) map[string]string {
 func sha256hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// A request Merritt's own access service made (mrt-zk's Access.createAssembly
+// with its token: no ARK or format of ingestq's) is listed as what it is: it
+// asks ingestq for nothing, so its WHAT is "-", not "every version" (as
+// `access ls` said of it in the walk-through against mrt-zk f113b84).
+func TestAccessListsAForeignRequestAsAskingNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	token := `{"token":"merritt-own-0002","cloud-content-byte":100,"delivery-node":7001,"status":"NotReady","anticipated-availability-time":"2026-11-27 03:10:00 +0000"}`
+	status := `{"status":"Pending","last_modified":"2026-11-27 02:56:41 +0000","message":""}`
+	p := e.root + "/access/small/qid0000000000"
+	for _, n := range [][2]string{{p, ""}, {p + "/token", token}, {p + "/status", status}} {
+		if _, err := e.conn.Create(n[0], []byte(n[1]), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := e.run("access", "ls")
+	wantCode(t, code, 0)
+	if !regexp.MustCompile(`(?m)^small/qid0000000000\s+Pending\s+-\s+-\s+-\s`).MatchString(out) {
+		t.Errorf("access ls of Merritt's own request, want ARK, WHAT and FORMAT -:\n%s", out)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/ops"
 )
 
 const (
@@ -145,7 +146,7 @@ func (a *app) replayCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			bid := batch
-			if bid != "" && !strings.HasPrefix(bid, "bid") {
+			if bid != "" && !ops.IsBatchID(bid) {
 				q, err := a.existingQueue(ctx)
 				if err != nil {
 					return asExit1(err)

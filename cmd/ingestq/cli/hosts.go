@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +26,9 @@ func (a *app) hostsCommand() *cobra.Command {
 			"change of its JOBS (and every 15 s anyway): SEEN says when it last did, so a daemon killed or cut off\n" +
 			"shows late until its ZooKeeper session ends and it leaves the list. HTTP is where other hosts reach its\n" +
 			"HTTP server (serve --advertise; the API is under /api/v1, the dashboard under /ui/), NATS ROUTE where\n" +
-			"the other daemons' NATS servers route to its own (serve --nats-cluster). Hosts taken out for good\n" +
-			"(hosts forget) are listed after.",
+			"the other daemons' NATS servers route to its own (serve --nats-cluster). Below the table, each step\n" +
+			"running longer than 10 s: its job, what it waits on (a back end) and since when. Hosts taken out for\n" +
+			"good (hosts forget) are listed after.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			infos, problems, err := a.ops(q).Hosts(ctx)
@@ -60,6 +63,7 @@ func (a *app) hostsCommand() *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
+			a.printWaits(infos)
 			a.printForgotten(forgotten)
 			return nil
 		}),
@@ -81,6 +85,17 @@ func seen(at, now time.Time) string {
 		return fmt.Sprintf("%v ago (late: dead or cut off?)", ago)
 	}
 	return fmt.Sprintf("%v ago", ago)
+}
+
+// printWaits lists each host's long steps (its node's waits), a line each:
+// which job, what its step waits on, since when.
+func (a *app) printWaits(hosts []reactor.HostInfo) {
+	for _, h := range hosts {
+		for _, jid := range slices.Sorted(maps.Keys(h.Waits)) {
+			w := h.Waits[jid]
+			a.println("%s: %s waits on %s since %s", h.Name, jid, w.What, when(w.Since))
+		}
+	}
 }
 
 // printForgotten lists the hosts taken out for good (hosts forget).

@@ -73,8 +73,8 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.DurationVar(&f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
 	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")
-	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks, HTTP storage and inventory)")
-	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP response that sends nothing for this long is retried")
+	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks; HTTP storage and inventory: at most 2)")
+	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 }
 
 // ingestPipeline loads the profiles and opens the pipeline. The caller

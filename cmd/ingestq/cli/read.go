@@ -236,7 +236,7 @@ func (a *app) lsBatchID(ctx context.Context, q *queue.Queue, id string) (string,
 	switch {
 	case err == nil:
 		return b.ID, nil
-	case errors.Is(err, queue.ErrCorrupt) && strings.HasPrefix(id, "bid"):
+	case errors.Is(err, queue.ErrCorrupt) && ops.IsBatchID(id):
 		a.warn("batch "+id+" is unreadable; listing its jobs anyway", err)
 		return id, nil
 	}
@@ -328,7 +328,7 @@ func (a *app) showCommand() *cobra.Command {
 				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
-			if errors.Is(err, queue.ErrNotFound) && !strings.HasPrefix(args[0], "bid") {
+			if errors.Is(err, queue.ErrNotFound) && !ops.IsBatchID(args[0]) {
 				return fmt.Errorf("batch uuid %q: not found (show takes a JID, a BID, a batch UUID or an ARK; for an object's local id: ingestq ls jobs --local-id %s)",
 					args[0], args[0])
 			}

@@ -289,7 +289,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
 	var profiles *profile.Set // published once the bus runs: to a user, a published profile says the daemon is up
-	svc := &ops.Service{Q: q, Publish: bus.Publish}
+	svc := &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}
 	opsSession := a.session
 	if web != nil {
 		// Operators' actions through the API and the dashboard run on a

@@ -4,22 +4,19 @@ import (
 	"encoding/json"
 	"maps"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// workRemoved is what became of a Completed job's working folder: Notify
-// removes it (a daemon's sweep at its start removes one left behind), and
-// with it what the job's hand-off URLs served.
-const workRemoved = "removed when the job completed"
-
 // workArea is a record of a job's (its configuration, its store or its
-// inventory node) for show. Once the job is Completed, its member key, when
-// it names the job's working folder or a hand-off URL into it, says in text
-// that it is removed (a user following it would get a 404), and in JSON is
-// as the node has it. Any other record is v itself.
+// inventory node) for show. Once the job has ended (ops.Removed), its
+// member key, when it names the job's working folder or a hand-off URL
+// into it, says in text what became of the folder (a user following it
+// would get a 404), and in JSON is as the node has it. Any other record is
+// v itself.
 func workArea(j *queue.Job, v any, key string) any {
-	if j.State() != queue.Completed {
+	if !handlers.Ended(j.State()) {
 		return v
 	}
 	m, ok := v.(map[string]any)
@@ -34,14 +31,14 @@ func workArea(j *queue.Job, v any, key string) any {
 		return v
 	}
 	m = maps.Clone(m)
-	m[key] = removedValue(s)
+	m[key] = removedValue{value: s, text: ops.WorkGone(j)}
 	return m
 }
 
 // removedValue is a value a node still holds that names something gone:
-// text says it is removed, JSON gives it as the node has it.
-type removedValue string
+// text says what became of it, JSON gives it as the node has it.
+type removedValue struct{ value, text string }
 
-func (removedValue) String() string { return workRemoved }
+func (r removedValue) String() string { return r.text }
 
-func (r removedValue) MarshalJSON() ([]byte, error) { return json.Marshal(string(r)) }
+func (r removedValue) MarshalJSON() ([]byte, error) { return json.Marshal(r.value) }

@@ -55,7 +55,7 @@ func TestShowCompletedJobSaysItsWorkingFolderIsGone(t *testing.T) {
 
 	f.moveJob(f.p1, "", queue.Completed)
 	for _, k := range []string{"configuration.working_dir", "store.manifest_url", "inventory.manifest_url"} {
-		want[k] = "removed when the job completed"
+		want[k] = "removed when the job ended, by the daemon on ingest1 (at its next start if it was down)"
 	}
 	got = show()
 	for k, v := range want {

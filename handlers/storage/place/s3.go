@@ -11,6 +11,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/ingestq/ingestq/internal/stall"
 )
 
 // S3 is a place in a bucket of an S3-compatible store, under a prefix: key
@@ -52,9 +54,7 @@ func NewS3(ctx context.Context, rawURL string) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place: %s: %w", s, err)
 	}
-	tr.DialContext = idleDial(tr.DialContext, c.idle)
-	tr.IdleConnTimeout = c.idle / 2 // a pooled connection is closed before its deadline fires
-	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region, Transport: tr, MaxRetries: s3Tries}
+	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region, Transport: stall.Transport(tr, c.idle), MaxRetries: s3Tries}
 	if c.custom {
 		opts.BucketLookup = minio.BucketLookupPath
 	}

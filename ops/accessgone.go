@@ -1,0 +1,121 @@
+package ops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// ErrGone marks an access request that was made and is no more to be had:
+// its package expired, or it was deleted. Match it with errors.Is.
+var ErrGone = errors.New("gone")
+
+type goneError struct{ msg string }
+
+func (e *goneError) Error() string        { return e.msg }
+func (e *goneError) Is(target error) bool { return target == ErrGone }
+
+// recordWait bounds the read of a request's recorded events.
+const recordWait = 10 * time.Second
+
+// AccessGone is what a depositor's door (the API, the dashboard) answers
+// for access request ref in place of v and err (what ShowAccess gave, or
+// an action's error with no v): an ErrGone saying what became of a
+// request that was made and is no more to be had (its package expired, it
+// is Deleted, or it is no longer in the queue and its recorded events
+// tell that it was made), else err. A request ZooKeeper and the events
+// know nothing of stays not found: the queue's folder keeps nothing of a
+// removed request, and its sequence cannot tell a removed name from one
+// it skipped.
+func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err error) error {
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		rec := s.recordedAccess(ctx, ref)
+		switch {
+		case !rec.expired.IsZero():
+			return accessGone(ref, rec.ark, "expired at %s (removed with its package at %s)", cmp.Or(rec.expires, utcStamp(rec.expired)), utcStamp(rec.expired))
+		case !rec.deleted.Time.IsZero():
+			return accessGone(ref, rec.ark, "was deleted by %s at %s", rec.deleted.Actor, utcStamp(rec.deleted.Time))
+		case rec.last.To != "":
+			return accessGone(ref, rec.ark, "is no longer in the queue, and no event records who removed it (its last recorded move: %s at %s)",
+				rec.last.To, utcStamp(rec.last.Time))
+		}
+		return err
+	case err != nil:
+		return err
+	case v.State == queue.Deleted:
+		at := v.LastModified
+		if t, ok := NodeTime(at); ok {
+			at = utcStamp(t)
+		}
+		if who := s.recordedAccess(ctx, v.Ref).deleted.Actor; who != "" {
+			return accessGone(v.Ref, v.Token.ARK, "was deleted by %s at %s", who, at)
+		}
+		return accessGone(v.Ref, v.Token.ARK, "was deleted at %s (who deleted it is not recorded)", at)
+	case v.State == queue.Completed && v.Token.Package != nil && v.Token.Package.Expired(time.Now()):
+		return accessGone(v.Ref, v.Token.ARK, "expired at %s (its package goes at the next sweep)", v.Token.Package.Expires)
+	}
+	return nil
+}
+
+// utcStamp is a time in the access token's layout (RFC 3339, UTC), as the
+// package's expiry beside it is written.
+func utcStamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// accessGone is the ErrGone of request ref, of object ark ("" when not
+// known): what became of it, and how to ask again at each door.
+func accessGone(ref, ark, what string, args ...any) error {
+	body, arg := `{"ark": `+strconv.Quote(ark)+`}`, ark
+	if ark == "" {
+		body, arg = `{"ark": ARK}`, "ARK"
+	}
+	err := &goneError{msg: "access request " + ref + " " + fmt.Sprintf(what, args...)}
+	return queue.Advised(err, "`ingestq access request "+arg+"` asks again, with the version, files and format wanted",
+		"ask again with POST /api/v1/access "+body+", and the version, files and format wanted", "")
+}
+
+// accessRecord is what the recorded events tell of an access request.
+type accessRecord struct {
+	ark, expires string       // its object; its package's expiry (its Completed move)
+	expired      time.Time    // when a daemon's sweep removed it (its Expired event)
+	deleted      events.Event // the last operator's delete of it
+	last         events.Event // its last move
+}
+
+// recordedAccess reads request ref's recorded events: its moves, and the
+// operators' deletes naming it. Events that cannot be read tell nothing.
+func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
+	var rec accessRecord
+	if s.Recorded == nil {
+		return rec
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
+	take := func(ev events.Event) error {
+		if ark, ok := ev.Attrs["ark"].(string); ok {
+			rec.ark = ark
+		}
+		switch {
+		case ev.Kind == events.KindAdmin:
+			rec.deleted = ev
+		case ev.To == "Expired":
+			rec.expired = ev.Time
+		default:
+			rec.last = ev
+			if ev.To == string(queue.Completed) {
+				rec.expires, _ = ev.Attrs["expires"].(string)
+			}
+		}
+		return nil
+	}
+	for _, subject := range []string{"ingestq.access.*." + ref, "ingestq.admin.delete"} {
+		_ = s.Recorded(ctx, events.Filter{AccessID: ref, Subject: subject}, take)
+	}
+	return rec
+}
