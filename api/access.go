@@ -56,7 +56,7 @@ func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Calle
 		return err
 	}
 	w.Header().Set("Location", Prefix+"access/"+v.Ref)
-	v.LastModified = apiTime(v.LastModified)
+	v.LastModified = queue.JSONTime(v.LastModified)
 	writeJSON(w, http.StatusCreated, v)
 	return nil
 }
@@ -77,7 +77,7 @@ func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error
 		return err
 	}
 	for i := range list {
-		list[i].LastModified = apiTime(list[i].LastModified)
+		list[i].LastModified = queue.JSONTime(list[i].LastModified)
 	}
 	writeJSON(w, http.StatusOK, newPage(list, "", problems))
 	return nil
@@ -96,7 +96,7 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error 
 	if err := a.cfg.Ops.AccessGone(r.Context(), accessRef(r), v, err); err != nil {
 		return err
 	}
-	v.LastModified = apiTime(v.LastModified)
+	v.LastModified = queue.JSONTime(v.LastModified)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

@@ -137,7 +137,7 @@ func (b *bundle) deletedAt(ref string) string {
 	b.t.Helper()
 	a, err := b.q.FindAccess(b.t.Context(), ref)
 	must(b.t, err)
-	at, ok := ops.NodeTime(a.Status.LastModified)
+	at, ok := queue.NodeTime(a.Status.LastModified)
 	if a.State() != queue.Deleted || !ok {
 		b.t.Fatalf("access request %s: %s at %q, want Deleted", ref, a.State(), a.Status.LastModified)
 	}

@@ -57,7 +57,7 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, _ Caller) erro
 	out := make([]batchRow, len(rows))
 	for i, row := range rows {
 		out[i] = batchRow{BID: row.BID, Status: row.Status, State: row.Status, UUID: row.UUID, Profile: row.Profile,
-			LastModified: apiTime(row.LastModified)}
+			LastModified: queue.JSONTime(row.LastModified)}
 		if errs[i] != nil {
 			list.Problems = append(list.Problems, errs[i])
 			continue

@@ -151,7 +151,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return err
 	}
 	x := a.cfg.Ops.Situation(r.Context())
-	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: apiTime(j.Status.LastModified),
+	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: queue.JSONTime(j.Status.LastModified),
 		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, ops.HTTP), LockedBy: x.LockedBy(j),
 		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
 		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: j.Config.Map(), Identifiers: j.Identifiers,

@@ -256,7 +256,7 @@ func TestJobActionsRefuseAsTheCLIDoes(t *testing.T) {
 	must(t, err)
 	// The same refusal; its advice names the request for the API, the
 	// command line for the CLI.
-	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it",
+	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "(no live ingestq host: another program, or a daemon that died) is working on it",
 		"POST /api/v1/jobs/"+failed+"/fail")
 	apiWhy, _, _ := strings.Cut(p.Detail, ";")
 	line := b.cli("requeue", failed)

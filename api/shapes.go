@@ -2,27 +2,11 @@ package api
 
 import (
 	"regexp"
-	"time"
 
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
 )
-
-// apiTime is a time of a ZooKeeper node (Merritt's "2006-01-02 15:04:05
-// -0700", as every mrt-zk tool writes it) as the API gives every time:
-// RFC 3339, in UTC (decision 249). A stamp that does not parse (a foreign
-// writer's) is given as written; an empty one stays empty.
-func apiTime(s string) string {
-	if s == "" {
-		return s
-	}
-	t, err := time.Parse(queue.TimeLayout, s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format(time.RFC3339)
-}
 
 // batchStatus is a batch's detail: ops.BatchStatus with its times in RFC
 // 3339, and its state under both names (status, as the batch list and
@@ -36,10 +20,10 @@ type batchStatus struct {
 
 func newBatchStatus(st *ops.BatchStatus) batchStatus {
 	out := batchStatus{BatchStatus: st, Status: st.State}
-	st.LastModified = apiTime(st.LastModified)
+	st.LastModified = queue.JSONTime(st.LastModified)
 	if st.Report != nil {
 		r := *st.Report
-		r.LastModified = apiTime(r.LastModified)
+		r.LastModified = queue.JSONTime(r.LastModified)
 		out.Report = &r
 	}
 	return out
@@ -53,7 +37,7 @@ type jobRow struct {
 }
 
 func newJobRow(r ops.JobRow) jobRow {
-	r.LastModified = apiTime(r.LastModified)
+	r.LastModified = queue.JSONTime(r.LastModified)
 	return jobRow{JobRow: r}
 }
 

@@ -157,7 +157,7 @@ func TestRefusalsSpeakToTheAPICaller(t *testing.T) {
 	failed := b.job(bt.ID, 5, 0, queue.Estimating, queue.Failed)
 	lock, err := b.q.LockJob(t.Context(), failed)
 	must(t, err)
-	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "a daemon is working on it",
+	p := b.do("POST", "jobs/"+failed+"/requeue", operateToken, nil).problem(t, 409, "locked", "(no live ingestq host: another program, or a daemon that died) is working on it",
 		"POST /api/v1/jobs/"+failed+`/fail with {"force": true}`)
 	if strings.Contains(p.Detail, "`ingestq ") || strings.Contains(p.Detail, "--force") {
 		t.Errorf("detail %q names the CLI", p.Detail)

@@ -56,7 +56,7 @@ func TestNoPageNamesTheCLI(t *testing.T) {
 	}
 	// The dashboard's Fail does not force: it says the request that does.
 	a := b.post(adminToken, "/ui/jobs/"+busy, url.Values{"action": {"fail"}})
-	a.is(t, http.StatusConflict, "a daemon is working on it (session 0x", "no live ingestq host); try again when its step ends, or POST /api/v1/jobs/"+busy+`/fail with {"force": true}`)
+	a.is(t, http.StatusConflict, "session 0x", "(no live ingestq host: another program, or a daemon that died) is working on it; try again when its step ends, or POST /api/v1/jobs/"+busy+`/fail with {"force": true}`)
 	must(t, b.q.UnlockJob(t.Context(), lock))
 	b.post(adminToken, "/ui/jobs/"+jids[2], url.Values{"action": {"requeue"}}).is(t, http.StatusConflict,
 		"only a Failed job can be requeued; the Fail button first, to redo a step")

@@ -62,11 +62,11 @@ func TestJobPageNamesTheHostInHand(t *testing.T) {
 	must(t, err)
 	_, err = b.svc.Q.LockJob(t.Context(), other) // on a session with no host node
 	must(t, err)
-	b.get("", "/ui/jobs/"+mine).is(t, http.StatusOK, `<dd id="in-hand">yes: worker1 works on it</dd>`)
-	b.get("", "/ui/jobs/"+other).is(t, http.StatusOK, `<dd id="in-hand">yes: session 0x`, "(no live ingestq host) works on it")
+	b.get("", "/ui/jobs/"+mine).is(t, http.StatusOK, `<dd id="in-hand">yes: host worker1 works on it</dd>`)
+	b.get("", "/ui/jobs/"+other).is(t, http.StatusOK, `<dd id="in-hand">yes: session 0x`, "(no live ingestq host: another program, or a daemon that died) works on it")
 	// The job tables name the host too.
 	for _, path := range []string{"/ui/batches/" + bt.ID, "/ui/jobs?state=pending"} {
-		b.get("", path).is(t, http.StatusOK, "(in hand: worker1)", "(in hand: session 0x")
+		b.get("", path).is(t, http.StatusOK, "(in hand: host worker1)", "(in hand: session 0x")
 	}
-	b.get("", "/ui/search?q=loc-1").is(t, http.StatusOK, "(in hand: worker1)")
+	b.get("", "/ui/search?q=loc-1").is(t, http.StatusOK, "(in hand: host worker1)")
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -53,7 +52,7 @@ func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 // access token's RFC 3339) as when does; one that does not parse (a
 // foreign writer's) as written.
 func stamp(s string) string {
-	if t, ok := ops.NodeTime(s); ok {
+	if t, ok := queue.NodeTime(s); ok {
 		return when(t)
 	}
 	return s

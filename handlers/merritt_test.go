@@ -118,12 +118,15 @@ func TestMrtZKJobOfAFileFromMerrittsBatchHandler(t *testing.T) {
 	r.ok(err)
 	b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
 	r.ok(err)
-	j, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5})
+	// mrt-zk writes the configuration under the job's lock, before its
+	// status and refs: the job is made with it, naming no file.
+	j, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5, Config: queue.JobConfig{Profile: r.prof.Name,
+		Submitter: "merritt-ui/jdoe", PayloadURL: url, PayloadType: "file", ResponseType: "xml"}})
 	r.ok(err)
 	conn := zktest.Connect(t)
-	config := fmt.Sprintf(`{"profile_name":%q,"submitter":"merritt-ui/jdoe","payload_url":%q,"payload_type":"file","response_type":"xml"}`, r.prof.Name, url)
-	_, err = conn.Set(r.q.Path("/jobs/"+j.ID+"/configuration"), []byte(config), -1)
-	r.ok(err)
+	if cfg := r.rawJSON("/jobs/" + j.ID + "/configuration"); cfg["file_name"] != nil {
+		t.Fatalf("configuration %v names a file; mrt-zk's createJobConfiguration names none", cfg)
+	}
 	status := fmt.Sprintf(`{"message":"","status":"Reporting","last_modified":%q}`, time.Now().Format(queue.TimeLayout))
 	_, err = conn.Set(r.q.Path("/batches/"+b.ID+"/status"), []byte(status), -1)
 	r.ok(err)

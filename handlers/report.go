@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/handlers/notify"
 	"github.com/ingestq/ingestq/reactor"
@@ -83,9 +82,7 @@ func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
 		state = queue.Failed
 	}
 	stored := r.Stored
-	if t, err := time.Parse(queue.TimeLayout, stored.LastModified); err == nil {
-		stored.LastModified = t.UTC().Format(time.RFC3339) // as the API gives it
-	}
+	stored.LastModified = queue.JSONTime(stored.LastModified) // as the API gives it
 	return ReportCallback{ReportID: b.ArrivalID(), BID: b.ID, UUID: b.UUID(), Profile: b.Profile(), State: state,
 		Message: r.Summary, Update: r.Update, SuccessfulCount: len(r.SuccessfulJobs), FailedCount: len(r.FailedJobs), Report: stored}
 }

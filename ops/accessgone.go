@@ -51,7 +51,7 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 		return err
 	case v.State == queue.Deleted:
 		at := v.LastModified
-		if t, ok := NodeTime(at); ok {
+		if t, ok := queue.NodeTime(at); ok {
 			at = utcStamp(t)
 		}
 		if who := s.recordedAccess(ctx, v.Ref).deleted.Actor; who != "" {

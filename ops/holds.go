@@ -298,7 +298,7 @@ func (s *Service) HeldItems(ctx context.Context, d Door) (items []HeldItem, prob
 	x := Situation{holds: holds}
 	item := func(kind, id, profile, lastModified string) HeldItem {
 		it := HeldItem{Kind: kind, Name: id, Effect: HoldEffect(kind, id), Release: x.Releases(kind, id, profile, d)}
-		if t, ok := NodeTime(lastModified); ok {
+		if t, ok := queue.NodeTime(lastModified); ok {
 			t = t.UTC()
 			it.Since = &t
 		}

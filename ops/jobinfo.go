@@ -63,18 +63,13 @@ func (s *Service) Situation(ctx context.Context) Situation {
 	return x
 }
 
-// LockedBy names who holds a locked job's lock: the live ingestq host whose
-// session owns it (its host node and the lock have the same ephemeral
-// owner), or the session, for another program or a host gone; "" when the
+// LockedBy names who holds a locked job's lock (queue.Holder); "" when the
 // job is not locked.
 func (x Situation) LockedBy(j *queue.Job) string {
 	if !j.Locked {
 		return ""
 	}
-	if name, ok := x.hosts[j.LockSession]; ok {
-		return name
-	}
-	return fmt.Sprintf("session 0x%x (no live ingestq host)", j.LockSession)
+	return queue.Holder(x.hosts[j.LockSession], j.LockSession)
 }
 
 // hold is the hold of a collection, or of the ingest queue.
@@ -115,7 +110,7 @@ func (x Situation) HoldOf(kind, id string, state queue.State, profile, lastModif
 		return ""
 	}
 	out := "held"
-	if t, ok := NodeTime(lastModified); ok {
+	if t, ok := queue.NodeTime(lastModified); ok {
 		out += " since " + stamp(t)
 	}
 	out += ": " + HoldEffect(kind, id)
@@ -133,17 +128,6 @@ func (x Situation) HoldOf(kind, id string, state queue.State, profile, lastModif
 
 // stamp is an absolute time as text gives it (decision 261).
 func stamp(t time.Time) string { return queue.TextTime(t) }
-
-// NodeTime reads a time a node keeps as text: a last_modified in Merritt's
-// layout (queue.TimeLayout), or an access token's RFC 3339.
-func NodeTime(s string) (time.Time, bool) {
-	for _, layout := range []string{queue.TimeLayout, time.RFC3339Nano} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
-}
 
 // Rows makes the listing rows of jobs, with who holds each lock, why each
 // Held job is held (for a caller at d), and each retried step's attempts.

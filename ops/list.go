@@ -221,7 +221,7 @@ type JobRow struct {
 	// StepAttempts is the reactor's retries of the current step; null
 	// unless it is being retried.
 	StepAttempts *StepAttempts `json:"step_attempts"`
-	// LockedBy names the live host holding the lock (Situation.LockedBy);
+	// LockedBy names who holds the lock (Situation.LockedBy);
 	// Hold why a Held job is held. Empty (left out) when not known or none.
 	LockedBy string `json:"locked_by,omitempty"`
 	Hold     string `json:"hold,omitempty"`

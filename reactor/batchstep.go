@@ -344,43 +344,45 @@ const (
 	reasonMax          = 1000
 )
 
-// reportDetail adds to a status-report what the report's event gives: the
+// reportDetail puts into a status-report what the report's event gives: the
 // object (ARK, local ids) of each successful job it names and the reason
 // of each failed job, in jid order until each map's budget is spent; the
 // jobs left out are counted.
 func reportDetail(stored *queue.StatusReport, rep Report) {
-	spent := 0
-	for _, jid := range stored.SuccessfulJobs {
+	stored.Identified, stored.ObjectsLeftOut = budgeted(stored.SuccessfulJobs, func(jid string) (*queue.Identifiers, bool) {
 		id, ok := rep.Objects[jid]
-		if !ok {
-			continue
-		}
-		data, _ := json.Marshal(id)
-		if spent += len(jid) + len(data) + 4; spent > statusDetailBudget {
-			stored.ObjectsLeftOut++
-			continue
-		}
-		if stored.Identified == nil {
-			stored.Identified = map[string]*queue.Identifiers{}
-		}
-		stored.Identified[jid] = id
-	}
-	spent = 0
-	for _, jid := range stored.FailedJobs {
+		return id, ok
+	})
+	stored.Failures, stored.FailuresLeftOut = budgeted(stored.FailedJobs, func(jid string) (string, bool) {
 		reason := rep.Messages[jid]
 		if len(reason) > reasonMax {
 			reason = strings.ToValidUTF8(reason[:reasonMax], "") + "…"
 		}
-		data, _ := json.Marshal(reason)
-		if spent += len(jid) + len(data) + 4; spent > statusDetailBudget {
-			stored.FailuresLeftOut++
+		return reason, true
+	})
+}
+
+// budgeted maps each of jids that value gives to its value, in order until
+// statusDetailBudget bytes of JSON are spent, and counts the ones left out
+// then; the map is nil when it holds none.
+func budgeted[V any](jids []string, value func(jid string) (V, bool)) (m map[string]V, leftOut int) {
+	spent := 0
+	for _, jid := range jids {
+		v, ok := value(jid)
+		if !ok {
 			continue
 		}
-		if stored.Failures == nil {
-			stored.Failures = map[string]string{}
+		data, _ := json.Marshal(v)
+		if spent += len(jid) + len(data) + 4; spent > statusDetailBudget {
+			leftOut++
+			continue
 		}
-		stored.Failures[jid] = reason
+		if m == nil {
+			m = map[string]V{}
+		}
+		m[jid] = v
 	}
+	return m, leftOut
 }
 
 // CancelledPrefix starts the message of a job an operator cancelled, before

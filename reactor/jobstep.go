@@ -321,7 +321,11 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 				Message: fmt.Sprintf("%s failed after %d attempts: %v", s, attempt, err)}, nil)
 			return
 		}
-		werr := g.write(func() error { return r.noteRetry(ctx, j, attempt, attempts, err) })
+		// Why the step is tried again, where `ingestq ls jobs --stalled` and
+		// `show` find it (the next transition replaces it). Not written, the
+		// retry goes on; the fenced write also tells whether the job is still
+		// this worker's. ZooKeeper away is waited out above, not noted.
+		werr := g.write(func() error { return r.note(ctx, j, retryingMessage(attempt, attempts, err)) })
 		if errors.Is(werr, queue.ErrStale) {
 			ran(StepAbandoned)
 			r.abandon(j, s, werr, err)
@@ -363,6 +367,9 @@ func (r *Reactor) stopped(ctx context.Context, j *queue.Job, s queue.State, atte
 func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs map[string]any) {
 	from, arrival, ref := j.State(), j.Status, j.Ref()
 	r.awaitRecorded(j.ID, j.ArrivalID())
+	// The move into from first: a daemon killed right after this commit
+	// then takes no earlier move's event with it (decision 350).
+	r.recoverArrival(j, arrival)
 	next := r.nextHere(j, to, c)
 	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
 	err := r.retryMove(func(retried bool) error {
@@ -403,7 +410,6 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	committed := time.Now() // the event's time: when the move landed, not when it is published
 	r.outages.up(j.ID)      // its step ended with an answer: a back end it waited for is back
 	r.cfg.Observer.Moved("job", from, to.Folder())
-	r.recoverArrival(j, arrival) // before this move is noted: it checks the move into from
 	prio, id := j.Priority, j.ArrivalID()
 	// Published and noted before the next pool may take the job: its worker
 	// checks that this move's event is published (recoverArrival), and this
@@ -502,19 +508,6 @@ func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Jo
 	}
 	r.unlock(j)
 	r.waits.after(d, r.pools[sigJob(s)].Wake)
-}
-
-// noteRetry writes why a job's step is tried again into its status
-// message, where `ingestq ls jobs --stalled` and `show` find it; the
-// job's next transition replaces it. Not written, the retry goes on; a
-// step that failed because ZooKeeper is away is not worth a write that
-// would wait for it. The write is fenced, so it also tells whether the
-// job is still this worker's: ErrStale when it is not.
-func (r *Reactor) noteRetry(ctx context.Context, j *queue.Job, attempt, attempts int, err error) error {
-	if queue.Unreachable(err) {
-		return nil
-	}
-	return r.note(ctx, j, retryingMessage(attempt, attempts, err))
 }
 
 // note writes msg into j's status message, fenced: ErrStale when the job

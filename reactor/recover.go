@@ -58,10 +58,17 @@ func (r *Reactor) awaitRecorded(key, arrivalID string) {
 	if !ok || m.acked == nil || m.id != arrivalID || !r.bus.Connected() {
 		return
 	}
+	r.awaitAck(m.acked)
+}
+
+// awaitAck waits, at most publishWait, for a recovered event's record: the
+// move after it may be committed next, and a daemon killed then would take
+// the recovered event with it.
+func (r *Reactor) awaitAck(acked <-chan struct{}) {
 	t := time.NewTimer(publishWait)
 	defer t.Stop()
 	select {
-	case <-m.acked:
+	case <-acked:
 	case <-t.C:
 	case <-r.work.Done():
 	}
@@ -165,7 +172,7 @@ func (r *Reactor) publishUnlessRecorded(e events.Event, at time.Time, who ...any
 		return false
 	case !ok:
 		r.log.Info("reactor: publishing the event of a move made without one", append(who, "state", e.To)...)
-		r.bus.Publish(e)
+		r.awaitAck(r.bus.PublishAcked(e))
 	}
 	return true
 }

@@ -3,10 +3,12 @@ package reactor_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -36,25 +38,8 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	}
 	// The first job is left in Downloading (its move there has no event),
 	// the second in Completed: what a host killed at those moves leaves.
-	walk := func(j *queue.Job, to queue.State) *queue.Job {
-		for s := queue.Pending; s != to; {
-			got, err := foreign.TryAcquireJob(ctx, s, j.Ref(), queue.Admission{})
-			if err != nil || got == nil || got.ID != j.ID {
-				t.Fatalf("acquire %s in %s: %v %v", j.ID, s, got, err)
-			}
-			next, _ := queue.JobMachine.Success(s)
-			if s == queue.Pending {
-				next = queue.Estimating // the batch handler's start, not a step's success
-			}
-			if err := foreign.SetJobStatus(ctx, got, next, queue.JobChange{Release: true}); err != nil {
-				t.Fatal(err)
-			}
-			s, j = next, got
-		}
-		return j
-	}
-	second := walk(jobs[1], queue.Completed)
-	first := walk(jobs[0], queue.Downloading)
+	second := walkWithoutEvents(t, foreign, jobs[1], queue.Completed)
+	first := walkWithoutEvents(t, foreign, jobs[0], queue.Downloading)
 	one := 2
 	if err := foreign.SetBatchStatus(ctx, taken, queue.Processing, queue.BatchChange{Release: true, JobCount: &one}); err != nil {
 		t.Fatal(err)
@@ -112,6 +97,98 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	// reporter publishes it, before its own move to Reporting.
 	wantBatchEvents(t, e.bus, b.ID, "Processing (recovered by host-a)", "Reporting", "Completed")
 	e.clean()
+}
+
+// walkWithoutEvents moves j from Pending to to through q, publishing
+// nothing: what a host killed at each move, or another program, leaves.
+func walkWithoutEvents(t *testing.T, q *queue.Queue, j *queue.Job, to queue.State) *queue.Job {
+	t.Helper()
+	for s := queue.Pending; s != to; {
+		got, err := q.TryAcquireJob(t.Context(), s, j.Ref(), queue.Admission{})
+		if err != nil || got == nil || got.ID != j.ID {
+			t.Fatalf("acquire %s in %s: %v %v", j.ID, s, got, err)
+		}
+		next, _ := queue.JobMachine.Success(s)
+		if s == queue.Pending {
+			next = queue.Estimating // the batch handler's start, not a step's success
+		}
+		if err := q.SetJobStatus(t.Context(), got, next, queue.JobChange{Release: true}); err != nil {
+			t.Fatal(err)
+		}
+		s, j = next, got
+	}
+	return j
+}
+
+// frozenAfter is an Observer that stops the daemon's worker right after
+// its commit of a job's move out of from, before anything it does next:
+// a daemon SIGKILLed between its commit and its publishes, as far as the
+// stream can tell, until release is closed.
+type frozenAfter struct {
+	reactor.Observer
+	from     queue.State
+	frozen   chan struct{}
+	release  chan struct{}
+	stopOnce sync.Once
+}
+
+func (o *frozenAfter) Moved(kind string, from queue.State, _ string) {
+	if kind == "job" && from == o.from {
+		o.stopOnce.Do(func() { close(o.frozen) })
+		<-o.release
+	}
+}
+func (*frozenAfter) StepRan(queue.State, reactor.StepResult, time.Duration) {}
+func (*frozenAfter) Transferred(reactor.Transfer, int64)                    {}
+
+// The daemon that takes a job whose arrival has no event publishes that
+// event before it commits its own move, not after: killed right after its
+// commit, it takes only its own move's event with it (which the job's next
+// mover recovers), never the one before. Two hosts killed one after the
+// other at the same job's moves lost the first move's event (seen in
+// TestClusterOfThreeHosts).
+func TestArrivalRecoveredBeforeTheNextMove(t *testing.T) {
+	e := newEnv(t)
+	seen := e.outside("ingestq.job.>")
+	foreign := e.queue(e.session())
+	ctx := t.Context()
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
+	taken, _, err := foreign.AcquirePendingBatch(ctx, nil)
+	if err != nil || taken == nil || taken.ID != b.ID {
+		t.Fatalf("acquire batch: %v %v", taken, err)
+	}
+	j, err := foreign.CreateJob(ctx, taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfig{PayloadURL: "passthrough:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = walkWithoutEvents(t, foreign, j, queue.Downloading)
+	one := 1
+	if err := foreign.SetBatchStatus(ctx, taken, queue.Processing, queue.BatchChange{Release: true, JobCount: &one}); err != nil {
+		t.Fatal(err)
+	}
+
+	obs := &frozenAfter{from: queue.Downloading, frozen: make(chan struct{}), release: make(chan struct{})}
+	defer close(obs.release)
+	e.daemon("host-a", func(c *reactor.Config) { c.Observer = obs })
+	select {
+	case <-obs.frozen:
+	case <-time.After(time.Minute):
+		t.Fatal("the daemon never moved the job out of Downloading")
+	}
+	// Frozen after the commit: the stream must have the arrival already.
+	for deadline := time.After(30 * time.Second); ; {
+		select {
+		case ev := <-seen:
+			if ev.JobID == j.ID && ev.To == string(queue.Downloading) {
+				if ev.RecoveredBy != "host-a" {
+					t.Fatalf("event of the move to Downloading %+v, want it recovered by host-a", ev)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("job %s: no event of its move to Downloading while the daemon that moved it on is stopped after its commit", j.ID)
+		}
+	}
 }
 
 // A batch whose last move (Completed, Failed) has no event, because its

@@ -306,6 +306,10 @@ type daemonConfig struct {
 	// can share.
 	Ingest  bool
 	DataDir string
+	// Env, when set, is the daemon's whole environment, as systemd's
+	// EnvironmentFile gives it: the command line is then only serve,
+	// --host, --pipeline and Extra, and every other setting comes from Env.
+	Env []string
 }
 
 // daemon is one `ingestq serve` child process.
@@ -358,10 +362,14 @@ func launchDaemon(t testing.TB, c daemonConfig) *daemon {
 	args := []string{"serve", "--zk", c.ZK, "--zk-root", c.Root, "--data-dir", c.DataDir, "--pipeline", pipeline,
 		"--host", c.Host, "--nats", c.NATS, "--grace", c.Grace.String(), "--rescan", "2s", "--backoff", "20ms",
 		"--log-level", "info", "--passthrough-delay", c.Delay.String(), "--http", "127.0.0.1:0"}
+	env := os.Environ()
+	if c.Env != nil {
+		args, env = []string{"serve", "--host", c.Host, "--pipeline", pipeline}, c.Env
+	}
 	args = append(args, c.Extra...)
 	d.cmd = exec.Command(ingestqBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=0")
+	d.cmd.Env = append(env, "GORACE=halt_on_error=0")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", c.Host, err)

@@ -82,6 +82,13 @@ func (r *clusterRig) start(names ...string) {
 		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond, Extra: extra})
 		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
 	}
+	r.waitJoined(names...)
+}
+
+// waitJoined waits until each named daemon runs and its NATS server is in
+// the cluster.
+func (r *clusterRig) waitJoined(names ...string) {
+	r.t.Helper()
 	for _, name := range names {
 		r.hosts[name].waitLog(60*time.Second, "reactor: running")
 		r.hosts[name].waitLog(60*time.Second, "events: embedded NATS server joined the cluster")

@@ -39,20 +39,33 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 	return fn(j)
 }
 
-// lockHolder names who is working on a locked job: the live ingestq host
-// whose session owns its lock, else a daemon and its session (a host that
-// died and whose session has not expired yet, or another program).
+// lockHolder says who is working on a locked job, by Holder's words.
 func (q *Queue) lockHolder(ctx context.Context, j *Job) string {
 	if !j.Locked { // released since
 		return "a daemon is working on it"
 	}
 	hosts, _ := q.Hosts(ctx)
+	name := ""
 	for _, h := range hosts {
 		if h.Session == j.LockSession {
-			return "host " + h.Name + " is working on it"
+			name = h.Name
+			break
 		}
 	}
-	return fmt.Sprintf("a daemon is working on it (session 0x%x, no live ingestq host)", j.LockSession)
+	return Holder(name, j.LockSession) + " is working on it"
+}
+
+// Holder names who holds a lock that session owns, in the words every
+// reader gives (a busy job's refusal, a stalled reason, locked_by): "host
+// NAME" when host, the live ingestq host whose session it is (its host node
+// and the lock have the same ephemeral owner), is known; else the session:
+// another program's, or a daemon's that died and whose session has not
+// expired yet.
+func Holder(host string, session int64) string {
+	if host != "" {
+		return "host " + host
+	}
+	return fmt.Sprintf("session 0x%x (no live ingestq host: another program, or a daemon that died)", session)
 }
 
 // done tells whether a job has left the pipeline for good: there is

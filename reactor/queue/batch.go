@@ -261,7 +261,7 @@ func (q *Queue) AcquireCompletedBatch(ctx context.Context, only []string, passed
 		buckets = q.bucketPaths
 	}
 	return q.acquireBatch(ctx, only, []State{Processing, Reporting, UpdateReporting},
-		func(b *Batch, pre []read) (bool, []Wait) { return q.readyToReport(ctx, b, pre) }, buckets, passed, Reporting)
+		func(b *Batch, pre []read) (bool, []Wait) { return q.readyToReport(ctx, b, pre, only == nil) }, buckets, passed, Reporting)
 }
 
 // bucketPaths are the paths of a batch's buckets, in the order of Buckets.
@@ -286,9 +286,12 @@ const settle = 500 * time.Millisecond
 // made, that many are in the other buckets: a job between mrt-zk's delete
 // and create is in no bucket, so an empty folder alone proves nothing.
 // Without a count (a batch whose jobs another library made), the folder
-// must exist, and stay empty and unchanged for settle.
+// must exist, and stay empty and unchanged for settle. Refs a foreign
+// writer left in batch-processing do not count in a look at every batch
+// (every: leftRefs), nor, in the count, jobs Merritt's tools deleted
+// (jobsDeleted).
 // The buckets are read unless pre holds them already (read with the batch).
-func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, []Wait) {
+func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every bool) (bool, []Wait) {
 	paths := q.bucketPaths(b.ID)
 	r := pre
 	if len(r) != len(paths) {
@@ -301,7 +304,13 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, 
 			return false, nil
 		case x.err != nil:
 		case Buckets[i] == BucketProcessing && x.stat.NumChildren > 0:
-			return false, nil // its watch fires when it empties
+			// Left refs are looked for only in a look at every batch (at
+			// start and at each safety rescan): a look at a batch named
+			// follows each of its jobs' moves, and reading every job's
+			// status then would cost a batch of N jobs N² reads.
+			if !every || !q.leftRefs(ctx, paths[i], x) {
+				return false, nil // its watch fires when it empties
+			}
 		case Buckets[i] != BucketProcessing:
 			done += int(x.stat.NumChildren)
 		}
@@ -340,19 +349,84 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read) (bool, 
 	return q.settled(ctx, paths[processing:processing+1], r[processing:processing+1]), nil
 }
 
-// jobsDeleted tells whether the jobs a batch asked to report again lacks
-// (fewer done than its job-count, none in batch-processing) were deleted
-// by Merritt's tools (mrt-zk's Job.delete and deleteDeletedJobs leave
-// job-count as it was): all its jobs are made (a windowed batch's feed is
-// done), and its buckets stay unchanged for settle (a job between mrt-zk's
-// delete and create of its batch ref is back by then). Only a new report
-// asked (UpdateReporting) is so read: the operator says its jobs are done.
+// jobsDeleted tells whether the jobs a batch lacks (fewer done than its
+// job-count, none in batch-processing) were deleted by Merritt's tools
+// (mrt-zk's Job.delete and deleteDeletedJobs leave job-count as it was):
+// all its jobs are made (a job count is recorded when they are, and a
+// windowed batch's feed is done), its buckets stay unchanged for settle
+// (mrt-zk's delete, refs then nodes, is over by then), and no job of the
+// batch is left outside them: a job between mrt-zk's delete and create of
+// its batch ref, or left there by a mover that died, still has its node,
+// and the batch waits for it (decisions 36-37); a deleted job has none.
 func (q *Queue) jobsDeleted(ctx context.Context, b *Batch, paths []string, r []read) bool {
-	if b.State() != UpdateReporting {
+	f, err := q.LoadFeed(ctx, b.ID)
+	return err == nil && (f == nil || f.Done()) && q.settled(ctx, paths, r) && q.noJobOutside(ctx, b.ID)
+}
+
+// noJobOutside tells whether every job of batch bid still in the queue has
+// its ref in one of the batch's buckets. It reads the bid node of every
+// other job: the price of telling a deleted job from a moving one, paid
+// only by a batch short of its count.
+func (q *Queue) noJobOutside(ctx context.Context, bid string) bool {
+	buckets, err := q.BatchJobs(ctx, bid)
+	if err != nil {
 		return false
 	}
-	f, err := q.LoadFeed(ctx, b.ID)
-	return err == nil && (f == nil || f.Done()) && q.settled(ctx, paths, r)
+	in := map[string]bool{}
+	for _, jids := range buckets {
+		for _, jid := range jids {
+			in[jid] = true
+		}
+	}
+	all, err := q.JobIDs(ctx)
+	if err != nil {
+		return false
+	}
+	var paths []string
+	for _, jid := range all {
+		if !in[jid] {
+			paths = append(paths, q.jobPath(jid, "bid"))
+		}
+	}
+	for _, x := range q.getAll(ctx, paths...) {
+		switch {
+		case errors.Is(x.err, zk.ErrNoNode): // a job being removed, or made by another library
+		case x.err != nil, strings.TrimSpace(string(x.data)) == bid:
+			return false
+		}
+	}
+	return true
+}
+
+// leftRefs tells whether every ref in a batch's batch-processing (at dir,
+// read as r) is one a foreign writer left behind: of a job that is gone or
+// done, still so after settle. mrt-zk's default Job.load (which
+// Batch.deleteDeletedJobs calls on every job) writes the refs of the state
+// it read when they are missing, so a load racing ingestq's move of the job
+// writes back the refs the move removed. A live mrt-zk move to a done state
+// writes the status before the refs, and is over within settle.
+func (q *Queue) leftRefs(ctx context.Context, dir string, r read) bool {
+	jids, err := q.children(ctx, dir)
+	if err != nil {
+		return false
+	}
+	paths := make([]string, len(jids))
+	for i, jid := range jids {
+		paths[i] = q.jobPath(jid, "status")
+	}
+	for i, x := range q.getAll(ctx, paths...) {
+		if errors.Is(x.err, zk.ErrNoNode) {
+			continue // the job is gone
+		}
+		if x.err != nil {
+			return false
+		}
+		st, err := decodeJobStatus(q.rel(paths[i]), x.data)
+		if err != nil || Bucket(st.Status) == BucketProcessing {
+			return false
+		}
+	}
+	return q.settled(ctx, []string{dir}, []read{r})
 }
 
 // settled tells whether the folders at paths, read as r, are still as read

@@ -191,28 +191,11 @@ func TestCheckAcceptsJobsPurgedAfterTheReport(t *testing.T) {
 func TestCheckTakesJobsDeletedByMerrittsTools(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
-	r.ok(err)
-	a, c := r.job(b, "jid0", 5, nil), r.job(b, "jid1", 5, nil)
-	two := 2
-	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))
-	r.pipeline(a.ID, queue.Completed, "", false)
-	r.pipeline(c.ID, queue.Completed, "", false)
+	b, _, c := r.twoDoneJobs()
 	got, _, err := r.q.AcquireCompletedBatch(ctx, nil, nil)
 	r.ok(err)
 	r.ok(r.q.SetBatchStatus(ctx, got, queue.Completed, queue.BatchChange{Release: true}))
-
-	gone, err := r.q.LoadJob(ctx, c.ID)
-	r.ok(err)
-	r.ok(r.conn.Delete(r.q.Path("/jobs/states/completed/"+gone.Ref()), -1))
-	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/states/batch-completed/"+c.ID), -1))
-	kids, _, err := r.conn.Children(r.q.Path("/jobs/" + c.ID))
-	r.ok(err)
-	for _, k := range kids {
-		r.ok(r.conn.Delete(r.q.Path("/jobs/"+c.ID+"/"+k), -1))
-	}
-	r.ok(r.conn.Delete(r.q.Path("/jobs/"+c.ID), -1))
+	r.mrtzkDelete(b.ID, c.ID)
 
 	v, w, err := r.q.CheckAll(ctx, queue.CheckOptions{})
 	r.ok(err)

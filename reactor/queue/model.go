@@ -16,6 +16,28 @@ const TimeLayout = "2006-01-02 15:04:05 -0700"
 // (decision 260).
 func TextTime(t time.Time) string { return t.Local().Format(time.DateTime) }
 
+// NodeTime reads a time a node keeps as text: a last_modified in Merritt's
+// layout (TimeLayout, in its writer's zone), or an access token's RFC 3339.
+func NodeTime(s string) (time.Time, bool) {
+	for _, layout := range []string{TimeLayout, time.RFC3339Nano} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// JSONTime is a time a node keeps as text as JSON gives every time (the
+// API, the CLI's -o json, the report callback): RFC 3339 in UTC (decision
+// 249). A stamp that does not parse (a foreign writer's) is given as
+// written; an empty one stays empty.
+func JSONTime(s string) string {
+	if t, ok := NodeTime(s); ok {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 

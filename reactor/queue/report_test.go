@@ -72,3 +72,81 @@ func TestReadyToReportWithoutCountWaitsForTheFolder(t *testing.T) {
 		t.Fatalf("waits %+v, want one on the missing %s", waits, want)
 	}
 }
+
+// A Processing batch one of whose done jobs Merritt's tools delete as
+// mrt-zk's Job.delete does (its state ref, its batch ref, then its nodes;
+// the job-count, which mrt-zk does not know, left as it was) reports with
+// the jobs it has once they are done. A job whose batch ref is missing but
+// whose node is there (between a foreign delete and create of the ref) is
+// still waited for. Seen with mrt-zk f113b84: such a batch never reported.
+func TestProcessingBatchReportsWithoutJobsMerrittDeleted(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	b, gone, moving := r.twoDoneJobs()
+	r.mrtzkDelete(b.ID, gone.ID)
+
+	// The other's batch ref is being moved by a foreign writer: not ready.
+	ref := "/batches/" + b.ID + "/states/batch-completed/" + moving.ID
+	r.ok(r.conn.Delete(r.q.Path(ref), -1))
+	got, _, err := r.q.AcquireCompletedBatch(ctx, nil, nil)
+	r.ok(err)
+	if got != nil {
+		t.Fatalf("batch %s acquired for its report while a job is between buckets", got.ID)
+	}
+	r.raw(ref, "")
+	got, _, err = r.q.AcquireCompletedBatch(ctx, nil, nil)
+	r.ok(err)
+	if got == nil || got.ID != b.ID || got.State() != queue.Reporting {
+		t.Fatalf("acquired %v for its report, want %s in Reporting with the job it has left", got, b.ID)
+	}
+}
+
+// A batch whose batch-processing holds only refs a foreign writer left
+// behind (of a job done or gone) reports. mrt-zk's default Job.load writes
+// the refs of the state it read when they are missing: run on every job by
+// Batch.deleteDeletedJobs while ingestq worked, it wrote back the refs of
+// a job ingestq had just moved to Completed (seen with mrt-zk f113b84), and
+// after a foreign delete, the ref of a job no longer there.
+func TestRefsLeftInBatchProcessingDoNotHoldTheReport(t *testing.T) {
+	r := newRun(t)
+	b, a, _ := r.twoDoneJobs()
+	r.raw("/batches/"+b.ID+"/states/batch-processing/"+a.ID, "")
+	r.raw("/batches/"+b.ID+"/states/batch-processing/jid0000099999", "")
+	got, _, err := r.q.AcquireCompletedBatch(context.Background(), nil, nil)
+	r.ok(err)
+	if got == nil || got.ID != b.ID || got.State() != queue.Reporting {
+		t.Fatalf("acquired %v for its report, want %s in Reporting: its jobs are done", got, b.ID)
+	}
+}
+
+// twoDoneJobs makes a Processing batch of two jobs (job-count 2), both
+// Completed.
+func (r *run) twoDoneJobs() (*queue.Batch, *queue.Job, *queue.Job) {
+	ctx := context.Background()
+	r.batch()
+	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
+	r.ok(err)
+	a, c := r.job(b, "jid0", 5, nil), r.job(b, "jid1", 5, nil)
+	two := 2
+	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))
+	r.pipeline(a.ID, queue.Completed, "", false)
+	r.pipeline(c.ID, queue.Completed, "", false)
+	return b, a, c
+}
+
+// mrtzkDelete deletes a Completed job of batch bid as mrt-zk's Job.delete
+// does: its state ref, its batch ref, then its nodes; the batch's
+// job-count, which mrt-zk does not know, is left as it was.
+func (r *run) mrtzkDelete(bid, jid string) {
+	r.t.Helper()
+	j, err := r.q.LoadJob(context.Background(), jid)
+	r.ok(err)
+	r.ok(r.conn.Delete(r.q.Path("/jobs/states/completed/"+j.Ref()), -1))
+	r.ok(r.conn.Delete(r.q.Path("/batches/"+bid+"/states/batch-completed/"+jid), -1))
+	kids, _, err := r.conn.Children(r.q.Path("/jobs/" + jid))
+	r.ok(err)
+	for _, k := range kids {
+		r.ok(r.conn.Delete(r.q.Path("/jobs/"+jid+"/"+k), -1))
+	}
+	r.ok(r.conn.Delete(r.q.Path("/jobs/"+jid), -1))
+}

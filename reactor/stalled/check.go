@@ -94,11 +94,12 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 	consumers := f.consumers(s)
 	switch {
 	case j.Locked:
-		lock := fmt.Sprintf("lock held by %s since %s", f.holder(j.LockSession), stamp(j.LockedAt))
+		h, _ := f.hostOf(j.LockSession) // its Waits: what a step running long waits on
+		lock := fmt.Sprintf("lock held by %s since %s", queue.Holder(h.Name, j.LockSession), stamp(j.LockedAt))
 		if reactor.Retrying(msg) {
 			return KindRetrying, msg + "; " + lock
 		}
-		if w, ok := f.waitsOn(j); ok {
+		if w, ok := h.Info.Waits[j.ID]; ok {
 			lock += fmt.Sprintf("; its step waits on %s since %s", w.What, stamp(w.Since))
 		}
 		return KindLocked, lock
@@ -143,25 +144,6 @@ func (f Facts) works(name string, s queue.State) bool {
 		}
 	}
 	return false
-}
-
-// waitsOn is what locked job j's step waits on, as the host that holds
-// its lock says of a step that runs long.
-func (f Facts) waitsOn(j *queue.Job) (reactor.WaitingOn, bool) {
-	if h, ok := f.hostOf(j.LockSession); ok {
-		w, ok := h.Info.Waits[j.ID]
-		return w, ok
-	}
-	return reactor.WaitingOn{}, false
-}
-
-// holder names a lock's session: the live host it belongs to, or the
-// session itself (another program, or a daemon whose host node is gone).
-func (f Facts) holder(session int64) string {
-	if h, ok := f.hostOf(session); ok {
-		return "host " + h.Name
-	}
-	return fmt.Sprintf("session 0x%x (no live ingestq host: another program?)", session)
 }
 
 // hostOf is the live host whose session is session, if any.

@@ -153,7 +153,7 @@ func TestEachReason(t *testing.T) {
 	}{
 		locked:       {stalled.KindLocked, []string{"lock held by host h1 since "}},
 		retrying:     {stalled.KindRetrying, []string{"retrying after error (attempt 1 of 3): GET https://example.org/a: 503", "lock held by host h1"}},
-		foreign:      {stalled.KindLocked, []string{"lock held by session 0x", "no live ingestq host"}},
+		foreign:      {stalled.KindLocked, []string{"lock held by session 0x", "(no live ingestq host: another program, or a daemon that died) since "}},
 		held:         {stalled.KindHeld, []string{"held: no daemon takes it until it is released"}},
 		noConsumer:   {stalled.KindNoConsumer, []string{"no consumer of state Storing is running"}},
 		provisioning: {stalled.KindProvisioning, []string{"waiting in Provisioning for 3145728 bytes (3 MiB)", "last message: waiting for room: needs 3 MiB"}},

@@ -192,7 +192,7 @@ func (a *app) accessListCommand() *cobra.Command {
 			}
 			if a.json() {
 				for i := range list {
-					list[i].LastModified = nodeTime(list[i].LastModified).rfc3339()
+					list[i].LastModified = queue.JSONTime(list[i].LastModified)
 				}
 				return a.writeJSON(list)
 			}
@@ -263,7 +263,7 @@ func (a *app) printAccess(ctx context.Context, q *queue.Queue, v ops.AccessView)
 		held = accessHeld{*hold}
 	}
 	if a.json() {
-		v.LastModified = nodeTime(v.LastModified).rfc3339()
+		v.LastModified = queue.JSONTime(v.LastModified)
 		return a.writeJSON(struct {
 			ops.AccessView
 			Held any `json:"held"`

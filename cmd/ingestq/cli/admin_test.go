@@ -69,7 +69,7 @@ func TestHoldReleaseJobLocked(t *testing.T) {
 	locked, err := f.q.LoadJob(t.Context(), f.p1)
 	f.ok(err)
 	advice := "; only a Pending job can be held; `ingestq fail --force " + f.p1 + "` stops it (the daemon abandons its step)\n"
-	if want := fmt.Sprintf("ingestq: job %s is Pending and a daemon is working on it (session 0x%x, no live ingestq host)", f.p1, locked.LockSession) + advice; stderr != want {
+	if want := fmt.Sprintf("ingestq: job %s is Pending and session 0x%x (no live ingestq host: another program, or a daemon that died) is working on it", f.p1, locked.LockSession) + advice; stderr != want {
 		t.Errorf("hold job of a foreign lock:\n%q, want\n%q", stderr, want)
 	}
 	f.ok(f.q.RegisterHost(t.Context(), "hf1", []byte(`{"name":"hf1","pid":1}`))) // the lock's session is a live host's
@@ -212,7 +212,7 @@ func TestFail(t *testing.T) {
 	f.ok(err)
 	_, stderr, code = f.run("fail", f.p2)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.p2, "a daemon is working on it", "--force")
+	wantErrLine(t, stderr, f.p2, "(no live ingestq host: another program, or a daemon that died) is working on it", "--force")
 	out, _, code = runEnv(t, map[string]string{"USER": "tester"}, "--zk", zktest.Shared(t).Addr, "--zk-root", f.root, "fail", f.p2, "--force")
 	wantCode(t, code, 0)
 	if out != "job "+f.p2+" is Failed: failed by tester\n" || f.jobState(f.p2) != queue.Failed {

@@ -97,6 +97,28 @@ func TestHelpExamples(t *testing.T) {
 // INGESTQ_API and INGESTQ_API_TOKEN, which no flag's default shows.
 func TestEveryVariableIsDocumented(t *testing.T) {
 	t.Parallel()
+	read := variablesRead(t)
+	help, _, code := runEnv(t, nil, "--help")
+	wantCode(t, code, 0)
+	_, env, _ := strings.Cut(help, "\nEnvironment")
+	env, _, _ = strings.Cut(env, "\nUsage:")
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range slices.Sorted(maps.Keys(read)) {
+		if !regexp.MustCompile(`\b` + v + `\b`).MatchString(env) {
+			t.Errorf("--help's Environment paragraph does not name %s", v)
+		}
+		if !regexp.MustCompile(`\b` + v + `\b`).Match(readme) {
+			t.Errorf("the README does not name %s", v)
+		}
+	}
+}
+
+// variablesRead are the INGESTQ_* variables the CLI's sources name.
+func variablesRead(t *testing.T) map[string]bool {
+	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -117,20 +139,40 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	if len(read) < 20 {
 		t.Fatalf("found %d variables in the sources, want more: %v", len(read), read)
 	}
-	help, _, code := runEnv(t, nil, "--help")
-	wantCode(t, code, 0)
-	_, env, _ := strings.Cut(help, "\nEnvironment")
-	env, _, _ = strings.Cut(env, "\nUsage:")
-	readme, err := os.ReadFile("../../../README.md")
+	return read
+}
+
+// Every variable deploy/ingestq.env sets or shows in a comment is one the
+// daemon reads: serve's own INGESTQ_* variables (a misspelt one would be
+// ignored without a word), or one its S3 and PostgreSQL clients read. And
+// the sample makes one event stream of its hosts (INGESTQ_NATS_CLUSTER set),
+// names the admin token's variable and says what the root does to sharing
+// Merritt's queue.
+func TestDeploySampleSetsWhatServeReads(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../../deploy/ingestq.env")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range slices.Sorted(maps.Keys(read)) {
-		if !regexp.MustCompile(`\b` + v + `\b`).MatchString(env) {
-			t.Errorf("--help's Environment paragraph does not name %s", v)
+	read := variablesRead(t)
+	clients := map[string]bool{"AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "PGPASSWORD": true}
+	set := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#?([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(string(data), -1) {
+		set[m[1]] = true
+		if !read[m[1]] && !clients[m[1]] {
+			t.Errorf("deploy/ingestq.env sets %s, which ingestq serve does not read", m[1])
 		}
-		if !regexp.MustCompile(`\b` + v + `\b`).Match(readme) {
-			t.Errorf("the README does not name %s", v)
-		}
+	}
+	if len(set) < 10 {
+		t.Fatalf("found %d variables in deploy/ingestq.env, want more: %v", len(set), set)
+	}
+	if !regexp.MustCompile(`(?m)^INGESTQ_NATS_CLUSTER=\S`).Match(data) {
+		t.Errorf("deploy/ingestq.env sets no INGESTQ_NATS_CLUSTER: each host would record its events alone")
+	}
+	if !set["INGESTQ_ADMIN_TOKEN"] {
+		t.Errorf("deploy/ingestq.env does not show INGESTQ_ADMIN_TOKEN, serve's admin token")
+	}
+	if !strings.Contains(string(data), "Merritt") {
+		t.Errorf("deploy/ingestq.env does not say what its root does to a queue shared with Merritt's services")
 	}
 }

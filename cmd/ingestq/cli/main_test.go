@@ -20,6 +20,10 @@ func TestMain(m *testing.M) {
 		holdDataDir(dir) // a child of TestDataDirLockGoesWithItsProcess
 		return
 	}
+	if spec := os.Getenv(inventoryServiceEnv); spec != "" {
+		serveInventory(spec) // a child of TestObjectFromAHungInventoryFails
+		return
+	}
 	goleak.VerifyTestMain(zktest.WithShared(m))
 }
 

@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ingestq/ingestq/api"
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/inventory"
 )
 
@@ -35,7 +37,8 @@ type objects interface {
 // (--inventory, --data-dir, --api), and which of them the user gave.
 type objectFlags struct {
 	inventory, dataDir, api                string
-	inventoryGiven, dataDirGiven, apiGiven bool // by flag or environment variable
+	inventoryGiven, dataDirGiven, apiGiven bool          // by flag or environment variable
+	timeout                                time.Duration // --fetch-timeout: an HTTP inventory or API that hangs
 }
 
 // objectFlagSet adds --inventory, --data-dir and --api; what says, in
@@ -44,6 +47,7 @@ func (a *app) objectFlagSet(fl *pflag.FlagSet, f *objectFlags, what string) {
 	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), what+" (env "+EnvInventory+"): a bbolt file, postgres://… or http(s)://…")
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, ""), "a daemon's data folder, to read its embedded inventory (env "+EnvDataDir+"; no default: serve's is read only when named)")
 	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
+	fl.DurationVar(&f.timeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP inventory or the daemon's API that moves no byte for this long (awaiting or reading its answer) fails, and is asked once more")
 }
 
 // given notes which of the object flags the user gave, on the command line
@@ -70,18 +74,21 @@ func (f *objectFlags) given(cmd *cobra.Command, getenv func(string) string) {
 // and for a not-found error.
 func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects, done func(), _ error) {
 	api := strings.TrimSuffix(f.api, "/")
+	// The daemon's rule for a server that hangs (decision 346): a hung
+	// inventory service or API fails the command instead of holding it.
+	client := fetch.New(fetch.Config{Timeout: f.timeout}).BackEnd()
 	viaAPI := func(why string) (*namedObjects, func(), error) {
 		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
-		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, elsewhere: a.liveAPIs},
-			name: "served by the daemon's API at " + api}, func() {}, nil
+		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, elsewhere: a.liveAPIs, client: client.HTTPClient},
+			name: "served by the daemon's API at " + api}, client.HTTPClient.CloseIdleConnections, nil
 	}
 	switch {
 	case f.inventoryGiven:
-		h, err := inventory.OpenReader(ctx, f.inventory, "", nil) // makes nothing: an absent one is an error
+		h, err := inventory.OpenReader(ctx, f.inventory, "", client) // makes nothing: an absent one is an error
 		if err != nil {
 			return nil, nil, err
 		}
-		return &namedObjects{objects: localObjects{h}, name: shownTarget(f.inventory)}, func() { _ = h.Close() }, nil
+		return &namedObjects{objects: localObjects{h}, name: shownTarget(f.inventory)}, func() { _ = h.Close(); client.HTTPClient.CloseIdleConnections() }, nil
 	case f.dataDirGiven:
 		embedded, _ := filepath.Abs(filepath.Join(f.dataDir, "inventory.db"))
 		h, err := inventory.OpenReader(ctx, embedded, "", nil)
@@ -181,6 +188,7 @@ type apiObjects struct {
 	why         string // why the API is asked: said when it does not answer
 	// elsewhere names the other APIs to ask, when this one does not answer.
 	elsewhere func(ctx context.Context, api string) string
+	client    *http.Client
 }
 
 func (o *apiObjects) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
@@ -201,7 +209,7 @@ func (o *apiObjects) get(ctx context.Context, path, what string) (inventory.Obje
 	if o.token != "" {
 		req.Header.Set("Authorization", "Bearer "+o.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := o.client.Do(req)
 	if err != nil {
 		return d, fmt.Errorf("%s, and the daemon's API does not answer (--api %s; or --inventory URL): %w%s", o.why, o.base, err, o.elsewhere(ctx, o.base))
 	}

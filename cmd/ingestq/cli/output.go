@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -231,28 +230,16 @@ func when(t time.Time) string {
 // whenMilli is an event's t in text output, to the millisecond.
 func whenMilli(t time.Time) string { return t.Local().Format(textTimeMilli) }
 
-// nodeTime is a time a node keeps as text: a last_modified in Merritt's
-// layout (queue.TimeLayout, in its writer's zone), or an access token's
-// RFC 3339. In text it is shown as when shows a time, in JSON as RFC 3339
-// in UTC (as the API gives it, decision 249). A stamp that does not parse
-// (a foreign writer's) is given as written.
+// nodeTime is a time a node keeps as text (queue.NodeTime). In text it is
+// shown as when shows a time, in JSON as queue.JSONTime gives it. A stamp
+// that does not parse (a foreign writer's) is given as written.
 type nodeTime string
 
-func (s nodeTime) parse() (time.Time, bool) { return ops.NodeTime(string(s)) }
-
 func (s nodeTime) String() string {
-	if t, ok := s.parse(); ok {
+	if t, ok := queue.NodeTime(string(s)); ok {
 		return when(t)
 	}
 	return string(s)
 }
 
-// rfc3339 is the stamp for JSON output.
-func (s nodeTime) rfc3339() string {
-	if t, ok := s.parse(); ok {
-		return t.UTC().Format(time.RFC3339)
-	}
-	return string(s)
-}
-
-func (s nodeTime) MarshalJSON() ([]byte, error) { return json.Marshal(s.rfc3339()) }
+func (s nodeTime) MarshalJSON() ([]byte, error) { return json.Marshal(queue.JSONTime(string(s))) }

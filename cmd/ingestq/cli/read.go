@@ -84,7 +84,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 			}
 			if a.json() {
 				for i := range rows {
-					rows[i].LastModified = nodeTime(rows[i].LastModified).rfc3339()
+					rows[i].LastModified = queue.JSONTime(rows[i].LastModified)
 				}
 				return a.writeJSON(rows)
 			}
@@ -441,7 +441,7 @@ func (a *app) jobRows(ctx context.Context, q *queue.Queue, jobs []*queue.Job) []
 			rows[i].Hold = "held: " + x.Releases("job", j.ID, j.Profile(), ops.CLI)
 		}
 		if a.json() {
-			rows[i].LastModified = nodeTime(rows[i].LastModified).rfc3339()
+			rows[i].LastModified = queue.JSONTime(rows[i].LastModified)
 		}
 	}
 	return rows

@@ -114,7 +114,8 @@ func (a *app) serveCommand() *cobra.Command {
 			"One daemon per --data-dir: serve holds <data-dir>/serve.lock while it runs, and a second\n" +
 			"daemon on the same folder is refused, naming the first.\n\n" +
 			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
-			"cancel them and close the session; a second signal exits at once.",
+			"cancel them and close the session; a second signal exits at once. SIGHUP (systemctl\n" +
+			"reload) re-reads --api-tokens and nothing else; without a token file it changes nothing.",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyConfig(cmd.Flags(), f.config, a.getenv); err != nil {
@@ -227,6 +228,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// At once: the unit's ExecReload sends SIGHUP, whose default ends the
+	// process, and systemd does not restart a daemon a HUP ended.
+	defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
@@ -365,7 +369,6 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer dash.Close() // before the server's: its live streams end first
 		web.Handle(dashboard.Prefix, dash)
 		web.Handle("GET /{$}", dashboard.Redirect())
-		defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
 	}
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
 		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)
@@ -478,12 +481,9 @@ func (a *app) loadTokens(file string) (*api.Tokens, error) {
 // reloadTokensOnHUP re-reads the token file into tokens at each SIGHUP, so
 // that a token is added or revoked without a restart; a file that no longer
 // reads (or holds no token) is logged, and the tokens in force are kept.
-// It returns its stop. Without a token file there is nothing to re-read,
-// and SIGHUP keeps its default.
+// Without a token file a SIGHUP is logged and changes nothing. It returns
+// its stop.
 func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
-	if file == "" {
-		return func() {}
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -494,6 +494,10 @@ func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
 			case <-quit:
 				return
 			case <-hup:
+			}
+			if file == "" {
+				a.log.Info("SIGHUP: nothing reloaded: a SIGHUP re-reads only the API's token file, and none is given (--api-tokens, " + EnvAPITokens + ")")
+				continue
 			}
 			fresh, err := a.loadTokens(file)
 			if err != nil {
@@ -570,6 +574,14 @@ func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 	url, err := events.RouteURL(f.natsCluster)
 	if err != nil {
 		return nil, usagef("--nats-cluster: %v", err)
+	}
+	// A name is listened on as this host resolves it: Debian maps the
+	// machine's own name to 127.0.1.1, where no other host reaches it.
+	host, _, _ := net.SplitHostPort(f.natsCluster)
+	if ips, err := net.LookupIP(host); net.ParseIP(host) == nil && err == nil && !slices.ContainsFunc(ips, func(ip net.IP) bool { return !ip.IsLoopback() }) {
+		a.log.Warn("--nats-cluster names a host that resolves here to loopback only: the embedded NATS server listens there, "+
+			"where the other hosts cannot reach it; give this host's IP address on the private network",
+			"nats_cluster", f.natsCluster, "resolves_to", fmt.Sprint(ips))
 	}
 	return &natsRoutes{q: q, host: f.host, url: url, log: a.log}, nil
 }

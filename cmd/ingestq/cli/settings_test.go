@@ -1,10 +1,14 @@
 package cli_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ingestq/ingestq/internal/natstest"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // A setting the daemon's parts refuse is a usage error (exit 2) naming it,
@@ -51,6 +55,20 @@ func TestServeRefusesBadNATSCluster(t *testing.T) {
 		if !strings.Contains(stderr, c.want) {
 			t.Errorf("serve %v: stderr %q does not name %q", c.args, stderr, c.want)
 		}
+	}
+}
+
+// A --nats-cluster name that resolves here to loopback only (Debian maps
+// the machine's own name to 127.0.1.1) is where the embedded server
+// listens, out of the other hosts' reach: serve warns, naming it.
+func TestServeWarnsOfAClusterNameOnLoopback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, port, _ := net.SplitHostPort(natstest.FreeAddr(t))
+	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--nats-cluster", "localhost:"+port)
+	line := d.log.WaitFor(t, "--nats-cluster names a host that resolves here to loopback only")
+	if !strings.Contains(line, "localhost:"+port) || !strings.Contains(line, "127.0.0.1") {
+		t.Errorf("the warning %q names neither the setting nor its address", line)
 	}
 }
 
