@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -113,21 +112,9 @@ func startService(t *testing.T, kind, stop string) (string, *childproc.Proc) {
 		path += ".db"
 	}
 	p := &childproc.Proc{Name: kind + " service " + addr, LogPath: filepath.Join(dir, "service.log")}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serviceEnv+"="+strings.Join([]string{kind, addr, path, stop}, " "))
-	if err := p.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { _ = p.Kill() })
 	url := "http://" + addr
-	ready := func() bool {
-		resp, err := http.Get(url + "/objects/none")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}
-	if err := p.WaitReady(ready, time.Now().Add(30*time.Second)); err != nil {
+	if err := p.StartSelf(serviceEnv+"="+strings.Join([]string{kind, addr, path, stop}, " "), url+"/objects/none"); err != nil {
 		t.Fatal(err)
 	}
 	return url, p

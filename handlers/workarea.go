@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -178,22 +179,22 @@ func (p *Pipeline) tend(jid, dir string) {
 	}
 	p.tenders.Go(func() {
 		defer p.tending.Delete(jid)
-		backoff := time.Second
-		for {
+		for outages := 0; ; {
 			next, err := p.look(jid, dir)
-			var retry <-chan time.Time
 			switch {
 			case err != nil: // ZooKeeper out of reach: look again after a while
 				p.log.Debug("working folder: job not read; trying again", "job", jid, "err", err)
-				retry, backoff = time.After(backoff), min(2*backoff, time.Minute)
+				outages++
+				if !backoff.Sleep(p.closing, backoff.Delay(time.Second, time.Minute, outages)) {
+					return
+				}
+				continue
 			case next == nil:
 				return
-			default:
-				backoff = time.Second
 			}
+			outages = 0
 			select {
 			case <-next:
-			case <-retry:
 			case <-p.closing.Done():
 				return
 			}

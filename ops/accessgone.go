@@ -50,10 +50,7 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 	case err != nil:
 		return err
 	case v.State == queue.Deleted:
-		at := v.LastModified
-		if t, ok := queue.NodeTime(at); ok {
-			at = utcStamp(t)
-		}
+		at := queue.JSONTime(v.LastModified)
 		if who := s.recordedAccess(ctx, v.Ref).deleted.Actor; who != "" {
 			return accessGone(v.Ref, v.Token.ARK, "was deleted by %s at %s", who, at)
 		}

@@ -11,23 +11,31 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// abandons is an Observer that reports each step abandoned.
-type abandons struct {
+// stepRuns is an Observer that sends each run of a step in state (any when
+// "") that ended with result (any when "") on ran, unless it is full.
+type stepRuns struct {
 	reactor.Observer
-	states chan queue.State
+	state  queue.State
+	result reactor.StepResult
+	ran    chan stepRun
 }
 
-func (o abandons) StepRan(s queue.State, r reactor.StepResult, _ time.Duration) {
-	if r == reactor.StepAbandoned {
+type stepRun struct {
+	state  queue.State
+	result reactor.StepResult
+}
+
+func (o stepRuns) StepRan(s queue.State, r reactor.StepResult, _ time.Duration) {
+	if (o.state == "" || s == o.state) && (o.result == "" || r == o.result) {
 		select {
-		case o.states <- s:
+		case o.ran <- stepRun{s, r}:
 		default:
 		}
 	}
 }
 
-func (abandons) Moved(string, queue.State, string)   {}
-func (abandons) Transferred(reactor.Transfer, int64) {}
+func (stepRuns) Moved(string, queue.State, string)   {}
+func (stepRuns) Transferred(reactor.Transfer, int64) {}
 
 // A step whose job an operator fails (--force, the lock held) while it
 // runs is not run again when it then fails with a retryable error, nor
@@ -40,7 +48,7 @@ func TestStepAbandonedWhenItsJobChangesUnderIt(t *testing.T) {
 	}{{"retryable error", false}, {"checkpoint", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			obs := abandons{states: make(chan queue.State, 1)}
+			obs := stepRuns{result: reactor.StepAbandoned, ran: make(chan stepRun, 1)}
 			started, proceed := make(chan string, 1), make(chan struct{})
 			var calls atomic.Int32
 			e.daemon("host-a", func(c *reactor.Config) {
@@ -69,9 +77,9 @@ func TestStepAbandonedWhenItsJobChangesUnderIt(t *testing.T) {
 			}
 			close(proceed)
 			select {
-			case s := <-obs.states:
-				if s != queue.Downloading {
-					t.Fatalf("abandoned in %s, want Downloading", s)
+			case run := <-obs.ran:
+				if run.state != queue.Downloading {
+					t.Fatalf("abandoned in %s, want Downloading", run.state)
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("the step was not abandoned")

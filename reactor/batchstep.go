@@ -147,13 +147,7 @@ func (r *Reactor) countJobs(bid string) *int {
 	if err != nil {
 		return nil
 	}
-	seen := map[string]bool{}
-	for _, jids := range buckets {
-		for _, jid := range jids {
-			seen[jid] = true
-		}
-	}
-	n := len(seen)
+	n := len(queue.JobSet(buckets))
 	return &n
 }
 

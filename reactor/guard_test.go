@@ -62,7 +62,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // for nothing. The job stays as the operator left it, unlocked.
 func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
 	e := newEnv(t)
-	obs := abandons{states: make(chan queue.State, 1)}
+	obs := stepRuns{result: reactor.StepAbandoned, ran: make(chan stepRun, 1)}
 	started, ended := make(chan string, 1), make(chan error, 1)
 	e.run("host-a", map[queue.State]reactor.JobHandler{
 		queue.Downloading: reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
@@ -80,7 +80,7 @@ func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
 	if cause := await(t, ended, "the step's end after its job was failed"); cause == nil || !strings.Contains(cause.Error(), "changed under its step") {
 		t.Fatalf("the step's context ended by %v, want its job's change", cause)
 	}
-	if s := await(t, obs.states, "the step's abandonment"); s != queue.Downloading {
+	if s := await(t, obs.ran, "the step's abandonment").state; s != queue.Downloading {
 		t.Fatalf("abandoned in %s, want Downloading", s)
 	}
 	// The worker lets go of its lock right after it says so.

@@ -41,8 +41,8 @@ type publishedMove struct {
 	acked <-chan struct{} // closed once the stream has its event, or it is lost
 }
 
-// publishWait bounds how long a job's move waits for the record of the
-// job's previous move, made by this daemon (awaitRecorded).
+// publishWait bounds how long a move waits for the record of the move
+// before it: made by this daemon (awaitRecorded), or recovered (awaitAck).
 const publishWait = 2 * time.Second
 
 // awaitRecorded waits until the stream has the event of a job's or a

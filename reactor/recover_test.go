@@ -2,6 +2,7 @@ package reactor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -23,27 +24,12 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	foreign := e.queue(e.session())
 	ctx := t.Context()
 
-	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:2"})
-	taken, _, err := foreign.AcquirePendingBatch(ctx, nil)
-	if err != nil || taken == nil || taken.ID != b.ID {
-		t.Fatalf("acquire batch: %v %v", taken, err)
-	}
-	var jobs []*queue.Job
-	for range 2 {
-		j, err := foreign.CreateJob(ctx, taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfig{PayloadURL: "passthrough:2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, j)
-	}
+	b, jobs := foreignBatch(e, foreign, 2)
 	// The first job is left in Downloading (its move there has no event),
 	// the second in Completed: what a host killed at those moves leaves.
 	second := walkWithoutEvents(t, foreign, jobs[1], queue.Completed)
 	first := walkWithoutEvents(t, foreign, jobs[0], queue.Downloading)
-	one := 2
-	if err := foreign.SetBatchStatus(ctx, taken, queue.Processing, queue.BatchChange{Release: true, JobCount: &one}); err != nil {
-		t.Fatal(err)
-	}
+	foreignProcessing(t, foreign, b, 2)
 
 	e.daemon("host-a")
 	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
@@ -99,6 +85,38 @@ func TestMovesWithoutEventsAreRecovered(t *testing.T) {
 	e.clean()
 }
 
+// foreignBatch submits a batch of n jobs (profile demo, passthrough:n)
+// and has foreign, another program's session, take it and make its jobs,
+// publishing nothing. The batch is left acquired, for foreignProcessing.
+func foreignBatch(e *env, foreign *queue.Queue, n int) (*queue.Batch, []*queue.Job) {
+	t, ctx := e.t, e.t.Context()
+	t.Helper()
+	payload := fmt.Sprintf("passthrough:%d", n)
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": payload})
+	taken, _, err := foreign.AcquirePendingBatch(ctx, nil)
+	if err != nil || taken == nil || taken.ID != b.ID {
+		t.Fatalf("acquire batch: %v %v", taken, err)
+	}
+	var jobs []*queue.Job
+	for range n {
+		j, err := foreign.CreateJob(ctx, taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfig{PayloadURL: payload}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	return taken, jobs
+}
+
+// foreignProcessing moves b, which foreign took, to Processing with its n
+// jobs made, and lets it go, publishing nothing.
+func foreignProcessing(t *testing.T, foreign *queue.Queue, b *queue.Batch, n int) {
+	t.Helper()
+	if err := foreign.SetBatchStatus(t.Context(), b, queue.Processing, queue.BatchChange{Release: true, JobCount: &n}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // walkWithoutEvents moves j from Pending to to through q, publishing
 // nothing: what a host killed at each move, or another program, leaves.
 func walkWithoutEvents(t *testing.T, q *queue.Queue, j *queue.Job, to queue.State) *queue.Job {
@@ -151,21 +169,9 @@ func TestArrivalRecoveredBeforeTheNextMove(t *testing.T) {
 	e := newEnv(t)
 	seen := e.outside("ingestq.job.>")
 	foreign := e.queue(e.session())
-	ctx := t.Context()
-	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
-	taken, _, err := foreign.AcquirePendingBatch(ctx, nil)
-	if err != nil || taken == nil || taken.ID != b.ID {
-		t.Fatalf("acquire batch: %v %v", taken, err)
-	}
-	j, err := foreign.CreateJob(ctx, taken, queue.JobSpec{Priority: queue.DefaultPriority, Config: queue.JobConfig{PayloadURL: "passthrough:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j = walkWithoutEvents(t, foreign, j, queue.Downloading)
-	one := 1
-	if err := foreign.SetBatchStatus(ctx, taken, queue.Processing, queue.BatchChange{Release: true, JobCount: &one}); err != nil {
-		t.Fatal(err)
-	}
+	b, jobs := foreignBatch(e, foreign, 1)
+	j := walkWithoutEvents(t, foreign, jobs[0], queue.Downloading)
+	foreignProcessing(t, foreign, b, 1)
 
 	obs := &frozenAfter{from: queue.Downloading, frozen: make(chan struct{}), release: make(chan struct{})}
 	defer close(obs.release)
@@ -202,19 +208,13 @@ func TestBatchMovesWithoutEventsAreRecovered(t *testing.T) {
 	foreign := e.queue(e.session())
 	stopped := e.session() // the reporter that stops in Reporting
 	ctx := t.Context()
-	none := 0
 	// A batch with no jobs, taken to Processing and then to Reporting by
 	// the given session, without events.
 	reporting := func(q *queue.Queue) *queue.Batch {
-		b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:0"})
-		got, _, err := foreign.AcquirePendingBatch(ctx, nil)
-		if err != nil || got == nil || got.ID != b.ID {
-			t.Fatalf("acquire batch: %v %v", got, err)
-		}
-		if err := foreign.SetBatchStatus(ctx, got, queue.Processing, queue.BatchChange{Release: true, JobCount: &none}); err != nil {
-			t.Fatal(err)
-		}
-		if got, _, err = q.AcquireCompletedBatch(ctx, []string{b.ID}, nil); err != nil || got == nil || got.State() != queue.Reporting {
+		b, _ := foreignBatch(e, foreign, 0)
+		foreignProcessing(t, foreign, b, 0)
+		got, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+		if err != nil || got == nil || got.State() != queue.Reporting {
 			t.Fatalf("acquire batch %s for its report: %v %v", b.ID, got, err)
 		}
 		return got

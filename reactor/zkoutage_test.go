@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
@@ -15,23 +14,6 @@ import (
 	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
-
-// storingRuns is an Observer that reports each run of a Storing step.
-type storingRuns struct {
-	reactor.Observer
-	results chan reactor.StepResult
-}
-
-func (o storingRuns) StepRan(s queue.State, r reactor.StepResult, _ time.Duration) {
-	if s == queue.Storing {
-		select {
-		case o.results <- r:
-		default:
-		}
-	}
-}
-func (storingRuns) Moved(string, queue.State, string)   {}
-func (storingRuns) Transferred(reactor.Transfer, int64) {}
 
 // outage is a daemon's ZooKeeper session through a proxy that can be
 // closed (the address refuses, as while a server restarts) and opened
@@ -83,7 +65,7 @@ func TestStepWaitsForZooKeeper(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
 	o := newOutage(e)
-	obs := storingRuns{results: make(chan reactor.StepResult, 8)}
+	obs := stepRuns{state: queue.Storing, ran: make(chan stepRun, 8)}
 	started, proceed := make(chan string, 1), make(chan struct{})
 	e.run("host-a", map[queue.State]reactor.JobHandler{
 		queue.Storing: reactor.JobHandlerFunc(func(ctx context.Context, st *reactor.Step) (reactor.Result, error) {
@@ -101,7 +83,7 @@ func TestStepWaitsForZooKeeper(t *testing.T) {
 	jid := await(t, started, "the Storing step's start")
 	o.down()
 	close(proceed)
-	if got := await(t, obs.results, "the step's end with ZooKeeper gone"); got != reactor.StepWait {
+	if got := await(t, obs.ran, "the step's end with ZooKeeper gone").result; got != reactor.StepWait {
 		t.Fatalf("the step that found ZooKeeper gone ended %q, want %q (no attempt spent)", got, reactor.StepWait)
 	}
 	o.up()

@@ -55,8 +55,6 @@ func newClusterRig(t *testing.T) *clusterRig {
 	return &clusterRig{t: t, zk: zkAddr, root: root, q: openQueue(t, zkAddr, root), hosts: map[string]*clusterHost{}}
 }
 
-// start launches the named daemons at the same instant, then waits until
-// each runs and its NATS server is in the cluster.
 // clusterStates splits the job states in three groups, each worked by two
 // of the three daemons, so that every batch has steps of two daemons or
 // more: any two of them work every state, and a daemon that makes a batch
@@ -71,6 +69,8 @@ var clusterStates = map[string]string{
 	"d5": "intake,reporting,pending,estimating,provisioning,downloading,processing,storing",
 }
 
+// start launches the named daemons at the same instant, then waits until
+// each runs and its NATS server is in the cluster.
 func (r *clusterRig) start(names ...string) {
 	r.t.Helper()
 	for _, name := range names {

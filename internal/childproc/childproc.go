@@ -1,5 +1,6 @@
 // Package childproc runs a test's server program (ZooKeeper, versitygw,
-// PostgreSQL) as a child process: its output appended to a log file, ready
+// PostgreSQL, or the test binary itself as one of the project's servers:
+// StartSelf) as a child process: its output appended to a log file, ready
 // once a probe answers, stopped by a signal to its process group (SIGTERM or
 // the program's own, then SIGKILL), and killed by the kernel when the test
 // binary dies (on Linux).

@@ -276,7 +276,9 @@ func (q *Queue) bucketPaths(bid string) []string {
 // settle is how long an empty batch-processing of a batch without a
 // recorded job count must stay unchanged before it is believed: mrt-zk
 // moves a job's batch ref by a delete then a create, so the folder is empty
-// for an instant on every step of a job it drives.
+// for an instant on every step of a job it drives. Refs left in
+// batch-processing (leftRefs) and buckets short of their count
+// (jobsDeleted) are believed after it too.
 const settle = 500 * time.Millisecond
 
 // readyToReport tells whether the jobs of a batch in Processing, Reporting
@@ -291,27 +293,32 @@ const settle = 500 * time.Millisecond
 // (every: leftRefs), nor, in the count, jobs Merritt's tools deleted
 // (jobsDeleted).
 // The buckets are read unless pre holds them already (read with the batch).
+// Each rule that believes a folder as read waits settle for it; a look
+// waits at most once: batch-processing is among the folders of each.
 func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every bool) (bool, []Wait) {
 	paths := q.bucketPaths(b.ID)
 	r := pre
 	if len(r) != len(paths) {
 		r = q.getAll(ctx, paths...)
 	}
-	done := 0
+	processing := slices.Index(Buckets, BucketProcessing)
+	procPath, procRead := paths[processing:processing+1], r[processing:processing+1]
+	done, left := 0, false
 	for i, x := range r {
 		switch {
 		case x.err != nil && !errors.Is(x.err, zk.ErrNoNode):
 			return false, nil
 		case x.err != nil:
-		case Buckets[i] == BucketProcessing && x.stat.NumChildren > 0:
+		case i == processing && x.stat.NumChildren > 0:
 			// Left refs are looked for only in a look at every batch (at
 			// start and at each safety rescan): a look at a batch named
 			// follows each of its jobs' moves, and reading every job's
 			// status then would cost a batch of N jobs N² reads.
-			if !every || !q.leftRefs(ctx, paths[i], x) {
+			if !every || !q.leftRefs(ctx, paths[i]) {
 				return false, nil // its watch fires when it empties
 			}
-		case Buckets[i] != BucketProcessing:
+			left = true // believed once batch-processing settles, below
+		case i != processing:
 			done += int(x.stat.NumChildren)
 		}
 	}
@@ -323,7 +330,10 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every b
 			}
 			done += n
 		}
-		if done >= b.JobCount || q.jobsDeleted(ctx, b, paths, r) {
+		if done >= b.JobCount {
+			return !left || q.settled(ctx, procPath, procRead), nil
+		}
+		if q.jobsDeleted(ctx, b, paths, r) { // its settle of every bucket settles left refs too
 			return true, nil
 		}
 		var waits []Wait
@@ -338,20 +348,19 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every b
 		}
 		return false, waits
 	}
-	processing := slices.Index(Buckets, BucketProcessing)
-	before := r[processing]
-	if before.err != nil {
+	if r[processing].err != nil {
 		// No folder and no count: a batch whose jobs another library is
 		// still making (mrt-zk moves a batch to Processing first). Wait
 		// for the folder, as mrt-zk's own reporter does.
 		return false, []Wait{{Path: paths[processing]}}
 	}
-	return q.settled(ctx, paths[processing:processing+1], r[processing:processing+1]), nil
+	return q.settled(ctx, procPath, procRead), nil // empty, or holding left refs alone
 }
 
 // jobsDeleted tells whether the jobs a batch lacks (fewer done than its
-// job-count, none in batch-processing) were deleted by Merritt's tools
-// (mrt-zk's Job.delete and deleteDeletedJobs leave job-count as it was):
+// job-count, none in batch-processing but left refs) were deleted by
+// Merritt's tools (mrt-zk's Job.delete and deleteDeletedJobs leave
+// job-count as it was):
 // all its jobs are made (a job count is recorded when they are, and a
 // windowed batch's feed is done), its buckets stay unchanged for settle
 // (mrt-zk's delete, refs then nodes, is over by then), and no job of the
@@ -372,12 +381,7 @@ func (q *Queue) noJobOutside(ctx context.Context, bid string) bool {
 	if err != nil {
 		return false
 	}
-	in := map[string]bool{}
-	for _, jids := range buckets {
-		for _, jid := range jids {
-			in[jid] = true
-		}
-	}
+	in := JobSet(buckets)
 	all, err := q.JobIDs(ctx)
 	if err != nil {
 		return false
@@ -398,14 +402,15 @@ func (q *Queue) noJobOutside(ctx context.Context, bid string) bool {
 	return true
 }
 
-// leftRefs tells whether every ref in a batch's batch-processing (at dir,
-// read as r) is one a foreign writer left behind: of a job that is gone or
-// done, still so after settle. mrt-zk's default Job.load (which
-// Batch.deleteDeletedJobs calls on every job) writes the refs of the state
-// it read when they are missing, so a load racing ingestq's move of the job
-// writes back the refs the move removed. A live mrt-zk move to a done state
-// writes the status before the refs, and is over within settle.
-func (q *Queue) leftRefs(ctx context.Context, dir string, r read) bool {
+// leftRefs tells whether every ref in a batch's batch-processing (at dir)
+// is one a foreign writer left behind: of a job that is gone or done.
+// mrt-zk's default Job.load (which Batch.deleteDeletedJobs calls on every
+// job) writes the refs of the state it read when they are missing, so a
+// load racing ingestq's move of the job writes back the refs the move
+// removed. A live mrt-zk move to a done state writes the status before the
+// refs, and is over within settle: the caller believes leftRefs only once
+// dir stays as it read it for that long.
+func (q *Queue) leftRefs(ctx context.Context, dir string) bool {
 	jids, err := q.children(ctx, dir)
 	if err != nil {
 		return false
@@ -426,7 +431,7 @@ func (q *Queue) leftRefs(ctx context.Context, dir string, r read) bool {
 			return false
 		}
 	}
-	return q.settled(ctx, []string{dir}, []read{r})
+	return true
 }
 
 // settled tells whether the folders at paths, read as r, are still as read
@@ -630,6 +635,18 @@ func (q *Queue) BatchJobs(ctx context.Context, bid string) (map[string][]string,
 		out[bucket] = kids
 	}
 	return out, nil
+}
+
+// JobSet is the jids in a batch's buckets as BatchJobs lists them, each
+// once: a job listed in two (it moved on between listings) is one job.
+func JobSet(buckets map[string][]string) map[string]bool {
+	set := map[string]bool{}
+	for _, jids := range buckets {
+		for _, jid := range jids {
+			set[jid] = true
+		}
+	}
+	return set
 }
 
 // validName tells whether s is prefix followed by one or more digits.

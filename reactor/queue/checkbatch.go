@@ -167,12 +167,7 @@ func (q *Queue) batchProblems(ctx context.Context, b *Batch, buckets map[string]
 // the /jobs sequence has given out (jids are never used again), where a
 // report naming a job that never was stays a violation.
 func (q *Queue) removedJobs(ctx context.Context, b *Batch, buckets map[string][]string) (map[string]bool, error) {
-	inBucket := map[string]bool{}
-	for _, jids := range buckets {
-		for _, jid := range jids {
-			inBucket[jid] = true
-		}
-	}
+	inBucket := JobSet(buckets)
 	var missing []string
 	for _, jid := range slices.Concat(b.Report.SuccessfulJobs, b.Report.FailedJobs) {
 		if !inBucket[jid] && validName(jid, "jid") {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,21 +44,9 @@ func TestObjectFromAHungInventoryFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &childproc.Proc{Name: "inventory service " + addr, LogPath: filepath.Join(dir, "service.log")}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), inventoryServiceEnv+"="+addr+" "+db)
-	if err := p.Start(cmd); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { _ = p.Kill() })
 	url := "http://" + addr
-	ready := func() bool {
-		resp, err := http.Get(url + "/objects/none")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}
-	if err := p.WaitReady(ready, time.Now().Add(30*time.Second)); err != nil {
+	if err := p.StartSelf(inventoryServiceEnv+"="+addr+" "+db, url+"/objects/none"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Freeze(); err != nil {
