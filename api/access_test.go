@@ -210,6 +210,21 @@ func TestRemovedAccessRequestIsGone(t *testing.T) {
 	removeTree(foreign.Ref())
 	b.do("GET", "access/"+foreign.Ref(), readToken, nil).problem(t, http.StatusNotFound, "not-found", foreign.ID)
 	b.do("GET", "access/small/qid0000000099", readToken, nil).problem(t, http.StatusNotFound, "not-found", "qid0000000099")
+
+	// A delete event that names no one (an older ingestq's) says so.
+	unnamed := b.failedAccess(ark)
+	removeTree(unnamed.Ref)
+	b.bus.Publish(events.Event{Kind: events.KindAdmin, To: "delete", AccessID: unnamed.Ref})
+	flush(t, b.bus)
+	b.do("GET", "access/"+unnamed.Ref, readToken, nil).problem(t, http.StatusGone, "gone",
+		"access request "+unnamed.Ref+" was deleted at ", " (who deleted it is not recorded)", again)
+
+	// Events older than the queue are another queue's (a stream kept while
+	// its queue was made anew): a request only they name is not found.
+	b.bus.Publish(events.Event{Time: time.Now().Add(-2 * time.Hour), Kind: events.KindAccess, AccessID: "small/qid0000000098",
+		To: "Completed", Attrs: map[string]any{"ark": ark}})
+	flush(t, b.bus)
+	b.do("GET", "access/small/qid0000000098", readToken, nil).problem(t, http.StatusNotFound, "not-found", "qid0000000098")
 }
 
 // GET /access with a state reads each request's status alone, and the

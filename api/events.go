@@ -118,6 +118,7 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 		if f.Since, err = events.ParseSince(s, time.Now()); err != nil {
 			return f, badRequest("since %v", err)
 		}
+		f = a.cfg.Ops.OfQueue(r.Context(), f)
 	}
 	if f.Subject != "" && !strings.HasPrefix(f.Subject, "ingestq.") {
 		return f, badRequest("subject %q: want a subject under ingestq. (like ingestq.job.failed.*)", f.Subject)

@@ -87,11 +87,15 @@ func TestEventStream(t *testing.T) {
 	publish := func(bid, msg string) {
 		b.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: bid, From: "Pending", To: "Processing", Message: msg})
 	}
+	// An event older than the queue is another queue's (a stream kept
+	// while its queue was made anew): not replayed.
+	b.bus.Publish(events.Event{Time: time.Now().Add(-2 * time.Hour), Kind: events.KindBatch, BatchID: mine.ID,
+		From: "Pending", To: "Failed", Message: "another queue's"})
 	publish(mine.ID, "recorded")
 	publish(other.ID, "recorded elsewhere")
 	flush(t, b.bus)
 
-	replayed := b.openStream("since=1h&batch=uuid-sse")
+	replayed := b.openStream("since=3h&batch=uuid-sse")
 	live := b.openStream("batch=" + mine.ID)
 	if ev := replayed.next(t); ev.Message != "recorded" || ev.BatchID != mine.ID {
 		t.Fatalf("first event %+v, want the recorded one of %s", ev, mine.ID)

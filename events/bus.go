@@ -3,9 +3,11 @@ package events
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -66,6 +68,7 @@ type Config struct {
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
 	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
+	serverOpts   serverTweak   // tests change the embedded server's options
 }
 
 // withDefaults fills in the defaults of every unset field.
@@ -128,6 +131,7 @@ type Bus struct {
 	pausing    sync.Map  // event ID → struct{}: waiting out the pause before it is sent again
 	lostWarn   warnLimit // "events not recorded"
 	resendWarn warnLimit // "sending them again"
+	authWarn   warnLimit // "NATS refuses this daemon's credentials"
 
 	closeOnce sync.Once
 	closeErr  error
@@ -241,12 +245,21 @@ func (b *Bus) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, auth...)
+		// nats.go closes the connection for good when a server refuses the
+		// same credentials twice; a daemon keeps trying, as in an outage:
+		// a renewed creds file is read at each try.
+		opts = append(opts, append(auth, nats.IgnoreAuthErrorAbort())...)
 	}
 	b.nc, err = nats.Connect(b.cfg.URL, opts...)
 	if err != nil {
 		if b.cfg.URL == "" {
 			return fmt.Errorf("events: connect to embedded NATS server: %w", err)
+		}
+		switch {
+		case AuthRefused(err):
+			return fmt.Errorf("events: NATS at %s refused the credentials (authorization failed): %w", redactURLs(b.cfg.URL), err)
+		case TLSFailed(err):
+			return fmt.Errorf("events: the TLS handshake with NATS at %s failed: %w", redactURLs(b.cfg.URL), err)
 		}
 		return fmt.Errorf("events: connect to NATS at %s: %w", redactURLs(b.cfg.URL), err)
 	}
@@ -621,13 +634,37 @@ func (b *Bus) serverURL(nc *nats.Conn) string {
 }
 
 // onAsyncError logs errors NATS reports outside any call (slow consumer,
-// permissions).
+// permissions, credentials refused at a reconnect: at most one warning
+// every few seconds, as the bus tries again four times a second).
 func (b *Bus) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if AuthRefused(err) {
+		if b.authWarn.Allow() {
+			b.log.Warn("events: NATS refuses this daemon's credentials (authorization failed); trying again, "+
+				"reading the credentials file anew each time", "url", redactURLs(b.cfg.URL), "err", err)
+		}
+		return
+	}
 	if sub != nil {
 		b.log.Warn("events: NATS subscription error", "subject", sub.Subject, "err", err)
 		return
 	}
 	b.log.Warn("events: NATS error", "err", err)
+}
+
+// AuthRefused tells whether err is NATS refusing a client's credentials
+// (authorization violation, or a user or account revoked or expired).
+func AuthRefused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
+}
+
+// TLSFailed tells whether err is a TLS handshake with NATS that failed:
+// the server's certificate not trusted, or the client's refused (which
+// the server says in a TLS alert).
+func TLSFailed(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var remote *net.OpError
+	return errors.Is(err, nats.ErrTLS) || errors.As(err, &verify) || errors.As(err, &remote) && remote.Op == "remote error"
 }
 
 // redactURLs hides passwords in a comma-separated list of URLs.

@@ -51,6 +51,9 @@ type embedded struct {
 	// movedAlone: what the server recorded alone is in the cluster's
 	// stream (publisher goroutine only; false again whenever it runs alone).
 	movedAlone bool
+	// joined: the server has settled as a member and said so (publisher
+	// goroutine only; false again whenever the server is replaced).
+	joined bool
 }
 
 // InProcessConn connects a client to the current server (nats.InProcessServer).
@@ -166,7 +169,15 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 	if ctx.Err() != nil {
 		return settleErr
 	}
-	if clustered, _ := e.clustered(); clustered && !e.movedAlone {
+	clustered, _ := e.clustered()
+	if clustered && settleErr == nil && !e.joined {
+		// Only now that the meta leader has answered for the stream and
+		// the stream takes this server's events: a server given routes may
+		// have none connected yet.
+		e.joined = true
+		b.log.Info("events: embedded NATS server joined the cluster", "cluster", b.cfg.ClusterName, "routes", wanted)
+	}
+	if clustered && !e.movedAlone {
 		if err := b.moveAloneEvents(ctx); err != nil {
 			if context.Cause(ctx) == errSuperseded {
 				return errSuperseded
@@ -203,16 +214,19 @@ func (b *Bus) swap(routes []string) error {
 	e.ns, e.routes = ns, routes
 	e.mu.Unlock()
 	e.movedAlone = e.movedAlone && len(routes) > 0
+	e.joined = false
 	if len(routes) > 0 || joinErr == nil {
 		b.logMembership(routes)
 	}
 	return joinErr
 }
 
-// logMembership says whether the embedded server is a cluster member.
+// logMembership says how the embedded server starts: routed to the other
+// daemons' (reconfigure says when it has joined them), or alone.
 func (b *Bus) logMembership(routes []string) {
 	if len(routes) > 0 {
-		b.log.Info("events: embedded NATS server joined the cluster", "cluster", b.cfg.ClusterName, "routes", routes)
+		b.log.Info("events: embedded NATS server routed to the cluster; events wait until it has joined",
+			"cluster", b.cfg.ClusterName, "routes", routes)
 	} else {
 		b.log.Info("events: embedded NATS server runs alone: no other daemon is known")
 	}
@@ -238,9 +252,9 @@ func (b *Bus) reroute(routes []string) error {
 
 // settle makes the stream ready for the events, which wait meanwhile: it
 // creates the stream or brings it up to date (three replicas once three
-// servers are clustered) and waits until it has a leader. Past patience,
-// a stream with a leader takes the events as it is, and what could not be
-// done (the cluster has no meta leader, as when a member remembers a peer
+// servers are clustered) and waits until it takes this server's events.
+// Past patience, a stream that takes them gets them as it is, and what could
+// not be done (the cluster has no meta leader, as when a member remembers a peer
 // gone for good) is an error, tried again later.
 func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 	start := time.Now()
@@ -248,7 +262,7 @@ func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 	warned := false
 	for tries := 1; ; tries++ {
 		err := b.settleOnce(ctx, deadline)
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) && b.streamLed(ctx) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) && b.streamTakes(ctx) {
 			return err
 		}
 		if !warned && time.Since(start) > waitWarnAfter {
@@ -262,7 +276,7 @@ func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 }
 
 // settleOnce waits until deadline for this server to follow a meta leader,
-// then ensures the stream and waits for its leader. A JetStream request
+// then ensures the stream and waits until it takes events. A JetStream request
 // sent while no meta leader is known, or while one is being elected, gets
 // no answer at all: each is asked under a short timeout of its own.
 func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
@@ -280,35 +294,49 @@ func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
 	if err != nil {
 		return err
 	}
-	return b.waitStreamLeader(ctx)
+	return b.waitStreamTakes(ctx)
 }
 
 var errNoMetaLeader = errors.New("events: no JetStream meta leader in the NATS cluster")
 
-// metaCurrent tells whether the server follows a JetStream meta leader (or
-// is it), asking it in-process.
+// metaCurrent tells whether the server's JetStream meta state is current,
+// asking it in-process: true once a new member has the leader's state, but
+// also for a member restarted with its store before any route is up (a
+// server that knows no leader does not check it hears one).
 func (b *Bus) metaCurrent() bool {
 	ns := b.emb.server()
 	return ns != nil && ns.JetStreamIsCurrent()
 }
 
-// streamLed tells whether the stream has a leader, which takes events.
-func (b *Bus) streamLed(ctx context.Context) bool {
+// errCodeStreamNotMatch is a stream's refusal of a publish that expects
+// another stream.
+const errCodeStreamNotMatch = 10060
+
+// streamTakes tells whether the stream takes this server's publishes: its
+// leader refuses one that expects another stream, storing nothing, and the
+// refusal comes back the way acknowledgements do. A stream info is no
+// proof: JetStream's API crosses a route of its own (the system
+// account's), which may be up while the one events take is not. An event
+// sent then reaches only core subscribers (the API's on ingestq.job.>), so
+// no "no responders" comes either, and it waits out its 15 s ack timeout
+// unanswered, late past the moves after it.
+func (b *Bus) streamTakes(ctx context.Context) bool {
 	ask, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	s, err := b.js.Stream(ask, b.cfg.Stream)
-	return err == nil && (s.CachedInfo().Cluster == nil || s.CachedInfo().Cluster.Leader != "")
+	_, err := b.js.Publish(ask, "ingestq.probe."+token(b.cfg.Host), nil, jetstream.WithExpectStream(b.cfg.Stream+"-probe"))
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == errCodeStreamNotMatch
 }
 
-// waitStreamLeader waits until the stream has a leader: a stream whose
-// replicas changed, or whose leader went, has none for a moment, and what
-// is published meanwhile is lost.
-func (b *Bus) waitStreamLeader(ctx context.Context) error {
+// waitStreamTakes waits until the stream takes this server's events: a
+// stream whose replicas changed, or whose leader went, has no leader for a
+// moment, and a new member's routes come up one by one.
+func (b *Bus) waitStreamTakes(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	for !b.streamLed(ctx) {
+	for !b.streamTakes(ctx) {
 		if !backoff.Sleep(ctx, settlePoll) {
-			return fmt.Errorf("events: stream %s has no leader: %w", b.cfg.Stream, ctx.Err())
+			return fmt.Errorf("events: stream %s takes no event from this server: %w", b.cfg.Stream, ctx.Err())
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -379,6 +380,72 @@ func TestClusterMemberRemembersGonePeer(t *testing.T) {
 	keeper.SetRoutes([]string{c.route})
 	publishN(t, keeper, "bid-2", 3)
 	waitFor(t, "the stream to hold the five events", func() bool { return streamInfo(t, keeper).State.Msgs == 5 })
+}
+
+// joinedLine is what a member logs once it has joined the cluster.
+const joinedLine = "events: embedded NATS server joined the cluster"
+
+// A member routed to a server that is not up yet says it waits, and that
+// it joined the cluster only once it has, and its events are then in the
+// one stream. Before, "joined the cluster" was logged as soon as it was
+// given routes, before any connected.
+func TestClusterMemberSaysJoinedOnceItHas(t *testing.T) {
+	t.Parallel()
+	later := natstest.FreeAddr(t) // a's cluster address: nothing listens there yet
+	route, err := RouteURL(later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &logRecorder{}
+	b := openMemberWith(t, "b", func(c *Config) { c.Logger = slog.New(rec); c.Routes = []string{route} })
+	const routed = "events: embedded NATS server routed to the cluster; events wait until it has joined"
+	if n, j := rec.count(slog.LevelInfo, routed), rec.count(slog.LevelInfo, joinedLine); n != 1 || j != 0 {
+		t.Errorf("b started, routed to a server not up: %d lines %q and %d %q, want 1 and none", n, routed, j, joinedLine)
+	}
+	b.Publish(Event{Kind: KindJob, BatchID: "bid-1", JobID: "bid-1-a", To: "Pending"})
+
+	a := openMemberWith(t, "a", func(c *Config) { c.Cluster = later }, b)
+	waitFor(t, "b to say it joined the cluster", func() bool { return rec.count(slog.LevelInfo, joinedLine) == 1 })
+	flush(t, b.Bus)
+	wantSeen(t, a, map[string]int{"b": 1})
+}
+
+// A member whose server cannot send events over its routes yet (denied
+// here; a new member's route for them can come up after the one
+// JetStream's API crosses) keeps its events until the stream takes them,
+// and does not say it joined. Before, it settled on the stream's info and
+// sent them: they reached only the core subscriber the API keeps on
+// ingestq.job.>, so none answered, and each waited out its ack timeout (15
+// s) to be sent again; a host that rejoined had events late past its
+// batch's end.
+func TestClusterEventsWaitUntilTheStreamTakesThem(t *testing.T) {
+	t.Parallel()
+	ms := openCluster(t, "a", "b")
+	rec := &logRecorder{}
+	c := openMemberWith(t, "c", func(cfg *Config) {
+		cfg.Logger, cfg.ackTimeout = slog.New(rec), time.Second
+		cfg.serverOpts = func(o *server.Options) {
+			o.Cluster.Permissions = &server.RoutePermissions{Export: &server.SubjectPermission{Deny: []string{SubjectAll}}}
+		}
+	}, ms...)
+	for _, m := range ms {
+		m.SetRoutes(append(routesOf(others(ms, m)), c.route))
+	}
+	if _, err := c.Subscribe("ingestq.job.>", func(Event) {}); err != nil { // as the API's does
+		t.Fatal(err)
+	}
+	var probes atomic.Int32
+	if _, err := connect(t, c.ClientURL()).Subscribe("ingestq.probe.>", func(*nats.Msg) { probes.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	c.Publish(Event{Kind: KindJob, BatchID: "bid-1", JobID: "bid-1-a", To: "Processing"})
+	const resent = "events: the stream did not acknowledge events in time; sending them again (a NATS cluster electing a stream leader?)"
+	waitFor(t, "c to ask the stream twice, or to send its event again", func() bool {
+		return probes.Load() >= 2 || rec.count(slog.LevelWarn, resent) > 0
+	})
+	if s, j := c.Stats(), rec.count(slog.LevelInfo, joinedLine); s.Retried != 0 || s.Published != 0 || j != 0 {
+		t.Errorf("c, whose events cannot reach the stream: %+v, %d lines saying it joined; want its event kept, unsent, and no such line", s, j)
+	}
 }
 
 // Signals are a daemon's own: on one cluster each bus hears its own

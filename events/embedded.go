@@ -116,8 +116,14 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	// A route to a daemon that died is retried every second until its
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
+	if cfg.serverOpts != nil {
+		cfg.serverOpts(opts)
+	}
 	return opts, nil
 }
+
+// serverTweak changes a cluster member's server options (tests only).
+type serverTweak func(*server.Options)
 
 // memberAuth lets a cluster member's clients in as a server running alone
 // does, whatever credentials they present (a CLI with --nats-token or

@@ -179,7 +179,11 @@ func TestBadInputEndToEnd(t *testing.T) {
 		want: []string{`entry "zeros.bin"`, "limit of 1048576 bytes"}})
 	whole := zipEntries(t, map[string][]byte{"a.txt": bytes.Repeat([]byte("abc"), 1000)}, zip.Store)
 	add(&badCase{name: "truncated zip", payload: r.content.put("/zip/truncated.zip", whole[:len(whole)/2]), jobLevel: true,
-		want: []string{"not a valid zip file"}})
+		want: []string{"not a zip file, or one cut short (a container payload is a zip; a tar or tar.gz is stored as one file"}})
+	// A tar.gz submitted as a container: said in plain words, not archive/zip's.
+	add(&badCase{name: "tar.gz as a container", payload: r.content.put("/zip/object.tar.gz", []byte("\x1f\x8b\x08 not a zip")), jobLevel: true,
+		want: []string{"/zip/object.tar.gz: not a zip file, or one cut short (a container payload is a zip; a tar or tar.gz is stored as one file with type auto or file)"}},
+		"type", handlers.SubmitContainer)
 
 	// Object manifests whose files cannot be had as described, and dead
 	// URLs (gone, refused, on no host): each message names the URL once,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -24,7 +25,7 @@ func (e *goneError) Is(target error) bool { return target == ErrGone }
 // recordWait bounds the read of a request's recorded events.
 const recordWait = 10 * time.Second
 
-// AccessGone is what a depositor's door (the API, the dashboard) answers
+// AccessGone is what each door (the API, the dashboard, the CLI) answers
 // for access request ref in place of v and err (what ShowAccess gave, or
 // an action's error with no v): an ErrGone saying what became of a
 // request that was made and is no more to be had (its package expired, it
@@ -41,7 +42,7 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 		case !rec.expired.IsZero():
 			return accessGone(ref, rec.ark, "expired at %s (removed with its package at %s)", cmp.Or(rec.expires, utcStamp(rec.expired)), utcStamp(rec.expired))
 		case !rec.deleted.Time.IsZero():
-			return accessGone(ref, rec.ark, "was deleted by %s at %s", rec.deleted.Actor, utcStamp(rec.deleted.Time))
+			return accessGone(ref, rec.ark, "%s", deletedBy(rec.deleted.Actor, utcStamp(rec.deleted.Time)))
 		case rec.last.To != "":
 			return accessGone(ref, rec.ark, "is no longer in the queue, and no event records who removed it (its last recorded move: %s at %s)",
 				rec.last.To, utcStamp(rec.last.Time))
@@ -50,15 +51,20 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 	case err != nil:
 		return err
 	case v.State == queue.Deleted:
-		at := queue.JSONTime(v.LastModified)
-		if who := s.recordedAccess(ctx, v.Ref).deleted.Actor; who != "" {
-			return accessGone(v.Ref, v.Token.ARK, "was deleted by %s at %s", who, at)
-		}
-		return accessGone(v.Ref, v.Token.ARK, "was deleted at %s (who deleted it is not recorded)", at)
+		return accessGone(v.Ref, v.Token.ARK, "%s", deletedBy(s.recordedAccess(ctx, v.Ref).deleted.Actor, queue.JSONTime(v.LastModified)))
 	case v.State == queue.Completed && v.Token.Package != nil && v.Token.Package.Expired(time.Now()):
 		return accessGone(v.Ref, v.Token.ARK, "expired at %s (its package goes at the next sweep)", v.Token.Package.Expires)
 	}
 	return nil
+}
+
+// deletedBy says who deleted a request at when, as far as recorded (an
+// older ingestq's delete event, or another tool's Deleted, names no one).
+func deletedBy(who, at string) string {
+	if who == "" {
+		return "was deleted at " + at + " (who deleted it is not recorded)"
+	}
+	return "was deleted by " + who + " at " + at
 }
 
 // utcStamp is a time in the access token's layout (RFC 3339, UTC), as the
@@ -111,8 +117,14 @@ func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 		}
 		return nil
 	}
-	for _, subject := range []string{"ingestq.access.*." + ref, "ingestq.admin.delete"} {
-		_ = s.Recorded(ctx, events.Filter{AccessID: ref, Subject: subject}, take)
+	moves := "ingestq.access.*." + ref
+	if !strings.Contains(ref, "/") {
+		moves = "ingestq.access.>" // a bare qid, of either queue: the filter's AccessID picks its events
+	}
+	f := s.OfQueue(ctx, events.Filter{AccessID: ref})
+	for _, subject := range []string{moves, "ingestq.admin.delete"} {
+		f.Subject = subject
+		_ = s.Recorded(ctx, f, take)
 	}
 	return rec
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -43,6 +44,22 @@ func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 		return fmt.Errorf("%s %s: no such %s (this queue has not made it): %w", what, id, what, queue.ErrNotFound)
 	}
 	return nil
+}
+
+// madeSkew is how much earlier than its queue an event may be stamped and
+// still be its: the publishers' clocks against ZooKeeper's.
+const madeSkew = time.Minute
+
+// OfQueue narrows a replay's filter to the events this queue can have
+// made: none older than the queue (madeSkew aside). A stream kept while
+// its queue was made anew (ZooKeeper's data thrown away, the data folder
+// kept) holds the old queue's events under the same bids, jids and qids.
+// When the queue cannot be read, f is as given.
+func (s *Service) OfQueue(ctx context.Context, f events.Filter) events.Filter {
+	if made, err := s.Q.Made(ctx); err == nil && made.Add(-madeSkew).After(f.Since) {
+		f.Since = made.Add(-madeSkew)
+	}
+	return f
 }
 
 // FindBatch reads a batch named by its bid or, failing that, its uuid.

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -199,9 +201,9 @@ func (r *recorder) waitForDiag(timeout time.Duration, what string, cond func([]e
 }
 
 // replay reads the batch's recorded events back from the stream.
-func replay(t testing.TB, url, bid string) []events.Event {
+func replay(t testing.TB, url, bid string, opts ...nats.Option) []events.Event {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatalf("connect to NATS %s: %v", url, err)
 	}
@@ -579,6 +581,32 @@ func (d *daemon) logLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// waitEventsTaken waits until the daemon has no event waiting for the
+// stream (its ingestq_events_waiting is 0).
+func (d *daemon) waitEventsTaken(timeout time.Duration) {
+	d.t.Helper()
+	m := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(d.logText())
+	if m == nil {
+		d.t.Fatalf("no http= in %s's log", d.name)
+	}
+	poll(d.t, timeout, d.name+"'s events taken by the stream", func() (bool, string, error) {
+		resp, err := http.Get(m[1] + "/metrics")
+		if err != nil {
+			return false, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, "", err
+		}
+		w := regexp.MustCompile(`(?m)^ingestq_events_waiting (\S+)$`).FindSubmatch(body)
+		if w == nil {
+			return false, "", fmt.Errorf("no ingestq_events_waiting in %s's metrics", d.name)
+		}
+		return string(w[1]) == "0", string(w[1]) + " waiting", nil
+	})
 }
 
 var stoppedRE = regexp.MustCompile(`ingestq: stopped.*events_published=(\d+).*events_lost=(\d+)`)

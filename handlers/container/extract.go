@@ -61,11 +61,18 @@ func Extract(zipPath, dest string, lim Limits) ([]File, error) {
 	return ExtractAs(zipPath, zipPath, dest, lim)
 }
 
+// notZip is why a container that is no zip (a tar, say), or one cut short,
+// is refused.
+const notZip = "not a zip file, or one cut short (a container payload is a zip; a tar or tar.gz is stored as one file with type auto or file)"
+
 // ExtractAs is Extract with the container called name in its errors (the
 // URL it came from, say, rather than where it lies on this host).
 func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	lim = lim.withDefaults()
 	zr, err := zip.OpenReader(zipPath)
+	if errors.Is(err, zip.ErrFormat) { // said for a depositor, not in archive/zip's words
+		return nil, fmt.Errorf("container %s: %s", name, notZip)
+	}
 	// ErrInsecurePath (GODEBUG zipinsecurepath=0) still returns the reader;
 	// the checks below name the offending entry.
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {

@@ -20,14 +20,60 @@ import (
 // and its key, and returns the pool that trusts it.
 func SelfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	c := issue(t, t.TempDir(), "cert", server(), nil)
+	pool = x509.NewCertPool()
+	pool.AddCert(c.cert)
+	return c.certFile, c.keyFile, pool
+}
+
+// Files are the PEM files of a CA and of a server and a client certificate
+// it signed.
+type Files struct{ CA, ServerCert, ServerKey, ClientCert, ClientKey string }
+
+// Mutual writes, in a temporary folder, a CA, a server certificate for
+// 127.0.0.1 and a client certificate, both signed by the CA: mutual TLS.
+func Mutual(t *testing.T) Files {
+	t.Helper()
+	dir := t.TempDir()
+	ca := issue(t, dir, "ca", &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil)
+	srv := issue(t, dir, "server", server(), &ca)
+	client := issue(t, dir, "client", &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, &ca)
+	return Files{CA: ca.certFile, ServerCert: srv.certFile, ServerKey: srv.keyFile, ClientCert: client.certFile, ClientKey: client.keyFile}
+}
+
+// server is the template of a server certificate for 127.0.0.1.
+func server() *x509.Certificate {
+	return &x509.Certificate{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+}
+
+type issued struct {
+	cert              *x509.Certificate
+	key               *ecdsa.PrivateKey
+	certFile, keyFile string
+}
+
+// issue makes a certificate from tmpl, named name, valid for an hour either
+// side of now, signed by parent (nil: by itself), and writes it and its key
+// in dir as name.pem and name-key.pem.
+func issue(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *issued) issued {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ingestq test"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber, tmpl.Subject = serial, pkix.Name{CommonName: "ingestq test " + name}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	signer, signKey := tmpl, key
+	if parent != nil {
+		signer, signKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,19 +81,15 @@ func SelfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	c := issued{key: key, certFile: filepath.Join(dir, name+".pem"), keyFile: filepath.Join(dir, name+"-key.pem")}
+	if err := os.WriteFile(c.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
+	if c.cert, err = x509.ParseCertificate(der); err != nil {
 		t.Fatal(err)
 	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	return c
 }

@@ -126,6 +126,9 @@ func (q *Queue) HoldJob(ctx context.Context, jid string) (changed bool, err erro
 		if done(j.State()) {
 			return refused("job %s is %s: it is done; only a Pending job can be held", jid, j.State())
 		}
+		if j.State() == Failed { // no daemon takes it: there is nothing to stop
+			return refused("job %s is Failed: no daemon takes it until it is requeued; only a Pending job can be held", jid)
+		}
 		p := cmp.Or(j.Profile(), "NAME")
 		return Advised(refused("job %s is %s: only a Pending job can be held (it then waits before its first step)", jid, j.State()),
 			"`ingestq fail "+jid+"` stops it, `ingestq hold collection "+p+"` holds its collection's pending work",
@@ -447,8 +450,9 @@ func (q *Queue) removeTree(ctx context.Context, root string, extra ...op) error 
 	return q.commit(ctx, append(extra, dels...))
 }
 
-// Cleanup deletes every Completed batch with its jobs, and the empty job and
-// batch nodes that creations cut short by a crash left behind. It returns the
+// Cleanup deletes every Completed batch with its jobs, the empty job and
+// batch nodes that creations cut short by a crash left behind, and the refs
+// foreign writers left beside a job's own (LeftRef). It returns the
 // ids of the batches it removed; a batch it could not remove is reported in
 // problems and does not stop the sweep.
 func (q *Queue) Cleanup(ctx context.Context) (removed []string, problems []error, err error) {
@@ -468,10 +472,15 @@ type CleanupOptions struct {
 
 // CleanupResult is what CleanupWith removed (or, in a dry run, would).
 type CleanupResult struct {
-	Removed  []string // the Completed batches
-	Kept     []string // Completed batches kept by CompletedBefore
-	Husks    []string // empty bid/jid nodes, relative to the root
-	Problems []error  // batches not removed, nodes not read; none stops the sweep
+	Removed []string // the Completed batches
+	Kept    []string // Completed batches kept by CompletedBefore
+	Husks   []string // empty bid/jid nodes, relative to the root
+	// LeftRefs are the refs foreign writers left (decision 352) that
+	// were removed; LeftYoung counts those kept, younger than huskAge or
+	// of a locked job.
+	LeftRefs  []LeftRef
+	LeftYoung int
+	Problems  []error // batches not removed, nodes not read; none stops the sweep
 }
 
 // CleanupWith is Cleanup, narrowed by o.
@@ -512,11 +521,26 @@ func (q *Queue) CleanupWith(ctx context.Context, o CleanupOptions) (CleanupResul
 			r.Problems = append(r.Problems, err)
 		}
 	}
+	left, young, err := q.findLeftRefs(ctx)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Errorf("left refs not looked for: %w", err))
+	}
+	r.LeftYoung = young
+	for _, l := range left {
+		if !o.DryRun {
+			if err := q.RemoveLeftRef(ctx, l); err != nil {
+				r.Problems = append(r.Problems, err)
+				continue
+			}
+		}
+		r.LeftRefs = append(r.LeftRefs, l)
+	}
 	return r, nil
 }
 
 // huskAge is how old an empty bid/jid node must be before Cleanup removes
-// it: a younger one may be a creation still between its two steps.
+// it: a younger one may be a creation still between its two steps. A left
+// ref waits as long: a younger one may be a move still between its writes.
 const huskAge = 10 * time.Minute
 
 // removeHusks deletes childless, dataless bid/jid nodes older than huskAge:

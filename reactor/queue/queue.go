@@ -129,6 +129,19 @@ func (q *Queue) Exists(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// Made is when the queue was made: its /batches folder's creation, by
+// ZooKeeper's clock.
+func (q *Queue) Made(ctx context.Context) (time.Time, error) {
+	ok, st, err := q.zk.exists(ctx, q.Path("/batches"))
+	if err == nil && !ok {
+		err = zk.ErrNoNode
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("zookeeper: look for %s: %w", q.Path("/batches"), err)
+	}
+	return time.UnixMilli(st.Ctime), nil
+}
+
 // get reads a node; a missing node is (nil, nil, zk.ErrNoNode).
 func (q *Queue) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
 	data, st, err := q.zk.get(ctx, p)

@@ -230,11 +230,15 @@ func (a *app) accessShowCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show REF",
 		Short: "Show an access request: what it asks for, and where its package is",
-		Args:  args("REF"),
+		Long: "show prints an access request: what it asks for, its state, and where its package is. One\n" +
+			"no longer in the queue that the event stream recorded is gone (exit 1, as the API's 410): what\n" +
+			"became of it, by whom and when; requeue and delete say the same of it.",
+		Args: args("REF"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
 			v, err := a.ops(q).ShowAccess(ctx, args[0])
 			if err != nil {
-				return err
+				// One no longer in the queue is gone, as in the API, when the events tell it was made.
+				return a.ops(q).AccessGone(ctx, args[0], v, err)
 			}
 			return a.printAccess(ctx, q, v)
 		}),
@@ -314,7 +318,11 @@ func (a *app) accessChangeCommand(verb, short string, change func(*ops.Service, 
 		Short: short,
 		Args:  args("REF"),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, args []string) error {
-			return a.printOutcome(change(a.ops(q), ctx, args[0]))
+			o, err := change(a.ops(q), ctx, args[0])
+			if err != nil {
+				err = a.ops(q).AccessGone(ctx, args[0], ops.AccessView{}, err)
+			}
+			return a.printOutcome(o, err)
 		}),
 	}
 }

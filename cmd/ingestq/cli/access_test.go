@@ -120,11 +120,28 @@ func TestAccessCommands(t *testing.T) {
 	_, stderr, code = access("requeue", held)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "access request "+held+" is Pending; only a Failed request can be requeued")
-	out, _, code = access("delete", ref[1])
+	out, _, code = runEnv(t, map[string]string{"USER": "alice"}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root,
+		"--nats", "nats://"+nats, "access", "delete", ref[1])
 	wantCode(t, code, 0)
 	if !strings.Contains(out, "access request "+ref[1]+" removed") {
 		t.Errorf("delete: %q", out)
 	}
+
+	// Removed, it is gone, as the API says: by whom and when, by its ref or
+	// its qid, to show, requeue or delete; what was never made is not found.
+	stamp := `at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; ` + regexp.QuoteMeta("`ingestq access request "+ark+"` asks again")
+	qid := strings.TrimPrefix(ref[1], "small/")
+	for _, args := range [][]string{{"show", ref[1]}, {"show", qid}, {"requeue", ref[1]}, {"delete", qid}} {
+		_, stderr, code = access(args...)
+		wantCode(t, code, 1)
+		wantErrLine(t, stderr)
+		if !regexp.MustCompile(regexp.QuoteMeta("access request "+args[1]+" was deleted by alice ") + stamp).MatchString(stderr) {
+			t.Errorf("access %s of a removed request: %q, want it gone, deleted by alice, at a time, and how to ask again", strings.Join(args, " "), stderr)
+		}
+	}
+	_, stderr, code = access("show", "small/qid0000009999")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "qid0000009999", "not found")
 }
 
 // onlyARK is the ARK of the one job of the queue's one batch.

@@ -228,8 +228,11 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Long: "cleanup removes the batches that completed more than --older-than ago (default 1h; 0 for\n" +
 			"every Completed batch), with their jobs; a batch that completed since, or whose time it\n" +
 			"cannot read, is kept and counted. It also removes the empty batch and job nodes that\n" +
-			"creations cut short by a crash left (older than 10 minutes) and the minting records of\n" +
-			"deleted jobs. --dry-run lists what it would remove, and removes nothing.",
+			"creations cut short by a crash left (older than 10 minutes), the minting records of\n" +
+			"deleted jobs, and the refs Merritt's tools left of a job beside the one its status names,\n" +
+			"or of a job that is gone (unchanged for 10 minutes; each removal is fenced on the job's\n" +
+			"status, so a job that moves meanwhile keeps its ref until the next cleanup). --dry-run\n" +
+			"lists what it would remove, and removes nothing.",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) error {
 			if olderThan < 0 {
@@ -265,7 +268,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 				a.warn("minting records not swept", err)
 			}
 			if !dryRun {
-				a.ops(q).Announce(ctx, "cleanup", events.Event{Message: plural(len(r.Removed), "batch") + " removed", Attrs: map[string]any{"removed": r.Removed}})
+				a.ops(q).Announce(ctx, "cleanup", events.Event{Message: plural(len(r.Removed), "batch") + " removed", Attrs: map[string]any{"removed": r.Removed, "left_refs_removed": len(r.LeftRefs)}})
 			}
 			if a.json() {
 				notCleaned := make([]string, len(r.Problems))
@@ -273,15 +276,17 @@ func (a *app) cleanupCommand() *cobra.Command {
 					notCleaned[i] = p.Error()
 				}
 				return a.writeJSON(struct {
-					DryRun         bool     `json:"dry_run"`
-					Removed        []string `json:"removed_batches"`
-					Kept           []string `json:"kept_batches"`
-					OlderThan      string   `json:"older_than"`
-					Leftovers      []string `json:"leftover_nodes_removed"`
-					MintingRecords int      `json:"minting_records_removed"`
-					NotCleaned     []string `json:"not_cleaned_up"`
+					DryRun         bool            `json:"dry_run"`
+					Removed        []string        `json:"removed_batches"`
+					Kept           []string        `json:"kept_batches"`
+					OlderThan      string          `json:"older_than"`
+					Leftovers      []string        `json:"leftover_nodes_removed"`
+					MintingRecords int             `json:"minting_records_removed"`
+					LeftRefs       []queue.LeftRef `json:"left_refs_removed"`
+					LeftKept       int             `json:"left_refs_kept"`
+					NotCleaned     []string        `json:"not_cleaned_up"`
 				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(time.Duration(olderThan)),
-					append([]string{}, r.Husks...), len(forgot), notCleaned})
+					append([]string{}, r.Husks...), len(forgot), append([]queue.LeftRef{}, r.LeftRefs...), r.LeftYoung, notCleaned})
 			}
 			remove, removed := "removed", "removed"
 			if dryRun {
@@ -292,6 +297,12 @@ func (a *app) cleanupCommand() *cobra.Command {
 			}
 			for _, n := range r.Husks {
 				a.println("%s empty node %s (a creation cut short)", remove, n)
+			}
+			for _, l := range r.LeftRefs {
+				a.println("%s left ref %s (%s)", remove, l.Path, l.Why)
+			}
+			if r.LeftYoung > 0 {
+				a.println("%s kept: changed less than 10m ago, or its job is locked (a move may be under way)", plural(r.LeftYoung, "left ref"))
 			}
 			for _, bid := range r.Removed {
 				a.println("%s %s", remove, bid)
@@ -360,7 +371,7 @@ func sweepable(ctx context.Context, q *queue.Queue, gone func(jid string) (bool,
 // ops is the service layer on q, announcing actions on the daemon's NATS,
 // the user running the command as their actor.
 func (a *app) ops(q *queue.Queue) *ops.Service {
-	return &ops.Service{Q: q, Publish: a.publishBestEffort, Actor: a.user()}
+	return &ops.Service{Q: q, Publish: a.publishBestEffort, Recorded: a.recorded, Actor: a.user()}
 }
 
 // printOutcome prints what a change did, or returns its error.

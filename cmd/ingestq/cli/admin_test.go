@@ -29,10 +29,13 @@ func TestHoldReleaseJobAndBatch(t *testing.T) {
 		t.Errorf("release job: %q, state %s", out, f.jobState(f.p1))
 	}
 	// A Failed job cannot be held: refused, saying what can be held and
-	// what would stop it.
+	// that no daemon takes it (not that `fail`, refused too, stops it).
 	_, stderr, code := f.run("hold", "job", f.failed)
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, f.failed, "Failed", "only a Pending job can be held", "ingestq fail")
+	wantErrLine(t, stderr, f.failed, "Failed", "only a Pending job can be held", "no daemon takes it until it is requeued")
+	if strings.Contains(stderr, "ingestq fail") {
+		t.Errorf("hold of a Failed job advises a fail, which is refused too: %q", stderr)
+	}
 
 	out, _, code = f.run("hold", "batch", "uuid-b2")
 	wantCode(t, code, 0)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -78,5 +80,39 @@ func TestCleanupAgeAndDryRun(t *testing.T) {
 	wantCode(t, code, 0)
 	if out != "removed "+recent+"\n1 batch removed\n" || exists(recent) {
 		t.Errorf("cleanup --older-than 0: %q", out)
+	}
+}
+
+// A ref Merritt's Job.load wrote back beside a Completed job's own is
+// kept while younger than 10 minutes, and cleanup says so (the queue's
+// tests age it and see it removed).
+func TestCleanupKeepsYoungLeftRefs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bid := e.batch("uuid-left", "demo")
+	e.moveBatch(bid, queue.Processing)
+	jid := e.job(bid, 5, "demo")
+	e.moveJob(jid, "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed)
+	left := e.q.Path("/jobs/states/storing/05-" + jid)
+	_, err := e.conn.Create(left, nil, 0, zk.WorldACL(zk.PermAll))
+	e.ok(err)
+
+	out, _, code := e.run("cleanup")
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "1 left ref kept: changed less than 10m ago, or its job is locked (a move may be under way)\n") {
+		t.Errorf("cleanup: %q, want the left ref kept", out)
+	}
+	out, _, code = e.run("cleanup", "-o", "json")
+	wantCode(t, code, 0)
+	var got struct {
+		Removed []queue.LeftRef `json:"left_refs_removed"`
+		Kept    int             `json:"left_refs_kept"`
+	}
+	e.ok(json.Unmarshal([]byte(out), &got))
+	if len(got.Removed) != 0 || got.Kept != 1 {
+		t.Errorf("cleanup -o json: %+v, want 1 left ref kept", got)
+	}
+	if ok, _, err := e.conn.Exists(left); err != nil || !ok {
+		t.Errorf("the young left ref went (%v)", err)
 	}
 }

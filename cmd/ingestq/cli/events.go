@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -58,10 +59,34 @@ func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
 func (a *app) eventsNATS() (*nats.Conn, error) {
 	nc, err := a.dialNATS(eventsDial)
 	if err != nil {
-		return nil, &exitError{code: 1, err: fmt.Errorf("the daemon's NATS is not reachable at %s (is ingestq serve running? --nats or %s say where): %v",
-			a.natsURL(), EnvNATS, err)}
+		return nil, &exitError{code: 1, err: fmt.Errorf("%s: %v", a.natsWhy(err), err)}
 	}
 	return nc, nil
+}
+
+// natsWhy says why a connection to the daemon's NATS failed: the
+// credentials or TLS refused, a file of them unreadable, or nothing that
+// answers.
+func (a *app) natsWhy(err error) string {
+	return cmp.Or(a.natsRefusal(err), fmt.Sprintf("the daemon's NATS is not reachable at %s (is ingestq serve running? --nats or %s say where)",
+		a.natsURL(), EnvNATS))
+}
+
+// natsRefusal says how the credentials or TLS for NATS failed, or "" when
+// they did not.
+func (a *app) natsRefusal(err error) string {
+	var file *fs.PathError
+	switch {
+	case events.AuthRefused(err):
+		return fmt.Sprintf("NATS at %s refused the credentials: authorization failed (--nats-creds, --nats-token or "+
+			"--nats-tls-ca/-cert/-key give those it asks for)", a.natsURL())
+	case events.TLSFailed(err):
+		return fmt.Sprintf("the TLS handshake with NATS at %s failed (--nats-tls-ca names the CA of its certificate, "+
+			"--nats-tls-cert and --nats-tls-key the client certificate it asks for)", a.natsURL())
+	case errors.As(err, &file):
+		return fmt.Sprintf("%s, given for NATS at %s, cannot be read", file.Path, a.natsURL())
+	}
+	return ""
 }
 
 // asExit1 turns an error that is not already an exitError into exit 1.
@@ -138,6 +163,17 @@ func (a *app) replayCommand() *cobra.Command {
 			"A --batch or --job this queue never made is refused (exit 1); a removed one's history is replayed.",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
+			// Malformed ids are usage errors, as the API's 400s.
+			if job != "" {
+				if err := ops.CheckJobID(job); err != nil {
+					return usagef("--job: %v", err)
+				}
+			}
+			if access != "" {
+				if err := ops.CheckAccessRef(access); err != nil {
+					return usagef("--access: %v", err)
+				}
+			}
 			if since != "" {
 				from, err = parseSince(since, time.Now())
 			}
@@ -145,13 +181,19 @@ func (a *app) replayCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			bid := batch
-			if bid != "" && !ops.IsBatchID(bid) {
-				q, err := a.existingQueue(ctx)
-				if err != nil {
-					return asExit1(err)
+			f := events.Filter{Since: from, BatchID: batch, JobID: job, AccessID: access}
+			// The queue, when there is one, names a batch by its uuid and
+			// tells which events are its own.
+			q, qerr := a.existingQueue(ctx)
+			if qerr == nil {
+				f = a.ops(q).OfQueue(ctx, f)
+			}
+			if batch != "" && !ops.IsBatchID(batch) {
+				if qerr != nil {
+					return asExit1(qerr)
 				}
-				if bid, err = a.ops(q).BatchID(ctx, batch); err != nil {
+				var err error
+				if f.BatchID, err = a.ops(q).BatchID(ctx, batch); err != nil {
 					return asExit1(err)
 				}
 			}
@@ -161,18 +203,21 @@ func (a *app) replayCommand() *cobra.Command {
 			}
 			defer nc.Close()
 			evs := []events.Event{}
-			err = events.Replay(ctx, nc, "", events.Filter{Since: from, BatchID: bid, JobID: job, AccessID: access}, func(ev events.Event) error {
+			err = events.Replay(ctx, nc, "", f, func(ev events.Event) error {
 				evs = append(evs, ev)
 				return nil
 			})
 			if err != nil {
 				return asExit1(err)
 			}
-			if bid != "" || job != "" {
+			if f.BatchID != "" || job != "" {
 				evs = events.Timeline(evs)
 			}
-			if len(evs) == 0 {
-				if err := a.checkEverMade(ctx, bid, job); err != nil {
+			if len(evs) == 0 && (f.BatchID != "" || job != "") {
+				if qerr != nil {
+					return asExit1(qerr)
+				}
+				if err := checkEverMade(ctx, a.ops(q), f.BatchID, job); err != nil {
 					return asExit1(err)
 				}
 			}
@@ -200,15 +245,7 @@ func (a *app) replayCommand() *cobra.Command {
 // checkEverMade refuses a batch or job (either may be "") this queue never
 // made, as the API's events do: it has no events and never will, so an
 // empty replay would only hide a mistyped id.
-func (a *app) checkEverMade(ctx context.Context, bid, jid string) error {
-	if bid == "" && jid == "" {
-		return nil
-	}
-	q, err := a.existingQueue(ctx)
-	if err != nil {
-		return err
-	}
-	s := a.ops(q)
+func checkEverMade(ctx context.Context, s *ops.Service, bid, jid string) error {
 	if bid != "" {
 		if err := s.CheckEverMade(ctx, bid, "batch"); err != nil {
 			return err
@@ -363,9 +400,10 @@ func (a *app) publishBestEffort(ev events.Event) {
 	}
 }
 
-// adminPublisher is the CLI's connection for the events it publishes: made
-// for the first, kept for the command's life (a cancel may publish one per
-// job); after a failure to connect, later events are not tried.
+// adminPublisher is the CLI's connection for the events it publishes (and
+// reads, for a request no longer in the queue): made for the first, kept
+// for the command's life (a cancel may publish one per job); after a
+// failure to connect, later events are not tried.
 type adminPublisher struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
@@ -411,6 +449,22 @@ func (a *app) publishAdmin(ev events.Event) error {
 	return nil
 }
 
+// recorded replays the recorded events (ops.Service.Recorded) on the admin
+// events' connection. One not read is said: a removed access request is
+// then not found rather than gone.
+func (a *app) recorded(ctx context.Context, f events.Filter, fn func(events.Event) error) error {
+	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
+	err := a.admin.err
+	if err == nil {
+		err = events.Replay(ctx, a.admin.nc, "", f, fn)
+	}
+	if err != nil {
+		a.log.Warn("the recorded events were not read: what became of a request no longer in the queue is not known",
+			"nats", a.natsURL(), "err", err)
+	}
+	return err
+}
+
 func (a *app) dialAdmin() *adminPublisher {
 	auth, err := a.natsAuth.AuthOptions()
 	if err != nil {
@@ -444,7 +498,9 @@ func (a *app) closeAdmin() {
 	}
 	why := fmt.Sprintf("NATS at %s did not take it; --nats or %s must name the daemon's NATS (its serve --nats-listen "+
 		"address, or the cluster its --nats names)", a.natsURL(), EnvNATS)
-	if p.nc != nil && (errors.Is(p.lastErr, context.DeadlineExceeded) || errors.Is(p.lastErr, nats.ErrTimeout)) {
+	if refused := a.natsRefusal(p.lastErr); refused != "" {
+		why = refused
+	} else if p.nc != nil && (errors.Is(p.lastErr, context.DeadlineExceeded) || errors.Is(p.lastErr, nats.ErrTimeout)) {
 		// It has the stream (else: no responders), which did not answer.
 		why = fmt.Sprintf("NATS at %s is up, but its event stream did not answer (a NATS cluster electing a stream leader, "+
 			"or one short of its quorum: see `ingestq hosts forget`; the daemons' /readyz says so)", a.natsURL())

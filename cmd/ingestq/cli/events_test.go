@@ -178,6 +178,9 @@ func TestEventsNoNATS(t *testing.T) {
 		{[]string{"events"}, []string{"replay, tail"}},
 		{[]string{"events", "tail", "a", "b"}, []string{`unexpected argument "b"`}},
 		{[]string{"events", "replay", "--since", "-5m"}, []string{`"-5m"`}},
+		// A malformed id, as the API's 400, not an empty replay (exit 0).
+		{[]string{"events", "replay", "--job", "bogus"}, []string{`--job: "bogus" is not a job id`}},
+		{[]string{"events", "replay", "--access", "medium/qid1"}, []string{`--access: "medium/qid1" is not an access request`}},
 		{[]string{"events", "tail", "job.>"}, []string{`"job.>"`, "starts with ingestq."}},
 	} {
 		_, stderr, code := runEnv(t, nil, append([]string{"--zk", "127.0.0.1:1", "--nats", url}, c.args...)...)
@@ -463,4 +466,30 @@ func TestAdminMovesRecordedOnce(t *testing.T) {
 func noWarningButNATS(stderr string) bool {
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	return stderr == "" || len(lines) == 1 && strings.Contains(lines[0], " WRN the change is made, but its event is not recorded")
+}
+
+// A stream kept while its queue was made anew (ZooKeeper's data thrown
+// away, the data folder kept) holds the old queue's events under the same
+// ids: replay, and what access show says of a request no longer in the
+// queue, read only the events no older than the queue.
+func TestReplayReadsThisQueuesEvents(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	bid := d.batch("uuid-anew", "demo")
+	old := time.Now().Add(-2 * time.Hour)
+	d.bus.Publish(events.Event{Time: old, Kind: events.KindBatch, BatchID: bid, From: "Pending", To: "Failed", Message: "another queue's"})
+	d.bus.Publish(events.Event{Time: old, Kind: events.KindAccess, AccessID: "small/qid0000000005", To: "Pending",
+		Attrs: map[string]any{"ark": "ark:/99999/fk4old"}})
+	d.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: bid, From: "Pending", To: "Processing", Message: "this queue's"})
+	d.flush()
+	for _, args := range [][]string{{"--batch", bid}, {"--batch", "uuid-anew"}, {"--since", "3h"}} {
+		out, _, code := d.cli(append([]string{"events", "replay"}, args...)...)
+		wantCode(t, code, 0)
+		if strings.Contains(out, "another queue's") || !strings.Contains(out, "this queue's") {
+			t.Errorf("events replay %s: %q, want this queue's event only", strings.Join(args, " "), out)
+		}
+	}
+	_, stderr, code := d.cli("access", "show", "small/qid0000000005")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "access request qid0000000005: not found")
 }

@@ -54,7 +54,7 @@ var examples = map[string][]string{
 		"ingestq serve --states pending,estimating,provisioning,downloading,processing,notify,intake --http 0.0.0.0:8080",
 		"ingestq serve --pipeline passthrough"},
 	"submit": {"ingestq submit --profile demo --wait http://127.0.0.1:8000/batch.checkm",
-		"ingestq submit --profile demo --type file ./report.pdf",
+		"ingestq submit --profile scans --type file ./report.pdf   # a profile with allow_local_files",
 		"ingestq submit -o json --profile demo https://example.org/deposit.zip",
 		"ingestq submit --profile demo --wait passthrough:100"},
 	"events":      {"ingestq events tail", "ingestq events replay --since 1d"},

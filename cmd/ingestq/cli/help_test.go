@@ -85,6 +85,11 @@ func TestHelpExamples(t *testing.T) {
 	if !strings.Contains(out, "passthrough:N") {
 		t.Errorf("submit --help does not explain passthrough:N")
 	}
+	// The built-in demo profile takes no local file: an example that
+	// submits one under it is refused as written.
+	if regexp.MustCompile(`ingestq submit .*--profile demo .*\./`).MatchString(out) {
+		t.Errorf("submit --help submits a local file under the demo profile, which refuses it:\n%s", out)
+	}
 	out, _, _ = runEnv(t, nil, "serve", "--help")
 	if !strings.Contains(out, "passthrough:N") {
 		t.Errorf("serve --help does not explain passthrough:N")

@@ -179,8 +179,7 @@ func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, 
 		// Listen before the batch exists, so that no event of it is missed.
 		nc, err := a.dialNATS(waitDial)
 		if err != nil {
-			return fmt.Errorf("the daemon's NATS is not reachable at %s, and --wait needs it (is ingestq serve running? --nats or %s say where): %v",
-				a.natsURL(), EnvNATS, err)
+			return fmt.Errorf("%s; --wait needs it: %v", a.natsWhy(err), err)
 		}
 		defer nc.Close()
 		msgs = make(chan *nats.Msg, 1<<16)
