@@ -141,7 +141,7 @@ func (b *bundle) deletedAt(ref string) string {
 	if a.State() != queue.Deleted || !ok {
 		b.t.Fatalf("access request %s: %s at %q, want Deleted", ref, a.State(), a.Status.LastModified)
 	}
-	return at.UTC().Format(time.RFC3339)
+	return queue.TextTime(at) // a sentence's time, as every door words it
 }
 
 // A request that was made and is no more to be had is 410 Gone, saying

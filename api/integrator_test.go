@@ -164,7 +164,7 @@ func TestWhatATokenSeesOfAnIngestedObject(t *testing.T) {
 	if len(page.Items) != 1 || page.Items[0].Token.Package == nil || !strings.HasPrefix(page.Items[0].Token.Package.Location, d.data) {
 		t.Fatalf("an admin token's access list: %+v", page.Items)
 	}
-	expired := page.Items[0].Token.Package.Expires
+	expired := queue.NodeText(page.Items[0].Token.Package.Expires)
 	a = b.do("GET", "access", readToken, nil)
 	a.ok(t, http.StatusOK, nil)
 	noServerPaths(t, "GET /access", a.body)

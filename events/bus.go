@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -55,6 +56,12 @@ type Config struct {
 	MaxBytes  int64         // stream limit, default 1 GiB
 	Host      string        // stamped on events, scopes signals; default os.Hostname()
 	Logger    *slog.Logger  // default slog.Default()
+
+	// Queue is the identity of the queue whose events the stream records
+	// (queue.Queue.Identity), QueueAt where that queue is, for people
+	// ("ZooKeeper servers, root"). A joined NATS whose stream records
+	// another queue is refused; "" = not checked.
+	Queue, QueueAt string
 
 	// Cluster, for an embedded server, is where it listens for the routes
 	// of the other daemons' servers (host:port); "" = never clustered.
@@ -124,6 +131,7 @@ type Bus struct {
 	settled    atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
 	acks       sync.Map    // event ID → outMsg.acked of a PublishAcked on its way
 	congested  atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
+	badCreds   atomic.Bool // NATS refused the credentials since the last connect: the resend warning says so
 	published  atomic.Uint64
 	lost       atomic.Uint64
 	retried    atomic.Uint64
@@ -296,7 +304,7 @@ func (b *Bus) settleStream(ctx context.Context) error {
 		err := b.ensureStream(tctx)
 		cancel()
 		var refused jetstream.JetStreamError
-		if err == nil || ctx.Err() != nil || errors.As(err, &refused) && refused.APIError() != nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrOtherQueue) || errors.As(err, &refused) && refused.APIError() != nil {
 			return err
 		}
 		b.log.Warn("events: JetStream does not answer yet; trying again", "try", try, "err", err)
@@ -352,20 +360,40 @@ func (c Config) AuthOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// Stream metadata naming the queue whose events the stream records.
+const (
+	metaQueue   = "ingestq_queue"
+	metaQueueAt = "ingestq_queue_at"
+)
+
+// ErrOtherQueue is the refusal of a joined NATS whose stream records
+// another queue's events.
+var ErrOtherQueue = errors.New("it records the events of another queue")
+
 // ensureStream creates the stream or brings its configuration up to date,
-// never with fewer replicas than it has.
+// never with fewer replicas than it has, and records which queue it is for.
 func (b *Bus) ensureStream(ctx context.Context) error {
 	replicas := b.wantReplicas()
+	meta := map[string]string{}
 	s, err := b.js.Stream(ctx, b.cfg.Stream)
 	switch {
 	case err == nil:
 		replicas = max(replicas, s.CachedInfo().Config.Replicas)
+		maps.Copy(meta, s.CachedInfo().Config.Metadata)
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("events: stream %s: %w", b.cfg.Stream, err)
 	}
+	if err := b.ownStream(err == nil, meta); err != nil {
+		return err
+	}
+	description := "ingestq events"
+	if at := meta[metaQueueAt]; at != "" {
+		description += " of the queue at " + at // what `nats stream info` shows
+	}
 	_, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
-		Description: "ingestq events",
+		Description: description,
+		Metadata:    meta,
 		Subjects:    []string{SubjectAll},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
@@ -378,6 +406,33 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("events: create or update stream %s: %w", b.cfg.Stream, err)
 	}
+	return nil
+}
+
+// ownStream sets meta, the stream's metadata, to this bus's queue. A stream
+// of no queue (made before streams named theirs) is adopted. One of another
+// queue in the embedded server's store is this queue's data folder reused
+// (decision 370: replays leave the older events out); on a joined NATS it is
+// a live queue's, whose events and signals would mix with this one's.
+func (b *Bus) ownStream(existed bool, meta map[string]string) error {
+	if b.cfg.Queue == "" {
+		return nil
+	}
+	other, otherAt := meta[metaQueue], meta[metaQueueAt]
+	switch {
+	case other == b.cfg.Queue:
+	case other != "" && b.emb == nil:
+		return fmt.Errorf("events: stream %s on NATS at %s: %w (%s; its /batches made in %s), not this daemon's (%s): "+
+			"their events would mix under the same ids and their daemons' wake-up signals cross; give each queue a NATS account "+
+			"of its own (or a NATS of its own), or, if that queue is gone for good, remove the stream (nats stream rm %s)",
+			b.cfg.Stream, redactURLs(b.cfg.URL), ErrOtherQueue, otherAt, other, b.cfg.QueueAt, b.cfg.Stream)
+	case other != "":
+		b.log.Info("events: the data folder's stream recorded another queue's events; it records this queue's from now on "+
+			"(replays leave the older events out)", "stream", b.cfg.Stream, "was", otherAt, "now", b.cfg.QueueAt)
+	case existed:
+		b.log.Info("events: the stream named no queue; it records this queue's events from now on", "stream", b.cfg.Stream, "queue", b.cfg.QueueAt)
+	}
+	meta[metaQueue], meta[metaQueueAt] = b.cfg.Queue, b.cfg.QueueAt
 	return nil
 }
 
@@ -592,6 +647,7 @@ func (b *Bus) onDisconnect(_ *nats.Conn, err error) {
 // onReconnect logs the reconnect and makes sure the stream exists again
 // (a server that lost its store would otherwise refuse every event).
 func (b *Bus) onReconnect(nc *nats.Conn) {
+	b.badCreds.Store(false)
 	if !b.swapping.Load() {
 		b.log.Info("events: NATS reconnected", "url", b.serverURL(nc))
 	}
@@ -638,6 +694,7 @@ func (b *Bus) serverURL(nc *nats.Conn) string {
 // every few seconds, as the bus tries again four times a second).
 func (b *Bus) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 	if AuthRefused(err) {
+		b.badCreds.Store(true)
 		if b.authWarn.Allow() {
 			b.log.Warn("events: NATS refuses this daemon's credentials (authorization failed); trying again, "+
 				"reading the credentials file anew each time", "url", redactURLs(b.cfg.URL), "err", err)

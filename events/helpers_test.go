@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,18 @@ func (h *logRecorder) count(level slog.Level, msg string) int {
 		}
 	}
 	return n
+}
+
+// warned returns the first warning whose message holds part, or "".
+func (h *logRecorder) warned(part string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if r.Level == slog.LevelWarn && strings.Contains(r.Message, part) {
+			return r.Message
+		}
+	}
+	return ""
 }
 
 // openBus opens a bus for a test (embedded, in-process, in a temporary
@@ -108,7 +121,7 @@ func connect(t testing.TB, url string) *nats.Conn {
 // cluster would be, on 127.0.0.1:port (server.RANDOM_PORT for any).
 func startServer(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{
+	return runServer(t, &server.Options{
 		JetStream: true,
 		StoreDir:  storeDir,
 		Host:      "127.0.0.1",
@@ -116,12 +129,18 @@ func startServer(t testing.TB, port int, storeDir string) *server.Server {
 		NoSigs:    true,
 		NoLog:     true,
 	})
+}
+
+// runServer runs a nats-server with opts until the test ends.
+func runServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("nats-server: %v", err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(testTimeout) {
-		t.Fatalf("nats-server on port %d not ready", port)
+		t.Fatalf("nats-server on port %d not ready", opts.Port)
 	}
 	t.Cleanup(func() {
 		ns.Shutdown()

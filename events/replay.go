@@ -19,6 +19,10 @@ type Filter struct {
 	JobID    string    // only events whose JobID matches
 	AccessID string    // only events whose AccessID matches: queue/qid…, or a bare qid… of either queue
 	Subject  string    // a NATS subject filter within the stream, default SubjectAll
+	// Queue is the identity of the queue whose events are wanted
+	// (Config.Queue): a stream that records another queue's is refused
+	// (ErrOtherQueue). "", or a stream that names no queue, reads all.
+	Queue string
 }
 
 // clockSkew is how much earlier than Filter.Since the server starts
@@ -64,6 +68,10 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	s, err := openStream(ctx, nc, stream)
 	if err != nil {
 		return err
+	}
+	if meta := s.CachedInfo().Config.Metadata; f.Queue != "" && meta[metaQueue] != "" && meta[metaQueue] != f.Queue {
+		return fmt.Errorf("events: replay: stream %s on NATS at %s: %w (%s), not this one: read this queue's events from its own NATS",
+			stream, nc.ConnectedUrlRedacted(), ErrOtherQueue, meta[metaQueueAt])
 	}
 	state := s.CachedInfo().State
 	if state.Msgs == 0 {

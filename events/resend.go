@@ -88,7 +88,7 @@ func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 	pause := backoff.Delay(resendFirst, resendMax, r.tries)
 	r.mu.Unlock()
 	if n := b.retried.Add(1); b.resendWarn.Allow() {
-		b.log.Warn("events: the stream did not acknowledge events in time; sending them again (a NATS cluster electing a stream leader?)",
+		b.log.Warn("events: the stream did not acknowledge events in time; sending them again ("+b.unacked()+")",
 			"retried_total", n)
 	}
 	subject, data := m.Subject, m.Data
@@ -99,6 +99,15 @@ func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 		}
 	})
 	return true
+}
+
+// unacked says why the stream acknowledges nothing: what the bus knows
+// (NATS refuses its credentials), else the likeliest cause.
+func (b *Bus) unacked() string {
+	if b.badCreds.Load() {
+		return "NATS refuses this daemon's credentials"
+	}
+	return "a NATS cluster electing a stream leader?"
 }
 
 // pausingLost takes the events waiting out a pause at Close: counted lost

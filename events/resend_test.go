@@ -2,9 +2,11 @@ package events
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -64,5 +66,27 @@ func TestDroppedResendIsForgotten(t *testing.T) {
 	receive(t, acked, "the waiter of a resend dropped")
 	if n := count(&bus.failing); n != 0 || bus.Recording() != nil || bus.Stats().Lost != 1 {
 		t.Errorf("after the resend was dropped: %d failing, Recording %v, %+v; want none failing, nil, 1 lost", n, bus.Recording(), bus.Stats())
+	}
+}
+
+// While NATS refuses the bus's credentials, the warning that events are
+// sent again says so, not that a cluster may be electing a leader.
+func TestResendWarningSaysCredentialsRefused(t *testing.T) {
+	t.Parallel()
+	opts := &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		NoSigs: true, NoLog: true, Username: "ingestq", Password: "good"}
+	ns := runServer(t, opts)
+	bus, rec := openBus(t, Config{URL: "nats://ingestq:good@" + ns.Addr().String(), ackTimeout: time.Second})
+
+	renewed := *opts // the password changes: NATS drops the bus and refuses it from then on
+	renewed.Password = "renewed"
+	if err := ns.ReloadOptions(&renewed); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "NATS to refuse the bus's credentials", func() bool { return rec.warned("refuses this daemon's credentials") != "" })
+	bus.Publish(Event{Kind: KindJob, JobID: "jid-refused", To: "Pending"})
+	waitFor(t, "the event to be sent again", func() bool { return rec.warned("sending them again") != "" })
+	if got := rec.warned("sending them again"); !strings.Contains(got, "(NATS refuses this daemon's credentials)") {
+		t.Errorf("resend warning %q: want it to say NATS refuses the credentials", got)
 	}
 }

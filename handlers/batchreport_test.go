@@ -63,6 +63,7 @@ func TestBatchReportGivesARKsAndReasons(t *testing.T) {
 			FailedJobs     []string                     `json:"failed_jobs"`
 			Objects        map[string]queue.Identifiers `json:"objects"`
 			Failures       map[string]string            `json:"failures"`
+			FailedObjects  map[string]queue.Identifiers `json:"failed_objects"`
 		} `json:"report"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
@@ -83,5 +84,9 @@ func TestBatchReportGivesARKsAndReasons(t *testing.T) {
 	}
 	if len(got.Report.Failures) != 1 || got.Report.Failures[bad.ID] != bad.Status.Message || !strings.Contains(bad.Status.Message, "md5 mismatch") {
 		t.Errorf("API report's failures %v, want {%s: %q}", got.Report.Failures, bad.ID, bad.Status.Message)
+	}
+	// The failed job's object, by the local id its depositor knows it by.
+	if id, ok := got.Report.FailedObjects[bad.ID]; len(got.Report.FailedObjects) != 1 || !ok || !slices.Equal(id.LocalIDs, []string{"local-bad.txt"}) {
+		t.Errorf("API report's failed_objects %v, want {%s: local id local-bad.txt}", got.Report.FailedObjects, bad.ID)
 	}
 }

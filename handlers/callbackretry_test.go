@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -152,4 +154,32 @@ func TestCallbackRefusedFailsAtOnce(t *testing.T) {
 			t.Errorf("message %q does not say %q", msg, w)
 		}
 	}
+}
+
+// The job callback's JSON, as a real receiver gets it, is what the OpenAPI
+// document's JobCallback schema describes, and so is each field that only
+// some deposits carry (an update's, an unchanged one's): an integrator
+// reads the callback's shape there, not in the code.
+func TestJobCallbackIsDocumented(t *testing.T) {
+	t.Parallel()
+	_, cb, b, j := callbackDeposit(t, 0, 0, queue.Completed, 1)
+	cb.mu.Lock()
+	body := cb.bodies[0]
+	cb.mu.Unlock()
+	var raw map[string]any
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatalf("callback body %s: %v", body, err)
+	}
+	if raw["status"] != "completed" || raw["job_id"] != j.ID || raw["batch_id"] != b.ID || raw["batch_uuid"] != b.UUID() ||
+		raw["ark"] != j.Identifiers.PrimaryID || raw["ark"] == "" {
+		t.Errorf("callback body %s: want job %s of batch %s (%s), its ARK %s", body, j.ID, b.ID, b.UUID(), j.Identifiers.PrimaryID)
+	}
+	documented(t, "JobCallback", raw)
+	every, _ := json.Marshal(handlers.Callback{Status: "completed", JobID: j.ID, BatchID: b.ID, BatchUUID: b.UUID(), Profile: "demo",
+		ARK: "ark:/99999/fk4x", LocalIDs: []string{"l"}, Mode: "update", Unchanged: true, Version: 2})
+	raw = nil
+	if err := json.Unmarshal(every, &raw); err != nil {
+		t.Fatal(err)
+	}
+	documented(t, "JobCallback", raw)
 }

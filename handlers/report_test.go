@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"mime"
 	"mime/quotedprintable"
@@ -123,6 +124,7 @@ func reportBatch(t *testing.T, r *rig) (*queue.Batch, map[string]*queue.Job) {
 	for _, name := range []string{"one.txt", "two.txt", "bad.txt"} {
 		data := []byte("content of " + name + "\n")
 		rw := fileRow(r.content.put("/r/"+name, data), name, data)
+		rw.local = "local-" + name
 		if name == "bad.txt" {
 			s := md5.Sum([]byte("something else"))
 			rw.digest = hex.EncodeToString(s[:])
@@ -175,6 +177,10 @@ func TestReportEmail(t *testing.T) {
 	failures, _ := e.Attrs["failures"].(map[string]any)
 	if len(failures) != 1 || failures[bad.ID] != bad.Status.Message {
 		t.Errorf("event failures %v, want {%s: %q}", e.Attrs["failures"], bad.ID, bad.Status.Message)
+	}
+	failedObjects, _ := e.Attrs["failed_objects"].(map[string]any)
+	if o, _ := failedObjects[bad.ID].(map[string]any); len(failedObjects) != 1 || fmt.Sprint(o["local_id"]) != "[local-bad.txt]" {
+		t.Errorf("event failed_objects %v, want {%s: its local id local-bad.txt}", e.Attrs["failed_objects"], bad.ID)
 	}
 
 	// Report runs before the batch moves, and the sink records the message

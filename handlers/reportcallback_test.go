@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +53,10 @@ func (cb *flakyCallback) received(t *testing.T, i int) (handlers.ReportCallback,
 // the batch moved, and the sink keeps a message before accepting it.
 func (s *smtpSink) mails() int { return len(s.msgs) }
 
-// documented checks that every key of the report callback's JSON, and of
-// its report, is in the OpenAPI document's ReportCallback schema.
-func documented(t *testing.T, raw map[string]any) {
+// documented checks that every key of a callback's JSON (and of a report
+// callback's report) is in the OpenAPI document's schema of that name, and
+// that it has each key the schema requires.
+func documented(t *testing.T, schema string, raw map[string]any) {
 	t.Helper()
 	var doc struct {
 		Components struct {
@@ -71,14 +73,18 @@ func documented(t *testing.T, raw map[string]any) {
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
 	_ = json.Unmarshal(doc.Components.Schemas["BatchStatus"].Properties["report"], &report)
+	sch, ok := doc.Components.Schemas[schema]
+	if !ok {
+		t.Fatalf("the OpenAPI document has no schema %s", schema)
+	}
 	for k := range raw {
-		if _, ok := doc.Components.Schemas["ReportCallback"].Properties[k]; !ok {
-			t.Errorf("report callback key %q is not in the OpenAPI schema ReportCallback", k)
+		if _, ok := sch.Properties[k]; !ok {
+			t.Errorf("callback key %q is not in the OpenAPI schema %s", k, schema)
 		}
 	}
-	for _, k := range doc.Components.Schemas["ReportCallback"].Required {
+	for _, k := range sch.Required {
 		if _, ok := raw[k]; !ok {
-			t.Errorf("report callback lacks %q, which the OpenAPI schema requires", k)
+			t.Errorf("callback lacks %q, which the OpenAPI schema %s requires", k, schema)
 		}
 	}
 	rep, _ := raw["report"].(map[string]any)
@@ -126,7 +132,7 @@ func TestReportCallback(t *testing.T) {
 		t.Fatalf("report callback: %d requests, %d delivered; want 2 and 1", h, d)
 	}
 	got, raw := cb.received(t, 1)
-	documented(t, raw)
+	documented(t, "ReportCallback", raw)
 	if got.ReportID == first.ReportID || !strings.HasPrefix(got.ReportID, b.ID+".") || !strings.HasPrefix(first.ReportID, b.ID+".") {
 		t.Errorf("report ids %q then %q: want two, each of the batch", first.ReportID, got.ReportID)
 	}
@@ -139,6 +145,9 @@ func TestReportCallback(t *testing.T) {
 	}
 	if len(got.Report.FailedJobs) != 1 || got.Report.FailedJobs[0] != bad.ID || got.Report.Failures[bad.ID] != bad.Status.Message {
 		t.Errorf("report's failures %v %v, want %s: %q", got.Report.FailedJobs, got.Report.Failures, bad.ID, bad.Status.Message)
+	}
+	if id := got.Report.FailedObjects[bad.ID]; id == nil || !slices.Equal(id.LocalIDs, []string{"local-bad.txt"}) {
+		t.Errorf("report's failed_objects[%s] = %+v, want its local id local-bad.txt", bad.ID, id)
 	}
 	for _, name := range []string{"one.txt", "two.txt"} {
 		j := jobs[name]

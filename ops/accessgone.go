@@ -40,20 +40,20 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 		rec := s.recordedAccess(ctx, ref)
 		switch {
 		case !rec.expired.IsZero():
-			return accessGone(ref, rec.ark, "expired at %s (removed with its package at %s)", cmp.Or(rec.expires, utcStamp(rec.expired)), utcStamp(rec.expired))
+			return accessGone(ref, rec.ark, "expired at %s (removed with its package at %s)", cmp.Or(queue.NodeText(rec.expires), stamp(rec.expired)), stamp(rec.expired))
 		case !rec.deleted.Time.IsZero():
-			return accessGone(ref, rec.ark, "%s", deletedBy(rec.deleted.Actor, utcStamp(rec.deleted.Time)))
+			return accessGone(ref, rec.ark, "%s", deletedBy(rec.deleted.Actor, stamp(rec.deleted.Time)))
 		case rec.last.To != "":
 			return accessGone(ref, rec.ark, "is no longer in the queue, and no event records who removed it (its last recorded move: %s at %s)",
-				rec.last.To, utcStamp(rec.last.Time))
+				rec.last.To, stamp(rec.last.Time))
 		}
 		return err
 	case err != nil:
 		return err
 	case v.State == queue.Deleted:
-		return accessGone(v.Ref, v.Token.ARK, "%s", deletedBy(s.recordedAccess(ctx, v.Ref).deleted.Actor, queue.JSONTime(v.LastModified)))
+		return accessGone(v.Ref, v.Token.ARK, "%s", deletedBy(s.recordedAccess(ctx, v.Ref).deleted.Actor, queue.NodeText(v.LastModified)))
 	case v.State == queue.Completed && v.Token.Package != nil && v.Token.Package.Expired(time.Now()):
-		return accessGone(v.Ref, v.Token.ARK, "expired at %s (its package goes at the next sweep)", v.Token.Package.Expires)
+		return accessGone(v.Ref, v.Token.ARK, "expired at %s (its package goes at the next sweep)", queue.NodeText(v.Token.Package.Expires))
 	}
 	return nil
 }
@@ -66,10 +66,6 @@ func deletedBy(who, at string) string {
 	}
 	return "was deleted by " + who + " at " + at
 }
-
-// utcStamp is a time in the access token's layout (RFC 3339, UTC), as the
-// package's expiry beside it is written.
-func utcStamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // accessGone is the ErrGone of request ref, of object ark ("" when not
 // known): what became of it, and how to ask again at each door.

@@ -54,11 +54,13 @@ const madeSkew = time.Minute
 // made: none older than the queue (madeSkew aside). A stream kept while
 // its queue was made anew (ZooKeeper's data thrown away, the data folder
 // kept) holds the old queue's events under the same bids, jids and qids.
-// When the queue cannot be read, f is as given.
+// A stream that records another queue's events (a NATS of another queue's
+// daemons) is refused. When the queue cannot be read, f is as given.
 func (s *Service) OfQueue(ctx context.Context, f events.Filter) events.Filter {
 	if made, err := s.Q.Made(ctx); err == nil && made.Add(-madeSkew).After(f.Since) {
 		f.Since = made.Add(-madeSkew)
 	}
+	f.Queue, _ = s.Q.Identity(ctx) // another queue's stream is refused, not read as this one's
 	return f
 }
 

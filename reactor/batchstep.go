@@ -230,24 +230,29 @@ const eventListMax = 1000
 
 // reportAttrs are a report event's attributes.
 func reportAttrs(rep Report) map[string]any {
+	ok, failed := rep.SuccessfulJobs[:min(len(rep.SuccessfulJobs), eventListMax)], rep.FailedJobs[:min(len(rep.FailedJobs), eventListMax)]
 	a := map[string]any{"successful_count": len(rep.SuccessfulJobs), "failed_count": len(rep.FailedJobs), "update": rep.Update,
-		"successful_jobs": rep.SuccessfulJobs[:min(len(rep.SuccessfulJobs), eventListMax)],
-		"failed_jobs":     rep.FailedJobs[:min(len(rep.FailedJobs), eventListMax)]}
+		"successful_jobs": ok, "failed_jobs": failed, "objects": objectsOf(rep, ok), "failed_objects": objectsOf(rep, failed)}
 	if len(rep.SuccessfulJobs) > eventListMax || len(rep.FailedJobs) > eventListMax {
 		a["lists_cut"] = true
 	}
 	failures := map[string]string{}
-	for _, jid := range a["failed_jobs"].([]string) {
+	for _, jid := range failed {
 		failures[jid] = rep.Messages[jid]
 	}
+	a["failures"] = failures
+	return a
+}
+
+// objectsOf gives the object (ARK, local ids) of each of jids that has one.
+func objectsOf(rep Report, jids []string) map[string]*queue.Identifiers {
 	objects := map[string]*queue.Identifiers{}
-	for _, jid := range a["successful_jobs"].([]string) {
+	for _, jid := range jids {
 		if id, ok := rep.Objects[jid]; ok {
 			objects[jid] = id
 		}
 	}
-	a["failures"], a["objects"] = failures, objects
-	return a
+	return objects
 }
 
 // withRetries runs the fn of a batch's step or an access request's (id)
@@ -325,6 +330,9 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 			continue
 		}
 		rep.Messages[jid] = j.Status.Message
+		if j.Identifiers != nil {
+			rep.Objects[jid] = j.Identifiers
+		}
 	}
 	reportDetail(&stored, rep)
 	return rep, stored, nil
@@ -339,14 +347,16 @@ const (
 )
 
 // reportDetail puts into a status-report what the report's event gives: the
-// object (ARK, local ids) of each successful job it names and the reason
-// of each failed job, in jid order until each map's budget is spent; the
-// jobs left out are counted.
+// object (ARK, local ids) of each job it names and the reason of each
+// failed job, in jid order until each map's budget is spent; the jobs left
+// out are counted.
 func reportDetail(stored *queue.StatusReport, rep Report) {
-	stored.Identified, stored.ObjectsLeftOut = budgeted(stored.SuccessfulJobs, func(jid string) (*queue.Identifiers, bool) {
+	object := func(jid string) (*queue.Identifiers, bool) {
 		id, ok := rep.Objects[jid]
 		return id, ok
-	})
+	}
+	stored.Identified, stored.ObjectsLeftOut = budgeted(stored.SuccessfulJobs, object)
+	stored.FailedObjects, stored.FailedObjectsLeftOut = budgeted(stored.FailedJobs, object)
 	stored.Failures, stored.FailuresLeftOut = budgeted(stored.FailedJobs, func(jid string) (string, bool) {
 		reason := rep.Messages[jid]
 		if len(reason) > reasonMax {

@@ -113,7 +113,7 @@ type Reporter interface {
 type Report struct {
 	queue.StatusReport
 	Messages map[string]string             // failed jid → its message
-	Objects  map[string]*queue.Identifiers // completed jid → its object's identifiers (ARK, local ids)
+	Objects  map[string]*queue.Identifiers // completed or failed jid → its object's identifiers (ARK, local ids)
 	Update   bool                          // a report asked for again (UpdateReporting)
 	Message  string                        // a batch-level failure (its payload could not be read)
 	Stored   queue.StatusReport            // the status-report node as it is stored: bounded, archived jobs left out

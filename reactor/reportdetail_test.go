@@ -24,6 +24,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 		stored.FailedJobs = append(stored.FailedJobs, bad)
 		rep.Objects[ok] = &queue.Identifiers{PrimaryID: fmt.Sprintf("ark:/99999/fk4%07d", i), LocalIDs: []string{strings.Repeat("l", 200)}}
 		rep.Messages[bad] = "Downloading: " + strings.Repeat("é", 1500)
+		rep.Objects[bad] = &queue.Identifiers{LocalIDs: []string{strings.Repeat("f", 200)}}
 	}
 	reportDetail(&stored, rep)
 	if got := len(stored.Identified) + stored.ObjectsLeftOut; got != n || stored.ObjectsLeftOut == 0 {
@@ -32,7 +33,10 @@ func TestReportDetailIsBounded(t *testing.T) {
 	if got := len(stored.Failures) + stored.FailuresLeftOut; got != n || stored.FailuresLeftOut == 0 {
 		t.Errorf("%d failures given, %d left out: want %d in all, some left out", len(stored.Failures), stored.FailuresLeftOut, n)
 	}
-	for what, m := range map[string]any{"objects": stored.Identified, "failures": stored.Failures} {
+	if got := len(stored.FailedObjects) + stored.FailedObjectsLeftOut; got != n || stored.FailedObjectsLeftOut == 0 {
+		t.Errorf("%d failed objects given, %d left out: want %d in all, some left out", len(stored.FailedObjects), stored.FailedObjectsLeftOut, n)
+	}
+	for what, m := range map[string]any{"objects": stored.Identified, "failures": stored.Failures, "failed_objects": stored.FailedObjects} {
 		if data, _ := json.Marshal(m); len(data) > statusDetailBudget {
 			t.Errorf("%s: %d bytes of JSON, over the budget of %d", what, len(data), statusDetailBudget)
 		}
@@ -49,9 +53,10 @@ func TestReportDetailIsBounded(t *testing.T) {
 	// A small batch's are given whole.
 	small := queue.StatusReport{SuccessfulJobs: []string{"jid1", "jid3"}, FailedJobs: []string{"jid2"}}
 	reportDetail(&small, Report{Messages: map[string]string{"jid2": "Downloading: HTTP 404"},
-		Objects: map[string]*queue.Identifiers{"jid1": {PrimaryID: "ark:/1"}, "jid3": {PrimaryID: "ark:/3", LocalIDs: []string{"x"}}}})
+		Objects: map[string]*queue.Identifiers{"jid1": {PrimaryID: "ark:/1"}, "jid2": {LocalIDs: []string{"y"}}, "jid3": {PrimaryID: "ark:/3", LocalIDs: []string{"x"}}}})
 	if len(small.Identified) != 2 || small.Identified["jid3"].LocalIDs[0] != "x" || small.Failures["jid2"] != "Downloading: HTTP 404" ||
-		small.ObjectsLeftOut+small.FailuresLeftOut != 0 {
+		len(small.FailedObjects) != 1 || small.FailedObjects["jid2"].LocalIDs[0] != "y" ||
+		small.ObjectsLeftOut+small.FailuresLeftOut+small.FailedObjectsLeftOut != 0 {
 		t.Errorf("small report %+v", small)
 	}
 }

@@ -38,6 +38,15 @@ func JSONTime(s string) string {
 	return s
 }
 
+// NodeText is a time a node keeps as text, worded for people (TextTime);
+// a stamp that does not parse (a foreign writer's) is given as written.
+func NodeText(s string) string {
+	if t, ok := NodeTime(s); ok {
+		return TextTime(t)
+	}
+	return s
+}
+
 // DefaultPriority is the priority of a job created without one.
 const DefaultPriority = 5
 
@@ -124,16 +133,20 @@ type StatusReport struct {
 	SuccessfulJobs []string `json:"successful_jobs"`
 	FailedJobs     []string `json:"failed_jobs"`
 	// Identified gives the object of each job of SuccessfulJobs (its ARK
-	// and local ids), and Failures each failed job's reason (its message,
-	// cut at 1,000 bytes), as the report's event does. Each stops at a
-	// budget of bytes (a node holds 1 MB); the jobs left out are counted
-	// in ObjectsLeftOut and FailuresLeftOut, and their jobs still give
-	// them. A windowed batch's archived jobs are in neither list, as in
+	// and local ids), Failures each failed job's reason (its message, cut
+	// at 1,000 bytes), and FailedObjects each failed job's object (its
+	// local ids, and its ARK once one was given), so that a depositor knows
+	// which object to fix and send again, as the report's event does. Each
+	// stops at a budget of bytes (a node holds 1 MB); the jobs left out are
+	// counted in the LeftOut fields, and their jobs still give them. A
+	// windowed batch's archived jobs are in none of these, as in
 	// SuccessfulJobs: its archive keeps their identifiers.
-	Identified      map[string]*Identifiers `json:"objects,omitempty"`
-	ObjectsLeftOut  int                     `json:"objects_left_out,omitempty"`
-	Failures        map[string]string       `json:"failures,omitempty"`
-	FailuresLeftOut int                     `json:"failures_left_out,omitempty"`
+	Identified           map[string]*Identifiers `json:"objects,omitempty"`
+	ObjectsLeftOut       int                     `json:"objects_left_out,omitempty"`
+	Failures             map[string]string       `json:"failures,omitempty"`
+	FailuresLeftOut      int                     `json:"failures_left_out,omitempty"`
+	FailedObjects        map[string]*Identifiers `json:"failed_objects,omitempty"`
+	FailedObjectsLeftOut int                     `json:"failed_objects_left_out,omitempty"`
 }
 
 // Job is one object's way through the pipeline, as read from ZooKeeper.

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -19,6 +20,22 @@ func TestJSONTime(t *testing.T) {
 	} {
 		if got := queue.JSONTime(in); got != want {
 			t.Errorf("JSONTime(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// NodeText words a node's time as text does (local, to the second), and
+// gives what does not parse as written.
+func TestNodeText(t *testing.T) {
+	local := time.Date(2024, 3, 1, 16, 30, 15, 0, time.UTC).Local().Format(time.DateTime)
+	for in, want := range map[string]string{
+		"2024-03-01 09:30:15 -0700": local,
+		"2024-03-01T16:30:15Z":      local,
+		"yesterday":                 "yesterday",
+		"":                          "",
+	} {
+		if got := queue.NodeText(in); got != want {
+			t.Errorf("NodeText(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -132,14 +132,34 @@ func (q *Queue) Exists(ctx context.Context) (bool, error) {
 // Made is when the queue was made: its /batches folder's creation, by
 // ZooKeeper's clock.
 func (q *Queue) Made(ctx context.Context) (time.Time, error) {
+	st, err := q.batchesStat(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(st.Ctime), nil
+}
+
+// Identity names this queue among others: the transaction and time that
+// made its /batches, which a changed list of ZooKeeper servers, or the
+// ensemble restored from a backup, keeps; another root, or a queue made
+// afresh, has another.
+func (q *Queue) Identity(ctx context.Context) (string, error) {
+	st, err := q.batchesStat(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("zxid 0x%x at %s", st.Czxid, time.UnixMilli(st.Ctime).UTC().Format(time.RFC3339Nano)), nil
+}
+
+func (q *Queue) batchesStat(ctx context.Context) (*zk.Stat, error) {
 	ok, st, err := q.zk.exists(ctx, q.Path("/batches"))
 	if err == nil && !ok {
 		err = zk.ErrNoNode
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("zookeeper: look for %s: %w", q.Path("/batches"), err)
+		return nil, fmt.Errorf("zookeeper: look for %s: %w", q.Path("/batches"), err)
 	}
-	return time.UnixMilli(st.Ctime), nil
+	return st, nil
 }
 
 // get reads a node; a missing node is (nil, nil, zk.ErrNoNode).

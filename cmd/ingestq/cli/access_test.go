@@ -129,7 +129,8 @@ func TestAccessCommands(t *testing.T) {
 
 	// Removed, it is gone, as the API says: by whom and when, by its ref or
 	// its qid, to show, requeue or delete; what was never made is not found.
-	stamp := `at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; ` + regexp.QuoteMeta("`ingestq access request "+ark+"` asks again")
+	// Its time is local, as every time in text.
+	stamp := `at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d; ` + regexp.QuoteMeta("`ingestq access request "+ark+"` asks again")
 	qid := strings.TrimPrefix(ref[1], "small/")
 	for _, args := range [][]string{{"show", ref[1]}, {"show", qid}, {"requeue", ref[1]}, {"delete", qid}} {
 		_, stderr, code = access(args...)

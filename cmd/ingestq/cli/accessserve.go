@@ -35,7 +35,7 @@ type accessServeFlags struct {
 func (a *app) accessFlagSet(fl *pflag.FlagSet, f *accessServeFlags) {
 	fl.StringVar(&f.dir, "access-dir", a.env(EnvAccessDir, ""), "where access packages are written, and served from at /access/<name> (env "+EnvAccessDir+"; default: access in the data folder)")
 	fl.StringVar(&f.to, "access-to", a.env(EnvAccessTo, ""), "where access packages go, for profiles that name none: empty for --access-dir, or s3://BUCKET/PREFIX?endpoint=… (presigned URLs) (env "+EnvAccessTo+")")
-	fl.DurationVar(&f.expiry, "access-expiry", access.DefaultExpiry, "how long an access package stays before the sweep removes it and its request (at most 168h with S3)")
+	durationVar(fl, &f.expiry, "access-expiry", access.DefaultExpiry, "how long an access package stays before the sweep removes it and its request (at most 168h with S3)")
 	fl.StringVar(&f.threshold, "access-threshold", a.env(EnvAccessThreshold, "1GiB"), "estimated size above which a request made through the API goes to the large access queue (env "+EnvAccessThreshold+")")
 	fl.IntVar(&f.smallWorkers, "access-small-workers", reactor.DefaultAccessSmallWorkers, "workers of the small access queue (0: not worked by this daemon)")
 	fl.IntVar(&f.largeWorkers, "access-large-workers", reactor.DefaultAccessLargeWorkers, "workers of the large access queue (0: not worked by this daemon)")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/mint"
@@ -28,7 +29,7 @@ func (a *app) holdCommands() []*cobra.Command {
 			verb, short = "hold", "Hold a pending job or batch, a collection, or a queue"
 		}
 		cmd := &cobra.Command{
-			Use:   verb + " job JID | batch BID | collection NAME | queue [NAME]",
+			Use:   verb + " job JID | batch BID|UUID | collection NAME | queue [NAME]",
 			Short: short,
 			Args:  cobra.ArbitraryArgs,
 			RunE:  group,
@@ -162,7 +163,7 @@ func (a *app) deleteCommand() *cobra.Command {
 		Long: "delete JID: a Held or Failed job moves to Deleted (it stays in its batch's report).\n" +
 			"delete --purge JID: a Held, Failed, Completed or Deleted job is removed from ZooKeeper for good.\n" +
 			"A job still in the pipeline is refused.\n" +
-			"delete BID: a Completed, Failed, Deleted or Held batch is removed with its jobs.",
+			"delete BID|UUID: a Completed, Failed, Deleted or Held batch is removed with its jobs.",
 		Example: "  ingestq fail --force jid0000000042 && ingestq delete jid0000000042\n" +
 			"  ingestq delete --purge jid0000000042",
 		Args: args("JID|BID|UUID"),
@@ -221,7 +222,7 @@ const defaultCleanupAge = time.Hour
 
 func (a *app) cleanupCommand() *cobra.Command {
 	var dryRun bool
-	olderThan := longDuration(defaultCleanupAge)
+	var olderThan time.Duration
 	cmd := &cobra.Command{
 		Use:   "cleanup [--older-than 1h] [--dry-run]",
 		Short: "Remove Completed batches with their jobs, and leftovers of cut-short creations",
@@ -236,14 +237,14 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) error {
 			if olderThan < 0 {
-				return usagef("cleanup: --older-than %v: want a duration of 0 or more, like 1h or 7d", olderThan)
+				return usagef("cleanup: --older-than %s: want a duration of 0 or more, like 1h or 7d", shortDuration(olderThan))
 			}
 			return nil
 		},
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
 			opts := queue.CleanupOptions{DryRun: dryRun}
 			if olderThan > 0 {
-				opts.CompletedBefore = time.Now().Add(-time.Duration(olderThan))
+				opts.CompletedBefore = time.Now().Add(-olderThan)
 			}
 			r, err := q.CleanupWith(ctx, opts)
 			if err != nil {
@@ -285,7 +286,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 					LeftRefs       []queue.LeftRef `json:"left_refs_removed"`
 					LeftKept       int             `json:"left_refs_kept"`
 					NotCleaned     []string        `json:"not_cleaned_up"`
-				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(time.Duration(olderThan)),
+				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(olderThan),
 					append([]string{}, r.Husks...), len(forgot), append([]queue.LeftRef{}, r.LeftRefs...), r.LeftYoung, notCleaned})
 			}
 			remove, removed := "removed", "removed"
@@ -308,7 +309,7 @@ func (a *app) cleanupCommand() *cobra.Command {
 				a.println("%s %s", remove, bid)
 			}
 			if len(r.Kept) > 0 {
-				a.println("%s kept: completed less than %s ago (--older-than 0 removes them too)", plural(len(r.Kept), "Completed batch"), shortDuration(time.Duration(olderThan)))
+				a.println("%s kept: completed less than %s ago (--older-than 0 removes them too)", plural(len(r.Kept), "Completed batch"), shortDuration(olderThan))
 			}
 			a.println("%s %s", plural(len(r.Removed), "batch"), removed)
 			return nil
@@ -316,17 +317,28 @@ func (a *app) cleanupCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&dryRun, "dry-run", false, "list what would be removed, and remove nothing")
-	fl.Var(&olderThan, "older-than", "remove only the batches that completed longer ago than this (1h, 7d, 2w); 0 for every Completed batch")
+	durationVar(fl, &olderThan, "older-than", defaultCleanupAge, "remove only the batches that completed longer ago than this (1h, 7d, 2w); 0 for every Completed batch")
 	return cmd
 }
 
-// shortDuration is d without its zero minutes and seconds: 1h, not 1h0m0s.
-// longDuration is a duration flag that takes days and weeks too (7d, 2w),
-// as events' --since does.
+// durationVar defines every duration flag: it takes days and weeks too
+// (7d, 2w), as events' --since does, and its default reads as the README
+// writes it (1h, not pflag's 1h0m0s).
+func durationVar(fl *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fl.Var((*longDuration)(p), name, usage)
+}
+
 type longDuration time.Duration
 
-func (d longDuration) String() string { return shortDuration(time.Duration(d)) }
-func (d *longDuration) Type() string  { return "duration" }
+func (d longDuration) String() string {
+	if d == 0 {
+		return "0" // which pflag takes for no default, as it does 0s of its own
+	}
+	return shortDuration(time.Duration(d))
+}
+
+func (d *longDuration) Type() string { return "duration" }
 func (d *longDuration) Set(s string) error {
 	v, err := events.ParseDuration(s)
 	if err != nil {
@@ -336,6 +348,7 @@ func (d *longDuration) Set(s string) error {
 	return nil
 }
 
+// shortDuration is d without its zero minutes and seconds: 1h, not 1h0m0s.
 func shortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

@@ -207,6 +207,9 @@ func (a *app) replayCommand() *cobra.Command {
 				evs = append(evs, ev)
 				return nil
 			})
+			if errors.Is(err, events.ErrOtherQueue) {
+				err = fmt.Errorf("%w (--nats, env %s)", err, EnvNATS)
+			}
 			if err != nil {
 				return asExit1(err)
 			}
@@ -334,7 +337,7 @@ func eventLine(ev events.Event) string {
 }
 
 // reportList tells whether attribute k of a report event is one of its
-// lists (successful_jobs, failed_jobs, failures, objects), which the text
+// lists (successful_jobs, failed_jobs, failures, objects, failed_objects), which the text
 // leaves to -o json: their lengths said what they were not ("objects=0"
 // of a batch whose one job failed: objects are the stored ones), and the
 // counts say how many jobs ended which way.
@@ -346,7 +349,7 @@ func reportList(ev events.Event, k string) bool {
 		return false
 	}
 	switch k {
-	case "successful_jobs", "failed_jobs", "failures", "objects":
+	case "successful_jobs", "failed_jobs", "failures", "objects", "failed_objects":
 		return true
 	}
 	return false

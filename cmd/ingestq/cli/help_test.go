@@ -181,3 +181,72 @@ func TestDeploySampleSetsWhatServeReads(t *testing.T) {
 		t.Errorf("deploy/ingestq.env does not say what its root does to a queue shared with Merritt's services")
 	}
 }
+
+// A duration flag's default reads as the README writes it: 1h, not
+// pflag's 1h0m0s; a zero default is not shown.
+func TestHelpDurationsReadAsTheREADME(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string][]string{
+		"check":   {"(default 1h)"},
+		"cleanup": {"(default 1h)"},
+		"object":  {"(default 1m)"},
+		"serve":   {"(default 24h)", "(default 168h)", "(default 1m)", "(default 10s)"},
+	} {
+		out, _, code := runEnv(t, nil, path, "--help")
+		wantCode(t, code, 0)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help does not say %s", path, w)
+			}
+		}
+		if m := regexp.MustCompile(`\(default ([^)]*(h0m|m0s)|0s)\)`).FindString(out); m != "" {
+			t.Errorf("%s --help says %s", path, m)
+		}
+	}
+}
+
+// Each command that takes an id names in its --help usage every kind of
+// id it takes (a batch by its UUID too), and the README's line for it the
+// same kinds.
+func TestIDsTakenAreNamed(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(line string) string {
+		line, _, _ = strings.Cut(line, "#") // the README's comment
+		ids := regexp.MustCompile(`\b(JID|BID|UUID|ARK)\b`).FindAllString(line, -1)
+		slices.Sort(ids)
+		return strings.Join(slices.Compact(ids), ",")
+	}
+	for _, c := range []struct{ path, readme, want string }{
+		{"show", "show", "ARK,BID,JID,UUID"},
+		{"delete", "delete", "BID,JID,UUID"},
+		{"hold", "hold|release", "BID,JID,UUID"},
+		{"release", "hold|release", "BID,JID,UUID"},
+		{"cancel", "cancel", "BID,UUID"},
+		{"report", "report", "BID,UUID"},
+		{"requeue", "requeue", "JID"},
+		{"fail", "fail", "JID"},
+		{"events replay", "events replay", "BID,JID,UUID"},
+	} {
+		out, _, code := runEnv(t, nil, append(strings.Fields(c.path), "--help")...)
+		wantCode(t, code, 0)
+		_, usage, _ := strings.Cut(out, "\nUsage:\n  ")
+		usage, _, _ = strings.Cut(usage, "\n")
+		if got := kinds(usage); got != c.want {
+			t.Errorf("%s --help's usage %q names %s, want %s", c.path, usage, got, c.want)
+		}
+		var line string // the README's first line of the command
+		for _, l := range strings.Split(string(readme), "\n") {
+			if strings.HasPrefix(l, "ingestq "+c.readme+" ") {
+				line = l
+				break
+			}
+		}
+		if got := kinds(line); got != c.want {
+			t.Errorf("the README's %q names %s, want %s", line, got, c.want)
+		}
+	}
+}

@@ -70,11 +70,11 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.smtpPass, "smtp-password", a.env(EnvSMTPPass, ""), "SMTP password (env "+EnvSMTPPass+")")
 	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to (used/(used+available), as df counts it)")
 	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
-	fl.DurationVar(&f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
+	durationVar(fl, &f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
 	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")
 	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks; HTTP storage and inventory: at most 2)")
-	fl.DurationVar(&f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
+	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 }
 
 // ingestPipeline loads the profiles and opens the pipeline. The caller

@@ -47,7 +47,7 @@ func (a *app) objectFlagSet(fl *pflag.FlagSet, f *objectFlags, what string) {
 	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), what+" (env "+EnvInventory+"): a bbolt file, postgres://… or http(s)://…")
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, ""), "a daemon's data folder, to read its embedded inventory (env "+EnvDataDir+"; no default: serve's is read only when named)")
 	fl.StringVar(&f.api, "api", a.env(EnvAPI, defaultAPI), apiFlagHelp)
-	fl.DurationVar(&f.timeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP inventory or the daemon's API that moves no byte for this long (awaiting or reading its answer) fails, and is asked once more")
+	durationVar(fl, &f.timeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP inventory or the daemon's API that moves no byte for this long (awaiting or reading its answer) fails, and is asked once more")
 }
 
 // given notes which of the object flags the user gave, on the command line

@@ -235,11 +235,6 @@ func whenMilli(t time.Time) string { return t.Local().Format(textTimeMilli) }
 // that does not parse (a foreign writer's) is given as written.
 type nodeTime string
 
-func (s nodeTime) String() string {
-	if t, ok := queue.NodeTime(string(s)); ok {
-		return when(t)
-	}
-	return string(s)
-}
+func (s nodeTime) String() string { return queue.NodeText(string(s)) }
 
 func (s nodeTime) MarshalJSON() ([]byte, error) { return json.Marshal(queue.JSONTime(string(s))) }

@@ -634,7 +634,7 @@ func (a *app) checkCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().DurationVar(&opts.LockAge, "lock-age", time.Hour, "warn about job and batch locks older than this")
+	durationVar(cmd.Flags(), &opts.LockAge, "lock-age", time.Hour, "warn about job and batch locks older than this")
 	return cmd
 }
 

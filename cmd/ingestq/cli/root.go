@@ -222,7 +222,7 @@ func (a *app) rootCommand() *cobra.Command {
 	if err != nil {
 		timeout = -1 // reported by setup unless the flag is given
 	}
-	pf.DurationVar(&a.connectTimeout, "connect-timeout", timeout, "how long to wait for a ZooKeeper session (env "+EnvConnectTimeout+")")
+	durationVar(pf, &a.connectTimeout, "connect-timeout", timeout, "how long to wait for a ZooKeeper session (env "+EnvConnectTimeout+")")
 	_ = pf.MarkHidden("connect-timeout")
 
 	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())

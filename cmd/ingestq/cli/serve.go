@@ -147,18 +147,18 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
 		"without any token reads are open and changes refused ("+EnvAdminToken+" adds an admin token; env "+EnvAPITokens+");\n"+
 		"SIGHUP re-reads it: tokens are added or revoked without a restart")
-	fl.DurationVar(&f.delay, "passthrough-delay", 0, "time each pass-through step takes")
+	durationVar(fl, &f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
 	fl.StringToIntVar(&f.stateTries, "state-attempts", nil, "tries of some states' steps, like downloading=5 (default --attempts)")
 	fl.IntVar(&f.batchWorkers, "batch-workers", reactor.Defaults.BatchWorkers, "workers for pending batches and for reports, each")
 	fl.IntVar(&f.window, "batch-window", reactor.Defaults.Window, "a batch of more objects has its jobs made this many at a time, and its Completed jobs archived (no state folder grows past what Merritt's Java clients can list)")
 	fl.IntVar(&f.attempts, "attempts", reactor.Defaults.Attempts, "tries of a step before its job fails")
-	fl.DurationVar(&f.backoff, "backoff", reactor.Defaults.Backoff, "wait before the first retry, doubled each time (at most 1m)")
-	fl.DurationVar(&f.rescan, "rescan", reactor.Defaults.Rescan, "safety rescan of every folder")
-	fl.DurationVar(&f.grace, "grace", reactor.Defaults.Grace, "how long running steps may finish at shutdown")
-	fl.DurationVar(&a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
-	fl.DurationVar(&f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
+	durationVar(fl, &f.backoff, "backoff", reactor.Defaults.Backoff, "wait before the first retry, doubled each time (at most 1m)")
+	durationVar(fl, &f.rescan, "rescan", reactor.Defaults.Rescan, "safety rescan of every folder")
+	durationVar(fl, &f.grace, "grace", reactor.Defaults.Grace, "how long running steps may finish at shutdown")
+	durationVar(fl, &a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
+	durationVar(fl, &f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
 	a.ingestFlagSet(fl, &f.ingest)
 	a.accessFlagSet(fl, &f.access)
 	return cmd
@@ -251,6 +251,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
+	queueID, err := q.Identity(ctx) // the event stream records whose events it holds
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
 	// Everything that can fail is done before the embedded NATS server
 	// joins the other daemons': one that joined and then exited would stay
 	// a JetStream peer the cluster counts on (decision 257).
@@ -285,7 +289,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
-		Cluster: f.natsCluster, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log})
+		Cluster: f.natsCluster, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
+		Queue: queueID, QueueAt: fmt.Sprintf("ZooKeeper %s, root %s", a.zk, cmp.Or(a.root, "/"))})
 	defer bus.Close()
 	if web != nil {
 		defer web.Close() // before the bus's: requests end before it goes
