@@ -3,8 +3,10 @@ package dashboard_test
 import (
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -215,4 +217,50 @@ func TestTimelineNamesWhoActed(t *testing.T) {
 	if n := strings.Count(a.body, "<small>by alice</small>"); n != 2 {
 		t.Errorf("%d timeline lines by alice, want 2 (the move and its admin event):\n%s", n, a.body)
 	}
+}
+
+// searchesOf are the searches a page's links ask for (their q), in order.
+func searchesOf(page string) []string {
+	var qs []string
+	for _, m := range regexp.MustCompile(`href="(/ui/search\?[^"]*)"`).FindAllStringSubmatch(page, -1) {
+		u, err := url.Parse(html.UnescapeString(m[1]))
+		if err == nil {
+			qs = append(qs, u.Query().Get("q"))
+		}
+	}
+	return qs
+}
+
+// A job's ARK links to its object's search wherever a job is shown (its
+// page, its batch's and a state's job lists), as an access request's
+// does; the job's page says what it ingests (its payload's URL and file
+// name), a hostile name shown as text, isolated so that its direction
+// marks reorder nothing around it.
+func TestJobsLinkTheirARKAndShowTheirPayload(t *testing.T) {
+	b := setup(t, noTokens)
+	bt := b.batch("uuid-links")
+	const ark, name = "ark:/99999/fk4links", `<b>report</b> & "final".tar.gz`
+	const payload = "https://example.org/deposits/2026/report.tar.gz?sig=a%2Fb&x=1"
+	j, err := b.q.CreateJob(t.Context(), bt, queue.JobSpec{Priority: 5, SpaceNeeded: 1000,
+		Config:      queue.JobConfig{Profile: bt.Profile(), PayloadURL: payload, FileName: name},
+		Identifiers: &queue.Identifiers{PrimaryID: ark}})
+	must(t, err)
+	for _, p := range []string{"/ui/jobs/" + j.ID, "/ui/batches/" + bt.ID, "/ui/jobs?state=pending"} {
+		a := b.get("", p)
+		a.is(t, http.StatusOK, j.ID)
+		if qs := searchesOf(a.body); !slices.Equal(qs, []string{ark}) {
+			t.Errorf("%s links to the searches %q, want one of the job's ARK %s", p, qs, ark)
+		}
+	}
+	a := b.get("", "/ui/jobs/"+j.ID)
+	a.is(t, http.StatusOK, payload+" <small>as</small> <bdi>"+name+"</bdi>")
+	if strings.Contains(a.body, "<b>report</b>") {
+		t.Errorf("the job's page writes its file name as markup:\n%s", a.body)
+	}
+	// A payload in the server's folders is a path, hidden below admin.
+	local, err := b.q.CreateJob(t.Context(), bt, queue.JobSpec{Priority: 5, SpaceNeeded: 1000,
+		Config: queue.JobConfig{Profile: bt.Profile(), PayloadURL: "file:///var/lib/ingestq/deposits/x.zip"}})
+	must(t, err)
+	a = b.get("", "/ui/jobs/"+local.ID)
+	a.is(t, http.StatusOK, `<dd id="payload">[server path hidden]</dd>`)
 }
