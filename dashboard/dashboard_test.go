@@ -264,3 +264,31 @@ func TestJobsLinkTheirARKAndShowTheirPayload(t *testing.T) {
 	a = b.get("", "/ui/jobs/"+local.ID)
 	a.is(t, http.StatusOK, `<dd id="payload">[server path hidden]</dd>`)
 }
+
+// A name a foreign writer put in the queue with a bidirectional override
+// (U+202E: "report\u202efdp.exe" reads "reportexe.pdf") or a terminal's
+// control sequence is shown with them as escapes, on the job's page and in
+// the job lists: isolation (<bdi>) keeps the name from reordering what is
+// around it, not itself.
+func TestNamesShowTheirControlsAsEscapes(t *testing.T) {
+	b := setup(t, noTokens)
+	bt := b.batch("uuid-hostile")
+	j, err := b.q.CreateJob(t.Context(), bt, queue.JobSpec{Priority: 5, SpaceNeeded: 1000,
+		Config: queue.JobConfig{Profile: bt.Profile(), PayloadURL: "https://example.org/x.zip",
+			FileName: "report\u202efdp.exe\x1b[2J"},
+		Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4hostile", LocalIDs: []string{"loc\u2067ol"}},
+		Metadata:    &queue.Metadata{What: "title\u200f\u0085x"}})
+	must(t, err)
+	jobs := "/ui/jobs?state=pending"
+	for _, p := range []string{"/ui/jobs/" + j.ID, "/ui/batches/" + bt.ID, jobs} {
+		a := b.get("", p)
+		parts := []string{`loc\u2067ol`, `title\u200f\u0085x`}
+		if p == "/ui/jobs/"+j.ID {
+			parts = append(parts, `<bdi>report\u202efdp.exe\u001b[2J</bdi>`)
+		}
+		a.is(t, http.StatusOK, parts...)
+		if i := strings.IndexAny(a.body, "\u202e\u2067\u200f\u0085\x1b"); i >= 0 {
+			t.Errorf("%s writes a control character raw (at %d):\n%s", p, i, a.body)
+		}
+	}
+}

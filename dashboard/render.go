@@ -9,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -31,6 +32,9 @@ func parsePages() (map[string]*template.Template, error) {
 		"statusText": http.StatusText,
 		"bytes":      func(n int64) string { return humanize.Bytes(uint64(max(n, 0))) },
 		"late":       func(h reactor.HostInfo) bool { return h.Late(time.Now()) },
+		// visible shows what the queue holds (names, titles, messages) with its
+		// bidirectional and control characters as escapes: "\u202e" reorders no name.
+		"visible": visible.Text,
 		// web tells a link a browser follows (a file: URL it refuses) from a URL shown as text.
 		"web": func(u string) bool { return strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") },
 	}

@@ -139,7 +139,7 @@ func (a *app) tailCommand() *cobra.Command {
 				if a.json() {
 					data, err := json.Marshal(ev)
 					if err == nil {
-						a.println("%s", data)
+						a.println("%s", string(data)) // a string, shown as writeIndented shows JSON
 					}
 					return
 				}

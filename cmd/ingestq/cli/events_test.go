@@ -232,10 +232,11 @@ func TestEventsTail(t *testing.T) {
 	d := newDaemon(t)
 	prio := 5
 	ev := events.Event{Kind: events.KindJob, JobID: "jid0000000042", BatchID: "bid0000000007",
-		From: "Downloading", To: "Processing", Priority: &prio, Message: "hello\nthere"}
+		From: "Downloading", To: "Processing", Priority: &prio, Message: "hello\nthere\x1b[2J\u202e"}
 	out := tail(t, d, ev)
 	first, _, _ := strings.Cut(out, "\n")
-	want := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d\d\d test  job jid0000000042 \(bid0000000007\)  Downloading → Processing  \[hello there\]  priority=5$`)
+	// A message's controls (a foreign writer's) are shown as escapes.
+	want := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d\d\d test  job jid0000000042 \(bid0000000007\)  Downloading → Processing  \[hello there\\u001b\[2J\\u202e\]  priority=5$`)
 	if !want.MatchString(first) {
 		t.Errorf("tail line %q", first)
 	}
@@ -245,7 +246,8 @@ func TestEventsTail(t *testing.T) {
 	out = tail(t, d, ev, "-o", "json", "ingestq.job.processing.*")
 	first, _, _ = strings.Cut(out, "\n")
 	var got events.Event
-	if err := json.Unmarshal([]byte(first), &got); err != nil || got.JobID != ev.JobID || got.To != "Processing" || got.Host != "test" {
+	if err := json.Unmarshal([]byte(first), &got); err != nil || got.JobID != ev.JobID || got.To != "Processing" || got.Host != "test" ||
+		got.Message != ev.Message || !strings.Contains(first, `\u202e`) {
 		t.Errorf("tail -o json line %q (%v)", first, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -47,14 +48,17 @@ func (a *app) writeFields(fields []field) error {
 	}
 	var flat []field
 	for _, f := range fields {
-		flat = append(flat, flatten(f.key, f.value)...)
+		for _, g := range flatten(f.key, f.value) {
+			g.key = visible.Text(g.key) // a member's name is a foreign writer's too
+			flat = append(flat, g)
+		}
 	}
 	width := 0
 	for _, f := range flat {
 		width = max(width, len(f.key))
 	}
 	for _, f := range flat {
-		fmt.Fprintf(a.stdout, "%-*s %s\n", width+1, f.key+":", textValue(f.value, "-"))
+		a.println("%-*s %s", width+1, f.key+":", textValue(f.value, "-"))
 	}
 	return nil
 }
@@ -114,9 +118,12 @@ func (a *app) writeJSON(v any) error {
 	return writeIndented(a.stdout, data)
 }
 
+// writeIndented writes JSON as visible.Text shows it: encoding/json writes
+// DEL, C1 and bidirectional controls as they are, which act on the
+// terminal of whoever reads the output; escaped, the value is the same.
 func writeIndented(w io.Writer, data []byte) error {
 	var out bytes.Buffer
-	if err := json.Indent(&out, data, "", "  "); err != nil {
+	if err := json.Indent(&out, []byte(visible.Text(string(data))), "", "  "); err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
 	out.WriteByte('\n')
@@ -169,14 +176,14 @@ func (a *app) newTable(header ...string) *table {
 	return t
 }
 
-// row adds a line; an empty cell is shown as "-" so columns stay readable.
+// row adds a line; an empty cell is shown as "-" so columns stay readable,
+// a cell's controls as escapes (a tab or newline would break the columns).
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
-			cells[i] = "-"
+			c = "-"
 		}
-		// A tab or newline in a cell would break the columns.
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(cells[i])
+		cells[i] = visible.Text(c)
 	}
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }

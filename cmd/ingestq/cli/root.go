@@ -31,6 +31,7 @@ import (
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/internal/zkconn"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -552,9 +553,18 @@ func cmdPath(cmd *cobra.Command) string {
 	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
-// println writes one line of a command's result to stdout.
+// println writes one line of a command's result to stdout, its string
+// arguments (names, messages: what the queue holds) as visible.Text shows
+// them, so that none moves the terminal's cursor or reorders the line.
 func (a *app) println(format string, args ...any) {
-	fmt.Fprintf(a.stdout, format+"\n", args...)
+	shown := make([]any, len(args))
+	for i, v := range args {
+		if s, ok := v.(string); ok {
+			v = visible.Text(s)
+		}
+		shown[i] = v
+	}
+	fmt.Fprintf(a.stdout, format+"\n", shown...)
 }
 
 // warn reports a problem that does not stop the command.
