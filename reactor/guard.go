@@ -80,6 +80,17 @@ func (g *guard) watch(ctx context.Context, q *queue.Queue, jid string) {
 		case <-ctx.Done():
 			return
 		}
+		// Read before watching again: a watch set on a job another writer
+		// (or the step's final move) changed would stay on its status, for
+		// good once the job has ended.
+		g.mu.Lock()
+		_, version, err := q.JobStatusOf(ctx, jid)
+		own := err == nil && version == g.version
+		g.mu.Unlock()
+		if !own && (err == nil || errors.Is(err, queue.ErrNotFound)) {
+			g.cancel(errJobChanged)
+			return
+		}
 	}
 }
 

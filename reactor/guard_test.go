@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // run starts a reactor with pass-through handlers but for jobs' (nil: none
@@ -128,5 +129,48 @@ func TestStopLeavesARetryingJobForTheNextAttempt(t *testing.T) {
 	}
 	if j.State() != queue.Downloading || j.Locked {
 		t.Fatalf("job %s, locked %v; want Downloading, unlocked, for its next attempt", j.State(), j.Locked)
+	}
+}
+
+// A long step's guard leaves no watch on its job once the job has ended:
+// the watch its final move fires is not set again on a status nothing will
+// change (one ZooKeeper watch left a job, found by a soak of a daemon).
+func TestLongStepsLeaveNoWatchOnTheirEndedJobs(t *testing.T) {
+	e := newEnv(t)
+	addr := zktest.Shared(t).Addr
+	status := func(jid string) string { return e.q.Path("/jobs/" + jid + "/status") }
+	watched := func(jid string) bool {
+		w, err := zktest.Watched(addr, status(jid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	batches := e.outside("ingestq.batch.>")
+	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
+		queue.Notify: reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+			for !watched(s.Job.ID) { // a long step: its guard watches its job
+				select {
+				case <-ctx.Done():
+					return reactor.Result{}, ctx.Err()
+				case <-time.After(20 * time.Millisecond): // bounded poll: the watch has no event of its own
+				}
+			}
+			return reactor.Result{}, nil
+		}),
+	})
+	b := e.submit(map[string]any{"payload_url": "passthrough:3"})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
+		t.Fatalf("batch ended %s, want Completed", rep.To)
+	}
+	stop()
+	jids, err := e.q.JobIDs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jids {
+		if watched(jid) {
+			t.Errorf("job %s Completed, its status still watched after its daemon stopped", jid)
+		}
 	}
 }

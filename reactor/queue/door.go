@@ -145,16 +145,34 @@ func (d door) existsW(ctx context.Context, p string) (bool, *zk.Stat, <-chan zk.
 	return a.ok, a.st, a.ch, err
 }
 
+// getW is get with a one-shot watch on the node's data (and its removal);
+// unlike existsW, it sets none on a node that is not there.
+func (d door) getW(ctx context.Context, p string) (*zk.Stat, <-chan zk.Event, error) {
+	return d.statW(ctx, "get", p, func() (*zk.Stat, <-chan zk.Event, error) {
+		_, st, ch, err := d.conn.GetW(p)
+		return st, ch, err
+	})
+}
+
 // childrenW is children with a one-shot watch on them; the stat is the
 // folder's.
 func (d door) childrenW(ctx context.Context, p string) (*zk.Stat, <-chan zk.Event, error) {
+	return d.statW(ctx, "list", p, func() (*zk.Stat, <-chan zk.Event, error) {
+		_, st, ch, err := d.conn.ChildrenW(p)
+		return st, ch, err
+	})
+}
+
+// statW runs read, op on p that sets a one-shot watch, and gives its stat
+// and watch.
+func (d door) statW(ctx context.Context, op, p string, read func() (*zk.Stat, <-chan zk.Event, error)) (*zk.Stat, <-chan zk.Event, error) {
 	d.sent.Reads.Add(1)
 	type answer struct {
 		st *zk.Stat
 		ch <-chan zk.Event
 	}
-	a, err := await(ctx, d, "list", p, func() (answer, error) {
-		_, st, ch, err := d.conn.ChildrenW(p)
+	a, err := await(ctx, d, op, p, func() (answer, error) {
+		st, ch, err := read()
 		return answer{st, ch}, err
 	})
 	return a.st, a.ch, err
