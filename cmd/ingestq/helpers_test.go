@@ -312,6 +312,8 @@ type daemonConfig struct {
 	// EnvironmentFile gives it: the command line is then only serve,
 	// --host, --pipeline and Extra, and every other setting comes from Env.
 	Env []string
+	// Bin is the ingestq binary to run (default: this build's, ingestqBin).
+	Bin string
 }
 
 // daemon is one `ingestq serve` child process.
@@ -369,15 +371,18 @@ func launchDaemon(t testing.TB, c daemonConfig) *daemon {
 		args, env = []string{"serve", "--host", c.Host, "--pipeline", pipeline}, c.Env
 	}
 	args = append(args, c.Extra...)
-	d.cmd = exec.Command(ingestqBin, args...)
+	bin, built := ingestqBin, fmt.Sprintf("built %s in %v", buildHow, buildTook.Round(time.Millisecond))
+	if c.Bin != "" {
+		bin, built = c.Bin, "another build"
+	}
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = append(env, "GORACE=halt_on_error=0")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", c.Host, err)
 	}
-	t.Logf("%s: pid %d: %s %s (built %s in %v)", c.Host, d.cmd.Process.Pid, ingestqBin, strings.Join(args, " "),
-		buildHow, buildTook.Round(time.Millisecond))
+	t.Logf("%s: pid %d: %s %s (%s)", c.Host, d.cmd.Process.Pid, bin, strings.Join(args, " "), built)
 	go func() {
 		_ = d.cmd.Wait()
 		d.exitedAt = time.Now()

@@ -46,7 +46,8 @@ type clusterRig struct {
 // clusterHost is one daemon and the client listener of its NATS server.
 type clusterHost struct {
 	*daemon
-	url string
+	url     string
+	cluster string // its --nats-cluster address
 }
 
 func newClusterRig(t *testing.T) *clusterRig {
@@ -73,15 +74,21 @@ var clusterStates = map[string]string{
 func (r *clusterRig) start(names ...string) {
 	r.t.Helper()
 	for _, name := range names {
-		listen := natstest.FreeAddr(r.t)
-		extra := []string{"--nats-listen", listen, "--nats-cluster", natstest.FreeAddr(r.t), "--zk-session-timeout", "4s"}
-		if states, ok := clusterStates[name]; ok {
-			extra = append(extra, "--states", states) // else every state
-		}
-		d := launchDaemon(r.t, daemonConfig{Host: name, ZK: r.zk, Root: r.root, Delay: 5 * time.Millisecond, Extra: extra})
-		r.hosts[name] = &clusterHost{daemon: d, url: "nats://" + listen}
+		r.launch(name, daemonConfig{}, natstest.FreeAddr(r.t), natstest.FreeAddr(r.t))
 	}
 	r.waitJoined(names...)
+}
+
+// launch starts the named daemon with c's binary and data folder (c's
+// other fields are the rig's), its NATS server on the addresses given.
+func (r *clusterRig) launch(name string, c daemonConfig, listen, cluster string) {
+	r.t.Helper()
+	c.Host, c.ZK, c.Root, c.Delay = name, r.zk, r.root, 5*time.Millisecond
+	c.Extra = []string{"--nats-listen", listen, "--nats-cluster", cluster, "--zk-session-timeout", "4s"}
+	if states, ok := clusterStates[name]; ok {
+		c.Extra = append(c.Extra, "--states", states) // else every state
+	}
+	r.hosts[name] = &clusterHost{daemon: launchDaemon(r.t, c), url: "nats://" + listen, cluster: cluster}
 }
 
 // waitJoined waits until each named daemon runs and its NATS server is in
