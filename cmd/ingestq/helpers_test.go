@@ -38,7 +38,8 @@ import (
 var (
 	ingestqBin string
 	buildTook  time.Duration
-	buildHow   = "with -race" // or without, under INGESTQ_TEST_NORACE
+	buildHow   = "with -race"      // or without, under INGESTQ_TEST_NORACE
+	buildFlags = []string{"-race"} // go build's flags for buildHow
 )
 
 // TestMain builds cmd/ingestq with the race detector (a data race in the
@@ -61,11 +62,10 @@ func TestMain(m *testing.M) {
 	}
 	ingestqBin = filepath.Join(dir, "ingestq")
 	start := time.Now()
-	flags := []string{"build", "-race"}
 	if os.Getenv("INGESTQ_TEST_NORACE") != "" { // to compare timings only
-		flags, buildHow = flags[:1], "without -race"
+		buildFlags, buildHow = nil, "without -race"
 	}
-	build := exec.Command("go", append(flags, "-o", ingestqBin, "github.com/ingestq/ingestq/cmd/ingestq")...)
+	build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", ingestqBin, "github.com/ingestq/ingestq/cmd/ingestq")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "daemon tests: go build", buildHow+":", err)

@@ -43,25 +43,33 @@ func startOperatorNATS(t *testing.T) *operatorNATS {
 	if err != nil {
 		t.Fatalf("operator, accounts: %v", err)
 	}
-	ns, err := server.NewServer(&server.Options{
+	ns := runNATS(t, "in operator mode", &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: o.resolver, SystemAccount: opClaims.SystemAccount,
 	})
-	if err != nil {
-		t.Fatalf("nats-server in operator mode: %v", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		t.Fatal("nats-server in operator mode not ready after 10s")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	o.ns, o.url = ns, ns.ClientURL()
 	o.sys = filepath.Join(t.TempDir(), "sys.creds")
 	if _, err := writeCreds(sysKP, o.sys); err != nil {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// runNATS runs a nats-server with opts (what it is, for errors) in the
+// test process until the test ends.
+func runNATS(t *testing.T, what string, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("nats-server %s: %v", what, err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		t.Fatalf("nats-server %s not ready after 10s", what)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }
 
 // keys makes the operator, the system account and the JetStream account,
@@ -335,17 +343,8 @@ func TestNATSMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
+	ns := runNATS(t, "with TLS", &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
 		NoSigs: true, NoLog: true, TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		t.Fatal("nats-server with TLS not ready after 10s")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	r := natsClients{t: t, zk: zktest.Shared(t).Addr, root: zktest.Root(t), url: "tls://" + ns.Addr().String()}
 	withTLS := []string{"--nats-tls-ca", pki.CA, "--nats-tls-cert", pki.ClientCert, "--nats-tls-key", pki.ClientKey}
 	r.refused("no client certificate", withTLS[:2], "TLS handshake")

@@ -123,10 +123,7 @@ func buildPreviousRelease(t *testing.T) string {
 		t.Fatalf("unpack %s's sources: %v\n%s", previousRelease, err, out)
 	}
 	// -trimpath: the folder's name stays out of the build cache's keys.
-	flags := []string{"build", "-trimpath"}
-	if buildHow == "with -race" {
-		flags = append(flags, "-race")
-	}
+	flags := append([]string{"build", "-trimpath"}, buildFlags...)
 	tmp := bin + ".tmp" // renamed once whole: a build cut short is not reused
 	build := exec.Command("go", append(flags, "-o", tmp, "./cmd/ingestq")...)
 	build.Dir = src

@@ -37,46 +37,29 @@ func (q *Queue) Check(ctx context.Context) ([]Violation, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string][]string{} // jid → "folder/ref" and "bid/bucket" entries
-	var dangling []string         // refs (absolute paths) naming no job
 	jobSet := map[string]bool{}
 	for _, j := range jids {
 		jobSet[j] = true
 	}
-	var out []Violation
-	for _, s := range JobMachine.States {
-		folder := q.Path("/jobs/states/" + s.Folder())
-		kids, err := q.children(ctx, folder)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range kids {
-			_, jid, ok := parseRef(k)
-			if !ok {
-				out = append(out, Violation{Path: q.rel(folder + "/" + k), Problem: "not a job ref (want PP-jid…)"})
-				continue
-			}
-			seen[jid] = append(seen[jid], "ref:"+s.Folder()+"/"+k)
-			if !jobSet[jid] {
-				dangling = append(dangling, folder+"/"+k)
-			}
-		}
-	}
-	bids, err := q.BatchIDs(ctx)
+	refs, bad, err := q.listRefs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, bid := range bids {
-		buckets, err := q.BatchJobs(ctx, bid)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
-		}
-		for bucket, kids := range buckets {
-			for _, jid := range kids {
-				seen[jid] = append(seen[jid], "bucket:"+bid+"/"+bucket)
-				if !jobSet[jid] {
-					dangling = append(dangling, q.batchPath(bid, "states", bucket, jid))
-				}
+	var out []Violation
+	for _, p := range bad {
+		out = append(out, Violation{Path: q.rel(p), Problem: "not a job ref (want PP-jid…)"})
+	}
+	seen := map[string][]string{} // jid → "folder/ref" and "bid/bucket" entries
+	var dangling []string         // refs (absolute paths) naming no job
+	for jid, rs := range refs {
+		for _, r := range rs {
+			if r.bid == "" {
+				seen[jid] = append(seen[jid], "ref:"+r.folder+"/"+path2name(r.path))
+			} else {
+				seen[jid] = append(seen[jid], "bucket:"+r.bid+"/"+r.folder)
+			}
+			if !jobSet[jid] {
+				dangling = append(dangling, r.path)
 			}
 		}
 	}
@@ -98,6 +81,51 @@ func (q *Queue) Check(ctx context.Context) ([]Violation, error) {
 	}
 	slices.SortFunc(out, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+// listedRef is one place a job is listed: its ref in a /jobs/states
+// folder, or its entry in a bucket of its batch.
+type listedRef struct {
+	path   string // absolute
+	folder string // the state's folder, or the bucket
+	bid    string // the batch of a bucket's entry; "" for a state folder's ref
+}
+
+// listRefs lists every job's refs by jid: those of each state folder, in
+// the order of JobMachine.States, then those of each batch's buckets. A
+// state folder's child that is no job ref is given in bad.
+func (q *Queue) listRefs(ctx context.Context) (refs map[string][]listedRef, bad []string, err error) {
+	refs = map[string][]listedRef{}
+	for _, s := range JobMachine.States {
+		folder := q.Path("/jobs/states/" + s.Folder())
+		kids, err := q.children(ctx, folder)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range kids {
+			if _, jid, ok := parseRef(k); ok {
+				refs[jid] = append(refs[jid], listedRef{path: folder + "/" + k, folder: s.Folder()})
+			} else {
+				bad = append(bad, folder+"/"+k)
+			}
+		}
+	}
+	bids, err := q.BatchIDs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, bid := range bids {
+		buckets, err := q.BatchJobs(ctx, bid)
+		if err != nil {
+			return nil, nil, err
+		}
+		for bucket, jids := range buckets {
+			for _, jid := range jids {
+				refs[jid] = append(refs[jid], listedRef{path: q.batchPath(bid, "states", bucket, jid), folder: bucket, bid: bid})
+			}
+		}
+	}
+	return refs, bad, nil
 }
 
 // jobState is what Check needs of a job: its status, priority and batch.

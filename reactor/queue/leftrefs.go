@@ -29,37 +29,9 @@ type LeftRef struct {
 // deletes the old one) and its job is not locked (a move may be under
 // way); the others it finds are counted in young.
 func (q *Queue) findLeftRefs(ctx context.Context) (left []LeftRef, young int, err error) {
-	type listed struct {
-		path, folder string // folder: a state's, or a bucket's
-		bucket       bool
-	}
-	refs := map[string][]listed{} // jid → its refs
-	for _, s := range JobMachine.States {
-		dir := q.Path("/jobs/states/" + s.Folder())
-		kids, err := q.children(ctx, dir)
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, k := range kids {
-			if _, jid, ok := parseRef(k); ok {
-				refs[jid] = append(refs[jid], listed{dir + "/" + k, s.Folder(), false})
-			}
-		}
-	}
-	bids, err := q.BatchIDs(ctx)
+	refs, _, err := q.listRefs(ctx) // jid → its refs; check reports what is no ref
 	if err != nil {
 		return nil, 0, err
-	}
-	for _, bid := range bids {
-		buckets, err := q.BatchJobs(ctx, bid)
-		if err != nil {
-			return nil, 0, err
-		}
-		for bucket, jids := range buckets {
-			for _, jid := range jids {
-				refs[jid] = append(refs[jid], listed{q.batchPath(bid, "states", bucket, jid), bucket, true})
-			}
-		}
 	}
 	// Only a job listed twice in one kind of folder, or one not in /jobs,
 	// can have a left ref: only those are read, as check reads suspects.
@@ -71,7 +43,7 @@ func (q *Queue) findLeftRefs(ctx context.Context) (left []LeftRef, young int, er
 	for jid, rs := range refs {
 		buckets := 0
 		for _, r := range rs {
-			if r.bucket {
+			if r.bid != "" {
 				buckets++
 			}
 		}
@@ -100,13 +72,16 @@ func (q *Queue) findLeftRefs(ctx context.Context) (left []LeftRef, young int, er
 		// Each kind of ref (state folder, bucket) is left only beside the
 		// one the status names: a job whose only ref is an old one (a
 		// mover that died between its writes) keeps it.
-		for _, named := range []listed{{folder: st.Status.Folder()}, {folder: Bucket(st.Status), bucket: true}} {
-			at := slices.IndexFunc(refs[jid], func(r listed) bool { return r.folder == named.folder })
+		for _, named := range []struct {
+			folder string
+			bucket bool
+		}{{st.Status.Folder(), false}, {Bucket(st.Status), true}} {
+			at := slices.IndexFunc(refs[jid], func(r listedRef) bool { return r.folder == named.folder })
 			if at < 0 {
 				continue
 			}
 			for _, r := range refs[jid] {
-				if r.folder == named.folder || r.bucket != named.bucket {
+				if r.folder == named.folder || (r.bid != "") != named.bucket {
 					continue
 				}
 				if !errors.Is(lock.err, zk.ErrNoNode) || status.stat.Mtime > cutoff {
