@@ -44,6 +44,12 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 
 	var bids []string
 	for _, name := range []string{"d1", "d2"} {
+		// The previous restart moved the stream's leader: a publish caught
+		// in that move waits out its 15 s ack timeout (decision 397), and a
+		// daemon stopped meanwhile counts it lost. Each host is stopped
+		// once every daemon's events are taken, as an operator restarts the
+		// next host once the last is back (decision 398).
+		r.waitEventsTaken("d1", "d2", "d3")
 		bids = append(bids, createBatch(t, r.q, upgradeJobs)) // runs while name restarts
 		h := r.hosts[name]
 		h.stop(30 * time.Second)
