@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,8 +35,8 @@ type folder struct {
 	avgName    int             // average child name length at the last listing
 	failures   int             // consecutive failures
 	outage     bool            // the last failure was ZooKeeper being away (logged by the Session)
-	watch      <-chan zk.Event // the armed watch, nil if none
-	childWatch bool            // watch is a child watch (else an exists watch)
+	watch      <-chan zk.Event // the armed child watch, nil if none
+	watched    string          // its folder: path, or an ancestor while path is not there
 	rescanNext bool            // the next listing emits a Rescan change
 	recovering bool            // the next successful listing is a re-arm
 	wait       time.Duration   // delay before the next listing
@@ -44,6 +46,7 @@ type folder struct {
 
 // result is a ZooKeeper reply, received from a helper goroutine.
 type result struct {
+	path     string // the ancestor listed by awaitCreation
 	children []string
 	stat     *zk.Stat
 	exists   bool
@@ -132,9 +135,9 @@ func (f *folder) pause() bool {
 }
 
 // look lists the folder, with a watch unless one is armed already, and
-// reports the change; a folder that is not there yet gets an exists watch.
+// reports the change; a folder that is not there yet is waited for.
 func (f *folder) look() next {
-	armed := f.watch != nil && f.childWatch
+	armed := f.watch != nil && f.watched == f.path
 	r, ok := f.call(func() result {
 		var r result
 		if armed {
@@ -152,7 +155,7 @@ func (f *folder) look() next {
 	switch {
 	case r.err == nil:
 		if !armed {
-			f.watch, f.childWatch = r.watch, true
+			f.watch, f.watched = r.watch, f.path
 		}
 		if !f.onListing(r) {
 			return stopped
@@ -200,31 +203,47 @@ func (f *folder) onListing(r result) bool {
 	return true
 }
 
-// awaitCreation arms an exists watch on a folder not there yet (unless one
-// is armed already); the folder is listed at once if it appeared meanwhile.
+// awaitCreation waits for a folder not there yet by a child watch on its
+// nearest ancestor that is there (unless one is armed already): it fires
+// when the next folder down is created, and when the ancestor is deleted,
+// so it goes with a batch removed before its batch-processing was made
+// (an exists watch on a folder that never comes stays until the session
+// ends: no client can remove a watch). The folder is listed at once if
+// it appeared meanwhile.
 func (f *folder) awaitCreation() next {
-	armed := f.watch != nil && !f.childWatch
+	armed := f.watch != nil && f.watched != f.path
 	r, ok := f.call(func() result {
 		var r result
-		if armed {
+		if armed { // its fire would have said the folder appeared
 			r.exists, _, r.err = f.w.s.Conn.Exists(f.path)
-		} else {
-			r.exists, _, r.watch, r.err = f.w.s.Conn.ExistsW(f.path)
+			return r
 		}
+		for r.path = path.Dir(f.path); ; r.path = path.Dir(r.path) {
+			f.w.listings.Add(1)
+			r.children, _, r.watch, r.err = f.w.s.Conn.ChildrenW(r.path)
+			if !errors.Is(r.err, zk.ErrNoNode) || r.path == "/" {
+				break
+			}
+		}
+		down, _, _ := strings.Cut(strings.TrimPrefix(f.path, strings.TrimSuffix(r.path, "/")+"/"), "/")
+		r.exists = slices.Contains(r.children, down)
 		return r
 	})
 	if !ok {
 		return stopped
 	}
 	if r.err != nil {
-		f.fail("exists", r.err)
+		f.fail("wait", r.err)
+		return lookAgain
+	}
+	if r.exists {
+		// Created meanwhile (the folder, or a folder on the way down to it,
+		// whose creation the watch just armed will not see): look again.
+		f.watch = nil
 		return lookAgain
 	}
 	if !armed {
-		f.watch, f.childWatch = r.watch, false
-	}
-	if r.exists { // created meanwhile: list it now
-		return lookAgain
+		f.watch, f.watched = r.watch, r.path
 	}
 	if f.recovering {
 		f.w.rearms.Add(1)
@@ -253,7 +272,7 @@ func (f *folder) awaitWatch() bool {
 			f.wait = f.w.cfg.Coalesce - time.Since(f.listedAt)
 		case zk.EventNotWatching: // session expired (or closed)
 			f.fail("watch", ev.Err)
-		default: // created, deleted: look now
+		default: // deleted: look now
 		}
 	case <-f.rescan:
 		f.rescanNext = true

@@ -51,7 +51,7 @@ type WatcherConfig struct {
 // WatcherStats are counters since NewWatcher.
 type WatcherStats struct {
 	Listings uint64 // getChildren requests sent
-	Fires    uint64 // watch events received (child and exists watches)
+	Fires    uint64 // watch events received (on folders, and on the ancestors of folders not there yet)
 	Rearms   uint64 // watches re-armed after a session expiry or an error
 	Emits    uint64 // calls of emit
 	Errors   uint64 // failed requests and lost watches (each retried with backoff)
@@ -128,9 +128,10 @@ func NewWatcher(s *Session, cfg WatcherConfig, emit func(Change)) *Watcher {
 
 // Watch starts watching the folder at path; it is a no-op if path is
 // already watched, or after Close. A folder that does not exist yet is
-// waited for and watched once it appears (its first change is then a
-// Rescan). A folder that is deleted ends with a Gone change and its watch
-// stops, unless Watch is called again.
+// waited for, by a child watch on its nearest ancestor that does, and
+// watched once it appears (its first change is then a Rescan). A folder
+// that is deleted ends with a Gone change and its watch stops, unless
+// Watch is called again.
 func (w *Watcher) Watch(path string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

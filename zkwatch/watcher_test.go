@@ -181,6 +181,85 @@ func TestFolderAppearsAndGoes(t *testing.T) {
 	}
 }
 
+// A folder waited for under a batch removed before the folder was ever
+// made (cancelled before its jobs were) leaves no watch on the server: an
+// exists watch on it stayed there, and in the client, until the session
+// ended. A batch whose folder appears later is still seen. Its own server:
+// the count of watches is the server's, and wchp lists no child watch.
+func TestWaitForAFolderThatNeverComesLeavesNoWatch(t *testing.T) {
+	srv, conn := ownServer(t)
+	folder := func(bid string) string { return "/batches/" + bid + "/states/batch-processing" }
+	mkdirs(t, conn, "/batches", "/batches/b1", "/batches/b2")
+	watches := func() int {
+		t.Helper()
+		n, err := zktest.Watches(srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	r := newRecorder()
+	w := startWatcher(t, dial(t, Config{Servers: []string{srv.Addr}}), WatcherConfig{Rescan: -1}, r)
+	w.Watch("/batches") // as the reactor does
+	r.wait(t, "/batches", "first listing", func(cs []Change) bool { return has(cs, "b1", "b2") })
+	before := watches()
+	w.Watch(folder("b1"))
+	w.Watch(folder("b2"))
+	// Bounded poll: arming a watch has no event of its own.
+	for deadline := time.Now().Add(waitTimeout); watches() < before+2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches after %v, want %d: one for each batch's folder", watches(), waitTimeout, before+2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// b2 is taken up and given a job: its folder is watched once made.
+	mkdirs(t, conn, "/batches/b2/states", folder("b2"), folder("b2")+"/jid1")
+	cs := r.wait(t, folder("b2"), "jid1", func(cs []Change) bool { return has(cs, "jid1") })
+	if !cs[0].Rescan {
+		t.Fatalf("first change %+v is not a Rescan", cs[0])
+	}
+
+	// b1 is taken up and removed without a job, b2 removed; both are
+	// unwatched once /batches has lost them, as the reactor does.
+	mkdirs(t, conn, "/batches/b1/states")
+	for _, bid := range []string{"b1", "b2"} {
+		if err := zktest.DeleteTree(conn, "/batches/"+bid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.wait(t, "/batches", "both removed", func(cs []Change) bool { return len(view(cs)) == 0 })
+	w.Unwatch(folder("b1"))
+	w.Unwatch(folder("b2"))
+	if n := watches(); n != before {
+		t.Errorf("%d watches on the server after both batches went, want %d (the watch on /batches)", n, before)
+	}
+	if cs := r.of(folder("b1")); len(cs) != 0 {
+		t.Errorf("changes of a folder never made: %+v", cs)
+	}
+}
+
+// A folder whose parents are made one by one just after Watch is seen,
+// whichever level its wait is on when each is made: a level made between
+// two steps of the wait's climb (a batch taken up as its folder's watch
+// begins) is looked into at once, not waited on from above. A few hundred
+// folders, for the races between the climb and the creates.
+func TestFolderMadeLevelByLevelIsSeen(t *testing.T) {
+	conn := zktest.Connect(t)
+	root := zktest.Root(t)
+	mkdirs(t, conn, root)
+	r := newRecorder()
+	w := startWatcher(t, dial(t, Config{}), WatcherConfig{Rescan: -1, Coalesce: -1}, r)
+	for i := range 300 {
+		bid := fmt.Sprintf("%s/b%d", root, i)
+		dir := bid + "/states/batch-processing"
+		w.Watch(dir)
+		mkdirs(t, conn, bid, bid+"/states", dir, dir+"/jid")
+		r.wait(t, dir, "jid", func(cs []Change) bool { return has(cs, "jid") })
+	}
+}
+
 func TestWatchFromGoneEmit(t *testing.T) {
 	// The daemon may call Watch for the same folder from emit: the new watch
 	// must wait for the old one and not be lost.
@@ -245,12 +324,7 @@ func TestUnwatch(t *testing.T) {
 }
 
 func TestServerRestart(t *testing.T) {
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
-	conn := zktest.Connect(t, srv.Addr)
+	srv, conn := ownServer(t)
 	mkdirs(t, conn, "/jobs", "/jobs/pending", "/jobs/pending/before")
 
 	s := dial(t, Config{Servers: []string{srv.Addr}})

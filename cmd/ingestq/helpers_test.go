@@ -102,17 +102,24 @@ func binDir() (string, error) {
 // (port -1: a free one). t.Cleanup shuts it down (a no-op if the test did).
 func startNATS(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{
+	return runNATS(t, "on port "+strconv.Itoa(port), &server.Options{
 		ServerName: "test-" + strconv.Itoa(port), Host: "127.0.0.1", Port: port,
 		JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
 	})
+}
+
+// runNATS runs a nats-server with opts (what it is, for errors) in the
+// test process until the test ends.
+func runNATS(t testing.TB, what string, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
-		t.Fatalf("nats-server: %v", err)
+		t.Fatalf("nats-server %s: %v", what, err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		t.Fatalf("nats-server on port %d not ready after 10s", port)
+		t.Fatalf("nats-server %s not ready after 10s", what)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns

@@ -55,23 +55,6 @@ func startOperatorNATS(t *testing.T) *operatorNATS {
 	return o
 }
 
-// runNATS runs a nats-server with opts (what it is, for errors) in the
-// test process until the test ends.
-func runNATS(t *testing.T, what string, opts *server.Options) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server %s: %v", what, err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		t.Fatalf("nats-server %s not ready after 10s", what)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
-
 // keys makes the operator, the system account and the JetStream account,
 // and gives both accounts to the resolver.
 func (o *operatorNATS) keys() (sysKP nkeys.KeyPair, opClaims *jwt.OperatorClaims, err error) {

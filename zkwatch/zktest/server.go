@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,8 +176,9 @@ func fourLetters(addr, word string) ([]byte, error) {
 	return io.ReadAll(c)
 }
 
-// Watched tells whether any session has a watch on path (four-letter word
-// wchp), so that a test can wait until a daemon waits on a node.
+// Watched tells whether any session has a data or exists watch on path
+// (four-letter word wchp, which lists no child watch), so that a test can
+// wait until a daemon waits on a node.
 func Watched(addr, path string) (bool, error) {
 	out, err := fourLetters(addr, "wchp")
 	if err != nil {
@@ -188,6 +190,22 @@ func Watched(addr, path string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Watches counts the watches the server at addr holds, of every session
+// (four-letter word mntr, zk_watch_count). Unlike wchp, which lists data
+// and exists watches only, it counts child watches too.
+func Watches(addr string) (int, error) {
+	out, err := fourLetters(addr, "mntr")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if n, ok := bytes.CutPrefix(line, []byte("zk_watch_count")); ok {
+			return strconv.Atoi(strings.TrimSpace(string(n)))
+		}
+	}
+	return 0, fmt.Errorf("zktest: no zk_watch_count in the mntr of %s: %q", addr, bytes.TrimSpace(out))
 }
 
 // Mode asks the server at addr (four-letter word srvr) for its mode:

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -85,5 +87,22 @@ func TestTextShowsControlsAsEscapes(t *testing.T) {
 		!strings.Contains(out, `report\u202efdp.exe\u001b[2J\rok`) {
 		t.Errorf("show -o json: file_name %q, erc_what %q; want them as stored, written as escapes:\n%s",
 			j.Configuration["file_name"], j.Metadata["erc_what"], out)
+	}
+}
+
+// An error that quotes what the queue holds (here the names of the
+// profiles published, one by a foreign writer) reaches stderr with its
+// bidirectional and invisible characters as escapes, as stdout shows them.
+func TestErrorsShowControlsAsEscapes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publishDemo()
+	_, err := e.conn.Create(e.q.Path("/ingestq/profiles/demo\u202ecod.exe\u200b"), []byte("{}"), 0, zk.WorldACL(zk.PermAll))
+	e.ok(err)
+	_, stderr, code := e.run("hold", "collection", "typo")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, `no profile "typo" is published on this queue (published: demo, demo\u202ecod.exe\u200b)`)
+	if i := strings.IndexAny(stderr, "\u202e\u200b"); i >= 0 {
+		t.Errorf("the error writes a bidirectional or invisible character raw (at %d): %q", i, stderr)
 	}
 }

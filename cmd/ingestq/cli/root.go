@@ -101,7 +101,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return code
 		}
 	}
-	fmt.Fprintln(logs, "ingestq: "+oneLine(err.Error()))
+	// An error may quote what the queue holds (a name, a message, a path):
+	// shown as stdout shows it.
+	fmt.Fprintln(logs, "ingestq: "+visible.Text(oneLine(err.Error())))
 	return code
 }
 
