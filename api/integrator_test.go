@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/access"
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/queuetest"
@@ -46,7 +47,8 @@ func (d *pipelineDaemon) start(t testing.TB, root string, bus *events.Bus, log *
 	q := queuetest.Queue(t, s, root, log)
 	set, err := profile.NewSet(profile.Default())
 	must(t, err)
-	p, err := handlers.New(t.Context(), handlers.Config{Queue: q, Bus: bus, Profiles: set, DataDir: d.data, Logger: log})
+	p, err := handlers.New(t.Context(), handlers.Config{Queue: q, Bus: bus, Profiles: set, DataDir: d.data, Logger: log,
+		Fetch: fetch.Config{Allow: fetch.Loopback}}) // the test's content server
 	must(t, err)
 	t.Cleanup(func() { _ = p.Close() }) // after the reactor stops
 	as, err := access.New(t.Context(), access.Config{Queue: q, Source: p.ReaderFor, Dir: filepath.Join(d.data, "access"),

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -101,6 +102,10 @@ type Stats struct {
 	Lost      uint64 // not recorded: dropped, refused, or unacknowledged for a minute past resends; also failed signals
 	Retried   uint64 // resends of events the stream did not acknowledge in time
 	Waiting   int    // events not yet acknowledged: queued, sent, or waiting to be sent again
+
+	// ResentAtElection counts events sent again at once when the stream
+	// announced a new leader, unanswered until then (not in Retried).
+	ResentAtElection uint64
 }
 
 // Bus publishes ingestq's events on NATS and records them in JetStream.
@@ -119,6 +124,8 @@ type Bus struct {
 	stopBy time.Time     // set before stop is closed: when draining gives up
 	done   chan struct{} // closed when the publisher has ended
 	reconf chan struct{} // the embedded server's routes changed (SetRoutes)
+	// elected: the stream has a new leader; what it has not answered is sent again
+	elected chan struct{}
 
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
 	started  atomic.Bool // Start succeeded: the publisher runs
@@ -128,7 +135,6 @@ type Bus struct {
 	bg     sync.WaitGroup // background work started by connection callbacks
 
 	closing    atomic.Bool // Close has begun: the disconnect that follows is ours
-	settled    atomic.Bool // Close has counted what was pending: later ack callbacks are ignored
 	acks       sync.Map    // event ID → outMsg.acked of a PublishAcked on its way
 	congested  atomic.Bool // a full queue did not drain in queueWait: drop at once until the publisher moves
 	badCreds   atomic.Bool // NATS refused the credentials since the last connect: the resend warning says so
@@ -140,6 +146,9 @@ type Bus struct {
 	lostWarn   warnLimit // "events not recorded"
 	resendWarn warnLimit // "sending them again"
 	authWarn   warnLimit // "NATS refuses this daemon's credentials"
+
+	flying           flights // events sent and not yet answered, until Close counts them
+	resentAtElection atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -177,12 +186,13 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 func New(cfg Config) *Bus {
 	cfg = cfg.withDefaults()
 	b := &Bus{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		queue:  make(chan outMsg, queueSize),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		reconf: make(chan struct{}, 1),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		queue:   make(chan outMsg, queueSize),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		reconf:  make(chan struct{}, 1),
+		elected: make(chan struct{}, 1),
 	}
 	if cfg.URL == "" {
 		b.emb = &embedded{}
@@ -272,17 +282,17 @@ func (b *Bus) open(ctx context.Context) error {
 		return fmt.Errorf("events: connect to NATS at %s: %w", redactURLs(b.cfg.URL), err)
 	}
 	b.js, err = jetstream.New(b.nc,
-		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
-			if !b.settled.Load() {
-				b.published.Add(1)
-			}
-			b.resolved(m.Header.Get(jetstream.MsgIDHeader))
-		}),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { b.answered(m) }),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { b.failed(m, err) }),
 		jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout),
 	)
 	if err != nil {
 		return fmt.Errorf("events: JetStream: %w", err)
+	}
+	// The stream's account hears its leader elections, wherever the leader is.
+	elected := server.JSAdvisoryStreamLeaderElectedPre + "." + b.cfg.Stream
+	if _, err := b.nc.Subscribe(elected, b.leaderElected); err != nil {
+		return fmt.Errorf("events: subscribe %s: %w", elected, err)
 	}
 	if clustered, _ := b.clustered(); clustered {
 		return nil // the cluster may still be electing: the publisher settles the stream
@@ -372,25 +382,48 @@ var ErrOtherQueue = errors.New("it records the events of another queue")
 
 // ensureStream creates the stream or brings its configuration up to date,
 // never with fewer replicas than it has, and records which queue it is for.
+// A new stream is created with its queue in the one call: JetStream refuses
+// to create a stream that exists with another configuration, so of two
+// queues' daemons creating it at once on an empty NATS one wins, and the
+// other reads the winner's stream and judges it as one that existed.
 func (b *Bus) ensureStream(ctx context.Context) error {
-	replicas := b.wantReplicas()
-	meta := map[string]string{}
 	s, err := b.js.Stream(ctx, b.cfg.Stream)
-	switch {
-	case err == nil:
-		replicas = max(replicas, s.CachedInfo().Config.Replicas)
-		maps.Copy(meta, s.CachedInfo().Config.Metadata)
-	case !errors.Is(err, jetstream.ErrStreamNotFound):
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		meta := map[string]string{}
+		_ = b.ownStream(false, meta) // no queue named yet: nothing to refuse
+		_, err = b.js.CreateStream(ctx, b.streamConfig(b.wantReplicas(), meta))
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			if err != nil {
+				return fmt.Errorf("events: create stream %s: %w", b.cfg.Stream, err)
+			}
+			return nil
+		}
+		s, err = b.js.Stream(ctx, b.cfg.Stream) // created meanwhile, by another daemon
+	}
+	if err != nil {
 		return fmt.Errorf("events: stream %s: %w", b.cfg.Stream, err)
 	}
-	if err := b.ownStream(err == nil, meta); err != nil {
+	have := s.CachedInfo().Config
+	meta := maps.Clone(have.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	if err := b.ownStream(true, meta); err != nil {
 		return err
 	}
+	if _, err := b.js.UpdateStream(ctx, b.streamConfig(max(b.wantReplicas(), have.Replicas), meta)); err != nil {
+		return fmt.Errorf("events: update stream %s: %w", b.cfg.Stream, err)
+	}
+	return nil
+}
+
+// streamConfig is the stream's configuration, meta its metadata.
+func (b *Bus) streamConfig(replicas int, meta map[string]string) jetstream.StreamConfig {
 	description := "ingestq events"
 	if at := meta[metaQueueAt]; at != "" {
 		description += " of the queue at " + at // what `nats stream info` shows
 	}
-	_, err = b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
 		Description: description,
 		Metadata:    meta,
@@ -402,11 +435,7 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 		MaxBytes:    b.cfg.MaxBytes,
 		Replicas:    replicas,
 		AllowDirect: true, // Recorded's lookups are answered by any replica
-	})
-	if err != nil {
-		return fmt.Errorf("events: create or update stream %s: %w", b.cfg.Stream, err)
 	}
-	return nil
 }
 
 // ownStream sets meta, the stream's metadata, to this bus's queue. A stream
@@ -491,11 +520,8 @@ func (b *Bus) ClientURL() string {
 
 // Stats returns the counters so far.
 func (b *Bus) Stats() Stats {
-	st := Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Waiting: len(b.queue) + count(&b.pausing)}
-	if b.started.Load() {
-		st.Waiting += b.js.PublishAsyncPending()
-	}
-	return st
+	return Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(),
+		ResentAtElection: b.resentAtElection.Load(), Waiting: len(b.queue) + count(&b.pausing) + b.flying.len()}
 }
 
 // Flush waits until every event published so far has been acknowledged or
@@ -546,14 +572,15 @@ func (b *Bus) flushSent(ctx context.Context) error {
 		return fmt.Errorf("events: flush: %w", ctx.Err())
 	}
 	select {
-	case <-b.js.PublishAsyncComplete():
+	case <-b.flying.done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("events: flush: %d publishes unacknowledged: %w", b.js.PublishAsyncPending(), ctx.Err())
+		return fmt.Errorf("events: flush: %d publishes unacknowledged: %w", b.flying.len(), ctx.Err())
 	}
 }
 
-// Close sends what is queued, waits up to 2 s for acknowledgements, closes
+// Close sends what is queued, waits up to 2 s for acknowledgements (sending
+// again at once what a new stream leader has not answered), closes
 // the connection and shuts the embedded server down. Later Publish calls
 // count their events lost. Close is safe to call more than once.
 func (b *Bus) Close() error {
@@ -573,19 +600,12 @@ func (b *Bus) close() error {
 	b.stopBy = deadline
 	b.cancel() // a reconfiguration under way gives up
 	close(b.stop)
-	<-b.done
-
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	select {
-	case <-b.js.PublishAsyncComplete():
-	case <-ctx.Done():
-	}
+	<-b.done // after the acknowledgements, until the deadline
 	// What is still unacknowledged now counts as lost, once: the
-	// connection is about to close, and ack timers firing later are ignored.
-	b.settled.Store(true)
+	// connection is about to close, and answers coming later are ignored.
+	n := b.flying.settle() + b.pausingLost()
 	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
-	if n := b.js.PublishAsyncPending() + b.pausingLost(); n > 0 {
+	if n > 0 {
 		b.lost.Add(uint64(n))
 		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
 	}
@@ -703,6 +723,11 @@ func (b *Bus) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 	}
 	if sub != nil {
 		b.log.Warn("events: NATS subscription error", "subject", sub.Subject, "err", err)
+		return
+	}
+	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), server.JSAdvisoryStreamLeaderElectedPre) {
+		b.log.Warn("events: NATS does not let this daemon hear the event stream's leader elections (no permission to "+
+			"subscribe to them); events caught in a leader change are sent again after their 15 s ack timeout", "err", err)
 		return
 	}
 	b.log.Warn("events: NATS error", "err", err)

@@ -361,7 +361,7 @@ func (b *Bus) waitAcks(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-b.js.PublishAsyncComplete():
+	case <-b.flying.done():
 	case <-t.C:
 	}
 }

@@ -76,9 +76,15 @@ func (w testWriter) Write(p []byte) (int, error) {
 // settled in the cluster.
 func openCluster(t testing.TB, hosts ...string) []*member {
 	t.Helper()
+	return openClusterWith(t, func(*Config) {}, hosts...)
+}
+
+// openClusterWith is openCluster with set changing each member's Config.
+func openClusterWith(t testing.TB, set func(*Config), hosts ...string) []*member {
+	t.Helper()
 	var ms []*member
 	for _, host := range hosts {
-		m := openMember(t, host, ms...)
+		m := openMemberWith(t, host, set, ms...)
 		for _, before := range ms {
 			before.SetRoutes(append(routesOf(others(ms, before)), m.route))
 		}
@@ -152,6 +158,17 @@ func streamInfo(t testing.TB, m *member) *jetstream.StreamInfo {
 		return err == nil
 	})
 	return info
+}
+
+// waitThreeCurrent waits until the stream has three replicas, each current
+// (a replica still catching up cannot take over), asking through m.
+func waitThreeCurrent(t testing.TB, m *member) {
+	t.Helper()
+	waitFor(t, "three current replicas", func() bool {
+		info := streamInfo(t, m)
+		return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2 &&
+			info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current
+	})
 }
 
 func wantSeen(t testing.TB, m *member, want map[string]int) {
@@ -231,11 +248,7 @@ func TestClusterLosesOneOfThree(t *testing.T) {
 	}
 	// A replica still catching up cannot take over: wait, as a daemon's
 	// cluster that has run a while would have.
-	waitFor(t, "three current replicas", func() bool {
-		info := streamInfo(t, a)
-		return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2 &&
-			info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current
-	})
+	waitThreeCurrent(t, a)
 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -322,11 +335,7 @@ func TestClusterEventsWaitOutAnElection(t *testing.T) {
 	a.SetRoutes([]string{b.route, c.route})
 	b.SetRoutes([]string{a.route, c.route})
 	publishN(t, a, "bid-1", 2)
-	waitFor(t, "three current replicas", func() bool {
-		info := streamInfo(t, a)
-		return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2 &&
-			info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current
-	})
+	waitThreeCurrent(t, a)
 
 	bDir := b.cfg.DataDir
 	for _, m := range []*member{b, c} {

@@ -25,7 +25,11 @@
 // to the publisher's pace, a few milliseconds per call at most; a stuck
 // publisher makes callers drop at once. Events published while the client
 // reconnects wait in its 8 MB reconnect buffer, so a short outage loses
-// nothing. An event dropped, refused, or unacknowledged within 15 s is
+// nothing. An event the stream does not acknowledge within 15 s is sent
+// again under its ID, after a growing pause, for a minute ([Stats].Retried;
+// JetStream keeps one copy per ID); one still unanswered when the stream
+// announces a new leader is sent again at once ([Stats].ResentAtElection).
+// An event dropped, refused, or still unacknowledged after that minute is
 // counted in [Stats].Lost (an upper bound: a buffered event counted lost
 // may still be recorded on reconnect) and logged, at most one warning per
 // five seconds. Readers that must not miss work rescan ZooKeeper rather
@@ -43,7 +47,9 @@
 // alone into the cluster's stream (docs/decisions.md, issue 11). Events
 // published meanwhile wait in the queue. Daemons may instead all join one
 // existing NATS cluster (Config.URL); the bus never lowers the replicas an
-// operator gave the stream.
+// operator gave the stream. The stream's metadata names the queue whose
+// events it records: on a joined NATS a daemon of another queue is refused
+// at start, also when both create the stream at the same instant.
 //
 // # Reading
 //

@@ -4,6 +4,7 @@ package events
 // bus's one publisher goroutine, with what counts as lost.
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -24,9 +25,11 @@ import (
 // full), when NATS refuses it for good, or when it is still not
 // acknowledged a minute after its first try failed: a publish with no ack
 // within 15 s, no stream answering, or the connection down is sent again
-// under its ID meanwhile (resend.go). While NATS reconnects, events wait
-// in the client's 8 MB reconnect buffer. Events counted lost may still be
-// recorded when the buffer is sent on reconnect. Lost is an upper bound.
+// under its ID meanwhile (resend.go); one still unanswered when the stream
+// announces a new leader is sent again at once. While NATS reconnects,
+// events wait in the client's 8 MB reconnect buffer. Events counted lost
+// may still be recorded when the buffer is sent on reconnect. Lost is an
+// upper bound.
 func (b *Bus) Publish(e Event) {
 	if b == nil {
 		return
@@ -165,6 +168,8 @@ func (b *Bus) publisher() {
 			}
 		case <-b.reconf:
 			retry = b.runReconfigure(&tries, b.cfg.settleWait)
+		case <-b.elected:
+			b.resendUnanswered(b.ctx)
 		case <-retry:
 			retry = b.runReconfigure(&tries, askTimeout)
 		case <-b.stop:
@@ -181,9 +186,29 @@ func (b *Bus) publisher() {
 						b.drop(m, errClosed)
 					}
 				default:
+					b.awaitAnswers()
 					return
 				}
 			}
+		}
+	}
+}
+
+// awaitAnswers waits, until Close's deadline, for the stream to answer
+// every event sent. A leader elected meanwhile gets the unanswered ones
+// again at once: a daemon stopped right after the stream's leader moved
+// does not count them lost.
+func (b *Bus) awaitAnswers() {
+	ctx, cancel := context.WithDeadline(context.Background(), b.stopBy)
+	defer cancel()
+	for {
+		select {
+		case <-b.flying.done():
+			return
+		case <-b.elected:
+			b.resendUnanswered(ctx)
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -218,9 +243,8 @@ func (b *Bus) send(m outMsg) {
 		if m.acked != nil {
 			b.acks.Store(m.id, m.acked)
 		}
-		if _, err := b.js.PublishMsgAsync(msg); err != nil {
-			b.failed(msg, err)
-		}
+		b.flying.add(m.id, msg)
+		b.publishAsync(msg)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,18 +23,25 @@ func streamQueue(t *testing.T, js jetstream.JetStream) string {
 	return s.CachedInfo().Config.Metadata[metaQueue]
 }
 
+// startStreamServer runs a standalone JetStream nats-server and returns its
+// URL and a JetStream client of it, to read the stream.
+func startStreamServer(t *testing.T) (string, jetstream.JetStream) {
+	t.Helper()
+	url := startServer(t, server.RANDOM_PORT, t.TempDir()).ClientURL()
+	js, err := jetstream.New(connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, js
+}
+
 // On a joined NATS the stream records which queue's events it holds: one
 // made before streams named their queue is adopted (and says so), the same
 // queue's daemons share it, and another queue's is refused at once in
 // words that name the stream, the NATS and what to do.
 func TestStreamOfAnotherQueueIsRefused(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, server.RANDOM_PORT, t.TempDir())
-	url := srv.ClientURL()
-	js, err := jetstream.New(connect(t, url))
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, js := startStreamServer(t)
 	const adopted = "events: the stream named no queue; it records this queue's events from now on"
 
 	old, _ := openBus(t, Config{URL: url}) // an ingestq that named no queue
@@ -51,7 +60,7 @@ func TestStreamOfAnotherQueueIsRefused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), setupTry)
 	defer cancel()
-	_, err = Open(ctx, Config{URL: url, Queue: "B", QueueAt: "ZooKeeper zk:2181, root /b", Logger: discardLogger()})
+	_, err := Open(ctx, Config{URL: url, Queue: "B", QueueAt: "ZooKeeper zk:2181, root /b", Logger: discardLogger()})
 	if !errors.Is(err, ErrOtherQueue) {
 		t.Fatalf("a daemon of queue B on queue A's NATS: %v, want a refusal (before %v)", err, setupTry)
 	}
@@ -98,5 +107,66 @@ func TestEmbeddedStreamOfAnotherQueueIsTakenOver(t *testing.T) {
 	const took = "events: the data folder's stream recorded another queue's events; it records this queue's from now on (replays leave the older events out)"
 	if n := logs.count(slog.LevelInfo, took); n != 1 {
 		t.Errorf("%d %q lines, want 1", n, took)
+	}
+}
+
+// Two daemons that open their buses at the same instant on a NATS with no
+// stream yet. Two queues': exactly one creates the stream, naming its
+// queue; the other is refused at once, as when the stream was there before,
+// and the stream goes on naming the winner. One queue's, listing their
+// ZooKeeper servers apart: both run. Many rounds, for the race.
+func TestDaemonsCreatingTheStreamAtOnce(t *testing.T) {
+	t.Parallel()
+	url, js := startStreamServer(t)
+	// atOnce opens a bus of each queue at the same instant and closes
+	// those that opened.
+	atOnce := func(queues, at []string) []error {
+		start := make(chan struct{})
+		buses, errs := make([]*Bus, len(queues)), make([]error, len(queues))
+		var wg sync.WaitGroup
+		for i := range queues {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+				defer cancel()
+				<-start
+				buses[i], errs[i] = Open(ctx, Config{URL: url, Queue: queues[i], QueueAt: at[i], Logger: discardLogger()})
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, b := range buses {
+			if b != nil {
+				_ = b.Close()
+			}
+		}
+		return errs
+	}
+	queues, at := []string{"A", "B"}, []string{"ZooKeeper zk:2181, root /a", "ZooKeeper zk:2181, root /b"}
+	for round := range 30 {
+		errs := atOnce(queues, at)
+		won := slices.IndexFunc(errs, func(err error) bool { return err == nil })
+		if won < 0 || errs[1-won] == nil {
+			t.Fatalf("round %d: two queues creating the stream at once: %v; want one refused", round, errs)
+		}
+		refusal := errs[1-won].Error()
+		for _, want := range []string{"it records the events of another queue", DefaultStream, url, at[won], at[1-won], "NATS account"} {
+			if !errors.Is(errs[1-won], ErrOtherQueue) || !strings.Contains(refusal, want) {
+				t.Fatalf("round %d: the refusal of queue %s: %v; want it to say %q", round, queues[1-won], refusal, want)
+			}
+		}
+		if got := streamQueue(t, js); got != queues[won] {
+			t.Fatalf("round %d: queue %s's daemon runs, the stream names queue %q", round, queues[won], got)
+		}
+		if err := js.DeleteStream(t.Context(), DefaultStream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 10 {
+		if errs := atOnce([]string{"A", "A"}, []string{"ZooKeeper zk1:2181, root /a", "ZooKeeper zk2:2181, root /a"}); errs[0] != nil || errs[1] != nil {
+			t.Fatalf("round %d: two daemons of one queue creating the stream at once: %v; want both to run", round, errs)
+		}
+		if err := js.DeleteStream(t.Context(), DefaultStream); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

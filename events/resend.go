@@ -6,12 +6,19 @@ package events
 // good (a walk-through lost 40 to 210 of 1,200 when it killed the leading
 // host). The same ID is sent again: JetStream keeps one copy per ID within
 // its duplicate window (two minutes), so a resend of an event that did
-// land is dropped, and acknowledged as a duplicate.
+// land is dropped, and acknowledged as a duplicate. A publish that reaches
+// the stream while its leadership moves is dropped unanswered: when the
+// stream announces its new leader, what is unanswered is sent again at
+// once, not after its 15 s ack timeout.
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,16 +60,17 @@ func retryable(err error) bool {
 }
 
 // failed handles a publish that JetStream did not acknowledge: sent again
-// after a pause while it may still land, else counted lost.
+// after a pause while it may still land, else counted lost. A copy's
+// failure while another copy is on its way is left to that one's answer.
 func (b *Bus) failed(m *nats.Msg, err error) {
 	id := m.Header.Get(jetstream.MsgIDHeader)
-	if retryable(err) && !b.closing.Load() && b.scheduleResend(m, id) {
-		return
-	}
-	if !b.settled.Load() {
+	b.flying.failed(id, m, func() {
+		if retryable(err) && !b.closing.Load() && b.scheduleResend(m, id) {
+			return
+		}
 		b.lose(err)
-	}
-	b.resolved(id)
+		b.resolved(id)
+	})
 }
 
 // resolved ends event id's way: acknowledged, or counted lost. It is sent
@@ -123,6 +131,204 @@ func (b *Bus) pausingLost() int {
 	})
 	return n
 }
+
+// answered handles the stream's acknowledgement of m: its event is
+// recorded. The first of its copies' acknowledgements counts.
+func (b *Bus) answered(m *nats.Msg) {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	b.flying.acked(id, func() {
+		b.published.Add(1)
+		b.resolved(id)
+	})
+}
+
+// publishAsync sends m, a copy of its event, to JetStream; an error is
+// handled as its failure, and returned.
+func (b *Bus) publishAsync(m *nats.Msg) error {
+	_, err := b.js.PublishMsgAsync(m)
+	if err != nil {
+		b.failed(m, err)
+	}
+	return err
+}
+
+// leaderElected asks the publisher to send again what the stream has not
+// answered: it has a new leader ($JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED).
+func (b *Bus) leaderElected(*nats.Msg) {
+	select {
+	case b.elected <- struct{}{}:
+	default:
+	}
+}
+
+// resendUnanswered sends again at once, under its ID, every event sent and
+// not answered, once the stream's new leader takes events: a publish that
+// reached the stream while its leadership moved was dropped, and would wait
+// out its 15 s ack timeout. A copy that did land is dropped as a duplicate.
+// The stream's leader subscribes only after it announces itself, so the
+// copies wait until it takes this server's publishes (a probe), at most a
+// request's time; else the ack timeouts send them again. It runs on the
+// publisher goroutine, also while Close waits for acknowledgements.
+func (b *Bus) resendUnanswered(ctx context.Context) {
+	if b.flying.len() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	if err := b.waitStreamTakes(ctx); err != nil {
+		b.log.Debug("events: the stream has a new leader, which takes no event from this server yet; "+
+			"its unanswered events wait for their ack timeout", "err", err)
+		return
+	}
+	n := 0
+	for _, m := range b.flying.all() {
+		again := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header}
+		if !b.flying.again(m.Header.Get(jetstream.MsgIDHeader), again) {
+			continue // answered meanwhile
+		}
+		err := b.publishAsync(again)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			break // 4,000 unanswered: each copy would wait 200 ms; the rest wait for their timeout
+		}
+		if err == nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	b.resentAtElection.Add(uint64(n))
+	b.log.Info("events: the stream has a new leader; sent again at once the events it had not acknowledged", "events", n)
+}
+
+// flights are the events sent and not yet answered, each with its copies
+// on their way (one, or more once sent again at a leader change). The
+// first acknowledgement of any copy ends the event's flight: one count,
+// one waiter told; a later answer (the first copy's timeout) is ignored. A
+// copy that fails while another is out is left to the other (a copy
+// refused as "in process" while the one before it is being stored).
+type flights struct {
+	mu     sync.Mutex
+	events map[string]*flight // by event ID
+	sent   uint64             // events added so far
+	idle   chan struct{}      // closed once events is empty; nil while nobody waits
+}
+
+type flight struct {
+	order  uint64 // its place in the order sent
+	copies []*nats.Msg
+}
+
+// add records m as event id's copy on its way.
+func (f *flights) add(id string, m *nats.Msg) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.events == nil {
+		f.events = map[string]*flight{}
+	}
+	if e := f.events[id]; e != nil {
+		e.copies = append(e.copies, m)
+		return
+	}
+	f.sent++
+	f.events[id] = &flight{order: f.sent, copies: []*nats.Msg{m}}
+}
+
+// again records m as one more copy of event id, if it is still on its
+// way, and tells whether it was.
+func (f *flights) again(id string, m *nats.Msg) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.events[id]
+	if e == nil {
+		return false
+	}
+	e.copies = append(e.copies, m)
+	return true
+}
+
+// acked ends event id's flight on an acknowledgement of any of its copies,
+// if it is on its way, after count: whoever waits until none is on its way
+// finds it counted.
+func (f *flights) acked(id string, count func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.events[id] != nil {
+		count()
+		f.end(id)
+	}
+}
+
+// failed takes m, a copy of event id, off its way. When it was the last
+// one, the event's failure is handled, then its flight ends.
+func (f *flights) failed(id string, m *nats.Msg, handle func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.events[id]
+	if e == nil || !slices.Contains(e.copies, m) {
+		return
+	}
+	if len(e.copies) > 1 {
+		e.copies = slices.DeleteFunc(e.copies, func(c *nats.Msg) bool { return c == m })
+		return
+	}
+	handle()
+	f.end(id)
+}
+
+// settle ends every flight, for Close, and returns how many there were:
+// answers coming later are ignored.
+func (f *flights) settle() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.events)
+	for id := range f.events {
+		f.end(id)
+	}
+	return n
+}
+
+// end forgets event id; f.mu is held.
+func (f *flights) end(id string) {
+	delete(f.events, id)
+	if len(f.events) == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *flights) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.events)
+}
+
+// all returns a copy of each event on its way, in the order they were sent.
+func (f *flights) all() []*nats.Msg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	es := slices.SortedFunc(maps.Values(f.events), func(a, b *flight) int { return cmp.Compare(a.order, b.order) })
+	out := make([]*nats.Msg, len(es))
+	for i, e := range es {
+		out[i] = e.copies[0]
+	}
+	return out
+}
+
+// done is closed once no event is on its way.
+func (f *flights) done() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.events) == 0 {
+		return closedChan
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	return f.idle
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // count counts a sync.Map's entries.
 func count(m *sync.Map) int {

@@ -90,3 +90,51 @@ func TestResendWarningSaysCredentialsRefused(t *testing.T) {
 		t.Errorf("resend warning %q: want it to say NATS refuses the credentials", got)
 	}
 }
+
+// An event sent again at a leader change has two copies on their way: the
+// first answer of either ends it, once; a copy refused while the other is
+// out leaves it to the other; answers after its end are ignored; the last
+// copy's failure is the event's. Whoever waits until none is on its way
+// finds each counted.
+func TestFlightEndsOnceWhicheverCopyAnswers(t *testing.T) {
+	t.Parallel()
+	var f flights
+	acked, failed := 0, 0
+	ack := func() { acked++ }
+	fail := func() { failed++ }
+	first, again := &nats.Msg{}, &nats.Msg{}
+	f.add("e1", first)
+	if !f.again("e1", again) {
+		t.Fatal("a copy of an event on its way was not taken")
+	}
+	done := f.done()
+	f.failed("e1", again, fail) // refused "in process" while the first is stored
+	f.acked("e1", ack)
+	f.acked("e1", ack)
+	receive(t, done, "no event on its way")
+	f.failed("e1", first, fail) // its timeout
+	if acked != 1 || failed != 0 || f.again("e1", &nats.Msg{}) {
+		t.Errorf("an event with two copies: counted %d times, failed %d times, or taken again after its end; want once, never, no", acked, failed)
+	}
+	f.add("e2", first)
+	f.failed("e2", first, fail)
+	if failed != 1 || f.len() != 0 {
+		t.Errorf("the failure of an event's only copy handled %d times, %d on their way; want once, none", failed, f.len())
+	}
+}
+
+// A NATS user not allowed to hear the stream's leader elections gets one
+// warning that says what it costs, and its events are recorded as before.
+func TestLeaderElectionsDeniedSaysSo(t *testing.T) {
+	t.Parallel()
+	ns := runServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		NoSigs: true, NoLog: true, Users: []*server.User{{Username: "ingestq", Password: "pw", Permissions: &server.Permissions{
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.EVENT.>"}}}}}})
+	bus, rec := openBus(t, Config{URL: "nats://ingestq:pw@" + ns.Addr().String()})
+	waitFor(t, "the warning", func() bool { return rec.warned("does not let this daemon hear") != "" })
+	bus.Publish(Event{Kind: KindJob, JobID: "jid-denied", To: "Pending"})
+	flush(t, bus)
+	if s := bus.Stats(); s.Published != 1 {
+		t.Errorf("a daemon denied the leader elections: %+v, want its event recorded", s)
+	}
+}

@@ -52,7 +52,7 @@ func (p *Pipeline) notify(ctx context.Context, s *reactor.Step) (reactor.Result,
 		if j.Inventory != nil && j.Inventory.Unchanged {
 			cb.Unchanged, cb.Version = true, j.Inventory.Version
 		}
-		if err := notify.Callback(ctx, p.http.HTTP(), prof.Callback, cb); err != nil {
+		if err := notify.Callback(ctx, p.operator.HTTP(), prof.Callback, cb); err != nil {
 			if ctx.Err() != nil {
 				return reactor.Result{}, ctx.Err()
 			}

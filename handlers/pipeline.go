@@ -55,7 +55,7 @@ type Config struct {
 	// it. "" (no HTTP server) gives file: URLs, readable on this host only.
 	Advertise string
 
-	Fetch  fetch.Config   // the HTTP client of downloads, callbacks and HTTP endpoints
+	Fetch  fetch.Config   // the HTTP client of downloads (Allow: where a depositor's URL may reach), callbacks and HTTP endpoints
 	Mailer *notify.Mailer // nil: reports are not e-mailed
 
 	PerJob        int           // parallel downloads of one job; default 4
@@ -77,10 +77,12 @@ type Pipeline struct {
 	cfg       Config
 	q         *queue.Queue
 	log       *slog.Logger
-	http      *fetch.Client         // http(s) only
-	backEnd   *retryablehttp.Client // http.BackEnd: the storage and inventory services'
-	local     *fetch.Client         // also file://, for profiles that allow local files
+	http      *fetch.Client         // depositors' URLs: http(s) only
+	local     *fetch.Client         // depositors' URLs: also file://, for profiles that allow local files
+	operator  *fetch.Client         // the operator's own services, at any address: callbacks
+	backEnd   *retryablehttp.Client // operator.BackEnd: the storage and inventory services'
 	minter    *mint.Minter
+	minting   sync.Mutex // one mintUnused walk at a time
 	inventory inventory.Handle
 	work      string
 
@@ -140,11 +142,15 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	p.closing, p.stop = context.WithCancel(context.Background())
 	fc := cfg.Fetch
 	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)
-	fc.AllowFile = false
+	fc.AllowFile, fc.AnyAddress = false, false
 	p.http = fetch.New(fc)
-	p.backEnd = p.http.BackEnd()
 	fc.AllowFile = true
 	p.local = fetch.New(fc)
+	// The profiles' callbacks, storage and inventory are the operator's
+	// settings, not a depositor's: they may be on the operator's network.
+	fc.AllowFile, fc.AnyAddress = false, true
+	p.operator = fetch.New(fc)
+	p.backEnd = p.operator.BackEnd()
 	if err := os.MkdirAll(p.work, 0o750); err != nil {
 		return nil, fmt.Errorf("handlers: working folder: %w", err)
 	}

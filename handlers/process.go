@@ -115,7 +115,7 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	case found != "":
 		ids.PrimaryID = found
 	case ids.PrimaryID == "":
-		ark, err := p.mintUnused(ctx, j.ID, prof, inv)
+		ark, err := p.mintUnused(ctx, j, prof, inv)
 		if err != nil {
 			return nil, false, err
 		}
@@ -301,29 +301,46 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, rec *digests, 
 // so far behind the storage that an operator should look (decision 255).
 const maxMintSkips = 10_000
 
-// mintUnused mints job jid's ARK, passing over any that already names an
+// mintUnused mints job j's ARK, passing over any that already names an
 // object in the profile's inventory or its primary storage. The counter
 // lives in ZooKeeper: a queue made anew over kept storage and inventory (a
 // ZooKeeper data folder thrown away) starts it again, and its first ARKs
 // would make an unrelated deposit the next version of an object already
 // stored. Each ARK passed over stays used (the counter never goes back), so
-// it is passed over once. Nothing is stored under a freshly minted ARK
-// before the job's own Storing, so a mint tried again (its record kept)
-// never finds its own job's object.
-func (p *Pipeline) mintUnused(ctx context.Context, jid string, prof *profile.Profile, inv inventory.Inventory) (string, error) {
+// it is passed over once.
+//
+// A ZooKeeper restored from an older snapshot brings back jobs that had
+// stored their objects, without their ARKs, and the counter as it was. An
+// ARK whose stored version this very deposit made (its version message) is
+// the job's own: taken, so storing it again makes no new version and no
+// second object. One passed over that another job of the queue stored is
+// given back to that job. One walk at a time in a daemon, so that a job
+// given its ARK has it before it mints.
+func (p *Pipeline) mintUnused(ctx context.Context, j *queue.Job, prof *profile.Profile, inv inventory.Inventory) (string, error) {
+	own, err := p.depositOf(ctx, j)
+	if err != nil {
+		return "", err
+	}
+	p.minting.Lock()
+	defer p.minting.Unlock()
 	for skipped := 0; ; skipped++ {
-		ark, err := p.minter.Mint(ctx, jid, prof.NAAN, prof.Shoulder)
+		ark, err := p.minter.Mint(ctx, j.ID, prof.NAAN, prof.Shoulder)
 		if err != nil {
 			return "", fmt.Errorf("minting: %w", err)
 		}
-		used, err := p.arkInUse(ctx, prof, inv, ark)
+		used, made, err := p.arkInUse(ctx, prof, inv, ark)
 		if err != nil {
 			return "", err
 		}
+		if made == own {
+			p.log.Warn("minting: this job already stored its object under this ARK, which ZooKeeper no longer had (restored from an older snapshot?); it is taken again",
+				"job", j.ID, "ark", ark)
+			return ark, nil
+		}
 		if !used {
 			if skipped > 0 {
-				p.log.Warn("minting: passed over ARKs already in use (the minter's counter in ZooKeeper was behind the storage: a new queue over old storage?)",
-					"job", jid, "skipped", skipped, "ark", ark)
+				p.log.Warn("minting: passed over ARKs already in use (the minter's counter in ZooKeeper was behind the storage: a new queue over old storage, or ZooKeeper restored from an older snapshot?)",
+					"job", j.ID, "skipped", skipped, "ark", ark)
 			}
 			return ark, nil
 		}
@@ -331,21 +348,52 @@ func (p *Pipeline) mintUnused(ctx context.Context, jid string, prof *profile.Pro
 			return "", reactor.Fatal(fmt.Errorf("minting: %d ARKs in a row, up to %s, already name stored objects: the minter's counter "+
 				"(%s/%s in ZooKeeper) is far behind the storage; give the profile a new shoulder, or look at the queue's history", skipped+1, ark, prof.NAAN, prof.Shoulder))
 		}
-		if err := p.minter.Forget(ctx, jid); err != nil { // the next Mint advances the counter
+		p.giveBack(ctx, ark, made)
+		if err := p.minter.Forget(ctx, j.ID); err != nil { // the next Mint advances the counter
 			return "", fmt.Errorf("minting: %w", err)
 		}
 	}
 }
 
+// giveBack records ark as the minted ARK of the job whose deposit made its
+// stored version (made, the version's message), when that job is in the
+// queue, is that deposit (the same batch and creation time) and has no ARK
+// yet: its Processing then takes it instead of minting another. A job that
+// minted another meanwhile is told in the log: its object may be stored
+// under both.
+func (p *Pipeline) giveBack(ctx context.Context, ark, made string) {
+	rest, ok := strings.CutPrefix(made, depositMessagePrefix)
+	if !ok {
+		return // no deposit's version: an import's, a service's
+	}
+	jid, _, _ := strings.Cut(rest, " ")
+	x, err := p.q.LoadJob(ctx, jid)
+	if err != nil || depositMessage(x, x.Created) != made || x.Identifiers != nil && x.Identifiers.PrimaryID != "" {
+		return // another queue's job, gone, or identified: nothing to give
+	}
+	have, err := p.minter.Give(ctx, jid, ark)
+	switch {
+	case err != nil:
+		p.log.Warn("minting: could not give a stored object's ARK back to the job that stored it", "job", jid, "ark", ark, "err", err)
+	case have != ark:
+		p.log.Error("minting: a job that stored its object before ZooKeeper lost its states has minted another ARK since: "+
+			"its object may be stored under both (ingestq object ARK)", "job", jid, "stored_as", ark, "minted", have)
+	default:
+		p.log.Warn("minting: gave a stored object's ARK back to the job that stored it (ZooKeeper restored from an older snapshot?)", "job", jid, "ark", ark)
+	}
+}
+
 // arkInUse tells whether ark names an object in the profile's inventory or
-// in its primary storage target.
-func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inventory.Inventory, ark string) (bool, error) {
-	if found, err := inInventory(ctx, inv, ark); found || err != nil {
-		return found, p.inventoryOut(prof, wrapIf(err, "minting: is %s in the inventory", ark))
+// in its primary storage target, and the message of the primary's latest
+// version of it, which names the deposit that made it ("" for none).
+func (p *Pipeline) arkInUse(ctx context.Context, prof *profile.Profile, inv inventory.Inventory, ark string) (used bool, made string, err error) {
+	used, err = inInventory(ctx, inv, ark)
+	if err != nil {
+		return false, "", p.inventoryOut(prof, fmt.Errorf("minting: is %s in the inventory: %w", ark, err))
 	}
 	primary := p.targets(prof)[0]
-	found, err := p.inStorage(ctx, primary, ark)
-	return found, p.storageOut(primary, wrapIf(err, "minting: is %s in storage", ark))
+	v, stored, err := p.inStorage(ctx, primary, ark)
+	return used || stored, v.Message, p.storageOut(primary, wrapIf(err, "minting: is %s in storage", ark))
 }
 
 // wrapIf is fmt.Errorf(format+": %w", args..., err), or nil for no err.

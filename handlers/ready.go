@@ -19,7 +19,7 @@ const probeARK = "ark:/99999/ingestq-readiness-probe"
 func (p *Pipeline) CheckStorage(ctx context.Context) error {
 	var errs []error
 	for i, t := range p.cfg.Storage {
-		if _, err := p.inStorage(ctx, t, probeARK); err != nil {
+		if _, _, err := p.inStorage(ctx, t, probeARK); err != nil {
 			errs = append(errs, fmt.Errorf("target %d of %d: %w", i+1, len(p.cfg.Storage), err))
 		}
 	}
@@ -48,17 +48,18 @@ func (p *Pipeline) CheckWork(context.Context) error {
 	return nil
 }
 
-// inStorage tells whether storage target holds ark; "not found" is an
-// answer, any other error is not.
-func (p *Pipeline) inStorage(ctx context.Context, target, ark string) (bool, error) {
+// inStorage tells whether storage target holds ark, and its latest
+// version; "not found" is an answer, any other error is not.
+func (p *Pipeline) inStorage(ctx context.Context, target, ark string) (storage.Version, bool, error) {
+	var v storage.Version
 	st, err := p.store(ctx, target)
 	if err == nil {
-		_, err = st.Latest(ctx, ark)
+		v, err = st.Latest(ctx, ark)
 	}
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+		return v, false, nil
 	}
-	return err == nil, err
+	return v, err == nil, err
 }
 
 // inInventory tells whether inv holds ark; "not found" is an answer, any

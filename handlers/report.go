@@ -38,7 +38,7 @@ func (p *Pipeline) Report(ctx context.Context, b *queue.Batch, r reactor.Report)
 	}
 	refused := false
 	if prof.ReportCallback != "" && !r.Sent["callback"] {
-		if err := notify.Callback(ctx, p.http.HTTP(), prof.ReportCallback, newReportCallback(b, r)); err != nil {
+		if err := notify.Callback(ctx, p.operator.HTTP(), prof.ReportCallback, newReportCallback(b, r)); err != nil {
 			errs = append(errs, fmt.Errorf("report %w", err)) // "report callback URL: …"
 			refused = notify.Permanent(err)
 		} else {

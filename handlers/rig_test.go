@@ -55,6 +55,8 @@ type rig struct {
 	content *content
 	p       *handlers.Pipeline
 	prof    *profile.Profile
+	zk      string // a ZooKeeper of the test's own (newRigOn); "" for the shared one
+	stop    func() // stops the daemon start started last
 
 	mu      sync.Mutex
 	batches map[string]chan events.Event // bid → its batch events
@@ -65,6 +67,12 @@ type rig struct {
 type rigOption func(*handlers.Config, *reactor.Config)
 
 func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
+	t.Helper()
+	return newRigOn(t, "", prof, opts...)
+}
+
+// newRigOn is newRig on the ZooKeeper at addr ("" for the shared one).
+func newRigOn(t testing.TB, addr string, prof *profile.Profile, opts ...rigOption) *rig {
 	t.Helper()
 	level := slog.LevelInfo
 	if _, bench := t.(*testing.B); bench {
@@ -79,7 +87,7 @@ func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 	if prof == nil {
 		prof = profile.Default()
 	}
-	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof,
+	r := &rig{t: t, root: zktest.Root(t), data: t.TempDir(), bus: bus, log: log, content: newContent(t), prof: prof, zk: addr,
 		batches: map[string]chan events.Event{}, reached: map[string]events.Event{}, jobs: map[string][]events.Event{}}
 	r.qs = r.session()
 	r.q = r.queue(r.qs)
@@ -99,13 +107,24 @@ func newRig(t testing.TB, prof *profile.Profile, opts ...rigOption) *rig {
 	return r
 }
 
-func (r *rig) session() *zkwatch.Session { return queuetest.Session(r.t, r.log) }
+func (r *rig) session() *zkwatch.Session {
+	if r.zk == "" {
+		return queuetest.Session(r.t, r.log)
+	}
+	s, err := zkwatch.Dial(r.t.Context(), zkwatch.Config{Servers: []string{r.zk}, SessionTimeout: zktest.SessionTimeout, Logger: r.log})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(s.Close)
+	return s
+}
 
 func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
 	return queuetest.Queue(r.t, s, r.root, r.log)
 }
 
-// start runs the ingest pipeline in a reactor until the test ends.
+// start runs the ingest pipeline in a reactor until the test ends, or
+// until r.stop stops it.
 func (r *rig) start(opts ...rigOption) {
 	s := r.session()
 	q := r.queue(s)
@@ -117,7 +136,8 @@ func (r *rig) start(opts ...rigOption) {
 	// One host name for both, as a daemon has: the pipeline records it as
 	// the holder of a job's files, the reactor works the jobs it holds.
 	hc := handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log, Host: "test",
-		Fetch:         fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second},
+		Fetch: fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second,
+			Allow: fetch.Loopback}, // the test's content server
 		ProvisionWait: 50 * time.Millisecond}
 	rc := reactor.Config{Queue: q, Session: s, Bus: r.bus, Host: "test", Backoff: 5 * time.Millisecond,
 		Attempts: 2, Grace: 5 * time.Second, Logger: r.log}
@@ -161,13 +181,14 @@ func (r *rig) start(opts ...rigOption) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	r.t.Cleanup(func() {
+	r.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			r.t.Errorf("reactor: %v", err)
 		}
 		_ = p.Close()
 	})
+	r.t.Cleanup(r.stop)
 }
 
 // withStorage sets the daemon's storage targets, the primary first.

@@ -36,14 +36,12 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	if err != nil {
 		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
 	}
-	created := j.Created
-	if created.IsZero() { // a view handed on from step to step here, never read
-		if created, err = p.q.JobCreated(ctx, j.ID); err != nil {
-			return reactor.Result{}, err
-		}
+	msg, err := p.depositOf(ctx, j)
+	if err != nil {
+		return reactor.Result{}, err
 	}
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
-		Fence: p.storageFence(ark), Describing: depositFiles, Message: depositMessage(j, created)}
+		Fence: p.storageFence(ark), Describing: depositFiles, Message: msg}
 	var kept storedVersion
 	err = p.underLock(ctx, "storage", ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
 		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
@@ -92,6 +90,19 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 // own version even when another deposit's came after it (ocfl.Store.Put).
 func depositMessage(j *queue.Job, created time.Time) string {
 	return fmt.Sprintf(depositMessagePrefix+"%s of batch %s, created %s", j.ID, j.BatchID, created.UTC().Format(time.RFC3339Nano))
+}
+
+// depositOf is the depositMessage of job j, its creation time read from
+// ZooKeeper when j is a view handed on from step to step here.
+func (p *Pipeline) depositOf(ctx context.Context, j *queue.Job) (string, error) {
+	created := j.Created
+	if created.IsZero() {
+		var err error
+		if created, err = p.q.JobCreated(ctx, j.ID); err != nil {
+			return "", err
+		}
+	}
+	return depositMessage(j, created), nil
 }
 
 // depositMessagePrefix begins every depositMessage.

@@ -50,13 +50,15 @@ func (p *Pipeline) usable(j *queue.Job) bool {
 }
 
 // filesHere tells whether this host has the job's downloaded files: its
-// recorded folder is usable here, or (a job downloaded before folders were
-// recorded) its folder is here.
+// recorded folder is usable here (or, a job downloaded before folders were
+// recorded, its folder is here), and it is there: a working area lost (a
+// disk replaced) or a ZooKeeper restored to before Notify removed it has
+// the job's earlier steps run again too.
 func (p *Pipeline) filesHere(j *queue.Job) bool {
-	if j.Config.WorkingDir != "" {
-		return p.usable(j)
+	if j.Config.WorkingDir != "" && !p.usable(j) {
+		return false
 	}
-	_, err := os.Stat(filepath.Join(p.work, j.ID))
+	_, err := os.Stat(p.workDir(j))
 	return err == nil
 }
 
@@ -99,8 +101,8 @@ func (p *Pipeline) adopting(s queue.State, h reactor.JobHandler) reactor.JobHand
 		if p.filesHere(j) {
 			return h.Handle(ctx, st)
 		}
-		p.log.Info("taking over a job whose files are on another host: running its earlier steps again here",
-			"job", j.ID, "state", s, "files_on", j.Config.WorkingHost)
+		p.log.Info("taking over a job whose files are on another host, or whose working folder is gone: running its earlier steps again here",
+			"job", j.ID, "state", s, "files_on", j.Config.WorkingHost, "folder", p.workDir(j))
 		at := slices.Index(reactor.JobStates, s)
 		for _, e := range p.earlier() {
 			if slices.Index(reactor.JobStates, e.state) >= at {

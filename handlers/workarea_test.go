@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +107,38 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 	}
 	if got := ops.WorkGone(done); !strings.Contains(got, "by the daemon on test") {
 		t.Errorf("show of the completed job says its working folder is %q, want it to name the daemon on test", got)
+	}
+}
+
+// A job whose working folder is lost after Downloading (the working disk
+// replaced, a ZooKeeper restored to before Notify removed the folder) runs
+// its earlier steps again on this host at its next step, as a job taken
+// over from a dead host does, and completes with one version. Before, the
+// step failed the job: "the object has no files" in Processing, "storage
+// manifest: … (requeue the job from Processing)" in Storing, and a requeue
+// failed it again.
+func TestLostWorkingFolderIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	for _, state := range []queue.State{queue.Processing, queue.Storing, queue.Recording} {
+		t.Run(string(state), func(t *testing.T) {
+			t.Parallel()
+			var lost sync.Once
+			r := newRig(t, nil, beforeStep(state, func(j *queue.Job) {
+				lost.Do(func() {
+					if j.Config.WorkingDir == "" {
+						t.Error("no working folder recorded")
+					}
+					if err := os.RemoveAll(j.Config.WorkingDir); err != nil {
+						t.Error(err)
+					}
+				})
+			}))
+			obj := object{"a.txt": []byte("kept through a lost working folder\n")}
+			j := r.deposit("/lost.checkm", obj)
+			ark := r.checkStored(j, obj)
+			if v, err := r.p.Primary().Latest(t.Context(), ark); err != nil || v.Number != 1 {
+				t.Errorf("%s: version %d (%v); want one version", ark, v.Number, err)
+			}
+		})
 	}
 }

@@ -384,7 +384,9 @@ func launchDaemon(t testing.TB, c daemonConfig) *daemon {
 	}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.Env = append(env, "GORACE=halt_on_error=0")
+	// The tests serve payloads on this host; a variable, not --fetch-allow, which
+	// the upgrade test's previous release does not know.
+	d.cmd.Env = append(env, "GORACE=halt_on_error=0", "INGESTQ_FETCH_ALLOW=127.0.0.0/8")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", c.Host, err)

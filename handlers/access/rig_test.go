@@ -107,7 +107,8 @@ func (r *rig) start(c rigConfig) {
 		r.t.Fatal(err)
 	}
 	p, err := handlers.New(r.t.Context(), handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log, Storage: c.storage,
-		Fetch: fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second}})
+		Fetch: fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second,
+			Allow: fetch.Loopback}}) // the test's content server
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -23,7 +24,13 @@ type Config struct {
 	Timeout   time.Duration // how long a request may move no byte (sending it, awaiting or reading its answer), default 60s
 	PerHost   int           // concurrent requests per host across the Client, default 8
 	AllowFile bool          // allow file:// URLs (local files); otherwise only http and https
-	Logger    *slog.Logger  // nil: no logging
+	// A depositor's URL reaches only public addresses and the loopback
+	// and private ranges in Allow; link-local, cloud metadata, unspecified,
+	// broadcast and multicast addresses never (reach.go). AnyAddress lifts
+	// this, for the operator's own services (storage, inventory, callbacks).
+	Allow      []netip.Prefix
+	AnyAddress bool
+	Logger     *slog.Logger // nil: no logging
 }
 
 // Defaults are the settings a zero Config field gets; the CLI's flags show
@@ -60,7 +67,8 @@ type Client struct {
 // New returns a Client for cfg.
 func New(cfg Config) *Client {
 	cfg = cfg.withDefaults()
-	lim := &limiter{base: stall.Transport(newTransport(cfg), cfg.Timeout), perHost: cfg.PerHost, sems: map[string]chan struct{}{}}
+	lim := &limiter{base: stall.Transport(newTransport(cfg), cfg.Timeout), perHost: cfg.PerHost, sems: map[string]chan struct{}{},
+		allow: cfg.Allow, guard: !cfg.AnyAddress}
 	c := &Client{cfg: cfg, lim: lim}
 	c.rc = c.retrying(cfg.Attempts)
 	return c

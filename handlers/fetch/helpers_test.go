@@ -118,8 +118,12 @@ func stallAfter(w http.ResponseWriter, r *http.Request, data []byte, n int, done
 	}
 }
 
-// testClient retries fast; Timeout stays long unless a test is about stalls.
+// testClient retries fast and reaches the test servers (loopback); Timeout
+// stays long unless a test is about stalls.
 func testClient(cfg Config) *Client {
+	if cfg.Allow == nil {
+		cfg.Allow = Loopback
+	}
 	if cfg.MinWait == 0 {
 		cfg.MinWait = time.Millisecond
 	}

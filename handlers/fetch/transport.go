@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,10 +24,16 @@ type limiter struct {
 	sems map[string]chan struct{}
 
 	onQueue func() // tests: called when a request has to wait for a slot
+
+	allow []netip.Prefix // a depositor's URLs: the ranges besides public ones they may name
+	guard bool           // false: any address (Config.AnyAddress)
 }
 
 func newTransport(cfg Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	if !cfg.AnyAddress {
+		guardDialer(dialer, cfg.Allow)
+	}
 	return &http.Transport{
 		Proxy:             http.ProxyFromEnvironment,
 		DialContext:       dialer.DialContext,
@@ -57,6 +64,14 @@ func (l *limiter) sem(host string) chan struct{} {
 }
 
 func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if l.guard {
+		if err := checkLiteral(req, l.allow); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+	}
 	sem := l.sem(req.URL.Host)
 	select {
 	case sem <- struct{}{}:

@@ -13,6 +13,7 @@ import (
 type Counters interface {
 	Mint(ctx context.Context, counter, jid string, format func(n uint64) string) (string, error)
 	ForgetMinted(ctx context.Context, jid string) error
+	GiveMinted(ctx context.Context, jid, value string) (string, error)
 	MintedJobs(ctx context.Context) ([]string, error)
 }
 
@@ -68,6 +69,13 @@ func (m *Minter) Mint(ctx context.Context, jid, naan, shoulder string) (string, 
 // Forget deletes jid's minting record once its job is done; the ARK itself
 // stays used, since the counter never goes back. A missing record is fine.
 func (m *Minter) Forget(ctx context.Context, jid string) error { return m.c.ForgetMinted(ctx, jid) }
+
+// Give records ark as jid's ARK unless jid has one; it returns the ARK jid
+// has then. It is how an ARK minted for a job, whose record ZooKeeper lost
+// (restored from an older snapshot), goes back to that job.
+func (m *Minter) Give(ctx context.Context, jid, ark string) (string, error) {
+	return m.c.GiveMinted(ctx, jid, ark)
+}
 
 // turn returns the semaphore of counter.
 func (m *Minter) turn(counter string) chan struct{} {

@@ -116,6 +116,9 @@ func (m *Metrics) links(cfg Config) {
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
 				Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
 				func() float64 { return float64(b.Stats().Retried) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_resent_at_election_total",
+				Help: "Events sent again at once, unacknowledged when the stream announced a new leader (not in ingestq_events_retried_total)."},
+				func() float64 { return float64(b.Stats().ResentAtElection) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_waiting",
 				Help: "Events not yet acknowledged by the stream: queued, sent, or waiting to be sent again."},
 				func() float64 { return float64(b.Stats().Waiting) }))

@@ -154,6 +154,26 @@ func (q *Queue) ForgetMinted(ctx context.Context, jid string) error {
 	return nil
 }
 
+// GiveMinted records value as jid's minted value unless jid has one; it
+// returns the value jid has then.
+func (q *Queue) GiveMinted(ctx context.Context, jid, value string) (string, error) {
+	if err := checkOwnName(jid, "job id"); err != nil {
+		return "", err
+	}
+	if err := q.ensureDirs(ctx, mintedDir); err != nil {
+		return "", err
+	}
+	err := q.commit(ctx, []op{create(q.Path(mintedDir+"/"+jid), []byte(value))})
+	if errors.Is(err, zk.ErrNodeExists) {
+		have, _, err := q.Minted(ctx, jid)
+		return have, err
+	}
+	if err != nil {
+		return "", fmt.Errorf("mint: record %s for %s: %w", value, jid, err)
+	}
+	return value, nil
+}
+
 // MintedJobs lists the jobs with a minting record, sorted.
 func (q *Queue) MintedJobs(ctx context.Context) ([]string, error) {
 	return q.sortedChildren(ctx, mintedDir)

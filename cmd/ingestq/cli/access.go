@@ -165,7 +165,7 @@ func (a *app) accessProgress(ctx context.Context, q *queue.Queue, v ops.AccessVi
 		return
 	}
 	if h, err := a.ops(q).AccessHold(ctx, v.Queue); err == nil && h != nil {
-		fmt.Fprintf(a.stderr, "note: %s\n", accessHeld{*h})
+		a.note("%s", accessHeld{*h})
 	}
 }
 
@@ -221,7 +221,7 @@ func (a *app) noteAccessHolds(ctx context.Context, q *queue.Queue, list []ops.Ac
 			continue
 		}
 		if h, err := a.ops(q).AccessHold(ctx, name); err == nil && h != nil {
-			fmt.Fprintf(a.stderr, "note: %s\n", accessHeld{*h})
+			a.note("%s", accessHeld{*h})
 		}
 	}
 }

@@ -34,7 +34,7 @@ func TestByHandPath(t *testing.T) {
 	data := t.TempDir()
 	go func() {
 		served <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve",
-			"--data-dir", data, "--nats-listen", nats, "--http", "127.0.0.1:0"}, daemonLog, daemonLog, func(string) string { return "" })
+			"--data-dir", data, "--nats-listen", nats, "--http", "127.0.0.1:0", "--fetch-allow", "127.0.0.0/8"}, daemonLog, daemonLog, func(string) string { return "" })
 	}()
 	stopDaemon := sync.OnceValue(func() int { stop(); return <-served })
 	t.Cleanup(func() {

@@ -74,7 +74,8 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 		return err
 	}
 	name, data, logName := "", filepath.Join(dir, "data"), "daemon.log"
-	args := []string{"--zk", zkAddr, "serve", "--http", httpAddr, "--provision-wait", "2s", "--backoff", "200ms"}
+	// The demo's content is served on this host.
+	args := []string{"--zk", zkAddr, "serve", "--http", httpAddr, "--provision-wait", "2s", "--backoff", "200ms", "--fetch-allow", "127.0.0.0/8"}
 	if n > 1 {
 		name = fmt.Sprintf("host%d", i+1)
 		data, logName = filepath.Join(dir, name), name+".log"

@@ -106,3 +106,24 @@ func TestErrorsShowControlsAsEscapes(t *testing.T) {
 		t.Errorf("the error writes a bidirectional or invisible character raw (at %d): %q", i, stderr)
 	}
 }
+
+// A note on stderr that names what the queue holds (here a collection a
+// foreign writer named, held, with a Pending batch) shows its bidirectional
+// and invisible characters as escapes, as stdout does (ZooKeeper refuses
+// control characters in a node's name).
+func TestNotesShowControlsAsEscapes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const profile = "demo\u202ecod.exe\u200b"
+	e.batch("uuid-hostile", profile)
+	_, err := e.q.HoldCollection(t.Context(), profile)
+	e.ok(err)
+	_, stderr, code := e.run("ls", "batches")
+	wantCode(t, code, 0)
+	if want := `note: collection demo\u202ecod.exe\u200b is held since `; !strings.Contains(stderr, want) {
+		t.Errorf("ls batches' stderr %q: want a note %q", stderr, want)
+	}
+	if i := strings.IndexAny(stderr, "\u202e\u200b"); i >= 0 {
+		t.Errorf("the note writes a bidirectional or invisible character raw (at %d): %q", i, stderr)
+	}
+}

@@ -52,6 +52,7 @@ type ingestFlags struct {
 	perHost       int
 	fetchAttempts int
 	fetchTimeout  time.Duration
+	fetchAllow    string
 }
 
 func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
@@ -74,6 +75,8 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
 	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")
 	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks; HTTP storage and inventory: at most 2)")
+	fl.StringVar(&f.fetchAllow, "fetch-allow", a.env(EnvFetchAllow, ""), "loopback and private ranges a depositor's URL (payload, manifest line) may reach, as CIDR,CIDR… (127.0.0.0/8 for\n"+
+		"payloads served on this host); none by default: only public addresses. Link-local and cloud metadata addresses never (env "+EnvFetchAllow+")")
 	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 }
 
@@ -89,6 +92,10 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	if err != nil {
 		return nil, nil, usagef("--space-margin: %v", err)
 	}
+	allow, err := fetch.ParseAllow(f.fetchAllow)
+	if err != nil {
+		return nil, nil, usagef("--fetch-allow: %v", err)
+	}
 	var mailer *notify.Mailer
 	if f.smtp != "" {
 		mailer = &notify.Mailer{Addr: f.smtp, From: f.smtpFrom, Username: f.smtpUser, Password: f.smtpPass}
@@ -96,7 +103,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 	p, err := handlers.New(ctx, handlers.Config{Storage: handlers.ParseTargets(f.storage), Inventory: f.inventory,
 		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir, Advertise: advertise,
 		WorkDir: f.workDir, SharedWork: f.workShared, Host: host,
-		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost},
+		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost, Allow: allow},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
 		Logger: a.log})
 	if errors.Is(err, handlers.ErrConfig) {

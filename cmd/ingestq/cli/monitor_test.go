@@ -44,7 +44,7 @@ func serveEnv(t *testing.T, env map[string]string, zk, root string, args ...stri
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	argv := append([]string{"--zk", zk, "--zk-root", root, "serve", "--data-dir", t.TempDir(),
-		"--nats-listen", "off", "--http", "127.0.0.1:0"}, args...)
+		"--nats-listen", "off", "--http", "127.0.0.1:0", "--fetch-allow", "127.0.0.0/8"}, args...) // the tests' payloads are on this host
 	go func() { exited <- cli.Run(ctx, argv, log, log, func(k string) string { return env[k] }) }()
 	stop := sync.OnceValue(func() int { cancel(); return <-exited })
 	t.Cleanup(func() {
@@ -180,8 +180,10 @@ func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	}
 	stored := m.Values("ingestq_stored_bytes_total")[""]
 	if m.Values("ingestq_events_lost_total")[""] != 0 || m.Values("ingestq_events_published_total")[""] == 0 ||
-		m.Values("ingestq_nats_connected")[""] != 1 || m.Values("ingestq_zookeeper_connected")[""] != 1 {
-		t.Errorf("events, NATS, ZooKeeper: %v %v %v %v", m.Values("ingestq_events_lost_total"), m.Values("ingestq_events_published_total"),
+		m.Values("ingestq_nats_connected")[""] != 1 || m.Values("ingestq_zookeeper_connected")[""] != 1 ||
+		!promtest.Equal(m.Values("ingestq_events_resent_at_election_total"), map[string]float64{"": 0}) {
+		t.Errorf("events (lost, published, resent at a leader election), NATS, ZooKeeper: %v %v %v %v %v", m.Values("ingestq_events_lost_total"),
+			m.Values("ingestq_events_published_total"), m.Values("ingestq_events_resent_at_election_total"),
 			m.Values("ingestq_nats_connected"), m.Values("ingestq_zookeeper_connected"))
 	}
 

@@ -76,7 +76,7 @@ func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects,
 	api := strings.TrimSuffix(f.api, "/")
 	// The daemon's rule for a server that hangs (decision 346): a hung
 	// inventory service or API fails the command instead of holding it.
-	client := fetch.New(fetch.Config{Timeout: f.timeout}).BackEnd()
+	client := fetch.New(fetch.Config{Timeout: f.timeout, AnyAddress: true}).BackEnd() // the operator's inventory or API
 	viaAPI := func(why string) (*namedObjects, func(), error) {
 		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
 		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, elsewhere: a.liveAPIs, client: client.HTTPClient},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -138,6 +139,12 @@ func jobCounts(buckets map[string][]string, archived, unmade int) string {
 	return strings.Join(parts, ", ")
 }
 
+// note writes a line of news on stderr. It may name what the queue holds
+// (a collection, a jid): shown as stdout shows it.
+func (a *app) note(format string, args ...any) {
+	fmt.Fprintln(a.stderr, "note: "+visible.Text(fmt.Sprintf(format, args...)))
+}
+
 // noteHolds says on stderr why Pending batches are not taken: the ingest
 // queue, or their collection, is held.
 func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Batch) {
@@ -154,11 +161,10 @@ func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Ba
 	for _, h := range holds {
 		switch {
 		case h.Kind == "queue" && h.Name == queue.QueueIngest:
-			fmt.Fprintf(a.stderr, "note: the ingest queue is held since %s: Pending batches and jobs wait (ingestq release queue)\n",
-				when(h.Since))
+			a.note("the ingest queue is held since %s: Pending batches and jobs wait (ingestq release queue)", when(h.Since))
 		case h.Kind == "collection" && waiting[h.Name] > 0:
 			goes := map[bool]string{true: "goes", false: "go"}[waiting[h.Name] == 1]
-			fmt.Fprintf(a.stderr, "note: collection %s is held since %s: its %s %s to Held when a daemon takes them (ingestq release collection %s)\n",
+			a.note("collection %s is held since %s: its %s %s to Held when a daemon takes them (ingestq release collection %s)",
 				h.Name, when(h.Since), plural(waiting[h.Name], "Pending batch"), goes, h.Name)
 		}
 	}
@@ -267,7 +273,7 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 	j, others, problems, err := a.ops(q).FindJob(ctx, id)
 	a.warnAll("skipped unreadable job", problems)
 	if len(others) > 0 {
-		fmt.Fprintf(a.stderr, "note: %d jobs have ARK %s (%s); showing the newest\n", len(others), id, strings.Join(others, " "))
+		a.note("%d jobs have ARK %s (%s); showing the newest", len(others), id, strings.Join(others, " "))
 	}
 	return j, err
 }

@@ -188,7 +188,7 @@ const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  serve's own (see ingestq serve --help): " + EnvConfig + ", " + EnvStates + ", " + EnvProfiles + ",\n" +
 	"      " + EnvStorage + ", " + EnvWorkDir + ", " + EnvWorkShared + ", " + EnvHTTP + ", " + EnvAdvertise + ",\n" +
 	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ", " + EnvNATSCluster + ",\n" +
-	"      " + EnvSMTPPass + ", " + EnvAccessDir + ", " + EnvAccessTo + ";\n" +
+	"      " + EnvSMTPPass + ", " + EnvAccessDir + ", " + EnvAccessTo + ", " + EnvFetchAllow + ";\n" +
 	"      " + EnvAdminToken + " adds an admin token to the API's (it acts as \"" + api.EnvTokenName + "\")"
 
 func (a *app) rootCommand() *cobra.Command {

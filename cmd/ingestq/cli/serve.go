@@ -41,6 +41,7 @@ const (
 	EnvStorage     = "INGESTQ_STORAGE"
 	EnvWorkDir     = "INGESTQ_WORK_DIR"
 	EnvWorkShared  = "INGESTQ_WORK_SHARED"
+	EnvFetchAllow  = "INGESTQ_FETCH_ALLOW"
 	EnvInventory   = "INGESTQ_INVENTORY"
 	EnvSMTPPass    = "INGESTQ_SMTP_PASSWORD"
 	EnvNATSToken   = "INGESTQ_NATS_TOKEN"
@@ -195,7 +196,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
-		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
+		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "fetch-allow": EnvFetchAllow, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
 		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
 	for name, v := range settings {
 		flag := fl.Lookup(name)

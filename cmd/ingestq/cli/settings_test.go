@@ -26,6 +26,7 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{[]string{"--states", " , "}, "--states: no state named"},
 		{[]string{"--advertise", "ingest1:8080"}, `--advertise "ingest1:8080": want an http(s) URL of a host`},
 		{[]string{"--http", "off", "--advertise", "http://ingest1:8080"}, "--advertise http://ingest1:8080: the HTTP server is off"},
+		{[]string{"--fetch-allow", "127.0.0.0/8,localhost"}, `--fetch-allow: "localhost" is neither a range (CIDR, as 10.0.0.0/8) nor an address`},
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t), "--http", "127.0.0.1:0"}, c.args...)
 		_, stderr, code := e.run(args...)
