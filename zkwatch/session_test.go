@@ -13,17 +13,6 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-// startProxy starts a proxy to the shared server, closed by t.Cleanup.
-func startProxy(t *testing.T) *zktest.Proxy {
-	t.Helper()
-	proxy, err := zktest.StartProxy(zktest.Shared(t).Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	return proxy
-}
-
 // pauseUntilExpired makes ZooKeeper unreachable for s through proxy (paused,
 // its connections cut) until the server expires s's session: an ephemeral
 // node of s under root, watched from direct, goes. The proxy stays paused.
@@ -73,7 +62,7 @@ func TestDialRefused(t *testing.T) {
 // until the context ends: that is not a refusal.
 func TestDialNoSession(t *testing.T) {
 	t.Parallel()
-	proxy := startProxy(t)
+	proxy := zktest.ProxyToShared(t)
 	proxy.Pause()
 	log, _ := testLogger(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -90,7 +79,7 @@ func TestDialNoSession(t *testing.T) {
 // receive timeouts, 200 s for this 30 s session, well past the test's wait.
 func TestStalledHandshakeIsGivenUp(t *testing.T) {
 	t.Parallel()
-	proxy := startProxy(t)
+	proxy := zktest.ProxyToShared(t)
 	log, _ := testLogger(t)
 	s, err := Dial(t.Context(), Config{Servers: []string{proxy.Addr()}, SessionTimeout: 30 * time.Second, Logger: log})
 	if err != nil {
@@ -121,7 +110,7 @@ func TestStalledHandshakeIsGivenUp(t *testing.T) {
 // watches' own failures while ZooKeeper is away are debug lines.
 func TestOutageLogsTwoLines(t *testing.T) {
 	t.Parallel()
-	proxy := startProxy(t)
+	proxy := zktest.ProxyToShared(t)
 	direct := zktest.Connect(t)
 	root := zktest.Root(t)
 	mkdirs(t, direct, root)
@@ -185,7 +174,7 @@ func TestOutageLogsTwoLines(t *testing.T) {
 // of the functions still registered.
 func TestOnConnect(t *testing.T) {
 	t.Parallel()
-	proxy := startProxy(t)
+	proxy := zktest.ProxyToShared(t)
 	s := dial(t, Config{Servers: []string{proxy.Addr()}})
 	// hook blocks each call until gate is closed, then marks it finished.
 	hook := func(gate chan struct{}) (fn func(), started chan struct{}, finished *atomic.Bool) {

@@ -47,12 +47,14 @@ func TestClusterOfThreeHosts(t *testing.T) {
 // cluster is the shared services and the hosts of one run.
 type cluster struct {
 	t       testing.TB
+	ens     *zktest.Ensemble
 	zk      string // the ensemble's connect string
 	root    string
 	nats    string
 	s3      *s3test.Server
 	storage string // the S3 storage target
 	pg      string // the inventory
+	inv     inventory.Inventory
 	work    string // the shared working area, or ""
 	web     *files
 	q       *queue.Queue
@@ -65,7 +67,7 @@ func newCluster(t testing.TB, shared bool) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ens.Stop() })
-	c := &cluster{t: t, zk: strings.Join(ens.Addrs(), ","), root: zktest.Root(t), web: newFiles(t), hosts: map[string]*daemon{}}
+	c := &cluster{t: t, ens: ens, zk: strings.Join(ens.Addrs(), ","), root: zktest.Root(t), web: newFiles(t), hosts: map[string]*daemon{}}
 	c.s3 = s3test.Start(t)
 	c.s3.SetEnv(t) // the daemons inherit the AWS_* variables
 	c.storage = c.s3.URL(c.s3.Addr, "ocfl") + "&region=us-east-1"
@@ -145,16 +147,7 @@ func (c *cluster) deposits(tag string) (payloads [][2]string, objs map[string]ob
 	batch.WriteString("#%eof\n")
 	payloads = append(payloads, [2]string{c.web.put("/"+tag+"/batch.checkm", []byte(batch.String())), "manifest"})
 
-	var singles strings.Builder
-	singles.WriteString(batchHeader("mrt-single-file-batch-manifest"))
-	for i := range 16 {
-		id := fmt.Sprintf("%s-s%02d", tag, i)
-		data := fmt.Appendf(nil, "single file %s\n%s", id, bytes.Repeat([]byte("x"), i*1000))
-		add(id, object{"single.txt": data})
-		fmt.Fprintf(&singles, "%s | md5 | %s | %d | | single.txt | | %s | | |\n", c.web.put("/"+tag+"/"+id+"/single.txt", data), md5hex(data), len(data), id)
-	}
-	singles.WriteString("#%eof\n")
-	payloads = append(payloads, [2]string{c.web.put("/"+tag+"/singles.checkm", []byte(singles.String())), "manifest"})
+	payloads = append(payloads, [2]string{c.singles(tag, 16, add), "manifest"})
 
 	var zips strings.Builder
 	zips.WriteString(batchHeader("mrt-container-batch-manifest"))
@@ -178,6 +171,21 @@ func (c *cluster) deposits(tag string) (payloads [][2]string, objs map[string]ob
 	add(tag+"-manifest", manifested)
 	payloads = append(payloads, [2]string{c.web.put("/"+tag+"/alone.checkm", c.objectManifest(tag, tag+"-manifest", manifested)), "manifest"})
 	return payloads, objs, stalled
+}
+
+// singles puts a single-file batch of n objects, <tag>-s00 on, on the web
+// server, hands each object to add, and returns the batch's URL.
+func (c *cluster) singles(tag string, n int, add func(id string, o object)) string {
+	var singles strings.Builder
+	singles.WriteString(batchHeader("mrt-single-file-batch-manifest"))
+	for i := range n {
+		id := fmt.Sprintf("%s-s%02d", tag, i)
+		data := fmt.Appendf(nil, "single file %s\n%s", id, bytes.Repeat([]byte("x"), i*1000))
+		add(id, object{"single.txt": data})
+		fmt.Fprintf(&singles, "%s | md5 | %s | %d | | single.txt | | %s | | |\n", c.web.put("/"+tag+"/"+id+"/single.txt", data), md5hex(data), len(data), id)
+	}
+	singles.WriteString("#%eof\n")
+	return c.web.put("/"+tag+"/singles.checkm", []byte(singles.String()))
 }
 
 func batchHeader(profile string) string {
@@ -446,12 +454,18 @@ func (c *cluster) store() *ocfl.Store {
 	return st
 }
 
+// inventory is the test's one handle on the inventory: one per object
+// checked would use up PostgreSQL's connections.
 func (c *cluster) inventory() inventory.Inventory {
+	if c.inv != nil {
+		return c.inv
+	}
 	h, err := inventory.Open(c.t.Context(), c.pg, "", nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { _ = h.Close() })
+	c.inv = h
 	return h
 }
 

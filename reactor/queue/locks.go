@@ -24,7 +24,7 @@ const (
 // HoldQueue stops new acquisitions on a queue. It reports false when the
 // queue was already held.
 func (q *Queue) HoldQueue(ctx context.Context, name string) (bool, error) {
-	return q.createFlag(ctx, "/locks/queue/"+name, 0)
+	return q.createFlag(ctx, "/locks/queue/"+name)
 }
 
 // ReleaseQueue lifts a queue hold. It reports false when there was none.
@@ -43,7 +43,7 @@ func (q *Queue) HoldCollection(ctx context.Context, profile string) (bool, error
 	if err := checkNodeName("collection", profile); err != nil {
 		return false, err
 	}
-	return q.createFlag(ctx, "/locks/collections/"+profile, 0)
+	return q.createFlag(ctx, "/locks/collections/"+profile)
 }
 
 // ReleaseCollection lifts a collection hold. Batches and jobs already Held
@@ -108,7 +108,7 @@ func (q *Queue) Holds(ctx context.Context) ([]Hold, error) {
 // LockStorage takes the ephemeral per-object storage lock for an ark; false
 // when another session holds it.
 func (q *Queue) LockStorage(ctx context.Context, ark string) (bool, error) {
-	return q.createFlag(ctx, "/locks/storage/"+LockName(ark), zk.FlagEphemeral)
+	return q.lockFlag(ctx, "/locks/storage/"+LockName(ark))
 }
 
 // UnlockStorage releases this session's storage lock; false when the lock
@@ -128,7 +128,7 @@ func (q *Queue) HoldsStorage(ctx context.Context, ark string) (bool, error) {
 
 // LockInventory takes the ephemeral per-object inventory lock for an ark.
 func (q *Queue) LockInventory(ctx context.Context, ark string) (bool, error) {
-	return q.createFlag(ctx, "/locks/inventory/"+LockName(ark), zk.FlagEphemeral)
+	return q.lockFlag(ctx, "/locks/inventory/"+LockName(ark))
 }
 
 // UnlockInventory releases this session's inventory lock, as UnlockStorage.
@@ -148,8 +148,8 @@ func checkNodeName(what, name string) error {
 	return nil
 }
 
-func (q *Queue) createFlag(ctx context.Context, rel string, flags int32) (bool, error) {
-	_, err := q.zk.create(ctx, q.Path(rel), nil, flags)
+func (q *Queue) createFlag(ctx context.Context, rel string) (bool, error) {
+	_, err := q.zk.create(ctx, q.Path(rel), nil, 0)
 	switch {
 	case err == nil:
 		return true, nil
@@ -170,10 +170,41 @@ func (q *Queue) deleteFlag(ctx context.Context, rel string) (bool, error) {
 	return false, fmt.Errorf("delete %s: %w", rel, err)
 }
 
+// lockFlag takes the ephemeral lock rel as a commit does: it tries again
+// through connection trouble, and knows a create whose reply was lost as
+// this session's own. A lock created so and not known would stay with the
+// session, which outlives a server's restart, and leave the object "locked
+// by another job" meanwhile.
+func (q *Queue) lockFlag(ctx context.Context, rel string) (bool, error) {
+	err := q.commit(ctx, []op{lockOp(q.Path(rel))})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrLocked):
+		return false, nil
+	}
+	return false, fmt.Errorf("create %s: %w", rel, err)
+}
+
 // deleteOwnFlag deletes an ephemeral node only if this session made it:
 // a session that expired must not free the lock another has since taken.
-// The delete is at the version read, so it never takes a newer node.
+// The delete is at the version read, so it never takes a newer node. It
+// tries again through connection trouble, as a commit does, for as long
+// after the first try as one request may wait for its answer: enough for
+// the client to move to another server of the ensemble, or for a new
+// leader to be elected. The session lives through that, and a lock left
+// then would stay as long as the session; after a longer outage the caller
+// frees it later.
 func (q *Queue) deleteOwnFlag(ctx context.Context, rel string) (bool, error) {
+	deleted, err := q.deleteOwnFlagOnce(ctx, rel)
+	giveUp := time.Now().Add(q.zk.timeout)
+	for outages := 1; Transient(err) && time.Now().Before(giveUp) && q.outage(ctx, outages); outages++ {
+		deleted, err = q.deleteOwnFlagOnce(ctx, rel)
+	}
+	return deleted, err
+}
+
+func (q *Queue) deleteOwnFlagOnce(ctx context.Context, rel string) (bool, error) {
 	owned, st, err := q.ownFlag(ctx, rel)
 	if err != nil || !owned {
 		return false, err

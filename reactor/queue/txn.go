@@ -249,6 +249,16 @@ const maxAttempts = 8
 // trouble (about 8 s of back-off); then the caller decides.
 const maxOutages = 12
 
+// outage is the back-off before try n+1 of a request that met connection
+// trouble, while the client reconnects; false once the tries are spent,
+// the queue is closed or ctx ended.
+func (q *Queue) outage(ctx context.Context, n int) bool {
+	if n > maxOutages || q.closed() {
+		return false
+	}
+	return backoff.Sleep(ctx, backoff.Delay(20*time.Millisecond, time.Second, n))
+}
+
 // commit runs ops as one multi(), recovering failed ops as they ask, and
 // trying again while the connection is in trouble.
 func (q *Queue) commit(ctx context.Context, ops []op) error { return q.commitLanded(ctx, ops, false) }
@@ -259,12 +269,7 @@ func (q *Queue) commit(ctx context.Context, ops []op) error { return q.commitLan
 func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
 	lost := maybe // a try's reply was lost: it may have been applied
 	outages := 0
-	pause := func() bool { // back-off while the client reconnects
-		if outages++; outages > maxOutages || q.closed() {
-			return false
-		}
-		return backoff.Sleep(ctx, backoff.Delay(20*time.Millisecond, time.Second, outages))
-	}
+	pause := func() bool { outages++; return q.outage(ctx, outages) }
 	// confirm asks whether a try whose reply was lost took effect; while
 	// ZooKeeper cannot say, it asks again after a pause.
 	confirm := func() bool {
@@ -330,8 +335,11 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
 // why it cannot tell. A lock it creates is the proof when there is one (an
 // acquisition rewrites the status unchanged, so another session's
 // acquisition would look the same): there, owned by this session. Else its
-// fencing write (at the next version, with our data), or its witness
-// create (there, with our data).
+// witness create (there, with our data): a node only this change makes.
+// Else its fencing write (at the next version, with our data), which a
+// racer writing the same bytes matches too: two minters of one counter
+// both write n+1, and the one whose reply was lost took the other's for
+// its own.
 func (q *Queue) applied(ctx context.Context, ops []op) (bool, error) {
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
@@ -340,17 +348,15 @@ func (q *Queue) applied(ctx context.Context, ops []op) (bool, error) {
 		}
 	}
 	for _, o := range ops {
-		switch r := o.req.(type) {
-		case *zk.SetDataRequest:
-			if o.fence {
-				data, st, err := q.zk.get(ctx, r.Path)
-				return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data), ignoreNoNode(err)
-			}
-		case *zk.CreateRequest:
-			if o.witness {
-				data, _, err := q.zk.get(ctx, r.Path)
-				return err == nil && bytes.Equal(data, r.Data), ignoreNoNode(err)
-			}
+		if r, ok := o.req.(*zk.CreateRequest); ok && o.witness {
+			data, _, err := q.zk.get(ctx, r.Path)
+			return err == nil && bytes.Equal(data, r.Data), ignoreNoNode(err)
+		}
+	}
+	for _, o := range ops {
+		if r, ok := o.req.(*zk.SetDataRequest); ok && o.fence {
+			data, st, err := q.zk.get(ctx, r.Path)
+			return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data), ignoreNoNode(err)
 		}
 	}
 	return false, nil

@@ -73,6 +73,17 @@ func Shared(t testing.TB) *Server {
 	return shared
 }
 
+// ProxyToShared starts a Proxy to the shared server; t.Cleanup closes it.
+func ProxyToShared(t testing.TB) *Proxy {
+	t.Helper()
+	p, err := StartProxy(Shared(t).Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 // Connect opens a session to servers (default: the shared server) with
 // SessionTimeout and waits up to 10 s for it to be established. The
 // client's log is shown only if the test fails. t.Cleanup closes the
