@@ -113,6 +113,8 @@ func TestRequeueWritesOnlyTheMissingCopy(t *testing.T) {
 	primary := t.TempDir()
 	r := newRig(t, nil, withStorage(primary, replica))
 
+	// Writes only: every target's head is read before the first write.
+	svc.writes.Store(true)
 	svc.code.Store(http.StatusForbidden)
 	files := object{"a.txt": []byte("alpha\n"), "b.txt": []byte("bravo\n")}
 	j := r.deposit("/obj.checkm", files)

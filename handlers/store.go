@@ -44,7 +44,14 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		Fence: p.storageFence(ark), Describing: depositFiles, Message: msg}
 	var kept storedVersion
 	err = p.underLock(ctx, "storage", ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
-		kept, err = p.copyObject(ctx, s, p.targets(prof), obj)
+		// Read under the lock: no version is stored meanwhile, and the
+		// inventory records none that storage does not have yet.
+		s.Doing(inventoryName(prof))
+		known, err := p.recordedLatest(ctx, prof, ark)
+		if err != nil {
+			return err
+		}
+		kept, err = p.copyObject(ctx, s, p.targets(prof), obj, known)
 		return err
 	})
 	if err != nil {
@@ -177,7 +184,9 @@ func fixityDetail(c storedCopy) string {
 // new version's files are counted stored once per copy written. Only the
 // primary may take files by hard link: a replica linked to the same files
 // would be the primary's bytes again, not a second copy of them.
-func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object) (storedVersion, error) {
+// Nothing is written unless every target holds what known, the
+// inventory's latest version of the object, says it does (heads).
+func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object, known inventory.Record) (storedVersion, error) {
 	var out storedVersion
 	var size int64
 	for _, f := range obj.Files {
@@ -188,6 +197,10 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 	for i := range copied.Files {
 		copied.Files[i].Linkable = false
 	}
+	heads, err := p.heads(ctx, s, targets, obj, known)
+	if err != nil {
+		return out, err
+	}
 	for i, t := range targets {
 		s.Doing(storageName(t))
 		st, err := p.store(ctx, t)
@@ -197,9 +210,9 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 		if i == 1 {
 			obj = copied
 		}
-		v, err := putUnlessSame(ctx, st, obj)
+		v, err := putUnlessSame(ctx, st, obj, heads[i])
 		if err != nil {
-			return out, p.storageOut(t, fmt.Errorf("copy %d of %d, at %s: %w", i+1, len(targets), t, err))
+			return out, p.storageOut(t, fmt.Errorf("%s: %w", copyAt(i, targets), err))
 		}
 		if v.Changed {
 			s.Transferred(reactor.Stored, size)
@@ -401,19 +414,109 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 	return prof, j.Identifiers.PrimaryID, nil
 }
 
-// putUnlessSame asks the target for its head version first and puts obj
-// only when the head holds other content: a job stored again (its first
-// try cut after storing) then sends no bytes to a storage service. Put
-// asks the same question itself, after completing a version a killed
-// writer left, which Latest cannot see.
-func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object) (storage.Version, error) {
-	head, err := st.Latest(ctx, obj.ARK)
-	switch {
-	case err == nil && storage.Unchanged(head.Files, obj.Files, obj.Describing):
-		head.Changed = false
-		return head, nil
-	case err != nil && !errors.Is(err, storage.ErrNotFound):
-		return storage.Version{}, err
+// heads asks each target for its head version of obj (nil: it has none)
+// and refuses them all, before any is written, when one lacks a version
+// the inventory records there (lacking).
+func (p *Pipeline) heads(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object, known inventory.Record) ([]*storage.Version, error) {
+	heads := make([]*storage.Version, len(targets))
+	for i, t := range targets {
+		s.Doing(storageName(t))
+		st, err := p.store(ctx, t)
+		if err != nil {
+			return nil, p.storageOut(t, err)
+		}
+		head, err := st.Latest(ctx, obj.ARK)
+		if err == nil {
+			heads[i] = &head
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return nil, p.storageOut(t, fmt.Errorf("%s: %w", copyAt(i, targets), err))
+		}
+		if err := lacking(s.Job.ID, i == 0, known, heads[i], t, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", copyAt(i, targets), err)
+		}
+	}
+	return heads, nil
+}
+
+// recordedFiles are the files of an inventory record, as storage names them.
+func recordedFiles(rec inventory.Record) []storage.File {
+	files := make([]storage.File, len(rec.Files))
+	for i, f := range rec.Files {
+		files[i] = storage.File{Name: f.Name, Size: f.Size, SHA256: f.SHA256}
+	}
+	return files
+}
+
+// copyAt names copy i of targets in messages.
+func copyAt(i int, targets []string) string {
+	return fmt.Sprintf("copy %d of %d, at %s", i+1, len(targets), targets[i])
+}
+
+// putUnlessSame puts obj only when head, the target's head version (nil:
+// none), holds other content: a job stored again (its first try cut after
+// storing) then sends no bytes to a storage service. Put asks the same
+// question itself, after completing a version a killed writer left, which
+// Latest cannot see.
+func putUnlessSame(ctx context.Context, st storage.Store, obj storage.Object, head *storage.Version) (storage.Version, error) {
+	if head != nil && storage.Unchanged(head.Files, obj.Files, obj.Describing) {
+		v := *head
+		v.Changed = false
+		return v, nil
 	}
 	return st.Put(ctx, obj)
+}
+
+// recordedLatest is the inventory's record of ark's latest version; none
+// (a zero Record) for an object it does not know.
+func (p *Pipeline) recordedLatest(ctx context.Context, prof *profile.Profile, ark string) (inventory.Record, error) {
+	inv, err := p.inventoryFor(ctx, prof)
+	if err == nil {
+		var rec inventory.Record
+		if rec, err = inv.Latest(ctx, ark); err == nil || errors.Is(err, inventory.ErrNotFound) {
+			return rec, nil
+		}
+	}
+	return inventory.Record{}, p.inventoryOut(prof, fmt.Errorf("inventory: latest version of %s, asked before storing it: %w", ark, err))
+}
+
+// lacking refuses, as Fatal, to write obj to target when the target lacks
+// a version the inventory records there (storage restored from a backup
+// older than the inventory): the write would make that version number again
+// with other content, which no later restore could put right. The primary
+// numbers versions as the inventory does, so its head (nil: no object) must
+// be known's version or later (later: this job's own, stored before a crash
+// cut the step, or a version stored and not recorded). A replica may number
+// differently (added to the profile after the object's first versions), so
+// it is refused only when the inventory records known's copy there and its
+// head is neither that copy (the same URL), nor numbered as late, nor this
+// deposit's content (an earlier try's copy); nor when this deposit is
+// known's content again and the replica's next version is known's number:
+// the write is then the copy the replica lost, under its own number.
+func lacking(jid string, primary bool, known inventory.Record, head *storage.Version, target string, obj storage.Object) error {
+	if known.Version == 0 {
+		return nil
+	}
+	i := slices.IndexFunc(known.Replicas, func(c inventory.Replica) bool { return c.Target == target })
+	next := 1
+	if head != nil {
+		next = head.Number + 1
+	}
+	switch {
+	case next > known.Version:
+		return nil
+	case primary: // behind the inventory: refused
+	case i < 0:
+		return nil
+	case head != nil && (head.URL == known.Replicas[i].URL || storage.Unchanged(head.Files, obj.Files, obj.Describing)):
+		return nil
+	case next == known.Version && storage.Unchanged(recordedFiles(known), obj.Files, obj.Describing):
+		return nil
+	}
+	has := "has no version of it"
+	if head != nil {
+		has = fmt.Sprintf("has version %d as its latest", head.Number)
+	}
+	return reactor.Fatal(fmt.Errorf("the inventory records version %d of %s, and this target %s (storage restored from a backup "+
+		"older than the inventory?); nothing was written: restore the object from a replica target or the storage's backup "+
+		"(see Backups and recovery in the README), then `ingestq requeue %s`", known.Version, obj.ARK, has, jid))
 }

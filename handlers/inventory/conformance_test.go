@@ -197,9 +197,21 @@ func testTwoVersions(t *testing.T, inv Inventory) {
 	if o := d.Object; o.LatestVersion != 2 || o.What != "Thing two" || !slices.Equal(o.LocalIDs, []string{"loc-1", "loc-2"}) {
 		t.Fatalf("object row = %+v; want latest 2 with both local ids", o)
 	}
-	mustRecord(t, inv, record(arkA, 3, "three"))
-	if o := mustObject(t, inv, arkA).Object; o.LatestVersion != 3 || o.What != "Thing three" {
+	if r, err := inv.Latest(context.Background(), arkA); err != nil || !reflect.DeepEqual(r, d.Versions[1]) {
+		t.Fatalf("Latest = %+v, %v; want version 2 as Object gives it: %+v", r, err, d.Versions[1])
+	}
+	three := record(arkA, 3, "three")
+	three.Replicas = []Replica{replica("primary", 1)}
+	mustRecord(t, inv, three)
+	d = mustObject(t, inv, arkA)
+	if o := d.Object; o.LatestVersion != 3 || o.What != "Thing three" {
 		t.Fatalf("object row after v3 = %+v", o)
+	}
+	if r, err := inv.Latest(context.Background(), arkA); err != nil || !reflect.DeepEqual(r, d.Versions[2]) || len(r.Replicas) != 1 {
+		t.Fatalf("Latest = %+v, %v; want version 3 with its copy, as Object gives it: %+v", r, err, d.Versions[2])
+	}
+	if _, err := inv.Latest(context.Background(), arkB); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), arkB) {
+		t.Fatalf("Latest of an unknown ARK: %v, want ErrNotFound naming it", err)
 	}
 }
 

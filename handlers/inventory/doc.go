@@ -47,8 +47,9 @@
 //     that finds the database out of reach is tried again twice, then
 //     fails with ErrUnavailable.
 //   - [HTTP], a client of an inventory service (POST /records, GET
-//     /localids/<profile>/<local id>, GET /objects/<ark>). A 409 is
-//     ErrConflict, a 422 ErrMismatch, a 400 ErrInvalid; every 4xx but 409 is
-//     a refusal. 5xx answers and network errors are retried by the client.
+//     /localids/<profile>/<local id>, GET /objects/<ark>, with
+//     ?versions=latest for the latest version alone). A 409 is ErrConflict,
+//     a 422 ErrMismatch, a 400 ErrInvalid; every 4xx but 409 is a refusal.
+//     5xx answers and network errors are retried by the client.
 //     [NewServer] serves any Inventory over the same protocol.
 package inventory

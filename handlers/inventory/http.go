@@ -94,19 +94,39 @@ const maxObjectAnswer = 256 << 20
 
 // Object asks the service for ark's object row and versions.
 func (h *HTTP) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	return h.object(ctx, ark, "", "object")
+}
+
+// Latest asks the service for ark's object with its latest version alone
+// (?versions=latest); a service that ignores the parameter answers every
+// version, and the last is taken.
+func (h *HTTP) Latest(ctx context.Context, ark string) (Record, error) {
+	d, err := h.object(ctx, ark, "?versions=latest", "latest version of")
+	if err == nil && len(d.Versions) == 0 {
+		err = fmt.Errorf("inventory: latest version of %s at %s: the answer has no version", ark, h.endpoint)
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return d.Versions[len(d.Versions)-1], nil
+}
+
+// object asks the service for ark's object, query added to its URL; what
+// names the question in messages.
+func (h *HTTP) object(ctx context.Context, ark, query, what string) (ObjectDetail, error) {
 	if err := checkARK(ark); err != nil {
 		return ObjectDetail{}, err
 	}
-	target := h.endpoint + "/objects/" + url.PathEscape(ark)
+	target := h.endpoint + "/objects/" + url.PathEscape(ark) + query
 	var d ObjectDetail
-	found, err := h.get(ctx, target, "object "+ark, maxObjectAnswer, &d)
+	found, err := h.get(ctx, target, what+" "+ark, maxObjectAnswer, &d)
 	switch {
 	case err != nil:
 		return ObjectDetail{}, err
 	case !found:
 		return ObjectDetail{}, notFound(ark)
 	case d.Object.ARK != ark:
-		return ObjectDetail{}, fmt.Errorf("inventory: object %s at %s: the answer is of %q", ark, target, d.Object.ARK)
+		return ObjectDetail{}, fmt.Errorf("inventory: %s %s at %s: the answer is of %q", what, ark, target, d.Object.ARK)
 	}
 	for i, r := range d.Versions {
 		d.Versions[i] = canonical(r)

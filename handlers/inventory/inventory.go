@@ -96,6 +96,10 @@ type Inventory interface {
 	// Object returns ark's object row and versions; an unknown ark is
 	// ErrNotFound (wrapped).
 	Object(ctx context.Context, ark string) (ObjectDetail, error)
+	// Latest returns the record of ark's latest version alone (Storing
+	// asks it of every object it writes); an unknown ark is ErrNotFound
+	// (wrapped).
+	Latest(ctx context.Context, ark string) (Record, error)
 }
 
 var (

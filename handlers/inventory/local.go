@@ -204,32 +204,54 @@ func (l *Local) LookupLocalID(ctx context.Context, profile, localID string) (str
 
 // Object returns ark's object row and versions; see [Inventory].
 func (l *Local) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	var d ObjectDetail
+	err := l.view(ctx, ark, "object", func(tx *bolt.Tx, row ObjectRow) error {
+		var err error
+		d.Object = row
+		d.Versions, err = versionsOf(tx, ark)
+		return err
+	})
+	return d, err
+}
+
+// Latest returns the record of ark's latest version; see [Inventory].
+func (l *Local) Latest(ctx context.Context, ark string) (Record, error) {
+	var r Record
+	err := l.view(ctx, ark, "latest version of", func(tx *bolt.Tx, row ObjectRow) error {
+		v := tx.Bucket(bucketVersions).Get(versionKey(ark, row.LatestVersion))
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("version row %s %d: %w", ark, row.LatestVersion, err)
+		}
+		r = canonical(r)
+		return nil
+	})
+	return r, err
+}
+
+// view runs fn on ark's object row in a read transaction; what names the
+// question in messages. An unknown ark is ErrNotFound.
+func (l *Local) view(ctx context.Context, ark, what string, fn func(*bolt.Tx, ObjectRow) error) error {
 	if err := checkARK(ark); err != nil {
-		return ObjectDetail{}, err
+		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return ObjectDetail{}, fmt.Errorf("inventory: object %s: %w", ark, err)
+		return fmt.Errorf("inventory: %s %s: %w", what, ark, err)
 	}
-	var d ObjectDetail
 	err := l.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObjects).Get([]byte(ark))
 		if b == nil {
 			return notFound(ark)
 		}
-		if err := json.Unmarshal(b, &d.Object); err != nil {
+		var row ObjectRow
+		if err := json.Unmarshal(b, &row); err != nil {
 			return fmt.Errorf("object row %s: %w", ark, err)
 		}
-		var err error
-		d.Versions, err = versionsOf(tx, ark)
-		return err
+		return fn(tx, row)
 	})
-	if errors.Is(err, ErrNotFound) {
-		return ObjectDetail{}, err
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("inventory database %s: %s %s: %w", l.path, what, ark, err)
 	}
-	if err != nil {
-		return ObjectDetail{}, fmt.Errorf("inventory database %s: object %s: %w", l.path, ark, err)
-	}
-	return d, nil
+	return err
 }
 
 // Objects returns every object row, sorted by ARK.

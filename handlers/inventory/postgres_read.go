@@ -34,22 +34,40 @@ func (p *Postgres) LookupLocalID(ctx context.Context, profile, localID string) (
 
 // Object returns ark's object row and versions, read in one snapshot.
 func (p *Postgres) Object(ctx context.Context, ark string) (ObjectDetail, error) {
+	return p.object(ctx, ark, "object", false)
+}
+
+// Latest returns the record of ark's latest version; see [Inventory].
+func (p *Postgres) Latest(ctx context.Context, ark string) (Record, error) {
+	d, err := p.object(ctx, ark, "latest version of", true)
+	if err == nil && len(d.Versions) == 0 {
+		err = fmt.Errorf("inventory database %s: object %s: its latest version, %d, has no row", p.where, ark, d.Object.LatestVersion)
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return d.Versions[0], nil
+}
+
+// object reads ark's object row and versions (only the latest when latest
+// is true) in one read-only snapshot; what names the question in messages.
+func (p *Postgres) object(ctx context.Context, ark, what string, latest bool) (ObjectDetail, error) {
 	if err := checkARK(ark); err != nil {
 		return ObjectDetail{}, err
 	}
 	var d ObjectDetail
-	err := p.retry(ctx, "object "+ark, func(ctx context.Context) error {
+	err := p.retry(ctx, what+" "+ark, func(ctx context.Context) error {
 		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 		return pgx.BeginTxFunc(ctx, p.pool, opts, func(tx pgx.Tx) error {
 			var err error
-			d, err = loadObject(ctx, tx, ark)
+			d, err = loadObject(ctx, tx, ark, latest)
 			return err
 		})
 	})
 	return d, err
 }
 
-func loadObject(ctx context.Context, q querier, ark string) (ObjectDetail, error) {
+func loadObject(ctx context.Context, q querier, ark string, latest bool) (ObjectDetail, error) {
 	o := ObjectRow{ARK: ark}
 	err := q.QueryRow(ctx, `SELECT profile, latest_version, who, what, "when", "where" FROM objects WHERE ark = $1`, ark).
 		Scan(&o.Profile, &o.LatestVersion, &o.Who, &o.What, &o.When, &o.Where)
@@ -64,7 +82,11 @@ func loadObject(ctx context.Context, q querier, ark string) (ObjectDetail, error
 		return ObjectDetail{}, err
 	}
 	o.LocalIDs = sortedBy(o.LocalIDs, func(s string) string { return s })
-	versions, err := loadVersions(ctx, q, ark, o.Profile, 0)
+	version := 0 // all
+	if latest {
+		version = o.LatestVersion
+	}
+	versions, err := loadVersions(ctx, q, ark, o.Profile, version)
 	return ObjectDetail{Object: o, Versions: versions}, err
 }
 

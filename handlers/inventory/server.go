@@ -25,6 +25,7 @@ type server struct {
 //	POST /records                 a Record as JSON → 204; 409 local id conflict
 //	GET  /localids/{profile}/{id} → {"ark": …}; 404 when none
 //	GET  /objects/{ark}           → an ObjectDetail; 404 when none
+//	GET  /objects/{ark}?versions=latest → the same with the latest version alone
 //
 // A malformed record is 400, one too large 413, and one contradicting the
 // inventory ([ErrMismatch]) 422: never 409, which the client reports as
@@ -107,7 +108,16 @@ func (s *server) lookup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) object(w http.ResponseWriter, r *http.Request) {
-	d, err := s.inv.Object(r.Context(), r.PathValue("ark"))
+	ark := r.PathValue("ark")
+	var d ObjectDetail
+	var err error
+	if r.URL.Query().Get("versions") == "latest" {
+		var rec Record
+		rec, err = s.inv.Latest(r.Context(), ark)
+		d = ObjectDetail{Object: ObjectRow{ARK: ark, Profile: rec.Profile, LatestVersion: rec.Version}, Versions: []Record{rec}}
+	} else {
+		d, err = s.inv.Object(r.Context(), ark)
+	}
 	switch {
 	case errors.Is(err, ErrInvalid):
 		s.fail(w, r, http.StatusBadRequest, err)

@@ -111,3 +111,21 @@ func readAnswer(t *testing.T, resp *http.Response) string {
 	}
 	return string(b)
 }
+
+// A service that knows no ?versions=latest (one written before it) answers
+// every version: the client's Latest takes the last.
+func TestLatestFromAServiceThatAnswersEveryVersion(t *testing.T) {
+	l, _ := openTemp(t)
+	older := NewServer(l, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.RawQuery = "" // the parameter unknown to it
+		older.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h := NewHTTP(srv.URL, testClient())
+	mustRecord(t, h, record(arkA, 1, "one"))
+	mustRecord(t, h, record(arkA, 2, "two"))
+	if r, err := h.Latest(context.Background(), arkA); err != nil || r.Version != 2 || r.Job != "jid-two" {
+		t.Fatalf("Latest = %+v, %v; want version 2", r, err)
+	}
+}
