@@ -396,7 +396,7 @@ func (p *Pipeline) underLock(ctx context.Context, what, ark string, lock, unlock
 			if queue.Unreachable(err) {
 				p.unreleased.Store(key, true) // for the next step on the object here, if the session lives on
 			}
-			p.log.Warn("unlock failed; the lock goes with the session, or at this daemon's next step on the object", "lock", what, "ark", ark, "err", err)
+			p.log.Warn("unlock failed, ZooKeeper out of reach for longer than an unlock waits; the lock is freed at this daemon's next step on the object, or goes with its session", "lock", what, "ark", ark, "err", err)
 		}
 	}()
 	return fn()
