@@ -97,7 +97,8 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	servers := strings.Join(cfg.Servers, ",")
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	refused := &refusals{onAll: func() { cancel(ErrRefused) }, handshake: zkconn.Limit(cfg.SessionTimeout)}
+	refused := &refusals{onAll: func() { cancel(ErrRefused) }, handshake: zkconn.Limit(cfg.SessionTimeout),
+		behind: &behind{log: cfg.Logger}}
 	hosts := zk.NewDNSHostProvider()
 	s := &Session{changed: make(chan struct{}), maxBufferSize: cfg.MaxBufferSize, log: cfg.Logger}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
@@ -127,6 +128,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 type refusals struct {
 	onAll     func()        // called when every address refused
 	handshake time.Duration // the most a session handshake may wait (zkconn.Bound)
+	behind    *behind       // gives up a session that serving servers refuse
 
 	mu        sync.Mutex
 	addresses int // resolved addresses; 0 until known
@@ -146,7 +148,7 @@ func (r *refusals) dial(network, address string, timeout time.Duration) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return zkconn.Bound(conn, r.handshake), nil
+	return r.behind.wrap(zkconn.Bound(conn, r.handshake), address), nil
 }
 
 func (r *refusals) setAddresses(n int) {

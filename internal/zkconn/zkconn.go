@@ -16,7 +16,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,10 +114,63 @@ var ErrSilent = errors.New("no answer")
 // srvrAnswers are how every ZooKeeper's answer to the four-letter word srvr
 // starts: its statistics, the word not being allowed (4lw.commands.whitelist),
 // or the server not serving yet (starting, or without a quorum).
-var srvrAnswers = []string{
-	"Zookeeper version:",
-	"srvr is not executed because it is not in the whitelist",
-	"This ZooKeeper instance is not currently serving requests",
+var srvrAnswers = []string{srvrStats, srvrNotAllowed, srvrNotServing}
+
+const (
+	srvrStats      = "Zookeeper version:"
+	srvrNotAllowed = "srvr is not executed because it is not in the whitelist"
+	srvrNotServing = "This ZooKeeper instance is not currently serving requests"
+)
+
+// ErrSrvrNotAllowed is Serving's error for a ZooKeeper that does not allow
+// srvr (4lw.commands.whitelist): whether it serves is not known.
+var ErrSrvrNotAllowed = errors.New("srvr is not allowed there (4lw.commands.whitelist)")
+
+// Serving asks the ZooKeeper at addr (srvr) whether it serves clients: a
+// server without a quorum, or starting, does not. zxid is its last
+// transaction's ("0x61"), when it serves. Any answer but a ZooKeeper's, and
+// none within wait, is an error.
+func Serving(ctx context.Context, addr string, wait time.Duration) (serving bool, zxid string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	conn, done, err := askSrvr(ctx, addr)
+	if err != nil {
+		return false, "", err
+	}
+	defer done()
+	b, err := io.ReadAll(conn) // a ZooKeeper closes the connection after its answer
+	answer := string(b)
+	switch {
+	case strings.HasPrefix(answer, srvrNotServing):
+		return false, "", nil
+	case strings.HasPrefix(answer, srvrNotAllowed):
+		return false, "", ErrSrvrNotAllowed
+	case !strings.HasPrefix(answer, srvrStats) || err != nil:
+		return false, "", fmt.Errorf("%s: no answer to srvr as a ZooKeeper's: %q (%v)", addr, firstLine(b), err)
+	}
+	for _, line := range strings.Split(answer, "\n") {
+		if z, ok := strings.CutPrefix(line, "Zxid: "); ok {
+			zxid = strings.TrimSpace(z)
+		}
+	}
+	return true, zxid, nil
+}
+
+// askSrvr connects to addr and sends srvr. Reads from conn end when ctx
+// does; done closes it. A write error wraps ErrNotZooKeeper; the dial's
+// error is returned as it is.
+func askSrvr(ctx context.Context, addr string) (conn net.Conn, done func(), err error) {
+	conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	done = func() { stop(); conn.Close() }
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		done()
+		return nil, nil, fmt.Errorf("%w: the connection failed when asked srvr: %v", ErrNotZooKeeper, err)
+	}
+	return conn, done, nil
 }
 
 // Probe asks the server at addr for srvr, which a ZooKeeper answers at once
@@ -126,16 +181,11 @@ var srvrAnswers = []string{
 func Probe(ctx context.Context, addr string, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	conn, done, err := askSrvr(ctx, addr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return fmt.Errorf("%w: the connection failed when asked srvr: %v", ErrNotZooKeeper, err)
-	}
+	defer done()
 	var got []byte
 	buf := make([]byte, 64)
 	for {

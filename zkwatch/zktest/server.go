@@ -146,6 +146,19 @@ func (s *Server) Restart() error {
 	return nil
 }
 
+// Reload stops the server, calls change on its data folder (to copy it, put
+// an older copy back or wipe it, as an operator does with it stopped), and
+// starts it again.
+func (s *Server) Reload(change func(data string) error) error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	if err := change(s.dataDir()); err != nil {
+		return fmt.Errorf("zktest: data folder of %s: %w", s.Addr, err)
+	}
+	return s.Restart()
+}
+
 // launch starts the java process without waiting for it to serve.
 func (s *Server) launch() error {
 	args := append(append([]string{}, javaArgs...),
