@@ -25,9 +25,11 @@ import (
 	"embed"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
 
 	"github.com/ingestq/ingestq/api"
@@ -139,7 +141,37 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Status: http.StatusForbidden, Message: "refused: a change sent from another site (" + err.Error() + ")"}})
 		return
 	}
+	if r.Method == http.MethodPost {
+		if err := readForm(w, r); err != nil {
+			d.problem(w, r, api.Caller{}, err)
+			return
+		}
+	}
 	d.mux.ServeHTTP(w, r)
+}
+
+// maxForm is the largest form read: a button's or the sign-in's fits many
+// times over.
+const maxForm = 64 << 10
+
+// readForm reads a POST's form, at most maxForm, before any token is
+// checked: unbounded, a form took up to 10 MB of memory, and a multipart
+// one's files went to temporary files on the server's disk as fast as
+// anyone sent them. The pages send urlencoded forms only.
+func readForm(w http.ResponseWriter, r *http.Request) error {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
+		return &pageError{http.StatusUnsupportedMediaType, "a multipart form: the dashboard's buttons send application/x-www-form-urlencoded"}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	err := r.ParseForm()
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &pageError{http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is over %d KiB: a button's form is far smaller", maxForm>>10)}
+	case err != nil:
+		return errBadInput("the form does not read: " + err.Error())
+	}
+	return nil
 }
 
 // Redirect sends "/" to the dashboard.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -128,6 +129,41 @@ func TestCrossSiteChangesAndSigningIn(t *testing.T) {
 	a = b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {"/ui/jobs/" + jid}})
 	if a.header.Get("Location") != "/ui/jobs/"+jid {
 		t.Errorf("sign in: to %q, want back to the job", a.header.Get("Location"))
+	}
+}
+
+// A button's form is read bounded, before anything is done: one over
+// 64 KiB is a 413, a multipart one (whose files the server wrote to its
+// disk as they came) a 415, and the job is left as it was. Before, both
+// were read whole and the job held.
+func TestBigOrMultipartFormsAreRefused(t *testing.T) {
+	b := setup(t)
+	jid := b.job(b.batch("uuid-bigform"))
+	b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"hold"}, "pad": {strings.Repeat("x", 100<<10)}}).
+		is(t, http.StatusRequestEntityTooLarge, "the form is over 64 KiB")
+	var body strings.Builder
+	mw := multipart.NewWriter(&body)
+	must(t, mw.WriteField("action", "hold"))
+	f, err := mw.CreateFormFile("upload", "big.bin")
+	must(t, err)
+	_, err = f.Write(make([]byte, 1<<20))
+	must(t, err)
+	must(t, mw.Close())
+	req, err := http.NewRequestWithContext(t.Context(), "POST", b.base+"/ui/jobs/"+jid, strings.NewReader(body.String()))
+	must(t, err)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := b.client(operateToken).Do(req)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("a multipart form: %d, want 415", resp.StatusCode)
+	}
+	if s := b.state(jid); s != queue.Pending {
+		t.Fatalf("a refused form changed the job: %s", s)
+	}
+	b.post(operateToken, "/ui/jobs/"+jid, url.Values{"action": {"hold"}}).is(t, http.StatusOK) // a button's form is read
+	if s := b.state(jid); s != queue.Held {
+		t.Fatalf("after hold: %s", s)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +28,14 @@ var ErrListen = errors.New("httpd: cannot listen")
 
 // shutdownWait is how long Close lets requests under way finish.
 const shutdownWait = 5 * time.Second
+
+// ioTimeout is how long a request's body may take to arrive, and how long
+// one write of an answer may wait for the client to take it: a client that
+// stalls (a body sent a byte at a time, an answer or event stream it does
+// not read) is cut off then, not held for the daemon's life. The server has
+// no whole-request deadline: event streams and downloads last as long as
+// the client keeps reading. A variable for the tests.
+var ioTimeout = time.Minute
 
 // Server is a running HTTP server. Handle is safe while it serves.
 type Server struct {
@@ -89,23 +98,47 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // Observe has fn told of every request from now on (nil: none).
 func (s *Server) Observe(fn RequestObserver) { s.watch.Store(&fn) }
 
-// serve routes a request through the mux, telling the observer of it.
+// serve routes a request through the mux, with the body's and the writes'
+// deadlines (ioTimeout), telling the observer of it.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	fn := s.watch.Load()
-	if fn == nil || *fn == nil {
-		s.mux.ServeHTTP(w, r)
-		return
-	}
 	began := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // the server keeps none from the connection's last answer
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(began.Add(ioTimeout))
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	}
+	sw := &statusWriter{ResponseWriter: w, rc: rc}
 	s.mux.ServeHTTP(sw, r) // sets r.Pattern to the route that took it
-	(*fn)(r.Pattern, cmp.Or(sw.code, http.StatusOK), time.Since(began))
+	if fn := s.watch.Load(); fn != nil && *fn != nil {
+		(*fn)(r.Pattern, cmp.Or(sw.code, http.StatusOK), time.Since(began))
+	}
 }
 
-// statusWriter notes the status code a handler answers with. It flushes
-// (server-sent events need it) and unwraps (for http.ResponseController).
+// deadlineBody lifts the body's read deadline once the whole body is
+// read: the server then watches the connection for the client going away,
+// and a deadline left there would end a long request's context. A body
+// not read to its end keeps it, which bounds the server's discarding the
+// rest.
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// statusWriter notes the status code a handler answers with, and gives
+// each write ioTimeout to be taken. It flushes (server-sent events need
+// it) and unwraps (for http.ResponseController).
 type statusWriter struct {
 	http.ResponseWriter
+	rc   *http.ResponseController
 	code int
 }
 
@@ -113,6 +146,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	if w.code == 0 && code >= 200 { // 1xx are interim answers
 		w.code = code
 	}
+	w.takeWithin()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -120,6 +154,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
+	w.takeWithin()
 	return w.ResponseWriter.Write(b)
 }
 
@@ -127,8 +162,12 @@ func (w *statusWriter) Flush() {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	w.takeWithin()
+	_ = w.rc.Flush()
 }
+
+// takeWithin gives what is written next ioTimeout to be taken.
+func (w *statusWriter) takeWithin() { _ = w.rc.SetWriteDeadline(time.Now().Add(ioTimeout)) }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 

@@ -1,10 +1,13 @@
 package httpd_test
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -18,7 +21,13 @@ import (
 	"github.com/ingestq/ingestq/internal/tlstest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// ioTimeout is the body's and the writes' deadline in these tests.
+const ioTimeout = 500 * time.Millisecond
+
+func TestMain(m *testing.M) {
+	httpd.SetIOTimeout(ioTimeout)
+	goleak.VerifyTestMain(m)
+}
 
 func start(t *testing.T, addr string) *httpd.Server {
 	t.Helper()
@@ -169,4 +178,141 @@ func TestServesTLS(t *testing.T) {
 		!strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), certFile) {
 		t.Fatalf("swapped certificate and key: %v, want an error naming both files", err)
 	}
+}
+
+// A client that sends a request's body a byte at a time, or not at all, is
+// cut off once the body has not arrived within the deadline: the handler's
+// read fails, and the client is told. Before, the read waited for the
+// client's whole life.
+func TestStalledBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	readErr := make(chan error, 1)
+	s.Handle("POST /in", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		readErr <- err
+		if err != nil {
+			http.Error(w, "the body did not arrive", http.StatusRequestTimeout)
+		}
+	}))
+	conn := dial(t, s)
+	if _, err := io.WriteString(conn, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\none byte of 100"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("reading a stalled body: %v, want the deadline exceeded", err)
+		}
+	case <-time.After(20 * ioTimeout):
+		t.Fatal("a stalled body was still being read long after the deadline")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("the stalled client got %d, want 408", resp.StatusCode)
+	}
+}
+
+// A client that does not read a big answer (or an event stream) makes the
+// handler's write fail once nothing was taken within the deadline, so the
+// handler ends and lets go of what it holds. Before, the write waited for
+// the client's whole life.
+func TestUnreadAnswerIsCutOff(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	writeErr := make(chan error, 1)
+	s.Handle("GET /big", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+	}))
+	conn := dial(t, s)
+	if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select { // the client reads nothing
+	case err := <-writeErr:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("writing to a client that reads nothing: %v, want the deadline exceeded", err)
+		}
+	case <-time.After(20 * ioTimeout):
+		t.Fatal("a write to a client that reads nothing still waited long after the deadline")
+	}
+}
+
+// The body's deadline does not bound the request: one whose body has
+// arrived runs, its context alive, past the deadline; an event stream
+// written to slowly stays open; and the next request on the connection is
+// answered.
+func TestDeadlinesDoNotBoundRequests(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	s.Handle("POST /long", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "cancelled", http.StatusInternalServerError)
+		case <-time.After(3 * ioTimeout): // the work outlasts the body's deadline
+			_, _ = w.Write(body)
+		}
+	}))
+	s.Handle("GET /stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tick := time.NewTicker(ioTimeout / 2) // each write is taken in time
+		defer tick.Stop()
+		for i := range 6 {
+			if _, err := io.WriteString(w, strconv.Itoa(i)); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			<-tick.C
+		}
+	}))
+	s.Handle("GET /empty", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}} // one connection for all three
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(s.DefaultAdvertise()+"/long", "text/plain", strings.NewReader("done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "done" {
+		t.Errorf("a request outlasting the body's deadline: %d %q, want 200 done", resp.StatusCode, body)
+	}
+	if resp, err = client.Get(s.DefaultAdvertise() + "/stream"); err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "012345" {
+		t.Errorf("a stream outlasting the write deadline: %q %v, want 012345", body, err)
+	}
+	resp, err = client.Get(s.DefaultAdvertise() + "/empty") // after the last write's deadline passed
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("the next request on the connection: %d, want 204", resp.StatusCode)
+	}
+}
+
+// dial opens a connection to s that the test writes and reads by hand.
+func dial(t *testing.T, s *httpd.Server) net.Conn {
+	t.Helper()
+	var d net.Dialer
+	conn, err := d.DialContext(context.Background(), "tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
