@@ -392,11 +392,11 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 		meta := map[string]string{}
 		_ = b.ownStream(false, meta) // no queue named yet: nothing to refuse
 		_, err = b.js.CreateStream(ctx, b.streamConfig(b.wantReplicas(), meta))
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			if err != nil {
-				return fmt.Errorf("events: create stream %s: %w", b.cfg.Stream, err)
-			}
+		switch {
+		case err == nil:
 			return nil
+		case !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			return fmt.Errorf("events: create stream %s: %w", b.cfg.Stream, err)
 		}
 		s, err = b.js.Stream(ctx, b.cfg.Stream) // created meanwhile, by another daemon
 	}
@@ -404,10 +404,8 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("events: stream %s: %w", b.cfg.Stream, err)
 	}
 	have := s.CachedInfo().Config
-	meta := maps.Clone(have.Metadata)
-	if meta == nil {
-		meta = map[string]string{}
-	}
+	meta := map[string]string{}
+	maps.Copy(meta, have.Metadata)
 	if err := b.ownStream(true, meta); err != nil {
 		return err
 	}
