@@ -19,11 +19,7 @@ import (
 // Before, the client offered the old session forever and never came back.
 func TestServerBehindTheClientGivesANewSession(t *testing.T) {
 	t.Parallel()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	log, lb := testLogger(t)
 	s := dial(t, Config{Servers: []string{srv.Addr}, SessionTimeout: timeoutForBehind, Logger: log})
 	connected := make(chan struct{}, 10)

@@ -157,18 +157,6 @@ func startWatcher(t testing.TB, s *Session, cfg WatcherConfig, r *recorder) *Wat
 	return w
 }
 
-// ownServer starts a ZooKeeper server for one test (killed by t.Cleanup),
-// for what the shared one cannot give: a restart, or the server's counts.
-func ownServer(t testing.TB) (*zktest.Server, *zk.Conn) {
-	t.Helper()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
-	return srv, zktest.Connect(t, srv.Addr)
-}
-
 // mkdirs creates each path (parents first), with no data.
 func mkdirs(t testing.TB, conn *zk.Conn, paths ...string) {
 	t.Helper()

@@ -187,7 +187,8 @@ func TestFolderAppearsAndGoes(t *testing.T) {
 // ended. A batch whose folder appears later is still seen. Its own server:
 // the count of watches is the server's, and wchp lists no child watch.
 func TestWaitForAFolderThatNeverComesLeavesNoWatch(t *testing.T) {
-	srv, conn := ownServer(t)
+	srv := zktest.OwnServer(t)
+	conn := zktest.Connect(t, srv.Addr)
 	folder := func(bid string) string { return "/batches/" + bid + "/states/batch-processing" }
 	mkdirs(t, conn, "/batches", "/batches/b1", "/batches/b2")
 	watches := func() int {
@@ -324,7 +325,8 @@ func TestUnwatch(t *testing.T) {
 }
 
 func TestServerRestart(t *testing.T) {
-	srv, conn := ownServer(t)
+	srv := zktest.OwnServer(t)
+	conn := zktest.Connect(t, srv.Addr)
 	mkdirs(t, conn, "/jobs", "/jobs/pending", "/jobs/pending/before")
 
 	s := dial(t, Config{Servers: []string{srv.Addr}})

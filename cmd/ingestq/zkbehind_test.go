@@ -18,11 +18,7 @@ import (
 // offered the old session for as long as it ran.
 func TestDaemonGoesOnAfterZooKeeperIsRestoredUnderIt(t *testing.T) {
 	t.Parallel()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	ns := startNATS(t, -1, t.TempDir())
 	const root = "/ingestq"
 	q := openQueue(t, srv.Addr, root)

@@ -14,11 +14,7 @@ import (
 // on gives the dial's refusal, not an answer. (A member without a quorum,
 // which does not serve, is zkwatch's TestQuorumLossKeepsTheSession.)
 func TestServing(t *testing.T) {
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	serving, zxid, err := zkconn.Serving(t.Context(), srv.Addr, 5*time.Second)
 	if err != nil || !serving || !strings.HasPrefix(zxid, "0x") {
 		t.Errorf("a standalone ZooKeeper: serving %v, zxid %q, %v; want serving with a zxid", serving, zxid, err)

@@ -14,11 +14,7 @@ import (
 // A real ZooKeeper answers the probe; a refusal is the dial's error, not a
 // verdict; a server greeting with its own banner is not ZooKeeper.
 func TestProbe(t *testing.T) {
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	if err := zkconn.Probe(t.Context(), srv.Addr, 5*time.Second); err != nil {
 		t.Errorf("probe of a ZooKeeper: %v", err)
 	}

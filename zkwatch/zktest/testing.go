@@ -84,6 +84,18 @@ func ProxyToShared(t testing.TB) *Proxy {
 	return p
 }
 
+// OwnServer starts a server for one test, for what the shared one cannot
+// give (a restart, a stop, the server's own counts); t.Cleanup kills it.
+func OwnServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := StartServer(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Kill() })
+	return s
+}
+
 // Connect opens a session to servers (default: the shared server) with
 // SessionTimeout and waits up to 10 s for it to be established. The
 // client's log is shown only if the test fails. t.Cleanup closes the
