@@ -19,8 +19,7 @@ import (
 // No ARK is minted anew and no object is stored twice.
 func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	srv, err := zktest.StartServer(dir)
+	srv, err := zktest.StartServer(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,9 @@ func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	<-arrived
 	<-arrived
 	snapshot := filepath.Join(t.TempDir(), "data")
-	copyZooKeeperData(t, srv, dir, snapshot)
+	if err := srv.Reload(func(data string) error { return os.CopyFS(snapshot, os.DirFS(data)) }); err != nil {
+		t.Fatal(err)
+	}
 
 	arks := map[string]string{}
 	var order []string
@@ -65,17 +66,12 @@ func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	// The restore, as an operator does it: every daemon stopped, the old
 	// data folder put back, ZooKeeper and the daemons started again.
 	r.stop()
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	if err := os.RemoveAll(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(data, os.DirFS(snapshot)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(); err != nil {
+	if err := srv.Reload(func(data string) error {
+		if err := os.RemoveAll(data); err != nil {
+			return err
+		}
+		return os.CopyFS(data, os.DirFS(snapshot))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	r.qs = r.session()
@@ -117,21 +113,5 @@ func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	objects, err := filepath.Glob(filepath.Join(r.data, "ocfl", "*", "*", "*", "*", "inventory.json"))
 	if err != nil || len(objects) != len(objs) {
 		t.Errorf("storage holds %d objects (%v); want %d, each stored once", len(objects), err, len(objs))
-	}
-}
-
-// copyZooKeeperData copies the server's data folder (dir/data) to dst
-// while the server is stopped, as a backup of it is taken, and starts the
-// server again.
-func copyZooKeeperData(t *testing.T, srv *zktest.Server, dir, dst string) {
-	t.Helper()
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(dst, os.DirFS(filepath.Join(dir, "data"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
 	}
 }
