@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -49,7 +48,7 @@ func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	<-arrived
 	<-arrived
 	snapshot := filepath.Join(t.TempDir(), "data")
-	if err := srv.Reload(func(data string) error { return os.CopyFS(snapshot, os.DirFS(data)) }); err != nil {
+	if err := srv.Reload(zktest.CopyDataTo(snapshot)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -66,12 +65,7 @@ func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	// The restore, as an operator does it: every daemon stopped, the old
 	// data folder put back, ZooKeeper and the daemons started again.
 	r.stop()
-	if err := srv.Reload(func(data string) error {
-		if err := os.RemoveAll(data); err != nil {
-			return err
-		}
-		return os.CopyFS(data, os.DirFS(snapshot))
-	}); err != nil {
+	if err := srv.Reload(zktest.RestoreDataFrom(snapshot)); err != nil {
 		t.Fatal(err)
 	}
 	r.qs = r.session()

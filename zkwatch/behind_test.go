@@ -35,7 +35,7 @@ func TestServerBehindTheClientGivesANewSession(t *testing.T) {
 
 	create("/before")
 	snapshot := filepath.Join(t.TempDir(), "data")
-	if err := srv.Reload(func(data string) error { return os.CopyFS(snapshot, os.DirFS(data)) }); err != nil {
+	if err := srv.Reload(zktest.CopyDataTo(snapshot)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WaitState(ctx, zk.StateHasSession); err != nil {
@@ -52,12 +52,7 @@ func TestServerBehindTheClientGivesANewSession(t *testing.T) {
 		name   string
 		change func(data string) error
 	}{
-		{"restored from the older copy", func(data string) error {
-			if err := os.RemoveAll(data); err != nil {
-				return err
-			}
-			return os.CopyFS(data, os.DirFS(snapshot))
-		}},
+		{"restored from the older copy", zktest.RestoreDataFrom(snapshot)},
 		{"wiped", os.RemoveAll},
 	} {
 		old := s.Conn.SessionID()

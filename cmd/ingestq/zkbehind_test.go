@@ -3,7 +3,6 @@
 package main_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,18 +24,13 @@ func TestDaemonGoesOnAfterZooKeeperIsRestoredUnderIt(t *testing.T) {
 	d := startDaemon(t, daemonConfig{Host: "d", ZK: srv.Addr, Root: root, NATS: ns.ClientURL(),
 		Extra: []string{"--zk-session-timeout", "2s"}})
 	snapshot := filepath.Join(t.TempDir(), "data")
-	if err := srv.Reload(func(data string) error { return os.CopyFS(snapshot, os.DirFS(data)) }); err != nil {
+	if err := srv.Reload(zktest.CopyDataTo(snapshot)); err != nil {
 		t.Fatal(err)
 	}
 	// A batch after the copy: the daemon sees zxids the copy lacks.
 	bid := createBatch(t, q, 10)
 	waitBatchDone(t, q, bid, time.Minute)
-	if err := srv.Reload(func(data string) error {
-		if err := os.RemoveAll(data); err != nil {
-			return err
-		}
-		return os.CopyFS(data, os.DirFS(snapshot))
-	}); err != nil {
+	if err := srv.Reload(zktest.RestoreDataFrom(snapshot)); err != nil {
 		t.Fatal(err)
 	}
 	d.waitLog(time.Minute, "refused this client's session")

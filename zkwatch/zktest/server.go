@@ -159,6 +159,23 @@ func (s *Server) Reload(change func(data string) error) error {
 	return s.Restart()
 }
 
+// CopyDataTo is a change for Reload that copies the data folder to dir, as
+// an operator's backup of a stopped server.
+func CopyDataTo(dir string) func(data string) error {
+	return func(data string) error { return os.CopyFS(dir, os.DirFS(data)) }
+}
+
+// RestoreDataFrom is a change for Reload that puts dir, a copy CopyDataTo
+// made, back in place of the data folder.
+func RestoreDataFrom(dir string) func(data string) error {
+	return func(data string) error {
+		if err := os.RemoveAll(data); err != nil {
+			return err
+		}
+		return os.CopyFS(data, os.DirFS(dir))
+	}
+}
+
 // launch starts the java process without waiting for it to serve.
 func (s *Server) launch() error {
 	args := append(append([]string{}, javaArgs...),
