@@ -104,7 +104,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the server keeps none from the connection's last answer
-	if r.Body != nil && r.Body != http.NoBody {
+	if r.Body != http.NoBody {
 		_ = rc.SetReadDeadline(began.Add(ioTimeout))
 		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 	}

@@ -2,7 +2,6 @@ package httpd_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -308,8 +307,7 @@ func TestDeadlinesDoNotBoundRequests(t *testing.T) {
 // dial opens a connection to s that the test writes and reads by hand.
 func dial(t *testing.T, s *httpd.Server) net.Conn {
 	t.Helper()
-	var d net.Dialer
-	conn, err := d.DialContext(context.Background(), "tcp", s.Addr().String())
+	conn, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
