@@ -1,16 +1,16 @@
 // Package dashboard is the daemon's web dashboard, under /ui/ on its HTTP
 // server: an overview of the queue, the batches with their progress, a
-// batch's jobs, a job's timeline with the actions its state allows, and a
-// search by ARK or local id. Pages are html/template files and a little
-// JavaScript, embedded in the binary.
+// batch's jobs, a job's timeline with the actions its state allows, the
+// access requests, and a search by ARK or local id. Pages are html/template
+// files and a little JavaScript, embedded in the binary.
 //
 // Pages are live: the dashboard keeps its own ZooKeeper watches on every
-// job state folder, the batches, the holds and the hosts (live.go), so a
-// move by any writer of the queue, Merritt's own services included, is
-// seen the moment ZooKeeper tells of it; the daemons' batch and admin
-// events cover what changes no folder. Each open page holds a server-sent
-// event stream (/ui/live) that says when something changed, and fetches
-// its main part again.
+// job state folder, the batches, the holds, the hosts and the access
+// queues (live.go), so a move by any writer of the queue, Merritt's own
+// services included, is seen the moment ZooKeeper tells of it; the daemons'
+// batch, admin and access events cover what changes no folder. Each open
+// page holds a server-sent event stream (/ui/live) that says when something
+// changed, and fetches its main part again.
 //
 // Reads and actions follow the API's rules (package api) and go through
 // the same service layer (package ops), with the same refusals. The

@@ -35,7 +35,7 @@ const (
 	setupTimeout      = time.Minute            // stream create/update when ctx has no deadline
 	setupTry          = 10 * time.Second       // one try of it
 	closeFlushTimeout = 2 * time.Second        // Close waits this long for acks
-	defaultAckTimeout = 15 * time.Second       // an unacknowledged publish is lost after this
+	defaultAckTimeout = 15 * time.Second       // an unacknowledged publish is sent again after this (resend.go)
 	lostWarnEvery     = 5 * time.Second        // at most one "lost" warning per interval
 	queueSize         = 65536                  // events waiting for the publisher goroutine (a 60k-ref listing fits)
 	queueWait         = 5 * time.Millisecond   // longest Publish waits for room in a full queue

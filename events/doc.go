@@ -9,6 +9,7 @@
 //	ingestq.job.progress.<jid>      progress of a job's current step
 //	ingestq.batch.<state>.<bid>     a batch entered <state> (lower case)
 //	ingestq.admin.<action>          an operator's action (hold, release, ...)
+//	ingestq.access.<state>.<ref>    an access request entered <state> (lower case)
 //	_ingestq.<host>.<...>           a daemon's own wake-up signals, never recorded
 //
 // The stream (DefaultStream) records everything under SubjectAll.

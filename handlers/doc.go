@@ -3,15 +3,19 @@
 //
 //	batch Pending   fetch the payload, recognise it (file, zip, checkm manifest
 //	                of one of Merritt's four profiles) and make one job per object
-//	Estimating      HEAD every file; space_needed; a later priority for big jobs
+//	Estimating      space_needed from each file's size (the manifest's, else a
+//	                HEAD); a later priority for big jobs
 //	Provisioning    wait until the working storage has room
 //	Downloading     parallel, resumable, verified GETs into the working folder
 //	Processing      local-id lookup or minting (written to ZooKeeper first),
 //	                ERC and Dublin Core files, the storage manifest
-//	Storing         a new version in storage (none when nothing changed)
-//	Recording       the stored version in the inventory database
+//	Storing         a new version in the primary storage and each replica
+//	                (none where nothing changed)
+//	Recording       the stored version, its copies and PREMIS events, in the
+//	                inventory database
 //	Notify          the profile's callback; the working folder goes
-//	Reporting       the batch report, e-mailed to the profile's addresses
+//	Reporting       the batch report, e-mailed to the profile's addresses and
+//	                posted to its report_callback
 //
 // Every step can run again on the same job after a crash, on this daemon or
 // another: each one resumes from what the last run left (a verified file, a
@@ -21,8 +25,8 @@
 // computes the manifest's digest and SHA-256 in one pass, an extraction and
 // the system files hash what they write, and the digest record in the
 // working folder carries the SHA-256 to Processing (the storage manifest),
-// Storing and Recording. Storing takes each file into a local storage root
-// on the same file system by a hard link, not a copy. See digests.go.
+// Storing and Recording. Storing takes each file into a local primary storage
+// root on the same file system by a hard link, not a copy. See digests.go.
 //
 // What a job hands to the next consumer (the store and inventory manifest
 // URLs) is served by Handoff at the daemon's advertised URL, so that a

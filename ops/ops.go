@@ -8,8 +8,11 @@
 //	queue.ErrNotFound                               unknown id         404
 //	ErrGone                                         access gone        410
 //	queue.ErrRefused, ErrLocked, ErrIllegalTransition, ErrStale   409
+//	ZooKeeper out of reach (queue.Unreachable)      try again          503
 //
-// Everything else is the queue's or ZooKeeper's trouble.
+// Everything else is a 500: the queue's or the code's trouble. An
+// Outcome's advice names a command line for the CLI and a request for the
+// API (Outcome.For).
 package ops
 
 import (

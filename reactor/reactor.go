@@ -13,14 +13,15 @@
 // bus is not connected.
 //
 // A daemon works only the roles it owns (Config.Roles: job states, batch
-// intake, batch reporting); other daemons or programs on the queue work the
+// intake, batch reporting) and the access queues it has workers for
+// (Config.AccessWorkers); other daemons or programs on the queue work the
 // rest, and their moves wake it through its folder watches.
 //
 // A handler gets a Step: the acquired job, and Checkpoint, the one way to
 // save something before its Result is written with the transition. Holds
-// (the ingest queue's, the collections') are known in one place (holds.go).
-// Everything Run starts, pools, watches, timers and the session hook, ends
-// before Run returns.
+// (the ingest queue's, the access queues', the collections') are known in
+// one place (holds.go). Everything Run starts, pools, watches, timers and
+// the session hook, ends before Run returns.
 package reactor
 
 import (

@@ -1,6 +1,6 @@
 // Package zkwatch owns ingestq's ZooKeeper session: connecting, tracking
-// the session's state, and (in the daemon) the child watches on the queue's
-// state folders.
+// the session's state, and the child watches the daemon and its dashboard
+// keep on the queue's folders (Watcher).
 package zkwatch
 
 import (

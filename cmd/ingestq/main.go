@@ -1,5 +1,6 @@
-// Command ingestq inspects and administers the ingest queue kept in
-// ZooKeeper. See package cli for the commands.
+// Command ingestq is the ingest-queue daemon (ingestq serve) and the tool
+// that inspects and administers the queue kept in ZooKeeper. See package
+// cli for the commands.
 package main
 
 import (

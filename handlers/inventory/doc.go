@@ -45,7 +45,8 @@
 //     claims local ids in sorted order (records of different ARKs never
 //     deadlock; the local_ids primary key decides who gets an id). A call
 //     that finds the database out of reach is tried again twice, then
-//     fails with ErrUnavailable.
+//     fails with ErrUnavailable; one that gets no answer within its time
+//     limit fails with it at once.
 //   - [HTTP], a client of an inventory service (POST /records, GET
 //     /localids/<profile>/<local id>, GET /objects/<ark>, with
 //     ?versions=latest for the latest version alone). A 409 is ErrConflict,

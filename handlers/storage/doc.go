@@ -8,16 +8,18 @@
 // the version was written but before the caller heard of it, never makes a
 // second version.
 //
-// Two stores are built in:
+// The daemon keeps a folder or an S3 bucket as OCFL (package ocfl). This
+// package has two more stores:
 //
-//   - [Local] keeps versions in a folder: dir/<ark>/v0001/<files> with a
-//     version.json beside them. A version is written into a temporary folder,
-//     verified against its digests, synced, and renamed into place, so it
-//     either exists whole or not at all. Temporary folders left by a killed
-//     process are removed by the next Put of that object.
 //   - [HTTP] speaks to a storage service: one streamed multipart POST per
 //     Put (rebuilt from the files on each retry), one GET per Latest.
 //     A 4xx answer is a refusal ([Refused]); retrying cannot fix it.
+//   - [Local], the store ingestq kept before OCFL: dir/<ark>/v0001/<files>
+//     with a version.json beside them. A daemon imports such a folder into
+//     its OCFL root (ocfl.Import) and stores nothing new in it; [NewServer]
+//     serves a Local as a storage service, for tests. A version is written
+//     into a temporary folder, verified against its digests, synced, and
+//     renamed into place, so it either exists whole or not at all.
 //
 // Both are safe for concurrent use by goroutines working on different ARKs.
 package storage

@@ -1,6 +1,7 @@
 // Package health answers the daemon's health probes: /healthz (the process
-// serves) and /readyz (what it needs answers: ZooKeeper, NATS, storage,
-// the inventory), each check named with its error, as JSON.
+// serves) and /readyz (what it needs answers: ZooKeeper, NATS, and for the
+// steps it works the working storage's room, storage and the inventory),
+// each check named with its error, as JSON.
 package health
 
 import (

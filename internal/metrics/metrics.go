@@ -1,10 +1,10 @@
 // Package metrics is the daemon's Prometheus metrics, served at /metrics:
 // what the reactor tells it (steps, transitions, bytes), what the queue
 // holds (jobs per state and profile, the oldest job's age and the stalled
-// jobs per state, read from ZooKeeper when scraped), the event bus, the
-// ZooKeeper session, NATS and the HTTP server's requests. Each daemon has
-// its own registry, so that several daemons in one process (tests) keep
-// their numbers apart.
+// jobs per state, read from ZooKeeper when scraped), the back ends out, the
+// event bus, the ZooKeeper session, NATS and the HTTP server's requests.
+// Each daemon has its own registry, so that several daemons in one process
+// (tests) keep their numbers apart.
 package metrics
 
 import (

@@ -1,8 +1,9 @@
 // Package s3test runs a real S3 server for tests: versitygw, an S3 gateway
 // over a folder, built by scripts/install-versitygw.sh. Start gives each
 // test its own server on a free loopback port with random root
-// credentials and one bucket; Stop and Restart serve fault tests; Proxy
-// sits between a client and the server to corrupt bytes in flight.
+// credentials and one bucket; Stop, Restart, Freeze and Thaw serve fault
+// tests; Proxy sits between a client and the server to corrupt bytes in
+// flight, and Gate holds a chosen PUT until the test releases it.
 package s3test
 
 import (

@@ -13,7 +13,10 @@
 //	/locks/queue/…, /locks/collections/…, /locks/storage/…, /locks/inventory/…
 //	/ingestq/profiles/<name>        ingestq's own: the profiles the daemons publish,
 //	/ingestq/minter/<counter>       the minter's counters,
-//	/ingestq/minted/<jid>           and each job's minted ARK until its job is done
+//	/ingestq/minted/<jid>           each job's minted ARK until its job is done,
+//	/ingestq/hosts/<name>           the live daemons and their NATS routes (ephemeral),
+//	/ingestq/routes/<name>
+//	/ingestq/forgotten/<name>       and the hosts an operator took out for good
 //
 // # The one door
 //
@@ -35,8 +38,10 @@
 //
 // Any working state may go to Failed; an operator requeues a Failed job to
 // the state after its last_successful_status, or deletes it. Batches go
-// Pending → Processing → Reporting → Completed | Failed, and Failed →
+// Pending (⇄ Held) → Processing → Reporting → Completed | Failed, and Failed →
 // UpdateReporting → Completed | Failed when an operator asks for a new report.
+// Access requests go Pending → Processing → Completed | Failed. The machines
+// are JobMachine, BatchMachine and AccessMachine (states.go).
 //
 // # Atomic, fenced changes
 //

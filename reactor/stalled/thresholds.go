@@ -1,8 +1,10 @@
 // Package stalled finds stalled work: a job whose state has not changed
 // for longer than its state's threshold, with the reason the queue shows
-// (the lock's holder, a hold, a wait for room, a retried error, no live
-// consumer of the state). The daemon's metrics, `ingestq ls jobs --stalled`
-// and `ingestq show` all ask it, so they agree.
+// (the lock's holder, a hold, a wait for room, a retried error, a back end
+// out of reach, a wait for the host that holds its files, no live consumer
+// of the state: the Kinds of check.go). The daemon's metrics, the API, the
+// dashboard, `ingestq ls jobs --stalled` and `ingestq show` all ask it, so
+// they agree.
 //
 // When a job entered its state is its ref's creation under
 // /jobs/states/<state> (ZooKeeper's clock, read with Queue.RefTimes): the

@@ -1,11 +1,16 @@
-// Package cli is the ingestq command line: it reads and administers the
-// ingest queue kept in ZooKeeper, through reactor/queue only.
+// Package cli is the ingestq command line: `serve` runs the daemon, and
+// every other command reads or administers the ingest queue kept in
+// ZooKeeper, through reactor/queue and the service layer (package ops)
+// that the HTTP API shares.
 //
-// Every command connects, makes sure the queue's folders exist (queue.Init),
-// does one thing and exits: 0 on success, 1 with one line "ingestq: <reason>"
-// on stderr when ZooKeeper or the queue says no, 2 on a usage error. Read
-// commands print text, or JSON with -o json. Logs and warnings (unreadable
-// nodes skipped by a listing) go to stderr through log/slog.
+// Only the daemon makes the queue's folders (queue.Init), and submit once a
+// submission is accepted; the other commands on the queue refuse a root
+// with none, so a mistyped --zk-root creates nothing. A command does one
+// thing and exits: 0 on success, 1 with one line "ingestq: <reason>" on
+// stderr when ZooKeeper or the queue says no, 2 on a usage error, 130 when
+// Ctrl-C stops a wait. Read commands print text, or JSON with -o json. Logs
+// and warnings (unreadable nodes skipped by a listing) go to stderr through
+// log/slog.
 package cli
 
 import (

@@ -1,7 +1,7 @@
 // Package ocfl keeps objects as OCFL 1.1 objects (the Oxford Common File
 // Layout, https://ocfl.io/1.1/spec/) in a storage root in a [place.Place]:
-// a local folder or an S3 bucket. [Store] is a [storage.Store], so it can
-// stand where [storage.Local] does.
+// a local folder or an S3 bucket. [Store] is a [storage.Store]: the
+// daemon's store for every storage target but a storage service.
 //
 // # The storage root
 //
