@@ -110,6 +110,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusWriter{ResponseWriter: w, rc: rc}
 	s.mux.ServeHTTP(sw, r) // sets r.Pattern to the route that took it
+	sw.takeWithin()        // the buffered rest goes out now, maybe long after the handler's last write
 	if fn := s.watch.Load(); fn != nil && *fn != nil {
 		(*fn)(r.Pattern, cmp.Or(sw.code, http.StatusOK), time.Since(began))
 	}

@@ -247,6 +247,28 @@ func TestUnreadAnswerIsCutOff(t *testing.T) {
 	}
 }
 
+// A handler that writes, then works past the write deadline before it
+// returns: what it wrote, still buffered, goes out when it returns, and
+// the client gets the whole answer. Before, the deadline set at the write
+// had passed by then, and the answer was cut.
+func TestAnswerBufferedPastTheDeadlineGoesOut(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	s.Handle("GET /late", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "the whole answer") // buffered: not flushed
+		<-time.After(2 * ioTimeout)                  // the work after the last write outlasts its deadline
+	}))
+	resp, err := http.Get(s.DefaultAdvertise() + "/late")
+	if err != nil {
+		t.Fatalf("an answer buffered past the write deadline: %v, want it whole", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "the whole answer" {
+		t.Errorf("an answer buffered past the write deadline: %d %q %v, want 200 and the whole answer", resp.StatusCode, body, err)
+	}
+}
+
 // The body's deadline does not bound the request: one whose body has
 // arrived runs, its context alive, past the deadline; an event stream
 // written to slowly stays open; and the next request on the connection is

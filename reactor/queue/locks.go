@@ -108,7 +108,7 @@ func (q *Queue) Holds(ctx context.Context) ([]Hold, error) {
 // LockStorage takes the ephemeral per-object storage lock for an ark; false
 // when another session holds it.
 func (q *Queue) LockStorage(ctx context.Context, ark string) (bool, error) {
-	return q.lockFlag(ctx, "/locks/storage/"+LockName(ark))
+	return q.tryLock(ctx, q.Path("/locks/storage/"+LockName(ark)))
 }
 
 // UnlockStorage releases this session's storage lock; false when the lock
@@ -128,7 +128,7 @@ func (q *Queue) HoldsStorage(ctx context.Context, ark string) (bool, error) {
 
 // LockInventory takes the ephemeral per-object inventory lock for an ark.
 func (q *Queue) LockInventory(ctx context.Context, ark string) (bool, error) {
-	return q.lockFlag(ctx, "/locks/inventory/"+LockName(ark))
+	return q.tryLock(ctx, q.Path("/locks/inventory/"+LockName(ark)))
 }
 
 // UnlockInventory releases this session's inventory lock, as UnlockStorage.
@@ -170,20 +170,23 @@ func (q *Queue) deleteFlag(ctx context.Context, rel string) (bool, error) {
 	return false, fmt.Errorf("delete %s: %w", rel, err)
 }
 
-// lockFlag takes the ephemeral lock rel as a commit does: it tries again
+// tryLock takes the ephemeral lock p as a commit does: it tries again
 // through connection trouble, and knows a create whose reply was lost as
 // this session's own. A lock created so and not known would stay with the
-// session, which outlives a server's restart, and leave the object "locked
-// by another job" meanwhile.
-func (q *Queue) lockFlag(ctx context.Context, rel string) (bool, error) {
-	err := q.commit(ctx, []op{lockOp(q.Path(rel))})
+// session, which outlives a server's restart, and leave what it guards
+// "locked" meanwhile. It reports false when another session holds the
+// lock, and ErrNotFound when p's parent is gone.
+func (q *Queue) tryLock(ctx context.Context, p string) (bool, error) {
+	err := q.commit(ctx, []op{lockOp(p)})
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, ErrLocked):
 		return false, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return false, fmt.Errorf("lock %s: %w", q.rel(p), ErrNotFound)
 	}
-	return false, fmt.Errorf("create %s: %w", rel, err)
+	return false, fmt.Errorf("lock %s: %w", q.rel(p), err)
 }
 
 // deleteOwnFlag deletes an ephemeral node only if this session made it:

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // once the connection was back, is this session's own. Before, LockStorage
 // failed, and the lock was left to the session.
 func TestObjectLockWhoseReplyWasLost(t *testing.T) {
-	q, proxy := proxiedQueue(t)
+	q, proxy := proxiedQueue(t, zktest.Root(t))
 	const ark = "ark:/99999/fk4lostreply"
 	ok, err := throughPause(t, proxy, q, func() (bool, error) { return q.LockStorage(t.Context(), ark) })
 	held, herr := q.HoldsStorage(t.Context(), ark)
@@ -33,7 +34,7 @@ func TestObjectLockWhoseReplyWasLost(t *testing.T) {
 // connection is back. Before, UnlockStorage failed at once, and the lock
 // was left to the session.
 func TestObjectUnlockThroughAnOutage(t *testing.T) {
-	q, proxy := proxiedQueue(t)
+	q, proxy := proxiedQueue(t, zktest.Root(t))
 	const ark = "ark:/99999/fk4unlock"
 	if ok, err := q.LockStorage(t.Context(), ark); err != nil || !ok {
 		t.Fatalf("LockStorage = %v, %v", ok, err)
@@ -45,11 +46,47 @@ func TestObjectUnlockThroughAnOutage(t *testing.T) {
 	}
 }
 
+// An admin's job lock through a moment of ZooKeeper away: a lock whose
+// create got no answer, and landed, is this session's own, and one that
+// another session holds is still ErrLocked. Before, LockJob failed ("no
+// answer from ZooKeeper") while the session held the lock, which nothing
+// then released.
+func TestAdminLockWhoseReplyWasLost(t *testing.T) {
+	r := newRun(t)
+	_, j := r.oneJob()
+	q, proxy := proxiedQueue(t, r.root)
+	var locked *queue.Job
+	_, err := throughPause(t, proxy, q, func() (bool, error) {
+		var err error
+		locked, err = q.LockJob(t.Context(), j.ID)
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("a job lock whose create got no answer: LockJob = %v; want it taken", err)
+	}
+	// Only the session that holds the lock deletes it on unlock.
+	r.ok(q.UnlockJob(t.Context(), locked))
+	if after, err := r.q.LoadJob(t.Context(), j.ID); err != nil || after.Locked {
+		t.Fatalf("after this session's unlock the job is locked: %v (%v); want the lock its own, and gone", after.Locked, err)
+	}
+
+	held, err := r.q.LockJob(t.Context(), j.ID)
+	r.ok(err)
+	_, err = throughPause(t, proxy, q, func() (bool, error) {
+		_, err := q.LockJob(t.Context(), j.ID)
+		return false, err
+	})
+	if !errors.Is(err, queue.ErrLocked) {
+		t.Fatalf("a job locked by another session, through a pause: LockJob = %v; want ErrLocked", err)
+	}
+	r.ok(r.q.UnlockJob(t.Context(), held))
+}
+
 // proxiedQueue is a queue whose session reaches the shared server through
 // a proxy, with requests given up on after 300 ms.
-func proxiedQueue(t *testing.T) (*queue.Queue, *zktest.Proxy) {
+func proxiedQueue(t *testing.T, root string) (*queue.Queue, *zktest.Proxy) {
 	proxy := zktest.ProxyToShared(t)
-	q, err := queue.New(zktest.Connect(t, proxy.Addr()), zktest.Root(t), queue.WithLogger(testLogger(t)),
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(testLogger(t)),
 		queue.WithRequestTimeout(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -263,26 +263,5 @@ func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool) 
 	return q.releaseOwnLock(ctx, p)
 }
 
-// tryLock creates an ephemeral lock node. It reports false when another
-// session holds it. A lock whose create was applied although the reply was
-// lost is recognised as this session's own.
-func (q *Queue) tryLock(ctx context.Context, p string) (bool, error) {
-	_, err := q.zk.create(ctx, p, nil, zk.FlagEphemeral)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, zk.ErrNodeExists):
-		return false, nil
-	case errors.Is(err, zk.ErrNoNode):
-		return false, fmt.Errorf("lock %s: %w", q.rel(p), ErrNotFound)
-	case errors.Is(err, zk.ErrConnectionClosed):
-		ok, st, err2 := q.zk.exists(ctx, p)
-		if err2 == nil && ok && q.zk.owns(st) {
-			return true, nil
-		}
-	}
-	return false, fmt.Errorf("lock %s: %w", q.rel(p), err)
-}
-
 // Now is the queue's clock (last_modified stamps use it).
 func (q *Queue) Now() time.Time { return q.now() }

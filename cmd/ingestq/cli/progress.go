@@ -131,9 +131,6 @@ func (p *progressLine) update(n progress, now time.Time, force bool) {
 	}
 }
 
-// note prints a line of news above the progress line.
-func (p *progressLine) note(s string) { _, _ = p.Write([]byte(s + "\n")) }
-
 // end finishes a terminal's progress line.
 func (p *progressLine) end() {
 	p.mu.Lock()

@@ -140,9 +140,10 @@ func jobCounts(buckets map[string][]string, archived, unmade int) string {
 }
 
 // note writes a line of news on stderr. It may name what the queue holds
-// (a collection, a jid): shown as stdout shows it.
+// (a collection, a jid): shown as stdout shows it. It goes the log's way,
+// so that under submit --wait's progress line it goes above it.
 func (a *app) note(format string, args ...any) {
-	fmt.Fprintln(a.stderr, "note: "+visible.Text(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(a.logs, "note: "+visible.Text(fmt.Sprintf(format, args...)))
 }
 
 // noteHolds says on stderr why Pending batches are not taken: the ingest

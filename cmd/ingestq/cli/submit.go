@@ -402,7 +402,7 @@ func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string)
 		case queue.Completed, queue.Failed:
 			return ev.To
 		case queue.Held:
-			f.p.note(fmt.Sprintf("batch %s is Held (its collection is held): waiting until it is released", f.bid))
+			f.a.note("batch %s is Held (its collection is held): waiting until it is released", f.bid)
 		}
 	}
 	f.show(false)

@@ -326,6 +326,36 @@ func TestSubmitWaitNoNATS(t *testing.T) {
 func TestSubmitWaitInterrupted(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t) // no reactor: the batch stays Pending
+	out, errb, code := d.waitUntil(t, "printed no batch id", func(out, _ string) bool { return strings.HasSuffix(out, "\n") })
+	wantCode(t, code, 130)
+	b := d.onlyBatch()
+	wantErrLine(t, errb, "stopped waiting", b.ID, "Pending", "0/? jobs finished (0 completed, 0 failed)", "keeps running in the daemon")
+	if out != b.ID+"\n" {
+		t.Errorf("stdout %q", out)
+	}
+}
+
+// A batch a daemon sends to Held (its collection is held) is told on a
+// note line, as every note is. Before, it was a line without "note:".
+func TestSubmitWaitNotesAHeldBatch(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	_, err := d.q.HoldCollection(t.Context(), "demo")
+	d.ok(err)
+	d.start()
+	_, errb, code := d.waitUntil(t, "told nothing of the batch Held", func(_, errb string) bool { return strings.Contains(errb, "is Held") })
+	wantCode(t, code, 130)
+	b := d.onlyBatch()
+	if want := "note: batch " + b.ID + " is Held (its collection is held): waiting until it is released\n"; !strings.Contains(errb, want) {
+		t.Errorf("stderr %q: want the line %q", errb, want)
+	}
+}
+
+// waitUntil runs submit --wait of three objects until its stdout and
+// stderr satisfy until (else it fails the test: never), then stops it as
+// Ctrl-C does, and returns what it wrote and its exit code.
+func (d *daemon) waitUntil(t *testing.T, never string, until func(stdout, stderr string) bool) (string, string, int) {
+	t.Helper()
 	var out, errb logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -334,30 +364,25 @@ func TestSubmitWaitInterrupted(t *testing.T) {
 		"submit", "--profile", "demo", "--wait", "passthrough:3"}
 	go func() { done <- cli.Run(ctx, args, &out, &errb, func(string) string { return "" }) }()
 	deadline := time.After(20 * time.Second)
-	poll := time.NewTicker(10 * time.Millisecond)
+	poll := time.NewTicker(10 * time.Millisecond) // no event says what was written: poll it
 	defer poll.Stop()
-	for !strings.HasSuffix(out.String(), "\n") {
+	for !until(out.String(), errb.String()) {
 		select {
 		case <-poll.C:
 		case code := <-done:
 			t.Fatalf("submit --wait ended (exit %d): %s", code, errb.String())
 		case <-deadline:
-			t.Fatal("submit --wait printed no batch id")
+			t.Fatalf("submit --wait %s: %s", never, errb.String())
 		}
 	}
 	cancel()
-	var code int
 	select {
-	case code = <-done:
+	case code := <-done:
+		return out.String(), errb.String(), code
 	case <-time.After(20 * time.Second):
 		t.Fatal("submit --wait did not end on cancel")
 	}
-	wantCode(t, code, 130)
-	b := d.onlyBatch()
-	wantErrLine(t, errb.String(), "stopped waiting", b.ID, "Pending", "0/? jobs finished (0 completed, 0 failed)", "keeps running in the daemon")
-	if out.String() != b.ID+"\n" {
-		t.Errorf("stdout %q", out.String())
-	}
+	return "", "", 0
 }
 
 // Without events (the CLI listens on another NATS than the daemon's), the
