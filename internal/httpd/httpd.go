@@ -1,8 +1,9 @@
 // Package httpd is the daemon's HTTP server: one listener and one mux to
 // which parts of the daemon add their routes (the files a job hands to the
-// next consumer; later the API, the dashboard and the metrics). It is
-// bound before those parts are built, so that they know the URL other
-// hosts reach it at, and it is closed with the daemon.
+// next consumer, the API, the dashboard, /metrics, health and pprof). It
+// is bound before those parts are built, so that they know the URL other
+// hosts reach it at, and it is closed with the daemon. A client that stalls
+// (a body that stops arriving, an answer not taken) is cut after a minute.
 package httpd
 
 import (
