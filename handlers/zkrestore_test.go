@@ -18,11 +18,7 @@ import (
 // No ARK is minted anew and no object is stored twice.
 func TestZooKeeperRestoredFromAnOlderSnapshotMintsNoNewARK(t *testing.T) {
 	t.Parallel()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 
 	// Before the restore each job waits at Processing until the test lets
 	// one go; after it, the job that minted first waits for the other.

@@ -224,11 +224,7 @@ func TestSIGTERMDuringRun(t *testing.T) {
 func TestZooKeeperRestart(t *testing.T) {
 	t.Parallel()
 	const n = 300
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	ns := startNATS(t, -1, t.TempDir())
 	url := ns.ClientURL()
 	const root = "/ingestq"
@@ -555,11 +551,7 @@ func TestConnectionCuts(t *testing.T) {
 // it, through which a daemon can be cut off or partitioned.
 func proxiedServer(t *testing.T) (*zktest.Server, *zktest.Proxy) {
 	t.Helper()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	proxy, err := zktest.StartProxy(srv.Addr)
 	if err != nil {
 		t.Fatal(err)

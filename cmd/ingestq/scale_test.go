@@ -40,12 +40,9 @@ type bigRig struct {
 }
 
 func newBigRig(t testing.TB, window int, pipeline string) *bigRig {
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	r := &bigRig{pipeline: pipeline, t: t, zk: srv.Addr, root: zktest.Root(t), web: newFiles(t), nats: startNATS(t, -1, t.TempDir()).ClientURL()}
+	var err error
 	if r.q, err = queue.New(zktest.Connect(t, srv.Addr), r.root); err != nil {
 		t.Fatal(err)
 	}

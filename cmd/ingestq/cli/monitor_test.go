@@ -118,11 +118,7 @@ func zkCounts(t *testing.T, q *queue.Queue) map[string]float64 {
 // and ready when ZooKeeper is back. Requests are counted by route.
 func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	t.Parallel()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	const root = "/ingestq"
 	data := t.TempDir()
 	nats := closedAddr(t)

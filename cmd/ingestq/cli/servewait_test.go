@@ -19,11 +19,7 @@ import (
 // command run meanwhile says at once that nothing listens.
 func TestServeWaitsForZooKeeperToStart(t *testing.T) {
 	t.Parallel()
-	srv, err := zktest.StartServer(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Kill() })
+	srv := zktest.OwnServer(t)
 	if err := srv.Stop(); err != nil { // its address is known, and nothing listens there now
 		t.Fatal(err)
 	}
