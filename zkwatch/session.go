@@ -148,7 +148,7 @@ func (r *refusals) dial(network, address string, timeout time.Duration) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	return r.behind.wrap(zkconn.Bound(conn, r.handshake), address), nil
+	return newWatchesFirst(r.behind.wrap(zkconn.Bound(conn, r.handshake), address)), nil
 }
 
 func (r *refusals) setAddresses(n int) {

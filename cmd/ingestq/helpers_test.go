@@ -453,8 +453,9 @@ const raceExit = 66
 // races splits the race detector's reports in a log into the one known
 // race inside go-zookeeper v1.0.4 (Conn.lastZxid, written by recvLoop and
 // read by sendSetWatches on every reconnect that re-sends watches: open
-// upstream as go-zookeeper/zk#35 and samuel/go-zookeeper#260; ingestq cannot
-// fix it short of patching the library) and every other race.
+// upstream as go-zookeeper/zk#35 and samuel/go-zookeeper#260; this build's
+// connections order the two, zkwatch/watchesfirst.go, but the previous
+// release the upgrade test runs does not) and every other race.
 func races(log string) (known, unknown []string) {
 	parts := strings.Split(log, "WARNING: DATA RACE")
 	for _, p := range parts[1:] {
