@@ -55,23 +55,38 @@ func TestOneWakeUpPerChangePerDaemon(t *testing.T) {
 	seen.wait(t, "each daemon's wake-up for the new batch", func(n map[string]int) bool {
 		return n[pending("d1")] == 2 && n[pending("d2")] == 2
 	})
-	// One server: it delivered to every subscriber of a signal as it took
-	// it, so these counts are final for the two signals seen.
-	conns, err := ns.Connz(&server.ConnzOptions{Subscriptions: true, SubscriptionsDetail: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, host := range hosts {
-		delivered := int64(-1)
+	// The server hands a signal to its subscribers one after another, so
+	// the observer may hold its copy before a pool's subscription counts
+	// it: wait until each pool has counted its two, then count again. The
+	// four signals were all seen, and a pool that heard the other daemon's
+	// signals (as when they were shared) would have counted four.
+	delivered := func(host string) int64 {
+		conns, err := ns.Connz(&server.ConnzOptions{Subscriptions: true, SubscriptionsDetail: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range conns.Conns {
 			for _, s := range c.SubsDetail {
 				if c.Name == "ingestq@"+host && s.Subject == pending(host) {
-					delivered = s.Msgs
+					return s.Msgs
 				}
 			}
 		}
-		if delivered != 2 {
-			t.Errorf("%s's pending-batch pool received %d wake-ups for its first look and one change, want 2", host, delivered)
+		return -1
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for delivered("d1") < 2 || delivered("d2") < 2 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the pools' subscriptions did not count their wake-ups: d1 %d, d2 %d", delivered("d1"), delivered("d2"))
+		}
+	}
+	for _, host := range hosts {
+		if n := delivered(host); n != 2 {
+			t.Errorf("%s's pending-batch pool received %d wake-ups for its first look and one change, want 2", host, n)
 		}
 	}
 	for subject, n := range seen.counts() {
