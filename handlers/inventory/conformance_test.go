@@ -27,6 +27,7 @@ func runConformance(t *testing.T, open func(t *testing.T) Inventory) {
 		{"TwoVersionsOfOneObject", testTwoVersions},
 		{"BadInput", testBadInput},
 		{"ConcurrentRecords", testConcurrentRecords},
+		{"ListInPages", testListInPages},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
 	}
@@ -305,5 +306,82 @@ func testConcurrentRecords(t *testing.T, inv Inventory) {
 		if ark(i) != winner && !errors.Is(err, ErrNotFound) {
 			t.Errorf("loser %s was recorded: %+v, %v", ark(i), d, err)
 		}
+	}
+}
+
+// List walks every object in bytewise ARK order, a page at a time, though
+// a locale's order differs (en-US: "_" before "a" before "A" before "Z");
+// an object of two versions is one row, with the latest's ERC. An ARK
+// with &, +, %2F, # and ? is an after a client must escape.
+func testListInPages(t *testing.T, inv Inventory) {
+	ctx := context.Background()
+	const odd = "ark:/99999/fk4+&b=%2F#?"
+	bytewise := []string{odd, "ark:/99999/fk4A", "ark:/99999/fk4Z", "ark:/99999/fk4_", "ark:/99999/fk4a"}
+	for _, i := range []int{4, 3, 0, 2, 1} {
+		mustRecord(t, inv, record(bytewise[i], 1, bytewise[i], "loc-"+bytewise[i]))
+	}
+	mustRecord(t, inv, record(bytewise[4], 2, "a two", "loc-a2"))
+	var want []ObjectRow
+	for _, ark := range bytewise {
+		want = append(want, mustObject(t, inv, ark).Object)
+	}
+	if o := want[4]; o.LatestVersion != 2 || o.What != "Thing a two" || !slices.Equal(o.LocalIDs, []string{"loc-a2", "loc-" + o.ARK}) {
+		t.Fatalf("object of two versions = %+v; want latest 2 with both local ids", o)
+	}
+
+	var walked []ObjectRow
+	for row, err := range Objects(ctx, inv, 2) {
+		if err != nil || len(walked) == len(want) {
+			t.Fatalf("a walk in pages of 2 after %d objects: %v", len(walked), err)
+		}
+		walked = append(walked, row)
+	}
+	if !reflect.DeepEqual(walked, want) {
+		var arks []string
+		for _, o := range walked {
+			arks = append(arks, o.ARK)
+		}
+		t.Fatalf("a walk in pages of 2 gave %q; want, bytewise, %q\n %+v\nwant\n %+v", arks, bytewise, walked, want)
+	}
+
+	for _, c := range []struct {
+		after string
+		limit int
+		want  []ObjectRow
+	}{
+		{"", 2, want[:2]}, // the pages of the walk
+		{want[1].ARK, 2, want[2:4]},
+		{want[3].ARK, 2, want[4:]},
+		{want[4].ARK, 2, nil},
+		{"", 10, want},
+		{odd, 1, want[1:2]},
+		{"ark:/99999/fk4B", 1, want[2:3]}, // not recorded: the page starts after it
+		{"ark:/99999/fk4", 2, want[:2]},
+	} {
+		page, err := inv.List(ctx, c.after, c.limit)
+		if err != nil || len(page) != len(c.want) || len(page) > 0 && !reflect.DeepEqual(page, c.want) {
+			t.Errorf("List(%q, %d) = %+v, %v; want %+v", c.after, c.limit, page, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		after string
+		limit int
+		want  string
+	}{
+		{"", 0, "limit 0 is below 1"},
+		{odd, -1, "limit -1 is below 1"},
+		{"ark:/\x00", 1, "has a NUL or bad UTF-8"},
+		{"\xff", 1, "has a NUL or bad UTF-8"},
+	} {
+		if _, err := inv.List(ctx, c.after, c.limit); !errors.Is(err, ErrInvalid) || !Refused(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("List(%q, %d): %v; want ErrInvalid saying %q", c.after, c.limit, err, c.want)
+		}
+	}
+	var yielded []error
+	for _, err := range Objects(ctx, inv, 0) {
+		yielded = append(yielded, err)
+	}
+	if len(yielded) != 1 || !errors.Is(yielded[0], ErrInvalid) {
+		t.Errorf("a walk in pages of 0 yielded %v; want one ErrInvalid", yielded)
 	}
 }

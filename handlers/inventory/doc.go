@@ -4,18 +4,19 @@
 // ARK within a profile (collection).
 //
 // An [Inventory] is what the Recording step calls, what the Processing step
-// asks for a local id's ARK, and what `ingestq object` reads
-// ([Inventory.Object], [ObjectByLocalID]). [Inventory.Record] is
-// idempotent: a version recorded again changes nothing, so Recording can run
-// again after a crash. What makes two records of one (ARK, version) "the
-// same" is their content: profile, local ids (as a set) and files (name,
-// size, digest). Replicas and events are not content: a record of a
-// recorded version adds the replicas (by target) and events (by id) the
-// version lacks, and what was recorded first stays. The rest (batch, job,
-// created, ERC) tells where a record came from; when it differs the first
-// record stays. Different content for a recorded version is an error
-// ([ErrMismatch]); so is a local id already mapped to another ARK in the
-// profile ([ErrConflict]), and a record no inventory can keep
+// asks for a local id's ARK, what `ingestq object` reads
+// ([Inventory.Object], [ObjectByLocalID]), and what an audit walks a page at
+// a time, in bytewise ARK order ([Inventory.List], [Objects]).
+// [Inventory.Record] is idempotent: a version recorded again changes
+// nothing, so Recording can run again after a crash. What makes two records
+// of one (ARK, version) "the same" is their content: profile, local ids (as
+// a set) and files (name, size, digest). Replicas and events are not
+// content: a record of a recorded version adds the replicas (by target) and
+// events (by id) the version lacks, and what was recorded first stays. The
+// rest (batch, job, created, ERC) tells where a record came from; when it
+// differs the first record stays. Different content for a recorded version
+// is an error ([ErrMismatch]); so is a local id already mapped to another
+// ARK in the profile ([ErrConflict]), and a record no inventory can keep
 // ([ErrInvalid]: an empty ARK, a bad digest, a string with a NUL or not
 // UTF-8, an event type outside the PREMIS labels ingest uses, …). Every
 // implementation keeps times in UTC to the microsecond and gives back the
@@ -46,11 +47,15 @@
 //     deadlock; the local_ids primary key decides who gets an id). A call
 //     that finds the database out of reach is tried again twice, then
 //     fails with ErrUnavailable; one that gets no answer within its time
-//     limit fails with it at once.
+//     limit fails with it at once. A page of objects is one statement, in
+//     bytewise order whatever the database's locale (COLLATE "C", served
+//     by an index of its own).
 //   - [HTTP], a client of an inventory service (POST /records, GET
 //     /localids/<profile>/<local id>, GET /objects/<ark>, with
-//     ?versions=latest for the latest version alone). A 409 is ErrConflict,
-//     a 422 ErrMismatch, a 400 ErrInvalid; every 4xx but 409 is a refusal.
-//     5xx answers and network errors are retried by the client.
-//     [NewServer] serves any Inventory over the same protocol.
+//     ?versions=latest for the latest version alone, GET
+//     /objects?after=<ark>&limit=<n> for a page of at most [MaxPage]
+//     objects). A 409 is ErrConflict, a 422 ErrMismatch, a 400 ErrInvalid;
+//     every 4xx but 409 is a refusal. 5xx answers and network errors are
+//     retried by the client. [NewServer] serves any Inventory over the same
+//     protocol.
 package inventory

@@ -20,6 +20,7 @@ import (
 //	POST <endpoint>/records                       a Record as JSON; 2xx ok, 409 local id conflict
 //	GET  <endpoint>/localids/<profile>/<local id> → {"ark": …}; 404 when none
 //	GET  <endpoint>/objects/<ark>                 → an ObjectDetail; 404 when none
+//	GET  <endpoint>/objects?after=<ark>&limit=<n> → a page of ObjectRows (JSON array)
 //
 // 5xx answers and network errors are retried by the client; 4xx answers
 // other than 409 are refusals ([Refused]).
@@ -132,6 +133,40 @@ func (h *HTTP) object(ctx context.Context, ark, query, what string) (ObjectDetai
 		d.Versions[i] = canonical(r)
 	}
 	return d, nil
+}
+
+// maxPageAnswer bounds a page of object rows: a server gives at most
+// [MaxPage] rows, each a few hundred bytes, more with many local ids.
+const maxPageAnswer = 64 << 20
+
+// List asks the service for a page of object rows; see [Inventory]. A
+// service gives at most [MaxPage] rows a page, fewer than limit when limit
+// is larger. A page out of order, or not after after, is an error rather
+// than a walk that never ends.
+func (h *HTTP) List(ctx context.Context, after string, limit int) ([]ObjectRow, error) {
+	if err := checkList(after, limit); err != nil {
+		return nil, err
+	}
+	target := h.endpoint + "/objects?" + url.Values{"after": {after}, "limit": {strconv.Itoa(limit)}}.Encode()
+	what := fmt.Sprintf("list objects after %q", after)
+	var page []ObjectRow
+	found, err := h.get(ctx, target, what, maxPageAnswer, &page)
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("inventory: %s at %s: not found: the service lists no objects (an older one?)", what, target)
+	case len(page) > limit:
+		return nil, fmt.Errorf("inventory: %s at %s: the answer has %d objects, more than the limit %d", what, target, len(page), limit)
+	}
+	prev := after
+	for _, o := range page {
+		if o.ARK <= prev {
+			return nil, fmt.Errorf("inventory: %s at %s: the answer lists %q after %q: not in ARK order", what, target, o.ARK, prev)
+		}
+		prev = o.ARK
+	}
+	return page, nil
 }
 
 // get decodes the JSON answer to a GET of target into v; found is false on

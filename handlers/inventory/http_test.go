@@ -187,3 +187,34 @@ func TestHTTPServerErrorsExhaustRetries(t *testing.T) {
 		t.Fatalf("service saw %d posts, want 3 (1 + 2 retries)", n)
 	}
 }
+
+// A page out of order, not after after, or over the limit would make a
+// walk skip objects or never end: the client refuses it, naming the
+// service. A service without the route (a 404) is said to list nothing.
+func TestHTTPListChecksThePage(t *testing.T) {
+	for _, c := range []struct {
+		name, answer, after string
+		limit               int
+		want                string
+	}{
+		{"out of order", `[{"ark":"ark:/b"},{"ark":"ark:/a"}]`, "", 5, `lists "ark:/a" after "ark:/b": not in ARK order`},
+		{"not after after", `[{"ark":"ark:/a"}]`, "ark:/a", 5, `lists "ark:/a" after "ark:/a": not in ARK order`},
+		{"over the limit", `[{"ark":"ark:/a"},{"ark":"ark:/b"}]`, "", 1, "the answer has 2 objects, more than the limit 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte(c.answer))
+			}))
+			t.Cleanup(srv.Close)
+			page, err := NewHTTP(srv.URL, testClient()).List(context.Background(), c.after, c.limit)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), srv.URL+"/objects?") {
+				t.Fatalf("List = %+v, %v; want an error naming the service and saying %q", page, err, c.want)
+			}
+		})
+	}
+	s := newFakeService(t)
+	_, err := NewHTTP(s.srv.URL, testClient()).List(context.Background(), "", 1)
+	if err == nil || !strings.Contains(err.Error(), "the service lists no objects") {
+		t.Fatalf("List at a service without the route: %v", err)
+	}
+}

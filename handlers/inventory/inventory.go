@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -100,6 +101,10 @@ type Inventory interface {
 	// asks it of every object it writes); an unknown ark is ErrNotFound
 	// (wrapped).
 	Latest(ctx context.Context, ark string) (Record, error)
+	// List returns, in ARK order (bytewise), at most limit objects whose
+	// ARK sorts after after ("" from the first): a page of a walk over
+	// every object. An empty page ends the walk. A limit below 1 is ErrInvalid.
+	List(ctx context.Context, after string, limit int) ([]ObjectRow, error)
 }
 
 var (
@@ -137,6 +142,29 @@ func ObjectByLocalID(ctx context.Context, inv Inventory, profile, localID string
 		return ObjectDetail{}, fmt.Errorf("inventory: local id %q in profile %q: %w", localID, profile, ErrNotFound)
 	}
 	return inv.Object(ctx, ark)
+}
+
+// Objects yields every object of inv in ARK order, asking [Inventory.List]
+// for pages of pageSize; an error ends it, yielded with a zero row.
+func Objects(ctx context.Context, inv Inventory, pageSize int) iter.Seq2[ObjectRow, error] {
+	return func(yield func(ObjectRow, error) bool) {
+		for after := ""; ; {
+			page, err := inv.List(ctx, after, pageSize)
+			if err != nil {
+				yield(ObjectRow{}, err)
+				return
+			}
+			if len(page) == 0 {
+				return
+			}
+			for _, row := range page {
+				if !yield(row, nil) {
+					return
+				}
+			}
+			after = page[len(page)-1].ARK
+		}
+	}
 }
 
 // The messages every implementation gives for the same refusal.

@@ -254,24 +254,33 @@ func (l *Local) view(ctx context.Context, ark, what string, fn func(*bolt.Tx, Ob
 	return err
 }
 
-// Objects returns every object row, sorted by ARK.
-func (l *Local) Objects(ctx context.Context) ([]ObjectRow, error) {
+// List returns a page of object rows in ARK order; see [Inventory]. The
+// objects bucket is keyed by ARK, and bbolt keeps keys in bytewise order.
+func (l *Local) List(ctx context.Context, after string, limit int) ([]ObjectRow, error) {
+	if err := checkList(after, limit); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("inventory: list objects: %w", err)
+		return nil, fmt.Errorf("inventory: list objects after %q: %w", after, err)
 	}
 	var rows []ObjectRow
 	err := l.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketObjects).ForEach(func(k, v []byte) error {
+		c := tx.Bucket(bucketObjects).Cursor()
+		k, v := c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+		for ; k != nil && len(rows) < limit; k, v = c.Next() {
 			var row ObjectRow
 			if err := json.Unmarshal(v, &row); err != nil {
 				return fmt.Errorf("object row %s: %w", k, err)
 			}
 			rows = append(rows, row)
-			return nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inventory database %s: list objects: %w", l.path, err)
+		return nil, fmt.Errorf("inventory database %s: list objects after %q: %w", l.path, after, err)
 	}
 	return rows, nil
 }

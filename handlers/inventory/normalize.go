@@ -187,6 +187,18 @@ func checkARK(ark string) error {
 	return nil
 }
 
+// checkList rejects a page of objects no inventory can give: after must be
+// a string an ARK could be ("" for the first page), limit at least 1.
+func checkList(after string, limit int) error {
+	switch {
+	case !clean(after):
+		return fmt.Errorf("inventory: %w list of objects after %q: has a NUL or bad UTF-8", ErrInvalid, after)
+	case limit < 1:
+		return fmt.Errorf("inventory: %w list of objects after %q: limit %d is below 1", ErrInvalid, after, limit)
+	}
+	return nil
+}
+
 // contentDiff names what differs between two normalized records of one
 // version ("" when they are the same content). Replicas and events are not
 // content: they are added to.

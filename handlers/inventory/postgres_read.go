@@ -12,7 +12,6 @@ import (
 // querier is what reads need of a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // LookupLocalID returns the ARK localID maps to within profile.
@@ -67,21 +66,47 @@ func (p *Postgres) object(ctx context.Context, ark, what string, latest bool) (O
 	return d, err
 }
 
+// List returns a page of object rows in bytewise ARK order, read by one
+// statement; see [Inventory]. COLLATE "C" makes the order bytewise in a
+// database of any locale, and the objects_ark_bytewise index serves it.
+func (p *Postgres) List(ctx context.Context, after string, limit int) ([]ObjectRow, error) {
+	if err := checkList(after, limit); err != nil {
+		return nil, err
+	}
+	var page []ObjectRow
+	err := p.retry(ctx, fmt.Sprintf("list objects after %q", after), func(ctx context.Context) error {
+		rows, _ := p.pool.Query(ctx, listPage, after, limit)
+		var err error
+		page, err = pgx.CollectRows(rows, scanObjectRow)
+		return err
+	})
+	return page, err
+}
+
+// selectObjectRows selects object rows as scanObjectRow reads them, each
+// with its local ids.
+const selectObjectRows = `SELECT ark, profile, latest_version, who, what, "when", "where",
+	ARRAY(SELECT local_id FROM local_ids WHERE local_ids.ark = objects.ark) FROM objects`
+
+// listPage selects the limit ($2) object rows after the ARK $1, bytewise.
+const listPage = selectObjectRows + ` WHERE ark COLLATE "C" > $1 ORDER BY ark COLLATE "C" LIMIT $2`
+
+func scanObjectRow(row pgx.CollectableRow) (ObjectRow, error) {
+	var o ObjectRow
+	err := row.Scan(&o.ARK, &o.Profile, &o.LatestVersion, &o.Who, &o.What, &o.When, &o.Where, &o.LocalIDs)
+	o.LocalIDs = sortedBy(o.LocalIDs, func(s string) string { return s })
+	return o, err
+}
+
 func loadObject(ctx context.Context, q querier, ark string, latest bool) (ObjectDetail, error) {
-	o := ObjectRow{ARK: ark}
-	err := q.QueryRow(ctx, `SELECT profile, latest_version, who, what, "when", "where" FROM objects WHERE ark = $1`, ark).
-		Scan(&o.Profile, &o.LatestVersion, &o.Who, &o.What, &o.When, &o.Where)
+	rows, _ := q.Query(ctx, selectObjectRows+` WHERE ark = $1`, ark)
+	o, err := pgx.CollectExactlyOneRow(rows, scanObjectRow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ObjectDetail{}, notFound(ark)
 	}
 	if err != nil {
 		return ObjectDetail{}, err
 	}
-	rows, _ := q.Query(ctx, `SELECT local_id FROM local_ids WHERE ark = $1`, ark)
-	if o.LocalIDs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return ObjectDetail{}, err
-	}
-	o.LocalIDs = sortedBy(o.LocalIDs, func(s string) string { return s })
 	version := 0 // all
 	if latest {
 		version = o.LatestVersion

@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // openPostgres opens an inventory in a new database on s (the shared
-// server when nil).
-func openPostgres(t *testing.T, s *pgtest.Server) *Postgres {
+// server when nil), made with options (see pgtest.NewDatabase).
+func openPostgres(t *testing.T, s *pgtest.Server, options ...string) *Postgres {
 	t.Helper()
-	p, err := NewPostgres(context.Background(), pgtest.NewDatabase(t, s))
+	p, err := NewPostgres(context.Background(), pgtest.NewDatabase(t, s, options...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +25,15 @@ func openPostgres(t *testing.T, s *pgtest.Server) *Postgres {
 	return p
 }
 
+// localeEnUS makes a database whose text sorts as en-US does (ICU's, which
+// needs no locale of the system), as on a server set up in a common
+// locale: not bytewise, unlike pgtest's server (C).
+const localeEnUS = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+
+// The conformance suite runs in a database of a locale, so that an order
+// left to the database's collation shows.
 func TestPostgresConformance(t *testing.T) {
-	runConformance(t, func(t *testing.T) Inventory { return openPostgres(t, nil) })
+	runConformance(t, func(t *testing.T) Inventory { return openPostgres(t, nil, localeEnUS) })
 }
 
 // A reader (the CLI's object command) makes nothing: a database without an
@@ -60,5 +68,33 @@ func TestReadersMakeNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the reader made %s (%v)", path, err)
+	}
+}
+
+// In a database of a locale, a page is read from the objects_ark_bytewise
+// index, not sorted out of every object. Measured on 200,000 objects: a
+// walk in pages of 1000 took 1.0 s with the index, 7.7 s without (its
+// slowest page 12 ms against 106 ms, which grows with the objects).
+func TestPostgresListReadsTheBytewiseIndex(t *testing.T) {
+	ctx := context.Background()
+	p := openPostgres(t, nil, localeEnUS)
+	var plan []string
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		// In an empty table a scan and a sort cost nothing: rule them out
+		// to see whether an index serves the order.
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off`); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, "EXPLAIN "+listPage, "ark:/99999/fk4", 1000)
+		var err error
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "Index Scan using objects_ark_bytewise on objects") || strings.Contains(text, "Sort") {
+		t.Fatalf("a page's plan does not read the bytewise index in order:\n%s", text)
 	}
 }

@@ -7,11 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 )
 
 // maxRecordBody bounds a POSTed record; a version with many files is large,
 // but not this large.
 const maxRecordBody = 16 << 20
+
+// MaxPage is the most object rows the server gives a page: a larger limit
+// is served as MaxPage, which [Inventory.List] allows (a walk goes on to an
+// empty page, whatever the size of each), and keeps an answer bounded.
+const MaxPage = 1000
 
 // server serves an inventory over the protocol [HTTP] speaks.
 type server struct {
@@ -26,6 +32,8 @@ type server struct {
 //	GET  /localids/{profile}/{id} → {"ark": …}; 404 when none
 //	GET  /objects/{ark}           → an ObjectDetail; 404 when none
 //	GET  /objects/{ark}?versions=latest → the same with the latest version alone
+//	GET  /objects?after={ark}&limit={n} → a page of ObjectRows ([Inventory.List]):
+//	                                      limit MaxPage when absent or larger
 //
 // A malformed record is 400, one too large 413, and one contradicting the
 // inventory ([ErrMismatch]) 422: never 409, which the client reports as
@@ -43,6 +51,7 @@ func NewServer(inv Inventory, log *slog.Logger) http.Handler {
 	// segments and PathValue unescapes them.
 	mux.HandleFunc("GET /localids/{profile}/{id}", s.lookup)
 	mux.HandleFunc("GET /objects/{ark}", s.object)
+	mux.HandleFunc("GET /objects", s.list)
 	return mux
 }
 
@@ -53,16 +62,7 @@ func (s *server) record(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.inv.Record(r.Context(), rec); err != nil {
-		status := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, ErrInvalid):
-			status = http.StatusBadRequest
-		case errors.Is(err, ErrConflict):
-			status = http.StatusConflict
-		case errors.Is(err, ErrMismatch):
-			status = http.StatusUnprocessableEntity
-		}
-		s.fail(w, r, status, err)
+		s.fail(w, r, statusOf(err), err)
 		return
 	}
 	s.log.Info("inventory server: recorded", "ark", rec.ARK, "version", rec.Version, "profile", rec.Profile, "job", rec.Job)
@@ -119,15 +119,49 @@ func (s *server) object(w http.ResponseWriter, r *http.Request) {
 		d, err = s.inv.Object(r.Context(), ark)
 	}
 	switch {
-	case errors.Is(err, ErrInvalid):
-		s.fail(w, r, http.StatusBadRequest, err)
 	case errors.Is(err, ErrNotFound):
 		http.Error(w, err.Error(), http.StatusNotFound)
 	case err != nil:
-		s.fail(w, r, http.StatusInternalServerError, err)
+		s.fail(w, r, statusOf(err), err)
 	default:
 		writeJSON(w, d)
 	}
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	after, limit := query.Get("after"), MaxPage
+	if query.Has("limit") {
+		n, err := strconv.Atoi(query.Get("limit"))
+		if err != nil {
+			s.fail(w, r, http.StatusBadRequest, fmt.Errorf("inventory: %w list of objects after %q: limit %q is not a whole number", ErrInvalid, after, query.Get("limit")))
+			return
+		}
+		limit = min(n, MaxPage)
+	}
+	page, err := s.inv.List(r.Context(), after, limit)
+	if err != nil {
+		s.fail(w, r, statusOf(err), err)
+		return
+	}
+	if page == nil {
+		page = []ObjectRow{} // an empty page is [], not null
+	}
+	writeJSON(w, page)
+}
+
+// statusOf is the status that answers err, a failure of the inventory: a
+// refusal the client tells apart ([answered]), else 500, which it retries.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, ErrMismatch):
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -89,7 +91,7 @@ func TestServerRejectsBadRequests(t *testing.T) {
 			}
 		})
 	}
-	if objs, err := l.Objects(context.Background()); err != nil || len(objs) != 0 {
+	if objs, err := l.List(context.Background(), "", 1); err != nil || len(objs) != 0 {
 		t.Fatalf("inventory holds %+v (%v) after bad requests", objs, err)
 	}
 
@@ -127,5 +129,53 @@ func TestLatestFromAServiceThatAnswersEveryVersion(t *testing.T) {
 	mustRecord(t, h, record(arkA, 2, "two"))
 	if r, err := h.Latest(context.Background(), arkA); err != nil || r.Version != 2 || r.Job != "jid-two" {
 		t.Fatalf("Latest = %+v, %v; want version 2", r, err)
+	}
+}
+
+// limitSpy is an inventory that notes the limit each List is asked.
+type limitSpy struct {
+	Inventory
+	mu     sync.Mutex
+	limits []int
+}
+
+func (s *limitSpy) List(ctx context.Context, after string, limit int) ([]ObjectRow, error) {
+	s.mu.Lock()
+	s.limits = append(s.limits, limit)
+	s.mu.Unlock()
+	return s.Inventory.List(ctx, after, limit)
+}
+
+// The server gives at most MaxPage rows a page: a larger limit, or none,
+// is asked of the inventory as MaxPage. A limit that is no number, or
+// below 1, is a 400 naming it. An empty page is [].
+func TestServerCapsThePage(t *testing.T) {
+	l, _ := openTemp(t)
+	spy := &limitSpy{Inventory: l}
+	srv := httptest.NewServer(NewServer(spy, nil))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		query  string
+		status int
+		want   string
+	}{
+		{"", http.StatusOK, "[]"},
+		{"?limit=5000", http.StatusOK, "[]"},
+		{"?after=ark:/99999/x&limit=3", http.StatusOK, "[]"},
+		{"?limit=x", http.StatusBadRequest, `list of objects after "": limit "x" is not a whole number`},
+		{"?limit=0", http.StatusBadRequest, `list of objects after "": limit 0 is below 1`},
+	} {
+		resp, err := http.Get(srv.URL + "/objects" + c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := strings.TrimSpace(readAnswer(t, resp)); resp.StatusCode != c.status || !strings.Contains(answer, c.want) {
+			t.Errorf("GET /objects%s: %s %q, want %d with %q", c.query, resp.Status, answer, c.status, c.want)
+		}
+	}
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if want := []int{MaxPage, MaxPage, 3, 0}; !slices.Equal(spy.limits, want) {
+		t.Fatalf("the inventory was asked limits %v, want %v", spy.limits, want)
 	}
 }

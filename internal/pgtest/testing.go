@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,22 +73,23 @@ func Start(t testing.TB) *Server {
 
 // NewDatabase creates an empty database t_<random hex> on s (the shared
 // server when nil) and returns its URL; the database is left to go with
-// the server.
-func NewDatabase(t testing.TB, s *Server) string {
+// the server. Options, when given, follow the name in CREATE DATABASE (a
+// locale: the server's is C).
+func NewDatabase(t testing.TB, s *Server, options ...string) string {
 	t.Helper()
 	if s == nil {
 		s = Shared(t)
 	}
-	url, err := s.CreateDatabase()
+	url, err := s.CreateDatabase(options...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return url
 }
 
-// CreateDatabase creates an empty database t_<random hex> and returns its
-// URL.
-func (s *Server) CreateDatabase() (string, error) {
+// CreateDatabase creates an empty database t_<random hex>, options
+// following its name in CREATE DATABASE, and returns its URL.
+func (s *Server) CreateDatabase(options ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.URL("postgres"))
@@ -98,7 +100,7 @@ func (s *Server) CreateDatabase() (string, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, strings.Join(append([]string{"CREATE DATABASE", name}, options...), " ")); err != nil {
 		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
 	return s.URL(name), nil

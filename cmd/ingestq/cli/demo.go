@@ -217,9 +217,12 @@ func (a *app) printHoldings(ctx context.Context, dir, db string) error {
 		return err
 	}
 	defer inv.Close()
-	rows, err := inv.Objects(ctx)
-	if err != nil {
-		return err
+	var rows []inventory.ObjectRow
+	for row, err := range inventory.Objects(ctx, inv, inventory.MaxPage) {
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
 	}
 	a.step("Inventory: %d objects in %s", len(rows), db)
 	a.println("  %-24s %-8s %-14s %-7s %s", "ARK", "PROFILE", "LOCAL ID", "VERSION", "TITLE")
