@@ -24,10 +24,11 @@ type Config struct {
 	Timeout   time.Duration // how long a request may move no byte (sending it, awaiting or reading its answer), default 60s
 	PerHost   int           // concurrent requests per host across the Client, default 8
 	AllowFile bool          // allow file:// URLs (local files); otherwise only http and https
-	// A depositor's URL reaches only public addresses and the loopback
-	// and private ranges in Allow; link-local, cloud metadata, unspecified,
-	// broadcast and multicast addresses never (reach.go). AnyAddress lifts
-	// this, for the operator's own services (storage, inventory, callbacks).
+	// A depositor's URL reaches only public addresses and the ranges in
+	// Allow (loopback, private, the other special-purpose ranges);
+	// link-local, cloud metadata, unspecified, broadcast and multicast
+	// addresses never (reach.go). AnyAddress lifts this, for the
+	// operator's own services (storage, inventory, callbacks).
 	Allow      []netip.Prefix
 	AnyAddress bool
 	Logger     *slog.Logger // nil: no logging
