@@ -47,7 +47,9 @@ func (d *pipelineDaemon) start(t testing.TB, root string, bus *events.Bus, log *
 	q := queuetest.Queue(t, s, root, log)
 	set, err := profile.NewSet(profile.Default())
 	must(t, err)
-	p, err := handlers.New(t.Context(), handlers.Config{Queue: q, Bus: bus, Profiles: set, DataDir: d.data, Logger: log,
+	// MaxFill 1: only the margin holds a job back, so the tests pass on a disk
+	// past the default 80 % (as CI's was).
+	p, err := handlers.New(t.Context(), handlers.Config{Queue: q, Bus: bus, Profiles: set, DataDir: d.data, Logger: log, MaxFill: 1,
 		Fetch: fetch.Config{Allow: fetch.Loopback}}) // the test's content server
 	must(t, err)
 	t.Cleanup(func() { _ = p.Close() }) // after the reactor stops

@@ -20,7 +20,7 @@ func TestDiskSpaceIsDfs(t *testing.T) {
 	f := strings.Fields(lines[len(lines)-1])
 	used, _ := strconv.ParseUint(f[0], 10, 64)
 	avail, _ := strconv.ParseUint(f[1], 10, 64)
-	free, total, err := diskSpace(dir)
+	free, total, err := DiskSpace(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +28,6 @@ func TestDiskSpaceIsDfs(t *testing.T) {
 	const drift = 64 << 20
 	near := func(a, b uint64) bool { return max(a, b)-min(a, b) <= drift }
 	if !near(free, avail) || !near(total, used+avail) {
-		t.Errorf("diskSpace(%s) = free %d, total %d; df says used %d, available %d (total %d)", dir, free, total, used, avail, used+avail)
+		t.Errorf("DiskSpace(%s) = free %d, total %d; df says used %d, available %d (total %d)", dir, free, total, used, avail, used+avail)
 	}
 }

@@ -94,8 +94,7 @@ func (p *Pipeline) provision(ctx context.Context, s *reactor.Step) (reactor.Resu
 			"fill_after", fill, "max_fill", p.cfg.MaxFill, "retest_in", p.cfg.ProvisionWait)
 		// Say why in the job's status, for `ingestq ls` and `show`; written
 		// only when it changes (MiB and whole percents keep it steady).
-		msg := fmt.Sprintf("waiting for room: needs %d MiB + %d MiB margin, %d MiB free, %.0f%% full after it (at most %.0f%%)",
-			need>>20, p.cfg.Margin>>20, free>>20, fill*100, p.cfg.MaxFill*100)
+		msg := waitingForRoom(need, uint64(p.cfg.Margin), free, fill, p.cfg.MaxFill)
 		if j.Status.Message != msg {
 			if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
 				p.log.Warn("provisioning: waiting message not written", "job", j.ID, "err", err)
@@ -106,12 +105,25 @@ func (p *Pipeline) provision(ctx context.Context, s *reactor.Step) (reactor.Resu
 	return reactor.Result{Attrs: map[string]any{"free": free}}, nil
 }
 
-// diskSpace is the free bytes of dir's file system (for unprivileged
+// waitingForRoom is a job's message while Provisioning holds it back: the
+// limit it is held by first, with the setting that draws it (`ingestq ls`
+// shows a message's first 48 characters), then the other numbers.
+func waitingForRoom(need, margin, free uint64, fill, maxFill float64) string {
+	room := fmt.Sprintf("%d MiB free, needs %d MiB + %d MiB margin", free>>20, need>>20, margin>>20)
+	ratio := fmt.Sprintf("%.0f%% full, --max-fill %.0f%%", fill*100, maxFill*100)
+	if need+margin > free {
+		return "waiting for room: " + room + " (--space-margin; " + ratio + " with the job)"
+	}
+	return "waiting for room: " + ratio + " (with the job; " + room + ")"
+}
+
+// DiskSpace is the free bytes of dir's file system (for unprivileged
 // users) and its total as df counts it: what is used plus that free part.
 // Blocks reserved for root are in neither: counted in the total as used,
 // they made a file system with a large reserve (measured: df 41 % used,
 // blocks 79 % "used") look full to provisioning, and every job waited.
-func diskSpace(dir string) (free, total uint64, err error) {
+// The demo asks it too, before it starts a daemon.
+func DiskSpace(dir string) (free, total uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, 0, err

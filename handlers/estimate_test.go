@@ -235,6 +235,7 @@ func TestProvisionWaitsForRoom(t *testing.T) {
 	)
 	full.Store(true)
 	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) {
+		hc.MaxFill = handlers.Defaults.MaxFill // the rule as a daemon has it (the rig lifts it)
 		work := filepath.Join(hc.DataDir, "work")
 		hc.Space = func(dir string) (free, total uint64, err error) {
 			if dir != work {
@@ -262,8 +263,9 @@ func TestProvisionWaitsForRoom(t *testing.T) {
 	if j == nil || j.State() != queue.Provisioning {
 		t.Fatalf("job after 3 tests of a full disk: %+v, want Provisioning", j)
 	}
-	if !strings.HasPrefix(j.Status.Message, "waiting for room: ") || !strings.Contains(j.Status.Message, "MiB free") {
-		t.Errorf("waiting job's message %q does not say why it waits", j.Status.Message)
+	if !strings.HasPrefix(j.Status.Message, "waiting for room: ") || !strings.Contains(j.Status.Message, "MiB free") ||
+		!strings.Contains(j.Status.Message, "--max-fill 80%") {
+		t.Errorf("waiting job's message %q does not say why it waits, and which setting draws the line", j.Status.Message)
 	}
 	// One GET is the batch handler's look at the payload's first bytes.
 	if n := r.content.getCount("/wait.txt"); n > 1 {

@@ -63,7 +63,7 @@ type Config struct {
 	Margin        int64         // provisioning: bytes kept free beyond space_needed; default 64 MiB
 	ProvisionWait time.Duration // provisioning: re-test of a waiting job; default 30 s
 	// Space reports the free and total bytes of the file system of dir;
-	// default statfs. Tests replace it to make the disk look full.
+	// default DiskSpace (statfs). Tests replace it to make the disk look full.
 	Space func(dir string) (free, total uint64, err error)
 
 	Manifests  checkm.Limits
@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 		cfg.Storage = []string{DefaultStorage(cfg.DataDir)}
 	}
 	if cfg.Space == nil {
-		cfg.Space = diskSpace
+		cfg.Space = DiskSpace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -37,7 +37,7 @@ func (p *Pipeline) CheckInventory(ctx context.Context) error {
 // --space-margin free. Below it, steps writing there find it full and wait
 // (workFull), and Provisioning admits no job.
 func (p *Pipeline) CheckWork(context.Context) error {
-	free, _, err := diskSpace(p.work)
+	free, _, err := DiskSpace(p.work)
 	if err != nil {
 		return fmt.Errorf("the working storage %s: %w", p.work, err)
 	}

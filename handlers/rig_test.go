@@ -138,7 +138,9 @@ func (r *rig) start(opts ...rigOption) {
 	hc := handlers.Config{Queue: q, Bus: r.bus, Profiles: set, DataDir: r.data, Logger: r.log, Host: "test",
 		Fetch: fetch.Config{Attempts: 2, MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, Timeout: 5 * time.Second,
 			Allow: fetch.Loopback}, // the test's content server
-		ProvisionWait: 50 * time.Millisecond}
+		// MaxFill 1: only the margin holds a job back, so the tests pass on a
+		// disk past the default 80 % (as CI's was).
+		MaxFill: 1, ProvisionWait: 50 * time.Millisecond}
 	rc := reactor.Config{Queue: q, Session: s, Bus: r.bus, Host: "test", Backoff: 5 * time.Millisecond,
 		Attempts: 2, Grace: 5 * time.Second, Logger: r.log}
 	for _, o := range opts {

@@ -23,7 +23,9 @@ import (
 // pipeline, the built-in demo profile, an embedded NATS), testdata/demo
 // served by a plain file server, and `ingestq submit --wait` of its batch
 // manifest. Three objects are stored with their ARKs and local ids, and the
-// fourth fails on its wrong digest.
+// fourth fails on its wrong digest. One setting more than the README's:
+// --max-fill 1, so that the test passes on a disk past 80 % (as CI's was),
+// where the README's reader sees the jobs wait and `ingestq show` says why.
 func TestByHandPath(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -34,7 +36,8 @@ func TestByHandPath(t *testing.T) {
 	data := t.TempDir()
 	go func() {
 		served <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve",
-			"--data-dir", data, "--nats-listen", nats, "--http", "127.0.0.1:0", "--fetch-allow", "127.0.0.0/8"}, daemonLog, daemonLog, func(string) string { return "" })
+			"--data-dir", data, "--nats-listen", nats, "--http", "127.0.0.1:0", "--fetch-allow", "127.0.0.0/8", "--max-fill", "1"},
+			daemonLog, daemonLog, func(string) string { return "" })
 	}()
 	stopDaemon := sync.OnceValue(func() int { stop(); return <-served })
 	t.Cleanup(func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
@@ -69,6 +70,9 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	if !f.keep {
 		defer cleanup()
 	}
+	if err := demoRoom(dir); err != nil {
+		return &exitError{code: 1, err: err}
+	}
 	a.step("ZooKeeper: starting a local server in %s", dir)
 	zk, err := zktest.StartServer(filepath.Join(dir, demoZooKeeper))
 	if err != nil {
@@ -114,6 +118,28 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	default:
 		return &exitError{code: code, err: fmt.Errorf("submit --wait exited %d", code), silent: true}
 	}
+}
+
+// demoSpace reads a folder's file system as Provisioning does; tests
+// replace it to make the disk look full.
+var demoSpace = handlers.DiskSpace
+
+// demoRoom refuses a demo folder whose file system has less free than the
+// daemon keeps free (--space-margin) plus what the demo writes (measured:
+// under 1 MiB; 16 MiB allowed): its jobs would wait in Provisioning, and
+// the demo would follow them without end.
+func demoRoom(dir string) error {
+	const writes = 16 << 20
+	free, _, err := demoSpace(dir)
+	if err != nil {
+		return fmt.Errorf("the demo folder %s: %w", dir, err)
+	}
+	if need := uint64(handlers.Defaults.Margin + writes); free < need {
+		return fmt.Errorf("the demo folder %s is on a file system with %d MiB free; the demo needs %d MiB (the daemon keeps "+
+			"--space-margin, %d MiB, free, and a job waits for room below it): free some space, or give --dir on another file system",
+			dir, free>>20, need>>20, handlers.Defaults.Margin>>20)
+	}
+	return nil
 }
 
 // demoZooKeeper is the folder of the demo's ZooKeeper in the demo folder.

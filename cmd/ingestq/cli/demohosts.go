@@ -74,8 +74,11 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 		return err
 	}
 	name, data, logName := "", filepath.Join(dir, "data"), "daemon.log"
-	// The demo's content is served on this host.
-	args := []string{"--zk", zkAddr, "serve", "--http", httpAddr, "--provision-wait", "2s", "--backoff", "200ms", "--fetch-allow", "127.0.0.0/8"}
+	// The demo's content is served on this host. Its objects are kilobytes:
+	// only --space-margin holds a job back (--max-fill 1), so that the demo
+	// runs on a laptop's disk past the default 80 % too (checked: demoRoom).
+	args := []string{"--zk", zkAddr, "serve", "--http", httpAddr, "--provision-wait", "2s", "--backoff", "200ms", "--fetch-allow", "127.0.0.0/8",
+		"--max-fill", "1"}
 	if n > 1 {
 		name = fmt.Sprintf("host%d", i+1)
 		data, logName = filepath.Join(dir, name), name+".log"

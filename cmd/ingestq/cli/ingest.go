@@ -69,13 +69,15 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.smtpFrom, "smtp-from", "ingestq@localhost", "sender of report e-mails")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP user (PLAIN auth, over TLS or to localhost)")
 	fl.StringVar(&f.smtpPass, "smtp-password", a.env(EnvSMTPPass, ""), "SMTP password (env "+EnvSMTPPass+")")
-	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to (used/(used+available), as df counts it)")
+	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to (used/(used+available), as df counts it);\n"+
+		"a job that would pass it waits in Provisioning, its message saying so (ingestq show BID). On a disk already fuller, raise it:\n"+
+		"1 leaves only --space-margin to hold a job back")
 	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
 	durationVar(fl, &f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
 	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")
 	fl.IntVar(&f.fetchAttempts, "fetch-attempts", fetch.Defaults.Attempts, "tries of each HTTP request (downloads, callbacks; HTTP storage and inventory: at most 2)")
-	fl.StringVar(&f.fetchAllow, "fetch-allow", a.env(EnvFetchAllow, ""), "loopback and private ranges a depositor's URL (payload, manifest line) may reach, as CIDR,CIDR… (127.0.0.0/8 for\n"+
+	fl.StringVar(&f.fetchAllow, "fetch-allow", a.env(EnvFetchAllow, ""), "ranges beside the public ones (loopback, private, other special-purpose) a depositor's URL (payload, manifest line) may reach, as CIDR,CIDR… (127.0.0.0/8 for\n"+
 		"payloads served on this host); none by default: only public addresses. Link-local and cloud metadata addresses never (env "+EnvFetchAllow+")")
 	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 }
