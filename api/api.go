@@ -6,7 +6,7 @@
 //
 // One file per resource: batches.go, jobs.go, holds.go (holds, hosts,
 // objects), access.go (access requests), profiles.go, events.go
-// (server-sent events).
+// (server-sent events), audit.go (the audit of storage, as NDJSON).
 package api
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -34,6 +35,9 @@ type Config struct {
 	// Inventory answers for objects; nil when the daemon has none (the
 	// pass-through pipeline).
 	Inventory inventory.Inventory
+	// Audit compares the inventory's objects with their storage targets;
+	// nil when the daemon has no storage (the pass-through pipeline).
+	Audit *audit.Auditor
 	// Tokens are the bearer tokens; none: reads are open and changes refused.
 	Tokens *Tokens
 	// Stalled starts a request's check of its jobs, which flags a stalled
@@ -89,6 +93,7 @@ func New(cfg Config) (*API, error) {
 	a.holdRoutes()
 	a.accessRoutes()
 	a.profileRoutes()
+	a.auditRoutes()
 	a.handle("GET", "/events", RoleRead, a.events)
 	a.handle("GET", "/openapi.json", RoleNone, serveOpenAPI)
 	return a, nil

@@ -43,14 +43,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: err.Error()}
 	}
 	defer fl.Close()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := a.startStream(w, r, "text/event-stream")
 	defer cancel()
-	defer context.AfterFunc(a.ctx, cancel)() // the daemon stops
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
-	w.WriteHeader(http.StatusOK)
 	_, _ = io.WriteString(w, ": ingestq events\n\n")
 	flusher.Flush()
 
@@ -90,6 +84,20 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		}
 		flusher.Flush()
 	}
+}
+
+// startStream starts an answer of contentType that goes out as it is
+// written (the caller flushes): no cache nor proxy holds it. Its context
+// ends with the request, with the daemon, or with cancel.
+func (a *API) startStream(w http.ResponseWriter, r *http.Request, contentType string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(a.ctx, cancel) // the daemon stops
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	w.WriteHeader(http.StatusOK)
+	return ctx, func() { stop(); cancel() }
 }
 
 // writeEvent writes one event of the stream.

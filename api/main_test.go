@@ -18,6 +18,7 @@ import (
 
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/internal/logtest"
@@ -57,6 +58,7 @@ type options struct {
 	inventory inventory.Inventory
 	stalled   func(*queue.Job) bool
 	pipeline  *pipelineDaemon // a daemon of the ingest pipeline and the access queues, the API's inventory its
+	audit     *audit.Auditor
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -78,7 +80,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	tokens := writeTokens(t, o.noTokens)
 	ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}, Bus: bus, Inventory: o.inventory,
-		Tokens: tokens, Stalled: stalledBy(o.stalled), Logger: log})
+		Audit: o.audit, Tokens: tokens, Stalled: stalledBy(o.stalled), Logger: log})
 	must(t, err)
 	web, err := httpd.Start("127.0.0.1:0", log)
 	must(t, err)

@@ -20,6 +20,12 @@ const (
 // readQuery reads r's query, refusing a parameter not in known (a typo
 // would otherwise select everything) or given twice.
 func readQuery(r *http.Request, known ...string) (url.Values, error) {
+	return readQueryRepeating(r, nil, known...)
+}
+
+// readQueryRepeating is readQuery where the parameters in repeating (also
+// in known) may be given more than once.
+func readQueryRepeating(r *http.Request, repeating []string, known ...string) (url.Values, error) {
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, badRequest("query: %v", err)
@@ -31,7 +37,7 @@ func readQuery(r *http.Request, known ...string) (url.Values, error) {
 			}
 			return nil, badRequest("query parameter %q: want one of %s", name, strings.Join(known, ", "))
 		}
-		if len(vals) > 1 {
+		if len(vals) > 1 && !slices.Contains(repeating, name) {
 			return nil, badRequest("query parameter %q given %d times", name, len(vals))
 		}
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
@@ -131,4 +133,37 @@ func (p *Pipeline) AccessTargets() map[string]string {
 		}
 	}
 	return out
+}
+
+// Auditor audits the objects of the daemon's inventory at their profiles'
+// storage targets.
+func (p *Pipeline) Auditor() *audit.Auditor {
+	return &audit.Auditor{Inventory: p.inventory, Targets: p.AuditTargets}
+}
+
+// AuditTargets are the storage targets of profile name for an audit, the
+// primary first, each named as the profile names it, its password
+// redacted. A target that cannot be opened carries its error. A profile
+// this daemon does not know is an error: its targets are not known here.
+func (p *Pipeline) AuditTargets(ctx context.Context, name string) ([]audit.Target, error) {
+	prof, ok := p.cfg.Profiles.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("this daemon has no profile %q (it has %s)", name, strings.Join(p.cfg.Profiles.Names(), ", "))
+	}
+	var out []audit.Target
+	for _, t := range p.targets(prof) {
+		s, err := p.store(ctx, t)
+		out = append(out, audit.Target{Name: redactedURL(t), URL: t, Store: s, Err: err})
+	}
+	return out, nil
+}
+
+// redactedURL is a storage target's URL with its password, if any, as
+// "xxxxx"; a folder is itself.
+func redactedURL(target string) string {
+	u, err := url.Parse(target)
+	if err != nil || u.User == nil {
+		return target
+	}
+	return u.Redacted()
 }

@@ -246,6 +246,17 @@ type Reader interface {
 	Read(ctx context.Context, ark string) (Stored, error)
 }
 
+// Surveyor is a Reader an audit reads through: Survey is Read, except that
+// a file whose stored content is missing has Size Absent (and fails Open)
+// instead of failing the whole read, so that the audit names that file.
+type Surveyor interface {
+	Reader
+	Survey(ctx context.Context, ark string) (Stored, error)
+}
+
+// Absent is the Size Survey gives a file whose content is missing.
+const Absent = -1
+
 // Stored is one object as a store holds it.
 type Stored interface {
 	// Versions lists every version, oldest first (Number 1, 2, …), each

@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/dashboard"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/httpd"
@@ -298,6 +299,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	var p pipeline = reactor.PassThrough{Delay: f.delay}
 	var inv inventory.Inventory
+	// The API's audit of storage: none without storage (passthrough).
+	var auditor *audit.Auditor
 	var profiles *profile.Set // published once the bus runs: to a user, a published profile says the daemon is up
 	svc := &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}
 	opsSession := a.session
@@ -321,7 +324,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			return err
 		}
 		defer ing.Close()
-		p, inv, profiles = ing, ing.Inventory(), set
+		p, inv, profiles, auditor = ing, ing.Inventory(), set, ing.Auditor()
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
@@ -361,7 +364,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	if web != nil {
 		detect := stalledDetector(q, stalledAfter)
-		ap, err := api.New(api.Config{Ops: svc, Bus: bus, Inventory: inv, Tokens: tokens, Stalled: detect, Logger: a.log})
+		ap, err := api.New(api.Config{Ops: svc, Bus: bus, Inventory: inv, Audit: auditor, Tokens: tokens, Stalled: detect, Logger: a.log})
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}

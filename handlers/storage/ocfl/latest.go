@@ -2,6 +2,7 @@ package ocfl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/place"
 )
 
 // Latest returns the head version of ark, or an error wrapping
@@ -40,7 +42,7 @@ func (s *Store) Latest(ctx context.Context, ark string) (storage.Version, error)
 // sizes returns the files of version name with their sizes.
 func (s *Store) sizes(ctx context.Context, root string, inv *inventory, name string) ([]storage.File, error) {
 	files := inv.Versions[name].files()
-	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.Versions[name].State))
+	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.Versions[name].State), false)
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +53,9 @@ func (s *Store) sizes(ctx context.Context, root string, inv *inventory, name str
 }
 
 // contentSizes asks the place the size of each digest's content file, one
-// Stat per digest, several at once.
-func (s *Store) contentSizes(ctx context.Context, root string, inv *inventory, digests iter.Seq[string]) (map[string]int64, error) {
+// Stat per digest, several at once. With absentOK a content file the place
+// lacks has size storage.Absent rather than failing them all.
+func (s *Store) contentSizes(ctx context.Context, root string, inv *inventory, digests iter.Seq[string], absentOK bool) (map[string]int64, error) {
 	var mu sync.Mutex
 	size := map[string]int64{}
 	g, gctx := errgroup.WithContext(ctx)
@@ -60,6 +63,9 @@ func (s *Store) contentSizes(ctx context.Context, root string, inv *inventory, d
 	for digest := range digests {
 		g.Go(func() error {
 			n, err := s.p.Stat(gctx, root+"/"+inv.Manifest[digest][0])
+			if absentOK && errors.Is(err, place.ErrNotExist) {
+				n, err = storage.Absent, nil
+			}
 			mu.Lock()
 			size[digest] = n
 			mu.Unlock()

@@ -10,13 +10,23 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage"
 )
 
-var _ storage.Reader = (*Store)(nil)
+var _ storage.Surveyor = (*Store)(nil)
 
 // Read returns ark's committed object: every version with its files and
 // their sizes (one Stat per content file), and a way to read each file.
 // The inventory is read once: a Put that commits meanwhile is not seen,
 // and the content the read names stays (OCFL never rewrites content).
 func (s *Store) Read(ctx context.Context, ark string) (storage.Stored, error) {
+	return s.read(ctx, ark, false)
+}
+
+// Survey is Read for an audit: a content file the place lacks gives the
+// files that name it the size storage.Absent.
+func (s *Store) Survey(ctx context.Context, ark string) (storage.Stored, error) {
+	return s.read(ctx, ark, true)
+}
+
+func (s *Store) read(ctx context.Context, ark string, absentOK bool) (storage.Stored, error) {
 	if err := storage.CheckARK(ark); err != nil {
 		return nil, err
 	}
@@ -28,7 +38,7 @@ func (s *Store) Read(ctx context.Context, ark string) (storage.Stored, error) {
 	if inv == nil {
 		return nil, fmt.Errorf("ocfl: %s: %w", ark, storage.ErrNotFound)
 	}
-	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.Manifest))
+	size, err := s.contentSizes(ctx, root, inv, maps.Keys(inv.Manifest), absentOK)
 	if err != nil {
 		return nil, fmt.Errorf("ocfl: read %s: %w", ark, err)
 	}
@@ -43,7 +53,7 @@ func (s *Store) Read(ctx context.Context, ark string) (storage.Stored, error) {
 		}
 		o.digests = append(o.digests, digests)
 		created, _ := time.Parse(time.RFC3339, v.Created) // checked when read
-		o.versions = append(o.versions, storage.Version{ARK: ark, Number: n, Created: created, Files: files})
+		o.versions = append(o.versions, storage.Version{ARK: ark, Number: n, Created: created, Files: files, Message: v.Message})
 	}
 	return o, nil
 }

@@ -1,0 +1,329 @@
+// Package audit compares every object an inventory records with each
+// storage target of its profile and, with fixity, reads every stored byte
+// again. Storing compares version numbers only (README "Backups and
+// recovery"): after storage or the inventory was restored from a backup,
+// the audit finds which objects lost versions, files or bytes, and where.
+//
+// The walk reads the inventory a page at a time, in ARK order, audits a few
+// objects at once, and reports each object's findings in ARK order, with
+// the counts at least every Options.Every in between. A target that fails
+// is a finding of the object audited there; only the inventory's listing
+// failing, the report's receiver failing, or the context ends the walk.
+package audit
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/storage"
+)
+
+// Inventory is what the audit reads of an inventory.
+type Inventory interface {
+	List(ctx context.Context, after string, limit int) ([]inventory.ObjectRow, error)
+	Object(ctx context.Context, ark string) (inventory.ObjectDetail, error)
+}
+
+// Target is one storage target of a profile.
+type Target struct {
+	Name  string        // the URL as the profile names it, any password redacted: what findings show
+	URL   string        // the URL itself; an error's text that quotes it is shown with Name instead
+	Store storage.Store // nil when Err is set
+	Err   error         // the target could not be opened: a finding of every object there
+}
+
+// Auditor audits the objects of an inventory.
+type Auditor struct {
+	Inventory Inventory
+	// Targets gives a profile's storage targets, the primary first. An
+	// error (a profile this daemon does not know) is a finding of each of
+	// the profile's objects.
+	Targets func(ctx context.Context, profile string) ([]Target, error)
+}
+
+// Options choose what an audit reads.
+type Options struct {
+	Fixity bool     // read every stored file of every recorded version and hash it
+	After  string   // start after this ARK ("" from the first)
+	Limit  int      // audit at most this many objects; 0: all
+	ARKs   []string // audit only these (After and Limit then must be unset)
+	// Parallel is how many objects are audited at once; default 4.
+	Parallel int
+	// Every is the longest time between two reports of the counts;
+	// default 10 s (the daemon's HTTP server cuts an answer quiet for a
+	// minute, and a client shows progress).
+	Every time.Duration
+}
+
+// Defaults are the options a zero field takes.
+var Defaults = Options{Parallel: 4, Every: 10 * time.Second}
+
+// pageSize is how many objects one listing of the inventory asks for.
+const pageSize = 100
+
+// Counts are how far an audit went.
+type Counts struct {
+	Objects   int    `json:"objects"`    // objects audited
+	Versions  int    `json:"versions"`   // their versions the inventory records
+	Files     int    `json:"files"`      // the files of those versions
+	BytesRead int64  `json:"bytes_read"` // read back from storage to hash (fixity), over every target
+	Findings  int    `json:"findings"`
+	Last      string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
+}
+
+// Summary is an audit's end.
+type Summary struct {
+	Counts
+	// More says Limit ended the walk before the inventory's last object:
+	// Options.After = Last continues it.
+	More bool `json:"more"`
+	// Notes say what could not be audited everywhere: a storage service
+	// target, audited at its latest version alone.
+	Notes []string `json:"notes"`
+}
+
+// Report receives what an audit finds, on the goroutine of Run. An error
+// it returns (its client went away) ends the audit with that error.
+type Report struct {
+	Finding  func(Finding) error
+	Progress func(Counts) error // the counts so far, at least every Options.Every
+}
+
+// audited is one object's audit: started in ARK order, reported in it.
+type audited struct {
+	ark        string
+	findings   []Finding
+	versions   int
+	files      int
+	latestOnly []string // the targets audited at their latest version alone
+	done       chan struct{}
+}
+
+// walk is one run of the audit.
+type walk struct {
+	a     *Auditor
+	opt   Options
+	rep   Report
+	bytes atomic.Int64 // read back so far, by every worker
+	n     Counts       // Run's goroutine only
+	notes []string
+	noted map[string]bool // targets with a note: Run's goroutine only
+}
+
+// Run audits the objects opt chooses, reporting as it goes.
+func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, error) {
+	if err := opt.check(); err != nil {
+		return Summary{}, err
+	}
+	opt.Parallel = cmp.Or(opt.Parallel, Defaults.Parallel)
+	opt.Every = cmp.Or(opt.Every, Defaults.Every)
+	if rep.Finding == nil {
+		rep.Finding = func(Finding) error { return nil }
+	}
+	if rep.Progress == nil {
+		rep.Progress = func(Counts) error { return nil }
+	}
+	w := &walk{a: a, opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{}}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	order := make(chan *audited, opt.Parallel)
+	var more bool
+	var listErr error // the listing failed: the objects started before are still reported
+	wg.Go(func() {
+		defer close(order)
+		more, listErr = w.start(ctx, &wg, order)
+	})
+	err := w.take(ctx, order)
+	if err != nil {
+		cancel()
+		for range order { // the walk stops at the next object
+		}
+	}
+	wg.Wait()
+	if err == nil && listErr != nil && !isCanceled(listErr) {
+		err = listErr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	w.n.BytesRead = w.bytes.Load()
+	return Summary{Counts: w.n, More: more, Notes: w.notes}, err
+}
+
+// check refuses options that ask nothing sensible, as the inventory
+// refuses a bad question (ErrInvalid: a 400 at the API).
+func (o Options) check() error {
+	switch {
+	case o.Limit < 0:
+		return fmt.Errorf("audit: %w: limit %d: want 0 (all) or more", inventory.ErrInvalid, o.Limit)
+	case o.Parallel < 0:
+		return fmt.Errorf("audit: %w: parallel %d: want 1 or more", inventory.ErrInvalid, o.Parallel)
+	case len(o.ARKs) > 0 && (o.After != "" || o.Limit > 0):
+		return fmt.Errorf("audit: %w: ARKs given with after or limit: ask for the ARKs alone, or for a part of the walk", inventory.ErrInvalid)
+	case slices.Contains(o.ARKs, ""):
+		return fmt.Errorf("audit: %w: an empty ARK in the list", inventory.ErrInvalid)
+	}
+	return nil
+}
+
+// start audits each chosen object in its own goroutine of wg, Parallel at
+// once, and hands them to order in ARK order. more says Limit stopped it
+// before the last object.
+func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audited) (more bool, err error) {
+	slots := make(chan struct{}, w.opt.Parallel)
+	begin := func(ark string) error {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		o := &audited{ark: ark, done: make(chan struct{})}
+		select {
+		case order <- o:
+		case <-ctx.Done():
+			<-slots
+			return ctx.Err()
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			defer close(o.done)
+			w.object(ctx, o)
+		})
+		return nil
+	}
+	if len(w.opt.ARKs) > 0 {
+		arks := slices.Clone(w.opt.ARKs)
+		slices.Sort(arks)
+		for _, ark := range slices.Compact(arks) {
+			if err := begin(ark); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	after, left := w.opt.After, w.opt.Limit
+	for {
+		size := pageSize
+		if w.opt.Limit > 0 {
+			size = min(size, left)
+		}
+		if size == 0 { // Limit reached: is there more?
+			next, err := w.a.Inventory.List(ctx, after, 1)
+			if err != nil {
+				return false, listError(after, err)
+			}
+			return len(next) > 0, nil
+		}
+		page, err := w.a.Inventory.List(ctx, after, size)
+		if err != nil {
+			return false, listError(after, err)
+		}
+		if len(page) == 0 {
+			return false, nil
+		}
+		for _, row := range page {
+			if err := begin(row.ARK); err != nil {
+				return false, err
+			}
+		}
+		after, left = page[len(page)-1].ARK, left-len(page)
+	}
+}
+
+// listError is a listing of the inventory that failed: the audit ends,
+// and says where to take it up again.
+func listError(after string, err error) error {
+	if isCanceled(err) {
+		return err
+	}
+	if after == "" {
+		return fmt.Errorf("audit: listing the inventory's objects: %w", err)
+	}
+	return fmt.Errorf("audit: listing the inventory's objects after %s: %w (an audit with after=%s takes it up there)", after, err, after)
+}
+
+// take reports each object as its audit ends, in ARK order, and the counts
+// in between.
+func (w *walk) take(ctx context.Context, order <-chan *audited) error {
+	tick := time.NewTicker(w.opt.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case o, ok := <-order:
+			if !ok {
+				return nil
+			}
+			if err := w.await(o.done, tick.C); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err() // its audit was cut short: not reported
+			}
+			if err := w.report(o); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := w.progress(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// await waits for done, reporting the counts at each tick meanwhile.
+func (w *walk) await(done <-chan struct{}, tick <-chan time.Time) error {
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-tick:
+			if err := w.progress(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// report counts one audited object and reports its findings, and a note
+// for each target met first there that was audited at its latest version
+// alone.
+func (w *walk) report(o *audited) error {
+	for _, name := range o.latestOnly {
+		if !w.noted[name] {
+			w.noted[name] = true
+			w.notes = append(w.notes, fmt.Sprintf("storage target %s is a storage service: each object's latest version was "+
+				"compared there (its number and files), not its older versions nor, with fixity, its bytes; "+
+				"audit the storage root behind the service to cover them", name))
+		}
+	}
+	w.n.Objects++
+	w.n.Versions += o.versions
+	w.n.Files += o.files
+	w.n.Last = o.ark
+	for _, f := range o.findings {
+		w.n.Findings++
+		if err := w.rep.Finding(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walk) progress() error {
+	n := w.n
+	n.BytesRead = w.bytes.Load()
+	return w.rep.Progress(n)
+}
+
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

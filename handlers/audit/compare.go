@@ -1,0 +1,269 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/internal/ctxio"
+)
+
+// object audits one object at each storage target of its profile.
+func (w *walk) object(ctx context.Context, o *audited) {
+	d, err := w.a.Inventory.Object(ctx, o.ark)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, inventory.ErrNotFound):
+		o.findings = append(o.findings, Finding{Kind: NotRecorded, ARK: o.ark,
+			Message: fmt.Sprintf("the inventory holds no object %s: is the ARK right?", o.ark)})
+		return
+	case err != nil:
+		o.findings = append(o.findings, Finding{Kind: InventoryFailed, ARK: o.ark,
+			Message: fmt.Sprintf("reading %s from the inventory failed: %v; the object was not audited (audit it again with ark=%s)", o.ark, err, o.ark)})
+		return
+	}
+	recorded := map[int][]inventory.FileRow{}
+	for _, r := range d.Versions {
+		recorded[r.Version] = r.Files
+		o.files += len(r.Files)
+	}
+	o.versions = len(d.Versions)
+	targets, err := w.a.Targets(ctx, d.Object.Profile)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.findings = append(o.findings, Finding{Kind: UnknownProfile, ARK: o.ark,
+				Message: fmt.Sprintf("%s is in profile %q: %v; its storage targets are not known here: audit it on a daemon that has the profile", o.ark, d.Object.Profile, err)})
+		}
+		return
+	}
+	for _, t := range targets {
+		c := &check{w: w, o: o, t: t, recorded: recorded, last: d.Object.LatestVersion}
+		c.run(ctx)
+	}
+}
+
+// check is one object's audit at one target.
+type check struct {
+	w        *walk
+	o        *audited
+	t        Target
+	recorded map[int][]inventory.FileRow // by version number
+	last     int                         // the latest version the inventory records
+	hashed   map[string]hashed           // by digest: each content is read once
+}
+
+// hashed is what reading one stored content gave.
+type hashed struct {
+	n   int64
+	sum string
+	err error
+}
+
+func (c *check) add(kind Kind, version int, file, format string, args ...any) {
+	c.o.findings = append(c.o.findings, Finding{Kind: kind, ARK: c.o.ark, Target: c.t.Name, Version: version, File: file,
+		Message: fmt.Sprintf(format, args...)})
+}
+
+// run compares the target's copy with the record: every version where the
+// target can be read back, its latest alone where it is a storage service.
+func (c *check) run(ctx context.Context) {
+	if c.t.Err != nil {
+		c.failed(c.t.Err)
+		return
+	}
+	var stored storage.Stored
+	var err error
+	switch s := c.t.Store.(type) {
+	case storage.Surveyor:
+		stored, err = s.Survey(ctx, c.o.ark)
+	case storage.Reader:
+		stored, err = s.Read(ctx, c.o.ark)
+	default:
+		c.latest(ctx)
+		return
+	}
+	if c.readFailed(ctx, err) {
+		return
+	}
+	vs := stored.Versions()
+	c.versions(vs, len(vs))
+	for n := 1; n <= min(len(vs), c.last); n++ {
+		same := c.files(n, vs[n-1].Files)
+		if c.w.opt.Fixity {
+			c.fixity(ctx, stored, n, same)
+		}
+	}
+}
+
+// latest compares the latest version at a target that can give no other
+// (a storage service): its number, and its files when it is the record's.
+func (c *check) latest(ctx context.Context) {
+	c.o.latestOnly = append(c.o.latestOnly, c.t.Name)
+	v, err := c.t.Store.Latest(ctx, c.o.ark)
+	if c.readFailed(ctx, err) {
+		return
+	}
+	c.versions([]storage.Version{v}, v.Number)
+	if v.Number == c.last {
+		c.files(v.Number, v.Files)
+	}
+}
+
+// readFailed reports an object the target could not give, and tells
+// whether there was one.
+func (c *check) readFailed(ctx context.Context, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case ctx.Err() != nil:
+	case errors.Is(err, storage.ErrNotFound):
+		c.add(ObjectMissing, 0, "", "storage target %s has no version of %s; the inventory records %s "+
+			"(storage restored from a backup older than the object, or a copy never made?): copy the object there from "+
+			"another target that has it (each holds a whole OCFL object) or from storage's backup (%s)",
+			c.t.Name, c.o.ark, versionsText(1, c.last), recovery)
+	default:
+		c.failed(err)
+	}
+	return true
+}
+
+// failed reports a target that could not be audited for this object.
+func (c *check) failed(err error) {
+	c.add(TargetFailed, 0, "", "storage target %s could not be audited for %s: %s; once the target is reachable "+
+		"(or the object's damaged inventory.json restored from another target or a backup, %s), audit it again with ark=%s",
+		c.t.Name, c.o.ark, c.t.shown(err), recovery, c.o.ark)
+}
+
+// versions compares the number of versions the target has (vs ends with
+// its latest, number have) with the record's.
+func (c *check) versions(vs []storage.Version, have int) {
+	switch {
+	case have < c.last:
+		c.add(VersionsMissing, have+1, "", "storage target %s has %s of %s, and the inventory records %s: %s missing there "+
+			"(storage restored from a backup older than the inventory?); copy the object there from another target "+
+			"that has %s or from storage's backup (%s)",
+			c.t.Name, versionsText(1, have), c.o.ark, versionsText(1, c.last), isAre(have+1, c.last), them(have+1, c.last), recovery)
+	case have > c.last:
+		var made []string
+		for _, v := range vs {
+			if v.Number > c.last && v.Message != "" {
+				made = append(made, fmt.Sprintf("%q (version %d)", v.Message, v.Number))
+			}
+		}
+		by := ""
+		if len(made) > 0 {
+			by = "; made by " + strings.Join(made, ", ")
+		}
+		c.add(VersionsUnrecorded, c.last+1, "", "storage target %s has %s of %s, which the inventory does not record "+
+			"(it records %s%s): either a job stored %s and has not recorded %s yet (it does at Recording: "+
+			"see the job with `ingestq show`), or the inventory was restored from a backup older than storage "+
+			"(restore a newer one; %s)",
+			c.t.Name, versionsText(c.last+1, have), c.o.ark, versionsText(1, c.last), by, them(c.last+1, have),
+			them(c.last+1, have), recovery)
+	}
+}
+
+// files compares version n's files at the target with the record's, and
+// returns those that agree (name, size and digest).
+func (c *check) files(n int, stored []storage.File) []storage.File {
+	recorded := map[string]inventory.FileRow{}
+	for _, f := range c.recorded[n] {
+		recorded[f.Name] = f
+	}
+	have := map[string]storage.File{}
+	for _, f := range stored {
+		have[f.Name] = f
+	}
+	var same []storage.File
+	for _, name := range slices.Sorted(maps.Keys(mergeKeys(recorded, have))) {
+		r, isRecorded := recorded[name]
+		s, isStored := have[name]
+		switch {
+		case !isStored:
+			c.add(FileMissing, n, name, "version %d of %s at storage target %s lacks file %q (the inventory records %s); "+
+				"copy the object there from another target or from storage's backup (%s)",
+				n, c.o.ark, c.t.Name, name, fileDigest(r.Size, r.SHA256), recovery)
+		case s.Size == storage.Absent:
+			c.add(FileMissing, n, name, "the content of file %q of version %d of %s is gone from storage target %s "+
+				"(its OCFL inventory names it; the inventory records %s); copy the object there from another target "+
+				"or from storage's backup (%s)", name, n, c.o.ark, c.t.Name, fileDigest(r.Size, r.SHA256), recovery)
+		case !isRecorded:
+			c.add(FileExtra, n, name, "version %d of %s at storage target %s has file %q (%s) that the inventory does "+
+				"not record for that version: the two disagree on what the version holds; compare the target's copy with "+
+				"`ingestq object %s`", n, c.o.ark, c.t.Name, name, fileDigest(s.Size, s.SHA256), c.o.ark)
+		case s.Size != r.Size || s.SHA256 != r.SHA256:
+			c.add(FileDiffers, n, name, "file %q of version %d of %s at storage target %s has %s; the inventory records %s: "+
+				"the stored copy is not the one recorded; copy the object there from another target that agrees or from "+
+				"storage's backup (%s)", name, n, c.o.ark, c.t.Name, fileDigest(s.Size, s.SHA256), fileDigest(r.Size, r.SHA256), recovery)
+		default:
+			same = append(same, s)
+		}
+	}
+	return same
+}
+
+// mergeKeys is the union of two maps' keys.
+func mergeKeys[A, B any](a map[string]A, b map[string]B) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// fixity reads each of files of version n back and compares its hash with
+// its recorded digest. A content that several versions share is read once.
+func (c *check) fixity(ctx context.Context, stored storage.Stored, n int, files []storage.File) {
+	if c.hashed == nil {
+		c.hashed = map[string]hashed{}
+	}
+	for _, f := range files {
+		h, ok := c.hashed[f.SHA256]
+		if !ok {
+			h = c.hash(ctx, stored, n, f.Name)
+			c.hashed[f.SHA256] = h
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case h.err != nil:
+			c.add(FileUnreadable, n, f.Name, "file %q of version %d of %s at storage target %s could not be read: %s; "+
+				"if the target is reachable its copy is damaged: copy the object there from another target or from "+
+				"storage's backup (%s)", f.Name, n, c.o.ark, c.t.Name, c.t.shown(h.err), recovery)
+		case h.sum != f.SHA256:
+			c.add(FixityFailed, n, f.Name, "the bytes of file %q of version %d of %s at storage target %s hash to "+
+				"SHA-256 %s (%d bytes read), not the recorded %s: the stored copy is damaged; copy the object there from "+
+				"another target whose audit with fixity passes, or from storage's backup (%s)",
+				f.Name, n, c.o.ark, c.t.Name, h.sum, h.n, fileDigest(f.Size, f.SHA256), recovery)
+		}
+	}
+}
+
+// hash reads file name of version n, counting the bytes as they come.
+func (c *check) hash(ctx context.Context, stored storage.Stored, n int, name string) hashed {
+	rc, err := stored.Open(ctx, n, name)
+	if err != nil {
+		return hashed{err: err}
+	}
+	defer rc.Close()
+	read, sum, err := ctxio.CopySHA256(ctx, counter{&c.w.bytes}, rc)
+	return hashed{n: read, sum: sum, err: err}
+}
+
+// counter counts the bytes written to it.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
