@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -112,9 +113,28 @@ func waitingForRoom(need, margin, free uint64, fill, maxFill float64) string {
 	room := fmt.Sprintf("%d MiB free, needs %d MiB + %d MiB margin", free>>20, need>>20, margin>>20)
 	ratio := fmt.Sprintf("%.0f%% full, --max-fill %.0f%%", fill*100, maxFill*100)
 	if need+margin > free {
-		return "waiting for room: " + room + " (--space-margin; " + ratio + " with the job)"
+		return waitingPrefix + room + heldByMargin + ratio + " with the job)"
 	}
-	return "waiting for room: " + ratio + " (with the job; " + room + ")"
+	return waitingPrefix + ratio + " (with the job; " + room + ")"
+}
+
+// What RoomLimit reads of waitingForRoom's two forms.
+const (
+	waitingPrefix = "waiting for room: "
+	heldByMargin  = " (--space-margin; "
+)
+
+// RoomLimit is the setting that holds a job back, read from its message:
+// "--max-fill" or "--space-margin" while Provisioning holds it for room,
+// "" for any other message. submit --wait says what to do by it.
+func RoomLimit(message string) string {
+	switch {
+	case !strings.HasPrefix(message, waitingPrefix):
+		return ""
+	case strings.Contains(message, heldByMargin):
+		return "--space-margin"
+	}
+	return "--max-fill"
 }
 
 // DiskSpace is the free bytes of dir's file system (for unprivileged

@@ -271,7 +271,14 @@ func TestProvisionWaitsForRoom(t *testing.T) {
 	if n := r.content.getCount("/wait.txt"); n > 1 {
 		t.Errorf("%d GETs of the file while the disk was full: it was downloaded", n)
 	}
+	// /readyz's check of the working storage reads the disk as Provisioning does.
+	if err := r.p.CheckWork(t.Context()); err == nil || !strings.Contains(err.Error(), "has 1 MiB free, below --space-margin") {
+		t.Errorf("the working storage's check, with Space saying 1 MiB free: %v", err)
+	}
 	full.Store(false)
+	if err := r.p.CheckWork(t.Context()); err != nil {
+		t.Errorf("the working storage's check, with room: %v", err)
+	}
 	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
 		t.Fatalf("batch %s: %s", b.State(), b.Status.Message)
 	}

@@ -35,9 +35,10 @@ func (p *Pipeline) CheckInventory(ctx context.Context) error {
 
 // CheckWork tells whether the working storage has room: at least
 // --space-margin free. Below it, steps writing there find it full and wait
-// (workFull), and Provisioning admits no job.
+// (workFull), and Provisioning admits no job. It reads the disk as
+// Provisioning does (Config.Space), so the two never disagree.
 func (p *Pipeline) CheckWork(context.Context) error {
-	free, _, err := DiskSpace(p.work)
+	free, _, err := p.cfg.Space(p.work)
 	if err != nil {
 		return fmt.Errorf("the working storage %s: %w", p.work, err)
 	}

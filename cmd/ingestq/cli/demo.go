@@ -120,17 +120,13 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	}
 }
 
-// demoSpace reads a folder's file system as Provisioning does; tests
-// replace it to make the disk look full.
-var demoSpace = handlers.DiskSpace
-
 // demoRoom refuses a demo folder whose file system has less free than the
 // daemon keeps free (--space-margin) plus what the demo writes (measured:
 // under 1 MiB; 16 MiB allowed): its jobs would wait in Provisioning, and
 // the demo would follow them without end.
 func demoRoom(dir string) error {
 	const writes = 16 << 20
-	free, _, err := demoSpace(dir)
+	free, _, err := diskSpace(dir)
 	if err != nil {
 		return fmt.Errorf("the demo folder %s: %w", dir, err)
 	}

@@ -17,7 +17,7 @@ import (
 // and what it needs, and leaves no folder behind.
 func TestDemoRefusesADiskWithoutRoom(t *testing.T) {
 	// Not parallel: it replaces the demo's view of the disk.
-	cli.SetDemoSpace(t, func(string) (free, total uint64, err error) { return 10 << 20, 1000 << 20, nil })
+	cli.SetDiskSpace(t, func(string) (free, total uint64, err error) { return 10 << 20, 1000 << 20, nil })
 	dir := filepath.Join(t.TempDir(), "demo")
 	stdout, stderr, code := runEnv(t, nil, "demo", "--dir", dir, "--content", filepath.Join("..", "..", "..", "testdata", "demo"))
 	wantCode(t, code, 1)

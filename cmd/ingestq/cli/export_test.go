@@ -12,10 +12,10 @@ func LockDataDir(dir, about string) (release func(), err error) {
 	return l.release, nil
 }
 
-// SetDemoSpace makes the demo read its folder's file system with space
-// until t ends. Not for parallel tests.
-func SetDemoSpace(t testing.TB, space func(dir string) (free, total uint64, err error)) {
-	old := demoSpace
-	demoSpace = space
-	t.Cleanup(func() { demoSpace = old })
+// SetDiskSpace makes the demo's check and the daemons serve starts from
+// now on read file systems with space, until t ends. Not for parallel tests.
+func SetDiskSpace(t testing.TB, space func(dir string) (free, total uint64, err error)) {
+	old := diskSpace
+	diskSpace = space
+	t.Cleanup(func() { diskSpace = old })
 }

@@ -82,6 +82,11 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 }
 
+// diskSpace reads a folder's file system: the daemon's Provisioning and
+// /readyz, and the demo's check before it starts. Tests replace it to make
+// the disk look full.
+var diskSpace = handlers.DiskSpace
+
 // ingestPipeline loads the profiles and opens the pipeline. The caller
 // publishes the profiles to ZooKeeper (so that submit on any host can
 // refuse an unknown one) once the daemon runs.
@@ -107,7 +112,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		WorkDir: f.workDir, SharedWork: f.workShared, Host: host,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost, Allow: allow},
 		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
-		Logger: a.log})
+		Space: diskSpace, Logger: a.log})
 	if errors.Is(err, handlers.ErrConfig) {
 		return nil, nil, usagef("%v", err)
 	}

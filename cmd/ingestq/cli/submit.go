@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -222,8 +223,9 @@ type tally struct {
 	total        int               // jobs in the batch; -1 until counted
 	jobs         map[string]string // jid → its last known state
 	done, failed int
-	bytes        map[string]int64 // jid → bytes downloaded, from progress events
-	estimate     map[string]int64 // jid → bytes it needs, from its estimate or its download (0 = unknown)
+	bytes        map[string]int64     // jid → bytes downloaded, from progress events
+	estimate     map[string]int64     // jid → bytes it needs, from its estimate or its download (0 = unknown)
+	provisioning map[string]time.Time // jid → since when it is in Provisioning, as the events say
 
 	// The download rate is measured from the first progress event to the
 	// last one that brought more bytes.
@@ -232,7 +234,8 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{}}
+	return &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{},
+		provisioning: map[string]time.Time{}}
 }
 
 // downloaded is the bytes the batch's jobs have downloaded so far.
@@ -308,6 +311,26 @@ func (t *tally) set(jid, state string) {
 		}
 	}
 	t.jobs[jid] = state
+	switch state {
+	case string(queue.Provisioning):
+		if _, ok := t.provisioning[jid]; !ok {
+			t.provisioning[jid] = time.Now()
+		}
+	case working: // a recount knows no more than this: what the events said stands
+	default:
+		delete(t.provisioning, jid)
+	}
+}
+
+// longestInProvisioning is the job that has been in Provisioning the
+// longest, and since when; false when none is.
+func (t *tally) longestInProvisioning() (jid string, since time.Time, ok bool) {
+	for j, at := range t.provisioning {
+		if !ok || at.Before(since) {
+			jid, since, ok = j, at, true
+		}
+	}
+	return jid, since, ok
 }
 
 // counts are the jobs done (failed included), those failed, and the jobs
@@ -319,6 +342,10 @@ func (t *tally) counts() (done, failed, total int) {
 	return t.done, t.failed, t.total
 }
 
+// working is a job's state as a recount has it: in the batch's
+// batch-processing bucket, in some state short of the end.
+const working = "working"
+
 // recountBatch reads the batch's buckets: ZooKeeper is the truth, and what it
 // says replaces what the events said (an event that is older than the read
 // only arrives later and is overtaken again by the next one).
@@ -329,7 +356,7 @@ func (a *app) recountBatch(ctx context.Context, q *queue.Queue, bid string, t *t
 		return
 	}
 	state := map[string]string{
-		"batch-processing": "working", "batch-completed": string(queue.Completed),
+		"batch-processing": working, "batch-completed": string(queue.Completed),
 		"batch-failed": string(queue.Failed), "batch-deleted": string(queue.Deleted),
 	}
 	// The buckets are read one after the other, in this order: a job that
@@ -344,7 +371,7 @@ func (a *app) recountBatch(ctx context.Context, q *queue.Queue, bid string, t *t
 
 // followBatch shows the batch's progress until it reports, then its report.
 func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs <-chan *nats.Msg) error {
-	f := &follower{a: a, q: q, bid: bid, t: newTally(), lastEvent: time.Now(),
+	f := &follower{a: a, q: q, bid: bid, t: newTally(), lastEvent: time.Now(), roomNoted: map[string]bool{},
 		p: newProgressLine(a.stderr, isTerminal(a.stderr), bid)}
 	defer a.logs.divert(f.p)() // logs go on their own lines, above the progress
 	poll := time.NewTicker(waitPoll)
@@ -376,8 +403,9 @@ type follower struct {
 	bid       string
 	t         *tally
 	p         *progressLine
-	lastEvent time.Time // when the last event of the batch came
-	counting  bool      // the batch has its jobs: count them
+	lastEvent time.Time       // when the last event of the batch came
+	counting  bool            // the batch has its jobs: count them
+	roomNoted map[string]bool // the limits (--max-fill, --space-margin) said to hold jobs back
 }
 
 func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
@@ -427,8 +455,54 @@ func (f *follower) onPoll(ctx context.Context) (reported string) {
 	if f.counting {
 		f.a.recountBatch(ctx, f.q, f.bid, f.t)
 	}
+	f.noteRoom(ctx)
 	f.show(false)
 	return ""
+}
+
+// noteRoom says why the batch's jobs sit in Provisioning when the daemon
+// holds them back for room, once for each limit that holds them (again
+// only after they all went on). It reads the status of the job that has
+// waited longest, once it has waited a poll: one read a poll, and none
+// while jobs pass through Provisioning, as they do when there is room.
+func (f *follower) noteRoom(ctx context.Context) {
+	jid, since, ok := f.t.longestInProvisioning()
+	if !ok {
+		clear(f.roomNoted)
+		return
+	}
+	if time.Since(since) < waitPoll {
+		return
+	}
+	st, _, err := f.q.JobStatusOf(ctx, jid)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		f.t.set(jid, string(queue.Deleted))
+		return
+	case err != nil:
+		f.a.log.Debug("submit --wait: cannot read a job in Provisioning", "job", jid, "err", err)
+		return
+	case st.Status != queue.Provisioning: // the event that moved it on was lost
+		f.t.set(jid, string(st.Status))
+		return
+	}
+	f.a.log.Debug("submit --wait: the job longest in Provisioning", "job", jid, "since", since, "message", st.Message)
+	limit := handlers.RoomLimit(st.Message)
+	if limit == "" || f.roomNoted[limit] {
+		return
+	}
+	f.roomNoted[limit] = true
+	n, verb := len(f.t.provisioning), "wait"
+	if n == 1 {
+		verb = "waits"
+	}
+	f.a.note("%s of batch %s %s in Provisioning: %s; %s", plural(n, "job"), f.bid, verb, st.Message, roomAdvice[limit])
+}
+
+// roomAdvice is what lets jobs on that a limit holds back.
+var roomAdvice = map[string]string{
+	"--max-fill":     "free some space on the daemon's working storage, or raise its --max-fill (1: only --space-margin holds a job back)",
+	"--space-margin": "free some space on the daemon's working storage (it keeps --space-margin free beyond each job's estimate)",
 }
 
 // finish shows the final count and the report of the batch, which

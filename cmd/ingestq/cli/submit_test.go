@@ -356,33 +356,58 @@ func TestSubmitWaitNotesAHeldBatch(t *testing.T) {
 // Ctrl-C does, and returns what it wrote and its exit code.
 func (d *daemon) waitUntil(t *testing.T, never string, until func(stdout, stderr string) bool) (string, string, int) {
 	t.Helper()
-	var out, errb logtest.Buffer
+	c := runBackground(t, "--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL(),
+		"submit", "--profile", "demo", "--wait", "passthrough:3")
+	c.waitFor(t, never, until)
+	c.cancel()
+	return c.exit(t)
+}
+
+// background is a CLI command run while the test goes on.
+type background struct {
+	command   string         // for messages
+	out, errb logtest.Buffer // what it has written so far
+	done      chan int       // its exit code, once it ends
+	cancel    func()         // stops it as Ctrl-C does
+}
+
+// runBackground starts the CLI with args; the test's end stops it.
+func runBackground(t *testing.T, args ...string) *background {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	args := []string{"--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL(),
-		"submit", "--profile", "demo", "--wait", "passthrough:3"}
-	go func() { done <- cli.Run(ctx, args, &out, &errb, func(string) string { return "" }) }()
-	deadline := time.After(20 * time.Second)
+	t.Cleanup(cancel)
+	c := &background{command: "ingestq " + strings.Join(args, " "), done: make(chan int, 1), cancel: cancel}
+	go func() { c.done <- cli.Run(ctx, args, &c.out, &c.errb, func(string) string { return "" }) }()
+	return c
+}
+
+// waitFor waits until the command's stdout and stderr satisfy until, else
+// fails the test (never says what it did not do).
+func (c *background) waitFor(t *testing.T, never string, until func(stdout, stderr string) bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)           // only stops a hung test
 	poll := time.NewTicker(10 * time.Millisecond) // no event says what was written: poll it
 	defer poll.Stop()
-	for !until(out.String(), errb.String()) {
+	for !until(c.out.String(), c.errb.String()) {
 		select {
 		case <-poll.C:
-		case code := <-done:
-			t.Fatalf("submit --wait ended (exit %d): %s", code, errb.String())
+		case code := <-c.done:
+			t.Fatalf("%s ended (exit %d): %s", c.command, code, c.errb.String())
 		case <-deadline:
-			t.Fatalf("submit --wait %s: %s", never, errb.String())
+			t.Fatalf("%s %s: %s", c.command, never, c.errb.String())
 		}
 	}
-	cancel()
+}
+
+// exit waits until the command ends, and returns what it wrote and its
+// exit code.
+func (c *background) exit(t *testing.T) (stdout, stderr string, code int) {
+	t.Helper()
 	select {
-	case code := <-done:
-		return out.String(), errb.String(), code
-	case <-time.After(20 * time.Second):
-		t.Fatal("submit --wait did not end on cancel")
+	case code = <-c.done:
+	case <-time.After(time.Minute): // only stops a hung test
+		t.Fatalf("%s did not end: %s", c.command, c.errb.String())
 	}
-	return "", "", 0
+	return c.out.String(), c.errb.String(), code
 }
 
 // Without events (the CLI listens on another NATS than the daemon's), the
