@@ -23,6 +23,8 @@ var examples = map[string][]string{
 	"object": {"ingestq object ark:/99999/fk4000001q", "ingestq object --profile demo demo-poems -o json",
 		"ingestq object --data-dir /var/lib/ingestq ark:/99999/fk4000001q",
 		"ingestq object --inventory postgres://ingest@db/ingestq ark:/99999/fk4000001q"},
+	"audit": {"ingestq audit", "ingestq audit --fixity", "ingestq audit ark:/99999/fk4000001q",
+		"ingestq audit --after ark:/99999/fk4000001q --limit 1000", "ingestq audit -o json > audit.ndjson"},
 	"check": {"ingestq check", "ingestq check -o json"},
 
 	"hold":               {"ingestq hold job jid0000000012", "ingestq hold collection demo", "ingestq hold queue"},

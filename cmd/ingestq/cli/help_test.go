@@ -72,7 +72,7 @@ func TestHelpExamples(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"submit", "ls", "ls jobs", "ls batches", "show", "hold", "hold batch", "release",
 		"release job", "requeue", "fail", "delete", "report", "events", "events tail", "events replay", "serve",
-		"tree", "check", "cleanup", "hosts", "holds", "object", "access", "access request", "access ls", "access show",
+		"tree", "check", "audit", "cleanup", "hosts", "holds", "object", "access", "access request", "access ls", "access show",
 		"access requeue", "access delete", "demo", "completion", "cancel", "hold job", "hold collection", "hold queue",
 		"release batch", "release collection", "release queue"} {
 		out, _, code := runEnv(t, nil, append(strings.Fields(path), "--help")...)
@@ -190,6 +190,7 @@ func TestHelpDurationsReadAsTheREADME(t *testing.T) {
 		"check":   {"(default 1h)"},
 		"cleanup": {"(default 1h)"},
 		"object":  {"(default 1m)"},
+		"audit":   {"(default 1m)"},
 		"serve":   {"(default 24h)", "(default 168h)", "(default 1m)", "(default 10s)"},
 	} {
 		out, _, code := runEnv(t, nil, path, "--help")

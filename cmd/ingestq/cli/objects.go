@@ -79,7 +79,7 @@ func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects,
 	client := fetch.New(fetch.Config{Timeout: f.timeout, AnyAddress: true}).BackEnd() // the operator's inventory or API
 	viaAPI := func(why string) (*namedObjects, func(), error) {
 		a.log.Debug("asking the daemon's API for objects", "why", why, "api", api)
-		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, elsewhere: a.liveAPIs, client: client.HTTPClient},
+		return &namedObjects{objects: &apiObjects{base: api, token: a.getenv(EnvAPIToken), why: why, instead: "; or --inventory URL", elsewhere: a.liveAPIs, client: client.HTTPClient},
 			name: "served by the daemon's API at " + api}, client.HTTPClient.CloseIdleConnections, nil
 	}
 	switch {
@@ -182,10 +182,16 @@ func (a *app) liveAPIs(ctx context.Context, asked string) string {
 }
 
 // apiObjects reads objects from a daemon's API (GET /objects/{ark}, GET
-// /objects?profile=P&local_id=ID).
+// /objects?profile=P&local_id=ID); the audit opens its answer (open).
 type apiObjects struct {
 	base, token string
 	why         string // why the API is asked: said when it does not answer
+	// instead is another way than the API, said when it does not answer
+	// ("; or --inventory URL").
+	instead string
+	// needs says which token the route takes, when the API refuses the
+	// CLI's ("" for any the daemon has).
+	needs string
 	// elsewhere names the other APIs to ask, when this one does not answer.
 	elsewhere func(ctx context.Context, api string) string
 	client    *http.Client
@@ -202,23 +208,35 @@ func (o *apiObjects) ObjectByLocalID(ctx context.Context, profile, localID strin
 
 func (o *apiObjects) get(ctx context.Context, path, what string) (inventory.ObjectDetail, error) {
 	var d inventory.ObjectDetail
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.base+path, nil)
+	resp, err := o.open(ctx, path, what)
 	if err != nil {
 		return d, err
+	}
+	defer resp.Body.Close()
+	return d, json.NewDecoder(resp.Body).Decode(&d)
+}
+
+// open GETs path from the API and returns its 200 answer, whose body the
+// caller closes; any other answer is an error saying why (a 404 wraps
+// inventory.ErrNotFound), what naming what was asked for.
+func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.base+path, nil)
+	if err != nil {
+		return nil, err
 	}
 	if o.token != "" {
 		req.Header.Set("Authorization", "Bearer "+o.token)
 	}
 	resp, err := o.client.Do(req)
 	if err != nil {
-		return d, fmt.Errorf("%s, and the daemon's API does not answer (--api %s; or --inventory URL): %w%s", o.why, o.base, err, o.elsewhere(ctx, o.base))
+		return nil, fmt.Errorf("%s, and the daemon's API does not answer (--api %s%s): %w%s", o.why, o.base, o.instead, err, o.elsewhere(ctx, o.base))
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return d, json.NewDecoder(resp.Body).Decode(&d)
-	case http.StatusNotFound:
-		return d, fmt.Errorf("api %s: %s: %w", o.base, what, inventory.ErrNotFound)
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("api %s: %s: %w", o.base, what, inventory.ErrNotFound)
 	}
 	// The API's problem document says why; a refused token is the CLI's to fix.
 	var problem struct{ Detail string }
@@ -228,11 +246,15 @@ func (o *apiObjects) get(ctx context.Context, path, what string) (inventory.Obje
 		msg += ": " + problem.Detail
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		msg += fmt.Sprintf(" (the CLI sends the token in %s", EnvAPIToken)
+		msg += " ("
+		if o.needs != "" {
+			msg += "this needs " + o.needs + "; "
+		}
+		msg += "the CLI sends the token in " + EnvAPIToken
 		if o.token == "" {
 			msg += ", which is not set"
 		}
 		msg += ")"
 	}
-	return d, errors.New(msg)
+	return nil, errors.New(msg)
 }

@@ -105,18 +105,14 @@ func (p *progressLine) Write(b []byte) (int, error) {
 }
 
 func (p *progressLine) update(n progress, now time.Time, force bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	text := n.text(p.bid, p.tty)
-	if text == p.shown {
+	if p.tty {
+		p.draw(n.text(p.bid, true), now, force)
 		return
 	}
-	if p.tty {
-		if !force && now.Sub(p.last) < progressTick {
-			return
-		}
-		fmt.Fprintf(p.w, "\r%s%s", text, eraseLine)
-		p.open, p.shown, p.last = true, text, now
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	text := n.text(p.bid, false)
+	if text == p.shown {
 		return
 	}
 	decile := -1
@@ -129,6 +125,18 @@ func (p *progressLine) update(n progress, now time.Time, force bool) {
 		fmt.Fprintln(p.w, text)
 		p.decile, p.shown, p.last = max(p.decile, decile), text, now
 	}
+}
+
+// draw shows text as the terminal's line, at most every progressTick
+// unless force: submit's, and the audit's.
+func (p *progressLine) draw(text string, now time.Time, force bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if text == p.shown || !force && now.Sub(p.last) < progressTick {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s%s", text, eraseLine)
+	p.open, p.shown, p.last = true, text, now
 }
 
 // end finishes a terminal's progress line.

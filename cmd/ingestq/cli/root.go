@@ -185,8 +185,8 @@ const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + ": --zk, --zk-root, --log-level\n" +
 	"  " + EnvConnectTimeout + ": how long to wait for a ZooKeeper session (default 10s)\n" +
 	"  " + EnvNATS + ", " + EnvNATSToken + ": --nats, --nats-token (where events are)\n" +
-	"  " + EnvAPI + ", " + EnvAPIToken + ": --api (the daemon's HTTP API, for object and access request)\n" +
-	"      and the token the CLI sends it\n" +
+	"  " + EnvAPI + ", " + EnvAPIToken + ": --api (the daemon's HTTP API, for object, audit and access\n" +
+	"      request) and the token the CLI sends it\n" +
 	"  " + EnvStalledAfter + ": --stalled-after (ls jobs, show, serve)\n" +
 	"  " + EnvInventory + ", " + EnvDataDir + ": --inventory, --data-dir (serve, object, access request)\n" +
 	"  " + EnvAccessThreshold + ": access request --threshold, serve --access-threshold\n" +
@@ -233,7 +233,7 @@ func (a *app) rootCommand() *cobra.Command {
 	durationVar(pf, &a.connectTimeout, "connect-timeout", timeout, "how long to wait for a ZooKeeper session (env "+EnvConnectTimeout+")")
 	_ = pf.MarkHidden("connect-timeout")
 
-	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.checkCommand())
+	root.AddCommand(a.treeCommand(), a.lsCommand(), a.showCommand(), a.objectCommand(), a.auditCommand(), a.checkCommand())
 	root.AddCommand(a.holdCommands()...)
 	hosts := a.hostsCommand()
 	hosts.AddCommand(a.forgetCommand())

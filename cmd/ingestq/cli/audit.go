@@ -1,0 +1,368 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ingestq/ingestq/handlers/audit"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/visible"
+)
+
+// auditCommand asks the daemon's API for the audit of storage (GET
+// /audit: the daemon has the inventory and the storage targets) and shows
+// it as it comes.
+func (a *app) auditCommand() *cobra.Command {
+	var (
+		api     string
+		timeout time.Duration
+		q       auditQuery
+	)
+	cmd := &cobra.Command{
+		Use:   "audit [ARK…] [--fixity] [--after ARK] [--limit N]",
+		Short: "Compare the objects the inventory records with their storage targets: what a restore lost, and where",
+		Long: "audit asks the daemon's HTTP API (--api) to compare every object its inventory records, in\n" +
+			"ARK order, with each storage target of the object's profile: the versions each target has\n" +
+			"against those recorded, and each version's files (name, size and SHA-256, as the target's\n" +
+			"OCFL inventory.json gives them). Without --fixity it reads each object's inventory.json and\n" +
+			"asks each content file's size. --fixity also reads every stored byte back and hashes it: all\n" +
+			"of storage, at each target (hours on a large repository, and a cloud bucket's egress); only it\n" +
+			"finds bytes changed at the same size. The route is an admin's: " + EnvAPIToken + " holds an\n" +
+			"admin token (serve's " + EnvAdminToken + ", or an admin line of its --api-tokens).\n\n" +
+			"Each finding is one line, as it comes: its kind, then the ARK, storage target, version and\n" +
+			"file it is about, and what to do. Restore what it names from a replica target (each holds\n" +
+			"whole OCFL objects) or from storage's backup (README \"Backups and recovery\"); a deposit that\n" +
+			"failed at Storing meanwhile stores its version once you run ingestq requeue JID. Then audit\n" +
+			"the object again: ingestq audit ARK. The summary comes last: objects, versions, files, bytes\n" +
+			"read, findings and how long. On a terminal a progress line shows the daemon's counts (at\n" +
+			"least every 10 s).\n\n" +
+			"ARKs given: those alone. --limit N stops after N objects; --after ARK begins after that\n" +
+			"one: an audit stopped (Ctrl-C), cut, or ended by --limit says the --after that takes it up.\n" +
+			"-o json writes the API's NDJSON lines as they come: finding, progress, and summary last (an\n" +
+			"answer without it was cut). Exit 0: nothing found; 1: findings, or the audit failed or was\n" +
+			"cut; 2: bad usage; 130: Ctrl-C.",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, arks []string) error {
+			q.arks, q.limitGiven = arks, cmd.Flags().Changed("limit")
+			query, err := q.encode()
+			if err != nil {
+				return err
+			}
+			// The stall rule (decision 346): no byte for the timeout fails, bytes
+			// moving never cut. Its plain client asks once: an audit is long.
+			client := fetch.New(fetch.Config{Timeout: timeout, AnyAddress: true}).BackEnd().HTTPClient
+			defer client.CloseIdleConnections()
+			src := &apiObjects{base: strings.TrimSuffix(api, "/"), token: a.getenv(EnvAPIToken), why: "the audit runs in the daemon",
+				needs:     "an admin token: serve's " + EnvAdminToken + ", or an admin line of its --api-tokens",
+				elsewhere: a.liveAPIs, client: client}
+			err = a.audit(cmd.Context(), src, query, q)
+			var ee *exitError
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+			return &exitError{code: 1, err: err}
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&q.fixity, "fixity", false, "also read every stored byte back and hash it (all of storage, at each target)")
+	fl.StringVar(&q.after, "after", "", "begin after this ARK (the last one an earlier audit finished)")
+	fl.IntVar(&q.limit, "limit", 0, "stop after this many objects (default: every one)")
+	fl.StringVar(&api, "api", a.env(EnvAPI, defaultAPI), "the daemon's HTTP API, which audits (env "+EnvAPI+"; an admin token in "+EnvAPIToken+")")
+	durationVar(fl, &timeout, "fetch-timeout", fetch.Defaults.Timeout, "the daemon's API moving no byte for this long fails the audit "+
+		"(its progress lines, at least every 10 s, keep a long one going)")
+	return cmd
+}
+
+// auditQuery is what the audit is asked for.
+type auditQuery struct {
+	arks       []string
+	fixity     bool
+	after      string
+	limit      int
+	limitGiven bool
+}
+
+// encode checks the question as the API would, as a usage error, and
+// writes its query.
+func (q auditQuery) encode() (string, error) {
+	v := url.Values{}
+	for _, ark := range q.arks {
+		if !strings.HasPrefix(ark, "ark:") {
+			return "", usagef("audit: %q is not an ARK (want ark:/NAAN/NAME)", ark)
+		}
+		v.Add("ark", ark)
+	}
+	switch {
+	case len(q.arks) > 0 && (q.after != "" || q.limitGiven):
+		return "", usagef("audit: ARKs given with --after or --limit: audit the ARKs alone, or a part of the walk")
+	case q.limitGiven && q.limit < 1:
+		return "", usagef("audit: --limit %d: want a number of objects, 1 or more (leave it out for every one)", q.limit)
+	case q.after != "" && !strings.HasPrefix(q.after, "ark:"):
+		// Any text is a place in ARK order: a mistyped one would audit nothing.
+		return "", usagef("audit: --after %q is not an ARK (want the last ARK an audit finished, ark:/NAAN/NAME)", q.after)
+	}
+	if q.after != "" {
+		v.Set("after", q.after)
+	}
+	if q.limitGiven {
+		v.Set("limit", strconv.Itoa(q.limit))
+	}
+	if q.fixity {
+		v.Set("fixity", "true")
+	}
+	if len(v) == 0 {
+		return "/audit", nil
+	}
+	return "/audit?" + v.Encode(), nil
+}
+
+// auditShown is an audit as it comes: what the command shows of it, and
+// where to take it up when it ends early.
+type auditShown struct {
+	a     *app
+	q     auditQuery
+	start time.Time
+	p     *progressLine // the terminal's progress line; nil: none (not a terminal, or -o json)
+	// unfollow stops the progress line's redraws (follow), once.
+	unfollow func()
+	mu       sync.Mutex   // seen: the answer's reader writes it, the progress line's redraws read it
+	seen     audit.Counts // the last progress line's counts, with the findings counted since
+	// done is the last ARK whose findings all came: --after takes the audit
+	// up after it. A finding's ARK is done once another ARK's finding or a
+	// progress line comes.
+	done, findingARK string
+}
+
+// audit runs the audit at the API and shows it: exit 1 with findings, or
+// when it ended early; 130 when stopped.
+func (a *app) audit(ctx context.Context, src *apiObjects, query string, q auditQuery) error {
+	resp, err := src.open(ctx, query, "audit")
+	if errors.Is(err, inventory.ErrNotFound) {
+		return fmt.Errorf("the daemon's API at %s has no audit (a daemon older than this ingestq?)", src.base)
+	}
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	s := &auditShown{a: a, q: q, start: time.Now(), done: q.after}
+	if !a.json() && isTerminal(a.stdout) {
+		s.p = newProgressLine(a.stdout, true, "")
+		out := a.stdout
+		a.stdout = s.p // a line printed clears the progress line, which is drawn again below it
+		defer func() { s.p.end(); a.stdout = out }()
+		if isTerminal(a.stderr) {
+			defer a.logs.divert(s.p)()
+		}
+		s.unfollow = s.follow()
+		defer s.unfollow()
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20) // a finding quotes file names and error texts
+	for sc.Scan() {
+		sum, err := s.line(sc.Bytes())
+		if err != nil {
+			return err
+		}
+		if sum != nil {
+			return s.summary(*sum)
+		}
+	}
+	err = sc.Err()
+	if ctx.Err() != nil {
+		return s.stopped()
+	}
+	if err == nil {
+		err = errors.New("the answer ended")
+	}
+	return fmt.Errorf("the audit's answer from %s was cut before its summary: %v; %s", src.base, err, s.takeUp())
+}
+
+// auditSummary is the audit's last line.
+type auditSummary struct {
+	audit.Summary
+	Error string `json:"error"`
+}
+
+// line shows one line of the answer; a summary line is returned.
+func (s *auditShown) line(data []byte) (*auditSummary, error) {
+	var kind struct{ Type string }
+	if err := json.Unmarshal(data, &kind); err != nil {
+		return nil, fmt.Errorf("the audit's answer has a line that is not JSON (%v): %.200q", err, data)
+	}
+	if s.a.json() {
+		fmt.Fprintln(s.a.stdout, visible.Text(string(data)))
+	}
+	var err error
+	switch kind.Type {
+	case "finding":
+		var f audit.Finding
+		if err = json.Unmarshal(data, &f); err == nil {
+			s.finding(f)
+		}
+	case "progress":
+		var c audit.Counts
+		if err = json.Unmarshal(data, &c); err == nil {
+			s.mu.Lock()
+			s.seen = c
+			s.mu.Unlock()
+			s.done, s.findingARK = max(s.done, c.Last), ""
+			s.draw(false)
+		}
+	case "summary":
+		var sum auditSummary
+		if err = json.Unmarshal(data, &sum); err == nil {
+			return &sum, nil
+		}
+	default:
+		s.a.log.Debug("audit: a line of a type this CLI does not know", "type", kind.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the audit's %s line: %w: %.200q", kind.Type, err, data)
+	}
+	return nil, nil
+}
+
+func (s *auditShown) finding(f audit.Finding) {
+	if s.findingARK != "" && s.findingARK != f.ARK {
+		s.done = max(s.done, s.findingARK)
+	}
+	s.findingARK = f.ARK
+	s.mu.Lock()
+	s.seen.Findings++
+	s.mu.Unlock()
+	if !s.a.json() {
+		s.a.println("%s", f.String())
+	}
+	s.draw(false)
+}
+
+// last prints the audit's last line: on a terminal in place of the
+// progress line, which it ends.
+func (s *auditShown) last(text string) {
+	if s.p == nil {
+		s.a.println("%s", text)
+		return
+	}
+	s.unfollow()
+	s.p.draw(text, time.Now(), true)
+	s.p.end()
+}
+
+// draw shows the counts on the progress line, at most every progressTick
+// unless force.
+func (s *auditShown) draw(force bool) {
+	if s.p == nil {
+		return
+	}
+	s.mu.Lock()
+	text := s.progressText()
+	s.mu.Unlock()
+	s.p.draw(text, time.Now(), force)
+}
+
+// follow draws the progress line now and again every progressTick (what
+// a throttled draw left out, and the time going) until the returned stop.
+func (s *auditShown) follow() (stop func()) {
+	s.draw(true)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(progressTick)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				s.draw(false)
+			case <-done:
+				return
+			}
+		}
+	})
+	return sync.OnceFunc(func() { close(done); wg.Wait() })
+}
+
+// progressText is the terminal's progress line: the daemon's counts at its
+// last progress line. s.mu is held.
+func (s *auditShown) progressText() string {
+	text := "auditing: " + s.countsText(s.seen, time.Second)
+	if s.seen.Last != "" {
+		text += "; at " + visible.Text(s.seen.Last)
+	}
+	return text
+}
+
+// countsText is "3 objects, 4 versions, 12 files; 1.5 KiB read; 2
+// findings; 1.23s": the time since the start, to round.
+func (s *auditShown) countsText(c audit.Counts, round time.Duration) string {
+	return fmt.Sprintf("%s, %s, %s; %s read; %s; %v", plural(c.Objects, "object"), plural(c.Versions, "version"),
+		plural(c.Files, "file"), humanBytes(c.BytesRead), plural(c.Findings, "finding"), time.Since(s.start).Round(round))
+}
+
+// summary shows the audit's end: exit 1 when it found something or ended
+// early.
+func (s *auditShown) summary(sum auditSummary) error {
+	if !s.a.json() {
+		s.last("audited " + s.countsText(sum.Counts, 10*time.Millisecond))
+		for _, n := range sum.Notes {
+			s.a.println("note: %s", n)
+		}
+		if sum.More && sum.Error == "" {
+			s.a.println("more objects follow: %s", s.resume(sum.Last))
+		}
+	}
+	if sum.Error != "" {
+		s.done = max(s.done, sum.Last)
+		return fmt.Errorf("the audit ended early: %s; %s", sum.Error, s.takeUp())
+	}
+	if sum.Findings > 0 {
+		return &exitError{code: 1, silent: true, err: errors.New(plural(sum.Findings, "finding"))}
+	}
+	return nil
+}
+
+// stopped ends an audit the user stopped (Ctrl-C): the counts so far, and
+// how to go on.
+func (s *auditShown) stopped() error {
+	if !s.a.json() {
+		s.mu.Lock()
+		seen := s.seen
+		s.mu.Unlock()
+		s.last("stopped after " + s.countsText(seen, 10*time.Millisecond) + " (the daemon's last counts)")
+	}
+	return &exitError{code: exitInterrupted, err: fmt.Errorf("audit stopped; %s", s.takeUp())}
+}
+
+// takeUp says how to go on from where the audit ended.
+func (s *auditShown) takeUp() string {
+	switch {
+	case len(s.q.arks) > 0:
+		return "audit those ARKs again"
+	case s.done == "":
+		return "no object was audited in full: run the audit again"
+	}
+	return "the last object audited in full is " + s.done + ": " + s.resume(s.done) + " takes it up"
+}
+
+// resume is the command that audits on after the ARK after, as asked.
+func (s *auditShown) resume(after string) string {
+	cmd := "ingestq audit"
+	if s.q.fixity {
+		cmd += " --fixity"
+	}
+	cmd += " --after " + after
+	if s.q.limitGiven {
+		cmd += " --limit " + strconv.Itoa(s.q.limit)
+	}
+	return cmd
+}

@@ -1,0 +1,333 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/cmd/ingestq/cli"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
+	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// ingestq audit against a real daemon (serve with the ingest pipeline,
+// its local OCFL root and its API: the route serve wires its auditor to):
+// the demo's three objects deposited, then audited intact, with a version
+// folder deleted (found), and with a file's bytes changed at the same size
+// (found by --fixity alone); -o json, one ARK, a bad --limit and a missing
+// admin token.
+func TestAuditAgainstADaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	data, nats := t.TempDir(), closedAddr(t)
+	const admin = "admin-token-0123456789abcdef"
+	d := serveEnv(t, map[string]string{"INGESTQ_ADMIN_TOKEN": admin}, zktest.Shared(t).Addr, e.root,
+		"--data-dir", data, "--nats-listen", nats)
+	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
+	t.Cleanup(web.Close)
+	_, _, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
+	wantCode(t, code, 1) // the sample's wrong digest fails one job, so the batch
+	var arks []string
+	for _, jid := range e.onlyBatch().Report.SuccessfulJobs {
+		j, err := e.q.LoadJob(t.Context(), jid)
+		e.ok(err)
+		arks = append(arks, j.Identifiers.PrimaryID)
+	}
+	if len(arks) != 3 {
+		t.Fatalf("stored %v, want the demo's three objects", arks)
+	}
+	slices.Sort(arks)
+	object := func(ark string) string {
+		return filepath.Join(data, "ocfl", filepath.FromSlash(ocfltest.ObjectRoot(ark)))
+	}
+	auditWith := func(token string, args ...string) (string, string, int) {
+		t.Helper()
+		return runEnv(t, map[string]string{"INGESTQ_API_TOKEN": token},
+			append([]string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "audit", "--api", d.url + "/api/v1"}, args...)...)
+	}
+	auditCmd := func(args ...string) (string, string, int) { t.Helper(); return auditWith(admin, args...) }
+
+	// The route is an admin's: without the token, the error says which.
+	_, stderr, code := auditWith("")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "401", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN", "INGESTQ_API_TOKEN, which is not set")
+
+	// Intact: exit 0, and the summary counts what was read.
+	out, stderr, code := auditCmd("--fixity")
+	wantCode(t, code, 0)
+	if !regexp.MustCompile(`(?m)^audited 3 objects, 3 versions, \d+ files; \d+\.\d KiB read; 0 findings; \S+$`).MatchString(out) || stderr != "" {
+		t.Errorf("an intact repository's audit --fixity: want only its summary with the counts")
+	}
+	if strings.ContainsAny(out, "\r\x1b") {
+		t.Errorf("a progress line drawn on stdout that is not a terminal: %q", out)
+	}
+
+	// A version folder deleted, and a file's bytes changed at the same size.
+	lost, changed := arks[0], arks[1]
+	e.ok(os.RemoveAll(filepath.Join(object(lost), "v1")))
+	content := filepath.Join(object(changed), "v1", "content")
+	var file string // object-relative, as the inventory records it
+	e.ok(filepath.WalkDir(content, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && file == "" && strings.HasPrefix(filepath.ToSlash(path), filepath.ToSlash(content)+"/producer/") {
+			file, err = filepath.Rel(content, path)
+		}
+		return err
+	}))
+	if file == "" {
+		t.Fatalf("no producer file in %s", content)
+	}
+	flipBytes(t, filepath.Join(content, file))
+	file = filepath.ToSlash(file)
+
+	out, stderr, code = auditCmd()
+	wantCode(t, code, 1)
+	found := findingLines(out)
+	if len(found) == 0 || stderr != "" {
+		t.Fatalf("audit found nothing of the deleted version folder")
+	}
+	for _, l := range found {
+		if !strings.HasPrefix(l, "file-missing: ") || !strings.Contains(l, lost) || !strings.Contains(l, "version 1") ||
+			!strings.Contains(l, `of file "`) || !strings.Contains(l, "storage target "+filepath.Join(data, "ocfl")) {
+			t.Errorf("finding %q: want the file missing, naming %s, version 1, its file and target", l, lost)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^audited 3 objects, 3 versions, \d+ files; 0 B read; ` + fmt.Sprint(len(found)) + ` findings?` + `; `).MatchString(out) {
+		t.Errorf("the summary does not count the objects and %d findings", len(found))
+	}
+
+	out, _, code = auditCmd("--fixity")
+	wantCode(t, code, 1)
+	var fixity []string
+	for _, l := range findingLines(out) {
+		if strings.Contains(l, changed) {
+			fixity = append(fixity, l)
+		}
+	}
+	if len(fixity) != 1 || !strings.HasPrefix(fixity[0], "fixity-failed: ") || !strings.Contains(fixity[0], `file "`+file+`" of version 1`) ||
+		!strings.Contains(fixity[0], "storage target "+filepath.Join(data, "ocfl")) {
+		t.Errorf("audit --fixity: %q, want one fixity-failed line naming %s, version 1, %s and its target", fixity, changed, file)
+	}
+
+	// One ARK: that object alone.
+	out, _, code = auditCmd(changed)
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "audited 1 object, 1 version, ") {
+		t.Errorf("audit %s: want that object alone, intact without --fixity", changed)
+	}
+	out, _, code = auditCmd("--fixity", changed, changed)
+	wantCode(t, code, 1)
+	if got := findingLines(out); len(got) != 1 || !strings.Contains(got[0], changed) || !strings.Contains(out, "audited 1 object, ") {
+		t.Errorf("audit --fixity %s: want its one finding alone", changed)
+	}
+
+	// A part of the walk, and the rest of it.
+	out, _, code = auditCmd("--limit", "1")
+	wantCode(t, code, 1)
+	if !strings.Contains(out, "audited 1 object, ") || !strings.Contains(out, "more objects follow: ingestq audit --after "+lost+" --limit 1\n") {
+		t.Errorf("audit --limit 1: want %s alone, and the --after that goes on", lost)
+	}
+	out, _, code = auditCmd("--after", lost)
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "audited 2 objects, ") {
+		t.Errorf("audit --after %s: want the two objects after it, intact without --fixity", lost)
+	}
+
+	// -o json: the API's lines, each one JSON object, a summary last.
+	out, _, code = auditCmd("-o", "json", "--fixity")
+	wantCode(t, code, 1)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	kinds := map[string]int{}
+	var sum struct {
+		Type              string
+		Objects, Findings int
+		BytesRead         int64 `json:"bytes_read"`
+		Kind, ARK, File   string
+		Version           int
+		Last              string
+	}
+	for _, l := range lines {
+		sum.Type = ""
+		if err := json.Unmarshal([]byte(l), &sum); err != nil {
+			t.Fatalf("-o json line %q: %v", l, err)
+		}
+		kinds[sum.Type]++
+	}
+	if sum.Type != "summary" || sum.Objects != 3 || sum.Findings != kinds["finding"] || kinds["finding"] != len(found)+1 || sum.BytesRead == 0 || sum.Last != arks[2] {
+		t.Errorf("-o json: %v lines, last %+v; want %d findings and the summary last", kinds, sum, len(found)+1)
+	}
+
+	auditCutOrStopped(t, e, lines, arks[0])
+
+	// Bad usage: exit 2, before the daemon is asked.
+	for _, args := range [][]string{{"--limit", "0"}, {"--limit", "x"}, {"demo-poems"}, {lost, "--after", lost}, {"--after", "fk4"}} {
+		_, stderr, code := auditWith("", args...)
+		wantCode(t, code, 2)
+		if strings.Contains(stderr, "401") {
+			t.Errorf("audit %v asked the daemon", args)
+		}
+	}
+}
+
+// A daemon with no token (the By hand path's) refuses the audit, an
+// admin's, to everyone: the error says which token to give it.
+func TestAuditNeedsAnAdminToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough")
+	_, stderr, code := e.run("audit", "--api", d.url+"/api/v1")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "401", "this daemon has none", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens",
+		"INGESTQ_API_TOKEN, which is not set")
+}
+
+// auditCutOrStopped checks an audit whose answer ends before its summary:
+// lines are a real answer of the daemon (-o json), whose findings are of
+// two objects, the first (done) with several; they are served again here,
+// without the summary, for the answer to end where the daemon's cannot be
+// made to. Cut, it fails naming the --after that takes it up (none in the
+// first object's findings); stopped (Ctrl-C) while the answer waits, it
+// shows its counts so far, and the same.
+func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
+	t.Helper()
+	replay := func(n int, hold bool) string { // the first n lines
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			for _, l := range lines[:n] {
+				_, _ = io.WriteString(w, l+"\n")
+			}
+			w.(http.Flusher).Flush()
+			if hold {
+				<-r.Context().Done()
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/api/v1"
+	}
+	args := func(api string) []string {
+		return []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "audit", "--api", api}
+	}
+	_, stderr, code := runEnv(t, nil, args(replay(len(lines)-1, false))...)
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "cut before its summary", "ingestq audit --after "+done+" takes it up")
+	_, stderr, code = runEnv(t, nil, args(replay(2, false))...) // in the first object's findings
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "cut before its summary", "no object was audited in full: run the audit again")
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var out, errb logtest.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), &out, &errb, func(string) string { return "" })
+	}()
+	out.WaitFor(t, "fixity-failed: ") // the last finding: the answer now waits
+	stop()
+	wantCode(t, <-exited, 130)
+	if !strings.Contains(out.String(), "\nstopped after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
+		t.Errorf("stopped: stdout does not end with the counts so far:\n%s", out.String())
+	}
+	wantErrLine(t, errb.String(), "audit stopped", "ingestq audit --after "+done+" takes it up")
+
+	// On a terminal the progress line stays below the findings, and the
+	// counts so far take its place.
+	if auditTerminal == nil {
+		return
+	}
+	tty, screen := auditTerminal(t)
+	ctx, stop = context.WithCancel(t.Context())
+	defer stop()
+	go func() {
+		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), tty, &errb, func(string) string { return "" })
+	}()
+	// waitScreen waits until the terminal's last line starts with what
+	// (a terminal tells no event: its screen is read again).
+	waitScreen := func(what string, exit bool) []string {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			shown := screen()
+			if last := shown[len(shown)-1]; strings.HasPrefix(last, what) || last == "" && len(shown) > 1 && strings.HasPrefix(shown[len(shown)-2], what) {
+				return shown
+			}
+			select {
+			case code := <-exited:
+				if !exit {
+					t.Fatalf("audit exited %d before the terminal showed %q:\n%s", code, what, strings.Join(shown, "\n"))
+				}
+				exit, exited = false, nil
+				wantCode(t, code, 130)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the terminal never showed %q last:\n%s", what, strings.Join(shown, "\n"))
+			}
+		}
+	}
+	waitScreen("auditing: 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ", false)
+	stop()
+	shown := waitScreen("stopped after 0 objects", true)
+	if exited != nil {
+		wantCode(t, <-exited, 130)
+	}
+	t.Logf("the terminal shows:\n%s", strings.Join(shown, "\n"))
+	kinds, found := regexp.MustCompile(`(file-missing|fixity-failed): `), 0
+	for _, l := range shown {
+		if m := kinds.FindAllStringIndex(l, -1); len(m) > 0 {
+			found += len(m)
+			if len(m) > 1 || m[0][0] != 0 {
+				t.Errorf("line %q: a finding sharing its line", l)
+			}
+		}
+		if strings.Contains(l, "auditing:") {
+			t.Errorf("line %q: the progress line left on the screen", l)
+		}
+	}
+	if found != len(lines)-1 || !strings.HasPrefix(shown[len(shown)-2], "stopped after 0 objects") || shown[len(shown)-1] != "" {
+		t.Errorf("the terminal: want the %d findings, each on its own line, then the counts so far", len(lines)-1)
+	}
+}
+
+// auditTerminal opens a pseudo-terminal where the tests can
+// (audit_linux_test.go): the command's output, and what a terminal shows.
+var auditTerminal func(t *testing.T) (tty *os.File, screen func() []string)
+
+// flipBytes changes every byte of a file, keeping its size.
+func flipBytes(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range data {
+		data[i] ^= 0xff
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// findingLines are an audit's finding lines (text output): those before
+// its summary.
+func findingLines(out string) []string {
+	var found []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "audited ") {
+			break
+		}
+		if l != "" {
+			found = append(found, l)
+		}
+	}
+	return found
+}
