@@ -101,11 +101,8 @@ func auditOptions(r *http.Request) (audit.Options, error) {
 			return opt, badRequest("limit %q: want a number of objects, 1 or more (leave it out for every one)", s)
 		}
 	}
-	if len(opt.ARKs) > 0 && (v.Has("after") || v.Has("limit")) {
-		return opt, badRequest("ark with after or limit: ask for ARKs alone, or for a part of the walk")
-	}
 	if opt.Fixity, err = boolParam(v, "fixity"); err != nil {
 		return opt, err
 	}
-	return opt, nil
+	return opt, opt.Check()
 }

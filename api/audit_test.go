@@ -149,6 +149,7 @@ func TestAuditStreamsFindings(t *testing.T) {
 	b.do("GET", "audit?limit=0", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `limit "0"`)
 	b.do("GET", "audit?ark=fk4a", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `ark "fk4a"`)
 	b.do("GET", "audit?ark="+damaged+"&after="+damaged, adminToken, nil).problem(t, http.StatusBadRequest, "invalid", "ark with after")
+	b.do("GET", "audit?after=ark:%FF", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `after "ark:\xff"`)
 	b.do("GET", "audit?fixity=yes", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `fixity "yes"`)
 	b.do("GET", "audit", readToken, nil).problem(t, http.StatusForbidden, "forbidden", "admin")
 	setup(t).do("GET", "audit", adminToken, nil).problem(t, http.StatusNotImplemented, "not-implemented", "passthrough")

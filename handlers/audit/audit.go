@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/storage"
@@ -27,7 +29,7 @@ import (
 
 // Inventory is what the audit reads of an inventory.
 type Inventory interface {
-	List(ctx context.Context, after string, limit int) ([]inventory.ObjectRow, error)
+	inventory.Lister
 	Object(ctx context.Context, ark string) (inventory.ObjectDetail, error)
 }
 
@@ -44,7 +46,7 @@ type Auditor struct {
 	Inventory Inventory
 	// Targets gives a profile's storage targets, the primary first. An
 	// error (a profile this daemon does not know) is a finding of each of
-	// the profile's objects.
+	// the profile's objects. A walk asks it once per profile.
 	Targets func(ctx context.Context, profile string) ([]Target, error)
 }
 
@@ -115,11 +117,37 @@ type walk struct {
 	n     Counts       // Run's goroutine only
 	notes []string
 	noted map[string]bool // targets with a note: Run's goroutine only
+
+	mu       sync.Mutex
+	profiles map[string]*profileTargets // by profile name
+}
+
+// profileTargets are a profile's targets, asked of Auditor.Targets once a
+// walk: a target that cannot be opened is not opened again for each of its
+// objects (an open that times out would hold every object up, and a
+// pipeline opens its stores under one lock that Storing takes too).
+type profileTargets struct {
+	once    sync.Once
+	targets []Target
+	err     error
+}
+
+// targets gives profile's targets, asking Auditor.Targets the first time.
+func (w *walk) targets(ctx context.Context, profile string) ([]Target, error) {
+	w.mu.Lock()
+	p, ok := w.profiles[profile]
+	if !ok {
+		p = &profileTargets{}
+		w.profiles[profile] = p
+	}
+	w.mu.Unlock()
+	p.once.Do(func() { p.targets, p.err = w.a.Targets(ctx, profile) })
+	return p.targets, p.err
 }
 
 // Run audits the objects opt chooses, reporting as it goes.
 func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, error) {
-	if err := opt.check(); err != nil {
+	if err := opt.Check(); err != nil {
 		return Summary{}, err
 	}
 	opt.Parallel = cmp.Or(opt.Parallel, Defaults.Parallel)
@@ -130,7 +158,8 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	if rep.Progress == nil {
 		rep.Progress = func(Counts) error { return nil }
 	}
-	w := &walk{a: a, opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{}}
+	w := &walk{a: a, opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{},
+		profiles: map[string]*profileTargets{}}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,16 +188,21 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	return Summary{Counts: w.n, More: more, Notes: w.notes}, err
 }
 
-// check refuses options that ask nothing sensible, as the inventory
-// refuses a bad question (ErrInvalid: a 400 at the API).
-func (o Options) check() error {
+// Check refuses options that ask nothing sensible, as the inventory
+// refuses a bad question (ErrInvalid: a 400 at the API, which checks
+// before its answer starts). Run checks them too.
+func (o Options) Check() error {
 	switch {
 	case o.Limit < 0:
 		return fmt.Errorf("audit: %w: limit %d: want 0 (all) or more", inventory.ErrInvalid, o.Limit)
 	case o.Parallel < 0:
 		return fmt.Errorf("audit: %w: parallel %d: want 1 or more", inventory.ErrInvalid, o.Parallel)
+	case o.Every < 0:
+		return fmt.Errorf("audit: %w: every %s: want a positive interval between reports of the counts", inventory.ErrInvalid, o.Every)
 	case len(o.ARKs) > 0 && (o.After != "" || o.Limit > 0):
-		return fmt.Errorf("audit: %w: ARKs given with after or limit: ask for the ARKs alone, or for a part of the walk", inventory.ErrInvalid)
+		return fmt.Errorf("audit: %w: ark with after or limit: ask for ARKs alone, or for a part of the walk", inventory.ErrInvalid)
+	case !utf8.ValidString(o.After) || strings.ContainsRune(o.After, 0):
+		return fmt.Errorf("audit: %w: after %q: has a NUL or bad UTF-8, which no ARK has", inventory.ErrInvalid, o.After)
 	case slices.Contains(o.ARKs, ""):
 		return fmt.Errorf("audit: %w: an empty ARK in the list", inventory.ErrInvalid)
 	}
@@ -210,33 +244,24 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		}
 		return false, nil
 	}
-	after, left := w.opt.After, w.opt.Limit
-	for {
-		size := pageSize
-		if w.opt.Limit > 0 {
-			size = min(size, left)
-		}
-		if size == 0 { // Limit reached: is there more?
-			next, err := w.a.Inventory.List(ctx, after, 1)
-			if err != nil {
-				return false, listError(after, err)
-			}
-			return len(next) > 0, nil
-		}
-		page, err := w.a.Inventory.List(ctx, after, size)
-		if err != nil {
-			return false, listError(after, err)
-		}
-		if len(page) == 0 {
-			return false, nil
-		}
-		for _, row := range page {
-			if err := begin(row.ARK); err != nil {
-				return false, err
-			}
-		}
-		after, left = page[len(page)-1].ARK, left-len(page)
+	size := pageSize
+	if w.opt.Limit > 0 {
+		size = min(size, w.opt.Limit+1) // the row after the limit tells whether there is more
 	}
+	last, n := w.opt.After, 0
+	for row, err := range inventory.ObjectsAfter(ctx, w.a.Inventory, w.opt.After, size) {
+		switch {
+		case err != nil:
+			return false, listError(last, err)
+		case w.opt.Limit > 0 && n == w.opt.Limit:
+			return true, nil
+		}
+		if err := begin(row.ARK); err != nil {
+			return false, err
+		}
+		last, n = row.ARK, n+1
+	}
+	return false, nil
 }
 
 // listError is a listing of the inventory that failed: the audit ends,

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,17 @@ func (b *bench) record(ark, prof string, n int, files []storage.File) {
 func (b *bench) deposit(ark string, n int, obj object) {
 	b.t.Helper()
 	b.record(ark, profile, n, b.put(ark, obj, b.all()...))
+}
+
+// depositThree deposits three objects of one small file and returns their
+// ARKs, in order.
+func (b *bench) depositThree() []string {
+	b.t.Helper()
+	arks := []string{"ark:/99999/fk4a", "ark:/99999/fk4b", "ark:/99999/fk4c"}
+	for _, ark := range arks {
+		b.deposit(ark, 1, object{"a.txt": ark})
+	}
+	return arks
 }
 
 func (b *bench) all() []int {
@@ -257,6 +269,11 @@ func (b *bench) damage() {
 	lost := b.put(arkListing, object{"lost.txt": "recorded, not stored"})
 	recorded := slices.DeleteFunc(stored, func(f storage.File) bool { return f.Name == "extra.txt" })
 	b.record(arkListing, profile, 1, append(recorded, lost...))
+	// In the replica the file not recorded has lost its content too: still
+	// a file the record lacks, not a recorded file missing.
+	if err := b.places[1].Delete(b.t.Context(), key(arkListing, "v1/content/extra.txt")); err != nil {
+		b.t.Fatal(err)
+	}
 
 	// A profile this daemon does not know.
 	b.record(arkProfile, "gone", 1, b.put(arkProfile, object{"a.txt": "x"}))
@@ -296,6 +313,9 @@ func auditDamaged(t *testing.T, b *bench) {
 			// The version's message names the job that stored it.
 			if made := `"ingestq: job jid-` + arkAhead + `" (version 2)`; f.Kind == audit.VersionsUnrecorded && !strings.Contains(f.Message, made) {
 				t.Errorf("%q does not say %s", f.Message, made)
+			}
+			if f.Kind == audit.FileExtra && f.Target == b.targets[1] && !strings.Contains(f.Message, "its content gone") {
+				t.Errorf("%q does not say the extra file's content is gone", f.Message)
 			}
 		}
 		if sum.Objects != 10 || sum.Findings != len(c.want) || sum.Last != arkListing || sum.More {
@@ -361,10 +381,7 @@ func TestAuditFindsEachDamageOnS3AndPostgres(t *testing.T) {
 func TestAuditPartOfTheWalk(t *testing.T) {
 	t.Parallel()
 	b := newBench(t, "", t.TempDir())
-	arks := []string{"ark:/99999/fk4a", "ark:/99999/fk4b", "ark:/99999/fk4c"}
-	for _, ark := range arks {
-		b.deposit(ark, 1, object{"a.txt": ark})
-	}
+	arks := b.depositThree()
 	if _, sum := b.run(audit.Options{Limit: 2}); sum.Objects != 2 || sum.Last != arks[1] || !sum.More {
 		t.Errorf("limit 2: %+v, want 2 objects, last %s, more", sum, arks[1])
 	}
@@ -377,8 +394,30 @@ func TestAuditPartOfTheWalk(t *testing.T) {
 	if sum.Objects != 3 || sum.Last != unknown {
 		t.Errorf("ARKs: %+v, want 3 objects, the unknown one last", sum)
 	}
-	if _, err := b.a.Run(t.Context(), audit.Options{ARKs: arks, Limit: 1}, audit.Report{}); !errors.Is(err, inventory.ErrInvalid) {
-		t.Errorf("ARKs with a limit: %v, want ErrInvalid", err)
+	for _, opt := range []audit.Options{{ARKs: arks, Limit: 1}, {Every: -time.Second}} {
+		if _, err := b.a.Run(t.Context(), opt, audit.Report{}); !errors.Is(err, inventory.ErrInvalid) {
+			t.Errorf("options %+v: %v, want ErrInvalid", opt, err)
+		}
+	}
+}
+
+// A walk asks for a profile's targets once: a target that cannot be
+// opened is a finding of each of its objects, not opened again for each.
+func TestAuditAsksForAProfilesTargetsOnce(t *testing.T) {
+	t.Parallel()
+	b := newBench(t, "", t.TempDir())
+	arks := b.depositThree()
+	var asked atomic.Int32
+	b.a.Targets = func(context.Context, string) ([]audit.Target, error) {
+		asked.Add(1)
+		return []audit.Target{{Name: "broken", Err: errors.New("connection refused")}}, nil
+	}
+	b.targets = []string{"broken"}
+	got, _ := b.run(audit.Options{})
+	b.check("a broken target", got, []want{
+		{audit.TargetFailed, arks[0], 0, 0, ""}, {audit.TargetFailed, arks[1], 0, 0, ""}, {audit.TargetFailed, arks[2], 0, 0, ""}})
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the targets of the profile were asked for %d times in one walk of %d objects, want once", n, len(arks))
 	}
 }
 

@@ -35,7 +35,7 @@ func (w *walk) object(ctx context.Context, o *audited) {
 		o.files += len(r.Files)
 	}
 	o.versions = len(d.Versions)
-	targets, err := w.a.Targets(ctx, d.Object.Profile)
+	targets, err := w.targets(ctx, d.Object.Profile)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.findings = append(o.findings, Finding{Kind: UnknownProfile, ARK: o.ark,
@@ -190,7 +190,7 @@ func (c *check) files(n int, stored []storage.File) []storage.File {
 			c.add(FileMissing, n, name, "version %d of %s at storage target %s lacks file %q (the inventory records %s); "+
 				"copy the object there from another target or from storage's backup (%s)",
 				n, c.o.ark, c.t.Name, name, fileDigest(r.Size, r.SHA256), recovery)
-		case s.Size == storage.Absent:
+		case isRecorded && s.Size == storage.Absent:
 			c.add(FileMissing, n, name, "the content of file %q of version %d of %s is gone from storage target %s "+
 				"(its OCFL inventory names it; the inventory records %s); copy the object there from another target "+
 				"or from storage's backup (%s)", name, n, c.o.ark, c.t.Name, fileDigest(r.Size, r.SHA256), recovery)

@@ -3,6 +3,8 @@ package audit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ingestq/ingestq/handlers/storage"
 )
 
 // Kind names what a finding found.
@@ -94,5 +96,8 @@ func (t Target) shown(err error) string {
 
 // fileDigest is a file's size and digest as a message shows them.
 func fileDigest(size int64, sha256 string) string {
+	if size == storage.Absent {
+		return fmt.Sprintf("SHA-256 %s, its content gone", sha256)
+	}
 	return fmt.Sprintf("%d bytes, SHA-256 %s", size, sha256)
 }

@@ -344,6 +344,17 @@ func testListInPages(t *testing.T, inv Inventory) {
 		t.Fatalf("a walk in pages of 2 gave %q; want, bytewise, %q\n %+v\nwant\n %+v", arks, bytewise, walked, want)
 	}
 
+	var rest []ObjectRow // a walk taken up after the second object
+	for row, err := range ObjectsAfter(ctx, inv, want[1].ARK, 2) {
+		if err != nil || len(rest) == len(want) {
+			t.Fatalf("a walk after %s after %d objects: %v", want[1].ARK, len(rest), err)
+		}
+		rest = append(rest, row)
+	}
+	if !reflect.DeepEqual(rest, want[2:]) {
+		t.Errorf("a walk after %s gave %+v; want %+v", want[1].ARK, rest, want[2:])
+	}
+
 	for _, c := range []struct {
 		after string
 		limit int

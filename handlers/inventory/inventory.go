@@ -144,12 +144,23 @@ func ObjectByLocalID(ctx context.Context, inv Inventory, profile, localID string
 	return inv.Object(ctx, ark)
 }
 
+// Lister is what a walk over the objects reads of an inventory.
+type Lister interface {
+	List(ctx context.Context, after string, limit int) ([]ObjectRow, error)
+}
+
 // Objects yields every object of inv in ARK order, asking [Inventory.List]
 // for pages of pageSize; an error ends it, yielded with a zero row.
-func Objects(ctx context.Context, inv Inventory, pageSize int) iter.Seq2[ObjectRow, error] {
+func Objects(ctx context.Context, inv Lister, pageSize int) iter.Seq2[ObjectRow, error] {
+	return ObjectsAfter(ctx, inv, "", pageSize)
+}
+
+// ObjectsAfter is [Objects] from the first ARK after after: a walk taken
+// up where another stopped.
+func ObjectsAfter(ctx context.Context, inv Lister, after string, pageSize int) iter.Seq2[ObjectRow, error] {
 	return func(yield func(ObjectRow, error) bool) {
-		for after := ""; ; {
-			page, err := inv.List(ctx, after, pageSize)
+		for from := after; ; { // after stays: the sequence may be walked again
+			page, err := inv.List(ctx, from, pageSize)
 			if err != nil {
 				yield(ObjectRow{}, err)
 				return
@@ -162,7 +173,7 @@ func Objects(ctx context.Context, inv Inventory, pageSize int) iter.Seq2[ObjectR
 					return
 				}
 			}
-			after = page[len(page)-1].ARK
+			from = page[len(page)-1].ARK
 		}
 	}
 }
