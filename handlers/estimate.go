@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,7 +112,12 @@ func (p *Pipeline) provision(ctx context.Context, s *reactor.Step) (reactor.Resu
 // shows a message's first 48 characters), then the other numbers.
 func waitingForRoom(need, margin, free uint64, fill, maxFill float64) string {
 	room := fmt.Sprintf("%d MiB free, needs %d MiB + %d MiB margin", free>>20, need>>20, margin>>20)
-	ratio := fmt.Sprintf("%.0f%% full, --max-fill %.0f%%", fill*100, maxFill*100)
+	full := fmt.Sprintf("%.0f%%", fill*100)
+	if fill > maxFill && math.RoundToEven(fill*100) <= math.RoundToEven(maxFill*100) {
+		// 80.3 % past 80 %: "80% full" would read as within the limit.
+		full = fmt.Sprintf("over %.0f%%", maxFill*100)
+	}
+	ratio := fmt.Sprintf("%s full, --max-fill %.0f%%", full, maxFill*100)
 	if need+margin > free {
 		return waitingPrefix + room + heldByMargin + ratio + " with the job)"
 	}

@@ -19,6 +19,9 @@ func TestWaitingForRoomNamesTheLimitFirst(t *testing.T) {
 	}{
 		{"past --max-fill", 50_000 << 20, 0.99, "waiting for room: 99% full, --max-fill 80%",
 			"(with the job; 50000 MiB free, needs 3 MiB + 64 MiB margin)", "--space-margin", "--max-fill"},
+		// Whole percents would show the fill at the limit it passed.
+		{"just past --max-fill", 50_000 << 20, 0.803, "waiting for room: over 80% full, --max-fill 80%",
+			"(with the job; 50000 MiB free, needs 3 MiB + 64 MiB margin)", "--space-margin", "--max-fill"},
 		{"short of the margin", 20 << 20, 0.995, "waiting for room: 20 MiB free, needs 3 MiB + 64",
 			"(--space-margin; 100% full, --max-fill 80% with the job)", "", "--space-margin"},
 	} {

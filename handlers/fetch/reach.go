@@ -14,8 +14,9 @@ import (
 // a range that is not public, for the refusal's message.
 const AllowSetting = "--fetch-allow (INGESTQ_FETCH_ALLOW)"
 
-// specialRange is a range a depositor's URL may reach only if Config.Allow
-// holds it, never, or (carries) only as the IPv4 addresses it carries.
+// specialRange is a range that is not public. A depositor's URL reaches it
+// only if Config.Allow holds it; a never range not even then; a range that
+// carries IPv4 addresses (an IPv6 form of them) as each address it carries.
 type specialRange struct {
 	p       netip.Prefix
 	what    string
@@ -24,6 +25,10 @@ type specialRange struct {
 }
 
 var pfx = netip.MustParsePrefix
+
+// thisNetwork is 0.0.0.0/8, RFC 6890's "this network": a source, never a
+// destination a router forwards to.
+var thisNetwork = pfx("0.0.0.0/8")
 
 // special holds the ranges the IANA IPv4 and IPv6 Special-Purpose Address
 // Registries mark not globally reachable, with multicast and the clouds'
@@ -35,7 +40,7 @@ var special = []specialRange{
 	// Never: the cloud's instance metadata and its credentials (link-local,
 	// fd00:ec2::254 for AWS over IPv6, 100.100.100.200 for Alibaba), and
 	// addresses that name no one host (Linux connects 0.0.0.0 to this one).
-	{p: pfx("0.0.0.0/8"), what: "unspecified", never: true},
+	{p: thisNetwork, what: "unspecified", never: true},
 	{p: pfx("::/128"), what: "unspecified", never: true},
 	{p: pfx("169.254.0.0/16"), what: "link-local", never: true},
 	{p: pfx("fe80::/10"), what: "link-local", never: true},
@@ -73,7 +78,7 @@ var special = []specialRange{
 	// IPv6 forms of IPv4 addresses reach the address they carry.
 	{p: pfx("::/96"), what: "IPv4-compatible", carries: last4}, // but :: and ::1, above
 	{p: pfx("64:ff9b::/96"), what: "NAT64", carries: last4},
-	{p: pfx("64:ff9b:1::/48"), what: "local-use NAT64", carries: last4}, // read as a /96, the usual length
+	{p: pfx("64:ff9b:1::/48"), what: "local-use NAT64", carries: localUseNAT64},
 	{p: pfx("2002::/16"), what: "6to4", carries: sixToFour},
 	{p: pfx("2001::/32"), what: "Teredo", carries: teredo},
 }
@@ -81,6 +86,27 @@ var special = []specialRange{
 // last4 is the IPv4 address in the last four bytes (RFC 4291, 2.5.5.1;
 // NAT64 as RFC 6052 puts it under a /96 prefix).
 func last4(b [16]byte) []netip.Addr { return []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))} }
+
+// localUseNAT64 is the IPv4 address a translator reads under each prefix
+// length RFC 6052 allows inside 64:ff9b:1::/48: /96 (last4), /64, /56
+// and /48 (which skip bits 64-71). Which length the operator's translator
+// has is not known here, and under a shorter one the last four bytes are
+// the suffix it ignores, which a depositor may fill with a public address:
+// each reading is checked. A shorter reading inside 0.0.0.0/8 is left out:
+// a /96 address's zero prefix bytes read so, and nothing forwards there.
+func localUseNAT64(b [16]byte) []netip.Addr {
+	readings := last4(b)
+	for _, a := range []netip.Addr{
+		netip.AddrFrom4([4]byte{b[9], b[10], b[11], b[12]}), // /64
+		netip.AddrFrom4([4]byte{b[7], b[9], b[10], b[11]}),  // /56
+		netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}),   // /48
+	} {
+		if !thisNetwork.Contains(a) {
+			readings = append(readings, a)
+		}
+	}
+	return readings
+}
 
 // sixToFour is the IPv4 address after 2002: (RFC 3056).
 func sixToFour(b [16]byte) []netip.Addr { return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))} }

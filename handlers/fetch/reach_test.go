@@ -85,6 +85,16 @@ func TestReachRanges(t *testing.T) {
 		{"64:ff9b:1::a00:1", nil, "private"},
 		{"64:ff9b:1:2:3:4:a9fe:a9fe", all, "link-local"},
 		{"64:ff9b:1::5db8:d70e", nil, ""},
+		// A local-use NAT64 prefix may be a /48, /56 or /64 too, whose
+		// translator ignores the bytes after the IPv4 address: each reading
+		// is checked, whatever the last four bytes say (93.184.215.14 or
+		// 1.184.215.14 here).
+		{"64:ff9b:1:a0a:a:a00:5db8:d70e", nil, "private"},     // as a /48: 10.10.10.10
+		{"64:ff9b:1:a9:fe:a9fe:5db8:d70e", all, "link-local"}, // as a /56: 169.254.169.254
+		{"64:ff9b:1:0:7f:0:1b8:d70e", nil, "loopback"},        // as a /64: 127.0.0.1
+		{"64:ff9b:1:0:7f:0:1b8:d70e", Loopback, ""},
+		{"64:ff9b:1:abcd::5db8:d70e", nil, ""},          // a /96 of the operator's: 171.205.0.0 and 205.0.0.0 as a /48 and /56
+		{"64:ff9b:1:5db8:d7:e00::", all, "unspecified"}, // 93.184.215.14 under a /48: its /96 reading is 0.0.0.0
 	}
 	for _, tc := range cases {
 		err := checkAddr(netip.MustParseAddr(tc.addr), tc.allow)

@@ -72,7 +72,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.Float64Var(&f.maxFill, "max-fill", handlers.Defaults.MaxFill, "provisioning: the highest fill ratio of the working storage a job may bring it to (used/(used+available), as df counts it);\n"+
 		"a job that would pass it waits in Provisioning, its message saying so (ingestq show BID). On a disk already fuller, raise it:\n"+
 		"1 leaves only --space-margin to hold a job back")
-	fl.StringVar(&f.margin, "space-margin", "64MiB", "provisioning: space kept free beyond a job's estimate")
+	fl.StringVar(&f.margin, "space-margin", fmt.Sprintf("%dMiB", handlers.Defaults.Margin>>20), "provisioning: space kept free beyond a job's estimate")
 	durationVar(fl, &f.provisionWait, "provision-wait", handlers.Defaults.ProvisionWait, "provisioning: how often a waiting job is tested again")
 	fl.IntVar(&f.perJob, "downloads-per-job", handlers.Defaults.PerJob, "parallel downloads of one job")
 	fl.IntVar(&f.perHost, "downloads-per-host", fetch.Defaults.PerHost, "parallel requests to one host, across all jobs")

@@ -464,30 +464,45 @@ func (f *follower) onPoll(ctx context.Context) (reported string) {
 // holds them back for room, once for each limit that holds them (again
 // only after they all went on). It reads the status of the job that has
 // waited longest, once it has waited a poll: one read a poll, and none
-// while jobs pass through Provisioning, as they do when there is room.
+// while jobs pass through Provisioning, as they do when there is room. A
+// job found gone on (its event lost or overtaken) leaves the tally, and the
+// next longest is read, up to roomReads a poll: jobs whose events a NATS
+// reconnect lost would otherwise take a poll each before the one held.
 func (f *follower) noteRoom(ctx context.Context) {
-	jid, since, ok := f.t.longestInProvisioning()
-	if !ok {
-		clear(f.roomNoted)
+	for range roomReads {
+		jid, since, ok := f.t.longestInProvisioning()
+		if !ok {
+			clear(f.roomNoted)
+			return
+		}
+		if time.Since(since) < waitPoll {
+			return
+		}
+		st, _, err := f.q.JobStatusOf(ctx, jid)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			f.t.set(jid, string(queue.Deleted))
+			continue
+		case err != nil:
+			f.a.log.Debug("submit --wait: cannot read a job in Provisioning", "job", jid, "err", err)
+			return
+		case st.Status != queue.Provisioning: // the event that moved it on was lost or overtaken
+			f.t.set(jid, string(st.Status))
+			continue
+		}
+		f.a.log.Debug("submit --wait: the job longest in Provisioning", "job", jid, "since", since, "message", st.Message)
+		f.noteLimit(st.Message)
 		return
 	}
-	if time.Since(since) < waitPoll {
-		return
-	}
-	st, _, err := f.q.JobStatusOf(ctx, jid)
-	switch {
-	case errors.Is(err, queue.ErrNotFound):
-		f.t.set(jid, string(queue.Deleted))
-		return
-	case err != nil:
-		f.a.log.Debug("submit --wait: cannot read a job in Provisioning", "job", jid, "err", err)
-		return
-	case st.Status != queue.Provisioning: // the event that moved it on was lost
-		f.t.set(jid, string(st.Status))
-		return
-	}
-	f.a.log.Debug("submit --wait: the job longest in Provisioning", "job", jid, "since", since, "message", st.Message)
-	limit := handlers.RoomLimit(st.Message)
+}
+
+// roomReads bounds noteRoom's reads in one poll, which holds up the events.
+const roomReads = 16
+
+// noteLimit writes the note for the limit that message names, the first
+// time it holds jobs back.
+func (f *follower) noteLimit(message string) {
+	limit := handlers.RoomLimit(message)
 	if limit == "" || f.roomNoted[limit] {
 		return
 	}
@@ -496,7 +511,7 @@ func (f *follower) noteRoom(ctx context.Context) {
 	if n == 1 {
 		verb = "waits"
 	}
-	f.a.note("%s of batch %s %s in Provisioning: %s; %s", plural(n, "job"), f.bid, verb, st.Message, roomAdvice[limit])
+	f.a.note("%s of batch %s %s in Provisioning: %s; %s", plural(n, "job"), f.bid, verb, message, roomAdvice[limit])
 }
 
 // roomAdvice is what lets jobs on that a limit holds back.
