@@ -88,6 +88,7 @@ type Pipeline struct {
 
 	mu      sync.Mutex
 	stores  map[string]storage.Store    // storage targets by URL, opened once
+	opening map[string]chan struct{}    // by URL: the turn to open it (openOnce), held outside mu
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
 	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
@@ -138,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 	cfg.WorkDir = cmp.Or(cfg.WorkDir, filepath.Join(cfg.DataDir, "work"))
 	p := &Pipeline{cfg: cfg, q: cfg.Queue, log: cfg.Logger, work: filepath.Clean(cfg.WorkDir),
 		minter: mint.New(cfg.Queue),
-		stores: map[string]storage.Store{}, invents: map[string]inventory.Handle{}}
+		stores: map[string]storage.Store{}, opening: map[string]chan struct{}{}, invents: map[string]inventory.Handle{}}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	fc := cfg.Fetch
 	fc.Logger = cmp.Or(fc.Logger, cfg.Logger)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,34 +37,91 @@ func ParseTargets(list string) []string {
 	return out
 }
 
-// openStore opens one storage target (not cached).
-func (p *Pipeline) openStore(ctx context.Context, url string) (storage.Store, error) {
+// openStore opens one storage target (not cached). With create, an empty
+// place becomes an OCFL storage root (Storing's open); without, nothing is
+// written and a place without a root is ocfl.ErrNoRoot (the audit's: an
+// audit never writes, and a mistyped target must not become a root).
+func (p *Pipeline) openStore(ctx context.Context, url string, create bool) (storage.Store, error) {
 	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
 		return storage.NewHTTP(url, p.backEnd), nil
 	}
-	pl, err := place.Open(ctx, url)
+	openPlace, openRoot := place.Open, ocfl.New
+	if !create {
+		openPlace, openRoot = place.OpenExisting, ocfl.Open
+	}
+	pl, err := openPlace(ctx, url)
+	if !create && errors.Is(err, fs.ErrNotExist) {
+		return nil, noRoot(fmt.Errorf("%w at %s (no such folder)", ocfl.ErrNoRoot, url))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w; or http(s)://… for a storage service", err) // the place names only the OCFL roots
 	}
-	st, err := ocfl.New(ctx, pl)
+	st, err := openRoot(ctx, pl)
+	if errors.Is(err, ocfl.ErrNoRoot) {
+		return nil, noRoot(err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
-// store returns the target at url, opened once per daemon.
+// noRoot is err, about a place without an OCFL storage root, with its
+// likely causes.
+func noRoot(err error) error {
+	return fmt.Errorf("%w: nothing was ever stored there, or its profile names the wrong place", err)
+}
+
+// store returns the target at url, opened once per daemon, an empty place
+// made an OCFL storage root: Storing's open.
 func (p *Pipeline) store(ctx context.Context, url string) (storage.Store, error) {
+	return p.openOnce(ctx, url, true)
+}
+
+// storeToRead returns the target at url as store does, but writes nothing:
+// a place without an OCFL storage root is an error (ocfl.ErrNoRoot), and
+// stays as it was for Storing to make a root of. A root it opens is the
+// one Storing would open, and is kept for it.
+func (p *Pipeline) storeToRead(ctx context.Context, url string) (storage.Store, error) {
+	return p.openOnce(ctx, url, false)
+}
+
+// openOnce returns the target at url from p.stores, or opens it there. A
+// failed open is not kept: the next call tries again. The open (network
+// calls: an S3 bucket's check, the root's declaration) runs outside p.mu,
+// so a slow target holds up only the opens of its own URL, which take
+// their turns one at a time (or give up when their context ends).
+func (p *Pipeline) openOnce(ctx context.Context, url string, create bool) (storage.Store, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s, ok := p.stores[url]; ok {
+	s, ok := p.stores[url]
+	turn := p.opening[url]
+	if turn == nil {
+		turn = make(chan struct{}, 1)
+		p.opening[url] = turn
+	}
+	p.mu.Unlock()
+	if ok {
 		return s, nil
 	}
-	s, err := p.openStore(ctx, url)
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("storage %s: %w", url, ctx.Err())
+	}
+	p.mu.Lock()
+	s, ok = p.stores[url] // opened while this one waited its turn?
+	p.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := p.openStore(ctx, url, create)
 	if err != nil {
 		return nil, fmt.Errorf("storage %s: %w", url, err)
 	}
+	p.mu.Lock()
 	p.stores[url] = s
+	p.mu.Unlock()
 	return s, nil
 }
 
@@ -143,7 +201,8 @@ func (p *Pipeline) Auditor() *audit.Auditor {
 
 // AuditTargets are the storage targets of profile name for an audit, the
 // primary first, each named as the profile names it, its password
-// redacted. A target that cannot be opened carries its error. A profile
+// redacted, opened without a write (storeToRead). A target that cannot be
+// opened, or holds no OCFL storage root, carries its error. A profile
 // this daemon does not know is an error: its targets are not known here.
 func (p *Pipeline) AuditTargets(ctx context.Context, name string) ([]audit.Target, error) {
 	prof, ok := p.cfg.Profiles.Get(name)
@@ -152,7 +211,7 @@ func (p *Pipeline) AuditTargets(ctx context.Context, name string) ([]audit.Targe
 	}
 	var out []audit.Target
 	for _, t := range p.targets(prof) {
-		s, err := p.store(ctx, t)
+		s, err := p.storeToRead(ctx, t)
 		out = append(out, audit.Target{Name: redactedURL(t), URL: t, Store: s, Err: err})
 	}
 	return out, nil

@@ -10,7 +10,8 @@
 // extension 0004-hashed-n-tuple-storage-layout (sha256, three tuples of
 // three, full object roots): an object's id is its ARK, and its root is
 // "abc/def/012/abcdef012…" from the SHA-256 of the ARK. A place holding
-// anything else is refused.
+// anything else is refused. [Open] opens an existing root the same way and
+// writes nothing: a place without one is [ErrNoRoot] (the audit's open).
 //
 // # Objects and versions
 //

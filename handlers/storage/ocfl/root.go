@@ -37,12 +37,25 @@ type Store struct {
 
 var _ storage.Store = (*Store)(nil)
 
+// ErrNoRoot is returned (wrapped) by Open for a place without a storage
+// root's declaration.
+var ErrNoRoot = errors.New("no OCFL storage root")
+
 // New opens the storage root in p, creating it when p is empty. A place
 // holding anything else is refused.
-func New(ctx context.Context, p place.Place) (*Store, error) {
+func New(ctx context.Context, p place.Place) (*Store, error) { return open(ctx, p, true) }
+
+// Open opens the storage root in p and writes nothing: a place without
+// one (empty, or a creation that died before its declaration) is
+// ErrNoRoot, not made a root. For readers, such as the audit.
+func Open(ctx context.Context, p place.Place) (*Store, error) { return open(ctx, p, false) }
+
+func open(ctx context.Context, p place.Place, create bool) (*Store, error) {
 	s := &Store{p: p}
 	decl, err := readKey(ctx, p, rootDeclaration)
 	switch {
+	case errors.Is(err, place.ErrNotExist) && !create:
+		return nil, fmt.Errorf("ocfl: %w at %s (no %s)", ErrNoRoot, p, rootDeclaration)
 	case errors.Is(err, place.ErrNotExist):
 		err = s.create(ctx)
 	case err == nil:

@@ -2,8 +2,11 @@ package ocfl
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +77,58 @@ func TestNewCompletesAndReopens(t *testing.T) {
 	if v, err := again.Latest(context.Background(), testARK); err != nil || v.Number != 1 {
 		t.Fatalf("latest after reopening = %+v, %v", v, err)
 	}
+}
+
+// Open writes nothing: a place without a root (empty, or a creation that
+// died before its declaration) is ErrNoRoot and stays as it was; a root is
+// opened with its objects, and a bad one refused as New refuses it.
+func TestOpenWritesNothing(t *testing.T) {
+	empty, half := t.TempDir(), t.TempDir()
+	writeFile(t, half, layoutFile, "half")
+	for _, dir := range []string{empty, half} {
+		before := filesIn(t, dir)
+		_, err := Open(context.Background(), mustLocal(t, dir))
+		if !errors.Is(err, ErrNoRoot) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("Open on %q: %v, want ErrNoRoot naming the place", before, err)
+		}
+		if after := filesIn(t, dir); !slices.Equal(after, before) {
+			t.Errorf("Open wrote to %s: it held %q, then %q", dir, before, after)
+		}
+	}
+
+	root := t.TempDir()
+	if _, err := openStore(t, root).Put(context.Background(), storage.Object{ARK: testARK, Files: sampleFiles(t)}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), mustLocal(t, root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Latest(context.Background(), testARK); err != nil || v.Number != 1 {
+		t.Errorf("latest through Open = %+v, %v", v, err)
+	}
+
+	old := t.TempDir()
+	writeFile(t, old, rootDeclaration, "ocfl_1.0\n")
+	if _, err := Open(context.Background(), mustLocal(t, old)); err == nil || !strings.Contains(err.Error(), "ocfl_1.0") {
+		t.Errorf("Open on a bad declaration: %v", err)
+	}
+}
+
+// filesIn is every file and folder under dir, relative to it.
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err == nil && path != dir {
+			names = append(names, strings.TrimPrefix(path, dir+string(filepath.Separator)))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 func mustLocal(t *testing.T, dir string) place.Place {

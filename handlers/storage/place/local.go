@@ -36,7 +36,13 @@ var (
 const tmpPrefix = `.put\`
 
 // NewLocal returns the place in dir, creating the folder.
-func NewLocal(dir string) (*Local, error) {
+func NewLocal(dir string) (*Local, error) { return localIn(dir, true) }
+
+// ExistingLocal returns the place in dir, a folder that must exist: it
+// creates nothing. A missing folder is an error wrapping fs.ErrNotExist.
+func ExistingLocal(dir string) (*Local, error) { return localIn(dir, false) }
+
+func localIn(dir string, create bool) (*Local, error) {
 	if dir == "" {
 		return nil, errors.New("place: empty folder name")
 	}
@@ -44,10 +50,24 @@ func NewLocal(dir string) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if create {
+		err = os.MkdirAll(abs, 0o755)
+	} else {
+		err = isFolder(abs)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("place %s: %w", dir, err)
 	}
 	return &Local{dir: abs}, nil
+}
+
+// isFolder says why dir is not an existing folder, or nil.
+func isFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a folder")
+	}
+	return err
 }
 
 // String returns the folder's absolute path.

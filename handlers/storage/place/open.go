@@ -12,7 +12,18 @@ const acceptedForms = "a folder path, file:///absolute/path, or s3://bucket/pref
 
 // Open opens the place rawURL names: a folder (a plain path or a file://
 // URL) through NewLocal, or an S3 bucket and prefix (s3://…) through NewS3.
-func Open(ctx context.Context, rawURL string) (Place, error) {
+func Open(ctx context.Context, rawURL string) (Place, error) { return open(ctx, rawURL, NewLocal) }
+
+// OpenExisting opens the place rawURL names as Open does but makes
+// nothing: a folder that does not exist is an error wrapping
+// fs.ErrNotExist (NewS3 makes nothing either). It is for readers, such as
+// the audit, that must not write where an operator may have mistyped a
+// path.
+func OpenExisting(ctx context.Context, rawURL string) (Place, error) {
+	return open(ctx, rawURL, ExistingLocal)
+}
+
+func open(ctx context.Context, rawURL string, local func(dir string) (*Local, error)) (Place, error) {
 	kind, target, err := placeKind(rawURL)
 	if err != nil {
 		return nil, err
@@ -24,7 +35,7 @@ func Open(ctx context.Context, rawURL string) (Place, error) {
 		}
 		return s, nil
 	}
-	l, err := NewLocal(target)
+	l, err := local(target)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package place
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,5 +59,28 @@ func TestOpenFolder(t *testing.T) {
 		if _, ok := p.(*Local); !ok {
 			t.Fatalf("Open(%q) gave %T, want *Local", rawURL, p)
 		}
+	}
+}
+
+// OpenExisting makes nothing: a missing folder is fs.ErrNotExist and stays
+// missing, a file is not a folder.
+func TestOpenExistingMakesNoFolder(t *testing.T) {
+	dir := t.TempDir()
+	if p, err := OpenExisting(t.Context(), "file://"+dir); err != nil || p.String() != dir {
+		t.Errorf("OpenExisting of a folder: %v, %v", p, err)
+	}
+	missing := filepath.Join(dir, "mistyped")
+	if _, err := OpenExisting(t.Context(), missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("OpenExisting of a missing folder: %v, want fs.ErrNotExist naming it", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenExisting made %s: %v", missing, err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenExisting(t.Context(), file); err == nil || !strings.Contains(err.Error(), file+": not a folder") {
+		t.Errorf("OpenExisting of a file: %v, want not a folder", err)
 	}
 }
