@@ -83,10 +83,10 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	return nil
 }
 
-// auditOptions reads the audit's query: ark (repeatable), after, limit
-// and fixity.
+// auditOptions reads the audit's query: ark (repeatable), after, limit,
+// fixity and record.
 func auditOptions(r *http.Request) (audit.Options, error) {
-	v, err := readQueryRepeating(r, []string{"ark"}, "ark", "after", "limit", "fixity")
+	v, err := readQueryRepeating(r, []string{"ark"}, "ark", "after", "limit", "fixity", "record")
 	if err != nil {
 		return audit.Options{}, err
 	}
@@ -102,6 +102,9 @@ func auditOptions(r *http.Request) (audit.Options, error) {
 		}
 	}
 	if opt.Fixity, err = boolParam(v, "fixity"); err != nil {
+		return opt, err
+	}
+	if opt.Record, err = boolParam(v, "record"); err != nil {
 		return opt, err
 	}
 	return opt, opt.Check()

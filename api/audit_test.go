@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +154,38 @@ func TestAuditStreamsFindings(t *testing.T) {
 	b.do("GET", "audit?fixity=yes", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `fixity "yes"`)
 	b.do("GET", "audit", readToken, nil).problem(t, http.StatusForbidden, "forbidden", "admin")
 	setup(t).do("GET", "audit", adminToken, nil).problem(t, http.StatusNotImplemented, "not-implemented", "passthrough")
+}
+
+// GET /audit?fixity=true&record=true leaves a fixity check event of each
+// version in the inventory and counts it in the summary; record alone is
+// a 400 naming it.
+func TestAuditRecordsFixityChecks(t *testing.T) {
+	t.Parallel()
+	st, _, inv := auditedStore(t)
+	ark := "ark:/99999/fk4a"
+	storeRecorded(t, st, inv, ark)
+	b := setup(t, func(o *options) {
+		o.audit = &audit.Auditor{Inventory: inv, Agent: "ingestq test on host1", Targets: func(context.Context, string) ([]audit.Target, error) {
+			return []audit.Target{{Name: "the-root", URL: "the-root", Store: st}}, nil
+		}}
+	})
+	b.do("GET", "audit?record=true", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", "record without fixity")
+	b.do("GET", "audit?fixity=true&record=maybe", adminToken, nil).problem(t, http.StatusBadRequest, "invalid", `record "maybe"`)
+
+	a := b.do("GET", "audit?fixity=true&record=true", adminToken, nil)
+	lines := bytes.Split(bytes.TrimSpace(a.body), []byte("\n"))
+	var sum struct {
+		Type           string `json:"type"`
+		EventsRecorded int    `json:"events_recorded"`
+	}
+	must(t, json.Unmarshal(lines[len(lines)-1], &sum))
+	if a.status != http.StatusOK || sum.Type != "summary" || sum.EventsRecorded != 1 {
+		t.Errorf("fixity and record: %d, summary %+v; want 200 and 1 event recorded", a.status, sum)
+	}
+	d, err := inv.Object(t.Context(), ark)
+	must(t, err)
+	if evs := d.Versions[0].Events; len(evs) != 1 || evs[0].Type != inventory.EventFixityCheck || evs[0].Outcome != inventory.OutcomeSuccess ||
+		!strings.HasPrefix(evs[0].Detail, "audit with fixity at storage target the-root: 1 of 1 recorded files") {
+		t.Errorf("events %+v, want the audit's fixity check, a success at the-root", evs)
+	}
 }

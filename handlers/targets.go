@@ -196,7 +196,7 @@ func (p *Pipeline) AccessTargets() map[string]string {
 // Auditor audits the objects of the daemon's inventory at their profiles'
 // storage targets.
 func (p *Pipeline) Auditor() *audit.Auditor {
-	return &audit.Auditor{Inventory: p.inventory, Targets: p.AuditTargets}
+	return &audit.Auditor{Inventory: p.inventory, Targets: p.AuditTargets, Agent: p.cfg.Agent}
 }
 
 // AuditTargets are the storage targets of profile name for an audit, the

@@ -9,6 +9,10 @@
 // the counts at least every Options.Every in between. A target that fails
 // is a finding of the object audited there; only the inventory's listing
 // failing, the report's receiver failing, or the context ends the walk.
+//
+// With Options.Record an audit with fixity leaves its evidence in the
+// inventory: a PREMIS fixity check event of each version at each target
+// (record.go).
 package audit
 
 import (
@@ -27,10 +31,12 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage"
 )
 
-// Inventory is what the audit reads of an inventory.
+// Inventory is what the audit reads of an inventory, and where it
+// records its fixity checks (Options.Record).
 type Inventory interface {
 	inventory.Lister
 	Object(ctx context.Context, ark string) (inventory.ObjectDetail, error)
+	Record(ctx context.Context, r inventory.Record) error
 }
 
 // Target is one storage target of a profile.
@@ -48,11 +54,18 @@ type Auditor struct {
 	// error (a profile this daemon does not know) is a finding of each of
 	// the profile's objects. A walk asks it once per profile.
 	Targets func(ctx context.Context, profile string) ([]Target, error)
+	// Agent names who checks, in the PREMIS events Options.Record writes:
+	// the pipeline's agent ("ingestq v1.2.3 on host1").
+	Agent string
 }
 
 // Options choose what an audit reads.
 type Options struct {
-	Fixity bool     // read every stored file of every recorded version and hash it
+	Fixity bool // read every stored file of every recorded version and hash it
+	// Record writes a PREMIS fixity check event into the inventory for each
+	// version hashed at each target, and for each recorded version a
+	// target lacks (record.go). Only with Fixity.
+	Record bool
 	After  string   // start after this ARK ("" from the first)
 	Limit  int      // audit at most this many objects; 0: all
 	ARKs   []string // audit only these (After and Limit then must be unset)
@@ -72,12 +85,14 @@ const pageSize = 100
 
 // Counts are how far an audit went.
 type Counts struct {
-	Objects   int    `json:"objects"`    // objects audited
-	Versions  int    `json:"versions"`   // their versions the inventory records
-	Files     int    `json:"files"`      // the files of those versions
-	BytesRead int64  `json:"bytes_read"` // read back from storage to hash (fixity), over every target
-	Findings  int    `json:"findings"`
-	Last      string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
+	Objects   int   `json:"objects"`    // objects audited
+	Versions  int   `json:"versions"`   // their versions the inventory records
+	Files     int   `json:"files"`      // the files of those versions
+	BytesRead int64 `json:"bytes_read"` // read back from storage to hash (fixity), over every target
+	Findings  int   `json:"findings"`
+	// EventsRecorded are the fixity check events written (Options.Record).
+	EventsRecorded int    `json:"events_recorded"`
+	Last           string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
 }
 
 // Summary is an audit's end.
@@ -105,6 +120,7 @@ type audited struct {
 	versions   int
 	files      int
 	latestOnly []string // the targets audited at their latest version alone
+	events     int      // fixity check events recorded (Options.Record)
 	done       chan struct{}
 }
 
@@ -149,6 +165,9 @@ func (w *walk) targets(ctx context.Context, profile string) ([]Target, error) {
 func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, error) {
 	if err := opt.Check(); err != nil {
 		return Summary{}, err
+	}
+	if opt.Record && a.Agent == "" {
+		return Summary{}, fmt.Errorf("audit: %w: record with no agent: the auditor must name who checks", inventory.ErrInvalid)
 	}
 	opt.Parallel = cmp.Or(opt.Parallel, Defaults.Parallel)
 	opt.Every = cmp.Or(opt.Every, Defaults.Every)
@@ -203,6 +222,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("audit: %w: ark with after or limit: ask for ARKs alone, or for a part of the walk", inventory.ErrInvalid)
 	case !utf8.ValidString(o.After) || strings.ContainsRune(o.After, 0):
 		return fmt.Errorf("audit: %w: after %q: has a NUL or bad UTF-8, which no ARK has", inventory.ErrInvalid, o.After)
+	case o.Record && !o.Fixity:
+		return fmt.Errorf("audit: %w: record without fixity: a fixity check event records the bytes read back and hashed; ask for fixity too", inventory.ErrInvalid)
 	case slices.Contains(o.ARKs, ""):
 		return fmt.Errorf("audit: %w: an empty ARK in the list", inventory.ErrInvalid)
 	}
@@ -334,6 +355,7 @@ func (w *walk) report(o *audited) error {
 	w.n.Versions += o.versions
 	w.n.Files += o.files
 	w.n.Last = o.ark
+	w.n.EventsRecorded += o.events
 	for _, f := range o.findings {
 		w.n.Findings++
 		if err := w.rep.Finding(f); err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/handlers/audit"
@@ -363,18 +364,24 @@ func strs(fs []audit.Finding) []string {
 	return out
 }
 
-// Local OCFL roots and the bbolt inventory.
-func TestAuditFindsEachDamage(t *testing.T) {
+// localBench is a primary and a replica in local OCFL roots and the
+// bbolt inventory; its test runs in parallel.
+func localBench(t *testing.T) *bench {
 	t.Parallel()
-	auditDamaged(t, newBench(t, "", t.TempDir(), t.TempDir()))
+	return newBench(t, "", t.TempDir(), t.TempDir())
 }
 
-// The primary on S3 and the inventory in PostgreSQL.
-func TestAuditFindsEachDamageOnS3AndPostgres(t *testing.T) {
+// cloudBench is the primary on S3 (versitygw), a replica in a local root
+// and the inventory in PostgreSQL. Not parallel: the AWS_* variables are
+// the process's.
+func cloudBench(t *testing.T) *bench {
 	srv := s3test.Start(t)
-	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
-	auditDamaged(t, newBench(t, pgtest.NewDatabase(t, nil), srv.URL(srv.Addr, "ocfl"), t.TempDir()))
+	srv.SetEnv(t)
+	return newBench(t, pgtest.NewDatabase(t, nil), srv.URL(srv.Addr, "ocfl"), t.TempDir())
 }
+
+func TestAuditFindsEachDamage(t *testing.T)                { auditDamaged(t, localBench(t)) }
+func TestAuditFindsEachDamageOnS3AndPostgres(t *testing.T) { auditDamaged(t, cloudBench(t)) }
 
 // A part of the walk: Limit stops it and says there is more, After takes
 // it up, ARKs chooses; an ARK the inventory lacks is a finding.
@@ -539,3 +546,138 @@ func TestAuditStopsWithItsContext(t *testing.T) {
 		t.Errorf("audit: %v, %+v, findings %+v; want context.Canceled and the object cut short unreported", err, sum, found)
 	}
 }
+
+// recordFails is an inventory that takes no record.
+type recordFails struct{ audit.Inventory }
+
+func (recordFails) Record(context.Context, inventory.Record) error {
+	return errors.New("connection refused")
+}
+
+// auditRecords audits with fixity and record: each version read back at
+// each target gets one fixity check event in the inventory (a success, a
+// failure naming the damaged file, a failure where the copy is lost),
+// nothing else of the version changes, and a second audit adds its own.
+func auditRecords(t *testing.T, b *bench) {
+	const (
+		arkTwo     = "ark:/99999/fk4a-two"     // two versions, intact
+		arkLonely  = "ark:/99999/fk4b-lonely"  // not in the replica
+		arkChanged = "ark:/99999/fk4c-changed" // its bytes changed in the replica
+	)
+	b.a.Agent = "ingestq test on host1"
+	b.deposit(arkTwo, 1, object{"a.txt": "one", "sub/b.txt": "beta"})
+	b.deposit(arkTwo, 2, object{"a.txt": "two", "sub/b.txt": "beta"})
+	b.record(arkLonely, profile, 1, b.put(arkLonely, object{"a.txt": "lonely"}, 0))
+	b.deposit(arkChanged, 1, object{"a.txt": "alpha", "sub/b.txt": "beta"})
+	b.write(1, arkChanged, "v1/content/a.txt", []byte("ALPHA"))
+	// Ingest's own replica and event, which the audit's must leave as they are.
+	ingested := inventory.Event{ID: "0f8fad5b-d9cb-469f-a165-70867728950e", Type: inventory.EventIngestion,
+		At: time.Date(2026, 11, 1, 12, 0, 1, 0, time.UTC), Outcome: inventory.OutcomeSuccess, Agent: "ingestq v1 on host0", Detail: "ingested"}
+	v1, err := b.inv.Object(t.Context(), arkTwo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v1.Versions[0]
+	r.Replicas = []inventory.Replica{{Target: b.targets[0], URL: b.targets[0] + "/x", Verified: ingested.At}}
+	r.Events = []inventory.Event{ingested}
+	if err := b.inv.Record(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]inventory.ObjectDetail{}
+	for _, ark := range []string{arkTwo, arkLonely, arkChanged} {
+		if before[ark], err = b.inv.Object(t.Context(), ark); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := b.a.Run(t.Context(), audit.Options{Record: true}, audit.Report{}); !errors.Is(err, inventory.ErrInvalid) ||
+		!strings.Contains(err.Error(), "record without fixity") {
+		t.Errorf("record without fixity: %v, want ErrInvalid naming it", err)
+	}
+	ids := map[string]bool{}
+	for round := 1; round <= 2; round++ {
+		got, sum := b.run(audit.Options{Fixity: true, Record: true})
+		b.check(fmt.Sprintf("round %d", round), got, []want{
+			{audit.ObjectMissing, arkLonely, 1, 0, ""},
+			{audit.FixityFailed, arkChanged, 1, 1, "a.txt"},
+		})
+		// Versions 1 and 2 of arkTwo and the other two's version 1, at 2 targets.
+		if sum.EventsRecorded != 8 {
+			t.Errorf("round %d: %d events recorded, want 8", round, sum.EventsRecorded)
+		}
+		for ark, was := range before {
+			d, err := b.inv.Object(t.Context(), ark)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range d.Versions {
+				old := was.Versions[i]
+				var checks []inventory.Event
+				v.Events = slices.DeleteFunc(v.Events, func(e inventory.Event) bool {
+					audited := e.Type == inventory.EventFixityCheck
+					if audited {
+						checks = append(checks, e)
+					}
+					return audited
+				})
+				if !slices.Equal(v.Files, old.Files) || !slices.Equal(v.Replicas, old.Replicas) || !slices.Equal(v.Events, old.Events) ||
+					!slices.Equal(v.LocalIDs, old.LocalIDs) || v.Batch != old.Batch || !v.Created.Equal(old.Created) {
+					t.Errorf("round %d: %s version %d is now %+v, want what it was, %+v, with the audit's events", round, ark, v.Version, v, old)
+				}
+				if len(checks) != 2*round {
+					t.Fatalf("round %d: %s version %d has %d fixity check events, want %d", round, ark, v.Version, len(checks), 2*round)
+				}
+				for _, e := range checks {
+					if !ids[e.ID] {
+						ids[e.ID] = true
+						b.checkEvent(ark, v.Version, e)
+					}
+				}
+			}
+		}
+	}
+	if len(ids) != 16 {
+		t.Errorf("%d distinct event ids over two audits, want 16: a new one for each check", len(ids))
+	}
+
+	// An inventory that does not take the events: a finding of each version,
+	// and the walk goes on.
+	b.a.Inventory = recordFails{b.inv}
+	got, sum := b.run(audit.Options{Fixity: true, Record: true, ARKs: []string{arkTwo, arkLonely}})
+	b.check("record fails", got, []want{
+		{audit.RecordFailed, arkTwo, -1, 1, ""}, {audit.RecordFailed, arkTwo, -1, 2, ""},
+		{audit.ObjectMissing, arkLonely, 1, 0, ""}, {audit.RecordFailed, arkLonely, -1, 1, ""},
+	})
+	if sum.EventsRecorded != 0 || !strings.Contains(got[0].Message, "connection refused") {
+		t.Errorf("record fails: %d events recorded, %q; want none, and the error", sum.EventsRecorded, got[0].Message)
+	}
+}
+
+// checkEvent checks one fixity check event the audit recorded for version
+// n of ark: its outcome and detail by what was damaged where.
+func (b *bench) checkEvent(ark string, n int, e inventory.Event) {
+	b.t.Helper()
+	target := -1
+	for i, name := range b.targets {
+		if strings.HasPrefix(e.Detail, "audit with fixity at storage target "+name+":") {
+			target = i
+		}
+	}
+	outcome, says := inventory.OutcomeSuccess, fmt.Sprintf("of version %d read back and hashed", n)
+	switch {
+	case target == 1 && strings.HasSuffix(ark, "-lonely"):
+		outcome, says = inventory.OutcomeFailure, "the target has no version 1 of this object (object-missing)"
+	case target == 1 && strings.HasSuffix(ark, "-changed"):
+		outcome, says = inventory.OutcomeFailure, `2 of 2 recorded files of version 1 read back and hashed (9 bytes); 1 failed: "a.txt" (fixity-failed)`
+	case strings.HasSuffix(ark, "-lonely"):
+		says = "1 of 1 recorded files of version 1 read back and hashed (6 bytes), each matching its recorded SHA-256"
+	}
+	if _, err := uuid.Parse(e.ID); err != nil || target < 0 || e.Outcome != outcome || !strings.Contains(e.Detail, says) ||
+		e.Agent != b.a.Agent || e.File != "" || time.Since(e.At) > time.Minute {
+		b.t.Errorf("%s version %d: event %+v; want a UUID, outcome %s, a detail naming a target and saying %q, agent %q, no file, now",
+			ark, n, e, outcome, says, b.a.Agent)
+	}
+}
+
+func TestAuditRecordsFixityChecks(t *testing.T)                { auditRecords(t, localBench(t)) }
+func TestAuditRecordsFixityChecksOnS3AndPostgres(t *testing.T) { auditRecords(t, cloudBench(t)) }

@@ -43,9 +43,15 @@ func (w *walk) object(ctx context.Context, o *audited) {
 		}
 		return
 	}
+	var checks []*check
 	for _, t := range targets {
-		c := &check{w: w, o: o, t: t, recorded: recorded, last: d.Object.LatestVersion}
+		c := &check{w: w, o: o, t: t, recorded: recorded, last: d.Object.LatestVersion, from: len(o.findings)}
 		c.run(ctx)
+		c.to = len(o.findings)
+		checks = append(checks, c)
+	}
+	if w.opt.Record && ctx.Err() == nil {
+		w.record(ctx, o, d, checks)
 	}
 }
 
@@ -57,6 +63,12 @@ type check struct {
 	recorded map[int][]inventory.FileRow // by version number
 	last     int                         // the latest version the inventory records
 	hashed   map[string]hashed           // by digest: each content is read once
+	from, to int                         // this check's findings: o.findings[from:to]
+	// With fixity: the recorded versions hashed here (1 to hashedTo), and
+	// the first recorded version the target lacks (0: none), for the
+	// fixity check events of Options.Record.
+	hashedTo, lacksFrom int
+	tally               map[int]*tally // by version: what was read back
 }
 
 // hashed is what reading one stored content gave.
@@ -90,14 +102,21 @@ func (c *check) run(ctx context.Context) {
 		return
 	}
 	if c.readFailed(ctx, err) {
+		if errors.Is(err, storage.ErrNotFound) {
+			c.lacksFrom = 1
+		}
 		return
 	}
 	vs := stored.Versions()
 	c.versions(vs, len(vs))
+	if len(vs) < c.last {
+		c.lacksFrom = len(vs) + 1
+	}
 	for n := 1; n <= min(len(vs), c.last); n++ {
 		same := c.files(n, vs[n-1].Files)
 		if c.w.opt.Fixity {
 			c.fixity(ctx, stored, n, same)
+			c.hashedTo = n
 		}
 	}
 }
@@ -225,14 +244,18 @@ func mergeKeys[A, B any](a map[string]A, b map[string]B) map[string]bool {
 // its recorded digest. A content that several versions share is read once.
 func (c *check) fixity(ctx context.Context, stored storage.Stored, n int, files []storage.File) {
 	if c.hashed == nil {
-		c.hashed = map[string]hashed{}
+		c.hashed, c.tally = map[string]hashed{}, map[int]*tally{}
 	}
+	read := &tally{}
+	c.tally[n] = read
 	for _, f := range files {
 		h, ok := c.hashed[f.SHA256]
 		if !ok {
 			h = c.hash(ctx, stored, n, f.Name)
 			c.hashed[f.SHA256] = h
 		}
+		read.files++
+		read.bytes += h.n
 		switch {
 		case ctx.Err() != nil:
 			return

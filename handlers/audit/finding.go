@@ -44,6 +44,9 @@ const (
 	FixityFailed Kind = "fixity-failed"
 	// FileUnreadable: a stored file that could not be read (with fixity).
 	FileUnreadable Kind = "file-unreadable"
+	// RecordFailed: the inventory did not take a version's fixity check
+	// events (with record); the other findings stand.
+	RecordFailed Kind = "record-failed"
 )
 
 // Finding is one thing the audit found wrong.

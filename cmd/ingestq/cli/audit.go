@@ -30,7 +30,7 @@ func (a *app) auditCommand() *cobra.Command {
 		q       auditQuery
 	)
 	cmd := &cobra.Command{
-		Use:   "audit [ARK…] [--fixity] [--after ARK] [--limit N]",
+		Use:   "audit [ARK…] [--fixity [--record]] [--after ARK] [--limit N]",
 		Short: "Compare the objects the inventory records with their storage targets: what a restore lost, and where",
 		Long: "audit asks the daemon's HTTP API (--api) to compare every object its inventory records, in\n" +
 			"ARK order, with each storage target of the object's profile: the versions each target has\n" +
@@ -38,15 +38,18 @@ func (a *app) auditCommand() *cobra.Command {
 			"OCFL inventory.json gives them). Without --fixity it reads each object's inventory.json and\n" +
 			"asks each content file's size. --fixity also reads every stored byte back and hashes it: all\n" +
 			"of storage, at each target (hours on a large repository, and a cloud bucket's egress); only it\n" +
-			"finds bytes changed at the same size. The route is an admin's: " + EnvAPIToken + " holds an\n" +
-			"admin token (serve's " + EnvAdminToken + ", or an admin line of its --api-tokens).\n\n" +
+			"finds bytes changed at the same size. --record (with --fixity) leaves the evidence in the\n" +
+			"inventory: a PREMIS fixity check event for each version at each target, success or failure\n" +
+			"(the files that failed, and how), and a failure for a version a target lacks; ingestq object\n" +
+			"ARK shows the last check. The route is an admin's: " + EnvAPIToken + " holds an admin\n" +
+			"token (serve's " + EnvAdminToken + ", or an admin line of its --api-tokens).\n\n" +
 			"Each finding is one line, as it comes: its kind, then the ARK, storage target, version and\n" +
 			"file it is about, and what to do. Restore what it names from a replica target (each holds\n" +
 			"whole OCFL objects) or from storage's backup (README \"Backups and recovery\"); a deposit that\n" +
 			"failed at Storing meanwhile stores its version once you run ingestq requeue JID. Then audit\n" +
 			"the object again: ingestq audit ARK. The summary comes last: objects, versions, files, bytes\n" +
-			"read, findings and how long. On a terminal a progress line shows the daemon's counts (at\n" +
-			"least every 10 s).\n\n" +
+			"read, findings, events recorded (--record) and how long. On a terminal a progress line shows\n" +
+			"the daemon's counts (at least every 10 s).\n\n" +
 			"ARKs given: those alone. --limit N stops after N objects; --after ARK begins after that\n" +
 			"one: an audit stopped (Ctrl-C), cut, or ended by --limit says the --after that takes it up.\n" +
 			"-o json writes the API's NDJSON lines as they come: finding, progress, and summary last (an\n" +
@@ -76,6 +79,7 @@ func (a *app) auditCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&q.fixity, "fixity", false, "also read every stored byte back and hash it (all of storage, at each target)")
+	fl.BoolVar(&q.record, "record", false, "with --fixity: record a PREMIS fixity check event of each version at each target in the inventory")
 	fl.StringVar(&q.after, "after", "", "begin after this ARK (the last one an earlier audit finished)")
 	fl.IntVar(&q.limit, "limit", 0, "stop after this many objects (default: every one)")
 	fl.StringVar(&api, "api", a.env(EnvAPI, defaultAPI), "the daemon's HTTP API, which audits (env "+EnvAPI+"; an admin token in "+EnvAPIToken+")")
@@ -88,6 +92,7 @@ func (a *app) auditCommand() *cobra.Command {
 type auditQuery struct {
 	arks       []string
 	fixity     bool
+	record     bool
 	after      string
 	limit      int
 	limitGiven bool
@@ -106,6 +111,8 @@ func (q auditQuery) encode() (string, error) {
 	switch {
 	case len(q.arks) > 0 && (q.after != "" || q.limitGiven):
 		return "", usagef("audit: ARKs given with --after or --limit: audit the ARKs alone, or a part of the walk")
+	case q.record && !q.fixity:
+		return "", usagef("audit: --record without --fixity: a fixity check event records the bytes read back; add --fixity")
 	case q.limitGiven && q.limit < 1:
 		return "", usagef("audit: --limit %d: want a number of objects, 1 or more (leave it out for every one)", q.limit)
 	case q.after != "" && !strings.HasPrefix(q.after, "ark:"):
@@ -120,6 +127,9 @@ func (q auditQuery) encode() (string, error) {
 	}
 	if q.fixity {
 		v.Set("fixity", "true")
+	}
+	if q.record {
+		v.Set("record", "true")
 	}
 	if len(v) == 0 {
 		return "/audit", nil
@@ -303,10 +313,15 @@ func (s *auditShown) progressText() string {
 }
 
 // countsText is "3 objects, 4 versions, 12 files; 1.5 KiB read; 2
-// findings; 1.23s": the time since the start, to round.
+// findings; 1.23s" (with --record, "; 4 fixity check events recorded"
+// before the time): the time since the start, to round.
 func (s *auditShown) countsText(c audit.Counts, round time.Duration) string {
-	return fmt.Sprintf("%s, %s, %s; %s read; %s; %v", plural(c.Objects, "object"), plural(c.Versions, "version"),
-		plural(c.Files, "file"), humanBytes(c.BytesRead), plural(c.Findings, "finding"), time.Since(s.start).Round(round))
+	recorded := ""
+	if s.q.record {
+		recorded = "; " + plural(c.EventsRecorded, "fixity check event") + " recorded"
+	}
+	return fmt.Sprintf("%s, %s, %s; %s read; %s%s; %v", plural(c.Objects, "object"), plural(c.Versions, "version"),
+		plural(c.Files, "file"), humanBytes(c.BytesRead), plural(c.Findings, "finding"), recorded, time.Since(s.start).Round(round))
 }
 
 // summary shows the audit's end: exit 1 when it found something or ended
@@ -359,6 +374,9 @@ func (s *auditShown) resume(after string) string {
 	cmd := "ingestq audit"
 	if s.q.fixity {
 		cmd += " --fixity"
+	}
+	if s.q.record {
+		cmd += " --record"
 	}
 	cmd += " --after " + after
 	if s.q.limitGiven {

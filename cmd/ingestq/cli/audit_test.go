@@ -74,6 +74,13 @@ func TestAuditAgainstADaemon(t *testing.T) {
 		t.Errorf("a progress line drawn on stdout that is not a terminal: %q", out)
 	}
 
+	// With --record, the evidence: a fixity check event of each version.
+	out, _, code = auditCmd("--fixity", "--record")
+	wantCode(t, code, 0)
+	if !regexp.MustCompile(`(?m)^audited 3 objects, 3 versions, \d+ files; \d+\.\d KiB read; 0 findings; 3 fixity check events recorded; \S+$`).MatchString(out) {
+		t.Errorf("audit --fixity --record: want the 3 events counted in the summary:\n%s", out)
+	}
+
 	// A version folder deleted, and a file's bytes changed at the same size.
 	lost, changed := arks[0], arks[1]
 	e.ok(os.RemoveAll(filepath.Join(object(lost), "v1")))
@@ -118,6 +125,22 @@ func TestAuditAgainstADaemon(t *testing.T) {
 	if len(fixity) != 1 || !strings.HasPrefix(fixity[0], "fixity-failed: ") || !strings.Contains(fixity[0], `file "`+file+`" of version 1`) ||
 		!strings.Contains(fixity[0], "storage target "+filepath.Join(data, "ocfl")) {
 		t.Errorf("audit --fixity: %q, want one fixity-failed line naming %s, version 1, %s and its target", fixity, changed, file)
+	}
+
+	// The damaged object's check recorded, and shown as its last.
+	out, _, code = auditCmd("--fixity", "--record", changed)
+	wantCode(t, code, 1)
+	if !strings.Contains(out, "; 1 finding; 1 fixity check event recorded; ") {
+		t.Errorf("audit --fixity --record %s: want its finding and its event counted:\n%s", changed, out)
+	}
+	out, _, code = runEnv(t, map[string]string{"INGESTQ_API_TOKEN": admin}, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root,
+		"object", changed, "--api", d.url+"/api/v1")
+	wantCode(t, code, 0)
+	last := regexp.MustCompile(`(?m)^  last fixity check: \S+ \S+, failure \(1 of 1 check\), by ingestq .+ on \S+:\n    failure audit with fixity at storage target ` +
+		regexp.QuoteMeta(filepath.Join(data, "ocfl")) + `: \d+ of \d+ recorded files of version 1 read back and hashed \(\d+ bytes\); 1 failed: ` +
+		regexp.QuoteMeta(fmt.Sprintf("%q (fixity-failed)", file)) + `\n  PREMIS events \(\d+\):\n`)
+	if !last.MatchString(out) || len(regexp.MustCompile(`fixity check +success audit with fixity`).FindAllString(out, -1)) != 1 {
+		t.Errorf("object %s: want its last fixity check, the failure naming %s, and the earlier success among its events:\n%s", changed, file, out)
 	}
 
 	// One ARK: that object alone.
@@ -171,7 +194,7 @@ func TestAuditAgainstADaemon(t *testing.T) {
 	auditCutOrStopped(t, e, lines, arks[0])
 
 	// Bad usage: exit 2, before the daemon is asked.
-	for _, args := range [][]string{{"--limit", "0"}, {"--limit", "x"}, {"demo-poems"}, {lost, "--after", lost}, {"--after", "fk4"}} {
+	for _, args := range [][]string{{"--limit", "0"}, {"--limit", "x"}, {"demo-poems"}, {lost, "--after", lost}, {"--after", "fk4"}, {"--record"}} {
 		_, stderr, code := auditWith("", args...)
 		wantCode(t, code, 2)
 		if strings.Contains(stderr, "401") {

@@ -89,6 +89,22 @@ func (a *app) printObject(d inventory.ObjectDetail) {
 		for _, r := range v.Replicas {
 			a.println("    %s  verified %s  (%s)", r.URL, when(r.Verified), r.Target)
 		}
+		if last := lastFixityCheck(v.Events); len(last) > 0 {
+			failed := 0
+			for _, e := range last {
+				if e.Outcome != inventory.OutcomeSuccess {
+					failed++
+				}
+			}
+			outcome := inventory.OutcomeSuccess
+			if failed > 0 {
+				outcome = fmt.Sprintf("%s (%d of %s)", inventory.OutcomeFailure, failed, plural(len(last), "check"))
+			}
+			a.println("  last fixity check: %s, %s, by %s:", when(last[0].At), outcome, last[0].Agent)
+			for _, e := range last {
+				a.println("    %-7s %s", e.Outcome, e.Detail)
+			}
+		}
 		a.println("  PREMIS events (%d):", len(v.Events))
 		for _, e := range v.Events {
 			about := ""
@@ -98,4 +114,20 @@ func (a *app) printObject(d inventory.ObjectDetail) {
 			a.println("    %s  %-27s %-7s %s%s", when(e.At), e.Type, e.Outcome, e.Detail, about)
 		}
 	}
+}
+
+// lastFixityCheck are the fixity check events of the latest time among
+// evs: an audit gives its checks of one object at every target one time.
+func lastFixityCheck(evs []inventory.Event) []inventory.Event {
+	var last []inventory.Event
+	for _, e := range evs {
+		switch {
+		case e.Type != inventory.EventFixityCheck:
+		case len(last) == 0 || e.At.After(last[0].At):
+			last = []inventory.Event{e}
+		case e.At.Equal(last[0].At):
+			last = append(last, e)
+		}
+	}
+	return last
 }
