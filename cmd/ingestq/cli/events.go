@@ -273,6 +273,9 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // time to the millisecond, live (tail) or replayed alike:
 //
 //	2006-01-02 15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
+//
+// An event a host published for another's move (recovered) has "-" for its
+// host and says "recovered by NAME".
 func eventLine(ev events.Event) string {
 	var b strings.Builder
 	b.WriteString(whenMilli(ev.Time))
@@ -312,6 +315,10 @@ func eventLine(ev events.Event) string {
 	}
 	if ev.Actor != "" {
 		b.WriteString("  by " + ev.Actor)
+	}
+	if ev.RecoveredBy != "" {
+		// its host column is "-": the maker is unknown, the move found later
+		b.WriteString("  recovered by " + ev.RecoveredBy)
 	}
 	if ev.Message != "" {
 		b.WriteString("  [" + strings.Join(strings.Fields(ev.Message), " ") + "]")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,16 @@ func TestEventLineDates(t *testing.T) {
 	ev := events.Event{Kind: events.KindJob, Time: at, Host: "h", JobID: "jid0000000001", From: "Pending", To: "Estimating"}
 	if got := eventLine(ev); got[:24] != "2026-11-20 08:30:01.500 " {
 		t.Errorf("event line %q: want it to start with the date and time", got)
+	}
+}
+
+// A recovered event names no host (its maker is unknown) and says which
+// host found its move: without that, a replay after a lost data folder
+// showed a bare "-" where the host goes.
+func TestEventLineSaysRecovered(t *testing.T) {
+	ev := events.Event{Kind: events.KindBatch, Time: time.Now(), BatchID: "bid0000000000", To: "Failed", RecoveredBy: "vm"}
+	got := eventLine(ev)
+	if !strings.Contains(got, " -  batch bid0000000000") || !strings.Contains(got, "recovered by vm") {
+		t.Errorf("recovered event line %q: want host - and \"recovered by vm\"", got)
 	}
 }
