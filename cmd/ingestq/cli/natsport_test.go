@@ -15,7 +15,7 @@ func TestServeNATSPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	_, stderr, code := e.run("serve", "--pipeline", "passthrough", "--nats-listen", l.Addr().String(), "--data-dir", t.TempDir())
+	_, stderr, code := e.run("serve", "--pipeline", "passthrough", "--http", "off", "--nats-listen", l.Addr().String(), "--data-dir", t.TempDir())
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, l.Addr().String(), "address already in use", "--nats-listen", "--nats URL")
 }

@@ -50,7 +50,7 @@ func TestServeRefusesBadNATSCluster(t *testing.T) {
 		{[]string{"--nats-cluster", "127.0.0.1:0"}, `--nats-cluster: events: cluster address "127.0.0.1:0": want a port`},
 		{[]string{"--nats-cluster", "somehost"}, `--nats-cluster: events: cluster address "somehost"`},
 	} {
-		args := append([]string{"serve", "--data-dir", t.TempDir(), "--nats-listen", closedAddr(t)}, c.args...)
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http", "off", "--nats-listen", closedAddr(t)}, c.args...)
 		_, stderr, code := e.run(args...)
 		wantCode(t, code, 2)
 		if !strings.Contains(stderr, c.want) {
