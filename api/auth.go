@@ -174,8 +174,9 @@ func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
 
 // Authorize finds who holds token ("" for none), and whether they may do
 // what needs role, by the API's rules: without any token configured reads
-// are open and changes refused. The dashboard asks it of the token its
-// cookie carries.
+// are open and the rest refused, saying which role it needs (a read of an
+// admin's, the audit, is no change). The dashboard asks it of the token
+// its cookie carries.
 func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
 	if role == RoleNone {
 		return Caller{Name: "anonymous"}, nil
@@ -184,7 +185,8 @@ func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
 		if role == RoleRead {
 			return Caller{Name: "anonymous", Role: RoleRead}, nil
 		}
-		return Caller{}, unauthorized("changes need a bearer token, and this daemon has none: see serve --api-tokens")
+		return Caller{}, unauthorized("this needs a token with the " + role.String() + " role, and this daemon has none configured: " +
+			"start serve with --api-tokens FILE, or INGESTQ_ADMIN_TOKEN for an admin's")
 	}
 	if token == "" {
 		return Caller{}, unauthorized("this needs a token with the " + role.String() + " role")

@@ -76,8 +76,9 @@ func TestRolesAllowWhatTheyNameOnly(t *testing.T) {
 	}
 }
 
-// Without any token configured, reads are open and every change is
-// refused, saying how to configure tokens.
+// Without any token configured, reads are open and every other route is
+// refused, saying which role it needs (the audit, a read, is an admin's:
+// it said "changes need a bearer token") and how to configure tokens.
 func TestNoTokensReadsOpenChangesRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.noTokens = true })
@@ -85,7 +86,13 @@ func TestNoTokensReadsOpenChangesRefused(t *testing.T) {
 	jid := b.job(bt.ID, 5, 0)
 	b.do("GET", "jobs/"+jid, "", nil).ok(t, http.StatusOK, nil)
 	b.do("GET", "batches", "", nil).ok(t, http.StatusOK, nil)
-	b.do("POST", "jobs/"+jid+"/hold", "", nil).problem(t, http.StatusUnauthorized, "unauthorized", "--api-tokens")
+	fill := strings.NewReplacer("{id}", bt.ID, "{jid}", jid, "{name}", "ingest", "{ark...}", "ark:/99999/fk4t1")
+	for _, r := range b.api.Routes() {
+		if r.Role > api.RoleRead {
+			b.do(r.Method, fill.Replace(r.Path), "", nil).problem(t, http.StatusUnauthorized, "unauthorized",
+				"this needs a token with the "+r.Role.String()+" role, and this daemon has none configured", "--api-tokens")
+		}
+	}
 	b.do("POST", "jobs/"+jid+"/hold", adminToken, nil).problem(t, http.StatusUnauthorized, "unauthorized")
 	if b.jobState(jid).State() != queue.Pending {
 		t.Fatal("a change was made without a token")

@@ -172,7 +172,7 @@ func TestWithoutTokensReadsAreOpenAndChangesRefused(t *testing.T) {
 	b := setup(t, noTokens)
 	jid := b.job(b.batch("uuid-open"))
 	b.get("", "/ui/jobs/"+jid).is(t, http.StatusOK, "reads open, changes need tokens")
-	b.post("", "/ui/jobs/"+jid, url.Values{"action": {"hold"}}).is(t, http.StatusUnauthorized, "this daemon has none: see serve --api-tokens")
+	b.post("", "/ui/jobs/"+jid, url.Values{"action": {"hold"}}).is(t, http.StatusUnauthorized, "this needs a token with the operate role, and this daemon has none configured: start serve with --api-tokens")
 	b.post("", "/ui/login", url.Values{"token": {adminToken}}).is(t, http.StatusBadRequest, "this daemon has no tokens")
 	if s := b.state(jid); s != queue.Pending {
 		t.Fatalf("a change without tokens: %s", s)

@@ -90,6 +90,9 @@ type Counts struct {
 	Files     int   `json:"files"`      // the files of those versions
 	BytesRead int64 `json:"bytes_read"` // read back from storage to hash (fixity), over every target
 	Findings  int   `json:"findings"`
+	// NotRecorded are the ARKs asked for that the inventory does not hold:
+	// each a not-recorded finding (among Findings), and no object audited.
+	NotRecorded int `json:"not_recorded"`
 	// EventsRecorded are the fixity check events written (Options.Record).
 	EventsRecorded int    `json:"events_recorded"`
 	Last           string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
@@ -121,6 +124,7 @@ type audited struct {
 	files      int
 	latestOnly []string // the targets audited at their latest version alone
 	events     int      // fixity check events recorded (Options.Record)
+	unknown    bool     // the inventory holds no such object: a NotRecorded finding, not counted as audited
 	done       chan struct{}
 }
 
@@ -351,7 +355,11 @@ func (w *walk) report(o *audited) error {
 				"audit the storage root behind the service to cover them", name))
 		}
 	}
-	w.n.Objects++
+	if o.unknown {
+		w.n.NotRecorded++
+	} else {
+		w.n.Objects++
+	}
 	w.n.Versions += o.versions
 	w.n.Files += o.files
 	w.n.Last = o.ark

@@ -21,6 +21,7 @@ func (w *walk) object(ctx context.Context, o *audited) {
 	case ctx.Err() != nil:
 		return
 	case errors.Is(err, inventory.ErrNotFound):
+		o.unknown = true
 		o.findings = append(o.findings, Finding{Kind: NotRecorded, ARK: o.ark,
 			Message: fmt.Sprintf("the inventory holds no object %s: is the ARK right?", o.ark)})
 		return
@@ -218,14 +219,28 @@ func (c *check) files(n int, stored []storage.File) []storage.File {
 				"not record for that version: the two disagree on what the version holds; compare the target's copy with "+
 				"`ingestq object %s`", n, c.o.ark, c.t.Name, name, fileDigest(s.Size, s.SHA256), c.o.ark)
 		case s.Size != r.Size || s.SHA256 != r.SHA256:
-			c.add(FileDiffers, n, name, "file %q of version %d of %s at storage target %s has %s; the inventory records %s: "+
-				"the stored copy is not the one recorded; copy the object there from another target that agrees or from "+
-				"storage's backup (%s)", name, n, c.o.ark, c.t.Name, fileDigest(s.Size, s.SHA256), fileDigest(r.Size, r.SHA256), recovery)
+			c.add(FileDiffers, n, name, "file %q of version %d of %s at storage target %s %s: the stored copy is not the one "+
+				"recorded; copy the object there from another target that agrees or from storage's backup (%s)",
+				name, n, c.o.ark, c.t.Name, differs(s, r), recovery)
 		default:
 			same = append(same, s)
 		}
 	}
 	return same
+}
+
+// differs says how a stored file differs from its record, naming only
+// what differs: the stored SHA-256 is its OCFL inventory's, not read back,
+// so a size that differs under the recorded digest shows one digest.
+func differs(s storage.File, r inventory.FileRow) string {
+	switch {
+	case s.SHA256 == r.SHA256:
+		return fmt.Sprintf("is %d bytes, and the inventory records %d bytes; its OCFL inventory gives the recorded SHA-256 %s, "+
+			"so the content file changed after it was stored", s.Size, r.Size, r.SHA256)
+	case s.Size == r.Size:
+		return fmt.Sprintf("has SHA-256 %s in its OCFL inventory, and the inventory records %s (%d bytes in both)", s.SHA256, r.SHA256, r.Size)
+	}
+	return fmt.Sprintf("has %s; the inventory records %s", fileDigest(s.Size, s.SHA256), fileDigest(r.Size, r.SHA256))
 }
 
 // mergeKeys is the union of two maps' keys.

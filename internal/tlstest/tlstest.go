@@ -42,6 +42,16 @@ func Mutual(t *testing.T) Files {
 	return Files{CA: ca.certFile, ServerCert: srv.certFile, ServerKey: srv.keyFile, ClientCert: client.certFile, ClientKey: client.keyFile}
 }
 
+// Expired writes, in a temporary folder, a self-signed certificate for
+// 127.0.0.1 that expired an hour ago, and its key.
+func Expired(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	tmpl := server()
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	c := issue(t, t.TempDir(), "expired", tmpl, nil)
+	return c.certFile, c.keyFile
+}
+
 // server is the template of a server certificate for 127.0.0.1.
 func server() *x509.Certificate {
 	return &x509.Certificate{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
@@ -55,7 +65,7 @@ type issued struct {
 }
 
 // issue makes a certificate from tmpl, named name, valid for an hour either
-// side of now, signed by parent (nil: by itself), and writes it and its key
+// side of now unless tmpl says when, signed by parent (nil: by itself), and writes it and its key
 // in dir as name.pem and name-key.pem.
 func issue(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *issued) issued {
 	t.Helper()
@@ -68,7 +78,9 @@ func issue(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *issue
 		t.Fatal(err)
 	}
 	tmpl.SerialNumber, tmpl.Subject = serial, pkix.Name{CommonName: "ingestq test " + name}
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	}
 	signer, signKey := tmpl, key
 	if parent != nil {
 		signer, signKey = parent.cert, parent.key

@@ -175,3 +175,39 @@ func openEvents(t *testing.T, client *http.Client, base, token string) <-chan st
 	}()
 	return ended
 }
+
+// A daemon whose HTTPS certificate this machine does not accept: object,
+// access request and audit say it is the certificate, and why (a private
+// CA's, another host's name, expired), and what to do; not that the API
+// "does not answer" (it said so of a private CA's certificate).
+func TestCommandsSayTheAPIsCertificateIsNotAccepted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	private := tlstest.Mutual(t) // the server's certificate is the CA's, for 127.0.0.1
+	expiredCert, expiredKey := tlstest.Expired(t)
+	privateURL := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough",
+		"--tls-cert", private.ServerCert, "--tls-key", private.ServerKey).url + "/api/v1"
+	expiredURL := serve(t, zktest.Shared(t).Addr, newEnv(t).root, "--pipeline", "passthrough", // a daemon of its own queue
+		"--tls-cert", expiredCert, "--tls-key", expiredKey).url + "/api/v1"
+	for _, c := range []struct {
+		api  string
+		want []string
+	}{
+		{privateURL, []string{"signed by an authority this machine does not trust", "SSL_CERT_FILE=CA.pem", "unknown authority"}},
+		{strings.Replace(privateURL, "127.0.0.1", "localhost", 1), []string{"not for the host --api names", "give --api a name the certificate has"}},
+		{expiredURL, []string{"it has expired, or is not valid yet", "renews it (serve --tls-cert)"}},
+	} {
+		for _, args := range [][]string{
+			{"object", "ark:/99999/fk4t1"},
+			{"access", "request", "ark:/99999/fk4t1"},
+			{"audit"},
+		} {
+			_, stderr, code := e.run(append(args, "--api", c.api)...)
+			wantCode(t, code, 1)
+			wantErrLine(t, stderr, append([]string{"the daemon's API at " + c.api + " answers with a certificate this machine does not accept: "}, c.want...)...)
+			if strings.Contains(stderr, "does not answer") {
+				t.Errorf("%v --api %s: says the API does not answer", args, c.api)
+			}
+		}
+	}
+}

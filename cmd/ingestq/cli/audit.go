@@ -50,7 +50,8 @@ func (a *app) auditCommand() *cobra.Command {
 			"the object again: ingestq audit ARK. The summary comes last: objects, versions, files, bytes\n" +
 			"read, findings, events recorded (--record) and how long. On a terminal a progress line shows\n" +
 			"the daemon's counts (at least every 10 s).\n\n" +
-			"ARKs given: those alone. --limit N stops after N objects; --after ARK begins after that\n" +
+			"ARKs given: those alone; one the inventory lacks is named in an error (exit 1), not audited.\n" +
+			"--limit N stops after N objects; --after ARK begins after that\n" +
 			"one: an audit stopped (Ctrl-C), cut, or ended by --limit says the --after that takes it up.\n" +
 			"-o json writes the API's NDJSON lines as they come: finding, progress, and summary last (an\n" +
 			"answer without it was cut). Exit 0: nothing found; 1: findings, or the audit failed or was\n" +
@@ -152,6 +153,9 @@ type auditShown struct {
 	// up after it. A finding's ARK is done once another ARK's finding or a
 	// progress line comes.
 	done, findingARK string
+	// absent are the ARKs asked for that the inventory does not hold (the
+	// API's not-recorded findings): an error, not findings of objects audited.
+	absent []string
 }
 
 // audit runs the audit at the API and shows it: exit 1 with findings, or
@@ -248,6 +252,10 @@ func (s *auditShown) finding(f audit.Finding) {
 		s.done = max(s.done, s.findingARK)
 	}
 	s.findingARK = f.ARK
+	if f.Kind == audit.NotRecorded {
+		s.absent = append(s.absent, f.ARK)
+		return
+	}
 	s.mu.Lock()
 	s.seen.Findings++
 	s.mu.Unlock()
@@ -314,8 +322,10 @@ func (s *auditShown) progressText() string {
 
 // countsText is "3 objects, 4 versions, 12 files; 1.5 KiB read; 2
 // findings; 1.23s" (with --record, "; 4 fixity check events recorded"
-// before the time): the time since the start, to round.
+// before the time): the time since the start, to round. An ARK the
+// inventory lacks is no object and no finding here: an error says so.
 func (s *auditShown) countsText(c audit.Counts, round time.Duration) string {
+	c.Findings -= c.NotRecorded
 	recorded := ""
 	if s.q.record {
 		recorded = "; " + plural(c.EventsRecorded, "fixity check event") + " recorded"
@@ -339,6 +349,9 @@ func (s *auditShown) summary(sum auditSummary) error {
 	if sum.Error != "" {
 		s.done = max(s.done, sum.Last)
 		return fmt.Errorf("the audit ended early: %s; %s", sum.Error, s.takeUp())
+	}
+	if len(s.absent) > 0 {
+		return fmt.Errorf("no object %s in the inventory: is the ARK right?", visible.Text(strings.Join(s.absent, ", ")))
 	}
 	if sum.Findings > 0 {
 		return &exitError{code: 1, silent: true, err: errors.New(plural(sum.Findings, "finding"))}

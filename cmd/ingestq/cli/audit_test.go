@@ -155,6 +155,16 @@ func TestAuditAgainstADaemon(t *testing.T) {
 		t.Errorf("audit --fixity %s: want its one finding alone", changed)
 	}
 
+	// An ARK the inventory lacks (a typo) is an error naming it, not an
+	// object audited with a finding ("audited 1 object", not-recorded).
+	const typo = "ark:/99999/nope"
+	out, stderr, code = auditCmd(arks[2], typo)
+	wantCode(t, code, 1)
+	if got := findingLines(out); len(got) != 0 || !strings.Contains(out, "audited 1 object, 1 version, ") || !strings.Contains(out, "; 0 findings; ") {
+		t.Errorf("audit %s %s: want %s alone audited, intact, and no finding:\n%s", arks[2], typo, arks[2], out)
+	}
+	wantErrLine(t, stderr, "no object "+typo+" in the inventory")
+
 	// A part of the walk, and the rest of it.
 	out, _, code = auditCmd("--limit", "1")
 	wantCode(t, code, 1)
@@ -211,7 +221,7 @@ func TestAuditNeedsAnAdminToken(t *testing.T) {
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough")
 	_, stderr, code := e.run("audit", "--api", d.url+"/api/v1")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "401", "this daemon has none", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens",
+	wantErrLine(t, stderr, "401", "this needs a token with the admin role, and this daemon has none configured", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens",
 		"INGESTQ_API_TOKEN, which is not set")
 }
 

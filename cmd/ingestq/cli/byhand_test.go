@@ -73,7 +73,7 @@ func TestByHandPath(t *testing.T) {
 	for _, want := range []string{
 		"successful jobs: 3",
 		"failed jobs: +1",
-		`jid\d{10}  Downloading: .*md5 mismatch: want 0{32}, got [0-9a-f]{32}`,
+		`jid\d{10}  \(no ARK\)  local id demo-photos  Downloading: .*md5 mismatch: want 0{32}, got [0-9a-f]{32}`,
 	} {
 		if !regexp.MustCompile(`(?m)^ *` + want + `$`).MatchString(out) {
 			t.Errorf("the report lacks a line like %q", want)

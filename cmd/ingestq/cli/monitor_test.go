@@ -55,7 +55,7 @@ func serveEnv(t *testing.T, env map[string]string, zk, root string, args ...stri
 		}
 	})
 	line := log.WaitFor(t, "ingestq: serving")
-	url := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(line)
+	url := regexp.MustCompile(`http=(https?://\S+)`).FindStringSubmatch(line)
 	if url == nil {
 		t.Fatalf("no http=URL in %q", line)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,6 +229,10 @@ func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Respons
 		req.Header.Set("Authorization", "Bearer "+o.token)
 	}
 	resp, err := o.client.Do(req)
+	if why := untrusted(err); why != "" {
+		// The daemon answered: its certificate is what to fix, not its address.
+		return nil, fmt.Errorf("the daemon's API at %s answers with a certificate this machine does not accept: %s (%w)", o.base, why, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s, and the daemon's API does not answer (--api %s%s): %w%s", o.why, o.base, o.instead, err, o.elsewhere(ctx, o.base))
 	}
@@ -257,4 +262,28 @@ func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Respons
 		msg += ")"
 	}
 	return nil, errors.New(msg)
+}
+
+// untrusted says why a request's error is the server's certificate, and
+// what to do: "" when it is not (README "Tokens": SSL_CERT_FILE).
+func untrusted(err error) string {
+	var (
+		authority x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &authority):
+		return "it is signed by an authority this machine does not trust (a self-signed certificate, or a private CA's): " +
+			"give the CLI that CA's certificate, SSL_CERT_FILE=CA.pem ingestq …"
+	case errors.As(err, &hostname):
+		return "it is not for the host --api names: give --api a name the certificate has"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "it has expired, or is not valid yet: the daemon's operator renews it (serve --tls-cert), or this machine's clock is wrong"
+	case errors.As(err, &invalid):
+		return "it is not one for a server: the daemon's operator gives serve another --tls-cert"
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -566,8 +567,12 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 		return fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, err)
 	}
 	type failedJob struct {
-		JID     string `json:"jid"`
-		Message string `json:"message"`
+		JID string `json:"jid"`
+		// The job's object: its local ids, and its ARK once one was given
+		// (which object to fix and send again), as completed jobs show theirs.
+		ARK      string   `json:"ark"`
+		LocalIDs []string `json:"local_id"`
+		Message  string   `json:"message"`
 	}
 	type object struct {
 		JID      string   `json:"jid"`
@@ -590,13 +595,17 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 			objects = append(objects, o)
 		}
 		for _, jid := range b.Report.FailedJobs {
-			msg := ""
+			f := failedJob{JID: jid, LocalIDs: []string{}}
+			id := b.Report.FailedObjects[jid]
 			if j, err := q.LoadJob(ctx, jid); err != nil {
-				msg = "(cannot read the job: " + err.Error() + ")"
+				f.Message = "(cannot read the job: " + err.Error() + ")"
 			} else {
-				msg = j.Status.Message
+				f.Message, id = j.Status.Message, cmp.Or(j.Identifiers, id)
 			}
-			failed = append(failed, failedJob{jid, msg})
+			if id != nil {
+				f.ARK, f.LocalIDs = id.PrimaryID, append(f.LocalIDs, id.LocalIDs...)
+			}
+			failed = append(failed, f)
 		}
 	}
 	if a.json() {
@@ -627,7 +636,7 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 		}
 		a.println("  failed jobs:     %d", len(failed))
 		for _, f := range failed {
-			a.println("    %s  %s", f.JID, textValue(oneLine(f.Message), "-"))
+			a.println("    %s  %s  %s", f.JID, describeObject(&queue.Identifiers{PrimaryID: f.ARK, LocalIDs: f.LocalIDs}), textValue(oneLine(f.Message), "-"))
 		}
 	}
 	if to == string(queue.Completed) {

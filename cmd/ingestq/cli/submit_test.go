@@ -273,7 +273,7 @@ func TestSubmitWaitFailed(t *testing.T) {
 	}
 	failed := b.Report.FailedJobs[0]
 	if !strings.Contains(out, b.ID+" (uuid "+b.UUID()+") Failed") || !strings.Contains(out, "successful jobs: 4\n") ||
-		!strings.Contains(out, "    "+failed+"  Processing: pass-through failure asked for in Processing\n") {
+		!strings.Contains(out, "    "+failed+"  (no ARK)  Processing: pass-through failure asked for in Processing\n") {
 		t.Errorf("report does not name the failed job %s and its message:\n%s", failed, out)
 	}
 	last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
@@ -292,8 +292,9 @@ func TestSubmitWaitFailed(t *testing.T) {
 		Status         string   `json:"status"`
 		SuccessfulJobs []string `json:"successful_jobs"`
 		FailedJobs     []struct {
-			JID     string `json:"jid"`
-			Message string `json:"message"`
+			JID      string   `json:"jid"`
+			LocalIDs []string `json:"local_id"` // the object to fix; [] for a pass-through job
+			Message  string   `json:"message"`
 		} `json:"failed_jobs"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -301,7 +302,7 @@ func TestSubmitWaitFailed(t *testing.T) {
 	}
 	b = d.onlyBatch()
 	if rep.BatchID != b.ID || rep.UUID != b.UUID() || rep.Status != "Failed" || len(rep.SuccessfulJobs) != 1 ||
-		len(rep.FailedJobs) != 1 || rep.FailedJobs[0].JID != b.Report.FailedJobs[0] ||
+		len(rep.FailedJobs) != 1 || rep.FailedJobs[0].JID != b.Report.FailedJobs[0] || rep.FailedJobs[0].LocalIDs == nil ||
 		!strings.Contains(rep.FailedJobs[0].Message, "pass-through failure asked for in Storing") {
 		t.Errorf("-o json report %+v", rep)
 	}
