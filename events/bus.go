@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -374,6 +375,11 @@ func (c Config) AuthOptions() ([]nats.Option, error) {
 const (
 	metaQueue   = "ingestq_queue"
 	metaQueueAt = "ingestq_queue_at"
+	// metaQueueFrom is the stream sequence of the queue's first event, in
+	// decimal, when the stream recorded another queue's before it (a data
+	// folder kept while the queue was made anew): a replay of this queue
+	// starts there, whatever the events' times.
+	metaQueueFrom = "ingestq_queue_from_seq"
 )
 
 // ErrOtherQueue is the refusal of a joined NATS whose stream records
@@ -390,7 +396,7 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 	s, err := b.js.Stream(ctx, b.cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		meta := map[string]string{}
-		_ = b.ownStream(false, meta) // no queue named yet: nothing to refuse
+		_ = b.ownStream(false, 0, meta) // no queue named yet: nothing to refuse
 		_, err = b.js.CreateStream(ctx, b.streamConfig(b.wantReplicas(), meta))
 		switch {
 		case err == nil:
@@ -410,7 +416,7 @@ func (b *Bus) ensureStream(ctx context.Context) error {
 	have := s.CachedInfo().Config
 	meta := map[string]string{}
 	maps.Copy(meta, have.Metadata)
-	if err := b.ownStream(true, meta); err != nil {
+	if err := b.ownStream(true, s.CachedInfo().State.LastSeq, meta); err != nil {
 		return err
 	}
 	if _, err := b.js.UpdateStream(ctx, b.streamConfig(max(b.wantReplicas(), have.Replicas), meta)); err != nil {
@@ -452,9 +458,10 @@ func (b *Bus) streamConfig(replicas int, meta map[string]string) jetstream.Strea
 // ownStream sets meta, the stream's metadata, to this bus's queue. A stream
 // of no queue (made before streams named theirs) is adopted. One of another
 // queue in the embedded server's store is this queue's data folder reused
-// (decision 370: replays leave the older events out); on a joined NATS it is
+// (decision 370): this queue's events start after last, the stream's last
+// sequence, which replays of this queue start after; on a joined NATS it is
 // a live queue's, whose events and signals would mix with this one's.
-func (b *Bus) ownStream(existed bool, meta map[string]string) error {
+func (b *Bus) ownStream(existed bool, last uint64, meta map[string]string) error {
 	if b.cfg.Queue == "" {
 		return nil
 	}
@@ -467,8 +474,12 @@ func (b *Bus) ownStream(existed bool, meta map[string]string) error {
 			"of its own (or a NATS of its own), or, if that queue is gone for good, remove the stream (nats stream rm %s)",
 			b.cfg.Stream, redactURLs(b.cfg.URL), ErrOtherQueue, otherAt, other, b.cfg.QueueAt, b.cfg.Stream)
 	case other != "":
+		// The queues' places may read the same (a ZooKeeper wiped, the
+		// same root): their identities, the making of /batches, differ.
 		b.log.Info("events: the data folder's stream recorded another queue's events; it records this queue's from now on "+
-			"(replays leave the older events out)", "stream", b.cfg.Stream, "was", otherAt, "now", b.cfg.QueueAt)
+			"(replays leave the older events out)", "stream", b.cfg.Stream, "was", otherAt+", its /batches made in "+other,
+			"now", b.cfg.QueueAt+", its /batches made in "+b.cfg.Queue, "from_seq", last+1)
+		meta[metaQueueFrom] = strconv.FormatUint(last+1, 10)
 	case existed:
 		b.log.Info("events: the stream named no queue; it records this queue's events from now on", "stream", b.cfg.Stream, "queue", b.cfg.QueueAt)
 	}

@@ -47,6 +47,21 @@ func (h *logRecorder) count(level slog.Level, msg string) int {
 	return n
 }
 
+// attrs returns the attributes of the first record whose message is msg,
+// as text.
+func (h *logRecorder) attrs(msg string) map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]string{}
+	for _, r := range h.recs {
+		if r.Message == msg {
+			r.Attrs(func(a slog.Attr) bool { out[a.Key] = a.Value.String(); return true })
+			break
+		}
+	}
+	return out
+}
+
 // warned returns the first warning whose message holds part, or "".
 func (h *logRecorder) warned(part string) string {
 	h.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,13 +91,27 @@ func TestStreamOfAnotherQueueIsRefused(t *testing.T) {
 
 // An embedded server's stream that names another queue is its data folder
 // reused for a new queue (decision 370): it is taken over, with a line in
-// the log, not refused.
+// the log that tells the two queues apart (their places read the same), not
+// refused. A replay of the new queue leaves out the old queue's events,
+// even those of the last minute (the clock skew a replay's Since allows).
 func TestEmbeddedStreamOfAnotherQueueIsTakenOver(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	old, _ := openBus(t, Config{DataDir: dir, Queue: "A", QueueAt: "ZooKeeper zk:2181, root /"})
+	old.Publish(Event{Kind: KindBatch, BatchID: "bid0000000000", To: "Failed", Message: "queue A's"})
+	flush(t, old)
 	_ = old.Close()
 	bus, logs := openBus(t, Config{DataDir: dir, Queue: "B", QueueAt: "ZooKeeper zk:2181, root /"})
+	bus.Publish(Event{Kind: KindBatch, BatchID: "bid0000000000", To: "Pending", Message: "queue B's"})
+	flush(t, bus)
+	for _, f := range []Filter{{Queue: "B"}, {Queue: "B", Since: time.Now().Add(-time.Minute)}, {Queue: "B", BatchID: "bid0000000000"}} {
+		if got := replay(t, bus.Conn(), f); len(got) != 1 || got[0].Message != "queue B's" {
+			t.Errorf("replay %+v: %+v, want queue B's event only", f, got)
+		}
+	}
+	if got := replay(t, bus.Conn(), Filter{}); len(got) != 2 {
+		t.Errorf("replay of the whole stream: %d events, want both queues'", len(got))
+	}
 	js, err := jetstream.New(bus.Conn())
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +122,10 @@ func TestEmbeddedStreamOfAnotherQueueIsTakenOver(t *testing.T) {
 	const took = "events: the data folder's stream recorded another queue's events; it records this queue's from now on (replays leave the older events out)"
 	if n := logs.count(slog.LevelInfo, took); n != 1 {
 		t.Errorf("%d %q lines, want 1", n, took)
+	}
+	said := logs.attrs(took)
+	if !strings.Contains(said["was"], "made in A") || !strings.Contains(said["now"], "made in B") {
+		t.Errorf("%q says was=%q now=%q: want each queue's identity", took, said["was"], said["now"])
 	}
 }
 

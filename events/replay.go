@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,15 +70,24 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	if err != nil {
 		return err
 	}
-	if meta := s.CachedInfo().Config.Metadata; f.Queue != "" && meta[metaQueue] != "" && meta[metaQueue] != f.Queue {
-		return fmt.Errorf("events: replay: stream %s on NATS at %s: %w (%s), not this one: read this queue's events from its own NATS",
-			stream, nc.ConnectedUrlRedacted(), ErrOtherQueue, meta[metaQueueAt])
+	if err := ofQueue(nc, s, f.Queue); err != nil {
+		return fmt.Errorf("events: replay: %w, not this one: read this queue's events from its own NATS", err)
 	}
 	state := s.CachedInfo().State
 	if state.Msgs == 0 {
 		return nil
 	}
-	cons, err := s.OrderedConsumer(ctx, f.consumerConfig())
+	// This queue's events start at from when the stream recorded another
+	// queue's before (ownStream): the times of events cannot tell them
+	// apart within the clock skew allowed.
+	from := uint64(0)
+	if meta := s.CachedInfo().Config.Metadata; f.Queue != "" && meta[metaQueue] == f.Queue {
+		from, _ = strconv.ParseUint(meta[metaQueueFrom], 10, 64)
+	}
+	if from > state.LastSeq {
+		return nil
+	}
+	cons, err := s.OrderedConsumer(ctx, f.consumerConfig(from))
 	if err != nil {
 		return fmt.Errorf("events: replay %s: %w", stream, err)
 	}
@@ -90,8 +100,33 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
 		return nil // nothing matches the subject filter and start
 	}
-	d := delivery{ctx: ctx, stream: stream, cons: cons, it: it, last: state.LastSeq, f: f, fn: fn}
+	d := delivery{ctx: ctx, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f, fn: fn}
 	return d.run()
+}
+
+// CheckStream refuses stream (DefaultStream when "") on nc when it records
+// the events of another queue than queue (Config.Queue), with an error
+// wrapping ErrOtherQueue that says where that queue is. A stream of queue,
+// one that names no queue, and a queue of "" pass; a missing stream is an
+// error wrapping jetstream.ErrStreamNotFound. One stream-info request.
+func CheckStream(ctx context.Context, nc *nats.Conn, stream, queue string) error {
+	s, err := openStream(ctx, nc, cmp.Or(stream, DefaultStream))
+	if err != nil {
+		return err
+	}
+	return ofQueue(nc, s, queue)
+}
+
+// ofQueue refuses s, a stream on nc, when it records the events of another
+// queue than queue: the one check of Replay and CheckStream.
+func ofQueue(nc *nats.Conn, s jetstream.Stream, queue string) error {
+	cfg := s.CachedInfo().Config
+	other := cfg.Metadata[metaQueue]
+	if queue == "" || other == "" || other == queue {
+		return nil
+	}
+	return fmt.Errorf("stream %s on NATS at %s: %w (%s; its /batches made in %s)",
+		cfg.Name, nc.ConnectedUrlRedacted(), ErrOtherQueue, cfg.Metadata[metaQueueAt], other)
 }
 
 // openStream finds the stream, with an error naming it when it is missing.
@@ -111,16 +146,21 @@ func openStream(ctx context.Context, nc *nats.Conn, stream string) (jetstream.St
 }
 
 // consumerConfig has the server deliver the filter's subject, from the
-// start or from a little before Since.
-func (f Filter) consumerConfig() jetstream.OrderedConsumerConfig {
+// start (or sequence from, when not 0) or from a little before Since;
+// delivery.take leaves out what comes before from.
+func (f Filter) consumerConfig(from uint64) jetstream.OrderedConsumerConfig {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{cmp.Or(f.Subject, SubjectAll)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
-	if !f.Since.IsZero() {
+	switch {
+	case !f.Since.IsZero():
 		start := f.Since.Add(-clockSkew)
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		cfg.OptStartTime = &start
+	case from > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = from
 	}
 	return cfg
 }
@@ -131,6 +171,7 @@ type delivery struct {
 	stream string
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
+	from   uint64 // the first sequence of the queue's events (0: any)
 	last   uint64 // the stream's last sequence when the replay began
 	f      Filter
 	fn     func(Event) error
@@ -181,7 +222,7 @@ func (d delivery) take(msg jetstream.Msg) (done bool, err error) {
 	if meta.Sequence.Stream > d.last {
 		return true, nil // recorded after the replay began
 	}
-	if e, err := decode(msg.Data()); err == nil && d.f.match(e) {
+	if e, err := decode(msg.Data()); err == nil && meta.Sequence.Stream >= d.from && d.f.match(e) {
 		if err := d.fn(e); err != nil {
 			return true, err
 		}

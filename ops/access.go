@@ -74,7 +74,7 @@ func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessVie
 	}
 	d, err := s.Inventory.Object(ctx, r.ARK)
 	if errors.Is(err, inventory.ErrNotFound) {
-		return AccessView{}, fmt.Errorf("object %s is not in the inventory: %w", r.ARK, queue.ErrNotFound)
+		return AccessView{}, queue.Missing("object %s is not in the inventory", r.ARK)
 	}
 	if err != nil {
 		return AccessView{}, err
@@ -134,7 +134,7 @@ func CheckAccessRequest(r AccessRequest) error {
 func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	vs := d.Versions
 	if len(vs) == 0 {
-		return 0, fmt.Errorf("object %s has no version in the inventory: %w", r.ARK, queue.ErrNotFound)
+		return 0, queue.Missing("object %s has no version in the inventory", r.ARK)
 	}
 	if r.Version == 0 && len(r.Files) == 0 {
 		var n int64
@@ -165,7 +165,7 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 		n += v.Files[j].Size
 	}
 	if len(missing) > 0 {
-		return 0, fmt.Errorf("object %s version %d has no file %s: %w", r.ARK, v.Version, strings.Join(missing, ", "), queue.ErrNotFound)
+		return 0, queue.Missing("object %s version %d has no file %s", r.ARK, v.Version, strings.Join(missing, ", "))
 	}
 	return n, nil
 }

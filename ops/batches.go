@@ -41,7 +41,7 @@ func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 		return err
 	}
 	if !made {
-		return fmt.Errorf("%s %s: no such %s (this queue has not made it): %w", what, id, what, queue.ErrNotFound)
+		return queue.Missing("%s %s: no such %s (this queue has not made it)", what, id, what)
 	}
 	return nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // ForgottenNote is what ForgetHost notes of a host taken out for good, and
@@ -21,8 +24,15 @@ type ForgottenNote struct {
 // ForgetHost notes that host is gone for good (decision 258): the daemons
 // have their NATS cluster drop its server, so that the event stream's
 // copies on it move to the hosts left and it no longer counts against the
-// cluster's quorum. Refused while a daemon of that name runs.
-func (s *Service) ForgetHost(ctx context.Context, host string) (Outcome, error) {
+// cluster's quorum. Refused while a daemon of that name runs, and, unless
+// force, for a name no daemon of this queue ever registered under (a
+// typo): a forgotten name stays listed, and has no undo.
+func (s *Service) ForgetHost(ctx context.Context, host string, force bool) (Outcome, error) {
+	if !force {
+		if err := s.checkKnownHost(ctx, host); err != nil {
+			return Outcome{}, err
+		}
+	}
 	note, err := json.Marshal(ForgottenNote{By: s.actor(ctx), At: time.Now().UTC().Truncate(time.Second)})
 	if err != nil {
 		return Outcome{}, err
@@ -56,4 +66,27 @@ func (s *Service) ForgottenHosts(ctx context.Context) ([]ForgottenHost, error) {
 		out = append(out, ForgottenHost{Name: h.Name, Since: h.Since.UTC(), By: note.By})
 	}
 	return out, nil
+}
+
+// checkKnownHost refuses a host name that no daemon of this queue ever
+// registered under, and that is not forgotten already, naming those that
+// are known. Daemons older than the record (/ingestq/known) left none:
+// --force forgets such a host.
+func (s *Service) checkKnownHost(ctx context.Context, host string) error {
+	known, err := s.Q.KnownHosts(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(known, host) {
+		return nil
+	}
+	if _, forgotten, err := s.Q.Forgotten(ctx, host); err != nil || forgotten {
+		return err // forgetting again rewrites the note
+	}
+	have := "none recorded yet"
+	if len(known) > 0 {
+		have = "known: " + strings.Join(known, ", ")
+	}
+	return queue.Advised(fmt.Errorf("%w: no daemon of this queue ever ran as host %q (%s)", queue.ErrRefused, host, have),
+		"`ingestq hosts` lists the live ones; --force forgets it anyway (a host that last ran before ingestq recorded host names)", "", "")
 }

@@ -41,8 +41,8 @@ func (s *Service) Profile(ctx context.Context, name string) (*profile.Profile, e
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("profile %q: no daemon on this queue has published it (published: %s): %w",
-			name, s.published(ctx), queue.ErrNotFound)
+		return nil, queue.Missing("profile %q: no daemon on this queue has published it (published: %s)",
+			name, s.published(ctx))
 	}
 	return p, nil
 }

@@ -173,7 +173,33 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it (published: %s; "+
 			"ingestq serve publishes the profiles of its --profiles folder at start)", name, s.published(ctx)))
 	}
+	served, err := s.servedProfiles(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the live daemons: %w", err)
+	}
+	if len(served) > 0 && !slices.ContainsFunc(served, func(h reactor.HostInfo) bool { return slices.Contains(h.Profiles, name) }) {
+		says := make([]string, len(served))
+		for i, h := range served {
+			says[i] = fmt.Sprintf("%s serves %s", h.Name, strings.Join(h.Profiles, ", "))
+		}
+		return invalid(fmt.Sprintf("submit: profile %q: no live daemon of this queue serves it (%s); a daemon that had it published it "+
+			"before it was restarted without it: submit for a profile they serve, or start a daemon whose --profiles has it",
+			name, strings.Join(says, "; ")))
+	}
 	return checkScheme(prof, sub)
+}
+
+// servedProfiles are the live daemons that say which profiles they serve
+// (their host nodes list them). None when no daemon runs (a batch waits
+// for one), or those that run say nothing: a pass-through daemon, one
+// older than the list, or another program's node (Merritt's daemons
+// publish no profile). The published profiles then decide alone.
+func (s *Service) servedProfiles(ctx context.Context) ([]reactor.HostInfo, error) {
+	hosts, _, err := s.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(hosts, func(h reactor.HostInfo) bool { return len(h.Profiles) == 0 }), nil
 }
 
 // checkScheme refuses a payload the profile's daemons would not fetch: a

@@ -54,6 +54,9 @@ type HostInfo struct {
 	// own (serve --nats-cluster), set by the reader from its route node
 	// (/ingestq/routes/<name>); none when it is not clustered.
 	NATSRoute string `json:"nats_route,omitempty"`
+	// Profiles are the profiles its pipeline serves (serve --profiles);
+	// none from a pass-through daemon, or one older than this field.
+	Profiles []string `json:"profiles,omitempty"`
 	// Seen is when the daemon last wrote its node (set by the reader from
 	// the node, not written): every 15 s while it lives, so an older one
 	// is a daemon dead or cut off whose session has not ended yet.
@@ -75,7 +78,7 @@ func (h HostInfo) Works(s queue.State) bool { return slices.Contains(h.States, s
 // hostInfo describes this daemon now.
 func (r *Reactor) hostInfo(since time.Time) HostInfo {
 	h := HostInfo{Name: r.cfg.Host, Version: r.cfg.Version, PID: os.Getpid(), Workers: map[string]int{},
-		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC(), HTTP: r.cfg.Advertise}
+		BatchWorkers: r.cfg.BatchWorkers, Since: since.UTC(), HTTP: r.cfg.Advertise, Profiles: r.cfg.Profiles}
 	for _, s := range JobStates {
 		if p, ok := r.pools[sigJob(s)].(*jobPool); ok {
 			h.States = append(h.States, string(s))

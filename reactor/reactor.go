@@ -52,6 +52,10 @@ type Config struct {
 	// Advertise is the URL other hosts reach this daemon's HTTP server
 	// at, in its host node; "" when it serves none.
 	Advertise string
+	// Profiles are the names of the profiles this daemon's pipeline
+	// serves, in its host node: submit refuses a profile no live daemon
+	// serves. None for a pass-through daemon.
+	Profiles []string
 
 	// Roles are the parts of the queue's work this daemon does (default
 	// AllRoles): it has a pool, and a watch, only for those, and never

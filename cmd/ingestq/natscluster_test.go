@@ -3,10 +3,12 @@
 package main_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os/exec"
@@ -501,9 +503,13 @@ func TestNATSClusterHostsReplacedOneByOne(t *testing.T) {
 	}
 }
 
-// cli runs an ingestq command on the rig's queue and returns its output.
+// cli runs an ingestq command on the rig's queue, its NATS the running
+// daemons' servers (with none, where nothing listens: not whatever
+// 127.0.0.1:4222 is), and returns its output.
 func (r *clusterRig) cli(args ...string) (string, error) {
-	out, err := exec.Command(ingestqBin, append([]string{"--zk", r.zk, "--zk-root", r.root}, args...)...).CombinedOutput()
+	url := cmp.Or(strings.Join(slices.Collect(maps.Values(r.listeners(r.live()...))), ","), "nats://127.0.0.1:1")
+	cmd := exec.Command(ingestqBin, append([]string{"--zk", r.zk, "--zk-root", r.root, "--nats", url}, args...)...)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -16,7 +16,8 @@
 //	/ingestq/minted/<jid>           each job's minted ARK until its job is done,
 //	/ingestq/hosts/<name>           the live daemons and their NATS routes (ephemeral),
 //	/ingestq/routes/<name>
-//	/ingestq/forgotten/<name>       and the hosts an operator took out for good
+//	/ingestq/forgotten/<name>       the hosts an operator took out for good,
+//	/ingestq/known/<name>           and every name a daemon registered under
 //
 // # The one door
 //

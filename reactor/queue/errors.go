@@ -97,6 +97,19 @@ func busy(format string, args ...any) error {
 	return busyError{fmt.Sprintf(format, args...)}
 }
 
+// missingError says in its own words that something does not exist; it
+// is an ErrNotFound without ending in "not found" a second time.
+type missingError struct{ msg string }
+
+func (e missingError) Error() string        { return e.msg }
+func (e missingError) Is(target error) bool { return target == ErrNotFound }
+
+// Missing is an ErrNotFound whose message, worded whole, already says so
+// ("no such batch", "is not in the inventory").
+func Missing(format string, args ...any) error {
+	return missingError{fmt.Sprintf(format, args...)}
+}
+
 func notFound(kind, id string) error {
 	return fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
 }

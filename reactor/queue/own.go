@@ -23,6 +23,7 @@ const (
 	mintedDir   = "/ingestq/minted"   // <jid> → the value minted for the job
 	hostsDir    = "/ingestq/hosts"    // <name> → a live daemon's description (ephemeral)
 	routesDir   = "/ingestq/routes"   // <name> → a live daemon's NATS route URL (ephemeral)
+	knownDir    = "/ingestq/known"    // <name> → nothing: a name a daemon registered under, ever (persistent)
 )
 
 // maxRepairs bounds how often one Mint remakes folders deleted under it, so
@@ -244,11 +245,24 @@ type Host struct {
 // creating it, or updating it when this session made it. A name another
 // live session holds is refused: two daemons with one name would be one
 // host to every reader.
+//
+// The name is also recorded for good under /ingestq/known (once per
+// Queue), so that `hosts forget` can tell a name this queue's daemons had
+// from a typo.
 func (q *Queue) RegisterHost(ctx context.Context, name string, data []byte) error {
 	if err := q.claimOwn(ctx, hostsDir, name, data); err != nil {
 		return fmt.Errorf("register host %s: %w", name, err)
 	}
+	if err := q.ensureDirs(ctx, knownDir+"/"+name); err != nil {
+		return fmt.Errorf("register host %s: record its name: %w", name, err)
+	}
 	return nil
+}
+
+// KnownHosts lists, sorted, the names daemons of this queue ever
+// registered under (since ingestq recorded them).
+func (q *Queue) KnownHosts(ctx context.Context) ([]string, error) {
+	return q.sortedChildren(ctx, knownDir)
 }
 
 // AnnounceRoute writes the route URL of this daemon's embedded NATS server

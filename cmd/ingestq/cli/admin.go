@@ -384,7 +384,8 @@ func sweepable(ctx context.Context, q *queue.Queue, gone func(jid string) (bool,
 // ops is the service layer on q, announcing actions on the daemon's NATS,
 // the user running the command as their actor.
 func (a *app) ops(q *queue.Queue) *ops.Service {
-	return &ops.Service{Q: q, Publish: a.publishBestEffort, Recorded: a.recorded, Actor: a.user()}
+	publish := func(ev events.Event) { a.publishBestEffort(q, ev) }
+	return &ops.Service{Q: q, Publish: publish, Recorded: a.recorded, Actor: a.user()}
 }
 
 // printOutcome prints what a change did, or returns its error.

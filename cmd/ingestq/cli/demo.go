@@ -93,6 +93,9 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 		return err
 	}
 	defer hosts.stop() // a second stop is a no-op
+	if f.keep {
+		defer a.printKept(dir, hosts)
+	}
 	natsURL := hosts.natsURL
 
 	a.step("Submit: %s/batch.checkm for profile demo, following it live", web.url)
@@ -207,6 +210,21 @@ func demoMade(name string) bool {
 }
 
 func (a *app) step(format string, args ...any) { a.println("\n== "+format, args...) }
+
+// printKept says, with --keep, where the demo's files stay and how to look
+// at them: the demo ends without a word of them otherwise.
+func (a *app) printKept(dir string, hosts *demoHosts) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for i, l := range logs {
+		logs[i] = filepath.Base(l)
+	}
+	a.step("Kept (--keep): what the demo made is in %s", dir)
+	a.println("  logs: %s", strings.Join(logs, ", "))
+	a.println("  storage: %s, an OCFL root (ls -R %s: each object, its versions and files)", hosts.storage, hosts.storage)
+	a.println("  inventory: %s (ingestq object --inventory %s ARK, for an ARK listed above)", hosts.inventory, hosts.inventory)
+	a.println("  ZooKeeper's data: %s", filepath.Join(dir, demoZooKeeper))
+	a.println("  remove it all with: rm -r %s", dir)
+}
 
 // printHoldings lists what the OCFL root dir and the bbolt inventory
 // file db hold.

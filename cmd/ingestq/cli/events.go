@@ -20,6 +20,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 const (
@@ -135,6 +136,10 @@ func (a *app) tailCommand() *cobra.Command {
 			}
 			defer nc.Close()
 			a.log.Debug("events tail: following", "subject", subject, "nats", a.natsURL())
+			if !a.json() {
+				// Nothing else is printed until an event comes: say what it waits for.
+				a.note("waiting for events on %s from %s; each is printed as it comes (Ctrl-C stops)", subject, nc.ConnectedUrlRedacted())
+			}
 			return asExit1(events.Tail(cmd.Context(), nc, subject, func(ev events.Event) {
 				if a.json() {
 					data, err := json.Marshal(ev)
@@ -391,19 +396,19 @@ func attrValue(v any) string {
 	return textValue(v, "null")
 }
 
-// publishBestEffort publishes an operator's action and the moves it made
-// (ops.Service.Publish). NATS unreachable or slow never changes the
+// publishBestEffort publishes an operator's action on q and the moves it
+// made (ops.Service.Publish). NATS unreachable or slow never changes the
 // command's outcome: the change is made in ZooKeeper, which is the truth.
 // But an operator's action whose event is not recorded is said on stderr
 // when the command ends (closeAdmin), naming the NATS it tried: the
 // record of who did what is lost for good (decision 245). A submission's
 // event alone is only logged at debug: a depositor's machine need not
 // reach the daemons' NATS.
-func (a *app) publishBestEffort(ev events.Event) {
+func (a *app) publishBestEffort(q *queue.Queue, ev events.Event) {
 	if ev.Host == "" {
 		ev.Host, _ = os.Hostname()
 	}
-	if err := a.publishAdmin(ev); err != nil {
+	if err := a.publishAdmin(q, ev); err != nil {
 		a.log.Debug("event not sent (daemons notice the change on their next rescan)",
 			"subject", ev.Subject(), "nats", a.natsURL(), "err", err)
 		a.admin.notSent(ev, err)
@@ -418,6 +423,9 @@ type adminPublisher struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	err error
+
+	checkOnce  sync.Once
+	otherQueue error // the stream records another queue's events: none is published
 
 	mu       sync.Mutex
 	lost     int   // events not recorded
@@ -437,10 +445,13 @@ func (p *adminPublisher) notSent(ev events.Event, err error) {
 	p.lastErr = err
 }
 
-func (a *app) publishAdmin(ev events.Event) error {
+func (a *app) publishAdmin(q *queue.Queue, ev events.Event) error {
 	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
 	if a.admin.err != nil {
 		return a.admin.err
+	}
+	if err := a.checkAdminStream(q); err != nil {
+		return err
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -457,6 +468,36 @@ func (a *app) publishAdmin(ev events.Event) error {
 		return err
 	}
 	return nil
+}
+
+// checkAdminStream refuses, once a command, a stream that records another
+// queue's events (events.CheckStream, as replay and the daemons check):
+// that queue's daemons would take this queue's actions as their own and
+// its replays show them under its ids (decision 385). A stream of no queue,
+// none, or a queue or stream that cannot be read is published to as
+// before: the publish says what went wrong.
+func (a *app) checkAdminStream(q *queue.Queue) error {
+	p := a.admin
+	p.checkOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), announceDial)
+		defer cancel()
+		id, err := q.Identity(ctx)
+		if err == nil {
+			err = events.CheckStream(ctx, p.nc, "", id)
+		}
+		if errors.Is(err, events.ErrOtherQueue) {
+			// The places may read the same (a ZooKeeper wiped, the same
+			// root): the identities tell the queues apart.
+			p.otherQueue = fmt.Errorf("%w, not this queue's (%s; its /batches made in %s)", err, a.queueAt(), id)
+		}
+	})
+	return p.otherQueue
+}
+
+// queueAt says where the queue is, for people: the stream's metadata
+// records it (events.Config.QueueAt).
+func (a *app) queueAt() string {
+	return fmt.Sprintf("ZooKeeper %s, root %s", a.zk, cmp.Or(a.root, "/"))
 }
 
 // recorded replays the recorded events (ops.Service.Recorded) on the admin
@@ -508,12 +549,17 @@ func (a *app) closeAdmin() {
 	}
 	why := fmt.Sprintf("NATS at %s did not take it; --nats or %s must name the daemon's NATS (its serve --nats-listen "+
 		"address, or the cluster its --nats names)", a.natsURL(), EnvNATS)
+	attrs := []any{"events_not_recorded", p.lost, "err", p.lastErr}
 	if refused := a.natsRefusal(p.lastErr); refused != "" {
 		why = refused
+	} else if errors.Is(p.lastErr, events.ErrOtherQueue) {
+		// The error is the whole why: not said twice.
+		why, attrs = fmt.Sprintf("%v; --nats or %s must name this queue's NATS (its daemons' serve --nats-listen address, "+
+			"or the cluster their --nats names)", p.lastErr, EnvNATS), attrs[:2]
 	} else if p.nc != nil && (errors.Is(p.lastErr, context.DeadlineExceeded) || errors.Is(p.lastErr, nats.ErrTimeout)) {
 		// It has the stream (else: no responders), which did not answer.
 		why = fmt.Sprintf("NATS at %s is up, but its event stream did not answer (a NATS cluster electing a stream leader, "+
 			"or one short of its quorum: see `ingestq hosts forget`; the daemons' /readyz says so)", a.natsURL())
 	}
-	a.log.Warn("the change is made, but its event is not recorded: "+why, "events_not_recorded", p.lost, "err", p.lastErr)
+	a.log.Warn("the change is made, but its event is not recorded: "+why, attrs...)
 }

@@ -190,8 +190,8 @@ func TestEventsNoNATS(t *testing.T) {
 }
 
 // tail runs `events tail` until an event published while it runs shows,
-// and returns its output.
-func tail(t *testing.T, d *daemon, ev events.Event, args ...string) string {
+// and returns its output and its stderr.
+func tail(t *testing.T, d *daemon, ev events.Event, args ...string) (string, string) {
 	t.Helper()
 	var out, errb logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -221,10 +221,7 @@ func tail(t *testing.T, d *daemon, ev events.Event, args ...string) string {
 	case <-time.After(20 * time.Second):
 		t.Fatal("tail did not end on cancel")
 	}
-	if errb.String() != "" {
-		t.Errorf("stderr %q", errb.String())
-	}
-	return out.String()
+	return out.String(), errb.String()
 }
 
 func TestEventsTail(t *testing.T) {
@@ -233,7 +230,11 @@ func TestEventsTail(t *testing.T) {
 	prio := 5
 	ev := events.Event{Kind: events.KindJob, JobID: "jid0000000042", BatchID: "bid0000000007",
 		From: "Downloading", To: "Processing", Priority: &prio, Message: "hello\nthere\x1b[2J\u202e"}
-	out := tail(t, d, ev)
+	out, stderr := tail(t, d, ev)
+	// Before any event, one line says what it waits for.
+	if want := "note: waiting for events on ingestq.> from " + d.bus.ClientURL() + "; each is printed as it comes (Ctrl-C stops)\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
 	first, _, _ := strings.Cut(out, "\n")
 	// A message's controls (a foreign writer's) are shown as escapes.
 	want := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d\d\d test  job jid0000000042 \(bid0000000007\)  Downloading → Processing  \[hello there\\u001b\[2J\\u202e\]  priority=5$`)
@@ -243,7 +244,10 @@ func TestEventsTail(t *testing.T) {
 
 	// -o json, on a narrower subject: one event a line.
 	ev.JobID = "jid0000000043"
-	out = tail(t, d, ev, "-o", "json", "ingestq.job.processing.*")
+	out, stderr = tail(t, d, ev, "-o", "json", "ingestq.job.processing.*")
+	if stderr != "" {
+		t.Errorf("tail -o json: stderr %q", stderr)
+	}
 	first, _, _ = strings.Cut(out, "\n")
 	var got events.Event
 	if err := json.Unmarshal([]byte(first), &got); err != nil || got.JobID != ev.JobID || got.To != "Processing" || got.Host != "test" ||

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,9 +35,22 @@ func run(t *testing.T, root string, args ...string) (stdout, stderr string, code
 	return runEnv(t, nil, append([]string{"--zk", zktest.Shared(t).Addr, "--zk-root", root}, args...)...)
 }
 
-// runEnv runs the CLI with exactly args and the environment env.
+// noNATS is where a test's CLI looks for events unless it names a NATS:
+// where nothing listens. The default, 127.0.0.1:4222, may be a developer's
+// own daemon, whose stream and subscribers a test has no business with.
+const noNATS = "nats://127.0.0.1:1"
+
+// runEnv runs the CLI with args and the environment env; a command that
+// names no NATS (--nats, or INGESTQ_NATS in env) gets noNATS, but serve,
+// which embeds its own.
 func runEnv(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	namesNATS := env[cli.EnvNATS] != "" || slices.ContainsFunc(args, func(a string) bool {
+		return a == "--nats" || strings.HasPrefix(a, "--nats=") || a == "serve"
+	})
+	if !namesNATS {
+		args = append([]string{"--nats", noNATS}, args...)
+	}
 	var out, errb bytes.Buffer
 	code = cli.Run(t.Context(), args, &out, &errb, func(k string) string { return env[k] })
 	stdout, stderr = out.String(), errb.String()

@@ -311,7 +311,7 @@ func TestShowJob(t *testing.T) {
 
 	_, stderr, code := f.run("show", "jid0000099999")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "jid0000099999", "not found")
+	wantErrLine(t, stderr, "jid0000099999", "no such job")
 }
 
 // show tells a job or batch the queue removed (delete --purge) from one

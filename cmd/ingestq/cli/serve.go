@@ -292,7 +292,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		Cluster: f.natsCluster, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
-		Queue: queueID, QueueAt: fmt.Sprintf("ZooKeeper %s, root %s", a.zk, cmp.Or(a.root, "/"))})
+		Queue: queueID, QueueAt: a.queueAt()})
 	defer bus.Close()
 	if web != nil {
 		defer web.Close() // before the bus's: requests end before it goes
@@ -325,6 +325,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		}
 		defer ing.Close()
 		p, inv, profiles, auditor = ing, ing.Inventory(), set, ing.Auditor()
+		rcfg.Profiles = set.Names()
 		if web != nil {
 			web.Handle(handlers.HandoffPrefix, ing.Handoff())
 		}
