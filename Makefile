@@ -7,7 +7,7 @@ BENCHTIME ?= 3s
 BENCH_SHORT ?=
 bench_flags = $(if $(BENCH_SHORT),-short -benchtime 1x -count 1,$(1))
 
-.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-cluster bench-big fmt
+.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ test: deps ## install what the tests start if missing, then vet and every test w
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-cluster bench-big ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
+bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
 
 bench-queue: ## queue transitions and lifecycles beside raw multi() (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . $(call bench_flags,-benchtime $(BENCHTIME) -count 3) ./reactor/queue/
@@ -64,6 +64,9 @@ bench-place: ## S3 place PUTs beside plain minio-go PUTs into the same versitygw
 
 bench-api: ## the status of a 1,000-job batch beside a raw ZooKeeper read of its nodes; SSE fan-out to 100 clients beside raw NATS (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . $(call bench_flags,-benchtime 20x -count 3) ./api/
+
+bench-audit: ## an audit of 200 objects in two local OCFL roots, without and with fixity (and record), beside reading and hashing the same content files (PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench Audit $(call bench_flags,-benchtime 3x -count 3) ./handlers/audit/
 
 bench-cluster: ## throughput of one host against three, real daemons on a ZooKeeper ensemble, S3 and PostgreSQL (PERFORMANCE.md; left out with BENCH_SHORT)
 	$(if $(BENCH_SHORT),@echo "bench-cluster: left out of the short run (real processes on an ensemble)",INGESTQ_TEST_NORACE=1 $(GO) test -run '^$$' -bench Cluster -benchtime 3x ./cmd/ingestq/)

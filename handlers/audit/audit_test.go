@@ -36,7 +36,7 @@ const profile = "demo"
 // bench is an inventory and the storage targets of profile demo, a
 // primary and a replica (OCFL roots), with the audit over them.
 type bench struct {
-	t       *testing.T
+	t       testing.TB
 	inv     inventory.Handle
 	targets []string // URLs, the primary first
 	stores  []*ocfl.Store
@@ -46,7 +46,7 @@ type bench struct {
 
 // newBench opens the inventory at invURL ("" for a bbolt file of the
 // test's) and the OCFL roots at targets.
-func newBench(t *testing.T, invURL string, targets ...string) *bench {
+func newBench(t testing.TB, invURL string, targets ...string) *bench {
 	t.Helper()
 	inv, err := inventory.Open(t.Context(), invURL, filepath.Join(t.TempDir(), "inventory.db"), nil)
 	if err != nil {
