@@ -407,7 +407,7 @@ func (b *Bus) moveAloneEvents(ctx context.Context) error {
 	return nil
 }
 
-// copyEvents publishes every event of the stream on from into the
+// copyEvents publishes this queue's events of the stream on from into the
 // cluster's, and waits for every acknowledgement.
 func (b *Bus) copyEvents(ctx context.Context, from *nats.Conn) (int, error) {
 	var mu sync.Mutex
@@ -422,8 +422,16 @@ func (b *Bus) copyEvents(ctx context.Context, from *nats.Conn) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// This queue's events only: a store taken over from another queue
+	// (ownStream) starts this queue's at metaQueueFrom, which the cluster's
+	// stream does not have, so the old queue's would pass for this one's.
+	// A store of another queue altogether is moved whole, as before.
+	only := Filter{Queue: b.cfg.Queue}
+	if errors.Is(CheckStream(ctx, from, b.cfg.Stream, only.Queue), ErrOtherQueue) {
+		only.Queue = ""
+	}
 	n := 0
-	err = Replay(ctx, from, b.cfg.Stream, Filter{}, func(e Event) error {
+	err = Replay(ctx, from, b.cfg.Stream, only, func(e Event) error {
 		data, err := marshal(e)
 		if err == nil {
 			_, err = to.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: data}, jetstream.WithMsgID(e.ID))

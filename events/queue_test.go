@@ -129,6 +129,36 @@ func TestEmbeddedStreamOfAnotherQueueIsTakenOver(t *testing.T) {
 	}
 }
 
+// A data folder taken over while its server ran alone, then clustered:
+// what it recorded alone moves into the cluster's stream without the old
+// queue's events, which the alone stream's first sequence of the new
+// queue (metaQueueFrom) left out of its replays; the cluster's stream is
+// a new one, with no such sequence.
+func TestTakenOverStoreMovesOnlyItsQueuesEventsIntoTheCluster(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	queue := func(id string) func(*Config) {
+		return func(c *Config) { c.DataDir, c.Queue, c.QueueAt = dir, id, "ZooKeeper zk:2181, root /" }
+	}
+	old := openMemberWith(t, "a", queue("A"))
+	publishN(t, old, "bid-of-A", 2)
+	_ = old.Close()
+	a := openMemberWith(t, "a", queue("B"))
+	publishN(t, a, "bid-of-B", 1)
+	if got := replay(t, connect(t, a.ClientURL()), Filter{Queue: "B"}); len(got) != 1 {
+		t.Fatalf("alone, replay of B: %d events, want B's one", len(got))
+	}
+	b := openMemberWith(t, "b", func(c *Config) { c.Queue, c.QueueAt = "B", "ZooKeeper zk:2181, root /" }, a)
+	a.SetRoutes([]string{b.route})
+	flush(t, a.Bus) // after the join and the move of what a recorded alone
+	for _, e := range replay(t, connect(t, b.ClientURL()), Filter{Queue: "B"}) {
+		if e.BatchID != "bid-of-B" {
+			t.Errorf("clustered, replay of B has queue A's event %+v", e)
+		}
+	}
+	wantSeen(t, b, map[string]int{"a": 1})
+}
+
 // Two daemons that open their buses at the same instant on a NATS with no
 // stream yet. Two queues': exactly one creates the stream, naming its
 // queue; the other is refused at once, as when the stream was there before,

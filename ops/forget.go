@@ -69,9 +69,10 @@ func (s *Service) ForgottenHosts(ctx context.Context) ([]ForgottenHost, error) {
 }
 
 // checkKnownHost refuses a host name that no daemon of this queue ever
-// registered under, and that is not forgotten already, naming those that
-// are known. Daemons older than the record (/ingestq/known) left none:
-// --force forgets such a host.
+// registered under, and that is neither forgotten already nor live,
+// naming those that are known. Daemons older than the record
+// (/ingestq/known) left none: a live one is refused as running, by
+// Queue.ForgetHost; --force forgets one gone.
 func (s *Service) checkKnownHost(ctx context.Context, host string) error {
 	known, err := s.Q.KnownHosts(ctx)
 	if err != nil {
@@ -82,6 +83,9 @@ func (s *Service) checkKnownHost(ctx context.Context, host string) error {
 	}
 	if _, forgotten, err := s.Q.Forgotten(ctx, host); err != nil || forgotten {
 		return err // forgetting again rewrites the note
+	}
+	if _, live, _, err := s.Q.LiveHost(ctx, host); err != nil || live {
+		return err // a daemon older than the record: refused as running
 	}
 	have := "none recorded yet"
 	if len(known) > 0 {

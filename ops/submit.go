@@ -193,13 +193,23 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 // (their host nodes list them). None when no daemon runs (a batch waits
 // for one), or those that run say nothing: a pass-through daemon, one
 // older than the list, or another program's node (Merritt's daemons
-// publish no profile). The published profiles then decide alone.
+// publish no profile). The published profiles then decide alone. The
+// host nodes only, not Hosts' routes too: two ZooKeeper round trips a
+// check, not four.
 func (s *Service) servedProfiles(ctx context.Context) ([]reactor.HostInfo, error) {
-	hosts, _, err := s.Hosts(ctx)
+	hosts, err := s.Q.Hosts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(hosts, func(h reactor.HostInfo) bool { return len(h.Profiles) == 0 }), nil
+	var served []reactor.HostInfo
+	for _, h := range hosts {
+		var info reactor.HostInfo
+		if json.Unmarshal(h.Data, &info) == nil && len(info.Profiles) > 0 {
+			info.Name = h.Name
+			served = append(served, info)
+		}
+	}
+	return served, nil
 }
 
 // checkScheme refuses a payload the profile's daemons would not fetch: a

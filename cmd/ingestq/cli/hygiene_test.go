@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -48,8 +50,8 @@ func TestSubmitRefusesAProfileNoLiveDaemonServes(t *testing.T) {
 // forgets a host that ran, and, with --force, any name.
 func TestForgetRefusesAHostThatNeverRan(t *testing.T) {
 	t.Parallel()
-	zk, root := zktest.Shared(t).Addr, zktest.Root(t)
-	wantCode(t, serve(t, zk, root, "--host", "vm").stop(), 0)
+	root := zktest.Root(t)
+	wantCode(t, serve(t, zktest.Shared(t).Addr, root, "--host", "vm").stop(), 0)
 	_, stderr, code := run(t, root, "hosts", "forget", "vn")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, `host "vn"`, "known: vm", "--force")
@@ -58,6 +60,15 @@ func TestForgetRefusesAHostThatNeverRan(t *testing.T) {
 	if strings.Contains(out, "vn") {
 		t.Errorf("hosts after a refused forget:\n%s", out)
 	}
+	// A daemon of the release before the record runs (a rolling upgrade):
+	// its host node is there, its name is not recorded. It is refused as
+	// running, not as a name that never ran.
+	if _, err := zktest.Connect(t).Create(root+"/ingestq/hosts/older", []byte(`{"version":"older"}`), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = run(t, root, "hosts", "forget", "older")
+	wantCode(t, code, 1)
+	wantErrLine(t, stderr, "host older is running", "stop its daemon first")
 	out, _, code = run(t, root, "hosts", "forget", "vm")
 	wantCode(t, code, 0)
 	if !strings.Contains(out, "forgot host vm") {
