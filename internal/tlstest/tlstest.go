@@ -65,8 +65,8 @@ type issued struct {
 }
 
 // issue makes a certificate from tmpl, named name, valid for an hour either
-// side of now unless tmpl says when, signed by parent (nil: by itself), and writes it and its key
-// in dir as name.pem and name-key.pem.
+// side of now unless tmpl says when (NotAfter), signed by parent (nil: by
+// itself), and writes it and its key in dir as name.pem and name-key.pem.
 func issue(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *issued) issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

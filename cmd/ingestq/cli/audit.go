@@ -161,15 +161,17 @@ type auditShown struct {
 // audit runs the audit at the API and shows it: exit 1 with findings, or
 // when it ended early; 130 when stopped.
 func (a *app) audit(ctx context.Context, src *apiObjects, query string, q auditQuery) error {
+	s := &auditShown{a: a, q: q, start: time.Now(), done: q.after}
 	resp, err := src.open(ctx, query, "audit")
-	if errors.Is(err, inventory.ErrNotFound) {
+	switch {
+	case err != nil && ctx.Err() != nil: // Ctrl-C before the answer's first line, which its headers wait for
+		return s.stopped()
+	case errors.Is(err, inventory.ErrNotFound):
 		return fmt.Errorf("the daemon's API at %s has no audit (a daemon older than this ingestq?)", src.base)
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	defer resp.Body.Close()
-	s := &auditShown{a: a, q: q, start: time.Now(), done: q.after}
 	if !a.json() && isTerminal(a.stdout) {
 		s.p = newProgressLine(a.stdout, true, "")
 		out := a.stdout
@@ -186,6 +188,7 @@ func (a *app) audit(ctx context.Context, src *apiObjects, query string, q auditQ
 	for sc.Scan() {
 		sum, err := s.line(sc.Bytes())
 		if err != nil {
+			s.ended("ended")
 			return err
 		}
 		if sum != nil {
@@ -199,6 +202,7 @@ func (a *app) audit(ctx context.Context, src *apiObjects, query string, q auditQ
 	if err == nil {
 		err = errors.New("the answer ended")
 	}
+	s.ended("cut")
 	return fmt.Errorf("the audit's answer from %s was cut before its summary: %v; %s", src.base, err, s.takeUp())
 }
 
@@ -273,8 +277,7 @@ func (s *auditShown) last(text string) {
 		return
 	}
 	s.unfollow()
-	s.p.draw(text, time.Now(), true)
-	s.p.end()
+	s.p.endWith(text)
 }
 
 // draw shows the counts on the progress line, at most every progressTick
@@ -362,13 +365,21 @@ func (s *auditShown) summary(sum auditSummary) error {
 // stopped ends an audit the user stopped (Ctrl-C): the counts so far, and
 // how to go on.
 func (s *auditShown) stopped() error {
-	if !s.a.json() {
-		s.mu.Lock()
-		seen := s.seen
-		s.mu.Unlock()
-		s.last("stopped after " + s.countsText(seen, 10*time.Millisecond) + " (the daemon's last counts)")
-	}
+	s.ended("stopped")
 	return &exitError{code: exitInterrupted, err: fmt.Errorf("audit stopped; %s", s.takeUp())}
+}
+
+// ended shows the counts so far ("stopped after …", "cut after …") when
+// the answer ends before its summary: on a terminal in place of the
+// progress line, which would otherwise stay, still "auditing".
+func (s *auditShown) ended(how string) {
+	if s.a.json() {
+		return
+	}
+	s.mu.Lock()
+	seen := s.seen
+	s.mu.Unlock()
+	s.last(how + " after " + s.countsText(seen, 10*time.Millisecond) + " (the daemon's last counts)")
 }
 
 // takeUp says how to go on from where the audit ended.
@@ -378,6 +389,8 @@ func (s *auditShown) takeUp() string {
 		return "audit those ARKs again"
 	case s.done == "":
 		return "no object was audited in full: run the audit again"
+	case s.done == s.q.after: // the --after given, not audited here
+		return "no object was audited in full: " + s.resume(s.done) + " takes it up"
 	}
 	return "the last object audited in full is " + s.done + ": " + s.resume(s.done) + " takes it up"
 }

@@ -251,25 +251,28 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 	args := func(api string) []string {
 		return []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "audit", "--api", api}
 	}
-	_, stderr, code := runEnv(t, nil, args(replay(len(lines)-1, false))...)
+	out, stderr, code := runEnv(t, nil, args(replay(len(lines)-1, false))...)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "cut before its summary", "ingestq audit --after "+done+" takes it up")
+	if !strings.Contains(out, "\ncut after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
+		t.Errorf("cut: stdout does not end with the counts so far:\n%s", out)
+	}
 	_, stderr, code = runEnv(t, nil, args(replay(2, false))...) // in the first object's findings
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "cut before its summary", "no object was audited in full: run the audit again")
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	var out, errb logtest.Buffer
+	var outb, errb logtest.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), &out, &errb, func(string) string { return "" })
+		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), &outb, &errb, func(string) string { return "" })
 	}()
-	out.WaitFor(t, "fixity-failed: ") // the last finding: the answer now waits
+	outb.WaitFor(t, "fixity-failed: ") // the last finding: the answer now waits
 	stop()
 	wantCode(t, <-exited, 130)
-	if !strings.Contains(out.String(), "\nstopped after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
-		t.Errorf("stopped: stdout does not end with the counts so far:\n%s", out.String())
+	if !strings.Contains(outb.String(), "\nstopped after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
+		t.Errorf("stopped: stdout does not end with the counts so far:\n%s", outb.String())
 	}
 	wantErrLine(t, errb.String(), "audit stopped", "ingestq audit --after "+done+" takes it up")
 
@@ -285,8 +288,9 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), tty, &errb, func(string) string { return "" })
 	}()
 	// waitScreen waits until the terminal's last line starts with what
-	// (a terminal tells no event: its screen is read again).
-	waitScreen := func(what string, exit bool) []string {
+	// (a terminal tells no event: its screen is read again); exit is the
+	// exit code the command may end with meanwhile (0: none).
+	waitScreen := func(what string, exit int) []string {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 			shown := screen()
@@ -295,11 +299,11 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 			}
 			select {
 			case code := <-exited:
-				if !exit {
+				if exit == 0 {
 					t.Fatalf("audit exited %d before the terminal showed %q:\n%s", code, what, strings.Join(shown, "\n"))
 				}
-				exit, exited = false, nil
-				wantCode(t, code, 130)
+				wantCode(t, code, exit)
+				exit, exited = 0, nil
 			default:
 			}
 			if time.Now().After(deadline) {
@@ -307,27 +311,73 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 			}
 		}
 	}
-	waitScreen("auditing: 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ", false)
+	waitScreen("auditing: 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ", 0)
 	stop()
-	shown := waitScreen("stopped after 0 objects", true)
+	shown := waitScreen("stopped after 0 objects", 130)
 	if exited != nil {
 		wantCode(t, <-exited, 130)
 	}
-	t.Logf("the terminal shows:\n%s", strings.Join(shown, "\n"))
-	kinds, found := regexp.MustCompile(`(file-missing|fixity-failed): `), 0
-	for _, l := range shown {
-		if m := kinds.FindAllStringIndex(l, -1); len(m) > 0 {
-			found += len(m)
-			if len(m) > 1 || m[0][0] != 0 {
-				t.Errorf("line %q: a finding sharing its line", l)
+	// wantScreen wants the findings each on a line of its own, no progress
+	// line left, and last the counts so far, ended how.
+	wantScreen := func(shown []string, how string) {
+		t.Helper()
+		t.Logf("the terminal shows:\n%s", strings.Join(shown, "\n"))
+		kinds, found := regexp.MustCompile(`(file-missing|fixity-failed): `), 0
+		for _, l := range shown {
+			if m := kinds.FindAllStringIndex(l, -1); len(m) > 0 {
+				found += len(m)
+				if len(m) > 1 || m[0][0] != 0 {
+					t.Errorf("line %q: a finding sharing its line", l)
+				}
+			}
+			if strings.Contains(l, "auditing:") {
+				t.Errorf("line %q: the progress line left on the screen", l)
 			}
 		}
-		if strings.Contains(l, "auditing:") {
-			t.Errorf("line %q: the progress line left on the screen", l)
+		if found != len(lines)-1 || !strings.HasPrefix(shown[len(shown)-2], how+" after 0 objects") || shown[len(shown)-1] != "" {
+			t.Errorf("the terminal: want the %d findings, each on its own line, then the counts so far (%s)", len(lines)-1, how)
 		}
 	}
-	if found != len(lines)-1 || !strings.HasPrefix(shown[len(shown)-2], "stopped after 0 objects") || shown[len(shown)-1] != "" {
-		t.Errorf("the terminal: want the %d findings, each on its own line, then the counts so far", len(lines)-1)
+	wantScreen(shown, "stopped")
+
+	// Cut, the counts so far take the progress line's place too.
+	tty, screen = auditTerminal(t)
+	exited = make(chan int, 1)
+	go func() {
+		exited <- cli.Run(t.Context(), args(replay(len(lines)-1, false)), tty, &errb, func(string) string { return "" })
+	}()
+	shown = waitScreen("cut after 0 objects", 1)
+	if exited != nil {
+		wantCode(t, <-exited, 1)
+	}
+	wantScreen(shown, "cut")
+}
+
+// Ctrl-C before the answer's first line (its headers wait for it: a
+// daemon's first object can take seconds) stops the audit as it does
+// later, exit 130 with how to go on, not an API that "does not answer".
+func TestAuditStoppedBeforeItsAnswer(t *testing.T) {
+	t.Parallel()
+	asked := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(asked)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var out, errb logtest.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", "/ingestq-test-none", "audit", "--api", srv.URL + "/api/v1",
+			"--after", "ark:/99999/fk4a"}, &out, &errb, func(string) string { return "" })
+	}()
+	<-asked
+	stop()
+	wantCode(t, <-exited, 130)
+	wantErrLine(t, errb.String(), "audit stopped; no object was audited in full: ingestq audit --after ark:/99999/fk4a takes it up")
+	if strings.Contains(errb.String(), "does not answer") || !strings.HasPrefix(out.String(), "stopped after 0 objects, ") {
+		t.Errorf("stopped before the answer: stdout %q, stderr %q; want the counts so far, and no API that does not answer", out.String(), errb.String())
 	}
 }
 

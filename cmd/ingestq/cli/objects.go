@@ -229,6 +229,9 @@ func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Respons
 		req.Header.Set("Authorization", "Bearer "+o.token)
 	}
 	resp, err := o.client.Do(req)
+	if err != nil && ctx.Err() != nil {
+		return nil, err // stopped (Ctrl-C), not an API that does not answer: the other APIs are not asked
+	}
 	if why := untrusted(err); why != "" {
 		// The daemon answered: its certificate is what to fix, not its address.
 		return nil, fmt.Errorf("the daemon's API at %s answers with a certificate this machine does not accept: %s (%w)", o.base, why, err)
@@ -282,8 +285,10 @@ func untrusted(err error) string {
 		return "it is not for the host --api names: give --api a name the certificate has"
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return "it has expired, or is not valid yet: the daemon's operator renews it (serve --tls-cert), or this machine's clock is wrong"
-	case errors.As(err, &invalid):
+	case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
 		return "it is not one for a server: the daemon's operator gives serve another --tls-cert"
+	case errors.As(err, &invalid): // a chain this machine refuses: Go's reason follows
+		return "it is not valid here: the daemon's operator gives serve another --tls-cert"
 	}
 	return ""
 }

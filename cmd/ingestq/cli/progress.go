@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // progress is what a waiting submit's progress line shows.
@@ -79,13 +80,17 @@ type progressLine struct {
 	decile int       // of the last line (not a terminal)
 	shown  string    // the text on the terminal's line, when open
 	open   bool      // a terminal line without its newline
+	// cols gives the terminal's width (0: unknown): a line drawn wider
+	// wraps, and "\r" then goes back to its last row alone, leaving the
+	// rows above on the screen at each redraw.
+	cols func() int
 }
 
 // eraseLine is the terminal's "erase to the end of the line".
 const eraseLine = "\x1b[K"
 
 func newProgressLine(w io.Writer, tty bool, bid string) *progressLine {
-	return &progressLine{w: w, tty: tty, bid: bid, decile: -1, last: time.Now()}
+	return &progressLine{w: w, tty: tty, bid: bid, decile: -1, last: time.Now(), cols: func() int { return termWidth(w) }}
 }
 
 // Write puts other output on lines of its own (see progressLine).
@@ -127,16 +132,43 @@ func (p *progressLine) update(n progress, now time.Time, force bool) {
 	}
 }
 
-// draw shows text as the terminal's line, at most every progressTick
-// unless force: submit's, and the audit's.
+// draw shows text as the terminal's line, cut to its width, at most every
+// progressTick unless force: submit's, and the audit's.
 func (p *progressLine) draw(text string, now time.Time, force bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if text == p.shown || !force && now.Sub(p.last) < progressTick {
+	if !force && now.Sub(p.last) < progressTick {
+		return
+	}
+	if cols := p.cols(); cols > 1 { // asked at each draw: the terminal may be resized
+		text = fitColumns(text, cols-1) // the last column left free: a line that fills it wraps on some terminals
+	}
+	if text == p.shown {
 		return
 	}
 	fmt.Fprintf(p.w, "\r%s%s", text, eraseLine)
 	p.open, p.shown, p.last = true, text, now
+}
+
+// fitColumns is text cut to at most n characters, with "…" last when cut.
+func fitColumns(text string, n int) string {
+	if utf8.RuneCountInString(text) <= n {
+		return text
+	}
+	r := []rune(text)
+	return string(r[:n-1]) + "…"
+}
+
+// endWith puts text, whole, in the place of a terminal's progress line,
+// and finishes it: a command's last line.
+func (p *progressLine) endWith(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open {
+		_, _ = io.WriteString(p.w, "\r"+eraseLine)
+	}
+	_, _ = io.WriteString(p.w, text+"\n")
+	p.open, p.shown = false, ""
 }
 
 // end finishes a terminal's progress line.

@@ -65,3 +65,21 @@ func TestTallyProgress(t *testing.T) {
 		t.Fatalf("%+v: want 2 finished, 1 of them failed", n)
 	}
 }
+
+// On a terminal narrower than the progress line, the line is cut to its
+// width (a wrapped line is redrawn from its last row, leaving the rows
+// above at each draw); the command's last line, in its place, stays whole.
+func TestProgressLineFitsTheTerminal(t *testing.T) {
+	var b strings.Builder
+	p := newProgressLine(&b, true, "")
+	p.cols = func() int { return 20 }
+	p.draw("auditing: 3 objects, 3 versions, 12 files", time.Now(), true)
+	if want := "\rauditing: 3 object…" + eraseLine; b.String() != want {
+		t.Errorf("drawn %q on 20 columns, want %q", b.String(), want)
+	}
+	b.Reset()
+	p.endWith("audited 3 objects, 3 versions, 12 files")
+	if want := "\r" + eraseLine + "audited 3 objects, 3 versions, 12 files\n"; b.String() != want {
+		t.Errorf("the last line %q, want %q", b.String(), want)
+	}
+}

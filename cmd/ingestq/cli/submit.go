@@ -566,18 +566,23 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 	if err != nil {
 		return fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, err)
 	}
-	type failedJob struct {
-		JID string `json:"jid"`
-		// The job's object: its local ids, and its ARK once one was given
-		// (which object to fix and send again), as completed jobs show theirs.
-		ARK      string   `json:"ark"`
-		LocalIDs []string `json:"local_id"`
-		Message  string   `json:"message"`
-	}
+	// object is a job's object: its local ids, and its ARK once one was
+	// given; a failed job's too (which object to fix and send again).
 	type object struct {
 		JID      string   `json:"jid"`
 		ARK      string   `json:"ark"`
 		LocalIDs []string `json:"local_id"`
+	}
+	objectOf := func(jid string, id *queue.Identifiers) object {
+		o := object{JID: jid, LocalIDs: []string{}}
+		if id != nil {
+			o.ARK, o.LocalIDs = id.PrimaryID, append(o.LocalIDs, id.LocalIDs...)
+		}
+		return o
+	}
+	type failedJob struct {
+		object
+		Message string `json:"message"`
 	}
 	successful, failed, objects := []string{}, []failedJob{}, []object{}
 	if b.Report != nil {
@@ -587,25 +592,16 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 			return fmt.Errorf("batch %s reported %s, but its jobs' identifiers cannot be read: %w", bid, to, err)
 		}
 		for _, jid := range successful {
-			o := object{JID: jid, LocalIDs: []string{}}
-			if id := ids[jid]; id != nil {
-				o.ARK = id.PrimaryID
-				o.LocalIDs = append(o.LocalIDs, id.LocalIDs...)
-			}
-			objects = append(objects, o)
+			objects = append(objects, objectOf(jid, ids[jid]))
 		}
 		for _, jid := range b.Report.FailedJobs {
-			f := failedJob{JID: jid, LocalIDs: []string{}}
-			id := b.Report.FailedObjects[jid]
+			id, msg := b.Report.FailedObjects[jid], ""
 			if j, err := q.LoadJob(ctx, jid); err != nil {
-				f.Message = "(cannot read the job: " + err.Error() + ")"
+				msg = "(cannot read the job: " + err.Error() + ")"
 			} else {
-				f.Message, id = j.Status.Message, cmp.Or(j.Identifiers, id)
+				msg, id = j.Status.Message, cmp.Or(j.Identifiers, id)
 			}
-			if id != nil {
-				f.ARK, f.LocalIDs = id.PrimaryID, append(f.LocalIDs, id.LocalIDs...)
-			}
-			failed = append(failed, f)
+			failed = append(failed, failedJob{objectOf(jid, id), msg})
 		}
 	}
 	if a.json() {
