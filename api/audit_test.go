@@ -81,6 +81,39 @@ func storeRecorded(t *testing.T, st *ocfl.Store, inv inventory.Inventory, ark st
 		Files: []inventory.FileRow{{Name: "a.txt", Size: 5, SHA256: sum}}}))
 }
 
+// The answer's status and headers go out at once: the client has its 200
+// while the only object's audit still waits, not with the first line.
+func TestAuditAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	st, _, inv := auditedStore(t)
+	ark := "ark:/99999/fk4a"
+	storeRecorded(t, st, inv, ark)
+	open := make(chan struct{})
+	defer close(open)
+	target := audit.Target{Name: "the-root", URL: "the-root", Store: gated{Store: st, ark: ark, open: open}}
+	b := setup(t, func(o *options) {
+		o.audit = &audit.Auditor{Inventory: inv, Targets: func(context.Context, string) ([]audit.Target, error) {
+			return []audit.Target{target}, nil
+		}}
+	})
+	// Without the headers sent at once they come with the first line: the
+	// progress line, after audit.Defaults.Every (10 s). Half of that bounds
+	// the wait for a failure; the answer comes in milliseconds.
+	ctx, cancel := context.WithTimeout(t.Context(), audit.Defaults.Every/2)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", b.base+"audit?ark="+ark, nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the object's audit waits: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+}
+
 // GET /audit streams NDJSON: the damaged object's finding comes (flushed)
 // while the next object's audit still waits, and a summary line ends it.
 // A bad query is a 400 naming the parameter; a read token is refused; a

@@ -86,8 +86,9 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	}
 }
 
-// startStream starts an answer of contentType that goes out as it is
-// written (the caller flushes): no cache nor proxy holds it. Its context
+// startStream starts an answer of contentType, its headers sent at once,
+// that goes out as it is written (the caller flushes): no cache nor proxy
+// holds it. Its context
 // ends with the request, with the daemon, or with cancel.
 func (a *API) startStream(w http.ResponseWriter, r *http.Request, contentType string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
@@ -97,6 +98,9 @@ func (a *API) startStream(w http.ResponseWriter, r *http.Request, contentType st
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
 	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush() // the client has its 200 before the first line, which may take a while
+	}
 	return ctx, func() { stop(); cancel() }
 }
 
