@@ -9,7 +9,9 @@ import (
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // The daemon's audit: an object the pipeline stored is audited at each
@@ -60,5 +62,40 @@ func TestPipelineAuditsItsProfilesTargets(t *testing.T) {
 	}
 	if sum.Objects != 2 || sum.BytesRead == 0 {
 		t.Errorf("summary %+v, want 2 objects, the copy of one in the primary read", sum)
+	}
+}
+
+// An object recorded only in its profile's own inventory (PostgreSQL) is
+// audited by the daemon's audit: its replica's loss is found.
+func TestPipelineAuditsAProfilesOwnInventory(t *testing.T) {
+	t.Parallel()
+	primary, replica := t.TempDir(), t.TempDir()
+	own := profile.Default()
+	own.Inventory = pgtest.NewDatabase(t, pgtest.Start(t))
+	r := newRig(t, own, withStorage(primary, replica))
+	one := object{"a.txt": []byte("one")}
+	j := r.deposit("/audit/own.checkm", one, "local_id", "own-1")
+	if j.State() != queue.Completed || j.Identifiers == nil {
+		t.Fatalf("job %s is %s: %s", j.ID, j.State(), j.Status.Message)
+	}
+	ark := j.Identifiers.PrimaryID
+	if _, err := r.p.Inventory().Object(t.Context(), ark); err == nil {
+		t.Fatalf("%s is in the daemon's inventory, want it only in its profile's", ark)
+	}
+	restoreObject(t, replica, ark, nil) // the replica lost it
+
+	var found []audit.Finding
+	sum, err := r.p.Auditor().Run(context.Background(), audit.Options{}, audit.Report{Finding: func(f audit.Finding) error {
+		found = append(found, f)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Kind != audit.ObjectMissing || found[0].ARK != ark || found[0].Target != replica {
+		t.Errorf("findings %+v, want the replica %s missing %s", found, replica, ark)
+	}
+	if sum.Objects != 1 || sum.Last != ark {
+		t.Errorf("summary %+v, want 1 object, %s", sum, ark)
 	}
 }

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/audit"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
@@ -161,15 +165,19 @@ func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 
 // ReaderFor is where the objects of a profile ("": the daemon's) are read
 // back from, for the access queue: the first of its storage targets that
-// can be read (an OCFL root; a storage service cannot). None is a fatal
-// error: no retry can read them.
+// can be read (an OCFL root; a storage service cannot), opened without a
+// write (storeToRead). None, or a target without an OCFL storage root, is
+// a fatal error: no retry can read them.
 func (p *Pipeline) ReaderFor(ctx context.Context, profileName string) (storage.Reader, error) {
 	targets := p.cfg.Storage
 	if prof, ok := p.cfg.Profiles.Get(profileName); ok {
 		targets = p.targets(prof)
 	}
 	for _, t := range targets {
-		s, err := p.store(ctx, t)
+		s, err := p.storeToRead(ctx, t)
+		if errors.Is(err, ocfl.ErrNoRoot) {
+			return nil, reactor.Fatal(fmt.Errorf("objects of profile %q cannot be read back: %w", profileName, err))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -193,10 +201,66 @@ func (p *Pipeline) AccessTargets() map[string]string {
 	return out
 }
 
-// Auditor audits the objects of the daemon's inventory at their profiles'
-// storage targets.
+// Auditor audits the objects of the daemon's inventory and of each
+// profile's own inventory at their profiles' storage targets.
 func (p *Pipeline) Auditor() *audit.Auditor {
-	return &audit.Auditor{Inventory: p.inventory, Targets: p.AuditTargets, Agent: p.cfg.Agent}
+	return &audit.Auditor{Inventory: p.inventory, Own: p.ownInventories(), Targets: p.AuditTargets, Agent: p.cfg.Agent}
+}
+
+// ownInventories are the profiles' own inventories, each once, by URL, with
+// the profiles that record into it. One that is the daemon's is not
+// another: every object there is audited already. Each is opened at the
+// audit's first question to it, as a job's step opens it.
+func (p *Pipeline) ownInventories() []audit.Own {
+	byURL := map[string][]string{}
+	for _, name := range p.cfg.Profiles.Names() {
+		if prof, ok := p.cfg.Profiles.Get(name); ok && prof.Inventory != "" && prof.Inventory != p.cfg.Inventory {
+			byURL[prof.Inventory] = append(byURL[prof.Inventory], name)
+		}
+	}
+	var out []audit.Own
+	for _, at := range slices.Sorted(maps.Keys(byURL)) {
+		names := byURL[at]
+		prof, _ := p.cfg.Profiles.Get(names[0])
+		name := inventoryName(prof)
+		if len(names) > 1 {
+			name = "the inventory of profiles " + strings.Join(names, ", ")
+		}
+		out = append(out, audit.Own{Name: name, Inventory: profileInventory{p, prof}, Profiles: names})
+	}
+	return out
+}
+
+// profileInventory is a profile's own inventory, opened at its first use
+// (inventoryFor): one out of reach fails the audit's question, not the
+// daemon's start.
+type profileInventory struct {
+	p    *Pipeline
+	prof *profile.Profile
+}
+
+func (i profileInventory) List(ctx context.Context, after string, limit int) ([]inventory.ObjectRow, error) {
+	inv, err := i.p.inventoryFor(ctx, i.prof)
+	if err != nil {
+		return nil, err
+	}
+	return inv.List(ctx, after, limit)
+}
+
+func (i profileInventory) Object(ctx context.Context, ark string) (inventory.ObjectDetail, error) {
+	inv, err := i.p.inventoryFor(ctx, i.prof)
+	if err != nil {
+		return inventory.ObjectDetail{}, err
+	}
+	return inv.Object(ctx, ark)
+}
+
+func (i profileInventory) Record(ctx context.Context, r inventory.Record) error {
+	inv, err := i.p.inventoryFor(ctx, i.prof)
+	if err != nil {
+		return err
+	}
+	return inv.Record(ctx, r)
 }
 
 // AuditTargets are the storage targets of profile name for an audit, the

@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -292,4 +298,80 @@ func TestHoldsRespected(t *testing.T) {
 	if e := r.waitFor(held.Ref, queue.Completed, queue.Failed); e.To != string(queue.Completed) {
 		t.Fatalf("released request: %s %s", e.To, e.Message)
 	}
+}
+
+// An access request for an object of a profile whose storage target holds
+// no OCFL storage root (nothing was stored there, or the profile names the
+// wrong place) fails at its first try, naming the profile and the place,
+// its token Failed, and writes nothing there: an empty folder, a folder
+// that is not there. A request for an object at a root still completes.
+func TestAccessToATargetWithoutARootWritesNothing(t *testing.T) {
+	t.Parallel()
+	t.Run("empty folder", func(t *testing.T) {
+		t.Parallel()
+		accessWithoutRoot(t, t.TempDir())
+	})
+	t.Run("no folder", func(t *testing.T) {
+		t.Parallel()
+		accessWithoutRoot(t, filepath.Join(t.TempDir(), "mistyped"))
+	})
+}
+
+// The same with the target an empty prefix of a bucket.
+func TestAccessToAnEmptyBucketPrefixWritesNothing(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	accessWithoutRoot(t, srv.URL(srv.Addr, "empty"))
+}
+
+// accessWithoutRoot requests an object the inventory records for a
+// profile whose own target is target, where nothing was stored, then one
+// of the default profile's.
+func accessWithoutRoot(t *testing.T, target string) {
+	moved := profile.Default()
+	moved.Name, moved.Storage = "moved", target
+	r := newRig(t, rigConfig{profiles: []*profile.Profile{moved}})
+	ark := "ark:/99999/fk4moved"
+	if err := r.p.Inventory().Record(t.Context(), inventory.Record{ARK: ark, Profile: moved.Name, Version: 1,
+		Files: []inventory.FileRow{{Name: "a.txt", Size: 3, SHA256: sum([]byte("one"))}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := keysAt(t, target)
+
+	v, e := r.request(ops.AccessRequest{ARK: ark})
+	if e.To != string(queue.Failed) || e.From != string(queue.Processing) || v.Token.TokenStatus != queue.TokenFailed ||
+		!strings.Contains(v.Message, `profile "moved"`) || !strings.Contains(v.Message, "no OCFL storage root at") ||
+		!strings.Contains(v.Message, "nothing was ever stored there, or its profile names the wrong place") {
+		t.Errorf("request of %s: %s → %s %q, token %s; want Failed naming profile moved and no OCFL storage root",
+			ark, e.From, e.To, v.Message, v.Token.TokenStatus)
+	}
+	if n := r.sourced.Load(); n != 1 {
+		t.Errorf("the request was tried %d times, want once: no retry finds a root", n)
+	}
+	if after := keysAt(t, target); !slices.Equal(after, before) {
+		t.Fatalf("the access request wrote to %s: it held %q, then %q", target, before, after)
+	}
+
+	stored := r.deposit("obj-5", v1Files)
+	if v, _ := r.request(ops.AccessRequest{ARK: stored}); v.State != queue.Completed || v.Token.TokenStatus != queue.TokenReady {
+		t.Errorf("request of %s at the default root: %s %q, token %s", stored, v.State, v.Message, v.Token.TokenStatus)
+	}
+}
+
+// keysAt is what target holds (an S3 prefix's keys, a folder's files), or
+// "(no folder)". It writes nothing.
+func keysAt(t *testing.T, target string) []string {
+	t.Helper()
+	pl, err := place.OpenExisting(t.Context(), target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []string{"(no folder)"}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pl.List(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

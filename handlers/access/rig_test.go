@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,9 @@ type rig struct {
 	heard  map[string]chan events.Event // batch or access request id → its events
 	files  map[string][]byte            // what the content server serves, by path
 	source func(storage.Reader) storage.Reader
+	// sourced counts the assembler's asks for an object's storage: one
+	// for each try of a request.
+	sourced atomic.Int64
 }
 
 type rigConfig struct {
@@ -65,8 +69,9 @@ type rigConfig struct {
 	workers   map[string]int // access workers per queue
 	threshold int64          // of the large queue
 	source    func(storage.Reader) storage.Reader
-	now       func() time.Time // the assembler's clock (expiry)
-	sweep     time.Duration    // between sweeps; default the reactor's
+	profiles  []*profile.Profile // beside the default one, "demo"
+	now       func() time.Time   // the assembler's clock (expiry)
+	sweep     time.Duration      // between sweeps; default the reactor's
 }
 
 func newRig(t testing.TB, c rigConfig) *rig {
@@ -102,7 +107,7 @@ func (r *rig) queue(s *zkwatch.Session) *queue.Queue {
 func (r *rig) start(c rigConfig) {
 	s := r.session()
 	q := r.queue(s)
-	set, err := profile.NewSet(profile.Default())
+	set, err := profile.NewSet(append([]*profile.Profile{profile.Default()}, c.profiles...)...)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -115,15 +120,13 @@ func (r *rig) start(c rigConfig) {
 		r.t.Fatal(err)
 	}
 	r.p = p
-	source := p.ReaderFor
-	if r.source != nil {
-		source = func(ctx context.Context, profile string) (storage.Reader, error) {
-			src, err := p.ReaderFor(ctx, profile)
-			if err != nil {
-				return nil, err
-			}
-			return r.source(src), nil
+	source := func(ctx context.Context, profile string) (storage.Reader, error) {
+		r.sourced.Add(1)
+		src, err := p.ReaderFor(ctx, profile)
+		if err != nil || r.source == nil {
+			return src, err
 		}
+		return r.source(src), nil
 	}
 	r.as, err = access.New(r.t.Context(), access.Config{Queue: q, Source: source, Dir: filepath.Join(r.data, "access"), To: c.to,
 		Advertise: r.web.URL, Host: "test", Now: c.now, Logger: r.log})

@@ -1,14 +1,16 @@
-// Package audit compares every object an inventory records with each
+// Package audit compares every object the daemon's inventory records, and
+// each object its profiles' own inventories record of them, with each
 // storage target of its profile and, with fixity, reads every stored byte
 // again. Storing compares version numbers only (README "Backups and
 // recovery"): after storage or the inventory was restored from a backup,
 // the audit finds which objects lost versions, files or bytes, and where.
 //
-// The walk reads the inventory a page at a time, in ARK order, audits a few
-// objects at once, and reports each object's findings in ARK order, with
-// the counts at least every Options.Every in between. A target that fails
-// is a finding of the object audited there; only the inventory's listing
-// failing, the report's receiver failing, or the context ends the walk.
+// The walk reads each inventory a page at a time, merged in ARK order,
+// audits a few objects at once, and reports each object's findings in ARK
+// order, with the counts at least every Options.Every in between. A target
+// that fails is a finding of the object audited there; only an
+// inventory's listing failing, the report's receiver failing, or the
+// context ends the walk.
 //
 // With Options.Record an audit with fixity leaves its evidence in the
 // inventory: a PREMIS fixity check event of each version at each target
@@ -20,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +42,34 @@ type Inventory interface {
 	Record(ctx context.Context, r inventory.Record) error
 }
 
+// Own is an inventory that profiles name as their own.
+type Own struct {
+	Name      string // in errors: "the inventory of profile a"
+	Inventory Inventory
+	Profiles  []string // the profiles that record into it
+}
+
+// source is an inventory the audit walks, and which of its objects.
+type source struct {
+	name string
+	inv  Inventory
+	all  bool     // every object (the daemon's inventory)
+	of   []string // else only the objects of these profiles
+}
+
+func (s source) holds(profile string) bool { return s.all || slices.Contains(s.of, profile) }
+
+// sources are the inventories walked: the daemon's first, then the
+// profiles' own in the Auditor's order. Each object's findings come in
+// this order when one ARK is in several.
+func (a *Auditor) sources() []source {
+	out := []source{{name: "the inventory", inv: a.Inventory, all: true}}
+	for _, o := range a.Own {
+		out = append(out, source{name: o.Name, inv: o.Inventory, of: o.Profiles})
+	}
+	return out
+}
+
 // Target is one storage target of a profile.
 type Target struct {
 	Name  string        // the URL as the profile names it, any password redacted: what findings show
@@ -47,9 +78,14 @@ type Target struct {
 	Err   error         // the target could not be opened: a finding of every object there
 }
 
-// Auditor audits the objects of an inventory.
+// Auditor audits the objects of the daemon's inventory and of its
+// profiles' own inventories.
 type Auditor struct {
-	Inventory Inventory
+	Inventory Inventory // the daemon's: each object it records is audited
+	// Own are the profiles' own inventories (profile field inventory),
+	// each once. From each, only the objects of the profiles that record
+	// into it are audited: other daemons' profiles may record there too.
+	Own []Own
 	// Targets gives a profile's storage targets, the primary first. An
 	// error (a profile this daemon does not know) is a finding of each of
 	// the profile's objects. A walk asks it once per profile.
@@ -119,6 +155,7 @@ type Report struct {
 // audited is one object's audit: started in ARK order, reported in it.
 type audited struct {
 	ark        string
+	inv        Inventory // where it is recorded; nil: look for it (Options.ARKs)
 	findings   []Finding
 	versions   int
 	files      int
@@ -239,13 +276,13 @@ func (o Options) Check() error {
 // before the last object.
 func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audited) (more bool, err error) {
 	slots := make(chan struct{}, w.opt.Parallel)
-	begin := func(ark string) error {
+	begin := func(ark string, inv Inventory) error {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		o := &audited{ark: ark, done: make(chan struct{})}
+		o := &audited{ark: ark, inv: inv, done: make(chan struct{})}
 		select {
 		case order <- o:
 		case <-ctx.Done():
@@ -263,7 +300,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		arks := slices.Clone(w.opt.ARKs)
 		slices.Sort(arks)
 		for _, ark := range slices.Compact(arks) {
-			if err := begin(ark); err != nil {
+			if err := begin(ark, nil); err != nil {
 				return false, err
 			}
 		}
@@ -273,32 +310,80 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 	if w.opt.Limit > 0 {
 		size = min(size, w.opt.Limit+1) // the row after the limit tells whether there is more
 	}
+	// The inventories' walks merged by ARK, so that After and Last stay
+	// one ARK; an ARK in several is one object for Limit, audited in each.
+	var cursors []*cursor
+	for _, s := range w.a.sources() {
+		next, stop := iter.Pull2(inventory.ObjectsAfter(ctx, s.inv, w.opt.After, size))
+		defer stop()
+		cursors = append(cursors, &cursor{source: s, next: next})
+	}
 	last, n := w.opt.After, 0
-	for row, err := range inventory.ObjectsAfter(ctx, w.a.Inventory, w.opt.After, size) {
+	for {
+		ark := ""
+		for _, c := range cursors {
+			if err := c.fill(); err != nil {
+				return false, listError(c.name, last, err)
+			}
+			if c.ok && (ark == "" || c.row.ARK < ark) {
+				ark = c.row.ARK
+			}
+		}
 		switch {
-		case err != nil:
-			return false, listError(last, err)
+		case ark == "":
+			return false, nil
 		case w.opt.Limit > 0 && n == w.opt.Limit:
 			return true, nil
 		}
-		if err := begin(row.ARK); err != nil {
-			return false, err
+		for _, c := range cursors {
+			if c.ok && c.row.ARK == ark {
+				if err := begin(ark, c.inv); err != nil {
+					return false, err
+				}
+				c.ok = false
+			}
 		}
-		last, n = row.ARK, n+1
+		last, n = ark, n+1
 	}
-	return false, nil
 }
 
-// listError is a listing of the inventory that failed: the audit ends,
-// and says where to take it up again.
-func listError(after string, err error) error {
+// cursor is where the walk is in one inventory: row is its next object
+// of the source's profiles, when ok.
+type cursor struct {
+	source
+	next func() (inventory.ObjectRow, error, bool)
+	row  inventory.ObjectRow
+	ok   bool
+	done bool
+}
+
+// fill reads the cursor's next row of its profiles, unless it holds one.
+func (c *cursor) fill() error {
+	for !c.ok && !c.done {
+		row, err, more := c.next()
+		switch {
+		case !more:
+			c.done = true
+		case err != nil:
+			c.done = true
+			return err
+		case c.holds(row.Profile):
+			c.row, c.ok = row, true
+		}
+	}
+	return nil
+}
+
+// listError is a listing of the inventory named that failed: the audit
+// ends, and says where to take it up again.
+func listError(name, after string, err error) error {
 	if isCanceled(err) {
 		return err
 	}
 	if after == "" {
-		return fmt.Errorf("audit: listing the inventory's objects: %w", err)
+		return fmt.Errorf("audit: listing the objects of %s: %w", name, err)
 	}
-	return fmt.Errorf("audit: listing the inventory's objects after %s: %w (an audit with after=%s takes it up there)", after, err, after)
+	return fmt.Errorf("audit: listing the objects of %s after %s: %w (an audit with after=%s takes it up there)", name, after, err, after)
 }
 
 // take reports each object as its audit ends, in ARK order, and the counts

@@ -105,13 +105,19 @@ func (b *bench) put(ark string, obj object, at ...int) []storage.File {
 // record records version n of ark, in profile prof, holding files.
 func (b *bench) record(ark, prof string, n int, files []storage.File) {
 	b.t.Helper()
+	b.recordIn(b.inv, ark, prof, n, files)
+}
+
+// recordIn records version n of ark into inv.
+func (b *bench) recordIn(inv inventory.Inventory, ark, prof string, n int, files []storage.File) {
+	b.t.Helper()
 	r := inventory.Record{ARK: ark, Profile: prof, Version: n, Created: time.Date(2026, 11, 1, 12, 0, n, 0, time.UTC),
 		Batch: "bid-1", Job: "jid-1", Who: "Someone", What: "Thing", When: "2026", Where: ark}
 	for _, f := range files {
 		r.Files = append(r.Files, inventory.FileRow{Name: f.Name, Size: f.Size, SHA256: f.SHA256})
 	}
 	slices.SortFunc(r.Files, func(x, y inventory.FileRow) int { return strings.Compare(x.Name, y.Name) })
-	if err := b.inv.Record(b.t.Context(), r); err != nil {
+	if err := inv.Record(b.t.Context(), r); err != nil {
 		b.t.Fatal(err)
 	}
 }

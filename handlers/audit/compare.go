@@ -16,14 +16,14 @@ import (
 
 // object audits one object at each storage target of its profile.
 func (w *walk) object(ctx context.Context, o *audited) {
-	d, err := w.a.Inventory.Object(ctx, o.ark)
+	d, err := w.read(ctx, o)
 	switch {
 	case ctx.Err() != nil:
 		return
 	case errors.Is(err, inventory.ErrNotFound):
 		o.unknown = true
 		o.findings = append(o.findings, Finding{Kind: NotRecorded, ARK: o.ark,
-			Message: fmt.Sprintf("the inventory holds no object %s: is the ARK right?", o.ark)})
+			Message: fmt.Sprintf("no inventory holds object %s: is the ARK right?", o.ark)})
 		return
 	case err != nil:
 		o.findings = append(o.findings, Finding{Kind: InventoryFailed, ARK: o.ark,
@@ -54,6 +54,26 @@ func (w *walk) object(ctx context.Context, o *audited) {
 	if w.opt.Record && ctx.Err() == nil {
 		w.record(ctx, o, d, checks)
 	}
+}
+
+// read reads the object from its inventory; one asked for by its ARK
+// from the first inventory that holds it among its profile's objects.
+func (w *walk) read(ctx context.Context, o *audited) (inventory.ObjectDetail, error) {
+	if o.inv != nil {
+		return o.inv.Object(ctx, o.ark)
+	}
+	for _, s := range w.a.sources() {
+		d, err := s.inv.Object(ctx, o.ark)
+		switch {
+		case errors.Is(err, inventory.ErrNotFound) || err == nil && !s.holds(d.Object.Profile):
+			continue
+		case err != nil:
+			return d, fmt.Errorf("%s: %w", s.name, err)
+		}
+		o.inv = s.inv
+		return d, nil
+	}
+	return inventory.ObjectDetail{}, inventory.ErrNotFound
 }
 
 // check is one object's audit at one target.

@@ -54,7 +54,7 @@ func (w *walk) record(ctx context.Context, o *audited, d inventory.ObjectDetail,
 		}
 		r := v
 		r.Replicas, r.Events = nil, evs
-		if err := w.a.Inventory.Record(ctx, r); err != nil {
+		if err := o.inv.Record(ctx, r); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
