@@ -169,11 +169,11 @@ func TestReachAnyAddress(t *testing.T) {
 }
 
 // guardedDial connects to address as the depositors' client does, with
-// allow's reach: a real connect, unless the check refuses it first.
-func guardedDial(address string, allow ...netip.Prefix) error {
+// allow's reach: a real connect within ctx, unless the check refuses it first.
+func guardedDial(ctx context.Context, address string, allow ...netip.Prefix) error {
 	var d net.Dialer
 	guardDialer(&d, allow)
-	c, err := d.DialContext(context.Background(), "tcp", address)
+	c, err := d.DialContext(ctx, "tcp", address)
 	if err == nil {
 		c.Close()
 	}
@@ -207,7 +207,7 @@ func TestReachRefusesTheSpecialRanges(t *testing.T) {
 		if _, err := reachClient().Fetch(context.Background(), u, 100); err == nil || err.Error() != "fetch "+u+": "+want || !Permanent(err) {
 			t.Errorf("Fetch(%s) = %v;\nwant the permanent error %q", u, err, want)
 		}
-		if err := guardedDial(address); err == nil || !strings.HasSuffix(err.Error(), want) {
+		if err := guardedDial(context.Background(), address); err == nil || !strings.HasSuffix(err.Error(), want) {
 			t.Errorf("dial %s: %v; want it refused: %q", address, err, want)
 		}
 	}
@@ -231,7 +231,7 @@ func TestReachRefusesAnEmbeddedLoopbackAddress(t *testing.T) {
 		if _, err := reachClient().Fetch(context.Background(), u, 100); err == nil || err.Error() != want || !Permanent(err) {
 			t.Errorf("Fetch = %v;\nwant the permanent error %q", err, want)
 		}
-		if err := guardedDial(fmt.Sprintf("[%s]:%d", addr, port)); err == nil || !strings.Contains(err.Error(), "it reaches 127.0.0.1 (as "+carrier+"), a loopback address") {
+		if err := guardedDial(context.Background(), fmt.Sprintf("[%s]:%d", addr, port)); err == nil || !strings.Contains(err.Error(), "it reaches 127.0.0.1 (as "+carrier+"), a loopback address") {
 			t.Errorf("dial %s: %v; want it refused as 127.0.0.1", addr, err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestReachRefusesAnEmbeddedLoopbackAddress(t *testing.T) {
 	}
 	// A private address in 6to4 and in Teredo, at the dial.
 	for _, addr := range []string{"[2002:a01:203::1]:80", "[2001:0:4136:e378:8000:63bf:f5ff:fffe]:80"} {
-		if err := guardedDial(addr); err == nil || !strings.Contains(err.Error(), "a private address") {
+		if err := guardedDial(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "a private address") {
 			t.Errorf("dial %s: %v; want it refused as a private address", addr, err)
 		}
 	}
@@ -253,19 +253,13 @@ func TestReachRefusesAnEmbeddedLoopbackAddress(t *testing.T) {
 func TestReachAllowsAnAllowedSpecialRange(t *testing.T) {
 	addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(rand.IntN(256)), byte(1 + rand.IntN(254))}), 9)
 	var refused *reachError
-	if err := guardedDial(addr.String()); !errors.As(err, &refused) || !strings.Contains(err.Error(), "a benchmarking address") {
+	if err := guardedDial(context.Background(), addr.String()); !errors.As(err, &refused) || !strings.Contains(err.Error(), "a benchmarking address") {
 		t.Fatalf("dial %s without an allowance: %v; want it refused as a benchmarking address", addr, err)
 	}
 	allow := netip.MustParsePrefix("198.18.0.0/15")
-	var d net.Dialer
-	guardDialer(&d, []netip.Prefix{allow})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", addr.String())
-	if err == nil {
-		c.Close()
-	}
-	if errors.As(err, &refused) {
+	if err := guardedDial(ctx, addr.String(), allow); errors.As(err, &refused) {
 		t.Fatalf("dial %s with %s allowed: %v; want it let through", addr, allow, err)
 	}
 }
