@@ -35,8 +35,7 @@ func TestAuditAgainstADaemon(t *testing.T) {
 	const admin = "admin-token-0123456789abcdef"
 	d := serveEnv(t, map[string]string{"INGESTQ_ADMIN_TOKEN": admin}, zktest.Shared(t).Addr, e.root,
 		"--data-dir", data, "--nats-listen", nats)
-	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
-	t.Cleanup(web.Close)
+	web := demoWeb(t)
 	_, _, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
 	wantCode(t, code, 1) // the sample's wrong digest fails one job, so the batch
 	var arks []string
@@ -261,20 +260,15 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "cut before its summary", "no object was audited in full: run the audit again")
 
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
-	var outb, errb logtest.Buffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), &outb, &errb, func(string) string { return "" })
-	}()
-	outb.WaitFor(t, "fixity-failed: ") // the last finding: the answer now waits
-	stop()
-	wantCode(t, <-exited, 130)
-	if !strings.Contains(outb.String(), "\nstopped after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
-		t.Errorf("stopped: stdout does not end with the counts so far:\n%s", outb.String())
+	stopped := runBackground(t, args(replay(len(lines)-1, true))...)
+	stopped.out.WaitFor(t, "fixity-failed: ") // the last finding: the answer now waits
+	stopped.cancel()
+	out, stderr, code = stopped.exit(t)
+	wantCode(t, code, 130)
+	if !strings.Contains(out, "\nstopped after 0 objects, 0 versions, 0 files; 0 B read; "+fmt.Sprint(len(lines)-1)+" findings; ") {
+		t.Errorf("stopped: stdout does not end with the counts so far:\n%s", out)
 	}
-	wantErrLine(t, errb.String(), "audit stopped", "ingestq audit --after "+done+" takes it up")
+	wantErrLine(t, stderr, "audit stopped", "ingestq audit --after "+done+" takes it up")
 
 	// On a terminal the progress line stays below the findings, and the
 	// counts so far take its place.
@@ -282,8 +276,10 @@ func auditCutOrStopped(t *testing.T, e *env, lines []string, done string) {
 		return
 	}
 	tty, screen := auditTerminal(t)
-	ctx, stop = context.WithCancel(t.Context())
+	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
+	var errb logtest.Buffer
+	exited := make(chan int, 1)
 	go func() {
 		exited <- cli.Run(ctx, args(replay(len(lines)-1, true)), tty, &errb, func(string) string { return "" })
 	}()
@@ -364,20 +360,15 @@ func TestAuditStoppedBeforeItsAnswer(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
-	var out, errb logtest.Buffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, []string{"--zk", zktest.Shared(t).Addr, "--zk-root", "/ingestq-test-none", "audit", "--api", srv.URL + "/api/v1",
-			"--after", "ark:/99999/fk4a"}, &out, &errb, func(string) string { return "" })
-	}()
+	c := runBackground(t, "--zk", zktest.Shared(t).Addr, "--zk-root", "/ingestq-test-none", "audit", "--api", srv.URL+"/api/v1",
+		"--after", "ark:/99999/fk4a")
 	<-asked
-	stop()
-	wantCode(t, <-exited, 130)
-	wantErrLine(t, errb.String(), "audit stopped; no object was audited in full: ingestq audit --after ark:/99999/fk4a takes it up")
-	if strings.Contains(errb.String(), "does not answer") || !strings.HasPrefix(out.String(), "stopped after 0 objects, ") {
-		t.Errorf("stopped before the answer: stdout %q, stderr %q; want the counts so far, and no API that does not answer", out.String(), errb.String())
+	c.cancel()
+	out, stderr, code := c.exit(t)
+	wantCode(t, code, 130)
+	wantErrLine(t, stderr, "audit stopped; no object was audited in full: ingestq audit --after ark:/99999/fk4a takes it up")
+	if strings.Contains(stderr, "does not answer") || !strings.HasPrefix(out, "stopped after 0 objects, ") {
+		t.Errorf("stopped before the answer: stdout %q, stderr %q; want the counts so far, and no API that does not answer", out, stderr)
 	}
 }
 

@@ -45,8 +45,7 @@ func TestByHandPath(t *testing.T) {
 			t.Errorf("serve exited %d", code)
 		}
 	})
-	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
-	t.Cleanup(web.Close)
+	web := demoWeb(t)
 
 	// The daemon is ready once it has published its profiles (its NATS
 	// listens before that).
@@ -140,4 +139,14 @@ func TestByHandPath(t *testing.T) {
 	_, stderr, code = e.run("object", "demo-poems", "--data-dir", data)
 	wantCode(t, code, 2)
 	wantErrLine(t, stderr, "demo-poems", "--profile")
+}
+
+// demoContent is testdata/demo: the demo's batch.checkm and its payloads.
+var demoContent = filepath.Join("..", "..", "..", "testdata", "demo")
+
+// demoWeb serves demoContent over HTTP until the test ends.
+func demoWeb(t *testing.T) *httptest.Server {
+	web := httptest.NewServer(http.FileServer(http.Dir(demoContent)))
+	t.Cleanup(web.Close)
+	return web
 }

@@ -19,7 +19,7 @@ func TestDemoRefusesADiskWithoutRoom(t *testing.T) {
 	// Not parallel: it replaces the demo's view of the disk.
 	cli.SetDiskSpace(t, func(string) (free, total uint64, err error) { return 10 << 20, 1000 << 20, nil })
 	dir := filepath.Join(t.TempDir(), "demo")
-	stdout, stderr, code := runEnv(t, nil, "demo", "--dir", dir, "--content", filepath.Join("..", "..", "..", "testdata", "demo"))
+	stdout, stderr, code := runEnv(t, nil, "demo", "--dir", dir, "--content", demoContent)
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "the demo folder "+dir+" is on a file system with 10 MiB free", "the demo needs 80 MiB",
 		"--space-margin, 64 MiB", "give --dir on another file system")

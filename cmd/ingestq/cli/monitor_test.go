@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,8 +128,7 @@ func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
-	t.Cleanup(web.Close)
+	web := demoWeb(t)
 
 	out, _, code := runEnv(t, nil, "--zk", srv.Addr, "--zk-root", root, "--nats", "nats://"+nats,
 		"submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")

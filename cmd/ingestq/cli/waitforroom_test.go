@@ -1,9 +1,6 @@
 package cli_test
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -30,8 +27,7 @@ func TestSubmitWaitNotesJobsWaitingForRoom(t *testing.T) {
 	nats := closedAddr(t)
 	// --max-fill as a daemon has it by default (serve's helper lifts it).
 	serve(t, zktest.Shared(t).Addr, e.root, "--nats-listen", nats, "--max-fill", "0.8", "--provision-wait", "50ms")
-	web := httptest.NewServer(http.FileServer(http.Dir(filepath.Join("..", "..", "..", "testdata", "demo"))))
-	t.Cleanup(web.Close)
+	web := demoWeb(t)
 
 	c := runBackground(t, "--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "--nats", "nats://"+nats, "--log-level", "debug",
 		"submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
