@@ -88,8 +88,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 
 // startStream starts an answer of contentType, its headers sent at once,
 // that goes out as it is written (the caller flushes): no cache nor proxy
-// holds it. Its context
-// ends with the request, with the daemon, or with cancel.
+// holds it. Its context ends with the request, with the daemon, or with
+// cancel.
 func (a *API) startStream(w http.ResponseWriter, r *http.Request, contentType string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
 	stop := context.AfterFunc(a.ctx, cancel) // the daemon stops

@@ -219,21 +219,13 @@ func copyKey(pl place.Place, key, to string) error {
 	return errors.Join(err, dst.Close())
 }
 
-// objectRoot is ark's object root in a storage root: the layout the store
-// declares, 0004-hashed-n-tuple with SHA-256 and three tuples of three.
-func objectRoot(ark string) string {
-	sum := sha256.Sum256([]byte(ark))
-	h := hex.EncodeToString(sum[:])
-	return h[0:3] + "/" + h[3:6] + "/" + h[6:9] + "/" + h
-}
-
 // allKeys lists every key of the place at target.
 func allKeys(t testing.TB, target string) []string { return keysUnder(t, target, "") }
 
 // objectKeys lists the keys of ark's object root, relative to it.
 func objectKeys(t testing.TB, target, ark string) []string {
 	t.Helper()
-	root := objectRoot(ark) + "/"
+	root := ocfltest.ObjectRoot(ark) + "/"
 	keys := keysUnder(t, target, root)
 	for i := range keys {
 		keys[i] = strings.TrimPrefix(keys[i], root)
@@ -254,7 +246,7 @@ func keysUnder(t testing.TB, target, prefix string) []string {
 // root at target: the object's file name → its SHA-256, read back.
 func versionContentAt(t testing.TB, target, ark string, n int) map[string]string {
 	t.Helper()
-	pl, folder := openPlace(t, target), fmt.Sprintf("%s/v%d/content/", objectRoot(ark), n)
+	pl, folder := openPlace(t, target), fmt.Sprintf("%s/v%d/content/", ocfltest.ObjectRoot(ark), n)
 	keys, err := pl.List(context.Background(), folder)
 	if err != nil {
 		t.Fatal(err)

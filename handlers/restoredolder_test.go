@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -122,7 +123,7 @@ func (c restoredCase) run(t *testing.T, r *rig, local, primary, replica string) 
 func backupObject(t testing.TB, target, ark string) map[string][]byte {
 	t.Helper()
 	pl, out := openPlace(t, target), map[string][]byte{}
-	for _, k := range keysUnder(t, target, objectRoot(ark)+"/") {
+	for _, k := range keysUnder(t, target, ocfltest.ObjectRoot(ark)+"/") {
 		rc, err := pl.Open(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +143,7 @@ func backupObject(t testing.TB, target, ark string) map[string][]byte {
 func restoreObject(t testing.TB, target, ark string, backup map[string][]byte) {
 	t.Helper()
 	pl := openPlace(t, target)
-	for _, k := range keysUnder(t, target, objectRoot(ark)+"/") {
+	for _, k := range keysUnder(t, target, ocfltest.ObjectRoot(ark)+"/") {
 		if err := pl.Delete(context.Background(), k); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package handlers_test
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"net"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
 	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -103,20 +103,7 @@ func filesAt(t *testing.T, target string) []string {
 	if strings.HasPrefix(target, "s3://") {
 		return allKeys(t, target)
 	}
-	var names []string
-	err := filepath.WalkDir(target, func(path string, _ fs.DirEntry, err error) error {
-		if err == nil && path != target {
-			names = append(names, filepath.ToSlash(strings.TrimPrefix(path, target+string(filepath.Separator))))
-		}
-		return err
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return []string{"(no folder)"}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return ocfltest.Files(t, target)
 }
 
 // An audit's open of a target that does not answer does not hold up

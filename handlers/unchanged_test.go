@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/reactor"
@@ -59,7 +60,7 @@ func TestUnchangedRedepositRecordsTheCopyItWrote(t *testing.T) {
 	first := r.deposit("/first.checkm", obj, "local_id", "same-1")
 	ark := r.checkStored(first, obj)
 	was := r.versionRecord(ark, 1)
-	if err := os.RemoveAll(filepath.Join(replica, filepath.FromSlash(objectRoot(ark)))); err != nil {
+	if err := os.RemoveAll(filepath.Join(replica, filepath.FromSlash(ocfltest.ObjectRoot(ark)))); err != nil {
 		t.Fatal(err)
 	}
 	again := r.deposit("/again.checkm", obj, "local_id", "same-1")

@@ -181,8 +181,7 @@ type walk struct {
 
 // profileTargets are a profile's targets, asked of Auditor.Targets once a
 // walk: a target that cannot be opened is not opened again for each of its
-// objects (an open that times out would hold every object up, and a
-// pipeline opens its stores under one lock that Storing takes too).
+// objects (an open that times out would hold every object up).
 type profileTargets struct {
 	once    sync.Once
 	targets []Target

@@ -3,7 +3,6 @@ package ocfl
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 )
 
@@ -86,12 +86,12 @@ func TestOpenWritesNothing(t *testing.T) {
 	empty, half := t.TempDir(), t.TempDir()
 	writeFile(t, half, layoutFile, "half")
 	for _, dir := range []string{empty, half} {
-		before := filesIn(t, dir)
+		before := ocfltest.Files(t, dir)
 		_, err := Open(context.Background(), mustLocal(t, dir))
 		if !errors.Is(err, ErrNoRoot) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("Open on %q: %v, want ErrNoRoot naming the place", before, err)
 		}
-		if after := filesIn(t, dir); !slices.Equal(after, before) {
+		if after := ocfltest.Files(t, dir); !slices.Equal(after, before) {
 			t.Errorf("Open wrote to %s: it held %q, then %q", dir, before, after)
 		}
 	}
@@ -113,22 +113,6 @@ func TestOpenWritesNothing(t *testing.T) {
 	if _, err := Open(context.Background(), mustLocal(t, old)); err == nil || !strings.Contains(err.Error(), "ocfl_1.0") {
 		t.Errorf("Open on a bad declaration: %v", err)
 	}
-}
-
-// filesIn is every file and folder under dir, relative to it.
-func filesIn(t *testing.T, dir string) []string {
-	t.Helper()
-	var names []string
-	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err == nil && path != dir {
-			names = append(names, strings.TrimPrefix(path, dir+string(filepath.Separator)))
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
 }
 
 func mustLocal(t *testing.T, dir string) place.Place {
