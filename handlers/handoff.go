@@ -54,8 +54,9 @@ func (p *Pipeline) inventoryManifestURL(j *queue.Job) string {
 
 // Handoff serves, read-only and from each job's working folder, what a
 // job hands to the next consumer, so that a program on another host can
-// work Storing or Recording (Merritt's storage and inventory services, or
-// another ingestq):
+// work Storing or Recording (another ingestq, or a program that reads
+// these; Merritt's storage and inventory services read their own manifest
+// formats and cannot):
 //
 //	GET /work/<jid>/storage-manifest    the storage manifest (checkm: URL, sha256, size, name of each file),
 //	                                    each file's URL the next route

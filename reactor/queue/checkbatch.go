@@ -14,8 +14,8 @@ import (
 
 // CheckOptions tune CheckAll.
 type CheckOptions struct {
-	// LockAge is the age past which a job or batch lock is reported as a
-	// warning (a step that long may be stuck). Default 1 hour.
+	// LockAge is the age past which a job, batch or object lock is
+	// reported as a warning (a step that long may be stuck). Default 1 hour.
 	LockAge time.Duration
 }
 
@@ -281,34 +281,48 @@ func (q *Queue) duplicateObjects(ctx context.Context, bid string, buckets map[st
 	return out, nil
 }
 
-// oldLocks lists the job and batch locks older than age.
+// oldLocks lists the job and batch locks, and the per-object locks
+// (storage, inventory, local id), older than age. An object lock no session
+// holds is persistent: mrt-zk's Java storage lock is made so
+// (MerrittLocks.lockObjectStorage), and one its service left when it
+// stopped holds back every store of the object until it is deleted.
 func (q *Queue) oldLocks(ctx context.Context, age time.Duration) ([]Violation, error) {
-	var out []Violation
-	for _, dir := range []string{"/jobs", "/batches"} {
+	var paths []string
+	for _, dir := range []string{"/jobs", "/batches", "/locks/storage", "/locks/inventory", "/locks/localid"} {
 		kids, err := q.children(ctx, q.Path(dir))
+		if errors.Is(err, zk.ErrNoNode) && strings.HasPrefix(dir, "/locks/") {
+			continue // a tree Merritt's Ruby made has no /locks/localid
+		}
 		if err != nil {
 			return nil, err
 		}
-		paths := make([]string, 0, len(kids))
 		for _, k := range kids {
-			if validName(k, "jid") || validName(k, "bid") {
+			switch {
+			case strings.HasPrefix(dir, "/locks/"):
+				paths = append(paths, q.Path(dir+"/"+k))
+			case validName(k, "jid") || validName(k, "bid"):
 				paths = append(paths, q.Path(dir+"/"+k+"/lock"))
 			}
 		}
-		found := q.getAll(ctx, paths...)
-		for i, r := range found {
-			if r.err != nil {
-				if !errors.Is(r.err, zk.ErrNoNode) {
-					return nil, r.err
-				}
-				continue
+	}
+	var out []Violation
+	for i, r := range q.getAll(ctx, paths...) {
+		if r.err != nil {
+			if !errors.Is(r.err, zk.ErrNoNode) {
+				return nil, r.err
 			}
-			since := time.UnixMilli(r.stat.Ctime)
-			if q.now().Sub(since) > age {
-				out = append(out, Violation{Path: q.rel(paths[i]), Since: since, Problem: fmt.Sprintf("held for %s by session 0x%x",
-					q.now().Sub(since).Round(time.Second), r.stat.EphemeralOwner)})
-			}
+			continue
 		}
+		since := time.UnixMilli(r.stat.Ctime)
+		if q.now().Sub(since) <= age {
+			continue
+		}
+		by := fmt.Sprintf("session 0x%x", r.stat.EphemeralOwner)
+		if r.stat.EphemeralOwner == 0 {
+			by = "no session: a persistent lock (as Merritt's storage service takes one); it stays until deleted"
+		}
+		out = append(out, Violation{Path: q.rel(paths[i]), Since: since,
+			Problem: fmt.Sprintf("held for %s by %s", q.now().Sub(since).Round(time.Second), by)})
 	}
 	return out, nil
 }

@@ -1,7 +1,9 @@
 package queue_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +100,72 @@ func TestMerrittHandlerLeavesItsBatchReporting(t *testing.T) {
 	r.ok(err)
 	if got == nil || got.ID != b.ID || got.State() != queue.Reporting || !got.Locked {
 		t.Fatalf("once its job is done, acquired %v; want %s locked in Reporting", got, b.ID)
+	}
+}
+
+// A job's identifiers always hold local_id as a list, [] when the depositor
+// gave none: mrt-zk's Job.localId() casts it to a JSONArray (Merritt's batch
+// report calls it for every job) and mrt-ingest's JSONUtil reads it with
+// getJSONArray, so a null threw in both. Created with a primary id alone, and
+// changed to one, the node says [].
+func TestIdentifiersWithoutLocalIDsWriteAList(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	j, err := r.q.CreateJob(t.Context(), b, queue.JobSpec{Priority: 5, Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4a"}})
+	r.ok(err)
+	localIDs := func() string {
+		t.Helper()
+		data, _, err := r.conn.Get(r.q.Path("/jobs/" + j.ID + "/identifiers"))
+		r.ok(err)
+		var ids map[string]json.RawMessage
+		r.ok(json.Unmarshal(data, &ids))
+		return string(ids["local_id"])
+	}
+	if got := localIDs(); got != "[]" {
+		t.Errorf("created: local_id %s, want []", got)
+	}
+	j = r.acquire(queue.Pending, j.ID)
+	r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Identifiers: &queue.Identifiers{PrimaryID: "ark:/99999/fk4b"}}))
+	if got := localIDs(); got != "[]" {
+		t.Errorf("changed: local_id %s, want []", got)
+	}
+}
+
+// mrt-zk's Java storage lock is persistent (MerrittLocks.lockObjectStorage):
+// one Merritt's storage service left when it stopped holds back every store
+// of the object until someone deletes it. check warns of object locks older
+// than --lock-age as of job locks, and says of one that no session holds
+// that it is persistent; a younger one is no finding.
+func TestCheckWarnsOfOldObjectLocks(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.raw("/locks/storage/ark_99999_fk4left", "")
+	r.ok(r.conn.Delete(r.q.Path("/locks/localid"), -1)) // as Merritt's Ruby init_locks leaves it
+	ok, err := r.q.LockInventory(ctx, "ark:/99999/fk4held")
+	r.ok(err)
+	if !ok {
+		t.Fatal("inventory lock not taken")
+	}
+	v, w, err := r.q.CheckAll(ctx, queue.CheckOptions{LockAge: time.Nanosecond})
+	r.ok(err)
+	if len(v) > 0 {
+		t.Errorf("violations %v, want none", v)
+	}
+	want := map[string]string{
+		"/locks/storage/ark_99999_fk4left":   "by no session: a persistent lock",
+		"/locks/inventory/ark_99999_fk4held": "by session 0x",
+	}
+	for _, x := range w {
+		if has, ok := want[x.Path]; ok && strings.Contains(x.Problem, has) && !x.Since.IsZero() {
+			delete(want, x.Path)
+		}
+	}
+	for p, has := range want {
+		t.Errorf("no warning %s: …%s… (with its since) in %v", p, has, w)
+	}
+	_, w, err = r.q.CheckAll(ctx, queue.CheckOptions{})
+	r.ok(err)
+	if len(w) > 0 {
+		t.Errorf("with the default lock age, warnings %v, want none", w)
 	}
 }

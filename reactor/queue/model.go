@@ -101,6 +101,17 @@ type Identifiers struct {
 	LocalIDs  []string `json:"local_id"`
 }
 
+// MarshalJSON writes local_id as a list, [] when there is none: mrt-zk's
+// Job.localId() casts it to a JSONArray and mrt-ingest's JSONUtil reads it
+// with getJSONArray, so a null made Merritt's batch report throw.
+func (ids Identifiers) MarshalJSON() ([]byte, error) {
+	type plain Identifiers
+	if ids.LocalIDs == nil {
+		ids.LocalIDs = []string{}
+	}
+	return json.Marshal(plain(ids))
+}
+
 // Metadata is the JSON of /jobs/<jid>/metadata: the ERC kernel fields.
 type Metadata struct {
 	Who   string `json:"erc_who"`

@@ -641,7 +641,7 @@ func (a *app) checkCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	durationVar(cmd.Flags(), &opts.LockAge, "lock-age", time.Hour, "warn about job and batch locks older than this")
+	durationVar(cmd.Flags(), &opts.LockAge, "lock-age", time.Hour, "warn about job, batch and object (storage, inventory, local id) locks older than this")
 	return cmd
 }
 
