@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -120,9 +121,6 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 			return nil, false, err
 		}
 		ids.PrimaryID = ark
-	}
-	if ids.LocalIDs == nil {
-		ids.LocalIDs = []string{} // mrt-zk's readers expect a list, never null
 	}
 	return ids, found != "", nil
 }
@@ -301,6 +299,20 @@ func (p *Pipeline) writePremis(ctx context.Context, j *queue.Job, rec *digests, 
 // so far behind the storage that an operator should look (decision 255).
 const maxMintSkips = 10_000
 
+// maxMintGap bounds how far past an unused ARK a mint looks for an object
+// the inventory records on the same counter. One there means the counter is
+// behind (ZooKeeper restored from an older snapshot): the unused ARKs before
+// it were minted in the period lost, for jobs that failed before storing,
+// and the walk goes on past them to the ARKs of the jobs that stored. ARKs
+// of the shoulder further apart (imported, or given by depositors) are not
+// walked to.
+const maxMintGap = 1_000
+
+// recordedPastPage is how many of the inventory's objects after an unused
+// ARK are read to find the next one of its counter: other ARKs that begin
+// as the counter's do (a depositor's) may sort between.
+const recordedPastPage = 4
+
 // mintUnused mints job j's ARK, passing over any that already names an
 // object in the profile's inventory or its primary storage. The counter
 // lives in ZooKeeper: a queue made anew over kept storage and inventory (a
@@ -314,8 +326,13 @@ const maxMintSkips = 10_000
 // ARK whose stored version this very deposit made (its version message) is
 // the job's own: taken, so storing it again makes no new version and no
 // second object. One passed over that another job of the queue stored is
-// given back to that job. One walk at a time in a daemon, so that a job
-// given its ARK has it before it mints.
+// given back to that job. An unused one is passed over too when the
+// inventory records an object minted after it (within maxMintGap), so that
+// an ARK whose job failed before storing does not end the walk before the
+// ARKs of the jobs after it. An ARK the job had minted before this call (a
+// step run again) is not passed over for that: objects minted after it may
+// be recorded by now. One walk at a time in a daemon, so that a job given
+// its ARK has it before it mints.
 func (p *Pipeline) mintUnused(ctx context.Context, j *queue.Job, prof *profile.Profile, inv inventory.Inventory) (string, error) {
 	own, err := p.depositOf(ctx, j)
 	if err != nil {
@@ -323,6 +340,11 @@ func (p *Pipeline) mintUnused(ctx context.Context, j *queue.Job, prof *profile.P
 	}
 	p.minting.Lock()
 	defer p.minting.Unlock()
+	_, minted, err := p.q.Minted(ctx, j.ID)
+	if err != nil {
+		return "", fmt.Errorf("minting: %w", err)
+	}
+	unused := 0 // ARKs passed over with nothing under them
 	for skipped := 0; ; skipped++ {
 		ark, err := p.minter.Mint(ctx, j.ID, prof.NAAN, prof.Shoulder)
 		if err != nil {
@@ -334,25 +356,63 @@ func (p *Pipeline) mintUnused(ctx context.Context, j *queue.Job, prof *profile.P
 		}
 		if made == own {
 			p.log.Warn("minting: this job already stored its object under this ARK, which ZooKeeper no longer had (restored from an older snapshot?); it is taken again",
-				"job", j.ID, "ark", ark)
+				"job", j.ID, "ark", ark, "passed_over", skipped, "unused_among_them", unused)
 			return ark, nil
 		}
 		if !used {
-			if skipped > 0 {
-				p.log.Warn("minting: passed over ARKs already in use (the minter's counter in ZooKeeper was behind the storage: a new queue over old storage, or ZooKeeper restored from an older snapshot?)",
-					"job", j.ID, "skipped", skipped, "ark", ark)
+			next := ""
+			if !minted || skipped > 0 {
+				if next, err = recordedPast(ctx, inv, prof, ark); err != nil {
+					return "", p.inventoryOut(prof, fmt.Errorf("minting: what the inventory records after %s: %w", ark, err))
+				}
 			}
-			return ark, nil
+			if next == "" {
+				if skipped > 0 {
+					p.log.Warn("minting: passed over ARKs already in use (the minter's counter in ZooKeeper was behind the storage: a new queue over old storage, or ZooKeeper restored from an older snapshot?)",
+						"job", j.ID, "skipped", skipped, "unused_among_them", unused, "ark", ark)
+				}
+				return ark, nil
+			}
+			unused++
 		}
 		if skipped >= maxMintSkips {
-			return "", reactor.Fatal(fmt.Errorf("minting: %d ARKs in a row, up to %s, already name stored objects: the minter's counter "+
+			return "", reactor.Fatal(fmt.Errorf("minting: %d ARKs in a row, up to %s, already name stored objects or lie between them: the minter's counter "+
 				"(%s/%s in ZooKeeper) is far behind the storage; give the profile a new shoulder, or look at the queue's history", skipped+1, ark, prof.NAAN, prof.Shoulder))
 		}
-		p.giveBack(ctx, ark, made)
+		if used {
+			p.giveBack(ctx, ark, made)
+		}
 		if err := p.minter.Forget(ctx, j.ID); err != nil { // the next Mint advances the counter
 			return "", fmt.Errorf("minting: %w", err)
 		}
 	}
+}
+
+// recordedPast returns the first object the inventory records after ark
+// minted from ark's counter, when it is within maxMintGap of ark ("" for
+// none). The ARKs of one counter sort in the order they were minted.
+func recordedPast(ctx context.Context, inv inventory.Inventory, prof *profile.Profile, ark string) (string, error) {
+	n, ok := mint.Number(ark, prof.NAAN, prof.Shoulder)
+	if !ok {
+		return "", nil
+	}
+	rows, err := inv.List(ctx, ark, recordedPastPage)
+	if err != nil {
+		return "", err
+	}
+	prefix := "ark:/" + prof.NAAN + "/" + prof.Shoulder
+	for _, r := range rows {
+		if !strings.HasPrefix(r.ARK, prefix) {
+			break // past every ARK of the counter
+		}
+		if m, ok := mint.Number(r.ARK, prof.NAAN, prof.Shoulder); ok {
+			if m-n <= maxMintGap {
+				return r.ARK, nil
+			}
+			break
+		}
+	}
+	return "", nil
 }
 
 // giveBack records ark as the minted ARK of the job whose deposit made its

@@ -263,6 +263,16 @@ func (i profileInventory) Record(ctx context.Context, r inventory.Record) error 
 	return inv.Record(ctx, r)
 }
 
+// RecordVersions records rs in one transaction where the profile's
+// inventory can (inventory.RecordAll): an audit's events of one object.
+func (i profileInventory) RecordVersions(ctx context.Context, rs []inventory.Record) error {
+	inv, err := i.p.inventoryFor(ctx, i.prof)
+	if err != nil {
+		return err
+	}
+	return inventory.RecordAll(ctx, inv, rs)
+}
+
 // AuditTargets are the storage targets of profile name for an audit, the
 // primary first, each named as the profile names it, its password
 // redacted, opened without a write (storeToRead). A target that cannot be

@@ -62,13 +62,54 @@ func (s source) holds(profile string) bool { return s.all || slices.Contains(s.o
 // sources are the inventories walked: the daemon's first, then the
 // profiles' own in the Auditor's order. Each object's findings come in
 // this order when one ARK is in several.
-func (a *Auditor) sources() []source {
-	out := []source{{name: "the inventory", inv: a.Inventory, all: true}}
+func (a *Auditor) sources() []*source {
+	out := []*source{{name: daemons, inv: a.Inventory, all: true}}
 	for _, o := range a.Own {
-		out = append(out, source{name: o.Name, inv: o.Inventory, of: o.Profiles})
+		out = append(out, &source{name: o.Name, inv: o.Inventory, of: o.Profiles})
 	}
 	return out
 }
+
+// holder is an inventory that records an object, with its row there.
+type holder struct {
+	*source
+	row inventory.ObjectRow
+}
+
+// recordedTwice is the finding of an ARK that several inventories record
+// (hs, in the walk's order): Recording writes each version into one.
+func (a *Auditor) recordedTwice(ark string, hs []holder) Finding {
+	var where []string
+	profiles := map[string]bool{}
+	for _, h := range hs {
+		where = append(where, fmt.Sprintf("%s (profile %q, %s)", h.name, h.row.Profile, versionsText(1, h.row.LatestVersion)))
+		profiles[h.row.Profile] = true
+	}
+	why := "the records name different profiles: deposits of two profiles took one ARK"
+	if p := hs[0].row.Profile; len(profiles) == 1 {
+		why = fmt.Sprintf("profile %q records each new version into %s alone, so the other record gets none and falls "+
+			"behind (it was made before the profile named an inventory of its own, or by a daemon whose profile "+
+			"records there)", p, a.recordsInto(p))
+	}
+	return Finding{Kind: RecordedTwice, ARK: ark, Message: fmt.Sprintf("%s is recorded in %s: %s; compare the records "+
+		"(`ingestq object %s --inventory URL`, with each inventory's URL), keep the one its profile records into, and "+
+		"remove the other with its database's own tools (ingestq removes no record)",
+		ark, strings.Join(where, " and in "), why, ark)}
+}
+
+// recordsInto names the inventory that profile's Recording writes to: its
+// own (Own.Profiles), else the daemon's.
+func (a *Auditor) recordsInto(profile string) string {
+	for _, o := range a.Own {
+		if slices.Contains(o.Profiles, profile) {
+			return o.Name
+		}
+	}
+	return daemons
+}
+
+// daemons names the daemon's inventory in findings and errors.
+const daemons = "the inventory"
 
 // Target is one storage target of a profile.
 type Target struct {
@@ -141,7 +182,8 @@ type Summary struct {
 	// Options.After = Last continues it.
 	More bool `json:"more"`
 	// Notes say what could not be audited everywhere: a storage service
-	// target, audited at its latest version alone.
+	// target that serves each object's latest version alone, audited at
+	// that version.
 	Notes []string `json:"notes"`
 }
 
@@ -155,7 +197,7 @@ type Report struct {
 // audited is one object's audit: started in ARK order, reported in it.
 type audited struct {
 	ark        string
-	inv        Inventory // where it is recorded; nil: look for it (Options.ARKs)
+	src        *source // where it is recorded; nil: look for it (Options.ARKs)
 	findings   []Finding
 	versions   int
 	files      int
@@ -168,12 +210,15 @@ type audited struct {
 // walk is one run of the audit.
 type walk struct {
 	a     *Auditor
+	srcs  []*source // the inventories, a.sources() once
 	opt   Options
 	rep   Report
 	bytes atomic.Int64 // read back so far, by every worker
 	n     Counts       // Run's goroutine only
 	notes []string
 	noted map[string]bool // targets with a note: Run's goroutine only
+	// recordings go to the recorder (Options.Record).
+	recordings chan *recording
 
 	mu       sync.Mutex
 	profiles map[string]*profileTargets // by profile name
@@ -217,11 +262,17 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	if rep.Progress == nil {
 		rep.Progress = func(Counts) error { return nil }
 	}
-	w := &walk{a: a, opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{},
-		profiles: map[string]*profileTargets{}}
+	w := &walk{a: a, srcs: a.sources(), opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{},
+		profiles: map[string]*profileTargets{}, recordings: make(chan *recording, opt.Parallel)}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var recorder sync.WaitGroup
+	recorder.Go(func() { w.recorder(ctx) })
+	defer func() {
+		close(w.recordings) // every worker has ended
+		recorder.Wait()
+	}()
 	var wg sync.WaitGroup
 	order := make(chan *audited, opt.Parallel)
 	var more bool
@@ -275,13 +326,13 @@ func (o Options) Check() error {
 // before the last object.
 func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audited) (more bool, err error) {
 	slots := make(chan struct{}, w.opt.Parallel)
-	begin := func(ark string, inv Inventory) error {
+	begin := func(ark string, src *source, first []Finding) error {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		o := &audited{ark: ark, inv: inv, done: make(chan struct{})}
+		o := &audited{ark: ark, src: src, findings: first, done: make(chan struct{})}
 		select {
 		case order <- o:
 		case <-ctx.Done():
@@ -299,7 +350,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		arks := slices.Clone(w.opt.ARKs)
 		slices.Sort(arks)
 		for _, ark := range slices.Compact(arks) {
-			if err := begin(ark, nil); err != nil {
+			if err := begin(ark, nil, nil); err != nil {
 				return false, err
 			}
 		}
@@ -312,7 +363,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 	// The inventories' walks merged by ARK, so that After and Last stay
 	// one ARK; an ARK in several is one object for Limit, audited in each.
 	var cursors []*cursor
-	for _, s := range w.a.sources() {
+	for _, s := range w.srcs {
 		next, stop := iter.Pull2(inventory.ObjectsAfter(ctx, s.inv, w.opt.After, size))
 		defer stop()
 		cursors = append(cursors, &cursor{source: s, next: next})
@@ -334,12 +385,21 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		case w.opt.Limit > 0 && n == w.opt.Limit:
 			return true, nil
 		}
+		var holders []holder
 		for _, c := range cursors {
 			if c.ok && c.row.ARK == ark {
-				if err := begin(ark, c.inv); err != nil {
-					return false, err
-				}
+				holders = append(holders, holder{c.source, c.row})
 				c.ok = false
+			}
+		}
+		// Audited from each; its first audit says it is in several.
+		for i, h := range holders {
+			var first []Finding
+			if i == 0 && len(holders) > 1 {
+				first = []Finding{w.a.recordedTwice(ark, holders)}
+			}
+			if err := begin(ark, h.source, first); err != nil {
+				return false, err
 			}
 		}
 		last, n = ark, n+1
@@ -349,7 +409,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 // cursor is where the walk is in one inventory: row is its next object
 // of the source's profiles, when ok.
 type cursor struct {
-	source
+	*source
 	next func() (inventory.ObjectRow, error, bool)
 	row  inventory.ObjectRow
 	ok   bool
@@ -434,9 +494,9 @@ func (w *walk) report(o *audited) error {
 	for _, name := range o.latestOnly {
 		if !w.noted[name] {
 			w.noted[name] = true
-			w.notes = append(w.notes, fmt.Sprintf("storage target %s is a storage service: each object's latest version was "+
-				"compared there (its number and files), not its older versions nor, with fixity, its bytes; "+
-				"audit the storage root behind the service to cover them", name))
+			w.notes = append(w.notes, fmt.Sprintf("storage target %s is a storage service that serves each object's latest "+
+				"version alone: only the latest version was compared there (its number and files), not the older versions "+
+				"nor, with fixity, any bytes; audit the storage root behind the service to cover them", name))
 		}
 	}
 	if o.unknown {

@@ -57,23 +57,36 @@ func (w *walk) object(ctx context.Context, o *audited) {
 }
 
 // read reads the object from its inventory; one asked for by its ARK
-// from the first inventory that holds it among its profile's objects.
+// from the first inventory that holds it among its profile's objects, and
+// a recorded-twice finding when a later one holds it too.
 func (w *walk) read(ctx context.Context, o *audited) (inventory.ObjectDetail, error) {
-	if o.inv != nil {
-		return o.inv.Object(ctx, o.ark)
+	if o.src != nil {
+		return o.src.inv.Object(ctx, o.ark)
 	}
-	for _, s := range w.a.sources() {
+	var found inventory.ObjectDetail
+	var holders []holder
+	for _, s := range w.srcs {
 		d, err := s.inv.Object(ctx, o.ark)
 		switch {
 		case errors.Is(err, inventory.ErrNotFound) || err == nil && !s.holds(d.Object.Profile):
 			continue
-		case err != nil:
+		case err != nil && len(holders) == 0:
 			return d, fmt.Errorf("%s: %w", s.name, err)
+		case err != nil:
+			continue // the object is audited from the first; a walk would fail listing this one
 		}
-		o.inv = s.inv
-		return d, nil
+		if len(holders) == 0 {
+			o.src, found = s, d
+		}
+		holders = append(holders, holder{s, d.Object})
 	}
-	return inventory.ObjectDetail{}, inventory.ErrNotFound
+	switch {
+	case len(holders) == 0:
+		return found, inventory.ErrNotFound
+	case len(holders) > 1:
+		o.findings = append(o.findings, w.a.recordedTwice(o.ark, holders))
+	}
+	return found, nil
 }
 
 // check is one object's audit at one target.
@@ -105,7 +118,8 @@ func (c *check) add(kind Kind, version int, file, format string, args ...any) {
 }
 
 // run compares the target's copy with the record: every version where the
-// target can be read back, its latest alone where it is a storage service.
+// target can be read back (an OCFL root, ingestq's storage service), its
+// latest alone where it gives no other (an older storage service).
 func (c *check) run(ctx context.Context) {
 	if c.t.Err != nil {
 		c.failed(c.t.Err)
@@ -119,6 +133,9 @@ func (c *check) run(ctx context.Context) {
 	case storage.Reader:
 		stored, err = s.Read(ctx, c.o.ark)
 	default:
+		err = storage.ErrLatestOnly
+	}
+	if errors.Is(err, storage.ErrLatestOnly) {
 		c.latest(ctx)
 		return
 	}
@@ -143,7 +160,8 @@ func (c *check) run(ctx context.Context) {
 }
 
 // latest compares the latest version at a target that can give no other
-// (a storage service): its number, and its files when it is the record's.
+// (a storage service that serves no older one): its number, and its files
+// when it is the record's.
 func (c *check) latest(ctx context.Context) {
 	c.o.latestOnly = append(c.o.latestOnly, c.t.Name)
 	v, err := c.t.Store.Latest(ctx, c.o.ark)

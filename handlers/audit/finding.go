@@ -17,6 +17,9 @@ const (
 	NotRecorded Kind = "not-recorded"
 	// InventoryFailed: the inventory could not give the object's record.
 	InventoryFailed Kind = "inventory-failed"
+	// RecordedTwice: an ARK that two inventories record (the daemon's and
+	// a profile's own, or two profiles' own); Recording writes into one.
+	RecordedTwice Kind = "recorded-twice"
 	// UnknownProfile: the object's profile is not one this daemon has, so
 	// its storage targets are not known here.
 	UnknownProfile Kind = "unknown-profile"

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,20 +10,28 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 )
 
+// own gives the bench's auditor an own inventory (bbolt) named name, of
+// profiles.
+func (b *bench) own(name string, profiles ...string) inventory.Handle {
+	b.t.Helper()
+	own, err := inventory.Open(b.t.Context(), "", filepath.Join(b.t.TempDir(), "own.db"), nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = own.Close() })
+	b.a.Own = []audit.Own{{Name: name, Inventory: own, Profiles: profiles}}
+	return own
+}
+
 // A profile's own inventory is walked with the daemon's, merged by ARK:
 // an object recorded only there is audited, one of another daemon's
 // profile recorded there is not, an ARK in both is audited in each and
-// is one object for the limit, and after and limit take the walk up
-// across both.
+// is one object for the limit (and a recorded-twice finding), and after
+// and limit take the walk up across both.
 func TestAuditWalksAProfilesOwnInventory(t *testing.T) {
 	t.Parallel()
 	b := newBench(t, "", t.TempDir())
-	own, err := inventory.Open(t.Context(), "", filepath.Join(t.TempDir(), "own.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = own.Close() })
-	b.a.Own = []audit.Own{{Name: "the inventory of profile demo", Inventory: own, Profiles: []string{profile}}}
+	own := b.own("the inventory of profile demo", profile)
 	b.a.Agent = "ingestq test on host1"
 
 	const (
@@ -42,9 +51,10 @@ func TestAuditWalksAProfilesOwnInventory(t *testing.T) {
 	b.recordIn(own, both, profile, 1, files)
 	b.recordIn(own, other, "elsewhere", 1, b.put(other, object{"a.txt": other}))
 
-	lost := []want{{audit.FileMissing, only, 0, 1, "a.txt"}}
+	lost := want{audit.FileMissing, only, 0, 1, "a.txt"}
+	walk := []want{lost, {audit.RecordedTwice, both, -1, 0, ""}}
 	got, sum := b.run(audit.Options{})
-	b.check("the whole walk", got, lost)
+	b.check("the whole walk", got, walk)
 	if sum.Objects != 4 || sum.Last != both || sum.More {
 		t.Errorf("the whole walk: %+v, want 4 objects (%s in each inventory), last %s, no more", sum, both, both)
 	}
@@ -58,7 +68,7 @@ func TestAuditWalksAProfilesOwnInventory(t *testing.T) {
 			break
 		}
 	}
-	b.check("a walk one object at a time", walked, lost)
+	b.check("a walk one object at a time", walked, walk)
 	if after != both || objects != 4 {
 		t.Errorf("a walk one object at a time ended after %s with %d objects, want %s and 4", after, objects, both)
 	}
@@ -67,7 +77,7 @@ func TestAuditWalksAProfilesOwnInventory(t *testing.T) {
 	}
 
 	got, sum = b.run(audit.Options{ARKs: []string{only, other, missing}, Fixity: true, Record: true})
-	b.check("ARKs", got, []want{lost[0], {audit.NotRecorded, other, -1, 0, ""}, {audit.NotRecorded, missing, -1, 0, ""}})
+	b.check("ARKs", got, []want{lost, {audit.NotRecorded, other, -1, 0, ""}, {audit.NotRecorded, missing, -1, 0, ""}})
 	if sum.Objects != 1 || sum.NotRecorded != 2 || sum.EventsRecorded != 1 {
 		t.Errorf("ARKs: %+v, want 1 object, 2 not recorded, 1 event", sum)
 	}
@@ -84,4 +94,54 @@ func TestAuditWalksAProfilesOwnInventory(t *testing.T) {
 		!strings.Contains(err.Error(), "after="+both) || sum.Objects != 4 {
 		t.Errorf("audit: %v, %+v: want the profile's inventory named, the 4 objects listed before audited, and after=%s", err, sum, both)
 	}
+}
+
+// An ARK that two inventories record is a finding of its own, naming both
+// and the one its profile records into, in the walk and when asked for by
+// its ARK; records of two profiles under one ARK say so.
+func TestAuditFindsAnARKRecordedTwice(t *testing.T) {
+	t.Parallel()
+	b := newBench(t, "", t.TempDir())
+	const ownName = "the inventory of profiles demo, second"
+	own := b.own(ownName, profile, "second")
+	demoTargets := b.a.Targets
+	b.a.Targets = func(ctx context.Context, name string) ([]audit.Target, error) {
+		return demoTargets(ctx, profile) // both profiles store at the bench's target
+	}
+
+	const (
+		moved = "ark:/99999/fk4a" // demo's, recorded in the daemon's before demo named its own
+		taken = "ark:/99999/fk4b" // demo's in the daemon's, second's in the own one
+	)
+	v1 := b.put(moved, object{"a.txt": "one"}, 0)
+	b.record(moved, profile, 1, v1)
+	b.recordIn(own, moved, profile, 1, v1)
+	b.recordIn(own, moved, profile, 2, b.put(moved, object{"a.txt": "two"}, 0))
+	files := b.put(taken, object{"a.txt": "x"}, 0)
+	b.record(taken, profile, 1, files)
+	b.recordIn(own, taken, "second", 1, files)
+
+	// The daemon's record of moved, behind, finds version 2 unrecorded.
+	movedFound := []want{{audit.RecordedTwice, moved, -1, 0, ""}, {audit.VersionsUnrecorded, moved, 0, 2, ""}}
+	got, sum := b.run(audit.Options{})
+	b.check("the walk", got, append(movedFound, want{audit.RecordedTwice, taken, -1, 0, ""}))
+	if sum.Objects != 4 || sum.Findings != 3 {
+		t.Errorf("the walk: %+v, want 4 objects (each ARK audited from each inventory), 3 findings", sum)
+	}
+	says := []string{
+		moved + ` is recorded in the inventory (profile "demo", version 1) and in ` + ownName + ` (profile "demo", versions 1 to 2)`,
+		`profile "demo" records each new version into ` + ownName + ` alone`,
+		"ingestq object " + moved + " --inventory URL",
+	}
+	for _, s := range says {
+		if len(got) == 3 && !strings.Contains(got[0].Message, s) {
+			t.Errorf("the walk: %q does not say %q", got[0].Message, s)
+		}
+	}
+	if len(got) == 3 && !strings.Contains(got[2].Message, "the records name different profiles") {
+		t.Errorf("the walk: %q does not say the records name different profiles", got[2].Message)
+	}
+
+	got, _ = b.run(audit.Options{ARKs: []string{moved}})
+	b.check("by ARK", got, movedFound)
 }

@@ -17,8 +17,9 @@ import (
 // recorded version a target lacks (its copy there is lost: the target's
 // last check must not stay a success). A target that could not be read
 // (out of reach) gets none: nothing was checked, and the last event's
-// time says when something was. A storage service's target gets none
-// either: its bytes are not read back.
+// time says when something was. Neither does a storage service's target
+// that serves each object's latest version alone: its bytes are not read
+// back.
 //
 // One event is about one version at one target, not one file, as
 // Storing's check of each copy is; a failure's detail names each file
@@ -38,10 +39,14 @@ const maxNamed = 100
 
 // record writes each version's fixity check events into the inventory,
 // with the version's content as recorded (ErrMismatch otherwise) and no
-// replica: Record adds the events and changes nothing else. A version
-// the inventory does not take is a finding; the walk goes on.
+// replica: Record adds the events and changes nothing else. The recorder
+// writes them, with those of the objects whose audits ended meanwhile, in
+// one transaction. When that fails, each version is recorded alone, so a
+// version the inventory does not take is a finding of its own and the
+// others are recorded. The walk goes on.
 func (w *walk) record(ctx context.Context, o *audited, d inventory.ObjectDetail, checks []*check) {
 	at := time.Now().UTC()
+	rec := &recording{src: o.src, done: make(chan error, 1)}
 	for _, v := range d.Versions {
 		var evs []inventory.Event
 		for _, c := range checks {
@@ -49,22 +54,91 @@ func (w *walk) record(ctx context.Context, o *audited, d inventory.ObjectDetail,
 				evs = append(evs, w.event(at, detail))
 			}
 		}
-		if len(evs) == 0 {
-			continue
+		if len(evs) > 0 {
+			r := v
+			r.Replicas, r.Events = nil, evs
+			rec.rs = append(rec.rs, r)
 		}
-		r := v
-		r.Replicas, r.Events = nil, evs
-		if err := o.inv.Record(ctx, r); err != nil {
+	}
+	if len(rec.rs) == 0 {
+		return
+	}
+	select {
+	case w.recordings <- rec:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case err := <-rec.done:
+		if err == nil {
+			for _, r := range rec.rs {
+				o.events += len(r.Events)
+			}
+			return
+		}
+	case <-ctx.Done():
+		return
+	}
+	for _, r := range rec.rs {
+		if err := o.src.inv.Record(ctx, r); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			o.findings = append(o.findings, Finding{Kind: RecordFailed, ARK: o.ark, Version: v.Version,
+			o.findings = append(o.findings, Finding{Kind: RecordFailed, ARK: o.ark, Version: r.Version,
 				Message: fmt.Sprintf("the inventory did not take the %d fixity check events of version %d of %s: %v; "+
 					"the findings above stand, but the inventory does not show this check: audit it again with ark=%s, "+
-					"fixity and record", len(evs), v.Version, o.ark, err, o.ark)})
+					"fixity and record", len(r.Events), r.Version, o.ark, err, o.ark)})
 			continue
 		}
-		o.events += len(evs)
+		o.events += len(r.Events)
+	}
+}
+
+// recording is one object's fixity check events, handed to the recorder.
+type recording struct {
+	src  *source
+	rs   []inventory.Record
+	done chan error // its outcome; buffered, so the recorder never waits
+}
+
+// maxGroup bounds the objects whose events one transaction takes.
+const maxGroup = 64
+
+// recorder writes the recordings handed to it until the channel closes:
+// each with those that came while the one before was written, one
+// transaction per inventory (a group commit: bbolt commits one at a time,
+// each with its fsyncs, and the workers' records queued behind each other).
+// A transaction that fails is each recording's error.
+func (w *walk) recorder(ctx context.Context) {
+	for first := range w.recordings {
+		group := []*recording{first}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case rec := <-w.recordings:
+				group = append(group, rec)
+			default:
+				break more
+			}
+		}
+		for len(group) > 0 {
+			src := group[0].src
+			var same, rest []*recording
+			var rs []inventory.Record
+			for _, rec := range group {
+				if rec.src != src {
+					rest = append(rest, rec)
+					continue
+				}
+				same = append(same, rec)
+				rs = append(rs, rec.rs...)
+			}
+			err := inventory.RecordAll(ctx, src.inv, rs)
+			for _, rec := range same {
+				rec.done <- err
+			}
+			group = rest
+		}
 	}
 }
 

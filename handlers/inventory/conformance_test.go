@@ -28,6 +28,7 @@ func runConformance(t *testing.T, open func(t *testing.T) Inventory) {
 		{"BadInput", testBadInput},
 		{"ConcurrentRecords", testConcurrentRecords},
 		{"ListInPages", testListInPages},
+		{"RecordAll", testRecordAll},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
 	}

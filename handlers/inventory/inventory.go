@@ -107,6 +107,35 @@ type Inventory interface {
 	List(ctx context.Context, after string, limit int) ([]ObjectRow, error)
 }
 
+// VersionsRecorder is an inventory that records several versions in one
+// transaction, one commit (bbolt, PostgreSQL): an audit's fixity check
+// events of an object's versions.
+type VersionsRecorder interface {
+	// RecordVersions records each of rs as Record does, in one
+	// transaction: on an error none is recorded.
+	RecordVersions(ctx context.Context, rs []Record) error
+}
+
+// Recorder is the part of an Inventory that records.
+type Recorder interface {
+	Record(ctx context.Context, r Record) error
+}
+
+// RecordAll records rs into inv: in one transaction when inv is a
+// VersionsRecorder, else each in turn up to the first error (those before
+// it stay recorded, and recording them again changes nothing).
+func RecordAll(ctx context.Context, inv Recorder, rs []Record) error {
+	if vr, ok := inv.(VersionsRecorder); ok {
+		return vr.RecordVersions(ctx, rs)
+	}
+	for _, r := range rs {
+		if err := inv.Record(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var (
 	// ErrConflict is a local id already mapped to another ARK in the same
 	// profile (wrapped; the message names the id and both ARKs).

@@ -110,69 +110,86 @@ func localIDKey(profile, localID string) []byte {
 // Record writes the object row, the version row and the local-id rows of r
 // in one transaction; see [Inventory].
 func (l *Local) Record(ctx context.Context, r Record) error {
-	r, err := normalize(r)
-	if err != nil {
+	return l.RecordVersions(ctx, []Record{r})
+}
+
+// RecordVersions writes each of rs as Record does, all in one transaction
+// (one commit); see [VersionsRecorder].
+func (l *Local) RecordVersions(ctx context.Context, rs []Record) error {
+	rs, err := normalizeAll(rs)
+	if err != nil || len(rs) == 0 {
 		return err
 	}
+	what := recordWhat(rs)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("inventory: record %s version %d: %w", r.ARK, r.Version, err)
+		return fmt.Errorf("inventory: %s: %w", what, err)
 	}
 	err = l.db.Update(func(tx *bolt.Tx) error {
-		objects, versions, localIDs := tx.Bucket(bucketObjects), tx.Bucket(bucketVersions), tx.Bucket(bucketLocalIDs)
-		vkey := versionKey(r.ARK, r.Version)
-		if b := versions.Get(vkey); b != nil {
-			var old Record
-			if err := json.Unmarshal(b, &old); err != nil {
-				return fmt.Errorf("version row %q: %w", vkey, err)
-			}
-			if diff := contentDiff(old, r); diff != "" {
-				return mismatch(old, r, diff)
-			}
-			if merged, added := addNew(old, r); added {
-				return putJSON(versions, vkey, merged)
-			}
-			return nil // recorded before: nothing to do
-		}
-
-		var obj ObjectRow
-		if b := objects.Get([]byte(r.ARK)); b != nil {
-			if err := json.Unmarshal(b, &obj); err != nil {
-				return fmt.Errorf("object row %s: %w", r.ARK, err)
-			}
-			if obj.Profile != r.Profile {
-				return otherProfile(r, obj.Profile)
-			}
-		}
-		for _, id := range r.LocalIDs {
-			key := localIDKey(r.Profile, id)
-			if got := localIDs.Get(key); got != nil && string(got) != r.ARK {
-				return conflict(r, id, string(got))
-			}
-			if err := localIDs.Put(key, []byte(r.ARK)); err != nil {
+		for _, r := range rs {
+			if err := recordBolt(tx, r); err != nil {
 				return err
 			}
 		}
-
-		obj.ARK, obj.Profile = r.ARK, r.Profile
-		obj.LocalIDs = append(obj.LocalIDs, r.LocalIDs...)
-		slices.Sort(obj.LocalIDs)
-		obj.LocalIDs = slices.Compact(obj.LocalIDs)
-		if r.Version >= obj.LatestVersion { // an older version recorded late keeps the newest's ERC
-			obj.LatestVersion = r.Version
-			obj.Who, obj.What, obj.When, obj.Where = r.Who, r.What, r.When, r.Where
-		}
-		if err := putJSON(objects, []byte(r.ARK), obj); err != nil {
-			return err
-		}
-		return putJSON(versions, vkey, r)
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrMismatch) {
 			return err
 		}
-		return fmt.Errorf("inventory database %s: record %s version %d: %w", l.path, r.ARK, r.Version, err)
+		return fmt.Errorf("inventory database %s: %s: %w", l.path, what, err)
 	}
 	return nil
+}
+
+// recordBolt writes r (normalized) in tx.
+func recordBolt(tx *bolt.Tx, r Record) error {
+	objects, versions, localIDs := tx.Bucket(bucketObjects), tx.Bucket(bucketVersions), tx.Bucket(bucketLocalIDs)
+	vkey := versionKey(r.ARK, r.Version)
+	if b := versions.Get(vkey); b != nil {
+		var old Record
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("version row %q: %w", vkey, err)
+		}
+		if diff := contentDiff(old, r); diff != "" {
+			return mismatch(old, r, diff)
+		}
+		if merged, added := addNew(old, r); added {
+			return putJSON(versions, vkey, merged)
+		}
+		return nil // recorded before: nothing to do
+	}
+
+	var obj ObjectRow
+	if b := objects.Get([]byte(r.ARK)); b != nil {
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return fmt.Errorf("object row %s: %w", r.ARK, err)
+		}
+		if obj.Profile != r.Profile {
+			return otherProfile(r, obj.Profile)
+		}
+	}
+	for _, id := range r.LocalIDs {
+		key := localIDKey(r.Profile, id)
+		if got := localIDs.Get(key); got != nil && string(got) != r.ARK {
+			return conflict(r, id, string(got))
+		}
+		if err := localIDs.Put(key, []byte(r.ARK)); err != nil {
+			return err
+		}
+	}
+
+	obj.ARK, obj.Profile = r.ARK, r.Profile
+	obj.LocalIDs = append(obj.LocalIDs, r.LocalIDs...)
+	slices.Sort(obj.LocalIDs)
+	obj.LocalIDs = slices.Compact(obj.LocalIDs)
+	if r.Version >= obj.LatestVersion { // an older version recorded late keeps the newest's ERC
+		obj.LatestVersion = r.Version
+		obj.Who, obj.What, obj.When, obj.Where = r.Who, r.What, r.When, r.Where
+	}
+	if err := putJSON(objects, []byte(r.ARK), obj); err != nil {
+		return err
+	}
+	return putJSON(versions, vkey, r)
 }
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {

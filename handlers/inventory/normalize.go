@@ -21,6 +21,26 @@ var eventTypes = []string{EventIngestion, EventMessageDigestCalculation, EventFi
 
 // normalize checks r and returns it in canonical form (see [canonical]);
 // what no inventory can keep is ErrInvalid.
+// recordWhat names what recording rs (at least one) does, for an error.
+func recordWhat(rs []Record) string {
+	if len(rs) > 1 {
+		return fmt.Sprintf("record %d versions of %s", len(rs), rs[0].ARK)
+	}
+	return fmt.Sprintf("record %s version %d", rs[0].ARK, rs[0].Version)
+}
+
+// normalizeAll is normalize of each record: the first bad one is the error.
+func normalizeAll(rs []Record) ([]Record, error) {
+	out := make([]Record, len(rs))
+	for i, r := range rs {
+		var err error
+		if out[i], err = normalize(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func normalize(r Record) (Record, error) {
 	r.Events = slices.Clone(r.Events)
 	for i, e := range r.Events {

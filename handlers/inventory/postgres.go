@@ -108,13 +108,25 @@ func (p *Postgres) Close() error {
 
 // Record writes r in one transaction; see [Inventory].
 func (p *Postgres) Record(ctx context.Context, r Record) error {
-	r, err := normalize(r)
-	if err != nil {
+	return p.RecordVersions(ctx, []Record{r})
+}
+
+// RecordVersions writes each of rs in one transaction; see
+// [VersionsRecorder].
+func (p *Postgres) RecordVersions(ctx context.Context, rs []Record) error {
+	rs, err := normalizeAll(rs)
+	if err != nil || len(rs) == 0 {
 		return err
 	}
-	what := fmt.Sprintf("record %s version %d", r.ARK, r.Version)
-	return p.retry(ctx, what, func(ctx context.Context) error {
-		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return recordTx(ctx, tx, r) })
+	return p.retry(ctx, recordWhat(rs), func(ctx context.Context) error {
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			for _, r := range rs {
+				if err := recordTx(ctx, tx, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
 			return fmt.Errorf("%w: %w", ErrInvalid, err) // a data exception or integrity violation: the record's fault

@@ -51,6 +51,26 @@ func ark(naan, shoulder string, n uint64) string {
 	return "ark:/" + base + string(CheckChar(base))
 }
 
+// Number returns the counter value ark was minted from on the (naan,
+// shoulder) counter; ok is false for an ARK of another counter, of another
+// form or with a wrong check character, and for a counter past minDigits
+// characters: up to there the ARKs of one counter sort bytewise in the
+// order they were minted, as the inventory lists them.
+func Number(ark, naan, shoulder string) (n uint64, ok bool) {
+	digits, found := strings.CutPrefix(ark, "ark:/"+naan+"/"+shoulder)
+	if !found || len(digits) != minDigits+1 || !Valid(ark) {
+		return 0, false
+	}
+	for i := 0; i < minDigits; i++ {
+		d := strings.IndexByte(Alphabet, digits[i])
+		if d < 0 {
+			return 0, false
+		}
+		n = n*uint64(len(Alphabet)) + uint64(d)
+	}
+	return n, true
+}
+
 // Valid reports whether s has the form this package mints,
 // "ark:/<digits>/<betanumeric shoulder, counter and check character>",
 // and its check character matches.

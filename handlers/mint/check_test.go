@@ -97,3 +97,31 @@ func TestValidRejectsMalformed(t *testing.T) {
 		}
 	}
 }
+
+// Number reads back the counter value of every ARK ark mints up to
+// minDigits characters, in the order the ARKs sort, and nothing else.
+func TestNumberReadsTheCounterBack(t *testing.T) {
+	prev := ""
+	for _, n := range []uint64{1, 2, 10, 28, 29, 30, 29*29 - 1, 123456789, 594823320} {
+		a := ark("99999", "fk4", n)
+		if got, ok := Number(a, "99999", "fk4"); !ok || got != n {
+			t.Errorf("Number(%s) = %d, %t; want %d", a, got, ok, n)
+		}
+		if a <= prev {
+			t.Errorf("%s sorts before %s, minted earlier", a, prev)
+		}
+		prev = a
+	}
+	for _, a := range []string{
+		ark("99999", "fk4", 594823321), // a seventh character
+		ark("99999", "fk40", 1),        // another shoulder that begins with this one
+		ark("12345", "fk4", 1),         // another NAAN
+		"ark:/99999/fk40000018",        // a wrong check character
+		"ark:/99999/fk4000001",         // too short
+		"doi:10.1/fk40000017",
+	} {
+		if n, ok := Number(a, "99999", "fk4"); ok {
+			t.Errorf("Number(%s) = %d, true; want false: not of counter 99999/fk4", a, n)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +20,15 @@ import (
 // HTTP is a store behind a storage service:
 //
 //	POST <endpoint>/objects        multipart: "version" (JSON), then one "file" per file
-//	                               → {"ark": …, "number": n, "changed": bool}
+//	                               → {"ark": …, "number": n, "changed": bool, "message": …}
 //	GET  <endpoint>/objects/<ark>  → a Version as JSON; 404 when none
+//	GET  <endpoint>/objects/<ark>?versions=all → {"ark": …, "versions": [Version…]}, oldest
+//	                               first, each file's size as stored (-1: its copy is gone)
+//	GET  <endpoint>/content/<ark>?version=n&file=name → the file's bytes
+//
+// The last two are what an audit reads (Survey); a service that answers
+// versions=all with the latest Version alone serves no older one
+// ([ErrLatestOnly]).
 //
 // 5xx answers and network errors are retried by the client; 4xx are
 // refusals ([Refused]).
@@ -29,7 +37,14 @@ type HTTP struct {
 	client   *retryablehttp.Client
 }
 
-var _ Store = (*HTTP)(nil)
+var (
+	_ Store    = (*HTTP)(nil)
+	_ Surveyor = (*HTTP)(nil)
+)
+
+// ErrLatestOnly is a storage service that serves each object's latest
+// version alone (an older service than ingestq's): an audit compares that.
+var ErrLatestOnly = errors.New("the storage service serves only each object's latest version")
 
 // NewHTTP returns a store speaking to endpoint through client (a default
 // retrying client when nil).
@@ -47,6 +62,10 @@ type putRequest struct {
 	Files    []File   `json:"files"`
 	// Describing is Object.Describing.
 	Describing []string `json:"describing,omitempty"`
+	// Message is Object.Message, which the service keeps with the version
+	// it makes and answers as Version.Message. A service of an older
+	// release ignores it and answers none.
+	Message string `json:"message,omitempty"`
 }
 
 // putReply is the service's answer to a Put.
@@ -55,6 +74,7 @@ type putReply struct {
 	Number  int       `json:"number"`
 	Changed bool      `json:"changed"`
 	Created time.Time `json:"created"`
+	Message string    `json:"message,omitempty"` // the version's, as Version.Message
 }
 
 // Put sends obj in one streamed multipart POST; see [Store].
@@ -64,7 +84,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 		return Version{}, err
 	}
 	target := h.endpoint + "/objects"
-	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files, Describing: obj.Describing})
+	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files, Describing: obj.Describing, Message: obj.Message})
 	if err != nil {
 		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, err)
 	}
@@ -104,7 +124,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, target, r.ARK, r.Number)
 	}
 	v := Version{ARK: r.ARK, Number: r.Number, Created: r.Created, Changed: r.Changed, Files: slices.Clone(files),
-		URL: h.objectURL(r.ARK)}
+		Message: r.Message, URL: h.objectURL(r.ARK)}
 	for i := range v.Files {
 		v.Files[i].Path = "" // the service's copy has no local path
 	}
@@ -117,12 +137,7 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 		return Version{}, err
 	}
 	target := h.objectURL(ark)
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, target, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := h.client.Do(req)
+	resp, err := h.get(ctx, target, "application/json")
 	if err != nil {
 		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, target, err)
 	}
@@ -143,6 +158,98 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 	v.Changed, v.URL = false, target
 	slices.SortFunc(v.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return v, nil
+}
+
+// surveyReply is the service's answer to versions=all; Number is set
+// instead of Versions by a service that ignores the question and answers
+// the latest version.
+type surveyReply struct {
+	ARK      string    `json:"ark"`
+	Versions []Version `json:"versions"`
+	Number   int       `json:"number,omitempty"`
+}
+
+// Survey asks the service for every version of ark, each file's size as
+// stored; see [Surveyor]. A service that answers the latest version alone
+// is ErrLatestOnly.
+func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
+	if err := checkARK(ark); err != nil {
+		return nil, err
+	}
+	target := h.objectURL(ark) + "?versions=all"
+	fail := func(format string, a ...any) (Stored, error) {
+		return nil, fmt.Errorf("storage: versions of %s from %s: "+format, append([]any{ark, target}, a...)...)
+	}
+	resp, err := h.get(ctx, target, "application/json")
+	if err != nil {
+		return fail("%w", err)
+	}
+	defer closeBody(resp)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, fmt.Errorf("storage: %s at %s: %w", ark, target, ErrNotFound)
+	case resp.StatusCode/100 != 2:
+		return nil, answerError(resp, "versions of "+ark, target)
+	}
+	var r surveyReply
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&r); err != nil {
+		return fail("reading the answer: %w", err)
+	}
+	if r.Versions == nil && r.Number > 0 {
+		return fail("%w: it answered version %d alone", ErrLatestOnly, r.Number)
+	}
+	for i := range r.Versions {
+		v := &r.Versions[i]
+		if r.ARK != ark || v.ARK != ark || v.Number != i+1 {
+			return fail("answer names %q version %d as version %d of %q", v.ARK, v.Number, i+1, r.ARK)
+		}
+		v.URL = h.objectURL(ark)
+		slices.SortFunc(v.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+	}
+	if len(r.Versions) == 0 {
+		return fail("answer names no version")
+	}
+	return &httpStored{h: h, ark: ark, versions: r.Versions}, nil
+}
+
+// httpStored is an object as a storage service surveyed it.
+type httpStored struct {
+	h        *HTTP
+	ark      string
+	versions []Version
+}
+
+func (s *httpStored) Versions() []Version { return s.versions }
+
+// Open streams file name of version n from the service.
+func (s *httpStored) Open(ctx context.Context, n int, name string) (io.ReadCloser, error) {
+	target := s.h.endpoint + "/content/" + url.PathEscape(s.ark) + "?" +
+		url.Values{"version": {strconv.Itoa(n)}, "file": {name}}.Encode()
+	resp, err := s.h.get(ctx, target, "application/octet-stream")
+	if err != nil {
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, target, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		defer closeBody(resp)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %q: %w", name, n, s.ark, target,
+			strings.TrimSpace(string(b)), ErrNotFound)
+	case resp.StatusCode/100 != 2:
+		defer closeBody(resp)
+		return nil, answerError(resp, fmt.Sprintf("file %q of version %d of %s", name, n, s.ark), target)
+	}
+	return resp.Body, nil
+}
+
+// get sends a GET of target, accepting accept.
+func (h *HTTP) get(ctx context.Context, target, accept string) (*http.Response, error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	return h.client.Do(req)
 }
 
 // objectURL is where the service serves the latest version of ark.

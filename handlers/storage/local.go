@@ -72,6 +72,7 @@ func (l *Local) Put(ctx context.Context, obj Object) (Version, error) {
 		Created:  time.Now().UTC(),
 		LocalIDs: obj.LocalIDs,
 		Files:    make([]File, len(files)),
+		Message:  obj.Message,
 	}
 	for i, f := range files {
 		m.Files[i] = File{Name: f.Name, Size: f.Size, SHA256: f.SHA256}
@@ -181,4 +182,49 @@ func (l *Local) lock(ark string) (unlock func()) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// survey reads every version of ark, oldest first, each file's Size as its
+// stored copy has it (Absent when the copy is gone): what a storage service
+// answers an audit (GET /objects/{ark}?versions=all).
+func (l *Local) survey(ctx context.Context, ark string) ([]Version, error) {
+	if err := checkARK(ark); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage: survey of %s: %w", ark, err)
+	}
+	vs, err := readVersions(filepath.Join(l.dir, dirName(ark)), ark)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		for i := range v.Files {
+			f := &v.Files[i]
+			st, err := os.Stat(f.Path)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				f.Size = Absent
+			case err != nil:
+				return nil, fmt.Errorf("storage: survey of %s version %d: %w", ark, v.Number, err)
+			default:
+				f.Size = st.Size()
+			}
+		}
+	}
+	return vs, nil
+}
+
+// file is where the stored copy of file name of version n of ark is; a
+// version or file the object lacks wraps ErrNotFound.
+func (l *Local) file(ark string, n int, name string) (string, error) {
+	v, err := readVersion(filepath.Join(l.dir, dirName(ark)), ark, n)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(v.Files, func(f File) bool { return f.Name == name })
+	if i < 0 {
+		return "", fmt.Errorf("storage: version %d of %s has no file %q: %w", n, ark, name, ErrNotFound)
+	}
+	return v.Files[i].Path, nil
 }

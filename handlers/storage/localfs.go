@@ -29,11 +29,12 @@ type manifest struct {
 	Created  time.Time `json:"created"`
 	LocalIDs []string  `json:"local_ids,omitempty"`
 	Files    []File    `json:"files"`
+	Message  string    `json:"message,omitempty"` // Object.Message; none before this field was kept
 }
 
 // version returns m as a Version whose files point into dir.
 func (m manifest) version(dir string) Version {
-	v := Version{ARK: m.ARK, Number: m.Number, Created: m.Created, Files: slices.Clone(m.Files),
+	v := Version{ARK: m.ARK, Number: m.Number, Created: m.Created, Files: slices.Clone(m.Files), Message: m.Message,
 		URL: (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, reserved))}).String()}
 	for i := range v.Files {
 		v.Files[i].Path = filepath.Join(dir, filepath.FromSlash(v.Files[i].Name))
@@ -58,12 +59,43 @@ func parseVersionDir(name string) (int, bool) {
 // readLatest reads the newest version in objDir. A non-empty ark must match
 // the one recorded: two ARKs can map to one folder name ("a_b", "a/b").
 func readLatest(objDir, ark string) (Version, error) {
+	newest, err := newestVersion(objDir, ark)
+	if err != nil {
+		return Version{}, err
+	}
+	return readVersion(objDir, ark, newest)
+}
+
+// readVersions reads every version in objDir, oldest first: a version
+// folder missing below the newest is an error naming it.
+func readVersions(objDir, ark string) ([]Version, error) {
+	newest, err := newestVersion(objDir, ark)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Version, 0, newest)
+	for n := 1; n <= newest; n++ {
+		v, err := readVersion(objDir, ark, n)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("storage: %s has no folder %s of version %d below its newest, %d",
+				objDir, versionDir(n), n, newest)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// newestVersion is the number of the newest version folder in objDir.
+func newestVersion(objDir, ark string) (int, error) {
 	entries, err := os.ReadDir(objDir)
 	if errors.Is(err, os.ErrNotExist) {
-		return Version{}, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
+		return 0, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
 	}
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: read object folder %s: %w", objDir, err)
+		return 0, fmt.Errorf("storage: read object folder %s: %w", objDir, err)
 	}
 	newest := 0
 	for _, e := range entries {
@@ -72,10 +104,21 @@ func readLatest(objDir, ark string) (Version, error) {
 		}
 	}
 	if newest == 0 {
-		return Version{}, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
+		return 0, fmt.Errorf("storage: %s: %w", ark, ErrNotFound)
 	}
-	dir := filepath.Join(objDir, versionDir(newest))
+	return newest, nil
+}
+
+// readVersion reads version n in objDir (ErrNotFound when its folder is
+// missing); a non-empty ark must match the one recorded.
+func readVersion(objDir, ark string, n int) (Version, error) {
+	dir := filepath.Join(objDir, versionDir(n))
 	b, err := os.ReadFile(filepath.Join(dir, reserved))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+			return Version{}, fmt.Errorf("storage: %s has no version %d: %w", ark, n, ErrNotFound)
+		}
+	}
 	if err != nil {
 		return Version{}, fmt.Errorf("storage: read version of %s: %w", ark, err)
 	}
@@ -83,9 +126,9 @@ func readLatest(objDir, ark string) (Version, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Version{}, fmt.Errorf("storage: %s: %w", filepath.Join(dir, reserved), err)
 	}
-	if m.Number != newest || (ark != "" && m.ARK != ark) {
+	if m.Number != n || (ark != "" && m.ARK != ark) {
 		return Version{}, fmt.Errorf("storage: %s holds %s version %d, not %s version %d",
-			dir, m.ARK, m.Number, ark, newest)
+			dir, m.ARK, m.Number, ark, n)
 	}
 	return m.version(dir), nil
 }

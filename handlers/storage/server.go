@@ -29,8 +29,11 @@ type server struct {
 
 // NewServer returns a handler serving l to [HTTP] clients:
 //
-//	POST /objects        multipart "version" + one "file" part per file → {ark, number, changed, created}
+//	POST /objects        multipart "version" + one "file" part per file → {ark, number, changed, created, message}
 //	GET  /objects/{ark}  → the latest Version as JSON; 404 when none
+//	GET  /objects/{ark}?versions=all → {ark, versions}: every Version, oldest
+//	                       first, each file's size as stored (-1: its copy is gone)
+//	GET  /content/{ark}?version=N&file=NAME → the bytes of that file
 //
 // Uploaded files are streamed to a temporary folder under os.TempDir
 // (TMPDIR), checked against their declared sizes and digests, and handed to
@@ -46,9 +49,12 @@ func NewServer(l *Local, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /objects", s.put)
 	// ARKs hold "/": the client escapes them as %2F, and "..." also takes
 	// a path from a client that does not.
-	mux.HandleFunc("GET /objects/{ark...}", s.latest)
+	mux.HandleFunc(objectPattern, s.object)
+	mux.HandleFunc("GET /content/{ark...}", s.content)
 	return mux
 }
+
+const objectPattern = "GET /objects/{ark...}"
 
 // badRequest marks an error as the request's fault (400).
 type badRequest struct{ err error }
@@ -65,7 +71,7 @@ func (s *server) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("storage server: put", "ark", v.ARK, "version", v.Number, "changed", v.Changed, "files", len(v.Files))
-	writeJSON(w, putReply{ARK: v.ARK, Number: v.Number, Changed: v.Changed, Created: v.Created})
+	writeJSON(w, putReply{ARK: v.ARK, Number: v.Number, Changed: v.Changed, Created: v.Created, Message: v.Message})
 }
 
 // receive reads one Put request into a temporary folder and stores it.
@@ -104,7 +110,7 @@ func (s *server) receive(r *http.Request) (Version, error) {
 func receiveFiles(mr *multipart.Reader, meta putRequest, dir string) (Object, error) {
 	// File.Path is not in the JSON, so every Path set here is ours: the
 	// client cannot point Put at the server's own files.
-	obj := Object{ARK: meta.ARK, LocalIDs: meta.LocalIDs, Files: meta.Files, Describing: meta.Describing}
+	obj := Object{ARK: meta.ARK, LocalIDs: meta.LocalIDs, Files: meta.Files, Describing: meta.Describing, Message: meta.Message}
 	index, err := checkDeclared(meta)
 	if err != nil {
 		return obj, err
@@ -243,22 +249,84 @@ func (q requestReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *server) latest(w http.ResponseWriter, r *http.Request) {
+// object answers the latest version of an object, or every version.
+func (s *server) object(w http.ResponseWriter, r *http.Request) {
 	ark := r.PathValue("ark")
 	if err := checkARK(ark); err != nil {
 		s.fail(w, r, badRequest{err})
 		return
 	}
-	v, err := s.l.Latest(r.Context(), ark)
-	if errors.Is(err, ErrNotFound) {
-		http.Error(w, fmt.Sprintf("no version of %s", ark), http.StatusNotFound)
-		return
+	switch versions := r.URL.Query().Get("versions"); versions {
+	case "", "latest":
+		v, err := s.l.Latest(r.Context(), ark)
+		if s.notFound(w, r, err) {
+			return
+		}
+		writeJSON(w, v) // File.Path is not in the JSON: the store's layout stays private
+	case "all":
+		vs, err := s.l.survey(r.Context(), ark)
+		if s.notFound(w, r, err) {
+			return
+		}
+		writeJSON(w, surveyReply{ARK: ark, Versions: vs})
+	default:
+		s.fail(w, r, bad("versions %q: want all, or latest (the default)", versions))
+	}
+}
+
+// content answers the bytes of one file of one version.
+func (s *server) content(w http.ResponseWriter, r *http.Request) {
+	ark, q := r.PathValue("ark"), r.URL.Query()
+	n, err := strconv.Atoi(q.Get("version"))
+	switch {
+	case checkARK(ark) != nil:
+		err = badRequest{checkARK(ark)}
+	case err != nil || n < 1:
+		err = bad("version %q: want a version number, 1 or more", q.Get("version"))
+	case checkName(q.Get("file")) != nil:
+		err = bad("file: %w", checkName(q.Get("file")))
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, v) // File.Path is not in the JSON: the store's layout stays private
+	path, err := s.l.file(ark, n, q.Get("file"))
+	if s.notFound(w, r, err) {
+		return
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("the stored copy of file %q of version %d of %s is gone: %w", q.Get("file"), n, ark, ErrNotFound)
+	}
+	if s.notFound(w, r, err) {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// notFound answers err, when there is one: 404 when it wraps ErrNotFound
+// (for an object, "no version of ARK", as before versions=all; else the
+// error's text, which names the version or file), else as fail does. It
+// tells whether it answered.
+func (s *server) notFound(w http.ResponseWriter, r *http.Request, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrNotFound) && r.Pattern == objectPattern:
+		http.Error(w, fmt.Sprintf("no version of %s", r.PathValue("ark")), http.StatusNotFound)
+	case errors.Is(err, ErrNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	default:
+		s.fail(w, r, err)
+	}
+	return true
 }
 
 // fail answers 400 for the request's fault and 500 otherwise, logging both.

@@ -37,7 +37,8 @@ type Object struct {
 	Files    []File
 	// Message and User describe why and by whom a new version is made
 	// (both optional). The OCFL store keeps them in the version's
-	// metadata; the others ignore them.
+	// metadata; Local and a storage service ([HTTP]) keep the Message
+	// alone, in its version.json.
 	Message string
 	User    User
 	// Fence, when set, tells whether the caller still has the right to
@@ -246,11 +247,13 @@ type Reader interface {
 	Read(ctx context.Context, ark string) (Stored, error)
 }
 
-// Surveyor is a Reader an audit reads through: Survey is Read, except that
+// Surveyor is a store an audit reads through: Survey is Read, except that
 // a file whose stored content is missing has Size Absent (and fails Open)
-// instead of failing the whole read, so that the audit names that file.
+// instead of failing the whole read, so that the audit names that file. A
+// storage service ([HTTP]) is a Surveyor and not a Reader: the access
+// queue reads from the first Reader among a profile's targets, which stays
+// an OCFL root.
 type Surveyor interface {
-	Reader
 	Survey(ctx context.Context, ark string) (Stored, error)
 }
 
