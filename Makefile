@@ -12,10 +12,11 @@ bench_flags = $(if $(BENCH_SHORT),-short -benchtime 1x -count 1,$(1))
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-deps: ## install ZooKeeper, PostgreSQL and Chromium (Debian), versitygw (built from the Go proxy) and the OCFL validator (npm) if missing
+deps: ## install ZooKeeper, PostgreSQL, Chromium and promtool (Debian), versitygw (built from the Go proxy) and the OCFL validator (npm) if missing
 	./scripts/install-zookeeper.sh
 	./scripts/install-postgres.sh
 	./scripts/install-chromium.sh
+	./scripts/install-prometheus.sh
 	./scripts/install-versitygw.sh
 	./scripts/install-ocfl-validator.sh
 
