@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
-	"strings"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -113,8 +116,8 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	if strings.Contains(body.UUID, "/") {
-		return badRequest("uuid %q: must not contain '/'", body.UUID)
+	if err := checkUUID(body.UUID); err != nil {
+		return err
 	}
 	req := ops.SubmitRequest{Profile: body.Profile, Submitter: body.Submitter, PayloadURL: body.PayloadURL,
 		Type: body.Type, Priority: body.Priority, Fields: body.fields()}
@@ -127,12 +130,70 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	}
 	b, err := a.cfg.Ops.Submit(r.Context(), sub)
 	if err != nil {
-		return err
+		return a.uuidTaken(r.Context(), body.UUID, err)
 	}
 	loc := Prefix + "batches/" + b.ID
 	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusCreated, map[string]string{"bid": b.ID, "uuid": b.UUID(), "location": loc})
 	return nil
+}
+
+// maxUUID is the longest batch uuid taken, in characters: it names a
+// ZooKeeper node (batch-uuids/UUID) and is kept in the batch's submission
+// too, and one request to ZooKeeper holds both (a uuid of 900 KB failed it).
+const maxUUID = 256
+
+// checkUUID refuses a batch uuid that could not name its batch: one in
+// the form of a bid or a jid (GET /batches/{id} would read it as one), one
+// ZooKeeper takes as no node's name (it answered 500), or a long one.
+func checkUUID(u string) error {
+	bad := func(problem string) error {
+		return &ops.FieldError{Field: "uuid", Value: strconv.Quote(u), Problem: problem}
+	}
+	switch {
+	case ops.IsBatchID(u) || ops.CheckJobID(u) == nil:
+		return bad("has the form of a bid or jid, which GET /api/v1/batches/{id} reads as one: want another (a uuid, or bid-… as Merritt's)")
+	case u == "." || u == "..":
+		return bad("not a name ZooKeeper takes")
+	case utf8.RuneCountInString(u) > maxUUID:
+		return bad(fmt.Sprintf("%d characters: want at most %d", utf8.RuneCountInString(u), maxUUID))
+	}
+	for _, c := range u {
+		if c == '/' {
+			return bad("must not contain '/'")
+		}
+		if !zkNameRune(c) {
+			return bad(fmt.Sprintf("holds %U, which ZooKeeper refuses in a node's name", c))
+		}
+	}
+	return nil
+}
+
+// zkNameRune tells whether ZooKeeper takes c in a node's name: not a
+// control character, nor one of Java's UTF-16 ranges its path check
+// refuses (U+D800–U+F8FF, U+FFF0–U+FFFF, and a surrogate pair: any
+// character above U+FFFF); U+FFFD stands for bytes that are not UTF-8.
+func zkNameRune(c rune) bool {
+	switch {
+	case c <= 0x1f, c >= 0x7f && c <= 0x9f, c >= 0xd800 && c <= 0xf8ff, c >= 0xfff0:
+		return false
+	}
+	return true
+}
+
+// uuidTaken is err of a submission, or, when a batch already has its uuid
+// (a retried request), a refusal that names that batch and how to read
+// it: the queue's own words name its node's key (batchID), not the field.
+func (a *API) uuidTaken(ctx context.Context, uuid string, err error) error {
+	if uuid == "" || !errors.Is(err, queue.ErrRefused) {
+		return err
+	}
+	bid, ferr := a.cfg.Ops.BatchID(ctx, uuid)
+	if ferr != nil {
+		return err
+	}
+	return fmt.Errorf("%w: uuid %q is batch %s's, submitted before (a retried request makes no second batch): GET %sbatches/%s shows it",
+		queue.ErrRefused, uuid, bid, Prefix, bid)
 }
 
 func (a *API) getBatch(w http.ResponseWriter, r *http.Request, _ Caller) error {

@@ -61,7 +61,7 @@ func TestSubmit(t *testing.T) {
 		{map[string]any{"payload_url": "ftp://example.org/x", "profile": "demo"}, 400, "invalid", []string{`scheme "ftp"`, "allowed: http, https"}},
 		{map[string]any{"payload_url": "file:///etc/passwd", "profile": "demo"}, 400, "invalid", []string{"does not allow local files"}},
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "uuid": "a/b"}, 400, "invalid", []string{"must not contain '/'"}},
-		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "uuid": "uuid-submit-1"}, 409, "refused", []string{"batchID uuid-submit-1 is already used"}},
+		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "uuid": "uuid-submit-1"}, 409, "refused", []string{`uuid "uuid-submit-1" is batch `, "GET /api/v1/batches/bid"}},
 		// What the one object's fields say is checked as a manifest's line is.
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "primary_id": "hello", "local_id": "l"}, 400, "invalid",
 			[]string{`primary_id "hello": not an ARK: want ark:/NAAN/NAME`}},

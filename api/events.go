@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,6 +151,14 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 			return f, err
 		}
 		if err := a.cfg.Ops.CheckEverMade(r.Context(), f.JobID, "job"); err != nil {
+			return f, err
+		}
+	}
+	// Likewise an access request that neither the queue nor the recorded
+	// events know (a typo of its qid); one deleted or expired streams.
+	if f.AccessID != "" {
+		v, err := a.cfg.Ops.ShowAccess(r.Context(), f.AccessID)
+		if err := a.cfg.Ops.AccessGone(r.Context(), f.AccessID, v, err); err != nil && !errors.Is(err, ops.ErrGone) {
 			return f, err
 		}
 	}

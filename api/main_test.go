@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +60,7 @@ type options struct {
 	stalled   func(*queue.Job) bool
 	pipeline  *pipelineDaemon // a daemon of the ingest pipeline and the access queues, the API's inventory its
 	audit     *audit.Auditor
+	zkGone    bool // the API's ZooKeeper connection is closed once the queue is made: ZooKeeper out of reach
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -69,9 +71,15 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	root := zktest.Root(t)
-	q, err := queue.New(zktest.Connect(t), root)
+	conn := zktest.Connect(t)
+	var closed atomic.Bool
+	q, err := queue.New(conn, root, queue.WithClosed(closed.Load))
 	must(t, err)
 	must(t, q.Init(t.Context()))
+	if o.zkGone {
+		closed.Store(true) // a write gives up at once, not after its back-off through an outage
+		conn.Close()
+	}
 	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
 	must(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
@@ -124,8 +132,15 @@ type answer struct {
 }
 
 // do sends a request with token ("" for none) and body (nil for none; a
-// string as it is; anything else as JSON).
+// string as it is; anything else as JSON). path is under the API's prefix,
+// or the whole path (/api/v1/…) as the OpenAPI document names it.
 func (b *bundle) do(method, path, token string, body any) answer {
+	b.t.Helper()
+	return b.doAs(method, path, token, "application/json", body)
+}
+
+// doAs is do with the body's Content-Type ("" for none).
+func (b *bundle) doAs(method, path, token, contentType string, body any) answer {
 	b.t.Helper()
 	var rd io.Reader
 	switch x := body.(type) {
@@ -137,17 +152,20 @@ func (b *bundle) do(method, path, token string, body any) answer {
 		must(b.t, err)
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(b.t.Context(), method, b.base+strings.TrimPrefix(path, "/"), rd)
+	req, err := http.NewRequestWithContext(b.t.Context(), method, b.base+strings.TrimPrefix(strings.TrimPrefix(path, api.Prefix), "/"), rd)
 	must(b.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if rd != nil && contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	must(b.t, err)
 	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		return answer{resp.StatusCode, resp.Header, nil} // a stream has no end to read to
+	}
 	data, err := io.ReadAll(resp.Body)
 	must(b.t, err)
 	return answer{resp.StatusCode, resp.Header, data}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -129,9 +130,13 @@ const maxBody = 1 << 20
 // decodeBody reads r's JSON body into v: a body that is not JSON, has
 // fields v does not know, or more than one value is bad input.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &apiError{status: http.StatusUnsupportedMediaType, kind: "unsupported-media-type",
-			msg: fmt.Sprintf("body of type %q: want application/json", ct)}
+	// A media type's name is case-insensitive and may have parameters
+	// (charset); application/jsonx or application/json-patch+json is another.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return &apiError{status: http.StatusUnsupportedMediaType, kind: "unsupported-media-type",
+				msg: fmt.Sprintf("body of type %q: want application/json", ct)}
+		}
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError

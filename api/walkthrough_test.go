@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -250,6 +249,10 @@ func TestReportOfABatchWithEveryJobPurged(t *testing.T) {
 		"no job left to report", "DELETE /api/v1/batches/"+bt.ID+" removes the batch")
 }
 
+// pathParams gives each path parameter of the OpenAPI document a real value.
+var pathParams = strings.NewReplacer("{id}", "bid0000000001", "{jid}", "jid0000000001", "{name}", "demo",
+	"{ark}", "ark:/99999/fk4none", "{queue}", "small", "{qid}", "qid0000000001")
+
 // Every answer the server gives for a documented path is listed by its
 // operation, found by asking the server: a body over the limit (413) or
 // not JSON (415) for each operation that takes one, the access request
@@ -276,20 +279,9 @@ func TestEveryOperationListsWhatItAnswers(t *testing.T) {
 	if _, ok := doc.Components.Responses["MethodNotAllowed"].Headers["Allow"]; !ok {
 		t.Error("components.responses.MethodNotAllowed does not describe its Allow header")
 	}
-	// A real value for each path parameter.
-	params := strings.NewReplacer("{id}", "bid0000000001", "{jid}", "jid0000000001", "{name}", "demo",
-		"{ark}", "ark:/99999/fk4none", "{queue}", "small", "{qid}", "qid0000000001")
 	send := func(method, path, contentType, body string) answer {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, b.base+strings.TrimPrefix(path, "/api/v1/"), strings.NewReader(body))
-		must(t, err)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Header.Set("Content-Type", contentType)
-		resp, err := http.DefaultClient.Do(req)
-		must(t, err)
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, resp.Header, data}
+		return b.doAs(method, path, adminToken, contentType, body)
 	}
 	listed := func(what string, op openAPIOperation, status int) {
 		t.Helper()
@@ -328,7 +320,7 @@ func TestEveryOperationListsWhatItAnswers(t *testing.T) {
 		return methods
 	}
 	for path, ops := range doc.Paths {
-		target := params.Replace(path)
+		target := pathParams.Replace(path)
 		for method, op := range ops {
 			if raw.Paths[path][method].RequestBody == nil {
 				continue
