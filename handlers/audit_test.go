@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/pgtest"
+	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -48,11 +49,7 @@ func TestPipelineAuditsItsProfilesTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var found []audit.Finding
-	sum, err := r.p.Auditor().Run(context.Background(), audit.Options{Fixity: true}, audit.Report{Finding: func(f audit.Finding) error {
-		found = append(found, f)
-		return nil
-	}})
+	found, sum, err := runAudit(r, audit.Options{Fixity: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +81,7 @@ func TestPipelineAuditsAProfilesOwnInventory(t *testing.T) {
 	}
 	restoreObject(t, replica, ark, nil) // the replica lost it
 
-	var found []audit.Finding
-	sum, err := r.p.Auditor().Run(context.Background(), audit.Options{}, audit.Report{Finding: func(f audit.Finding) error {
-		found = append(found, f)
-		return nil
-	}})
+	found, sum, err := runAudit(r, audit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,4 +91,93 @@ func TestPipelineAuditsAProfilesOwnInventory(t *testing.T) {
 	if sum.Objects != 1 || sum.Last != ark {
 		t.Errorf("summary %+v, want 1 object, %s", sum, ark)
 	}
+}
+
+// The inventory restored from a dump older than storage (S3, PostgreSQL):
+// an object stored since the dump is in no record, and the audit finds it
+// by listing the target (object-unrecorded, naming the job that stored it
+// and that the queue wants holding), beside the version stored since of an
+// object the dump has (versions-unrecorded), also once a deposit recorded
+// a later version over it. Walking the inventory alone audited one object
+// and found nothing of the other; the version under the later one was a
+// file-extra finding for each of its files.
+func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	primary := srv.URL(srv.Addr, "ocfl")
+	pg := pgtest.Start(t)
+	invURL := pgtest.NewDatabase(t, pg)
+	r := newRig(t, nil, withStorage(primary), withInventory(invURL))
+	one, two := object{"a.txt": []byte("one")}, object{"a.txt": []byte("two")}
+	kept := r.checkStored(r.deposit("/restored/kept-v1.checkm", one, "local_id", "kept"), one)
+	dump, err := pg.Dump(invURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.checkStored(r.deposit("/restored/kept-v2.checkm", two, "local_id", "kept"), two)
+	lostJob := r.deposit("/restored/lost.checkm", one, "local_id", "lost")
+	lost := r.checkStored(lostJob, one)
+	if err := pg.Restore(invURL, dump); err != nil {
+		t.Fatal(err)
+	}
+
+	found, sum, err := runAudit(r, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]audit.Kind{}
+	for _, f := range found {
+		kinds[f.ARK] = f.Kind
+		if f.Target != primary {
+			t.Errorf("%s names target %q, want %s", f, f.Target, primary)
+		}
+	}
+	if len(found) != 2 || kinds[kept] != audit.VersionsUnrecorded || kinds[lost] != audit.ObjectUnrecorded {
+		t.Fatalf("findings:\n%s\nwant %s versions-unrecorded and %s object-unrecorded", findingLines(found), kept, lost)
+	}
+	for _, f := range found {
+		if f.Kind == audit.ObjectUnrecorded && (!strings.Contains(f.Message, "job "+lostJob.ID) ||
+			!strings.Contains(f.Message, "version 1") || !strings.Contains(f.Message, "ingestq hold queue")) {
+			t.Errorf("object-unrecorded says %q, want its version, the job %s that stored it, and to hold the queue", f.Message, lostJob.ID)
+		}
+	}
+	if sum.Objects != 1 || sum.Findings != 2 || sum.Last != max(kept, lost) {
+		t.Errorf("summary %+v, want 1 object audited (the recorded one), 2 findings, the last ARK %s", sum, max(kept, lost))
+	}
+
+	// A deposit to the object the dump has stores and records version 3
+	// over the unrecorded 2: the audit names version 2 unrecorded, not
+	// each of its files extra.
+	three := object{"a.txt": []byte("three")}
+	r.checkStored(r.deposit("/restored/kept-v3.checkm", three, "local_id", "kept"), three)
+	found, _, err = runAudit(r, audit.Options{ARKs: []string{kept}})
+	if err != nil || len(found) != 1 || found[0].Kind != audit.VersionsUnrecorded || found[0].Version != 2 ||
+		!strings.Contains(found[0].Message, "records version 3 after them") {
+		t.Errorf("audit of %s after version 3 was recorded: %v, findings:\n%s\nwant version 2 unrecorded", kept, err, findingLines(found))
+	}
+
+	// Given ARKs, the audit lists no target: the unrecorded one is not-recorded.
+	found, _, err = runAudit(r, audit.Options{ARKs: []string{lost}})
+	if err != nil || len(found) != 1 || found[0].Kind != audit.NotRecorded {
+		t.Errorf("audit of %s alone: %v, findings:\n%s\nwant one not-recorded", lost, err, findingLines(found))
+	}
+}
+
+// runAudit runs the daemon's audit with opt and returns what it found.
+func runAudit(r *rig, opt audit.Options) ([]audit.Finding, audit.Summary, error) {
+	var found []audit.Finding
+	sum, err := r.p.Auditor().Run(context.Background(), opt, audit.Report{Finding: func(f audit.Finding) error {
+		found = append(found, f)
+		return nil
+	}})
+	return found, sum, err
+}
+
+// findingLines are the findings as the CLI prints them, a line each.
+func findingLines(fs []audit.Finding) string {
+	var lines []string
+	for _, f := range fs {
+		lines = append(lines, f.String())
+	}
+	return strings.Join(lines, "\n")
 }

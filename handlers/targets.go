@@ -204,7 +204,8 @@ func (p *Pipeline) AccessTargets() map[string]string {
 // Auditor audits the objects of the daemon's inventory and of each
 // profile's own inventory at their profiles' storage targets.
 func (p *Pipeline) Auditor() *audit.Auditor {
-	return &audit.Auditor{Inventory: p.inventory, Own: p.ownInventories(), Targets: p.AuditTargets, Agent: p.cfg.Agent}
+	return &audit.Auditor{Inventory: p.inventory, Own: p.ownInventories(), Targets: p.AuditTargets, Agent: p.cfg.Agent,
+		Profiles: p.cfg.Profiles.Names()}
 }
 
 // ownInventories are the profiles' own inventories, each once, by URL, with

@@ -134,6 +134,13 @@ type Auditor struct {
 	// Agent names who checks, in the PREMIS events Options.Record writes:
 	// the pipeline's agent ("ingestq v1.2.3 on host1").
 	Agent string
+	// Profiles are the daemon's profiles. A walk (not Options.ARKs) lists
+	// each of their storage targets that can name its objects
+	// (storage.Lister), and an object stored there that no inventory
+	// records is an object-unrecorded finding: an inventory restored older
+	// than storage loses whole objects, which a walk of the inventory
+	// alone never meets.
+	Profiles []string
 }
 
 // Options choose what an audit reads.
@@ -204,7 +211,11 @@ type audited struct {
 	latestOnly []string // the targets audited at their latest version alone
 	events     int      // fixity check events recorded (Options.Record)
 	unknown    bool     // the inventory holds no such object: a NotRecorded finding, not counted as audited
-	done       chan struct{}
+	// unrecordedAt are the targets that hold the object when no inventory
+	// records it: an ObjectUnrecorded finding at each, not counted as
+	// audited.
+	unrecordedAt []Target
+	done         chan struct{}
 }
 
 // walk is one run of the audit.
@@ -217,6 +228,9 @@ type walk struct {
 	n     Counts       // Run's goroutine only
 	notes []string
 	noted map[string]bool // targets with a note: Run's goroutine only
+	// listNotes name the targets that could not be listed: start's
+	// goroutine only, read once it has ended.
+	listNotes []string
 	// recordings go to the recorder (Options.Record).
 	recordings chan *recording
 
@@ -295,7 +309,7 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 		err = ctx.Err()
 	}
 	w.n.BytesRead = w.bytes.Load()
-	return Summary{Counts: w.n, More: more, Notes: w.notes}, err
+	return Summary{Counts: w.n, More: more, Notes: append(w.notes, w.listNotes...)}, err
 }
 
 // Check refuses options that ask nothing sensible, as the inventory
@@ -326,13 +340,13 @@ func (o Options) Check() error {
 // before the last object.
 func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audited) (more bool, err error) {
 	slots := make(chan struct{}, w.opt.Parallel)
-	begin := func(ark string, src *source, first []Finding) error {
+	begin := func(o *audited) error {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		o := &audited{ark: ark, src: src, findings: first, done: make(chan struct{})}
+		o.done = make(chan struct{})
 		select {
 		case order <- o:
 		case <-ctx.Done():
@@ -350,7 +364,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		arks := slices.Clone(w.opt.ARKs)
 		slices.Sort(arks)
 		for _, ark := range slices.Compact(arks) {
-			if err := begin(ark, nil, nil); err != nil {
+			if err := begin(&audited{ark: ark}); err != nil {
 				return false, err
 			}
 		}
@@ -368,6 +382,7 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		defer stop()
 		cursors = append(cursors, &cursor{source: s, next: next})
 	}
+	listed := w.listed(ctx)
 	last, n := w.opt.After, 0
 	for {
 		ark := ""
@@ -377,6 +392,11 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 			}
 			if c.ok && (ark == "" || c.row.ARK < ark) {
 				ark = c.row.ARK
+			}
+		}
+		for _, l := range listed {
+			if len(l.arks) > 0 && (ark == "" || l.arks[0] < ark) {
+				ark = l.arks[0]
 			}
 		}
 		switch {
@@ -392,18 +412,74 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 				c.ok = false
 			}
 		}
+		var storedAt []Target
+		for _, l := range listed {
+			if len(l.arks) > 0 && l.arks[0] == ark {
+				storedAt = append(storedAt, l.t)
+				l.arks = l.arks[1:]
+			}
+		}
+		if len(holders) == 0 {
+			if err := begin(&audited{ark: ark, unrecordedAt: storedAt}); err != nil {
+				return false, err
+			}
+		}
 		// Audited from each; its first audit says it is in several.
 		for i, h := range holders {
 			var first []Finding
 			if i == 0 && len(holders) > 1 {
 				first = []Finding{w.a.recordedTwice(ark, holders)}
 			}
-			if err := begin(ark, h.source, first); err != nil {
+			if err := begin(&audited{ark: ark, src: h.source, findings: first}); err != nil {
 				return false, err
 			}
 		}
 		last, n = ark, n+1
 	}
+}
+
+// storedList is the objects one storage target holds after
+// Options.After, in ARK order: what the walk has not passed yet.
+type storedList struct {
+	t    Target
+	arks []string
+}
+
+// listed lists each storage target of the Auditor's profiles that can
+// name its objects, each target once (a walk of Options.ARKs lists none).
+// A target that cannot be listed is a note: an object only it holds, and
+// no inventory records, goes unseen.
+func (w *walk) listed(ctx context.Context) []*storedList {
+	var out []*storedList
+	seen := map[string]bool{}
+	for _, prof := range w.a.Profiles {
+		targets, err := w.targets(ctx, prof)
+		if err != nil {
+			continue // its objects' findings say so (unknown-profile)
+		}
+		for _, t := range targets {
+			l, ok := t.Store.(storage.Lister)
+			if seen[t.URL] || t.Err != nil || !ok {
+				continue
+			}
+			seen[t.URL] = true
+			arks, err := l.Objects(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.listNotes = append(w.listNotes, fmt.Sprintf("storage target %s could not be listed: %s; objects "+
+						"stored there that no inventory records were not looked for: audit again once it can be",
+						t.Name, t.shown(err)))
+				}
+				continue
+			}
+			from, found := slices.BinarySearch(arks, w.opt.After)
+			if found {
+				from++ // After was audited: the walk goes on after it
+			}
+			out = append(out, &storedList{t: t, arks: arks[from:]})
+		}
+	}
+	return out
 }
 
 // cursor is where the walk is in one inventory: row is its next object
@@ -499,9 +575,10 @@ func (w *walk) report(o *audited) error {
 				"nor, with fixity, any bytes; audit the storage root behind the service to cover them", name))
 		}
 	}
-	if o.unknown {
+	switch {
+	case o.unknown:
 		w.n.NotRecorded++
-	} else {
+	case len(o.unrecordedAt) == 0:
 		w.n.Objects++
 	}
 	w.n.Versions += o.versions

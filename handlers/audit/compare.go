@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -16,6 +17,10 @@ import (
 
 // object audits one object at each storage target of its profile.
 func (w *walk) object(ctx context.Context, o *audited) {
+	if len(o.unrecordedAt) > 0 {
+		w.unrecorded(ctx, o)
+		return
+	}
 	d, err := w.read(ctx, o)
 	switch {
 	case ctx.Err() != nil:
@@ -54,6 +59,41 @@ func (w *walk) object(ctx context.Context, o *audited) {
 	if w.opt.Record && ctx.Err() == nil {
 		w.record(ctx, o, d, checks)
 	}
+}
+
+// unrecorded reports an object that targets hold and no inventory
+// records, with its versions there and the jobs that made them.
+func (w *walk) unrecorded(ctx context.Context, o *audited) {
+	for _, t := range o.unrecordedAt {
+		what := ""
+		if s, ok := t.Store.(storage.Surveyor); ok {
+			if stored, err := s.Survey(ctx, o.ark); err == nil {
+				vs := stored.Versions()
+				what = " (" + versionsText(1, len(vs)) + madeBy(vs, 0) + ")"
+			}
+		}
+		o.findings = append(o.findings, Finding{Kind: ObjectUnrecorded, ARK: o.ark, Target: t.Name, Message: fmt.Sprintf(
+			"storage target %s holds %s%s, which no inventory records: either a job stored it and has not recorded it yet "+
+				"(it does at Recording: see the job with `ingestq show %s`), or the inventory was restored from a backup older "+
+				"than storage: restore a newer one (%s). Until the object is recorded, a deposit of its local id makes "+
+				"another object under a new ARK: hold the queue (`ingestq hold queue`)",
+			t.Name, o.ark, what, o.ark, recovery)})
+	}
+}
+
+// madeBy names the jobs that made the versions after the last recorded
+// one, from their version messages ("" when none says).
+func madeBy(vs []storage.Version, last int) string {
+	var made []string
+	for _, v := range vs {
+		if v.Number > last && v.Message != "" {
+			made = append(made, fmt.Sprintf("%q (version %d)", v.Message, v.Number))
+		}
+	}
+	if len(made) == 0 {
+		return ""
+	}
+	return "; made by " + strings.Join(made, ", ")
 }
 
 // read reads the object from its inventory; one asked for by its ARK
@@ -150,13 +190,38 @@ func (c *check) run(ctx context.Context) {
 	if len(vs) < c.last {
 		c.lacksFrom = len(vs) + 1
 	}
+	var between []storage.Version // stored below the latest recorded, and not recorded
 	for n := 1; n <= min(len(vs), c.last); n++ {
+		if _, ok := c.recorded[n]; !ok {
+			between = append(between, vs[n-1])
+			continue
+		}
 		same := c.files(n, vs[n-1].Files)
 		if c.w.opt.Fixity {
 			c.fixity(ctx, stored, n, same)
 			c.hashedTo = n
 		}
 	}
+	c.unrecordedBetween(between)
+}
+
+// unrecordedBetween reports the stored versions vs, older than the latest
+// the inventory records, that it does not record: an inventory restored
+// older than storage, then a deposit that recorded its next version over
+// them. Compared file by file with no record, each file was file-extra.
+func (c *check) unrecordedBetween(vs []storage.Version) {
+	if len(vs) == 0 {
+		return
+	}
+	var numbers []string
+	for _, v := range vs {
+		numbers = append(numbers, strconv.Itoa(v.Number))
+	}
+	c.add(VersionsUnrecorded, vs[0].Number, "", "storage target %s has version(s) %s of %s, which the inventory does not "+
+		"record, though it records version %d after them%s: either a job stored them and has not recorded them yet (it does "+
+		"at Recording: see the job with `ingestq show`), or the inventory was restored from a backup older than storage and "+
+		"a deposit since recorded its version over them (restore a newer one; %s)",
+		c.t.Name, strings.Join(numbers, ", "), c.o.ark, c.last, madeBy(vs, 0), recovery)
 }
 
 // latest compares the latest version at a target that can give no other
@@ -209,16 +274,7 @@ func (c *check) versions(vs []storage.Version, have int) {
 			"that has %s or from storage's backup (%s)",
 			c.t.Name, versionsText(1, have), c.o.ark, versionsText(1, c.last), isAre(have+1, c.last), them(have+1, c.last), recovery)
 	case have > c.last:
-		var made []string
-		for _, v := range vs {
-			if v.Number > c.last && v.Message != "" {
-				made = append(made, fmt.Sprintf("%q (version %d)", v.Message, v.Number))
-			}
-		}
-		by := ""
-		if len(made) > 0 {
-			by = "; made by " + strings.Join(made, ", ")
-		}
+		by := madeBy(vs, c.last)
 		c.add(VersionsUnrecorded, c.last+1, "", "storage target %s has %s of %s, which the inventory does not record "+
 			"(it records %s%s): either a job stored %s and has not recorded %s yet (it does at Recording: "+
 			"see the job with `ingestq show`), or the inventory was restored from a backup older than storage "+

@@ -257,6 +257,14 @@ type Surveyor interface {
 	Survey(ctx context.Context, ark string) (Stored, error)
 }
 
+// Lister is a store that can name every object it holds: the audit lists
+// each target that is one, to find objects that no inventory records (the
+// inventory restored from a backup older than storage).
+type Lister interface {
+	// Objects returns the ARKs of the objects that have a version, sorted.
+	Objects(ctx context.Context) ([]string, error)
+}
+
 // Absent is the Size Survey gives a file whose content is missing.
 const Absent = -1
 

@@ -11,6 +11,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -163,6 +164,36 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	return cmd
+}
+
+// Dump is a backup of the database at url as an operator takes one:
+// pg_dump -Fc, the custom format pg_restore reads.
+func (s *Server) Dump(url string) ([]byte, error) {
+	out, err := s.command("pg_dump", "-Fc", "-d", url).Output()
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: pg_dump: %w%s", err, stderrOf(err))
+	}
+	return out, nil
+}
+
+// Restore puts the database at url back as dump (Dump) holds it:
+// pg_restore --clean, every table it names dropped and made again.
+func (s *Server) Restore(url string, dump []byte) error {
+	cmd := s.command("pg_restore", "--clean", "--if-exists", "-d", url)
+	cmd.Stdin = bytes.NewReader(dump)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: pg_restore: %w\n%s", err, tail(string(out), 20))
+	}
+	return nil
+}
+
+// stderrOf is the tail of what a command that failed wrote to stderr.
+func stderrOf(err error) string {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+		return "\n" + tail(string(exit.Stderr), 20)
+	}
+	return ""
 }
 
 // Restart starts the server, stopping it first if it runs, on the same

@@ -35,14 +35,17 @@ func (a *app) auditCommand() *cobra.Command {
 		Long: "audit asks the daemon's HTTP API (--api) to compare every object its inventory records, in\n" +
 			"ARK order, with each storage target of the object's profile: the versions each target has\n" +
 			"against those recorded, and each version's files (name, size and SHA-256, as the target's\n" +
-			"OCFL inventory.json gives them). Without --fixity it reads each object's inventory.json and\n" +
-			"asks each content file's size. --fixity also reads every stored byte back and hashes it: all\n" +
-			"of storage, at each target (hours on a large repository, and a cloud bucket's egress); only it\n" +
-			"finds bytes changed at the same size. --record (with --fixity) leaves the evidence in the\n" +
-			"inventory: a PREMIS fixity check event for each version at each target, success or failure\n" +
-			"(the files that failed, and how), and a failure for a version a target lacks; ingestq object\n" +
-			"ARK shows the last check. The route is an admin's: " + EnvAPIToken + " holds an admin\n" +
-			"token (serve's " + EnvAdminToken + ", or an admin line of its --api-tokens).\n\n" +
+			"OCFL inventory.json gives them). Without ARKs it also lists each OCFL target of the daemon's\n" +
+			"profiles: an object stored there that no inventory records (the inventory restored from a\n" +
+			"backup older than storage) is an object-unrecorded finding. Without --fixity it reads each\n" +
+			"object's inventory.json and asks each content file's size. --fixity also reads every stored\n" +
+			"byte back and hashes it: all of storage, at each target (hours on a large repository, and a\n" +
+			"cloud bucket's egress); only it finds bytes changed at the same size. --record (with\n" +
+			"--fixity) leaves the evidence in the inventory: a PREMIS fixity check event for each version\n" +
+			"at each target, success or failure (the files that failed, and how), and a failure for a\n" +
+			"version a target lacks; ingestq object ARK shows the last check. The route is an admin's:\n" +
+			EnvAPIToken + " holds an admin token (serve's " + EnvAdminToken + ", or an admin line of its\n" +
+			"--api-tokens).\n\n" +
 			"Each finding is one line, as it comes: its kind, then the ARK, storage target, version and\n" +
 			"file it is about, and what to do. Restore what it names from a replica target (each holds\n" +
 			"whole OCFL objects) or from storage's backup (README \"Backups and recovery\"); a deposit that\n" +

@@ -88,6 +88,8 @@ func (s *Store) version(inv *inventory, name, root string, files []storage.File)
 	return v
 }
 
+var _ storage.Lister = (*Store)(nil)
+
 // Objects returns the ids (ARKs) of the objects that have a version,
 // sorted. It lists the whole storage root.
 func (s *Store) Objects(ctx context.Context) ([]string, error) {
