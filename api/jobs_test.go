@@ -358,3 +358,18 @@ func TestUnknownRoutes(t *testing.T) {
 		t.Errorf("Allow %q, want GET among them", a.header.Get("Allow"))
 	}
 }
+
+// A job a foreign writer broke is named by its node in the problem a token
+// below admin gets, as ingestq check names it: the node's path is the
+// queue's, not the server's (the detail was "[server path hidden]: bad
+// JSON …").
+func TestBrokenJobNamedToEveryToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jid := b.job(b.batch("uuid-broken", "demo").ID, 5, 0)
+	_, err := zktest.Connect(t).Set(b.q.Path("/jobs/"+jid+"/status"), []byte(`{"status": "Pending", `), -1)
+	must(t, err)
+	for _, token := range []string{readToken, adminToken} {
+		b.do("GET", "jobs/"+jid, token, nil).problem(t, http.StatusInternalServerError, "corrupt", "/jobs/"+jid+"/status: bad JSON")
+	}
+}

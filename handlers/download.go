@@ -101,6 +101,15 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if held := pr.bytes.Load(); p.overran(j, held, err) {
+			parts := make([]string, len(dests))
+			for i, dest := range dests {
+				parts[i] = dest + ".part"
+			}
+			p.removeWritten(j, parts...)
+			return reactor.Result{}, p.overranError(j, held, "a file of no size in the manifest, which its server did not give either, "+
+				"never ended or is bigger than the disk", err)
+		}
 		return reactor.Result{}, err
 	}
 	if err := p.logFixity(j, files); err != nil {
@@ -137,12 +146,48 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
 }
 
+// overran tells whether err is a write that found the working storage
+// full while the job held more there (held bytes) than the room
+// Provisioning found for it: its estimate and --space-margin. Such a job
+// fails, and what it wrote goes: left to wait (workFull), it waited for
+// room it took itself, and every other job of the host with it, for good.
+// A job within its room waits, as for any back end: another program filled
+// the disk.
+func (p *Pipeline) overran(j *queue.Job, held int64, err error) bool {
+	full, inWork := p.noRoom(err)
+	return full && inWork && held > j.SpaceNeeded+p.cfg.Margin
+}
+
+// overranError is the failure of a job that overran (why: how), err as
+// text: wrapped, workFull would make it a wait for room again.
+func (p *Pipeline) overranError(j *queue.Job, held int64, why string, err error) error {
+	return reactor.Fatal(fmt.Errorf("%v: the job holds %d bytes in the working storage, more than the room Provisioning found for it "+
+		"(its estimate, %d bytes, and --space-margin, %d bytes): %s; what it wrote there is removed", err, held, j.SpaceNeeded, p.cfg.Margin, why))
+}
+
+// removeWritten removes what a failed step of job j wrote (paths), logging
+// what could not be.
+func (p *Pipeline) removeWritten(j *queue.Job, paths ...string) {
+	for _, path := range paths {
+		if err := os.RemoveAll(path); err != nil {
+			p.log.Warn("downloading: what a failed step wrote is left", "job", j.ID, "err", err)
+		}
+	}
+}
+
 // extract unpacks the job's container into producer/, durably, and
 // records the SHA-256 of each file, computed while it was written.
 func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
-	zip := filepath.Join(work, containerFile)
-	files, err := container.ExtractAs(zip, j.Config.PayloadURL, filepath.Join(work, producerDir), p.cfg.Containers)
+	zip, dest := filepath.Join(work, containerFile), filepath.Join(work, producerDir)
+	files, err := container.ExtractAs(zip, j.Config.PayloadURL, dest, p.cfg.Containers)
 	if err != nil {
+		// What it unpacked before it failed is ours to remove (container.Extract;
+		// a retry unpacks again): a zip bigger than the disk left it full.
+		held, sizeErr := treeSize(work)
+		p.removeWritten(j, dest)
+		if sizeErr == nil && p.overran(j, held, err) {
+			return p.overranError(j, held, "its zip unpacks to more than the disk holds", err)
+		}
 		return reactor.Fatal(err)
 	}
 	if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {

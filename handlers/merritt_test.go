@@ -181,3 +181,16 @@ func (r *rig) ok(err error) {
 		r.t.Fatal(err)
 	}
 }
+
+// A batch a foreign writer made without its submission node fails saying
+// so, naming the node; it said `unknown profile ""`.
+func TestBatchWithoutASubmissionSaysSo(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	b, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{}))
+	r.ok(err)
+	want := "payload: the batch has no submission: /batches/" + b.ID + "/submission is missing, or names no payload_url and no profile_name"
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed || b.Status.Message != want {
+		t.Errorf("batch %s %q, want Failed %q", b.State(), b.Status.Message, want)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -170,4 +172,32 @@ func localStamp(t *testing.T, stamp string) string {
 		t.Fatal(err)
 	}
 	return at.Local().Format(time.DateTime)
+}
+
+// A queue hold another program set (a name that is none of ingestq's
+// queues) is listed as that program's to release. holds said `ingestq
+// release queue`, which lifts the ingest queue's hold instead, and -o json
+// (as the API) the same.
+func TestForeignQueueHoldIsNotOursToRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.conn.Create(e.q.Path("/locks/queue/mrtPause"), nil, 0, zk.WorldACL(zk.PermAll))
+	e.ok(err)
+	_, _, code := e.run("hold", "queue", "ingest")
+	wantCode(t, code, 0)
+	const want = "by the program that set it (ingestq releases only the queues ingest, accessSmall, accessLarge)"
+
+	out, _, code := e.run("holds")
+	wantCode(t, code, 0)
+	_, rows := tableRows(t, out)
+	if len(rows) != 2 || rows[1][1] != "mrtPause" || rows[1][4] != want || rows[0][4] != "ingestq release queue" {
+		t.Errorf("holds, want the foreign hold released %q and ingest's by its command:\n%s", want, out)
+	}
+	out, _, code = e.run("holds", "-o", "json")
+	wantCode(t, code, 0)
+	var items []struct{ Name, Release string }
+	e.ok(json.Unmarshal([]byte(out), &items))
+	if len(items) != 2 || items[1].Name != "mrtPause" || items[1].Release != want {
+		t.Errorf("holds -o json, want the foreign hold released %q:\n%s", want, out)
+	}
 }
