@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +33,8 @@ type Step struct {
 	save  func(ctx context.Context, c queue.JobChange) error
 	obs   Observer                  // told of Transferred bytes; nil for none
 	doing atomic.Pointer[WaitingOn] // what it waits on now (Doing)
+	mu    sync.Mutex
+	named []string // every back end it waited on: a step that succeeds got an answer from each
 }
 
 // WaitingOn is what a running step waits on, and since when.
@@ -42,9 +46,22 @@ type WaitingOn struct {
 // Doing says what the step waits on from now on (a back end: "storage
 // target s3://…", "the inventory"). It writes nothing: a step that runs
 // longer than slowStep is listed with it in its host's node, where
-// `ingestq ls jobs --stalled` finds it.
+// `ingestq ls jobs --stalled` finds it. A step that succeeds got an answer
+// from each back end it named: one this daemon found out is back.
 func (s *Step) Doing(what string) {
 	s.doing.Store(&WaitingOn{What: what, Since: time.Now().UTC().Truncate(time.Second)})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.named, what) {
+		s.named = append(s.named, what)
+	}
+}
+
+// backEnds are the back ends the step named with Doing.
+func (s *Step) backEnds() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.named)
 }
 
 // NewStep is a step of j whose checkpoints save writes (tests, and

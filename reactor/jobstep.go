@@ -107,7 +107,24 @@ func (r *Reactor) acquire(ctx context.Context, s queue.State, ref string) (*queu
 			}
 		}
 	}
-	return r.q.TryAcquireJob(ctx, s, ref, queue.Admission{Check: admit, Early: r.admitsEarly(s)})
+	unreadable := func(w queue.Wait) { r.passOverUnreadable(s, jidOf(ref), w) }
+	return r.q.TryAcquireJob(ctx, s, ref, queue.Admission{Check: admit, Early: r.admitsEarly(s), Unreadable: unreadable})
+}
+
+// passOverUnreadable has state s's pool pass over a job that cannot be read
+// until its status changes (w) or the rescan: a round read it and logged it
+// again each time, and a round passing over one a worker was reading woke
+// every pool (dropClaim), so a few broken refs kept the pools reading them
+// thousands of times a second after any activity.
+func (r *Reactor) passOverUnreadable(s queue.State, jid string, w queue.Wait) {
+	key := "unreadable " + jid
+	r.waiting[s].release(key) // the pass before, its time up: one entry a job
+	r.waiting[s].addFor(jid, key, time.Now().Add(r.cfg.Rescan))
+	r.waits.on(r.work, w, sigJob(s), func() {
+		if r.waiting[s].release(key) > 0 {
+			r.wake(sigJob(s))
+		}
+	})
 }
 
 // admitsEarly tells whether a job in state s must be admitted before it is
@@ -281,6 +298,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 			return
 		case err == nil:
 			ran(StepDone)
+			r.outages.answered(step.backEnds())
 			next, _ := queue.JobMachine.Success(s)
 			r.move(j, next, res.Change, res.Attrs)
 			return
@@ -497,17 +515,25 @@ func (r *Reactor) releaseKept(jid string) {
 // state, its attempts unspent, until the back end's next try (decision
 // 252). The job's status message says what it waits for.
 func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
-	until := r.outages.down(s, j.ID, err, r.cfg.Backoff)
+	until := r.outages.down(s, j.ID, err, r.cfg.Backoff) // its end releases the job (backEndBack)
 	d := time.Until(until)
 	r.waiting[s].add(j.ID, until)
 	r.log.Warn("reactor: a back end is out; the job waits for its next try", "state", s, "job", j.ID, "next_try_in", d.Round(time.Millisecond), "err", err)
 	werr := g.write(func() error { return r.note(ctx, j, fmt.Sprintf("%s: %v", WaitingPrefix, err)) })
 	if errors.Is(werr, queue.ErrStale) {
+		r.outages.gone(j.ID) // an operator's or another session's now: it waits here no more
 		r.abandon(j, s, werr, err)
 		return
 	}
 	r.unlock(j)
 	r.waits.after(d, r.pools[sigJob(s)].Wake)
+}
+
+// backEndBack ends the wait of job jid in state s for a back end that is
+// back: its pool may take it at once.
+func (r *Reactor) backEndBack(s queue.State, jid string) {
+	r.waiting[s].add(jid, time.Now())
+	r.wake(sigJob(s))
 }
 
 // note writes msg into j's status message, fenced: ErrStale when the job

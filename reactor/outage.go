@@ -61,14 +61,24 @@ const WaitingPrefix = "waiting for a back end"
 // outages are the back ends this daemon's steps found out (decision 252).
 // Each has its next try: the jobs that found it out wait until then, and a
 // state that every job needs it for takes no job meanwhile. Several steps
-// finding one back end out at once count once. A step of a job that waited
-// for one that ends with an answer (a move) says it is back: its wait ends
-// for everyone. Another daemon, which may reach it, is not held back.
+// finding one back end out at once count once. An outage ends, for every
+// job waiting on it here, when this daemon next gets an answer from the back
+// end (a step that named it with Step.Doing succeeds, or a step of a job
+// that waited for it ends with a move), or when no job it saw waiting for it
+// still waits in its state (another host finished it, an operator failed or
+// deleted it). Another daemon, which may reach it, is not held back.
 type outages struct {
 	mu        sync.Mutex
 	backEnds  map[string]*outage
-	waitingOn map[string]string // jid → the back end it waits for
+	waitingOn map[string]waitingJob // jid → the back end it waits for
 	tell      func(what string, out bool)
+	release   func(s queue.State, jid string) // ends a waiting job's deferral
+}
+
+// waitingJob is a job this daemon saw wait for a back end, in state.
+type waitingJob struct {
+	backEnd string
+	state   queue.State
 }
 
 // BackEndObserver is an Observer also told when this daemon's steps find a
@@ -83,8 +93,8 @@ type outage struct {
 	states map[queue.State]bool // states that take no job until then
 }
 
-func newOutages(obs Observer) *outages {
-	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]string{}, tell: func(string, bool) {}}
+func newOutages(obs Observer, release func(s queue.State, jid string)) *outages {
+	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, tell: func(string, bool) {}, release: release}
 	if b, ok := obs.(BackEndObserver); ok {
 		o.tell = b.BackEnd
 	}
@@ -112,26 +122,96 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	if u.everyJob {
 		b.states[s] = true
 	}
-	o.waitingOn[jid] = u.what
+	before, waited := o.waitingOn[jid]
+	o.waitingOn[jid] = waitingJob{backEnd: u.what, state: s}
+	if waited && before.backEnd != u.what {
+		o.endUnlessWaitedFor(before.backEnd) // the step got past it: it answered
+	}
 	return b.until
 }
 
 // up notes that job jid's step ended with an answer: the back end it
-// waited for, if any, is back, and nothing waits for it any more.
+// waited for, if any, is back.
 func (o *outages) up(jid string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	what, ok := o.waitingOn[jid]
-	if !ok {
-		return
+	if w, ok := o.waitingOn[jid]; ok {
+		o.end(w.backEnd)
 	}
+}
+
+// answered notes that a step got an answer from each of backEnds: those
+// out are back.
+func (o *outages) answered(backEnds []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, what := range backEnds {
+		if _, out := o.backEnds[what]; out {
+			o.end(what)
+		}
+	}
+}
+
+// listed takes state s's folder as its watch listed it (refs): a job seen
+// waiting in s that it lacks waits here no more, and a back end no job
+// waits for any longer is no longer known out.
+func (o *outages) listed(s queue.State, refs []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	unlisted := map[string]bool{}
+	for jid, w := range o.waitingOn {
+		if w.state == s {
+			unlisted[jid] = true
+		}
+	}
+	for _, ref := range refs {
+		if len(unlisted) == 0 {
+			return // the usual case, nothing waiting here, reads no ref
+		}
+		delete(unlisted, jidOf(ref))
+	}
+	for jid := range unlisted {
+		o.goneLocked(jid)
+	}
+}
+
+// gone notes that job jid waits here no more without an answer from its
+// back end: it is no longer this worker's.
+func (o *outages) gone(jid string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.goneLocked(jid)
+}
+
+func (o *outages) goneLocked(jid string) {
+	if w, ok := o.waitingOn[jid]; ok {
+		delete(o.waitingOn, jid)
+		o.endUnlessWaitedFor(w.backEnd)
+	}
+}
+
+// endUnlessWaitedFor ends back end what's outage, with o.mu held, when no
+// job waits for it any more.
+func (o *outages) endUnlessWaitedFor(what string) {
+	for _, w := range o.waitingOn {
+		if w.backEnd == what {
+			return
+		}
+	}
+	o.end(what)
+}
+
+// end ends back end what's outage, with o.mu held: the gauge clears, its
+// states take jobs again, and the jobs still waiting for it are released.
+func (o *outages) end(what string) {
 	if _, out := o.backEnds[what]; out {
 		delete(o.backEnds, what)
 		o.tell(what, false)
 	}
-	for j, w := range o.waitingOn {
-		if w == what {
-			delete(o.waitingOn, j)
+	for jid, w := range o.waitingOn {
+		if w.backEnd == what {
+			delete(o.waitingOn, jid)
+			o.release(w.state, jid)
 		}
 	}
 }

@@ -215,7 +215,8 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
-		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(), outages: newOutages(cfg.Observer)}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds()}
+	r.outages = newOutages(cfg.Observer, r.backEndBack)
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)
 	for _, s := range JobStates {
@@ -423,6 +424,7 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 				r.log.Warn("reactor: skipping", "err", err)
 			}
 			p.listed(refs) // before the signal: the round it wakes works from it
+			r.outages.listed(p.state, refs)
 		}
 		if len(c.Added) > 0 || c.Rescan {
 			r.signal(name, "")

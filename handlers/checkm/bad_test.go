@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
@@ -154,6 +155,19 @@ func TestParseReadsBoundedInput(t *testing.T) {
 	}
 	if counted.n > 1<<16+1 {
 		t.Errorf("read %d bytes, want at most %d", counted.n, 1<<16+1)
+	}
+}
+
+// A caller that bounds a manifest only by its lines (math.MaxInt64 bytes)
+// gets it parsed, not "empty input": the limit's byte more wrapped.
+func TestParseTakesTheLargestBound(t *testing.T) {
+	text := manifest(IngestManifest, "http://example.org/a | | | | | a")
+	m, err := Parse(strings.NewReader(text), "unbounded", Limits{MaxEntries: math.MaxInt, MaxBytes: math.MaxInt64})
+	if err != nil {
+		t.Fatalf("Parse with MaxBytes math.MaxInt64: %v", err)
+	}
+	if len(m.Entries) != 1 {
+		t.Errorf("%d entries, want 1", len(m.Entries))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"strings"
 )
@@ -14,7 +15,11 @@ import (
 // against it. Parse reads at most lim.MaxBytes (+1) bytes from r.
 func Parse(r io.Reader, source string, lim Limits) (*Manifest, error) {
 	lim = lim.withDefaults()
-	counted := &countingReader{r: io.LimitReader(r, lim.MaxBytes+1)}
+	read := lim.MaxBytes
+	if read < math.MaxInt64 { // at it, the byte more wrapped: nothing read, every manifest "empty input"
+		read++ // one byte past the limit tells a manifest at it from a longer one
+	}
+	counted := &countingReader{r: io.LimitReader(r, read)}
 	sc := bufio.NewScanner(counted)
 	// Room for the line, its "\r\n", and one byte more so an overlong line
 	// is told apart from one that is exactly at the limit.

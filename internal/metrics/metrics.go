@@ -82,7 +82,7 @@ func New(cfg Config) *Metrics {
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
 	m.backEnds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "ingestq_backend_out", Help: "1 while a back end this daemon's steps need (the inventory, a storage target, the working storage) is out: refusing, cutting or not answering connections; its jobs wait. 0 once a step of one of them got an answer.",
+		Name: "ingestq_backend_out", Help: "1 while a back end this daemon's steps need (the inventory, a storage target, the working storage) is out: refusing, cutting or not answering connections; its jobs wait. 0 once a step here gets an answer from it, or no job this daemon saw waiting for it still waits.",
 	}, []string{"backend"})
 	m.reg.MustRegister(m.steps, m.moves, m.bytes[reactor.Downloaded], m.bytes[reactor.Stored], m.requests, m.latency, m.backEnds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -47,6 +47,10 @@ func (q *Queue) AcquireJob(ctx context.Context, s State) (*Job, error) {
 type Admission struct {
 	Check func(*Job) bool
 	Early bool
+	// Unreadable, when not nil, is told of a job that cannot be read (its
+	// nodes corrupt or gone; logged, naming the node), with the wait for a
+	// change of its status, which may mend it.
+	Unreadable func(Wait)
 }
 
 func (a Admission) admits(j *Job) bool { return a.Check == nil || a.Check(j) }
@@ -70,6 +74,7 @@ func (q *Queue) TryAcquireJob(ctx context.Context, s State, ref string, admit Ad
 	}
 	j, err := q.jobAfter(ctx, jid, known)
 	if !q.acquirable(s, ref, j, err) {
+		q.tellUnreadable(admit, jid, h.status, false, err)
 		return nil, nil
 	}
 	j.ref = ref // as listed: a foreign tree may file it under another priority
@@ -105,6 +110,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 	case !q.acquirable(s, ref, j, readErr) || !admit.admits(j):
 		if readErr != nil { // the next round reads it before it locks it, at the version the fence left
 			q.unreadable.saw(unreadableKey(jid, h.status.stat.Version+1))
+			q.tellUnreadable(admit, jid, h.status, true, readErr)
 		}
 		if err := q.releaseOwnLock(ctx, q.jobPath(jid, "lock")); err != nil {
 			q.log.Warn("queue: a job turned down is still locked by this session", "job", jid, "err", err)
@@ -130,6 +136,23 @@ func (q *Queue) acquirable(s State, ref string, j *Job, err error) bool {
 		return false
 	}
 	return j.State() == s // else moved on since the folder was listed
+}
+
+// tellUnreadable tells admit of a job that reading it found corrupt or
+// gone (err; a failed read says nothing of the job), with the wait for its
+// status, as read (fenced: at the version the lock's fence left), to change.
+func (q *Queue) tellUnreadable(admit Admission, jid string, status read, fenced bool, err error) {
+	if admit.Unreadable == nil || !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) {
+		return
+	}
+	w := Wait{Path: q.jobPath(jid, "status")}
+	if status.err == nil {
+		w.Present, w.Data, w.Version = true, true, status.stat.Version
+		if fenced {
+			w.Version++
+		}
+	}
+	admit.Unreadable(w)
 }
 
 // head is a job's status and lock, read before the rest of it.
