@@ -34,7 +34,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	work := p.workDir(j)
 	entries, err := readStorageManifest(filepath.Join(work, storageManifest))
 	if err != nil {
-		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w (requeue the job from Processing)", err))
+		return reactor.Result{}, reactor.Fatal(fmt.Errorf("storage manifest: %w: %s", err, redoAdvice(j, work)))
 	}
 	msg, err := p.depositOf(ctx, j)
 	if err != nil {
@@ -409,9 +409,18 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 		return nil, "", err
 	}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID == "" {
-		return nil, "", reactor.Fatal(errors.New("no primary identifier (requeue the job from Processing)"))
+		return nil, "", reactor.Fatal(fmt.Errorf("no primary identifier past Processing: %s", redoAdvice(j, p.workDir(j))))
 	}
 	return prof, j.Identifiers.PrimaryID, nil
+}
+
+// redoAdvice says how an operator has job j's earlier steps run again when
+// what Processing left is unusable: a requeue alone resumes at the step
+// that failed and reads it again, while a job whose working folder is gone
+// runs its steps from Downloading again at its next step (adopting).
+func redoAdvice(j *queue.Job, work string) string {
+	return fmt.Sprintf("to run Processing again, remove the job's working folder %s, then `ingestq requeue %s` "+
+		"(its steps from Downloading run again)", work, j.ID)
 }
 
 // heads asks each target for its head version of obj (nil: it has none)

@@ -115,7 +115,7 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 // its earlier steps again on this host at its next step, as a job taken
 // over from a dead host does, and completes with one version. Before, the
 // step failed the job: "the object has no files" in Processing, "storage
-// manifest: … (requeue the job from Processing)" in Storing, and a requeue
+// manifest: …" in Storing, and a requeue
 // failed it again.
 func TestLostWorkingFolderIsMadeAgain(t *testing.T) {
 	t.Parallel()
