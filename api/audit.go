@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,6 +30,12 @@ type (
 		Type string `json:"type"` // progress
 		audit.Counts
 	}
+	// repairedLine is a version the repair recorded from storage: not a
+	// finding (what it found is put right).
+	repairedLine struct {
+		Type string `json:"type"` // repaired
+		audit.Repaired
+	}
 	// summaryLine is the last line, with the error that ended the audit
 	// early ("" when it went to the end). A stream without it was cut.
 	summaryLine struct {
@@ -50,6 +57,11 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return &apiError{status: http.StatusNotImplemented, kind: "not-implemented",
 			msg: "this daemon has no storage to audit (its pipeline is passthrough): ask a daemon whose pipeline is ingest"}
 	}
+	if err := a.cfg.Audit.CheckRepair(r.Context(), opt); errors.Is(err, audit.ErrNotHeld) {
+		return &apiError{status: http.StatusConflict, kind: "refused", msg: err.Error()}
+	} else if err != nil {
+		return err
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return fmt.Errorf("audit: the connection cannot stream")
@@ -68,6 +80,7 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	sum, err := a.cfg.Audit.Run(ctx, opt, audit.Report{
 		Finding:  func(f audit.Finding) error { return line(findingLine{"finding", f}) },
 		Progress: func(c audit.Counts) error { return line(progressLine{"progress", c}) },
+		Repaired: func(rp audit.Repaired) error { return line(repairedLine{"repaired", rp}) },
 	})
 	if cut != nil {
 		return nil // no one to tell
@@ -84,9 +97,9 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request, _ Caller) error {
 }
 
 // auditOptions reads the audit's query: ark (repeatable), after, limit,
-// fixity and record.
+// fixity, record and repair.
 func auditOptions(r *http.Request) (audit.Options, error) {
-	v, err := readQueryRepeating(r, []string{"ark"}, "ark", "after", "limit", "fixity", "record")
+	v, err := readQueryRepeating(r, []string{"ark"}, "ark", "after", "limit", "fixity", "record", "repair")
 	if err != nil {
 		return audit.Options{}, err
 	}
@@ -105,6 +118,9 @@ func auditOptions(r *http.Request) (audit.Options, error) {
 		return opt, err
 	}
 	if opt.Record, err = boolParam(v, "record"); err != nil {
+		return opt, err
+	}
+	if opt.Repair, err = boolParam(v, "repair"); err != nil {
 		return opt, err
 	}
 	return opt, opt.Check()

@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -100,7 +99,8 @@ func TestPipelineAuditsAProfilesOwnInventory(t *testing.T) {
 // object the dump has (versions-unrecorded), also once a deposit recorded
 // a later version over it. Walking the inventory alone audited one object
 // and found nothing of the other; the version under the later one was a
-// file-extra finding for each of its files.
+// file-extra finding for each of its files. The repair records that version
+// under the later one.
 func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
@@ -161,16 +161,23 @@ func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Kind != audit.NotRecorded {
 		t.Errorf("audit of %s alone: %v, findings:\n%s\nwant one not-recorded", lost, err, findingLines(found))
 	}
+
+	// The queue held, the repair records version 2 under the recorded 3.
+	if _, err := r.q.HoldQueue(t.Context(), queue.QueueIngest); err != nil {
+		t.Fatal(err)
+	}
+	var repaired []int
+	found, sum, err = runAuditWith(r, audit.Options{Repair: true, ARKs: []string{kept}}, func(rp audit.Repaired) {
+		repaired = append(repaired, rp.Version)
+	})
+	if err != nil || len(found) != 0 || sum.Repaired != 1 || len(repaired) != 1 || repaired[0] != 2 {
+		t.Errorf("repair of %s: %v, repaired %v, findings:\n%s\nwant version 2 repaired, no finding", kept, err, repaired, findingLines(found))
+	}
 }
 
 // runAudit runs the daemon's audit with opt and returns what it found.
 func runAudit(r *rig, opt audit.Options) ([]audit.Finding, audit.Summary, error) {
-	var found []audit.Finding
-	sum, err := r.p.Auditor().Run(context.Background(), opt, audit.Report{Finding: func(f audit.Finding) error {
-		found = append(found, f)
-		return nil
-	}})
-	return found, sum, err
+	return runAuditWith(r, opt, func(audit.Repaired) {})
 }
 
 // findingLines are the findings as the CLI prints them, a line each.

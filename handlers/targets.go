@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // A storage target is named by a URL: a folder or file:// URL, or an
@@ -205,7 +206,8 @@ func (p *Pipeline) AccessTargets() map[string]string {
 // profile's own inventory at their profiles' storage targets.
 func (p *Pipeline) Auditor() *audit.Auditor {
 	return &audit.Auditor{Inventory: p.inventory, Own: p.ownInventories(), Targets: p.AuditTargets, Agent: p.cfg.Agent,
-		Profiles: p.cfg.Profiles.Names()}
+		Profiles: p.cfg.Profiles.Names(), FromStorage: recordFromStorage,
+		IngestHeld: func(ctx context.Context) (bool, error) { return p.q.QueueHeld(ctx, queue.QueueIngest) }}
 }
 
 // ownInventories are the profiles' own inventories, each once, by URL, with

@@ -14,7 +14,8 @@
 //
 // With Options.Record an audit with fixity leaves its evidence in the
 // inventory: a PREMIS fixity check event of each version at each target
-// (record.go).
+// (record.go). With Options.Repair it records, from the primary target,
+// the versions storage holds and the inventory lost (repair.go).
 package audit
 
 import (
@@ -141,6 +142,14 @@ type Auditor struct {
 	// than storage loses whole objects, which a walk of the inventory
 	// alone never meets.
 	Profiles []string
+	// FromStorage is the record of version v of an object as stored
+	// (Options.Repair): its files, and what the deposit wrote into it (the
+	// job and batch of its message, its local ids and ERC); the walk adds
+	// the profile, the copies and the repair's event.
+	FromStorage func(ctx context.Context, stored storage.Stored, v storage.Version) (inventory.Record, error)
+	// IngestHeld tells whether the ingest queue is held: Options.Repair is
+	// refused otherwise (ErrNotHeld).
+	IngestHeld func(ctx context.Context) (bool, error)
 }
 
 // Options choose what an audit reads.
@@ -150,6 +159,10 @@ type Options struct {
 	// version hashed at each target, and for each recorded version a
 	// target lacks (record.go). Only with Fixity.
 	Record bool
+	// Repair records, for each object-unrecorded and versions-unrecorded
+	// finding, the versions the primary target of the object's profile
+	// holds (repair.go); only while the ingest queue is held.
+	Repair bool
 	After  string   // start after this ARK ("" from the first)
 	Limit  int      // audit at most this many objects; 0: all
 	ARKs   []string // audit only these (After and Limit then must be unset)
@@ -178,8 +191,10 @@ type Counts struct {
 	// each a not-recorded finding (among Findings), and no object audited.
 	NotRecorded int `json:"not_recorded"`
 	// EventsRecorded are the fixity check events written (Options.Record).
-	EventsRecorded int    `json:"events_recorded"`
-	Last           string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
+	EventsRecorded int `json:"events_recorded"`
+	// Repaired are the versions recorded from storage (Options.Repair).
+	Repaired int    `json:"repaired"`
+	Last     string `json:"last,omitempty"` // the last ARK audited: Options.After continues from it
 }
 
 // Summary is an audit's end.
@@ -199,6 +214,7 @@ type Summary struct {
 type Report struct {
 	Finding  func(Finding) error
 	Progress func(Counts) error // the counts so far, at least every Options.Every
+	Repaired func(Repaired) error
 }
 
 // audited is one object's audit: started in ARK order, reported in it.
@@ -215,7 +231,11 @@ type audited struct {
 	// records it: an ObjectUnrecorded finding at each, not counted as
 	// audited.
 	unrecordedAt []Target
-	done         chan struct{}
+	// primaryOf are the profiles whose primary target holds an unrecorded
+	// object: the one its repair records it as.
+	primaryOf []string
+	repaired  []Repaired // versions recorded from storage (Options.Repair)
+	done      chan struct{}
 }
 
 // walk is one run of the audit.
@@ -265,8 +285,11 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	if err := opt.Check(); err != nil {
 		return Summary{}, err
 	}
-	if opt.Record && a.Agent == "" {
-		return Summary{}, fmt.Errorf("audit: %w: record with no agent: the auditor must name who checks", inventory.ErrInvalid)
+	if (opt.Record || opt.Repair) && a.Agent == "" {
+		return Summary{}, fmt.Errorf("audit: %w: record or repair with no agent: the auditor must name who checks", inventory.ErrInvalid)
+	}
+	if err := a.CheckRepair(ctx, opt); err != nil {
+		return Summary{}, err
 	}
 	opt.Parallel = cmp.Or(opt.Parallel, Defaults.Parallel)
 	opt.Every = cmp.Or(opt.Every, Defaults.Every)
@@ -275,6 +298,9 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	}
 	if rep.Progress == nil {
 		rep.Progress = func(Counts) error { return nil }
+	}
+	if rep.Repaired == nil {
+		rep.Repaired = func(Repaired) error { return nil }
 	}
 	w := &walk{a: a, srcs: a.sources(), opt: opt, rep: rep, notes: []string{}, noted: map[string]bool{},
 		profiles: map[string]*profileTargets{}, recordings: make(chan *recording, opt.Parallel)}
@@ -413,14 +439,16 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 			}
 		}
 		var storedAt []Target
+		var primaryOf []string
 		for _, l := range listed {
 			if len(l.arks) > 0 && l.arks[0] == ark {
 				storedAt = append(storedAt, l.t)
+				primaryOf = append(primaryOf, l.primaryOf...)
 				l.arks = l.arks[1:]
 			}
 		}
 		if len(holders) == 0 {
-			if err := begin(&audited{ark: ark, unrecordedAt: storedAt}); err != nil {
+			if err := begin(&audited{ark: ark, unrecordedAt: storedAt, primaryOf: primaryOf}); err != nil {
 				return false, err
 			}
 		}
@@ -441,8 +469,9 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 // storedList is the objects one storage target holds after
 // Options.After, in ARK order: what the walk has not passed yet.
 type storedList struct {
-	t    Target
-	arks []string
+	t         Target
+	arks      []string
+	primaryOf []string // the profiles whose primary target it is
 }
 
 // listed lists each storage target of the Auditor's profiles that can
@@ -451,18 +480,24 @@ type storedList struct {
 // no inventory records, goes unseen.
 func (w *walk) listed(ctx context.Context) []*storedList {
 	var out []*storedList
-	seen := map[string]bool{}
+	seen := map[string]*storedList{} // nil: not listed
 	for _, prof := range w.a.Profiles {
 		targets, err := w.targets(ctx, prof)
 		if err != nil {
 			continue // its objects' findings say so (unknown-profile)
 		}
-		for _, t := range targets {
-			l, ok := t.Store.(storage.Lister)
-			if seen[t.URL] || t.Err != nil || !ok {
+		for i, t := range targets {
+			if sl, ok := seen[t.URL]; ok {
+				if sl != nil && i == 0 {
+					sl.primaryOf = append(sl.primaryOf, prof)
+				}
 				continue
 			}
-			seen[t.URL] = true
+			seen[t.URL] = nil
+			l, ok := t.Store.(storage.Lister)
+			if t.Err != nil || !ok {
+				continue
+			}
 			arks, err := l.Objects(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -476,7 +511,12 @@ func (w *walk) listed(ctx context.Context) []*storedList {
 			if found {
 				from++ // After was audited: the walk goes on after it
 			}
-			out = append(out, &storedList{t: t, arks: arks[from:]})
+			sl := &storedList{t: t, arks: arks[from:]}
+			if i == 0 {
+				sl.primaryOf = []string{prof}
+			}
+			seen[t.URL] = sl
+			out = append(out, sl)
 		}
 	}
 	return out
@@ -585,6 +625,12 @@ func (w *walk) report(o *audited) error {
 	w.n.Files += o.files
 	w.n.Last = o.ark
 	w.n.EventsRecorded += o.events
+	for _, r := range o.repaired {
+		w.n.Repaired++
+		if err := w.rep.Repaired(r); err != nil {
+			return err
+		}
+	}
 	for _, f := range o.findings {
 		w.n.Findings++
 		if err := w.rep.Finding(f); err != nil {

@@ -17,6 +17,9 @@ import (
 
 // object audits one object at each storage target of its profile.
 func (w *walk) object(ctx context.Context, o *audited) {
+	if len(o.unrecordedAt) > 0 && w.opt.Repair {
+		w.repairUnrecorded(ctx, o) // once recorded, audited as any recorded object
+	}
 	if len(o.unrecordedAt) > 0 {
 		w.unrecorded(ctx, o)
 		return
@@ -35,12 +38,7 @@ func (w *walk) object(ctx context.Context, o *audited) {
 			Message: fmt.Sprintf("reading %s from the inventory failed: %v; the object was not audited (audit it again with ark=%s)", o.ark, err, o.ark)})
 		return
 	}
-	recorded := map[int][]inventory.FileRow{}
-	for _, r := range d.Versions {
-		recorded[r.Version] = r.Files
-		o.files += len(r.Files)
-	}
-	o.versions = len(d.Versions)
+	o.count(d)
 	targets, err := w.targets(ctx, d.Object.Profile)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -49,6 +47,41 @@ func (w *walk) object(ctx context.Context, o *audited) {
 		}
 		return
 	}
+	start := len(o.findings)
+	checks := w.compare(ctx, o, d, targets)
+	if w.opt.Repair && ctx.Err() == nil && unrecordedAt(o.findings[start:], targets[0]) {
+		// Compared again once repaired: what is left is what the repair
+		// did not record, or a target that disagrees with the record.
+		o.findings = o.findings[:start]
+		if w.repair(ctx, o, o.src, d.Object.Profile, targets, d.Versions) > 0 {
+			if d, err = o.src.inv.Object(ctx, o.ark); err != nil {
+				o.findings = append(o.findings, Finding{Kind: InventoryFailed, ARK: o.ark,
+					Message: fmt.Sprintf("reading %s from the inventory again after its repair failed: %v; audit it again with ark=%s", o.ark, err, o.ark)})
+				return
+			}
+			o.count(d)
+		}
+		checks = w.compare(ctx, o, d, targets)
+	}
+	if w.opt.Record && ctx.Err() == nil {
+		w.record(ctx, o, d, checks)
+	}
+}
+
+// count counts the versions and files of the object's record d.
+func (o *audited) count(d inventory.ObjectDetail) {
+	o.versions, o.files = len(d.Versions), 0
+	for _, r := range d.Versions {
+		o.files += len(r.Files)
+	}
+}
+
+// compare checks the object's record d at each of its targets.
+func (w *walk) compare(ctx context.Context, o *audited, d inventory.ObjectDetail, targets []Target) []*check {
+	recorded := map[int][]inventory.FileRow{}
+	for _, r := range d.Versions {
+		recorded[r.Version] = r.Files
+	}
 	var checks []*check
 	for _, t := range targets {
 		c := &check{w: w, o: o, t: t, recorded: recorded, last: d.Object.LatestVersion, from: len(o.findings)}
@@ -56,9 +89,7 @@ func (w *walk) object(ctx context.Context, o *audited) {
 		c.to = len(o.findings)
 		checks = append(checks, c)
 	}
-	if w.opt.Record && ctx.Err() == nil {
-		w.record(ctx, o, d, checks)
-	}
+	return checks
 }
 
 // unrecorded reports an object that targets hold and no inventory

@@ -30,7 +30,7 @@ func (a *app) auditCommand() *cobra.Command {
 		q       auditQuery
 	)
 	cmd := &cobra.Command{
-		Use:   "audit [ARK…] [--fixity [--record]] [--after ARK] [--limit N]",
+		Use:   "audit [ARK…] [--fixity [--record]] [--repair] [--after ARK] [--limit N]",
 		Short: "Compare the objects the inventory records with their storage targets: what a restore lost, and where",
 		Long: "audit asks the daemon's HTTP API (--api) to compare every object its inventory records, in\n" +
 			"ARK order, with each storage target of the object's profile: the versions each target has\n" +
@@ -43,7 +43,11 @@ func (a *app) auditCommand() *cobra.Command {
 			"cloud bucket's egress); only it finds bytes changed at the same size. --record (with\n" +
 			"--fixity) leaves the evidence in the inventory: a PREMIS fixity check event for each version\n" +
 			"at each target, success or failure (the files that failed, and how), and a failure for a\n" +
-			"version a target lacks; ingestq object ARK shows the last check. The route is an admin's:\n" +
+			"version a target lacks; ingestq object ARK shows the last check. --repair (the ingest queue\n" +
+			"held: ingestq hold queue) records from storage what an inventory restored from an older backup\n" +
+			"lost: each object-unrecorded and versions-unrecorded version the primary target of the\n" +
+			"object's profile holds, with its files, job and batch, local ids, ERC and copies; each is a\n" +
+			"\"repaired:\" line, one that fails a repair-failed finding. The route is an admin's:\n" +
 			EnvAPIToken + " holds an admin token (serve's " + EnvAdminToken + ", or an admin line of its\n" +
 			"--api-tokens).\n\n" +
 			"Each finding is one line, as it comes: its kind, then the ARK, storage target, version and\n" +
@@ -84,6 +88,7 @@ func (a *app) auditCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVar(&q.fixity, "fixity", false, "also read every stored byte back and hash it (all of storage, at each target)")
 	fl.BoolVar(&q.record, "record", false, "with --fixity: record a PREMIS fixity check event of each version at each target in the inventory")
+	fl.BoolVar(&q.repair, "repair", false, "record from the primary target the versions the inventory lost (restored older than storage); the ingest queue must be held")
 	fl.StringVar(&q.after, "after", "", "begin after this ARK (the last one an earlier audit finished)")
 	fl.IntVar(&q.limit, "limit", 0, "stop after this many objects (default: every one)")
 	fl.StringVar(&api, "api", a.env(EnvAPI, defaultAPI), "the daemon's HTTP API, which audits (env "+EnvAPI+"; an admin token in "+EnvAPIToken+")")
@@ -97,6 +102,7 @@ type auditQuery struct {
 	arks       []string
 	fixity     bool
 	record     bool
+	repair     bool
 	after      string
 	limit      int
 	limitGiven bool
@@ -134,6 +140,9 @@ func (q auditQuery) encode() (string, error) {
 	}
 	if q.record {
 		v.Set("record", "true")
+	}
+	if q.repair {
+		v.Set("repair", "true")
 	}
 	if len(v) == 0 {
 		return "/audit", nil
@@ -240,6 +249,11 @@ func (s *auditShown) line(data []byte) (*auditSummary, error) {
 			s.done, s.findingARK = max(s.done, c.Last), ""
 			s.draw(false)
 		}
+	case "repaired":
+		var r audit.Repaired
+		if err = json.Unmarshal(data, &r); err == nil && !s.a.json() {
+			s.a.println("%s", r.String())
+		}
 	case "summary":
 		var sum auditSummary
 		if err = json.Unmarshal(data, &sum); err == nil {
@@ -327,14 +341,17 @@ func (s *auditShown) progressText() string {
 }
 
 // countsText is "3 objects, 4 versions, 12 files; 1.5 KiB read; 2
-// findings; 1.23s" (with --record, "; 4 fixity check events recorded"
-// before the time): the time since the start, to round. An ARK the
+// findings; 1.23s" (with --record, "; 4 fixity check events recorded",
+// and with --repair, "; 2 versions repaired", before the time): the time since the start, to round. An ARK the
 // inventory lacks is no object and no finding here: an error says so.
 func (s *auditShown) countsText(c audit.Counts, round time.Duration) string {
 	c.Findings -= c.NotRecorded
 	recorded := ""
 	if s.q.record {
 		recorded = "; " + plural(c.EventsRecorded, "fixity check event") + " recorded"
+	}
+	if s.q.repair {
+		recorded += "; " + plural(c.Repaired, "version") + " repaired"
 	}
 	return fmt.Sprintf("%s, %s, %s; %s read; %s%s; %v", plural(c.Objects, "object"), plural(c.Versions, "version"),
 		plural(c.Files, "file"), humanBytes(c.BytesRead), plural(c.Findings, "finding"), recorded, time.Since(s.start).Round(round))
@@ -406,6 +423,9 @@ func (s *auditShown) resume(after string) string {
 	}
 	if s.q.record {
 		cmd += " --record"
+	}
+	if s.q.repair {
+		cmd += " --repair"
 	}
 	cmd += " --after " + after
 	if s.q.limitGiven {

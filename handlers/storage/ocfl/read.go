@@ -53,7 +53,9 @@ func (s *Store) read(ctx context.Context, ark string, absentOK bool) (storage.St
 		}
 		o.digests = append(o.digests, digests)
 		created, _ := time.Parse(time.RFC3339, v.Created) // checked when read
-		o.versions = append(o.versions, storage.Version{ARK: ark, Number: n, Created: created, Files: files, Message: v.Message})
+		// URL as Latest and Put give it: a repaired record's copy names it.
+		o.versions = append(o.versions, storage.Version{ARK: ark, Number: n, Created: created, Files: files, Message: v.Message,
+			URL: s.location(root + "/" + versionName(n) + "/" + inventoryName)})
 	}
 	return o, nil
 }
