@@ -157,8 +157,8 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 	// Likewise an access request that neither the queue nor the recorded
 	// events know (a typo of its qid); one deleted or expired streams.
 	if f.AccessID != "" {
-		v, err := a.cfg.Ops.ShowAccess(r.Context(), f.AccessID)
-		if err := a.cfg.Ops.AccessGone(r.Context(), f.AccessID, v, err); err != nil && !errors.Is(err, ops.ErrGone) {
+		view, err := a.cfg.Ops.ShowAccess(r.Context(), f.AccessID)
+		if err := a.cfg.Ops.AccessGone(r.Context(), f.AccessID, view, err); err != nil && !errors.Is(err, ops.ErrGone) {
 			return f, err
 		}
 	}

@@ -44,7 +44,9 @@
 //     at once apply each once. Each Record is one transaction: it locks the
 //     object's row first (records of one ARK take turns, from any host) and
 //     claims local ids in sorted order (records of different ARKs never
-//     deadlock; the local_ids primary key decides who gets an id). A call
+//     deadlock; the local_ids primary key decides who gets an id);
+//     RecordVersions, one transaction of several, records them in the
+//     order of their ARKs, so that it locks their rows in one order. A call
 //     that finds the database out of reach is tried again twice, then
 //     fails with ErrUnavailable; one that gets no answer within its time
 //     limit fails with it at once. A page of objects is one statement, in

@@ -108,8 +108,8 @@ type Inventory interface {
 }
 
 // VersionsRecorder is an inventory that records several versions in one
-// transaction, one commit (bbolt, PostgreSQL): an audit's fixity check
-// events of an object's versions.
+// transaction, one commit (bbolt, PostgreSQL): the fixity check events of
+// the objects whose audits ended together.
 type VersionsRecorder interface {
 	// RecordVersions records each of rs as Record does, in one
 	// transaction: on an error none is recorded.

@@ -19,14 +19,22 @@ const maxVersion = 99_999_999
 var eventTypes = []string{EventIngestion, EventMessageDigestCalculation, EventFixityCheck,
 	EventIdentifierAssignment, EventReplication}
 
-// normalize checks r and returns it in canonical form (see [canonical]);
-// what no inventory can keep is ErrInvalid.
-// recordWhat names what recording rs (at least one) does, for an error.
+// recordWhat names what recording rs (at least one) does, for an error:
+// an audit's group holds the versions of several objects.
 func recordWhat(rs []Record) string {
-	if len(rs) > 1 {
+	objects := 1
+	for i := 1; i < len(rs); i++ {
+		if !slices.ContainsFunc(rs[:i], func(r Record) bool { return r.ARK == rs[i].ARK }) {
+			objects++
+		}
+	}
+	switch {
+	case len(rs) == 1:
+		return fmt.Sprintf("record %s version %d", rs[0].ARK, rs[0].Version)
+	case objects == 1:
 		return fmt.Sprintf("record %d versions of %s", len(rs), rs[0].ARK)
 	}
-	return fmt.Sprintf("record %s version %d", rs[0].ARK, rs[0].Version)
+	return fmt.Sprintf("record %d versions of %d objects, %s the first", len(rs), objects, rs[0].ARK)
 }
 
 // normalizeAll is normalize of each record: the first bad one is the error.
@@ -41,6 +49,8 @@ func normalizeAll(rs []Record) ([]Record, error) {
 	return out, nil
 }
 
+// normalize checks r and returns it in canonical form (see [canonical]);
+// what no inventory can keep is ErrInvalid.
 func normalize(r Record) (Record, error) {
 	r.Events = slices.Clone(r.Events)
 	for i, e := range r.Events {

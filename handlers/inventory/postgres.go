@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,13 +112,15 @@ func (p *Postgres) Record(ctx context.Context, r Record) error {
 	return p.RecordVersions(ctx, []Record{r})
 }
 
-// RecordVersions writes each of rs in one transaction; see
-// [VersionsRecorder].
+// RecordVersions writes each of rs in one transaction, in the order of
+// their ARKs: two that share objects lock their rows in one order, and
+// never wait for each other; see [VersionsRecorder].
 func (p *Postgres) RecordVersions(ctx context.Context, rs []Record) error {
 	rs, err := normalizeAll(rs)
 	if err != nil || len(rs) == 0 {
 		return err
 	}
+	slices.SortStableFunc(rs, func(a, b Record) int { return strings.Compare(a.ARK, b.ARK) })
 	return p.retry(ctx, recordWhat(rs), func(ctx context.Context) error {
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			for _, r := range rs {

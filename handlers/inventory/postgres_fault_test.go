@@ -137,13 +137,11 @@ func countRows(t *testing.T, url string, want map[string]int) {
 	}
 }
 
-// Hosts (pools of their own) record the same versions at once, while pairs
-// of objects contest a local id: each id goes to one object, whose versions
-// are recorded once; the other object is not recorded at all.
-func TestPostgresHostsContend(t *testing.T) {
-	url := pgtest.NewDatabase(t, nil)
-	const hosts, objects, versions = 3, 8, 3
-	invs := make([]*Postgres, hosts)
+// openHosts opens n inventories in the database at url, each with a pool
+// of its own, as n hosts do.
+func openHosts(t *testing.T, url string, n int) []*Postgres {
+	t.Helper()
+	invs := make([]*Postgres, n)
 	for h := range invs {
 		p, err := NewPostgres(context.Background(), url)
 		if err != nil {
@@ -152,6 +150,16 @@ func TestPostgresHostsContend(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 		invs[h] = p
 	}
+	return invs
+}
+
+// Hosts (pools of their own) record the same versions at once, while pairs
+// of objects contest a local id: each id goes to one object, whose versions
+// are recorded once; the other object is not recorded at all.
+func TestPostgresHostsContend(t *testing.T) {
+	url := pgtest.NewDatabase(t, nil)
+	const hosts, objects, versions = 3, 8, 3
+	invs := openHosts(t, url, hosts)
 	ark := func(i int) string { return fmt.Sprintf("ark:/99999/fk4h%03d", i) }
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -182,6 +190,45 @@ func TestPostgresHostsContend(t *testing.T) {
 	}
 	countRows(t, url, map[string]int{"objects": objects / 2, "versions": objects / 2 * versions,
 		"files": objects / 2 * versions * 2, "local_ids": objects})
+}
+
+// Hosts' audits record the events of many objects in one transaction
+// each (RecordVersions), the objects in whatever order their audits ended:
+// they lock the objects' rows in one order, so no two wait for each other
+// (the database answered "deadlock detected" to one of two transactions
+// that gave A, B and B, A).
+func TestPostgresGroupRecordsDoNotDeadlock(t *testing.T) {
+	hosts := openHosts(t, pgtest.NewDatabase(t, nil), 2)
+	arks := []string{arkA, arkB}
+	for _, ark := range arks {
+		mustRecord(t, hosts[0], record(ark, 1, ark))
+	}
+	const rounds = 30
+	errs := make(chan error, 2*rounds)
+	var wg sync.WaitGroup
+	for h, p := range hosts {
+		wg.Go(func() {
+			for range rounds {
+				rs := []Record{record(arks[h], 1, arks[h]), record(arks[1-h], 1, arks[1-h])} // A, B on one host; B, A on the other
+				for i := range rs {
+					rs[i].Events = []Event{event(EventFixityCheck, 10)}
+				}
+				errs <- p.RecordVersions(context.Background(), rs)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a group of records failed: %v", err)
+		}
+	}
+	for _, ark := range arks {
+		if d := mustObject(t, hosts[0], ark); len(d.Versions[0].Events) != 2*rounds {
+			t.Errorf("%s: %d events, want %d", ark, len(d.Versions[0].Events), 2*rounds)
+		}
+	}
 }
 
 // A server that hangs (SIGSTOP: its connections stay open, nothing

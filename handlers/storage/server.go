@@ -49,12 +49,10 @@ func NewServer(l *Local, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /objects", s.put)
 	// ARKs hold "/": the client escapes them as %2F, and "..." also takes
 	// a path from a client that does not.
-	mux.HandleFunc(objectPattern, s.object)
+	mux.HandleFunc("GET /objects/{ark...}", s.object)
 	mux.HandleFunc("GET /content/{ark...}", s.content)
 	return mux
 }
-
-const objectPattern = "GET /objects/{ark...}"
 
 // badRequest marks an error as the request's fault (400).
 type badRequest struct{ err error }
@@ -256,49 +254,57 @@ func (s *server) object(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest{err})
 		return
 	}
+	var answer any
+	var err error
 	switch versions := r.URL.Query().Get("versions"); versions {
 	case "", "latest":
-		v, err := s.l.Latest(r.Context(), ark)
-		if s.notFound(w, r, err) {
-			return
-		}
-		writeJSON(w, v) // File.Path is not in the JSON: the store's layout stays private
+		answer, err = s.l.Latest(r.Context(), ark) // File.Path is not in the JSON: the store's layout stays private
 	case "all":
-		vs, err := s.l.survey(r.Context(), ark)
-		if s.notFound(w, r, err) {
-			return
-		}
-		writeJSON(w, surveyReply{ARK: ark, Versions: vs})
+		var vs []Version
+		vs, err = s.l.survey(r.Context(), ark)
+		answer = surveyReply{ARK: ark, Versions: vs}
 	default:
-		s.fail(w, r, bad("versions %q: want all, or latest (the default)", versions))
+		err = bad("versions %q: want all, or latest (the default)", versions)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		http.Error(w, fmt.Sprintf("no version of %s", ark), http.StatusNotFound)
+	case err != nil:
+		s.fail(w, r, err)
+	default:
+		writeJSON(w, answer)
 	}
 }
 
 // content answers the bytes of one file of one version.
 func (s *server) content(w http.ResponseWriter, r *http.Request) {
 	ark, q := r.PathValue("ark"), r.URL.Query()
+	name := q.Get("file")
 	n, err := strconv.Atoi(q.Get("version"))
-	switch {
-	case checkARK(ark) != nil:
-		err = badRequest{checkARK(ark)}
-	case err != nil || n < 1:
+	if aerr := checkARK(ark); aerr != nil {
+		err = badRequest{aerr}
+	} else if err != nil || n < 1 {
 		err = bad("version %q: want a version number, 1 or more", q.Get("version"))
-	case checkName(q.Get("file")) != nil:
-		err = bad("file: %w", checkName(q.Get("file")))
+	} else if nerr := checkName(name); nerr != nil {
+		err = bad("file: %w", nerr)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	path, err := s.l.file(ark, n, q.Get("file"))
-	if s.notFound(w, r, err) {
+	path, err := s.l.file(ark, n, name)
+	var f *os.File
+	if err == nil {
+		if f, err = os.Open(path); errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("the stored copy of file %q of version %d of %s is gone: %w", name, n, ark, ErrNotFound)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrNotFound): // the error names the version or file the object lacks
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		err = fmt.Errorf("the stored copy of file %q of version %d of %s is gone: %w", q.Get("file"), n, ark, ErrNotFound)
-	}
-	if s.notFound(w, r, err) {
+	case err != nil:
+		s.fail(w, r, err)
 		return
 	}
 	defer f.Close()
@@ -309,24 +315,6 @@ func (s *server) content(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	http.ServeContent(w, r, "", st.ModTime(), f)
-}
-
-// notFound answers err, when there is one: 404 when it wraps ErrNotFound
-// (for an object, "no version of ARK", as before versions=all; else the
-// error's text, which names the version or file), else as fail does. It
-// tells whether it answered.
-func (s *server) notFound(w http.ResponseWriter, r *http.Request, err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, ErrNotFound) && r.Pattern == objectPattern:
-		http.Error(w, fmt.Sprintf("no version of %s", r.PathValue("ark")), http.StatusNotFound)
-	case errors.Is(err, ErrNotFound):
-		http.Error(w, err.Error(), http.StatusNotFound)
-	default:
-		s.fail(w, r, err)
-	}
-	return true
 }
 
 // fail answers 400 for the request's fault and 500 otherwise, logging both.

@@ -18,20 +18,21 @@ const Hidden = "[server path hidden]"
 // path (https://host/…) and an ARK's (ark:/…) follow no such character.
 var localPath = regexp.MustCompile(`(^|[\s"'(\[=,;])((?:file:)?/[^\s"'\\()\[\],;]*[^\s"'\\()\[\],;:.])`)
 
-// queueNodes begin the paths of the queue's job and batch nodes, which a
-// message names under the queue's root (a corrupt status, a ref without a
-// job): ZooKeeper's, not the server's file systems, and what tells a
-// reader which job is broken.
-var queueNodes = []string{"/jobs/jid", "/jobs/states/", "/batches/bid", "/batch-uuids/"}
+// queueNode matches the path of a queue's job or batch node, or of one of
+// its children, which a message names under the queue's root (a corrupt
+// status, a ref without a job): ZooKeeper's, not the server's file
+// systems, and what tells a reader which job is broken. Exact, as a
+// working area at /jobs holds /jobs/jid…/producer/… on the server.
+var queueNode = regexp.MustCompile(`^/(jobs/jid\d+(/[a-z_-]+)?|jobs/states/[a-z-]+(/[\w-]+)?|` +
+	`batches/bid\d+(/[a-z_-]+(/[\w-]+){0,2})?|batch-uuids/[^/]+)$`)
 
 // Hide replaces each local path in text by Hidden, but for the queue's
 // nodes and the paths that start with one of keep: the server's own
 // (/api/v1, /ui/).
 func Hide(text []byte, keep ...string) []byte {
-	keep = slices.Concat(keep, queueNodes)
 	return localPath.ReplaceAllFunc(text, func(m []byte) []byte {
 		sub := localPath.FindSubmatch(m)
-		if slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(string(sub[2]), k) }) {
+		if queueNode.Match(sub[2]) || slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(string(sub[2]), k) }) {
 			return m
 		}
 		return slices.Concat(sub[1], []byte(Hidden))
