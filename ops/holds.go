@@ -218,7 +218,7 @@ func releaseEffect(kind, name string, d Door) string {
 // request, or the job page's button.
 func ReleaseOf(kind, name string, d Door) string {
 	switch {
-	case kind == "queue" && QueueName(name) == "": // another program's: a release of ingestq's would name the wrong hold
+	case kind == "queue" && !slices.Contains(QueueNames, name): // another program's (its node's name, not an alias): a release of ingestq's would name the wrong hold
 		return "by the program that set it (ingestq releases only the queues " + strings.Join(QueueNames, ", ") + ")"
 	case d == CLI && kind == "queue":
 		return strings.TrimSpace("ingestq release queue " + map[string]string{

@@ -38,13 +38,7 @@ func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
 			"job", j.ID, "state", s, "files_on", h, "alive", alive)
 		return false
 	}
-	key := "host " + h
-	r.waiting[s].addFor(j.ID, key, time.Now().Add(r.cfg.Rescan))
-	r.waits.on(r.work, wait, sigJob(s), func() {
-		if r.waiting[s].release(key) > 0 {
-			r.pools[sigJob(s)].Wake()
-		}
-	})
+	r.passOverUntil(s, j.ID, "host "+h, wait)
 	return true
 }
 

@@ -119,6 +119,13 @@ func (r *Reactor) acquire(ctx context.Context, s queue.State, ref string) (*queu
 func (r *Reactor) passOverUnreadable(s queue.State, jid string, w queue.Wait) {
 	key := "unreadable " + jid
 	r.waiting[s].release(key) // the pass before, its time up: one entry a job
+	r.passOverUntil(s, jid, key, w)
+}
+
+// passOverUntil has state s's pool pass over job jid until w's node
+// changes, which releases every job deferred for the same key (what they
+// wait for), or the rescan at the latest (a watch that could not be set).
+func (r *Reactor) passOverUntil(s queue.State, jid, key string, w queue.Wait) {
 	r.waiting[s].addFor(jid, key, time.Now().Add(r.cfg.Rescan))
 	r.waits.on(r.work, w, sigJob(s), func() {
 		if r.waiting[s].release(key) > 0 {
@@ -515,9 +522,8 @@ func (r *Reactor) releaseKept(jid string) {
 // state, its attempts unspent, until the back end's next try (decision
 // 252). The job's status message says what it waits for.
 func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
-	until := r.outages.down(s, j.ID, err, r.cfg.Backoff) // its end releases the job (backEndBack)
+	until := r.outages.down(s, j.ID, err, r.cfg.Backoff) // deferred until then, or the outage's end (waitForBackEndUntil)
 	d := time.Until(until)
-	r.waiting[s].add(j.ID, until)
 	r.log.Warn("reactor: a back end is out; the job waits for its next try", "state", s, "job", j.ID, "next_try_in", d.Round(time.Millisecond), "err", err)
 	werr := g.write(func() error { return r.note(ctx, j, fmt.Sprintf("%s: %v", WaitingPrefix, err)) })
 	if errors.Is(werr, queue.ErrStale) {
@@ -529,11 +535,14 @@ func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Jo
 	r.waits.after(d, r.pools[sigJob(s)].Wake)
 }
 
-// backEndBack ends the wait of job jid in state s for a back end that is
-// back: its pool may take it at once.
-func (r *Reactor) backEndBack(s queue.State, jid string) {
-	r.waiting[s].add(jid, time.Now())
-	r.wake(sigJob(s))
+// waitForBackEndUntil has state s's pool pass over job jid until t, a
+// back end's next try; a zero t, the back end is back: the pool may take
+// the job at once.
+func (r *Reactor) waitForBackEndUntil(s queue.State, jid string, t time.Time) {
+	r.waiting[s].add(jid, t)
+	if t.IsZero() {
+		r.wake(sigJob(s))
+	}
 }
 
 // note writes msg into j's status message, fenced: ErrStale when the job

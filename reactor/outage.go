@@ -72,7 +72,11 @@ type outages struct {
 	backEnds  map[string]*outage
 	waitingOn map[string]waitingJob // jid → the back end it waits for
 	tell      func(what string, out bool)
-	release   func(s queue.State, jid string) // ends a waiting job's deferral
+	// wait defers job jid of state s until t; a zero t ends its deferral.
+	// Called under mu: an end that came between a finding and its
+	// deferral was undone by it, and the job waited out the back end's
+	// next try.
+	wait func(s queue.State, jid string, t time.Time)
 }
 
 // waitingJob is a job this daemon saw wait for a back end, in state.
@@ -93,17 +97,17 @@ type outage struct {
 	states map[queue.State]bool // states that take no job until then
 }
 
-func newOutages(obs Observer, release func(s queue.State, jid string)) *outages {
-	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, tell: func(string, bool) {}, release: release}
+func newOutages(obs Observer, wait func(s queue.State, jid string, t time.Time)) *outages {
+	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, tell: func(string, bool) {}, wait: wait}
 	if b, ok := obs.(BackEndObserver); ok {
 		o.tell = b.BackEnd
 	}
 	return o
 }
 
-// down notes that job jid's step in s found err's back end out, and returns
-// the back end's next try: base after the first finding, doubled at each
-// later one, at most outageMax.
+// down notes that job jid's step in s found err's back end out, defers the
+// job until the back end's next try, and returns it: base after the first
+// finding, doubled at each later one, at most outageMax.
 func (o *outages) down(s queue.State, jid string, err error, base time.Duration) time.Time {
 	var u *unavailableError
 	errors.As(err, &u)
@@ -124,8 +128,9 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	}
 	before, waited := o.waitingOn[jid]
 	o.waitingOn[jid] = waitingJob{backEnd: u.what, state: s}
+	o.wait(s, jid, b.until)
 	if waited && before.backEnd != u.what {
-		o.endUnlessWaitedFor(before.backEnd) // the step got past it: it answered
+		o.endUnlessWaitedFor(before.backEnd) // this job waits for it no more; the step may not have reached it (Storing reads the inventory before storage)
 	}
 	return b.until
 }
@@ -211,7 +216,7 @@ func (o *outages) end(what string) {
 	for jid, w := range o.waitingOn {
 		if w.backEnd == what {
 			delete(o.waitingOn, jid)
-			o.release(w.state, jid)
+			o.wait(w.state, jid, time.Time{})
 		}
 	}
 }
