@@ -107,8 +107,8 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 				parts[i] = dest + ".part"
 			}
 			p.removeWritten(j, parts...)
-			return reactor.Result{}, p.overranError(j, held, "a file of no size in the manifest, which its server did not give either, "+
-				"never ended or is bigger than the disk", err)
+			return reactor.Result{}, p.overranError(j, held, "a file of no size in the manifest sent more than its estimate holds "+
+				"(its server gave no size, or a wrong one), or never ends", err)
 		}
 		return reactor.Result{}, err
 	}
@@ -186,7 +186,7 @@ func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 		held, sizeErr := treeSize(work)
 		p.removeWritten(j, dest)
 		if sizeErr == nil && p.overran(j, held, err) {
-			return p.overranError(j, held, "its zip unpacks to more than the disk holds", err)
+			return p.overranError(j, held, "what its zip unpacks to is not in its estimate, the zip's size", err)
 		}
 		return reactor.Fatal(err)
 	}

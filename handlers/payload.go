@@ -30,7 +30,8 @@ const (
 // Objects reads a Pending batch's payload: one object per job to make.
 func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
 	ctx = fetch.WithLogger(ctx, p.log.With("batch", b.ID))
-	if sub := b.Submission; sub.PayloadURL == "" && sub.Profile == "" && sub.FileName == "" {
+	sub := b.Submission
+	if sub.PayloadURL == "" && sub.Profile == "" && sub.FileName == "" {
 		// A foreign writer's batch without its submission: not `unknown profile ""`.
 		return nil, reactor.Fatal(fmt.Errorf("the batch has no submission: /batches/%s/submission is missing, or names no payload_url and no profile_name", b.ID))
 	}
@@ -38,7 +39,6 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 	if err != nil {
 		return nil, err
 	}
-	sub := b.Submission
 	url := sub.PayloadURL
 	if url == "" {
 		if name := sub.FileName; name != "" {

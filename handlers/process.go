@@ -362,8 +362,15 @@ func (p *Pipeline) mintUnused(ctx context.Context, j *queue.Job, prof *profile.P
 		if !used {
 			next := ""
 			if !minted || skipped > 0 {
-				if next, err = recordedPast(ctx, inv, prof, ark); err != nil {
+				if next, err = recordedPast(ctx, inv, prof, ark); backEndDown(err) {
 					return "", p.inventoryOut(prof, fmt.Errorf("minting: what the inventory records after %s: %w", ark, err))
+				} else if err != nil {
+					// It answered Object just now, so it is up: it lists no objects
+					// (a service older than decision 439) or refused this page. The
+					// walk ends here, as before it went past gaps; a failure would
+					// spend a try of every deposit, whose retry takes this ARK.
+					p.log.Warn("minting: the inventory did not list what it records after this ARK, which is taken without looking past it",
+						"job", j.ID, "ark", ark, "err", err)
 				}
 			}
 			if next == "" {

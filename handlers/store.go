@@ -408,10 +408,17 @@ func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if j.Identifiers == nil || j.Identifiers.PrimaryID == "" {
-		return nil, "", reactor.Fatal(fmt.Errorf("no primary identifier past Processing: %s", redoAdvice(j, p.workDir(j))))
+	switch {
+	case j.Identifiers != nil && j.Identifiers.PrimaryID != "":
+		return prof, j.Identifiers.PrimaryID, nil
+	case j.State() == queue.Notify:
+		// Notify runs no earlier step again (adopting), so redoAdvice's
+		// requeue would fail the job again with the same words.
+		return nil, "", reactor.Fatal(fmt.Errorf("no primary identifier at Notify: the object is stored and recorded, but the job no longer "+
+			"names its ARK, and a requeue runs Notify alone: find the object by a local id its depositor gave (`ingestq object --profile %s LOCALID`), "+
+			"tell the depositor its ARK, then `ingestq delete %s`", prof.Name, j.ID))
 	}
-	return prof, j.Identifiers.PrimaryID, nil
+	return nil, "", reactor.Fatal(fmt.Errorf("no primary identifier past Processing: %s", redoAdvice(j, p.workDir(j))))
 }
 
 // redoAdvice says how an operator has job j's earlier steps run again when

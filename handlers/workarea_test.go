@@ -115,8 +115,7 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 // its earlier steps again on this host at its next step, as a job taken
 // over from a dead host does, and completes with one version. Before, the
 // step failed the job: "the object has no files" in Processing, "storage
-// manifest: …" in Storing, and a requeue
-// failed it again.
+// manifest: …" in Storing, and a requeue failed it again.
 func TestLostWorkingFolderIsMadeAgain(t *testing.T) {
 	t.Parallel()
 	for _, state := range []queue.State{queue.Processing, queue.Storing, queue.Recording} {
@@ -141,4 +140,93 @@ func TestLostWorkingFolderIsMadeAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job past Processing whose storage manifest does not read, or whose
+// identifiers node a foreign writer emptied, fails saying how to run
+// Processing again, and doing so (its working folder removed, a requeue)
+// completes it under the ARK it minted, with one version. At Notify the
+// object is stored and recorded and no earlier step runs again, so the
+// message says so and sends no one to a requeue: one failed the job again
+// with the same words.
+func TestUnusableProcessingSaysHowToRunItAgain(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		state queue.State
+		says  string
+		spoil func(r *rig, j *queue.Job) error
+	}{
+		{"storage manifest", queue.Storing, "storage manifest: ", func(_ *rig, j *queue.Job) error {
+			return os.WriteFile(filepath.Join(j.Config.WorkingDir, "storage-manifest.checkm"), []byte("not a manifest\n"), 0o644)
+		}},
+		{"identifiers", queue.Recording, "no primary identifier past Processing: ", emptyIdentifiers},
+		{"identifiers at Notify", queue.Notify, "no primary identifier at Notify: the object is stored and recorded", emptyIdentifiers},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var once sync.Once
+			var r *rig
+			r = newRig(t, nil, beforeStep(c.state, func(j *queue.Job) {
+				once.Do(func() {
+					if err := c.spoil(r, j); err != nil {
+						t.Error(err)
+					}
+				})
+			}))
+			obj := object{"a.txt": []byte("processed again\n")}
+			j := r.deposit("/again.checkm", obj)
+			msg := j.Status.Message
+			if j.State() != queue.Failed || !strings.Contains(msg, c.says) {
+				t.Fatalf("job %s %q; want Failed saying %q", j.State(), msg, c.says)
+			}
+			advice := "to run Processing again, remove the job's working folder " + j.Config.WorkingDir + ", then `ingestq requeue " + j.ID + "`"
+			if c.state == queue.Notify {
+				if strings.Contains(msg, "`ingestq requeue") {
+					t.Errorf("at Notify the message %q sends the operator to a requeue, which runs Notify alone", msg)
+				}
+				return
+			}
+			if !strings.Contains(msg, advice) {
+				t.Fatalf("message %q does not say %q", msg, advice)
+			}
+			minted := r.mintedARK(j.ID)
+			if err := os.RemoveAll(j.Config.WorkingDir); err != nil {
+				t.Fatal(err)
+			}
+			r.ingestq("requeue", j.ID)
+			r.ingestq("report", j.BatchID)
+			if b := r.waitBatch(j.BatchID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+				t.Fatalf("after the advice: batch %s (%s), want Completed", b.State(), b.Status.Message)
+			}
+			j, err := r.q.LoadJob(t.Context(), j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ark := r.checkStored(j, obj); ark != minted {
+				t.Errorf("stored as %s; want %s, the ARK the job minted", ark, minted)
+			}
+			if v, err := r.p.Primary().Latest(t.Context(), minted); err != nil || v.Number != 1 {
+				t.Errorf("%s: version %d (%v); want one version", minted, v.Number, err)
+			}
+		})
+	}
+}
+
+// emptyIdentifiers writes j's identifiers node as a foreign writer that
+// lost its primary_id would, and drops them from the job the step reads.
+func emptyIdentifiers(r *rig, j *queue.Job) error {
+	_, err := r.qs.Conn.Set(r.q.Path("/jobs/"+j.ID+"/identifiers"), []byte(`{"primary_id":"","local_id":[]}`), -1)
+	j.Identifiers = nil
+	return err
+}
+
+// mintedARK is the ARK the minter's record gives job jid.
+func (r *rig) mintedARK(jid string) string {
+	r.t.Helper()
+	ark, ok, err := r.q.Minted(r.t.Context(), jid)
+	if err != nil || !ok {
+		r.t.Fatalf("the minter's record of %s: %q, %t, %v; want an ARK", jid, ark, ok, err)
+	}
+	return ark
 }

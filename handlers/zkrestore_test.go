@@ -1,12 +1,15 @@
 package handlers_test
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -243,4 +246,38 @@ func (s *snapshotRestore) ocflObjects() int {
 		s.t.Fatal(err)
 	}
 	return len(objects)
+}
+
+// An inventory service that lists no objects (GET /objects is 404, as one
+// older than the listing's decision 439 answers) still takes deposits: the
+// walk past gaps, which asks it what it records after each new ARK, ends at
+// the ARK minted, as it did before the walk, at the first try. Each job's
+// first Processing failed, "minting: what the inventory records after …:
+// … not found: the service lists no objects", and its retry took the ARK
+// minted: one try of --attempts and its backoff spent on every deposit.
+func TestInventoryServiceThatCannotListTakesDeposits(t *testing.T) {
+	t.Parallel()
+	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inv.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inv.Close() })
+	current := inventory.NewServer(inv, nil)
+	_, url := serveFault(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/objects" {
+			http.NotFound(w, req)
+			return
+		}
+		current.ServeHTTP(w, req)
+	}))
+	r := newRig(t, nil, withInventory(url), withAttempts(1, time.Minute))
+	obj := object{"a.txt": []byte("alpha\n")}
+	b := r.submitObject("/obj.checkm", obj)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed", b.State(), b.Status.Message)
+	}
+	ark := r.checkStored(r.jobsOf(b.ID)["manifest"], obj)
+	if _, err := inv.Object(t.Context(), ark); err != nil {
+		t.Errorf("the service's inventory: %v; want %s recorded", err, ark)
+	}
 }

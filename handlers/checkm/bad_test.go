@@ -171,6 +171,20 @@ func TestParseTakesTheLargestBound(t *testing.T) {
 	}
 }
 
+// So does one that bounds it only by its size (lines of math.MaxInt
+// bytes): the room for a line's "\r\n" and the byte more wrapped, and Parse
+// panicked making its scanner's buffer.
+func TestParseTakesTheLargestLineBound(t *testing.T) {
+	text := manifest(IngestManifest, "http://example.org/a | | | | | a")
+	m, err := Parse(strings.NewReader(text), "unbounded lines", Limits{MaxLineBytes: math.MaxInt})
+	if err != nil {
+		t.Fatalf("Parse with MaxLineBytes math.MaxInt: %v", err)
+	}
+	if len(m.Entries) != 1 {
+		t.Errorf("%d entries, want 1", len(m.Entries))
+	}
+}
+
 type endlessNewlines struct{}
 
 func (endlessNewlines) Read(b []byte) (int, error) {

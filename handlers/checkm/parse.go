@@ -15,15 +15,16 @@ import (
 // against it. Parse reads at most lim.MaxBytes (+1) bytes from r.
 func Parse(r io.Reader, source string, lim Limits) (*Manifest, error) {
 	lim = lim.withDefaults()
-	read := lim.MaxBytes
-	if read < math.MaxInt64 { // at it, the byte more wrapped: nothing read, every manifest "empty input"
-		read++ // one byte past the limit tells a manifest at it from a longer one
-	}
-	counted := &countingReader{r: io.LimitReader(r, read)}
+	// One byte past the limit tells a manifest at it from a longer one. None
+	// past the largest limit, where it wrapped: nothing read, every manifest
+	// "empty input".
+	counted := &countingReader{r: io.LimitReader(r, lim.MaxBytes+min(1, math.MaxInt64-lim.MaxBytes))}
 	sc := bufio.NewScanner(counted)
 	// Room for the line, its "\r\n", and one byte more so an overlong line
-	// is told apart from one that is exactly at the limit.
-	sc.Buffer(make([]byte, 0, min(4096, lim.MaxLineBytes+3)), lim.MaxLineBytes+3)
+	// is told apart from one that is exactly at the limit; none past the
+	// largest, as above, where the buffer's make panicked.
+	room := lim.MaxLineBytes + min(3, math.MaxInt-lim.MaxLineBytes)
+	sc.Buffer(make([]byte, 0, min(4096, room)), room)
 
 	p := &parser{m: &Manifest{Source: source}, base: baseURL(source), lim: lim, prefixes: map[string]string{}}
 	lineNo := 0
