@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,22 +158,31 @@ func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
 		t.Errorf("audit of %s after version 3 was recorded: %v, findings:\n%s\nwant version 2 unrecorded", kept, err, findingLines(found))
 	}
 
-	// Given ARKs, the audit lists no target: the unrecorded one is not-recorded.
-	found, _, err = runAudit(r, audit.Options{ARKs: []string{lost}})
-	if err != nil || len(found) != 1 || found[0].Kind != audit.NotRecorded {
-		t.Errorf("audit of %s alone: %v, findings:\n%s\nwant one not-recorded", lost, err, findingLines(found))
+	// Given ARKs, the audit lists no target but asks each whether it holds
+	// one no inventory records: the unrecorded one is object-unrecorded.
+	found, sum, err = runAudit(r, audit.Options{ARKs: []string{lost, "ark:/99999/fk4nothing"}})
+	if err != nil || len(found) != 2 || found[0].Kind != audit.ObjectUnrecorded || found[0].ARK != lost ||
+		found[0].Target != primary || found[1].Kind != audit.NotRecorded || sum.NotRecorded != 1 {
+		t.Errorf("audit of %s and an ARK nothing holds: %v, findings:\n%s\nwant object-unrecorded at %s, then one not-recorded",
+			lost, err, findingLines(found), primary)
 	}
 
-	// The queue held, the repair records version 2 under the recorded 3.
+	// The queue held, the repair by ARK records version 2 under the
+	// recorded 3, and the unrecorded object.
 	if _, err := r.q.HoldQueue(t.Context(), queue.QueueIngest); err != nil {
 		t.Fatal(err)
 	}
-	var repaired []int
-	found, sum, err = runAuditWith(r, audit.Options{Repair: true, ARKs: []string{kept}}, func(rp audit.Repaired) {
-		repaired = append(repaired, rp.Version)
+	var repaired []string
+	found, sum, err = runAuditWith(r, audit.Options{Repair: true, ARKs: []string{kept, lost}}, func(rp audit.Repaired) {
+		repaired = append(repaired, fmt.Sprintf("%s v%d", rp.ARK, rp.Version))
 	})
-	if err != nil || len(found) != 0 || sum.Repaired != 1 || len(repaired) != 1 || repaired[0] != 2 {
-		t.Errorf("repair of %s: %v, repaired %v, findings:\n%s\nwant version 2 repaired, no finding", kept, err, repaired, findingLines(found))
+	want := []string{kept + " v2", lost + " v1"}
+	if lost < kept {
+		want = []string{lost + " v1", kept + " v2"}
+	}
+	if err != nil || len(found) != 0 || sum.Repaired != 2 || !slices.Equal(repaired, want) {
+		t.Errorf("repair of %s and %s: %v, repaired %v, findings:\n%s\nwant %v, no finding", kept, lost, err, repaired,
+			findingLines(found), want)
 	}
 }
 

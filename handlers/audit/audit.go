@@ -235,7 +235,10 @@ type audited struct {
 	// object: the one its repair records it as.
 	primaryOf []string
 	repaired  []Repaired // versions recorded from storage (Options.Repair)
-	done      chan struct{}
+	// repairTried says the repair ran: a version it could not record is
+	// not tried again when the compare after it finds it unrecorded.
+	repairTried bool
+	done        chan struct{}
 }
 
 // walk is one run of the audit.
@@ -475,10 +478,15 @@ type storedList struct {
 }
 
 // listed lists each storage target of the Auditor's profiles that can
-// name its objects, each target once (a walk of Options.ARKs lists none).
-// A target that cannot be listed is a note: an object only it holds, and
-// no inventory records, goes unseen.
+// name its objects, each target once (a walk of Options.ARKs lists none),
+// after Options.After and at most Options.Limit of them: a root of millions
+// of objects is not held. A target that cannot be listed is a note: an
+// object only it holds, and no inventory records, goes unseen.
 func (w *walk) listed(ctx context.Context) []*storedList {
+	want := 0 // every one
+	if w.opt.Limit > 0 {
+		want = w.opt.Limit + 1 // the walk ends within them; the one more tells it there is more
+	}
 	var out []*storedList
 	seen := map[string]*storedList{} // nil: not listed
 	for _, prof := range w.a.Profiles {
@@ -498,7 +506,7 @@ func (w *walk) listed(ctx context.Context) []*storedList {
 			if t.Err != nil || !ok {
 				continue
 			}
-			arks, err := l.Objects(ctx)
+			arks, err := l.Objects(ctx, w.opt.After, want)
 			if err != nil {
 				if ctx.Err() == nil {
 					w.listNotes = append(w.listNotes, fmt.Sprintf("storage target %s could not be listed: %s; objects "+
@@ -507,11 +515,7 @@ func (w *walk) listed(ctx context.Context) []*storedList {
 				}
 				continue
 			}
-			from, found := slices.BinarySearch(arks, w.opt.After)
-			if found {
-				from++ // After was audited: the walk goes on after it
-			}
-			sl := &storedList{t: t, arks: arks[from:]}
+			sl := &storedList{t: t, arks: arks}
 			if i == 0 {
 				sl.primaryOf = []string{prof}
 			}

@@ -17,14 +17,24 @@ import (
 
 // object audits one object at each storage target of its profile.
 func (w *walk) object(ctx context.Context, o *audited) {
+	var d inventory.ObjectDetail
+	var err error
+	if len(o.unrecordedAt) == 0 {
+		d, err = w.read(ctx, o)
+		if errors.Is(err, inventory.ErrNotFound) && len(w.opt.ARKs) > 0 {
+			w.storedAt(ctx, o)
+		}
+	}
 	if len(o.unrecordedAt) > 0 && w.opt.Repair {
-		w.repairUnrecorded(ctx, o) // once recorded, audited as any recorded object
+		w.repairUnrecorded(ctx, o)
+		if o.src != nil { // recorded: audited as any recorded object
+			d, err = w.read(ctx, o)
+		}
 	}
 	if len(o.unrecordedAt) > 0 {
 		w.unrecorded(ctx, o)
 		return
 	}
-	d, err := w.read(ctx, o)
 	switch {
 	case ctx.Err() != nil:
 		return
@@ -49,7 +59,7 @@ func (w *walk) object(ctx context.Context, o *audited) {
 	}
 	start := len(o.findings)
 	checks := w.compare(ctx, o, d, targets)
-	if w.opt.Repair && ctx.Err() == nil && unrecordedAt(o.findings[start:], targets[0]) {
+	if w.opt.Repair && !o.repairTried && ctx.Err() == nil && unrecordedAt(o.findings[start:], targets[0]) {
 		// Compared again once repaired: what is left is what the repair
 		// did not record, or a target that disagrees with the record.
 		o.findings = o.findings[:start]
@@ -109,6 +119,36 @@ func (w *walk) unrecorded(ctx context.Context, o *audited) {
 				"than storage: restore a newer one (%s). Until the object is recorded, a deposit of its local id makes "+
 				"another object under a new ARK: hold the queue (`ingestq hold queue`)",
 			t.Name, o.ark, what, o.ark, recovery)})
+	}
+}
+
+// storedAt finds an ARK asked for that no inventory records at the
+// targets of the Auditor's profiles, as a walk's listing finds it, so that
+// it is object-unrecorded (and repaired with Options.Repair), not
+// not-recorded: one Latest at each target, for such an ARK alone.
+func (w *walk) storedAt(ctx context.Context, o *audited) {
+	holds := map[string]bool{} // by URL: each target asked once
+	for _, prof := range w.a.Profiles {
+		targets, err := w.targets(ctx, prof)
+		if err != nil {
+			continue
+		}
+		for i, t := range targets {
+			has, asked := holds[t.URL]
+			if !asked {
+				if t.Err == nil {
+					_, err := t.Store.Latest(ctx, o.ark)
+					has = err == nil
+				}
+				holds[t.URL] = has
+				if has {
+					o.unrecordedAt = append(o.unrecordedAt, t)
+				}
+			}
+			if has && i == 0 {
+				o.primaryOf = append(o.primaryOf, prof)
+			}
+		}
 	}
 }
 

@@ -36,8 +36,9 @@ const (
 	// inventory was restored from an older backup).
 	VersionsUnrecorded Kind = "versions-unrecorded"
 	// ObjectUnrecorded: an object a target holds that no inventory
-	// records (a job stored it and has not recorded it yet, or the
-	// inventory was restored from a backup older than storage).
+	// records, found by a walk's listing or asked for by ARK (a job stored
+	// it and has not recorded it yet, or the inventory was restored from a
+	// backup older than storage).
 	ObjectUnrecorded Kind = "object-unrecorded"
 	// FileMissing: a recorded file the target's version lacks, or whose
 	// stored content is gone.

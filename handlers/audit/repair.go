@@ -128,6 +128,7 @@ func unrecordedAt(findings []Finding, primary Target) bool {
 // first that fails is a repair-failed finding, and the versions after it
 // stay unrecorded: recording them would leave a hole in the record.
 func (w *walk) repair(ctx context.Context, o *audited, src *source, prof string, targets []Target, recorded []inventory.Record) int {
+	o.repairTried = true
 	primary := targets[0]
 	failed := func(version int, format string, args ...any) {
 		what := o.ark

@@ -261,8 +261,10 @@ type Surveyor interface {
 // each target that is one, to find objects that no inventory records (the
 // inventory restored from a backup older than storage).
 type Lister interface {
-	// Objects returns the ARKs of the objects that have a version, sorted.
-	Objects(ctx context.Context) ([]string, error)
+	// Objects returns the ARKs after `after` (bytewise) of the objects that
+	// have a version, sorted, the first limit of them (0: every one): what
+	// it holds is bounded by limit, not by the store's size.
+	Objects(ctx context.Context, after string, limit int) ([]string, error)
 }
 
 // Absent is the Size Survey gives a file whose content is missing.

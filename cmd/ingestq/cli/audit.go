@@ -36,11 +36,13 @@ func (a *app) auditCommand() *cobra.Command {
 			"ARK order, with each storage target of the object's profile: the versions each target has\n" +
 			"against those recorded, and each version's files (name, size and SHA-256, as the target's\n" +
 			"OCFL inventory.json gives them). Without ARKs it also lists each OCFL target of the daemon's\n" +
-			"profiles: an object stored there that no inventory records (the inventory restored from a\n" +
-			"backup older than storage) is an object-unrecorded finding. Without --fixity it reads each\n" +
-			"object's inventory.json and asks each content file's size. --fixity also reads every stored\n" +
-			"byte back and hashes it: all of storage, at each target (hours on a large repository, and a\n" +
-			"cloud bucket's egress); only it finds bytes changed at the same size. --record (with\n" +
+			"profiles (every object's inventory.json there, whatever --after and --limit), and an ARK asked\n" +
+			"for that no inventory records is looked for at each target: an object stored there that no\n" +
+			"inventory records (the inventory restored from a backup older than storage) is an\n" +
+			"object-unrecorded finding. Without --fixity it reads each object's inventory.json and asks\n" +
+			"each content file's size. --fixity also reads every stored byte back and hashes it: all of\n" +
+			"storage, at each target (hours on a large repository, and a cloud bucket's egress); only it\n" +
+			"finds bytes changed at the same size. --record (with\n" +
 			"--fixity) leaves the evidence in the inventory: a PREMIS fixity check event for each version\n" +
 			"at each target, success or failure (the files that failed, and how), and a failure for a\n" +
 			"version a target lacks; ingestq object ARK shows the last check. --repair (the ingest queue\n" +

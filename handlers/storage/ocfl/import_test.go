@@ -49,7 +49,7 @@ func TestImportFromTheBuiltInStore(t *testing.T) {
 		}
 		sameFiles(t, withSizes(v.files(), want.Files), want.Files)
 	}
-	if arks, err := s.Objects(ctx); err != nil || !slices.Equal(arks, []string{testARK, other}) {
+	if arks, err := s.Objects(ctx, "", 0); err != nil || !slices.Equal(arks, []string{testARK, other}) {
 		t.Fatalf("Objects() = %v, %v", arks, err)
 	}
 

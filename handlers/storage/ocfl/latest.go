@@ -90,28 +90,57 @@ func (s *Store) version(inv *inventory, name, root string, files []storage.File)
 
 var _ storage.Lister = (*Store)(nil)
 
-// Objects returns the ids (ARKs) of the objects that have a version,
-// sorted. It lists the whole storage root.
-func (s *Store) Objects(ctx context.Context) ([]string, error) {
-	keys, err := s.p.List(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("ocfl: objects: %w", err)
-	}
+// Objects returns the ids (ARKs) after `after` (bytewise) of the objects
+// that have a version, sorted, at most limit of them (0: every one). The
+// layout hashes ids, so the whole root is listed and every object's
+// inventory.json read, a few at once; what is held is the ids kept (at
+// most twice limit), not the root's keys (3.7 KB an object when it held
+// them all: gigabytes for a root of millions of objects).
+func (s *Store) Objects(ctx context.Context, after string, limit int) ([]string, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyParallel)
+	var mu sync.Mutex
 	var ids []string
-	for _, k := range keys {
+	keep := func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ids = append(ids, id)
+		if limit > 0 && len(ids) == 2*limit { // the smallest limit stay, in the same array
+			slices.Sort(ids)
+			ids = ids[:limit]
+		}
+	}
+	for k, err := range s.p.Keys(gctx, "") {
+		if err != nil {
+			if werr := g.Wait(); werr != nil {
+				err = werr // it cancelled the listing
+			}
+			return nil, fmt.Errorf("ocfl: objects: %w", err)
+		}
 		root, ok := strings.CutSuffix(k, "/"+inventoryName)
 		if !ok || strings.Count(root, "/") != 3 {
 			continue // a version's inventory, or not an object's
 		}
-		var inv inventory
-		if err := readJSON(ctx, s.p, k, &inv); err != nil {
-			return nil, fmt.Errorf("ocfl: objects: %w", err)
-		}
-		if objectRoot(inv.ID) != root {
-			return nil, fmt.Errorf("ocfl: objects: %s holds %q, which belongs at %s", k, inv.ID, objectRoot(inv.ID))
-		}
-		ids = append(ids, inv.ID)
+		g.Go(func() error {
+			var inv inventory
+			if err := readJSON(gctx, s.p, k, &inv); err != nil {
+				return err
+			}
+			if objectRoot(inv.ID) != root {
+				return fmt.Errorf("%s holds %q, which belongs at %s", k, inv.ID, objectRoot(inv.ID))
+			}
+			if inv.ID > after {
+				keep(inv.ID)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("ocfl: objects: %w", err)
 	}
 	slices.Sort(ids)
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
 	return ids, nil
 }

@@ -68,7 +68,7 @@ func TestPutUnchangedThenChanged(t *testing.T) {
 	if got := keysUnder(t, dir, testARK); !slices.Equal(got, want) {
 		t.Fatalf("object root holds\n%q\nwant\n%q", got, want)
 	}
-	arks, err := s.Objects(ctx)
+	arks, err := s.Objects(ctx, "", 0)
 	if err != nil || !slices.Equal(arks, []string{testARK}) {
 		t.Fatalf("Objects() = %v, %v", arks, err)
 	}
@@ -188,7 +188,7 @@ func TestConcurrentPuts(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	arks, err := s.Objects(ctx)
+	arks, err := s.Objects(ctx, "", 0)
 	if err != nil || len(arks) != n {
 		t.Fatalf("Objects() = %v, %v; want %d", arks, err, n)
 	}

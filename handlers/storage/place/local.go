@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path"
 	"path/filepath"
@@ -274,31 +275,44 @@ func (l *Local) Stat(ctx context.Context, key string) (int64, error) {
 // List returns the keys of the files under prefix, sorted, skipping files
 // still being written.
 func (l *Local) List(ctx context.Context, prefix string) ([]string, error) {
-	root, err := l.folder("list", prefix)
-	if err != nil {
-		return nil, err
-	}
-	var keys []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && p == root:
-			return fs.SkipAll // nothing under prefix
-		case err != nil:
-			return err
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case d.IsDir() || strings.HasPrefix(d.Name(), tmpPrefix):
-			return nil
+	return sortedKeys(l.Keys(ctx, prefix))
+}
+
+// Keys gives the keys of the files under prefix in the walk's order,
+// skipping files still being written; see [Place].
+func (l *Local) Keys(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		root, err := l.folder("list", prefix)
+		if err != nil {
+			yield("", err)
+			return
 		}
-		rel, err := filepath.Rel(l.dir, p)
-		keys = append(keys, filepath.ToSlash(rel))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("place %s: list %q: %w", l.dir, prefix, err)
+		stopped := false
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case errors.Is(err, fs.ErrNotExist) && p == root:
+				return fs.SkipAll // nothing under prefix
+			case err != nil:
+				return err
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case d.IsDir() || strings.HasPrefix(d.Name(), tmpPrefix):
+				return nil
+			}
+			rel, err := filepath.Rel(l.dir, p)
+			if err != nil {
+				return err
+			}
+			if !yield(filepath.ToSlash(rel), nil) {
+				stopped = true
+				return fs.SkipAll
+			}
+			return nil
+		})
+		if err != nil && !stopped {
+			yield("", fmt.Errorf("place %s: list %q: %w", l.dir, prefix, err))
+		}
 	}
-	slices.Sort(keys) // "a.txt" sorts before "a/b", which the walk visits first
-	return keys, nil
 }
 
 // Sweep removes the temporary files under the folder prefix ("" for

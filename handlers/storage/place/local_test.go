@@ -60,6 +60,22 @@ func list(t *testing.T, l *Local, prefix string) []string {
 	return keys
 }
 
+// firstKeys ranges over p's Keys under prefix and stops after n: the
+// place must stop listing (a yield after the loop ended panics).
+func firstKeys(t *testing.T, p Place, prefix string, n int) []string {
+	t.Helper()
+	var got []string
+	for k, err := range p.Keys(context.Background(), prefix) {
+		if err != nil {
+			t.Fatalf("Keys(%q): %v", prefix, err)
+		}
+		if got = append(got, k); len(got) == n {
+			break
+		}
+	}
+	return got
+}
+
 func TestLocalPutOpenStatListDelete(t *testing.T) {
 	ctx := context.Background()
 	l, dir := newLocal(t)
@@ -85,6 +101,14 @@ func TestLocalPutOpenStatListDelete(t *testing.T) {
 	}
 	if got := list(t, l, "nothing/here/"); len(got) != 0 {
 		t.Fatalf("List of a missing folder = %v", got)
+	}
+	if got := firstKeys(t, l, "", 2); len(got) != 2 || !slices.Contains(list(t, l, ""), got[1]) {
+		t.Fatalf("the first 2 Keys = %v", got)
+	}
+	for _, err := range l.Keys(ctx, "../") {
+		if err == nil || !strings.Contains(err.Error(), `prefix "../"`) {
+			t.Fatalf("Keys(../): %v; want the prefix refused", err)
+		}
 	}
 
 	// Deleting the last file of a folder removes the folders it leaves empty.

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
+	"slices"
 )
 
 // ErrNotExist is returned (wrapped) by Open and Stat for a missing key.
@@ -35,6 +37,10 @@ type Place interface {
 	// List returns every key under prefix (a folder: "a/b/" or "" for all),
 	// sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Keys gives every key under prefix as List does, one at a time and in
+	// no set order, holding none: a whole storage root's keys (tens of
+	// millions) do not fit in memory. A failure is the last it gives.
+	Keys(ctx context.Context, prefix string) iter.Seq2[string, error]
 	// Delete removes key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// String names the place for messages: a file path or s3://bucket/prefix.
@@ -63,4 +69,18 @@ type Sweeper interface {
 	// Sweep removes such files under the folder prefix ("a/b/", or "" for
 	// all). The caller makes sure that no write under prefix is under way.
 	Sweep(ctx context.Context, prefix string) error
+}
+
+// sortedKeys collects keys, sorted ("a.txt" before "a/b", which a walk
+// gives first), or their failure.
+func sortedKeys(keys iter.Seq2[string, error]) ([]string, error) {
+	var out []string
+	for k, err := range keys {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -151,25 +151,34 @@ func (s *S3) Stat(ctx context.Context, key string) (int64, error) {
 // List returns the keys under the folder prefix ("" for all; "a/b" is the
 // folder "a/b/"), sorted.
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
-	folder := strings.TrimSuffix(prefix, "/")
-	if folder != "" {
-		if why := s3KeyProblem(folder); why != "" {
-			return nil, fmt.Errorf("place %s: list prefix %q %s", s, prefix, why)
+	return sortedKeys(s.Keys(ctx, prefix))
+}
+
+// Keys gives the keys under the folder prefix as the bucket lists them;
+// see [Place].
+func (s *S3) Keys(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		folder := strings.TrimSuffix(prefix, "/")
+		if folder != "" {
+			if why := s3KeyProblem(folder); why != "" {
+				yield("", fmt.Errorf("place %s: list prefix %q %s", s, prefix, why))
+				return
+			}
+			folder += "/"
 		}
-		folder += "/"
+		ctx, cancel := context.WithCancel(ctx) // a caller that stops early ends the listing
+		defer cancel()
+		opts := minio.ListObjectsOptions{Prefix: s.prefix + folder, Recursive: true}
+		for obj := range s.core.ListObjectsIter(ctx, s.bucket, opts) {
+			if obj.Err != nil {
+				yield("", s.fail("list", folder, obj.Err))
+				return
+			}
+			if !strings.HasSuffix(obj.Key, "/") && !yield(strings.TrimPrefix(obj.Key, s.prefix), nil) { // a folder marker is no file
+				return
+			}
+		}
 	}
-	var keys []string
-	opts := minio.ListObjectsOptions{Prefix: s.prefix + folder, Recursive: true}
-	for obj := range s.core.ListObjectsIter(ctx, s.bucket, opts) {
-		if obj.Err != nil {
-			return nil, s.fail("list", folder, obj.Err)
-		}
-		if !strings.HasSuffix(obj.Key, "/") { // a folder marker is no file
-			keys = append(keys, strings.TrimPrefix(obj.Key, s.prefix))
-		}
-	}
-	slices.Sort(keys)
-	return keys, nil
 }
 
 // Delete removes key; a missing key is not an error.

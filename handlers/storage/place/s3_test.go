@@ -123,6 +123,9 @@ func TestS3RoundTrip(t *testing.T) {
 			t.Fatalf("list %q: %q, %v; want %q", prefix, got, err, want)
 		}
 	}
+	if got := firstKeys(t, s, "a/", 1); !slices.Equal(got, []string{"a/b.txt"}) {
+		t.Fatalf("the first of Keys(a/) = %q", got)
+	}
 	if err := s.Delete(ctxT(t), "a/b.txt"); err != nil {
 		t.Fatal(err)
 	}
