@@ -94,7 +94,9 @@ func TestBodyMediaTypes(t *testing.T) {
 // as the README says, and its operation in the OpenAPI document lists 503
 // (only the objects', the access request's and the events' did): a
 // client made from the document expects it. Each answer is one its
-// operation lists.
+// operation lists. Each 503 for ZooKeeper out of reach says when to ask
+// again (Retry-After), as the document's Unavailable response says
+// (decision 543 (g): none did); the one for no inventory does not.
 func TestUnreachableZooKeeperIsListed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.zkGone = true })
@@ -120,6 +122,14 @@ func TestUnreachableZooKeeperIsListed(t *testing.T) {
 			a := b.do(strings.ToUpper(method), pathParams.Replace(target)+queries[key], adminToken, bodies[key])
 			if a.status == http.StatusServiceUnavailable {
 				unavailable++
+				// This daemon has no inventory: that 503 cannot pass, and says no when.
+				want := strconv.Itoa(api.RetryAfterSeconds)
+				if strings.Contains(string(a.body), "this daemon has no inventory") {
+					want = ""
+				}
+				if got := a.header.Get("Retry-After"); got != want {
+					t.Errorf("%s answers 503 with Retry-After %q, want %q: %s", key, got, want, a.body)
+				}
 			}
 			if _, ok := op.Responses[strconv.Itoa(a.status)]; !ok {
 				t.Errorf("%s answers %d with ZooKeeper out of reach, which its operation does not list: %s", key, a.status, a.body)

@@ -31,7 +31,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 		return err
 	}
 	if a.cfg.Bus == nil {
-		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "this daemon has no event stream"}
+		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", lacks: true, msg: "this daemon has no event stream"}
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {

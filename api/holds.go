@@ -135,7 +135,7 @@ func (a *API) objectByLocalID(w http.ResponseWriter, r *http.Request, _ Caller) 
 
 func (a *API) inventory() (inventory.Inventory, error) {
 	if a.cfg.Inventory == nil {
-		return nil, &apiError{status: http.StatusServiceUnavailable, kind: "unavailable",
+		return nil, &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", lacks: true,
 			msg: "this daemon has no inventory (its pipeline is passthrough)"}
 	}
 	return a.cfg.Inventory, nil

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 )
@@ -79,7 +82,8 @@ func TestHosts(t *testing.T) {
 }
 
 // An object is read from the inventory by ARK or by profile and local id;
-// an unknown one is 404; a daemon without an inventory says so (503).
+// an unknown one is 404; a daemon without an inventory says so (503), with
+// no Retry-After: asking again cannot give it one.
 func TestObjects(t *testing.T) {
 	t.Parallel()
 	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
@@ -105,5 +109,28 @@ func TestObjects(t *testing.T) {
 	b.do("GET", "objects/my-local", readToken, nil).problem(t, 400, "invalid", "not an ARK")
 
 	none := setup(t)
-	none.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).problem(t, 503, "unavailable", "no inventory")
+	noInventory := none.do("GET", "objects/ark:/99999/fk4obj", readToken, nil)
+	noInventory.problem(t, 503, "unavailable", "no inventory")
+	if got := noInventory.header.Get("Retry-After"); got != "" {
+		t.Errorf("a daemon without an inventory answers Retry-After %q, want none", got)
+	}
+}
+
+// An inventory database out of reach is a 503 that says when to ask again,
+// as the README says (it was a 500, "internal": a client could not tell it
+// from a bug), naming the database; a real PostgreSQL, stopped.
+func TestInventoryOutOfReachIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Start(t)
+	inv, err := inventory.NewPostgres(t.Context(), pgtest.NewDatabase(t, s))
+	must(t, err)
+	t.Cleanup(func() { _ = inv.Close() })
+	b := setup(t, func(o *options) { o.inventory = inv })
+	b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).problem(t, 404, "not-found")
+	must(t, s.Stop())
+	a := b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil)
+	a.problem(t, 503, "unavailable", "inventory database")
+	if got := a.header.Get("Retry-After"); got != strconv.Itoa(api.RetryAfterSeconds) {
+		t.Errorf("Retry-After %q, want %d", got, api.RetryAfterSeconds)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
@@ -23,7 +24,17 @@ type Problem struct {
 	Status   int    `json:"status"` // the HTTP status
 	Detail   string `json:"detail"` // what went wrong, in one line
 	Instance string `json:"instance,omitempty"`
+	// Retry marks a 503 for a part out of reach: its answer says when to
+	// ask again (SetRetryAfter).
+	Retry bool `json:"-"`
 }
+
+// RetryAfterSeconds is how long a 503 for ZooKeeper, the event stream or
+// the inventory out of reach asks a client to wait: a read has already
+// waited 5 s (the request timeout) for ZooKeeper, which elects a leader in
+// seconds; sooner would ask again into the same outage, much later would
+// keep a depositor waiting after it ends.
+const RetryAfterSeconds = 10
 
 // ProblemType starts the type of every problem; the kind follows.
 const ProblemType = "urn:ingestq:problem:"
@@ -34,6 +45,9 @@ type apiError struct {
 	status int
 	kind   string
 	msg    string
+	// lacks marks a 503 for a part this daemon has none of (no inventory,
+	// no event stream): no Retry-After, as asking again cannot help.
+	lacks bool
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -54,6 +68,7 @@ var kinds = []struct {
 	{inventory.ErrInvalid, http.StatusBadRequest, "invalid"},
 	{queue.ErrNotFound, http.StatusNotFound, "not-found"},
 	{inventory.ErrNotFound, http.StatusNotFound, "not-found"},
+	{inventory.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ops.ErrGone, http.StatusGone, "gone"},
 	{queue.ErrIllegalTransition, http.StatusConflict, "illegal-transition"},
 	{queue.ErrLocked, http.StatusConflict, "locked"},
@@ -81,7 +96,11 @@ func ProblemOf(err error, d ops.Door) Problem {
 			}
 		}
 	}
-	return Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(ops.Detail(err, d))}
+	p := Problem{Type: ProblemType + kind, Title: http.StatusText(status), Status: status, Detail: oneLine(ops.Detail(err, d))}
+	if status == http.StatusServiceUnavailable && (ae == nil || !ae.lacks) {
+		p.Retry = true
+	}
+	return p
 }
 
 // apiOutcome is o as the API answers it: its message's advice names the
@@ -103,8 +122,14 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ingestq"`)
 	}
+	if p.Retry {
+		SetRetryAfter(w.Header())
+	}
 	writeAs(w, "application/problem+json", p.Status, p)
 }
+
+// SetRetryAfter gives h the Retry-After of a 503 for a part out of reach.
+func SetRetryAfter(h http.Header) { h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds)) }
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -256,8 +256,9 @@ var pathParams = strings.NewReplacer("{id}", "bid0000000001", "{jid}", "jid00000
 // Every answer the server gives for a documented path is listed by its
 // operation, found by asking the server: a body over the limit (413) or
 // not JSON (415) for each operation that takes one, the access request
-// without an inventory (503); and a method a path does not take is the
-// 405 the document describes, with the path's documented methods in Allow.
+// without an inventory (503, its Retry-After described); and a method a
+// path does not take is the 405 the document describes, with the path's
+// documented methods in Allow.
 func TestEveryOperationListsWhatItAnswers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, withObject(t, "ark:/99999/fk4doc", 3))
@@ -278,6 +279,9 @@ func TestEveryOperationListsWhatItAnswers(t *testing.T) {
 	must(t, json.Unmarshal(api.OpenAPI(), &raw))
 	if _, ok := doc.Components.Responses["MethodNotAllowed"].Headers["Allow"]; !ok {
 		t.Error("components.responses.MethodNotAllowed does not describe its Allow header")
+	}
+	if _, ok := doc.Components.Responses["Unavailable"].Headers["Retry-After"]; !ok {
+		t.Error("components.responses.Unavailable does not describe its Retry-After header")
 	}
 	send := func(method, path, contentType, body string) answer {
 		t.Helper()

@@ -298,6 +298,9 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable { // ZooKeeper out of reach (api.ProblemOf): the API's Retry-After
+		api.SetRetryAfter(w.Header())
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }

@@ -59,6 +59,7 @@ type bundle struct {
 type options struct {
 	noTokens  bool
 	inventory inventory.Inventory
+	zkGone    bool // the dashboard's ZooKeeper connection is closed once it serves: ZooKeeper out of reach
 }
 
 func noTokens(o *options) { o.noTokens = true }
@@ -80,6 +81,12 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	s := queuetest.Session(t, log)
 	dq, err := queue.New(s.Conn, root, queue.WithLogger(log))
 	must(t, err)
+	if o.zkGone {
+		// Closed before the dashboard starts its watches: a Close with
+		// requests in flight can leave go-zookeeper's loop blocked on a
+		// reply nobody reads (flushRequests), which goleak then reports.
+		s.Conn.Close()
+	}
 	svc := &ops.Service{Q: dq, Publish: bus.Publish, Recorded: bus.Replay}
 	d, err := dashboard.New(dashboard.Config{Ops: svc, Session: s, Bus: bus, Inventory: o.inventory,
 		Tokens: tokens(t, o.noTokens), Logger: log})

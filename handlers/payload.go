@@ -182,6 +182,40 @@ func (p *Pipeline) manifestObjects(sub queue.Submission, prof *profile.Profile, 
 	return objs, nil
 }
 
+// Note names the submission's fields for its one object that a batch
+// manifest's objects leave unused, each line giving its own ids,
+// description, file and digest (decision 543 (c)): with type auto nothing
+// could say so at submission. A batch manifest's objects are the ones made
+// from its lines (ManifestLine).
+func (p *Pipeline) Note(b *queue.Batch, objs []reactor.Object) string {
+	if len(objs) == 0 || objs[0].Spec.Config.ManifestLine == 0 {
+		return ""
+	}
+	sub := b.Submission
+	var given []string
+	for _, f := range []struct {
+		key string
+		set bool
+	}{
+		{"local_id", sub.LocalIDs != ""}, {"primary_id", sub.PrimaryID != ""}, {"file_name", sub.FileName != ""},
+		{"hash_algorithm", sub.HashAlg != ""}, {"hash_value", sub.HashValue != ""}, {"file_size", sub.FileSize != nil},
+		{"erc_who", sub.Who != ""}, {"erc_what", sub.What != ""}, {"erc_when", sub.When != ""}, {"erc_where", sub.Where != ""},
+	} {
+		if f.set {
+			given = append(given, f.key)
+		}
+	}
+	if len(given) == 0 {
+		return ""
+	}
+	verb := "are"
+	if len(given) == 1 {
+		verb = "is"
+	}
+	return fmt.Sprintf("%sthe submission's %s %s not used: the payload is a batch manifest, whose lines give each object's own",
+		reactor.NotePrefix, strings.Join(given, ", "), verb)
+}
+
 func batchPriority(sub queue.Submission, prof *profile.Profile) int {
 	if v := sub.Priority; v != nil && *v >= 0 && *v <= 99 {
 		return *v

@@ -38,6 +38,13 @@ type sunkMail struct {
 	data  string // dot-unstuffed, CRLF line ends
 }
 
+// mailsTo is a rig option: the pipeline e-mails its reports to sink.
+func mailsTo(sink *smtpSink) rigOption {
+	return func(hc *handlers.Config, _ *reactor.Config) {
+		hc.Mailer = &notify.Mailer{Addr: sink.addr, From: "ingestq@example.org"}
+	}
+}
+
 func startSMTPSink(t *testing.T) *smtpSink {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -150,9 +157,7 @@ func TestReportEmail(t *testing.T) {
 	sink := startSMTPSink(t)
 	prof := profile.Default()
 	prof.Notify = []string{"curator@example.org"}
-	r := newRig(t, prof, func(hc *handlers.Config, _ *reactor.Config) {
-		hc.Mailer = &notify.Mailer{Addr: sink.addr, From: "ingestq@example.org"}
-	})
+	r := newRig(t, prof, mailsTo(sink))
 	tap := estTap(t, r, "ingestq.batch.failed.>")
 	b, jobs := reportBatch(t, r)
 	bad := jobs["bad.txt"]
@@ -238,9 +243,7 @@ func TestReportEmail(t *testing.T) {
 func TestReportNoMailWithoutAddresses(t *testing.T) {
 	t.Parallel()
 	sink := startSMTPSink(t)
-	r := newRig(t, profile.Default(), func(hc *handlers.Config, _ *reactor.Config) {
-		hc.Mailer = &notify.Mailer{Addr: sink.addr, From: "ingestq@example.org"}
-	})
+	r := newRig(t, profile.Default(), mailsTo(sink))
 	b, _ := reportBatch(t, r)
 	// The batch has moved, so Report has returned: a mail would have
 	// connected (and been counted) by now.

@@ -34,12 +34,16 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	var jobs int
+	var note string
 	// ZooKeeper out of reach leaves the batch Pending (below), to be taken
 	// again under a lock, rather than waiting with one the outage may take.
 	ok, err := r.withRetries(ctx, "batch handler", b.ID, false, func() (err error) {
 		objs, err := r.cfg.Batches.Objects(ctx, b)
 		if err != nil {
 			return err
+		}
+		if n, ok := r.cfg.Batches.(Noter); ok {
+			note = n.Note(b, objs)
 		}
 		jobs, err = r.makeJobs(ctx, b, objs)
 		return err
@@ -62,7 +66,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		r.unlockBatch(b)
 		return true, nil
 	}
-	c := queue.BatchChange{JobCount: &jobs}
+	c := queue.BatchChange{JobCount: &jobs, Message: note}
 	if err != nil {
 		c.Message = fmt.Sprintf("payload: %v", err)
 		c.JobCount = r.countJobs(b.ID) // the jobs made before the failure
@@ -194,6 +198,9 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		to = queue.Failed
 	}
 	rep.Stored, rep.Summary, rep.Sent = stored, failedCount(rep, rep.Message), map[string]bool{}
+	if rep.Note != "" {
+		rep.Summary = strings.TrimPrefix(rep.Summary+"; "+rep.Note, "; ")
+	}
 	msg := rep.Summary
 	ok, err = r.withRetries(ctx, "reporter", b.ID, true, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
@@ -305,6 +312,9 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 		Messages:     map[string]string{},
 		Update:       b.State() == queue.UpdateReporting,
 		Message:      b.Status.Message,
+	}
+	if strings.HasPrefix(rep.Message, NotePrefix) {
+		rep.Note, rep.Message = rep.Message, ""
 	}
 	reported := *b
 	reported.Report = &stored

@@ -1,0 +1,70 @@
+package handlers_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A batch manifest submitted with fields for one object (local_id,
+// erc_what) keeps its lines' ids, and says so: the batch's message, from
+// its move to Processing to its report, names the fields it did not use
+// (decision 543 (c): they were dropped silently), and so does its e-mailed
+// report. The note fails nothing: the batch is Completed. An object
+// manifest, one object, takes them, and has no note.
+func TestBatchManifestNamesTheSubmissionFieldsItLeavesUnused(t *testing.T) {
+	t.Parallel()
+	sink := startSMTPSink(t)
+	prof := profile.Default()
+	prof.Notify = []string{"curator@example.org"}
+	r := newRig(t, prof, mailsTo(sink))
+	var rows []row
+	for _, name := range []string{"a.txt", "b.txt"} {
+		data := []byte("content of " + name + "\n")
+		rw := fileRow(r.content.put("/unused/"+name, data), name, data)
+		rw.local = "line-" + name
+		rows = append(rows, rw)
+	}
+	b := r.submit(r.content.put("/unused/batch.checkm", manifest("mrt-single-file-batch-manifest", rows...)),
+		"local_id", "body-id", "erc_what", "Body title")
+	const note = "note: the submission's local_id, erc_what are not used: the payload is a batch manifest, whose lines give each object's own"
+	if p := r.waitBatch(b.ID, queue.Processing); p.Status.Message != note {
+		t.Errorf("batch message at Processing %q, want %q", p.Status.Message, note)
+	}
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed || b.Status.Message != note {
+		t.Errorf("batch %s %q, want Completed %q", b.State(), b.Status.Message, note)
+	}
+	select { // sent before the batch moved
+	case m := <-sink.msgs:
+		if !strings.Contains(m.data, "completed: 2 completed, 0 failed") || !strings.Contains(m.data, "\r\n"+note+"\r\n") ||
+			strings.Contains(m.data, "The batch failed") {
+			t.Errorf("the e-mailed report %q: want it completed, with the note", m.data)
+		}
+	default:
+		t.Fatal("no report e-mailed")
+	}
+	var locals []string
+	for _, j := range r.jobsOf(b.ID) {
+		if j.Identifiers != nil {
+			locals = append(locals, j.Identifiers.LocalIDs...)
+		}
+	}
+	if slices.Sort(locals); !slices.Equal(locals, []string{"line-a.txt", "line-b.txt"}) {
+		t.Errorf("the jobs' local ids %v, want their lines'", locals)
+	}
+
+	data := []byte("one object\n")
+	one := r.submit(r.content.put("/unused/object.checkm", manifest("mrt-ingest-manifest",
+		fileRow(r.content.put("/unused/one.txt", data), "one.txt", data))), "local_id", "object-id")
+	if one = r.waitBatch(one.ID, queue.Completed, queue.Failed); one.State() != queue.Completed || one.Status.Message != "" {
+		t.Errorf("object manifest's batch %s %q, want Completed with no message", one.State(), one.Status.Message)
+	}
+	for _, j := range r.jobsOf(one.ID) {
+		if j.Identifiers == nil || !slices.Equal(j.Identifiers.LocalIDs, []string{"object-id"}) {
+			t.Errorf("object manifest's job %s identifiers %+v, want local id object-id", j.ID, j.Identifiers)
+		}
+	}
+}
