@@ -150,6 +150,8 @@ type Auditor struct {
 	// IngestHeld tells whether the ingest queue is held: Options.Repair is
 	// refused otherwise (ErrNotHeld).
 	IngestHeld func(ctx context.Context) (bool, error)
+
+	listings keptListings // for the part of a split walk that continues
 }
 
 // Options choose what an audit reads.
@@ -251,9 +253,11 @@ type walk struct {
 	n     Counts       // Run's goroutine only
 	notes []string
 	noted map[string]bool // targets with a note: Run's goroutine only
-	// listNotes name the targets that could not be listed: start's
+	// listNotes name the targets that could not be listed, or whose
+	// listing an earlier part left; lists are the targets listed: start's
 	// goroutine only, read once it has ended.
 	listNotes []string
+	lists     []*storedList
 	// recordings go to the recorder (Options.Record).
 	recordings chan *recording
 
@@ -337,6 +341,11 @@ func (a *Auditor) Run(ctx context.Context, opt Options, rep Report) (Summary, er
 	if err == nil {
 		err = ctx.Err()
 	}
+	if err == nil && more {
+		for _, l := range w.lists { // what the walk did not reach, all after Last
+			a.listings.keep(l.t.URL, w.n.Last, l.arks, l.taken)
+		}
+	}
 	w.n.BytesRead = w.bytes.Load()
 	return Summary{Counts: w.n, More: more, Notes: append(w.notes, w.listNotes...)}, err
 }
@@ -411,7 +420,16 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 		defer stop()
 		cursors = append(cursors, &cursor{source: s, next: next})
 	}
-	listed := w.listed(ctx)
+	listed, unreadable := w.listed(ctx)
+	if len(unreadable) > 0 { // before the first ARK: they have none
+		done := make(chan struct{})
+		close(done)
+		select {
+		case order <- &audited{findings: unreadable, done: done}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
 	last, n := w.opt.After, 0
 	for {
 		ark := ""
@@ -474,20 +492,18 @@ func (w *walk) start(ctx context.Context, wg *sync.WaitGroup, order chan<- *audi
 type storedList struct {
 	t         Target
 	arks      []string
-	primaryOf []string // the profiles whose primary target it is
+	primaryOf []string  // the profiles whose primary target it is
+	taken     time.Time // when the target was listed
 }
 
 // listed lists each storage target of the Auditor's profiles that can
 // name its objects, each target once (a walk of Options.ARKs lists none),
-// after Options.After and at most Options.Limit of them: a root of millions
-// of objects is not held. A target that cannot be listed is a note: an
-// object only it holds, and no inventory records, goes unseen.
-func (w *walk) listed(ctx context.Context) []*storedList {
-	want := 0 // every one
-	if w.opt.Limit > 0 {
-		want = w.opt.Limit + 1 // the walk ends within them; the one more tells it there is more
-	}
-	var out []*storedList
+// after Options.After, or takes the rest of its listing that the part
+// this walk continues left (keptListings). A target that cannot be listed
+// is a note: an object only it holds, and no inventory records, goes
+// unseen. An object there that does not say which it is is an
+// object-unreadable finding, and the rest are listed.
+func (w *walk) listed(ctx context.Context) (out []*storedList, unreadable []Finding) {
 	seen := map[string]*storedList{} // nil: not listed
 	for _, prof := range w.a.Profiles {
 		targets, err := w.targets(ctx, prof)
@@ -506,16 +522,34 @@ func (w *walk) listed(ctx context.Context) []*storedList {
 			if t.Err != nil || !ok {
 				continue
 			}
-			arks, err := l.Objects(ctx, w.opt.After, want)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.listNotes = append(w.listNotes, fmt.Sprintf("storage target %s could not be listed: %s; objects "+
-						"stored there that no inventory records were not looked for: audit again once it can be",
-						t.Name, t.shown(err)))
+			sl := &storedList{t: t}
+			if kept := w.a.listings.take(t.URL, w.opt.After); kept != nil {
+				sl.arks, sl.taken = kept.arks, kept.taken
+				w.listNotes = append(w.listNotes, fmt.Sprintf("storage target %s was not listed again: this part took "+
+					"the rest of the listing the part before it left, taken %s; an object stored there since, that no "+
+					"inventory records, was not looked for (an audit that continues no part lists anew)",
+					t.Name, kept.taken.UTC().Format(time.RFC3339)))
+			} else {
+				// Every one after After, whatever Limit: the part that
+				// continues this one takes the rest.
+				arks, bad, err := l.Objects(ctx, w.opt.After)
+				if err != nil {
+					if ctx.Err() == nil {
+						w.listNotes = append(w.listNotes, fmt.Sprintf("storage target %s could not be listed: %s; objects "+
+							"stored there that no inventory records were not looked for: audit again once it can be",
+							t.Name, t.shown(err)))
+					}
+					continue
 				}
-				continue
+				sl.arks, sl.taken = arks, time.Now()
+				for _, u := range bad {
+					unreadable = append(unreadable, Finding{Kind: ObjectUnreadable, Target: t.Name, Message: fmt.Sprintf(
+						"storage target %s holds an object at %s that does not say which object it is: %s; no audit meets "+
+							"it, and its versions may be lost from the record, until it is mended: compare its "+
+							"inventory.json with its sidecar and with its newest version's inventory.json, or restore "+
+							"the object (%s)", t.Name, u.Root, t.shown(u.Err), recovery)})
+				}
 			}
-			sl := &storedList{t: t, arks: arks}
 			if i == 0 {
 				sl.primaryOf = []string{prof}
 			}
@@ -523,7 +557,8 @@ func (w *walk) listed(ctx context.Context) []*storedList {
 			out = append(out, sl)
 		}
 	}
-	return out
+	w.lists = out
+	return out, unreadable
 }
 
 // cursor is where the walk is in one inventory: row is its next object
@@ -620,6 +655,7 @@ func (w *walk) report(o *audited) error {
 		}
 	}
 	switch {
+	case o.ark == "": // the listings' object-unreadable findings
 	case o.unknown:
 		w.n.NotRecorded++
 	case len(o.unrecordedAt) == 0:
@@ -627,7 +663,9 @@ func (w *walk) report(o *audited) error {
 	}
 	w.n.Versions += o.versions
 	w.n.Files += o.files
-	w.n.Last = o.ark
+	if o.ark != "" {
+		w.n.Last = o.ark
+	}
 	w.n.EventsRecorded += o.events
 	for _, r := range o.repaired {
 		w.n.Repaired++

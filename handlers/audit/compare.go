@@ -108,7 +108,11 @@ func (w *walk) unrecorded(ctx context.Context, o *audited) {
 	for _, t := range o.unrecordedAt {
 		what := ""
 		if s, ok := t.Store.(storage.Surveyor); ok {
-			if stored, err := s.Survey(ctx, o.ark); err == nil {
+			stored, err := s.Survey(ctx, o.ark)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // gone since the listing an earlier part left
+			}
+			if err == nil {
 				vs := stored.Versions()
 				what = " (" + versionsText(1, len(vs)) + madeBy(vs, 0) + ")"
 			}

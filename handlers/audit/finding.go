@@ -40,6 +40,11 @@ const (
 	// it and has not recorded it yet, or the inventory was restored from a
 	// backup older than storage).
 	ObjectUnrecorded Kind = "object-unrecorded"
+	// ObjectUnreadable: an object root of a target, found by a walk's
+	// listing, whose inventory.json does not say which object it is (not
+	// an OCFL inventory, or an id that belongs at another root): its ARK is
+	// not known, so it is audited nowhere until it is mended.
+	ObjectUnreadable Kind = "object-unreadable"
 	// FileMissing: a recorded file the target's version lacks, or whose
 	// stored content is gone.
 	FileMissing Kind = "file-missing"

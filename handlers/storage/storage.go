@@ -262,9 +262,18 @@ type Surveyor interface {
 // inventory restored from a backup older than storage).
 type Lister interface {
 	// Objects returns the ARKs after `after` (bytewise) of the objects that
-	// have a version, sorted, the first limit of them (0: every one): what
-	// it holds is bounded by limit, not by the store's size.
-	Objects(ctx context.Context, after string, limit int) ([]string, error)
+	// have a version, sorted: what it holds is the ARKs, not the store's
+	// keys. An object whose own record of its id is damaged is skipped and
+	// named in unreadable (its ARK unknown, it may be anywhere in the
+	// order): one damaged object does not hide the rest. err is the store's
+	// listing or reading failing.
+	Objects(ctx context.Context, after string) (arks []string, unreadable []Unreadable, err error)
+}
+
+// Unreadable is an object Lister.Objects could not name.
+type Unreadable struct {
+	Root string // the object's root in the store
+	Err  error  // what is wrong there, naming the file
 }
 
 // Absent is the Size Survey gives a file whose content is missing.

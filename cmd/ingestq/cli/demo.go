@@ -237,7 +237,7 @@ func (a *app) printHoldings(ctx context.Context, dir, db string) error {
 	if err != nil {
 		return err
 	}
-	arks, err := store.Objects(ctx, "", 0)
+	arks, _, err := store.Objects(ctx, "")
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package ocfl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -91,56 +92,59 @@ func (s *Store) version(inv *inventory, name, root string, files []storage.File)
 var _ storage.Lister = (*Store)(nil)
 
 // Objects returns the ids (ARKs) after `after` (bytewise) of the objects
-// that have a version, sorted, at most limit of them (0: every one). The
-// layout hashes ids, so the whole root is listed and every object's
-// inventory.json read, a few at once; what is held is the ids kept (at
-// most twice limit), not the root's keys (3.7 KB an object when it held
-// them all: gigabytes for a root of millions of objects).
-func (s *Store) Objects(ctx context.Context, after string, limit int) ([]string, error) {
+// that have a version, sorted. The layout hashes ids, so the whole root is
+// listed and every object's inventory.json read, a few at once; what is
+// held is the ids kept, not the root's keys (3.7 KB an object when it
+// held them all: gigabytes for a root of millions of objects). An
+// inventory.json that is not an inventory, or names an id that belongs
+// elsewhere, is unreadable, not an error: storage damage hides no other
+// object. One that cannot be read is an error (the place may be out).
+func (s *Store) Objects(ctx context.Context, after string) ([]string, []storage.Unreadable, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyParallel)
 	var mu sync.Mutex
 	var ids []string
-	keep := func(id string) {
-		mu.Lock()
-		defer mu.Unlock()
-		ids = append(ids, id)
-		if limit > 0 && len(ids) == 2*limit { // the smallest limit stay, in the same array
-			slices.Sort(ids)
-			ids = ids[:limit]
-		}
-	}
+	var unreadable []storage.Unreadable
 	for k, err := range s.p.Keys(gctx, "") {
 		if err != nil {
 			if werr := g.Wait(); werr != nil {
 				err = werr // it cancelled the listing
 			}
-			return nil, fmt.Errorf("ocfl: objects: %w", err)
+			return nil, nil, fmt.Errorf("ocfl: objects: %w", err)
 		}
 		root, ok := strings.CutSuffix(k, "/"+inventoryName)
 		if !ok || strings.Count(root, "/") != 3 {
 			continue // a version's inventory, or not an object's
 		}
 		g.Go(func() error {
+			b, err := readKey(gctx, s.p, k)
+			if errors.Is(err, place.ErrNotExist) {
+				return nil // removed since it was listed
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
 			var inv inventory
-			if err := readJSON(gctx, s.p, k, &inv); err != nil {
-				return err
+			if err = json.Unmarshal(b, &inv); err != nil {
+				err = fmt.Errorf("%s: %w", k, err)
+			} else if objectRoot(inv.ID) != root {
+				err = fmt.Errorf("%s holds %q, which belongs at %s", k, inv.ID, objectRoot(inv.ID))
 			}
-			if objectRoot(inv.ID) != root {
-				return fmt.Errorf("%s holds %q, which belongs at %s", k, inv.ID, objectRoot(inv.ID))
-			}
-			if inv.ID > after {
-				keep(inv.ID)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				unreadable = append(unreadable, storage.Unreadable{Root: root, Err: err})
+			case inv.ID > after:
+				ids = append(ids, inv.ID)
 			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("ocfl: objects: %w", err)
+		return nil, nil, fmt.Errorf("ocfl: objects: %w", err)
 	}
 	slices.Sort(ids)
-	if limit > 0 && len(ids) > limit {
-		ids = ids[:limit]
-	}
-	return ids, nil
+	slices.SortFunc(unreadable, func(a, b storage.Unreadable) int { return strings.Compare(a.Root, b.Root) })
+	return ids, unreadable, nil
 }

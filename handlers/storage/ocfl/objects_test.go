@@ -28,10 +28,10 @@ func (p noList) List(ctx context.Context, prefix string) ([]string, error) {
 	return p.Place.List(ctx, prefix)
 }
 
-// Objects gives the ARKs after `after`, sorted, at most limit, without
-// holding the root's keys; an inventory.json at another object's root is
-// an error naming it.
-func TestObjectsAfterAndLimit(t *testing.T) {
+// Objects gives the ARKs after `after`, sorted, without holding the
+// root's keys; an inventory.json at another object's root, or not JSON,
+// is that object named as unreadable, and the others are listed.
+func TestObjectsAfterAndPastDamage(t *testing.T) {
 	ctx := context.Background()
 	s, dir := newStore(t)
 	var arks []string
@@ -46,38 +46,57 @@ func TestObjectsAfterAndLimit(t *testing.T) {
 	s.p = noList{Place: s.p, t: t}
 	for _, c := range []struct {
 		after string
-		limit int
 		want  []string
 	}{
-		{"", 0, arks},
-		{"", 1, arks[:1]}, // trimmed as it goes, at 2
-		{arks[1], 3, arks[2:5]},
-		{arks[1] + "x", 3, arks[2:5]}, // an ARK no object has
-		{arks[4], 10, arks[5:]},
-		{arks[6], 0, nil},
+		{"", arks},
+		{arks[1], arks[2:]},
+		{arks[1] + "x", arks[2:]}, // an ARK no object has
+		{arks[6], nil},
 	} {
-		got, err := s.Objects(ctx, c.after, c.limit)
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("Objects(%q, %d) = %q, %v; want %q", c.after, c.limit, got, err, c.want)
+		got, bad, err := s.Objects(ctx, c.after)
+		if err != nil || len(bad) > 0 || !slices.Equal(got, c.want) {
+			t.Errorf("Objects(%q) = %q, %v, %v; want %q", c.after, got, bad, err, c.want)
 		}
 	}
 
-	// An object whose inventory.json names another id.
+	// An object whose inventory.json names another id, and one whose
+	// inventory.json is not JSON: each named, the others listed.
 	misplaced := filepath.Join(dir, filepath.FromSlash(objectRoot(arks[3])), inventoryName)
-	b, err := os.ReadFile(misplaced)
-	if err != nil {
+	garbled := filepath.Join(dir, filepath.FromSlash(objectRoot(arks[5])), inventoryName)
+	var kept [][]byte
+	for _, f := range []string{misplaced, garbled} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, b)
+	}
+	if err := os.WriteFile(misplaced, []byte(strings.ReplaceAll(string(kept[0]), arks[3], arks[2])), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(misplaced, []byte(strings.ReplaceAll(string(b), arks[3], arks[2])), 0o644); err != nil {
+	if err := os.WriteFile(garbled, kept[1][:len(kept[1])/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Objects(ctx, "", 0)
-	if err == nil || !strings.Contains(err.Error(), objectRoot(arks[3])+"/"+inventoryName) ||
-		!strings.Contains(err.Error(), "belongs at "+objectRoot(arks[2])) {
-		t.Fatalf("Objects over a misplaced inventory: %v; want the key and where its id belongs", err)
+	got, bad, err := s.Objects(ctx, "")
+	if want := []string{arks[0], arks[1], arks[2], arks[4], arks[6]}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Objects over two damaged objects = %q, %v; want the other five, %q", got, err, want)
+	}
+	wantBad := map[string]string{ // by root: what its error names
+		objectRoot(arks[3]): objectRoot(arks[3]) + "/" + inventoryName + " holds \"" + arks[2] + "\", which belongs at " + objectRoot(arks[2]),
+		objectRoot(arks[5]): objectRoot(arks[5]) + "/" + inventoryName + ": unexpected end of JSON input",
+	}
+	if len(bad) != len(wantBad) {
+		t.Fatalf("unreadable = %v; want %d", bad, len(wantBad))
+	}
+	for _, u := range bad {
+		if want, ok := wantBad[u.Root]; !ok || u.Err == nil || u.Err.Error() != want {
+			t.Errorf("unreadable %s: %v; want %q", u.Root, u.Err, want)
+		}
 	}
 	// Put back, for newStore's validation.
-	if err := os.WriteFile(misplaced, b, 0o644); err != nil {
-		t.Fatal(err)
+	for i, f := range []string{misplaced, garbled} {
+		if err := os.WriteFile(f, kept[i], 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
