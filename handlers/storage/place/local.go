@@ -292,6 +292,8 @@ func (l *Local) Keys(ctx context.Context, prefix string) iter.Seq2[string, error
 			switch {
 			case errors.Is(err, fs.ErrNotExist) && p == root:
 				return fs.SkipAll // nothing under prefix
+			case errors.Is(err, fs.ErrNotExist):
+				return nil // removed since its folder was read (another writer's Delete pruned it): not a key now
 			case err != nil:
 				return err
 			case ctx.Err() != nil:
@@ -326,6 +328,8 @@ func (l *Local) Sweep(ctx context.Context, prefix string) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && p == root:
 			return fs.SkipAll
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // pruned by another writer's Delete since its folder was read
 		case err != nil:
 			return err
 		case ctx.Err() != nil:

@@ -227,6 +227,32 @@ func TestLocalListSkipsFilesBeingWritten(t *testing.T) {
 	}
 }
 
+// A folder another writer removes while a listing walks (its Delete
+// pruned it) is passed by: the keys that are there are listed, with no
+// error. A writer's listing of an object failed with "readdirent …: no such
+// file or directory" while a paused writer cleaned up its partial version.
+func TestLocalKeysPassAFolderRemovedMidWalk(t *testing.T) {
+	l, dir := newLocal(t)
+	putText(t, l, "o/a/1", "a")
+	putText(t, l, "o/b/2", "b")
+	putText(t, l, "o/c/3", "c")
+	var got []string
+	for k, err := range l.Keys(context.Background(), "o/") {
+		if err != nil {
+			t.Fatalf("Keys(o/) after %v: %v; want the removed folder passed by", got, err)
+		}
+		got = append(got, k)
+		if k == "o/a/1" { // the walk has listed o/ but not yet read o/b
+			if err := os.RemoveAll(filepath.Join(dir, "o", "b")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Equal(got, []string{"o/a/1", "o/c/3"}) {
+		t.Fatalf("Keys(o/) = %v, want [o/a/1 o/c/3]", got)
+	}
+}
+
 // Puts and Deletes of keys sharing folders, at once: every Put whose key
 // was not deleted is there whole.
 func TestLocalConcurrentPutsAndDeletes(t *testing.T) {
