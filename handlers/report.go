@@ -69,7 +69,7 @@ type ReportCallback struct {
 	UUID            string             `json:"uuid"`
 	Profile         string             `json:"profile"`
 	State           queue.State        `json:"state"`   // Completed or Failed
-	Message         string             `json:"message"` // "1 of 3 jobs failed", or why the batch failed; then the intake's "note: …"; "" when all went well
+	Message         string             `json:"message"` // "1 of 3 jobs failed", or why the batch failed; then the intake's "note: …"; "" when all went well and there is no note
 	Update          bool               `json:"update"`  // a report asked for again (ingestq report BID)
 	SuccessfulCount int                `json:"successful_count"`
 	FailedCount     int                `json:"failed_count"`
@@ -103,11 +103,11 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	var s strings.Builder
 	fmt.Fprintf(&s, "Batch:     %s (%s)\nProfile:   %s\nSubmitter: %s\nPayload:   %s\n",
 		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, b.Submission.PayloadURL)
-	switch {
-	case r.Failed(): // how many failed, and were cancelled by whom
-		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Summary)
-	case r.Summary != "": // the intake's note
-		fmt.Fprintf(&s, "\n%s\n", r.Summary)
+	if r.Failed() { // how many failed, and were cancelled by whom: the Summary before its note, which fails nothing
+		fmt.Fprintf(&s, "\nThe batch failed: %s\n", strings.TrimSuffix(strings.TrimSuffix(r.Summary, r.Note), "; "))
+	}
+	if r.Note != "" {
+		fmt.Fprintf(&s, "\n%s\n", r.Note)
 	}
 	if len(r.SuccessfulJobs) > 0 {
 		fmt.Fprintf(&s, "\nCompleted (%d):\n", len(r.SuccessfulJobs))

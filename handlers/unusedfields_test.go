@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
@@ -17,16 +19,10 @@ import (
 // manifest, one object, takes them, and has no note.
 func TestBatchManifestNamesTheSubmissionFieldsItLeavesUnused(t *testing.T) {
 	t.Parallel()
-	sink := startSMTPSink(t)
-	prof := profile.Default()
-	prof.Notify = []string{"curator@example.org"}
-	r := newRig(t, prof, mailsTo(sink))
-	var rows []row
-	for _, name := range []string{"a.txt", "b.txt"} {
-		data := []byte("content of " + name + "\n")
-		rw := fileRow(r.content.put("/unused/"+name, data), name, data)
-		rw.local = "line-" + name
-		rows = append(rows, rw)
+	r, sink := mailingRig(t)
+	rows := contentRows(r, "/unused/", "a.txt", "b.txt")
+	for i := range rows {
+		rows[i].local = "line-" + rows[i].name
 	}
 	b := r.submit(r.content.put("/unused/batch.checkm", manifest("mrt-single-file-batch-manifest", rows...)),
 		"local_id", "body-id", "erc_what", "Body title")
@@ -67,4 +63,48 @@ func TestBatchManifestNamesTheSubmissionFieldsItLeavesUnused(t *testing.T) {
 			t.Errorf("object manifest's job %s identifiers %+v, want local id object-id", j.ID, j.Identifiers)
 		}
 	}
+}
+
+// A batch that fails and has a note: its e-mailed report says how many jobs
+// failed as the failure, and the note on its own line, not as part of why
+// the batch failed (the note fails nothing); the message keeps both.
+func TestBatchManifestNoteIsNoReasonTheBatchFailed(t *testing.T) {
+	t.Parallel()
+	r, sink := mailingRig(t)
+	rows := contentRows(r, "/unused-failed/", "good.txt", "bad.txt")
+	wrong := md5.Sum([]byte("something else"))
+	rows[1].digest = hex.EncodeToString(wrong[:]) // bad.txt's job fails
+	b := r.submit(r.content.put("/unused-failed/batch.checkm", manifest("mrt-single-file-batch-manifest", rows...)),
+		"local_id", "body-id")
+	const note = "note: the submission's local_id is not used: the payload is a batch manifest, whose lines give each object's own"
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed || b.Status.Message != "1 of 2 jobs failed; "+note {
+		t.Errorf("batch %s %q, want Failed %q", b.State(), b.Status.Message, "1 of 2 jobs failed; "+note)
+	}
+	select { // sent before the batch moved
+	case m := <-sink.msgs:
+		if !strings.Contains(m.data, "\r\nThe batch failed: 1 of 2 jobs failed\r\n") || !strings.Contains(m.data, "\r\n"+note+"\r\n") {
+			t.Errorf("the e-mailed report %q: want the failure alone after \"The batch failed:\", and the note on its own line", m.data)
+		}
+	default:
+		t.Fatal("no report e-mailed")
+	}
+}
+
+// mailingRig is a rig whose profile's reports are e-mailed to sink.
+func mailingRig(t *testing.T) (*rig, *smtpSink) {
+	sink := startSMTPSink(t)
+	prof := profile.Default()
+	prof.Notify = []string{"curator@example.org"}
+	return newRig(t, prof, mailsTo(sink)), sink
+}
+
+// contentRows are manifest rows for files named names, served under dir,
+// each holding "content of NAME".
+func contentRows(r *rig, dir string, names ...string) []row {
+	var rows []row
+	for _, name := range names {
+		data := []byte("content of " + name + "\n")
+		rows = append(rows, fileRow(r.content.put(dir+name, data), name, data))
+	}
+	return rows
 }
