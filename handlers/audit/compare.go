@@ -107,15 +107,13 @@ func (w *walk) compare(ctx context.Context, o *audited, d inventory.ObjectDetail
 func (w *walk) unrecorded(ctx context.Context, o *audited) {
 	for _, t := range o.unrecordedAt {
 		what := ""
-		if s, ok := t.Store.(storage.Surveyor); ok {
-			stored, err := s.Survey(ctx, o.ark)
-			if errors.Is(err, storage.ErrNotFound) {
-				continue // gone since the listing an earlier part left
-			}
-			if err == nil {
-				vs := stored.Versions()
-				what = " (" + versionsText(1, len(vs)) + madeBy(vs, 0) + ")"
-			}
+		stored, err := survey(ctx, t, o.ark)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // gone since the listing an earlier part left
+		}
+		if err == nil {
+			vs := stored.Versions()
+			what = " (" + versionsText(1, len(vs)) + madeBy(vs, 0) + ")"
 		}
 		o.findings = append(o.findings, Finding{Kind: ObjectUnrecorded, ARK: o.ark, Target: t.Name, Message: fmt.Sprintf(
 			"storage target %s holds %s%s, which no inventory records: either a job stored it and has not recorded it yet "+
