@@ -104,7 +104,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		if held := pr.bytes.Load(); p.overran(j, held, err) {
 			parts := make([]string, len(dests))
 			for i, dest := range dests {
-				parts[i] = dest + ".part"
+				parts[i] = fetch.PartFile(dest)
 			}
 			p.removeWritten(j, parts...)
 			return reactor.Result{}, p.overranError(j, held, "a file of no size in the manifest sent more than its estimate holds "+
@@ -190,7 +190,7 @@ func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 		}
 		return reactor.Fatal(err)
 	}
-	if err := durable.SyncTree(filepath.Join(work, producerDir)); err != nil {
+	if err := durable.SyncTree(dest); err != nil {
 		return err
 	}
 	for _, f := range files {

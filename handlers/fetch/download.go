@@ -16,7 +16,11 @@ import (
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 )
 
-// Download streams url into dest through dest+".part", checking size and
+// PartFile is where Download writes dest until it is verified: what a
+// caller removes to drop a download rather than let the next call resume it.
+func PartFile(dest string) string { return dest + ".part" }
+
+// Download streams url into dest through PartFile(dest), checking size and
 // digest while the bytes arrive (and computing the SHA-256 in the same
 // pass, for the Result), then fsyncs and renames the file to dest
 // and fsyncs dest's folder (unless want.DeferSync: the caller syncs both).
@@ -70,7 +74,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Wan
 	if err != nil {
 		return Result{}, false, err
 	}
-	part := dest + ".part"
+	part := PartFile(dest)
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return Result{}, false, &localError{err}
