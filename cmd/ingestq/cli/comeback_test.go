@@ -14,12 +14,9 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-// A forgotten host that starts again drops its NATS cluster store only when
-// a daemon noted that the cluster removed its server; otherwise (no daemon
-// was in a cluster meanwhile) its store may hold the only copy of the
-// events, and stays. Either way the note goes.
-func TestComeBackDropsTheStoreOnlyOnceRemoved(t *testing.T) {
-	t.Parallel()
+// newQueue is a queue made anew under a root of its own.
+func newQueue(t *testing.T) *queue.Queue {
+	t.Helper()
 	q, err := queue.New(zktest.Connect(t), zktest.Root(t))
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +24,16 @@ func TestComeBackDropsTheStoreOnlyOnceRemoved(t *testing.T) {
 	if err := q.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return q
+}
+
+// A forgotten host that starts again drops its NATS cluster store only when
+// a daemon noted that the cluster removed its server; otherwise (no daemon
+// was in a cluster meanwhile) its store may hold the only copy of the
+// events, and stays. Either way the note goes.
+func TestComeBackDropsTheStoreOnlyOnceRemoved(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
 	removed := time.Now().UTC().Truncate(time.Second)
 	for _, c := range []struct {
 		note     ops.ForgottenNote

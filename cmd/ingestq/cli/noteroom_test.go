@@ -7,7 +7,6 @@ import (
 
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor/queue"
-	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // Jobs whose events out of Provisioning were lost (a NATS reconnect) stay
@@ -17,13 +16,7 @@ import (
 func TestNoteRoomReadsPastJobsThatWentOn(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	q, err := queue.New(zktest.Connect(t), zktest.Root(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	q := newQueue(t)
 	b, err := q.CreateBatch(ctx, queue.Submission{Profile: "demo"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // progress is what a waiting submit's progress line shows.
@@ -141,22 +140,13 @@ func (p *progressLine) draw(text string, now time.Time, force bool) {
 		return
 	}
 	if cols := p.cols(); cols > 1 { // asked at each draw: the terminal may be resized
-		text = fitColumns(text, cols-1) // the last column left free: a line that fills it wraps on some terminals
+		text = truncate(text, cols-1) // the last column left free: a line that fills it wraps on some terminals
 	}
 	if text == p.shown {
 		return
 	}
 	fmt.Fprintf(p.w, "\r%s%s", text, eraseLine)
 	p.open, p.shown, p.last = true, text, now
-}
-
-// fitColumns is text cut to at most n characters, with "…" last when cut.
-func fitColumns(text string, n int) string {
-	if utf8.RuneCountInString(text) <= n {
-		return text
-	}
-	r := []rune(text)
-	return string(r[:n-1]) + "…"
 }
 
 // endWith puts text, whole, in the place of a terminal's progress line,
