@@ -103,8 +103,8 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	var s strings.Builder
 	fmt.Fprintf(&s, "Batch:     %s (%s)\nProfile:   %s\nSubmitter: %s\nPayload:   %s\n",
 		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, b.Submission.PayloadURL)
-	if r.Failed() { // how many failed, and were cancelled by whom: the Summary before its note, which fails nothing
-		fmt.Fprintf(&s, "\nThe batch failed: %s\n", strings.TrimSuffix(strings.TrimSuffix(r.Summary, r.Note), "; "))
+	if r.Failed() { // how many failed, and were cancelled by whom; not the note, which fails nothing
+		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Failure)
 	}
 	if r.Note != "" {
 		fmt.Fprintf(&s, "\n%s\n", r.Note)

@@ -197,9 +197,10 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 	if rep.Failed() {
 		to = queue.Failed
 	}
-	rep.Stored, rep.Summary, rep.Sent = stored, failedCount(rep, rep.Message), map[string]bool{}
+	rep.Stored, rep.Failure, rep.Sent = stored, failedCount(rep, rep.Message), map[string]bool{}
+	rep.Summary = rep.Failure
 	if rep.Note != "" {
-		rep.Summary = strings.TrimPrefix(rep.Summary+"; "+rep.Note, "; ")
+		rep.Summary = strings.TrimPrefix(rep.Failure+"; "+rep.Note, "; ")
 	}
 	msg := rep.Summary
 	ok, err = r.withRetries(ctx, "reporter", b.ID, true, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })

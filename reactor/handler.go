@@ -147,6 +147,7 @@ type Report struct {
 	Message  string                        // a batch-level failure (its payload could not be read)
 	Note     string                        // the batch handler's note (NotePrefix…): no failure
 	Stored   queue.StatusReport            // the status-report node as it is stored: bounded, archived jobs left out
+	Failure  string                        // how many jobs failed, or the batch-level failure: the Summary before its note
 	Summary  string                        // the batch's message as it is stored ("1 of 3 jobs failed; …")
 	// Sent names the ways a Reporter delivered this report (its own
 	// names), so that a retry of the step sends only what failed.
