@@ -213,7 +213,7 @@ func (p *Pipeline) Note(b *queue.Batch, objs []reactor.Object) string {
 		verb = "is"
 	}
 	return fmt.Sprintf("%sthe submission's %s %s not used: the payload is a batch manifest, whose lines give each object's own",
-		reactor.NotePrefix, strings.Join(given, ", "), verb)
+		queue.NotePrefix, strings.Join(given, ", "), verb)
 }
 
 func batchPriority(sub queue.Submission, prof *profile.Profile) int {

@@ -67,7 +67,8 @@ func TestBatchManifestNamesTheSubmissionFieldsItLeavesUnused(t *testing.T) {
 
 // A batch that fails and has a note: its e-mailed report says how many jobs
 // failed as the failure, and the note on its own line, not as part of why
-// the batch failed (the note fails nothing); the message keeps both.
+// the batch failed (the note fails nothing); the message keeps both, and
+// so does the report asked for again.
 func TestBatchManifestNoteIsNoReasonTheBatchFailed(t *testing.T) {
 	t.Parallel()
 	r, sink := mailingRig(t)
@@ -87,6 +88,21 @@ func TestBatchManifestNoteIsNoReasonTheBatchFailed(t *testing.T) {
 		}
 	default:
 		t.Fatal("no report e-mailed")
+	}
+	// Reported again (`ingestq report`), the batch keeps its note.
+	if _, err := r.q.ReportBatch(t.Context(), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.Status.Message != "1 of 2 jobs failed; "+note {
+		t.Errorf("batch reported again %s %q, want %q", b.State(), b.Status.Message, "1 of 2 jobs failed; "+note)
+	}
+	select {
+	case m := <-sink.msgs:
+		if !strings.Contains(m.data, "\r\n"+note+"\r\n") {
+			t.Errorf("the report e-mailed again %q: want the note on its own line", m.data)
+		}
+	default:
+		t.Fatal("no report e-mailed again")
 	}
 }
 

@@ -314,7 +314,7 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 		Update:       b.State() == queue.UpdateReporting,
 		Message:      b.Status.Message,
 	}
-	if strings.HasPrefix(rep.Message, NotePrefix) {
+	if strings.HasPrefix(rep.Message, queue.NotePrefix) {
 		rep.Note, rep.Message = rep.Message, ""
 	}
 	reported := *b

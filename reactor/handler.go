@@ -110,10 +110,6 @@ type Noter interface {
 	Note(b *queue.Batch, objs []Object) string
 }
 
-// NotePrefix starts a batch's message that is a Noter's note, not a
-// failure: the report keeps it apart from the failures.
-const NotePrefix = "note: "
-
 // Paced is a BatchHandler whose jobs are made in tens, with a pause after
 // each ten (the pass-through pipeline's create_pace), so that fault tests
 // can stop a daemon while it is making a batch's jobs.
@@ -145,7 +141,7 @@ type Report struct {
 	Objects  map[string]*queue.Identifiers // completed or failed jid → its object's identifiers (ARK, local ids)
 	Update   bool                          // a report asked for again (UpdateReporting)
 	Message  string                        // a batch-level failure (its payload could not be read)
-	Note     string                        // the batch handler's note (NotePrefix…): no failure
+	Note     string                        // the batch handler's note (queue.NotePrefix…): no failure
 	Stored   queue.StatusReport            // the status-report node as it is stored: bounded, archived jobs left out
 	Failure  string                        // how many jobs failed, or the batch-level failure: the Summary before its note
 	Summary  string                        // the batch's message as it is stored ("1 of 3 jobs failed; …")

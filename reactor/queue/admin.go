@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -350,8 +351,9 @@ func (q *Queue) ReleaseBatch(ctx context.Context, bid string) (changed bool, err
 }
 
 // ReportBatch moves a Failed batch to UpdateReporting, so a daemon reports it
-// again (after its failed jobs were requeued and finished). changed is false
-// when it was asked already (UpdateReporting).
+// again (after its failed jobs were requeued and finished). Its message
+// keeps the batch's note, if any, for the new report. changed is false when
+// it was asked already (UpdateReporting).
 func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err error) {
 	err = q.withBatch(ctx, bid, func(b *Batch) error {
 		switch b.State() {
@@ -359,7 +361,7 @@ func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err 
 			return nil
 		case Failed:
 			changed = true
-			return q.SetBatchStatus(ctx, b, UpdateReporting, BatchChange{Release: true})
+			return q.SetBatchStatus(ctx, b, UpdateReporting, BatchChange{Release: true, Message: Note(b.Status.Message)})
 		case Completed:
 			return Advised(refused("batch %s is Completed: its report is in its status-report", bid),
 				"`ingestq show "+bid+"` shows it", "GET /api/v1/batches/"+bid+" shows it", "")
@@ -369,6 +371,21 @@ func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err 
 			"`ingestq report "+bid+"`"+again, "POST /api/v1/batches/"+bid+"/report"+again, "")
 	})
 	return changed, err
+}
+
+// NotePrefix starts the part of a batch's message that is a note to its
+// depositor (what of the submission its batch handler did not use), not a
+// failure. A note holds no "; ", which joins a message's parts.
+const NotePrefix = "note: "
+
+// Note is the note among the parts of a batch's message, or "".
+func Note(message string) string {
+	for part := range strings.SplitSeq(message, "; ") {
+		if strings.HasPrefix(part, NotePrefix) {
+			return part
+		}
+	}
+	return ""
 }
 
 // DeleteBatch removes a batch with all its jobs: its uuid index, its nodes,
