@@ -30,6 +30,7 @@ var browser struct {
 	once   sync.Once
 	ctx    context.Context
 	cancel func()
+	tmp    string // its TMPDIR: Chromium leaves a folder there when it is stopped
 	err    error
 }
 
@@ -41,6 +42,9 @@ func (w withBrowser) Run() int {
 	if browser.cancel != nil {
 		browser.cancel()
 	}
+	if browser.tmp != "" {
+		_ = os.RemoveAll(browser.tmp)
+	}
 	return code
 }
 
@@ -51,8 +55,12 @@ func startBrowser() {
 		browser.err = fmt.Errorf("chromium is not installed: run %s: %w", installHint, err)
 		return
 	}
+	if browser.tmp, err = os.MkdirTemp("", "ingestq-chromium-"); err != nil {
+		browser.err = err
+		return
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900), chromedp.Env("TMPDIR="+browser.tmp))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
 	browser.ctx, browser.cancel = bctx, func() { bcancel(); acancel() }

@@ -53,7 +53,12 @@ func openStore(t testing.TB, dir string) *Store {
 // download leaves them, and returns them as Files sorted by name.
 func workFiles(t *testing.T, contents map[string]string) []storage.File {
 	t.Helper()
-	dir := t.TempDir()
+	return workFilesIn(t, t.TempDir(), contents)
+}
+
+// workFilesIn is workFiles written into dir.
+func workFilesIn(t *testing.T, dir string, contents map[string]string) []storage.File {
+	t.Helper()
 	var files []storage.File
 	for name, content := range contents {
 		p := filepath.Join(dir, filepath.FromSlash(name))

@@ -18,9 +18,10 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage/place"
 )
 
-// killedEnv names the storage root a re-run of this test binary writes
-// into until it is killed.
-const killedEnv = "INGESTQ_OCFL_KILLED_ROOT"
+// killedEnv names the folder a re-run of this test binary writes into
+// until it is killed: its storage root ("root") and the object's work files
+// ("work"). The parent's: a killed child cannot remove a folder of its own.
+const killedEnv = "INGESTQ_OCFL_KILLED_DIR"
 
 // killedFiles is the object the killed process and its retry store.
 var killedFiles = map[string]string{"producer/a.txt": "a\n", "producer/b.txt": "b\n"}
@@ -34,10 +35,10 @@ func TestKilledMidWriteLeavesNoStrayFile(t *testing.T) {
 		killedChild(t, dir)
 		return
 	}
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "root")
 	openStore(t, dir) // the storage root, made before the child writes into it
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledMidWriteLeavesNoStrayFile$")
-	cmd.Env = append(os.Environ(), killedEnv+"="+dir)
+	cmd.Env = append(os.Environ(), killedEnv+"="+filepath.Dir(dir))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -72,12 +73,12 @@ func TestKilledMidWriteLeavesNoStrayFile(t *testing.T) {
 // write stops after its temporary file is made, says so on stdout, and
 // waits to be killed.
 func killedChild(t *testing.T, dir string) {
-	p, err := place.NewLocal(dir)
+	p, err := place.NewLocal(filepath.Join(dir, "root"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Store{p: &stallingPlace{Place: p}}
-	_, err = s.Put(context.Background(), storage.Object{ARK: testARK, Files: workFiles(t, killedFiles)})
+	_, err = s.Put(context.Background(), storage.Object{ARK: testARK, Files: workFilesIn(t, filepath.Join(dir, "work"), killedFiles)})
 	t.Fatalf("put returned (%v); it should have been killed", err)
 }
 
