@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -180,9 +182,14 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // safeNext keeps a place to go after signing in only if it is a page of
-// the dashboard (never another site).
+// the dashboard (never another site), its path read as a browser reads it:
+// dot segments, %2e for a dot among them, must not lead out of Prefix, and
+// a backslash is a slash. url.Parse refuses control characters (\r, \n, and
+// the tab a browser drops).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix) || strings.ContainsAny(next, "\\\r\n") {
+	u, err := url.Parse(next)
+	if err != nil || !strings.HasPrefix(next, Prefix) || strings.Contains(next, "\\") ||
+		!strings.HasPrefix(path.Clean(u.Path)+"/", Prefix) {
 		return Prefix
 	}
 	return next

@@ -131,10 +131,9 @@ func (d *Dashboard) routes() {
 // ServeHTTP serves a request under Prefix. Changes (POST) from another
 // site are refused before anything else.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+	h := w.Header() // nosniff is the server's, on every answer (internal/httpd)
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
 		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	if err := d.guard.Check(r); err != nil {
 		d.render(w, r, http.StatusForbidden, "error", page{Title: "Refused", Data: errorPage{

@@ -116,6 +116,13 @@ func TestCrossSiteChangesAndSigningIn(t *testing.T) {
 		http.Header{"Sec-Fetch-Site": {"cross-site"}}).is(t, http.StatusForbidden)
 
 	b.post("", "/ui/login", url.Values{"token": {"wrong-token-0123456789"}}).is(t, http.StatusUnauthorized, "unknown bearer token")
+	// Dot segments that leave /ui/ (a browser reads %2e as a dot) are elsewhere too: a link
+	// sent to an operator must not make the sign-in start a CPU profile.
+	for _, next := range []string{"/ui/../debug/pprof/profile?seconds=3600", "/ui/%2e%2e/debug/pprof/", "/ui/..%2f..%2fmetrics"} {
+		if a := b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {next}}); a.header.Get("Location") != "/ui/" {
+			t.Errorf("sign in with next %q: %d to %q, want /ui/", next, a.status, a.header.Get("Location"))
+		}
+	}
 	a = b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {"https://evil.example/"}})
 	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/" {
 		t.Errorf("sign in with next elsewhere: %d to %q, want /ui/", a.status, a.header.Get("Location"))

@@ -8,11 +8,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // A destination is where finished packages go. Every package is first
@@ -33,6 +35,17 @@ type destination interface {
 // partialPrefix starts the name of a package being written in the folder:
 // hidden, never served, never listed as a package.
 const partialPrefix = ".partial-"
+
+// packageShape is the shape of packageName's names: what the package
+// holds, "-", its request's token (a uuid, made by ops.RequestAccess), the
+// format. Only such names in a place are packages: the folder or prefix
+// may hold other files (the data folder given as --access-dir, the OCFL
+// root of a bucket given as --access-to), which are neither served nor
+// swept as packages no request names.
+var packageShape = regexp.MustCompile(`^[^./\\][^/\\]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.(` +
+	regexp.QuoteMeta(queue.FormatZip) + `|` + regexp.QuoteMeta(queue.FormatTarGz) + `)$`)
+
+func isPackage(name string) bool { return packageShape.MatchString(name) }
 
 // folder is the local folder the daemon's HTTP server serves at
 // <advertise>/access/<name> (or file: URLs without a server).
@@ -77,7 +90,7 @@ func (f *folder) names(context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, de := range des {
-		if de.Type().IsRegular() && !strings.HasPrefix(de.Name(), ".") {
+		if de.Type().IsRegular() && isPackage(de.Name()) {
 			out = append(out, de.Name())
 		}
 	}
@@ -127,7 +140,7 @@ func (b *bucket) names(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, k := range keys {
-		if !strings.Contains(k, "/") { // packages only: never a folder below the prefix
+		if isPackage(k) { // packages only: never a folder below the prefix, nor another's object
 			out = append(out, k)
 		}
 	}

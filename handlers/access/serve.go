@@ -9,13 +9,14 @@ import (
 )
 
 // Handler serves the folder's published packages, read-only, at
-// Prefix<name> (Range requests work); partial files and anything not a
-// plain package name get 404. The names hold their request's token, which
-// no one can guess: the server needs no authentication for them.
+// Prefix<name> (Range requests work); partial files and anything not
+// shaped as a package's name (isPackage) get 404. The names hold their
+// request's token, which no one can guess: the server needs no
+// authentication for them.
 func (as *Assembler) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, Prefix)
-		if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, "/\\") {
+		if !isPackage(name) {
 			http.NotFound(w, r)
 			return
 		}

@@ -139,6 +139,32 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// Every answer is nosniff, whatever its handler set: a browser runs none
+// as a script unless its type says it is one (the dashboard's CSP takes
+// scripts from the whole origin).
+func TestEveryAnswerIsNosniff(t *testing.T) {
+	t.Parallel()
+	s := start(t, "127.0.0.1:0")
+	s.Handle("GET /file", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.WriteString(w, "window.x = 1;")
+	}))
+	s.Handle("GET /json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for _, path := range []string{"/file", "/json", "/nothing/here"} {
+		resp, err := http.Get(s.DefaultAdvertise() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s (%d): X-Content-Type-Options %q, want nosniff", path, resp.StatusCode, got)
+		}
+	}
+}
+
 // With a certificate and key the server speaks TLS only, and advertises an
 // https URL; a client that trusts the certificate gets the routes.
 func TestServesTLS(t *testing.T) {

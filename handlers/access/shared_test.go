@@ -1,0 +1,84 @@
+package access_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ingestq/ingestq/handlers/access"
+	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/internal/s3test"
+)
+
+// A folder that holds other files beside the packages (the data folder
+// given as --access-dir) keeps them: the daemon's server gives out none of
+// them, and the sweep removes only what is shaped as a package that no
+// request names. Before, the server gave anyone the folder's inventory.db,
+// and the first sweep deleted it, with serve.lock and the rest.
+func TestAFolderSharedWithOtherFilesKeepsThem(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigConfig{sweep: 20 * time.Millisecond})
+	dir := r.as.Dir()
+	others := []string{"inventory.db", "serve.lock", "notes.txt"}
+	orphan := "ark_99999_fk4gone-" + uuid.NewString() + ".zip" // its request was deleted
+	for _, name := range append(others, orphan) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("kept by someone\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range others {
+		if code := get(t, r.web.URL+access.Prefix+name); code != http.StatusNotFound {
+			t.Errorf("GET %s%s: %d, want 404", access.Prefix, name, code)
+		}
+	}
+	waitGone(t, filepath.Join(dir, orphan)) // a sweep ran with every file there
+	for _, name := range others {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("the sweep removed a file that is no package: %v", err)
+		}
+	}
+}
+
+// The same with a bucket: packages sent to the prefix of the OCFL storage
+// root (--access-to naming the storage's place) leave the root's own
+// objects, its declaration and its layout. Before, the first sweep after a
+// deposit deleted them, and the storage root was gone.
+func TestAPrefixSharedWithStorageKeepsItsObjects(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	root := srv.URL(srv.Addr, "ocfl")
+	r := newRig(t, rigConfig{storage: []string{root}, to: root, sweep: 20 * time.Millisecond})
+	r.deposit("obj-1", v1Files)
+	top := func() []string {
+		return slices.DeleteFunc(keysAt(t, root), func(k string) bool { return strings.Contains(k, "/") })
+	}
+	before := top()
+	if !slices.Contains(before, "0=ocfl_1.1") {
+		t.Fatalf("the storage root's own objects: %q, want its declaration 0=ocfl_1.1", before)
+	}
+	orphan := "ark_99999_fk4gone-" + uuid.NewString() + ".zip" // its request was deleted
+	pl, err := place.OpenExisting(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("an orphan package\n")
+	if err := pl.Put(t.Context(), orphan, strings.NewReader(string(body)), int64(len(body)), sum(body)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for slices.Contains(top(), orphan) { // a sweep ran with the root's objects there
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan package %s is still there", orphan)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := top(); !slices.Equal(after, before) {
+		t.Errorf("the sweep changed the storage root's own objects: %q, then %q", before, after)
+	}
+}
