@@ -121,16 +121,16 @@ func (a *API) handle(method, path string, role Role, h handler) {
 			err = h(w, r.WithContext(ops.WithActor(r.Context(), caller.Name)), caller)
 		}
 		if err != nil {
-			a.answerError(w, r, err)
+			a.answerError(w, r, err, caller)
 		}
 	})
 }
 
-func (a *API) answerError(w http.ResponseWriter, r *http.Request, err error) {
+func (a *API) answerError(w http.ResponseWriter, r *http.Request, err error, caller Caller) {
 	if p := problemOf(err); p.Status >= http.StatusInternalServerError {
 		a.cfg.Logger.Warn("api: "+r.Method+" "+r.URL.Path, "status", p.Status, "err", err)
 	}
-	writeProblem(w, r, err)
+	writeProblem(w, r, ForCaller(err, caller)) // the log above says where, and why
 }
 
 // ServeHTTP serves a request under Prefix. A path no route has is a 404

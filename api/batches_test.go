@@ -60,6 +60,9 @@ func TestSubmit(t *testing.T) {
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "nosuch"}, 400, "invalid", []string{`unknown profile "nosuch"`}},
 		{map[string]any{"payload_url": "ftp://example.org/x", "profile": "demo"}, 400, "invalid", []string{`scheme "ftp"`, "allowed: http, https"}},
 		{map[string]any{"payload_url": "file:///etc/passwd", "profile": "demo"}, 400, "invalid", []string{"does not allow local files"}},
+		// url.Parse refuses it, repeating it: named with its password masked.
+		{map[string]any{"payload_url": "https://depositor:s3cret%zz@example.org/x", "profile": "demo"}, 400, "invalid",
+			[]string{`payload "https://depositor:xxxxx@example.org/x"`, `invalid URL escape "%zz"`}},
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "uuid": "a/b"}, 400, "invalid", []string{"must not contain '/'"}},
 		{map[string]any{"payload_url": "https://example.org/x", "profile": "demo", "uuid": "uuid-submit-1"}, 409, "refused", []string{`uuid "uuid-submit-1" is batch `, "GET /api/v1/batches/bid"}},
 		// What the one object's fields say is checked as a manifest's line is.

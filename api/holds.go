@@ -106,7 +106,7 @@ func (a *API) objectByARK(w http.ResponseWriter, r *http.Request, _ Caller) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, http.StatusOK, d.Shown())
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (a *API) objectByLocalID(w http.ResponseWriter, r *http.Request, _ Caller) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, http.StatusOK, d.Shown())
 	return nil
 }
 

@@ -3,8 +3,10 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,17 +93,28 @@ func TestObjects(t *testing.T) {
 	t.Cleanup(func() { _ = inv.Close() })
 	rec := inventory.Record{ARK: "ark:/99999/fk4obj", Profile: "demo", LocalIDs: []string{"my-local"}, Version: 1,
 		Created: time.Now().UTC().Truncate(time.Second), Batch: "bid0000000001", Job: "jid0000000001", What: "A title",
-		Files: []inventory.FileRow{{Name: "a.txt", Size: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}}}
+		Files: []inventory.FileRow{{Name: "a.txt", Size: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}},
+		// A storage service's password stays in the record (Storing matches
+		// copies by it) and is masked in what the API answers.
+		Replicas: []inventory.Replica{{Target: "http://ingest:s3cret@storage.example.org/s",
+			URL: "http://ingest:s3cret@storage.example.org/s/objects/ark:%2F99999%2Ffk4obj", Verified: time.Now().UTC().Truncate(time.Second)}},
+		Events: []inventory.Event{{ID: "0b0e3b7a-6a8e-4c61-9a3c-3f1d1f3c7e01", Type: inventory.EventReplication, At: time.Now().UTC().Truncate(time.Second),
+			Outcome: "success", Agent: "ingestq", Detail: "copy 1 of 1: version 1 at http://ingest:s3cret@storage.example.org/s/objects/ark:%2F99999%2Ffk4obj"}}}
 	must(t, inv.Record(t.Context(), rec))
 	b := setup(t, func(o *options) { o.inventory = inv })
 	var d inventory.ObjectDetail
-	b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).ok(t, http.StatusOK, &d)
+	byARK := b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil)
+	byARK.ok(t, http.StatusOK, &d)
 	if d.Object.ARK != rec.ARK || len(d.Versions) != 1 || d.Versions[0].Files[0].Name != "a.txt" {
 		t.Fatalf("by ARK: %+v", d)
 	}
-	b.do("GET", "objects?profile=demo&local_id=my-local", readToken, nil).ok(t, http.StatusOK, &d)
-	if d.Object.ARK != rec.ARK {
-		t.Fatalf("by local id: %+v", d)
+	if c := d.Versions[0].Replicas; len(c) != 1 || c[0].Target != "http://ingest:xxxxx@storage.example.org/s" || strings.Contains(string(byARK.body), "s3cret") {
+		t.Errorf("by ARK: %s; want each copy's password masked, in its events too", byARK.body)
+	}
+	byLocalID := b.do("GET", "objects?profile=demo&local_id=my-local", readToken, nil)
+	byLocalID.ok(t, http.StatusOK, &d)
+	if d.Object.ARK != rec.ARK || strings.Contains(string(byLocalID.body), "s3cret") {
+		t.Fatalf("by local id: %s", byLocalID.body)
 	}
 	b.do("GET", "objects/ark:/99999/fk4none", readToken, nil).problem(t, 404, "not-found", "ark:/99999/fk4none")
 	b.do("GET", "objects?profile=demo&local_id=nope", readToken, nil).problem(t, 404, "not-found", "nope")
@@ -118,19 +131,37 @@ func TestObjects(t *testing.T) {
 
 // An inventory database out of reach is a 503 that says when to ask again,
 // as the README says (it was a 500, "internal": a client could not tell it
-// from a bug), naming the database; a real PostgreSQL, stopped.
+// from a bug); a real PostgreSQL, stopped. An operate token is told which
+// database (its password masked); a read token only that the inventory is
+// out of reach (it was told the host, port, database and user too).
 func TestInventoryOutOfReachIsUnavailable(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
-	inv, err := inventory.NewPostgres(t.Context(), pgtest.NewDatabase(t, s))
+	url := strings.Replace(pgtest.NewDatabase(t, s), "postgres://postgres@", "postgres://postgres:s3cret@", 1) // trust: any password will do
+	db := path.Base(strings.TrimSuffix(url, "?sslmode=disable"))
+	inv, err := inventory.NewPostgres(t.Context(), url)
 	must(t, err)
 	t.Cleanup(func() { _ = inv.Close() })
 	b := setup(t, func(o *options) { o.inventory = inv })
 	b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).problem(t, 404, "not-found")
 	must(t, s.Stop())
-	a := b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil)
-	a.problem(t, 503, "unavailable", "inventory database")
-	if got := a.header.Get("Retry-After"); got != strconv.Itoa(api.RetryAfterSeconds) {
-		t.Errorf("Retry-After %q, want %d", got, api.RetryAfterSeconds)
+	for _, c := range []struct {
+		token string
+		says  []string
+		not   []string
+	}{
+		{readToken, []string{"the inventory is out of reach"}, []string{db, strconv.Itoa(s.Port), "postgres", "s3cret"}},
+		{operateToken, []string{"inventory database postgres://127.0.0.1:" + strconv.Itoa(s.Port) + "/" + db}, []string{"s3cret"}},
+	} {
+		a := b.do("GET", "objects/ark:/99999/fk4obj", c.token, nil)
+		p := a.problem(t, 503, "unavailable", c.says...)
+		for _, not := range c.not {
+			if strings.Contains(p.Detail, not) {
+				t.Errorf("%s is told %q, which names %q", c.token, p.Detail, not)
+			}
+		}
+		if got := a.header.Get("Retry-After"); got != strconv.Itoa(api.RetryAfterSeconds) {
+			t.Errorf("Retry-After %q, want %d", got, api.RetryAfterSeconds)
+		}
 	}
 }

@@ -77,6 +77,20 @@ var kinds = []struct {
 	{queue.ErrCorrupt, http.StatusInternalServerError, "corrupt"},
 }
 
+// ForCaller is err as caller is told it. A read token is told of an
+// inventory out of reach that it is, and not where: the database's host,
+// name and user, and the driver's words, are for an operate token (their
+// passwords masked) and the daemon's log.
+func ForCaller(err error, caller Caller) error {
+	if caller.Role < RoleOperate && errors.Is(err, inventory.ErrUnavailable) {
+		return errInventoryOutOfReach
+	}
+	return err
+}
+
+var errInventoryOutOfReach = &apiError{status: http.StatusServiceUnavailable, kind: "unavailable",
+	msg: "the inventory is out of reach; the daemon's log names it and says why"}
+
 // ProblemOf is err's problem document: its status and one-line detail,
 // as a caller at d reads it (the dashboard shows the API's status, and
 // advice that names its buttons).

@@ -2,11 +2,12 @@ package api
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
 )
 
@@ -53,24 +54,11 @@ func newProfileView(p *profile.Profile, c Caller) profileView {
 		v.LargeJobs = []profile.SizeRule{}
 	}
 	if c.Role >= RoleAdmin {
-		v.Callback, v.ReportCallback, v.Notify = masked(p.Callback), masked(p.ReportCallback), p.Notify
-		v.Inventory, v.Access = masked(p.Inventory), masked(p.Access)
-		targets := strings.Split(p.Storage, ",")
-		for i, t := range targets {
-			targets[i] = masked(strings.TrimSpace(t))
-		}
-		v.Storage = strings.Join(targets, ",")
+		v.Callback, v.ReportCallback, v.Notify = redact.Location(p.Callback), redact.Location(p.ReportCallback), p.Notify
+		v.Inventory, v.Access = redact.Location(p.Inventory), redact.Location(p.Access)
+		v.Storage = redact.Location(strings.Join(handlers.ParseTargets(p.Storage), ","))
 	}
 	return v
-}
-
-// masked is s with a URL's password masked.
-func masked(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }
 
 func (a *API) listProfiles(w http.ResponseWriter, r *http.Request, c Caller) error {

@@ -251,7 +251,7 @@ func statusOf(err error) (int, string) {
 
 // problem answers with a page that says what went wrong.
 func (d *Dashboard) problem(w http.ResponseWriter, r *http.Request, caller api.Caller, err error) {
-	status, msg := statusOf(err)
+	status, msg := statusOf(api.ForCaller(err, caller))
 	if status >= http.StatusInternalServerError {
 		d.cfg.Logger.Warn("dashboard: "+r.Method+" "+r.URL.Path, "status", status, "err", err)
 	}

@@ -55,7 +55,7 @@ func (d *Dashboard) search(w http.ResponseWriter, r *http.Request, caller api.Ca
 		return
 	}
 	p.Table = jobTable{Rows: d.cfg.Ops.Rows(ctx, jobs, ops.Dashboard)}
-	p.Objects, p.Problems = d.objectsNamed(ctx, q, p.ByARK, jobs)
+	p.Objects, p.Problems = d.objectsNamed(ctx, caller, q, p.ByARK, jobs)
 	if !strings.Contains(q, "/") {
 		if b, err := d.cfg.Ops.Q.FindBatch(ctx, q); err == nil {
 			p.Batch = b
@@ -117,8 +117,8 @@ func (d *Dashboard) jobsNaming(ctx context.Context, id string, byARK bool) ([]*q
 
 // objectsNamed asks the inventory for the object of the ARK, or of the
 // local id in each profile it may be in (the published ones, and those of
-// the jobs found).
-func (d *Dashboard) objectsNamed(ctx context.Context, id string, byARK bool, jobs []*queue.Job) ([]inventory.ObjectDetail, []string) {
+// the jobs found), its problems as caller may see them.
+func (d *Dashboard) objectsNamed(ctx context.Context, caller api.Caller, id string, byARK bool, jobs []*queue.Job) ([]inventory.ObjectDetail, []string) {
 	inv := d.cfg.Inventory
 	if inv == nil {
 		return nil, nil
@@ -128,9 +128,9 @@ func (d *Dashboard) objectsNamed(ctx context.Context, id string, byARK bool, job
 	take := func(o inventory.ObjectDetail, err error) {
 		switch {
 		case err == nil:
-			out = append(out, o)
+			out = append(out, o.Shown())
 		case !errors.Is(err, inventory.ErrNotFound):
-			problems = append(problems, err.Error())
+			problems = append(problems, api.ForCaller(err, caller).Error())
 		}
 	}
 	if byARK {

@@ -2,11 +2,15 @@ package dashboard_test
 
 import (
 	"net/http"
+	"path"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/dashboard"
+	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/pgtest"
 )
 
 // With ZooKeeper out of reach a page answers 503 and says when to ask
@@ -19,4 +23,30 @@ func TestUnreachableZooKeeperPageSaysWhenToAskAgain(t *testing.T) {
 	if got := a.header.Get("Retry-After"); got != strconv.Itoa(api.RetryAfterSeconds) {
 		t.Errorf("Retry-After %q, want %d", got, api.RetryAfterSeconds)
 	}
+}
+
+// A search with the inventory out of reach (a real PostgreSQL, stopped)
+// tells a read token only that it is out of reach; an operate token which
+// database (a read token was told its host, port, name and user).
+func TestInventoryOutOfReachNamedToOperatorsOnly(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Start(t)
+	url := pgtest.NewDatabase(t, s)
+	db := path.Base(strings.TrimSuffix(url, "?sslmode=disable"))
+	inv, err := inventory.NewPostgres(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inv.Close() })
+	b := setup(t, func(o *options) { o.inventory = inv })
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	search := dashboard.Prefix + "search?q=ark:/99999/fk4none"
+	read := b.get(readToken, search)
+	read.is(t, http.StatusOK, "the inventory is out of reach")
+	if strings.Contains(read.body, db) || strings.Contains(read.body, strconv.Itoa(s.Port)) {
+		t.Errorf("a read token's search names the database %s or its port %d:\n%s", db, s.Port, read.body)
+	}
+	b.get(operateToken, search).is(t, http.StatusOK, "inventory database postgres://127.0.0.1:"+strconv.Itoa(s.Port)+"/"+db)
 }

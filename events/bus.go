@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // DefaultStream is the name of the JetStream stream that records events.
@@ -276,11 +276,11 @@ func (b *Bus) open(ctx context.Context) error {
 		}
 		switch {
 		case AuthRefused(err):
-			return fmt.Errorf("events: NATS at %s refused the credentials (authorization failed): %w", redactURLs(b.cfg.URL), err)
+			return fmt.Errorf("events: NATS at %s refused the credentials (authorization failed): %w", redact.Location(b.cfg.URL), err)
 		case TLSFailed(err):
-			return fmt.Errorf("events: the TLS handshake with NATS at %s failed: %w", redactURLs(b.cfg.URL), err)
+			return fmt.Errorf("events: the TLS handshake with NATS at %s failed: %w", redact.Location(b.cfg.URL), err)
 		}
-		return fmt.Errorf("events: connect to NATS at %s: %w", redactURLs(b.cfg.URL), err)
+		return fmt.Errorf("events: connect to NATS at %s: %w", redact.Location(b.cfg.URL), err)
 	}
 	b.js, err = jetstream.New(b.nc,
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { b.answered(m) }),
@@ -472,7 +472,7 @@ func (b *Bus) ownStream(existed bool, last uint64, meta map[string]string) error
 		return fmt.Errorf("events: stream %s on NATS at %s: %w (%s; its /batches made in %s), not this daemon's (%s): "+
 			"their events would mix under the same ids and their daemons' wake-up signals cross; give each queue a NATS account "+
 			"of its own (or a NATS of its own), or, if that queue is gone for good, remove the stream (nats stream rm %s)",
-			b.cfg.Stream, redactURLs(b.cfg.URL), ErrOtherQueue, otherAt, other, b.cfg.QueueAt, b.cfg.Stream)
+			b.cfg.Stream, redact.Location(b.cfg.URL), ErrOtherQueue, otherAt, other, b.cfg.QueueAt, b.cfg.Stream)
 	case other != "":
 		// The queues' places may read the same (a ZooKeeper wiped, the
 		// same root): their identities, the making of /batches, differ.
@@ -723,7 +723,7 @@ func (b *Bus) onReconnect(nc *nats.Conn) {
 // or as in-process only.
 func (b *Bus) serverURL(nc *nats.Conn) string {
 	if b.emb == nil {
-		return nc.ConnectedUrlRedacted()
+		return redact.Location(nc.ConnectedUrl()) // nats.go's Redacted shows a token (nats://TOKEN@host)
 	}
 	if u := b.ClientURL(); u != "" {
 		return u + " (embedded)"
@@ -739,7 +739,7 @@ func (b *Bus) onAsyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
 		b.badCreds.Store(true)
 		if b.authWarn.Allow() {
 			b.log.Warn("events: NATS refuses this daemon's credentials (authorization failed); trying again, "+
-				"reading the credentials file anew each time", "url", redactURLs(b.cfg.URL), "err", err)
+				"reading the credentials file anew each time", "url", redact.Location(b.cfg.URL), "err", err)
 		}
 		return
 	}
@@ -769,17 +769,4 @@ func TLSFailed(err error) bool {
 	var verify *tls.CertificateVerificationError
 	var remote *net.OpError
 	return errors.Is(err, nats.ErrTLS) || errors.As(err, &verify) || errors.As(err, &remote) && remote.Op == "remote error"
-}
-
-// redactURLs hides passwords in a comma-separated list of URLs.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if u, err := url.Parse(p); err == nil && u.User != nil {
-			p = u.Redacted()
-		}
-		parts[i] = p
-	}
-	return strings.Join(parts, ",")
 }

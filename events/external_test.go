@@ -89,21 +89,23 @@ func TestOpenUnreachableURL(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
 
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	url := "nats://ingest:s3cret@" + addr
-	start := time.Now()
-	bus, err := Open(ctx, Config{URL: url, Logger: discardLogger()})
-	if err == nil {
-		bus.Close()
-		t.Fatal("Open succeeded on a closed port")
-	}
-	t.Logf("Open failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if !strings.Contains(err.Error(), "nats://ingest:xxxxx@"+addr) {
-		t.Errorf("error %q does not name the URL", err)
-	}
-	if strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("error %q shows the password", err)
+	// A user's password, and a token (nats://TOKEN@host), are masked.
+	for url, shown := range map[string]string{"nats://ingest:s3cret@" + addr: "nats://ingest:xxxxx@" + addr, "nats://s3cret@" + addr: "nats://xxxxx@" + addr} {
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		start := time.Now()
+		bus, err := Open(ctx, Config{URL: url, Logger: discardLogger()})
+		cancel()
+		if err == nil {
+			bus.Close()
+			t.Fatal("Open succeeded on a closed port")
+		}
+		t.Logf("Open failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+		if !strings.Contains(err.Error(), shown) {
+			t.Errorf("error %q does not name the URL as %s", err, shown)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("error %q shows the password", err)
+		}
 	}
 }
 

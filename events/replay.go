@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // Filter selects the recorded events Replay delivers.
@@ -126,7 +128,7 @@ func ofQueue(nc *nats.Conn, s jetstream.Stream, queue string) error {
 		return nil
 	}
 	return fmt.Errorf("stream %s on NATS at %s: %w (%s; its /batches made in %s)",
-		cfg.Name, nc.ConnectedUrlRedacted(), ErrOtherQueue, cfg.Metadata[metaQueueAt], other)
+		cfg.Name, redact.Location(nc.ConnectedUrl()), ErrOtherQueue, cfg.Metadata[metaQueueAt], other)
 }
 
 // openStream finds the stream, with an error naming it when it is missing.

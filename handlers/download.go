@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -327,7 +328,7 @@ func (p *Pipeline) logFixity(j *queue.Job, files []file) error {
 			continue
 		}
 		evs = append(evs, p.event(j.ID, inventory.EventFixityCheck, f.Name, "download",
-			fmt.Sprintf("downloaded from %s; matched the depositor's %s %s", f.URL, f.Want.Alg, f.Want.Digest)))
+			fmt.Sprintf("downloaded from %s; matched the depositor's %s %s", redact.Location(f.URL), f.Want.Alg, f.Want.Digest)))
 	}
 	_, err := p.logEvents(j, evs...)
 	return err

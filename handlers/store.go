@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -63,7 +64,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	var evs []inventory.Event
 	for i, c := range kept.Copies {
 		evs = append(evs,
-			p.event(j.ID, inventory.EventReplication, "", c.Target, fmt.Sprintf("copy %d of %d: version %d at %s", i+1, len(kept.Copies), c.Number, c.URL)),
+			p.event(j.ID, inventory.EventReplication, "", c.Target, fmt.Sprintf("copy %d of %d: version %d at %s", i+1, len(kept.Copies), c.Number, redact.Location(c.URL))),
 			p.event(j.ID, inventory.EventFixityCheck, "", c.Target, fixityDetail(c)))
 	}
 	if _, err := p.logEvents(j, evs...); err != nil {
@@ -172,10 +173,10 @@ type storedCopy struct {
 // files hashed while they were written and unchanged since.
 func fixityDetail(c storedCopy) string {
 	if c.Linked == 0 {
-		return fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", c.URL)
+		return fmt.Sprintf("copy at %s verified by its store (sha256 of every file)", redact.Location(c.URL))
 	}
 	return fmt.Sprintf("copy at %s: %d new files are hard links to the working files whose sha256 was computed while they were written "+
-		"(unchanged since: same inode, size and modification time), the others verified by its store (sha256)", c.URL, c.Linked)
+		"(unchanged since: same inode, size and modification time), the others verified by its store (sha256)", redact.Location(c.URL), c.Linked)
 }
 
 // copyObject puts obj into every target, the primary first. Each Put is

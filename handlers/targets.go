@@ -1,12 +1,12 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -112,7 +113,7 @@ func (p *Pipeline) openOnce(ctx context.Context, url string, create bool) (stora
 	case turn <- struct{}{}:
 		defer func() { <-turn }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("storage %s: %w", url, ctx.Err())
+		return nil, fmt.Errorf("storage %s: %w", redact.Location(url), ctx.Err())
 	}
 	p.mu.Lock()
 	s, ok = p.stores[url] // opened while this one waited its turn?
@@ -122,7 +123,7 @@ func (p *Pipeline) openOnce(ctx context.Context, url string, create bool) (stora
 	}
 	s, err := p.openStore(ctx, url, create)
 	if err != nil {
-		return nil, fmt.Errorf("storage %s: %w", url, err)
+		return nil, fmt.Errorf("storage %s: %w", redact.Location(url), err)
 	}
 	p.mu.Lock()
 	p.stores[url] = s
@@ -148,7 +149,7 @@ func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 	root, ok := s.(*ocfl.Store)
 	if !ok {
 		p.log.Warn("storage: the pre-OCFL store is not imported: the primary target is a storage service, not an OCFL root",
-			"from", old, "primary", primary)
+			"from", old, "primary", redact.Location(primary))
 		return nil
 	}
 	n, err := ocfl.Import(ctx, root, old)
@@ -160,20 +161,21 @@ func (p *Pipeline) importOldStore(ctx context.Context, dataDir string) error {
 		return err
 	}
 	p.log.Info("storage: the pre-OCFL store was imported into OCFL; its folder can be removed", "versions", n,
-		"from", done, "to", primary)
+		"from", done, "to", redact.Location(primary))
 	return nil
 }
 
 // ReaderFor is where the objects of a profile ("": the daemon's) are read
 // back from, for the access queue: the first of its storage targets that
-// can be read (an OCFL root; a storage service cannot), opened without a
-// write (storeToRead). None, or a target without an OCFL storage root, is
-// a fatal error: no retry can read them.
+// is an OCFL root, opened without a write (storeToRead); where it has none,
+// its storage services (services). A target without an OCFL storage root
+// is a fatal error: no retry can read it.
 func (p *Pipeline) ReaderFor(ctx context.Context, profileName string) (storage.Reader, error) {
 	targets := p.cfg.Storage
 	if prof, ok := p.cfg.Profiles.Get(profileName); ok {
 		targets = p.targets(prof)
 	}
+	var svc services
 	for _, t := range targets {
 		s, err := p.storeToRead(ctx, t)
 		if errors.Is(err, ocfl.ErrNoRoot) {
@@ -182,12 +184,48 @@ func (p *Pipeline) ReaderFor(ctx context.Context, profileName string) (storage.R
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := s.(storage.Reader); ok {
-			return r, nil
+		switch s := s.(type) {
+		case *storage.HTTP: // after any root: a local read, and one that serves every version (decision 521)
+			svc = append(svc, s)
+		case storage.Reader:
+			return s, nil
 		}
 	}
-	return nil, reactor.Fatal(fmt.Errorf("no storage target of profile %q can be read back (%s): objects are read from an OCFL root",
-		profileName, strings.Join(targets, ", ")))
+	if len(svc) == 0 {
+		return nil, reactor.Fatal(fmt.Errorf("profile %q has no storage target to read objects back from", profileName))
+	}
+	return svc, nil
+}
+
+// services are a profile's storage services, in its order, read from
+// where it has no OCFL root. An object is read from the first that serves
+// every version of it; failing that, from the first that serves its latest
+// (an older service: storage.LatestOnly); failing both, the first error.
+type services []*storage.HTTP
+
+func (ss services) Read(ctx context.Context, ark string) (storage.Stored, error) {
+	var latest storage.Stored
+	var first error
+	for _, s := range ss {
+		o, err := s.Read(ctx, ark)
+		switch {
+		case err != nil:
+			first = cmp.Or(first, err)
+		case isLatestOnly(o):
+			latest = cmp.Or(latest, o)
+		default:
+			return o, nil
+		}
+	}
+	if latest != nil {
+		return latest, nil
+	}
+	return nil, first
+}
+
+func isLatestOnly(o storage.Stored) bool {
+	_, ok := o.(storage.LatestOnly)
+	return ok
 }
 
 // AccessTargets are the profiles' own places for access packages
@@ -289,17 +327,7 @@ func (p *Pipeline) AuditTargets(ctx context.Context, name string) ([]audit.Targe
 	var out []audit.Target
 	for _, t := range p.targets(prof) {
 		s, err := p.storeToRead(ctx, t)
-		out = append(out, audit.Target{Name: redactedURL(t), URL: t, Store: s, Err: err})
+		out = append(out, audit.Target{Name: redact.Location(t), URL: t, Store: s, Err: err})
 	}
 	return out, nil
-}
-
-// redactedURL is a storage target's URL with its password, if any, as
-// "xxxxx"; a folder is itself.
-func redactedURL(target string) string {
-	u, err := url.Parse(target)
-	if err != nil || u.User == nil {
-		return target
-	}
-	return u.Redacted()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -219,7 +220,7 @@ func checkScheme(prof *profile.Profile, sub queue.Submission) error {
 	raw := sub.PayloadURL
 	u, err := url.Parse(raw)
 	if err != nil {
-		return invalid(fmt.Sprintf("submit: payload %q: %v", raw, err))
+		return invalid(fmt.Sprintf("submit: payload %q: %s", redact.Location(raw), redact.In(err.Error(), raw)))
 	}
 	switch {
 	case slices.Contains(PayloadSchemes(prof), u.Scheme):

@@ -161,7 +161,7 @@ func (as *Assembler) Assemble(ctx context.Context, a *queue.Access) (map[string]
 	}
 	pkg, url, err := as.make(ctx, t, o, entries)
 	var fe *fixityError
-	if errors.As(err, &fe) {
+	if errors.As(err, &fe) || errors.As(err, new(unservedError)) {
 		return failed(a, t, err)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -84,6 +85,12 @@ func (e *fixityError) Error() string {
 		e.name, e.ark, e.version, e.size, e.sha256, e.wantSize, e.want)
 }
 
+// unservedError is a stored file that storage says it does not have, or
+// refuses to give (a storage service's 4xx): no retry gives its bytes.
+type unservedError struct{ error }
+
+func (e unservedError) Unwrap() error { return e.error }
+
 // writePackage streams the entries from o into a package of format on w.
 // Each file is checked against its recorded size and digest as it passes.
 func writePackage(ctx context.Context, w io.Writer, format string, ark string, o storage.Stored, entries []entry) error {
@@ -102,7 +109,11 @@ func writePackage(ctx context.Context, w io.Writer, format string, ark string, o
 func copyEntry(ctx context.Context, a archiver, ark string, o storage.Stored, e entry) error {
 	r, err := o.Open(ctx, e.version, e.file.Name)
 	if err != nil {
-		return fmt.Errorf("open stored file %q of version %d: %w", e.file.Name, e.version, err)
+		err = fmt.Errorf("open stored file %q of version %d: %w", e.file.Name, e.version, err)
+		if errors.Is(err, storage.ErrNotFound) || storage.Refused(err) {
+			return unservedError{err}
+		}
+		return err
 	}
 	defer r.Close()
 	dst, err := a.next(e)

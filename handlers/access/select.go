@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,11 +31,23 @@ type entry struct {
 //
 // TOP names the object (its ARK as a folder name, and the version asked).
 // A version or a file the object lacks is a bad request: the error names
-// each one missing.
+// each one missing. So is anything but the latest version, or its files,
+// from a store that serves that alone (storage.LatestOnly).
 func selectFiles(o storage.Stored, t queue.AccessToken) ([]entry, error) {
 	vs := o.Versions()
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("object %s has no version", t.ARK)
+	}
+	if lo, ok := o.(storage.LatestOnly); ok {
+		latest := vs[0].Number
+		if t.Version == 0 && len(t.Files) == 0 || t.Version > 0 && t.Version < latest {
+			asked := "every version"
+			if t.Version > 0 {
+				asked = "version " + strconv.Itoa(t.Version)
+			}
+			return nil, fmt.Errorf("object %s: %s asked, and only its latest, version %d, can be read: %w; ask for that "+
+				"version or its files, or read from an OCFL root holding the object", t.ARK, asked, latest, lo.Why())
+		}
 	}
 	top := topFolder(t)
 	if t.Version == 0 && len(t.Files) == 0 {
@@ -46,14 +59,12 @@ func selectFiles(o storage.Stored, t queue.AccessToken) ([]entry, error) {
 		}
 		return out, nil
 	}
-	n := t.Version
-	if n == 0 {
-		n = len(vs)
+	last := vs[len(vs)-1]
+	n := cmp.Or(t.Version, last.Number)
+	if n < 1 || n > last.Number {
+		return nil, errors.New(storage.NoVersion(t.ARK, n, last.Number))
 	}
-	if n < 1 || n > len(vs) {
-		return nil, errors.New(storage.NoVersion(t.ARK, n, len(vs)))
-	}
-	v := vs[n-1]
+	v := vs[n-last.Number+len(vs)-1] // a LatestOnly holds the last alone
 	if len(t.Files) == 0 {
 		out := make([]entry, len(v.Files))
 		for i, f := range v.Files {

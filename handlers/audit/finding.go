@@ -2,9 +2,9 @@ package audit
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // Kind names what a finding found.
@@ -102,13 +102,7 @@ func them(from, to int) string {
 }
 
 // shown is err's text as a finding shows it, the target's URL redacted.
-func (t Target) shown(err error) string {
-	s := err.Error()
-	if t.URL != "" && t.URL != t.Name {
-		s = strings.ReplaceAll(s, t.URL, t.Name)
-	}
-	return s
-}
+func (t Target) shown(err error) string { return redact.In(err.Error(), t.URL) }
 
 // fileDigest is a file's size and digest as a message shows them.
 func fileDigest(size int64, sha256 string) string {

@@ -2,11 +2,8 @@ package audit_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,42 +12,25 @@ import (
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/storage"
+	"github.com/ingestq/ingestq/internal/storagetest"
 )
 
-// service is ingestq's storage service (storage.NewServer over a Local
-// store in dir) on a free port, as a replica target of the bench, and its
-// client.
+// service is ingestq's storage service, as a replica target of the
+// bench, and its client.
 type service struct {
-	dir   string
-	url   string
+	*storagetest.Service
 	store *storage.HTTP
 }
 
-// startService serves a Local store through handler (the server itself
-// when wrap is nil).
+// startService starts the service (through wrap: storagetest.Start) and
+// its client, which does not retry.
 func startService(t *testing.T, wrap func(http.Handler) http.Handler) *service {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := storage.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := storage.NewServer(local, nil)
-	if wrap != nil {
-		h = wrap(h)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	s := storagetest.Start(t, wrap)
 	client := retryablehttp.NewClient()
 	client.Logger, client.RetryMax = nil, 0
 	t.Cleanup(client.HTTPClient.CloseIdleConnections)
-	return &service{dir: dir, url: srv.URL, store: storage.NewHTTP(srv.URL, client)}
-}
-
-// file is where the service keeps file name of version n of ark.
-func (s *service) file(ark string, n int, name string) string {
-	folder := strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(ark)
-	return filepath.Join(s.dir, folder, fmt.Sprintf("v%04d", n), filepath.FromSlash(name))
+	return &service{s, storage.NewHTTP(s.URL, client)}
 }
 
 // serviceBench is the bench with an OCFL root as its primary and the
@@ -61,9 +41,9 @@ func serviceBench(t *testing.T, s *service) (b *bench, changed, lost string) {
 	t.Helper()
 	b = newBench(t, "", t.TempDir())
 	primary := b.targets[0]
-	b.targets = []string{primary, s.url}
+	b.targets = []string{primary, s.URL}
 	b.a.Targets = func(context.Context, string) ([]audit.Target, error) {
-		return []audit.Target{{Name: primary, URL: primary, Store: b.stores[0]}, {Name: s.url, URL: s.url, Store: s.store}}, nil
+		return []audit.Target{{Name: primary, URL: primary, Store: b.stores[0]}, {Name: s.URL, URL: s.URL, Store: s.store}}, nil
 	}
 	b.a.Agent = "ingestq test on host1"
 	changed, lost = "ark:/99999/fk4a", "ark:/99999/fk4b"
@@ -76,10 +56,10 @@ func serviceBench(t *testing.T, s *service) (b *bench, changed, lost string) {
 			b.record(ark, profile, n+1, files)
 		}
 	}
-	if err := os.WriteFile(s.file(changed, 1, "a.txt"), []byte("ONE"), 0o644); err != nil {
+	if err := os.WriteFile(s.File(changed, 1, "a.txt"), []byte("ONE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(s.file(lost, 1, "sub/b.txt")); err != nil {
+	if err := os.Remove(s.File(lost, 1, "sub/b.txt")); err != nil {
 		t.Fatal(err)
 	}
 	return b, changed, lost
@@ -113,7 +93,7 @@ func TestAuditComparesEveryVersionAtAStorageService(t *testing.T) {
 	}
 	var atService []inventory.Event
 	for _, e := range d.Versions[0].Events {
-		if strings.HasPrefix(e.Detail, "audit with fixity at storage target "+s.url+":") {
+		if strings.HasPrefix(e.Detail, "audit with fixity at storage target "+s.URL+":") {
 			atService = append(atService, e)
 		}
 	}
@@ -136,8 +116,8 @@ func TestAuditOfALatestOnlyStorageService(t *testing.T) {
 	b, _, _ := serviceBench(t, s)
 	got, sum := b.run(audit.Options{Fixity: true, Record: true})
 	b.check("a latest-only service", got, nil)
-	if len(sum.Notes) != 1 || !strings.Contains(sum.Notes[0], s.url+" is a storage service that serves each object's latest version alone: "+
+	if len(sum.Notes) != 1 || !strings.Contains(sum.Notes[0], s.URL+" is a storage service that serves each object's latest version alone: "+
 		"only the latest version was compared there") || sum.EventsRecorded != 4 {
-		t.Errorf("summary %+v: want one note saying only the latest version was compared at %s, and 4 events (the primary's)", sum, s.url)
+		t.Errorf("summary %+v: want one note saying only the latest version was compared at %s, and 4 events (the primary's)", sum, s.URL)
 	}
 }

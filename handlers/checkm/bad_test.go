@@ -125,6 +125,8 @@ func TestBadGenerated(t *testing.T) {
 			`file URL "http://exa mple.org/a": invalid character " " in host name`},
 		{"bad escape in a URL-only line", manifest(IngestManifest, "http://example.org/%zz"), Limits{}, 3,
 			`file URL "http://example.org/%zz": invalid URL escape "%zz"`},
+		{"bad escape in a password", manifest(IngestManifest, "http://depositor:s3cret%zz@example.org/a"), Limits{}, 3,
+			`file URL "http://depositor:xxxxx@example.org/a": invalid URL escape "%zz"`},
 		{"empty fields", manifest(IngestManifest, "| | | | | a"), Limits{}, 3, "no file URL"},
 		{"size with a sign", manifest(IngestManifest, "http://example.org/a | | | +3 | | a"), Limits{}, 3, `file size "+3" is not a whole number`},
 		{"bidi override in a name", manifest(IngestManifest, "http://example.org/a | | | | | report\u202etxt.exe"), Limits{}, 3,

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // hashHexLen is the hex length of each supported algorithm's digest, by its
@@ -92,7 +94,7 @@ func parseFileURL(raw string, base *url.URL) (u *url.URL, relative bool, err err
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, false, fmt.Errorf("file URL %q: %w", truncate(raw), err)
+		return nil, false, fmt.Errorf("file URL %q: %w", truncate(redact.Location(raw)), err)
 	}
 	if u.Scheme == "" && u.Path == "" && u.Host == "" {
 		return nil, false, fmt.Errorf("file URL %q names no file", truncate(raw))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/internal/stall"
 )
 
@@ -176,7 +177,7 @@ func prepareRetry(req *http.Request) error {
 func (c *Client) parse(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, permanent(fmt.Errorf("bad URL: %w", err))
+		return nil, permanent(fmt.Errorf("bad URL: %s", redact.In(err.Error(), raw)))
 	}
 	switch u.Scheme {
 	case "http", "https":

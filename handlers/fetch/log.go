@@ -8,6 +8,8 @@ import (
 	"net/url"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 type loggerKey struct{}
@@ -47,18 +49,10 @@ func (c *Client) logFailure(ctx context.Context, resp *http.Response, err error)
 	case resp != nil: // a status to retry, or a body cut short (err)
 		args = []any{"url", resp.Request.URL.Redacted(), "status", resp.Status}
 	case errors.As(err, &ue):
-		args, err = []any{"url", redacted(ue.URL)}, ue.Err // ue's own text repeats the URL, password and all
+		args, err = []any{"url", redact.Location(ue.URL)}, ue.Err // ue's own text repeats the URL
 	}
 	if err != nil {
 		args = append(args, "err", err)
 	}
 	c.logger(ctx).Warn("http: request failed", args...)
-}
-
-func redacted(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // HTTP is an inventory behind an inventory service:
@@ -50,17 +52,17 @@ func (h *HTTP) Record(ctx context.Context, r Record) error {
 	what := fmt.Sprintf("record %s version %d", r.ARK, r.Version)
 	body, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
 	}
 	// A []byte body is replayed by the client on each retry.
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, body)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
 	}
 	defer closeBody(resp)
 	if resp.StatusCode/100 == 2 {
@@ -84,7 +86,7 @@ func (h *HTTP) LookupLocalID(ctx context.Context, profile, localID string) (stri
 		return "", false, err
 	}
 	if answer.ARK == "" {
-		return "", false, fmt.Errorf("inventory: %s at %s: the answer has no ark", what, target)
+		return "", false, fmt.Errorf("inventory: %s at %s: the answer has no ark", what, redact.Location(target))
 	}
 	return answer.ARK, true, nil
 }
@@ -127,7 +129,7 @@ func (h *HTTP) object(ctx context.Context, ark, query, what string) (ObjectDetai
 	case !found:
 		return ObjectDetail{}, notFound(ark)
 	case d.Object.ARK != ark:
-		return ObjectDetail{}, fmt.Errorf("inventory: %s %s at %s: the answer is of %q", what, ark, target, d.Object.ARK)
+		return ObjectDetail{}, fmt.Errorf("inventory: %s %s at %s: the answer is of %q", what, ark, redact.Location(target), d.Object.ARK)
 	}
 	for i, r := range d.Versions {
 		d.Versions[i] = canonical(r)
@@ -155,14 +157,14 @@ func (h *HTTP) List(ctx context.Context, after string, limit int) ([]ObjectRow, 
 	case err != nil:
 		return nil, err
 	case !found:
-		return nil, fmt.Errorf("inventory: %s at %s: not found: the service lists no objects (an older one?)", what, target)
+		return nil, fmt.Errorf("inventory: %s at %s: not found: the service lists no objects (an older one?)", what, redact.Location(target))
 	case len(page) > limit:
-		return nil, fmt.Errorf("inventory: %s at %s: the answer has %d objects, more than the limit %d", what, target, len(page), limit)
+		return nil, fmt.Errorf("inventory: %s at %s: the answer has %d objects, more than the limit %d", what, redact.Location(target), len(page), limit)
 	}
 	prev := after
 	for _, o := range page {
 		if o.ARK <= prev {
-			return nil, fmt.Errorf("inventory: %s at %s: the answer lists %q after %q: not in ARK order", what, target, o.ARK, prev)
+			return nil, fmt.Errorf("inventory: %s at %s: the answer lists %q after %q: not in ARK order", what, redact.Location(target), o.ARK, prev)
 		}
 		prev = o.ARK
 	}
@@ -174,12 +176,12 @@ func (h *HTTP) List(ctx context.Context, after string, limit int) ([]ObjectRow, 
 func (h *HTTP) get(ctx context.Context, target, what string, limit int64, v any) (found bool, err error) {
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: %w", what, target, err)
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
 	}
 	defer closeBody(resp)
 	switch {
@@ -189,7 +191,7 @@ func (h *HTTP) get(ctx context.Context, target, what string, limit int64, v any)
 		return false, answered(resp, what, target)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(v); err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, target, err)
+		return false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, redact.Location(target), err)
 	}
 	return true, nil
 }
@@ -218,7 +220,7 @@ func (e *answerError) Unwrap() error { return e.kind }
 
 // answered describes a non-2xx answer to what.
 func answered(resp *http.Response, what, target string) error {
-	e := &answerError{target: target, status: resp.Status, body: snippet(resp), refused: resp.StatusCode/100 == 4}
+	e := &answerError{target: redact.Location(target), status: resp.Status, body: snippet(resp), refused: resp.StatusCode/100 == 4}
 	switch resp.StatusCode {
 	case http.StatusConflict:
 		e.kind, e.refused = ErrConflict, false

@@ -159,16 +159,19 @@ func TestHTTPLocalIDConflict(t *testing.T) {
 	}
 }
 
+// A refusal carries the status and the answer, and names the service
+// with its password masked.
 func TestHTTPRefused(t *testing.T) {
 	s := newFakeService(t)
 	s.refuse = http.StatusForbidden
-	h := NewHTTP(s.srv.URL, testClient())
+	h := NewHTTP(strings.Replace(s.srv.URL, "http://", "http://ingest:s3cret@", 1), testClient())
 	err := h.Record(context.Background(), record(arkA, 1, "one"))
 	if !Refused(err) || errors.Is(err, ErrConflict) {
 		t.Fatalf("a 403: %v, want Refused", err)
 	}
-	if !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "refused by policy") {
-		t.Fatalf("error %q does not carry the status and the answer", err)
+	if !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "refused by policy") ||
+		!strings.Contains(err.Error(), "ingest:xxxxx@") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %q does not carry the status and the answer, or shows the password", err)
 	}
 	if n := s.postCount(); n != 1 {
 		t.Fatalf("a refusal was sent %d times, want once", n)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // FileRow is one file of a recorded version.
@@ -83,6 +86,29 @@ type ObjectRow struct {
 type ObjectDetail struct {
 	Object   ObjectRow `json:"object"`
 	Versions []Record  `json:"versions"`
+}
+
+// Shown is d as the API, the dashboard and `ingestq object` show it: each
+// copy's target and URL, and the events that name them, with any password
+// masked. The inventory keeps them as written: Storing matches copies by
+// them.
+func (d ObjectDetail) Shown() ObjectDetail {
+	d.Versions = slices.Clone(d.Versions)
+	for i := range d.Versions {
+		v := &d.Versions[i]
+		var places []string
+		v.Replicas = slices.Clone(v.Replicas)
+		for j := range v.Replicas {
+			c := &v.Replicas[j]
+			places = append(places, c.Target, c.URL)
+			c.Target, c.URL = redact.Location(c.Target), redact.Location(c.URL)
+		}
+		v.Events = slices.Clone(v.Events)
+		for j := range v.Events {
+			v.Events[j].Detail = redact.In(v.Events[j].Detail, places...)
+		}
+	}
+	return d
 }
 
 // Inventory records stored versions and maps local ids to ARKs.

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/internal/sha256hex"
 )
 
@@ -116,11 +117,11 @@ func checkReplicas(r Record) string {
 	for i, c := range r.Replicas {
 		switch {
 		case c.Target == "" || c.URL == "" || !clean(c.Target, c.URL):
-			return fmt.Sprintf("replica %q at %q: target or URL is empty, or has a NUL or bad UTF-8", c.Target, c.URL)
+			return fmt.Sprintf("replica %q at %q: target or URL is empty, or has a NUL or bad UTF-8", redact.Location(c.Target), redact.Location(c.URL))
 		case i > 0 && r.Replicas[i-1].Target == c.Target:
-			return fmt.Sprintf("replica target %q listed twice", c.Target)
+			return fmt.Sprintf("replica target %q listed twice", redact.Location(c.Target))
 		case c.Verified.IsZero():
-			return fmt.Sprintf("replica %q has no verified time", c.Target)
+			return fmt.Sprintf("replica %q has no verified time", redact.Location(c.Target))
 		}
 	}
 	return ""

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // Handle is an opened inventory, to be closed when done.
@@ -84,9 +86,5 @@ func open(ctx context.Context, target, defaultPath string, client *retryablehttp
 	if u, err := url.Parse(target); err == nil && u.Scheme == "file" && u.Path != "" && (u.Host == "" || u.Host == "localhost") {
 		return local(u.Path)
 	}
-	shown := target
-	if u, err := url.Parse(target); err == nil {
-		shown = u.Redacted() // no password in the message
-	}
-	return nil, fmt.Errorf("inventory %q: %w: want a file path, postgres://…, or http(s)://…", shown, ErrInvalid)
+	return nil, fmt.Errorf("inventory %q: %w: want a file path, postgres://…, or http(s)://…", redact.Location(target), ErrInvalid)
 }

@@ -50,6 +50,10 @@ func TestOpenRefusesWhatItCannotOpen(t *testing.T) {
 		{"s3://bucket/inv", "x.db", `inventory "s3://bucket/inv": invalid: want a file path, postgres://…, or http(s)://…`},
 		{"mysql://me:secret@db/inv", "x.db", `"mysql://me:xxxxx@db/inv"`},
 		{"postgres://me:secret@127.0.0.1:5432/inv?sslmode=bogus", "x.db", "invalid PostgreSQL URL"},
+		// url.Parse refuses these; pgx hid only the password's start.
+		{"mysql://me:p@secret word@db/inv", "x.db", `"mysql://me:xxxxx@db/inv"`},
+		{"postgres://me:p@secret word@127.0.0.1:5432/inv", "x.db", "invalid PostgreSQL URL postgres://me:xxxxx@127.0.0.1:5432/inv: failed to parse as URL"},
+		{"postgres://me:secret%zz@127.0.0.1:5432/inv", "x.db", "invalid PostgreSQL URL postgres://me:xxxxx@127.0.0.1:5432/inv"},
 	} {
 		h, err := Open(ctx, c.target, c.defaultPath, nil)
 		if err == nil {

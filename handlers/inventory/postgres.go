@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,8 +78,8 @@ func NewPostgresReader(ctx context.Context, url string) (*Postgres, error) {
 // (what, in errors) on it, trying again while the database is out of reach.
 func connectPrepared(ctx context.Context, url, what string, prepare func(context.Context, *pgxpool.Pool) error) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil { // pgx's message hides the password
-		return nil, fmt.Errorf("inventory: %w PostgreSQL URL: %w", ErrInvalid, err)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w PostgreSQL URL %s: %s", ErrInvalid, redact.Location(url), parseProblem(err, url))
 	}
 	cc := cfg.ConnConfig
 	if cc.ConnectTimeout == 0 {
@@ -99,6 +100,23 @@ func connectPrepared(ctx context.Context, url, what string, prepare func(context
 		return nil, err
 	}
 	return p, nil
+}
+
+// parseProblem is what pgx found wrong with url, without url: pgx hides
+// only the password's start in a URL url.Parse refuses (of
+// "postgres://u:p@ss word@h/db" it shows "u:xxxxx@ss word@h"), and its
+// cause quotes the rest ("unexpected spaces found in \"ss word@h\""). The
+// cause is given only for a url that holds no secret.
+func parseProblem(err error, url string) string {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return redact.In(err.Error(), url)
+	}
+	_, problem, _ := strings.Cut(pe.Error(), "`: ")
+	if cause := pe.Unwrap(); cause != nil && redact.Location(url) != url {
+		problem = strings.TrimSuffix(problem, " ("+cause.Error()+")")
+	}
+	return problem
 }
 
 // Close closes the pool's connections.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // maxBodyShown is how much of a failed reply goes into the error: enough
@@ -42,11 +43,11 @@ func (e *StatusError) Error() string {
 // reply is success; any other final status is a *StatusError; a transport
 // failure is a *fetch.RequestError. Each names the URL once.
 func Callback(ctx context.Context, client *retryablehttp.Client, rawURL string, payload any) error {
+	shown := redact.Location(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fmt.Errorf("callback: bad URL: %w", err)
+		return fmt.Errorf("callback: bad URL: %s", redact.In(err.Error(), rawURL))
 	}
-	shown := u.Redacted()
 	if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
 		return fmt.Errorf("callback %s: not an http(s) URL", shown)
 	}

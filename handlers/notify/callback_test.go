@@ -169,6 +169,10 @@ func TestCallbackBadInput(t *testing.T) {
 		{"nil client", nil, "http://example.org", done{}, "no HTTP client"},
 		{"payload", fastClient(), "http://example.org", func() {}, "encode payload"},
 		{"password hidden", fastClient(), "ftp://user:secret@example.org", done{}, "user:xxxxx@"},
+		// url.Parse's error repeats what it refuses, the password and all.
+		{"unparsable, password hidden", fastClient(), "https://hook:p@secret word@cb.example.org/done", done{}, "bad URL"},
+		{"control character, password hidden", fastClient(), "https://hook:secret\x01@cb.example.org/done", done{}, `hook:xxxxx@`},
+		{"token in the query hidden", fastClient(), "ftp://cb.example.org/done?token=secret", done{}, "token=xxxxx"},
 	}
 	for _, tt := range tests {
 		err := Callback(context.Background(), tt.client, tt.url, tt.payload)

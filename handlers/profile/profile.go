@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // Profile is the configuration of one collection: how its jobs are queued,
@@ -143,16 +145,17 @@ func checkURL(s string, schemes ...string) error {
 	if s == "" || (strings.HasPrefix(s, "/") && slices.Contains(schemes, "file")) {
 		return nil
 	}
+	shown := redact.Location(s)
 	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", s, err)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("%q is not a URL: %w", shown, ue.Err) // ue's own text repeats s
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" && !slices.Contains(schemes, scheme) {
-		return fmt.Errorf("%q: want an absolute path or a URL of %s", s, strings.Join(append([]string{"http", "https"}, schemes...), ", "))
+		return fmt.Errorf("%q: want an absolute path or a URL of %s", shown, strings.Join(append([]string{"http", "https"}, schemes...), ", "))
 	}
 	if u.Host == "" && scheme != "file" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%q has no host", shown)
 	}
 	return nil
 }

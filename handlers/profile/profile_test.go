@@ -105,6 +105,10 @@ func TestValidate(t *testing.T) {
 		{"callback relative", func(p *Profile) { p.Callback = "/hook" }, "callback"},
 		{"report_callback scheme", func(p *Profile) { p.ReportCallback = "ftp://example.org/r" }, "report_callback"},
 		{"inventory host", func(p *Profile) { p.Inventory = "https:///x" }, "inventory"},
+		// Named with the password masked: url.Parse's error repeats it.
+		{"inventory unparsable", func(p *Profile) { p.Inventory = "postgres://u:p@s3cret word@db/inv" }, "inventory"},
+		{"inventory key=value", func(p *Profile) { p.Inventory = "host=db password=s3cret" }, "inventory"},
+		{"storage unparsable", func(p *Profile) { p.Storage = "/ocfl,https://u:s3cret%zz@storage.example.org/" }, "storage"},
 		{"empty naan", func(p *Profile) { p.NAAN = "" }, "naan"},
 		{"vowel shoulder", func(p *Profile) { p.Shoulder = "fa4" }, "shoulder"},
 		{"rule priority", func(p *Profile) { p.LargeJobs = []SizeRule{{Over: 1, Priority: 100}} }, "large_jobs[0].priority"},
@@ -121,6 +125,8 @@ func TestValidate(t *testing.T) {
 				t.Errorf("unexpected error: %v", err)
 			case tt.field != "" && (err == nil || !strings.Contains(err.Error(), `"`+tt.field+`"`)):
 				t.Errorf("error %v does not name field %q", err, tt.field)
+			case err != nil && strings.Contains(err.Error(), "s3cret"):
+				t.Errorf("error %v shows the password", err)
 			}
 		})
 	}

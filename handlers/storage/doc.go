@@ -13,8 +13,8 @@
 //
 //   - [HTTP] speaks to a storage service: one streamed multipart POST per
 //     Put (rebuilt from the files on each retry), one GET per Latest; for
-//     an audit ([Surveyor]), one GET of every version and one per file read
-//     back.
+//     an audit ([Surveyor]) and the access queue ([Reader]), one GET of
+//     every version and one per file read back.
 //     A 4xx answer is a refusal ([Refused]); retrying cannot fix it.
 //   - [Local], the store ingestq kept before OCFL: dir/<ark>/v0001/<files>
 //     with a version.json beside them. A daemon imports such a folder into

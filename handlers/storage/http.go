@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // HTTP is a store behind a storage service:
@@ -26,9 +28,9 @@ import (
 //	                               first, each file's size as stored (-1: its copy is gone)
 //	GET  <endpoint>/content/<ark>?version=n&file=name → the file's bytes
 //
-// The last two are what an audit reads (Survey); a service that answers
-// versions=all with the latest Version alone serves no older one
-// ([ErrLatestOnly]).
+// The last two are what an audit (Survey) and the access queue (Read)
+// read; a service that answers versions=all with the latest Version alone
+// serves no older one ([ErrLatestOnly]).
 //
 // 5xx answers and network errors are retried by the client; 4xx are
 // refusals ([Refused]).
@@ -40,6 +42,7 @@ type HTTP struct {
 var (
 	_ Store    = (*HTTP)(nil)
 	_ Surveyor = (*HTTP)(nil)
+	_ Reader   = (*HTTP)(nil)
 )
 
 // ErrLatestOnly is a storage service that serves each object's latest
@@ -86,7 +89,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 	target := h.endpoint + "/objects"
 	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files, Describing: obj.Describing, Message: obj.Message})
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
 	}
 	// A source file that fails mid-stream cancels the request with the
 	// reason, so the client stops retrying what cannot succeed.
@@ -96,7 +99,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 	defer b.finish()
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, retryablehttp.ReaderFunc(b.open))
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
 	}
 	req.Header.Set("Content-Type", "multipart/form-data; boundary="+b.boundary)
 	req.Header.Set("Accept", "application/json")
@@ -107,21 +110,21 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 		if err == nil {
 			resp.Body.Close()
 		}
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, src.err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), src.err)
 	}
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, target, err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
 	}
 	defer closeBody(resp)
 	if resp.StatusCode/100 != 2 {
-		return Version{}, answerError(resp, "put "+obj.ARK, target)
+		return Version{}, answerError(resp, "put "+obj.ARK, redact.Location(target))
 	}
 	var r putReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: reading the answer: %w", obj.ARK, target, err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: reading the answer: %w", obj.ARK, redact.Location(target), err)
 	}
 	if r.ARK != obj.ARK || r.Number < 1 {
-		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, target, r.ARK, r.Number)
+		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, redact.Location(target), r.ARK, r.Number)
 	}
 	v := Version{ARK: r.ARK, Number: r.Number, Created: r.Created, Changed: r.Changed, Files: slices.Clone(files),
 		Message: r.Message, URL: h.objectURL(r.ARK)}
@@ -139,21 +142,21 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 	target := h.objectURL(ark)
 	resp, err := h.get(ctx, target, "application/json")
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, target, err)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, redact.Location(target), err)
 	}
 	defer closeBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return Version{}, fmt.Errorf("storage: %s at %s: %w", ark, target, ErrNotFound)
+		return Version{}, fmt.Errorf("storage: %s at %s: %w", ark, redact.Location(target), ErrNotFound)
 	case resp.StatusCode/100 != 2:
-		return Version{}, answerError(resp, "latest of "+ark, target)
+		return Version{}, answerError(resp, "latest of "+ark, redact.Location(target))
 	}
 	var v Version
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v); err != nil {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: reading the answer: %w", ark, target, err)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: reading the answer: %w", ark, redact.Location(target), err)
 	}
 	if v.ARK != ark || v.Number < 1 {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: answer names %q version %d", ark, target, v.ARK, v.Number)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: answer names %q version %d", ark, redact.Location(target), v.ARK, v.Number)
 	}
 	v.Changed, v.URL = false, target
 	slices.SortFunc(v.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
@@ -178,7 +181,7 @@ func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
 	}
 	target := h.objectURL(ark) + "?versions=all"
 	fail := func(format string, a ...any) (Stored, error) {
-		return nil, fmt.Errorf("storage: versions of %s from %s: "+format, append([]any{ark, target}, a...)...)
+		return nil, fmt.Errorf("storage: versions of %s from %s: "+format, append([]any{ark, redact.Location(target)}, a...)...)
 	}
 	resp, err := h.get(ctx, target, "application/json")
 	if err != nil {
@@ -187,9 +190,9 @@ func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
 	defer closeBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("storage: %s at %s: %w", ark, target, ErrNotFound)
+		return nil, fmt.Errorf("storage: %s at %s: %w", ark, redact.Location(target), ErrNotFound)
 	case resp.StatusCode/100 != 2:
-		return nil, answerError(resp, "versions of "+ark, target)
+		return nil, answerError(resp, "versions of "+ark, redact.Location(target))
 	}
 	var r surveyReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&r); err != nil {
@@ -212,6 +215,32 @@ func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
 	return &httpStored{h: h, ark: ark, versions: r.Versions}, nil
 }
 
+// Read is Survey for the access queue: a file whose stored copy the
+// service says is gone fails the read, as an OCFL root's Read does. A
+// service that serves each object's latest version alone gives that
+// version, as a [LatestOnly].
+func (h *HTTP) Read(ctx context.Context, ark string) (Stored, error) {
+	o, err := h.Survey(ctx, ark)
+	if errors.Is(err, ErrLatestOnly) {
+		v, lerr := h.Latest(ctx, ark)
+		if lerr != nil {
+			return nil, lerr
+		}
+		return &latestStored{httpStored{h: h, ark: ark, versions: []Version{v}}, err}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range o.Versions() {
+		for _, f := range v.Files {
+			if f.Size == Absent {
+				return nil, fmt.Errorf("storage: %s at %s: the stored copy of file %q of version %d is gone", ark, redact.Location(h.endpoint), f.Name, v.Number)
+			}
+		}
+	}
+	return o, nil
+}
+
 // httpStored is an object as a storage service surveyed it.
 type httpStored struct {
 	h        *HTTP
@@ -221,23 +250,43 @@ type httpStored struct {
 
 func (s *httpStored) Versions() []Version { return s.versions }
 
+// latestStored is the latest version alone, from a service that serves no
+// other; why says so.
+type latestStored struct {
+	httpStored
+	why error
+}
+
+func (s *latestStored) Why() error { return s.why }
+
+// Open is httpStored's; a file the service will not give is said to come
+// from a service older than the content call, which such a service may be.
+func (s *latestStored) Open(ctx context.Context, n int, name string) (io.ReadCloser, error) {
+	rc, err := s.httpStored.Open(ctx, n, name)
+	if errors.Is(err, ErrNotFound) || Refused(err) {
+		return nil, fmt.Errorf("%w (%s serves each object's latest version alone, and may be older than the protocol's "+
+			"GET /content/{ark} of a file's bytes)", err, redact.Location(s.h.endpoint))
+	}
+	return rc, err
+}
+
 // Open streams file name of version n from the service.
 func (s *httpStored) Open(ctx context.Context, n int, name string) (io.ReadCloser, error) {
 	target := s.h.endpoint + "/content/" + url.PathEscape(s.ark) + "?" +
 		url.Values{"version": {strconv.Itoa(n)}, "file": {name}}.Encode()
 	resp, err := s.h.get(ctx, target, "application/octet-stream")
 	if err != nil {
-		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, target, err)
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, redact.Location(target), err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		defer closeBody(resp)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %q: %w", name, n, s.ark, target,
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %q: %w", name, n, s.ark, redact.Location(target),
 			strings.TrimSpace(string(b)), ErrNotFound)
 	case resp.StatusCode/100 != 2:
 		defer closeBody(resp)
-		return nil, answerError(resp, fmt.Sprintf("file %q of version %d of %s", name, n, s.ark), target)
+		return nil, answerError(resp, fmt.Sprintf("file %q of version %d of %s", name, n, s.ark), redact.Location(target))
 	}
 	return resp.Body, nil
 }

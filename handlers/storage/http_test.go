@@ -85,19 +85,23 @@ func TestHTTPPutAndLatest(t *testing.T) {
 	}
 }
 
+// A refusal names the service's URL, its password masked.
 func TestHTTPRefused(t *testing.T) {
 	s := newFakeStorage(t)
 	s.refuse = 422
-	h := NewHTTP(s.srv.URL, testClient())
+	h := NewHTTP(strings.Replace(s.srv.URL, "http://", "http://ingest:s3cret@", 1), testClient())
 	_, err := h.Put(context.Background(), Object{ARK: testARK, Files: bigFiles(t)})
 	if !Refused(err) {
 		t.Fatalf("put refused with 422: %v, want Refused", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{s.srv.URL + "/objects", "422", refusal} {
+	for _, want := range []string{strings.Replace(s.srv.URL, "http://", "http://ingest:xxxxx@", 1) + "/objects", "422", refusal} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not name %q", msg, want)
 		}
+	}
+	if strings.Contains(msg, "s3cret") {
+		t.Errorf("error %q shows the service's password", msg)
 	}
 	if strings.Contains(msg, "TAIL") {
 		t.Errorf("error %q carries more than 200 bytes of the answer", msg)

@@ -250,9 +250,9 @@ type Reader interface {
 // Surveyor is a store an audit reads through: Survey is Read, except that
 // a file whose stored content is missing has Size Absent (and fails Open)
 // instead of failing the whole read, so that the audit names that file. A
-// storage service ([HTTP]) is a Surveyor and not a Reader: the access
-// queue reads from the first Reader among a profile's targets, which stays
-// an OCFL root.
+// store that is both (an OCFL root, a storage service: [HTTP]) is surveyed
+// by the audit. The access queue reads from a profile's first OCFL root,
+// and from a storage service only where the profile has no root.
 type Surveyor interface {
 	Survey(ctx context.Context, ark string) (Stored, error)
 }
@@ -282,9 +282,18 @@ const Absent = -1
 // Stored is one object as a store holds it.
 type Stored interface {
 	// Versions lists every version, oldest first (Number 1, 2, …), each
-	// with its files sorted by name, sizes and digests set.
+	// with its files sorted by name, sizes and digests set; a LatestOnly
+	// lists its latest alone.
 	Versions() []Version
 	// Open reads the bytes of file name of version n; a version or file
 	// the object lacks wraps ErrNotFound.
 	Open(ctx context.Context, n int, name string) (io.ReadCloser, error)
+}
+
+// LatestOnly is a Stored that holds its object's latest version alone (its
+// Number may be above 1): what a storage service that serves no older
+// version gives ([HTTP.Read]). Why wraps ErrLatestOnly, naming the service.
+type LatestOnly interface {
+	Stored
+	Why() error
 }

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // ErrListen marks an address the server cannot listen on (errors.Is).
@@ -209,7 +211,7 @@ func (s *Server) Close() {
 func CheckAdvertise(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("%q: want an http(s) URL of a host, like http://ingest1.example.org:8080", raw)
+		return "", fmt.Errorf("%q: want an http(s) URL of a host, like http://ingest1.example.org:8080", redact.Location(raw))
 	}
 	return strings.TrimRight(raw, "/"), nil
 }

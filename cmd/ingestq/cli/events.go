@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -49,10 +50,10 @@ func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				a.log.Warn("nats: connection lost; reconnecting", "url", a.natsURL(), "err", err)
+				a.log.Warn("nats: connection lost; reconnecting", "url", a.natsShown(), "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("nats: reconnected", "url", a.natsURL()) }),
+		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("nats: reconnected", "url", a.natsShown()) }),
 	)...)
 }
 
@@ -70,7 +71,7 @@ func (a *app) eventsNATS() (*nats.Conn, error) {
 // answers.
 func (a *app) natsWhy(err error) string {
 	return cmp.Or(a.natsRefusal(err), fmt.Sprintf("the daemon's NATS is not reachable at %s (is ingestq serve running? --nats or %s say where)",
-		a.natsURL(), EnvNATS))
+		a.natsShown(), EnvNATS))
 }
 
 // natsRefusal says how the credentials or TLS for NATS failed, or "" when
@@ -80,12 +81,12 @@ func (a *app) natsRefusal(err error) string {
 	switch {
 	case events.AuthRefused(err):
 		return fmt.Sprintf("NATS at %s refused the credentials: authorization failed (--nats-creds, --nats-token or "+
-			"--nats-tls-ca/-cert/-key give those it asks for)", a.natsURL())
+			"--nats-tls-ca/-cert/-key give those it asks for)", a.natsShown())
 	case events.TLSFailed(err):
 		return fmt.Sprintf("the TLS handshake with NATS at %s failed (--nats-tls-ca names the CA of its certificate, "+
-			"--nats-tls-cert and --nats-tls-key the client certificate it asks for)", a.natsURL())
+			"--nats-tls-cert and --nats-tls-key the client certificate it asks for)", a.natsShown())
 	case errors.As(err, &file):
-		return fmt.Sprintf("%s, given for NATS at %s, cannot be read", file.Path, a.natsURL())
+		return fmt.Sprintf("%s, given for NATS at %s, cannot be read", file.Path, a.natsShown())
 	}
 	return ""
 }
@@ -135,10 +136,10 @@ func (a *app) tailCommand() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			a.log.Debug("events tail: following", "subject", subject, "nats", a.natsURL())
+			a.log.Debug("events tail: following", "subject", subject, "nats", a.natsShown())
 			if !a.json() {
 				// Nothing else is printed until an event comes: say what it waits for.
-				a.note("waiting for events on %s from %s; each is printed as it comes (Ctrl-C stops)", subject, nc.ConnectedUrlRedacted())
+				a.note("waiting for events on %s from %s; each is printed as it comes (Ctrl-C stops)", subject, redact.Location(nc.ConnectedUrl()))
 			}
 			return asExit1(events.Tail(cmd.Context(), nc, subject, func(ev events.Event) {
 				if a.json() {
@@ -410,7 +411,7 @@ func (a *app) publishBestEffort(q *queue.Queue, ev events.Event) {
 	}
 	if err := a.publishAdmin(q, ev); err != nil {
 		a.log.Debug("event not sent (daemons notice the change on their next rescan)",
-			"subject", ev.Subject(), "nats", a.natsURL(), "err", err)
+			"subject", ev.Subject(), "nats", a.natsShown(), "err", err)
 		a.admin.notSent(ev, err)
 	}
 }
@@ -511,7 +512,7 @@ func (a *app) recorded(ctx context.Context, f events.Filter, fn func(events.Even
 	}
 	if err != nil {
 		a.log.Warn("the recorded events were not read: what became of a request no longer in the queue is not known",
-			"nats", a.natsURL(), "err", err)
+			"nats", a.natsShown(), "err", err)
 	}
 	return err
 }
@@ -548,7 +549,7 @@ func (a *app) closeAdmin() {
 		return
 	}
 	why := fmt.Sprintf("NATS at %s did not take it; --nats or %s must name the daemon's NATS (its serve --nats-listen "+
-		"address, or the cluster its --nats names)", a.natsURL(), EnvNATS)
+		"address, or the cluster its --nats names)", a.natsShown(), EnvNATS)
 	attrs := []any{"events_not_recorded", p.lost, "err", p.lastErr}
 	if refused := a.natsRefusal(p.lastErr); refused != "" {
 		why = refused
@@ -559,7 +560,7 @@ func (a *app) closeAdmin() {
 	} else if p.nc != nil && (errors.Is(p.lastErr, context.DeadlineExceeded) || errors.Is(p.lastErr, nats.ErrTimeout)) {
 		// It has the stream (else: no responders), which did not answer.
 		why = fmt.Sprintf("NATS at %s is up, but its event stream did not answer (a NATS cluster electing a stream leader, "+
-			"or one short of its quorum: see `ingestq hosts forget`; the daemons' /readyz says so)", a.natsURL())
+			"or one short of its quorum: see `ingestq hosts forget`; the daemons' /readyz says so)", a.natsShown())
 	}
 	a.log.Warn("the change is made, but its event is not recorded: "+why, attrs...)
 }

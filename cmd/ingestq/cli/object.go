@@ -51,6 +51,7 @@ func (a *app) objectCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
+			d = d.Shown()
 			if a.json() {
 				return a.writeJSON(struct {
 					Inventory string `json:"inventory"`

@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // apiFlagHelp is --api's help, for the commands that read objects.
@@ -113,13 +114,11 @@ func (a *app) objectSource(ctx context.Context, f objectFlags) (_ *namedObjects,
 	return viaAPI(why)
 }
 
-// shownTarget is an --inventory as shown: a URL without its password.
+// shownTarget is an --inventory as shown: a URL without its password, a
+// file by its absolute path.
 func shownTarget(target string) string {
-	if strings.Contains(target, "://") {
-		if u, err := url.Parse(target); err == nil {
-			return u.Redacted()
-		}
-		return target
+	if shown := redact.Location(target); shown != target || strings.Contains(target, "://") {
+		return shown
 	}
 	if abs, err := filepath.Abs(strings.TrimPrefix(target, "file:")); err == nil {
 		return abs

@@ -26,6 +26,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/httpd"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -410,7 +411,7 @@ func (a *app) settleNATS(f serveFlags) {
 	default:
 		return
 	}
-	a.log.Info("serve: "+EnvNATS+" is where the CLI finds events; this daemon embeds the NATS server", "why", why, EnvNATS, a.nats)
+	a.log.Info("serve: "+EnvNATS+" is where the CLI finds events; this daemon embeds the NATS server", "why", why, EnvNATS, a.natsShown())
 	a.nats, a.natsFromEnv = "", false
 }
 
@@ -579,7 +580,7 @@ func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 		return nil, nil
 	}
 	if a.nats != "" {
-		return nil, usagef("--nats-cluster clusters the embedded NATS server, --nats %s replaces it: give one", a.nats)
+		return nil, usagef("--nats-cluster clusters the embedded NATS server, --nats %s replaces it: give one", a.natsShown())
 	}
 	url, err := events.RouteURL(f.natsCluster)
 	if err != nil {
@@ -616,7 +617,7 @@ func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes,
 	}
 	if err != nil && a.natsFromEnv {
 		err = fmt.Errorf("%w (%s is set, to %s: serve joins that NATS rather than embed one; for an embedded server "+
-			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.nats, EnvNATS)
+			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.natsShown(), EnvNATS)
 	}
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -638,7 +639,7 @@ func perState(in map[string]int, m map[queue.State]int) error {
 
 func natsWhere(url string, bus *events.Bus) string {
 	if url != "" {
-		return url
+		return redact.Location(url)
 	}
 	if u := bus.ClientURL(); u != "" {
 		return "embedded, " + u
@@ -654,3 +655,7 @@ func (a *app) natsURL() string {
 	}
 	return "nats://127.0.0.1:4222"
 }
+
+// natsShown is natsURL as messages and logs show it: without a password
+// or token.
+func (a *app) natsShown() string { return redact.Location(a.natsURL()) }

@@ -187,11 +187,11 @@ func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, 
 		msgs = make(chan *nats.Msg, 1<<16)
 		for _, subject := range []string{"ingestq.job.>", "ingestq.batch.>"} {
 			if _, err := nc.ChanSubscribe(subject, msgs); err != nil {
-				return fmt.Errorf("nats %s: subscribe %s: %w", a.natsURL(), subject, err)
+				return fmt.Errorf("nats %s: subscribe %s: %w", a.natsShown(), subject, err)
 			}
 		}
 		if err := nc.FlushTimeout(waitDial); err != nil {
-			return fmt.Errorf("nats %s: subscribe: %w", a.natsURL(), err)
+			return fmt.Errorf("nats %s: subscribe: %w", a.natsShown(), err)
 		}
 	}
 	if err := q.Init(ctx); err != nil {

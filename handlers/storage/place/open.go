@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // acceptedForms is named by every error about a place URL.
@@ -53,15 +55,15 @@ func placeKind(rawURL string) (kind, target string, err error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", "", fmt.Errorf("place: %q: %v; want %s", rawURL, err, acceptedForms)
+		return "", "", fmt.Errorf("place: %q: %s; want %s", redact.Location(rawURL), redact.In(err.Error(), rawURL), acceptedForms)
 	}
 	switch {
 	case u.Scheme == "s3":
 		return "s3", rawURL, nil
 	case u.Scheme != "file":
-		return "", "", fmt.Errorf("place: %s: unknown scheme %q; want %s", u.Redacted(), u.Scheme, acceptedForms)
+		return "", "", fmt.Errorf("place: %s: unknown scheme %q; want %s", redact.Location(rawURL), u.Scheme, acceptedForms)
 	case u.Host != "" && u.Host != "localhost", u.Path == "", u.RawQuery != "", u.Fragment != "":
-		return "", "", fmt.Errorf("place: %s: a file URL is file:///absolute/path; want %s", u.Redacted(), acceptedForms)
+		return "", "", fmt.Errorf("place: %s: a file URL is file:///absolute/path; want %s", redact.Location(rawURL), acceptedForms)
 	}
 	return "local", u.Path, nil
 }

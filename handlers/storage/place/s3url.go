@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 const (
@@ -41,10 +43,10 @@ type s3Config struct {
 func parseS3URL(rawURL string) (s3Config, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return s3Config{}, fmt.Errorf("place: S3 URL: %w", err)
+		return s3Config{}, fmt.Errorf("place: S3 URL: %s", redact.In(err.Error(), rawURL))
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("place: S3 URL %s: %s", u.Redacted(), fmt.Sprintf(format, args...))
+		return fmt.Errorf("place: S3 URL %s: %s", redact.Location(rawURL), fmt.Sprintf(format, args...))
 	}
 	if u.Scheme != "s3" {
 		return s3Config{}, bad("not an s3:// URL")
