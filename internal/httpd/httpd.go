@@ -4,6 +4,7 @@
 // is bound before those parts are built, so that they know the URL other
 // hosts reach it at, and it is closed with the daemon. A client that stalls
 // (a body that stops arriving, an answer not taken) is cut after a minute.
+// It answers only a request whose Host it is reached by (hosts.go).
 package httpd
 
 import (
@@ -50,6 +51,12 @@ type Server struct {
 	served chan struct{} // closed when Serve has returned
 	log    *slog.Logger
 	watch  atomic.Pointer[RequestObserver]
+	// The Host check (hosts.go): the names the server always answers
+	// to besides IP literals and localhost, the check in force, and
+	// which refusals are logged.
+	own     []string
+	hosts   atomic.Pointer[hostCheck]
+	refused refusalLog
 }
 
 // RequestObserver is told of each request served: the pattern of the
@@ -84,6 +91,9 @@ func StartTLS(addr, certFile, keyFile string, log *slog.Logger) (*Server, error)
 
 func newServer(ln net.Listener, addr, scheme string, log *slog.Logger) *Server {
 	s := &Server{mux: http.NewServeMux(), ln: ln, listen: addr, scheme: scheme, served: make(chan struct{}), log: log}
+	hostname, _ := os.Hostname()
+	s.own = ownNames(hostname, addr)
+	s.AnswerTo(nil, "the server's host names")
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
@@ -102,10 +112,12 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 func (s *Server) Observe(fn RequestObserver) { s.watch.Store(&fn) }
 
 // serve routes a request through the mux, with the body's and the writes'
-// deadlines (ioTimeout), telling the observer of it. Every answer is
-// nosniff: a browser takes none as a script or a style sheet unless its
-// type says it is one, so the dashboard's CSP ('self') cannot be met by a
-// depositor's file that the hand-off route serves as octet-stream.
+// deadlines (ioTimeout), telling the observer of it; a request for a Host
+// the server does not answer to is refused before it reaches a route
+// (hosts.go). Every answer is nosniff: a browser takes none as a script or
+// a style sheet unless its type says it is one, so the dashboard's CSP
+// ('self') cannot be met by a depositor's file that the hand-off route
+// serves as octet-stream.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -116,8 +128,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 	}
 	sw := &statusWriter{ResponseWriter: w, rc: rc}
-	s.mux.ServeHTTP(sw, r) // sets r.Pattern to the route that took it
-	sw.takeWithin()        // the buffered rest goes out now, maybe long after the handler's last write
+	if c := s.hosts.Load(); c.answers(r.Host) {
+		s.mux.ServeHTTP(sw, r) // sets r.Pattern to the route that took it
+	} else {
+		s.refuse(sw, r, c)
+	}
+	sw.takeWithin() // the buffered rest goes out now, maybe long after the handler's last write
 	if fn := s.watch.Load(); fn != nil && *fn != nil {
 		(*fn)(r.Pattern, cmp.Or(sw.code, http.StatusOK), time.Since(began))
 	}

@@ -222,7 +222,7 @@ func TestStalledBodyIsCutOff(t *testing.T) {
 		}
 	}))
 	conn := dial(t, s)
-	if _, err := io.WriteString(conn, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\none byte of 100"); err != nil {
+	if _, err := io.WriteString(conn, "POST /in HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\none byte of 100"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -261,7 +261,7 @@ func TestUnreadAnswerIsCutOff(t *testing.T) {
 		}
 	}))
 	conn := dial(t, s)
-	if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	select { // the client reads nothing

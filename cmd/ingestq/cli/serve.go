@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -50,6 +51,7 @@ const (
 	EnvStates      = "INGESTQ_STATES"
 	EnvHTTP        = "INGESTQ_HTTP"
 	EnvAdvertise   = "INGESTQ_ADVERTISE"
+	EnvHTTPHosts   = "INGESTQ_HTTP_HOSTS"
 	EnvTLSCert     = "INGESTQ_TLS_CERT"
 	EnvTLSKey      = "INGESTQ_TLS_KEY"
 	EnvAPITokens   = "INGESTQ_API_TOKENS"
@@ -69,6 +71,7 @@ type serveFlags struct {
 	states       string
 	http         string
 	advertise    string
+	httpHosts    string
 	stalledAfter string
 	tlsCert      string
 	tlsKey       string
@@ -105,7 +108,9 @@ func (a *app) serveCommand() *cobra.Command {
 			"same queue work the rest. The HTTP server (--http) serves each job's storage manifest, its files\n" +
 			"and its inventory manifest at the URLs written into the job (--advertise), so that whoever\n" +
 			"works Storing and Recording can read them from another host, and the REST API under /api/v1\n" +
-			"(its bearer tokens in --api-tokens; HTTPS with --tls-cert and --tls-key).\n\n" +
+			"(its bearer tokens in --api-tokens; HTTPS with --tls-cert and --tls-key). It answers only a\n" +
+			"request whose Host it is reached by (IP addresses, localhost, this machine's name, the --http and\n" +
+			"--advertise hosts, --http-hosts), so that no web page on another name can read it (DNS rebinding).\n\n" +
 			"NATS: by default an embedded server (JetStream store under --data-dir) listening on\n" +
 			"--nats-listen for the CLI and outside subscribers; with --nats-cluster the daemons'\n" +
 			"embedded servers form one NATS cluster by themselves (routes announced in ZooKeeper),\n" +
@@ -144,6 +149,9 @@ func (a *app) serveCommand() *cobra.Command {
 		"its files and its inventory manifest to whoever works Storing and Recording (env "+EnvHTTP+")")
 	fl.StringVar(&f.advertise, "advertise", a.env(EnvAdvertise, ""), "the URL other hosts reach --http at, in the jobs' manifest URLs (env "+EnvAdvertise+";\n"+
 		"default http://HOST:PORT: the --http host, or this machine's name when --http listens on every interface)")
+	fl.StringVar(&f.httpHosts, "http-hosts", a.env(EnvHTTPHosts, ""), "further names --http answers to as Host, comma-separated: a proxy's public name, DNS aliases, Prometheus targets;\n"+
+		"*.example.org for every name under example.org; * for every Host (unsafe: DNS rebinding reaches the server). Always answered: IP\n"+
+		"addresses, localhost, this machine's name and its short form, the --http and --advertise hosts; any other is refused, 421 (env "+EnvHTTPHosts+")")
 	fl.StringVar(&f.stalledAfter, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
 	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
 	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
@@ -197,7 +205,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
 		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
-		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise,
+		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise, "http-hosts": EnvHTTPHosts,
 		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "fetch-allow": EnvFetchAllow, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
 		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
 	for name, v := range settings {
@@ -534,6 +542,8 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 		switch {
 		case advertise != "":
 			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
+		case f.httpHosts != "":
+			return nil, "", usagef("--http-hosts %s: the HTTP server is off (--http off)", f.httpHosts)
 		case f.tlsCert != "":
 			return nil, "", usagef("--tls-cert %s: the HTTP server is off (--http off)", f.tlsCert)
 		}
@@ -548,8 +558,15 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 			return nil, "", usagef("--advertise %v", err)
 		}
 	}
+	hosts, err := httpd.ParseHosts(f.httpHosts)
+	if err != nil {
+		return nil, "", usagef("--http-hosts %v", err)
+	}
+	if slices.Contains(hosts, "*") {
+		a.log.Warn("--http-hosts *: the HTTP server answers every Host, so a web page on any name pointed at this host (DNS rebinding) " +
+			"reads what needs no token: name the hosts instead")
+	}
 	var web *httpd.Server
-	var err error
 	if f.tlsCert != "" {
 		web, err = httpd.StartTLS(listen, f.tlsCert, f.tlsKey, a.log)
 	} else {
@@ -561,7 +578,12 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 	if err != nil {
 		return nil, "", &exitError{code: 1, err: err}
 	}
-	return web, cmp.Or(advertise, web.DefaultAdvertise()), nil
+	advertise = cmp.Or(advertise, web.DefaultAdvertise())
+	if u, err := url.Parse(advertise); err == nil {
+		hosts = append(hosts, u.Hostname()) // the name the other hosts fetch hand-offs by
+	}
+	web.AnswerTo(hosts, "--http-hosts ("+EnvHTTPHosts+")")
+	return web, advertise, nil
 }
 
 // parseStates reads --states: "all", or a list of role names.
