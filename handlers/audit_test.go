@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/reactor"
@@ -147,11 +150,11 @@ func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
 		t.Errorf("summary %+v, want 1 object audited (the recorded one), 2 findings, the last ARK %s", sum, max(kept, lost))
 	}
 
-	// A deposit to the object the dump has stores and records version 3
-	// over the unrecorded 2: the audit names version 2 unrecorded, not
-	// each of its files extra.
-	three := object{"a.txt": []byte("three")}
-	r.checkStored(r.deposit("/restored/kept-v3.checkm", three, "local_id", "kept"), three)
+	// A deposit of an earlier release to the object the dump has stored
+	// and recorded version 3 over the unrecorded 2 (Storing now refuses to,
+	// TestStoringWritesNothingOverVersionsTheInventoryLost): the audit names
+	// version 2 unrecorded, not each of its files extra.
+	recordOverHole(t, r, primary, kept, 3, object{"a.txt": []byte("three")})
 	found, _, err = runAudit(r, audit.Options{ARKs: []string{kept}})
 	if err != nil || len(found) != 1 || found[0].Kind != audit.VersionsUnrecorded || found[0].Version != 2 ||
 		!strings.Contains(found[0].Message, "records version 3 after them") {
@@ -183,6 +186,32 @@ func TestAuditFindsObjectsOfAnInventoryRestoredOlder(t *testing.T) {
 	if err != nil || len(found) != 0 || sum.Repaired != 2 || !slices.Equal(repaired, want) {
 		t.Errorf("repair of %s and %s: %v, repaired %v, findings:\n%s\nwant %v, no finding", kept, lost, err, repaired,
 			findingLines(found), want)
+	}
+}
+
+// recordOverHole stores version n of ark, of obj's files, in primary and
+// records it, as a release before Storing's refusal (pastRecord) did over
+// versions the inventory lost.
+func recordOverHole(t *testing.T, r *rig, primary, ark string, n int, obj object) {
+	t.Helper()
+	dir := t.TempDir()
+	var files []storage.File
+	var rows []inventory.FileRow
+	for name, data := range obj {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, storage.File{Name: "producer/" + name, Path: path, Size: int64(len(data)), SHA256: sha256hex(data)})
+		rows = append(rows, inventory.FileRow{Name: "producer/" + name, Size: int64(len(data)), SHA256: sha256hex(data)})
+	}
+	v, err := openTarget(t, primary).Put(t.Context(), storage.Object{ARK: ark, Files: files})
+	if err != nil || v.Number != n {
+		t.Fatalf("version %d of %s stored as %d (%v)", n, ark, v.Number, err)
+	}
+	rec := inventory.Record{ARK: ark, Profile: r.prof.Name, Version: n, Created: v.Created, Job: "older", Files: rows}
+	if err := r.p.Inventory().Record(t.Context(), rec); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,14 +22,11 @@ import (
 // version without them (an import's, another program's) has none.
 func recordFromStorage(ctx context.Context, stored storage.Stored, v storage.Version) (inventory.Record, error) {
 	var rec inventory.Record
-	if rest, ok := strings.CutPrefix(v.Message, depositMessagePrefix); ok {
-		job, rest, ok1 := strings.Cut(rest, " of batch ")
-		batch, _, ok2 := strings.Cut(rest, ", created ")
-		if !ok1 || !ok2 || job == "" || batch == "" {
-			return rec, fmt.Errorf("version %d's message %q names no job and batch as ingestq writes them", v.Number, v.Message)
-		}
-		rec.Job, rec.Batch = job, batch
+	dep, _, err := depositIn(v)
+	if err != nil {
+		return rec, err
 	}
+	rec.Job, rec.Batch = dep.Job, dep.Batch
 	dc, err := systemFile(ctx, stored, v, dcFile)
 	if err != nil || dc == nil {
 		return rec, err

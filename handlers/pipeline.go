@@ -91,7 +91,8 @@ type Pipeline struct {
 	opening map[string]chan struct{}    // by URL: the turn to open it (openOnce), held outside mu
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
-	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
+	unreleased  sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
+	recordWaits sync.Map // jid → its waits in a row for another job's Recording (waitForRecord)
 
 	// The working folders here whose job's status is watched, to remove
 	// each once its job ends, whoever ends it (tend): jid → folder.

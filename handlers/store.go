@@ -52,9 +52,12 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		if err != nil {
 			return err
 		}
-		kept, err = p.copyObject(ctx, s, p.targets(prof), obj, known)
+		kept, err = p.copyObject(ctx, s, prof, obj, known)
 		return err
 	})
+	if res, waiting := p.waitForRecord(ctx, s, err); waiting {
+		return res, nil
+	}
 	if err != nil {
 		if storage.Refused(err) {
 			return reactor.Result{}, reactor.Fatal(err)
@@ -119,6 +122,25 @@ const depositMessagePrefix = "ingestq: job "
 // namesADeposit tells whether a version's message is a depositMessage:
 // storage's default, an import's, a service's own or none name no deposit.
 func namesADeposit(msg string) bool { return strings.HasPrefix(msg, depositMessagePrefix) }
+
+// namedDeposit is what a depositMessage names.
+type namedDeposit struct{ Job, Batch, Created string }
+
+// depositIn is the deposit version v's message names: ok is false for a
+// message that names none (namesADeposit), err for one that begins as a
+// depositMessage and does not go on as one.
+func depositIn(v storage.Version) (d namedDeposit, ok bool, err error) {
+	rest, ok := strings.CutPrefix(v.Message, depositMessagePrefix)
+	if !ok {
+		return d, false, nil
+	}
+	job, rest, ok1 := strings.Cut(rest, " of batch ")
+	batch, created, ok2 := strings.Cut(rest, ", created ")
+	if !ok1 || !ok2 || job == "" || batch == "" {
+		return d, true, fmt.Errorf("version %d's message %q names no job and batch as ingestq writes them", v.Number, v.Message)
+	}
+	return namedDeposit{Job: job, Batch: batch, Created: created}, true, nil
+}
 
 // storageFiles are the files of the storage manifest, each vouched for
 // (storage.File.Linkable) while it is still the file whose digest the
@@ -186,8 +208,11 @@ func fixityDetail(c storedCopy) string {
 // primary may take files by hard link: a replica linked to the same files
 // would be the primary's bytes again, not a second copy of them.
 // Nothing is written unless every target holds what known, the
-// inventory's latest version of the object, says it does (heads).
-func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []string, obj storage.Object, known inventory.Record) (storedVersion, error) {
+// inventory's latest version of the object, says it does (heads), and
+// the inventory records the primary's head or it is this deposit's own
+// (pastRecord).
+func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, prof *profile.Profile, obj storage.Object, known inventory.Record) (storedVersion, error) {
+	targets := p.targets(prof)
 	var out storedVersion
 	var size int64
 	for _, f := range obj.Files {
@@ -200,6 +225,9 @@ func (p *Pipeline) copyObject(ctx context.Context, s *reactor.Step, targets []st
 	}
 	heads, err := p.heads(ctx, s, targets, obj, known)
 	if err != nil {
+		return out, err
+	}
+	if err := p.pastRecord(ctx, s, prof, targets[0], known, heads[0], obj); err != nil {
 		return out, err
 	}
 	for i, t := range targets {
@@ -269,11 +297,19 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		if err != nil {
 			return p.inventoryOut(prof, err)
 		}
+		if !unchanged {
+			if err := p.underRecord(ctx, s, prof, inv, kept); err != nil {
+				return err
+			}
+		}
 		if err := p.preservation(j, kept, unchanged, &rec); err != nil {
 			return err
 		}
 		return p.inventoryOut(prof, inv.Record(ctx, rec))
 	})
+	if res, waiting := p.waitForRecord(ctx, s, err); waiting {
+		return res, nil
+	}
 	if err != nil {
 		if errors.Is(err, inventory.ErrConflict) || inventory.Refused(err) {
 			return reactor.Result{}, reactor.Fatal(err)
@@ -502,7 +538,8 @@ func (p *Pipeline) recordedLatest(ctx context.Context, prof *profile.Profile, ar
 // with other content, which no later restore could put right. The primary
 // numbers versions as the inventory does, so its head (nil: no object) must
 // be known's version or later (later: this job's own, stored before a crash
-// cut the step, or a version stored and not recorded). A replica may number
+// cut the step, or a version stored and not recorded: pastRecord tells
+// which may be written on). A replica may number
 // differently (added to the profile after the object's first versions), so
 // it is refused only when the inventory records known's copy there and its
 // head is neither that copy (the same URL), nor numbered as late, nor this
