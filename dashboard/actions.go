@@ -185,12 +185,14 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 // the dashboard (never another site), its path read as a browser reads it:
 // dot segments, %2e for a dot among them, must not lead out of Prefix, and
 // a backslash is a slash. url.Parse refuses control characters (\r, \n, and
-// the tab a browser drops).
+// the tab a browser drops). The fragment is dropped: http.Redirect cleans
+// all before the query as one path, so its dot segments would count.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || !strings.HasPrefix(next, Prefix) || strings.Contains(next, "\\") ||
+	if err != nil || !strings.HasPrefix(next, Prefix) || strings.Contains(u.Path, "\\") ||
 		!strings.HasPrefix(path.Clean(u.Path)+"/", Prefix) {
 		return Prefix
 	}
-	return next
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

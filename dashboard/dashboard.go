@@ -259,6 +259,16 @@ func (d *Dashboard) problem(w http.ResponseWriter, r *http.Request, caller api.C
 		Data: errorPage{Status: status, Message: msg}})
 }
 
+// toldTo is err as caller is told it (api.ForCaller). What that keeps
+// from caller goes to the log, which the words caller is told point to.
+func (d *Dashboard) toldTo(caller api.Caller, err error, where ...any) error {
+	told := api.ForCaller(err, caller)
+	if !errors.Is(told, err) { // not !=: that panics on an error of a type == cannot compare
+		d.cfg.Logger.Warn("dashboard: a problem told in short to a read token, in full", append(where, "err", err)...)
+	}
+	return told
+}
+
 // page is what every page's template gets.
 type page struct {
 	Title  string

@@ -123,6 +123,17 @@ func TestCrossSiteChangesAndSigningIn(t *testing.T) {
 			t.Errorf("sign in with next %q: %d to %q, want /ui/", next, a.status, a.header.Get("Location"))
 		}
 	}
+	// A fragment is no part of the path, yet the redirect cleans what comes before the query as
+	// one path: its dot segments led out of /ui/. A backslash in the query is no slash to a browser.
+	for next, want := range map[string]string{
+		"/ui/jobs#/../../debug/pprof/profile?seconds=3600": "/ui/jobs",
+		"/ui/search?q=C:\\deposits\\box":                   "/ui/search?q=C:\\deposits\\box",
+		"/ui/jobs?state=Failed":                            "/ui/jobs?state=Failed",
+	} {
+		if a := b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {next}}); a.header.Get("Location") != want {
+			t.Errorf("sign in with next %q: %d to %q, want %q", next, a.status, a.header.Get("Location"), want)
+		}
+	}
 	a = b.post("", "/ui/login", url.Values{"token": {operateToken}, "next": {"https://evil.example/"}})
 	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/" {
 		t.Errorf("sign in with next elsewhere: %d to %q, want /ui/", a.status, a.header.Get("Location"))

@@ -52,6 +52,7 @@ type bundle struct {
 	bus  *events.Bus
 	base string // http://127.0.0.1:PORT
 	web  *httpd.Server
+	log  *logtest.Buffer // the daemon's warnings
 	objs int
 }
 
@@ -70,7 +71,8 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	for _, f := range opts {
 		f(&o)
 	}
-	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logged := &logtest.Buffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logtest.NewT(t), logged), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	root := zktest.Root(t)
 	q, err := queue.New(zktest.Connect(t), root)
 	must(t, err)
@@ -97,7 +99,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	web.Handle("GET /{$}", dashboard.Redirect())
 	t.Cleanup(web.Close)
 	t.Cleanup(d.Close) // first: the live streams end before the server waits for them
-	return &bundle{t: t, q: q, svc: svc, dash: d, bus: bus, base: web.DefaultAdvertise(), web: web}
+	return &bundle{t: t, q: q, svc: svc, dash: d, bus: bus, base: web.DefaultAdvertise(), web: web, log: logged}
 }
 
 // tokens writes a tokens file with a token of each role (none with

@@ -267,7 +267,7 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 		place, err = d.cfg.Ops.PlaceOf(r.Context(), j)
 	}
 	if err != nil {
-		status, msg := statusOf(api.ForCaller(err, caller))
+		status, msg := statusOf(d.toldTo(caller, err, "path", r.URL.Path))
 		d.render(w, r, status, "error", page{Title: "Job", Caller: caller, Flash: f, Data: errorPage{Status: status, Message: msg}})
 		return
 	}

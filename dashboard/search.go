@@ -130,7 +130,7 @@ func (d *Dashboard) objectsNamed(ctx context.Context, caller api.Caller, id stri
 		case err == nil:
 			out = append(out, o.Shown())
 		case !errors.Is(err, inventory.ErrNotFound):
-			problems = append(problems, api.ForCaller(err, caller).Error())
+			problems = append(problems, d.toldTo(caller, err, "search", id).Error())
 		}
 	}
 	if byARK {

@@ -26,7 +26,8 @@ func TestUnreachableZooKeeperPageSaysWhenToAskAgain(t *testing.T) {
 }
 
 // A search with the inventory out of reach (a real PostgreSQL, stopped)
-// tells a read token only that it is out of reach; an operate token which
+// tells a read token only that it is out of reach, and the daemon's log
+// which database, as the page says; an operate token is told which
 // database (a read token was told its host, port, name and user).
 func TestInventoryOutOfReachNamedToOperatorsOnly(t *testing.T) {
 	t.Parallel()
@@ -47,6 +48,9 @@ func TestInventoryOutOfReachNamedToOperatorsOnly(t *testing.T) {
 	read.is(t, http.StatusOK, "the inventory is out of reach")
 	if strings.Contains(read.body, db) || strings.Contains(read.body, strconv.Itoa(s.Port)) {
 		t.Errorf("a read token's search names the database %s or its port %d:\n%s", db, s.Port, read.body)
+	}
+	if b.log.Lines(db) == nil { // the page says the log names it
+		t.Errorf("the daemon's log does not name the database %s:\n%s", db, b.log.String())
 	}
 	b.get(operateToken, search).is(t, http.StatusOK, "inventory database postgres://127.0.0.1:"+strconv.Itoa(s.Port)+"/"+db)
 }

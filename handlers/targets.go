@@ -200,15 +200,19 @@ func (p *Pipeline) ReaderFor(ctx context.Context, profileName string) (storage.R
 // services are a profile's storage services, in its order, read from
 // where it has no OCFL root. An object is read from the first that serves
 // every version of it; failing that, from the first that serves its latest
-// (an older service: storage.LatestOnly); failing both, the first error.
+// (an older service: storage.LatestOnly); failing both, the first error
+// other than "not found" (a retry may reach that service, which may have
+// the object), else the first.
 type services []*storage.HTTP
 
 func (ss services) Read(ctx context.Context, ark string) (storage.Stored, error) {
 	var latest storage.Stored
-	var first error
+	var first, notFound error
 	for _, s := range ss {
 		o, err := s.Read(ctx, ark)
 		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			notFound = cmp.Or(notFound, err)
 		case err != nil:
 			first = cmp.Or(first, err)
 		case isLatestOnly(o):
@@ -220,7 +224,7 @@ func (ss services) Read(ctx context.Context, ark string) (storage.Stored, error)
 	if latest != nil {
 		return latest, nil
 	}
-	return nil, first
+	return nil, cmp.Or(first, notFound)
 }
 
 func isLatestOnly(o storage.Stored) bool {

@@ -129,8 +129,13 @@ func (as *Assembler) destFor(profile string) destination {
 	return as.dflt
 }
 
-// tokenRE is what a request's token may be: it becomes part of a file name.
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{7,63}$`)
+// tokenShape is a request's token as ops.RequestAccess makes it, a uuid in
+// lower case. It becomes part of the package's name, which it alone makes
+// unguessable, and only names holding one are packages (isPackage): a
+// package named by any other token could be neither fetched nor swept.
+const tokenShape = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
+
+var tokenRE = regexp.MustCompile(`^` + tokenShape + `$`)
 
 // Assemble makes the request's package and returns its token with the
 // result. A bad request (unknown object, version or file, a malformed
@@ -174,7 +179,7 @@ func (as *Assembler) Assemble(ctx context.Context, a *queue.Access) (map[string]
 func checkToken(t queue.AccessToken) error {
 	switch {
 	case !tokenRE.MatchString(t.Token):
-		return fmt.Errorf("token %q: want 8 to 64 letters, digits and dashes", t.Token)
+		return fmt.Errorf("token %q: want a uuid in lower case, as ingestq's access requests have", t.Token)
 	case t.Version < 0:
 		return fmt.Errorf("version %d: want 1 or more", t.Version)
 	case t.Format != queue.FormatZip && t.Format != queue.FormatTarGz:

@@ -37,12 +37,12 @@ type destination interface {
 const partialPrefix = ".partial-"
 
 // packageShape is the shape of packageName's names: what the package
-// holds, "-", its request's token (a uuid, made by ops.RequestAccess), the
-// format. Only such names in a place are packages: the folder or prefix
+// holds, "-", its request's token (tokenShape, as checkToken lets through),
+// the format. Only such names in a place are packages: the folder or prefix
 // may hold other files (the data folder given as --access-dir, the OCFL
 // root of a bucket given as --access-to), which are neither served nor
 // swept as packages no request names.
-var packageShape = regexp.MustCompile(`^[^./\\][^/\\]*-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.(` +
+var packageShape = regexp.MustCompile(`^[^./\\][^/\\]*-` + tokenShape + `\.(` +
 	regexp.QuoteMeta(queue.FormatZip) + `|` + regexp.QuoteMeta(queue.FormatTarGz) + `)$`)
 
 func isPackage(name string) bool { return packageShape.MatchString(name) }

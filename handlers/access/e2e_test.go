@@ -48,7 +48,7 @@ func checkPackages(t *testing.T, r *rig, urlHas string) {
 	if len(stored) != 2 {
 		t.Fatalf("stored versions %v, want 2", stored)
 	}
-	top := strings.NewReplacer(":/", "_", "/", "_").Replace(ark)
+	top := packageTop(ark)
 	whole := map[string]string{}
 	for i, v := range stored {
 		for name, sum := range v {
@@ -103,3 +103,7 @@ func producer(v map[string]string, name string) string {
 	}
 	return keys[i]
 }
+
+// packageTop is the folder a package of ark holds its files in, as the
+// package names it: the ARK as a folder name (a version's adds _vN).
+func packageTop(ark string) string { return strings.NewReplacer(":/", "_", "/", "_").Replace(ark) }

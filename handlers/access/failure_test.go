@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
@@ -62,7 +64,7 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 		{queue.AccessToken{ARK: ark, Files: []string{"producer/zzz.txt"}}, `object ` + ark + ` version 1 has no file "producer/zzz.txt"`},
 	} {
 		tok := c.token
-		tok.Token, tok.Format, tok.TokenStatus = "0123456789abcdef", queue.FormatZip, queue.TokenNotReady
+		tok.Token, tok.Format, tok.TokenStatus = uuid.NewString(), queue.FormatZip, queue.TokenNotReady
 		a, err := r.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
 		if err != nil {
 			t.Fatal(err)

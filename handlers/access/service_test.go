@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/internal/storagetest"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -42,7 +43,7 @@ func TestAccessReadsAnOCFLRootBeforeAService(t *testing.T) {
 		t.Fatalf("request: %s %q, want Completed from the OCFL root", v.State, v.Message)
 	}
 	got, _ := r.fetch(v.Token.URL, queue.FormatZip)
-	if top := strings.NewReplacer(":/", "_", "/", "_").Replace(ark); got[top+"/v1/"+a] != sum(v1Files["a.txt"]) {
+	if top := packageTop(ark); got[top+"/v1/"+a] != sum(v1Files["a.txt"]) {
 		t.Errorf("package holds %v, want %s with the deposited bytes", got, a)
 	}
 }
@@ -101,7 +102,7 @@ func TestALatestOnlyStorageService(t *testing.T) {
 		r.deposit("obj-1", v2Files)
 		latest := r.stored(ark)[0] // the latest alone: version 2's files
 		d := producer(latest, "d.txt")
-		top := strings.NewReplacer(":/", "_", "/", "_").Replace(ark)
+		top := packageTop(ark)
 		version2 := map[string]string{}
 		for name, sum := range latest {
 			version2[top+"_v2/"+name] = sum
@@ -202,7 +203,7 @@ func TestAStorageServiceCutMidFile(t *testing.T) {
 				t.Errorf("%d tries, want 2 (the rig's attempts)", tries)
 			}
 			if c.faults == 1 {
-				top := strings.NewReplacer(":/", "_", "/", "_").Replace(ark)
+				top := packageTop(ark)
 				if v.State != queue.Completed {
 					t.Fatalf("%s %q, want Completed at the second try", v.State, v.Message)
 				}
@@ -216,5 +217,47 @@ func TestAStorageServiceCutMidFile(t *testing.T) {
 				t.Errorf("%s %q, want Failed saying %q … unexpected EOF", v.State, v.Message, want)
 			}
 		})
+	}
+}
+
+// A service that lacks the object does not end a request that a later
+// service, out of reach for now, may serve: the try fails as one that
+// could not read, and the next try is served by the later service once it
+// answers. Before, the first service's not-found ended the request at its
+// first try: "object … is not in storage".
+func TestAServiceLackingTheObjectDoesNotHideOneOutOfReach(t *testing.T) {
+	t.Parallel()
+	lacking := storagetest.Start(t, nil)
+	var down atomic.Bool
+	later := storagetest.Start(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if down.Load() {
+				http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, req)
+		})
+	})
+	var tries atomic.Int64
+	r := newRig(t, rigConfig{storage: []string{lacking.URL, later.URL}, source: func(src storage.Reader) storage.Reader {
+		if down.Load() && tries.Add(1) == 2 {
+			down.Store(false) // the later service answers again at the second try
+		}
+		return src
+	}})
+	ark := r.deposit("obj-1", v1Files)
+	a := producer(r.stored(ark)[0], "a.txt")
+	// The first service no longer has the object (a replica added since).
+	if err := os.RemoveAll(filepath.Dir(filepath.Dir(lacking.File(ark, 1, a)))); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	v, _ := r.request(ops.AccessRequest{ARK: ark, Files: []string{a}})
+	if v.State != queue.Completed || tries.Load() != 2 {
+		t.Fatalf("request: %s %q after %d tries, want Completed at the second, from the later service", v.State, v.Message, tries.Load())
+	}
+	top := packageTop(ark)
+	if got, _ := r.fetch(v.Token.URL, queue.FormatZip); got[top+"/"+a] != sum(v1Files["a.txt"]) || len(got) != 1 {
+		t.Errorf("package holds %v, want %s as deposited", got, a)
 	}
 }

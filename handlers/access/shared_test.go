@@ -1,6 +1,7 @@
 package access_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/access"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/s3test"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // A folder that holds other files beside the packages (the data folder
@@ -80,5 +82,31 @@ func TestAPrefixSharedWithStorageKeepsItsObjects(t *testing.T) {
 	}
 	if after := top(); !slices.Equal(after, before) {
 		t.Errorf("the sweep changed the storage root's own objects: %q, then %q", before, after)
+	}
+}
+
+// A request another tool or a person wrote, whose token is not a uuid as
+// ingestq makes them, fails at once naming the token: its package would be
+// named so that the daemon neither serves it nor sweeps it. Before, such a
+// request ended Completed with a URL that answered 404.
+func TestATokenThatIsNoUUIDFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigConfig{})
+	ark := r.deposit("obj-1", v1Files)
+	for _, token := range []string{"0123456789abcdef", strings.ToUpper(uuid.NewString())} {
+		tok := queue.AccessToken{Token: token, ARK: ark, Format: queue.FormatZip, TokenStatus: queue.TokenNotReady}
+		a, err := r.q.CreateAccess(t.Context(), queue.AccessSmall, tok.Map(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor(a.Ref(), queue.Completed, queue.Failed)
+		v, err := r.ops.ShowAccess(t.Context(), a.Ref())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("token %q: want a uuid in lower case", token)
+		if v.State != queue.Failed || !strings.Contains(v.Message, want) || v.Token.Package != nil {
+			t.Errorf("token %q: %s %q, url %q; want Failed saying %q, no package", token, v.State, v.Message, v.Token.URL, want)
+		}
 	}
 }
