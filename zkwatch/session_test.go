@@ -121,7 +121,9 @@ func TestOutageLogsTwoLines(t *testing.T) {
 	mkdirs(t, direct, dirs...)
 
 	log, logs := testLogger(t)
-	s := dial(t, Config{Servers: []string{proxy.Addr()}, SessionTimeout: time.Second, Logger: log})
+	// 3 s, not 1: on a loaded machine a cut connection's reconnect took
+	// over a second, and the session the test means to keep expired.
+	s := dial(t, Config{Servers: []string{proxy.Addr()}, SessionTimeout: 3 * time.Second, Logger: log})
 	r := newRecorder()
 	w := startWatcher(t, s, WatcherConfig{Rescan: -1, Logger: log}, r)
 	for _, d := range dirs {
