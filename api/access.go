@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/ingestq/ingestq/ops"
@@ -51,6 +52,9 @@ func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Calle
 	if req.RequestedBy == "" {
 		req.RequestedBy = caller.Name
 	}
+	if err := a.seesObject(r.Context(), caller, req); err != nil {
+		return err
+	}
 	v, err := a.cfg.Ops.RequestAccess(r.Context(), req)
 	if err != nil {
 		return err
@@ -61,7 +65,7 @@ func (a *API) requestAccess(w http.ResponseWriter, r *http.Request, caller Calle
 	return nil
 }
 
-func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) listAccess(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	v, err := readQuery(r, "state")
 	if err != nil {
 		return err
@@ -76,6 +80,9 @@ func (a *API) listAccess(w http.ResponseWriter, r *http.Request, _ Caller) error
 	if err != nil {
 		return err
 	}
+	if caller.Scoped() {
+		list = slices.DeleteFunc(list, func(v ops.AccessView) bool { return !caller.Sees(v.Token.Profile) })
+	}
 	for i := range list {
 		list[i].LastModified = queue.JSONTime(list[i].LastModified)
 	}
@@ -88,11 +95,14 @@ func accessRef(r *http.Request) string { return r.PathValue("queue") + "/" + r.P
 
 // getAccess answers a request; one made and no more to be had (its
 // package expired, it was deleted) is gone (410), saying what became of it.
-func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) getAccess(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
 	v, err := a.cfg.Ops.ShowAccess(r.Context(), accessRef(r))
+	if err == nil && !caller.Sees(v.Token.Profile) {
+		return missingAccess(r)
+	}
 	if err := a.cfg.Ops.AccessGone(r.Context(), accessRef(r), v, err); err != nil {
 		return err
 	}
@@ -102,8 +112,11 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, _ Caller) error 
 }
 
 func (a *API) accessAction(do func(ctx context.Context, ref string) (ops.Outcome, error)) handler {
-	return func(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, caller Caller) error {
 		if _, err := readQuery(r); err != nil {
+			return err
+		}
+		if err := a.seesAccess(r.Context(), caller, r); err != nil {
 			return err
 		}
 		o, err := do(r.Context(), accessRef(r))

@@ -18,14 +18,21 @@ import (
 // withObject gives a bundle's API a local inventory holding ark, with a
 // version of one file (producer/a.txt) of each size.
 func withObject(t *testing.T, ark string, sizes ...int64) func(*options) {
+	return withObjects(t, map[string]string{ark: "demo"}, sizes...)
+}
+
+// withObjects is withObject for several objects, by ARK their profile.
+func withObjects(t *testing.T, profileOf map[string]string, sizes ...int64) func(*options) {
 	t.Helper()
 	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
 	must(t, err)
 	t.Cleanup(func() { _ = inv.Close() })
-	for v, size := range sizes {
-		must(t, inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: "demo", Version: v + 1, Created: time.Now().UTC().Truncate(time.Second),
-			Batch: "bid0000000001", Job: "jid0000000001",
-			Files: []inventory.FileRow{{Name: "producer/a.txt", Size: size, SHA256: strings.Repeat("ab", 32)}}}))
+	for ark, prof := range profileOf {
+		for v, size := range sizes {
+			must(t, inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: prof, Version: v + 1, Created: time.Now().UTC().Truncate(time.Second),
+				Batch: "bid0000000001", Job: "jid0000000001",
+				Files: []inventory.FileRow{{Name: "producer/a.txt", Size: size, SHA256: strings.Repeat("ab", 32)}}}))
+		}
 	}
 	return func(o *options) { o.inventory = inv }
 }

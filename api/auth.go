@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/ingestq/ingestq/handlers/profile"
 )
 
 // Role is what a token may do; each role may do what the ones below it may.
@@ -45,6 +48,16 @@ const MinTokenLength = 16
 type Caller struct {
 	Name string
 	Role Role
+	// Profiles are the profiles a scoped token sees and acts on; nil: all.
+	Profiles []string
+}
+
+// Scoped tells whether the caller sees only some profiles' work.
+func (c Caller) Scoped() bool { return c.Profiles != nil }
+
+// Sees tells whether the caller may see and act on profile's work.
+func (c Caller) Sees(profile string) bool {
+	return c.Profiles == nil || slices.Contains(c.Profiles, profile)
 }
 
 // Tokens are the bearer tokens the API knows, by their SHA-256: a lookup
@@ -105,10 +118,12 @@ const EnvTokenName = "admin token (INGESTQ_ADMIN_TOKEN)"
 
 // LoadTokens reads a tokens file (when file is not ""), one token a line:
 //
-//	ROLE TOKEN [NAME]
+//	ROLE[:PROFILE,…] TOKEN [NAME]
 //
 // ROLE is read, operate or admin; NAME (default "ROLE token") says who
-// holds it, as "cancelled by NAME" does. Blank lines and lines starting
+// holds it, as "cancelled by NAME" does. PROFILEs scope a read or operate
+// token to those profiles' work (an admin's acts on the whole queue: it
+// cannot be scoped). Blank lines and lines starting
 // with # are skipped. envToken, when not "", is one more token, an admin's,
 // named EnvTokenName.
 func LoadTokens(file, envToken string) (*Tokens, error) {
@@ -141,17 +156,39 @@ func LoadTokens(file, envToken string) (*Tokens, error) {
 func (t *Tokens) addLine(line string) error {
 	f := strings.Fields(line)
 	if len(f) < 2 {
-		return fmt.Errorf("want ROLE TOKEN [NAME]")
+		return fmt.Errorf("want ROLE[:PROFILE,…] TOKEN [NAME]")
 	}
-	role, ok := parseRole(f[0])
+	roleName, scope, scoped := strings.Cut(f[0], ":")
+	role, ok := parseRole(roleName)
 	if !ok {
-		return fmt.Errorf("role %q: want read, operate or admin", f[0])
+		return fmt.Errorf("role %q: want read, operate or admin", roleName)
 	}
-	name := role.String() + " token"
+	c := Caller{Name: role.String() + " token", Role: role}
 	if len(f) > 2 {
-		name = strings.Join(f[2:], " ")
+		c.Name = strings.Join(f[2:], " ")
 	}
-	return t.add(f[1], Caller{Name: name, Role: role})
+	if scoped {
+		var err error
+		if c.Profiles, err = parseScope(role, scope); err != nil {
+			return err
+		}
+	}
+	return t.add(f[1], c)
+}
+
+// parseScope reads the profiles after ROLE: of a token line.
+func parseScope(role Role, scope string) ([]string, error) {
+	if role == RoleAdmin {
+		return nil, fmt.Errorf("admin:%s: an admin token cannot be scoped to profiles (it deletes, purges and holds across the queue); "+
+			"give it no profiles, or make it operate:%s", scope, scope)
+	}
+	profiles := strings.Split(scope, ",")
+	for _, p := range profiles {
+		if err := profile.ValidName(p); err != nil {
+			return nil, fmt.Errorf("%s:%s: profile name %v (want ROLE:PROFILE,PROFILE…)", role, scope, err)
+		}
+	}
+	return profiles, nil
 }
 
 // caller finds who sends r, and whether they may do what needs role: nil
@@ -159,7 +196,7 @@ func (t *Tokens) addLine(line string) error {
 // token whose role is too low).
 func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
 	if role == RoleNone || t.Len() == 0 {
-		return t.Authorize("", role)
+		return t.authorize("", role)
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(auth, " ")
@@ -169,15 +206,27 @@ func (t *Tokens) caller(r *http.Request, role Role) (Caller, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Caller{}, unauthorized("the Authorization header is not a bearer token (want Authorization: Bearer TOKEN)")
 	}
-	return t.Authorize(strings.TrimSpace(token), role)
+	return t.authorize(strings.TrimSpace(token), role)
 }
 
-// Authorize finds who holds token ("" for none), and whether they may do
+// Authorize is the dashboard's authorize, of the token its cookie carries:
+// a token scoped to profiles is refused (403), as the dashboard's pages
+// show the whole queue (its counts, holds, hosts and events).
+func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
+	c, err := t.authorize(token, role)
+	if err == nil && c.Scoped() {
+		return Caller{}, &apiError{status: http.StatusForbidden, kind: "forbidden",
+			msg: fmt.Sprintf("the token of %s is scoped to profiles %s: the dashboard shows the whole queue; "+
+				"use the API (%s) with this token", c.Name, strings.Join(c.Profiles, ", "), Prefix)}
+	}
+	return c, err
+}
+
+// authorize finds who holds token ("" for none), and whether they may do
 // what needs role, by the API's rules: without any token configured reads
 // are open and the rest refused, saying which role it needs (a read of an
-// admin's, the audit, is no change). The dashboard asks it of the token
-// its cookie carries.
-func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
+// admin's, the audit, is no change).
+func (t *Tokens) authorize(token string, role Role) (Caller, error) {
 	if role == RoleNone {
 		return Caller{Name: "anonymous"}, nil
 	}

@@ -106,7 +106,7 @@ func TestLoadTokensRefusesBadFiles(t *testing.T) {
 	for content, want := range map[string]string{
 		"admin short\n":                   "line 1: token of 5 characters: want at least 16",
 		"# c\nboss 0123456789abcdefXYZ\n": `line 2: role "boss": want read, operate or admin`,
-		"read\n":                          "line 1: want ROLE TOKEN [NAME]",
+		"read\n":                          "line 1: want ROLE[:PROFILE,…] TOKEN [NAME]",
 		"read 0123456789abcdefXYZ\nadmin 0123456789abcdefXYZ\n": "line 2: token given twice",
 	} {
 		file := filepath.Join(t.TempDir(), "tokens")

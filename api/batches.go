@@ -16,7 +16,7 @@ func (a *API) batchRoutes() {
 	a.handle("GET", "/batches", RoleRead, a.listBatches)
 	a.handle("POST", "/batches", RoleOperate, a.submit)
 	a.handle("GET", "/batches/{id}", RoleRead, a.getBatch)
-	a.handle("DELETE", "/batches/{id}", RoleAdmin, a.batchAction(a.cfg.Ops.DeleteBatch))
+	a.handle("DELETE", "/batches/{id}", RoleAdmin, a.batchAction(a.cfg.Ops.DeleteBatch)) // admin: never scoped
 	a.handle("POST", "/batches/{id}/cancel", RoleOperate, a.cancelBatch)
 	a.handle("POST", "/batches/{id}/report", RoleOperate, a.batchAction(a.cfg.Ops.ReportBatch))
 	a.handle("POST", "/batches/{id}/hold", RoleOperate, a.batchAction(a.cfg.Ops.HoldBatch))
@@ -34,7 +34,7 @@ type batchRow struct {
 	LastModified string         `json:"last_modified"`
 }
 
-func (a *API) listBatches(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) listBatches(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	v, err := readQuery(r, "state", "profile", "limit", "after")
 	if err != nil {
 		return err
@@ -47,6 +47,9 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, _ Caller) erro
 		return err
 	}
 	f := ops.BatchFilter{Profile: v.Get("profile")}
+	if caller.Scoped() {
+		f.Keep = func(b *queue.Batch) bool { return caller.Sees(b.Profile()) }
+	}
 	if s := v.Get("state"); s != "" {
 		if f.State, err = queue.ParseBatchState(s); err != nil {
 			return badRequest("state: %v", err)
@@ -119,6 +122,9 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	if err := checkUUID(body.UUID); err != nil {
 		return err
 	}
+	if err := refuseSubmit(caller, body.Profile); err != nil {
+		return err
+	}
 	req := ops.SubmitRequest{Profile: body.Profile, Submitter: body.Submitter, PayloadURL: body.PayloadURL,
 		Type: body.Type, Priority: body.Priority, Fields: body.fields()}
 	if req.Submitter == "" {
@@ -130,7 +136,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	}
 	b, err := a.cfg.Ops.Submit(r.Context(), sub)
 	if err != nil {
-		return a.uuidTaken(r.Context(), body.UUID, err)
+		return a.uuidTaken(r.Context(), caller, body.UUID, err)
 	}
 	loc := Prefix + "batches/" + b.ID
 	w.Header().Set("Location", loc)
@@ -184,8 +190,9 @@ func zkNameRune(c rune) bool {
 // uuidTaken is err of a submission, or, when a batch already has its uuid
 // (a retried request), a refusal that names that batch and how to read
 // it: the queue's own words name its node's key (batchID), not the field.
-func (a *API) uuidTaken(ctx context.Context, uuid string, err error) error {
-	if uuid == "" || !errors.Is(err, queue.ErrRefused) {
+// Another profile's batch is not named to a scoped caller.
+func (a *API) uuidTaken(ctx context.Context, caller Caller, uuid string, err error) error {
+	if uuid == "" || !errors.Is(err, queue.ErrRefused) || a.seesBatch(ctx, caller, uuid) != nil {
 		return err
 	}
 	bid, ferr := a.cfg.Ops.BatchID(ctx, uuid)
@@ -196,13 +203,16 @@ func (a *API) uuidTaken(ctx context.Context, uuid string, err error) error {
 		queue.ErrRefused, uuid, bid, Prefix, bid)
 }
 
-func (a *API) getBatch(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) getBatch(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
 	st, err := a.cfg.Ops.BatchStatus(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
+	}
+	if !caller.Sees(st.Profile) {
+		return missingBatch(r.PathValue("id"))
 	}
 	out := newBatchStatus(st)
 	out.Hold = a.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile, st.LastModified, ops.HTTP)
@@ -212,8 +222,11 @@ func (a *API) getBatch(w http.ResponseWriter, r *http.Request, _ Caller) error {
 
 // batchAction answers a change of a batch with its outcome.
 func (a *API) batchAction(do func(ctx context.Context, id string) (ops.Outcome, error)) handler {
-	return func(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, caller Caller) error {
 		if _, err := readQuery(r); err != nil {
+			return err
+		}
+		if err := a.seesBatch(r.Context(), caller, r.PathValue("id")); err != nil {
 			return err
 		}
 		o, err := do(r.Context(), r.PathValue("id"))
@@ -227,6 +240,9 @@ func (a *API) batchAction(do func(ctx context.Context, id string) (ops.Outcome, 
 
 func (a *API) cancelBatch(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
+		return err
+	}
+	if err := a.seesBatch(r.Context(), caller, r.PathValue("id")); err != nil {
 		return err
 	}
 	o, err := a.cfg.Ops.CancelBatch(r.Context(), r.PathValue("id"), caller.Name)

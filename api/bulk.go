@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/ops"
+	"golang.org/x/sync/errgroup"
 )
 
 // MaxBulk is the most jobs one bulk action changes: past it, narrow the
@@ -57,11 +58,11 @@ func (a *API) bulk(w http.ResponseWriter, r *http.Request, caller Caller) error 
 	if err := Allowed(caller, act); err != nil {
 		return err
 	}
-	jids, err := a.bulkJobs(r.Context(), body)
+	jids, err := a.bulkJobs(r.Context(), caller, body)
 	if err != nil {
 		return err
 	}
-	results, err := a.cfg.Ops.DoAll(r.Context(), act, jids)
+	results, err := a.doAll(r.Context(), caller, act, jids)
 	if err != nil {
 		return err
 	}
@@ -82,8 +83,52 @@ func (a *API) bulk(w http.ResponseWriter, r *http.Request, caller Caller) error 
 	return nil
 }
 
+// doAll runs act on the jobs of jids the caller sees; each other one's
+// result is the not found of a job that does not exist (or why it could
+// not be read).
+func (a *API) doAll(ctx context.Context, caller Caller, act ops.JobAction, jids []string) ([]ops.Result, error) {
+	if !caller.Scoped() {
+		return a.cfg.Ops.DoAll(ctx, act, jids)
+	}
+	hidden := make([]error, len(jids))
+	var g errgroup.Group
+	g.SetLimit(bulkReaders)
+	for i, jid := range jids {
+		if ops.CheckJobID(jid) == nil { // else Do refuses it, for every token alike
+			g.Go(func() error {
+				hidden[i] = a.seesJob(ctx, caller, jid) // unread: not acted on either
+				return nil
+			})
+		}
+	}
+	_ = g.Wait() // the errors are in hidden
+	var seen []string
+	for i, jid := range jids {
+		if hidden[i] == nil {
+			seen = append(seen, jid)
+		}
+	}
+	done, err := a.cfg.Ops.DoAll(ctx, act, seen)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ops.Result, len(jids))
+	for i, jid := range jids {
+		if hidden[i] != nil {
+			out[i] = ops.Result{JID: jid, Err: hidden[i]}
+			continue
+		}
+		out[i], done = done[0], done[1:]
+	}
+	return out, nil
+}
+
+// bulkReaders is how many jobs a scoped bulk action reads at once, to
+// find their profiles.
+const bulkReaders = 32
+
 // bulkJobs are the jobs a bulk action is for: its list, or its filter's.
-func (a *API) bulkJobs(ctx context.Context, body bulkBody) ([]string, error) {
+func (a *API) bulkJobs(ctx context.Context, caller Caller, body bulkBody) ([]string, error) {
 	switch {
 	case len(body.JIDs) > 0 && body.Filter != nil:
 		return nil, badRequest("give jids or filter, not both")
@@ -103,7 +148,7 @@ func (a *API) bulkJobs(ctx context.Context, body bulkBody) ([]string, error) {
 			return nil, badRequest("filter %q: want one of %s", name, strings.Join(jobFilterParams, ", "))
 		}
 	}
-	f, err := a.jobFilter(ctx, v)
+	f, err := a.jobFilter(ctx, caller, v)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,8 @@ const keepAlive = 15 * time.Second
 // subject filter under ingestq.) select, as replay's flags do. Each event is "id: ID", "event: KIND" and "data:" its
 // JSON. A client that reconnects asks again with ?since= (event ids are
 // not sequence numbers: Last-Event-ID is not read).
-func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
-	f, err := a.eventFilter(r)
+func (a *API) events(w http.ResponseWriter, r *http.Request, caller Caller) error {
+	f, err := a.eventFilter(r, caller)
 	if err != nil {
 		return err
 	}
@@ -51,8 +51,12 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
 
 	evs := make(chan events.Event, 256)
 	followed := make(chan error, 1)
+	scope := a.eventScope(caller)
 	go func() {
 		followed <- fl.Run(ctx, "", func(ev events.Event) error {
+			if !scope.keeps(ctx, ev) {
+				return nil
+			}
 			select {
 			case evs <- ev:
 				return nil
@@ -115,8 +119,9 @@ func writeEvent(w io.Writer, ev events.Event) error {
 	return err
 }
 
-// eventFilter reads replay's filters from the query.
-func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
+// eventFilter reads replay's filters from the query. A batch, job or
+// access request outside a scoped caller's profiles is one never made.
+func (a *API) eventFilter(r *http.Request, caller Caller) (events.Filter, error) {
 	v, err := readQuery(r, "since", "batch", "job", "access", "subject")
 	if err != nil {
 		return events.Filter{}, err
@@ -145,6 +150,9 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 		if err := a.cfg.Ops.CheckEverMade(r.Context(), f.BatchID, "batch"); err != nil {
 			return f, err
 		}
+		if err := a.seesBatch(r.Context(), caller, f.BatchID); err != nil {
+			return f, ops.NeverMade(f.BatchID, "batch")
+		}
 	}
 	if f.JobID != "" {
 		if err := ops.CheckJobID(f.JobID); err != nil {
@@ -153,6 +161,9 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 		if err := a.cfg.Ops.CheckEverMade(r.Context(), f.JobID, "job"); err != nil {
 			return f, err
 		}
+		if err := a.seesJob(r.Context(), caller, f.JobID); err != nil {
+			return f, ops.NeverMade(f.JobID, "job")
+		}
 	}
 	// Likewise an access request that neither the queue nor the recorded
 	// events know (a typo of its qid); one deleted or expired streams.
@@ -160,6 +171,9 @@ func (a *API) eventFilter(r *http.Request) (events.Filter, error) {
 		view, err := a.cfg.Ops.ShowAccess(r.Context(), f.AccessID)
 		if err := a.cfg.Ops.AccessGone(r.Context(), f.AccessID, view, err); err != nil && !errors.Is(err, ops.ErrGone) {
 			return f, err
+		}
+		if caller.Scoped() && (err != nil || !caller.Sees(view.Token.Profile)) {
+			return f, missingAccessRef(f.AccessID)
 		}
 	}
 	return f, nil

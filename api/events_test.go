@@ -23,11 +23,17 @@ type stream struct {
 // until it ends or the test does.
 func (b *bundle) openStream(query string) stream {
 	b.t.Helper()
+	return b.openStreamAs(readToken, query)
+}
+
+// openStreamAs is openStream with token.
+func (b *bundle) openStreamAs(token, query string) stream {
+	b.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "GET", b.base+"events?"+query, nil)
 	must(b.t, err)
-	req.Header.Set("Authorization", "Bearer "+readToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	must(b.t, err)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {

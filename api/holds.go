@@ -12,12 +12,12 @@ import (
 // Holds (of queues and collections, and the Held batches and jobs), the daemons (hosts) and the stored
 // objects (from the inventory).
 func (a *API) holdRoutes() {
-	a.handle("GET", "/holds", RoleRead, a.listHolds)
+	a.handle("GET", "/holds", RoleRead, forbidScoped(a.listHolds))
 	a.handle("PUT", "/holds/queues/{name}", RoleAdmin, a.hold(false, true))
 	a.handle("DELETE", "/holds/queues/{name}", RoleAdmin, a.hold(false, false))
 	a.handle("PUT", "/holds/collections/{name}", RoleAdmin, a.hold(true, true))
 	a.handle("DELETE", "/holds/collections/{name}", RoleAdmin, a.hold(true, false))
-	a.handle("GET", "/hosts", RoleRead, a.hosts)
+	a.handle("GET", "/hosts", RoleRead, forbidScoped(a.hosts))
 	a.handle("GET", "/objects", RoleRead, a.objectByLocalID)
 	a.handle("GET", "/objects/{ark...}", RoleRead, a.objectByARK)
 }
@@ -90,7 +90,7 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, _ Caller) error {
 
 // objectByARK answers what the inventory holds of an object: its versions,
 // files, copies and PREMIS events.
-func (a *API) objectByARK(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) objectByARK(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
@@ -106,13 +106,16 @@ func (a *API) objectByARK(w http.ResponseWriter, r *http.Request, _ Caller) erro
 	if err != nil {
 		return err
 	}
+	if !caller.Sees(d.Object.Profile) {
+		return missingObject(ark)
+	}
 	writeJSON(w, http.StatusOK, d.Shown())
 	return nil
 }
 
 // objectByLocalID is objectByARK for the object a local id names within
 // its profile.
-func (a *API) objectByLocalID(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) objectByLocalID(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	v, err := readQuery(r, "profile", "local_id")
 	if err != nil {
 		return err
@@ -124,6 +127,9 @@ func (a *API) objectByLocalID(w http.ResponseWriter, r *http.Request, _ Caller) 
 	inv, err := a.inventory()
 	if err != nil {
 		return err
+	}
+	if !caller.Sees(prof) { // the inventory's words for a local id it does not know
+		return fmt.Errorf("inventory: local id %q in profile %q: %w", id, prof, inventory.ErrNotFound)
 	}
 	d, err := inventory.ObjectByLocalID(r.Context(), inv, prof, id)
 	if err != nil {

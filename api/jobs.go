@@ -27,7 +27,7 @@ func (a *API) jobRoutes() {
 // jobFilterParams are the query parameters that select jobs.
 var jobFilterParams = []string{"state", "batch", "profile", "local_id", "ark", "stalled"}
 
-func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) listJobs(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	v, err := readQuery(r, append(jobFilterParams, "limit", "after")...)
 	if err != nil {
 		return err
@@ -44,16 +44,19 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	if err != nil {
 		return err
 	}
-	f, err := a.jobFilter(r.Context(), v)
+	f, err := a.jobFilter(r.Context(), caller, v)
 	if err != nil {
 		return err
 	}
-	var stalls map[string]*stalled.Stall // with ?stalled=true: why each is
-	if keep := f.Keep; keep != nil && a.cfg.Stalled != nil {
+	var stalls map[string]*stalled.Stall                                                // with ?stalled=true: why each is
+	if onlyStalled, _ := boolParam(v, "stalled"); onlyStalled && a.cfg.Stalled != nil { // jobFilter refused a bad one
 		stalls = map[string]*stalled.Stall{}
 		check := a.cfg.Stalled(r.Context())
 		var mu sync.Mutex
 		f.Keep = func(j *queue.Job) bool {
+			if !caller.Sees(j.Profile()) {
+				return false // not asked of the detector
+			}
 			st := check(j)
 			if st != nil {
 				mu.Lock()
@@ -77,8 +80,9 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 }
 
 // jobFilter reads the parameters that select jobs: state (any case, or its
-// folder's name), batch (bid or uuid), profile, local_id, ark, stalled.
-func (a *API) jobFilter(ctx context.Context, v url.Values) (ops.JobFilter, error) {
+// folder's name), batch (bid or uuid), profile, local_id, ark, stalled;
+// of a scoped caller, only its profiles' jobs (another's batch is missing).
+func (a *API) jobFilter(ctx context.Context, caller Caller, v url.Values) (ops.JobFilter, error) {
 	f := ops.JobFilter{Profile: v.Get("profile"), LocalID: v.Get("local_id"), ARK: v.Get("ark")}
 	var err error
 	if s := v.Get("state"); s != "" {
@@ -90,6 +94,12 @@ func (a *API) jobFilter(ctx context.Context, v url.Values) (ops.JobFilter, error
 		if f.Batch, err = a.cfg.Ops.BatchID(ctx, id); err != nil {
 			return f, err
 		}
+		if err := a.seesBatch(ctx, caller, id); err != nil {
+			return f, err
+		}
+	}
+	if caller.Scoped() {
+		f.Keep = func(j *queue.Job) bool { return caller.Sees(j.Profile()) }
 	}
 	onlyStalled, err := boolParam(v, "stalled")
 	switch {
@@ -100,7 +110,7 @@ func (a *API) jobFilter(ctx context.Context, v url.Values) (ops.JobFilter, error
 			msg: "stalled: this daemon does not detect stalled work yet"}
 	case onlyStalled:
 		check := a.cfg.Stalled(ctx)
-		f.Keep = func(j *queue.Job) bool { return check(j) != nil }
+		f.Keep = func(j *queue.Job) bool { return caller.Sees(j.Profile()) && check(j) != nil }
 	}
 	return f, nil
 }
@@ -138,13 +148,16 @@ type jobDetail struct {
 // timelineWait bounds the replay of a job's timeline.
 const timelineWait = 10 * time.Second
 
-func (a *API) getJob(w http.ResponseWriter, r *http.Request, _ Caller) error {
+func (a *API) getJob(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
 	j, _, _, err := a.cfg.Ops.FindJob(r.Context(), r.PathValue("jid"))
 	if err != nil {
 		return err
+	}
+	if !caller.Sees(j.Profile()) {
+		return missingJob(r.PathValue("jid"))
 	}
 	place, err := a.cfg.Ops.PlaceOf(r.Context(), j)
 	if err != nil {
@@ -215,6 +228,11 @@ func (a *API) jobAction(name string) handler {
 		}
 		if err := Allowed(caller, act); err != nil {
 			return err
+		}
+		if ops.CheckJobID(r.PathValue("jid")) == nil { // else Do refuses it, for every token alike
+			if err := a.seesJob(r.Context(), caller, r.PathValue("jid")); err != nil {
+				return err
+			}
 		}
 		o, err := a.cfg.Ops.Do(r.Context(), act, r.PathValue("jid"))
 		if err != nil {

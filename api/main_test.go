@@ -60,7 +60,8 @@ type options struct {
 	stalled   func(*queue.Job) bool
 	pipeline  *pipelineDaemon // a daemon of the ingest pipeline and the access queues, the API's inventory its
 	audit     *audit.Auditor
-	zkGone    bool // the API's ZooKeeper connection is closed once the queue is made: ZooKeeper out of reach
+	zkGone    bool     // the API's ZooKeeper connection is closed once the queue is made: ZooKeeper out of reach
+	tokens    []string // more lines of the tokens file
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -86,7 +87,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.pipeline != nil {
 		o.inventory = o.pipeline.start(t, root, bus, log)
 	}
-	tokens := writeTokens(t, o.noTokens)
+	tokens := writeTokens(t, o.noTokens, o.tokens...)
 	ap, err := api.New(api.Config{Ops: &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}, Bus: bus, Inventory: o.inventory,
 		Audit: o.audit, Tokens: tokens, Stalled: stalledBy(o.stalled), Logger: log})
 	must(t, err)
@@ -98,9 +99,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	return &bundle{t: t, root: root, q: q, bus: bus, api: ap, base: web.DefaultAdvertise() + api.Prefix, log: log}
 }
 
-// writeTokens writes a tokens file with a token of each role (none with
-// noTokens) and loads it.
-func writeTokens(t testing.TB, none bool) *api.Tokens {
+// writeTokens writes a tokens file with a token of each role and more
+// lines (none with noTokens) and loads it.
+func writeTokens(t testing.TB, none bool, more ...string) *api.Tokens {
 	t.Helper()
 	if none {
 		tokens, err := api.LoadTokens("", "")
@@ -111,7 +112,7 @@ func writeTokens(t testing.TB, none bool) *api.Tokens {
 	must(t, os.WriteFile(file, []byte("# role token name\n"+
 		"read "+readToken+" Reader\n"+
 		"operate "+operateToken+" alice\n\n"+
-		"admin "+adminToken+"\n"), 0o600))
+		"admin "+adminToken+"\n"+strings.Join(more, "\n")), 0o600))
 	tokens, err := api.LoadTokens(file, "")
 	must(t, err)
 	return tokens

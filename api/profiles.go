@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // The profiles the daemons have published: what a depositor needs to
@@ -69,9 +71,11 @@ func (a *API) listProfiles(w http.ResponseWriter, r *http.Request, c Caller) err
 	if err != nil {
 		return err
 	}
-	views := make([]profileView, len(profiles))
-	for i, p := range profiles {
-		views[i] = newProfileView(p, c)
+	views := make([]profileView, 0, len(profiles))
+	for _, p := range profiles {
+		if c.Sees(p.Name) {
+			views = append(views, newProfileView(p, c))
+		}
 	}
 	writeJSON(w, http.StatusOK, newPage(views, "", problems))
 	return nil
@@ -81,7 +85,11 @@ func (a *API) getProfile(w http.ResponseWriter, r *http.Request, c Caller) error
 	if _, err := readQuery(r); err != nil {
 		return err
 	}
-	p, err := a.cfg.Ops.Profile(r.Context(), r.PathValue("name"))
+	name := r.PathValue("name")
+	p, err := a.cfg.Ops.Profile(r.Context(), name)
+	if c.Scoped() && (err == nil && !c.Sees(name) || errors.Is(err, queue.ErrNotFound)) {
+		return a.cfg.Ops.MissingProfile(r.Context(), name, c.Sees) // naming only the caller's
+	}
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ const (
 	readToken    = "read-token-0123456789"
 	operateToken = "operate-token-0123456789"
 	adminToken   = "admin-token-0123456789"
+	scopedToken  = "scoped-token-0123456789" // operate, scoped to profile p1
 )
 
 // bundle is one test's daemon pieces: a queue on the shared ZooKeeper
@@ -109,7 +110,8 @@ func tokens(t testing.TB, none bool) *api.Tokens {
 	file := ""
 	if !none {
 		file = filepath.Join(t.TempDir(), "tokens")
-		must(t, os.WriteFile(file, []byte("read "+readToken+" Reader\noperate "+operateToken+" alice\nadmin "+adminToken+"\n"), 0o600))
+		must(t, os.WriteFile(file, []byte("read "+readToken+" Reader\noperate "+operateToken+" alice\nadmin "+adminToken+"\n"+
+			"operate:p1 "+scopedToken+" Depositor\n"), 0o600))
 	}
 	tk, err := api.LoadTokens(file, "")
 	must(t, err)

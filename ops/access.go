@@ -59,6 +59,10 @@ func accessView(a *queue.Access) AccessView {
 		LastModified: a.Status.LastModified, Locked: a.Locked, Token: t}
 }
 
+// MissingObject is an access request's refusal of an ARK the inventory
+// does not hold.
+func MissingObject(ark string) error { return queue.Missing("object %s is not in the inventory", ark) }
+
 // RequestAccess checks a request against the inventory, estimates its
 // size, and queues it: on the small queue, or on the large one when the
 // estimate is above the threshold (Service.AccessThreshold). Its event
@@ -74,7 +78,7 @@ func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessVie
 	}
 	d, err := s.Inventory.Object(ctx, r.ARK)
 	if errors.Is(err, inventory.ErrNotFound) {
-		return AccessView{}, queue.Missing("object %s is not in the inventory", r.ARK)
+		return AccessView{}, MissingObject(r.ARK)
 	}
 	if err != nil {
 		return AccessView{}, err

@@ -41,9 +41,14 @@ func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 		return err
 	}
 	if !made {
-		return queue.Missing("%s %s: no such %s (this queue has not made it)", what, id, what)
+		return NeverMade(id, what)
 	}
 	return nil
+}
+
+// NeverMade is the not found of a batch or job id the queue never made.
+func NeverMade(id, what string) error {
+	return queue.Missing("%s %s: no such %s (this queue has not made it)", what, id, what)
 }
 
 // madeSkew is how much earlier than its queue an event may be stamped and

@@ -13,6 +13,8 @@ import (
 type BatchFilter struct {
 	State   queue.State
 	Profile string
+	// Keep, when set, must also pass a batch (the API's scope of a token).
+	Keep func(*queue.Batch) bool
 }
 
 // BatchList is a page of batches in creation order, with the batches that
@@ -34,7 +36,8 @@ func (s *Service) ListBatches(ctx context.Context, f BatchFilter, p Page) (Batch
 		if err != nil && !errors.Is(err, queue.ErrNotFound) { // a batch deleted while listing is no problem
 			out.Problems = append(out.Problems, err)
 		}
-		return err == nil && (f.State == "" || b.State() == f.State) && (f.Profile == "" || b.Profile() == f.Profile)
+		return err == nil && (f.State == "" || b.State() == f.State) && (f.Profile == "" || b.Profile() == f.Profile) &&
+			(f.Keep == nil || f.Keep(b))
 	}
 	load := func(bid string) (*queue.Batch, error) { return s.Q.LoadBatch(ctx, bid) }
 	out.Batches, out.Next = paginate(ids, p, load, keep, func(b *queue.Batch) string { return b.ID })

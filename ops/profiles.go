@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/profile"
@@ -41,15 +42,25 @@ func (s *Service) Profile(ctx context.Context, name string) (*profile.Profile, e
 		return nil, err
 	}
 	if !ok {
-		return nil, queue.Missing("profile %q: no daemon on this queue has published it (published: %s)",
-			name, s.published(ctx))
+		return nil, s.MissingProfile(ctx, name, nil)
 	}
 	return p, nil
 }
 
-// published names the published profiles, for a message.
-func (s *Service) published(ctx context.Context) string {
-	if names, err := s.Q.ProfileNames(ctx); err == nil && len(names) > 0 {
+// MissingProfile is the not found of a profile no daemon has published,
+// naming those published that shown keeps (nil: all).
+func (s *Service) MissingProfile(ctx context.Context, name string, shown func(string) bool) error {
+	return queue.Missing("profile %q: no daemon on this queue has published it (published: %s)", name, s.published(ctx, shown))
+}
+
+// published names the published profiles that shown keeps (nil: all),
+// for a message.
+func (s *Service) published(ctx context.Context, shown func(string) bool) string {
+	names, err := s.Q.ProfileNames(ctx)
+	if err == nil && shown != nil {
+		names = slices.DeleteFunc(names, func(n string) bool { return !shown(n) })
+	}
+	if err == nil && len(names) > 0 {
 		return strings.Join(names, ", ")
 	}
 	return "none yet"

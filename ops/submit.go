@@ -172,7 +172,7 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 	}
 	if !ok {
 		return invalid(fmt.Sprintf("submit: unknown profile %q: no daemon on this queue has published it (published: %s; "+
-			"ingestq serve publishes the profiles of its --profiles folder at start)", name, s.published(ctx)))
+			"ingestq serve publishes the profiles of its --profiles folder at start)", name, s.published(ctx, nil)))
 	}
 	served, err := s.servedProfiles(ctx)
 	if err != nil {
