@@ -35,7 +35,7 @@ func TestLockLeftByAnOutageIsTakenAgain(t *testing.T) {
 	p := &Pipeline{q: q, log: log}
 	const ark = "ark:/99999/fk4lockleft"
 
-	err = p.underLock(ctx, "storage", ark, q.LockStorage, q.UnlockStorage, func() error {
+	err = p.underLock(ctx, "storage", ark, "jid0000000001", func() error {
 		return proxy.Close() // ZooKeeper goes while the step holds the lock: its unlock fails
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ func TestLockLeftByAnOutageIsTakenAgain(t *testing.T) {
 		t.Fatalf("after the outage: lock held %v (%v), session expirations %d; want the lock left with the live session", held, err, s.Expirations())
 	}
 	ran := false
-	if err := p.underLock(ctx, "storage", ark, q.LockStorage, q.UnlockStorage, func() error { ran = true; return nil }); err != nil || !ran {
+	if err := p.underLock(ctx, "storage", ark, "jid0000000001", func() error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("the next step on the object: ran %v, %v; want it run under the lock", ran, err)
 	}
 	if held, err := q.HoldsStorage(ctx, ark); err != nil || held {

@@ -92,7 +92,7 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
 	unreleased  sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
-	recordWaits sync.Map // jid → its waits in a row for another job's Recording (waitForRecord)
+	objectWaits sync.Map // jid → its waits in a row for another holder of its object (waitWhileObjectBusy)
 
 	// The working folders here whose job's status is watched, to remove
 	// each once its job ends, whoever ends it (tend): jid → folder.

@@ -44,7 +44,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	obj := storage.Object{ARK: ark, LocalIDs: j.Identifiers.LocalIDs, Files: p.storageFiles(j, work, entries),
 		Fence: p.storageFence(ark), Describing: depositFiles, Message: msg}
 	var kept storedVersion
-	err = p.underLock(ctx, "storage", ark, p.q.LockStorage, p.q.UnlockStorage, func() error {
+	err = p.underLock(ctx, "storage", ark, j.ID, func() error {
 		// Read under the lock: no version is stored meanwhile, and the
 		// inventory records none that storage does not have yet.
 		s.Doing(inventoryName(prof))
@@ -55,7 +55,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		kept, err = p.copyObject(ctx, s, prof, obj, known)
 		return err
 	})
-	if res, waiting := p.waitForRecord(ctx, s, err); waiting {
+	if res, waiting := p.waitWhileObjectBusy(ctx, s, err); waiting {
 		return res, nil
 	}
 	if err != nil {
@@ -288,7 +288,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 	}
 	var before inventory.Record // the version as an earlier deposit recorded it
 	var unchanged bool
-	err = p.underLock(ctx, "inventory", ark, p.q.LockInventory, p.q.UnlockInventory, func() error {
+	err = p.underLock(ctx, "inventory", ark, j.ID, func() error {
 		s.Doing(inventoryName(prof))
 		inv, err := p.inventoryFor(ctx, prof)
 		if err == nil {
@@ -307,7 +307,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		}
 		return p.inventoryOut(prof, inv.Record(ctx, rec))
 	})
-	if res, waiting := p.waitForRecord(ctx, s, err); waiting {
+	if res, waiting := p.waitWhileObjectBusy(ctx, s, err); waiting {
 		return res, nil
 	}
 	if err != nil {
@@ -406,10 +406,14 @@ func (p *Pipeline) storageFence(ark string) func(context.Context) error {
 	}
 }
 
-// underLock runs fn holding ark's lock of what ("storage", "inventory");
-// a lock held elsewhere is a retryable error (another job is storing or
-// recording the same object).
-func (p *Pipeline) underLock(ctx context.Context, what, ark string, lock, unlock func(context.Context, string) (bool, error), fn func() error) error {
+// underLock runs fn holding ark's lock of what ("storage", "inventory")
+// for job jid. A lock held elsewhere (another job storing or recording the
+// object, or a program of Merritt's) is an errObjectBusy naming who holds it.
+func (p *Pipeline) underLock(ctx context.Context, what, ark, jid string, fn func() error) error {
+	lock, unlock, holder := p.q.LockStorage, p.q.UnlockStorage, p.q.StorageLock
+	if what == "inventory" {
+		lock, unlock, holder = p.q.LockInventory, p.q.UnlockInventory, p.q.InventoryLock
+	}
 	key := what + " " + ark
 	if _, left := p.unreleased.LoadAndDelete(key); left {
 		// This daemon's own lock, left by a step whose unlock found
@@ -420,12 +424,19 @@ func (p *Pipeline) underLock(ctx context.Context, what, ark string, lock, unlock
 			return fmt.Errorf("release of the %s lock of %s left by an earlier step: %w", what, ark, err)
 		}
 	}
-	ok, err := lock(ctx, ark)
+	ok, err := lock(ctx, ark, jid)
 	if err != nil {
 		return fmt.Errorf("lock of %s: %w", ark, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s is locked by another job; will retry", ark)
+		l, held, err := holder(ctx, ark)
+		switch {
+		case err != nil:
+			return fmt.Errorf("the %s lock of %s is held elsewhere: %w", what, ark, err)
+		case !held:
+			return errObjectBusy{fmt.Sprintf("for the %s lock of %s, let go just as this job asked for it", what, ark)}
+		}
+		return p.lockedElsewhere(ctx, what, ark, l)
 	}
 	defer func() {
 		// Unlocked even when ctx ended: the lock must not outlive the step.

@@ -10,7 +10,6 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage"
-	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -26,45 +25,10 @@ import (
 // job is between Storing and Recording, and otherwise fails the job,
 // writing nothing; Recording records no version above unrecorded ones.
 
-// recordWaitBase is the first wait for another job's Recording: a
-// Recording takes milliseconds, the waits double up to a minute.
-const recordWaitBase = 100 * time.Millisecond
-
-// errRecordWait is another job's version past the inventory's latest, that
-// the job stored and has not recorded yet: the step waits for it.
-type errRecordWait struct{ why string }
-
-func (e errRecordWait) Error() string { return e.why }
-
-// waitForRecord is the step's Result while err is an errRecordWait: the
-// job stays in its state and is tried again after the backoff of its
-// waits in a row here, its message saying why; ok false for any other err,
-// which also ends the job's waits.
-func (p *Pipeline) waitForRecord(ctx context.Context, s *reactor.Step, err error) (res reactor.Result, ok bool) {
-	var w errRecordWait
-	if !errors.As(err, &w) {
-		p.recordWaits.Delete(s.Job.ID)
-		return res, false
-	}
-	n := 1
-	if v, ok := p.recordWaits.Load(s.Job.ID); ok {
-		n = v.(int) + 1
-	}
-	p.recordWaits.Store(s.Job.ID, n)
-	wait := backoff.Delay(recordWaitBase, time.Minute, n)
-	if msg := "waiting " + w.why; s.Job.Status.Message != msg {
-		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
-			p.log.Warn("waiting message not written", "job", s.Job.ID, "err", err)
-		}
-	}
-	p.log.Info("waiting for another job of the object to record its version", "job", s.Job.ID, "state", s.Job.State(), "why", w.why, "retest_in", wait)
-	return reactor.Result{Wait: wait}, true
-}
-
 // pastRecord lets Storing write on top of the primary's head (target)
 // when the inventory records it (known), or when it is this deposit's own
 // (its version message; from a store that keeps none, its content). A
-// head another job stored and has not recorded yet is an errRecordWait;
+// head another job stored and has not recorded yet is an errObjectBusy;
 // any other is Fatal: the inventory lost it.
 func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profile.Profile, target string, known inventory.Record,
 	head *storage.Version, obj storage.Object) error {
@@ -78,7 +42,7 @@ func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profil
 	}
 	span := versionSpan(known.Version+1, head.Number)
 	if waitFor != "" {
-		return errRecordWait{fmt.Sprintf("for job %s to record %s of %s, at %s (this job's version goes on top of it): %s",
+		return errObjectBusy{fmt.Sprintf("for job %s to record %s of %s, at %s (this job's version goes on top of it): %s",
 			waitFor, span, obj.ARK, target, strings.Join(whose, "; "))}
 	}
 	// A job that recorded since known was read, and left Recording before
@@ -97,7 +61,7 @@ func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profil
 // read under the object's inventory lock) lacks a version under it: the
 // primary's versions between the inventory's latest and kept are other
 // jobs', and recording kept would leave a hole. One whose job is between
-// Storing and Recording is an errRecordWait; any other is Fatal.
+// Storing and Recording is an errObjectBusy; any other is Fatal.
 func (p *Pipeline) underRecord(ctx context.Context, s *reactor.Step, prof *profile.Profile, inv inventory.Inventory, kept storedVersion) error {
 	latest, err := inv.Latest(ctx, kept.ARK)
 	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
@@ -117,7 +81,7 @@ func (p *Pipeline) underRecord(ctx context.Context, s *reactor.Step, prof *profi
 	}
 	span := versionSpan(latest.Version+1, kept.Number-1)
 	if waitFor != "" {
-		return errRecordWait{fmt.Sprintf("for job %s to record %s of %s, under this job's version %d: %s",
+		return errObjectBusy{fmt.Sprintf("for job %s to record %s of %s, under this job's version %d: %s",
 			waitFor, span, kept.ARK, kept.Number, strings.Join(whose, "; "))}
 	}
 	return reactor.Fatal(fmt.Errorf("version %d of %s is this job's, and %s does not record %s under it (%s), which the primary "+

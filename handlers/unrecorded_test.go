@@ -153,7 +153,7 @@ func TestASecondJobOfAnObjectWaitsForTheFirstToRecord(t *testing.T) {
 	ba := r.submitObject("/twice/a.checkm", two, "local_id", "twice")
 	a := gate.wait(t)
 	bb := r.submitObject("/twice/b.checkm", three, "local_id", "twice")
-	line := logs.WaitFor(t, "waiting for another job of the object to record its version", "stored by job "+a)
+	line := logs.WaitFor(t, objectWaitLine, "stored by job "+a)
 	jb := r.jobsOf(bb.ID)["manifest"]
 	if jb.State() != queue.Storing || !strings.HasPrefix(jb.Status.Message, "waiting for job "+a+" to record version 2 of "+ark) ||
 		!strings.Contains(jb.Status.Message, "stored by job "+a+" of batch "+ba.ID+", now at Recording") {

@@ -45,15 +45,21 @@ func (q *Queue) lockHolder(ctx context.Context, j *Job) string {
 	if !j.Locked { // released since
 		return "a daemon is working on it"
 	}
-	hosts, _ := q.Hosts(ctx)
+	return q.SessionHolder(ctx, j.LockSession) + " is working on it"
+}
+
+// SessionHolder names who holds a lock that session owns, by Holder's
+// words, reading the live hosts for the one whose session it is.
+func (q *Queue) SessionHolder(ctx context.Context, session int64) string {
+	hosts, _ := q.Hosts(ctx) // none read: the session is named instead
 	name := ""
 	for _, h := range hosts {
-		if h.Session == j.LockSession {
+		if h.Session == session {
 			name = h.Name
 			break
 		}
 	}
-	return Holder(name, j.LockSession) + " is working on it"
+	return Holder(name, session)
 }
 
 // Holder names who holds a lock that session owns, in the words every

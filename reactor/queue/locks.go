@@ -105,10 +105,11 @@ func (q *Queue) Holds(ctx context.Context) ([]Hold, error) {
 	return out, nil
 }
 
-// LockStorage takes the ephemeral per-object storage lock for an ark; false
-// when another session holds it.
-func (q *Queue) LockStorage(ctx context.Context, ark string) (bool, error) {
-	return q.tryLock(ctx, q.Path("/locks/storage/"+LockName(ark)))
+// LockStorage takes the ephemeral per-object storage lock for an ark for
+// job jid, whose id is the lock's data (StorageLock names it to a job
+// that finds the lock held); false when another session holds it.
+func (q *Queue) LockStorage(ctx context.Context, ark, jid string) (bool, error) {
+	return q.tryLock(ctx, q.Path("/locks/storage/"+LockName(ark)), jid)
 }
 
 // UnlockStorage releases this session's storage lock; false when the lock
@@ -126,9 +127,44 @@ func (q *Queue) HoldsStorage(ctx context.Context, ark string) (bool, error) {
 	return owned, err
 }
 
-// LockInventory takes the ephemeral per-object inventory lock for an ark.
-func (q *Queue) LockInventory(ctx context.Context, ark string) (bool, error) {
-	return q.tryLock(ctx, q.Path("/locks/inventory/"+LockName(ark)))
+// LockInventory takes the ephemeral per-object inventory lock for an ark
+// for job jid, as LockStorage.
+func (q *Queue) LockInventory(ctx context.Context, ark, jid string) (bool, error) {
+	return q.tryLock(ctx, q.Path("/locks/inventory/"+LockName(ark)), jid)
+}
+
+// ObjectLock is who holds one of an object's locks.
+type ObjectLock struct {
+	Path string // its node, with the queue's root: what an operator deletes
+	// Job is the ingestq job that took it; "" for a lock another program
+	// took (mrt-zk's are empty).
+	Job string
+	// Session is the session that holds it; 0 for a persistent lock (as
+	// Merritt's Java storage service takes one), which stays until deleted.
+	Session int64
+	Since   time.Time // when it was taken
+}
+
+// StorageLock reads who holds ark's storage lock; ok is false when no one
+// does.
+func (q *Queue) StorageLock(ctx context.Context, ark string) (l ObjectLock, ok bool, err error) {
+	return q.objectLock(ctx, q.Path("/locks/storage/"+LockName(ark)))
+}
+
+// InventoryLock reads who holds ark's inventory lock, as StorageLock.
+func (q *Queue) InventoryLock(ctx context.Context, ark string) (l ObjectLock, ok bool, err error) {
+	return q.objectLock(ctx, q.Path("/locks/inventory/"+LockName(ark)))
+}
+
+func (q *Queue) objectLock(ctx context.Context, p string) (ObjectLock, bool, error) {
+	data, st, err := q.get(ctx, p)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return ObjectLock{}, false, nil
+	case err != nil:
+		return ObjectLock{}, false, err
+	}
+	return ObjectLock{Path: p, Job: string(data), Session: st.EphemeralOwner, Since: time.UnixMilli(st.Ctime)}, true, nil
 }
 
 // UnlockInventory releases this session's inventory lock, as UnlockStorage.
@@ -174,10 +210,13 @@ func (q *Queue) deleteFlag(ctx context.Context, rel string) (bool, error) {
 // through connection trouble, and knows a create whose reply was lost as
 // this session's own. A lock created so and not known would stay with the
 // session, which outlives a server's restart, and leave what it guards
-// "locked" meanwhile. It reports false when another session holds the
-// lock, and ErrNotFound when p's parent is gone.
-func (q *Queue) tryLock(ctx context.Context, p string) (bool, error) {
-	err := q.commit(ctx, []op{lockOp(p)})
+// "locked" meanwhile. holder, the lock's data, says who takes it ("" for
+// none). It reports false when another session holds the lock, and
+// ErrNotFound when p's parent is gone.
+func (q *Queue) tryLock(ctx context.Context, p, holder string) (bool, error) {
+	lock := lockOp(p)
+	lock.req.(*zk.CreateRequest).Data = []byte(holder)
+	err := q.commit(ctx, []op{lock})
 	switch {
 	case err == nil:
 		return true, nil

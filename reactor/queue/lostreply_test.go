@@ -23,7 +23,7 @@ import (
 func TestObjectLockWhoseReplyWasLost(t *testing.T) {
 	q, proxy := proxiedQueue(t, zktest.Root(t))
 	const ark = "ark:/99999/fk4lostreply"
-	ok, err := throughPause(t, proxy, q, func() (bool, error) { return q.LockStorage(t.Context(), ark) })
+	ok, err := throughPause(t, proxy, q, func() (bool, error) { return q.LockStorage(t.Context(), ark, "") })
 	held, herr := q.HoldsStorage(t.Context(), ark)
 	if err != nil || !ok || !held {
 		t.Fatalf("a lock whose create got no answer: LockStorage = %v, %v; this session holds it: %v (%v); want true, its own", ok, err, held, herr)
@@ -36,7 +36,7 @@ func TestObjectLockWhoseReplyWasLost(t *testing.T) {
 func TestObjectUnlockThroughAnOutage(t *testing.T) {
 	q, proxy := proxiedQueue(t, zktest.Root(t))
 	const ark = "ark:/99999/fk4unlock"
-	if ok, err := q.LockStorage(t.Context(), ark); err != nil || !ok {
+	if ok, err := q.LockStorage(t.Context(), ark, ""); err != nil || !ok {
 		t.Fatalf("LockStorage = %v, %v", ok, err)
 	}
 	ok, err := throughPause(t, proxy, q, func() (bool, error) { return q.UnlockStorage(t.Context(), ark) })

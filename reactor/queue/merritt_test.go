@@ -141,7 +141,7 @@ func TestCheckWarnsOfOldObjectLocks(t *testing.T) {
 	ctx := t.Context()
 	r.raw("/locks/storage/ark_99999_fk4left", "")
 	r.ok(r.conn.Delete(r.q.Path("/locks/localid"), -1)) // as Merritt's Ruby init_locks leaves it
-	ok, err := r.q.LockInventory(ctx, "ark:/99999/fk4held")
+	ok, err := r.q.LockInventory(ctx, "ark:/99999/fk4held", "")
 	r.ok(err)
 	if !ok {
 		t.Fatal("inventory lock not taken")

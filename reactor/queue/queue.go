@@ -237,7 +237,7 @@ func (q *Queue) releaseOwn(ctx context.Context, p string) (bool, error) {
 // that fails.
 func lockToLoad[T any](ctx context.Context, q *Queue, kind, id, p string, load func(context.Context, string) (T, error)) (T, error) {
 	var none T
-	ok, err := q.tryLock(ctx, p)
+	ok, err := q.tryLock(ctx, p, "")
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return none, notFound(kind, id)

@@ -194,7 +194,7 @@ func TestStorageLockOfAnEndedSession(t *testing.T) {
 	r := newRun(t)
 	const ark = "ark:/99999/fk4paused"
 	connA, qa := r.second()
-	ok, err := qa.LockStorage(t.Context(), ark)
+	ok, err := qa.LockStorage(t.Context(), ark, "")
 	r.ok(err)
 	if !ok {
 		t.Fatal("the first lock was refused")
@@ -215,7 +215,7 @@ func TestStorageLockOfAnEndedSession(t *testing.T) {
 	// A's lock goes with its session; B takes it; A, back with a new
 	// session under the same Queue's name, neither holds nor frees it.
 	r.closeAndWait(connA, "/locks/storage/"+queue.LockName(ark))
-	ok, err = r.q.LockStorage(t.Context(), ark)
+	ok, err = r.q.LockStorage(t.Context(), ark, "")
 	r.ok(err)
 	if !ok {
 		t.Fatal("the lock of an ended session was not free")

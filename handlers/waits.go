@@ -1,0 +1,69 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A step waits, spending no attempt, while another job or program works on
+// its object: one holds the object's storage or inventory lock (a large
+// object's Storing holds it for hours), or stored a version it has not
+// recorded yet (unrecorded.go). A retryable error would spend the job's
+// attempts in seconds and fail a job that only had to wait its turn.
+
+// objectWaitBase is the first wait for another holder of the object: a
+// Recording takes milliseconds, a Storing up to hours; the waits double up
+// to a minute.
+const objectWaitBase = 100 * time.Millisecond
+
+// errObjectBusy is another job or program working on the step's object:
+// the step waits for it. why says for what, after "waiting ".
+type errObjectBusy struct{ why string }
+
+func (e errObjectBusy) Error() string { return e.why }
+
+// waitWhileObjectBusy is the step's Result while err is an errObjectBusy:
+// the job stays in its state and is tried again after the backoff of its
+// waits in a row here, its message saying why; ok false for any other err,
+// which also ends the job's waits.
+func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err error) (res reactor.Result, ok bool) {
+	var w errObjectBusy
+	if !errors.As(err, &w) {
+		p.objectWaits.Delete(s.Job.ID)
+		return res, false
+	}
+	n := 1
+	if v, ok := p.objectWaits.Load(s.Job.ID); ok {
+		n = v.(int) + 1
+	}
+	p.objectWaits.Store(s.Job.ID, n)
+	wait := backoff.Delay(objectWaitBase, time.Minute, n)
+	if msg := "waiting " + w.why; s.Job.Status.Message != msg {
+		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
+			p.log.Warn("waiting message not written", "job", s.Job.ID, "err", err)
+		}
+	}
+	p.log.Info("waiting for another job or program working on the object", "job", s.Job.ID, "state", s.Job.State(), "why", w.why, "retest_in", wait)
+	return reactor.Result{Wait: wait}, true
+}
+
+// lockedElsewhere is the wait for ark's lock of what ("storage",
+// "inventory"), held as l says.
+func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queue.ObjectLock) errObjectBusy {
+	why := fmt.Sprintf("for the %s lock of %s, held by ", what, ark)
+	if l.Session == 0 {
+		return errObjectBusy{fmt.Sprintf("%sno session since %s: a persistent lock (as Merritt's storage service took one, "+
+			"and left when it stopped), which stays until deleted; if no Merritt storage service is storing %s, delete its "+
+			"ZooKeeper node (`zkCli.sh delete %s`; `ingestq check` lists it) and this job goes on", why, queue.TextTime(l.Since), ark, l.Path)}
+	}
+	if l.Job != "" {
+		why += "job " + l.Job + " on "
+	}
+	return errObjectBusy{fmt.Sprintf("%s%s since %s; this job goes on once it is let go", why, p.q.SessionHolder(ctx, l.Session), queue.TextTime(l.Since))}
+}
