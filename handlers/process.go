@@ -70,7 +70,8 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if update {
 		mode = "update"
 	}
-	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}}
+	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode},
+		Message: sameNameNote(entryNames(entries))}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
 		change.Identifiers = ids
 	}
@@ -227,6 +228,14 @@ func hashTree(root string, rec *digests, dirs ...string) (out []manifestEntry, c
 	slices.Sort(changed)
 	slices.SortFunc(out, func(a, b manifestEntry) int { return cmpString(a.Name, b.Name) })
 	return out, changed, nil
+}
+
+func entryNames(entries []manifestEntry) []string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	return names
 }
 
 // missing are the recorded names that no entry has.

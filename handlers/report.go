@@ -154,6 +154,10 @@ func (p *Pipeline) describe(ctx context.Context, jid string) (string, error) {
 	if note := unchangedNote(j); note != "" {
 		parts = append(parts, "("+note+")")
 	}
+	// A failed job's reason, its message, has its note already.
+	if note := queue.Note(j.Status.Message); note != "" && j.State() == queue.Completed {
+		parts = append(parts, "("+note+")")
+	}
 	return strings.Join(parts, "  "), nil
 }
 

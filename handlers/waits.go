@@ -44,7 +44,7 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 	}
 	p.objectWaits.Store(s.Job.ID, n)
 	wait := backoff.Delay(objectWaitBase, time.Minute, n)
-	if msg := "waiting " + w.why; s.Job.Status.Message != msg {
+	if msg := "waiting " + w.why; s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
 		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
 			p.log.Warn("waiting message not written", "job", s.Job.ID, "err", err)
 		}

@@ -440,7 +440,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	// checks that this move's event is published (recoverArrival), and this
 	// daemon's next move of the job waits for its record (awaitRecorded).
 	acked := r.bus.PublishAcked(events.Event{Kind: events.KindJob, ID: id, BatchID: j.BatchID, JobID: j.ID, Time: committed.UTC(),
-		From: string(from), To: string(to), Priority: &prio, Message: c.Message, Attrs: attrs})
+		From: string(from), To: string(to), Priority: &prio, Message: j.Status.Message, Attrs: attrs}) // with the job's note (queue.KeepNote)
 	r.published.add(j.ID, publishedMove{id: id, state: to, acked: acked})
 	if p, ok := r.pools[sigJob(from)].(*jobPool); ok {
 		p.left(ref)

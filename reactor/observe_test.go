@@ -77,14 +77,7 @@ func TestObserverAndRetryMessage(t *testing.T) {
 	if !reactor.Retrying(msg) || !strings.Contains(msg, "(attempt 1 of 3): GET https://example.org/f: 503") {
 		t.Errorf("status message while retrying: %q", msg)
 	}
-	got, err := e.q.LoadBatch(t.Context(), b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := e.q.LoadJob(t.Context(), got.Report.SuccessfulJobs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := e.firstCompleted(b.ID)
 	if j.Status.Message != "" {
 		t.Errorf("completed job's message %q: the retry's should be gone", j.Status.Message)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -377,21 +376,6 @@ func (q *Queue) ReportBatch(ctx context.Context, bid string) (changed bool, err 
 			"`ingestq report "+bid+"`"+again, "POST /api/v1/batches/"+bid+"/report"+again, "")
 	})
 	return changed, err
-}
-
-// NotePrefix starts the part of a batch's message that is a note to its
-// depositor (what of the submission its batch handler did not use), not a
-// failure. A note holds no "; ", which joins a message's parts.
-const NotePrefix = "note: "
-
-// Note is the note among the parts of a batch's message, or "".
-func Note(message string) string {
-	for part := range strings.SplitSeq(message, "; ") {
-		if strings.HasPrefix(part, NotePrefix) {
-			return part
-		}
-	}
-	return ""
 }
 
 // DeleteBatch removes a batch with all its jobs: its uuid index, its nodes,

@@ -1,0 +1,91 @@
+package handlers_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// sameNamesElsewhere are names of different bytes that a system ignoring
+// case or Unicode normalization takes for one: its depositor's files all.
+var sameNamesElsewhere = object{
+	"Report.pdf": []byte("upper\n"), "report.pdf": []byte("lower\n"),
+	"caf\u00e9.txt": []byte("nfc\n"), "cafe\u0301.txt": []byte("nfd\n"),
+	"A/x.txt": []byte("folder upper\n"), "a/x.txt": []byte("folder lower\n"),
+	"plain.txt": []byte("no twin\n"),
+}
+
+// sameNamesNote is the note of sameNamesElsewhere: each group in byte
+// order, the names quoted in ASCII so that NFD (e + U+0301) and NFC (é)
+// show apart.
+const sameNamesNote = `note: every file is stored under its own name, but these are one name where case or Unicode normalization is ignored (as on Windows and macOS), and unpacking the object there keeps one of each: ` +
+	`"A/x.txt" and "a/x.txt", "Report.pdf" and "report.pdf", "cafe\u0301.txt" and "caf\u00e9.txt"`
+
+// TestNamesOneElsewhereAreStoredAndNoted deposits, as a zip and as an
+// object manifest, files whose names are one on Windows or macOS: each is
+// stored byte for byte under its own name, and the job Completes with a
+// note naming each group, kept through Storing's and Recording's retries
+// and in its line of the batch report. A deposit with no such names has no
+// note.
+func TestNamesOneElsewhereAreStoredAndNoted(t *testing.T) {
+	t.Parallel()
+	runs := &stepRuns{}
+	r := newRig(t, nil, failOnceAfter(runs, queue.Storing, queue.Recording))
+	var rows []row
+	i := 0
+	for name, data := range sameNamesElsewhere {
+		rows = append(rows, fileRow(r.content.put(fmt.Sprintf("/files/%d", i), data), name, data))
+		i++
+	}
+	distinct := object{"a.txt": []byte("a"), "b/a.txt": []byte("b/a"), "B.txt": []byte("B")}
+	for _, c := range []struct {
+		name    string
+		payload string
+		key     string
+		files   object
+		note    string
+	}{
+		{"zip", r.content.put("/same.zip", zipOf(t, sameNamesElsewhere)), "container", sameNamesElsewhere, sameNamesNote},
+		{"manifest", r.content.put("/same.checkm", manifest("mrt-ingest-manifest", rows...)), "manifest", sameNamesElsewhere, sameNamesNote},
+		{"distinct names", r.content.put("/distinct.zip", zipOf(t, distinct)), "container", distinct, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := r.submit(c.payload)
+			if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+				t.Fatalf("batch %s: %s %s", b.ID, b.State(), b.Status.Message)
+			}
+			j := r.jobsOf(b.ID)[c.key]
+			r.checkStored(j, c.files)
+			if j.Status.Message != c.note {
+				t.Errorf("job %s: message %q, want %q", j.ID, j.Status.Message, c.note)
+			}
+			for _, s := range []queue.State{queue.Storing, queue.Recording} {
+				if n := runs.of(s, j.ID); n != 2 {
+					t.Errorf("job %s: %s ran %d times, want 2 (a retry)", j.ID, s, n)
+				}
+			}
+			// Every move from Processing on says it, as the job's events
+			// (and `ingestq show`, the API) give the message.
+			for _, e := range r.jobEvents(j.ID) {
+				if movedOnFromProcessing(e) && queue.Note(e.Message) != c.note {
+					t.Errorf("job %s: move %s → %s has message %q, want the note %q", j.ID, e.From, e.To, e.Message, c.note)
+				}
+			}
+			if line := r.reportLine(j); c.note != "" && !strings.Contains(line, "("+c.note+")") || c.note == "" && strings.Contains(line, queue.NotePrefix) {
+				t.Errorf("job %s: report line %q, want the note %q", j.ID, line, c.note)
+			}
+		})
+	}
+}
+
+// movedOnFromProcessing tells a job's move out of Processing or a later step.
+func movedOnFromProcessing(e events.Event) bool {
+	switch queue.State(e.From) {
+	case queue.Processing, queue.Storing, queue.Recording, queue.Notify:
+		return e.Kind == events.KindJob
+	}
+	return false
+}

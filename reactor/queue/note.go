@@ -1,0 +1,34 @@
+package queue
+
+import "strings"
+
+// NotePrefix starts the part of a message that is a note to the depositor
+// (what of the submission a batch handler did not use; names two of an
+// object's files share on another system), not a failure. A note holds no
+// "; ", which joins a message's parts.
+const NotePrefix = "note: "
+
+// Note is the note among the parts of message, or "".
+func Note(message string) string {
+	for part := range strings.SplitSeq(message, "; ") {
+		if strings.HasPrefix(part, NotePrefix) {
+			return part
+		}
+	}
+	return ""
+}
+
+// KeepNote is msg, an item's new message, with the note of was, its
+// message until now, after it, unless msg has a note of its own: a note
+// stays through every later write of the item, a step's, a wait's, a
+// retry's or an operator's, to its end.
+func KeepNote(msg, was string) string {
+	note := Note(was)
+	switch {
+	case note == "" || Note(msg) != "":
+		return msg
+	case msg == "":
+		return note
+	}
+	return msg + "; " + note
+}
