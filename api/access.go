@@ -103,7 +103,7 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, caller Caller) e
 	if err == nil && !caller.Sees(v.Token.Profile) {
 		return missingAccess(r)
 	}
-	if err := a.cfg.Ops.AccessGone(r.Context(), accessRef(r), v, err); err != nil {
+	if err := a.accessGoneTo(r.Context(), caller, accessRef(r), v, err); err != nil {
 		return err
 	}
 	v.LastModified = queue.JSONTime(v.LastModified)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,24 +72,60 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, caller Caller) erro
 		var err error
 		select {
 		case ev := <-evs:
-			err = writeEvent(w, ev)
+			if err = a.stillHeld(r, caller); err == nil {
+				err = writeEvent(w, ev)
+			}
 		case <-tick.C:
-			_, err = io.WriteString(w, ": keep-alive\n\n")
+			if err = a.stillHeld(r, caller); err == nil {
+				_, err = io.WriteString(w, ": keep-alive\n\n")
+			}
 		case ferr := <-followed:
 			if ferr != nil && ctx.Err() == nil {
-				data, _ := json.Marshal(problemOf(ferr))
-				_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+				writeStreamError(w, ferr)
 				flusher.Flush()
 			}
 			return nil
 		}
-		if err != nil { // the client went away
+		var changed tokenChanged
+		if errors.As(err, &changed) {
+			writeStreamError(w, changed.err)
+			flusher.Flush()
+		}
+		if err != nil { // the client went away, or the token changed
 			cancel()
 			<-followed
 			return nil
 		}
 		flusher.Flush()
 	}
+}
+
+// writeStreamError ends a stream with an error event: its problem.
+func writeStreamError(w io.Writer, err error) {
+	data, _ := json.Marshal(problemOf(err))
+	_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+}
+
+// tokenChanged is a stream's token revoked, or given another role or
+// scope, since the stream began.
+type tokenChanged struct{ err error }
+
+func (e tokenChanged) Error() string { return e.err.Error() }
+
+// stillHeld tells whether the stream's token still gives the caller it
+// began with: a stream is a request under way for hours, and a reload of
+// the token file (SIGHUP) that revokes a token or narrows its scope must
+// stop what it carries, as it stops every later request.
+func (a *API) stillHeld(r *http.Request, was Caller) error {
+	now, err := a.cfg.Tokens.caller(r, RoleRead)
+	if err == nil && (now.Name != was.Name || now.Role != was.Role || !slices.Equal(now.Profiles, was.Profiles)) {
+		err = &apiError{status: http.StatusForbidden, kind: "forbidden",
+			msg: "the token of " + was.Name + " changed (its role or profiles, in the reloaded token file): ask for the stream again"}
+	}
+	if err != nil {
+		return tokenChanged{err}
+	}
+	return nil
 }
 
 // startStream starts an answer of contentType, its headers sent at once,
@@ -151,6 +188,9 @@ func (a *API) eventFilter(r *http.Request, caller Caller) (events.Filter, error)
 			return f, err
 		}
 		if err := a.seesBatch(r.Context(), caller, f.BatchID); err != nil {
+			if !ops.IsBatchID(id) {
+				return f, missingBatch(id) // BatchID's words for a uuid no batch has: not its bid
+			}
 			return f, ops.NeverMade(f.BatchID, "batch")
 		}
 	}

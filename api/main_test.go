@@ -48,7 +48,8 @@ type bundle struct {
 	q    *queue.Queue
 	bus  *events.Bus
 	api  *api.API
-	base string // http://127.0.0.1:PORT/api/v1/
+	toks *api.Tokens // the API's: a test may Replace them, as a reload does
+	base string      // http://127.0.0.1:PORT/api/v1/
 	log  *slog.Logger
 	objs int // objects made by job, for their ARKs and local ids
 }
@@ -96,7 +97,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	web.Handle(api.Prefix, ap)
 	t.Cleanup(web.Close)
 	t.Cleanup(ap.Close) // first: the event streams end before the server waits for them
-	return &bundle{t: t, root: root, q: q, bus: bus, api: ap, base: web.DefaultAdvertise() + api.Prefix, log: log}
+	return &bundle{t: t, root: root, q: q, bus: bus, api: ap, toks: tokens, base: web.DefaultAdvertise() + api.Prefix, log: log}
 }
 
 // writeTokens writes a tokens file with a token of each role and more

@@ -122,12 +122,24 @@ func (a *API) seesAccess(ctx context.Context, c Caller, r *http.Request) error {
 	}
 	v, err := a.cfg.Ops.ShowAccess(ctx, accessRef(r))
 	if err != nil {
-		return a.cfg.Ops.AccessGone(ctx, accessRef(r), v, err)
+		return a.accessGoneTo(ctx, c, accessRef(r), v, err)
 	}
 	if !c.Sees(v.Token.Profile) {
 		return missingAccess(r)
 	}
 	return nil
+}
+
+// accessGoneTo is ops.AccessGone as the caller may hear it: to a scoped
+// caller, a request no longer in the queue is one never made, as its
+// profile (its token's) went with it, and the 410 names its object, who
+// deleted it and when.
+func (a *API) accessGoneTo(ctx context.Context, c Caller, ref string, v ops.AccessView, err error) error {
+	gone := a.cfg.Ops.AccessGone(ctx, ref, v, err)
+	if c.Scoped() && err != nil && errors.Is(gone, ops.ErrGone) {
+		return missingAccessRef(ref)
+	}
+	return gone
 }
 
 // seesObject refuses, as the inventory not holding it, an access request

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -249,5 +250,77 @@ func TestScopedTokenLines(t *testing.T) {
 	}
 	if c, err := tokens.Authorize(readToken, api.RoleRead); err != nil || c.Scoped() {
 		t.Errorf("an unscoped token: %+v %v", c, err)
+	}
+}
+
+// Another profile's access request deleted and removed is, to a scoped
+// token, one never made (not the 410 that names its object, who deleted
+// it and when); its batch named by uuid on the event stream is a uuid no
+// batch has (not the 404 that names its bid).
+func TestScopedTokensLearnNothingOfAnothersGoneRequestOrBatchUUID(t *testing.T) {
+	t.Parallel()
+	const arkB = "ark:/99999/fk4beta"
+	b := setup(t, withObjects(t, map[string]string{arkB: "beta"}, 3), withDepositors)
+	reqB := b.failedAccess(arkB)
+	for range 2 { // Deleted, then removed
+		b.do("DELETE", "access/"+reqB.Ref, adminToken, nil).ok(t, http.StatusOK, nil)
+	}
+	flush(t, b.bus)
+	b.do("GET", "access/"+reqB.Ref, readToken, nil).problem(t, http.StatusGone, "gone", arkB)
+	qid := strings.TrimPrefix(reqB.Ref, reqB.Queue+"/")
+	const noQID = "qid0000009999"
+	hiddenAsMissing(t, b.do("GET", "access/"+reqB.Ref, alphaToken, nil), b.do("GET", "access/"+reqB.Queue+"/"+noQID, readToken, nil), qid, noQID)
+	hiddenAsMissing(t, b.do("POST", "access/"+reqB.Ref+"/requeue", alphaToken, nil),
+		b.do("POST", "access/"+reqB.Queue+"/"+noQID+"/requeue", operateToken, nil), qid, noQID)
+
+	o := b.batch("uuid-gone-beta", "beta")
+	hiddenAsMissing(t, b.do("GET", "events?batch=uuid-gone-beta", alphaToken, nil),
+		b.do("GET", "events?batch=uuid-nosuch", readToken, nil), "uuid-gone-beta", "uuid-nosuch")
+	b.do("GET", "events?batch="+o.ID, alphaToken, nil).problem(t, http.StatusNotFound, "not-found", "no such batch")
+}
+
+// A stream is a request under way for hours: a reload of the token file
+// that narrows its token's scope ends it with an error event before it
+// carries another event, as the reload refuses every later request.
+func TestScopedStreamEndsWhenItsTokenIsNarrowed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withDepositors)
+	o := b.batch("uuid-reload-beta", "beta")
+	publish := func(msg string) {
+		b.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: o.ID, From: "Pending", To: "Processing", Message: msg})
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", b.base+"events", nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+betaToken)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	upTo := func(prefix string) string {
+		t.Helper()
+		for lines.Scan() {
+			if l := lines.Text(); strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		t.Fatalf("the stream ended before a line %q: %v", prefix, lines.Err())
+		return ""
+	}
+	publish("before")
+	if l := upTo("data: "); !strings.Contains(l, `"before"`) {
+		t.Fatalf("beta's first event: %s", l)
+	}
+	b.toks.Replace(writeTokens(t, false, "read:gamma "+betaToken+" Beta depositor"))
+	publish("after")
+	if l := upTo("event: "); l != "event: error" {
+		t.Fatalf("after beta's token was narrowed to gamma, its stream carried %s (and %s)", l, upTo("data: "))
+	}
+	if l := upTo("data: "); !strings.Contains(l, "the token of Beta depositor changed") {
+		t.Fatalf("the error event: %s", l)
+	}
+	for lines.Scan() { // the error event's blank line, then the end
+		if l := lines.Text(); l != "" {
+			t.Fatalf("the stream went on after its error: %s", l)
+		}
 	}
 }

@@ -116,6 +116,10 @@ func (p *Pipeline) identify(ctx context.Context, s *reactor.Step, prof *profile.
 	switch {
 	case found != "":
 		ids.PrimaryID = found
+	case given != "":
+		if err := p.givenOwn(ctx, inv, prof, given); err != nil {
+			return nil, false, err
+		}
 	case ids.PrimaryID == "":
 		ark, err := p.mintUnused(ctx, j, prof, inv)
 		if err != nil {

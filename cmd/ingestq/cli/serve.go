@@ -155,7 +155,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.stalledAfter, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
 	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
 	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
-	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE TOKEN [NAME], ROLE read, operate or admin;\n"+
+	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE[:PROFILE,…] TOKEN [NAME], ROLE read, operate or admin\n"+
+		"(a read or operate token scoped to PROFILEs sees and acts on only their work);\n"+
 		"without any token reads are open and changes refused ("+EnvAdminToken+" adds an admin token; env "+EnvAPITokens+");\n"+
 		"SIGHUP re-reads it: tokens are added or revoked without a restart")
 	durationVar(fl, &f.delay, "passthrough-delay", 0, "time each pass-through step takes")
