@@ -23,9 +23,19 @@ func (p *Pipeline) givenOwn(ctx context.Context, inv inventory.Inventory, prof *
 		return nil // a new object under the depositor's ARK
 	case err != nil:
 		return p.inventoryOut(prof, fmt.Errorf("primary identifier %s: inventory lookup: %w", ark, err))
-	case rec.Profile != prof.Name:
-		return reactor.Fatal(fmt.Errorf("primary identifier %s is an object of another profile: a deposit to profile %s adds versions only to its own objects; "+
-			"nothing was stored (give no primary identifier to have an ARK minted, or deposit to the object's profile)", ark, prof.Name))
 	}
-	return nil
+	return ownObject(ark, rec, prof)
+}
+
+// ownObject refuses, as Fatal, object ark whose latest record (rec) is of
+// another profile than prof, not naming it. Storing asks it again under
+// the object's storage lock: two profiles' deposits giving one new ARK at
+// once both pass givenOwn, and the later would write on top of the
+// earlier's version, which its Recording then refuses.
+func ownObject(ark string, rec inventory.Record, prof *profile.Profile) error {
+	if rec.Profile == prof.Name {
+		return nil
+	}
+	return reactor.Fatal(fmt.Errorf("primary identifier %s is an object of another profile: a deposit to profile %s adds versions only to its own objects; "+
+		"nothing was stored (give no primary identifier to have an ARK minted, or deposit to the object's profile)", ark, prof.Name))
 }

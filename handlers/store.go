@@ -52,6 +52,11 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		if err != nil {
 			return err
 		}
+		if known.Version > 0 {
+			if err := ownObject(ark, known, prof); err != nil {
+				return err
+			}
+		}
 		kept, err = p.copyObject(ctx, s, prof, obj, known)
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,20 +29,24 @@ import (
 // pastRecord lets Storing write on top of the primary's head (target)
 // when the inventory records it (known), or when it is this deposit's own
 // (its version message; from a store that keeps none, its content). A
-// head another job stored and has not recorded yet is an errObjectBusy;
-// any other is Fatal: the inventory lost it.
+// head another job stored and has not recorded yet is an errObjectBusy,
+// unless this deposit's own version is under it (ownUnder); any other is
+// Fatal: the inventory lost it.
 func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profile.Profile, target string, known inventory.Record,
 	head *storage.Version, obj storage.Object) error {
 	if head == nil || head.Number <= known.Version || head.Message == obj.Message ||
 		head.Message == "" && storage.Unchanged(head.Files, obj.Files, obj.Describing) {
 		return nil
 	}
-	whose, waitFor, err := p.whose(ctx, []storage.Version{*head})
+	whose, waitFor, err := p.whose(ctx, s.Job.ID, []storage.Version{*head})
 	if err != nil {
 		return err
 	}
 	span := versionSpan(known.Version+1, head.Number)
 	if waitFor != "" {
+		if redo, err := p.ownUnder(ctx, s, prof, target, known, head, obj, waitFor); redo || err != nil {
+			return err
+		}
 		return errObjectBusy{fmt.Sprintf("for job %s to record %s of %s, at %s (this job's version goes on top of it): %s",
 			waitFor, span, obj.ARK, target, strings.Join(whose, "; "))}
 	}
@@ -55,6 +60,39 @@ func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profil
 		"writing on top would leave a hole in the object's record (inventory restored from a backup older than storage?); "+
 		"nothing was written: %s", target, versionSpan(now.Version+1, head.Number), obj.ARK, inventoryName(prof),
 		recordsUpTo(now.Version), strings.Join(whose, "; "), repairAdvice(obj.ARK, s.Job.ID)))
+}
+
+// ownUnder tells whether this deposit stored a version between known and
+// the head, which job waitFor stored on top of it and has not recorded:
+// two Storing steps of the object ran at once (a storage lock lost with its
+// session). waitFor's Recording waits for that version to be recorded, so
+// waiting for waitFor would be for ever. With this deposit's content it is
+// a redo (true): Put finds the version by its message and content and
+// writes nothing, and this job records it. With other content (the job run
+// again from Downloading over changed files) it is Fatal, nothing written.
+func (p *Pipeline) ownUnder(ctx context.Context, s *reactor.Step, prof *profile.Profile, target string, known inventory.Record,
+	head *storage.Version, obj storage.Object, waitFor string) (redo bool, err error) {
+	if obj.Message == "" || head.Number-1 <= known.Version {
+		return false, nil
+	}
+	between, err := p.versionsBetween(ctx, target, obj.ARK, known.Version+1, head.Number-1)
+	if err != nil {
+		return false, err
+	}
+	own := func(v storage.Version) bool { return v.Message == obj.Message }
+	if slices.ContainsFunc(between, func(v storage.Version) bool {
+		return own(v) && storage.Unchanged(v.Files, obj.Files, obj.Describing)
+	}) {
+		return true, nil
+	}
+	i := slices.IndexFunc(between, own)
+	if i < 0 {
+		return false, nil
+	}
+	return false, reactor.Fatal(fmt.Errorf("the primary target %s holds version %d of %s, stored by this job on an earlier run of its "+
+		"steps with other content, which %s does not record (%s), and version %d on top of it, stored by job %s, whose Recording "+
+		"waits for it to be recorded; nothing was written: %s", target, between[i].Number, obj.ARK, inventoryName(prof),
+		recordsUpTo(known.Version), head.Number, waitFor, repairAdvice(obj.ARK, s.Job.ID)))
 }
 
 // underRecord refuses Recording's version kept while the inventory (inv,
@@ -75,7 +113,7 @@ func (p *Pipeline) underRecord(ctx context.Context, s *reactor.Step, prof *profi
 	if err != nil {
 		return err
 	}
-	whose, waitFor, err := p.whose(ctx, between)
+	whose, waitFor, err := p.whose(ctx, s.Job.ID, between)
 	if err != nil {
 		return err
 	}
@@ -125,9 +163,10 @@ func (p *Pipeline) versionsBetween(ctx context.Context, target, ark string, from
 // is now; waitFor is a job among them between Storing and Recording (its
 // version is in flight), "" when none is. A version whose message names no
 // ingestq deposit (an import's, another program's, or a store that keeps
-// none), or a job the queue no longer has (deleted, or its number taken by
-// a later job of a new queue), is no job's in flight.
-func (p *Pipeline) whose(ctx context.Context, versions []storage.Version) (whose []string, waitFor string, err error) {
+// none), a job the queue no longer has (deleted, or its number taken by
+// a later job of a new queue), or the step's own job, self, is no job's in
+// flight: a job waiting for itself would wait for ever.
+func (p *Pipeline) whose(ctx context.Context, self string, versions []storage.Version) (whose []string, waitFor string, err error) {
 	for _, v := range versions {
 		d, ok, perr := depositIn(v)
 		var says string
@@ -140,7 +179,7 @@ func (p *Pipeline) whose(ctx context.Context, versions []storage.Version) (whose
 			says = fmt.Sprintf("its message %q names no ingestq deposit", v.Message)
 		default:
 			var inFlight bool
-			if says, inFlight, err = p.depositNow(ctx, d); err != nil {
+			if says, inFlight, err = p.depositNow(ctx, self, d); err != nil {
 				return nil, "", err
 			}
 			if inFlight {
@@ -153,8 +192,10 @@ func (p *Pipeline) whose(ctx context.Context, versions []storage.Version) (whose
 }
 
 // depositNow says where the job that deposit d names is in the queue, and
-// whether it is between Storing and Recording.
-func (p *Pipeline) depositNow(ctx context.Context, d namedDeposit) (says string, inFlight bool, err error) {
+// whether it is between Storing and Recording and not self, the step's own
+// job (a version of an earlier run of its steps, before it was run again
+// from Downloading over changed files).
+func (p *Pipeline) depositNow(ctx context.Context, self string, d namedDeposit) (says string, inFlight bool, err error) {
 	who := fmt.Sprintf("stored by job %s of batch %s", d.Job, d.Batch)
 	st, _, err := p.q.JobStatusOf(ctx, d.Job)
 	if errors.Is(err, queue.ErrNotFound) {
@@ -172,6 +213,8 @@ func (p *Pipeline) depositNow(ctx context.Context, d namedDeposit) (says string,
 	case created.UTC().Format(time.RFC3339Nano) != d.Created:
 		return fmt.Sprintf("%s, created %s: the queue's job %s now is another, created %s", who, d.Created, d.Job,
 			created.UTC().Format(time.RFC3339Nano)), false, nil
+	case d.Job == self:
+		return fmt.Sprintf("stored by this job (batch %s) on an earlier run of its steps, with other content, and not recorded", d.Batch), false, nil
 	}
 	switch st.Status {
 	case queue.Storing, queue.Recording:

@@ -1,6 +1,10 @@
 package handlers_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -8,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/pgtest"
 	"github.com/ingestq/ingestq/internal/s3test"
+	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -176,6 +182,111 @@ func TestASecondJobOfAnObjectWaitsForTheFirstToRecord(t *testing.T) {
 	}
 }
 
+// Two jobs of an object waiting on each other, built with real steps: job
+// B's Storing put version 2 and its daemon died before the transition (B
+// Failed at Storing); version 2 recorded by a repair, job A stored version
+// 3 on top and is held before Recording; the inventory restored to version
+// 1 (as if the two Storing steps had run at once, a lock lost with its
+// session); B requeued to Storing. A's Recording waits for B's version 2,
+// and B's Storing, finding its own version 2 under A's head, is a redo:
+// it writes nothing, records 2, and A records 3. B waited for A, which
+// waited for B, for ever (decision 668 (b)).
+func TestTwoJobsOfAnObjectDoNotWaitOnEachOther(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	invURL := pgtest.NewDatabase(t, pg)
+	gate := newRecordingGate(t)
+	var runs stepRuns
+	var a, b atomic.Pointer[queue.Job]
+	var r *rig
+	deadlock := make(chan string, 1)
+	r = newRig(t, nil, withInventory(invURL), failOnceAfter(&runs, queue.Storing),
+		func(_ *handlers.Config, rc *reactor.Config) { rc.Attempts = 1 }, // a step cut fails its job: it stays put until requeued
+		beforeStep(queue.Recording, func(j *queue.Job) {
+			gate.hold(j)
+			if ja, jb := a.Load(), b.Load(); ja != nil && jb != nil && j.ID == ja.ID {
+				if now, err := r.q.LoadJob(t.Context(), jb.ID); err == nil && strings.HasPrefix(now.Status.Message, "waiting for job "+ja.ID+" ") {
+					select {
+					case deadlock <- now.Status.Message:
+					default:
+					}
+				}
+			}
+		}))
+	requeue := func(j *queue.Job) {
+		t.Helper()
+		r.ingestq("requeue", j.ID)
+		r.ingestq("report", j.BatchID)
+	}
+	stored := func(path string, obj object) *queue.Job { // its Storing cut once: Failed there
+		t.Helper()
+		j := r.deposit(path, obj, "local_id", "both")
+		if j.State() != queue.Failed || !strings.HasPrefix(j.Status.Message, "Storing") {
+			t.Fatalf("job %s: %s %q, want Failed at Storing (cut after its Put)", j.ID, j.State(), j.Status.Message)
+		}
+		return j
+	}
+	one, two, three := object{"a.txt": []byte("one")}, object{"a.txt": []byte("two")}, object{"a.txt": []byte("three")}
+	first := stored("/both/v1.checkm", one)
+	requeue(first)
+	if bt := r.waitBatch(first.BatchID, queue.Completed, queue.Failed); bt.State() != queue.Completed {
+		t.Fatalf("the first deposit requeued: batch %s (%s)", bt.State(), bt.Status.Message)
+	}
+	ark := r.jobsOf(first.BatchID)["manifest"].Identifiers.PrimaryID
+	dump, err := pg.Dump(invURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	jb := stored("/both/b.checkm", two)
+	b.Store(jb)
+	if _, err := r.q.HoldQueue(t.Context(), queue.QueueIngest); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runAuditWith(r, audit.Options{Repair: true, ARKs: []string{ark}}, func(audit.Repaired) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.q.ReleaseQueue(t.Context(), queue.QueueIngest); err != nil {
+		t.Fatal(err)
+	}
+	gate.closed.Store(true)
+	ja := stored("/both/a.checkm", three)
+	a.Store(ja)
+	requeue(ja)
+	if held := gate.wait(t); held != ja.ID {
+		t.Fatalf("job %s held at Recording, want %s", held, ja.ID)
+	}
+	if err := pg.Restore(invURL, dump); err != nil {
+		t.Fatal(err)
+	}
+	requeue(jb) // at Storing before A's Recording goes on: in flight
+	gate.open()
+
+	done := make(chan [2]*queue.Batch, 1)
+	go func() {
+		done <- [2]*queue.Batch{r.waitBatch(jb.BatchID, queue.Completed, queue.Failed), r.waitBatch(ja.BatchID, queue.Completed, queue.Failed)}
+	}()
+	select {
+	case msg := <-deadlock:
+		t.Fatalf("job %s waits for job %s, which waits for it: %s", jb.ID, ja.ID, msg)
+	case bs := <-done:
+		for _, bt := range bs {
+			if bt.State() != queue.Completed {
+				t.Fatalf("batch %s: %s (%s), want Completed", bt.ID, bt.State(), bt.Status.Message)
+			}
+		}
+	}
+	wantRecordedBy(t, r, ark, first.ID, jb.ID, ja.ID)
+	if v, err := r.p.Primary().Latest(t.Context(), ark); err != nil || v.Number != 3 {
+		t.Errorf("the primary's head: version %d (%v), want 3: the redo wrote nothing", v.Number, err)
+	}
+	for n, want := range map[int]object{2: two, 3: three} {
+		if got := r.versionContent(ark, n)["producer/a.txt"]; got != sha256hex(want["a.txt"]) {
+			t.Errorf("version %d holds %q, want %s's digest", n, got, want["a.txt"])
+		}
+	}
+}
+
 // recordingGate holds each job that reaches Recording while it is closed,
 // until it opens or the test ends.
 type recordingGate struct {
@@ -189,16 +300,17 @@ func newRecordingGate(t *testing.T) *recordingGate {
 	return &recordingGate{reached: make(chan string, 8), opened: make(chan struct{}), ended: t.Context().Done()}
 }
 
-func (g *recordingGate) option() rigOption {
-	return beforeStep(queue.Recording, func(j *queue.Job) {
-		if g.closed.Load() {
-			g.reached <- j.ID
-			select {
-			case <-g.opened:
-			case <-g.ended: // before the daemon stops: it waits for its steps
-			}
+func (g *recordingGate) option() rigOption { return beforeStep(queue.Recording, g.hold) }
+
+// hold holds job j at Recording while the gate is closed.
+func (g *recordingGate) hold(j *queue.Job) {
+	if g.closed.Load() {
+		g.reached <- j.ID
+		select {
+		case <-g.opened:
+		case <-g.ended: // before the daemon stops: it waits for its steps
 		}
-	})
+	}
 }
 
 // wait is the first job held.
@@ -269,5 +381,76 @@ func wantRecordedBy(t *testing.T, r *rig, ark string, jobs ...string) {
 	}
 	if !slices.Equal(got, jobs) {
 		t.Errorf("%s: versions recorded by %v, want %v", ark, got, jobs)
+	}
+}
+
+// A job that stored version 1, failed at Recording, and is run again from
+// Downloading over changed content stores version 2 on top of its own
+// unrecorded 1. Its Recording fails, naming version 1 as this job's and the
+// commands that mend it; after them it completes, both versions recorded as
+// its own. It waited for itself ("waiting for job <itself> …, now at
+// Recording") for ever. The reviewer's test (decision 668 (e)), its end
+// made the mend's.
+func TestRecordingDoesNotWaitForItself(t *testing.T) {
+	t.Parallel()
+	var refused atomic.Bool
+	selfWait := make(chan string, 1)
+	r := newRig(t, nil, func(_ *handlers.Config, rc *reactor.Config) {
+		if rc.Jobs == nil {
+			rc.Jobs = map[queue.State]reactor.JobHandler{}
+		}
+		rc.Jobs[queue.Recording] = reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+			if refused.CompareAndSwap(false, true) {
+				return reactor.Result{}, reactor.Fatal(errors.New("test: the inventory refused the record"))
+			}
+			if msg := s.Job.Status.Message; strings.HasPrefix(msg, "waiting for job "+s.Job.ID+" ") {
+				select {
+				case selfWait <- msg:
+				default:
+				}
+			}
+			return reactor.Result{}, nil
+		})
+	})
+	b := r.submit(r.content.put("/thesis.txt", []byte("draft")), "local_id", "thesis-1")
+	r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	j := r.jobsOf(b.ID)["file"]
+	if j.State() != queue.Failed || !strings.HasPrefix(j.Status.Message, "Recording: test:") {
+		t.Fatalf("job %s %q, want Failed at Recording", j.State(), j.Status.Message)
+	}
+	ark := j.Identifiers.PrimaryID
+	// The depositor mends its file; the operator has the job run from
+	// Downloading again (redoAdvice: its working folder removed).
+	r.content.put("/thesis.txt", []byte("final"))
+	if err := os.RemoveAll(filepath.Join(r.data, "work", j.ID)); err != nil {
+		t.Fatal(err)
+	}
+	r.ingestq("requeue", j.ID)
+	r.ingestq("report", j.BatchID)
+	done := make(chan *queue.Batch, 1)
+	go func() { done <- r.waitBatch(j.BatchID, queue.Completed, queue.Failed) }()
+	select {
+	case msg := <-selfWait:
+		t.Fatalf("job %s waits for itself: %s", j.ID, msg)
+	case <-done:
+	}
+	j, err := r.q.LoadJob(t.Context(), j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State() != queue.Failed || !strings.HasPrefix(j.Status.Message, "Recording: version 2 of "+ark+" is this job's") {
+		t.Fatalf("the job run again: %s %q, want Failed at Recording over its own version 1", j.State(), j.Status.Message)
+	}
+	for _, w := range []string{"version 1: stored by this job (batch " + j.BatchID + ") on an earlier run of its steps", "nothing was recorded",
+		"`ingestq audit --repair " + ark + "`", "`ingestq requeue " + j.ID + "`"} {
+		if !strings.Contains(j.Status.Message, w) {
+			t.Errorf("message %q does not say %q", j.Status.Message, w)
+		}
+	}
+	j = repairThenRequeue(t, r, j, ark, queue.Recording, 1, 2)
+	r.checkStored(j, object{"thesis.txt": []byte("final")})
+	wantRecordedBy(t, r, ark, j.ID, j.ID)
+	if got := r.versionContent(ark, 1)["producer/thesis.txt"]; got != sha256hex([]byte("draft")) {
+		t.Errorf("version 1 holds %q, want the draft's digest", got)
 	}
 }

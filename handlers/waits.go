@@ -35,7 +35,7 @@ func (e errObjectBusy) Error() string { return e.why }
 func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err error) (res reactor.Result, ok bool) {
 	var w errObjectBusy
 	if !errors.As(err, &w) {
-		p.objectWaits.Delete(s.Job.ID)
+		p.endWaits(s.Job.ID)
 		return res, false
 	}
 	n := 1
@@ -43,6 +43,10 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 		n = v.(int) + 1
 	}
 	p.objectWaits.Store(s.Job.ID, n)
+	// A job failed or deleted while it waits takes no step here again: the
+	// watch of its end (tend) ends its waits. Its folder may be another
+	// host's, on a shared working area.
+	p.tend(s.Job.ID, p.workDir(s.Job))
 	wait := backoff.Delay(objectWaitBase, time.Minute, n)
 	if msg := "waiting " + w.why; s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
 		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
@@ -52,6 +56,10 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 	p.log.Info("waiting for another job or program working on the object", "job", s.Job.ID, "state", s.Job.State(), "why", w.why, "retest_in", wait)
 	return reactor.Result{Wait: wait}, true
 }
+
+// endWaits forgets job jid's waits in a row: at its step's first outcome
+// that is no wait, and once it has failed or ended (tend).
+func (p *Pipeline) endWaits(jid string) { p.objectWaits.Delete(jid) }
 
 // lockedElsewhere is the wait for ark's lock of what ("storage",
 // "inventory"), held as l says.

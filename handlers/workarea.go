@@ -215,6 +215,9 @@ func (p *Pipeline) look(jid, dir string) (<-chan zk.Event, error) {
 	if err != nil && !errors.Is(err, queue.ErrNotFound) {
 		return nil, err
 	}
+	if err != nil || Ended(st.Status) || st.Status == queue.Failed {
+		p.endWaits(jid) // failed, deleted or gone while it waited for its object
+	}
 	if err == nil && !Ended(st.Status) {
 		return watched(p.q.WatchJobChange(ctx, jid, version))
 	}
