@@ -60,6 +60,12 @@ func (c Caller) Sees(profile string) bool {
 	return c.Profiles == nil || slices.Contains(c.Profiles, profile)
 }
 
+// scopedTo is how a refusal names a scoped caller: "the token of NAME is
+// scoped to profiles P1, P2".
+func (c Caller) scopedTo() string {
+	return "the token of " + c.Name + " is scoped to profiles " + strings.Join(c.Profiles, ", ")
+}
+
 // Tokens are the bearer tokens the API knows, by their SHA-256: a lookup
 // by hash takes the same time whatever the token's bytes. Replace swaps
 // the set while the daemon serves (serve re-reads its file on SIGHUP).
@@ -216,8 +222,7 @@ func (t *Tokens) Authorize(token string, role Role) (Caller, error) {
 	c, err := t.authorize(token, role)
 	if err == nil && c.Scoped() {
 		return Caller{}, &apiError{status: http.StatusForbidden, kind: "forbidden",
-			msg: fmt.Sprintf("the token of %s is scoped to profiles %s: the dashboard shows the whole queue; "+
-				"use the API (%s) with this token", c.Name, strings.Join(c.Profiles, ", "), Prefix)}
+			msg: c.scopedTo() + ": the dashboard shows the whole queue; use the API (" + Prefix + ") with this token"}
 	}
 	return c, err
 }

@@ -94,12 +94,10 @@ func (a *API) doAll(ctx context.Context, caller Caller, act ops.JobAction, jids 
 	var g errgroup.Group
 	g.SetLimit(bulkReaders)
 	for i, jid := range jids {
-		if ops.CheckJobID(jid) == nil { // else Do refuses it, for every token alike
-			g.Go(func() error {
-				hidden[i] = a.seesJob(ctx, caller, jid) // unread: not acted on either
-				return nil
-			})
-		}
+		g.Go(func() error {
+			hidden[i] = a.seesJob(ctx, caller, jid) // unread: not acted on either
+			return nil
+		})
 	}
 	_ = g.Wait() // the errors are in hidden
 	var seen []string
@@ -148,7 +146,7 @@ func (a *API) bulkJobs(ctx context.Context, caller Caller, body bulkBody) ([]str
 			return nil, badRequest("filter %q: want one of %s", name, strings.Join(jobFilterParams, ", "))
 		}
 	}
-	f, err := a.jobFilter(ctx, caller, v)
+	f, err := a.jobFilter(ctx, caller, v, nil)
 	if err != nil {
 		return nil, err
 	}

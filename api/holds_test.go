@@ -132,8 +132,9 @@ func TestObjects(t *testing.T) {
 // An inventory database out of reach is a 503 that says when to ask again,
 // as the README says (it was a 500, "internal": a client could not tell it
 // from a bug); a real PostgreSQL, stopped. An operate token is told which
-// database (its password masked); a read token only that the inventory is
-// out of reach (it was told the host, port, database and user too).
+// database (its password masked); a read token, or a token scoped to
+// profiles, only that the inventory is out of reach (it was told the host,
+// port, database and user too).
 func TestInventoryOutOfReachIsUnavailable(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
@@ -142,7 +143,7 @@ func TestInventoryOutOfReachIsUnavailable(t *testing.T) {
 	inv, err := inventory.NewPostgres(t.Context(), url)
 	must(t, err)
 	t.Cleanup(func() { _ = inv.Close() })
-	b := setup(t, func(o *options) { o.inventory = inv })
+	b := setup(t, func(o *options) { o.inventory = inv }, withDepositors)
 	b.do("GET", "objects/ark:/99999/fk4obj", readToken, nil).problem(t, 404, "not-found")
 	must(t, s.Stop())
 	for _, c := range []struct {
@@ -152,6 +153,8 @@ func TestInventoryOutOfReachIsUnavailable(t *testing.T) {
 	}{
 		{readToken, []string{"the inventory is out of reach"}, []string{db, strconv.Itoa(s.Port), "postgres", "s3cret"}},
 		{operateToken, []string{"inventory database postgres://127.0.0.1:" + strconv.Itoa(s.Port) + "/" + db}, []string{"s3cret"}},
+		// A scoped operate token is a depositor's: told as a read token is.
+		{alphaToken, []string{"the inventory is out of reach"}, []string{db, strconv.Itoa(s.Port), "postgres", "s3cret"}},
 	} {
 		a := b.do("GET", "objects/ark:/99999/fk4obj", c.token, nil)
 		p := a.problem(t, 503, "unavailable", c.says...)

@@ -44,27 +44,15 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, caller Caller) er
 	if err != nil {
 		return err
 	}
-	f, err := a.jobFilter(r.Context(), caller, v)
+	stalls := map[string]*stalled.Stall{} // with ?stalled=true: why each is
+	var mu sync.Mutex
+	f, err := a.jobFilter(r.Context(), caller, v, func(j *queue.Job, st *stalled.Stall) {
+		mu.Lock()
+		stalls[j.ID] = st
+		mu.Unlock()
+	})
 	if err != nil {
 		return err
-	}
-	var stalls map[string]*stalled.Stall                                                // with ?stalled=true: why each is
-	if onlyStalled, _ := boolParam(v, "stalled"); onlyStalled && a.cfg.Stalled != nil { // jobFilter refused a bad one
-		stalls = map[string]*stalled.Stall{}
-		check := a.cfg.Stalled(r.Context())
-		var mu sync.Mutex
-		f.Keep = func(j *queue.Job) bool {
-			if !caller.Sees(j.Profile()) {
-				return false // not asked of the detector
-			}
-			st := check(j)
-			if st != nil {
-				mu.Lock()
-				stalls[j.ID] = st
-				mu.Unlock()
-			}
-			return st != nil
-		}
 	}
 	list, err := a.cfg.Ops.ListJobs(r.Context(), f, p)
 	if err != nil {
@@ -82,7 +70,8 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request, caller Caller) er
 // jobFilter reads the parameters that select jobs: state (any case, or its
 // folder's name), batch (bid or uuid), profile, local_id, ark, stalled;
 // of a scoped caller, only its profiles' jobs (another's batch is missing).
-func (a *API) jobFilter(ctx context.Context, caller Caller, v url.Values) (ops.JobFilter, error) {
+// With stalled, onStalled (when not nil) is told of each stalled job kept.
+func (a *API) jobFilter(ctx context.Context, caller Caller, v url.Values, onStalled func(*queue.Job, *stalled.Stall)) (ops.JobFilter, error) {
 	f := ops.JobFilter{Profile: v.Get("profile"), LocalID: v.Get("local_id"), ARK: v.Get("ark")}
 	var err error
 	if s := v.Get("state"); s != "" {
@@ -110,7 +99,16 @@ func (a *API) jobFilter(ctx context.Context, caller Caller, v url.Values) (ops.J
 			msg: "stalled: this daemon does not detect stalled work yet"}
 	case onlyStalled:
 		check := a.cfg.Stalled(ctx)
-		f.Keep = func(j *queue.Job) bool { return caller.Sees(j.Profile()) && check(j) != nil }
+		f.Keep = func(j *queue.Job) bool {
+			if !caller.Sees(j.Profile()) {
+				return false // not asked of the detector
+			}
+			st := check(j)
+			if st != nil && onStalled != nil {
+				onStalled(j, st)
+			}
+			return st != nil
+		}
 	}
 	return f, nil
 }
@@ -229,10 +227,8 @@ func (a *API) jobAction(name string) handler {
 		if err := Allowed(caller, act); err != nil {
 			return err
 		}
-		if ops.CheckJobID(r.PathValue("jid")) == nil { // else Do refuses it, for every token alike
-			if err := a.seesJob(r.Context(), caller, r.PathValue("jid")); err != nil {
-				return err
-			}
+		if err := a.seesJob(r.Context(), caller, r.PathValue("jid")); err != nil {
+			return err
 		}
 		o, err := a.cfg.Ops.Do(r.Context(), act, r.PathValue("jid"))
 		if err != nil {

@@ -77,12 +77,13 @@ var kinds = []struct {
 	{queue.ErrCorrupt, http.StatusInternalServerError, "corrupt"},
 }
 
-// ForCaller is err as caller is told it. A read token is told of an
-// inventory out of reach that it is, and not where: the database's host,
-// name and user, and the driver's words, are for an operate token (their
-// passwords masked) and the daemon's log.
+// ForCaller is err as caller is told it. A read token, or one scoped to
+// profiles (a depositor's), is told of an inventory out of reach that it
+// is, and not where: the database's host, name and user, and the driver's
+// words, are for an unscoped operate token (their passwords masked) and
+// the daemon's log.
 func ForCaller(err error, caller Caller) error {
-	if caller.Role < RoleOperate && errors.Is(err, inventory.ErrUnavailable) {
+	if (caller.Role < RoleOperate || caller.Scoped()) && errors.Is(err, inventory.ErrUnavailable) {
 		return errInventoryOutOfReach
 	}
 	return err

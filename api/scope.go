@@ -60,10 +60,11 @@ func (a *API) seesBatch(ctx context.Context, c Caller, id string) error {
 	return nil
 }
 
-// seesJob refuses, as missing, a job (by jid or ARK) outside the
-// caller's profiles.
+// seesJob refuses, as missing, a job outside the caller's profiles. An id
+// that is not a jid is let through: the action refuses it, for every
+// token alike.
 func (a *API) seesJob(ctx context.Context, c Caller, id string) error {
-	if !c.Scoped() {
+	if !c.Scoped() || ops.CheckJobID(id) != nil {
 		return nil
 	}
 	j, _, _, err := a.cfg.Ops.FindJob(ctx, id)
@@ -83,8 +84,7 @@ func forbidScoped(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request, c Caller) error {
 		if c.Scoped() {
 			return &apiError{status: http.StatusForbidden, kind: "forbidden",
-				msg: fmt.Sprintf("the token of %s is scoped to profiles %s; %s %s shows the whole queue: it needs an unscoped token",
-					c.Name, strings.Join(c.Profiles, ", "), r.Method, r.URL.Path)}
+				msg: fmt.Sprintf("%s; %s %s shows the whole queue: it needs an unscoped token", c.scopedTo(), r.Method, r.URL.Path)}
 		}
 		return h(w, r, c)
 	}
@@ -96,7 +96,7 @@ func refuseSubmit(c Caller, profile string) error {
 		return nil // no profile: refused for that, as for every token
 	}
 	return &apiError{status: http.StatusForbidden, kind: "forbidden",
-		msg: fmt.Sprintf("profile %q: the token of %s is scoped to profiles %s", profile, c.Name, strings.Join(c.Profiles, ", "))}
+		msg: fmt.Sprintf("profile %q: %s", profile, c.scopedTo())}
 }
 
 // missingAccess is what the queue answers for the access request r's path
