@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/container"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -110,7 +111,7 @@ func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) 
 			allowed += ", file"
 		}
 		u, _ := url.Parse(raw) // it parsed, or the error would not be about its scheme
-		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (%s)", raw, u.Scheme, prof.Name, allowed))
+		return nil, reactor.Fatal(fmt.Errorf("payload_url %q: scheme %q not allowed for profile %s (%s)", redact.Location(raw), u.Scheme, prof.Name, allowed))
 	}
 	if err != nil {
 		return nil, classify(err)
@@ -153,7 +154,7 @@ func (p *Pipeline) manifestObjects(sub queue.Submission, prof *profile.Profile, 
 	types := map[string]string{checkm.BatchManifest: TypeManifest, checkm.SingleFileBatch: TypeFile, checkm.ContainerBatch: TypeContainer}
 	typ, ok := types[m.Profile]
 	if !ok {
-		return nil, reactor.Fatal(fmt.Errorf("%s: manifest profile %q is not one ingestq reads", raw, m.Profile))
+		return nil, reactor.Fatal(fmt.Errorf("%s: manifest profile %q is not one ingestq reads", redact.Location(raw), m.Profile))
 	}
 	objs := make([]reactor.Object, 0, len(m.Entries))
 	for _, e := range m.Entries {

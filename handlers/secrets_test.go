@@ -13,7 +13,9 @@ import (
 // shown with it: not in the failure of a download that is refused (the
 // HTTP client's url.Error is logged at each failed attempt) or answered
 // 404, not in the daemon's log, and not in the PREMIS event of a file
-// downloaded from it, which the inventory keeps for good.
+// downloaded from it, which the inventory keeps for good; nor that of a
+// payload refused (a scheme the profile does not allow, a manifest
+// profile ingestq does not read).
 func TestDepositorPasswordNeverShown(t *testing.T) {
 	t.Parallel()
 	var logs logtest.Buffer
@@ -36,6 +38,18 @@ func TestDepositorPasswordNeverShown(t *testing.T) {
 		}
 	}
 	logs.WaitFor(t, "http: request failed", "depositor:xxxxx@") // the refused download's attempts
+
+	odd := withPassword(r.content.put("/odd.checkm", manifest("mrt-odd-manifest", fileRow("http://example.org/f.txt", "f.txt", hello))))
+	for _, c := range []struct{ name, payload, says string }{
+		{"a scheme the profile does not allow", "ftp://depositor:s3cret@example.org/obj.checkm",
+			`payload_url "ftp://depositor:xxxxx@example.org/obj.checkm": scheme "ftp" not allowed`},
+		{"a manifest profile ingestq does not read", odd, strings.Replace(odd, "s3cret", "xxxxx", 1) + `:2: unknown profile`},
+	} {
+		b := r.waitBatch(r.submit(c.payload).ID, queue.Completed, queue.Failed)
+		if b.State() != queue.Failed || !strings.Contains(b.Status.Message, c.says) {
+			t.Errorf("a payload of %s: batch %s %q, want Failed saying %q", c.name, b.State(), b.Status.Message, c.says)
+		}
+	}
 
 	good := withPassword(r.content.put("/f.txt", hello))
 	b := r.submit(r.content.put("/good.checkm", manifest("mrt-ingest-manifest", fileRow(good, "f.txt", hello))))

@@ -105,8 +105,11 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 // new queue apart), so that the job stored again, on any host, finds its
 // own version even when another deposit's came after it (ocfl.Store.Put).
 func depositMessage(j *queue.Job, created time.Time) string {
-	return fmt.Sprintf(depositMessagePrefix+"%s of batch %s, created %s", j.ID, j.BatchID, created.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf(depositMessagePrefix+"%s of batch %s, created %s", j.ID, j.BatchID, depositCreated(created))
 }
+
+// depositCreated is a job's creation time as its depositMessage names it.
+func depositCreated(created time.Time) string { return created.UTC().Format(time.RFC3339Nano) }
 
 // depositOf is the depositMessage of job j, its creation time read from
 // ZooKeeper when j is a view handed on from step to step here.

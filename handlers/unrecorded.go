@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
@@ -210,9 +209,9 @@ func (p *Pipeline) depositNow(ctx context.Context, self string, d namedDeposit) 
 		return who + ", no longer in the queue", false, nil
 	case err != nil:
 		return "", false, fmt.Errorf("job %s, which stored a version the inventory does not record: %w", d.Job, err)
-	case created.UTC().Format(time.RFC3339Nano) != d.Created:
+	case depositCreated(created) != d.Created:
 		return fmt.Sprintf("%s, created %s: the queue's job %s now is another, created %s", who, d.Created, d.Job,
-			created.UTC().Format(time.RFC3339Nano)), false, nil
+			depositCreated(created)), false, nil
 	case d.Job == self:
 		return fmt.Sprintf("stored by this job (batch %s) on an earlier run of its steps, with other content, and not recorded", d.Batch), false, nil
 	}

@@ -109,6 +109,8 @@ func TestBadGenerated(t *testing.T) {
 		{"blank input", "\n  \n\n", Limits{}, 1, "empty input"},
 		{"duplicate container", manifest(ContainerBatch, "http://example.org/c.zip | | | | | | ", "http://example.org/c.zip"),
 			Limits{}, 4, "duplicate object"},
+		{"duplicate container with a password", manifest(ContainerBatch, "http://u:s3cret@example.org/c.zip | | | | | | ", "http://u:s3cret@example.org/c.zip"),
+			Limits{}, 4, `duplicate object: same URL "http://u:xxxxx@example.org/c.zip"`},
 		// A line that left out a middle column is read shifted: the error
 		// says so, with the columns, beside what the shifted value failed.
 		{"name in the hash column", manifest(IngestManifest, "http://example.org/a | a.txt"), Limits{}, 3,
@@ -127,6 +129,8 @@ func TestBadGenerated(t *testing.T) {
 			`file URL "http://example.org/%zz": invalid URL escape "%zz"`},
 		{"bad escape in a password", manifest(IngestManifest, "http://depositor:s3cret%zz@example.org/a"), Limits{}, 3,
 			`file URL "http://depositor:xxxxx@example.org/a": invalid URL escape "%zz"`},
+		{"a password and no host", manifest(IngestManifest, "http://depositor:s3cret@"), Limits{}, 3,
+			`file URL "http://depositor:xxxxx@" is not an absolute URL`},
 		{"empty fields", manifest(IngestManifest, "| | | | | a"), Limits{}, 3, "no file URL"},
 		{"size with a sign", manifest(IngestManifest, "http://example.org/a | | | +3 | | a"), Limits{}, 3, `file size "+3" is not a whole number`},
 		{"bidi override in a name", manifest(IngestManifest, "http://example.org/a | | | | | report\u202etxt.exe"), Limits{}, 3,

@@ -89,24 +89,27 @@ func parseFileURL(raw string, base *url.URL) (u *url.URL, relative bool, err err
 	if raw == "" {
 		return nil, false, errors.New("no file URL")
 	}
+	// As errors name it: a depositor's URL may hold a password. Made only
+	// for an error, not for each of a large manifest's lines.
+	shown := func() string { return truncate(redact.Location(raw)) }
 	if u, err = url.Parse(raw); err != nil {
 		var ue *url.Error // it names the URL again: "parse "…": …"
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, false, fmt.Errorf("file URL %q: %w", truncate(redact.Location(raw)), err)
+		return nil, false, fmt.Errorf("file URL %q: %w", shown(), err)
 	}
 	if u.Scheme == "" && u.Path == "" && u.Host == "" {
-		return nil, false, fmt.Errorf("file URL %q names no file", truncate(raw))
+		return nil, false, fmt.Errorf("file URL %q names no file", shown())
 	}
 	if u.Scheme == "" {
 		if base == nil {
-			return nil, false, fmt.Errorf("file URL %q is not an absolute URL, and the manifest has no URL to resolve it against", truncate(raw))
+			return nil, false, fmt.Errorf("file URL %q is not an absolute URL, and the manifest has no URL to resolve it against", shown())
 		}
 		return base.ResolveReference(u), true, nil
 	}
 	if u.Host == "" && u.Path == "" && u.Opaque == "" {
-		return nil, false, fmt.Errorf("file URL %q is not an absolute URL", truncate(raw))
+		return nil, false, fmt.Errorf("file URL %q is not an absolute URL", shown())
 	}
 	return u, false, nil
 }

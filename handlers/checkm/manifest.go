@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // The four Merritt manifest profiles: the last path segment of the
@@ -81,7 +83,11 @@ type LineError struct {
 	Err    error
 }
 
-func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Source, e.Line, e.Err) }
+// Error names Source as messages show it: a manifest's URL may hold a
+// password.
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %v", redact.Location(e.Source), e.Line, e.Err)
+}
 func (e *LineError) Unwrap() error { return e.Err }
 
 var (

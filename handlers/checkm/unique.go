@@ -3,6 +3,8 @@ package checkm
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ingestq/ingestq/internal/redact"
 )
 
 // uniqueness remembers what earlier entries claimed, so that an entry that
@@ -57,7 +59,7 @@ func (u *uniqueness) addObject(e *Entry) error {
 	key := e.URL + "\x00" + strings.Join(e.LocalIDs, ";")
 	if line, dup := u.objects[key]; dup {
 		return fmt.Errorf("duplicate object: same URL %q and local identifier %q as line %d",
-			truncate(e.URL), strings.Join(e.LocalIDs, ";"), line)
+			truncate(redact.Location(e.URL)), strings.Join(e.LocalIDs, ";"), line)
 	}
 	u.objects[key] = e.Line
 	return nil

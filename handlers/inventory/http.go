@@ -28,6 +28,7 @@ import (
 // other than 409 are refusals ([Refused]).
 type HTTP struct {
 	endpoint string
+	shown    string // endpoint as messages name it, its password masked
 	client   *retryablehttp.Client
 }
 
@@ -39,8 +40,14 @@ func NewHTTP(endpoint string, client *retryablehttp.Client) *HTTP {
 	if client == nil {
 		client = retryablehttp.NewClient()
 	}
-	return &HTTP{endpoint: strings.TrimRight(endpoint, "/"), client: client}
+	endpoint = strings.TrimRight(endpoint, "/")
+	return &HTTP{endpoint: endpoint, shown: redact.Location(endpoint), client: client}
 }
+
+// at is target, a URL under the endpoint, as messages name it: only the
+// endpoint holds a secret. Redacting target whole took an "@" in its path
+// (a local id may hold one) for a password's end, hiding the service's host.
+func (h *HTTP) at(target string) string { return h.shown + strings.TrimPrefix(target, h.endpoint) }
 
 // Record posts r to the service; see [Inventory].
 func (h *HTTP) Record(ctx context.Context, r Record) error {
@@ -52,23 +59,23 @@ func (h *HTTP) Record(ctx context.Context, r Record) error {
 	what := fmt.Sprintf("record %s version %d", r.ARK, r.Version)
 	body, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, h.at(target), err)
 	}
 	// A []byte body is replayed by the client on each retry.
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, body)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, h.at(target), err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
+		return fmt.Errorf("inventory: %s at %s: %w", what, h.at(target), err)
 	}
 	defer closeBody(resp)
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	return answered(resp, what, target)
+	return answered(resp, what, h.at(target))
 }
 
 // LookupLocalID asks the service which ARK localID maps to within profile.
@@ -86,7 +93,7 @@ func (h *HTTP) LookupLocalID(ctx context.Context, profile, localID string) (stri
 		return "", false, err
 	}
 	if answer.ARK == "" {
-		return "", false, fmt.Errorf("inventory: %s at %s: the answer has no ark", what, redact.Location(target))
+		return "", false, fmt.Errorf("inventory: %s at %s: the answer has no ark", what, h.at(target))
 	}
 	return answer.ARK, true, nil
 }
@@ -106,7 +113,7 @@ func (h *HTTP) Object(ctx context.Context, ark string) (ObjectDetail, error) {
 func (h *HTTP) Latest(ctx context.Context, ark string) (Record, error) {
 	d, err := h.object(ctx, ark, "?versions=latest", "latest version of")
 	if err == nil && len(d.Versions) == 0 {
-		err = fmt.Errorf("inventory: latest version of %s at %s: the answer has no version", ark, h.endpoint)
+		err = fmt.Errorf("inventory: latest version of %s at %s: the answer has no version", ark, h.shown)
 	}
 	if err != nil {
 		return Record{}, err
@@ -129,7 +136,7 @@ func (h *HTTP) object(ctx context.Context, ark, query, what string) (ObjectDetai
 	case !found:
 		return ObjectDetail{}, notFound(ark)
 	case d.Object.ARK != ark:
-		return ObjectDetail{}, fmt.Errorf("inventory: %s %s at %s: the answer is of %q", what, ark, redact.Location(target), d.Object.ARK)
+		return ObjectDetail{}, fmt.Errorf("inventory: %s %s at %s: the answer is of %q", what, ark, h.at(target), d.Object.ARK)
 	}
 	for i, r := range d.Versions {
 		d.Versions[i] = canonical(r)
@@ -157,14 +164,14 @@ func (h *HTTP) List(ctx context.Context, after string, limit int) ([]ObjectRow, 
 	case err != nil:
 		return nil, err
 	case !found:
-		return nil, fmt.Errorf("inventory: %s at %s: not found: the service lists no objects (an older one?)", what, redact.Location(target))
+		return nil, fmt.Errorf("inventory: %s at %s: not found: the service lists no objects (an older one?)", what, h.at(target))
 	case len(page) > limit:
-		return nil, fmt.Errorf("inventory: %s at %s: the answer has %d objects, more than the limit %d", what, redact.Location(target), len(page), limit)
+		return nil, fmt.Errorf("inventory: %s at %s: the answer has %d objects, more than the limit %d", what, h.at(target), len(page), limit)
 	}
 	prev := after
 	for _, o := range page {
 		if o.ARK <= prev {
-			return nil, fmt.Errorf("inventory: %s at %s: the answer lists %q after %q: not in ARK order", what, redact.Location(target), o.ARK, prev)
+			return nil, fmt.Errorf("inventory: %s at %s: the answer lists %q after %q: not in ARK order", what, h.at(target), o.ARK, prev)
 		}
 		prev = o.ARK
 	}
@@ -176,22 +183,22 @@ func (h *HTTP) List(ctx context.Context, after string, limit int) ([]ObjectRow, 
 func (h *HTTP) get(ctx context.Context, target, what string, limit int64, v any) (found bool, err error) {
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, h.at(target), err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: %w", what, redact.Location(target), err)
+		return false, fmt.Errorf("inventory: %s at %s: %w", what, h.at(target), err)
 	}
 	defer closeBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return false, nil
 	case resp.StatusCode/100 != 2:
-		return false, answered(resp, what, target)
+		return false, answered(resp, what, h.at(target))
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(v); err != nil {
-		return false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, redact.Location(target), err)
+		return false, fmt.Errorf("inventory: %s at %s: reading the answer: %w", what, h.at(target), err)
 	}
 	return true, nil
 }
@@ -218,9 +225,10 @@ func (e *answerError) Error() string {
 
 func (e *answerError) Unwrap() error { return e.kind }
 
-// answered describes a non-2xx answer to what.
+// answered describes a non-2xx answer to what from target, as messages
+// name it (HTTP.at).
 func answered(resp *http.Response, what, target string) error {
-	e := &answerError{target: redact.Location(target), status: resp.Status, body: snippet(resp), refused: resp.StatusCode/100 == 4}
+	e := &answerError{target: target, status: resp.Status, body: snippet(resp), refused: resp.StatusCode/100 == 4}
 	switch resp.StatusCode {
 	case http.StatusConflict:
 		e.kind, e.refused = ErrConflict, false

@@ -178,6 +178,33 @@ func TestHTTPRefused(t *testing.T) {
 	}
 }
 
+// An error names the service by its endpoint, password masked, whatever
+// the request's path holds: an answer without the version asked named the
+// endpoint as configured, password and all; and a local id may hold "@",
+// which redacting the whole request URL took for a password's end, hiding
+// the service's host ("http://127.0.0.1:xxxxx@example.org").
+func TestHTTPErrorsNameTheServiceAsShown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/objects/") {
+			_, _ = w.Write([]byte(`{"object":{"ark":"` + arkA + `"},"versions":[]}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ark":""}`)) // a look-up's answer without its ARK
+	}))
+	t.Cleanup(srv.Close)
+	withPassword := strings.Replace(srv.URL, "http://", "http://ingest:s3cret@", 1)
+	masked := strings.Replace(srv.URL, "http://", "http://ingest:xxxxx@", 1)
+	_, err := NewHTTP(withPassword, testClient()).Latest(t.Context(), arkA)
+	if err == nil || !strings.Contains(err.Error(), "at "+masked+": the answer has no version") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("latest from an answer without versions: %v, want an error naming %s", err, masked)
+	}
+	const localID = "someone@example.org"
+	_, _, err = NewHTTP(srv.URL, testClient()).LookupLocalID(t.Context(), profile, localID)
+	if err == nil || !strings.Contains(err.Error(), srv.URL+"/localids/") {
+		t.Errorf("look-up of %s answered without an ARK: %v, want an error naming %s/localids/…", localID, err, srv.URL)
+	}
+}
+
 func TestHTTPServerErrorsExhaustRetries(t *testing.T) {
 	s := newFakeService(t)
 	s.fail503 = 100

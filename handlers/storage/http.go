@@ -36,6 +36,7 @@ import (
 // refusals ([Refused]).
 type HTTP struct {
 	endpoint string
+	shown    string // endpoint as messages name it, its password masked
 	client   *retryablehttp.Client
 }
 
@@ -55,8 +56,14 @@ func NewHTTP(endpoint string, client *retryablehttp.Client) *HTTP {
 	if client == nil {
 		client = retryablehttp.NewClient()
 	}
-	return &HTTP{endpoint: strings.TrimRight(endpoint, "/"), client: client}
+	endpoint = strings.TrimRight(endpoint, "/")
+	return &HTTP{endpoint: endpoint, shown: redact.Location(endpoint), client: client}
 }
+
+// at is target, a URL under the endpoint, as messages name it: only the
+// endpoint holds a secret. Redacting target whole took an "@" in its path
+// (an ARK may hold one) for a password's end, hiding the service's host.
+func (h *HTTP) at(target string) string { return h.shown + strings.TrimPrefix(target, h.endpoint) }
 
 // putRequest is the "version" part of a Put.
 type putRequest struct {
@@ -89,7 +96,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 	target := h.endpoint + "/objects"
 	meta, err := json.Marshal(putRequest{ARK: obj.ARK, LocalIDs: obj.LocalIDs, Files: files, Describing: obj.Describing, Message: obj.Message})
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, h.at(target), err)
 	}
 	// A source file that fails mid-stream cancels the request with the
 	// reason, so the client stops retrying what cannot succeed.
@@ -99,7 +106,7 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 	defer b.finish()
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, retryablehttp.ReaderFunc(b.open))
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, h.at(target), err)
 	}
 	req.Header.Set("Content-Type", "multipart/form-data; boundary="+b.boundary)
 	req.Header.Set("Accept", "application/json")
@@ -110,21 +117,21 @@ func (h *HTTP) Put(ctx context.Context, obj Object) (Version, error) {
 		if err == nil {
 			resp.Body.Close()
 		}
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), src.err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, h.at(target), src.err)
 	}
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: %w", obj.ARK, h.at(target), err)
 	}
 	defer closeBody(resp)
 	if resp.StatusCode/100 != 2 {
-		return Version{}, answerError(resp, "put "+obj.ARK, redact.Location(target))
+		return Version{}, answerError(resp, "put "+obj.ARK, h.at(target))
 	}
 	var r putReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
-		return Version{}, fmt.Errorf("storage: put %s to %s: reading the answer: %w", obj.ARK, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: put %s to %s: reading the answer: %w", obj.ARK, h.at(target), err)
 	}
 	if r.ARK != obj.ARK || r.Number < 1 {
-		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, redact.Location(target), r.ARK, r.Number)
+		return Version{}, fmt.Errorf("storage: put %s to %s: answer names %q version %d", obj.ARK, h.at(target), r.ARK, r.Number)
 	}
 	v := Version{ARK: r.ARK, Number: r.Number, Created: r.Created, Changed: r.Changed, Files: slices.Clone(files),
 		Message: r.Message, URL: h.objectURL(r.ARK)}
@@ -142,21 +149,21 @@ func (h *HTTP) Latest(ctx context.Context, ark string) (Version, error) {
 	target := h.objectURL(ark)
 	resp, err := h.get(ctx, target, "application/json")
 	if err != nil {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: %w", ark, h.at(target), err)
 	}
 	defer closeBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return Version{}, fmt.Errorf("storage: %s at %s: %w", ark, redact.Location(target), ErrNotFound)
+		return Version{}, fmt.Errorf("storage: %s at %s: %w", ark, h.at(target), ErrNotFound)
 	case resp.StatusCode/100 != 2:
-		return Version{}, answerError(resp, "latest of "+ark, redact.Location(target))
+		return Version{}, answerError(resp, "latest of "+ark, h.at(target))
 	}
 	var v Version
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v); err != nil {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: reading the answer: %w", ark, redact.Location(target), err)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: reading the answer: %w", ark, h.at(target), err)
 	}
 	if v.ARK != ark || v.Number < 1 {
-		return Version{}, fmt.Errorf("storage: latest of %s from %s: answer names %q version %d", ark, redact.Location(target), v.ARK, v.Number)
+		return Version{}, fmt.Errorf("storage: latest of %s from %s: answer names %q version %d", ark, h.at(target), v.ARK, v.Number)
 	}
 	v.Changed, v.URL = false, target
 	slices.SortFunc(v.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
@@ -181,7 +188,7 @@ func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
 	}
 	target := h.objectURL(ark) + "?versions=all"
 	fail := func(format string, a ...any) (Stored, error) {
-		return nil, fmt.Errorf("storage: versions of %s from %s: "+format, append([]any{ark, redact.Location(target)}, a...)...)
+		return nil, fmt.Errorf("storage: versions of %s from %s: "+format, append([]any{ark, h.at(target)}, a...)...)
 	}
 	resp, err := h.get(ctx, target, "application/json")
 	if err != nil {
@@ -190,9 +197,9 @@ func (h *HTTP) Survey(ctx context.Context, ark string) (Stored, error) {
 	defer closeBody(resp)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("storage: %s at %s: %w", ark, redact.Location(target), ErrNotFound)
+		return nil, fmt.Errorf("storage: %s at %s: %w", ark, h.at(target), ErrNotFound)
 	case resp.StatusCode/100 != 2:
-		return nil, answerError(resp, "versions of "+ark, redact.Location(target))
+		return nil, answerError(resp, "versions of "+ark, h.at(target))
 	}
 	var r surveyReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&r); err != nil {
@@ -234,7 +241,7 @@ func (h *HTTP) Read(ctx context.Context, ark string) (Stored, error) {
 	for _, v := range o.Versions() {
 		for _, f := range v.Files {
 			if f.Size == Absent {
-				return nil, fmt.Errorf("storage: %s at %s: the stored copy of file %q of version %d is gone", ark, redact.Location(h.endpoint), f.Name, v.Number)
+				return nil, fmt.Errorf("storage: %s at %s: the stored copy of file %q of version %d is gone", ark, h.shown, f.Name, v.Number)
 			}
 		}
 	}
@@ -265,7 +272,7 @@ func (s *latestStored) Open(ctx context.Context, n int, name string) (io.ReadClo
 	rc, err := s.httpStored.Open(ctx, n, name)
 	if errors.Is(err, ErrNotFound) || Refused(err) {
 		return nil, fmt.Errorf("%w (%s serves each object's latest version alone, and may be older than the protocol's "+
-			"GET /content/{ark} of a file's bytes)", err, redact.Location(s.h.endpoint))
+			"GET /content/{ark} of a file's bytes)", err, s.h.shown)
 	}
 	return rc, err
 }
@@ -276,17 +283,17 @@ func (s *httpStored) Open(ctx context.Context, n int, name string) (io.ReadClose
 		url.Values{"version": {strconv.Itoa(n)}, "file": {name}}.Encode()
 	resp, err := s.h.get(ctx, target, "application/octet-stream")
 	if err != nil {
-		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, redact.Location(target), err)
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, s.h.at(target), err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		defer closeBody(resp)
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %q: %w", name, n, s.ark, redact.Location(target),
+		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %q: %w", name, n, s.ark, s.h.at(target),
 			strings.TrimSpace(string(b)), ErrNotFound)
 	case resp.StatusCode/100 != 2:
 		defer closeBody(resp)
-		return nil, answerError(resp, fmt.Sprintf("file %q of version %d of %s", name, n, s.ark), redact.Location(target))
+		return nil, answerError(resp, fmt.Sprintf("file %q of version %d of %s", name, n, s.ark), s.h.at(target))
 	}
 	return resp.Body, nil
 }
@@ -322,8 +329,9 @@ func Refused(err error) bool {
 	return errors.As(err, &r)
 }
 
-// answerError describes a non-2xx answer, with the first 200 bytes of its
-// body; a 4xx one is marked refused.
+// answerError describes a non-2xx answer from target, as messages name
+// it (HTTP.at), with the first 200 bytes of its body; a 4xx one is marked
+// refused.
 func answerError(resp *http.Response, what, target string) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 	if resp.StatusCode/100 == 4 {

@@ -111,6 +111,24 @@ func TestHTTPRefused(t *testing.T) {
 	}
 }
 
+// An error names the service by its endpoint, password masked, whatever
+// the request's path holds: an ARK may hold "@", which redacting the whole
+// request URL took for a password's end, hiding the service's host
+// ("http://127.0.0.1:xxxxx@b").
+func TestHTTPErrorsNameTheServiceOfAnARKWithAt(t *testing.T) {
+	srv, _, _ := newServer(t)
+	const ark = "ark:/99999/fk4a@b"
+	for endpoint, shown := range map[string]string{
+		srv.URL: srv.URL,
+		strings.Replace(srv.URL, "http://", "http://ingest:s3cret@", 1): strings.Replace(srv.URL, "http://", "http://ingest:xxxxx@", 1),
+	} {
+		_, err := NewHTTP(endpoint, testClient()).Latest(t.Context(), ark)
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), shown+"/objects/ark:") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("latest of %s, which the service lacks: %v, want ErrNotFound naming %s/objects/…", ark, err, shown)
+		}
+	}
+}
+
 // A 503 after part of the body was read is retried with the body rebuilt
 // from the files; the service verifies the second attempt's digests.
 func TestHTTP503ThenSuccess(t *testing.T) {
