@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -442,11 +443,11 @@ func recordedPast(ctx context.Context, inv inventory.Inventory, prof *profile.Pr
 // minted another meanwhile is told in the log: its object may be stored
 // under both.
 func (p *Pipeline) giveBack(ctx context.Context, ark, made string) {
-	rest, ok := strings.CutPrefix(made, depositMessagePrefix)
-	if !ok {
-		return // no deposit's version: an import's, a service's
+	d, ok, err := depositIn(storage.Version{Message: made})
+	if !ok || err != nil {
+		return // no deposit's version (an import's, a service's), or not one as ingestq writes it
 	}
-	jid, _, _ := strings.Cut(rest, " ")
+	jid := d.Job
 	x, err := p.q.LoadJob(ctx, jid)
 	if err != nil || depositMessage(x, x.Created) != made || x.Identifiers != nil && x.Identifiers.PrimaryID != "" {
 		return // another queue's job, gone, or identified: nothing to give
