@@ -215,9 +215,10 @@ func (l *Local) survey(ctx context.Context, ark string) ([]Version, error) {
 	return vs, nil
 }
 
-// file is where the stored copy of file name of version n of ark is; a
-// version or file the object lacks wraps ErrNotFound.
-func (l *Local) file(ark string, n int, name string) (string, error) {
+// StoredFile is where the stored copy of file name of version n of ark is
+// (the content call serves it, a test damages it there); a version or file
+// the object lacks wraps ErrNotFound.
+func (l *Local) StoredFile(ark string, n int, name string) (string, error) {
 	v, err := readVersion(filepath.Join(l.dir, dirName(ark)), ark, n)
 	if err != nil {
 		return "", err

@@ -292,7 +292,7 @@ func (s *server) content(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	path, err := s.l.file(ark, n, name)
+	path, err := s.l.StoredFile(ark, n, name)
 	var f *os.File
 	if err == nil {
 		if f, err = os.Open(path); errors.Is(err, os.ErrNotExist) {

@@ -89,7 +89,7 @@ func TestHTTPReadForAccess(t *testing.T) {
 	if _, latestOnly := o.(LatestOnly); err != nil || len(o.Versions()) != 2 || latestOnly {
 		t.Fatalf("read: %v, want both versions", err)
 	}
-	gone, err := l.file(testARK, 1, "a.txt")
+	gone, err := l.StoredFile(testARK, 1, "a.txt")
 	if err == nil {
 		err = os.Remove(gone)
 	}

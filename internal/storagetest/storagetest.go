@@ -4,11 +4,8 @@
 package storagetest
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ingestq/ingestq/handlers/storage"
@@ -16,16 +13,16 @@ import (
 
 // Service is a running storage service.
 type Service struct {
-	URL string // its endpoint, a storage target
-	dir string // the Local store's folder
+	URL   string // its endpoint, a storage target
+	local *storage.Local
+	t     testing.TB
 }
 
 // Start serves a Local store through wrap (the server itself when wrap is
 // nil: wrap plays an older or a faulty service) until the test ends.
 func Start(t testing.TB, wrap func(http.Handler) http.Handler) *Service {
 	t.Helper()
-	dir := t.TempDir()
-	local, err := storage.NewLocal(dir)
+	local, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,12 +32,16 @@ func Start(t testing.TB, wrap func(http.Handler) http.Handler) *Service {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Service{URL: srv.URL, dir: dir}
+	return &Service{URL: srv.URL, local: local, t: t}
 }
 
 // File is where the service keeps file name of version n of ark: a test
-// damages it there.
+// damages it there. The store says where, by its own layout.
 func (s *Service) File(ark string, n int, name string) string {
-	folder := strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(ark)
-	return filepath.Join(s.dir, folder, fmt.Sprintf("v%04d", n), filepath.FromSlash(name))
+	s.t.Helper()
+	path, err := s.local.StoredFile(ark, n, name)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return path
 }
