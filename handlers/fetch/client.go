@@ -157,7 +157,7 @@ func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error
 	if resp != nil {
 		resp.Body.Close()
 		if err == nil {
-			err = &StatusError{URL: resp.Request.URL.Redacted(), Code: resp.StatusCode}
+			err = &StatusError{URL: shown(resp.Request.URL), Code: resp.StatusCode}
 		}
 	}
 	return nil, &triesError{n: attempts, err: err}
@@ -182,7 +182,7 @@ func (c *Client) parse(raw string) (*url.URL, error) {
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return nil, permanent(fmt.Errorf("bad URL %s: no host", u.Redacted()))
+			return nil, permanent(fmt.Errorf("bad URL %s: no host", shown(u)))
 		}
 		return u, nil
 	case "file":
@@ -190,5 +190,5 @@ func (c *Client) parse(raw string) (*url.URL, error) {
 			return u, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: %w", u.Redacted(), ErrScheme)
+	return nil, fmt.Errorf("%s: %w", shown(u), ErrScheme)
 }

@@ -80,7 +80,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, dest string, want Wan
 		return Result{}, false, &localError{err}
 	}
 	defer f.Close() // again after the checked Close below: harmless
-	d := &download{url: u.Redacted(), want: want, f: f, h: h, progress: progress}
+	d := &download{url: shown(u), want: want, f: f, h: h, progress: progress}
 	if err := d.rehash(); err != nil {
 		return Result{}, false, err
 	}

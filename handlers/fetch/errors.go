@@ -70,7 +70,7 @@ func (e *RequestError) Unwrap() error { return e.Err }
 // failed is the RequestError of op on u, counting the requests the
 // retrying client made (giveUp's note).
 func failed(op string, u *url.URL, err error) error {
-	re := &RequestError{Op: op, URL: u.Redacted(), Err: err}
+	re := &RequestError{Op: op, URL: shown(u), Err: err}
 	var tries *triesError
 	if errors.As(err, &tries) {
 		re.Requests = tries.n

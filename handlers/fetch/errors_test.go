@@ -1,14 +1,18 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,4 +130,50 @@ func TestBackoffStaysWithinMax(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A depositor's presigned URL carries its signature in the query: an error
+// and every log line name the URL with it masked, as with a password
+// (url.URL.Redacted masks the password only).
+func TestPresignedURLSignatureNeverShown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/short") {
+			_, _ = io.WriteString(w, "abc") // 3 bytes, 5 wanted
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	c := testClient(Config{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const query = "?X-Amz-Signature=s3cret1&sig=s3cret2"
+	for _, path := range []string{"/gone.zip", "/short.zip"} {
+		u := "http://depositor:s3cret3@" + strings.TrimPrefix(srv.URL, "http://") + path + query
+		_, err := c.Download(t.Context(), u, dest(t), Want{Size: 5}, nil)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), path) {
+			t.Errorf("Download(%s): %v; want an error naming the URL with its secrets masked", path, err)
+		}
+		if _, err := c.Head(t.Context(), u); err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Head(%s): %v shows a secret", path, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logged.Len() == 0 || strings.Contains(logged.String(), "s3cret") {
+		t.Errorf("the log, want lines without a secret:\n%s", logged.String())
+	}
+}
+
+// lockedWriter serialises a log handler's writes from the client's
+// goroutines.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

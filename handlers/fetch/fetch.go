@@ -30,12 +30,12 @@ func (c *Client) Head(ctx context.Context, rawURL string) (int64, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := c.rc.Do(req)
 	if err != nil {
-		c.logger(ctx).Debug("HEAD gave no size", "url", u.Redacted(), "err", err)
+		c.logger(ctx).Debug("HEAD gave no size", "url", shown(u), "err", err)
 		return -1, nil
 	}
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		c.logger(ctx).Debug("HEAD gave no size", "url", u.Redacted(), "status", resp.StatusCode)
+		c.logger(ctx).Debug("HEAD gave no size", "url", shown(u), "status", resp.StatusCode)
 		return -1, nil
 	}
 	return resp.ContentLength, nil
@@ -61,7 +61,7 @@ func (c *Client) read(ctx context.Context, rawURL string, limit int64, whole boo
 		return nil, fmt.Errorf("fetch: %w", err)
 	}
 	if limit < 0 {
-		return nil, permanent(fmt.Errorf("fetch %s: negative limit %d", u.Redacted(), limit))
+		return nil, permanent(fmt.Errorf("fetch %s: negative limit %d", shown(u), limit))
 	}
 	var b []byte
 	if u.Scheme == "file" {
@@ -88,7 +88,7 @@ func (c *Client) readHTTP(ctx context.Context, u *url.URL, limit int64, whole bo
 	req.SetResponseHandler(func(resp *http.Response) error {
 		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return &StatusError{URL: u.Redacted(), Code: resp.StatusCode}
+			return &StatusError{URL: shown(u), Code: resp.StatusCode}
 		}
 		if !whole {
 			buf.Reset()

@@ -36,7 +36,7 @@ func (c *Client) logger(ctx context.Context) *slog.Logger {
 // logAttempt is the retrying client's RequestLogHook: each attempt, at
 // debug, through the request's logger.
 func (c *Client) logAttempt(_ retryablehttp.Logger, req *http.Request, retry int) {
-	c.logger(req.Context()).Debug("http: request", "method", req.Method, "url", req.URL.Redacted(), "attempt", retry+1)
+	c.logger(req.Context()).Debug("http: request", "method", req.Method, "url", shown(req.URL), "attempt", retry+1)
 }
 
 // logFailure logs, through the request's logger, an attempt that failed in
@@ -47,7 +47,7 @@ func (c *Client) logFailure(ctx context.Context, resp *http.Response, err error)
 	var ue *url.Error
 	switch {
 	case resp != nil: // a status to retry, or a body cut short (err)
-		args = []any{"url", resp.Request.URL.Redacted(), "status", resp.Status}
+		args = []any{"url", shown(resp.Request.URL), "status", resp.Status}
 	case errors.As(err, &ue):
 		args, err = []any{"url", redact.Location(ue.URL)}, ue.Err // ue's own text repeats the URL
 	}
@@ -56,3 +56,8 @@ func (c *Client) logFailure(ctx context.Context, resp *http.Response, err error)
 	}
 	c.logger(ctx).Warn("http: request failed", args...)
 }
+
+// shown is u as messages and logs show it: its password and any secret
+// query value (a presigned URL's signature) masked, as every location
+// ingestq shows (internal/redact); url.URL.Redacted hides the password only.
+func shown(u *url.URL) string { return redact.Location(u.String()) }
