@@ -30,7 +30,8 @@
 //
 // What a job hands to the next consumer (the store and inventory manifest
 // URLs) is served by Handoff at the daemon's advertised URL, so that a
-// program on another host can work Storing or Recording.
+// program on another host can work Storing or Recording; each URL carries
+// the key of the job's hand-off, and is served only with it.
 //
 // Errors a retry cannot fix (a digest mismatch, a hostile file name, an
 // identifier mismatch, a refusing storage) are reactor.Fatal: the job fails

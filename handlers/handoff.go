@@ -2,8 +2,11 @@ package handlers
 
 import (
 	"cmp"
+	"crypto/rand"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -14,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -30,26 +34,89 @@ const (
 	maxCachedListings = 64
 )
 
+// A job's hand-off is served only to whoever was given its URLs, as a
+// presigned URL's object is: each URL carries the hand-off's key in its
+// query (?key=, a name internal/redact masks wherever a URL is shown). The
+// key is random, made with the job's first storage manifest and kept in its
+// working folder for the folder's life, so that every step run again
+// (a retry, a requeue) publishes the same URLs. A folder whose storage
+// manifest is there without a key was handed on by a release before keys:
+// it is served without one, as then, until its job ends.
+const (
+	handoffKeyFile  = "handoff.key"
+	handoffKeyParam = "key"
+)
+
+// handoffKeyRE is a key as rand.Text makes it: base32, 128 bits or more.
+var handoffKeyRE = regexp.MustCompile(`^[A-Z2-7]{26,}$`)
+
+// errNoHandoff is a working folder that holds no hand-off: none written
+// yet, or the folder is gone.
+var errNoHandoff = errors.New("no hand-off in the working folder")
+
+// readHandoffKey is the key of the hand-off in the working folder work:
+// "" when its storage manifest is there without one (a release before
+// keys wrote it), errNoHandoff when neither is there.
+func readHandoffKey(work string) (string, error) {
+	path := filepath.Join(work, handoffKeyFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		key := strings.TrimSpace(string(data))
+		if !handoffKeyRE.MatchString(key) {
+			return "", fmt.Errorf("%s holds no hand-off key (%d bytes; a key is 26 or more characters of base32)", path, len(data))
+		}
+		return key, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(work, storageManifest)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", errNoHandoff
+		}
+		return "", err
+	}
+	return "", nil
+}
+
+// makeHandoffKey is readHandoffKey, but a folder without a hand-off yet
+// is given its key, kept durably before any URL with it is published.
+func makeHandoffKey(work string) (string, error) {
+	key, err := readHandoffKey(work)
+	if !errors.Is(err, errNoHandoff) {
+		return key, err
+	}
+	key = rand.Text()
+	if err := durable.WriteFile(filepath.Join(work, handoffKeyFile), []byte(key+"\n")); err != nil {
+		return "", fmt.Errorf("keeping the hand-off's key: %w", err)
+	}
+	return key, nil
+}
+
 // handoffURL is the URL of a job's handoff document doc, or of one of its
-// files (doc "files/<name>"), at the daemon's advertised address; "" when
-// the daemon serves none.
-func (p *Pipeline) handoffURL(jid, doc string) string {
+// files (doc "files/<name>"), at the daemon's advertised address, with the
+// hand-off's key; "" when the daemon serves none.
+func (p *Pipeline) handoffURL(jid, key, doc string) string {
 	if p.cfg.Advertise == "" {
 		return ""
 	}
-	return p.cfg.Advertise + HandoffPrefix + jid + "/" + doc
+	u := p.cfg.Advertise + HandoffPrefix + jid + "/" + doc
+	if key != "" {
+		u += "?" + handoffKeyParam + "=" + key // base32: nothing to escape
+	}
+	return u
 }
 
 // storeManifestURL is the store node's manifest_url: the served storage
 // manifest, or without a server its file: URL.
-func (p *Pipeline) storeManifestURL(j *queue.Job) string {
-	return cmp.Or(p.handoffURL(j.ID, handoffStorage), fileURL(filepath.Join(p.workDir(j), storageManifest)))
+func (p *Pipeline) storeManifestURL(j *queue.Job, key string) string {
+	return cmp.Or(p.handoffURL(j.ID, key, handoffStorage), fileURL(filepath.Join(p.workDir(j), storageManifest)))
 }
 
 // inventoryManifestURL is the inventory node's manifest_url: the served
 // stored version, or without a server the file: URL of its record.
-func (p *Pipeline) inventoryManifestURL(j *queue.Job) string {
-	return cmp.Or(p.handoffURL(j.ID, handoffInventory), fileURL(filepath.Join(p.workDir(j), storedRecord)))
+func (p *Pipeline) inventoryManifestURL(j *queue.Job, key string) string {
+	return cmp.Or(p.handoffURL(j.ID, key, handoffInventory), fileURL(filepath.Join(p.workDir(j), storedRecord)))
 }
 
 // Handoff serves, read-only and from each job's working folder, what a
@@ -58,16 +125,19 @@ func (p *Pipeline) inventoryManifestURL(j *queue.Job) string {
 // these; Merritt's storage and inventory services read their own manifest
 // formats and cannot):
 //
-//	GET /work/<jid>/storage-manifest    the storage manifest (checkm: URL, sha256, size, name of each file),
-//	                                    each file's URL the next route
-//	GET /work/<jid>/files/<name>        a file the storage manifest lists (Range requests work)
-//	GET /work/<jid>/inventory-manifest  the stored version as JSON: ark, number, created,
-//	                                    files (name, size, sha256), copies (target, url, number, verified)
+//	GET /work/<jid>/storage-manifest?key=K    the storage manifest (checkm: URL, sha256, size, name of each file),
+//	                                          each file's URL the next route
+//	GET /work/<jid>/files/<name>?key=K        a file the storage manifest lists (Range requests work)
+//	GET /work/<jid>/inventory-manifest?key=K  the stored version as JSON: ark, number, created,
+//	                                          files (name, size, sha256), copies (target, url, number, verified)
 //
-// A job id names a folder only once it is checked, and only the files the
-// job's storage manifest lists are served, opened inside the job's folder
-// (a symlink cannot lead out of it). Mount it at HandoffPrefix on the server
-// that Config.Advertise names.
+// K is the hand-off's key. A request without the job's key is answered as
+// one for a job that does not exist, and so is one for a job whose folder
+// holds no hand-off here: the answer tells no one without the URL whether
+// the job is there. A job id names a folder only once it is checked, and
+// only the files the job's storage manifest lists are served, opened inside
+// the job's folder (a symlink cannot lead out of it). Mount it at
+// HandoffPrefix on the server that Config.Advertise names.
 func (p *Pipeline) Handoff() http.Handler {
 	h := &handoff{p: p, lists: map[string]*listing{}}
 	mux := http.NewServeMux()
@@ -89,6 +159,7 @@ type handoff struct {
 // make the daemon read the whole list for each.
 type listing struct {
 	dir     string // the job's working folder
+	key     string // its hand-off's key, which a new folder's manifest changes with
 	mod     time.Time
 	size    int64
 	entries []manifestEntry
@@ -98,25 +169,54 @@ type listing struct {
 var jobIDRE = regexp.MustCompile(`^jid[0-9]+$`)
 
 // jobDir is the working folder of the request's job on this host, as the
-// job (read from ZooKeeper) says; false (with the answer written) when the
-// id is not a job's.
-func (h *handoff) jobDir(w http.ResponseWriter, r *http.Request) (jid, dir string, ok bool) {
+// job (read from ZooKeeper) says, and its hand-off's key; false (with the
+// answer written) when the id is not a job's, the folder holds no
+// hand-off, or the request has not its key.
+func (h *handoff) jobDir(w http.ResponseWriter, r *http.Request) (jid, dir, key string, ok bool) {
 	jid = r.PathValue("jid")
 	if !jobIDRE.MatchString(jid) {
 		http.Error(w, "not a job id", http.StatusNotFound)
-		return "", "", false
+		return "", "", "", false
 	}
 	j, err := h.p.q.LoadJob(r.Context(), jid)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
-		http.Error(w, "no job "+jid, http.StatusNotFound)
-		return "", "", false
+		noJob(w, jid)
+		return "", "", "", false
 	case err != nil:
 		h.p.log.Warn("handoff: cannot read the job", "job", jid, "err", err)
 		http.Error(w, "job "+jid+": the queue cannot be read now; try again", http.StatusServiceUnavailable)
-		return "", "", false
+		return "", "", "", false
 	}
-	return jid, h.p.workDir(j), true
+	dir = h.p.workDir(j)
+	key, err = readHandoffKey(dir)
+	switch {
+	case errors.Is(err, errNoHandoff):
+		noJob(w, jid)
+		return "", "", "", false
+	case err != nil:
+		h.fail(w, jid, "hand-off key", err)
+		return "", "", "", false
+	case !keyGiven(r, key):
+		noJob(w, jid)
+		return "", "", "", false
+	}
+	return jid, dir, key, true
+}
+
+// keyGiven tells whether the request carries the hand-off's key ("": a
+// hand-off from before keys, which any request reads), compared in constant
+// time.
+func keyGiven(r *http.Request, key string) bool {
+	return key == "" || subtle.ConstantTimeCompare([]byte(r.URL.Query().Get(handoffKeyParam)), []byte(key)) == 1
+}
+
+// noJob is the answer for a job that does not exist, and for a request
+// without the key of one that does. The route counts it among its 404s
+// (ingestq_http_requests_total), as the API counts a refused token, and it
+// is not logged.
+func noJob(w http.ResponseWriter, jid string) {
+	http.Error(w, "no job "+jid, http.StatusNotFound)
 }
 
 // listing reads the storage manifest of the request's job, or answers why
@@ -129,10 +229,15 @@ func (h *handoff) listing(w http.ResponseWriter, r *http.Request) (jid, dir stri
 	h.mu.Unlock()
 	if l != nil {
 		if st, err := os.Stat(filepath.Join(l.dir, storageManifest)); err == nil && l.mod.Equal(st.ModTime()) && l.size == st.Size() {
+			if !keyGiven(r, l.key) {
+				noJob(w, jid)
+				return "", "", nil, false
+			}
 			return jid, l.dir, l, true
 		}
 	}
-	if jid, dir, ok = h.jobDir(w, r); !ok {
+	jid, dir, key, ok := h.jobDir(w, r)
+	if !ok {
 		return "", "", nil, false
 	}
 	path := filepath.Join(dir, storageManifest)
@@ -146,7 +251,7 @@ func (h *handoff) listing(w http.ResponseWriter, r *http.Request) (jid, dir stri
 		h.fail(w, jid, "storage manifest", err)
 		return "", "", nil, false
 	}
-	l = &listing{dir: dir, mod: st.ModTime(), size: st.Size(), entries: entries, byName: map[string]manifestEntry{}}
+	l = &listing{dir: dir, key: key, mod: st.ModTime(), size: st.Size(), entries: entries, byName: map[string]manifestEntry{}}
 	for _, e := range entries {
 		l.byName[e.Name] = e
 	}
@@ -165,7 +270,7 @@ func (h *handoff) storageManifest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data, err := storageManifestText(l.entries, func(e manifestEntry) string {
-		return cmp.Or(h.p.handoffURL(jid, handoffFiles+escapePath(e.Name)), fileURL(e.Path))
+		return cmp.Or(h.p.handoffURL(jid, l.key, handoffFiles+escapePath(e.Name)), fileURL(e.Path))
 	})
 	if err != nil {
 		h.fail(w, jid, "storage manifest", err)
@@ -201,7 +306,7 @@ func (h *handoff) file(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handoff) inventoryManifest(w http.ResponseWriter, r *http.Request) {
-	jid, dir, ok := h.jobDir(w, r)
+	jid, dir, _, ok := h.jobDir(w, r)
 	if !ok {
 		return
 	}

@@ -83,10 +83,16 @@ func TestHandoffServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each URL carries the hand-off's key, the one its folder keeps.
 	base := srv.URL + "/work/" + jid + "/"
-	if j.Store == nil || j.Store.ManifestURL != base+"storage-manifest" || len(j.Store.Copies) != 1 ||
-		j.Inventory == nil || j.Inventory.ManifestURL != base+"inventory-manifest" {
-		t.Fatalf("job %s: store %+v, inventory %+v; want the daemon's URLs under %s and the stored copy", jid, j.Store, j.Inventory, base)
+	kept, err := os.ReadFile(filepath.Join(r.data, "work", jid, "handoff.key"))
+	keyed := "?key=" + strings.TrimSpace(string(kept))
+	if err != nil || len(keyed) < len("?key=")+26 {
+		t.Fatalf("the hand-off's key in job %s's folder: %q (%v), want 26 or more characters", jid, kept, err)
+	}
+	if j.Store == nil || j.Store.ManifestURL != base+"storage-manifest"+keyed || len(j.Store.Copies) != 1 ||
+		j.Inventory == nil || j.Inventory.ManifestURL != base+"inventory-manifest"+keyed {
+		t.Fatalf("job %s: store %+v, inventory %+v; want the daemon's URLs under %s with %s and the stored copy", jid, j.Store, j.Inventory, base, keyed)
 	}
 
 	// The storage manifest, and each file it lists, as a consumer on
@@ -102,7 +108,7 @@ func TestHandoffServed(t *testing.T) {
 	listed := map[string]string{} // name → sha256
 	for _, e := range m.Entries {
 		listed[e.FileName] = e.HashValue
-		if !strings.HasPrefix(e.URL, base+"files/") || e.HashAlg != "sha256" {
+		if !strings.HasPrefix(e.URL, base+"files/") || !strings.HasSuffix(e.URL, keyed) || e.HashAlg != "sha256" {
 			t.Errorf("%s: URL %s, %s digest; want the daemon's URL and sha256", e.FileName, e.URL, e.HashAlg)
 			continue
 		}
@@ -115,10 +121,10 @@ func TestHandoffServed(t *testing.T) {
 			t.Errorf("GET %s: not the depositor's bytes", e.URL)
 		}
 	}
-	if !strings.Contains(string(body), base+"files/producer/sub/b%20c.txt | sha256") {
+	if !strings.Contains(string(body), base+"files/producer/sub/b%20c.txt"+keyed+" | sha256") {
 		t.Errorf("a name with a blank is not escaped in its URL:\n%s", body)
 	}
-	code, tail := get(t, base+"files/producer/a.txt", "Range", "bytes=2-")
+	code, tail := get(t, base+"files/producer/a.txt"+keyed, "Range", "bytes=2-")
 	if code != http.StatusPartialContent || string(tail) != "pha\n" {
 		t.Errorf("a Range request: %d %q, want 206 and the file's end", code, tail)
 	}
@@ -147,9 +153,9 @@ func TestHandoffServed(t *testing.T) {
 		}
 	}
 
-	// Path tricks. A file outside the data folder, and one beside the
-	// listed files that the manifest does not list, must stay out of reach,
-	// also through a listed name made a symlink.
+	// Path tricks, with the key. A file outside the data folder, and one
+	// beside the listed files that the manifest does not list, must stay
+	// out of reach, also through a listed name made a symlink.
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("SECRET"), 0o600); err != nil {
 		t.Fatal(err)
@@ -172,13 +178,13 @@ func TestHandoffServed(t *testing.T) {
 		"../../../../etc/passwd",
 		"..%2f..%2f..%2f..%2fetc%2fpasswd/storage-manifest",
 	} {
-		code, body := get(t, base+path)
+		code, body := get(t, base+path+keyed)
 		if code == http.StatusOK || bytes.Contains(body, []byte("SECRET")) || bytes.Contains(body, []byte(`"ark"`)) || bytes.Contains(body, []byte("root:")) {
 			t.Errorf("GET %s: %d %q, want it refused", base+path, code, body)
 		}
 	}
 	for _, url := range []string{srv.URL + "/work/..%2f..%2f/storage-manifest", srv.URL + "/work/jid1x/storage-manifest", srv.URL + "/work/jid0000099999/storage-manifest"} {
-		if code, body := get(t, url); code != http.StatusNotFound {
+		if code, body := get(t, url+keyed); code != http.StatusNotFound {
 			t.Errorf("GET %s: %d %q, want 404", url, code, body)
 		}
 	}

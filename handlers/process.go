@@ -59,6 +59,12 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if entries, err = writeObjectManifest(work, rec, entries); err != nil {
 		return reactor.Result{}, err
 	}
+	// The key before the manifest: a folder with a manifest and no key is
+	// one a release before keys handed on.
+	key, err := makeHandoffKey(work)
+	if err != nil {
+		return reactor.Result{}, err
+	}
 	// Storing reads the record to know which files are still the ones
 	// hashed, and the storage manifest: both written at once.
 	var g errgroup.Group
@@ -71,7 +77,7 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if update {
 		mode = "update"
 	}
-	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode},
+	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j, key), Mode: mode},
 		Message: sameNameNote(entryNames(entries))}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
 		change.Identifiers = ids

@@ -85,12 +85,16 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 	// Both manifests are served from the working folder (until Notify
 	// removes it) to whoever works the next step; the store node lists
 	// where the version's copies stay.
+	key, err := readHandoffKey(work)
+	if err != nil {
+		return reactor.Result{}, err
+	}
 	mode := ""
 	if j.Store != nil {
 		mode = j.Store.Mode
 	}
-	stored := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j), Mode: mode}
-	withCopies := queue.StepManifest{ManifestURL: p.storeManifestURL(j), Mode: mode}
+	stored := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j, key), Mode: mode}
+	withCopies := queue.StepManifest{ManifestURL: p.storeManifestURL(j, key), Mode: mode}
 	for _, c := range kept.Copies {
 		withCopies.Copies = append(withCopies.Copies, c.URL)
 	}
@@ -329,9 +333,15 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		p.log.Info("recording: the deposit changed nothing; the version stays as its deposit recorded it",
 			"job", j.ID, "ark", ark, "version", kept.Number, "recorded_by", before.Job, "batch", before.Batch)
 		res.Attrs["unchanged"] = true
-		node := queue.StepManifest{ManifestURL: p.inventoryManifestURL(j)}
+		var node queue.StepManifest
 		if j.Inventory != nil {
 			node = *j.Inventory
+		} else {
+			key, err := readHandoffKey(p.workDir(j))
+			if err != nil {
+				return reactor.Result{}, err
+			}
+			node.ManifestURL = p.inventoryManifestURL(j, key)
 		}
 		node.Unchanged, node.Version = true, kept.Number
 		res.Change.Inventory = &node

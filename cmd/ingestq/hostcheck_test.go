@@ -67,13 +67,14 @@ func TestServeAnswersOnlyItsHosts(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	// The deposited file, as the storage manifest names it, beside the manifest.
-	file := strings.TrimSuffix(u.Path, "storage-manifest") + "files/producer/notes.txt"
-	if code, text := get("127.0.0.1:"+port, u.Path); code != http.StatusOK || !strings.Contains(text, "\nhttp://d.advertised.test:"+port+file+" |") {
+	// The deposited file, as the storage manifest names it (with the
+	// hand-off's key), beside the manifest.
+	file := strings.TrimSuffix(u.Path, "storage-manifest") + "files/producer/notes.txt?" + u.RawQuery
+	if code, text := get("127.0.0.1:"+port, u.RequestURI()); code != http.StatusOK || !strings.Contains(text, "\nhttp://d.advertised.test:"+port+file+" |") {
 		t.Fatalf("the storage manifest: %d %q, want it to list %s at the advertised host", code, text, file)
 	}
 	const rebind = "rebind.attacker.example"
-	paths := []string{file, u.Path, "/metrics", "/api/v1/batches", "/ui/", "/debug/pprof/"}
+	paths := []string{file, u.RequestURI(), "/metrics", "/api/v1/batches", "/ui/", "/debug/pprof/"}
 	for _, path := range paths {
 		code, body := get(rebind+":"+port, path)
 		if code != http.StatusMisdirectedRequest || !strings.Contains(body, `Host "`+rebind+":"+port+`"`) ||

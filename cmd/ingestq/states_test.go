@@ -263,7 +263,7 @@ func TestStatesOwnedBesideAnotherConsumer(t *testing.T) {
 			t.Errorf("job %s: ARK %s (seen before: %v), recorded %d times, local ids %v; want a new ARK recorded once", jid, ark, arks[ark], recorded[ark], lid)
 		}
 		arks[ark] = true
-		if !strings.HasPrefix(j.Store.ManifestURL, "http://127.0.0.1:") || !strings.HasSuffix(j.Store.ManifestURL, "/work/"+jid+"/storage-manifest") {
+		if !strings.HasPrefix(j.Store.ManifestURL, "http://127.0.0.1:") || !strings.Contains(j.Store.ManifestURL, "/work/"+jid+"/storage-manifest?key=") {
 			t.Errorf("job %s: store manifest URL %s, want the ingest daemon's", jid, j.Store.ManifestURL)
 		}
 		for _, name := range []string{"text.txt", "data/table v2.csv"} {
