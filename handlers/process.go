@@ -78,7 +78,7 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 		mode = "update"
 	}
 	change := queue.JobChange{Store: &queue.StepManifest{ManifestURL: p.storeManifestURL(j, key), Mode: mode},
-		Message: sameNameNote(entryNames(entries))}
+		Message: nameNote(entryNames(entries))}
 	if j.Identifiers == nil || j.Identifiers.PrimaryID != ids.PrimaryID {
 		change.Identifiers = ids
 	}

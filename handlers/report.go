@@ -74,6 +74,13 @@ type ReportCallback struct {
 	SuccessfulCount int                `json:"successful_count"`
 	FailedCount     int                `json:"failed_count"`
 	Report          queue.StatusReport `json:"report"` // the status-report node, its last_modified in RFC 3339
+	// Notes gives each job of Report that has a note its note, by jid (the
+	// part of its message that begins "note: ", as "note: every file is
+	// stored under its own name, but …"), up to about 256 KiB, the rest
+	// counted in NotesLeftOut; both left out when no job has one. The
+	// status-report node, which ZooKeeper bounds, holds neither.
+	Notes        map[string]string `json:"notes,omitempty"`
+	NotesLeftOut int               `json:"notes_left_out,omitempty"`
 }
 
 func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
@@ -84,7 +91,8 @@ func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
 	stored := r.Stored
 	stored.LastModified = queue.JSONTime(stored.LastModified) // as the API gives it
 	return ReportCallback{ReportID: b.ArrivalID(), BID: b.ID, UUID: b.UUID(), Profile: b.Profile(), State: state,
-		Message: r.Summary, Update: r.Update, SuccessfulCount: len(r.SuccessfulJobs), FailedCount: len(r.FailedJobs), Report: stored}
+		Message: r.Summary, Update: r.Update, SuccessfulCount: len(r.SuccessfulJobs), FailedCount: len(r.FailedJobs),
+		Report: stored, Notes: r.Notes, NotesLeftOut: r.NotesLeftOut}
 }
 
 // ReportText is the report as a subject line and a plain-text body: every

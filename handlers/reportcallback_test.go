@@ -1,8 +1,11 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -133,6 +136,9 @@ func TestReportCallback(t *testing.T) {
 	}
 	got, raw := cb.received(t, 1)
 	documented(t, "ReportCallback", raw)
+	if _, ok := raw["notes"]; ok || raw["notes_left_out"] != nil {
+		t.Errorf("report callback of jobs with no note has notes %v, %v: want neither key", raw["notes"], raw["notes_left_out"])
+	}
 	if got.ReportID == first.ReportID || !strings.HasPrefix(got.ReportID, b.ID+".") || !strings.HasPrefix(first.ReportID, b.ID+".") {
 		t.Errorf("report ids %q then %q: want two, each of the batch", first.ReportID, got.ReportID)
 	}
@@ -155,6 +161,52 @@ func TestReportCallback(t *testing.T) {
 		if id := got.Report.Identified[j.ID]; id == nil || id.PrimaryID != ark {
 			t.Errorf("report's objects[%s] = %+v, want %s", j.ID, id, ark)
 		}
+	}
+}
+
+// A job's note (here, of a file Windows cannot hold) is in the report
+// callback by the job's id, a completed job's and a failed one's (which
+// failed after Processing noted it); a job with none has no entry.
+func TestReportCallbackGivesEachJobsNote(t *testing.T) {
+	t.Parallel()
+	failStoring := func(_ *handlers.Config, rc *reactor.Config) {
+		rc.Jobs = map[queue.State]reactor.JobHandler{queue.Storing: reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+			if s.Job.Config.FileName == "AUX.txt" {
+				return reactor.Result{}, reactor.Fatal(errors.New("test: refused"))
+			}
+			return reactor.Result{}, nil
+		})}
+	}
+	r, cb, _ := reportCallbackRig(t, 0, 0, failStoring)
+	var rows []row
+	for _, name := range []string{"CON.txt", "AUX.txt", "plain.txt"} {
+		data := []byte("content of " + name + "\n")
+		rows = append(rows, fileRow(r.content.put("/n/"+name, data), name, data))
+	}
+	b := r.submit(r.content.put("/notes.checkm", manifest("mrt-single-file-batch-manifest", rows...)))
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed {
+		t.Fatalf("batch %s %q, want Failed (AUX.txt's job)", b.State(), b.Status.Message)
+	}
+	jobs := map[string]*queue.Job{}
+	for _, j := range r.jobsOf(b.ID) {
+		jobs[j.Config.FileName] = j
+	}
+	const noteOf = `note: every file is stored under its own name, but these are names Windows cannot hold, so unpacking the object there fails or changes them: `
+	con, aux := jobs["CON.txt"], jobs["AUX.txt"]
+	want := map[string]any{
+		con.ID: noteOf + `"CON.txt" ("CON.txt" is the device CON)`,
+		aux.ID: noteOf + `"AUX.txt" ("AUX.txt" is the device AUX)`,
+	}
+	if con.Status.Message != want[con.ID] || aux.State() != queue.Failed || queue.Note(aux.Status.Message) != want[aux.ID] {
+		t.Fatalf("jobs: CON.txt's message %q; AUX.txt's %s %q; want the notes %q", con.Status.Message, aux.State(), aux.Status.Message, want)
+	}
+	got, raw := cb.received(t, 0)
+	documented(t, "ReportCallback", raw)
+	if notes, _ := raw["notes"].(map[string]any); !maps.Equal(notes, want) || raw["notes_left_out"] != nil {
+		t.Errorf("report callback's notes %v (%v left out), want %v", raw["notes"], raw["notes_left_out"], want)
+	}
+	if len(got.Report.SuccessfulJobs) != 2 || got.Report.Identified[con.ID] == nil {
+		t.Errorf("report callback's report %+v, want 2 completed jobs and %s's object", got.Report, con.ID)
 	}
 }
 

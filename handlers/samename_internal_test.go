@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ingestq/ingestq/reactor/queue"
 )
 
 // TestSameNameGroups covers what folds to one and what does not, and how
@@ -42,7 +44,7 @@ func TestSameNameGroups(t *testing.T) {
 // the note stays one part of the message, and two thousand names are not
 // all given.
 func TestSameNameNoteHoldsNoPartSeparator(t *testing.T) {
-	note := sameNameNote([]string{producerDir + "/a; b", producerDir + "/A; B"})
+	note := nameNote([]string{producerDir + "/a; b", producerDir + "/A; B"})
 	if strings.Contains(note, "; ") || !strings.Contains(note, `"A\x3b B" and "a\x3b b"`) {
 		t.Errorf("note %q, want the names quoted with ';' escaped", note)
 	}
@@ -50,10 +52,73 @@ func TestSameNameNoteHoldsNoPartSeparator(t *testing.T) {
 	for i := range 1000 {
 		many = append(many, fmt.Sprintf("%s/f%04d", producerDir, i), fmt.Sprintf("%s/F%04d", producerDir, i))
 	}
-	note = sameNameNote(many)
+	note = nameNote(many)
 	named := strings.Count(note, `"`) / 2
-	if want := fmt.Sprintf(", and %d names more", 2000-named); len(note) > sameNameNoteBytes+100 || !strings.HasSuffix(note, want) {
-		t.Errorf("note of 1000 groups, %d bytes, ends %q; want at most about %d bytes ending %q", len(note), note[max(0, len(note)-40):], sameNameNoteBytes, want)
+	if want := fmt.Sprintf(", and %d names more", 2000-named); len(note) > nameNoteBytes+100 || !strings.HasSuffix(note, want) {
+		t.Errorf("note of 1000 groups, %d bytes, ends %q; want at most about %d bytes ending %q", len(note), note[max(0, len(note)-40):], nameNoteBytes, want)
+	}
+}
+
+// TestWindowsUnfit covers each kind of name Windows cannot hold, in a file
+// or a folder, and names it can that look alike.
+func TestWindowsUnfit(t *testing.T) {
+	tests := []struct {
+		path string
+		why  string // "": Windows holds it
+	}{
+		{"CON", `"CON" is the device CON`},
+		{"con.txt", `"con.txt" is the device CON`},
+		{"a/Nul.tar.gz", `"Nul.tar.gz" is the device NUL`},
+		{"aux /x.txt", `"aux " is the device AUX`},
+		{"prn .txt", `"prn .txt" is the device PRN`},
+		{"lpt9", `"lpt9" is the device LPT9`},
+		{"COM\u00b9.log", `"COM\u00b9.log" is the device COM1`},
+		{"conout$", `"conout$" is the device CONOUT$`},
+		{"draft.", `"draft." ends in a dot`},
+		{"draft./x", `"draft." ends in a dot`},
+		{"memo ", `"memo " ends in a space`},
+		{"a:b.txt", `Windows refuses ':'`},
+		{`a\b.txt`, `Windows refuses '\\'`},
+		{"why?.txt", `Windows refuses '?'`},
+		{"<>|*\"", `Windows refuses '<'`},
+		{"tab\there", `Windows refuses '\t'`},
+		{"x/\x1f", `Windows refuses '\x1f'`},
+		// Windows holds these.
+		{"COM0", ""}, {"LPT0.txt", ""}, {"COM10", ""}, {"CONSOLE.txt", ""}, {"connect", ""}, {"auxiliary/x", ""},
+		{"nul-report.pdf", ""}, {".hidden", ""}, {"a. b", ""}, {" lead", ""}, {"caf\u00e9", ""}, {"\u00e9t\u00e9.", `"\u00e9t\u00e9." ends in a dot`},
+	}
+	for _, tt := range tests {
+		got := windowsUnfit([]string{systemDir + "/CON", producerDir + "/" + tt.path})
+		want := []unfitName(nil)
+		if tt.why != "" {
+			want = []unfitName{{tt.path, tt.why}}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+q: %q, want %q", tt.path, got, want)
+		}
+	}
+}
+
+// TestNameNoteNamesBoth: one note gives the names one elsewhere and the
+// names Windows cannot hold, and the 4 KiB bound is shared: past it, each
+// list counts what it left out.
+func TestNameNoteNamesBoth(t *testing.T) {
+	note := nameNote([]string{producerDir + "/A.txt", producerDir + "/a.txt", producerDir + "/CON.txt", producerDir + "/x:y"})
+	want := `note: every file is stored under its own name, but these are one name where case or Unicode normalization is ignored (as on Windows and macOS), and unpacking the object there keeps one of each: "A.txt" and "a.txt", ` +
+		`and these are names Windows cannot hold, so unpacking the object there fails or changes them: "CON.txt" ("CON.txt" is the device CON), "x:y" (Windows refuses ':')`
+	if note != want {
+		t.Errorf("note\n%s\nwant\n%s", note, want)
+	}
+	if note := nameNote([]string{producerDir + "/aux"}); !strings.HasPrefix(note, queue.NotePrefix+"every file is stored under its own name, but these are names Windows cannot hold") {
+		t.Errorf("note of a device name alone: %q", note)
+	}
+	var many []string
+	for i := range 1000 {
+		many = append(many, fmt.Sprintf("%s/f%04d", producerDir, i), fmt.Sprintf("%s/F%04d", producerDir, i), fmt.Sprintf("%s/g%04d.", producerDir, i))
+	}
+	note = nameNote(many)
+	if !strings.HasSuffix(note, "fails or changes them: 1000 names") || len(note) > nameNoteBytes+300 || !strings.Contains(note, " names more, and these are names Windows cannot hold") {
+		t.Errorf("note of 1000 groups and 1000 unfit names, %d bytes, ends %q; want at most about %d bytes, each list counted", len(note), note[max(0, len(note)-200):], nameNoteBytes)
 	}
 }
 
@@ -69,8 +134,15 @@ func BenchmarkSameNameNote(b *testing.B) {
 	}
 	b.Run("check", func(b *testing.B) {
 		for b.Loop() {
-			if sameNameNote(names) != "" {
+			if nameNote(names) != "" {
 				b.Fatal("a note for distinct names")
+			}
+		}
+	})
+	b.Run("windows alone", func(b *testing.B) {
+		for b.Loop() {
+			if windowsUnfit(names) != nil {
+				b.Fatal("names Windows holds found unfit")
 			}
 		}
 	})

@@ -24,12 +24,29 @@ var sameNamesElsewhere = object{
 const sameNamesNote = `note: every file is stored under its own name, but these are one name where case or Unicode normalization is ignored (as on Windows and macOS), and unpacking the object there keeps one of each: ` +
 	`"A/x.txt" and "a/x.txt", "Report.pdf" and "report.pdf", "cafe\u0301.txt" and "caf\u00e9.txt"`
 
+// windowsUnfitNames are names Windows cannot hold, with a pair that is one
+// name there and a name it holds (COM0): its depositor's files all. A
+// backslash, a control character, a drive's "a:" and white space at a
+// name's end are refused at intake (checkm.CleanName), so no stored name
+// has them: a folder may end in a space.
+var windowsUnfitNames = object{
+	"CON.txt": []byte("device\n"), "aux/x.txt": []byte("device folder\n"), "draft.": []byte("dot\n"), "memo /x.txt": []byte("space\n"),
+	"ab:c.txt": []byte("colon\n"), "why?.txt": []byte("question\n"), "<tag>.xml": []byte("angle brackets\n"),
+	"Report.pdf": []byte("upper\n"), "report.pdf": []byte("lower\n"), "COM0.txt": []byte("a file on Windows\n"),
+}
+
+// windowsUnfitNote is the note of windowsUnfitNames: the pair, then each
+// name Windows cannot hold, in byte order, with why.
+const windowsUnfitNote = `note: every file is stored under its own name, but these are one name where case or Unicode normalization is ignored (as on Windows and macOS), and unpacking the object there keeps one of each: "Report.pdf" and "report.pdf", ` +
+	`and these are names Windows cannot hold, so unpacking the object there fails or changes them: "<tag>.xml" (Windows refuses '<'), "CON.txt" ("CON.txt" is the device CON), "ab:c.txt" (Windows refuses ':'), ` +
+	`"aux/x.txt" ("aux" is the device AUX), "draft." ("draft." ends in a dot), "memo /x.txt" ("memo " ends in a space), "why?.txt" (Windows refuses '?')`
+
 // TestNamesOneElsewhereAreStoredAndNoted deposits, as a zip and as an
 // object manifest, files whose names are one on Windows or macOS: each is
 // stored byte for byte under its own name, and the job Completes with a
 // note naming each group, kept through Storing's and Recording's retries
-// and in its line of the batch report. A deposit with no such names has no
-// note.
+// and in its line of the batch report. So are names Windows cannot hold,
+// in the same note. A deposit with no such names has no note.
 func TestNamesOneElsewhereAreStoredAndNoted(t *testing.T) {
 	t.Parallel()
 	runs := &stepRuns{}
@@ -50,6 +67,7 @@ func TestNamesOneElsewhereAreStoredAndNoted(t *testing.T) {
 	}{
 		{"zip", r.content.put("/same.zip", zipOf(t, sameNamesElsewhere)), "container", sameNamesElsewhere, sameNamesNote},
 		{"manifest", r.content.put("/same.checkm", manifest("mrt-ingest-manifest", rows...)), "manifest", sameNamesElsewhere, sameNamesNote},
+		{"names Windows cannot hold", r.content.put("/windows.zip", zipOf(t, windowsUnfitNames)), "container", windowsUnfitNames, windowsUnfitNote},
 		{"distinct names", r.content.put("/distinct.zip", zipOf(t, distinct)), "container", distinct, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,4 +106,20 @@ func movedOnFromProcessing(e events.Event) bool {
 		return e.Kind == events.KindJob
 	}
 	return false
+}
+
+// TestNameEndingInWhiteSpaceIsRefused: a zip entry "memo " would be stored
+// as "memo" (the storage manifest's fields are read trimmed), so its job
+// fails at Downloading saying why, and nothing is stored.
+func TestNameEndingInWhiteSpaceIsRefused(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	payload := r.content.put("/space.zip", zipOf(t, object{"memo ": []byte("space\n"), "plain.txt": []byte("plain\n")}))
+	b := r.submit(payload)
+	b = r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	j := r.jobsOf(b.ID)["container"]
+	want := `Downloading: container ` + payload + `: entry "memo ": unsafe file name: ends with white space (U+0020), which a checkm manifest drops: it would be stored under another name`
+	if j.State() != queue.Failed || j.Status.Message != want {
+		t.Errorf("job %s: %s %q, want Failed %q", j.ID, j.State(), j.Status.Message, want)
+	}
 }

@@ -345,8 +345,35 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 			rep.Objects[jid] = j.Identifiers
 		}
 	}
+	if rep.Notes, rep.NotesLeftOut, err = r.jobNotes(stored, rep.Messages); err != nil {
+		return Report{}, queue.StatusReport{}, err
+	}
 	reportDetail(&stored, rep)
 	return rep, stored, nil
+}
+
+// jobNotes gives the note of each job stored names that has one, in jid
+// order within statusDetailBudget, and how many more there are: a failed
+// job's from its message, a completed job's read from its status (a
+// windowed batch's archived jobs, in no list of stored, have none left).
+func (r *Reactor) jobNotes(stored queue.StatusReport, failures map[string]string) (map[string]string, int, error) {
+	statuses, err := r.q.JobStatuses(r.work, stored.SuccessfulJobs)
+	if err != nil {
+		return nil, 0, err
+	}
+	notes := map[string]string{}
+	for jid, st := range statuses {
+		if note := queue.Note(st.Message); note != "" {
+			notes[jid] = note
+		}
+	}
+	for jid, msg := range failures {
+		if note := queue.Note(msg); note != "" {
+			notes[jid] = note
+		}
+	}
+	given, leftOut := budgeted(slices.Sorted(maps.Keys(notes)), func(jid string) (string, bool) { return notes[jid], true })
+	return given, leftOut, nil
 }
 
 // statusDetailBudget bounds each of a status-report's maps of ingestq's own

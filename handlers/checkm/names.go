@@ -19,7 +19,8 @@ const (
 // backslash, a NUL or other control character, a bidirectional control
 // character (U+202E and the like), are not valid UTF-8 (they
 // become storage keys), are longer than 1024 bytes or have an element
-// longer than 255 bytes, or clean to the folder itself ("." or "./").
+// longer than 255 bytes, clean to the folder itself ("." or "./"), or
+// begin or end with white space.
 // Every error wraps ErrUnsafeName; it does not quote the name, so callers
 // can say where it came from.
 func CleanName(name string) (string, error) {
@@ -56,6 +57,14 @@ func CleanName(name string) (string, error) {
 	clean := path.Clean(name)
 	if clean == "." {
 		return "", unsafeName("names the folder itself")
+	}
+	// A manifest's fields are read trimmed (the storage manifest's too), so
+	// "memo " would be stored as "memo": refused, not renamed.
+	if first, _ := utf8.DecodeRuneInString(clean); unicode.IsSpace(first) {
+		return "", unsafeName("begins with white space (%U), which a checkm manifest drops: it would be stored under another name", first)
+	}
+	if last, _ := utf8.DecodeLastRuneInString(clean); unicode.IsSpace(last) {
+		return "", unsafeName("ends with white space (%U), which a checkm manifest drops: it would be stored under another name", last)
 	}
 	return clean, nil
 }

@@ -17,6 +17,7 @@ func TestCleanName(t *testing.T) {
 		"données/été.txt":        "données/été.txt",
 		"ab:c.txt":               "ab:c.txt",
 		"with space .txt":        "with space .txt",
+		"memo /x.txt":            "memo /x.txt",
 		strings.Repeat("n", 255): strings.Repeat("n", 255),
 	}
 	for in, want := range good {
@@ -44,6 +45,11 @@ func TestCleanName(t *testing.T) {
 		"report\u202etxt.exe":           "bidirectional control character U+202E",
 		"a\u2066b":                      "bidirectional control character U+2066",
 		"\xff\xfe":                      "UTF-8",
+		"memo ":                         "ends with white space (U+0020)",
+		"memo /":                        "ends with white space (U+0020)",
+		" lead.txt":                     "begins with white space (U+0020)",
+		"memo\u00a0":                    "ends with white space (U+00A0)",
+		"\u3000memo":                    "begins with white space (U+3000)",
 		".":                             "folder itself",
 		"./":                            "folder itself",
 		strings.Repeat("n", 256):        "element longer than 255",
