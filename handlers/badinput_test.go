@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -185,6 +186,59 @@ func TestBadInputEndToEnd(t *testing.T) {
 		want: []string{"/zip/object.tar.gz: not a zip file, or one cut short (a container payload is a zip; a tar or tar.gz is stored as one file with type auto or file)"}},
 		"type", handlers.SubmitContainer)
 
+	// Zips as careless or hostile tools make them: each fails at Downloading,
+	// before anything is unpacked where it can be, naming the container and
+	// the entry in plain words (archive/zip's were "unexpected EOF", "EOF",
+	// "flate: corrupt input before offset 0"); a "|" failed Processing three
+	// times, and an empty zip said "the object has no files".
+	text := map[string][]byte{"a.txt": bytes.Repeat([]byte("field notes "), 100)}
+	for _, z := range []struct {
+		name string
+		zip  []byte
+		typ  string
+		want []string
+	}{
+		{"zip bzip2 entry", zipPatched(t, text, zip.Store, func(z []byte, cd int) {
+			binary.LittleEndian.PutUint16(z[8:], 12)
+			binary.LittleEndian.PutUint16(z[cd+10:], 12)
+		}), "", []string{`entry "a.txt": is compressed with method 12 (bzip2), which ingestq cannot unpack`}},
+		{"zip damaged central directory", zipPatched(t, text, zip.Store, func(z []byte, cd int) {
+			binary.LittleEndian.PutUint16(z[cd+28:], 0xffff) // its name runs past the end
+		}), "", []string{": not a zip file, or one cut short"}},
+		{"zip damaged data", zipPatched(t, text, zip.Deflate, func(z []byte, _ int) {
+			z[30+binary.LittleEndian.Uint16(z[26:])+binary.LittleEndian.Uint16(z[28:])] |= 0x06 // a reserved block type
+		}), "", []string{`entry "a.txt": its compressed data is damaged`}},
+		{"zip entry shorter than its header", zipPatched(t, text, zip.Store, func(z []byte, cd int) {
+			binary.LittleEndian.PutUint32(z[cd+24:], 2000)
+		}), "", []string{`entry "a.txt": its data ends before the 2000 bytes its header gives`}},
+		{"zip entry past its end", zipPatched(t, text, zip.Store, func(z []byte, cd int) {
+			binary.LittleEndian.PutUint32(z[cd+42:], 1<<20)
+		}), "", []string{`entry "a.txt": its data is not where the zip's directory says`}},
+		{"zip name with |", zipEntries(t, map[string][]byte{"a | b.txt": []byte("x")}, zip.Deflate), "",
+			[]string{"Downloading: container ", `entry "a | b.txt": unsafe file name: has a |`}},
+		{"zip name not UTF-8", zipEntries(t, map[string][]byte{"caf\x82.txt": []byte("x")}, zip.Deflate), "",
+			[]string{`entry "caf\x82.txt": unsafe file name: not valid UTF-8: the zip does not mark its names as UTF-8`}},
+		{"zip two entries of one name", zipPatched(t, map[string][]byte{"a.txt": []byte("1"), "b.txt": []byte("2")}, zip.Deflate, func(z []byte, _ int) {
+			copy(z, bytes.ReplaceAll(z, []byte("b.txt"), []byte("a.txt")))
+		}), "", []string{`entry "a.txt": duplicate of an earlier entry of the same name`}},
+		{"zip file and folder of one name", zipEntries(t, map[string][]byte{"a": []byte("x"), "a/": nil}, zip.Store), "",
+			[]string{`entry "a/": duplicate of entry "a": one is a file, the other a folder`}},
+		{"zip folder entry with data", zipPatched(t, map[string][]byte{"ok.txt": []byte("ok"), "xx": []byte("hidden")}, zip.Store, func(z []byte, _ int) {
+			copy(z, bytes.ReplaceAll(z, []byte("xx"), []byte("x/")))
+		}), "", []string{`entry "x/": is a folder, but its header gives it 6 bytes of data`}},
+		{"zip of no files", zipEntries(t, nil, zip.Deflate), handlers.SubmitContainer, []string{": holds no files"}},
+		{"zip of folders only", zipEntries(t, map[string][]byte{"d/": nil, "d/e/": nil}, zip.Store), "", []string{": holds no files"}},
+	} {
+		url := r.content.put("/field/"+strings.ReplaceAll(z.name, " ", "-")+".zip", z.zip)
+		var extra []string
+		if z.typ != "" {
+			extra = []string{"type", z.typ}
+		}
+		add(&badCase{name: z.name, payload: url, jobLevel: true, want: append(z.want, "container "+url+": ")}, extra...)
+	}
+	add(&badCase{name: "file named a | b.txt", payload: helloURL, jobLevel: true,
+		want: []string{"Downloading: ", `file name "a | b.txt": unsafe file name: has a |`}}, "type", handlers.SubmitFile, "filename", "a | b.txt")
+
 	// Object manifests whose files cannot be had as described, and dead
 	// URLs (gone, refused, on no host): each message names the URL once,
 	// says what happened in plain words, and names the file it was.
@@ -348,6 +402,19 @@ func zipEntries(t *testing.T, entries map[string][]byte, method uint16) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// zipPatched is zipEntries's zip changed by damage, which is given the
+// zip and the offset of its first central directory header.
+func zipPatched(t *testing.T, entries map[string][]byte, method uint16, damage func(z []byte, cd int)) []byte {
+	t.Helper()
+	z := zipEntries(t, entries, method)
+	cd := bytes.Index(z, []byte("PK\x01\x02"))
+	if cd < 0 {
+		t.Fatal("zipPatched: no central directory")
+	}
+	damage(z, cd)
+	return z
 }
 
 // truncated shortens a message for the log: the huge line's is 1 MiB.

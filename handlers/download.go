@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,7 +181,9 @@ func (p *Pipeline) removeWritten(j *queue.Job, paths ...string) {
 // records the SHA-256 of each file, computed while it was written.
 func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 	zip, dest := filepath.Join(work, containerFile), filepath.Join(work, producerDir)
-	files, err := container.ExtractAs(zip, j.Config.PayloadURL, dest, p.cfg.Containers)
+	lim := p.cfg.Containers
+	lim.Fits = p.roomToUnpack(dest)
+	files, err := container.ExtractAs(zip, j.Config.PayloadURL, dest, lim)
 	if err != nil {
 		// What it unpacked before it failed is ours to remove (container.Extract;
 		// a retry unpacks again): a zip bigger than the disk left it full.
@@ -200,6 +203,30 @@ func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 		}
 	}
 	return nil
+}
+
+// roomToUnpack refuses a zip, unpacked into dest, whose headers give more
+// bytes than the working storage has free beyond --space-margin, before any
+// is written: unpacked, it filled the disk, and the host's other jobs found
+// it full, until it failed for taking more than its estimate (overran).
+// What an earlier run unpacked into dest (one a crash cut short) is
+// replaced, so its room counts as free. When the room cannot be told, the
+// zip is not refused: a full disk still stops it as it is unpacked.
+func (p *Pipeline) roomToUnpack(dest string) func(unpacked uint64) error {
+	return func(unpacked uint64) error {
+		free, _, err := p.cfg.Space(p.work)
+		earlier, sizeErr := treeSize(dest)
+		if err = cmp.Or(err, sizeErr); err != nil {
+			p.log.Warn("downloading: the working storage's room is unknown; a zip is unpacked unchecked", "err", err)
+			return nil
+		}
+		free += uint64(earlier)
+		if margin := uint64(p.cfg.Margin); unpacked+margin > free {
+			return fmt.Errorf("unpacks to %d bytes, as its entries' headers say, more than the working storage has free "+
+				"(%d bytes) beyond --space-margin (%d bytes); nothing was unpacked", unpacked, free, margin)
+		}
+		return nil
+	}
 }
 
 // syncDirs makes each folder's entries durable.

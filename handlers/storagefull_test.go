@@ -148,19 +148,110 @@ func (r *rig) overranThenRoom(bid string, says ...string) {
 	}
 }
 
-// A zip that unpacks to more than the working storage holds (a 4 MiB
-// tmpfs of its own) fails its job, and what it unpacked goes with it, so
-// that the next job on the host has room. Downloading waited for room the
-// job took itself, again and again, with every other job of the host
-// behind it.
+// A zip whose headers give more than the working storage (a 4 MiB tmpfs
+// of its own) has free is refused before it writes a byte, naming the
+// container and the sizes, and a job beside it never finds the disk full:
+// it was unpacked until the disk was full, and every job of the host found
+// no room, until its job failed for taking more than its estimate.
+func TestZipBiggerThanTheFreeSpaceIsRefusedUnwritten(t *testing.T) {
+	t.Parallel()
+	work := smallDisk(t)
+	obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
+	r := newRig(t, nil, withAttempts(2, 10*time.Millisecond),
+		func(hc *handlers.Config, rc *reactor.Config) { hc.WorkDir, hc.Margin, rc.Observer = work, 1, obs })
+	url := r.content.put("/expands.zip", expandingZip(t, 7))
+	bomb := r.submit(url)
+	beside := r.submitObject("/beside.checkm", object{"a.txt": []byte("alpha\n")})
+	if b := r.waitBatch(bomb.ID, queue.Completed, queue.Failed); b.State() != queue.Failed {
+		t.Fatalf("batch %s (%s), want Failed", b.State(), b.Status.Message)
+	}
+	for _, j := range r.jobsOf(bomb.ID) {
+		want := "Downloading: container " + url + ": unpacks to 6300000 bytes, as its entries' headers say, " +
+			"more than the working storage has free ("
+		if msg := j.Status.Message; !strings.HasPrefix(msg, want) || !strings.Contains(msg, "nothing was unpacked") {
+			t.Errorf("the job's message %q, want it to start %q and say nothing was unpacked", msg, want)
+		}
+	}
+	if b := r.waitBatch(beside.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("the batch beside %s (%s), want Completed", b.State(), b.Status.Message)
+	}
+	if len(obs.states) > 0 {
+		t.Errorf("%s waited for room: the zip took it", <-obs.states)
+	}
+}
+
+// A zip that unpacks to more than the working storage holds, on a file
+// system that says it has room (a quota, thin provisioning), fails its job
+// when the disk is full, and what it unpacked goes with it, so that the
+// next job on the host has room. Downloading waited for room the job took
+// itself, again and again, with every other job of the host behind it.
 func TestZipBiggerThanTheWorkingStorageLeavesItsRoom(t *testing.T) {
 	t.Parallel()
 	work := smallDisk(t)
+	r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), func(hc *handlers.Config, _ *reactor.Config) {
+		hc.WorkDir, hc.Margin = work, 1
+		hc.Space = func(string) (free, total uint64, err error) { return 1 << 40, 2 << 40, nil }
+	})
+	b := r.submit(r.content.put("/expands.zip", expandingZip(t, 7)))
+	r.overranThenRoom(b.ID, `entry "big/f`, "what its zip unpacks to is not in its estimate, the zip's size")
+}
+
+// A zip unpacked again over what an earlier run unpacked (a crash cut it
+// short) counts that run's files as room: they are replaced. Counted as
+// taken, they made a zip that fits refused, once the crash had written
+// enough of it.
+func TestZipUnpackedAgainCountsItsEarlierFilesAsRoom(t *testing.T) {
+	t.Parallel()
+	work := smallDisk(t)
+	var crashed atomic.Bool
 	r := newRig(t, nil, withAttempts(2, 10*time.Millisecond),
-		func(hc *handlers.Config, _ *reactor.Config) { hc.WorkDir, hc.Margin = work, 1 })
+		func(hc *handlers.Config, _ *reactor.Config) { hc.WorkDir, hc.Margin = work, 1 },
+		beforeStep(queue.Downloading, func(j *queue.Job) {
+			if !crashed.CompareAndSwap(false, true) {
+				return
+			}
+			// What a run that died after two of the three files left.
+			dir := filepath.Join(work, j.ID, "producer", "big")
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				t.Error(err)
+			}
+			for i := range 2 {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.bin", i)), make([]byte, 900_000), 0o640); err != nil {
+					t.Error(err)
+				}
+			}
+		}))
+	b := r.waitBatch(r.submit(r.content.put("/again.zip", expandingZip(t, 3))).ID, queue.Completed, queue.Failed)
+	jobs := r.jobsOf(b.ID)
+	if len(jobs) != 1 {
+		t.Fatalf("batch %s (%s): %d jobs, want 1", b.State(), b.Status.Message, len(jobs))
+	}
+	for _, j := range jobs {
+		if j.State() != queue.Completed {
+			t.Fatalf("job %s (%s), want Completed", j.State(), j.Status.Message)
+		}
+		v, err := r.p.Primary().Latest(t.Context(), j.Identifiers.PrimaryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[string]string{}
+		for _, f := range v.Files {
+			stored[f.Name] = f.SHA256
+		}
+		for i := range 3 {
+			if name := fmt.Sprintf("producer/big/f%d.bin", i); stored[name] != sha256hex(make([]byte, 900_000)) {
+				t.Errorf("%s stored with sha256 %q, want that of 900,000 zeros", name, stored[name])
+			}
+		}
+	}
+}
+
+// expandingZip is a zip of a few KB that unpacks to n files of 900 KB
+// (7 are more than a smallDisk holds), under the ratio limit's floor of 1 MiB.
+func expandingZip(t *testing.T, n int) []byte {
 	var zipped bytes.Buffer
 	zw := zip.NewWriter(&zipped)
-	for i := range 7 { // 900 KB each: under the ratio limit's floor of 1 MiB
+	for i := range n {
 		w, err := zw.Create(fmt.Sprintf("big/f%d.bin", i))
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +263,5 @@ func TestZipBiggerThanTheWorkingStorageLeavesItsRoom(t *testing.T) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := r.submit(r.content.put("/expands.zip", zipped.Bytes()))
-	r.overranThenRoom(b.ID, `entry "big/f`, "what its zip unpacks to is not in its estimate, the zip's size")
+	return zipped.Bytes()
 }

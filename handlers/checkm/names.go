@@ -16,7 +16,7 @@ const (
 // CleanName validates a depositor-given file name as a relative path inside
 // an object and returns its path.Clean form. It rejects names that are
 // empty, absolute ("/x", "C:\x", "C:x", "\\x"), have any ".." element, a
-// backslash, a NUL or other control character, a bidirectional control
+// backslash, a "|", a NUL or other control character, a bidirectional control
 // character (U+202E and the like), are not valid UTF-8 (they
 // become storage keys), are longer than 1024 bytes or have an element
 // longer than 255 bytes, clean to the folder itself ("." or "./"), or
@@ -33,6 +33,10 @@ func CleanName(name string) (string, error) {
 		return "", unsafeName("not valid UTF-8")
 	case strings.ContainsRune(name, '\\'):
 		return "", unsafeName("has a backslash")
+	case strings.ContainsRune(name, '|'):
+		// The storage manifest and the object's manifest list every file by
+		// name; refused here, not after the object is unpacked and processed.
+		return "", unsafeName("has a |, the field separator of the checkm manifests that list the object's files")
 	case strings.HasPrefix(name, "/"):
 		return "", unsafeName("absolute")
 	case hasDriveLetter(name):

@@ -34,6 +34,7 @@ func TestCleanName(t *testing.T) {
 		"a:b.txt":                       "drive letter",
 		"\\\\server\\share":             "backslash",
 		"dir\\file":                     "backslash",
+		"a | b.txt":                     "has a |",
 		"..":                            `".."`,
 		"../x":                          `".."`,
 		"a/../b":                        `".."`,

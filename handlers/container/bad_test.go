@@ -38,6 +38,12 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		{"file then folder of it", []zipEntry{{name: "a", body: "x"}, {name: "a/b", body: "y"}}, Limits{}, "a/b", `puts a file inside "a"`},
 		{"folder of it then file", []zipEntry{{name: "a/b", body: "y"}, {name: "a", body: "x"}}, Limits{}, "a", `entry "a/b" puts files inside it`},
 		{"control character", []zipEntry{{name: "a\x1bb", body: "x"}}, Limits{}, "a\x1bb", "control character"},
+		{"folder with data", []zipEntry{ok, {name: "d", body: "hidden", mode: fs.ModeDir | 0o755}}, Limits{}, "d", "is a folder, but its header gives it 6 bytes of data"},
+		{"field separator", []zipEntry{{name: "a | b.txt", body: "x"}}, Limits{}, "a | b.txt", "has a |"},
+		{"code page name", []zipEntry{ok, {name: "caf\x82.txt", body: "x"}}, Limits{}, "caf\x82.txt", "the zip does not mark its names as UTF-8"},
+		{"two of one name", []zipEntry{ok, {name: "ok.txt", body: "again"}}, Limits{}, "ok.txt", "duplicate of an earlier entry of the same name"},
+		{"file and folder", []zipEntry{{name: "d/"}, {name: "d", body: "x"}}, Limits{}, "d", `duplicate of entry "d/": one is a file, the other a folder`},
+		{"does not fit", []zipEntry{ok}, Limits{Fits: func(n uint64) error { return fmt.Errorf("%d bytes do not fit", n) }}, "", "4 bytes do not fit"},
 		{"too many entries", []zipEntry{ok, {name: "2"}, {name: "3"}}, Limits{MaxFiles: 2}, "3", "more than the limit of 2 entries"},
 		{"too many bytes", []zipEntry{{name: "big", body: strings.Repeat("x", 2000)}}, Limits{MaxBytes: 1000}, "big", "past the limit of 1000 bytes"},
 	}
@@ -50,6 +56,9 @@ func TestRefusedBeforeWriting(t *testing.T) {
 				t.Fatalf("extracted %v, want an error", files)
 			}
 			prefix := fmt.Sprintf("container %s: entry %q: ", zipPath, tt.entry)
+			if tt.entry == "" { // the zip as a whole
+				prefix = fmt.Sprintf("container %s: ", zipPath)
+			}
 			if msg := err.Error(); !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tt.want) {
 				t.Errorf("error %q, want it to start with %q and say %q", msg, prefix, tt.want)
 			}
@@ -101,7 +110,7 @@ func TestCorruptEntryData(t *testing.T) {
 	}
 	dest := t.TempDir()
 	_, err = Extract(zipPath, dest, Limits{})
-	prefix := "container " + zipPath + `: entry "corrupt.txt": data does not match its header: zip: checksum error`
+	prefix := "container " + zipPath + `: entry "corrupt.txt": data does not match its header: its checksum (CRC-32) differs`
 	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
 		t.Fatalf("error %v, want one starting %q", err, prefix)
 	}

@@ -3,6 +3,7 @@ package container
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 )
 
 // Limits bound what Extract accepts. Zero or negative fields take the default.
@@ -18,6 +20,11 @@ type Limits struct {
 	MaxFiles int   // entries in the zip, folders included; default 100_000
 	MaxBytes int64 // total uncompressed bytes, default 64 GiB
 	MaxRatio int64 // max uncompressed:compressed ratio per entry, default 1000 (zip bomb)
+	// Fits, when set, is asked whether the zip's files fit where they go,
+	// with the bytes their headers give in all, before anything is
+	// written; its error refuses the zip. The headers bound what is
+	// written: an entry longer than its header fails as it is read.
+	Fits func(unpacked uint64) error
 }
 
 const (
@@ -70,7 +77,9 @@ const notZip = "not a zip file, or one cut short (a container payload is a zip; 
 func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	lim = lim.withDefaults()
 	zr, err := zip.OpenReader(zipPath)
-	if errors.Is(err, zip.ErrFormat) { // said for a depositor, not in archive/zip's words
+	// Said for a depositor, not in archive/zip's words: a central directory
+	// that runs past the end (a damaged one) is io.ErrUnexpectedEOF.
+	if errors.Is(err, zip.ErrFormat) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("container %s: %s", name, notZip)
 	}
 	// ErrInsecurePath (GODEBUG zipinsecurepath=0) still returns the reader;
@@ -80,7 +89,13 @@ func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	}
 	defer zr.Close()
 
-	entries, err := checkEntries(zr.File, lim)
+	entries, unpacked, err := checkEntries(zr.File, lim)
+	if err == nil && !slices.ContainsFunc(entries, func(e *entry) bool { return !e.folder }) {
+		err = errors.New("holds no files (folders at most): nothing to store")
+	}
+	if err == nil && lim.Fits != nil {
+		err = lim.Fits(unpacked)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", name, err)
 	}
@@ -117,6 +132,9 @@ func extractEntry(root *os.Root, e *entry, budget *int64, maxRatio int64) error 
 		}
 	}
 	src, err := e.zf.Open()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, zip.ErrFormat) {
+		return errors.New("its data is not where the zip's directory says: the zip is damaged or cut short")
+	}
 	if err != nil {
 		return err
 	}
@@ -139,11 +157,26 @@ func extractEntry(root *os.Root, e *entry, budget *int64, maxRatio int64) error 
 	if err != nil {
 		// A half-written file must not pass for a whole one.
 		_ = root.Remove(e.name)
-		if errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrChecksum) {
-			return fmt.Errorf("data does not match its header: %w", err)
-		}
-		return err
+		return damaged(err, e.zf.UncompressedSize64)
 	}
 	*budget -= e.written
 	return nil
+}
+
+// damaged says what an error reading an entry's data means, when it is the
+// data's fault; archive/zip's and compress/flate's words ("unexpected
+// EOF", "flate: corrupt input before offset 6") say nothing to a depositor.
+func damaged(err error, header uint64) error {
+	var corrupt flate.CorruptInputError
+	switch {
+	case errors.Is(err, zip.ErrChecksum):
+		return errors.New("data does not match its header: its checksum (CRC-32) differs: the zip is damaged")
+	case errors.Is(err, zip.ErrFormat): // archive/zip reads no more than the header gives
+		return fmt.Errorf("data does not match its header: it holds more than the %d bytes the header gives", header)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("its data ends before the %d bytes its header gives: the zip is damaged or cut short", header)
+	case errors.As(err, &corrupt):
+		return fmt.Errorf("its compressed data is damaged (%w)", err)
+	}
+	return err
 }

@@ -89,10 +89,18 @@ func TestExtractAgainReplaces(t *testing.T) {
 	}
 }
 
-func TestExtractEmptyZip(t *testing.T) {
-	files, err := Extract(writeZip(t), t.TempDir(), Limits{})
-	if err != nil || len(files) != 0 {
-		t.Errorf("empty zip: files %v, error %v; want none and no error", files, err)
+// TestExtractNoFiles: a zip of no files (empty, or folders only) is
+// refused, naming it, before anything is written: Processing found "the
+// object has no files", naming no container.
+func TestExtractNoFiles(t *testing.T) {
+	for name, entries := range map[string][]zipEntry{"empty": nil, "folders only": {{name: "d/"}, {name: "d/e/"}}} {
+		zipPath := writeZip(t, entries...)
+		dest := filepath.Join(t.TempDir(), "dest")
+		files, err := Extract(zipPath, dest, Limits{})
+		if want := "container " + zipPath + ": holds no files"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s zip: files %v, error %v; want one starting %q", name, files, err, want)
+		}
+		missing(t, dest)
 	}
 }
 
