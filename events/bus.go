@@ -73,6 +73,11 @@ type Config struct {
 	Cluster     string
 	Routes      []string
 	ClusterName string // default "ingestq"
+	// ClusterSecret, with Cluster, is the routes' shared secret: every
+	// route into this server must present it, and every route it dials
+	// presents it; "" = routes unauthenticated. SecretSetting names where
+	// it is set, in the lines that say a route was refused.
+	ClusterSecret, SecretSetting string
 
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
 	settleWait   time.Duration // tests shorten it; default settleTimeout

@@ -241,7 +241,7 @@ func (b *Bus) reroute(routes []string) error {
 		return err
 	}
 	if err := ns.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("events: route the embedded NATS server to %v: %w", routes, err)
+		return fmt.Errorf("events: route the embedded NATS server to %v: %s", routes, maskSecret(err.Error(), b.cfg.ClusterSecret))
 	}
 	e.mu.Lock()
 	e.routes = routes

@@ -46,7 +46,10 @@
 // JetStream alone; when a first route comes the bus replaces its server
 // with a cluster member, on the same ports, and moves what it recorded
 // alone into the cluster's stream (docs/decisions.md, issue 11). Events
-// published meanwhile wait in the queue. Daemons may instead all join one
+// published meanwhile wait in the queue. With Config.ClusterSecret a member
+// refuses every route that does not present the secret and presents it on
+// the routes it dials; the route URLs the daemons announce have none.
+// Daemons may instead all join one
 // existing NATS cluster (Config.URL); the bus never lowers the replicas an
 // operator gave the stream. The stream's metadata names the queue whose
 // events it records: on a joined NATS a daemon of another queue is refused

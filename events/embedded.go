@@ -50,14 +50,17 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("events: embedded NATS server: %w", err)
+		// An option nats-server refuses may be shown with the route URLs'
+		// password.
+		return nil, fmt.Errorf("events: embedded NATS server: %s", maskSecret(err.Error(), cfg.ClusterSecret))
 	}
 	if auth, ok := opts.CustomClientAuthentication.(*memberAuth); ok {
 		auth.ns.Store(ns)
 	}
 	// Debug flag on so the server's detail reaches slog, which filters by level.
 	fatal := make(chan string, 1)
-	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal}, true, false, false)
+	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal,
+		secret: cfg.ClusterSecret, setting: cfg.secretSetting(), said: &onceEach{}}, true, false, false)
 	go ns.Start()
 	if err := waitReady(ns, fatal, cmp.Or(cfg.readyTimeout, embeddedReadyTimeout)); err != nil {
 		ns.Shutdown()
@@ -116,6 +119,7 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	// A route to a daemon that died is retried every second until its
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
+	withSecret(opts, cfg)
 	if cfg.serverOpts != nil {
 		cfg.serverOpts(opts)
 	}
@@ -250,14 +254,20 @@ func splitListen(listen string) (string, int, error) {
 // serverLogger routes nats-server's log to slog: everything at debug, except
 // errors, which are warnings (a full disk must not go unseen). A fatal error
 // is also handed to fatal, if there is room, for startEmbedded to return.
+// A route refused for its cluster secret is said once (refusedLine,
+// routeAuth), and the secret is masked in every line.
 type serverLogger struct {
 	log   *slog.Logger
 	fatal chan<- string
+	// secret is the cluster secret ("": none), setting where it is set;
+	// said holds the servers that refused this one's route.
+	secret, setting string
+	said            *onceEach
 }
 
 func (l serverLogger) logf(level slog.Level, format string, v []any) {
 	if l.log.Enabled(context.Background(), level) {
-		l.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+		l.log.Log(context.Background(), level, maskSecret(fmt.Sprintf(format, v...), l.secret))
 	}
 }
 
@@ -271,13 +281,25 @@ func (l serverLogger) Warnf(format string, v ...any) { l.logf(slog.LevelDebug, f
 func (l serverLogger) Fatalf(format string, v ...any) {
 	l.logf(slog.LevelWarn, format, v)
 	select {
-	case l.fatal <- fmt.Sprintf(format, v...):
+	case l.fatal <- maskSecret(fmt.Sprintf(format, v...), l.secret):
 	default:
 	}
 }
 
-// Errorf logs at warn.
-func (l serverLogger) Errorf(format string, v ...any) { l.logf(slog.LevelWarn, format, v) }
+// Errorf logs at warn; a route refused for its secret is said once, in
+// words of ingestq's, and its every retry is logged at debug.
+func (l serverLogger) Errorf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	if msg, attrs := l.refusedLine(line); msg != "" {
+		l.log.Warn(msg, attrs...)
+		return
+	}
+	level := slog.LevelWarn
+	if routeAuthLine(line) {
+		level = slog.LevelDebug
+	}
+	l.logf(level, "%s", []any{line})
+}
 
 // Debugf logs at debug.
 func (l serverLogger) Debugf(format string, v ...any) { l.logf(slog.LevelDebug, format, v) }

@@ -12,19 +12,23 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/ingestq/ingestq/internal/natstest"
 )
 
 // testTimeout bounds every wait in these tests; nothing should come near it.
 const testTimeout = 45 * time.Second // a cluster re-forming may take an election (up to 9 s) and the 30 s settle of decision 127
 
-// logRecorder is a slog handler that keeps records at info and above, so
-// tests can count warnings and nothing reaches the test output.
+// logRecorder is a slog handler that keeps records at info and above (or
+// from min), so tests can count warnings and nothing reaches the test
+// output.
 type logRecorder struct {
 	mu   sync.Mutex
 	recs []slog.Record
+	min  slog.Level
 }
 
-func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
 func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h *logRecorder) WithGroup(string) slog.Handler                { return h }
 func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
@@ -41,6 +45,20 @@ func (h *logRecorder) count(level slog.Level, msg string) int {
 	n := 0
 	for _, r := range h.recs {
 		if r.Level == level && r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// containing returns how many records, of any level, hold part in their
+// message.
+func (h *logRecorder) containing(part string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if strings.Contains(r.Message, part) {
 			n++
 		}
 	}
@@ -136,7 +154,7 @@ func connect(t testing.TB, url string) *nats.Conn {
 // cluster would be, on 127.0.0.1:port (server.RANDOM_PORT for any).
 func startServer(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
-	return runServer(t, &server.Options{
+	return natstest.Run(t, &server.Options{
 		JetStream: true,
 		StoreDir:  storeDir,
 		Host:      "127.0.0.1",
@@ -144,24 +162,6 @@ func startServer(t testing.TB, port int, storeDir string) *server.Server {
 		NoSigs:    true,
 		NoLog:     true,
 	})
-}
-
-// runServer runs a nats-server with opts until the test ends.
-func runServer(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(testTimeout) {
-		t.Fatalf("nats-server on port %d not ready", opts.Port)
-	}
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	return ns
 }
 
 // waitFor polls cond until it holds or the test timeout passes.

@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/natstest"
 )
 
 // An event whose publish gets no answer (no stream, and a subscriber on its
@@ -75,7 +77,7 @@ func TestResendWarningSaysCredentialsRefused(t *testing.T) {
 	t.Parallel()
 	opts := &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT,
 		NoSigs: true, NoLog: true, Username: "ingestq", Password: "good"}
-	ns := runServer(t, opts)
+	ns := natstest.Run(t, opts)
 	bus, rec := openBus(t, Config{URL: "nats://ingestq:good@" + ns.Addr().String(), ackTimeout: time.Second})
 
 	renewed := *opts // the password changes: NATS drops the bus and refuses it from then on
@@ -127,7 +129,7 @@ func TestFlightEndsOnceWhicheverCopyAnswers(t *testing.T) {
 // warning that says what it costs, and its events are recorded as before.
 func TestLeaderElectionsDeniedSaysSo(t *testing.T) {
 	t.Parallel()
-	ns := runServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+	ns := natstest.Run(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: server.RANDOM_PORT,
 		NoSigs: true, NoLog: true, Users: []*server.User{{Username: "ingestq", Password: "pw", Permissions: &server.Permissions{
 			Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.EVENT.>"}}}}}})
 	bus, rec := openBus(t, Config{URL: "nats://ingestq:pw@" + ns.Addr().String()})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,9 +19,9 @@ import (
 
 // The sample deploy/ingestq.env, filled in for three hosts and reduced to
 // loopback, with serve started as deploy/ingestq.service starts it (every
-// setting from the environment): the daemons make one NATS cluster, whose
-// stream each host replays whole, and each host's dashboard counts the same
-// finishes. The unit's reload (SIGHUP) leaves a daemon without a token file
+// setting from the environment): the daemons make one NATS cluster, its
+// routes authenticated by the sample's secret file, whose stream each host
+// replays whole, and each host's dashboard counts the same finishes. The unit's reload (SIGHUP) leaves a daemon without a token file
 // running; its stop (SIGTERM) ends each within the unit's TimeoutStopSec.
 func TestDeploySampleMakesOneCluster(t *testing.T) {
 	t.Parallel()
@@ -35,6 +36,15 @@ func TestDeploySampleMakesOneCluster(t *testing.T) {
 	}
 	stopSec, _ := strconv.Atoi(string(m[1]))
 
+	// The routes' secret, one file for the three hosts as each host has
+	// the same.
+	if _, ok := sample["INGESTQ_NATS_CLUSTER_SECRET_FILE"]; !ok {
+		t.Error("deploy/ingestq.env sets no INGESTQ_NATS_CLUSTER_SECRET_FILE: its cluster's routes are open to whatever reaches the port")
+	}
+	secret := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := newClusterRig(t)
 	names := []string{"d1", "d2", "d3"}
 	for _, name := range names {
@@ -47,6 +57,9 @@ func TestDeploySampleMakesOneCluster(t *testing.T) {
 		env["INGESTQ_NATS_LISTEN"] = listen // three hosts on one machine
 		if _, ok := env["INGESTQ_NATS_CLUSTER"]; ok {
 			env["INGESTQ_NATS_CLUSTER"] = natstest.FreeAddr(t)
+		}
+		if _, ok := env["INGESTQ_NATS_CLUSTER_SECRET_FILE"]; ok {
+			env["INGESTQ_NATS_CLUSTER_SECRET_FILE"] = secret
 		}
 		// Steps of two hosts or more in every batch (see clusterStates).
 		env["INGESTQ_STATES"] = clusterStates[name]

@@ -81,16 +81,41 @@ func (r *clusterRig) start(names ...string) {
 	r.waitJoined(names...)
 }
 
-// launch starts the named daemon with c's binary and data folder (c's
-// other fields are the rig's), its NATS server on the addresses given.
+// launch starts the named daemon with c's binary, data folder and further
+// flags (c's other fields are the rig's), its NATS server on the addresses
+// given.
 func (r *clusterRig) launch(name string, c daemonConfig, listen, cluster string) {
 	r.t.Helper()
 	c.Host, c.ZK, c.Root, c.Delay = name, r.zk, r.root, 5*time.Millisecond
-	c.Extra = []string{"--nats-listen", listen, "--nats-cluster", cluster, "--zk-session-timeout", "4s"}
+	c.Extra = append([]string{"--nats-listen", listen, "--nats-cluster", cluster, "--zk-session-timeout", "4s"}, c.Extra...)
 	if states, ok := clusterStates[name]; ok {
 		c.Extra = append(c.Extra, "--states", states) // else every state
 	}
 	r.hosts[name] = &clusterHost{daemon: launchDaemon(r.t, c), url: "nats://" + listen, cluster: cluster}
+}
+
+// restart stops the named daemon (SIGTERM; none of its events lost) and
+// starts it again, this build, on its data folder and NATS addresses with
+// the extra flags given, and waits until it has joined the cluster.
+func (r *clusterRig) restart(name string, extra ...string) {
+	r.t.Helper()
+	h := r.hosts[name]
+	h.stop(30 * time.Second)
+	h.assertNoLoss()
+	r.launch(name, daemonConfig{DataDir: h.dataDir, Extra: extra}, strings.TrimPrefix(h.url, "nats://"), h.cluster)
+	r.waitJoined(name)
+}
+
+// finish waits until each batch is done, checks that it completed its n
+// jobs, and returns the jobs of each.
+func (r *clusterRig) finish(bids []string, n int) map[string][]string {
+	r.t.Helper()
+	batches := map[string][]string{}
+	for _, bid := range bids {
+		waitBatchDone(r.t, r.q, bid, 90*time.Second)
+		batches[bid] = assertBatchCompleted(r.t, r.q, bid, n)
+	}
+	return batches
 }
 
 // waitJoined waits until each named daemon runs and its NATS server is in

@@ -51,19 +51,11 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 		// next host once the last is back (decision 398).
 		r.waitEventsTaken("d1", "d2", "d3")
 		bids = append(bids, createBatch(t, r.q, upgradeJobs)) // runs while name restarts
-		h := r.hosts[name]
-		h.stop(30 * time.Second)
-		h.assertNoLoss()
-		r.launch(name, daemonConfig{DataDir: h.dataDir}, strings.TrimPrefix(h.url, "nats://"), h.cluster)
-		r.waitJoined(name)
+		r.restart(name)
 		t.Logf("%s upgraded after %v", name, time.Since(start).Round(time.Millisecond))
 	}
 	bids = append(bids, createBatch(t, r.q, upgradeJobs))
-	batches := map[string][]string{}
-	for _, bid := range bids {
-		waitBatchDone(t, r.q, bid, 90*time.Second)
-		batches[bid] = assertBatchCompleted(t, r.q, bid, upgradeJobs)
-	}
+	batches := r.finish(bids, upgradeJobs)
 	all := []string{"d1", "d2", "d3"}
 	r.waitEventsTaken(all...)
 	r.assertEveryTimeline(batches, r.listeners(all...))

@@ -44,24 +44,35 @@ func Cluster(t testing.TB, n int) []string {
 	for i, addr := range addrs {
 		host, p, _ := net.SplitHostPort(addr)
 		port, _ := strconv.Atoi(p)
-		ns, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1",
+		ns := Run(t, &server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1",
 			Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 			Cluster: server.ClusterOpts{Name: "ext", Host: host, Port: port},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ","))})
-		if err != nil {
-			t.Fatalf("nats-server ext-%d: %v", i, err)
-		}
-		go ns.Start()
-		if !ns.ReadyForConnections(10 * time.Second) {
-			ns.Shutdown()
-			t.Fatalf("nats-server ext-%d not ready after 10s", i)
-		}
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 		urls[i] = ns.ClientURL()
 	}
 	waitJetStream(t, urls[0])
 	return urls
 }
+
+// Run runs a nats-server with opts, stopped when the test ends.
+func Run(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("nats-server %s: %v", opts.ServerName, err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(readyTimeout) {
+		ns.Shutdown()
+		t.Fatalf("nats-server %s not ready after %v", opts.ServerName, readyTimeout)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+// readyTimeout bounds a server's start (a few milliseconds; more under
+// -race and a loaded machine).
+const readyTimeout = 30 * time.Second
 
 // waitJetStream waits until the cluster's JetStream answers (it has elected
 // a meta leader: 0.1 s to 9 s), so that a daemon joining it can make its

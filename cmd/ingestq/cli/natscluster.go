@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -206,6 +208,59 @@ func (n *natsRoutes) forget(ctx context.Context, bus *events.Bus, forgot map[str
 		n.log.Info("nats: the NATS cluster no longer counts a forgotten host's server", "host", h.Name, "forgotten", h.Since.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// minSecret is the shortest cluster secret taken: a route into the
+// cluster may be tried again and again, as fast as the network allows.
+const minSecret = 16
+
+// clusterSecret reads --nats-cluster-secret-file: one line, the same on
+// every host, never shown nor written to ZooKeeper (the routes announced
+// there have no password; the bus adds it to the routes it dials). Without
+// one, a cluster listener other hosts can reach is warned of.
+func (a *app) clusterSecret(f serveFlags) (string, error) {
+	file := f.natsSecret
+	if file == "" {
+		host, _, _ := net.SplitHostPort(f.natsCluster)
+		if only, _ := loopbackOnly(host); f.natsCluster != "" && !only {
+			a.log.Warn("--nats-cluster: the routes are not authenticated: whatever reaches the port joins the cluster, reads every event "+
+				"and may publish its own; give every host the same --nats-cluster-secret-file, or keep the port on a private network",
+				"nats_cluster", f.natsCluster)
+		}
+		return "", nil
+	}
+	if f.natsCluster == "" {
+		return "", usagef("--nats-cluster-secret-file %s: it authenticates the routes of --nats-cluster, which is not given", file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", usagef("--nats-cluster-secret-file: %v", err)
+	}
+	secret := strings.TrimSpace(string(data))
+	switch {
+	case secret == "":
+		return "", usagef("--nats-cluster-secret-file %s is empty: write the secret into it (openssl rand -hex 32), the same on every host", file)
+	case strings.ContainsAny(secret, "\r\n"):
+		return "", usagef("--nats-cluster-secret-file %s holds more than one line: want the secret alone", file)
+	case len(secret) < minSecret:
+		return "", usagef("--nats-cluster-secret-file %s: the secret has %d characters, want %d or more (openssl rand -hex 32)", file, len(secret), minSecret)
+	}
+	a.warnOpenFile("--nats-cluster-secret-file: the secret's file", file)
+	return secret, nil
+}
+
+// loopbackOnly tells whether host, as a listener is given (an IP address,
+// a name, or none: every interface), is reached from this machine only,
+// and what it resolves to.
+func loopbackOnly(host string) (bool, []net.IP) {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), []net.IP{ip}
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false, nil
+	}
+	return !slices.ContainsFunc(ips, func(ip net.IP) bool { return !ip.IsLoopback() }), ips
 }
 
 // natsClusterName names the NATS cluster of the daemons of one queue: after

@@ -192,8 +192,9 @@ const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  " + EnvAccessThreshold + ": access request --threshold, serve --access-threshold\n" +
 	"  serve's own (see ingestq serve --help): " + EnvConfig + ", " + EnvStates + ", " + EnvProfiles + ",\n" +
 	"      " + EnvStorage + ", " + EnvWorkDir + ", " + EnvWorkShared + ", " + EnvHTTP + ", " + EnvAdvertise + ", " + EnvHTTPHosts + ",\n" +
-	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ", " + EnvNATSCluster + ",\n" +
-	"      " + EnvSMTPPass + ", " + EnvAccessDir + ", " + EnvAccessTo + ", " + EnvFetchAllow + ";\n" +
+	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ",\n" +
+	"      " + EnvNATSCluster + ", " + EnvNATSSecret + ", " + EnvSMTPPass + ", " + EnvAccessDir + ",\n" +
+	"      " + EnvAccessTo + ", " + EnvFetchAllow + ";\n" +
 	"      " + EnvAdminToken + " adds an admin token to the API's (it acts as \"" + api.EnvTokenName + "\")"
 
 func (a *app) rootCommand() *cobra.Command {

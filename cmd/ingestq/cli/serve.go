@@ -38,6 +38,7 @@ const (
 	EnvNATS        = "INGESTQ_NATS"
 	EnvNATSListen  = "INGESTQ_NATS_LISTEN"
 	EnvNATSCluster = "INGESTQ_NATS_CLUSTER"
+	EnvNATSSecret  = "INGESTQ_NATS_CLUSTER_SECRET_FILE"
 	EnvDataDir     = "INGESTQ_DATA_DIR"
 	EnvConfig      = "INGESTQ_CONFIG"
 	EnvProfiles    = "INGESTQ_PROFILES"
@@ -64,7 +65,8 @@ type serveFlags struct {
 	dataDir      string
 	natsListen   string
 	natsCluster  string
-	embedGiven   bool // --nats-listen or --nats-cluster was given (not their defaults)
+	natsSecret   string // the file of --nats-cluster's secret
+	embedGiven   bool   // --nats-listen or --nats-cluster was given (not their defaults)
 	host         string
 	config       string
 	pipeline     string
@@ -140,6 +142,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
 	fl.StringVar(&f.natsCluster, "nats-cluster", a.env(EnvNATSCluster, ""), "HOST:PORT where the embedded NATS listens for the other daemons' servers: they form one NATS cluster (one event stream, 3 replicas from 3 hosts); an unspecified HOST (0.0.0.0) is announced as the host name; default off (env "+EnvNATSCluster+")")
+	fl.StringVar(&f.natsSecret, "nats-cluster-secret-file", a.env(EnvNATSSecret, ""), "file of the secret of --nats-cluster's routes, one line of 16 characters or more, the same on every host\n"+
+		"(openssl rand -hex 32; mode 600): a route into this server must present it, and the routes it dials present it; default none: routes unauthenticated (env "+EnvNATSSecret+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline); rehearse (the real payload reading and reports, every job step a no-op: try a big batch without downloading or storing); or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
@@ -205,7 +209,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "nats-cluster-secret-file": EnvNATSSecret, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise, "http-hosts": EnvHTTPHosts,
 		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "fetch-allow": EnvFetchAllow, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
 		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
@@ -237,6 +241,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	tokens, err := a.loadTokens(f.apiTokens)
+	if err != nil {
+		return err
+	}
+	secret, err := a.clusterSecret(f)
 	if err != nil {
 		return err
 	}
@@ -301,7 +309,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
-		Cluster: f.natsCluster, ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
+		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
+		ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
 		Queue: queueID, QueueAt: a.queueAt()})
 	defer bus.Close()
 	if web != nil {
@@ -478,10 +487,7 @@ func (a *app) loadTokens(file string) (*api.Tokens, error) {
 			return nil, usagef("--api-tokens %s holds no token (only blank or # lines): the API's reads would be open to anyone; "+
 				"write ROLE TOKEN [NAME] lines into it, or leave --api-tokens out", file)
 		}
-		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			a.log.Warn("--api-tokens: the token file is open to group or others; chmod 600 it (or 400)",
-				"file", file, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
-		}
+		a.warnOpenFile("--api-tokens: the token file", file)
 	}
 	env := a.getenv(EnvAdminToken)
 	if env == "" && a.getenv(EnvAPIToken) != "" {
@@ -496,6 +502,14 @@ func (a *app) loadTokens(file string) (*api.Tokens, error) {
 		return nil, usagef("--api-tokens: %v", err)
 	}
 	return tokens, nil
+}
+
+// warnOpenFile warns that file, which holds secrets, is open to group or
+// others (decision 244); what names it in the line.
+func (a *app) warnOpenFile(what, file string) {
+	if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		a.log.Warn(what+" is open to group or others; chmod 600 it (or 400)", "file", file, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 }
 
 // reloadTokensOnHUP re-reads the token file into tokens at each SIGHUP, so
@@ -612,7 +626,7 @@ func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 	// A name is listened on as this host resolves it: Debian maps the
 	// machine's own name to 127.0.1.1, where no other host reaches it.
 	host, _, _ := net.SplitHostPort(f.natsCluster)
-	if ips, err := net.LookupIP(host); net.ParseIP(host) == nil && err == nil && !slices.ContainsFunc(ips, func(ip net.IP) bool { return !ip.IsLoopback() }) {
+	if only, ips := loopbackOnly(host); only && net.ParseIP(host) == nil {
 		a.log.Warn("--nats-cluster names a host that resolves here to loopback only: the embedded NATS server listens there, "+
 			"where the other hosts cannot reach it; give this host's IP address on the private network",
 			"nats_cluster", f.natsCluster, "resolves_to", fmt.Sprint(ips))

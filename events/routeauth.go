@@ -1,0 +1,143 @@
+package events
+
+import (
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ingestq/ingestq/internal/redact"
+)
+
+// routeUser is the user a cluster member presents, with the cluster
+// secret as its password, on its routes: nats-server's route
+// authorization takes a user and a password.
+const routeUser = "ingestq-route"
+
+// withSecret sets a cluster member's route authorization: every incoming
+// route must present the secret (routeAuth checks it), every route it
+// dials presents it, as the route URL's password (the URLs announced in
+// ZooKeeper have none; nats-server adds the same to the routes it learns
+// of from its peers).
+func withSecret(opts *server.Options, cfg Config) {
+	if cfg.ClusterSecret == "" {
+		return
+	}
+	opts.Cluster.Username, opts.Cluster.Password = routeUser, cfg.ClusterSecret
+	for _, u := range opts.Routes {
+		u.User = url.UserPassword(routeUser, cfg.ClusterSecret)
+	}
+	opts.CustomRouterAuthentication = &routeAuth{secret: cfg.ClusterSecret, setting: cfg.secretSetting(), log: cfg.Logger}
+}
+
+// secretSetting names where the cluster secret is set, in log lines.
+func (c Config) secretSetting() string {
+	if c.SecretSetting != "" {
+		return c.SecretSetting
+	}
+	return "events.Config.ClusterSecret"
+}
+
+// routeAuth admits a route that presents the cluster secret, and says
+// once per host and reason that it refused one that did not, naming the
+// setting: nats-server dials a refused route again every second, and its
+// own line ("authentication error") says neither whose route nor why.
+type routeAuth struct {
+	secret, setting string
+	log             *slog.Logger
+	said            onceEach
+}
+
+// Check admits c if it presents the secret.
+func (a *routeAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o.Username == routeUser && subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.secret)) == 1 {
+		return true
+	}
+	from := "?"
+	if addr := c.RemoteAddress(); addr != nil {
+		from = addr.String()
+		if host, _, err := net.SplitHostPort(from); err == nil {
+			from = host // its port changes with every try
+		}
+	}
+	why := "it presented another cluster secret"
+	if o.Password == "" {
+		why = "it presented no cluster secret"
+	}
+	if a.said.first(from + why) {
+		a.log.Warn("events: refused a NATS route from another server: "+why+
+			"; every host of the cluster needs the same secret (said once per host)", "from", from, "setting", a.setting)
+	}
+	return false
+}
+
+// routeRefused is how nats-server logs a route the other server refused.
+const routeRefused = "Route Error 'Authorization Violation'"
+
+// refusedLine says, once per server refusing, that a server refused this
+// one's route, naming the setting; "" when line is none of those, or was
+// said already. A route refused is dialed again every second, each time
+// logged by nats-server as an error.
+func (l serverLogger) refusedLine(line string) (string, []any) {
+	if !strings.HasSuffix(line, routeRefused) {
+		return "", nil
+	}
+	by, _, _ := strings.Cut(line, " - ") // the refusing server's address
+	if !l.said.first(by) {
+		return "", nil
+	}
+	msg := "events: a NATS server refused this server's route: it asks for a cluster secret, and this host has none " +
+		"(said once per server)"
+	if l.secret != "" {
+		msg = "events: a NATS server refused this server's route: its cluster secret differs from this host's, or it has none " +
+			"(said once per server)"
+	}
+	return msg, []any{"by", by, "setting", l.setting}
+}
+
+// routeAuthLine tells whether nats-server's error line is about a route
+// refused for its credentials, either side: refusedLine and routeAuth say
+// it once, in words of ingestq's.
+func routeAuthLine(line string) bool {
+	return strings.HasSuffix(line, routeRefused) ||
+		strings.Contains(line, " - rid:") && strings.Contains(line, server.ErrAuthentication.Error())
+}
+
+// maskSecret returns line with the cluster secret masked: nats-server
+// logs a route it drops with its URL, password and all.
+func maskSecret(line, secret string) string {
+	if secret == "" {
+		return line
+	}
+	escaped := url.UserPassword(routeUser, secret).String()
+	line = strings.ReplaceAll(line, escaped, routeUser+":"+redact.Mask)
+	return strings.ReplaceAll(line, secret, redact.Mask)
+}
+
+// onceEach tells whether a key is seen for the first time. It keeps at
+// most onceEachMax keys; past that, every key counts as seen: a flood of
+// refused hosts is not a line each.
+type onceEach struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+const onceEachMax = 1000
+
+func (o *onceEach) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen[key] || len(o.seen) >= onceEachMax {
+		return false
+	}
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+	}
+	o.seen[key] = true
+	return true
+}
