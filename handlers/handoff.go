@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -54,40 +55,88 @@ var handoffKeyRE = regexp.MustCompile(`^[A-Z2-7]{26,}$`)
 // yet, or the folder is gone.
 var errNoHandoff = errors.New("no hand-off in the working folder")
 
+// maxKeyFileBytes bounds what is read of a key file: a key and its
+// newline, with room to spare.
+const maxKeyFileBytes = 128
+
 // readHandoffKey is the key of the hand-off in the working folder work:
 // "" when its storage manifest is there without one (a release before
-// keys wrote it), errNoHandoff when neither is there.
+// keys wrote it), errNoHandoff when neither is there. A key file is read
+// only if it is a plain file (a symlink is not followed, a pipe not waited
+// on), and no further than a key's length.
 func readHandoffKey(work string) (string, error) {
 	path := filepath.Join(work, handoffKeyFile)
-	data, err := os.ReadFile(path)
+	data, err := readKeyFile(path)
 	switch {
 	case err == nil:
 		key := strings.TrimSpace(string(data))
 		if !handoffKeyRE.MatchString(key) {
-			return "", fmt.Errorf("%s holds no hand-off key (%d bytes; a key is 26 or more characters of base32)", path, len(data))
+			err = fmt.Errorf("%d bytes; a key is 26 or more characters of base32", len(data))
+			break
 		}
 		return key, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", err
-	}
-	if _, err := os.Stat(filepath.Join(work, storageManifest)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", errNoHandoff
+	case errors.Is(err, fs.ErrNotExist):
+		if _, err := os.Stat(filepath.Join(work, storageManifest)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", errNoHandoff
+			}
+			return "", err
 		}
+		return "", nil
+	case !errors.As(err, new(notAKeyError)):
 		return "", err
 	}
-	return "", nil
+	// Removing the file alone would leave a manifest without a key, served
+	// to anyone as a release before keys handed it on.
+	return "", fmt.Errorf("%s holds no hand-off key (%w): remove the job's working folder %s and requeue the job, "+
+		"not the key file alone (its hand-off would then be served without a key)", path, err, work)
+}
+
+// notAKeyError is a key file that is not a plain file of a key's length:
+// why.
+type notAKeyError string
+
+func (e notAKeyError) Error() string { return string(e) }
+
+// readKeyFile reads the key file at path, refusing what is not a plain
+// file, or is longer than maxKeyFileBytes.
+func readKeyFile(path string) ([]byte, error) {
+	st, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, notAKeyError(fmt.Sprintf("not a plain file: mode %v", st.Mode()))
+	case st.Size() > maxKeyFileBytes:
+		return nil, notAKeyError(fmt.Sprintf("%d bytes", st.Size()))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
+	if err == nil && len(data) > maxKeyFileBytes {
+		err = notAKeyError(fmt.Sprintf("longer than %d bytes", maxKeyFileBytes))
+	}
+	return data, err
 }
 
 // makeHandoffKey is readHandoffKey, but a folder without a hand-off yet
-// is given its key, kept durably before any URL with it is published.
+// is given its key, kept durably before any URL with it is published. Of
+// runs of the step at once (a session lost mid-step, the job taken again
+// while the first run winds down), the first to create the key file gives
+// the key the others read: each publishes the URL the folder serves.
 func makeHandoffKey(work string) (string, error) {
 	key, err := readHandoffKey(work)
 	if !errors.Is(err, errNoHandoff) {
 		return key, err
 	}
 	key = rand.Text()
-	if err := durable.WriteFile(filepath.Join(work, handoffKeyFile), []byte(key+"\n")); err != nil {
+	switch err := durable.CreateFile(filepath.Join(work, handoffKeyFile), []byte(key+"\n")); {
+	case errors.Is(err, fs.ErrExist):
+		return readHandoffKey(work)
+	case err != nil:
 		return "", fmt.Errorf("keeping the hand-off's key: %w", err)
 	}
 	return key, nil

@@ -1,12 +1,16 @@
 package handlers
 
 import (
+	"crypto/rand"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // A working folder's hand-off key: made once, before its first storage
@@ -14,7 +18,8 @@ import (
 // again in that folder (a retry, a requeue), so that the URLs in the job's
 // nodes stay the ones served. A folder whose storage manifest a release
 // before keys wrote gets none, ever: its URLs, in the job's nodes already,
-// stay served. A key file that holds no key is an error naming it.
+// stay served. A key file that holds no key is an error naming it, whose
+// advice is the folder's removal.
 func TestHandoffKeyIsTheFoldersOwn(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
@@ -58,7 +63,85 @@ func TestHandoffKeyIsTheFoldersOwn(t *testing.T) {
 	if err := os.WriteFile(spoilt, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if key, err := makeHandoffKey(work); key != "" || err == nil || !strings.Contains(err.Error(), spoilt) {
-		t.Errorf("an empty key file: %q %v, want an error naming %s", key, err, spoilt)
+	// Its advice is the folder's removal: the key file's alone would leave
+	// a manifest without a key, served to anyone.
+	if key, err := makeHandoffKey(work); key != "" || err == nil || !strings.Contains(err.Error(), spoilt) ||
+		!strings.Contains(err.Error(), "remove the job's working folder "+work+" and requeue") {
+		t.Errorf("an empty key file: %q %v, want an error naming %s and the folder's removal", key, err, spoilt)
+	}
+}
+
+// Two runs of Processing at once in one folder (a session lost mid-step,
+// the job taken again while the first run winds down) agree on one key,
+// the one the folder keeps: the URL either transition publishes is served.
+func TestHandoffKeyIsOneForRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	const runs, folders = 8, 20
+	for range folders {
+		work := t.TempDir()
+		keys, errs := make([]string, runs), make([]error, runs)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Go(func() {
+				<-start
+				keys[i], errs[i] = makeHandoffKey(work)
+			})
+		}
+		close(start)
+		wg.Wait()
+		kept, err := readHandoffKey(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range runs {
+			if errs[i] != nil || keys[i] != kept {
+				t.Fatalf("run %d of %d at once: key %q (%v); the folder keeps %q: its URL would be refused", i+1, runs, keys[i], errs[i], kept)
+			}
+		}
+		if entries, _ := os.ReadDir(work); len(entries) != 1 {
+			t.Fatalf("%d entries in the folder, want the key file alone (no temporary file left)", len(entries))
+		}
+	}
+}
+
+// A key file that is not a plain file (a symlink, a pipe, a folder) or far
+// longer than a key is an error naming it, never followed or read whole: a
+// symlink could name any file the daemon reads, a pipe would hang every
+// request of the job.
+func TestHandoffKeyFileIsAPlainFile(t *testing.T) {
+	t.Parallel()
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(elsewhere, []byte(rand.Text()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, plant := range map[string]func(path string) error{
+		"a symlink": func(path string) error { return os.Symlink(elsewhere, path) },
+		"a pipe":    func(path string) error { return syscall.Mkfifo(path, 0o600) },
+		"a folder":  func(path string) error { return os.Mkdir(path, 0o700) },
+		"too long":  func(path string) error { return os.WriteFile(path, []byte(strings.Repeat("A", 1<<20)), 0o600) },
+	} {
+		work := t.TempDir()
+		path := filepath.Join(work, handoffKeyFile)
+		if err := plant(path); err != nil {
+			t.Fatal(err)
+		}
+		for what, how := range map[string]func(string) (string, error){"make": makeHandoffKey, "read": readHandoffKey} {
+			done := make(chan struct{})
+			var key string
+			var err error
+			go func() {
+				defer close(done)
+				key, err = how(work)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s the key with %s in its place: still reading after 10 s", what, name)
+			}
+			if key != "" || err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s the key with %s in its place: %.40q %v, want an error naming %s", what, name, key, err, path)
+			}
+		}
 	}
 }

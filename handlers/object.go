@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -96,7 +97,7 @@ func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profi
 	data, err := os.ReadFile(keep)
 	if err == nil && refetchManifest(j, keep) {
 		p.log.Info("object manifest fetched again: the job was requeued before its download", "job", j.ID,
-			"retry", j.Status.RetryCount, "url", url)
+			"retry", j.Status.RetryCount, "url", redact.Location(url))
 		err = os.ErrNotExist
 	}
 	if errors.Is(err, os.ErrNotExist) {

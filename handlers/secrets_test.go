@@ -77,3 +77,37 @@ func TestDepositorPasswordNeverShown(t *testing.T) {
 		t.Errorf("the daemon's log shows the password: %q", lines)
 	}
 }
+
+// A requeued job fetches its object manifest again, and the log line that
+// says so names the payload URL with its secrets masked, as every other
+// does: its password, and a secret in its query (a presigned URL's
+// signature, another daemon's hand-off key).
+func TestRefetchedManifestURLMasked(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	r := newRig(t, profile.Default(), withLogs(t, &logs))
+	const secret = "s3cretKEY"
+	data := []byte("fixed later\n")
+	rows := []row{fileRow(r.content.put("/refetch/f.txt", data), "f.txt", data)}
+	rows[0].digest = strings.Repeat("0", 32) // wrong on purpose
+	manifestURL := r.content.put("/refetch.checkm", manifest("mrt-ingest-manifest", rows...))
+	payload := strings.Replace(manifestURL, "http://", "http://depositor:"+secret+"@", 1) + "?key=" + secret + "&X-Amz-Signature=" + secret
+	b := r.submit(payload)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed {
+		t.Fatalf("batch %s, want Failed on the wrong digest", b.State())
+	}
+	j := r.jobsOf(b.ID)["manifest"]
+	r.content.put("/refetch.checkm", manifest("mrt-ingest-manifest", fileRow(r.content.put("/refetch/f.txt", data), "f.txt", data)))
+	r.ingestq("requeue", j.ID)
+	line := logs.WaitFor(t, "object manifest fetched again", j.ID)
+	if !strings.Contains(line, "depositor:xxxxx@") || !strings.Contains(line, "key=xxxxx") {
+		t.Errorf("the line of the manifest fetched again: %q, want the payload URL with its secrets masked", line)
+	}
+	r.ingestq("report", b.ID)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("after the fix and requeue: batch %s (%s)", b.State(), b.Status.Message)
+	}
+	if lines := logs.Lines(secret); len(lines) > 0 {
+		t.Errorf("the daemon's log shows a secret of the payload URL: %q", lines)
+	}
+}

@@ -69,6 +69,43 @@ func SyncFiles(files []string, n int) error {
 // a rename, creating the folder: after a crash the file is the old one or
 // the new one, never a mix.
 func WriteFile(name string, data []byte) error {
+	return place(name, data, os.Rename)
+}
+
+// CreateFile writes name with data as WriteFile does, but only when name
+// is not there: then it returns an error matching fs.ErrExist and leaves
+// the file as it is. Of writers at once, exactly one creates it, whole (a
+// hard link to the synced temporary file, which never replaces a file). On
+// a file system that makes no hard links (NoLink) the file is renamed into
+// place when it is not there yet: whole, but two writers at once may each
+// replace the other's.
+func CreateFile(name string, data []byte) error {
+	return place(name, data, func(tmp, name string) error {
+		err := os.Link(tmp, name)
+		if !NoLink(err) {
+			return err
+		}
+		if _, err := os.Lstat(name); err == nil {
+			return &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
+		}
+		return os.Rename(tmp, name)
+	})
+}
+
+// NoLink tells the errors of a hard link that the file system makes none
+// here (another device, a file system without them, too many links).
+func NoLink(err error) bool {
+	for _, e := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// place writes data to a synced temporary file beside name, creating the
+// folder, and puts it at name with put (a rename or a link).
+func place(name string, data []byte, put func(tmp, name string) error) error {
 	dir := filepath.Dir(name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -77,7 +114,7 @@ func WriteFile(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after an error
+	defer os.Remove(tmp.Name()) // gone after a rename, left beside a link; cleans up after an error
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
@@ -89,7 +126,7 @@ func WriteFile(name string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
+	if err := put(tmp.Name(), name); err != nil {
 		return err
 	}
 	return SyncDir(dir)

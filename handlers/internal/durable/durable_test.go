@@ -1,6 +1,8 @@
 package durable
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,24 @@ func TestWriteFileReplacesAtomically(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(filepath.Dir(name))
 	if len(entries) != 1 {
+		t.Errorf("%d entries beside the file, want no temporary file left", len(entries)-1)
+	}
+}
+
+// CreateFile writes a file that is not there, and leaves one that is as
+// it is, saying so.
+func TestCreateFileNeverReplaces(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f.txt")
+	if err := CreateFile(name, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateFile(name, []byte("second")); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("creating it again: %v, want fs.ErrExist", err)
+	}
+	if got, err := os.ReadFile(name); err != nil || string(got) != "first" {
+		t.Errorf("the file after creating it again: %q %v, want the first", got, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(name)); len(entries) != 1 {
 		t.Errorf("%d entries beside the file, want no temporary file left", len(entries)-1)
 	}
 }

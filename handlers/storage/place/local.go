@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/internal/ctxio"
@@ -128,7 +127,7 @@ func (l *Local) Link(ctx context.Context, key, src string) error {
 		return fmt.Errorf("place %s: link %s: %w", l.dir, key, err)
 	}
 	if err := link(src, name); err != nil {
-		if noLink(err) {
+		if durable.NoLink(err) {
 			// The folder stays for the copy that stands for the link: pruned,
 			// it vanished under the links and copies of the object's other
 			// files into it, made at once, which then failed (not exist).
@@ -156,16 +155,6 @@ func link(src, name string) error {
 	// leaves tmp: remove it either way.
 	_ = os.Remove(tmp)
 	return err
-}
-
-// noLink tells the errors of a link that a copy can stand for.
-func noLink(err error) bool {
-	for _, e := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // SyncLinks syncs each folder of keys once; see [Linker].
