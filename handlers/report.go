@@ -74,11 +74,12 @@ type ReportCallback struct {
 	SuccessfulCount int                `json:"successful_count"`
 	FailedCount     int                `json:"failed_count"`
 	Report          queue.StatusReport `json:"report"` // the status-report node, its last_modified in RFC 3339
-	// Notes gives each job of Report that has a note its note, by jid (the
-	// part of its message that begins "note: ", as "note: every file is
-	// stored under its own name, but …"), up to about 256 KiB, the rest
-	// counted in NotesLeftOut; both left out when no job has one. The
-	// status-report node, which ZooKeeper bounds, holds neither.
+	// Notes gives each job of the batch that has a note its note, by jid
+	// (the part of its message that begins "note: ", as "note: every file
+	// is stored under its own name, but …"), a windowed batch's archived
+	// jobs too, up to about 256 KiB, the rest counted in NotesLeftOut; both
+	// left out when no job has one. The status-report node, which
+	// ZooKeeper bounds, holds neither.
 	Notes        map[string]string `json:"notes,omitempty"`
 	NotesLeftOut int               `json:"notes_left_out,omitempty"`
 }

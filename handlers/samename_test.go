@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"archive/zip"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,6 +42,11 @@ const windowsUnfitNote = `note: every file is stored under its own name, but the
 	`and these are names Windows cannot hold, so unpacking the object there fails or changes them: "<tag>.xml" (Windows refuses '<'), "CON.txt" ("CON.txt" is the device CON), "ab:c.txt" (Windows refuses ':'), ` +
 	`"aux/x.txt" ("aux" is the device AUX), "draft." ("draft." ends in a dot), "memo /x.txt" ("memo " ends in a space), "why?.txt" (Windows refuses '?')`
 
+// spaceEdged are names with white space where a manifest line's trim
+// leaves it: at a file's start, and ending a folder that has its own entry
+// in the zip (as zip -r and macOS's Archive Utility write one).
+var spaceEdged = object{" lead.txt": []byte("lead\n"), "memo /x.txt": []byte("in a folder ending in a space\n")}
+
 // TestNamesOneElsewhereAreStoredAndNoted deposits, as a zip and as an
 // object manifest, files whose names are one on Windows or macOS: each is
 // stored byte for byte under its own name, and the job Completes with a
@@ -68,6 +74,9 @@ func TestNamesOneElsewhereAreStoredAndNoted(t *testing.T) {
 		{"zip", r.content.put("/same.zip", zipOf(t, sameNamesElsewhere)), "container", sameNamesElsewhere, sameNamesNote},
 		{"manifest", r.content.put("/same.checkm", manifest("mrt-ingest-manifest", rows...)), "manifest", sameNamesElsewhere, sameNamesNote},
 		{"names Windows cannot hold", r.content.put("/windows.zip", zipOf(t, windowsUnfitNames)), "container", windowsUnfitNames, windowsUnfitNote},
+		{"white space at a file's start or a folder's end", r.content.put("/space.zip", zipEntries(t, map[string][]byte{" lead.txt": spaceEdged[" lead.txt"], "memo /": nil,
+			"memo /x.txt": spaceEdged["memo /x.txt"]}, zip.Deflate)), "container", spaceEdged,
+			`note: every file is stored under its own name, but these are names Windows cannot hold, so unpacking the object there fails or changes them: "memo /x.txt" ("memo " ends in a space)`},
 		{"distinct names", r.content.put("/distinct.zip", zipOf(t, distinct)), "container", distinct, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

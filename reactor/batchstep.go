@@ -319,7 +319,8 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 	}
 	reported := *b
 	reported.Report = &stored
-	if rep.SuccessfulJobs, rep.Objects, err = r.q.Successes(r.work, &reported); err != nil {
+	var archivedNotes queue.ArchivedNotes
+	if rep.SuccessfulJobs, rep.Objects, archivedNotes, err = r.q.Successes(r.work, &reported); err != nil {
 		return Report{}, queue.StatusReport{}, err
 	}
 	rep.SuccessfulJobs = nonNil(rep.SuccessfulJobs)
@@ -345,23 +346,24 @@ func (r *Reactor) buildReport(b *queue.Batch) (Report, queue.StatusReport, error
 			rep.Objects[jid] = j.Identifiers
 		}
 	}
-	if rep.Notes, rep.NotesLeftOut, err = r.jobNotes(stored, rep.Messages); err != nil {
+	if rep.Notes, rep.NotesLeftOut, err = r.jobNotes(stored, rep.Messages, archivedNotes); err != nil {
 		return Report{}, queue.StatusReport{}, err
 	}
 	reportDetail(&stored, rep)
 	return rep, stored, nil
 }
 
-// jobNotes gives the note of each job stored names that has one, in jid
+// jobNotes gives the note of each job of the report that has one, in jid
 // order within statusDetailBudget, and how many more there are: a failed
-// job's from its message, a completed job's read from its status (a
-// windowed batch's archived jobs, in no list of stored, have none left).
-func (r *Reactor) jobNotes(stored queue.StatusReport, failures map[string]string) (map[string]string, int, error) {
+// job's from its message, a live completed job's (stored names it) read
+// from its status, an archived one's as its batch's archive keeps it.
+func (r *Reactor) jobNotes(stored queue.StatusReport, failures map[string]string, archived queue.ArchivedNotes) (map[string]string, int, error) {
 	statuses, err := r.q.JobStatuses(r.work, stored.SuccessfulJobs)
 	if err != nil {
 		return nil, 0, err
 	}
 	notes := map[string]string{}
+	maps.Copy(notes, archived.Given)
 	for jid, st := range statuses {
 		if note := queue.Note(st.Message); note != "" {
 			notes[jid] = note
@@ -373,7 +375,7 @@ func (r *Reactor) jobNotes(stored queue.StatusReport, failures map[string]string
 		}
 	}
 	given, leftOut := budgeted(slices.Sorted(maps.Keys(notes)), func(jid string) (string, bool) { return notes[jid], true })
-	return given, leftOut, nil
+	return given, leftOut + archived.LeftOut, nil
 }
 
 // statusDetailBudget bounds each of a status-report's maps of ingestq's own

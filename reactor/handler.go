@@ -148,9 +148,10 @@ type Report struct {
 	// Sent names the ways a Reporter delivered this report (its own
 	// names), so that a retry of the step sends only what failed.
 	Sent map[string]bool
-	// Notes gives each job of Stored that has a note (queue.Note: names its
-	// object holds that another system loses, say) that note, in jid order
-	// until statusDetailBudget bytes; NotesLeftOut counts the rest.
+	// Notes gives each job of the report that has a note (queue.Note: names
+	// its object holds that another system loses, say) that note, in jid
+	// order until statusDetailBudget bytes, an archived job's as its
+	// batch's archive keeps it; NotesLeftOut counts the rest.
 	Notes        map[string]string
 	NotesLeftOut int
 }

@@ -2,6 +2,7 @@ package reactor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -96,7 +97,7 @@ func TestWindowedBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jids, ids, err := e.q.Successes(t.Context(), got)
+	jids, ids, _, err := e.q.Successes(t.Context(), got)
 	minted := 0
 	for _, id := range ids {
 		if id != nil {
@@ -207,9 +208,83 @@ func TestWindowedBatchResumesCutChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jids, _, err := e.q.Successes(t.Context(), got)
+	jids, _, _, err := e.q.Successes(t.Context(), got)
 	if err != nil || len(jids) != objects {
 		t.Fatalf("%d successful jobs (%v), want %d: one per object", len(jids), err, objects)
 	}
 	e.clean() // check counts each object's jobs
+}
+
+// reportCatcher is a Reporter that hands on each report it is given.
+type reportCatcher chan reactor.Report
+
+func (c reportCatcher) Report(_ context.Context, _ *queue.Batch, r reactor.Report) error {
+	c <- r
+	return nil
+}
+
+// A windowed batch's report gives its archived jobs' notes, as its live
+// jobs': the archive keeps them, up to what a report gives (256 KiB of
+// JSON), and counts the rest. Here every other job's note is 4,000 '<'
+// (24 KB of JSON each): some of them fill the archive's room, so the
+// report gives each job's note whole or counts it left out, and none is
+// lost. Before, the archived jobs' notes were in neither.
+func TestWindowedBatchReportsArchivedJobsNotes(t *testing.T) {
+	const objects, window = 60, 20
+	noteOf := func(jid string) string {
+		if jid[len(jid)-1]%2 == 0 {
+			return queue.NotePrefix + jid + " " + strings.Repeat("<", 4000)
+		}
+		return queue.NotePrefix + "names of " + jid
+	}
+	e := newEnv(t)
+	batches := e.outside("ingestq.batch.>")
+	reports := make(reportCatcher, 1)
+	e.daemon("host-a", func(c *reactor.Config) {
+		c.Window, c.Reporter = window, reports
+		processing := c.Jobs[queue.Processing]
+		c.Jobs[queue.Processing] = reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+			res, err := processing.Handle(ctx, s)
+			res.Change.Message = noteOf(s.Job.ID)
+			return res, err
+		})
+	})
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": fmt.Sprintf("passthrough:%d", objects)})
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	rep := <-reports
+	archived, err := e.q.ArchivedJobs(t.Context(), b.ID)
+	if err != nil || len(archived) == 0 {
+		t.Fatalf("%d jobs archived (%v), want some", len(archived), err)
+	}
+	for jid, note := range rep.Notes {
+		if note != noteOf(jid) {
+			t.Errorf("report's note of %s: %.60q…, want %.60q…", jid, note, noteOf(jid))
+		}
+	}
+	if len(rep.SuccessfulJobs) != objects || len(rep.Notes)+rep.NotesLeftOut != objects || rep.NotesLeftOut == 0 {
+		t.Errorf("report of %d jobs gives %d notes and leaves out %d; want %d jobs, each note given or counted, some left out",
+			len(rep.SuccessfulJobs), len(rep.Notes), rep.NotesLeftOut, objects)
+	}
+	kept, leftOut, given := 0, 0, 0 // bytes of JSON of the archive's notes, the notes it left out, and gave
+	for _, a := range archived {
+		switch {
+		case a.Note == noteOf(a.ID) && !a.NoteLeftOut:
+			data, _ := json.Marshal(a.Note)
+			kept += len(data)
+			if rep.Notes[a.ID] == a.Note {
+				given++
+			}
+		case a.NoteLeftOut && a.Note == "":
+			leftOut++
+		default:
+			t.Errorf("archived job %s: note %.60q… (left out: %t), want its own or none left out", a.ID, a.Note, a.NoteLeftOut)
+		}
+	}
+	f, err := e.q.LoadFeed(t.Context(), b.ID)
+	if err != nil || given == 0 || leftOut == 0 || f.NoteBytes != kept || kept > 256<<10 {
+		t.Errorf("archive: %d bytes of notes kept (feed counts %+v, %v), %d of them in the report, %d left out; want some of each, at most 256 KiB, counted",
+			kept, f, err, given, leftOut)
+	}
 }

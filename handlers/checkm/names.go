@@ -20,10 +20,28 @@ const (
 // character (U+202E and the like), are not valid UTF-8 (they
 // become storage keys), are longer than 1024 bytes or have an element
 // longer than 255 bytes, clean to the folder itself ("." or "./"), or
-// begin or end with white space.
+// end with white space.
 // Every error wraps ErrUnsafeName; it does not quote the name, so callers
 // can say where it came from.
 func CleanName(name string) (string, error) {
+	clean, err := CleanFolderName(name)
+	if err != nil {
+		return "", err
+	}
+	// The storage manifest gives a file's name (producer/…) as its line's
+	// last field, and a checkm line is read trimmed, so "memo " would be
+	// stored as "memo": refused, not renamed. White space at the start, or
+	// ending a folder ("memo /x.txt"), is inside the field and kept.
+	if last, _ := utf8.DecodeLastRuneInString(clean); unicode.IsSpace(last) {
+		return "", unsafeName("ends with white space (%U), which a checkm manifest drops: it would be stored under another name", last)
+	}
+	return clean, nil
+}
+
+// CleanFolderName is CleanName for the name of a folder (a zip's folder
+// entry, "memo /"): a folder may end in white space, since no manifest line
+// ends with a folder's name.
+func CleanFolderName(name string) (string, error) {
 	switch {
 	case name == "":
 		return "", unsafeName("empty")
@@ -61,14 +79,6 @@ func CleanName(name string) (string, error) {
 	clean := path.Clean(name)
 	if clean == "." {
 		return "", unsafeName("names the folder itself")
-	}
-	// A manifest's fields are read trimmed (the storage manifest's too), so
-	// "memo " would be stored as "memo": refused, not renamed.
-	if first, _ := utf8.DecodeRuneInString(clean); unicode.IsSpace(first) {
-		return "", unsafeName("begins with white space (%U), which a checkm manifest drops: it would be stored under another name", first)
-	}
-	if last, _ := utf8.DecodeLastRuneInString(clean); unicode.IsSpace(last) {
-		return "", unsafeName("ends with white space (%U), which a checkm manifest drops: it would be stored under another name", last)
 	}
 	return clean, nil
 }

@@ -18,6 +18,8 @@ func TestCleanName(t *testing.T) {
 		"ab:c.txt":               "ab:c.txt",
 		"with space .txt":        "with space .txt",
 		"memo /x.txt":            "memo /x.txt",
+		" lead.txt":              " lead.txt",
+		"\u3000memo":             "\u3000memo",
 		strings.Repeat("n", 255): strings.Repeat("n", 255),
 	}
 	for in, want := range good {
@@ -48,9 +50,8 @@ func TestCleanName(t *testing.T) {
 		"\xff\xfe":                      "UTF-8",
 		"memo ":                         "ends with white space (U+0020)",
 		"memo /":                        "ends with white space (U+0020)",
-		" lead.txt":                     "begins with white space (U+0020)",
 		"memo\u00a0":                    "ends with white space (U+00A0)",
-		"\u3000memo":                    "begins with white space (U+3000)",
+		"a/memo\u3000":                  "ends with white space (U+3000)",
 		".":                             "folder itself",
 		"./":                            "folder itself",
 		strings.Repeat("n", 256):        "element longer than 255",
@@ -60,6 +61,21 @@ func TestCleanName(t *testing.T) {
 		got, err := CleanName(in)
 		if err == nil || !errors.Is(err, ErrUnsafeName) || !strings.Contains(err.Error(), want) {
 			t.Errorf("CleanName(%.40q) = %q, %v; want an ErrUnsafeName saying %q", in, got, err, want)
+		}
+	}
+}
+
+// TestCleanFolderName: a folder (a zip's folder entry) may end in white
+// space, as its files' names do not; every other rule is CleanName's.
+func TestCleanFolderName(t *testing.T) {
+	for in, want := range map[string]string{"memo /": "memo ", "a/memo\u00a0/": "a/memo\u00a0", " lead/": " lead", "a/": "a"} {
+		if got, err := CleanFolderName(in); err != nil || got != want {
+			t.Errorf("CleanFolderName(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{"../memo /": `".."`, "a\x00 /": "control character", "./": "folder itself"} {
+		if got, err := CleanFolderName(in); !errors.Is(err, ErrUnsafeName) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CleanFolderName(%q) = %q, %v; want an ErrUnsafeName saying %q", in, got, err, want)
 		}
 	}
 }

@@ -86,7 +86,11 @@ func checkEntry(zf *zip.File) (*entry, error) {
 	if folder && path.Clean(zf.Name) == "." {
 		return nil, nil
 	}
-	name, err := checkm.CleanName(zf.Name)
+	clean := checkm.CleanName
+	if folder {
+		clean = checkm.CleanFolderName // "memo /" holds "memo /x.txt"
+	}
+	name, err := clean(zf.Name)
 	if err != nil && zf.NonUTF8 && !utf8.ValidString(zf.Name) {
 		// Bit 11 off: the name is in a code page, which one the zip does not
 		// say. Read as CP437, as the zip specification has it, a name made in

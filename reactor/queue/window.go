@@ -46,6 +46,8 @@ type Feed struct {
 	// Stopped says why no more jobs will be made (a cancel, too many
 	// failures); the batch's job-count then counts only those made.
 	Stopped string `json:"stopped,omitempty"`
+	// NoteBytes counts the JSON of the notes the batch's archive holds.
+	NoteBytes int `json:"note_bytes,omitempty"`
 }
 
 // Done tells whether the feed makes no more jobs.
@@ -57,6 +59,24 @@ type ArchivedJob struct {
 	ID          string       `json:"jid"`
 	Key         string       `json:"key"`
 	Identifiers *Identifiers `json:"identifiers,omitempty"`
+	// Note is the job's note (Note of its message) while the batch's
+	// archive holds fewer than archivedNotesMax bytes of them; past that,
+	// NoteLeftOut says it had one.
+	Note        string `json:"note,omitempty"`
+	NoteLeftOut bool   `json:"note_left_out,omitempty"`
+}
+
+// archivedNotesMax bounds the notes a batch's archive keeps, in bytes of
+// JSON (Feed.NoteBytes counts them): the report gives no more than that
+// of notes (the reactor's statusDetailBudget), and a group's multi()
+// stays well under ZooKeeper's 1 MB with them, whatever the batch's size.
+const archivedNotesMax = 256 << 10
+
+// ArchivedNotes are a windowed batch's archived jobs' notes, by jid, and
+// how many the archive left out.
+type ArchivedNotes struct {
+	Given   map[string]string
+	LeftOut int
 }
 
 func (q *Queue) chunkPath(bid string, k int) string {
@@ -188,7 +208,7 @@ func (q *Queue) ArchiveJobs(ctx context.Context, b *Batch, jids []string) error 
 			if st.Status != Completed {
 				return fmt.Errorf("job %s is %s, not Completed: not archived", jid, st.Status)
 			}
-			e := ArchivedJob{ID: jid}
+			e := ArchivedJob{ID: jid, Note: Note(st.Message)}
 			var cfg JobConfig
 			if err := decodeJSON(q.rel(q.jobPath(jid, "configuration")), r[1].data, &cfg); err != nil {
 				return err
@@ -214,9 +234,15 @@ func (q *Queue) ArchiveJobs(ctx context.Context, b *Batch, jids []string) error 
 		return fmt.Errorf("batch %s: archive jobs: %w", b.ID, err)
 	}
 	entries := make([]ArchivedJob, len(jids))
-	ops := []op{fenceCheck(q.batchPath(b.ID, "status"), b.version)}
-	for i, jid := range jids {
+	for i := range got {
 		entries[i] = got[i].entry
+	}
+	ops, err := q.keepNotes(ctx, b.ID, entries)
+	if err != nil {
+		return fmt.Errorf("batch %s: archive jobs: %w", b.ID, err)
+	}
+	ops = append(ops, fenceCheck(q.batchPath(b.ID, "status"), b.version))
+	for i, jid := range jids {
 		ops = append(ops, fenceCheck(q.jobPath(jid, "status"), got[i].version))
 		for _, c := range got[i].kids {
 			ops = append(ops, del(q.jobPath(jid, c)))
@@ -230,6 +256,40 @@ func (q *Queue) ArchiveJobs(ctx context.Context, b *Batch, jids []string) error 
 		return fmt.Errorf("batch %s: archive %d jobs from %s: %w", b.ID, len(jids), jids[0], err)
 	}
 	return nil
+}
+
+// keepNotes leaves in entries, in order, the notes that the batch's archive
+// has room for (archivedNotesMax), marking the others left out, and gives
+// the op that counts them in its Feed, fenced by the Feed's version. A
+// batch with no Feed (none is archived) keeps none.
+func (q *Queue) keepNotes(ctx context.Context, bid string, entries []ArchivedJob) ([]op, error) {
+	p := q.batchPath(bid, "feed")
+	data, stat, err := q.get(ctx, p)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	f := new(Feed)
+	if err != nil {
+		f.NoteBytes = archivedNotesMax // no Feed: no room
+	} else if err := decodeJSON(q.rel(p), data, f); err != nil {
+		return nil, err
+	}
+	was := f.NoteBytes
+	for i := range entries {
+		e := &entries[i]
+		if e.Note == "" {
+			continue
+		}
+		if n := len(mustJSON(e.Note)); f.NoteBytes+n <= archivedNotesMax {
+			f.NoteBytes += n
+		} else {
+			e.Note, e.NoteLeftOut = "", true
+		}
+	}
+	if f.NoteBytes == was {
+		return nil, nil
+	}
+	return []op{set(p, mustJSON(f), stat.Version)}, nil
 }
 
 // Archived counts a batch's archived jobs (0 when it has none), from the
@@ -398,27 +458,33 @@ func (q *Queue) countChildren(ctx context.Context, names, paths []string) (map[s
 
 // Successes lists a reported batch's successful jobs, in jid order, with
 // their identifiers: those of its status-report and a windowed batch's
-// archived jobs (which the status-report leaves out).
-func (q *Queue) Successes(ctx context.Context, b *Batch) ([]string, map[string]*Identifiers, error) {
+// archived jobs (which the status-report leaves out); and the archived
+// jobs' notes (a live job's is in its status).
+func (q *Queue) Successes(ctx context.Context, b *Batch) (jids []string, ids map[string]*Identifiers, notes ArchivedNotes, err error) {
 	var live []string
 	if b.Report != nil {
 		live = b.Report.SuccessfulJobs
 	}
-	ids, err := q.Identifiers(ctx, live)
-	if err != nil {
-		return nil, nil, err
+	if ids, err = q.Identifiers(ctx, live); err != nil {
+		return nil, nil, notes, err
 	}
 	archived, err := q.ArchivedJobs(ctx, b.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, notes, err
 	}
-	jids := slices.Clone(live)
+	jids, notes.Given = slices.Clone(live), map[string]string{}
 	for _, a := range archived {
 		jids = append(jids, a.ID)
 		if a.Identifiers != nil {
 			ids[a.ID] = a.Identifiers
 		}
+		switch {
+		case a.Note != "":
+			notes.Given[a.ID] = a.Note
+		case a.NoteLeftOut:
+			notes.LeftOut++
+		}
 	}
 	slices.Sort(jids)
-	return jids, ids, nil
+	return jids, ids, notes, nil
 }

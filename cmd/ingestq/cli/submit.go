@@ -586,7 +586,7 @@ func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) e
 	}
 	successful, failed, objects := []string{}, []failedJob{}, []object{}
 	if b.Report != nil {
-		jids, ids, err := q.Successes(ctx, b)
+		jids, ids, _, err := q.Successes(ctx, b)
 		successful = append(successful, jids...)
 		if err != nil {
 			return fmt.Errorf("batch %s reported %s, but its jobs' identifiers cannot be read: %w", bid, to, err)
