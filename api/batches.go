@@ -214,6 +214,7 @@ func (a *API) getBatch(w http.ResponseWriter, r *http.Request, caller Caller) er
 	if !caller.Sees(st.Profile) {
 		return missingBatch(r.PathValue("id"))
 	}
+	st.Submission = shownRecord(st.Submission, caller)
 	out := newBatchStatus(st)
 	out.Hold = a.cfg.Ops.Situation(r.Context()).HoldOf("batch", st.BID, st.State, st.Profile, st.LastModified, ops.HTTP)
 	writeJSON(w, http.StatusOK, out)

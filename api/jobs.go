@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
@@ -147,13 +146,13 @@ type jobDetail struct {
 // handedOn is a store or inventory node as caller is shown it: its
 // manifest_url carries the key that reads the job's hand-off (the
 // deposit's files, handlers.Handoff), which a token below admin is shown
-// masked, as every secret in a URL is.
+// masked (Shown).
 func handedOn(m *queue.StepManifest, caller Caller) *queue.StepManifest {
-	if m == nil || caller.Role >= RoleAdmin {
-		return m
+	if m == nil {
+		return nil
 	}
 	shown := *m
-	shown.ManifestURL = redact.Location(m.ManifestURL)
+	shown.ManifestURL = caller.Shown(m.ManifestURL)
 	return &shown
 }
 
@@ -179,7 +178,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	d := jobDetail{JID: j.ID, Batch: j.BatchID, Status: j.State(), LastModified: queue.JSONTime(j.Status.LastModified),
 		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, ops.HTTP), LockedBy: x.LockedBy(j),
 		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
-		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: j.Config.Map(), Identifiers: j.Identifiers,
+		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: shownRecord(j.Config.Map(), caller), Identifiers: j.Identifiers,
 		Metadata: j.Metadata, Store: handedOn(j.Store, caller), Inventory: handedOn(j.Inventory, caller), Removed: ops.Removed(j), Locked: j.Locked, Created: j.Created.UTC(),
 		Place: place, ETA: a.cfg.Ops.JobETA(j, place), Timeline: []events.Event{}}
 	if a.cfg.Stalled != nil {

@@ -240,6 +240,7 @@ func (d *Dashboard) jobs(w http.ResponseWriter, r *http.Request, caller api.Call
 // what may be done to it.
 type jobPage struct {
 	Job             *queue.Job
+	Payload         string // its payload_url as the caller is shown it (api.Caller.Shown)
 	Row             ops.JobRow
 	Place           *ops.Place
 	ETA             *ops.ETA
@@ -271,7 +272,7 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 		d.render(w, r, status, "error", page{Title: "Job", Caller: caller, Flash: f, Data: errorPage{Status: status, Message: msg}})
 		return
 	}
-	p := jobPage{Job: j, Row: d.cfg.Ops.Situation(r.Context()).Row(j, ops.Dashboard), Place: place, ETA: d.cfg.Ops.JobETA(j, place), Actions: actionsFor(j.ID, j.State()), Others: others}
+	p := jobPage{Job: j, Payload: caller.Shown(j.Config.PayloadURL), Row: d.cfg.Ops.Situation(r.Context()).Row(j, ops.Dashboard), Place: place, ETA: d.cfg.Ops.JobETA(j, place), Actions: actionsFor(j.ID, j.State()), Others: others}
 	if d.cfg.Stalled != nil {
 		p.Stalled = d.cfg.Stalled(r.Context())(j)
 	}

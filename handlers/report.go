@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/notify"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -97,7 +98,9 @@ func newReportCallback(b *queue.Batch, r reactor.Report) ReportCallback {
 }
 
 // ReportText is the report as a subject line and a plain-text body: every
-// job with its object's identifier, and every failure with its reason. Its
+// job with its object's identifier, and every failure with its reason.
+// The depositor's URLs are masked (redact.Location), as every door below
+// admin shows them: its readers are the profile's notify addresses. Its
 // error is ZooKeeper out of reach, for the reactor to wait for: the jobs'
 // lines would each be that error.
 func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Report) (subject, body string, err error) {
@@ -111,7 +114,7 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "Batch:     %s (%s)\nProfile:   %s\nSubmitter: %s\nPayload:   %s\n",
-		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, b.Submission.PayloadURL)
+		b.ID, b.UUID(), b.Profile(), b.Submission.Submitter, redact.Location(b.Submission.PayloadURL))
 	if r.Failed() { // how many failed, and were cancelled by whom; not the note, which fails nothing
 		fmt.Fprintf(&s, "\nThe batch failed: %s\n", r.Failure)
 	}
@@ -159,7 +162,7 @@ func (p *Pipeline) describe(ctx context.Context, jid string) (string, error) {
 	if j.Identifiers != nil && len(j.Identifiers.LocalIDs) > 0 {
 		parts = append(parts, "local id "+strings.Join(j.Identifiers.LocalIDs, ";"))
 	}
-	parts = append(parts, j.Config.PayloadURL)
+	parts = append(parts, redact.Location(j.Config.PayloadURL))
 	if note := unchangedNote(j); note != "" {
 		parts = append(parts, "("+note+")")
 	}

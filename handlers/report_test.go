@@ -38,6 +38,28 @@ type sunkMail struct {
 	data  string // dot-unstuffed, CRLF line ends
 }
 
+// read is the message's subject and body as its reader reads them:
+// decoded, the body with \n line ends.
+func (m sunkMail) read(t *testing.T) (subject, body string) {
+	t.Helper()
+	msg, err := mail.ReadMessage(strings.NewReader(m.data))
+	if err != nil {
+		t.Fatalf("message %q: %v", m.data, err)
+	}
+	if subject, err = new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject")); err != nil {
+		t.Fatalf("subject %q: %v", msg.Header.Get("Subject"), err)
+	}
+	var rd io.Reader = msg.Body
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		rd = quotedprintable.NewReader(rd)
+	}
+	raw, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subject, strings.ReplaceAll(string(raw), "\r\n", "\n")
+}
+
 // mailsTo is a rig option: the pipeline e-mails its reports to sink.
 func mailsTo(sink *smtpSink) rigOption {
 	return func(hc *handlers.Config, _ *reactor.Config) {
@@ -204,23 +226,10 @@ func TestReportEmail(t *testing.T) {
 	if m.from != "ingestq@example.org" || !slices.Equal(m.rcpts, []string{"curator@example.org"}) {
 		t.Errorf("envelope from %q to %v, want ingestq@example.org to [curator@example.org]", m.from, m.rcpts)
 	}
-	msg, err := mail.ReadMessage(strings.NewReader(m.data))
-	if err != nil {
-		t.Fatalf("message %q: %v", m.data, err)
+	subject, text := m.read(t)
+	if !strings.Contains(subject, b.ID) || !strings.Contains(subject, "1 failed") || !strings.Contains(subject, "2 completed") {
+		t.Errorf("subject %q: want the batch id %s, 2 completed and 1 failed", subject, b.ID)
 	}
-	subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
-	if err != nil || !strings.Contains(subject, b.ID) || !strings.Contains(subject, "1 failed") || !strings.Contains(subject, "2 completed") {
-		t.Errorf("subject %q (%v): want the batch id %s, 2 completed and 1 failed", subject, err, b.ID)
-	}
-	var body io.Reader = msg.Body
-	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
-		body = quotedprintable.NewReader(body)
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.ReplaceAll(string(raw), "\r\n", "\n")
 	lines := strings.Split(text, "\n")
 	// A job's line names its id and, when it has one, its ARK.
 	lineOf := func(jid string) int {
