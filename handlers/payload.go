@@ -68,15 +68,33 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 	return objs, err
 }
 
-// readPayload looks at the payload's first bytes: a checkm manifest is read
-// whole and parsed, a zip is a container, anything else a single file.
+// PeekBytes is how much of a payload's beginning type auto looks at.
+const PeekBytes = 512
+
+// SniffPayload is what type auto takes a payload whose first bytes
+// (PeekBytes of them) are head for: a checkm manifest, a zip container,
+// else a single file, stored under the payload's name.
+func SniffPayload(head []byte) string {
+	switch {
+	case checkm.Sniff(head):
+		return SubmitManifest
+	case container.Sniff(head):
+		return SubmitContainer
+	}
+	return SubmitFile
+}
+
+// readPayload looks at the payload's first bytes (SniffPayload): a checkm
+// manifest is read whole and parsed, a zip is a container, anything else
+// a single file.
 func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, kind string) (string, *checkm.Manifest, error) {
 	head, err := p.head(ctx, prof, url)
 	if err != nil {
 		return "", nil, err
 	}
+	sniffed := SniffPayload(head)
 	switch {
-	case checkm.Sniff(head):
+	case sniffed == SubmitManifest:
 		data, err := p.client(prof).Fetch(ctx, url, maxManifestBytes)
 		if err != nil {
 			return "", nil, classify(fmt.Errorf("manifest: %w", err))
@@ -95,16 +113,13 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 	case strings.HasSuffix(strings.ToLower(urlBase(url)), ".checkm"):
 		return "", nil, reactor.Fatal(fmt.Errorf("%s is named as a checkm manifest but does not start with #%%checkm (a damaged manifest?); "+
 			"submit it with type file to store it as a file", url))
-	case container.Sniff(head):
-		return SubmitContainer, nil, nil
-	default:
-		return SubmitFile, nil, nil
 	}
+	return sniffed, nil, nil
 }
 
-// head reads the first 512 bytes of a payload.
+// head reads the first PeekBytes of a payload.
 func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) ([]byte, error) {
-	head, err := p.client(prof).Peek(ctx, raw, 512)
+	head, err := p.client(prof).Peek(ctx, raw, PeekBytes)
 	if errors.Is(err, fetch.ErrScheme) {
 		allowed := "http, https"
 		if prof.AllowLocalFiles {

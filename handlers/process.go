@@ -59,6 +59,9 @@ func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result
 	if entries, err = writeObjectManifest(work, rec, entries); err != nil {
 		return reactor.Result{}, err
 	}
+	if err := p.checkFits(ctx, s, prof, ids.PrimaryID, entries); err != nil {
+		return reactor.Result{}, err
+	}
 	// The key before the manifest: a folder with a manifest and no key is
 	// one a release before keys handed on.
 	key, err := makeHandoffKey(work)

@@ -64,7 +64,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		return res, nil
 	}
 	if err != nil {
-		if storage.Refused(err) {
+		if storage.Refused(err) || tooLong(err) != nil {
 			return reactor.Result{}, reactor.Fatal(err)
 		}
 		return reactor.Result{}, err

@@ -131,6 +131,51 @@ func (p *Pipeline) openOnce(ctx context.Context, url string, create bool) (stora
 	return s, nil
 }
 
+// checkFits refuses, as Fatal, an object with a file whose name cannot be
+// stored at one of the profile's targets (its key or path there too long:
+// an S3 key over 1,024 bytes, a local path over PATH_MAX), before any
+// target is written: each OCFL root is asked (ocfl.Store.Fits). A storage
+// service keeps objects under keys of its own: it judges the names
+// itself, and refuses the Put (a 4xx, storage.Refused), which fails the
+// job too.
+func (p *Pipeline) checkFits(ctx context.Context, s *reactor.Step, prof *profile.Profile, ark string, entries []manifestEntry) error {
+	files := make([]storage.File, len(entries))
+	for i, e := range entries {
+		files[i] = storage.File{Name: e.Name, Size: e.Size, SHA256: e.SHA256}
+	}
+	obj := storage.Object{ARK: ark, Files: files}
+	for _, t := range p.targets(prof) {
+		s.Doing(storageName(t))
+		st, err := p.store(ctx, t)
+		if err != nil {
+			return p.storageOut(t, err)
+		}
+		root, ok := st.(*ocfl.Store)
+		if !ok {
+			continue
+		}
+		err = root.Fits(ctx, obj)
+		if tl := tooLong(err); tl != nil {
+			return reactor.Fatal(fmt.Errorf("storage target %s: %w; nothing was stored: give the file a name %d bytes shorter or more, and deposit the object again",
+				redact.Location(t), err, tl.Over()))
+		}
+		if err != nil {
+			return p.storageOut(t, err)
+		}
+	}
+	return nil
+}
+
+// tooLong is the place's refusal of a key in err (place.TooLong), or nil:
+// no retry can store it.
+func tooLong(err error) *place.TooLong {
+	var tl *place.TooLong
+	if errors.As(err, &tl) {
+		return tl
+	}
+	return nil
+}
+
 // importOldStore moves the objects of the store ingestq kept before OCFL
 // (dataDir/storage, versions as plain folders) into the primary target,
 // where the daemon reads an object's head, once: the old folder is renamed

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -119,6 +121,12 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Su
 		}
 		req.Fields[k] = val
 	}
+	// A local path (made a file: URL), to be stored under its own name.
+	if _, named := req.Fields["file_name"]; req.PayloadURL != payload && !named {
+		if err := checkStoredName(payload, f.typ); err != nil {
+			return queue.Submission{}, err
+		}
+	}
 	sub, err := ops.Submission(req)
 	return sub, submitUsage(err)
 }
@@ -170,6 +178,42 @@ func payloadURL(payload string) (string, error) {
 		return "", usagef("submit: payload %q is a folder: submit a file, a zip of the folder, or a manifest of its files", payload)
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
+}
+
+// checkStoredName refuses a local payload whose own name becomes the
+// stored file's (type file, or auto for a file that is neither a checkm
+// manifest nor a zip: handlers.SniffPayload) when intake refuses that
+// name (checkm.CleanName): its job would fail at Downloading. A name given
+// with --set file_name is the stored one instead, checked with the
+// submission's fields. A file that cannot be read here is left to the
+// daemon, which may read it.
+func checkStoredName(payload, typ string) error {
+	if typ != handlers.SubmitFile && typ != handlers.SubmitAuto && typ != "" {
+		return nil
+	}
+	name := filepath.Base(payload)
+	_, bad := checkm.CleanName(name)
+	if bad == nil || typ != handlers.SubmitFile && !storedAsAFile(payload) {
+		return nil
+	}
+	return usagef("submit: payload %q: its name %q would be the stored file's, and intake refuses it: %v; "+
+		"rename the file, or give the name to store it under with --set file_name=NAME", payload, name, bad)
+}
+
+// storedAsAFile tells whether type auto takes the local file for a single
+// file; false when it cannot be read.
+func storedAsAFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, handlers.PeekBytes)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return false
+	}
+	return handlers.SniffPayload(head[:n]) == handlers.SubmitFile
 }
 
 func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, wait bool) error {

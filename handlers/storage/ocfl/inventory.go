@@ -52,6 +52,10 @@ func versionNumber(name string) (int, bool) {
 	return n, err == nil && n > 0 && versionName(n) == name
 }
 
+// contentPath is where version vname writes the content of file name,
+// relative to the object's root.
+func contentPath(vname, name string) string { return vname + "/" + contentDir + "/" + name }
+
 // next returns inv (nil for a new object) with version n+1 of files added,
 // and the files whose content the new version must write, by content path.
 // A digest already in the manifest is not written again, nor twice in one
@@ -69,7 +73,7 @@ func (inv *inventory) next(id string, files []storage.File, meta version) (*inve
 	for _, f := range files { // sorted by name, so each digest's paths are too
 		meta.State[f.SHA256] = append(meta.State[f.SHA256], f.Name)
 		if _, ok := out.Manifest[f.SHA256]; !ok {
-			key := vname + "/" + contentDir + "/" + f.Name
+			key := contentPath(vname, f.Name)
 			out.Manifest[f.SHA256] = []string{key}
 			write[key] = f
 		}

@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +61,9 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 		Message: cmp.Or(obj.Message, defaultMessage),
 		User:    &user,
 	})
+	if err := s.fits(root, write); err != nil {
+		return storage.Version{}, fmt.Errorf("ocfl: put %s version %d: %w", obj.ARK, inv.number(), err)
+	}
 	linked, err := s.writeVersion(ctx, root, head == nil, inv, write, fence(obj))
 	if err != nil {
 		return storage.Version{}, fmt.Errorf("ocfl: put %s version %d: %w", obj.ARK, inv.number(), err)
@@ -64,6 +71,46 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 	v := s.version(inv, inv.Head, root, files)
 	v.Changed, v.Linked = true, linked
 	return v, nil
+}
+
+// Fits tells, writing nothing, whether the place takes the key of each
+// content file a Put of obj would write now (the object's root, the next
+// version's content folder, the file's name): nil, or the error of the
+// first by name that does not fit, naming the file and wrapping the
+// place's *place.TooLong. Files already in the object's manifest are
+// written again by no Put, and are not asked about. Names that fit in the
+// content folder of the largest version number fit in any, and need no
+// read of the object.
+func (s *Store) Fits(ctx context.Context, obj storage.Object) error {
+	if err := storage.CheckARK(obj.ARK); err != nil {
+		return err
+	}
+	root, last := objectRoot(obj.ARK), versionName(math.MaxInt)
+	if !slices.ContainsFunc(obj.Files, func(f storage.File) bool { return s.p.Fits(root+"/"+contentPath(last, f.Name)) != nil }) {
+		return nil
+	}
+	head, _, _, err := s.readHead(ctx, root, obj.ARK)
+	if err != nil {
+		return fmt.Errorf("ocfl: %s: %w", obj.ARK, err)
+	}
+	files := slices.SortedFunc(slices.Values(obj.Files), func(a, b storage.File) int { return strings.Compare(a.Name, b.Name) })
+	inv, write := head.next(obj.ARK, files, version{})
+	if err := s.fits(root, write); err != nil {
+		return fmt.Errorf("ocfl: %s version %d: %w", obj.ARK, inv.number(), err)
+	}
+	return nil
+}
+
+// fits asks the place about each content key of write (under root), in
+// order of name: the first that does not fit is an error naming its file.
+func (s *Store) fits(root string, write map[string]storage.File) error {
+	for _, key := range slices.Sorted(maps.Keys(write)) {
+		if err := s.p.Fits(root + "/" + key); err != nil {
+			name := write[key].Name
+			return fmt.Errorf("file %q (a name of %d bytes) does not fit: %w", name, len(name), err)
+		}
+	}
+	return nil
 }
 
 // unchanged describes version name, which a Put found holding obj's

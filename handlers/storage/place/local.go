@@ -394,6 +394,36 @@ func (l *Local) fail(op, key string, err error) error {
 	return fmt.Errorf("place %s: %s %s: %w", l.dir, op, key, err)
 }
 
+// The limits of a path on Linux: PATH_MAX counts the NUL that ends a
+// path, NAME_MAX is each name's in it (most file systems' too).
+const (
+	pathMax = 4096 - 1
+	nameMax = 255
+)
+
+// maxTempName is the longest name a Put or Link gives its file before
+// renaming it onto the key: link's, tmpPrefix and rand.Text's 26
+// characters (createTemp's random number is 10 digits at most).
+const maxTempName = len(tmpPrefix) + 26
+
+// Fits says whether key's file, and the temporary file written beside it
+// first, have paths Linux takes: no path over PATH_MAX, no name in key
+// over NAME_MAX.
+func (l *Local) Fits(key string) error {
+	name := filepath.Join(l.dir, filepath.FromSlash(key))
+	if n := max(len(name), len(filepath.Dir(name))+1+maxTempName); n > pathMax {
+		return &TooLong{What: "its path (the place's folder, then the key, or the temporary file written beside it)",
+			Length: n, Limit: pathMax, Rule: "a path on Linux is at most 4095 bytes (PATH_MAX 4096 with its ending NUL)"}
+	}
+	for elem := range strings.SplitSeq(key, "/") {
+		if len(elem) > nameMax {
+			return &TooLong{What: "a name in its path", Length: len(elem), Limit: nameMax,
+				Rule: "a file or folder name is at most 255 bytes (NAME_MAX)"}
+		}
+	}
+	return nil
+}
+
 // file maps key to its file under the folder.
 func (l *Local) file(key string) (string, error) {
 	if err := checkKey(key); err != nil {

@@ -6,6 +6,7 @@ package place
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"slices"
@@ -43,9 +44,30 @@ type Place interface {
 	Keys(ctx context.Context, prefix string) iter.Seq2[string, error]
 	// Delete removes key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+	// Fits is nil when the place can hold key, else a *TooLong saying
+	// which of its limits key passes: an S3 key's length, a local path's
+	// PATH_MAX or a name's NAME_MAX. It asks nothing of the store.
+	Fits(key string) error
 	// String names the place for messages: a file path or s3://bucket/prefix.
 	String() string
 }
+
+// TooLong is a key longer than a place holds: what is measured (the key
+// as the store keeps it, the file's path, one name in it), its length and
+// the place's limit, in bytes.
+type TooLong struct {
+	What   string // "its S3 key", …
+	Length int
+	Limit  int
+	Rule   string // the limit and its source: "AWS S3 keys are at most 1024 bytes (UTF-8)"
+}
+
+func (e *TooLong) Error() string {
+	return fmt.Sprintf("%s would be %d bytes, %d over the limit: %s", e.What, e.Length, e.Over(), e.Rule)
+}
+
+// Over is how many bytes too long the key is.
+func (e *TooLong) Over() int { return e.Length - e.Limit }
 
 // Linker is a place on a local file system that can take a local file by a
 // hard link instead of a copy: the key and the file become one file, so no

@@ -99,6 +99,22 @@ func (s *S3) object(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
+// maxS3Key is the longest key AWS S3 holds, in bytes of UTF-8; minio-go
+// refuses a longer one itself, before any request, on every try. Other S3
+// servers may hold longer ones (versitygw, over a folder, has its file
+// system's limits instead): a place is held to AWS's, so that what it
+// takes can move to AWS.
+const maxS3Key = 1024
+
+// Fits says whether key, after the place's prefix, is a key S3 holds.
+func (s *S3) Fits(key string) error {
+	if n := len(s.prefix) + len(key); n > maxS3Key {
+		return &TooLong{What: "its S3 key (the place's prefix, then the key)", Length: n, Limit: maxS3Key,
+			Rule: "AWS S3 keys are at most 1024 bytes (UTF-8)"}
+	}
+	return nil
+}
+
 // fail wraps err from op on key, as ErrNotExist when the store has no such
 // key.
 func (s *S3) fail(op, key string, err error) error {
