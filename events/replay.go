@@ -3,6 +3,7 @@ package events
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -64,7 +65,9 @@ func (f Filter) match(e Event) bool {
 // Replay calls fn, in stream order, for each recorded event that passes f,
 // reading stream (DefaultStream when "") through an ordered consumer on
 // nc. It stops once it has delivered everything that was in the stream
-// when it began, and returns fn's first error, ctx's error, or nil. An
+// when it began, as the stream's leader holds it (leaderHolds), and returns
+// fn's first error, ctx's error, an error saying the replay is incomplete
+// (replayStall), or nil. An
 // empty stream returns nil at once; a missing stream is an error naming it.
 func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error) error {
 	stream = cmp.Or(stream, DefaultStream)
@@ -99,10 +102,13 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
-	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
-		return nil // nothing matches the subject filter and start
+	d := &delivery{ctx: ctx, nc: nc, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f, fn: fn}
+	if info := cons.CachedInfo(); info != nil {
+		d.at = info.Delivered.Stream // where the consumer starts, less one
+		if info.NumPending == 0 && !d.leaderHolds() {
+			return nil // nothing matches the subject filter and start
+		}
 	}
-	d := delivery{ctx: ctx, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f, fn: fn}
 	return d.run()
 }
 
@@ -170,18 +176,20 @@ func (f Filter) consumerConfig(from uint64) jetstream.OrderedConsumerConfig {
 // delivery is one Replay's delivery of its consumer's messages.
 type delivery struct {
 	ctx    context.Context
+	nc     *nats.Conn
 	stream string
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
 	from   uint64 // the first sequence of the queue's events (0: any)
 	last   uint64 // the stream's last sequence when the replay began
+	at     uint64 // the last sequence the consumer delivered
 	f      Filter
 	fn     func(Event) error
 }
 
 // run hands fn the matching events, until the message that was last when
 // the replay began, or until nothing more is pending.
-func (d delivery) run() error {
+func (d *delivery) run() error {
 	idle := time.Duration(0)
 	for {
 		msg, err := d.it.Next(jetstream.NextMaxWait(replayIdle))
@@ -190,7 +198,8 @@ func (d delivery) run() error {
 				return nil
 			}
 			if idle += replayIdle; idle >= replayStall {
-				return fmt.Errorf("events: replay %s: nothing delivered for %v while events are still pending (is the NATS cluster re-forming?); try again", d.stream, idle)
+				return fmt.Errorf("events: replay %s: nothing delivered for %v though the stream holds events after sequence %d, up to %d "+
+					"(a NATS server still catching up, or the cluster re-forming?): the replay is incomplete; try again", d.stream, idle, d.at, d.last)
 			}
 			continue
 		}
@@ -209,14 +218,14 @@ func (d delivery) run() error {
 
 // drained asks the server whether anything is still pending: what was
 // pending may have expired or been purged while the replay ran.
-func (d delivery) drained() bool {
+func (d *delivery) drained() bool {
 	info, err := d.cons.Info(d.ctx)
-	return err == nil && info.NumPending == 0
+	return err == nil && info.NumPending == 0 && !d.leaderHolds()
 }
 
 // take calls fn with msg's event if it passes the filter; done once msg is
 // the last message to deliver (or one recorded after the replay began).
-func (d delivery) take(msg jetstream.Msg) (done bool, err error) {
+func (d *delivery) take(msg jetstream.Msg) (done bool, err error) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		return true, fmt.Errorf("events: replay %s: %w", d.stream, err)
@@ -224,12 +233,56 @@ func (d delivery) take(msg jetstream.Msg) (done bool, err error) {
 	if meta.Sequence.Stream > d.last {
 		return true, nil // recorded after the replay began
 	}
+	d.at = meta.Sequence.Stream
 	if e, err := decode(msg.Data()); err == nil && meta.Sequence.Stream >= d.from && d.f.match(e) {
 		if err := d.fn(e); err != nil {
 			return true, err
 		}
 	}
-	return meta.Sequence.Stream == d.last || meta.NumPending == 0, nil
+	return meta.Sequence.Stream == d.last || meta.NumPending == 0 && !d.leaderHolds(), nil
+}
+
+// leaderHolds tells whether the stream's leader holds a message of the
+// consumer's subject after d.at, up to d.last, or cannot say. The consumer
+// is placed on any of the stream's servers, and one still catching up (a
+// member just restarted) has fewer messages: its consumer then has none
+// pending though the stream has more, and the replay would end short
+// without a word. STREAM.MSG.GET is answered by the stream's leader only
+// (a direct get, which AllowDirect lets any replica answer, would not do).
+func (d *delivery) leaderHolds() bool {
+	if d.at >= d.last {
+		return false
+	}
+	req, err := json.Marshal(msgGetRequest{Seq: d.at + 1, NextBySubject: cmp.Or(d.f.Subject, SubjectAll)})
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, replayIdle)
+	defer cancel()
+	m, err := d.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+d.stream, req)
+	if err != nil {
+		return true
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	switch {
+	case json.Unmarshal(m.Data, &resp) != nil:
+		return true
+	case resp.Error != nil:
+		return resp.Error.ErrorCode != jetstream.JSErrCodeMessageNotFound
+	}
+	return resp.Message != nil && resp.Message.Seq <= d.last
+}
+
+// msgGetRequest asks the stream's leader for its first message of subject
+// NextBySubject at or after sequence Seq.
+type msgGetRequest struct {
+	Seq           uint64 `json:"seq"`
+	NextBySubject string `json:"next_by_subj"`
 }
 
 // Tail calls fn for each live event on subject (SubjectAll when "") until

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -19,15 +20,18 @@ import (
 const routeUser = "ingestq-route"
 
 // withSecret sets a cluster member's route authorization: every incoming
-// route must present the secret (routeAuth checks it), every route it
-// dials presents it, as the route URL's password (the URLs announced in
-// ZooKeeper have none; nats-server adds the same to the routes it learns
-// of from its peers).
+// route must present the secret (routeAuth checks it), and the routes it
+// dials to the members announced in ZooKeeper present it, as the route
+// URL's password (the URLs announced there have none). Cluster.Password
+// stays empty: nats-server presents it to every server a peer tells it
+// of, and a member without the secret (a rolling restart under way) tells
+// of any server that routed to it, a rogue too. The user alone makes the
+// server's INFO say that routes need credentials.
 func withSecret(opts *server.Options, cfg Config) {
 	if cfg.ClusterSecret == "" {
 		return
 	}
-	opts.Cluster.Username, opts.Cluster.Password = routeUser, cfg.ClusterSecret
+	opts.Cluster.Username = routeUser
 	for _, u := range opts.Routes {
 		u.User = url.UserPassword(routeUser, cfg.ClusterSecret)
 	}
@@ -66,7 +70,13 @@ func (a *routeAuth) Check(c server.ClientAuthentication) bool {
 		}
 	}
 	why := "it presented another cluster secret"
-	if o.Password == "" {
+	switch {
+	case o.Username == routeUser && o.Password == "":
+		// A member dialing a server it learnt of from a peer (withSecret):
+		// the route it dialed from ZooKeeper is the one that counts.
+		a.log.Debug("events: refused a NATS route a member dialed to a server a peer told it of", "from", from)
+		return false
+	case o.Password == "":
 		why = "it presented no cluster secret"
 	}
 	if a.said.first(from + why) {
@@ -81,14 +91,18 @@ const routeRefused = "Route Error 'Authorization Violation'"
 
 // refusedLine says, once per server refusing, that a server refused this
 // one's route, naming the setting; "" when line is none of those, or was
-// said already. A route refused is dialed again every second, each time
-// logged by nats-server as an error.
+// said already. A route this server dials from ZooKeeper is dialed again
+// a second after each refusal, each logged by nats-server as an error: it
+// is said at a refusal a second or more after the one before. A route to
+// a server a peer told of, which a member with the secret refuses
+// (withSecret), is dialed again at once (within 0.1 s), until the route
+// from ZooKeeper is up.
 func (l serverLogger) refusedLine(line string) (string, []any) {
 	if !strings.HasSuffix(line, routeRefused) {
 		return "", nil
 	}
 	by, _, _ := strings.Cut(line, " - ") // the refusing server's address
-	if !l.said.first(by) {
+	if !l.said.firstAfter(by, server.DEFAULT_ROUTE_RECONNECT) {
 		return "", nil
 	}
 	msg := "events: a NATS server refused this server's route: it asks for a cluster secret, and this host has none " +
@@ -124,20 +138,36 @@ func maskSecret(line, secret string) string {
 // refused hosts is not a line each.
 type onceEach struct {
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string]seenKey
+}
+
+// seenKey is when a key was last seen, and whether it was said.
+type seenKey struct {
+	at   time.Time
+	said bool
 }
 
 const onceEachMax = 1000
 
-func (o *onceEach) first(key string) bool {
+func (o *onceEach) first(key string) bool { return o.firstAfter(key, 0) }
+
+// firstAfter tells whether key is to be said now: the first time it is
+// seen at least wait after it was last seen (wait 0: the first time it is
+// seen); never again after.
+func (o *onceEach) firstAfter(key string, wait time.Duration) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.seen[key] || len(o.seen) >= onceEachMax {
-		return false
+	k, ok := o.seen[key]
+	if !ok {
+		if len(o.seen) >= onceEachMax {
+			return false
+		}
+		if o.seen == nil {
+			o.seen = map[string]seenKey{}
+		}
 	}
-	if o.seen == nil {
-		o.seen = map[string]bool{}
-	}
-	o.seen[key] = true
-	return true
+	now := time.Now()
+	say := !k.said && (wait == 0 || ok && now.Sub(k.at) >= wait)
+	o.seen[key] = seenKey{at: now, said: k.said || say}
+	return say
 }

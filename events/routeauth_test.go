@@ -2,6 +2,7 @@ package events
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,10 +143,9 @@ func TestClusterSecretDiffersSaidOnce(t *testing.T) {
 	c := openMemberWith(t, "c", func(c *Config) {
 		c.Logger, c.ClusterSecret, c.SecretSetting = slog.New(other), "another-secret-altogether", "--test-secret"
 	}, a, b)
-	waitFor(t, "c refused twice by each", func() bool { return other.containing(routeRefused) >= 4 })
-
 	const differs = "events: a NATS server refused this server's route: its cluster secret differs from this host's, or it has none " +
 		"(said once per server)"
+	waitFor(t, "c refused twice by each", func() bool { return other.count(slog.LevelWarn, differs) >= 2 && other.containing(routeRefused) >= 4 })
 	if n := other.count(slog.LevelWarn, differs); n != 2 {
 		t.Errorf("c, refused by a and b three times or more, said %q %d times, want twice", differs, n)
 	}
@@ -209,6 +209,78 @@ func TestClusterSecretGivenByRollingRestart(t *testing.T) {
 			wantSeen(t, m, want)
 		}
 		t.Logf("%s restarted with the secret: every member's events in the one stream", old.cfg.Host)
+	}
+	logs.noSecretLogged(t)
+}
+
+// presented records the passwords the routes into a server present, and
+// admits them all, as a server that wants to be dialed would.
+type presented struct {
+	mu        sync.Mutex
+	passwords []string
+}
+
+func (p *presented) Check(c server.ClientAuthentication) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.passwords = append(p.passwords, c.GetOpts().Password)
+	return true
+}
+
+func (p *presented) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.passwords)
+}
+
+// While a cluster is given its secret host by host, a member without one
+// takes any route, and tells the others of the server routed to it: a
+// member with the secret then dials that server too. It must not present
+// the secret to it, or a rogue that joined during the rolling restart
+// keeps the secret that guards the cluster after it. Before, the member
+// presented it (nats-server dials a server it learns of with the cluster's
+// password whenever that server's INFO says it asks for one).
+func TestClusterSecretNotGivenToServersLearntOf(t *testing.T) {
+	t.Parallel()
+	ms := openCluster(t, "a", "b") // not given the secret yet
+	open := ms[0]
+	logs := &memberLogs{}
+	openMemberWith(t, "s", logs.withSecret(testSecret), ms...)
+
+	rec := &presented{}
+	rogue := natstest.Run(t, &server.Options{ServerName: "rogue", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "test", Host: "127.0.0.1", Port: server.RANDOM_PORT, Username: "rogue", Password: "asks-for-one"},
+		Routes:  server.RoutesFromStr(open.route), CustomRouterAuthentication: rec})
+	waitFor(t, "s to dial the rogue a told it of", func() bool { return len(rec.seen()) > 0 })
+	for _, p := range rec.seen() {
+		if p == testSecret {
+			t.Errorf("s presented the cluster secret to a server it learnt of from a: %q", rec.seen())
+			break
+		}
+	}
+	if n := rogue.NumRoutes(); n == 0 {
+		t.Errorf("the rogue has no route: the test proves nothing")
+	}
+}
+
+// Members with the secret, joining one after another, warn of no route
+// refused: a member told of a newcomer by its peers before it dials it
+// from ZooKeeper dials it at once, without the secret (withSecret), and is
+// refused, again and again until the route from ZooKeeper is up; said, it
+// would be a false alarm. With such a refusal said at the first, as the
+// route it dials from ZooKeeper is, 11 runs of 12 warned.
+func TestClusterSecretMembersJoinQuietly(t *testing.T) {
+	t.Parallel()
+	logs := &memberLogs{}
+	ms := openClusterWith(t, logs.withSecret(testSecret), "a", "b", "c", "d")
+	publishN(t, ms[0], "bid-0", 5)
+	waitThreeCurrent(t, ms[0])
+	for _, m := range ms {
+		for _, line := range []string{"events: a NATS server refused", "events: refused a NATS route"} {
+			if said := logs.of(m.cfg.Host).warned(line); said != "" {
+				t.Errorf("%s warned %q", m.cfg.Host, said)
+			}
+		}
 	}
 	logs.noSecretLogged(t)
 }
