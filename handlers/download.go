@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -134,6 +135,12 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	}
 	if j.Config.PayloadType == TypeContainer {
 		if err := p.extract(j, work, rec); err != nil {
+			var later errNoRoomYet
+			if errors.As(err, &later) {
+				p.log.Info("downloading: no room to unpack the zip yet; job waits", "job", j.ID, "why", later.why,
+					"retest_in", p.cfg.ProvisionWait)
+				return p.waitForRoom(ctx, s, later.why), nil
+			}
 			return reactor.Result{}, err
 		}
 	}
@@ -182,8 +189,13 @@ func (p *Pipeline) removeWritten(j *queue.Job, paths ...string) {
 func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 	zip, dest := filepath.Join(work, containerFile), filepath.Join(work, producerDir)
 	lim := p.cfg.Containers
-	lim.Fits = p.roomToUnpack(dest)
+	var release func()
+	lim.Fits, release = p.roomToUnpack(j, dest)
 	files, err := container.ExtractAs(zip, j.Config.PayloadURL, dest, lim)
+	release()
+	if later := (errNoRoomYet{}); errors.As(err, &later) {
+		return later // nothing was unpacked; an earlier run's files stay, counted as room
+	}
 	if err != nil {
 		// What it unpacked before it failed is ours to remove (container.Extract;
 		// a retry unpacks again): a zip bigger than the disk left it full.
@@ -205,28 +217,72 @@ func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 	return nil
 }
 
-// roomToUnpack refuses a zip, unpacked into dest, whose headers give more
-// bytes than the working storage has free beyond --space-margin, before any
-// is written: unpacked, it filled the disk, and the host's other jobs found
-// it full, until it failed for taking more than its estimate (overran).
-// What an earlier run unpacked into dest (one a crash cut short) is
-// replaced, so its room counts as free. When the room cannot be told, the
-// zip is not refused: a full disk still stops it as it is unpacked.
-func (p *Pipeline) roomToUnpack(dest string) func(unpacked uint64) error {
-	return func(unpacked uint64) error {
-		free, _, err := p.cfg.Space(p.work)
-		earlier, sizeErr := treeSize(dest)
-		if err = cmp.Or(err, sizeErr); err != nil {
-			p.log.Warn("downloading: the working storage's room is unknown; a zip is unpacked unchecked", "err", err)
+// fileBlock is what a file's last block may take beyond its bytes: 4 KiB
+// on ext4, XFS and tmpfs as usually made.
+const fileBlock = 4 << 10
+
+// errNoRoomYet is a zip that fits the working storage but not the room
+// left in it now: its job waits in Downloading, as Provisioning holds a
+// job, why (waitingForRoom's words) its message.
+type errNoRoomYet struct{ why string }
+
+func (e errNoRoomYet) Error() string { return e.why }
+
+// roomToUnpack is a zip's check by the room rule (roomFor), before any
+// byte is written, its entries' headers' total (and a block for each
+// file's end) as the bytes it needs, and the release of the room it found,
+// once unpacked. Unpacked unchecked, it filled the disk, and the host's
+// other jobs found it full, until it failed for taking more than its
+// estimate (overran). A zip that never
+// fits, on an empty disk, fails; one that fits once other jobs are done
+// waits (errNoRoomYet). Room counts:
+//   - as taken, the headers' total of the zips being unpacked here at once
+//     (what they wrote already is counted twice: a zip waits rather than
+//     fill the disk with another; each saw the same free space, and both
+//     passed);
+//   - as free, what an earlier run unpacked into dest (a crash cut it
+//     short), which is replaced, but only a file of one link: one Storing
+//     linked into the primary storage keeps its blocks there.
+//
+// When the room cannot be told, the zip is not refused: a full disk still
+// stops it as it is unpacked.
+func (p *Pipeline) roomToUnpack(j *queue.Job, dest string) (fits func(unpacked uint64, files int) error, release func()) {
+	var reserved uint64
+	fits = func(unpacked uint64, files int) error {
+		// Each file's last block is counted whole: 70,000 files of 100
+		// bytes take 280 MB of 4 KiB blocks, not 7 MB.
+		need := unpacked + uint64(files)*fileBlock
+		earlier, err := freedByReplacing(dest)
+		p.unpackMu.Lock()
+		defer p.unpackMu.Unlock()
+		free, total, spaceErr := p.cfg.Space(p.work)
+		if err = cmp.Or(spaceErr, err); err != nil {
+			p.log.Warn("downloading: the working storage's room is unknown; a zip is unpacked unchecked", "job", j.ID, "err", err)
 			return nil
 		}
 		free += uint64(earlier)
-		if margin := uint64(p.cfg.Margin); unpacked+margin > free {
-			return fmt.Errorf("unpacks to %d bytes, as its entries' headers say, more than the working storage has free "+
-				"(%d bytes) beyond --space-margin (%d bytes); nothing was unpacked", unpacked, free, margin)
+		free -= min(free, p.unpacking)
+		margin := uint64(p.cfg.Margin)
+		size := fmt.Sprintf("unpacks to %d bytes in %d files, as its entries' headers say (%d bytes of disk, each file's last %d-byte block whole)",
+			unpacked, files, need, fileBlock)
+		if _, ever := p.roomFor(need, total, total); !ever {
+			return fmt.Errorf("%s, more than the working storage can ever give it (%d bytes in all, --space-margin %d bytes, "+
+				"--max-fill %.0f%%); nothing was unpacked", size, total, margin, p.cfg.MaxFill*100)
 		}
+		if fill, fits := p.roomFor(need, free, total); !fits {
+			return errNoRoomYet{fmt.Sprintf("%s; container %s %s", waitingForRoom(need, margin, free, fill, p.cfg.MaxFill),
+				redact.Location(j.Config.PayloadURL), size)}
+		}
+		reserved = need
+		p.unpacking += reserved
 		return nil
 	}
+	release = func() {
+		p.unpackMu.Lock()
+		defer p.unpackMu.Unlock()
+		p.unpacking -= reserved
+	}
+	return fits, release
 }
 
 // syncDirs makes each folder's entries durable.
@@ -240,17 +296,28 @@ func syncDirs(dirs map[string]bool) error {
 }
 
 // treeSize is the total size of the regular files under dir.
-func treeSize(dir string) (int64, error) {
+func treeSize(dir string) (int64, error) { return filesSize(dir, false) }
+
+// freedByReplacing is the total size of the regular files under dir whose
+// removal frees their room: those of one link.
+func freedByReplacing(dir string) (int64, error) { return filesSize(dir, true) }
+
+// filesSize is the total size of the regular files under dir, of those of
+// one link only when soleLink.
+func filesSize(dir string, soleLink bool) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
 		info, err := d.Info()
-		if err == nil {
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); !soleLink || ok && st.Nlink == 1 {
 			n += info.Size()
 		}
-		return err
+		return nil
 	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil

@@ -86,25 +86,44 @@ func (p *Pipeline) provision(ctx context.Context, s *reactor.Step) (reactor.Resu
 		return reactor.Result{}, err // retryable: a file system hiccup
 	}
 	need := uint64(max(j.SpaceNeeded, 0))
+	if fill, fits := p.roomFor(need, free, total); !fits {
+		p.log.Info("provisioning: not enough room; job waits", "job", j.ID, "need", need, "free", free,
+			"fill_after", fill, "max_fill", p.cfg.MaxFill, "retest_in", p.cfg.ProvisionWait)
+		return p.waitForRoom(ctx, s, waitingForRoom(need, uint64(p.cfg.Margin), free, fill, p.cfg.MaxFill)), nil
+	}
+	return reactor.Result{Attrs: map[string]any{"free": free}}, nil
+}
+
+// roomFor is the room rule: need bytes more fit the working storage (free
+// bytes of total) when need and --space-margin are free and the fill
+// ratio after them is at most --max-fill. Provisioning admits a job by it,
+// and Downloading unpacks a zip by it (roomToUnpack).
+func (p *Pipeline) roomFor(need, free, total uint64) (fill float64, fits bool) {
 	used := total - min(free, total)
-	fill := 1.0
+	fill = 1.0
 	if total > 0 {
 		fill = float64(used+need) / float64(total)
 	}
-	if need+uint64(p.cfg.Margin) > free || fill > p.cfg.MaxFill {
-		p.log.Info("provisioning: not enough room; job waits", "job", j.ID, "need", need, "free", free,
-			"fill_after", fill, "max_fill", p.cfg.MaxFill, "retest_in", p.cfg.ProvisionWait)
-		// Say why in the job's status, for `ingestq ls` and `show`; written
-		// only when it changes (MiB and whole percents keep it steady).
-		msg := waitingForRoom(need, uint64(p.cfg.Margin), free, fill, p.cfg.MaxFill)
-		if j.Status.Message != msg {
-			if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
-				p.log.Warn("provisioning: waiting message not written", "job", j.ID, "err", err)
-			}
+	return fill, need+uint64(p.cfg.Margin) <= free && fill <= p.cfg.MaxFill
+}
+
+// waitForRoom is the step's Result while the room rule holds its job back:
+// it stays in its state and is tried again after --provision-wait, msg
+// (waitingForRoom's) saying why.
+func (p *Pipeline) waitForRoom(ctx context.Context, s *reactor.Step, msg string) reactor.Result {
+	p.sayWhyItWaits(ctx, s, msg)
+	return reactor.Result{Wait: p.cfg.ProvisionWait}
+}
+
+// sayWhyItWaits writes msg, why the step's job waits, into its status, for
+// `ingestq ls` and `show`; only when it changes (MiB and whole percents
+// keep a wait for room's steady), a note of the job's kept.
+func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string) {
+	if s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
+		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
+			p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		}
-		return reactor.Result{Wait: p.cfg.ProvisionWait}, nil
 	}
-	return reactor.Result{Attrs: map[string]any{"free": free}}, nil
 }
 
 // waitingForRoom is a job's message while Provisioning holds it back: the

@@ -94,6 +94,9 @@ type Pipeline struct {
 	unreleased  sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
 	objectWaits sync.Map // jid → its waits in a row for another holder of its object (waitWhileObjectBusy)
 
+	unpackMu  sync.Mutex
+	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)
+
 	// The working folders here whose job's status is watched, to remove
 	// each once its job ends, whoever ends it (tend): jid → folder.
 	tending sync.Map

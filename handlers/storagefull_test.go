@@ -149,7 +149,7 @@ func (r *rig) overranThenRoom(bid string, says ...string) {
 }
 
 // A zip whose headers give more than the working storage (a 4 MiB tmpfs
-// of its own) has free is refused before it writes a byte, naming the
+// of its own) holds is refused before it writes a byte, naming the
 // container and the sizes, and a job beside it never finds the disk full:
 // it was unpacked until the disk was full, and every job of the host found
 // no room, until its job failed for taking more than its estimate.
@@ -166,8 +166,8 @@ func TestZipBiggerThanTheFreeSpaceIsRefusedUnwritten(t *testing.T) {
 		t.Fatalf("batch %s (%s), want Failed", b.State(), b.Status.Message)
 	}
 	for _, j := range r.jobsOf(bomb.ID) {
-		want := "Downloading: container " + url + ": unpacks to 6300000 bytes, as its entries' headers say, " +
-			"more than the working storage has free ("
+		want := "Downloading: container " + url + ": unpacks to 6300000 bytes in 7 files, as its entries' headers say " +
+			"(6328672 bytes of disk, each file's last 4096-byte block whole), more than the working storage can ever give it ("
 		if msg := j.Status.Message; !strings.HasPrefix(msg, want) || !strings.Contains(msg, "nothing was unpacked") {
 			t.Errorf("the job's message %q, want it to start %q and say nothing was unpacked", msg, want)
 		}
@@ -221,7 +221,15 @@ func TestZipUnpackedAgainCountsItsEarlierFilesAsRoom(t *testing.T) {
 				}
 			}
 		}))
-	b := r.waitBatch(r.submit(r.content.put("/again.zip", expandingZip(t, 3))).ID, queue.Completed, queue.Failed)
+	r.completesWithExpandingZip(r.submit(r.content.put("/again.zip", expandingZip(t, 3))).ID, 3)
+}
+
+// completesWithExpandingZip: batch bid ends Completed, its one job's
+// version holding the n files of its expandingZip.
+func (r *rig) completesWithExpandingZip(bid string, n int) {
+	t := r.t
+	t.Helper()
+	b := r.waitBatch(bid, queue.Completed, queue.Failed)
 	jobs := r.jobsOf(b.ID)
 	if len(jobs) != 1 {
 		t.Fatalf("batch %s (%s): %d jobs, want 1", b.State(), b.Status.Message, len(jobs))
@@ -238,7 +246,7 @@ func TestZipUnpackedAgainCountsItsEarlierFilesAsRoom(t *testing.T) {
 		for _, f := range v.Files {
 			stored[f.Name] = f.SHA256
 		}
-		for i := range 3 {
+		for i := range n {
 			if name := fmt.Sprintf("producer/big/f%d.bin", i); stored[name] != sha256hex(make([]byte, 900_000)) {
 				t.Errorf("%s stored with sha256 %q, want that of 900,000 zeros", name, stored[name])
 			}

@@ -48,11 +48,7 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 	// host's, on a shared working area.
 	p.tend(s.Job.ID, p.workDir(s.Job))
 	wait := backoff.Delay(objectWaitBase, time.Minute, n)
-	if msg := "waiting " + w.why; s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
-		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
-			p.log.Warn("waiting message not written", "job", s.Job.ID, "err", err)
-		}
-	}
+	p.sayWhyItWaits(ctx, s, "waiting "+w.why)
 	p.log.Info("waiting for another job or program working on the object", "job", s.Job.ID, "state", s.Job.State(), "why", w.why, "retest_in", wait)
 	return reactor.Result{Wait: wait}, true
 }

@@ -43,7 +43,7 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		{"code page name", []zipEntry{ok, {name: "caf\x82.txt", body: "x"}}, Limits{}, "caf\x82.txt", "the zip does not mark its names as UTF-8"},
 		{"two of one name", []zipEntry{ok, {name: "ok.txt", body: "again"}}, Limits{}, "ok.txt", "duplicate of an earlier entry of the same name"},
 		{"file and folder", []zipEntry{{name: "d/"}, {name: "d", body: "x"}}, Limits{}, "d", `duplicate of entry "d/": one is a file, the other a folder`},
-		{"does not fit", []zipEntry{ok}, Limits{Fits: func(n uint64) error { return fmt.Errorf("%d bytes do not fit", n) }}, "", "4 bytes do not fit"},
+		{"does not fit", []zipEntry{ok}, Limits{Fits: func(n uint64, files int) error { return fmt.Errorf("%d bytes in %d files do not fit", n, files) }}, "", "4 bytes in 1 files do not fit"},
 		{"too many entries", []zipEntry{ok, {name: "2"}, {name: "3"}}, Limits{MaxFiles: 2}, "3", "more than the limit of 2 entries"},
 		{"too many bytes", []zipEntry{{name: "big", body: strings.Repeat("x", 2000)}}, Limits{MaxBytes: 1000}, "big", "past the limit of 1000 bytes"},
 	}

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"slices"
 )
 
 // Limits bound what Extract accepts. Zero or negative fields take the default.
@@ -21,10 +20,11 @@ type Limits struct {
 	MaxBytes int64 // total uncompressed bytes, default 64 GiB
 	MaxRatio int64 // max uncompressed:compressed ratio per entry, default 1000 (zip bomb)
 	// Fits, when set, is asked whether the zip's files fit where they go,
-	// with the bytes their headers give in all, before anything is
-	// written; its error refuses the zip. The headers bound what is
-	// written: an entry longer than its header fails as it is read.
-	Fits func(unpacked uint64) error
+	// with the bytes their headers give in all and how many files there
+	// are (each takes its bytes rounded up to whole blocks), before
+	// anything is written; its error refuses the zip. The headers bound
+	// what is written: an entry longer than its header fails as it is read.
+	Fits func(unpacked uint64, files int) error
 }
 
 const (
@@ -90,11 +90,17 @@ func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	defer zr.Close()
 
 	entries, unpacked, err := checkEntries(zr.File, lim)
-	if err == nil && !slices.ContainsFunc(entries, func(e *entry) bool { return !e.folder }) {
+	fileCount := 0
+	for _, e := range entries {
+		if !e.folder {
+			fileCount++
+		}
+	}
+	if err == nil && fileCount == 0 {
 		err = errors.New("holds no files (folders at most): nothing to store")
 	}
 	if err == nil && lim.Fits != nil {
-		err = lim.Fits(unpacked)
+		err = lim.Fits(unpacked, fileCount)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", name, err)
