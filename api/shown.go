@@ -6,21 +6,23 @@ import "github.com/ingestq/ingestq/internal/redact"
 // a node's manifest_url with its hand-off key, a callback) as the caller
 // is shown it: whole to an admin token, to any other (anonymous reads and
 // scoped tokens too) with its passwords, tokens, signatures and keys
-// masked by redact.Location. It is the one rule of every door below admin:
-// the API's answers and the dashboard's pages. The server's paths are
-// hidden after it, in the answer as written (pathHider, the dashboard's
-// hidePaths), so a masked URL is still hidden when it is a file: URL.
+// masked by redact.URLs, and a value that is no URL (a title, a local id,
+// a file name, whatever "=" it holds) as written. It is the one rule of
+// every door below admin: the API's answers and the dashboard's pages.
+// The server's paths are hidden after it, in the answer as written
+// (pathHider, the dashboard's hidePaths), so a masked URL is still hidden
+// when it is a file: URL.
 func (c Caller) Shown(location string) string {
 	if c.Role >= RoleAdmin {
 		return location
 	}
-	return redact.Location(location)
+	return redact.URLs(location)
 }
 
 // shownRecord is a record's JSON object (a job's configuration, a batch's
 // submission) as caller is shown it: each string in it through Shown, not
 // payload_url alone, as another program's keys (Merritt's) may hold a URL
-// too; redact.Location keeps a value with no secret as written. m is
+// too; redact.URLs keeps a value with no secret as written. m is
 // changed in place: it is the answer's own copy (Map).
 func shownRecord(m map[string]any, caller Caller) map[string]any {
 	for k, v := range m {

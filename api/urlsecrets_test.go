@@ -84,3 +84,41 @@ func TestDepositorURLSecretsShownToAdminOnly(t *testing.T) {
 		}
 	}
 }
+
+// A value of a job's configuration or a batch's submission that is no URL
+// is shown to every token as written, whatever "=" it holds: a title, a
+// file name and a local id a depositor wrote read like libpq's key=value
+// form (Key = …, pass=…, token=…), whose "secret" redact.Location masked
+// below admin ("Key = xxxxx sketches"), while a URL beside them is masked.
+func TestDepositorTextShownAsWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withDepositors)
+	const title, fileName, localID = "Key = Largo sketches", "pass=1 of 3.txt", "token=ABC;sig=2024-01"
+	bt, err := b.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"batchID": "uuid-text", "profile_name": "alpha",
+		"submitter": "tester", "payload_url": secretPayloadURL, "erc_what": title, "file_name": fileName, "local_id": localID}))
+	must(t, err)
+	cfg := queue.JobConfig{Profile: "alpha", PayloadURL: secretPayloadURL, FileName: fileName}
+	cfg.Extra.Set("erc_what", title)
+	cfg.Extra.Set("local_id", localID)
+	j, err := b.q.CreateJob(t.Context(), bt, queue.JobSpec{Config: cfg})
+	must(t, err)
+	for _, c := range []struct{ who, token string }{{"a read token", readToken}, {"an admin token", adminToken}} {
+		var job struct {
+			Configuration map[string]any `json:"configuration"`
+		}
+		b.do("GET", "jobs/"+j.ID, c.token, nil).ok(t, http.StatusOK, &job)
+		var batch struct {
+			Submission map[string]any `json:"submission"`
+		}
+		b.do("GET", "batches/"+bt.ID, c.token, nil).ok(t, http.StatusOK, &batch)
+		for what, got := range map[string]map[string]any{"the job's configuration": job.Configuration, "the batch's submission": batch.Submission} {
+			if got["erc_what"] != title || got["file_name"] != fileName || got["local_id"] != localID {
+				t.Errorf("%s is shown %s with erc_what %q, file_name %q, local_id %q; want %q, %q, %q as written",
+					c.who, what, got["erc_what"], got["file_name"], got["local_id"], title, fileName, localID)
+			}
+			if c.token == readToken && got["payload_url"] != "https://depositor:xxxxx@example.org/obj.zip?sig=xxxxx&v=2" {
+				t.Errorf("a read token is shown %s's payload_url %q, want it masked", what, got["payload_url"])
+			}
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profi
 		return nil, reactor.Fatal(err)
 	}
 	if m.Profile != checkm.IngestManifest {
-		return nil, reactor.Fatal(fmt.Errorf("%s: an object's manifest must be an %s, not %s", url, checkm.IngestManifest, m.Profile))
+		return nil, reactor.Fatal(fmt.Errorf("%s: an object's manifest must be an %s, not %s", redact.Location(url), checkm.IngestManifest, m.Profile))
 	}
 	return m, nil
 }

@@ -93,6 +93,7 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 		return "", nil, err
 	}
 	sniffed := SniffPayload(head)
+	shown := redact.Location(url) // a batch's message is shown below admin, and e-mailed
 	switch {
 	case sniffed == SubmitManifest:
 		data, err := p.client(prof).Fetch(ctx, url, maxManifestBytes)
@@ -105,14 +106,14 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 		}
 		return SubmitManifest, m, nil
 	case kind == SubmitManifest:
-		return "", nil, reactor.Fatal(fmt.Errorf("%s was submitted as a manifest but does not start with #%%checkm", url))
+		return "", nil, reactor.Fatal(fmt.Errorf("%s was submitted as a manifest but does not start with #%%checkm", shown))
 	case len(head) == 0:
 		// Nothing a depositor means to deposit; an empty file as the
 		// object is still a type file submission away.
-		return "", nil, reactor.Fatal(fmt.Errorf("%s is empty (0 bytes): nothing to ingest (submit it with type file to store an empty file)", url))
+		return "", nil, reactor.Fatal(fmt.Errorf("%s is empty (0 bytes): nothing to ingest (submit it with type file to store an empty file)", shown))
 	case strings.HasSuffix(strings.ToLower(urlBase(url)), ".checkm"):
 		return "", nil, reactor.Fatal(fmt.Errorf("%s is named as a checkm manifest but does not start with #%%checkm (a damaged manifest?); "+
-			"submit it with type file to store it as a file", url))
+			"submit it with type file to store it as a file", shown))
 	}
 	return sniffed, nil, nil
 }

@@ -92,6 +92,14 @@ func (p *Pipeline) storeToRead(ctx context.Context, url string) (storage.Store, 
 	return p.openOnce(ctx, url, false)
 }
 
+// opened returns the target at url when it is open already (p.stores).
+func (p *Pipeline) opened(url string) (storage.Store, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.stores[url]
+	return s, ok
+}
+
 // openOnce returns the target at url from p.stores, or opens it there. A
 // failed open is not kept: the next call tries again. The open (network
 // calls: an S3 bucket's check, the root's declaration) runs outside p.mu,
@@ -115,10 +123,7 @@ func (p *Pipeline) openOnce(ctx context.Context, url string, create bool) (stora
 	case <-ctx.Done():
 		return nil, fmt.Errorf("storage %s: %w", redact.Location(url), ctx.Err())
 	}
-	p.mu.Lock()
-	s, ok = p.stores[url] // opened while this one waited its turn?
-	p.mu.Unlock()
-	if ok {
+	if s, ok := p.opened(url); ok { // opened while this one waited its turn?
 		return s, nil
 	}
 	s, err := p.openStore(ctx, url, create)
@@ -145,16 +150,24 @@ func (p *Pipeline) checkFits(ctx context.Context, s *reactor.Step, prof *profile
 	}
 	obj := storage.Object{ARK: ark, Files: files}
 	for _, t := range p.targets(prof) {
-		s.Doing(storageName(t))
-		st, err := p.store(ctx, t)
-		if err != nil {
-			return p.storageOut(t, err)
+		// A target is named (Doing) only when asked: a step that succeeds
+		// tells the reactor each target it named answered, which ends an
+		// outage Storing's jobs wait out (an open store and names that fit
+		// at any version ask it nothing).
+		st, opened := p.opened(t)
+		if !opened {
+			s.Doing(storageName(t))
+			var err error
+			if st, err = p.store(ctx, t); err != nil {
+				return p.storageOut(t, err)
+			}
 		}
 		root, ok := st.(*ocfl.Store)
-		if !ok {
+		if !ok || root.FitsUnread(obj) {
 			continue
 		}
-		err = root.Fits(ctx, obj)
+		s.Doing(storageName(t))
+		err := root.Fits(ctx, obj)
 		if tl := tooLong(err); tl != nil {
 			return reactor.Fatal(fmt.Errorf("storage target %s: %w; nothing was stored: give the file a name %d bytes shorter or more, and deposit the object again",
 				redact.Location(t), err, tl.Over()))

@@ -35,6 +35,15 @@ func Location(s string) string {
 	if keyValue.MatchString(s) {
 		return connString(s)
 	}
+	return URLs(s)
+}
+
+// URLs is Location for a URL, or a comma-separated list of URLs and
+// folders, alone: text of any other form, a libpq key=value string too,
+// is returned as it is. It is for a value a depositor wrote, which may be
+// a URL or any text (a title "Key = Largo", a file name "pass=1.txt"),
+// where Location's key=value form would mask a word that is no secret.
+func URLs(s string) string {
 	parts := splitList(s)
 	for i, p := range parts {
 		parts[i] = oneURL(p)

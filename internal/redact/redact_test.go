@@ -142,3 +142,19 @@ func FuzzConnString(f *testing.F) {
 		}
 	})
 }
+
+// URLs masks a URL's or a list's secrets as Location does, and keeps text
+// of libpq's key=value form as written: a depositor's title or file name.
+func TestURLsKeepsKeyValueText(t *testing.T) {
+	for in, want := range map[string]string{
+		"Key = Largo sketches":             "Key = Largo sketches",
+		"pass=1 of 3.txt":                  "pass=1 of 3.txt",
+		"https://u:pw@example.org/a?sig=s": "https://u:xxxxx@example.org/a?sig=xxxxx",
+		"s3://b/p?secret_key=s,/srv/ocfl":  "s3://b/p?secret_key=xxxxx,/srv/ocfl",
+		"host=db password=s":               "host=db password=s",
+	} {
+		if got := URLs(in); got != want {
+			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

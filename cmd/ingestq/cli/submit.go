@@ -121,8 +121,9 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Su
 		}
 		req.Fields[k] = val
 	}
-	// A local path (made a file: URL), to be stored under its own name.
-	if _, named := req.Fields["file_name"]; req.PayloadURL != payload && !named {
+	// A local path (made a file: URL), to be stored under its own name:
+	// an empty --set file_name= names none.
+	if named, _ := req.Fields["file_name"].(string); req.PayloadURL != payload && named == "" {
 		if err := checkStoredName(payload, f.typ); err != nil {
 			return queue.Submission{}, err
 		}

@@ -13,7 +13,8 @@ import (
 // naming the file, the rule and the way out, and makes no batch: its job
 // would have failed at Downloading. A zip or a manifest (type auto looks
 // at the file as the daemon does), --type container, or a name given with
-// --set file_name stores no file under the payload's name: taken.
+// --set file_name stores no file under the payload's name: taken (an
+// empty --set file_name= names none: refused).
 func TestSubmitRefusesALocalFileNameIntakeRefuses(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -36,7 +37,8 @@ func TestSubmitRefusesALocalFileNameIntakeRefuses(t *testing.T) {
 		{[]string{file("memo.txt ", "plain text\n")}, "ends with white space"},
 		{[]string{"--type", "file", file("a|b.txt", "plain text\n")}, "has a |"},
 		{[]string{file("report\u202etxt.exe", "plain text\n")}, "bidirectional control character U+202E"},
-		{[]string{"--type", "file", file("archive |1.zip", zip)}, "has a |"}, // a zip stored as a file
+		{[]string{"--type", "file", file("archive |1.zip", zip)}, "has a |"},          // a zip stored as a file
+		{[]string{"--set", "file_name=", file("c|d.txt", "plain text\n")}, "has a |"}, // an empty name is none
 	}
 	for _, c := range refused {
 		path := c.args[len(c.args)-1]

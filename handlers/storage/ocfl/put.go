@@ -78,17 +78,16 @@ func (s *Store) put(ctx context.Context, obj storage.Object, created time.Time) 
 // version's content folder, the file's name): nil, or the error of the
 // first by name that does not fit, naming the file and wrapping the
 // place's *place.TooLong. Files already in the object's manifest are
-// written again by no Put, and are not asked about. Names that fit in the
-// content folder of the largest version number fit in any, and need no
-// read of the object.
+// written again by no Put, and are not asked about. Names that fit at any
+// version (FitsUnread) need no read of the object.
 func (s *Store) Fits(ctx context.Context, obj storage.Object) error {
 	if err := storage.CheckARK(obj.ARK); err != nil {
 		return err
 	}
-	root, last := objectRoot(obj.ARK), versionName(math.MaxInt)
-	if !slices.ContainsFunc(obj.Files, func(f storage.File) bool { return s.p.Fits(root+"/"+contentPath(last, f.Name)) != nil }) {
+	if s.FitsUnread(obj) {
 		return nil
 	}
+	root := objectRoot(obj.ARK)
 	head, _, _, err := s.readHead(ctx, root, obj.ARK)
 	if err != nil {
 		return fmt.Errorf("ocfl: %s: %w", obj.ARK, err)
@@ -99,6 +98,15 @@ func (s *Store) Fits(ctx context.Context, obj storage.Object) error {
 		return fmt.Errorf("ocfl: %s version %d: %w", obj.ARK, inv.number(), err)
 	}
 	return nil
+}
+
+// FitsUnread tells, asking the store nothing, whether every file of obj
+// fits in the content folder of the largest version number, and so in
+// any: then Fits reads nothing either. A caller that names the store as a
+// back end it waits on (reactor.Step.Doing) need not when this is true.
+func (s *Store) FitsUnread(obj storage.Object) bool {
+	root, last := objectRoot(obj.ARK), versionName(math.MaxInt)
+	return !slices.ContainsFunc(obj.Files, func(f storage.File) bool { return s.p.Fits(root+"/"+contentPath(last, f.Name)) != nil })
 }
 
 // fits asks the place about each content key of write (under root), in
