@@ -7,6 +7,8 @@
 // One file per resource: batches.go, jobs.go, holds.go (holds, hosts,
 // objects), access.go (access requests), profiles.go, events.go
 // (server-sent events), audit.go (the audit of storage, as NDJSON).
+// shown.go holds the one rule of what a token below admin is shown of a
+// URL (Caller.Shown), which the dashboard follows too.
 package api
 
 import (

@@ -143,19 +143,6 @@ type jobDetail struct {
 	TimelineProblem      string              `json:"timeline_problem,omitempty"` // why the timeline is missing or short
 }
 
-// handedOn is a store or inventory node as caller is shown it: its
-// manifest_url carries the key that reads the job's hand-off (the
-// deposit's files, handlers.Handoff), which a token below admin is shown
-// masked (Shown).
-func handedOn(m *queue.StepManifest, caller Caller) *queue.StepManifest {
-	if m == nil {
-		return nil
-	}
-	shown := *m
-	shown.ManifestURL = caller.Shown(m.ManifestURL)
-	return &shown
-}
-
 // timelineWait bounds the replay of a job's timeline.
 const timelineWait = 10 * time.Second
 
@@ -179,7 +166,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, caller Caller) erro
 		StepAttempts: ops.AttemptsOf(j), Hold: x.HoldOf("job", j.ID, j.State(), j.Profile(), j.Status.LastModified, ops.HTTP), LockedBy: x.LockedBy(j),
 		LastSuccessfulStatus: j.Status.LastSuccessfulStatus, RetryCount: j.Status.RetryCount, Message: j.Status.Message,
 		Priority: j.Priority, SpaceNeeded: j.SpaceNeeded, Configuration: shownRecord(j.Config.Map(), caller), Identifiers: j.Identifiers,
-		Metadata: j.Metadata, Store: handedOn(j.Store, caller), Inventory: handedOn(j.Inventory, caller), Removed: ops.Removed(j), Locked: j.Locked, Created: j.Created.UTC(),
+		Metadata: j.Metadata, Store: shownManifest(j.Store, caller), Inventory: shownManifest(j.Inventory, caller), Removed: ops.Removed(j), Locked: j.Locked, Created: j.Created.UTC(),
 		Place: place, ETA: a.cfg.Ops.JobETA(j, place), Timeline: []events.Event{}}
 	if a.cfg.Stalled != nil {
 		d.Stalled = a.cfg.Stalled(r.Context())(j)

@@ -1,6 +1,9 @@
 package api
 
-import "github.com/ingestq/ingestq/internal/redact"
+import (
+	"github.com/ingestq/ingestq/internal/redact"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
 
 // Shown is a depositor's or a configured URL (a payload or manifest URL,
 // a node's manifest_url with its hand-off key, a callback) as the caller
@@ -44,4 +47,17 @@ func shownValue(v any, caller Caller) any {
 		}
 	}
 	return v
+}
+
+// shownManifest is a job's store or inventory node as caller is shown it:
+// its manifest_url carries the key that reads the job's hand-off (the
+// deposit's files, handlers.Handoff), which a token below admin is shown
+// masked (Shown).
+func shownManifest(m *queue.StepManifest, caller Caller) *queue.StepManifest {
+	if m == nil {
+		return nil
+	}
+	shown := *m
+	shown.ManifestURL = caller.Shown(m.ManifestURL)
+	return &shown
 }

@@ -48,16 +48,18 @@
 // alone into the cluster's stream (docs/decisions.md, issue 11). Events
 // published meanwhile wait in the queue. With Config.ClusterSecret a member
 // refuses every route that does not present the secret and presents it on
-// the routes it dials; the route URLs the daemons announce have none.
-// Daemons may instead all join one
-// existing NATS cluster (Config.URL); the bus never lowers the replicas an
-// operator gave the stream. The stream's metadata names the queue whose
+// the routes it dials from ZooKeeper; the route URLs the daemons announce
+// have none, and a refused route is said once on each side. Daemons may
+// instead all join one existing NATS cluster (Config.URL); the bus never
+// lowers the replicas an operator gave the stream. The stream's metadata names the queue whose
 // events it records: on a joined NATS a daemon of another queue is refused
 // at start, also when both create the stream at the same instant.
 //
 // # Reading
 //
 // [Replay] reads the recorded stream from any connection (the CLI connects
-// to a daemon's listener); [Tail] follows live events; [Bus.Subscribe]
-// does the same inside the daemon.
+// to a daemon's listener), and asks the stream's leader whether it is at
+// the end, so that a replay from a member still catching up (just
+// restarted) is whole or fails saying it may be incomplete; [Tail] follows
+// live events; [Bus.Subscribe] does the same inside the daemon.
 package events

@@ -67,8 +67,8 @@ func (f Filter) match(e Event) bool {
 // nc. It stops once it has delivered everything that was in the stream
 // when it began, as the stream's leader holds it (leaderHolds), and returns
 // fn's first error, ctx's error, an error saying the replay is incomplete
-// (replayStall), or nil. An
-// empty stream returns nil at once; a missing stream is an error naming it.
+// (replayStall), or nil. An empty stream returns nil at once; a missing
+// stream is an error naming it.
 func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error) error {
 	stream = cmp.Or(stream, DefaultStream)
 	s, err := openStream(ctx, nc, stream)
@@ -188,7 +188,8 @@ type delivery struct {
 }
 
 // run hands fn the matching events, until the message that was last when
-// the replay began, or until nothing more is pending.
+// the replay began, or until nothing more is pending and the stream's
+// leader holds nothing more either (leaderHolds).
 func (d *delivery) run() error {
 	idle := time.Duration(0)
 	for {
@@ -216,8 +217,9 @@ func (d *delivery) run() error {
 	}
 }
 
-// drained asks the server whether anything is still pending: what was
-// pending may have expired or been purged while the replay ran.
+// drained asks the consumer's server, then the stream's leader, whether
+// anything is still pending: what was pending may have expired or been
+// purged while the replay ran.
 func (d *delivery) drained() bool {
 	info, err := d.cons.Info(d.ctx)
 	return err == nil && info.NumPending == 0 && !d.leaderHolds()

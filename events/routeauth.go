@@ -133,9 +133,10 @@ func maskSecret(line, secret string) string {
 	return strings.ReplaceAll(line, secret, redact.Mask)
 }
 
-// onceEach tells whether a key is seen for the first time. It keeps at
-// most onceEachMax keys; past that, every key counts as seen: a flood of
-// refused hosts is not a line each.
+// onceEach tells whether a key is to be said: once, at its first sighting
+// (first) or at the first a while after the one before (firstAfter). It
+// keeps at most onceEachMax keys; past that, every new key counts as
+// said: a flood of refused hosts is not a line each.
 type onceEach struct {
 	mu   sync.Mutex
 	seen map[string]seenKey

@@ -202,8 +202,11 @@ func TestClusterSecretGivenByRollingRestart(t *testing.T) {
 			publishN(t, m, "bid-"+old.cfg.Host, 1)
 			want[m.cfg.Host]++
 		}
-		// A replay may be served by a replica still catching up after the
-		// restart: three current replicas are three routed servers.
+		// Until the restarted replica is current again, a replay whose
+		// consumer it holds waits for it or fails as incomplete (Replay);
+		// once it is (three current replicas), the replays are whole and
+		// the next member may stop, as a rolling restart waits for a host
+		// to be back.
 		waitThreeCurrent(t, ms[i])
 		for _, m := range ms {
 			wantSeen(t, m, want)

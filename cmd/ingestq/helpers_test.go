@@ -30,6 +30,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -102,27 +103,10 @@ func binDir() (string, error) {
 // (port -1: a free one). t.Cleanup shuts it down (a no-op if the test did).
 func startNATS(t testing.TB, port int, storeDir string) *server.Server {
 	t.Helper()
-	return runNATS(t, "on port "+strconv.Itoa(port), &server.Options{
+	return natstest.Run(t, &server.Options{
 		ServerName: "test-" + strconv.Itoa(port), Host: "127.0.0.1", Port: port,
 		JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true,
 	})
-}
-
-// runNATS runs a nats-server with opts (what it is, for errors) in the
-// test process until the test ends.
-func runNATS(t testing.TB, what string, opts *server.Options) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server %s: %v", what, err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		t.Fatalf("nats-server %s not ready after 10s", what)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
 }
 
 func natsPort(ns *server.Server) int { return ns.Addr().(*net.TCPAddr).Port }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/tlstest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -43,7 +44,7 @@ func startOperatorNATS(t *testing.T) *operatorNATS {
 	if err != nil {
 		t.Fatalf("operator, accounts: %v", err)
 	}
-	ns := runNATS(t, "in operator mode", &server.Options{
+	ns := natstest.Run(t, &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: o.resolver, SystemAccount: opClaims.SystemAccount,
 	})
@@ -326,7 +327,7 @@ func TestNATSMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := runNATS(t, "with TLS", &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
+	ns := natstest.Run(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
 		NoSigs: true, NoLog: true, TLS: true, TLSVerify: true, TLSConfig: tc, TLSTimeout: 2})
 	r := natsClients{t: t, zk: zktest.Shared(t).Addr, root: zktest.Root(t), url: "tls://" + ns.Addr().String()}
 	withTLS := []string{"--nats-tls-ca", pki.CA, "--nats-tls-cert", pki.ClientCert, "--nats-tls-key", pki.ClientKey}

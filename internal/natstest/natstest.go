@@ -1,6 +1,7 @@
-// Package natstest runs real nats-servers for tests: a NATS cluster of
-// JetStream servers in the test's process, as an existing NATS deployment
-// that daemons join with --nats would be.
+// Package natstest runs real nats-servers for tests, in the test's
+// process: one with the options a test gives (Run), or a NATS cluster of
+// JetStream servers, as an existing NATS deployment that daemons join
+// with --nats would be (Cluster).
 package natstest
 
 import (
@@ -57,14 +58,15 @@ func Cluster(t testing.TB, n int) []string {
 // Run runs a nats-server with opts, stopped when the test ends.
 func Run(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
+	what := strings.TrimSpace("nats-server " + opts.ServerName)
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		t.Fatalf("nats-server %s: %v", opts.ServerName, err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(readyTimeout) {
 		ns.Shutdown()
-		t.Fatalf("nats-server %s not ready after %v", opts.ServerName, readyTimeout)
+		t.Fatalf("%s not ready after %v", what, readyTimeout)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns

@@ -1,8 +1,10 @@
 // Package redact makes a configured location (a storage target, an
-// inventory, a NATS server, a callback) safe to show in a log line, an
-// error, an API answer or a command's output: each password, token and
-// secret in it becomes Mask, and everything else stays as it was written,
-// so that an operator can still tell which place it names.
+// inventory, a NATS server, a callback: Location) or a depositor's URL (a
+// payload or manifest URL, among text that is no URL: URLs) safe to show
+// in a log line, an error, an API answer or a command's output: each
+// password, token and secret in it becomes Mask, and everything else stays
+// as it was written, so that an operator can still tell which place it
+// names.
 //
 // It reads the text itself rather than trusting url.Parse, which refuses
 // many URLs a person writes (a space or a "%" in a password, a control

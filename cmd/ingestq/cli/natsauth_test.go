@@ -3,12 +3,12 @@ package cli_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -69,14 +69,5 @@ func TestActionWhileTheStreamDoesNotAnswer(t *testing.T) {
 func startNATSServer(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()
 	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", server.RANDOM_PORT, true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return ns
+	return natstest.Run(t, opts)
 }
