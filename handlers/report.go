@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -124,7 +125,7 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	if len(r.SuccessfulJobs) > 0 {
 		fmt.Fprintf(&s, "\nCompleted (%d):\n", len(r.SuccessfulJobs))
 		for _, jid := range r.SuccessfulJobs {
-			d, err := p.describe(ctx, jid)
+			d, err := p.describe(ctx, jid, r)
 			if err != nil {
 				return "", "", err
 			}
@@ -134,7 +135,7 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 	if len(r.FailedJobs) > 0 {
 		fmt.Fprintf(&s, "\nFailed (%d):\n", len(r.FailedJobs))
 		for _, jid := range r.FailedJobs {
-			d, err := p.describe(ctx, jid)
+			d, err := p.describe(ctx, jid, r)
 			if err != nil {
 				return "", "", err
 			}
@@ -145,23 +146,26 @@ func (p *Pipeline) ReportText(ctx context.Context, b *queue.Batch, r reactor.Rep
 }
 
 // describe names a job's object: its identifier and where it came from. A
-// job that cannot be read is described by why, unless ZooKeeper is out of
-// reach (the error).
-func (p *Pipeline) describe(ctx context.Context, jid string) (string, error) {
+// windowed batch's archived job, whose nodes are gone, is described as
+// the report has it (r.Objects, r.Notes): its identifiers and note. A job
+// that cannot be read otherwise is described by why, unless ZooKeeper is
+// out of reach (the error).
+func (p *Pipeline) describe(ctx context.Context, jid string, r reactor.Report) (string, error) {
 	j, err := p.q.LoadJob(ctx, jid)
 	if queue.Unreachable(err) {
 		return "", err
 	}
+	if archived := r.Objects[jid]; errors.Is(err, queue.ErrNotFound) && archived != nil {
+		parts := identifierParts(archived)
+		if note := r.Notes[jid]; note != "" {
+			parts = append(parts, "("+note+")")
+		}
+		return strings.Join(parts, "  "), nil
+	}
 	if err != nil {
 		return "(" + err.Error() + ")", nil
 	}
-	var parts []string
-	if j.Identifiers != nil && j.Identifiers.PrimaryID != "" {
-		parts = append(parts, j.Identifiers.PrimaryID)
-	}
-	if j.Identifiers != nil && len(j.Identifiers.LocalIDs) > 0 {
-		parts = append(parts, "local id "+strings.Join(j.Identifiers.LocalIDs, ";"))
-	}
+	parts := identifierParts(j.Identifiers)
 	parts = append(parts, redact.Location(j.Config.PayloadURL))
 	if note := unchangedNote(j); note != "" {
 		parts = append(parts, "("+note+")")
@@ -171,6 +175,19 @@ func (p *Pipeline) describe(ctx context.Context, jid string) (string, error) {
 		parts = append(parts, "("+note+")")
 	}
 	return strings.Join(parts, "  "), nil
+}
+
+// identifierParts are a job's object's identifiers as its report line
+// gives them: the ARK, then "local id" and its ids.
+func identifierParts(ids *queue.Identifiers) []string {
+	var parts []string
+	if ids != nil && ids.PrimaryID != "" {
+		parts = append(parts, ids.PrimaryID)
+	}
+	if ids != nil && len(ids.LocalIDs) > 0 {
+		parts = append(parts, "local id "+strings.Join(ids.LocalIDs, ";"))
+	}
+	return parts
 }
 
 // unchangedNote says, for a job whose deposit changed nothing, which
