@@ -6,9 +6,11 @@
 //	Estimating      space_needed from each file's size (the manifest's, else a
 //	                HEAD); a later priority for big jobs
 //	Provisioning    wait until the working storage has room
-//	Downloading     parallel, resumable, verified GETs into the working folder
+//	Downloading     parallel, resumable, verified GETs into the working folder;
+//	                a zip unpacked once the room rule lets it (as Provisioning)
 //	Processing      local-id lookup or minting (written to ZooKeeper first),
-//	                ERC and Dublin Core files, the storage manifest
+//	                ERC and Dublin Core files, each name checked against each
+//	                storage target's limits, the storage manifest
 //	Storing         a new version in the primary storage and each replica
 //	                (none where nothing changed)
 //	Recording       the stored version, its copies and PREMIS events, in the

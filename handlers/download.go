@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,74 +214,6 @@ func (p *Pipeline) extract(j *queue.Job, work string, rec *digests) error {
 		}
 	}
 	return nil
-}
-
-// fileBlock is what a file's last block may take beyond its bytes: 4 KiB
-// on ext4, XFS and tmpfs as usually made.
-const fileBlock = 4 << 10
-
-// errNoRoomYet is a zip that fits the working storage but not the room
-// left in it now: its job waits in Downloading, as Provisioning holds a
-// job, why (waitingForRoom's words) its message.
-type errNoRoomYet struct{ why string }
-
-func (e errNoRoomYet) Error() string { return e.why }
-
-// roomToUnpack is a zip's check by the room rule (roomFor), before any
-// byte is written, its entries' headers' total (and a block for each
-// file's end) as the bytes it needs, and the release of the room it found,
-// once unpacked. Unpacked unchecked, it filled the disk, and the host's
-// other jobs found it full, until it failed for taking more than its
-// estimate (overran). A zip that never
-// fits, on an empty disk, fails; one that fits once other jobs are done
-// waits (errNoRoomYet). Room counts:
-//   - as taken, the headers' total of the zips being unpacked here at once
-//     (what they wrote already is counted twice: a zip waits rather than
-//     fill the disk with another; each saw the same free space, and both
-//     passed);
-//   - as free, what an earlier run unpacked into dest (a crash cut it
-//     short), which is replaced, but only a file of one link: one Storing
-//     linked into the primary storage keeps its blocks there.
-//
-// When the room cannot be told, the zip is not refused: a full disk still
-// stops it as it is unpacked.
-func (p *Pipeline) roomToUnpack(j *queue.Job, dest string) (fits func(unpacked uint64, files int) error, release func()) {
-	var reserved uint64
-	fits = func(unpacked uint64, files int) error {
-		// Each file's last block is counted whole: 70,000 files of 100
-		// bytes take 280 MB of 4 KiB blocks, not 7 MB.
-		need := unpacked + uint64(files)*fileBlock
-		earlier, err := freedByReplacing(dest)
-		p.unpackMu.Lock()
-		defer p.unpackMu.Unlock()
-		free, total, spaceErr := p.cfg.Space(p.work)
-		if err = cmp.Or(spaceErr, err); err != nil {
-			p.log.Warn("downloading: the working storage's room is unknown; a zip is unpacked unchecked", "job", j.ID, "err", err)
-			return nil
-		}
-		free += uint64(earlier)
-		free -= min(free, p.unpacking)
-		margin := uint64(p.cfg.Margin)
-		size := fmt.Sprintf("unpacks to %d bytes in %d files, as its entries' headers say (%d bytes of disk, each file's last %d-byte block whole)",
-			unpacked, files, need, fileBlock)
-		if _, ever := p.roomFor(need, total, total); !ever {
-			return fmt.Errorf("%s, more than the working storage can ever give it (%d bytes in all, --space-margin %d bytes, "+
-				"--max-fill %.0f%%); nothing was unpacked", size, total, margin, p.cfg.MaxFill*100)
-		}
-		if fill, fits := p.roomFor(need, free, total); !fits {
-			return errNoRoomYet{fmt.Sprintf("%s; container %s %s", waitingForRoom(need, margin, free, fill, p.cfg.MaxFill),
-				redact.Location(j.Config.PayloadURL), size)}
-		}
-		reserved = need
-		p.unpacking += reserved
-		return nil
-	}
-	release = func() {
-		p.unpackMu.Lock()
-		defer p.unpackMu.Unlock()
-		p.unpacking -= reserved
-	}
-	return fits, release
 }
 
 // syncDirs makes each folder's entries durable.

@@ -59,9 +59,9 @@ type Config struct {
 	Mailer *notify.Mailer // nil: reports are not e-mailed
 
 	PerJob        int           // parallel downloads of one job; default 4
-	MaxFill       float64       // provisioning: the highest fill ratio of the working storage; default 0.8
-	Margin        int64         // provisioning: bytes kept free beyond space_needed; default 64 MiB
-	ProvisionWait time.Duration // provisioning: re-test of a waiting job; default 30 s
+	MaxFill       float64       // the room rule (roomFor): the highest fill ratio of the working storage; default 0.8
+	Margin        int64         // the room rule: bytes kept free beyond what a job needs; default 64 MiB
+	ProvisionWait time.Duration // the room rule: re-test of a job waiting for room; default 30 s
 	// Space reports the free and total bytes of the file system of dir;
 	// default DiskSpace (statfs). Tests replace it to make the disk look full.
 	Space func(dir string) (free, total uint64, err error)

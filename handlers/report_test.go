@@ -176,10 +176,7 @@ func reportBatch(t *testing.T, r *rig) (*queue.Batch, map[string]*queue.Job) {
 
 func TestReportEmail(t *testing.T) {
 	t.Parallel()
-	sink := startSMTPSink(t)
-	prof := profile.Default()
-	prof.Notify = []string{"curator@example.org"}
-	r := newRig(t, prof, mailsTo(sink))
+	r, sink := mailingRig(t)
 	tap := estTap(t, r, "ingestq.batch.failed.>")
 	b, jobs := reportBatch(t, r)
 	bad := jobs["bad.txt"]

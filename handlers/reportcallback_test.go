@@ -30,10 +30,7 @@ func reportCallbackRig(t *testing.T, failures int32, fail int, opts ...rigOption
 	sink := startSMTPSink(t)
 	prof := profile.Default()
 	prof.ReportCallback, prof.Notify = cb.url, []string{"curator@example.org"}
-	mail := func(hc *handlers.Config, _ *reactor.Config) {
-		hc.Mailer = &notify.Mailer{Addr: sink.addr, From: "ingestq@example.org"}
-	}
-	return newRig(t, prof, append([]rigOption{mail}, opts...)...), cb, sink
+	return newRig(t, prof, append([]rigOption{mailsTo(sink)}, opts...)...), cb, sink
 }
 
 // received decodes the i-th request the callback server got.

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/handlers"
-	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -16,11 +15,8 @@ import (
 // notify addresses. The daemon's log shows none of them either.
 func TestReportEmailMasksDepositorURLs(t *testing.T) {
 	t.Parallel()
-	sink := startSMTPSink(t)
-	prof := profile.Default()
-	prof.Notify = []string{"curator@example.org"}
 	var logs logtest.Buffer
-	r := newRig(t, prof, mailsTo(sink), withLogs(t, &logs))
+	r, sink := mailingRig(t, withLogs(t, &logs))
 	data := []byte("content of one.txt\n")
 	file := withSecrets(r.content.put("/masked/one.txt", data), "?sig=sig-s3cret")
 	payload := withSecrets(r.content.put("/masked/m.checkm", manifest("mrt-single-file-batch-manifest", fileRow(file, "one.txt", data))),
@@ -54,10 +50,7 @@ func TestReportEmailMasksDepositorURLs(t *testing.T) {
 // the report, and named the depositor's password and signature whole.
 func TestPayloadRefusalsMaskTheURL(t *testing.T) {
 	t.Parallel()
-	sink := startSMTPSink(t)
-	prof := profile.Default()
-	prof.Notify = []string{"curator@example.org"}
-	r := newRig(t, prof, mailsTo(sink))
+	r, sink := mailingRig(t)
 	signed := "?X-Amz-Signature=sig-s3cret"
 	data := []byte("hello\n")
 	single := withSecrets(r.content.put("/s/single.checkm", manifest("mrt-single-file-batch-manifest", fileRow(r.content.put("/s/one.txt", data), "one.txt", data))), signed)

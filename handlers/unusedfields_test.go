@@ -106,12 +106,13 @@ func TestBatchManifestNoteIsNoReasonTheBatchFailed(t *testing.T) {
 	}
 }
 
-// mailingRig is a rig whose profile's reports are e-mailed to sink.
-func mailingRig(t *testing.T) (*rig, *smtpSink) {
+// mailingRig is a rig whose profile's reports are e-mailed to sink, and
+// opts its hooks.
+func mailingRig(t *testing.T, opts ...rigOption) (*rig, *smtpSink) {
 	sink := startSMTPSink(t)
 	prof := profile.Default()
 	prof.Notify = []string{"curator@example.org"}
-	return newRig(t, prof, mailsTo(sink)), sink
+	return newRig(t, prof, append([]rigOption{mailsTo(sink)}, opts...)...), sink
 }
 
 // contentRows are manifest rows for files named names, served under dir,

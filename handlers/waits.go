@@ -71,3 +71,14 @@ func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queu
 	}
 	return errObjectBusy{fmt.Sprintf("%s%s since %s; this job goes on once it is let go", why, p.q.SessionHolder(ctx, l.Session), queue.TextTime(l.Since))}
 }
+
+// sayWhyItWaits writes msg, why the step's job waits, into its status, for
+// `ingestq ls` and `show`; only when it changes (MiB and whole percents
+// keep a wait for room's steady), a note of the job's kept.
+func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string) {
+	if s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
+		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
+			p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
+		}
+	}
+}

@@ -15,11 +15,13 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// zipRoomRig is a rig whose working storage is a smallDisk (margin 1),
-// its Downloading steps seen waiting through obs, and opts its hooks.
-func zipRoomRig(t *testing.T, work string, obs waitsSeen, opts ...rigOption) *rig {
+// zipRoomRig is a rig whose working storage is work, a smallDisk (margin
+// 1), its steps seen waiting through the waitsSeen it returns, and opts
+// its hooks.
+func zipRoomRig(t *testing.T, work string, opts ...rigOption) (*rig, waitsSeen) {
+	obs := waitsSeen{states: make(chan queue.State, 1000), stored: func() {}}
 	return newRig(t, nil, append([]rigOption{withAttempts(2, 10*time.Millisecond),
-		func(hc *handlers.Config, rc *reactor.Config) { hc.WorkDir, hc.Margin, rc.Observer = work, 1, obs }}, opts...)...)
+		func(hc *handlers.Config, rc *reactor.Config) { hc.WorkDir, hc.Margin, rc.Observer = work, 1, obs }}, opts...)...), obs
 }
 
 // waitsForRoomThenCompletes: batch bid's one job waits in Downloading,
@@ -50,8 +52,7 @@ func TestZipWaitsForRoomAnotherJobHolds(t *testing.T) {
 	if err := os.WriteFile(held, make([]byte, 2_000_000), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	obs := waitsSeen{states: make(chan queue.State, 1000), stored: func() {}}
-	r := zipRoomRig(t, work, obs)
+	r, obs := zipRoomRig(t, work)
 	b := r.submit(r.content.put("/fits-later.zip", expandingZip(t, 3)))
 	r.waitsForRoomThenCompletes(b.ID, obs, func() {
 		if err := os.Remove(held); err != nil {
@@ -71,8 +72,7 @@ func TestZipsUnpackedAtOnceTakeTurns(t *testing.T) {
 	var arrived sync.WaitGroup
 	arrived.Add(2)
 	var first sync.Map
-	obs := waitsSeen{states: make(chan queue.State, 1000), stored: func() {}}
-	r := zipRoomRig(t, work, obs, beforeStep(queue.Downloading, func(j *queue.Job) {
+	r, obs := zipRoomRig(t, work, beforeStep(queue.Downloading, func(j *queue.Job) {
 		if _, again := first.LoadOrStore(j.ID, true); !again {
 			arrived.Done()
 			arrived.Wait()
@@ -108,8 +108,7 @@ func TestZipUnpackedAgainOverHardLinksCountsThemAsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	obs := waitsSeen{states: make(chan queue.State, 1000), stored: func() {}}
-	r := zipRoomRig(t, work, obs, beforeStep(queue.Downloading, func(j *queue.Job) {
+	r, obs := zipRoomRig(t, work, beforeStep(queue.Downloading, func(j *queue.Job) {
 		once.Do(func() {
 			// Two of the three files, as an earlier run left them, linked
 			// into the storage as Storing links them.
@@ -144,8 +143,7 @@ func TestZipUnpackedAgainOverHardLinksCountsThemAsTaken(t *testing.T) {
 func TestZipOfManySmallFilesCountsTheirBlocks(t *testing.T) {
 	t.Parallel()
 	work := smallDisk(t)
-	obs := waitsSeen{states: make(chan queue.State, 1000), stored: func() {}}
-	r := zipRoomRig(t, work, obs)
+	r, obs := zipRoomRig(t, work)
 	small := map[string][]byte{}
 	for i := range 1500 {
 		small[fmt.Sprintf("small/%04d.txt", i)] = []byte("x")

@@ -2,6 +2,7 @@ package container
 
 import (
 	"archive/zip"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/bits"
@@ -27,40 +28,44 @@ const zipFlagEncrypted = 0x1
 
 // checkEntries vets every entry before anything is written: safe names,
 // regular files or folders only, no name used twice or as both a file and
-// a folder, and header sizes within the limits. Errors name the entry.
-// It returns the entries and the bytes their headers give in all.
-func checkEntries(files []*zip.File, lim Limits) ([]*entry, uint64, error) {
+// a folder, header sizes within the limits, and a file among them. Errors
+// name the entry. It returns the entries, the bytes their headers give in
+// all and how many are files.
+func checkEntries(files []*zip.File, lim Limits) (entries []*entry, unpacked uint64, fileCount int, err error) {
 	if len(files) > lim.MaxFiles {
-		return nil, 0, fmt.Errorf("entry %q: more than the limit of %d entries", files[lim.MaxFiles].Name, lim.MaxFiles)
+		return nil, 0, 0, fmt.Errorf("entry %q: more than the limit of %d entries", files[lim.MaxFiles].Name, lim.MaxFiles)
 	}
-	entries := make([]*entry, 0, len(files))
+	entries = make([]*entry, 0, len(files))
 	names := newNameSet()
-	claimed := uint64(0) // header sizes so far, at most lim.MaxBytes
 	for _, zf := range files {
 		e, err := checkEntry(zf)
 		if err != nil {
-			return nil, 0, fmt.Errorf("entry %q: %w", zf.Name, err)
+			return nil, 0, 0, fmt.Errorf("entry %q: %w", zf.Name, err)
 		}
 		if e == nil {
 			continue // the container's own folder: nothing to do
 		}
 		if err := names.add(e); err != nil {
-			return nil, 0, fmt.Errorf("entry %q: %w", zf.Name, err)
+			return nil, 0, 0, fmt.Errorf("entry %q: %w", zf.Name, err)
 		}
 		if !e.folder {
 			size := zf.UncompressedSize64
-			if size > uint64(lim.MaxBytes)-claimed {
-				return nil, 0, fmt.Errorf("entry %q: its header brings the total size past the limit of %d bytes (zip bomb?)", zf.Name, lim.MaxBytes)
+			if size > uint64(lim.MaxBytes)-unpacked { // the header sizes so far are at most lim.MaxBytes
+				return nil, 0, 0, fmt.Errorf("entry %q: its header brings the total size past the limit of %d bytes (zip bomb?)", zf.Name, lim.MaxBytes)
 			}
-			claimed += size
+			unpacked += size
+			fileCount++
 			if size > ratioCap(zf.CompressedSize64, lim.MaxRatio) {
-				return nil, 0, fmt.Errorf("entry %q: its header claims %d bytes from %d compressed, more than %d:1 (zip bomb?)",
+				return nil, 0, 0, fmt.Errorf("entry %q: its header claims %d bytes from %d compressed, more than %d:1 (zip bomb?)",
 					zf.Name, size, zf.CompressedSize64, lim.MaxRatio)
 			}
 		}
 		entries = append(entries, e)
 	}
-	return entries, claimed, nil
+	if fileCount == 0 {
+		return nil, 0, 0, errors.New("holds no files (folders at most): nothing to store")
+	}
+	return entries, unpacked, fileCount, nil
 }
 
 // checkEntry checks one entry on its own; a nil entry with no error is a

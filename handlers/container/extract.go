@@ -89,16 +89,7 @@ func ExtractAs(zipPath, name, dest string, lim Limits) ([]File, error) {
 	}
 	defer zr.Close()
 
-	entries, unpacked, err := checkEntries(zr.File, lim)
-	fileCount := 0
-	for _, e := range entries {
-		if !e.folder {
-			fileCount++
-		}
-	}
-	if err == nil && fileCount == 0 {
-		err = errors.New("holds no files (folders at most): nothing to store")
-	}
+	entries, unpacked, fileCount, err := checkEntries(zr.File, lim)
 	if err == nil && lim.Fits != nil {
 		err = lim.Fits(unpacked, fileCount)
 	}
