@@ -112,6 +112,20 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	return d.run()
 }
 
+// Unavailable tells whether err, from Replay on nc, is JetStream not
+// answering for a while, as while a NATS cluster elects a leader or
+// re-forms: Replay may be tried again. A server without JetStream (no
+// responders for ever) and a refusal are not.
+func Unavailable(nc *nats.Conn, err error) bool {
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return false
+	}
+	if js, _ := nc.ConnectedServerJetStream(); !js && nc.IsConnected() {
+		return false // nothing will ever answer
+	}
+	return unavailable(err)
+}
+
 // CheckStream refuses stream (DefaultStream when "") on nc when it records
 // the events of another queue than queue (Config.Queue), with an error
 // wrapping ErrOtherQueue that says where that queue is. A stream of queue,

@@ -49,12 +49,28 @@ type resend struct {
 func retryable(err error) bool {
 	var api *jetstream.APIError
 	switch {
-	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+	case errors.Is(err, context.DeadlineExceeded):
+		return false // the caller's own deadline ran out: not sent again (a replay counts it as unavailable)
+	case unavailable(err), errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		return true
+	case errors.As(err, &api):
+		return api.Code == http.StatusConflict
+	}
+	return false
+}
+
+// unavailable tells whether err is JetStream not answering for a while: no
+// responders or no answer in time (an election), a 503 (JetStream
+// temporarily unavailable), or the connection down.
+func unavailable(err error) bool {
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
 	case errors.As(err, &api):
-		return api.Code == http.StatusServiceUnavailable || api.Code == http.StatusConflict
+		return api.Code == http.StatusServiceUnavailable
 	}
 	return false
 }

@@ -35,24 +35,35 @@ func FreeAddr(t testing.TB) string {
 // stopped when the test ends, and returns their client URLs.
 func Cluster(t testing.TB, n int) []string {
 	t.Helper()
+	urls := make([]string, n)
+	for i, opts := range ClusterOptions(t, n) {
+		urls[i] = Run(t, opts).ClientURL()
+	}
+	waitJetStream(t, urls[0])
+	return urls
+}
+
+// ClusterOptions are the options of Cluster's n servers, for a test that
+// stops some and runs them again (Run, with the same options: the same
+// name, routes and store).
+func ClusterOptions(t testing.TB, n int) []*server.Options {
+	t.Helper()
 	addrs := make([]string, n)
 	routes := make([]string, n)
 	for i := range n {
 		addrs[i] = FreeAddr(t)
 		routes[i] = "nats://" + addrs[i]
 	}
-	urls := make([]string, n)
+	opts := make([]*server.Options, n)
 	for i, addr := range addrs {
 		host, p, _ := net.SplitHostPort(addr)
 		port, _ := strconv.Atoi(p)
-		ns := Run(t, &server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1",
+		opts[i] = &server.Options{ServerName: fmt.Sprintf("ext-%d", i), Host: "127.0.0.1",
 			Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 			Cluster: server.ClusterOpts{Name: "ext", Host: host, Port: port},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ","))})
-		urls[i] = ns.ClientURL()
+			Routes:  server.RoutesFromStr(strings.Join(routes, ","))}
 	}
-	waitJetStream(t, urls[0])
-	return urls
+	return opts
 }
 
 // Run runs a nats-server with opts, stopped when the test ends.

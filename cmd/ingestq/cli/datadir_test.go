@@ -183,7 +183,7 @@ func TestServeAPITokenFile(t *testing.T) {
 // stopped: a regression does not hang the test.
 func serveRefused(t *testing.T, env map[string]string, args ...string) (string, int) {
 	t.Helper()
-	log := &watchedLog{serving: make(chan struct{})}
+	log := newWatchedLog("ingestq: serving")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exited := make(chan int, 1)
@@ -192,7 +192,7 @@ func serveRefused(t *testing.T, env map[string]string, args ...string) (string, 
 	case code := <-exited:
 		t.Logf("ingestq %s → exit %d\n%s", strings.Join(args, " "), code, log.String())
 		return log.String(), code
-	case <-log.serving:
+	case <-log.seen:
 		cancel()
 		<-exited
 		t.Fatalf("ingestq %s serves, where it was to be refused; its log:\n%s", strings.Join(args, " "), log.String())
@@ -200,17 +200,23 @@ func serveRefused(t *testing.T, env map[string]string, args ...string) (string, 
 	}
 }
 
-// watchedLog is a log that closes serving at the daemon's "ingestq:
-// serving" line.
+// watchedLog is a log that closes seen at the first write holding text
+// (the daemon's "ingestq: serving"): a test can wait for it or for the
+// command's exit, whichever comes first.
 type watchedLog struct {
 	logtest.Buffer
-	once    sync.Once
-	serving chan struct{}
+	text string
+	once sync.Once
+	seen chan struct{}
+}
+
+func newWatchedLog(text string) *watchedLog {
+	return &watchedLog{text: text, seen: make(chan struct{})}
 }
 
 func (w *watchedLog) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "ingestq: serving") {
-		w.once.Do(func() { close(w.serving) })
+	if strings.Contains(string(p), w.text) {
+		w.once.Do(func() { close(w.seen) })
 	}
 	return w.Buffer.Write(p)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -27,6 +28,9 @@ import (
 const (
 	eventsDial   = 3 * time.Second // connect timeout of events tail and replay
 	announceDial = time.Second     // connect and publish timeout of an admin event
+	// replayWait bounds how long events replay waits for an event stream
+	// that does not answer, as long as a replay waits for a stalled one.
+	replayWait = 30 * time.Second
 )
 
 // dialNATS connects to the daemon's NATS (natsURL). The client's own
@@ -166,7 +170,8 @@ func (a *app) replayCommand() *cobra.Command {
 			"order, an event published late for a move that had none in its place, merged by time).\n" +
 			"-o json prints a JSON array, in the same order. --since takes a duration back from now\n" +
 			"(10m, 2h, 1d, 2w, 1d12h) or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).\n" +
-			"A --batch or --job this queue never made is refused (exit 1); a removed one's history is replayed.",
+			"A --batch or --job this queue never made is refused (exit 1); a removed one's history is replayed.\n" +
+			"A stream that does not answer (a NATS cluster electing or re-forming) is waited for up to 30 s.",
 		Args: args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			// Malformed ids are usage errors, as the API's 400s.
@@ -208,11 +213,7 @@ func (a *app) replayCommand() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			evs := []events.Event{}
-			err = events.Replay(ctx, nc, "", f, func(ev events.Event) error {
-				evs = append(evs, ev)
-				return nil
-			})
+			evs, err := a.replayWaiting(ctx, nc, f)
 			if errors.Is(err, events.ErrOtherQueue) {
 				err = fmt.Errorf("%w (--nats, env %s)", err, EnvNATS)
 			}
@@ -249,6 +250,36 @@ func (a *app) replayCommand() *cobra.Command {
 	fl.StringVar(&job, "job", "", "only the events of this job")
 	fl.StringVar(&access, "access", "", "only the events of this access request (small/qid…, large/qid…, or qid… of either queue)")
 	return cmd
+}
+
+// replayWaiting replays f's events (events.Replay), waiting up to
+// replayWait, said once on stderr, while the event stream is unavailable
+// (a NATS cluster electing or re-forming). A try again starts from the
+// start with an empty list: nothing is printed before the replay is
+// whole, so nothing is printed twice.
+func (a *app) replayWaiting(ctx context.Context, nc *nats.Conn, f events.Filter) ([]events.Event, error) {
+	deadline := time.Now().Add(replayWait)
+	for try := 1; ; try++ {
+		evs := []events.Event{}
+		err := events.Replay(ctx, nc, "", f, func(ev events.Event) error {
+			evs = append(evs, ev)
+			return nil
+		})
+		if err == nil || ctx.Err() != nil || !events.Unavailable(nc, err) {
+			return evs, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, fmt.Errorf("%w (still so after waiting %v)", err, replayWait)
+		}
+		if try == 1 {
+			a.note("the event stream on NATS at %s does not answer (a NATS cluster electing a leader or re-forming?): "+
+				"waiting up to %v for it (%v)", a.natsShown(), replayWait, err)
+		}
+		if !backoff.Sleep(ctx, min(left, backoff.Delay(time.Second, 5*time.Second, try))) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // checkEverMade refuses a batch or job (either may be "") this queue never
