@@ -126,8 +126,8 @@ func TestHandOffIsServedOnlyAtItsURLs(t *testing.T) {
 	}
 }
 
-// getURL fetches url with the headers given (name, value, …), following
-// no redirect.
+// getURL fetches url with the headers given (name, value, …; a Host one
+// is the request's Host), following no redirect.
 func getURL(t *testing.T, url string, header ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
@@ -137,7 +137,9 @@ func getURL(t *testing.T, url string, header ...string) (int, string) {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	req.Host = req.Header.Get("Host") // the client sends req.Host, not the header; empty: the URL's
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@
 package main_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -50,22 +49,9 @@ func TestServeAnswersOnlyItsHosts(t *testing.T) {
 	if err != nil || u.Host != "d.advertised.test:"+port {
 		t.Fatalf("the job's manifest URL %q (%v): want the advertised host", manifest, err)
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	defer client.CloseIdleConnections()
 	get := func(host, path string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", "http://"+addr+"/"+strings.TrimPrefix(path, "/"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		return getURL(t, "http://"+addr+path, "Host", host)
 	}
 	// The deposited file, as the storage manifest names it (with the
 	// hand-off's key), beside the manifest.
