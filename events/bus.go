@@ -78,6 +78,16 @@ type Config struct {
 	// presents it; "" = routes unauthenticated. SecretSetting names where
 	// it is set, in the lines that say a route was refused.
 	ClusterSecret, SecretSetting string
+	// ClusterTLS, with Cluster, makes every route mutual TLS (LoadClusterTLS
+	// reads it from files): this server presents its certificate on every
+	// route, takes only routes whose certificate the CA signed, and checks
+	// the servers it dials; nil = routes in clear. TLSSetting names where it
+	// is set, in the lines that say a route failed its handshake.
+	ClusterTLS *tls.Config
+	TLSSetting string
+	// ListenTLS, with Listen, has the client listener take TLS only
+	// (LoadListenTLS reads it); nil = in clear.
+	ListenTLS *tls.Config
 
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
 	settleWait   time.Duration // tests shorten it; default settleTimeout

@@ -60,7 +60,7 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 	// Debug flag on so the server's detail reaches slog, which filters by level.
 	fatal := make(chan string, 1)
 	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal,
-		secret: cfg.ClusterSecret, setting: cfg.secretSetting(), said: &onceEach{}}, true, false, false)
+		secret: cfg.ClusterSecret, setting: cfg.secretSetting(), tlsSetting: cfg.tlsSetting(), said: &onceEach{}}, true, false, false)
 	go ns.Start()
 	if err := waitReady(ns, fatal, cmp.Or(cfg.readyTimeout, embeddedReadyTimeout)); err != nil {
 		ns.Shutdown()
@@ -92,6 +92,7 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 		}
 		opts.Host, opts.Port = host, port
 	}
+	withListenTLS(opts, cfg)
 	if len(routes) == 0 {
 		return opts, nil
 	}
@@ -120,6 +121,7 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
 	withSecret(opts, cfg)
+	withTLS(opts, cfg)
 	if cfg.serverOpts != nil {
 		cfg.serverOpts(opts)
 	}
@@ -255,14 +257,16 @@ func splitListen(listen string) (string, int, error) {
 // errors, which are warnings (a full disk must not go unseen). A fatal error
 // is also handed to fatal, if there is room, for startEmbedded to return.
 // A route refused for its cluster secret is said once (refusedLine,
-// routeAuth), and the secret is masked in every line.
+// routeAuth), as is one whose TLS handshake failed (tlsRefusedLine), and
+// the secret is masked in every line.
 type serverLogger struct {
 	log   *slog.Logger
 	fatal chan<- string
-	// secret is the cluster secret ("": none), setting where it is set;
-	// said holds the servers that refused this one's route.
-	secret, setting string
-	said            *onceEach
+	// secret is the cluster secret ("": none), setting where it is set,
+	// tlsSetting where the routes' TLS is; said holds the servers that
+	// refused this one's route, and the hosts whose TLS handshake failed.
+	secret, setting, tlsSetting string
+	said                        *onceEach
 }
 
 func (l serverLogger) logf(level slog.Level, format string, v []any) {
@@ -286,16 +290,21 @@ func (l serverLogger) Fatalf(format string, v ...any) {
 	}
 }
 
-// Errorf logs at warn; a route refused for its secret is said once, in
-// words of ingestq's, and its every retry is logged at debug.
+// Errorf logs at warn; a route refused for its secret or its TLS is said
+// once, in words of ingestq's, and its every retry is logged at debug.
 func (l serverLogger) Errorf(format string, v ...any) {
 	line := fmt.Sprintf(format, v...)
 	if msg, attrs := l.refusedLine(line); msg != "" {
 		l.log.Warn(msg, attrs...)
 		return
 	}
+	msg, attrs, tlsLine := l.tlsRefusedLine(line)
+	if msg != "" {
+		l.log.Warn(msg, attrs...)
+		return
+	}
 	level := slog.LevelWarn
-	if routeAuthLine(line) {
+	if routeAuthLine(line) || tlsLine {
 		level = slog.LevelDebug
 	}
 	l.logf(level, "%s", []any{line})

@@ -34,12 +34,59 @@ type Files struct{ CA, ServerCert, ServerKey, ClientCert, ClientKey string }
 // 127.0.0.1 and a client certificate, both signed by the CA: mutual TLS.
 func Mutual(t *testing.T) Files {
 	t.Helper()
+	a := NewAuthority(t)
+	srv := issue(t, a.dir, "server", server(), &a.ca)
+	client := issue(t, a.dir, "client", &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, &a.ca)
+	return Files{CA: a.CAFile, ServerCert: srv.certFile, ServerKey: srv.keyFile, ClientCert: client.certFile, ClientKey: client.keyFile}
+}
+
+// Authority is a CA of a test's own, its certificate in CAFile, that
+// signs the certificates of peers (Peer).
+type Authority struct {
+	CAFile string
+	dir    string
+	ca     issued
+}
+
+// NewAuthority writes, in a temporary folder, a new CA.
+func NewAuthority(t *testing.T) *Authority {
+	t.Helper()
 	dir := t.TempDir()
 	ca := issue(t, dir, "ca", &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil)
-	srv := issue(t, dir, "server", server(), &ca)
-	client := issue(t, dir, "client", &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, &ca)
-	return Files{CA: ca.certFile, ServerCert: srv.certFile, ServerKey: srv.keyFile, ClientCert: client.certFile, ClientKey: client.keyFile}
+	return &Authority{CAFile: ca.certFile, dir: dir, ca: ca}
+}
+
+// Peer writes a certificate the CA signed for hosts (IP addresses or
+// names), good at both ends of a connection (server and client
+// authentication) as a NATS route's must be, and its key.
+func (a *Authority) Peer(t *testing.T, name string, hosts ...string) (certFile, keyFile string) {
+	t.Helper()
+	c := issue(t, a.dir, name, peer(hosts), &a.ca)
+	return c.certFile, c.keyFile
+}
+
+// ExpiredPeer is Peer's certificate expired an hour ago.
+func (a *Authority) ExpiredPeer(t *testing.T, name string, hosts ...string) (certFile, keyFile string) {
+	t.Helper()
+	tmpl := peer(hosts)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	c := issue(t, a.dir, name, tmpl, &a.ca)
+	return c.certFile, c.keyFile
+}
+
+// peer is the template of a peer certificate for hosts.
+func peer(hosts []string) *x509.Certificate {
+	tmpl := &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return tmpl
 }
 
 // Expired writes, in a temporary folder, a self-signed certificate for

@@ -184,7 +184,7 @@ func (a *app) user() string {
 const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  " + EnvZK + ", " + EnvZKRoot + ", " + EnvLogLevel + ": --zk, --zk-root, --log-level\n" +
 	"  " + EnvConnectTimeout + ": how long to wait for a ZooKeeper session (default 10s)\n" +
-	"  " + EnvNATS + ", " + EnvNATSToken + ": --nats, --nats-token (where events are)\n" +
+	"  " + EnvNATS + ", " + EnvNATSToken + ", " + EnvNATSTLSCA + ": --nats, --nats-token, --nats-tls-ca (where events are)\n" +
 	"  " + EnvAPI + ", " + EnvAPIToken + ": --api (the daemon's HTTP API, for object, audit and access\n" +
 	"      request) and the token the CLI sends it\n" +
 	"  " + EnvStalledAfter + ": --stalled-after (ls jobs, show, serve)\n" +
@@ -193,7 +193,9 @@ const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  serve's own (see ingestq serve --help): " + EnvConfig + ", " + EnvStates + ", " + EnvProfiles + ",\n" +
 	"      " + EnvStorage + ", " + EnvWorkDir + ", " + EnvWorkShared + ", " + EnvHTTP + ", " + EnvAdvertise + ", " + EnvHTTPHosts + ",\n" +
 	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ",\n" +
-	"      " + EnvNATSCluster + ", " + EnvNATSSecret + ", " + EnvSMTPPass + ", " + EnvAccessDir + ",\n" +
+	"      " + EnvListenCert + ", " + EnvListenKey + ",\n" +
+	"      " + EnvNATSCluster + ", " + EnvNATSSecret + ", " + EnvClusterCert + ",\n" +
+	"      " + EnvClusterKey + ", " + EnvClusterCA + ", " + EnvSMTPPass + ", " + EnvAccessDir + ",\n" +
 	"      " + EnvAccessTo + ", " + EnvFetchAllow + ";\n" +
 	"      " + EnvAdminToken + " adds an admin token to the API's (it acts as \"" + api.EnvTokenName + "\")"
 
@@ -222,7 +224,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.nats, "nats", "", "NATS server URL(s); other commands: where events are (default nats://127.0.0.1:4222); serve: join it instead of embedding one (env "+EnvNATS+", which serve reads only when no --nats-listen or --nats-cluster is given)")
 	pf.StringVar(&a.natsAuth.CredsFile, "nats-creds", "", "credentials file for --nats")
 	pf.StringVar(&a.natsAuth.Token, "nats-token", a.env(EnvNATSToken, ""), "token for --nats (env "+EnvNATSToken+")")
-	pf.StringVar(&a.natsAuth.TLSCA, "nats-tls-ca", "", "CA file for --nats")
+	pf.StringVar(&a.natsAuth.TLSCA, "nats-tls-ca", a.env(EnvNATSTLSCA, ""), "CA file for --nats (env "+EnvNATSTLSCA+")")
 	pf.StringVar(&a.natsAuth.TLSCert, "nats-tls-cert", "", "client certificate for --nats")
 	pf.StringVar(&a.natsAuth.TLSKey, "nats-tls-key", "", "client key for --nats")
 	pf.StringVar(&a.logLevel, "log-level", a.env(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")

@@ -39,6 +39,12 @@ const (
 	EnvNATSListen  = "INGESTQ_NATS_LISTEN"
 	EnvNATSCluster = "INGESTQ_NATS_CLUSTER"
 	EnvNATSSecret  = "INGESTQ_NATS_CLUSTER_SECRET_FILE"
+	EnvClusterCert = "INGESTQ_NATS_CLUSTER_TLS_CERT"
+	EnvClusterKey  = "INGESTQ_NATS_CLUSTER_TLS_KEY"
+	EnvClusterCA   = "INGESTQ_NATS_CLUSTER_TLS_CA"
+	EnvListenCert  = "INGESTQ_NATS_LISTEN_TLS_CERT"
+	EnvListenKey   = "INGESTQ_NATS_LISTEN_TLS_KEY"
+	EnvNATSTLSCA   = "INGESTQ_NATS_TLS_CA" // the CA the CLI trusts for --nats (--nats-tls-ca)
 	EnvDataDir     = "INGESTQ_DATA_DIR"
 	EnvConfig      = "INGESTQ_CONFIG"
 	EnvProfiles    = "INGESTQ_PROFILES"
@@ -60,13 +66,18 @@ const (
 	EnvAdminToken  = "INGESTQ_ADMIN_TOKEN" // serve: one more token, an admin's (api.EnvTokenName)
 )
 
+// tlsFiles are the files of a TLS setting: a certificate, its key, a CA.
+type tlsFiles struct{ cert, key, ca string }
+
 // serveFlags are the daemon's settings.
 type serveFlags struct {
 	dataDir      string
 	natsListen   string
 	natsCluster  string
-	natsSecret   string // the file of --nats-cluster's secret
-	embedGiven   bool   // --nats-listen or --nats-cluster was given (not their defaults)
+	natsSecret   string   // the file of --nats-cluster's secret
+	clusterTLS   tlsFiles // --nats-cluster-tls-cert, -key and -ca
+	listenTLS    tlsFiles // --nats-listen-tls-cert and -key
+	embedGiven   bool     // --nats-listen or --nats-cluster was given (not their defaults)
 	host         string
 	config       string
 	pipeline     string
@@ -141,9 +152,17 @@ func (a *app) serveCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", a.env(EnvDataDir, defaultDataDir(a.getenv)), "local state: the embedded NATS store, working folders, built-in storage and inventory (env "+EnvDataDir+")")
 	fl.StringVar(&f.natsListen, "nats-listen", a.env(EnvNATSListen, "127.0.0.1:4222"), "embedded NATS listener for the CLI and subscribers; \"off\" for none (env "+EnvNATSListen+")")
+	fl.StringVar(&f.listenTLS.cert, "nats-listen-tls-cert", a.env(EnvListenCert, ""), "certificate (chain, PEM) of --nats-listen, with --nats-listen-tls-key: the listener then takes TLS only (the CLI\n"+
+		"trusts it with --nats-tls-ca or "+EnvNATSTLSCA+"); it must name the address its clients dial, 127.0.0.1 for the CLI on this host; default none (env "+EnvListenCert+")")
+	fl.StringVar(&f.listenTLS.key, "nats-listen-tls-key", a.env(EnvListenKey, ""), "key (PEM) of --nats-listen-tls-cert (mode 600; env "+EnvListenKey+")")
 	fl.StringVar(&f.natsCluster, "nats-cluster", a.env(EnvNATSCluster, ""), "HOST:PORT where the embedded NATS listens for the other daemons' servers: they form one NATS cluster (one event stream, 3 replicas from 3 hosts); an unspecified HOST (0.0.0.0) is announced as the host name; default off (env "+EnvNATSCluster+")")
 	fl.StringVar(&f.natsSecret, "nats-cluster-secret-file", a.env(EnvNATSSecret, ""), "file of the secret of --nats-cluster's routes, one line of 16 characters or more, the same on every host\n"+
 		"(openssl rand -hex 32; mode 600): a route into this server must present it, and the routes it dials present it; default none: routes unauthenticated (env "+EnvNATSSecret+")")
+	fl.StringVar(&f.clusterTLS.cert, "nats-cluster-tls-cert", a.env(EnvClusterCert, ""), "certificate (chain, PEM) of this host on --nats-cluster's routes, with --nats-cluster-tls-key and -ca: the routes are then\n"+
+		"mutual TLS; it must name the host --nats-cluster announces and be good for serverAuth and clientAuth; default none: routes in clear (env "+EnvClusterCert+")")
+	fl.StringVar(&f.clusterTLS.key, "nats-cluster-tls-key", a.env(EnvClusterKey, ""), "key (PEM) of --nats-cluster-tls-cert (mode 600; env "+EnvClusterKey+")")
+	fl.StringVar(&f.clusterTLS.ca, "nats-cluster-tls-ca", a.env(EnvClusterCA, ""), "the CA (PEM) that signed every host's --nats-cluster-tls-cert, the same on every host: a route is taken, and a server dialed,\n"+
+		"only with a certificate it signed; a CA of the cluster's own, not a public one (env "+EnvClusterCA+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline); rehearse (the real payload reading and reports, every job step a no-op: try a big batch without downloading or storing); or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
@@ -209,7 +228,9 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		return fmt.Errorf("--config %s: %w", file, err)
 	}
 	envOf := map[string]string{"zk": EnvZK, "zk-root": EnvZKRoot, "log-level": EnvLogLevel, "nats": EnvNATS,
-		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "nats-cluster-secret-file": EnvNATSSecret, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
+		"data-dir": EnvDataDir, "nats-listen": EnvNATSListen, "nats-cluster": EnvNATSCluster, "nats-cluster-secret-file": EnvNATSSecret,
+		"nats-cluster-tls-cert": EnvClusterCert, "nats-cluster-tls-key": EnvClusterKey, "nats-cluster-tls-ca": EnvClusterCA,
+		"nats-listen-tls-cert": EnvListenCert, "nats-listen-tls-key": EnvListenKey, "nats-tls-ca": EnvNATSTLSCA, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise, "http-hosts": EnvHTTPHosts,
 		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "fetch-allow": EnvFetchAllow, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
 		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
@@ -245,6 +266,14 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	secret, err := a.clusterSecret(f)
+	if err != nil {
+		return err
+	}
+	clusterTLS, err := a.clusterTLS(f)
+	if err != nil {
+		return err
+	}
+	listenTLS, err := a.listenTLS(f)
 	if err != nil {
 		return err
 	}
@@ -310,6 +339,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
+		ClusterTLS: clusterTLS, TLSSetting: "--nats-cluster-tls-cert, -key, -ca (" + EnvClusterCert + ", _KEY, _CA)", ListenTLS: listenTLS,
 		ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
 		Queue: queueID, QueueAt: a.queueAt()})
 	defer bus.Close()

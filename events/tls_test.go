@@ -1,0 +1,168 @@
+package events
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/ingestq/ingestq/internal/natstest"
+	"github.com/ingestq/ingestq/internal/tlstest"
+)
+
+// withClusterTLS gives a member route TLS, a certificate for 127.0.0.1
+// that ca signed, and records its log.
+func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority) func(*Config) {
+	return func(c *Config) {
+		l.withSecret("")(c)
+		cert, key := ca.Peer(t, c.Host, "127.0.0.1")
+		tc, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClusterTLS, c.TLSSetting = tc, "--test-tls"
+	}
+}
+
+// peerTLS is the route TLS of a server that is no member, with the
+// certificate and key given, trusting the CAs of pool.
+func peerTLS(t *testing.T, cert, key string, pool *x509.CertPool) *tls.Config {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+}
+
+// tlsRefused is what a member says of a route whose TLS handshake failed.
+func tlsRefused(why string) string {
+	return "events: a NATS route to or from another server failed its TLS handshake: " + why +
+		"; every host of the cluster needs TLS, with a certificate of the same CA naming the host its route announces (said once per host and reason)"
+}
+
+// Members with route TLS make one stream: an event published on one is
+// replayed on every other. Three servers that are no members try the
+// routes and are refused at every try: one with no TLS, one whose
+// certificate another CA signed (routed at a), one whose certificate names
+// another host (a dials it); none has a route or receives an event, and a
+// says so once per reason, naming the setting, though each is tried every
+// second.
+func TestClusterTLSRoutes(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewAuthority(t)
+	logs := &memberLogs{}
+	ms := openClusterWith(t, logs.withClusterTLS(t, ca), "a", "b", "c")
+	for _, m := range ms {
+		publishN(t, m, "bid-1", 1)
+	}
+	for _, m := range ms {
+		wantSeen(t, m, map[string]int{"a": 1, "b": 1, "c": 1})
+	}
+	a := ms[0]
+
+	ours := a.cfg.ClusterTLS.RootCAs
+	otherCert, otherKey := tlstest.NewAuthority(t).Peer(t, "other-ca", "127.0.0.1")
+	elsewhereCert, elsewhereKey := ca.Peer(t, "elsewhere", "127.0.0.2")
+	rogues := map[string]*server.Options{
+		"the other server has no TLS on its routes":               {Routes: server.RoutesFromStr(a.route)},
+		"its certificate is not signed by this host's CA":         {Routes: server.RoutesFromStr(a.route), Cluster: server.ClusterOpts{TLSConfig: peerTLS(t, otherCert, otherKey, ours)}},
+		"its certificate does not name the host it was dialed at": {Cluster: server.ClusterOpts{TLSConfig: peerTLS(t, elsewhereCert, elsewhereKey, ours)}},
+	}
+	var subs []*nats.Subscription
+	var servers []*server.Server
+	for why, opts := range rogues {
+		opts.ServerName, opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "rogue-"+strings.Fields(why)[1], "127.0.0.1", server.RANDOM_PORT, true, true
+		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = "test", "127.0.0.1", server.RANDOM_PORT
+		ns := natstest.Run(t, opts)
+		sub, err := connect(t, ns.ClientURL()).SubscribeSync(SubjectAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs, servers = append(subs, sub), append(servers, ns)
+		if opts.Routes == nil {
+			a.SetRoutes(append(routesOf(ms[1:]), "nats://"+ns.ClusterAddr().String()))
+		}
+	}
+	// What crypto/tls says of each, in the lines of every try.
+	causes := map[string]string{"the other server has no TLS on its routes": "first record does not look like a TLS handshake",
+		"its certificate is not signed by this host's CA":         "certificate signed by unknown authority",
+		"its certificate does not name the host it was dialed at": "certificate is valid for 127.0.0.2, not 127.0.0.1"}
+	for why := range rogues {
+		waitFor(t, "a to refuse three times: "+why, func() bool { return logs.of("a").containing(causes[why]) >= 3 })
+	}
+	publishN(t, a, "bid-2", 1)
+	for why := range rogues {
+		if n := logs.of("a").count(slog.LevelWarn, tlsRefused(why)); n != 1 {
+			t.Errorf("a said %q %d times, want once", tlsRefused(why), n)
+		}
+		if at := logs.of("a").attrs(tlsRefused(why)); at["setting"] != "--test-tls" || at["host"] != "127.0.0.1" {
+			t.Errorf("a's line %q: %v, want it to name the setting and the host", tlsRefused(why), at)
+		}
+	}
+	for i, ns := range servers {
+		if n := ns.NumRoutes(); n != 0 {
+			t.Errorf("rogue %s has %d routes into the cluster, want none", ns.Name(), n)
+		}
+		if n, _, _ := subs[i].Pending(); n != 0 {
+			t.Errorf("rogue %s received %d of the cluster's messages, want none", ns.Name(), n)
+		}
+	}
+	wantSeen(t, ms[2], map[string]int{"a": 2, "b": 1, "c": 1})
+	for _, m := range ms[1:] { // members with TLS joining one another: no false alarm
+		if said := logs.of(m.cfg.Host).warned("failed its TLS handshake"); said != "" {
+			t.Errorf("%s warned %q", m.cfg.Host, said)
+		}
+	}
+}
+
+// Route TLS and the cluster secret together: members with both make one
+// stream, and a server whose certificate the CA signed but that presents
+// no secret is refused for it, as without TLS.
+func TestClusterTLSWithSecret(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewAuthority(t)
+	logs := &memberLogs{}
+	ms := openClusterWith(t, func(c *Config) {
+		logs.withClusterTLS(t, ca)(c)
+		c.ClusterSecret = testSecret
+	}, "a", "b")
+	publishN(t, ms[0], "bid-1", 1)
+	publishN(t, ms[1], "bid-1", 2)
+	wantSeen(t, ms[0], map[string]int{"a": 1, "b": 2})
+
+	cert, key := ca.Peer(t, "no-secret", "127.0.0.1")
+	rogue := natstest.Run(t, &server.Options{ServerName: "rogue", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "test", Host: "127.0.0.1", Port: server.RANDOM_PORT, TLSConfig: peerTLS(t, cert, key, ms[0].cfg.ClusterTLS.RootCAs)},
+		Routes:  server.RoutesFromStr(ms[0].route)})
+	const refused = "events: refused a NATS route from another server: it presented no cluster secret" +
+		"; every host of the cluster needs the same secret (said once per host)"
+	waitFor(t, "a to refuse the rogue's route for its secret", func() bool { return logs.of("a").count(slog.LevelWarn, refused) > 0 })
+	sub, err := connect(t, rogue.ClientURL()).SubscribeSync(SubjectAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ms[1], "bid-2", 1)
+	// Not the rogue's NumRoutes: it counts its route from a's INFO on until
+	// a's refusal of its CONNECT closes it.
+	rz, err := ms[0].emb.server().Routez(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rz.Routes {
+		if r.RemoteName == "rogue" {
+			t.Errorf("a took a route from a server with a certificate of the CA but no secret: %+v", r)
+		}
+	}
+	if n, _, _ := sub.Pending(); n != 0 {
+		t.Errorf("a server with a certificate of the CA but no secret received %d of the cluster's messages, want none", n)
+	}
+	if n := logs.of("a").containing("failed its TLS handshake"); n != 0 {
+		t.Errorf("a said %d times a TLS handshake failed: the rogue's certificate is good", n)
+	}
+	logs.noSecretLogged(t)
+}
