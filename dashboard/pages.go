@@ -251,6 +251,27 @@ type jobPage struct {
 	Others          []string // other jobs of the same ARK
 }
 
+// Finished tells whether the job has ended (Completed, Failed, Deleted):
+// it has no place in a queue and no ETA, where the page said of a
+// Completed job that it "waits in no queue", its ETA "unknown".
+func (p jobPage) Finished() bool {
+	s := p.Job.State()
+	return s == queue.Completed || s == queue.Failed || s == queue.Deleted
+}
+
+// NoPlace says why the job has no place in its state's queue.
+func (p jobPage) NoPlace() string {
+	switch {
+	case p.Job.State() == queue.Failed:
+		return "none: it is Failed, no step is to come unless it is requeued"
+	case p.Finished():
+		return "none: it is " + string(p.Job.State()) + ", no step is to come"
+	case p.Job.State() == queue.Held:
+		return "none: it is Held, no daemon takes it until it is released"
+	}
+	return "not listed in its state's folder (a move under way)"
+}
+
 func (d *Dashboard) job(w http.ResponseWriter, r *http.Request, caller api.Caller) {
 	d.showJob(w, r, caller, r.PathValue("id"), http.StatusOK, nil)
 }

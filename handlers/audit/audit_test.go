@@ -321,6 +321,10 @@ func auditDamaged(t *testing.T, b *bench) {
 			if made := `"ingestq: job jid-` + arkAhead + `" (version 2)`; f.Kind == audit.VersionsUnrecorded && !strings.Contains(f.Message, made) {
 				t.Errorf("%q does not say %s", f.Message, made)
 			}
+			// With no newer inventory to restore, the repair that records it.
+			if repair := "`ingestq audit --repair " + arkAhead + "`"; f.Kind == audit.VersionsUnrecorded && !strings.Contains(f.Message, repair) {
+				t.Errorf("%q does not say %s", f.Message, repair)
+			}
 			if f.Kind == audit.FileExtra && f.Target == b.targets[1] && !strings.Contains(f.Message, "its content gone") {
 				t.Errorf("%q does not say the extra file's content is gone", f.Message)
 			}

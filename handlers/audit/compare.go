@@ -118,9 +118,10 @@ func (w *walk) unrecorded(ctx context.Context, o *audited) {
 		o.findings = append(o.findings, Finding{Kind: ObjectUnrecorded, ARK: o.ark, Target: t.Name, Message: fmt.Sprintf(
 			"storage target %s holds %s%s, which no inventory records: either a job stored it and has not recorded it yet "+
 				"(it does at Recording: see the job with `ingestq show %s`), or the inventory was restored from a backup older "+
-				"than storage: restore a newer one (%s). Until the object is recorded, a deposit of its local id makes "+
-				"another object under a new ARK: hold the queue (`ingestq hold queue`)",
-			t.Name, o.ark, what, o.ark, recovery)})
+				"than storage: restore a newer one, or, with none newer, record it from storage with the queue held "+
+				"(`ingestq hold queue`, then `ingestq audit --repair %s`; %s). Until the object is recorded, a deposit of "+
+				"its local id makes another object under a new ARK: hold the queue (`ingestq hold queue`)",
+			t.Name, o.ark, what, o.ark, o.ark, recovery)})
 	}
 }
 
@@ -351,9 +352,10 @@ func (c *check) versions(vs []storage.Version, have int) {
 		c.add(VersionsUnrecorded, c.last+1, "", "storage target %s has %s of %s, which the inventory does not record "+
 			"(it records %s%s): either a job stored %s and has not recorded %s yet (it does at Recording: "+
 			"see the job with `ingestq show`), or the inventory was restored from a backup older than storage "+
-			"(restore a newer one; %s)",
+			"(restore a newer one, or, with none newer, record %s from storage with the queue held: `ingestq hold queue`, "+
+			"then `ingestq audit --repair %s`; %s)",
 			c.t.Name, versionsText(c.last+1, have), c.o.ark, versionsText(1, c.last), by, them(c.last+1, have),
-			them(c.last+1, have), recovery)
+			them(c.last+1, have), them(c.last+1, have), c.o.ark, recovery)
 	}
 }
 

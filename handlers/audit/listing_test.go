@@ -119,6 +119,12 @@ func TestAuditListsPastAnUnreadableObject(t *testing.T) {
 	if found := unrecordedFound(got); !slices.Equal(found, lost) || len(sum.Notes) > 0 {
 		t.Errorf("object-unrecorded %q, notes %q; want %q and no note", found, sum.Notes, lost)
 	}
+	// With no newer inventory to restore, the repair that records it.
+	for _, f := range got {
+		if repair := "`ingestq audit --repair " + f.ARK + "`"; f.Kind == audit.ObjectUnrecorded && !strings.Contains(f.Message, repair) {
+			t.Errorf("%q does not say %s", f.Message, repair)
+		}
+	}
 	var unreadable []audit.Finding
 	for _, f := range got {
 		if f.Kind == audit.ObjectUnreadable {

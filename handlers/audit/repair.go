@@ -63,8 +63,9 @@ func (a *Auditor) CheckRepair(ctx context.Context, opt Options) error {
 		return fmt.Errorf("audit: repair: is the ingest queue held: %w", err)
 	}
 	if !held {
+		// Why (decision 547) is said in words: a user has no decisions file.
 		return fmt.Errorf("audit: repair refused: %w: a deposit meanwhile could make a second object of a lost object's "+
-			"local id, or record its version over the versions being repaired (decision 547); hold it first with "+
+			"local id, or record its version over the versions being repaired; hold it first with "+
 			"`ingestq hold queue`, and release it with `ingestq release queue` once an audit is clean", ErrNotHeld)
 	}
 	return nil

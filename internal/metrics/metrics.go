@@ -29,6 +29,8 @@ import (
 type Config struct {
 	Queue   *queue.Queue
 	Session *zkwatch.Session
+	// Bus is a started bus; a daemon whose bus starts later (it waits for
+	// its host name first, with its HTTP server up) gives it to WatchBus.
 	Bus     *events.Bus
 	Stalled stalled.Thresholds // what counts as stalled; default stalled.Defaults()
 	Logger  *slog.Logger
@@ -93,6 +95,9 @@ func New(cfg Config) *Metrics {
 
 // links registers what is read from the session and the bus when scraped.
 func (m *Metrics) links(cfg Config) {
+	if cfg.Bus != nil {
+		m.WatchBus(cfg.Bus)
+	}
 	if s := cfg.Session; s != nil {
 		m.reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_zookeeper_connected",
@@ -102,27 +107,31 @@ func (m *Metrics) links(cfg Config) {
 				Help: "ZooKeeper sessions of this daemon that expired (its locks went with them)."},
 				func() float64 { return float64(s.Expirations()) }))
 	}
-	if b := cfg.Bus; b != nil {
-		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_nats_connected",
-				Help: "1 while the daemon's NATS connection is up, else 0."},
-				func() float64 { return one(b.Conn().IsConnected()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_published_total",
-				Help: "Events this daemon published."},
-				func() float64 { return float64(b.Stats().Published) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
-				Help: "Events not recorded: dropped, refused, unacknowledged in time, or of a commit whose outcome is unknown; also failed signals."},
-				func() float64 { return float64(b.Stats().Lost) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
-				Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
-				func() float64 { return float64(b.Stats().Retried) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_resent_at_election_total",
-				Help: "Events sent again at once, unacknowledged when the stream announced a new leader (not in ingestq_events_retried_total)."},
-				func() float64 { return float64(b.Stats().ResentAtElection) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_waiting",
-				Help: "Events not yet acknowledged by the stream: queued, sent, or waiting to be sent again."},
-				func() float64 { return float64(b.Stats().Waiting) }))
-	}
+}
+
+// WatchBus registers the bus's metrics, read when scraped: call it once the
+// bus has started, as its connection is none before (a scrape then would
+// read a nil connection and end the daemon).
+func (m *Metrics) WatchBus(b *events.Bus) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_nats_connected",
+			Help: "1 while the daemon's NATS connection is up, else 0."},
+			func() float64 { return one(b.Conn().IsConnected()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_published_total",
+			Help: "Events this daemon published."},
+			func() float64 { return float64(b.Stats().Published) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
+			Help: "Events not recorded: dropped, refused, unacknowledged in time, or of a commit whose outcome is unknown; also failed signals."},
+			func() float64 { return float64(b.Stats().Lost) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
+			Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
+			func() float64 { return float64(b.Stats().Retried) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_resent_at_election_total",
+			Help: "Events sent again at once, unacknowledged when the stream announced a new leader (not in ingestq_events_retried_total)."},
+			func() float64 { return float64(b.Stats().ResentAtElection) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_waiting",
+			Help: "Events not yet acknowledged by the stream: queued, sent, or waiting to be sent again."},
+			func() float64 { return float64(b.Stats().Waiting) }))
 }
 
 // Handler serves the metrics in Prometheus's text format. A part that

@@ -55,6 +55,9 @@ func TestAuditRepairAgainstADaemon(t *testing.T) {
 	_, stderr, code := run("audit", "--repair")
 	wantCode(t, code, 1)
 	wantErrLine(t, stderr, "409", "the ingest queue is not held", "ingestq hold queue")
+	if strings.Contains(stderr, "decision") {
+		t.Errorf("the refusal names a decision, which its reader cannot look up: %q", stderr)
+	}
 
 	_, _, code = e.run("hold", "queue")
 	wantCode(t, code, 0)

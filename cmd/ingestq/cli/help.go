@@ -57,6 +57,7 @@ var examples = map[string][]string{
 		"ingestq serve --pipeline passthrough"},
 	"submit": {"ingestq submit --profile demo --wait http://127.0.0.1:8000/batch.checkm",
 		"ingestq submit --profile scans --type file ./report.pdf   # a profile with allow_local_files",
+		"ingestq submit --profile demo --set local_id=maps-5 --set 'erc_what=Survey sheet 5' https://example.org/sheet-5.tif",
 		"ingestq submit -o json --profile demo https://example.org/deposit.zip",
 		"ingestq submit --profile demo --wait passthrough:100"},
 	"events":      {"ingestq events tail", "ingestq events replay --since 1d"},

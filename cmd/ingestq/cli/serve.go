@@ -387,7 +387,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
 	rcfg.Access, rcfg.AccessWorkers, rcfg.Advertise = acc, accWorkers, advertise
-	rcfg.Observer = a.monitor(web, q, bus, p, roles, stalledAfter)
+	var busStarted func()
+	rcfg.Observer, busStarted = a.monitor(web, q, bus, p, roles, stalledAfter)
 	r, err := reactor.New(rcfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -401,6 +402,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err := a.startBus(ctx, bus, routes, dataDir); err != nil {
 		return err
 	}
+	busStarted()
 	if profiles != nil {
 		// After the bus: `submit --wait` that saw the profile finds the NATS
 		// it follows the batch on.

@@ -74,14 +74,15 @@ func TestServeWaitsBehindAProxyWhoseZooKeeperIsNotUpYet(t *testing.T) {
 // serveWaiting runs a pass-through `ingestq serve` in-process on the
 // ZooKeeper at zk, under root, with a connect timeout of 2 minutes, until
 // the test ends; it returns its log, and its exit code once it exits (the
-// cleanup then reads it, and fails the test unless it is 0).
-func serveWaiting(t *testing.T, zk, root string) (*logtest.Buffer, chan int) {
+// cleanup then reads it, and fails the test unless it is 0). args are
+// serve's further flags (a flag given again wins).
+func serveWaiting(t *testing.T, zk, root string, args ...string) (*logtest.Buffer, chan int) {
 	log := &logtest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	go func() {
-		exited <- cli.Run(ctx, []string{"--zk", zk, "--zk-root", root, "--connect-timeout", "2m", "serve",
-			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"},
+		exited <- cli.Run(ctx, append([]string{"--zk", zk, "--zk-root", root, "--connect-timeout", "2m", "serve",
+			"--data-dir", t.TempDir(), "--pipeline", "passthrough", "--nats-listen", "off", "--http", "off"}, args...),
 			log, log, func(string) string { return "" })
 	}()
 	t.Cleanup(func() {

@@ -47,7 +47,7 @@ func (a *app) submitCommand() *cobra.Command {
 	var f submitFlags
 	var sub queue.Submission
 	cmd := &cobra.Command{
-		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--wait] URL|PATH",
+		Use:   "submit --profile P [--submitter S] [--type T] [--priority N] [--set KEY=VALUE…] [--wait] URL|PATH",
 		Short: "Submit a payload (a URL or a local file) as a batch for a profile",
 		Long: "submit creates a Pending batch for a payload: a URL, or a local file (not a folder; made absolute;\n" +
 			"it must exist; it becomes a file: URL, which only profiles allowing local files accept).\n" +
@@ -56,6 +56,10 @@ func (a *app) submitCommand() *cobra.Command {
 			"--type auto (the default) lets the daemon look at the payload: a checkm manifest (any of\n" +
 			"Merritt's four profiles), a zip container, or else a single file (an empty payload, or one\n" +
 			"named .checkm that is no manifest, fails: --type file stores it as a file).\n\n" +
+			"--set KEY=VALUE (repeatable) gives what the depositor says of the one object of a file or\n" +
+			"container payload, as the API's POST /batches does: local_id, primary_id (an ARK to store it\n" +
+			"under), file_name, hash_algorithm and hash_value (checked as it downloads), erc_who, erc_what\n" +
+			"(the title), erc_when, erc_where. A batch manifest's lines give these per object instead.\n\n" +
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"progress on stderr, then the batch's report (each completed job with its object's ARK and\n" +
 			"local ids, each failed job with its reason); exit 0 when it is Completed, 1 when it is\n" +
@@ -81,8 +85,7 @@ func (a *app) submitCommand() *cobra.Command {
 	fl.StringVar(&f.typ, "type", "auto", "what the payload is: "+strings.Join(ops.PayloadTypes, ", "))
 	fl.IntVar(&f.priority, "priority", 0, "priority of the batch's jobs, 0..99, lower runs first (default: the profile's)")
 	fl.BoolVar(&f.wait, "wait", false, "follow the batch until it reports (needs the daemon's NATS)")
-	fl.StringArrayVar(&f.set, "set", nil, "add key=value to the submission (value: JSON, else a string)")
-	_ = fl.MarkHidden("set")
+	fl.StringArrayVar(&f.set, "set", nil, "a field of the submission, KEY=VALUE (local_id, primary_id, file_name, erc_what, …; see above)")
 	return cmd
 }
 
