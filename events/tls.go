@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,8 @@ func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, err
 		switch {
 		case err == nil:
 		case errors.As(err, &unknown):
-			return nil, &TLSFileError{"cert", certFile, fmt.Errorf("not signed by the CA in %s", caFile)}
+			return nil, &TLSFileError{"cert", certFile, fmt.Errorf("not signed by the CA in %s, nor by an intermediate CA whose certificate follows it in this file (its issuer: %s)",
+				caFile, leaf.Issuer)}
 		case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
 			return nil, &TLSFileError{"cert", certFile, errors.New("its extended key usage does not allow both ends of a route: want serverAuth and clientAuth")}
 		default:
@@ -99,9 +101,10 @@ func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, err
 
 // LoadListenTLS reads the certificate (chain, PEM) and key of the embedded
 // server's client listener, for Config.ListenTLS. A file that cannot be
-// read, a key of another certificate, a certificate expired or not yet
-// valid is a *TLSFileError. Which names it must carry is the clients'
-// affair (the CLI on the host dials 127.0.0.1): not checked.
+// read, a key of another certificate, a certificate expired, not yet
+// valid or not for servers is a *TLSFileError. Which names it must carry
+// is the clients' affair (the CLI on the host dials 127.0.0.1): not
+// checked.
 func LoadListenTLS(certFile, keyFile string) (*tls.Config, error) {
 	pair, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
@@ -110,7 +113,21 @@ func LoadListenTLS(certFile, keyFile string) (*tls.Config, error) {
 	if err := checkValidity(pair.Leaf); err != nil {
 		return nil, &TLSFileError{"cert", certFile, err}
 	}
+	if !serverUsage(pair.Leaf) {
+		return nil, &TLSFileError{"cert", certFile, errors.New("its extended key usage does not allow a server: want serverAuth")}
+	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// serverUsage tells whether c may serve TLS as crypto/tls's clients check
+// it: no extended key usage at all, any, or serverAuth among them.
+func serverUsage(c *x509.Certificate) bool {
+	if len(c.ExtKeyUsage) == 0 && len(c.UnknownExtKeyUsage) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(c.ExtKeyUsage, func(u x509.ExtKeyUsage) bool {
+		return u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny
+	})
 }
 
 // withListenTLS has the client listener take TLS only, when Config.ListenTLS
@@ -129,7 +146,7 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	if b, _ := pem.Decode(certPEM); b == nil || b.Type != "CERTIFICATE" {
+	if !holdsCertificate(certPEM) {
 		return tls.Certificate{}, &TLSFileError{"cert", certFile, errors.New("holds no PEM certificate")}
 	}
 	keyPEM, err := readTLSFile("key", keyFile)
@@ -144,6 +161,21 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 		return tls.Certificate{}, &TLSFileError{"key", keyFile, fmt.Errorf("not a PEM private key of the certificate: %w", err)}
 	}
 	return pair, nil
+}
+
+// holdsCertificate tells whether data has a PEM certificate among its
+// blocks: crypto/tls takes a file of the key and the certificate together,
+// the key first, for both settings, as nats-server's own does.
+func holdsCertificate(data []byte) bool {
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return false
+		}
+		if b.Type == "CERTIFICATE" {
+			return true
+		}
+	}
 }
 
 // readTLSFile reads file, an error naming it and saying why.

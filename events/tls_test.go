@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,17 +17,46 @@ import (
 )
 
 // withClusterTLS gives a member route TLS, a certificate for 127.0.0.1
-// that ca signed, and records its log.
-func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority) func(*Config) {
+// that ca signed (its files laid out by layout, when given), and records
+// its log.
+func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority, layout ...func(t *testing.T, cert, key string) (string, string)) func(*Config) {
 	return func(c *Config) {
 		l.withSecret("")(c)
 		cert, key := ca.Peer(t, c.Host, "127.0.0.1")
+		for _, lay := range layout {
+			cert, key = lay(t, cert, key)
+		}
 		tc, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.ClusterTLS, c.TLSSetting = tc, "--test-tls"
 	}
+}
+
+// keyThenCert writes key and cert into one file, the key first, and
+// names it as both.
+func keyThenCert(t *testing.T, cert, key string) (string, string) {
+	both := concatFiles(t, key, cert)
+	return both, both
+}
+
+// concatFiles writes files one after the other into a new file.
+func concatFiles(t *testing.T, files ...string) string {
+	t.Helper()
+	var all []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	file := filepath.Join(t.TempDir(), "concatenated.pem")
+	if err := os.WriteFile(file, all, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // peerTLS is the route TLS of a server that is no member, with the
@@ -165,4 +196,42 @@ func TestClusterTLSWithSecret(t *testing.T) {
 		t.Errorf("a said %d times a TLS handshake failed: the rogue's certificate is good", n)
 	}
 	logs.noSecretLogged(t)
+}
+
+// A file holding the key and the certificate together, the key first (as
+// some tools write them), given as both the certificate and the key, is
+// taken, as crypto/tls takes it: members with such files make one stream.
+func TestClusterTLSKeyAndCertInOneFile(t *testing.T) {
+	t.Parallel()
+	logs := &memberLogs{}
+	ms := openClusterWith(t, logs.withClusterTLS(t, tlstest.NewAuthority(t), keyThenCert), "a", "b")
+	publishN(t, ms[0], "bid-1", 1)
+	publishN(t, ms[1], "bid-1", 2)
+	for _, m := range ms {
+		wantSeen(t, m, map[string]int{"a": 1, "b": 2})
+	}
+}
+
+// A certificate an intermediate CA signed, followed in its file by the
+// intermediate's, routes with a CA file holding the root alone: members
+// with such chains make one stream.
+func TestClusterTLSIntermediateCA(t *testing.T) {
+	t.Parallel()
+	root := tlstest.NewAuthority(t)
+	mid := root.Intermediate(t, "intermediate")
+	logs := &memberLogs{}
+	ms := openClusterWith(t, func(c *Config) {
+		logs.withSecret("")(c)
+		cert, key := mid.Peer(t, c.Host, "127.0.0.1")
+		tc, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ClusterTLS = tc
+	}, "a", "b")
+	publishN(t, ms[0], "bid-1", 1)
+	publishN(t, ms[1], "bid-1", 2)
+	for _, m := range ms {
+		wantSeen(t, m, map[string]int{"a": 1, "b": 2})
+	}
 }

@@ -99,11 +99,19 @@ func (r *clusterRig) launch(name string, c daemonConfig, listen, cluster string)
 // the extra flags given, and waits until it has joined the cluster.
 func (r *clusterRig) restart(name string, extra ...string) {
 	r.t.Helper()
+	r.relaunch(name, extra...)
+	r.waitJoined(name)
+}
+
+// relaunch is restart up to the daemon running, without waiting for its
+// server to join the cluster (a host that cannot route yet).
+func (r *clusterRig) relaunch(name string, extra ...string) {
+	r.t.Helper()
 	h := r.hosts[name]
 	h.stop(30 * time.Second)
 	h.assertNoLoss()
 	r.launch(name, daemonConfig{DataDir: h.dataDir, Extra: extra}, strings.TrimPrefix(h.url, "nats://"), h.cluster)
-	r.waitJoined(name)
+	r.hosts[name].waitLog(60*time.Second, "reactor: running")
 }
 
 // finish waits until each batch is done, checks that it completed its n

@@ -43,13 +43,8 @@ func TestNATSClusterGivenTLSHostByHost(t *testing.T) {
 		return len(inHand) == 0, strings.Join(inHand, ", "), nil
 	})
 	for _, name := range all {
-		h := r.hosts[name]
-		h.stop(30 * time.Second)
-		h.assertNoLoss()
 		cert, key := ca.Peer(t, name, "127.0.0.1")
-		r.launch(name, daemonConfig{DataDir: h.dataDir, Extra: []string{"--nats-cluster-tls-cert", cert, "--nats-cluster-tls-key", key,
-			"--nats-cluster-tls-ca", ca.CAFile}}, strings.TrimPrefix(h.url, "nats://"), h.cluster)
-		r.hosts[name].waitLog(60*time.Second, "reactor: running")
+		r.relaunch(name, "--nats-cluster-tls-cert", cert, "--nats-cluster-tls-key", key, "--nats-cluster-tls-ca", ca.CAFile)
 		t.Logf("%s restarted with TLS after %v", name, time.Since(start).Round(time.Millisecond))
 	}
 	r.waitJoined(all...)

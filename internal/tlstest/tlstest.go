@@ -57,6 +57,14 @@ func NewAuthority(t *testing.T) *Authority {
 	return &Authority{CAFile: ca.certFile, dir: dir, ca: ca}
 }
 
+// Intermediate is a CA that a signed, its certificate in CAFile: a
+// certificate it signs (Peer) chains to a through it.
+func (a *Authority) Intermediate(t *testing.T, name string) *Authority {
+	t.Helper()
+	c := issue(t, a.dir, name, &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, &a.ca)
+	return &Authority{CAFile: c.certFile, dir: a.dir, ca: c}
+}
+
 // Peer writes a certificate the CA signed for hosts (IP addresses or
 // names), good at both ends of a connection (server and client
 // authentication) as a NATS route's must be, and its key.

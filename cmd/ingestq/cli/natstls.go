@@ -47,6 +47,17 @@ func (a *app) listenTLS(f serveFlags) (*tls.Config, error) {
 	return tc, nil
 }
 
+// listenTLSEmbedded refuses --nats-listen-tls-cert and -key when serve
+// joins another NATS (--nats, or INGESTQ_NATS that settleNATS kept): no
+// embedded listener is then opened, and the files would secure nothing.
+func (a *app) listenTLSEmbedded(f serveFlags) error {
+	if a.nats == "" || f.listenTLS.cert == "" {
+		return nil
+	}
+	return usagef("--nats-listen-tls-cert %s: it secures the embedded server's --nats-listen, and serve joins the NATS at %s instead (--nats or %s)",
+		f.listenTLS.cert, a.natsShown(), EnvNATS)
+}
+
 // together tells whether the TLS files named by which (cert, key, ca) are
 // given, an error naming those missing when only some are.
 func together(prefix string, files tlsFiles, which ...string) (bool, error) {

@@ -5,17 +5,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/tlstest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // Route TLS files that are missing, a key of another certificate, a
-// certificate another CA signed, one expired, one for servers only or
+// certificate another CA signed, one an intermediate CA signed without the
+// intermediate's certificate after it, one expired, one for servers only or
 // naming another host than --nats-cluster's are refused at once (exit 2),
 // naming the setting, the file and what is wrong; so are the files given
 // in part, or without --nats-cluster. The client listener's alike: in
-// part, expired, or with --nats-listen off.
+// part, expired, for clients only, or with --nats-listen off.
 func TestServeNATSTLSFilesRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -25,7 +28,8 @@ func TestServeNATSTLSFilesRefused(t *testing.T) {
 	elsewhere, elsewhereKey := ca.Peer(t, "elsewhere", "10.0.0.12", "ingest2.example.org")
 	expired, expiredKey := ca.ExpiredPeer(t, "expired", "127.0.0.1")
 	foreign, foreignKey := tlstest.NewAuthority(t).Peer(t, "foreign", "127.0.0.1")
-	serverOnly := tlstest.Mutual(t) // a server certificate for 127.0.0.1, no client authentication
+	unchained, unchainedKey := ca.Intermediate(t, "intermediate").Peer(t, "unchained", "127.0.0.1") // the intermediate's certificate not after it
+	serverOnly := tlstest.Mutual(t)                                                                 // a server certificate for 127.0.0.1, no client authentication
 	missing := filepath.Join(t.TempDir(), "missing.pem")
 	cluster := func(cert, key, ca string) []string {
 		args := []string{"--nats-cluster", closedAddr(t), "--nats-cluster-tls-cert", cert, "--nats-cluster-tls-key", key}
@@ -44,6 +48,9 @@ func TestServeNATSTLSFilesRefused(t *testing.T) {
 			[]string{"--nats-cluster-tls-key " + otherKey + ": not the key of the certificate in " + cert}},
 		{"another CA's certificate", cluster(foreign, foreignKey, ca.CAFile),
 			[]string{"--nats-cluster-tls-cert " + foreign + ": not signed by the CA in " + ca.CAFile}},
+		{"an intermediate CA's certificate without the intermediate's", cluster(unchained, unchainedKey, ca.CAFile),
+			[]string{"--nats-cluster-tls-cert " + unchained + ": not signed by the CA in " + ca.CAFile +
+				", nor by an intermediate CA whose certificate follows it in this file (its issuer: CN=ingestq test intermediate)"}},
 		{"an expired certificate", cluster(expired, expiredKey, ca.CAFile), []string{"--nats-cluster-tls-cert " + expired + ": expired on "}},
 		{"a certificate for servers only", cluster(serverOnly.ServerCert, serverOnly.ServerKey, serverOnly.CA),
 			[]string{"--nats-cluster-tls-cert " + serverOnly.ServerCert + ": its extended key usage", "want serverAuth and clientAuth"}},
@@ -56,6 +63,8 @@ func TestServeNATSTLSFilesRefused(t *testing.T) {
 			[]string{"--nats-listen-tls-cert, -key go together: --nats-listen-tls-cert not given"}},
 		{"a listener's expired certificate", []string{"--nats-listen", "127.0.0.1:0", "--nats-listen-tls-cert", expired, "--nats-listen-tls-key", expiredKey},
 			[]string{"--nats-listen-tls-cert " + expired + ": expired on "}},
+		{"a listener's certificate for clients only", []string{"--nats-listen", "127.0.0.1:0", "--nats-listen-tls-cert", serverOnly.ClientCert, "--nats-listen-tls-key", serverOnly.ClientKey},
+			[]string{"--nats-listen-tls-cert " + serverOnly.ClientCert + ": its extended key usage does not allow a server: want serverAuth"}},
 		{"a listener off", []string{"--nats-listen-tls-cert", cert, "--nats-listen-tls-key", key},
 			[]string{"--nats-listen-tls-cert " + cert + ": it secures --nats-listen, which is off"}},
 	} {
@@ -105,4 +114,30 @@ func TestServeNATSListenerTLS(t *testing.T) {
 	if !strings.Contains(stderr, "the TLS handshake with NATS at "+url+" failed (--nats-tls-ca names the CA of its certificate") {
 		t.Errorf("replay without --nats-tls-ca: stderr %q, want it to say the TLS handshake failed, naming --nats-tls-ca", stderr)
 	}
+}
+
+// The client listener's TLS files are refused (exit 2) when serve joins
+// another NATS, by --nats or by INGESTQ_NATS (no --nats-listen or
+// --nats-cluster given): it then opens no listener, and the files would
+// secure nothing.
+func TestServeNATSListenerTLSWithAnotherNATS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ns := startNATSServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	pki := tlstest.Mutual(t)
+	url := ns.ClientURL()
+	want := "--nats-listen-tls-cert " + pki.ServerCert + ": it secures the embedded server's --nats-listen, and serve joins the NATS at " + url +
+		" instead (--nats or INGESTQ_NATS)"
+	base := []string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve", "--data-dir", t.TempDir(), "--pipeline", "passthrough", "--http", "off"}
+	t.Run("--nats", func(t *testing.T) {
+		stderr, code := serveRefused(t, nil, append([]string{"--nats", url}, append(base, "--nats-listen-tls-cert", pki.ServerCert, "--nats-listen-tls-key", pki.ServerKey)...)...)
+		wantCode(t, code, 2)
+		wantErrLine(t, stderr, want)
+	})
+	t.Run("INGESTQ_NATS", func(t *testing.T) {
+		stderr, code := serveRefused(t, map[string]string{"INGESTQ_NATS": url, "INGESTQ_NATS_LISTEN_TLS_CERT": pki.ServerCert,
+			"INGESTQ_NATS_LISTEN_TLS_KEY": pki.ServerKey}, base...)
+		wantCode(t, code, 2)
+		wantErrLine(t, stderr, want)
+	})
 }

@@ -295,6 +295,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	defer lock.release()
 	a.settleNATS(f)
+	if err := a.listenTLSEmbedded(f); err != nil {
+		return err
+	}
 	a.patient = true // a ZooKeeper starting beside the daemon is waited for
 	q, err := a.initQueue(ctx)
 	if err != nil {
