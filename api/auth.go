@@ -95,6 +95,10 @@ func (t *Tokens) Replace(o *Tokens) {
 	t.byHash = byHash
 }
 
+// Lookup finds the caller of a token: the daemon's embedded NATS server
+// admits its clients by it.
+func (t *Tokens) Lookup(token string) (Caller, bool) { return t.lookup(token) }
+
 // lookup finds the caller of a token.
 func (t *Tokens) lookup(token string) (Caller, bool) {
 	t.mu.RLock()

@@ -89,6 +89,13 @@ type Config struct {
 	// (LoadListenTLS reads it); nil = in clear.
 	ListenTLS *tls.Config
 
+	// ClientTokens, for an embedded server, finds who holds a token a
+	// client presents on its listener (the daemon's API tokens): with it,
+	// only a client presenting an unscoped one is admitted, with its
+	// role's permissions (clientauth.go); nil = every client, as before.
+	ClientTokens func(token string) (ClientToken, bool)
+	clients      *tokenClients // ClientTokens' clients, shared by the servers the bus runs
+
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
 	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
@@ -109,6 +116,10 @@ func (c Config) withDefaults() Config {
 	}
 	c.ackTimeout = cmp.Or(c.ackTimeout, defaultAckTimeout)
 	c.settleWait = cmp.Or(c.settleWait, settleTimeout)
+	if c.ClientTokens != nil && c.URL == "" {
+		c.clients = &tokenClients{lookup: c.ClientTokens, stream: c.Stream, log: c.Logger,
+			admitted: map[clientKey]admitted{}, pruneAt: pruneFirst}
+	}
 	return c
 }
 
@@ -273,7 +284,7 @@ func (b *Bus) open(ctx context.Context) error {
 		if err := b.startEmbedded(); err != nil {
 			return err
 		}
-		opts = append(opts, nats.InProcessServer(b.emb))
+		opts = append(opts, nats.InProcessServer(b.emb), asBus())
 	} else {
 		auth, err := b.cfg.AuthOptions()
 		if err != nil {
@@ -310,6 +321,9 @@ func (b *Bus) open(ctx context.Context) error {
 	if _, err := b.nc.Subscribe(elected, b.leaderElected); err != nil {
 		return fmt.Errorf("events: subscribe %s: %w", elected, err)
 	}
+	if err := b.guardConsumers(); err != nil {
+		return err
+	}
 	if clustered, _ := b.clustered(); clustered {
 		return nil // the cluster may still be electing: the publisher settles the stream
 	}
@@ -332,6 +346,13 @@ func (b *Bus) settleStream(ctx context.Context) error {
 		var refused jetstream.JetStreamError
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrOtherQueue) || errors.As(err, &refused) && refused.APIError() != nil {
 			return err
+		}
+		if denied := b.nc.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
+			// No answer will come: another daemon's embedded server, say,
+			// which lets no client manage its stream.
+			return fmt.Errorf("events: NATS at %s does not let this daemon manage stream %s: %w; the daemons of a "+
+				"queue share their embedded servers' stream with --nats-cluster, or join a NATS that lets them",
+				redact.Location(b.cfg.URL), b.cfg.Stream, denied)
 		}
 		b.log.Warn("events: JetStream does not answer yet; trying again", "try", try, "err", err)
 		if !backoff.Sleep(ctx, backoff.Delay(retryFirst, setupTry, try)) {

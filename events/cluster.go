@@ -384,7 +384,7 @@ func (b *Bus) moveAloneEvents(ctx context.Context) error {
 		return fmt.Errorf("events: open the store recorded alone: %w", err)
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	nc, err := nats.Connect("", nats.InProcessServer(ns), asBus())
 	if err != nil {
 		return fmt.Errorf("events: open the store recorded alone: %w", err)
 	}

@@ -3,7 +3,6 @@ package events
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -54,7 +52,7 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 		// password.
 		return nil, fmt.Errorf("events: embedded NATS server: %s", maskSecret(err.Error(), cfg.ClusterSecret))
 	}
-	if auth, ok := opts.CustomClientAuthentication.(*memberAuth); ok {
+	if auth, ok := opts.CustomClientAuthentication.(*clientAuth); ok {
 		auth.ns.Store(ns)
 	}
 	// Debug flag on so the server's detail reaches slog, which filters by level.
@@ -94,6 +92,7 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	}
 	withListenTLS(opts, cfg)
 	if len(routes) == 0 {
+		withClientAuth(opts, cfg)
 		return opts, nil
 	}
 	host, port, err := splitCluster(cfg.Cluster)
@@ -112,11 +111,11 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 	opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 	// The system account's user, known only in this process, asks the
 	// meta group to forget a server gone for good (ForgetHost); every
-	// other client, in-process or not, is the global account's as before.
+	// other client is the global account's (clientAuth).
 	sys := server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)
 	opts.Accounts = []*server.Account{sys}
 	opts.SystemAccount = sys.Name
-	opts.CustomClientAuthentication = &memberAuth{}
+	withClientAuth(opts, cfg)
 	// A route to a daemon that died is retried every second until its
 	// ZooKeeper node goes: one warning a minute, not one a second.
 	opts.ReconnectErrorReports = 60
@@ -130,27 +129,6 @@ func serverOptions(cfg Config, routes []string) (*server.Options, error) {
 
 // serverTweak changes a cluster member's server options (tests only).
 type serverTweak func(*server.Options)
-
-// memberAuth lets a cluster member's clients in as a server running alone
-// does, whatever credentials they present (a CLI with --nats-token or
-// --nats-creds for another NATS), into the global account; only
-// systemUser, with this process's password, enters the system account
-// (ForgetHost), and that name with another password is refused.
-type memberAuth struct{ ns atomic.Pointer[server.Server] }
-
-// Check admits c, the system user into the system account.
-func (m *memberAuth) Check(c server.ClientAuthentication) bool {
-	o := c.GetOpts()
-	if o.Username != systemUser {
-		return true
-	}
-	ns := m.ns.Load()
-	if ns == nil || subtle.ConstantTimeCompare([]byte(o.Password), []byte(systemPassword)) != 1 {
-		return false
-	}
-	c.RegisterUser(&server.User{Username: systemUser, Account: ns.SystemAccount()})
-	return true
-}
 
 // ClusterStore is where a cluster member's JetStream store is, under a
 // daemon's data dir (one running alone keeps its own in dataDir/nats).

@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nuid"
 )
 
-// A cluster member's server lets every client (in-process or on the
-// listener) into the global account, as before (memberAuth); systemUser,
-// of the system account, with a password that only this process knows,
-// asks the JetStream meta leader to forget a server.
+// A cluster member's server lets its clients into the global account
+// (clientAuth); systemUser, of the system account, with a password that
+// only this process knows, asks the JetStream meta leader to forget a
+// server.
 const systemUser = "ingestq-system"
 
 var systemPassword = nuid.Next()

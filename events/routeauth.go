@@ -115,11 +115,11 @@ func (l serverLogger) refusedLine(line string) (string, []any) {
 }
 
 // routeAuthLine tells whether nats-server's error line is about a route
-// refused for its credentials, either side: refusedLine and routeAuth say
-// it once, in words of ingestq's.
+// refused for its credentials, either side, or a client refused:
+// refusedLine, routeAuth and clientAuth say it once, in words of ingestq's.
 func routeAuthLine(line string) bool {
 	return strings.HasSuffix(line, routeRefused) ||
-		strings.Contains(line, " - rid:") && strings.Contains(line, server.ErrAuthentication.Error())
+		(strings.Contains(line, " - rid:") || strings.Contains(line, " - cid:")) && strings.Contains(line, server.ErrAuthentication.Error())
 }
 
 // maskSecret returns line with the cluster secret masked: nats-server

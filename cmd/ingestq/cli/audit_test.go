@@ -36,7 +36,7 @@ func TestAuditAgainstADaemon(t *testing.T) {
 	d := serveEnv(t, map[string]string{"INGESTQ_ADMIN_TOKEN": admin}, zktest.Shared(t).Addr, e.root,
 		"--data-dir", data, "--nats-listen", nats)
 	web := demoWeb(t)
-	_, _, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
+	_, _, code := e.run("--nats", "nats://"+nats, "--nats-token", admin, "submit", "--profile", "demo", "--wait", web.URL+"/batch.checkm")
 	wantCode(t, code, 1) // the sample's wrong digest fails one job, so the batch
 	var arks []string
 	for _, jid := range e.onlyBatch().Report.SuccessfulJobs {

@@ -26,7 +26,7 @@ func TestAuditRepairAgainstADaemon(t *testing.T) {
 		"--inventory", invURL, "--nats-listen", nats)
 	dump, err := pg.Dump(invURL) // the daemon has made its tables: a dump of an empty inventory
 	e.ok(err)
-	_, _, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", demoWeb(t).URL+"/batch.checkm")
+	_, _, code := e.run("--nats", "nats://"+nats, "--nats-token", admin, "submit", "--profile", "demo", "--wait", demoWeb(t).URL+"/batch.checkm")
 	wantCode(t, code, 1) // the sample's wrong digest fails one job, so the batch
 
 	arks := map[string]string{} // local id → ARK

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -84,8 +85,13 @@ func (a *app) natsRefusal(err error) string {
 	var file *fs.PathError
 	switch {
 	case events.AuthRefused(err):
-		return fmt.Sprintf("NATS at %s refused the credentials: authorization failed (--nats-creds, --nats-token or "+
-			"--nats-tls-ca/-cert/-key give those it asks for)", a.natsShown())
+		return fmt.Sprintf("NATS at %s refused the credentials: authorization failed (a daemon with API tokens admits on its "+
+			"NATS only a client presenting one of its serve --api-tokens, unscoped, as --nats-token or %s: read to follow "+
+			"and replay, operate or admin to record actions; another NATS: --nats-creds, --nats-token or "+
+			"--nats-tls-ca/-cert/-key give those it asks for)", a.natsShown(), EnvNATSToken)
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return fmt.Sprintf("NATS at %s refused to take it: the token given (--nats-token, %s) may not publish events; "+
+			"recording an action needs an operate or admin token of the daemon's serve --api-tokens", a.natsShown(), EnvNATSToken)
 	case events.TLSFailed(err):
 		return fmt.Sprintf("the TLS handshake with NATS at %s failed (--nats-tls-ca names the CA of its certificate, "+
 			"--nats-tls-cert and --nats-tls-key the client certificate it asks for)", a.natsShown())
@@ -93,6 +99,15 @@ func (a *app) natsRefusal(err error) string {
 		return fmt.Sprintf("%s, given for NATS at %s, cannot be read", file.Path, a.natsShown())
 	}
 	return ""
+}
+
+// refusedSince says why err, a command's end, came when NATS refused its
+// credentials after it connected (a token the daemon's reload revoked).
+func (a *app) refusedSince(nc *nats.Conn, err error) error {
+	if why := a.natsRefusal(nc.LastError()); err != nil && why != "" {
+		return fmt.Errorf("%s: %w", why, err)
+	}
+	return err
 }
 
 // asExit1 turns an error that is not already an exitError into exit 1.
@@ -145,7 +160,7 @@ func (a *app) tailCommand() *cobra.Command {
 				// Nothing else is printed until an event comes: say what it waits for.
 				a.note("waiting for events on %s from %s; each is printed as it comes (Ctrl-C stops)", subject, redact.Location(nc.ConnectedUrl()))
 			}
-			return asExit1(events.Tail(cmd.Context(), nc, subject, func(ev events.Event) {
+			return asExit1(a.refusedSince(nc, events.Tail(cmd.Context(), nc, subject, func(ev events.Event) {
 				if a.json() {
 					data, err := json.Marshal(ev)
 					if err == nil {
@@ -154,7 +169,7 @@ func (a *app) tailCommand() *cobra.Command {
 					return
 				}
 				a.println("%s", eventLine(ev))
-			}))
+			})))
 		},
 	}
 }
@@ -457,7 +472,8 @@ type adminPublisher struct {
 	err error
 
 	checkOnce  sync.Once
-	otherQueue error // the stream records another queue's events: none is published
+	otherQueue error                 // the stream records another queue's events: none is published
+	denied     atomic.Pointer[error] // NATS refused a publish (a read token's): none more is tried
 
 	mu       sync.Mutex
 	lost     int   // events not recorded
@@ -482,6 +498,9 @@ func (a *app) publishAdmin(q *queue.Queue, ev events.Event) error {
 	if a.admin.err != nil {
 		return a.admin.err
 	}
+	if denied := a.admin.denied.Load(); denied != nil {
+		return *denied
+	}
 	if err := a.checkAdminStream(q); err != nil {
 		return err
 	}
@@ -494,6 +513,12 @@ func (a *app) publishAdmin(q *queue.Queue, ev events.Event) error {
 	// Recorded in the stream when there is one; live subscribers (the
 	// daemons) get it either way.
 	if _, err := a.admin.js.Publish(ctx, ev.Subject(), data, jetstream.WithMsgID(ev.ID)); err != nil {
+		// NATS refuses a publish (a read token's) in an error of its own,
+		// which comes before the wait for the stream's answer ends.
+		if denied := a.admin.nc.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
+			a.admin.denied.Store(&denied) // the next events would be refused too
+			return denied
+		}
 		if errors.Is(err, jetstream.ErrNoStreamResponse) && a.admin.nc.FlushTimeout(announceDial) == nil {
 			return fmt.Errorf("delivered, but not recorded: %w", err)
 		}

@@ -223,7 +223,7 @@ func (a *app) rootCommand() *cobra.Command {
 	// default: the help would show two defaults (decision 243).
 	pf.StringVar(&a.nats, "nats", "", "NATS server URL(s); other commands: where events are (default nats://127.0.0.1:4222); serve: join it instead of embedding one (env "+EnvNATS+", which serve reads only when no --nats-listen or --nats-cluster is given)")
 	pf.StringVar(&a.natsAuth.CredsFile, "nats-creds", "", "credentials file for --nats")
-	pf.StringVar(&a.natsAuth.Token, "nats-token", a.env(EnvNATSToken, ""), "token for --nats (env "+EnvNATSToken+")")
+	pf.StringVar(&a.natsAuth.Token, "nats-token", a.env(EnvNATSToken, ""), "token for --nats: for a daemon's embedded NATS, one of its serve --api-tokens, unscoped (env "+EnvNATSToken+")")
 	pf.StringVar(&a.natsAuth.TLSCA, "nats-tls-ca", a.env(EnvNATSTLSCA, ""), "CA file for --nats (env "+EnvNATSTLSCA+")")
 	pf.StringVar(&a.natsAuth.TLSCert, "nats-tls-cert", "", "client certificate for --nats")
 	pf.StringVar(&a.natsAuth.TLSKey, "nats-tls-key", "", "client key for --nats")

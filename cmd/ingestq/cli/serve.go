@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -279,7 +280,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	// At once: the unit's ExecReload sends SIGHUP, whose default ends the
 	// process, and systemd does not restart a daemon a HUP ended.
-	defer a.reloadTokensOnHUP(f.apiTokens, tokens)()
+	var natsClients atomic.Pointer[events.Bus] // once made: a reload disconnects its clients whose token changed
+	defer a.reloadTokensOnHUP(f.apiTokens, tokens, func() { natsClients.Load().ClientTokensChanged() })()
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
@@ -344,7 +346,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
 		ClusterTLS: clusterTLS, TLSSetting: "--nats-cluster-tls-cert, -key, -ca (" + EnvClusterCert + ", _KEY, _CA)", ListenTLS: listenTLS,
 		ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
-		Queue: queueID, QueueAt: a.queueAt()})
+		Queue: queueID, QueueAt: a.queueAt(), ClientTokens: natsClientTokens(tokens)})
+	natsClients.Store(bus)
 	defer bus.Close()
 	if web != nil {
 		defer web.Close() // before the bus's: requests end before it goes
@@ -550,9 +553,9 @@ func (a *app) warnOpenFile(what, file string) {
 // reloadTokensOnHUP re-reads the token file into tokens at each SIGHUP, so
 // that a token is added or revoked without a restart; a file that no longer
 // reads (or holds no token) is logged, and the tokens in force are kept.
-// Without a token file a SIGHUP is logged and changes nothing. It returns
-// its stop.
-func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
+// Without a token file a SIGHUP is logged and changes nothing. reloaded
+// runs after each reload taken. It returns its stop.
+func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens, reloaded func()) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -574,6 +577,7 @@ func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
 				continue
 			}
 			tokens.Replace(fresh)
+			reloaded()
 			a.log.Info("API tokens reloaded (SIGHUP)", "file", file, "tokens", fresh.Len())
 		}
 	}()
@@ -581,6 +585,19 @@ func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens) (stop func()) {
 		signal.Stop(hup)
 		close(quit)
 		<-done
+	}
+}
+
+// natsClientTokens is how the embedded NATS server admits its clients:
+// by the API's tokens, unscoped, each with its role (events.ClientToken);
+// without any, every client, as before.
+func natsClientTokens(tokens *api.Tokens) func(string) (events.ClientToken, bool) {
+	if tokens.Len() == 0 {
+		return nil
+	}
+	return func(token string) (events.ClientToken, bool) {
+		c, ok := tokens.Lookup(token)
+		return events.ClientToken{Name: c.Name, Role: c.Role.String(), Scoped: c.Scoped()}, ok
 	}
 }
 

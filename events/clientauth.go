@@ -1,0 +1,287 @@
+package events
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// busUser is the user of this process's own in-process connections to its
+// embedded server (the bus's, and one reading a store recorded alone),
+// with a password only this process knows: with client tokens the
+// listener admits nothing else with full rights.
+const busUser = "ingestq-bus"
+
+var busPassword = nuid.Next()
+
+// asBus is the option that makes an in-process connection the bus user's.
+func asBus() nats.Option { return nats.UserInfo(busUser, busPassword) }
+
+// ClientToken is who holds a token presented on the embedded server's
+// client listener (Config.ClientTokens): Name for the log, Role read,
+// operate or admin, Scoped when it is limited to some profiles' work.
+type ClientToken struct {
+	Name, Role string
+	Scoped     bool
+}
+
+// tokenClients are the clients an embedded server admitted by their token,
+// kept while they may be connected so that a reload of the tokens
+// (Bus.ClientTokensChanged) disconnects those whose token went or changed.
+// It outlives the servers a bus replaces; each server's clients are told
+// apart by the server.
+type tokenClients struct {
+	lookup func(token string) (ClientToken, bool)
+	stream string
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	admitted map[clientKey]admitted
+	pruneAt  int // prune the gone ones when admitted reaches this many
+}
+
+type clientKey struct {
+	ns  *server.Server
+	cid uint64
+}
+
+// admitted is what a client presented, and who it was then; nats-server
+// holds the token for the connection's life too.
+type admitted struct {
+	token  string
+	holder ClientToken
+}
+
+const pruneFirst = 64
+
+// clientAuth admits the embedded server's clients: this process's own
+// users (busUser; systemUser into the system account), and, with client
+// tokens, only a client presenting an unscoped one, with its role's
+// permissions; without tokens every other client, whatever it presents,
+// as a server without authentication does.
+type clientAuth struct {
+	ns      atomic.Pointer[server.Server]
+	clients *tokenClients // nil: no client tokens
+	log     *slog.Logger
+	said    onceEach
+}
+
+// withClientAuth sets the server's client authentication: needed with
+// client tokens, or for the system user of a cluster member (set
+// SystemAccount first). A lone server without tokens asks nothing, as before.
+func withClientAuth(opts *server.Options, cfg Config) {
+	if cfg.clients != nil || opts.SystemAccount != "" {
+		opts.CustomClientAuthentication = &clientAuth{clients: cfg.clients, log: cfg.Logger}
+	}
+}
+
+// Check admits c, or refuses it and says why once per address and reason.
+func (a *clientAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	ns := a.ns.Load()
+	switch {
+	case ns == nil:
+		return false
+	case o.Username == systemUser && ns.SystemAccount() != nil:
+		if !same(o.Password, systemPassword) {
+			return a.refuse(c, "it presented the daemon's internal user with another password")
+		}
+		c.RegisterUser(&server.User{Username: systemUser, Account: ns.SystemAccount()})
+		return true
+	case o.Username == busUser:
+		if !same(o.Password, busPassword) {
+			return a.refuse(c, "it presented the daemon's internal user with another password")
+		}
+		return true
+	case a.clients == nil:
+		return true
+	case o.Token == "":
+		return a.refuse(c, "it presented no token: this daemon has API tokens (serve --api-tokens), and its NATS listener "+
+			"admits only a client presenting one of them (--nats-token, INGESTQ_NATS_TOKEN)")
+	}
+	holder, ok := a.clients.admit(clientKey{ns, c.GetID()}, o.Token)
+	switch {
+	case !ok:
+		return a.refuse(c, "it presented a token that is none of this daemon's API tokens (serve --api-tokens, INGESTQ_ADMIN_TOKEN)")
+	case holder.Scoped:
+		return a.refuse(c, "the token of "+holder.Name+" is scoped to profiles: NATS carries the whole queue's events, unmasked; "+
+			"a depositor reads the API's event stream (GET /api/v1/events), which its scope limits")
+	}
+	c.RegisterUser(&server.User{Username: holder.Name, Permissions: a.clients.permissions(holder.Role)})
+	return true
+}
+
+// refuse says once per address and reason why c was refused (nats-server's
+// own line says neither), and refuses it.
+func (a *clientAuth) refuse(c server.ClientAuthentication, why string) bool {
+	from := "in-process"
+	if addr := c.RemoteAddress(); addr != nil {
+		from = addr.String()
+		if host, _, err := net.SplitHostPort(from); err == nil {
+			from = host // its port changes with every try
+		}
+	}
+	if a.said.first(from + why) {
+		a.log.Warn("events: refused a NATS client: "+why+" (said once per address)", "from", from)
+	}
+	return false
+}
+
+func same(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// permissions are what a token of role may do: every role subscribes to
+// the events and its replies, and reads the stream as events replay and
+// tail do (its info, ordered consumers, a message from the stream's
+// leader); operate and admin also publish events (the CLI records its
+// actions). No client manages the stream: the daemon does, as busUser.
+func (t *tokenClients) permissions(role string) *server.Permissions {
+	s := t.stream
+	pub := []string{
+		"$JS.API.STREAM.INFO." + s,
+		"$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.CONSUMER.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + s + ".*",
+		"$JS.API.CONSUMER.INFO." + s + ".*",
+		"$JS.API.CONSUMER.DELETE." + s + ".*",
+	}
+	if role != "read" {
+		pub = append(pub, SubjectAll)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{SubjectAll, nats.InboxPrefix + ">"}},
+	}
+}
+
+// admit finds who holds token and, unless it is unknown or scoped, keeps
+// k as admitted by it: in one lock with recheck, so a client admitted by
+// a token the reload revokes is either judged by the new tokens or
+// rechecked. Past pruneAt, the clients gone are dropped first.
+func (t *tokenClients) admit(k clientKey, token string) (ClientToken, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	holder, ok := t.lookup(token)
+	if !ok || holder.Scoped {
+		return holder, ok
+	}
+	if len(t.admitted) >= t.pruneAt {
+		open := map[*server.Server]map[uint64]bool{}
+		for k := range t.admitted {
+			if open[k.ns] == nil {
+				open[k.ns] = openClients(k.ns)
+			}
+			if !open[k.ns][k.cid] {
+				delete(t.admitted, k)
+			}
+		}
+		t.pruneAt = max(pruneFirst, 2*len(t.admitted))
+	}
+	t.admitted[k] = admitted{token: token, holder: holder}
+	return holder, true
+}
+
+// openClients are the IDs of ns's connected clients (none once it is shut down).
+func openClients(ns *server.Server) map[uint64]bool {
+	open := map[uint64]bool{}
+	if cz, err := ns.Connz(&server.ConnzOptions{Limit: math.MaxInt32}); err == nil {
+		for _, c := range cz.Conns {
+			open[c.Cid] = true
+		}
+	}
+	return open
+}
+
+// recheck disconnects every client of ns whose token the lookup no longer
+// knows, or gives to another holder, role or scope: the reloaded tokens
+// judge new connections at once, and those under way from now. The
+// clients gone, and those of servers replaced, are forgotten.
+func (t *tokenClients) recheck(ns *server.Server) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	open := openClients(ns)
+	for k, a := range t.admitted {
+		if k.ns != ns || !open[k.cid] {
+			delete(t.admitted, k)
+			continue
+		}
+		if now, ok := t.lookup(a.token); ok && now == a.holder {
+			continue
+		}
+		delete(t.admitted, k)
+		if err := ns.DisconnectClientByID(k.cid); err == nil {
+			t.log.Info("events: disconnected a NATS client: its token was revoked or changed (token reload)", "token", a.holder.Name)
+		}
+	}
+}
+
+// guardConsumers, with client tokens, deletes as soon as it is made a
+// consumer on the stream that is no ordered pull consumer (events replay
+// and tail make those): subject permissions cannot see a consumer's
+// configuration, and a push consumer has the server deliver the stream to
+// any subject (the daemon's own signals among them, again at every ack
+// wait), a durable one stays for ever. The daemon makes neither.
+func (b *Bus) guardConsumers() error {
+	if b.cfg.clients == nil {
+		return nil
+	}
+	created := server.JSAdvisoryConsumerCreatedPre + "." + b.cfg.Stream + ".*"
+	_, err := b.nc.Subscribe(created, func(m *nats.Msg) {
+		var adv struct {
+			Consumer string `json:"consumer"`
+		}
+		if json.Unmarshal(m.Data, &adv) == nil {
+			b.dropForeignConsumer(adv.Consumer)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("events: subscribe %s: %w", created, err)
+	}
+	return nil
+}
+
+// dropForeignConsumer deletes the stream's consumer name if it is a push
+// or a durable one, and says so. Its info is asked of the API itself: the
+// jetstream package opens pull consumers only.
+func (b *Bus) dropForeignConsumer(name string) {
+	ctx, cancel := context.WithTimeout(b.ctx, askTimeout)
+	defer cancel()
+	m, err := b.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.INFO."+b.cfg.Stream+"."+name, nil)
+	var info struct {
+		Config *jetstream.ConsumerConfig `json:"config"`
+	}
+	if err != nil || json.Unmarshal(m.Data, &info) != nil || info.Config == nil {
+		return // gone already
+	}
+	cfg := info.Config
+	if cfg.DeliverSubject == "" && cfg.Durable == "" {
+		return
+	}
+	if err := b.js.DeleteConsumer(ctx, b.cfg.Stream, name); err == nil {
+		b.log.Warn("events: deleted a consumer a NATS client made on the stream: clients read it through ordered pull "+
+			"consumers only (events replay and tail)", "consumer", name, "deliver_subject", cfg.DeliverSubject, "durable", cfg.Durable)
+	}
+}
+
+// ClientTokensChanged disconnects the embedded server's clients whose
+// token (Config.ClientTokens) was revoked or changed since they connected:
+// call it after the tokens are reloaded. A bus without client tokens does
+// nothing.
+func (b *Bus) ClientTokensChanged() {
+	if b == nil || b.emb == nil || b.cfg.clients == nil {
+		return
+	}
+	if ns := b.emb.server(); ns != nil {
+		b.cfg.clients.recheck(ns)
+	}
+}

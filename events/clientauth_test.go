@@ -1,0 +1,391 @@
+package events
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/tlstest"
+)
+
+// Tokens of the tests' daemons, as serve's --api-tokens would give them.
+const (
+	readToken    = "read-token-0123456789abcdef"
+	operateToken = "operate-token-0123456789abcdef"
+	adminToken   = "admin-token-0123456789abcdef"
+	scopedToken  = "scoped-token-0123456789abcdef"
+)
+
+// testTokens is a token set a test may change, as a SIGHUP's reload does.
+type testTokens struct {
+	mu sync.Mutex
+	by map[string]ClientToken
+}
+
+func newTestTokens() *testTokens {
+	return &testTokens{by: map[string]ClientToken{
+		readToken:    {Name: "reader", Role: "read"},
+		operateToken: {Name: "operator", Role: "operate"},
+		adminToken:   {Name: "admin", Role: "admin"},
+		scopedToken:  {Name: "Alpha depositor", Role: "operate", Scoped: true},
+	}}
+}
+
+func (tt *testTokens) lookup(token string) (ClientToken, bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	c, ok := tt.by[token]
+	return c, ok
+}
+
+func (tt *testTokens) set(token string, c *ClientToken) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if c == nil {
+		delete(tt.by, token)
+		return
+	}
+	tt.by[token] = *c
+}
+
+// connectWith connects to url presenting opts, closed when the test ends.
+func connectWith(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, error) {
+	t.Helper()
+	nc, err := nats.Connect(url, append(opts, nats.Timeout(5*time.Second), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+	if err == nil {
+		t.Cleanup(nc.Close)
+	}
+	return nc, err
+}
+
+// With client tokens the embedded server's listener admits only a client
+// presenting an unscoped one: none, an unknown one and a scoped one are
+// refused, each said once in the daemon's log. A read token replays and
+// follows, but a forged event it publishes is refused: never recorded nor
+// relayed to the bus's own subscribers (the API's event stream). An
+// operate token's event is recorded. No role deletes, purges, updates or
+// creates a stream. The bus itself records as before.
+func TestClientTokensOnTheListener(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	bus, rec := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	url := bus.ClientURL()
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	flush(t, bus)
+
+	for name, opts := range map[string][]nats.Option{
+		"no token":     nil,
+		"a wrong one":  {nats.Token("wrong-token-0123456789abcdef")},
+		"a scoped one": {nats.Token(scopedToken)},
+		"a user":       {nats.UserInfo(busUser, "guess")},
+	} {
+		if _, err := connectWith(t, url, opts...); !AuthRefused(err) {
+			t.Errorf("a client with %s: %v, want refused", name, err)
+		}
+	}
+	for _, want := range []string{"it presented no token", "none of this daemon's API tokens",
+		"the token of Alpha depositor is scoped to profiles: NATS carries the whole queue's events"} {
+		if rec.containing(want) != 1 {
+			t.Errorf("the log says %q %d times, want once", want, rec.containing(want))
+		}
+	}
+
+	reader, err := connectWith(t, url, nats.Token(readToken))
+	if err != nil {
+		t.Fatalf("a read token: %v", err)
+	}
+	if got := replay(t, reader, Filter{}); len(got) != 1 || got[0].JobID != "jid0000000001" {
+		t.Fatalf("a read token's replay: %+v, want the one event", got)
+	}
+	fl, err := NewFollower(reader, Filter{Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatalf("a read token follows: %v", err)
+	}
+	defer fl.Close()
+	followed := make(chan Event, 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = fl.Run(ctx, "", func(e Event) error { followed <- e; return nil })
+	}()
+	if e := receive(t, followed, "the recorded event, followed"); e.JobID != "jid0000000001" {
+		t.Fatalf("followed %+v first, want the recorded event", e)
+	}
+	relayed := make(chan *nats.Msg, 10)
+	sub, err := bus.Conn().ChanSubscribe(SubjectAll, relayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := bus.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	forged, _ := json.Marshal(Event{ID: "forged", Time: time.Now(), Kind: KindJob, JobID: "jid0000000002", To: "Completed"})
+	if err := reader.Publish("ingestq.job.completed.jid0000000002", forged); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("a read token's forged event: %v, want a permissions violation", err)
+	}
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000003", To: "Pending"})
+	flush(t, bus)
+	if m := receive(t, relayed, "the bus's next event"); strings.Contains(string(m.Data), "forged") {
+		t.Fatalf("the forged event reached the bus's subscribers: %s", m.Data)
+	}
+	if e := receive(t, followed, "the bus's next event, followed"); e.JobID != "jid0000000003" {
+		t.Fatalf("the read token followed %+v, want the bus's next event", e)
+	}
+
+	operator, err := connectWith(t, url, nats.Token(operateToken))
+	if err != nil {
+		t.Fatalf("an operate token: %v", err)
+	}
+	js, _ := jetstream.New(operator)
+	action, _ := json.Marshal(Event{ID: "action", Time: time.Now(), Kind: KindAdmin, Actor: "operator"})
+	if _, err := js.Publish(t.Context(), "ingestq.admin.hold", action, jetstream.WithMsgID("action")); err != nil {
+		t.Fatalf("an operate token's action: %v", err)
+	}
+	ids := []string{}
+	for _, e := range replay(t, bus.Conn(), Filter{}) {
+		ids = append(ids, e.ID)
+	}
+	if strings.Contains(strings.Join(ids, " "), "forged") || !strings.Contains(strings.Join(ids, " "), "action") {
+		t.Fatalf("the stream records %v: want the operate token's action, not the read token's forged event", ids)
+	}
+
+	for _, token := range []string{readToken, operateToken, adminToken} {
+		nc, err := connectWith(t, url, nats.Token(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		tryStream(t, token, "delete", func(ctx context.Context) error { return js.DeleteStream(ctx, DefaultStream) })
+		tryStream(t, token, "purge", func(ctx context.Context) error {
+			s, err := js.Stream(ctx, DefaultStream)
+			if err == nil {
+				err = s.Purge(ctx)
+			}
+			return err
+		})
+		tryStream(t, token, "update", func(ctx context.Context) error {
+			_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: DefaultStream, Subjects: []string{SubjectAll}, MaxMsgs: 1})
+			return err
+		})
+		tryStream(t, token, "create", func(ctx context.Context) error {
+			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}})
+			return err
+		})
+	}
+	if got := replay(t, bus.Conn(), Filter{}); len(got) != 3 {
+		t.Fatalf("after every role tried to delete and purge it, the stream holds %d events, want 3", len(got))
+	}
+}
+
+// tryStream runs a stream management call of token's client, which must fail.
+func tryStream(t *testing.T, token, what string, call func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := call(ctx); err == nil {
+		t.Errorf("%s: stream %s allowed", token, what)
+	}
+}
+
+// A reload of the tokens (ClientTokensChanged) disconnects the clients
+// whose token was revoked or given another role: the revoked one is
+// refused again, the other comes back with its new role's permissions;
+// the unchanged one stays connected.
+func TestClientTokensChangedDisconnects(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	lost := map[string]chan struct{}{}
+	conns := map[string]*nats.Conn{}
+	for _, token := range []string{readToken, operateToken, adminToken} {
+		ch := make(chan struct{}, 1)
+		lost[token] = ch
+		nc, err := connectWith(t, bus.ClientURL(), nats.Token(token), nats.ReconnectWait(10*time.Millisecond),
+			nats.DisconnectErrHandler(func(*nats.Conn, error) { ch <- struct{}{} }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.SubscribeSync(SubjectAll); err != nil {
+			t.Fatal(err)
+		}
+		conns[token] = nc
+	}
+	tokens.set(readToken, nil)                                             // revoked
+	tokens.set(operateToken, &ClientToken{Name: "operator", Role: "read"}) // another role
+	bus.ClientTokensChanged()
+	receive(t, lost[readToken], "the revoked token's connection lost")
+	waitFor(t, "the revoked token refused again", func() bool { return conns[readToken].IsClosed() })
+	if err := conns[readToken].LastError(); !AuthRefused(err) {
+		t.Errorf("the revoked token reconnecting: %v, want refused", err)
+	}
+	receive(t, lost[operateToken], "the operate token made read: its connection lost")
+	waitFor(t, "the token made read back", func() bool { return conns[operateToken].IsConnected() })
+	nc := conns[operateToken]
+	if err := nc.Publish("ingestq.admin.hold", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil || !errors.Is(nc.LastError(), nats.ErrPermissionViolation) {
+		t.Errorf("the token made read publishes: flush %v, last error %v; want a permissions violation", err, nc.LastError())
+	}
+	if err := conns[adminToken].Flush(); err != nil || len(lost[adminToken]) > 0 {
+		t.Errorf("the unchanged admin token's connection: %v, lost %d times", err, len(lost[adminToken]))
+	}
+}
+
+// Without client tokens the listener is as it was: any client, with or
+// without a token, publishes and its event is recorded.
+func TestNoClientTokensListenerOpen(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0"})
+	for _, opts := range [][]nats.Option{nil, {nats.Token("any-token")}} {
+		nc, err := connectWith(t, bus.ClientURL(), opts...)
+		if err != nil {
+			t.Fatalf("a client without client tokens configured: %v", err)
+		}
+		js, _ := jetstream.New(nc)
+		data, _ := json.Marshal(Event{ID: nats.NewInbox(), Time: time.Now(), Kind: KindJob, JobID: "jid0000000001"})
+		if _, err := js.Publish(t.Context(), "ingestq.job.pending.jid0000000001", data); err != nil {
+			t.Fatalf("a client's event: %v", err)
+		}
+	}
+	if got := replay(t, bus.Conn(), Filter{}); len(got) != 2 {
+		t.Fatalf("the stream holds %d events, want 2", len(got))
+	}
+}
+
+// A cluster member with client tokens is the same: no token refused, a
+// read token replays but may not publish, before and after its routes
+// change (a ReloadOptions, which checks every client again); the system
+// account still answers ForgetHost, and the events the members publish
+// are recorded in the cluster's one stream.
+func TestClientTokensOnAClusterMember(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	ms := openClusterWith(t, func(c *Config) { c.ClientTokens = tokens.lookup }, "a", "b")
+	publishN(t, ms[1], "bid-1", 2)
+	if _, err := connectWith(t, ms[0].ClientURL()); !AuthRefused(err) {
+		t.Errorf("a member's client without a token: %v, want refused", err)
+	}
+	reader, err := connectWith(t, ms[0].ClientURL(), nats.Token(readToken))
+	if err != nil {
+		t.Fatalf("a read token: %v", err)
+	}
+	deniedPublish := func(when string) {
+		t.Helper()
+		if err := reader.Publish("ingestq.job.completed.jid-forged", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if err := reader.Flush(); err != nil || !errors.Is(reader.LastError(), nats.ErrPermissionViolation) {
+			t.Errorf("%s: a read token's publish: flush %v, last error %v; want a permissions violation", when, err, reader.LastError())
+		}
+	}
+	deniedPublish("two members")
+	c := openMemberWith(t, "c", func(c *Config) { c.ClientTokens = tokens.lookup }, ms...)
+	for _, m := range ms {
+		m.SetRoutes(routesOf(append(others(ms, m), c)))
+	}
+	publishN(t, c, "bid-2", 1)
+	if got := replay(t, reader, Filter{}); len(got) != 3 || !reader.IsConnected() {
+		t.Fatalf("after the routes changed the read token replays %d events (connected: %v), want 3", len(got), reader.IsConnected())
+	}
+	deniedPublish("three members")
+	wantForgetAnswers(t, ms[0])
+}
+
+// A daemon joined with --nats to another's embedded server, with a token
+// of it, may not manage the stream there: its start fails at once, saying
+// so, rather than after a minute of "JetStream does not answer".
+func TestJoinedDaemonMayNotManageAnEmbeddedStream(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	started := time.Now()
+	_, err := Open(t.Context(), Config{URL: bus.ClientURL(), Token: adminToken, Host: "joined", Logger: discardLogger()})
+	if err == nil || !strings.Contains(err.Error(), "does not let this daemon manage stream") || !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("a daemon joined to another's embedded server: %v, want refused", err)
+	}
+	if took := time.Since(started); took > setupTry+5*time.Second {
+		t.Errorf("the refusal took %v, want one try (%v) at most", took, setupTry)
+	}
+}
+
+// A client's push consumer (which would have the server deliver the stream
+// to any subject, here the bus's own signals) and its durable one are
+// deleted as soon as they are made, and said; its ordered consumers, as
+// replay makes, stay until done.
+func TestClientConsumersAreOrderedPullOnly(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	bus, rec := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	flush(t, bus)
+	reader, err := connectWith(t, bus.ClientURL(), nats.Token(readToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(reader)
+	signal := SignalSubject("test-host", "jobs")
+	for name, cfg := range map[string]jetstream.ConsumerConfig{
+		"push":    {Name: "push", DeliverSubject: signal},
+		"durable": {Durable: "durable"},
+	} {
+		if _, err := js.CreateOrUpdateConsumer(t.Context(), DefaultStream, cfg); err != nil {
+			t.Fatalf("the %s consumer: %v", name, err)
+		}
+	}
+	waitFor(t, "both deletions said", func() bool {
+		return rec.containing("events: deleted a consumer a NATS client made on the stream") == 2
+	})
+	s, err := js.Stream(t.Context(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(t.Context()); err != nil || info.State.Consumers != 0 {
+		t.Errorf("the stream has %d consumers left (%v), want none", info.State.Consumers, err)
+	}
+	if got := replay(t, reader, Filter{}); len(got) != 1 {
+		t.Errorf("a replay after: %d events, want 1", len(got))
+	}
+}
+
+// With a TLS listener (Config.ListenTLS) the token travels inside TLS, and
+// the two go together: a client with the CA and a read token replays, one
+// with the CA and no token is refused.
+func TestClientTokensOverATLSListener(t *testing.T) {
+	t.Parallel()
+	cert, key, pool := tlstest.SelfSigned(t)
+	listenTLS, err := LoadListenTLS(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ListenTLS: listenTLS, ClientTokens: newTestTokens().lookup})
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	flush(t, bus)
+	trust := nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if _, err := connectWith(t, bus.ClientURL(), trust); !AuthRefused(err) {
+		t.Errorf("a TLS client without a token: %v, want refused", err)
+	}
+	reader, err := connectWith(t, bus.ClientURL(), trust, nats.Token(readToken))
+	if err != nil {
+		t.Fatalf("a TLS client with a read token: %v", err)
+	}
+	if got := replay(t, reader, Filter{}); len(got) != 1 {
+		t.Errorf("it replays %d events, want 1", len(got))
+	}
+}
