@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -220,17 +221,15 @@ func (h *handoff) file(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "job "+jid+": no such file in its storage manifest", http.StatusNotFound)
 		return
 	}
-	f, err := os.OpenInRoot(dir, filepath.FromSlash(e.Name))
+	f, st, err := plainfile.OpenIn(dir, filepath.FromSlash(e.Name))
+	if errors.Is(err, plainfile.ErrNotPlain) {
+		err = fs.ErrNotExist
+	}
 	if err != nil {
 		h.fail(w, jid, e.Name, err)
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		h.fail(w, jid, e.Name, cmp.Or(err, fs.ErrNotExist))
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	http.ServeContent(w, r, "", st.ModTime(), f)
 }
@@ -240,7 +239,7 @@ func (h *handoff) inventoryManifest(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(dir, storedRecord))
+	data, err := plainfile.Read(filepath.Join(dir, storedRecord), -1)
 	var kept storedVersion
 	if err == nil {
 		if err = json.Unmarshal(data, &kept); err == nil && kept.ARK == "" {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,6 +184,44 @@ func TestHandoffServed(t *testing.T) {
 			t.Errorf("GET %s: %d %q, want it refused", base+path, code, body)
 		}
 	}
+
+	// A pipe in the place of a listed file, of the stored version, of the
+	// storage manifest (last: the listing reads it again once it changed):
+	// each is refused at once, not waited on, which held the request, and
+	// every later one for the manifest, until a writer came.
+	pipes := []struct{ url, path string }{
+		{base + "files/producer/sub/b%20c.txt" + keyed, filepath.Join(work, "producer", "sub", "b c.txt")},
+		{j.Inventory.ManifestURL, filepath.Join(work, "stored-version.json")},
+		{j.Store.ManifestURL, filepath.Join(work, "storage-manifest.checkm")},
+	}
+	// Runs before the server's Close, which waits for its requests: one hung
+	// on a pipe ends when a writer opens it and goes.
+	t.Cleanup(func() {
+		for _, p := range pipes {
+			if w, err := os.OpenFile(p.path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = w.Close()
+			}
+		}
+	})
+	impatient := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range pipes {
+		if err := os.Remove(p.path); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(p.path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := impatient.Get(p.url)
+		if err != nil {
+			t.Errorf("GET %s with a pipe in the place of %s: %v, want it refused at once", p.url, p.path, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("GET %s with a pipe in the place of %s: 200, want it refused", p.url, p.path)
+		}
+	}
+
 	for _, url := range []string{srv.URL + "/work/..%2f..%2f/storage-manifest", srv.URL + "/work/jid1x/storage-manifest", srv.URL + "/work/jid0000099999/storage-manifest"} {
 		if code, body := get(t, url+keyed); code != http.StatusNotFound {
 			t.Errorf("GET %s: %d %q, want 404", url, code, body)

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 )
 
 // A job's hand-off is served only to whoever was given its URLs, as a
@@ -80,25 +80,12 @@ type notAKeyError string
 func (e notAKeyError) Error() string { return string(e) }
 
 // readKeyFile reads the key file at path, refusing what is not a plain
-// file, or is longer than maxKeyFileBytes.
+// file (plainfile: judged once open, so a file swapped for a link or a
+// pipe after a look is refused too), or is longer than maxKeyFileBytes.
 func readKeyFile(path string) ([]byte, error) {
-	st, err := os.Lstat(path)
-	switch {
-	case err != nil:
-		return nil, err
-	case !st.Mode().IsRegular():
-		return nil, notAKeyError(fmt.Sprintf("not a plain file: mode %v", st.Mode()))
-	case st.Size() > maxKeyFileBytes:
-		return nil, notAKeyError(fmt.Sprintf("%d bytes", st.Size()))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err == nil && len(data) > maxKeyFileBytes {
-		err = notAKeyError(fmt.Sprintf("longer than %d bytes", maxKeyFileBytes))
+	data, err := plainfile.Read(path, maxKeyFileBytes)
+	if errors.Is(err, plainfile.ErrNotPlain) || errors.As(err, new(*plainfile.TooLongError)) {
+		err = notAKeyError(err.Error())
 	}
 	return data, err
 }

@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -143,5 +145,121 @@ func TestHandoffKeyFileIsAPlainFile(t *testing.T) {
 				t.Errorf("%s the key with %s in its place: %.40q %v, want an error naming %s", what, name, key, err, path)
 			}
 		}
+	}
+}
+
+// The key file swapped, while requests read it, for a pipe or a symbolic
+// link to another key (each put in its place by a rename, as anyone who
+// can write the working folder may): every read gives the folder's key or
+// an error, none hangs on the pipe, none takes the link's key. A look at
+// the path before the open (Lstat) let a read open what was put there in
+// between.
+func TestHandoffKeyFileSwappedWhileRead(t *testing.T) {
+	t.Parallel()
+	work, spare := t.TempDir(), t.TempDir()
+	path := filepath.Join(work, handoffKeyFile)
+	key := rand.Text()
+	plain, fifo := filepath.Join(spare, "plain"), filepath.Join(spare, "fifo")
+	elsewhere := filepath.Join(spare, "elsewhere")
+	for _, err := range []error{os.WriteFile(plain, []byte(key+"\n"), 0o600), syscall.Mkfifo(fifo, 0o600),
+		os.WriteFile(elsewhere, []byte(rand.Text()+"\n"), 0o600), os.Link(plain, path)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each swap links the plain file, the pipe (the same inode each time,
+	// so that a read hung on it can be let go) or a new symlink under a
+	// spare name, then renames it over the key file.
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swapped <- n }()
+		for ; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tmp := filepath.Join(spare, "tmp")
+			_ = os.Remove(tmp) // a rename of a link over its own inode leaves both
+			var err error
+			switch n % 3 {
+			case 0:
+				err = os.Link(plain, tmp)
+			case 1:
+				err = os.Link(fifo, tmp)
+			case 2:
+				err = os.Symlink(elsewhere, tmp)
+			}
+			if err == nil {
+				err = os.Rename(tmp, path)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	const readers, took = 4, 2 * time.Second
+	type outcome struct {
+		key string
+		err error
+	}
+	results := make(chan outcome, 64)
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(took)
+	for range readers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				k, err := readHandoffKey(work)
+				results <- outcome{k, err}
+			}
+		})
+	}
+	readsDone := make(chan struct{})
+	go func() { wg.Wait(); close(readsDone) }()
+	var reads, keys int
+	wrong := map[string]string{} // the first read of each wrong kind
+	hung := false
+	watch := time.NewTimer(took + 10*time.Second)
+	defer watch.Stop()
+collect:
+	for {
+		select {
+		case r := <-results:
+			reads++
+			switch {
+			case r.err == nil && r.key == key:
+				keys++
+			case r.err == nil:
+				wrong["followed"] = cmp.Or(wrong["followed"], fmt.Sprintf("a read took %q, not the folder's key %q: the symbolic link put in its place was followed", r.key, key))
+			case !strings.Contains(r.err.Error(), path):
+				wrong["unnamed"] = cmp.Or(wrong["unnamed"], fmt.Sprintf("a read's error names no key file: %v", r.err))
+			}
+		case <-readsDone:
+			break collect
+		case <-watch.C:
+			hung = true
+			break collect
+		}
+	}
+	close(stop)
+	n := <-swapped
+	if hung {
+		// Let the reads hung on the pipe go: a writer opens it.
+		for range readers {
+			if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = w.Close()
+			}
+		}
+		t.Fatalf("a read of the key file hung on the pipe swapped in after a look at the path (%d reads, %d swaps)", reads, n)
+	}
+	for _, w := range wrong {
+		t.Error(w)
+	}
+	t.Logf("%d reads (%d gave the key), %d swaps", reads, keys, n)
+	if keys == 0 {
+		t.Errorf("no read of %d gave the key: the swaps left no plain file to read", reads)
 	}
 }

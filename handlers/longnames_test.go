@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/storage/ocfl/ocfltest"
@@ -111,4 +113,80 @@ func deepFolder(t *testing.T, n int) string {
 		dir = filepath.Join(dir, strings.Repeat("d", max(1, min(200, n-len(dir)-1))))
 	}
 	return dir
+}
+
+// A name that fits its targets at Processing no longer fits one at Storing
+// when another deposit of the object made its next version number longer
+// meanwhile (v9 to v10: a byte more in every path). Storing refuses it by
+// Processing's rule (checkFits), under the object's lock, before any
+// target is written: the job fails there once, its message naming the
+// file, its length, the target, the limit and the bytes to take off, and
+// neither the primary (whose roomy root would take it) nor the replica
+// holds a tenth version.
+func TestNameThatNoLongerFitsAtStoringFailsThere(t *testing.T) {
+	t.Parallel()
+	// The replica's root is deep: a name of 200 bytes fits in its v9
+	// content folder to PATH_MAX's byte (the root, "/", the object's root
+	// (76), "/v9/content/producer/" (21), the name).
+	const nameLen = 200
+	primary, replica := t.TempDir(), deepFolder(t, 4095-98-nameLen)
+	long := strings.Repeat("x", nameLen-len(".txt")) + ".txt"
+	const ark = "ark:/99999/fk4tenthversion"
+	reached, release := make(chan string, 1), make(chan struct{})
+	var storingRuns atomic.Int32
+	r := newRig(t, nil, withStorage(primary, replica), beforeStep(queue.Storing, func(j *queue.Job) {
+		if !strings.Contains(j.Config.PayloadURL, "/long/") {
+			return
+		}
+		if storingRuns.Add(1) > 1 {
+			return
+		}
+		reached <- j.ID
+		select {
+		case <-release:
+		case <-t.Context().Done():
+		}
+	}))
+	deposit := func(n int) {
+		t.Helper()
+		b := r.submit(r.content.put(fmt.Sprintf("/v%d/f.txt", n), []byte(fmt.Sprintf("version %d\n", n))), "primary_id", ark)
+		if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("deposit %d of %s: batch %s (%s)", n, ark, b.State(), r.jobsOf(b.ID)["file"].Status.Message)
+		}
+	}
+	for n := 1; n <= 8; n++ {
+		deposit(n)
+	}
+	// The long name at Processing: the object at v8, its next v9, which fits.
+	b := r.submit(r.content.put("/long/"+long, []byte("a long name\n")), "primary_id", ark)
+	select {
+	case <-reached:
+	case <-time.After(faultWait):
+		t.Fatalf("the deposit of the long name reached no Storing in %v", faultWait)
+	}
+	deposit(9) // lands first: the long name's next version is v10
+	close(release)
+	r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	j := r.jobsOf(b.ID)["file"]
+	for _, want := range []string{"Storing: storage target " + replica, strconv.Quote("producer/" + long), "version 10",
+		fmt.Sprintf("a name of %d bytes", len("producer/"+long)), "would be 4096 bytes, 1 over the limit",
+		"a path on Linux is at most 4095 bytes (PATH_MAX", "nothing was stored", "1 bytes shorter"} {
+		if j.State() != queue.Failed || !strings.Contains(j.Status.Message, want) {
+			t.Errorf("job %s: %s %q; want Failed, its message saying %q", j.ID, j.State(), j.Status.Message, want)
+		}
+	}
+	if n := storingRuns.Load(); n != 1 {
+		t.Errorf("Storing ran %d times for the long name, want once: no retry can store it", n)
+	}
+	for _, target := range []string{primary, replica} {
+		if v, err := openTarget(t, target).Latest(t.Context(), ark); err != nil || v.Number != 9 {
+			t.Errorf("%s in %s: version %d (%v), want 9: nothing of the refused deposit stored", ark, target, v.Number, err)
+		}
+		for _, k := range objectKeys(t, target, ark) {
+			if strings.HasPrefix(k, "v10") || strings.Contains(k, long) {
+				t.Errorf("%s holds %s of the refused deposit", target, k)
+			}
+		}
+	}
+	deposit(10) // the object's next deposit is stored as its tenth version
 }

@@ -57,6 +57,13 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 				return err
 			}
 		}
+		// Processing's rule again, at the version each target would write
+		// now: another deposit of the object may have made its number
+		// longer since (v9, v10), and a Put refusing a replica's key would
+		// come after the primary's version was written.
+		if err := p.checkFits(ctx, s, prof, ark, entries); err != nil {
+			return err
+		}
 		kept, err = p.copyObject(ctx, s, prof, obj, known)
 		return err
 	})

@@ -3,10 +3,10 @@ package handlers
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -150,7 +151,10 @@ func storageManifestText(entries []manifestEntry, urlOf func(manifestEntry) stri
 
 // readStorageManifest reads back what writeStorageManifest wrote.
 func readStorageManifest(path string) ([]manifestEntry, error) {
-	data, err := os.ReadFile(path)
+	data, err := plainfile.Read(path, -1) // a request reads it: never a pipe
+	if errors.Is(err, plainfile.ErrNotPlain) {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}

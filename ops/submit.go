@@ -215,7 +215,8 @@ func (s *Service) servedProfiles(ctx context.Context) ([]reactor.HostInfo, error
 
 // checkScheme refuses a payload the profile's daemons would not fetch: a
 // scheme other than http and https, or a local file without the profile's
-// allow_local_files.
+// allow_local_files; and a local file whose own name, the stored file's,
+// intake refuses (checkLocalName).
 func checkScheme(prof *profile.Profile, sub queue.Submission) error {
 	raw := sub.PayloadURL
 	u, err := url.Parse(raw)
@@ -223,6 +224,8 @@ func checkScheme(prof *profile.Profile, sub queue.Submission) error {
 		return invalid(fmt.Sprintf("submit: payload %q: %s", redact.Location(raw), redact.In(err.Error(), raw)))
 	}
 	switch {
+	case u.Scheme == "file" && prof.AllowLocalFiles:
+		return checkLocalName(sub, u.Path)
 	case slices.Contains(PayloadSchemes(prof), u.Scheme):
 		return nil
 	case u.Scheme == "file":

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -22,16 +23,8 @@ import (
 // daemon's (not one per daemon, as when the signals were shared).
 func TestOneWakeUpPerChangePerDaemon(t *testing.T) {
 	e := newEnv(t)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+	ns := natstest.Run(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
 		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	seen := observeSignals(t, ns.ClientURL())
 
 	if _, err := e.q.HoldQueue(t.Context(), queue.QueueIngest); err != nil {

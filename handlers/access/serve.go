@@ -3,9 +3,10 @@ package access
 import (
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 )
 
 // Handler serves the folder's published packages, read-only, at
@@ -20,17 +21,12 @@ func (as *Assembler) Handler() http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		f, err := os.Open(filepath.Join(as.cfg.Dir, name))
+		f, st, err := plainfile.Open(filepath.Join(as.cfg.Dir, name))
 		if err != nil {
 			http.NotFound(w, r)
 			return
 		}
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			http.NotFound(w, r)
-			return
-		}
 		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 		http.ServeContent(w, r, name, st.ModTime(), f)
 	})

@@ -50,19 +50,19 @@ func TestNoteRoomReadsPastJobsThatWentOn(t *testing.T) {
 	for i := range wentOn {
 		jid := move("", queue.Estimating, queue.Provisioning, queue.Downloading)
 		f.t.set(jid, string(queue.Provisioning)) // the event out of it lost
-		f.t.provisioning[jid] = start.Add(time.Duration(i) * time.Second)
+		f.t.waiting[queue.Provisioning][jid] = start.Add(time.Duration(i) * time.Second)
 	}
 	const message = "waiting for room: 85% full, --max-fill 80% (with the job; 15360 MiB free, needs 0 MiB + 64 MiB margin)"
 	held := move(message, queue.Estimating, queue.Provisioning)
 	f.t.set(held, string(queue.Provisioning))
-	f.t.provisioning[held] = start.Add(time.Minute)
+	f.t.waiting[queue.Provisioning][held] = start.Add(time.Minute)
 
 	f.noteRoom(ctx)
 	want := "note: 1 job of batch " + b.ID + " waits in Provisioning: " + message + "; " + roomAdvice["--max-fill"] + "\n"
 	if got := logs.String(); got != want {
 		t.Errorf("after one poll: %q\nwant the note %q", got, want)
 	}
-	if jid, _, _ := f.t.longestInProvisioning(); jid != held || len(f.t.provisioning) != 1 {
-		t.Errorf("in Provisioning after the poll: %v; want only %s", f.t.provisioning, held)
+	if jid, _, _ := f.t.longestIn(queue.Provisioning); jid != held || len(f.t.waiting[queue.Provisioning]) != 1 {
+		t.Errorf("in Provisioning after the poll: %v; want only %s", f.t.waiting[queue.Provisioning], held)
 	}
 }

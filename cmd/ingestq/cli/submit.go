@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
-	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -185,39 +183,16 @@ func payloadURL(payload string) (string, error) {
 }
 
 // checkStoredName refuses a local payload whose own name becomes the
-// stored file's (type file, or auto for a file that is neither a checkm
-// manifest nor a zip: handlers.SniffPayload) when intake refuses that
-// name (checkm.CleanName): its job would fail at Downloading. A name given
-// with --set file_name is the stored one instead, checked with the
-// submission's fields. A file that cannot be read here is left to the
-// daemon, which may read it.
+// stored file's when intake refuses that name (ops.LocalNameRefused): its
+// job would fail at Downloading. A name given with --set file_name is the
+// stored one instead, checked with the submission's fields.
 func checkStoredName(payload, typ string) error {
-	if typ != handlers.SubmitFile && typ != handlers.SubmitAuto && typ != "" {
-		return nil
-	}
-	name := filepath.Base(payload)
-	_, bad := checkm.CleanName(name)
-	if bad == nil || typ != handlers.SubmitFile && !storedAsAFile(payload) {
+	name, refused := ops.LocalNameRefused(payload, typ)
+	if refused == nil {
 		return nil
 	}
 	return usagef("submit: payload %q: its name %q would be the stored file's, and intake refuses it: %v; "+
-		"rename the file, or give the name to store it under with --set file_name=NAME", payload, name, bad)
-}
-
-// storedAsAFile tells whether type auto takes the local file for a single
-// file; false when it cannot be read.
-func storedAsAFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, handlers.PeekBytes)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return false
-	}
-	return handlers.SniffPayload(head[:n]) == handlers.SubmitFile
+		"rename the file, or give the name to store it under with --set file_name=NAME", payload, name, refused)
 }
 
 func (a *app) submit(ctx context.Context, q *queue.Queue, sub queue.Submission, wait bool) error {
@@ -272,9 +247,9 @@ type tally struct {
 	total        int               // jobs in the batch; -1 until counted
 	jobs         map[string]string // jid → its last known state
 	done, failed int
-	bytes        map[string]int64     // jid → bytes downloaded, from progress events
-	estimate     map[string]int64     // jid → bytes it needs, from its estimate or its download (0 = unknown)
-	provisioning map[string]time.Time // jid → since when it is in Provisioning, as the events say
+	bytes        map[string]int64                     // jid → bytes downloaded, from progress events
+	estimate     map[string]int64                     // jid → bytes it needs, from its estimate or its download (0 = unknown)
+	waiting      map[queue.State]map[string]time.Time // of each roomStates: jid → since when it is there, as the events say
 
 	// The download rate is measured from the first progress event to the
 	// last one that brought more bytes.
@@ -283,8 +258,12 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{},
-		provisioning: map[string]time.Time{}}
+	t := &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{},
+		waiting: map[queue.State]map[string]time.Time{}}
+	for _, state := range roomStates {
+		t.waiting[state] = map[string]time.Time{}
+	}
+	return t
 }
 
 // downloaded is the bytes the batch's jobs have downloaded so far.
@@ -360,21 +339,26 @@ func (t *tally) set(jid, state string) {
 		}
 	}
 	t.jobs[jid] = state
-	switch state {
-	case string(queue.Provisioning):
-		if _, ok := t.provisioning[jid]; !ok {
-			t.provisioning[jid] = time.Now()
+	if state == working {
+		return // a recount knows no more than this: what the events said stands
+	}
+	for in, since := range t.waiting {
+		if string(in) != state {
+			delete(since, jid)
+		} else if _, ok := since[jid]; !ok {
+			since[jid] = time.Now()
 		}
-	case working: // a recount knows no more than this: what the events said stands
-	default:
-		delete(t.provisioning, jid)
 	}
 }
 
-// longestInProvisioning is the job that has been in Provisioning the
+// roomStates are the states in which the room rule may hold a job back:
+// Provisioning for its estimate, Downloading for a zip's unpacked size.
+var roomStates = []queue.State{queue.Provisioning, queue.Downloading}
+
+// longestIn is the job that has been in state (one of roomStates) the
 // longest, and since when; false when none is.
-func (t *tally) longestInProvisioning() (jid string, since time.Time, ok bool) {
-	for j, at := range t.provisioning {
+func (t *tally) longestIn(state queue.State) (jid string, since time.Time, ok bool) {
+	for j, at := range t.waiting[state] {
 		if !ok || at.Before(since) {
 			jid, since, ok = j, at, true
 		}
@@ -454,7 +438,7 @@ type follower struct {
 	p         *progressLine
 	lastEvent time.Time       // when the last event of the batch came
 	counting  bool            // the batch has its jobs: count them
-	roomNoted map[string]bool // the limits (--max-fill, --space-margin) said to hold jobs back
+	roomNoted map[string]bool // "state limit": the limits (--max-fill, --space-margin) said to hold jobs back there
 }
 
 func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
@@ -509,19 +493,32 @@ func (f *follower) onPoll(ctx context.Context) (reported string) {
 	return ""
 }
 
-// noteRoom says why the batch's jobs sit in Provisioning when the daemon
-// holds them back for room, once for each limit that holds them (again
-// only after they all went on). It reads the status of the job that has
-// waited longest, once it has waited a poll: one read a poll, and none
-// while jobs pass through Provisioning, as they do when there is room. A
-// job found gone on (its event lost or overtaken) leaves the tally, and the
-// next longest is read, up to roomReads a poll: jobs whose events a NATS
-// reconnect lost would otherwise take a poll each before the one held.
+// noteRoom says why the batch's jobs sit in Provisioning, or a zip in
+// Downloading, when the daemon holds them back for room, once for each
+// state and limit that holds them (again only after they all went on from
+// that state). In each state it reads the status of the job that has been
+// there longest, once it has been there a poll: one read a poll, and none
+// while jobs pass through, as they do when there is room. A job found gone
+// on (its event lost or overtaken) leaves the tally, and the next longest
+// is read, up to roomReads a poll: jobs whose events a NATS reconnect lost
+// would otherwise take a poll each before the one held. A job found there
+// and not held for room (a download under way) is read again after the
+// others: one downloading for hours does not hide a zip waiting behind it.
 func (f *follower) noteRoom(ctx context.Context) {
+	for _, state := range roomStates {
+		f.noteRoomIn(ctx, state)
+	}
+}
+
+func (f *follower) noteRoomIn(ctx context.Context, state queue.State) {
 	for range roomReads {
-		jid, since, ok := f.t.longestInProvisioning()
+		jid, since, ok := f.t.longestIn(state)
 		if !ok {
-			clear(f.roomNoted)
+			for limit := range f.roomNoted {
+				if strings.HasPrefix(limit, string(state)+" ") {
+					delete(f.roomNoted, limit)
+				}
+			}
 			return
 		}
 		if time.Since(since) < waitPoll {
@@ -533,34 +530,47 @@ func (f *follower) noteRoom(ctx context.Context) {
 			f.t.set(jid, string(queue.Deleted))
 			continue
 		case err != nil:
-			f.a.log.Debug("submit --wait: cannot read a job in Provisioning", "job", jid, "err", err)
+			f.a.log.Debug("submit --wait: cannot read a job in "+string(state), "job", jid, "err", err)
 			return
-		case st.Status != queue.Provisioning: // the event that moved it on was lost or overtaken
+		case st.Status != state: // the event that moved it on was lost or overtaken
 			f.t.set(jid, string(st.Status))
 			continue
 		}
-		f.a.log.Debug("submit --wait: the job longest in Provisioning", "job", jid, "since", since, "message", st.Message)
-		f.noteLimit(st.Message)
+		f.a.log.Debug("submit --wait: the job longest in "+string(state), "job", jid, "since", since, "message", st.Message)
+		if !f.noteLimit(state, jid, st.Message) {
+			f.t.waiting[state][jid] = time.Now() // read again after the others
+		}
 		return
 	}
 }
 
-// roomReads bounds noteRoom's reads in one poll, which holds up the events.
+// roomReads bounds noteRoom's reads in one poll of a state, which holds
+// up the events.
 const roomReads = 16
 
-// noteLimit writes the note for the limit that message names, the first
-// time it holds jobs back.
-func (f *follower) noteLimit(message string) {
+// noteLimit writes the note for the limit that message, of job jid in
+// state, names, the first time it holds jobs there back; false when the
+// message is not the room rule's.
+func (f *follower) noteLimit(state queue.State, jid, message string) bool {
 	limit := handlers.RoomLimit(message)
-	if limit == "" || f.roomNoted[limit] {
-		return
+	if limit == "" {
+		return false
 	}
-	f.roomNoted[limit] = true
-	n, verb := len(f.t.provisioning), "wait"
-	if n == 1 {
-		verb = "waits"
+	if key := string(state) + " " + limit; !f.roomNoted[key] {
+		f.roomNoted[key] = true
+		if state == queue.Downloading {
+			// Jobs downloading are there too: only the one read is known
+			// to wait.
+			f.a.note("job %s of batch %s waits in Downloading to unpack its zip: %s; %s", jid, f.bid, message, roomAdvice[limit])
+			return true
+		}
+		n, verb := len(f.t.waiting[state]), "wait"
+		if n == 1 {
+			verb = "waits"
+		}
+		f.a.note("%s of batch %s %s in %s: %s; %s", plural(n, "job"), f.bid, verb, state, message, roomAdvice[limit])
 	}
-	f.a.note("%s of batch %s %s in Provisioning: %s; %s", plural(n, "job"), f.bid, verb, message, roomAdvice[limit])
+	return true
 }
 
 // roomAdvice is what lets jobs on that a limit holds back.

@@ -20,7 +20,8 @@ import (
 
 // Local is a place in a local folder: each key is a file under it.
 type Local struct {
-	dir string // absolute
+	dir   string    // absolute
+	names nameLimit // of the folder's file system
 }
 
 var (
@@ -58,7 +59,7 @@ func localIn(dir string, create bool) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place %s: %w", dir, err)
 	}
-	return &Local{dir: abs}, nil
+	return &Local{dir: abs, names: namesIn(abs)}, nil
 }
 
 // isFolder says why dir is not an existing folder, or nil.
@@ -394,12 +395,32 @@ func (l *Local) fail(op, key string, err error) error {
 	return fmt.Errorf("place %s: %s %s: %w", l.dir, op, key, err)
 }
 
-// The limits of a path on Linux: PATH_MAX counts the NUL that ends a
-// path, NAME_MAX is each name's in it (most file systems' too).
-const (
-	pathMax = 4096 - 1
-	nameMax = 255
-)
+// pathMax is the longest path Linux takes: PATH_MAX counts the NUL that
+// ends a path.
+const pathMax = 4096 - 1
+
+// nameLimit is the longest name a file system takes in a path, and where
+// that limit comes from.
+type nameLimit struct {
+	max  int
+	rule string
+}
+
+// nameMax is NAME_MAX, most file systems' limit (ext4, XFS, Btrfs, tmpfs):
+// a folder's when its file system does not say its own.
+var nameMax = nameLimit{255, "a file or folder name is at most 255 bytes (NAME_MAX)"}
+
+// namesIn is the name limit of dir's file system, asked once, when the
+// place is made: a file system of shorter names (a FUSE or network file
+// system, an old one) refuses a name of 255 bytes that NAME_MAX allows.
+// One that cannot be asked, or says 0, is taken as NAME_MAX.
+func namesIn(dir string) nameLimit {
+	n, err := namelen(dir)
+	if err != nil || n <= 0 || n == nameMax.max {
+		return nameMax
+	}
+	return nameLimit{n, fmt.Sprintf("a file or folder name is at most %d bytes on the file system of the place's folder (its statfs f_namelen)", n)}
+}
 
 // maxTempName is the longest name a Put or Link gives its file before
 // renaming it onto the key: link's, tmpPrefix and rand.Text's 26
@@ -408,7 +429,7 @@ const maxTempName = len(tmpPrefix) + 26
 
 // Fits says whether key's file, and the temporary file written beside it
 // first, have paths Linux takes: no path over PATH_MAX, no name in key
-// over NAME_MAX.
+// longer than the folder's file system takes.
 func (l *Local) Fits(key string) error {
 	name := filepath.Join(l.dir, filepath.FromSlash(key))
 	if n := max(len(name), len(filepath.Dir(name))+1+maxTempName); n > pathMax {
@@ -416,9 +437,8 @@ func (l *Local) Fits(key string) error {
 			Length: n, Limit: pathMax, Rule: "a path on Linux is at most 4095 bytes (PATH_MAX 4096 with its ending NUL)"}
 	}
 	for elem := range strings.SplitSeq(key, "/") {
-		if len(elem) > nameMax {
-			return &TooLong{What: "a name in its path", Length: len(elem), Limit: nameMax,
-				Rule: "a file or folder name is at most 255 bytes (NAME_MAX)"}
+		if len(elem) > l.names.max {
+			return &TooLong{What: "a name in its path", Length: len(elem), Limit: l.names.max, Rule: l.names.rule}
 		}
 	}
 	return nil
