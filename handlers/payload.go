@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/container"
 	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
@@ -82,6 +84,24 @@ func SniffPayload(head []byte) string {
 		return SubmitContainer
 	}
 	return SubmitFile
+}
+
+// SniffLocalFile is SniffPayload of the first bytes of the local file at
+// path, a symbolic link followed, as a daemon's fetch of its file: URL
+// reads them; an error when it cannot be read or is no plain file (a pipe
+// is not waited on: plainfile).
+func SniffLocalFile(path string) (string, error) {
+	f, _, err := plainfile.OpenFollowing(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, PeekBytes)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", err
+	}
+	return SniffPayload(head[:n]), nil
 }
 
 // readPayload looks at the payload's first bytes (SniffPayload): a checkm

@@ -1,10 +1,7 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -35,19 +32,12 @@ func LocalNameRefused(path, typ string) (name string, refused error) {
 }
 
 // storedAsAFile tells whether type auto takes the local file for a single
-// file; false when it cannot be read.
+// file (handlers.SniffLocalFile); false when it cannot be read, or is no
+// plain file: a pipe without a writer held the request that asked for
+// good.
 func storedAsAFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, handlers.PeekBytes)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return false
-	}
-	return handlers.SniffPayload(head[:n]) == handlers.SubmitFile
+	kind, err := handlers.SniffLocalFile(path)
+	return err == nil && kind == handlers.SubmitFile
 }
 
 // checkLocalName refuses a file: payload of a submission that names no

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,10 +101,57 @@ func Submission(r SubmitRequest) (queue.Submission, error) {
 	if err != nil {
 		return queue.Submission{}, invalid("submission: " + err.Error())
 	}
+	// A daemon reading the node keeps a value its field does not take
+	// aside (queue.Extra), and the field empty: refused here, as a local
+	// id or date lost without a word.
+	for _, k := range slices.Sorted(maps.Keys(sub.Extra)) {
+		if f, ok := submissionField(k); ok {
+			return queue.Submission{}, &FieldError{Field: k, Value: string(sub.Extra[k]), Problem: "want " + kindWord(f.Type)}
+		}
+	}
 	if err := checkObjectFields(&sub); err != nil {
 		return queue.Submission{}, err
 	}
 	return sub, nil
+}
+
+// SetValue is the value of a submission field given as text (ingestq
+// submit --set KEY=TEXT): the text itself for a field the submission takes
+// as a string (local_id=12345 is a local id, erc_when=2024 a date), else
+// its JSON when it parses (file_size=1024, a pipeline's fail_job=3), else
+// the text.
+func SetValue(key, text string) any {
+	if f, ok := submissionField(key); ok && f.Type.Kind() == reflect.String {
+		return text
+	}
+	var v any
+	if json.Unmarshal([]byte(text), &v) != nil {
+		return text
+	}
+	return v
+}
+
+// submissionField is the field of queue.Submission whose JSON key is key.
+func submissionField(key string) (reflect.StructField, bool) {
+	t := reflect.TypeFor[queue.Submission]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == key && name != "-" {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// kindWord says what a field of type t takes.
+func kindWord(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.String {
+		return "a string"
+	}
+	return "a whole number"
 }
 
 // checkObjectFields checks what a submission says of its one object as

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ingestq/ingestq/handlers/internal/plainfile"
 	"github.com/ingestq/ingestq/internal/ctxio"
 )
 
@@ -28,24 +29,20 @@ func localPath(u *url.URL) (string, error) {
 }
 
 // openLocal opens the file of u, failing permanently when it is missing or
-// a directory.
+// no plain file (plainfile.OpenFollowing): a folder, a pipe, a socket, a
+// device. A pipe without a writer held the step for good, in an open no
+// context ends; a device such as /dev/zero was read without end.
 func openLocal(u *url.URL) (*os.File, int64, error) {
 	path, err := localPath(u)
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(path)
+	f, st, err := plainfile.OpenFollowing(path)
+	if errors.Is(err, plainfile.ErrNotPlain) {
+		return nil, 0, permanent(err)
+	}
 	if err != nil {
 		return nil, 0, localOpenError(err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if st.IsDir() {
-		f.Close()
-		return nil, 0, permanent(errors.New("a directory, not a file"))
 	}
 	return f, st.Size(), nil
 }

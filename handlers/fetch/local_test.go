@@ -3,10 +3,14 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func localFile(t *testing.T, data []byte) string {
@@ -100,5 +104,43 @@ func TestFileURLDenied(t *testing.T) {
 	}
 	if _, err := c.Fetch(ctx, "file://"+src, 1000); !errors.Is(err, ErrScheme) {
 		t.Fatalf("Fetch: err = %v, want ErrScheme", err)
+	}
+}
+
+// A file: URL that names a pipe, a socket or a device is refused at once,
+// permanently, as a folder is: the open of a pipe waited for a writer that
+// never came, in a syscall no context ends, and held the job's step (and
+// its worker) for good; a device such as /dev/zero was read without end.
+func TestFileURLOfNoPlainFile(t *testing.T) {
+	t.Parallel()
+	pipe := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testClient(Config{AllowFile: true})
+	ctx := context.Background()
+	for _, src := range []string{pipe, "/dev/zero"} {
+		done := make(chan string, 1)
+		go func() {
+			var why []string
+			if _, err := c.Download(ctx, "file://"+src, dest(t), Want{Size: -1}, nil); !Permanent(err) || !strings.Contains(err.Error(), "not a plain file") {
+				why = append(why, fmt.Sprintf("Download: %v, want a permanent refusal", err))
+			}
+			if b, err := c.Fetch(ctx, "file://"+src, 1000); !Permanent(err) {
+				why = append(why, fmt.Sprintf("Fetch: %d bytes, %v, want a permanent refusal", len(b), err))
+			}
+			if n, err := c.Head(ctx, "file://"+src); n != -1 || err != nil {
+				why = append(why, fmt.Sprintf("Head: %d, %v, want -1 (none), as of a missing file", n, err))
+			}
+			done <- strings.Join(why, "; ")
+		}()
+		select {
+		case why := <-done:
+			if why != "" {
+				t.Errorf("%s: %s", src, why)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still fetching after 10 s", src)
+		}
 	}
 }

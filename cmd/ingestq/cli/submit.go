@@ -54,10 +54,11 @@ func (a *app) submitCommand() *cobra.Command {
 			"--type auto (the default) lets the daemon look at the payload: a checkm manifest (any of\n" +
 			"Merritt's four profiles), a zip container, or else a single file (an empty payload, or one\n" +
 			"named .checkm that is no manifest, fails: --type file stores it as a file).\n\n" +
-			"--set KEY=VALUE (repeatable) gives what the depositor says of the one object of a file or\n" +
-			"container payload, as the API's POST /batches does: local_id, primary_id (an ARK to store it\n" +
-			"under), file_name, hash_algorithm and hash_value (checked as it downloads), erc_who, erc_what\n" +
-			"(the title), erc_when, erc_where. A batch manifest's lines give these per object instead.\n\n" +
+			"--set KEY=VALUE (repeatable; VALUE as typed) gives what the depositor says of the one object\n" +
+			"of a file or container payload, as the API's POST /batches does: local_id, primary_id (an ARK\n" +
+			"to store it under), file_name, hash_algorithm and hash_value (checked as it downloads),\n" +
+			"erc_who, erc_what (the title), erc_when, erc_where. A batch manifest's lines give these per\n" +
+			"object instead.\n\n" +
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"progress on stderr, then the batch's report (each completed job with its object's ARK and\n" +
 			"local ids, each failed job with its reason); exit 0 when it is Completed, 1 when it is\n" +
@@ -113,14 +114,10 @@ func (a *app) submission(f submitFlags, priority bool, payload string) (queue.Su
 		if !ok || k == "" {
 			return queue.Submission{}, usagef("submit: --set %q: want key=value", kv)
 		}
-		var val any
-		if json.Unmarshal([]byte(v), &val) != nil {
-			val = v
-		}
 		if req.Fields == nil {
 			req.Fields = map[string]any{}
 		}
-		req.Fields[k] = val
+		req.Fields[k] = ops.SetValue(k, v)
 	}
 	// A local path (made a file: URL), to be stored under its own name:
 	// an empty --set file_name= names none.

@@ -1,6 +1,6 @@
-// Package plainfile opens a file that a request reads only when it is a
-// plain file. The open follows no symbolic link at the path's end and
-// waits on no pipe (O_NONBLOCK: a FIFO without a writer opens at once, and
+// Package plainfile opens a file that a request or a step reads only
+// when it is a plain file. The open follows no symbolic link at the path's
+// end (but OpenFollowing's) and waits on no pipe (O_NONBLOCK: a FIFO without a writer opens at once, and
 // is then refused), and the file judged is the one open (fstat): a look
 // at the path first (Lstat), then an open, let the file be swapped for a
 // link or a pipe in between, and a pipe hung every request that read it.
@@ -16,7 +16,7 @@ import (
 )
 
 // ErrNotPlain is a path that names no plain file: a symbolic link, a
-// pipe, a folder, a device.
+// pipe, a socket, a folder, a device.
 var ErrNotPlain = errors.New("not a plain file")
 
 // openFlags open for reading, without following a link or waiting on a
@@ -27,6 +27,12 @@ const openFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 // says of it.
 func Open(path string) (*os.File, fs.FileInfo, error) {
 	return judge(os.OpenFile(path, openFlags, 0))
+}
+
+// OpenFollowing is Open, but a symbolic link at the path's end is
+// followed: a file: payload's path, which a depositor may give as a link.
+func OpenFollowing(path string) (*os.File, fs.FileInfo, error) {
+	return judge(os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0))
 }
 
 // OpenIn is Open of name inside dir: a symbolic link in it is followed
@@ -78,8 +84,11 @@ func (e *TooLongError) Error() string {
 
 func judge(f *os.File, err error) (*os.File, fs.FileInfo, error) {
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
+		switch {
+		case errors.Is(err, syscall.ELOOP):
 			err = fmt.Errorf("%w: a symbolic link", ErrNotPlain)
+		case errors.Is(err, syscall.ENXIO): // open(2) of a socket
+			err = fmt.Errorf("%w: a socket, or a device without its driver", ErrNotPlain)
 		}
 		return nil, nil, err
 	}

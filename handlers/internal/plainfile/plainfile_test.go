@@ -2,6 +2,7 @@ package plainfile
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +12,9 @@ import (
 )
 
 // Only a plain file is opened: a pipe is refused at once (no writer is
-// waited for), a symbolic link at the path's end is not followed by Open,
-// and by OpenIn only while it stays inside the folder; Read takes no more
-// than its bound.
+// waited for), a socket too, a symbolic link at the path's end is not
+// followed by Open, by OpenIn only while it stays inside the folder, and
+// by OpenFollowing wherever it goes; Read takes no more than its bound.
 func TestOnlyAPlainFileIsOpened(t *testing.T) {
 	t.Parallel()
 	dir, outside := t.TempDir(), t.TempDir()
@@ -27,6 +28,11 @@ func TestOnlyAPlainFileIsOpened(t *testing.T) {
 	put(os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
 	put(syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o600))
 	put(os.Mkdir(filepath.Join(dir, "folder"), 0o700))
+	// A socket opens with ENXIO, not refused as no plain file: a hand-off
+	// key file swapped for one lost the key's refusal and its advice.
+	sock, err := net.Listen("unix", filepath.Join(dir, "socket"))
+	put(err)
+	defer sock.Close()
 	put(os.Symlink("plain", filepath.Join(dir, "inside")))
 	put(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "outside")))
 
@@ -40,9 +46,12 @@ func TestOnlyAPlainFileIsOpened(t *testing.T) {
 		go func() {
 			var f *os.File
 			var err error
-			if how == "Open" {
+			switch how {
+			case "Open":
 				f, _, err = Open(filepath.Join(dir, name))
-			} else {
+			case "OpenFollowing":
+				f, _, err = OpenFollowing(filepath.Join(dir, name))
+			default:
 				f, _, err = OpenIn(dir, name)
 			}
 			done <- opened{f, err}
@@ -62,8 +71,10 @@ func TestOnlyAPlainFileIsOpened(t *testing.T) {
 		how, name string
 		plain     bool
 	}{
-		{"Open", "plain", true}, {"Open", "pipe", false}, {"Open", "folder", false}, {"Open", "inside", false}, {"Open", "outside", false},
-		{"OpenIn", "plain", true}, {"OpenIn", "pipe", false}, {"OpenIn", "folder", false}, {"OpenIn", "inside", true},
+		{"Open", "plain", true}, {"Open", "pipe", false}, {"Open", "folder", false}, {"Open", "inside", false}, {"Open", "outside", false}, {"Open", "socket", false},
+		{"OpenIn", "plain", true}, {"OpenIn", "pipe", false}, {"OpenIn", "folder", false}, {"OpenIn", "inside", true}, {"OpenIn", "socket", false},
+		{"OpenFollowing", "plain", true}, {"OpenFollowing", "pipe", false}, {"OpenFollowing", "folder", false},
+		{"OpenFollowing", "inside", true}, {"OpenFollowing", "outside", true}, {"OpenFollowing", "socket", false},
 	} {
 		err := open(c.how, c.name)
 		if c.plain != (err == nil) || !c.plain && !errors.Is(err, ErrNotPlain) {
