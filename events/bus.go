@@ -318,7 +318,7 @@ func (b *Bus) open(ctx context.Context) error {
 	}
 	// The stream's account hears its leader elections, wherever the leader is.
 	elected := server.JSAdvisoryStreamLeaderElectedPre + "." + b.cfg.Stream
-	if _, err := b.nc.Subscribe(elected, b.leaderElected); err != nil {
+	if _, err := b.nc.Subscribe(elected, notDelivered(b.leaderElected)); err != nil {
 		return fmt.Errorf("events: subscribe %s: %w", elected, err)
 	}
 	if err := b.guardConsumers(); err != nil {
@@ -545,7 +545,7 @@ func (b *Bus) Subscribe(subject string, fn func(Event)) (unsubscribe func(), err
 // SubscribeSignal calls fn with the data of each signal this bus sends with
 // Signal(subject, ...); subject may use NATS wildcards.
 func (b *Bus) SubscribeSignal(subject string, fn func(data []byte)) (unsubscribe func(), err error) {
-	sub, err := b.nc.Subscribe(SignalSubject(b.cfg.Host, subject), func(m *nats.Msg) { fn(m.Data) })
+	sub, err := b.nc.Subscribe(SignalSubject(b.cfg.Host, subject), notDelivered(func(m *nats.Msg) { fn(m.Data) }))
 	if err != nil {
 		return nil, fmt.Errorf("events: subscribe signal %s: %w", subject, err)
 	}

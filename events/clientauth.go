@@ -2,19 +2,21 @@ package events
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // busUser is the user of this process's own in-process connections to its
@@ -23,10 +25,32 @@ import (
 // listener admits nothing else with full rights.
 const busUser = "ingestq-bus"
 
-var busPassword = nuid.Next()
+// The internal users' passwords are crypto/rand's: a nuid's prefix is
+// shared by every nuid.Next() of the process and its sequence steps by a
+// small increment, so the event IDs (nuids) that any reader sees gave the
+// passwords away.
+var busPassword = rand.Text()
+
+// busInboxPrefix starts the replies to this process's in-process
+// connections, outside the _INBOX.> that clients may read: the bus's acks,
+// and the events pulled for its followers, whose reply subjects name its
+// consumers (which a client could then delete or pull from).
+const busInboxPrefix = "_ingestq_inbox"
 
 // asBus is the option that makes an in-process connection the bus user's.
-func asBus() nats.Option { return nats.UserInfo(busUser, busPassword) }
+func asBus() nats.Option {
+	return func(o *nats.Options) error {
+		o.User, o.Password = busUser, busPassword
+		return nats.CustomInboxPrefix(busInboxPrefix)(o)
+	}
+}
+
+// inProcess tells whether c is a connection of this process (InProcessConn's
+// pipe), never one on the listener.
+func inProcess(c server.ClientAuthentication) bool {
+	addr := c.RemoteAddress()
+	return addr != nil && addr.Network() == "pipe"
+}
 
 // ClientToken is who holds a token presented on the embedded server's
 // client listener (Config.ClientTokens): Name for the log, Role read,
@@ -93,6 +117,9 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 	switch {
 	case ns == nil:
 		return false
+	case (o.Username == systemUser || o.Username == busUser) && !inProcess(c):
+		return a.refuse(c, "it presented the daemon's internal user "+o.Username+", which only the daemon's own in-process "+
+			"connections may")
 	case o.Username == systemUser && ns.SystemAccount() != nil:
 		if !same(o.Password, systemPassword) {
 			return a.refuse(c, "it presented the daemon's internal user with another password")
@@ -236,23 +263,42 @@ func (b *Bus) guardConsumers() error {
 		return nil
 	}
 	created := server.JSAdvisoryConsumerCreatedPre + "." + b.cfg.Stream + ".*"
-	_, err := b.nc.Subscribe(created, func(m *nats.Msg) {
+	_, err := b.nc.Subscribe(created, notDelivered(func(m *nats.Msg) {
 		var adv struct {
 			Consumer string `json:"consumer"`
 		}
 		if json.Unmarshal(m.Data, &adv) == nil {
 			b.dropForeignConsumer(adv.Consumer)
 		}
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("events: subscribe %s: %w", created, err)
 	}
 	return nil
 }
 
+// notDelivered wraps a handler of the bus's own subjects (signals,
+// advisories) to drop what a consumer delivers there (its reply is a
+// JetStream ack subject): a client's push consumer delivers the stream
+// onto any subject as soon as it is made, before guardConsumers deletes
+// it, and neither a signal nor an advisory has a reply.
+func notDelivered(h nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			h(m)
+		}
+	}
+}
+
+// clientConsumerIdle is the longest a client's consumer may stay unread:
+// the jetstream package's ordered consumers go after 5 minutes; one kept
+// longer is a durable in all but name.
+const clientConsumerIdle = 5 * time.Minute
+
 // dropForeignConsumer deletes the stream's consumer name if it is a push
-// or a durable one, and says so. Its info is asked of the API itself: the
-// jetstream package opens pull consumers only.
+// or a durable one, or would outlive clientConsumerIdle unread, and says
+// so. Its info is asked of the API itself: the jetstream package opens
+// pull consumers only.
 func (b *Bus) dropForeignConsumer(name string) {
 	ctx, cancel := context.WithTimeout(b.ctx, askTimeout)
 	defer cancel()
@@ -264,12 +310,13 @@ func (b *Bus) dropForeignConsumer(name string) {
 		return // gone already
 	}
 	cfg := info.Config
-	if cfg.DeliverSubject == "" && cfg.Durable == "" {
+	if cfg.DeliverSubject == "" && cfg.Durable == "" && cfg.InactiveThreshold <= clientConsumerIdle {
 		return
 	}
 	if err := b.js.DeleteConsumer(ctx, b.cfg.Stream, name); err == nil {
 		b.log.Warn("events: deleted a consumer a NATS client made on the stream: clients read it through ordered pull "+
-			"consumers only (events replay and tail)", "consumer", name, "deliver_subject", cfg.DeliverSubject, "durable", cfg.Durable)
+			"consumers only (events replay and tail)", "consumer", name, "deliver_subject", cfg.DeliverSubject, "durable", cfg.Durable,
+			"inactive_threshold", cfg.InactiveThreshold)
 	}
 }
 

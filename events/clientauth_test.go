@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/tlstest"
 )
 
@@ -105,17 +106,7 @@ func TestClientTokensOnTheListener(t *testing.T) {
 	if got := replay(t, reader, Filter{}); len(got) != 1 || got[0].JobID != "jid0000000001" {
 		t.Fatalf("a read token's replay: %+v, want the one event", got)
 	}
-	fl, err := NewFollower(reader, Filter{Since: time.Now().Add(-time.Hour)})
-	if err != nil {
-		t.Fatalf("a read token follows: %v", err)
-	}
-	defer fl.Close()
-	followed := make(chan Event, 10)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() {
-		_ = fl.Run(ctx, "", func(e Event) error { followed <- e; return nil })
-	}()
+	followed := follow(t, reader, Filter{Since: time.Now().Add(-time.Hour)})
 	if e := receive(t, followed, "the recorded event, followed"); e.JobID != "jid0000000001" {
 		t.Fatalf("followed %+v first, want the recorded event", e)
 	}
@@ -191,6 +182,31 @@ func TestClientTokensOnTheListener(t *testing.T) {
 	if got := replay(t, bus.Conn(), Filter{}); len(got) != 3 {
 		t.Fatalf("after every role tried to delete and purge it, the stream holds %d events, want 3", len(got))
 	}
+}
+
+// follow runs a Follower of f on nc until the test ends: the events it
+// delivers.
+func follow(t *testing.T, nc *nats.Conn, f Filter) <-chan Event {
+	t.Helper()
+	fl, err := NewFollower(nc, f)
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	followed := make(chan Event, 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = fl.Run(ctx, "", func(e Event) error {
+			select {
+			case followed <- e:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done; fl.Close() })
+	return followed
 }
 
 // tryStream runs a stream management call of token's client, which must fail.
@@ -387,5 +403,197 @@ func TestClientTokensOverATLSListener(t *testing.T) {
 	}
 	if got := replay(t, reader, Filter{}); len(got) != 1 {
 		t.Errorf("it replays %d events, want 1", len(got))
+	}
+}
+
+// The daemon's internal users are its own in-process connections': a
+// read token, which sees every event's ID (a nuid of the daemon's), may
+// not derive their passwords from those IDs, and a client on the listener
+// presenting one of them, even with its password, is refused, with or
+// without client tokens; the daemon's own connections (its bus,
+// ForgetHost) still work.
+func TestInternalUsersOnlyInProcess(t *testing.T) {
+	t.Parallel()
+	bus, _, _, ids := recordedAndSeen(t, readToken)
+	for user, password := range map[string]string{busUser: busPassword, systemUser: systemPassword} {
+		if onNuidSequence(ids, password) {
+			t.Errorf("the password of %s follows the event IDs a read token sees (%v): derivable", user, ids)
+		}
+	}
+	if nc, err := connectWith(t, bus.ClientURL(), nats.UserInfo(busUser, busPassword)); !AuthRefused(err) {
+		js, _ := jetstream.New(nc)
+		tryStream(t, busUser, "purge", func(ctx context.Context) error {
+			s, err := js.Stream(ctx, DefaultStream)
+			if err == nil {
+				err = s.Purge(ctx)
+			}
+			return err
+		})
+		t.Errorf("a client on the listener presenting %s and its password: %v, want refused", busUser, err)
+	}
+	if got := replay(t, bus.Conn(), Filter{}); len(got) != 5 {
+		t.Errorf("the stream holds %d events, want 5", len(got))
+	}
+
+	ms := openCluster(t, "a", "b")
+	if nc, err := connectWith(t, ms[0].ClientURL(), nats.UserInfo(systemUser, systemPassword)); !AuthRefused(err) {
+		t.Errorf("a client on a member's listener without client tokens presenting %s and its password: %v (connected %v), "+
+			"want refused", systemUser, err, nc != nil && nc.IsConnected())
+	}
+	wantForgetAnswers(t, ms[0])
+}
+
+// recordedAndSeen is a bus with client tokens that has recorded 5 events,
+// a client of token on its listener, and the events' IDs that client
+// replays.
+func recordedAndSeen(t *testing.T, token string) (*Bus, *logRecorder, *nats.Conn, []string) {
+	t.Helper()
+	bus, rec := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: newTestTokens().lookup})
+	for range 5 {
+		bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	}
+	flush(t, bus)
+	nc, err := connectWith(t, bus.ClientURL(), nats.Token(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range replay(t, nc, Filter{}) {
+		ids = append(ids, e.ID)
+	}
+	return bus, rec, nc, ids
+}
+
+// onNuidSequence tells whether password is a nuid of the same generator as
+// ids, before them: the same prefix, and its sequence a whole number of
+// the generator's increment behind theirs, as whoever reads the ids can
+// enumerate.
+func onNuidSequence(ids []string, password string) bool {
+	step := natstest.NuidStep(ids)
+	if len(password) != 22 || step == 0 || ids[0][:12] != password[:12] {
+		return false
+	}
+	behind := natstest.NuidSeq(ids[0]) - natstest.NuidSeq(password)
+	return behind > 0 && behind%step == 0
+}
+
+// A client reading _INBOX.> (every role may, for its own replies) sees
+// none of the daemon's own: not its publishes' acks, not the events
+// pulled for its followers (the API's event stream), whose reply subjects
+// name its consumers, which a read token could then delete or pull from.
+func TestBusRepliesHiddenFromClients(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: newTestTokens().lookup})
+	reader, err := connectWith(t, bus.ClientURL(), nats.Token(readToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := reader.SubscribeSync(nats.InboxPrefix + ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	flush(t, bus)
+	followed := follow(t, bus.Conn(), Filter{Since: time.Now().Add(-time.Hour)})
+	receive(t, followed, "the recorded event, replayed on the bus's connection")
+
+	// The reader's own request last: its reply comes after whatever the
+	// server sent it before.
+	js, _ := jetstream.New(reader)
+	if _, err := js.Stream(t.Context(), DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	own := reader.NewRespInbox()
+	own = own[:strings.LastIndexByte(own, '.')+1]
+	for {
+		m, err := inbox.NextMsg(testTimeout)
+		if err != nil {
+			t.Fatalf("the reader's own reply: %v", err)
+		}
+		if strings.HasPrefix(m.Subject, own) {
+			break
+		}
+		t.Errorf("a read token saw the daemon's reply on %s (reply subject %q): %.80s", m.Subject, m.Reply, m.Data)
+	}
+}
+
+// An operate token may record actions, not suppress the daemon's events:
+// from the IDs a replay shows it may not foresee the next ones, so the
+// events it publishes with those IDs (Nats-Msg-Id, the stream's duplicate
+// window) leave the daemon's next event recorded.
+func TestEventIDsForeseenByNoClient(t *testing.T) {
+	t.Parallel()
+	bus, _, operator, ids := recordedAndSeen(t, operateToken)
+	if step := natstest.NuidStep(ids); step != 0 {
+		js, _ := jetstream.New(operator)
+		last := natstest.NuidSeq(ids[len(ids)-1])
+		for k := range int64(2000) {
+			id := natstest.NuidAt(ids[0], last+(k+1)*step)
+			data, _ := json.Marshal(Event{ID: id, Time: time.Now(), Kind: KindAdmin, Actor: "operator"})
+			if _, err := js.PublishAsync("ingestq.admin.hold", data, jetstream.WithMsgID(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(testTimeout):
+			t.Fatal("the operate token's events not acknowledged")
+		}
+	}
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000002", To: "Pending"})
+	flush(t, bus)
+	if got := replay(t, bus.Conn(), Filter{JobID: "jid0000000002"}); len(got) != 1 {
+		t.Errorf("the daemon's event after an operate token published the IDs foreseen from %v: recorded %d times, want once", ids, len(got))
+	}
+}
+
+// A client's push consumer delivers the stream as soon as it is made,
+// before the daemon deletes it: onto the daemon's own signals (here its
+// "probe" signal) it delivers nothing the daemon takes for a signal.
+func TestPushConsumerDeliversNoSignal(t *testing.T) {
+	t.Parallel()
+	bus, rec, reader, _ := recordedAndSeen(t, readToken)
+	signals := make(chan string, 100)
+	unsubscribe, err := bus.SubscribeSignal("probe", func(data []byte) { signals <- string(data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+	js, _ := jetstream.New(reader)
+	if _, err := js.CreateOrUpdateConsumer(t.Context(), DefaultStream, jetstream.ConsumerConfig{
+		Name: "push", DeliverSubject: SignalSubject("test-host", "probe")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deletion said", func() bool {
+		return rec.containing("events: deleted a consumer a NATS client made on the stream") == 1
+	})
+	bus.Signal("probe", []byte("real"))
+	if got := receive(t, signals, "the bus's own signal"); got != "real" {
+		t.Errorf("the bus's signal subscriber got %.80s first, want its own signal", got)
+	}
+}
+
+// A client's pull consumer that would outlive its reader (an inactive
+// threshold of a year: a durable in all but name) is deleted as the
+// durable is; the marker after it, a push consumer, is judged after it
+// (the advisories come in order), so a deletion said means it was judged.
+func TestLongLivedClientConsumerDeleted(t *testing.T) {
+	t.Parallel()
+	_, rec, reader, _ := recordedAndSeen(t, readToken)
+	js, _ := jetstream.New(reader)
+	for _, cfg := range []jetstream.ConsumerConfig{
+		{Name: "a-year", InactiveThreshold: 365 * 24 * time.Hour},
+		{Name: "marker", DeliverSubject: "marker"},
+	} {
+		if _, err := js.CreateOrUpdateConsumer(t.Context(), DefaultStream, cfg); err != nil {
+			t.Fatalf("the consumer %s: %v", cfg.Name, err)
+		}
+	}
+	waitFor(t, "a deletion said", func() bool { return rec.containing("events: deleted a consumer a NATS client made") > 0 })
+	if _, err := js.Consumer(t.Context(), DefaultStream, "a-year"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("the consumer idle a year: %v, want deleted", err)
 	}
 }

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"strings"
 	"time"
@@ -29,9 +30,16 @@ func SignalSubject(host, subject string) string {
 	return InternalPrefix + token(host) + "." + subject
 }
 
+// NewID is a new event's ID: crypto/rand's, not a nuid, whose shared
+// prefix and small steps let whoever reads the events foresee the next
+// IDs (an operate token published them first, and the duplicate window
+// dropped the daemon's events) and the process's other nuids (its inboxes,
+// its consumers' names).
+func NewID() string { return rand.Text() }
+
 // Event is the envelope of everything ingestq publishes.
 type Event struct {
-	ID       string    `json:"id"`                  // unique (nuid), set by Publish if empty
+	ID       string    `json:"id"`                  // unique (NewID), set by Publish if empty
 	Time     time.Time `json:"time"`                // set by Publish if zero
 	Kind     string    `json:"kind"`                // KindJob, KindBatch, KindProgress or KindAdmin
 	BatchID  string    `json:"batch_id,omitempty"`  // the batch concerned

@@ -2,13 +2,13 @@ package events
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // A cluster member's server lets its clients into the global account
@@ -17,7 +17,7 @@ import (
 // server.
 const systemUser = "ingestq-system"
 
-var systemPassword = nuid.Next()
+var systemPassword = rand.Text() // crypto/rand's, as busPassword
 
 // JetStream's answer to a server removal when there is nothing to do.
 const errCodeNotMember = 10044 // server is not a member of the cluster

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/ingestq/ingestq/internal/backoff"
 )
@@ -53,7 +52,7 @@ func (b *Bus) PublishAcked(e Event) <-chan struct{} {
 
 func (b *Bus) publish(e Event, acked chan struct{}) {
 	if e.ID == "" {
-		e.ID = nuid.Next()
+		e.ID = NewID()
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()

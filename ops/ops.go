@@ -23,8 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nuid"
-
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -145,7 +143,7 @@ func (s *Service) publish(ev events.Event) {
 		return
 	}
 	if ev.ID == "" {
-		ev.ID = nuid.Next()
+		ev.ID = events.NewID()
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()

@@ -243,3 +243,102 @@ func TestTokensOnAnUpgradedHostBesideOldOnes(t *testing.T) {
 		r.hosts[name].assertNoLoss()
 	}
 }
+
+// A read token on a real daemon may not become the daemon: from the IDs of
+// the events it reads (an operator's holds and releases of a batch through
+// the API, which the daemon records) it enumerates the passwords of the
+// daemon's internal user that a nuid generator would have made before
+// them, and tries each on the listener; a client presenting that user is
+// refused whatever its password, said in the daemon's log, and the stream
+// keeps its events.
+func TestReadTokenCannotBecomeTheDaemon(t *testing.T) {
+	t.Parallel()
+	const (
+		readTok    = "read-token-0123456789abcdef"
+		operateTok = "operate-token-0123456789abcdef"
+	)
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("read "+readTok+" reader\noperate "+operateTok+" operator\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen := natstest.FreeAddr(t)
+	url := "nats://" + listen
+	zk, root := zktest.Shared(t).Addr, zktest.Root(t)
+	d := startDaemon(t, daemonConfig{Host: "becomes", ZK: zk, Root: root, Extra: []string{"--api-tokens", file, "--nats-listen", listen}})
+	r := natsClients{t: t, zk: zk, root: root, url: url}
+	if _, stderr, code := r.cli("hold", "queue", "--nats-token", operateTok); code != 0 {
+		t.Fatalf("hold queue: exit %d, %s", code, stderr)
+	}
+	bid := createBatch(t, openQueue(t, zk, root), 1) // stays Pending: the queue is held
+	api := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(d.logText())
+	if api == nil {
+		t.Fatalf("no http= in the log")
+	}
+	for range 3 {
+		for _, action := range []string{"hold", "release"} {
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", api[1]+"/api/v1/batches/"+bid+"/"+action, nil)
+			req.Header.Set("Authorization", "Bearer "+operateTok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s %s: %s", action, bid, resp.Status)
+			}
+		}
+	}
+	reader, err := nats.Connect(url, nats.Token(readTok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	recorded := replayIDs(t, reader)
+	var daemons []string // the IDs the daemon's API made: like the last one's
+	for _, id := range recorded {
+		if last := recorded[len(recorded)-1]; len(id) == len(last) && id[:12] == last[:12] {
+			daemons = append(daemons, id)
+		}
+	}
+
+	step := natstest.NuidStep(daemons)
+	for k := int64(1); step != 0 && k <= 5000; k++ {
+		password := natstest.NuidAt(daemons[0], natstest.NuidSeq(daemons[0])-k*step)
+		nc, err := nats.Connect(url, nats.UserInfo("ingestq-bus", password), nats.NoReconnect())
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		if js, err := jetstream.New(nc); err == nil {
+			if s, err := js.Stream(ctx, events.DefaultStream); err == nil && s.Purge(ctx) == nil {
+				t.Errorf("a read token found the daemon's password %d nuids before an event's ID, and purged the stream", k)
+			}
+		}
+		cancel()
+		nc.Close()
+		break
+	}
+	if nc, err := nats.Connect(url, nats.UserInfo("ingestq-bus", "guess"), nats.NoReconnect()); !events.AuthRefused(err) {
+		nc.Close()
+		t.Errorf("a client presenting the daemon's internal user: %v, want refused", err)
+	}
+	d.waitLog(10*time.Second, "it presented the daemon's internal user ingestq-bus, which only the daemon's own in-process connections may")
+	if after := replayIDs(t, reader); len(after) != len(recorded) {
+		t.Errorf("the stream holds %d events, want the %d recorded", len(after), len(recorded))
+	}
+}
+
+// replayIDs are the IDs of the events nc replays from the stream.
+func replayIDs(t *testing.T, nc *nats.Conn) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	if err := events.Replay(ctx, nc, "", events.Filter{}, func(e events.Event) error {
+		ids = append(ids, e.ID)
+		return nil
+	}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return ids
+}
