@@ -151,8 +151,10 @@ func TestEventStreamOfAnUnknownAccessRequest(t *testing.T) {
 	b := setup(t, withObject(t, ark, 3))
 	var req struct{ Ref string }
 	b.do("POST", "access", operateToken, map[string]any{"ark": ark}).ok(t, http.StatusCreated, &req)
-	b.do("GET", "events?access=small/qid9999999999", readToken, nil).problem(t, http.StatusNotFound, "not-found", "access request qid9999999999")
-	b.do("GET", "events?access=qid9999999999", readToken, nil).problem(t, http.StatusNotFound, "not-found")
+	b.do("GET", "events?access=small/qid9999999999", readToken, nil).problem(t, http.StatusNotFound, "not-found",
+		"access request small/qid9999999999: no such access request (this queue has not made it)")
+	b.do("GET", "events?access=qid9999999999", readToken, nil).problem(t, http.StatusNotFound, "not-found",
+		"access request qid9999999999: no such access request (this queue has not made it)")
 	s := b.openStream("since=1h&access=" + req.Ref)
 	if ev := s.next(t); ev.AccessID != req.Ref || ev.To != "Pending" {
 		t.Errorf("the stream of %s: %+v, want its → Pending", req.Ref, ev)

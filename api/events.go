@@ -209,7 +209,7 @@ func (a *API) eventFilter(r *http.Request, caller Caller) (events.Filter, error)
 	// events know (a typo of its qid); one deleted or expired streams.
 	if f.AccessID != "" {
 		view, err := a.cfg.Ops.ShowAccess(r.Context(), f.AccessID)
-		if err := a.cfg.Ops.AccessGone(r.Context(), f.AccessID, view, err); err != nil && !errors.Is(err, ops.ErrGone) {
+		if err := a.accessGoneTo(r.Context(), caller, f.AccessID, view, err); err != nil && !errors.Is(err, ops.ErrGone) {
 			return f, err
 		}
 		if caller.Scoped() && (err != nil || !caller.Sees(view.Token.Profile)) {

@@ -104,14 +104,8 @@ func refuseSubmit(c Caller, profile string) error {
 func missingAccess(r *http.Request) error { return missingAccessRef(accessRef(r)) }
 
 // missingAccessRef is what the queue answers for an access request ref
-// (queue/qid or qid) no request has: it names the qid.
-func missingAccessRef(ref string) error {
-	_, qid, found := strings.Cut(ref, "/")
-	if !found {
-		qid = ref
-	}
-	return missing("access request", qid)
-}
+// (queue/qid or qid, named as asked) it has never made.
+func missingAccessRef(ref string) error { return ops.NeverMade(ref, "access request") }
 
 // seesAccess refuses, as missing, the access request r's path names when
 // its object is outside the caller's profiles (a request another tool
@@ -133,10 +127,11 @@ func (a *API) seesAccess(ctx context.Context, c Caller, r *http.Request) error {
 // accessGoneTo is ops.AccessGone as the caller may hear it: to a scoped
 // caller, a request no longer in the queue is one never made, as its
 // profile (its token's) went with it, and the 410 names its object, who
-// deleted it and when.
+// deleted it and when; one not found is too, whatever its number, as
+// another profile's is.
 func (a *API) accessGoneTo(ctx context.Context, c Caller, ref string, v ops.AccessView, err error) error {
 	gone := a.cfg.Ops.AccessGone(ctx, ref, v, err)
-	if c.Scoped() && err != nil && errors.Is(gone, ops.ErrGone) {
+	if c.Scoped() && err != nil && (errors.Is(gone, ops.ErrGone) || errors.Is(gone, queue.ErrNotFound)) {
 		return missingAccessRef(ref)
 	}
 	return gone

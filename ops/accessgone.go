@@ -31,9 +31,8 @@ const recordWait = 10 * time.Second
 // request that was made and is no more to be had (its package expired, it
 // is Deleted, or it is no longer in the queue and its recorded events
 // tell that it was made), else err. A request ZooKeeper and the events
-// know nothing of stays not found: the queue's folder keeps nothing of a
-// removed request, and its sequence cannot tell a removed name from one
-// it skipped.
+// know nothing of stays not found, named as asked, saying whether the
+// queue has made it (accessMissing).
 func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err error) error {
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
@@ -47,7 +46,7 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 			return accessGone(ref, rec.ark, "is no longer in the queue, and no event records who removed it (its last recorded move: %s at %s)",
 				rec.last.To, stamp(rec.last.Time))
 		}
-		return err
+		return s.accessMissing(ctx, ref)
 	case err != nil:
 		return err
 	case v.State == queue.Deleted:
@@ -56,6 +55,20 @@ func (s *Service) AccessGone(ctx context.Context, ref string, v AccessView, err 
 		return accessGone(v.Ref, v.Token.ARK, "expired at %s (its package goes at the next sweep)", queue.NodeText(v.Token.Package.Expires))
 	}
 	return nil
+}
+
+// accessMissing is the not found of access request ref (as asked: a ref
+// or a bare qid) that neither ZooKeeper nor the events know, in a job's
+// words: never made (its number is past the queue's sequence), or made
+// and gone. The queue's folder keeps nothing of a removed request, and its
+// sequence passes over a number at each removal, so a number it has
+// passed is said to be either.
+func (s *Service) accessMissing(ctx context.Context, ref string) error {
+	if err := s.CheckEverMade(ctx, ref, "access request"); err != nil {
+		return err
+	}
+	return queue.Missing("access request %s: no such access request (this queue has made it and it is gone, or passed over its number; "+
+		"no event records which)", ref)
 }
 
 // deletedBy says who deleted a request at when, as far as recorded (an

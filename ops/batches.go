@@ -32,9 +32,10 @@ func (s *Service) BatchID(ctx context.Context, id string) (string, error) {
 	return b.ID, nil
 }
 
-// CheckEverMade refuses, as not found, a batch or job id (bid…, jid…) the
-// queue never made: neither there nor removed (queue.EverMade). what is
-// "batch" or "job", for the message.
+// CheckEverMade refuses, as not found, a batch or job id (bid…, jid…), or
+// an access request's ref (small/qid…, qid…), the queue never made:
+// neither there nor removed (queue.EverMade). what is "batch", "job" or
+// "access request", for the message.
 func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 	made, err := s.Q.EverMade(ctx, id)
 	if err != nil {
@@ -46,7 +47,8 @@ func (s *Service) CheckEverMade(ctx context.Context, id, what string) error {
 	return nil
 }
 
-// NeverMade is the not found of a batch or job id the queue never made.
+// NeverMade is the not found of a batch or job id, or an access request
+// ref, the queue never made.
 func NeverMade(id, what string) error {
 	return queue.Missing("%s %s: no such %s (this queue has not made it)", what, id, what)
 }

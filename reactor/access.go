@@ -137,7 +137,7 @@ func (r *Reactor) runAccess(ctx context.Context, a *queue.Access) {
 		}
 	}
 	var token map[string]any
-	ok, err := r.withRetries(ctx, "access assembly", a.Ref(), true, func() (err error) {
+	ok, err := r.withRetries(ctx, "access assembly", a.Ref(), true, nil, func() (err error) {
 		token, err = r.cfg.Access.Assemble(ctx, a)
 		return err
 	})

@@ -37,7 +37,9 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	var note string
 	// ZooKeeper out of reach leaves the batch Pending (below), to be taken
 	// again under a lock, rather than waiting with one the outage may take.
-	ok, err := r.withRetries(ctx, "batch handler", b.ID, false, func() (err error) {
+	// Why it is tried again is in its message meanwhile, as a job's is.
+	retrying := func(msg string) error { return r.noteBatch(ctx, b, msg) }
+	ok, err := r.withRetries(ctx, "batch handler", b.ID, false, retrying, func() (err error) {
 		objs, err := r.cfg.Batches.Objects(ctx, b)
 		if err != nil {
 			return err
@@ -203,7 +205,7 @@ func (r *Reactor) reportStep(ctx context.Context) (bool, error) {
 		rep.Summary = strings.TrimPrefix(rep.Failure+"; "+rep.Note, "; ")
 	}
 	msg := rep.Summary
-	ok, err = r.withRetries(ctx, "reporter", b.ID, true, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
+	ok, err = r.withRetries(ctx, "reporter", b.ID, true, nil, func() error { return r.cfg.Reporter.Report(ctx, b, rep) })
 	if !ok {
 		r.unlockBatch(b)
 		return true, nil
@@ -267,9 +269,12 @@ func objectsOf(rep Report, jids []string) map[string]*queue.Identifiers {
 // until it succeeds, fails fatally or runs out of attempts (then its last
 // error is returned), waiting with backoff between tries. With waitQueue,
 // an error that is ZooKeeper out of reach spends no attempt: fn runs again
-// once the session is back, as a job's step does. ok is false when ctx
-// ended first: the step is to be left for later.
-func (r *Reactor) withRetries(ctx context.Context, what, id string, waitQueue bool, fn func() error) (ok bool, err error) {
+// once the session is back, as a job's step does. note (nil for none)
+// writes why fn is tried again before each wait, in a job's words
+// (retryingMessage); a stale view it meets ends the tries with that
+// error: the item is no longer this worker's. ok is false when ctx ended
+// first: the step is to be left for later.
+func (r *Reactor) withRetries(ctx context.Context, what, id string, waitQueue bool, note func(msg string) error, fn func() error) (ok bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = fn()
 		switch {
@@ -285,6 +290,11 @@ func (r *Reactor) withRetries(ctx context.Context, what, id string, waitQueue bo
 			continue
 		case IsFatal(err) || errors.Is(err, queue.ErrStale) || attempt >= r.cfg.Attempts:
 			return true, err
+		}
+		if note != nil {
+			if werr := note(retryingMessage(attempt, r.cfg.Attempts, err)); errors.Is(werr, queue.ErrStale) {
+				return true, werr
+			}
 		}
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
 		r.log.Warn("reactor: "+what+" failed; retrying", "id", id, "attempt", attempt, "in", wait, "err", err)
@@ -527,6 +537,16 @@ func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, at time.Time, a
 	acked := r.bus.PublishAcked(events.Event{Kind: events.KindBatch, ID: id, BatchID: b.ID, Time: at.UTC(), From: string(from), To: string(b.State()),
 		Message: b.Status.Message, Attrs: attrs})
 	r.published.add(b.ID, publishedMove{id: id, state: b.State(), acked: acked})
+}
+
+// noteBatch writes msg into batch b's message (queue.NoteBatch). Not
+// written, the intake goes on: only a stale view is returned as such.
+func (r *Reactor) noteBatch(ctx context.Context, b *queue.Batch, msg string) error {
+	err := r.q.NoteBatch(ctx, b, msg)
+	if err != nil && !errors.Is(err, queue.ErrStale) {
+		r.log.Debug("reactor: why the batch's intake is retried not written into its status", "batch", b.ID, "err", err)
+	}
+	return err
 }
 
 func (r *Reactor) unlockBatch(b *queue.Batch) {

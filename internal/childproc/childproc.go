@@ -135,14 +135,14 @@ func (p *Proc) signal(sig syscall.Signal) error {
 	if err := syscall.Kill(-pid, sig); err != nil {
 		return fmt.Errorf("%s: signal %v: %w", p.Name, sig, err)
 	}
-	for _, child := range descendants(pid) { // PostgreSQL's backends leave the group (setsid)
+	for _, child := range Descendants(pid) { // PostgreSQL's backends leave the group (setsid)
 		_ = syscall.Kill(child, sig)
 	}
 	return nil
 }
 
-// descendants are the processes below pid, from /proc (none elsewhere).
-func descendants(pid int) []int {
+// Descendants are the processes below pid, from /proc (none elsewhere).
+func Descendants(pid int) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	parent := map[int]int{}
 	for _, path := range stats {

@@ -79,7 +79,7 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	r := q.getAllAfter(ctx, 1, q.accessPath(queue, qid), q.accessPath(queue, qid, "status"),
 		q.accessPath(queue, qid, "token"), q.accessPath(queue, qid, "lock"))
 	if errors.Is(r[0].err, zk.ErrNoNode) {
-		return nil, notFound("access request", qid)
+		return nil, notFound("access request", queue+"/"+qid) // named as asked: each queue has its own qids
 	}
 	for _, x := range r {
 		if x.err != nil && !errors.Is(x.err, zk.ErrNoNode) { // ZooKeeper out of reach, as such: not a corrupt request

@@ -561,6 +561,26 @@ func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
 	return nil
 }
 
+// NoteBatch writes msg as the message of a batch this view holds, its
+// state and last_modified kept (so its arrival ID too): why its intake is
+// tried again, for every reader of the queue, until its next move writes
+// its own. mrt-zk's Batch reads the status node's status alone, and writes
+// it with a message of its own at each move. Fenced by the status read; a
+// stale view lets go of this session's lock, as a move's does.
+func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string) error {
+	st := b.Status
+	st.Message = msg
+	if err := q.commit(ctx, []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}); err != nil {
+		if errors.Is(err, ErrStale) && b.owner {
+			_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
+			b.owner = false
+		}
+		return err
+	}
+	b.Status, b.version = st, b.version+1
+	return nil
+}
+
 // BatchChange is what a batch transition writes besides the status.
 type BatchChange struct {
 	Message  string

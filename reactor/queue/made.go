@@ -2,27 +2,48 @@ package queue
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// EverMade reports whether id, a batch's (bid…) or a job's (jid…), names
-// one the queue has or once had: its node is there, or its number is one
-// its folder's sequence has given out (below the folder's cversion, as
-// Check takes a purged job: ids are never used again). A removed batch or
-// job is still made: its events are its history. An id of neither form
-// is not made.
+// EverMade reports whether id, a batch's (bid…), a job's (jid…) or an
+// access request's (small/qid…, large/qid…, or a bare qid… of either
+// queue), names one the queue has or once had: its node is there, or its
+// number is one its folder's sequence has given out (below the folder's
+// cversion, as Check takes a purged job: ids are never used again). A
+// removed one is still made: its events are its history. An id of no such
+// form is not made.
+//
+// A number below the cversion may also be one the sequence passed over:
+// each removal of a child raises the cversion too. So made means made, or
+// passed over; not made is certain.
 func (q *Queue) EverMade(ctx context.Context, id string) (bool, error) {
-	var folder, node string
 	switch {
 	case validName(id, "bid"):
-		folder, node = q.Path("/batches"), q.batchPath(id)
+		return q.madeIn(ctx, q.Path("/batches"), q.batchPath(id), id)
 	case validName(id, "jid"):
-		folder, node = q.Path("/jobs"), q.jobPath(id)
-	default:
+		return q.madeIn(ctx, q.Path("/jobs"), q.jobPath(id), id)
+	case validName(id, "qid"):
+		for _, name := range AccessQueues {
+			if made, err := q.madeIn(ctx, q.Path("/access/"+name), q.accessPath(name, id), id); made || err != nil {
+				return made, err
+			}
+		}
 		return false, nil
 	}
+	name, qid, ok := strings.Cut(id, "/")
+	if !ok || !slices.Contains(AccessQueues, name) || !validName(qid, "qid") {
+		return false, nil
+	}
+	return q.madeIn(ctx, q.Path("/access/"+name), q.accessPath(name, qid), qid)
+}
+
+// madeIn tells whether id, whose node is node in folder, is there or was
+// given out by folder's sequence.
+func (q *Queue) madeIn(ctx context.Context, folder, node, id string) (bool, error) {
 	there, _, err := q.zk.exists(ctx, node)
 	if err != nil || there {
 		return there, err
@@ -34,9 +55,9 @@ func (q *Queue) EverMade(ctx context.Context, id string) (bool, error) {
 	return givenOut(id, st), nil
 }
 
-// givenOut tells whether the number of id (bid… or jid…) is one that its
-// folder's sequence, whose stat is st, has given out: below the folder's
-// cversion. A number past int64 was never given.
+// givenOut tells whether the number of id (bid…, jid… or qid…) is one
+// that its folder's sequence, whose stat is st, has given out: below the
+// folder's cversion. A number past int64 was never given.
 func givenOut(id string, st *zk.Stat) bool {
 	n, err := strconv.ParseInt(id[3:], 10, 64)
 	return err == nil && n < int64(st.Cversion)

@@ -142,7 +142,7 @@ func TestAccessCommands(t *testing.T) {
 	}
 	_, stderr, code = access("show", "small/qid0000009999")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "qid0000009999", "not found")
+	wantErrLine(t, stderr, "access request small/qid0000009999: no such access request (this queue has not made it)")
 }
 
 // onlyARK is the ARK of the one job of the queue's one batch.

@@ -77,7 +77,7 @@ func (a *app) auditCommand() *cobra.Command {
 			client := fetch.New(fetch.Config{Timeout: timeout, AnyAddress: true}).BackEnd().HTTPClient
 			defer client.CloseIdleConnections()
 			src := &apiObjects{base: strings.TrimSuffix(api, "/"), token: a.getenv(EnvAPIToken), why: "the audit runs in the daemon",
-				needs:     "an admin token: serve's " + EnvAdminToken + ", or an admin line of its --api-tokens",
+				tokenFrom: "an admin token is serve's " + EnvAdminToken + ", or an admin line of its --api-tokens",
 				elsewhere: a.liveAPIs, client: client}
 			err = a.audit(cmd.Context(), src, query, q)
 			var ee *exitError

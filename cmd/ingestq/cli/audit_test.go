@@ -58,10 +58,13 @@ func TestAuditAgainstADaemon(t *testing.T) {
 	}
 	auditCmd := func(args ...string) (string, string, int) { t.Helper(); return auditWith(admin, args...) }
 
-	// The route is an admin's: without the token, the error says which.
+	// The route is an admin's: without the token, the error says which,
+	// once, and where an admin token comes from.
 	_, stderr, code := auditWith("")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "401", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN", "INGESTQ_API_TOKEN, which is not set")
+	wantErrLine(t, stderr, "401", "this needs a bearer token with the admin role (Authorization: Bearer TOKEN)",
+		"an admin token is serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens", "INGESTQ_API_TOKEN, which is not set")
+	saysOnceWhatItNeeds(t, stderr)
 
 	// Intact: exit 0, and the summary counts what was read.
 	out, stderr, code := auditCmd("--fixity")
@@ -220,8 +223,19 @@ func TestAuditNeedsAnAdminToken(t *testing.T) {
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough")
 	_, stderr, code := e.run("audit", "--api", d.url+"/api/v1")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "401", "this needs a token with the admin role, and this daemon has none configured", "this needs an admin token: serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens",
-		"INGESTQ_API_TOKEN, which is not set")
+	wantErrLine(t, stderr, "401", "this needs a token with the admin role, and this daemon has none configured",
+		"an admin token is serve's INGESTQ_ADMIN_TOKEN, or an admin line of its --api-tokens", "INGESTQ_API_TOKEN, which is not set")
+	saysOnceWhatItNeeds(t, stderr)
+}
+
+// saysOnceWhatItNeeds fails a refusal that says "this needs" more than
+// once: the API's words say what the route needs, the CLI's only where
+// such a token comes from.
+func saysOnceWhatItNeeds(t *testing.T, stderr string) {
+	t.Helper()
+	if n := strings.Count(stderr, "this needs"); n != 1 {
+		t.Errorf("the refusal says \"this needs\" %d times, want once: %s", n, stderr)
+	}
 }
 
 // auditCutOrStopped checks an audit whose answer ends before its summary:

@@ -45,7 +45,8 @@ func (a *app) demoCommand() *cobra.Command {
 			"and stops everything. The daemon's log goes to daemon.log in the demo folder.\n\n" +
 			"The demo folder is a new temporary one, removed at the end unless --keep. A folder given\n" +
 			"with --dir must be empty or absent; at the end the demo removes from it only what it made\n" +
-			"there (and the folder, if it made that too), unless --keep.",
+			"there (and the folder, if it made that too), unless --keep. A reader of its output that goes\n" +
+			"(ingestq demo | head) stops it, with the same clean-up; it then exits 141, as a cut pipe's.",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), f) },
 	}
@@ -59,7 +60,19 @@ func (a *app) demoCommand() *cobra.Command {
 	return cmd
 }
 
+// demo runs the demo; a stdout cut on the way (its reader gone) stops it,
+// and what it made is removed as at its end.
 func (a *app) demo(ctx context.Context, f demoFlags) error {
+	ctx, release := a.stopWhenOutputCut(ctx)
+	defer release()
+	err := a.runDemo(ctx, f)
+	if cut := outputCut(ctx); cut != nil {
+		return cut
+	}
+	return err
+}
+
+func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	if _, err := os.Stat(filepath.Join(f.content, "batch.checkm")); err != nil {
 		return usagef("--content %s: no batch.checkm there (run the demo from the repository's root, or give --content)", f.content)
 	}
@@ -101,6 +114,9 @@ func (a *app) demo(ctx context.Context, f demoFlags) error {
 	a.step("Submit: %s/batch.checkm for profile demo, following it live", web.url)
 	code := Run(ctx, []string{"--zk", zk.Addr, "--nats", natsURL, "submit", "--profile", "demo", "--submitter", "demo",
 		"--wait", web.url + "/batch.checkm"}, a.stdout, a.stderr, a.getenv)
+	if cut := outputCut(ctx); cut != nil {
+		return cut // no one reads on: the rest goes unshown
+	}
 
 	if len(hosts.names) > 1 {
 		if err := a.printWhoRanWhat(ctx, natsURL, hosts.since); err != nil {

@@ -497,5 +497,5 @@ func TestReplayReadsThisQueuesEvents(t *testing.T) {
 	}
 	_, stderr, code := d.cli("access", "show", "small/qid0000000005")
 	wantCode(t, code, 1)
-	wantErrLine(t, stderr, "access request qid0000000005: not found")
+	wantErrLine(t, stderr, "access request small/qid0000000005: no such access request (this queue has not made it)")
 }

@@ -189,9 +189,11 @@ type apiObjects struct {
 	// instead is another way than the API, said when it does not answer
 	// ("; or --inventory URL").
 	instead string
-	// needs says which token the route takes, when the API refuses the
-	// CLI's ("" for any the daemon has).
-	needs string
+	// tokenFrom says where the token the route takes comes from, when the
+	// API refuses the CLI's ("" for any the daemon has). The API's refusal
+	// says what the route needs: this says it again only as the token's
+	// name ("an admin token is …"), not as a second "this needs".
+	tokenFrom string
 	// elsewhere names the other APIs to ask, when this one does not answer.
 	elsewhere func(ctx context.Context, api string) string
 	client    *http.Client
@@ -254,8 +256,8 @@ func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Respons
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		msg += " ("
-		if o.needs != "" {
-			msg += "this needs " + o.needs + "; "
+		if o.tokenFrom != "" {
+			msg += o.tokenFrom + "; "
 		}
 		msg += "the CLI sends the token in " + EnvAPIToken
 		if o.token == "" {
