@@ -126,7 +126,7 @@ func (c Config) withDefaults() Config {
 // Stats counts what the bus did with published events.
 type Stats struct {
 	Published uint64 // acknowledged by the stream (recorded)
-	Lost      uint64 // not recorded: dropped, refused, or unacknowledged for a minute past resends; also failed signals
+	Lost      uint64 // not recorded: dropped, refused, unacknowledged for a minute past resends, or not kept at Close; also failed signals
 	Retried   uint64 // resends of events the stream did not acknowledge in time
 	Waiting   int    // events not yet acknowledged: queued, sent, or waiting to be sent again
 
@@ -169,13 +169,21 @@ type Bus struct {
 	lost       atomic.Uint64
 	retried    atomic.Uint64
 	failing    sync.Map  // event ID → *resend: not acknowledged once, and not yet acknowledged nor lost
-	pausing    sync.Map  // event ID → struct{}: waiting out the pause before it is sent again
+	pausing    sync.Map  // event ID → outMsg: waiting out the pause before it is sent again
 	lostWarn   warnLimit // "events not recorded"
 	resendWarn warnLimit // "sending them again"
 	authWarn   warnLimit // "NATS refuses this daemon's credentials"
 
-	flying           flights // events sent and not yet answered, until Close counts them
+	flying           flights // events sent and not yet answered, until Close keeps them
 	resentAtElection atomic.Uint64
+	unsent           []outMsg // events the publisher did not send before Close's deadline (its goroutine's, then Close's)
+
+	// The events kept at the last stop (kept.go), published first.
+	keptLeft      sync.Map // event ID → struct{}: not yet acknowledged nor lost
+	keptTotal     int64    // read from the file, in New
+	keptCount     atomic.Int64
+	keptPublished atomic.Int64
+	keptMu        sync.Mutex // the file: the last kept event's removal against Close's write
 
 	closeOnce sync.Once
 	closeErr  error
@@ -191,6 +199,7 @@ type outMsg struct {
 	flushed chan struct{}
 	acked   chan struct{} // closed once the stream has the event or it is counted lost; nil when nobody waits
 	resent  bool          // sent again (resend.go): its waiter, if any, is in acks
+	kept    bool          // kept at a stop and published by this start (kept.go): marked in the stream
 }
 
 var errClosed = errors.New("events: bus closed")
@@ -215,7 +224,6 @@ func New(cfg Config) *Bus {
 	b := &Bus{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		queue:   make(chan outMsg, queueSize),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		reconf:  make(chan struct{}, 1),
@@ -228,6 +236,12 @@ func New(cfg Config) *Bus {
 		}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// The events kept at the last stop go first, before anything published now.
+	kept := b.readKept()
+	b.queue = make(chan outMsg, queueSize+len(kept))
+	for _, m := range kept {
+		b.queue <- m
+	}
 	return b
 }
 
@@ -638,9 +652,10 @@ func (b *Bus) flushSent(ctx context.Context) error {
 }
 
 // Close sends what is queued, waits up to 2 s for acknowledgements (sending
-// again at once what a new stream leader has not answered), closes
-// the connection and shuts the embedded server down. Later Publish calls
-// count their events lost. Close is safe to call more than once.
+// again at once what a new stream leader has not answered), keeps what is
+// still unacknowledged for the next start (kept.go), closes the connection
+// and shuts the embedded server down. Later Publish calls count their
+// events lost. Close is safe to call more than once.
 func (b *Bus) Close() error {
 	b.closeOnce.Do(func() { b.closeErr = b.close() })
 	return b.closeErr
@@ -659,14 +674,11 @@ func (b *Bus) close() error {
 	b.cancel() // a reconfiguration under way gives up
 	close(b.stop)
 	<-b.done // after the acknowledgements, until the deadline
-	// What is still unacknowledged now counts as lost, once: the
-	// connection is about to close, and answers coming later are ignored.
-	n := b.flying.settle() + b.pausingLost()
+	// What is still unacknowledged now is kept for the next start, once:
+	// the connection is about to close, and answers coming later are
+	// ignored. What cannot be kept is lost.
+	b.keepAtClose()
 	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
-	if n > 0 {
-		b.lost.Add(uint64(n))
-		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
-	}
 
 	b.closing.Store(true)
 	b.bg.Wait()
@@ -686,8 +698,9 @@ func (b *Bus) close() error {
 	return nil
 }
 
-// closeUnstarted closes a bus that never started (or failed to): what was
-// published to it is lost.
+// closeUnstarted closes a bus that never started (or failed to): the
+// events published to it, and those kept at the last stop, are kept for
+// the next start.
 func (b *Bus) closeUnstarted() {
 	b.mu.Lock()
 	b.closed = true
@@ -701,9 +714,9 @@ func (b *Bus) closeUnstarted() {
 				close(m.flushed)
 				continue
 			}
-			b.lose(errClosed)
-			closeAcked(m.acked)
+			b.unsent = append(b.unsent, m) // its waiter is told as it is kept
 		default:
+			b.keepAtClose()
 			return
 		}
 	}

@@ -254,8 +254,9 @@ func TestPublishAckedClosesOnceRecorded(t *testing.T) {
 }
 
 // A bus made with New records nothing until Start; what was published
-// before waits and is recorded then. One closed without starting counts
-// what it was given as lost, and Close does not wait for a publisher.
+// before waits and is recorded then. One closed without starting keeps
+// what it was given for the next start, and Close does not wait for a
+// publisher; what it is given after Close is lost.
 func TestNewThenStart(t *testing.T) {
 	t.Parallel()
 	bus := New(Config{DataDir: t.TempDir(), Host: "test-host", Logger: discardLogger()})
@@ -270,14 +271,18 @@ func TestNewThenStart(t *testing.T) {
 		t.Fatalf("event published before Start: recorded %v, %v; want recorded", ok, err)
 	}
 
-	unstarted := New(Config{DataDir: t.TempDir(), Host: "test-host", Logger: discardLogger()})
+	dir := t.TempDir()
+	unstarted := New(Config{DataDir: dir, Host: "test-host", Logger: discardLogger()})
 	lost := unstarted.PublishAcked(Event{Kind: KindJob, JobID: "jid-never", To: "Pending"})
 	if err := unstarted.Close(); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, lost, "the channel of an event given to a bus closed before Start")
 	unstarted.Publish(Event{Kind: KindJob, JobID: "jid-late", To: "Pending"})
-	if s := unstarted.Stats(); s.Lost != 2 || s.Published != 0 {
-		t.Errorf("bus closed before Start: Stats() = %+v, want 2 lost", s)
+	if s := unstarted.Stats(); s.Lost != 1 || s.Published != 0 {
+		t.Errorf("bus closed before Start: Stats() = %+v, want the one given after Close lost", s)
+	}
+	if _, kept := keptLines(t, dir); len(kept) != 1 || kept[0].JobID != "jid-never" {
+		t.Errorf("kept by a bus closed before Start: %+v, want the event given before", kept)
 	}
 }

@@ -28,7 +28,8 @@ import (
 // announces a new leader is sent again at once. While NATS reconnects,
 // events wait in the client's 8 MB reconnect buffer. Events counted lost
 // may still be recorded when the buffer is sent on reconnect. Lost is an
-// upper bound.
+// upper bound. What is unacknowledged at Close is kept for the next start
+// (kept.go), not counted lost.
 func (b *Bus) Publish(e Event) {
 	if b == nil {
 		return
@@ -111,6 +112,10 @@ func (b *Bus) Signal(subject string, data []byte) {
 func (b *Bus) enqueue(m outMsg) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	if b.closed && m.resent {
+		b.pausing.Store(m.id, m) // its pause ended as Close began: Close keeps it (pausingTaken)
+		return
+	}
 	if b.closed {
 		b.drop(m, errClosed)
 		return
@@ -181,8 +186,10 @@ func (b *Bus) publisher() {
 						b.send(m)
 					} else if m.flushed != nil {
 						close(m.flushed)
-					} else {
+					} else if m.core {
 						b.drop(m, errClosed)
+					} else {
+						b.unsent = append(b.unsent, m) // Close keeps it, and tells its waiter
 					}
 				default:
 					b.awaitAnswers()
@@ -239,6 +246,9 @@ func (b *Bus) send(m outMsg) {
 	default:
 		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
+		if m.kept {
+			msg.Header.Set(keptHeaderKey, "1")
+		}
 		if m.acked != nil {
 			b.acks.Store(m.id, m.acked)
 		}

@@ -89,17 +89,19 @@ func (b *Bus) failed(m *nats.Msg, err error) {
 	})
 }
 
-// resolved ends event id's way: acknowledged, or counted lost. It is sent
-// no more (a resend's record goes), and its waiter, if any, is told.
+// resolved ends event id's way: acknowledged, counted lost, or kept at
+// Close. It is sent no more (a resend's record goes), and its waiter, if
+// any, is told.
 func (b *Bus) resolved(id string) {
+	b.keptDone(id, false)
 	b.failing.Delete(id)
 	b.acked(id)
 }
 
 // scheduleResend sends m again after a pause, unless its first failure is
 // resendFor old; it tells whether it will. While it pauses the event is in
-// b.pausing, which Close empties, counting what it takes lost: the event
-// is then either sent or counted, once.
+// b.pausing, which Close empties, keeping what it takes: the event is
+// then either sent or kept, once.
 func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 	v, _ := b.failing.LoadOrStore(id, &resend{first: time.Now()})
 	r := v.(*resend)
@@ -115,11 +117,11 @@ func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 		b.log.Warn("events: the stream did not acknowledge events in time; sending them again ("+b.unacked()+")",
 			"retried_total", n)
 	}
-	subject, data := m.Subject, m.Data
-	b.pausing.Store(id, struct{}{})
+	again := outMsg{subject: m.Subject, id: id, data: m.Data, resent: true, kept: m.Header.Get(keptHeaderKey) != ""}
+	b.pausing.Store(id, again)
 	time.AfterFunc(pause, func() {
 		if _, ok := b.pausing.LoadAndDelete(id); ok {
-			b.enqueue(outMsg{subject: subject, id: id, data: data, resent: true})
+			b.enqueue(again)
 		}
 	})
 	return true
@@ -134,18 +136,20 @@ func (b *Bus) unacked() string {
 	return "a NATS cluster electing a stream leader?"
 }
 
-// pausingLost takes the events waiting out a pause at Close: counted lost
-// by the caller, their waiters told.
-func (b *Bus) pausingLost() int {
-	n := 0
+// pausingTaken takes the events waiting out a pause at Close, for the
+// caller to keep; their waiters are told.
+func (b *Bus) pausingTaken() []outMsg {
+	b.mu.Lock() // an enqueue under way has put its resend back (enqueue)
+	b.mu.Unlock()
+	var out []outMsg
 	b.pausing.Range(func(id, _ any) bool {
-		if _, ok := b.pausing.LoadAndDelete(id); ok {
+		if m, ok := b.pausing.LoadAndDelete(id); ok {
 			b.resolved(id.(string))
-			n++
+			out = append(out, m.(outMsg))
 		}
 		return true
 	})
-	return n
+	return out
 }
 
 // answered handles the stream's acknowledgement of m: its event is
@@ -154,6 +158,7 @@ func (b *Bus) answered(m *nats.Msg) {
 	id := m.Header.Get(jetstream.MsgIDHeader)
 	b.flying.acked(id, func() {
 		b.published.Add(1)
+		b.keptDone(id, true)
 		b.resolved(id)
 	})
 }

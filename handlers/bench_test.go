@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/events"
-	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // The digest record. Each file of the object is hashed once, while it is

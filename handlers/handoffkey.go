@@ -12,8 +12,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/internal/plainfile"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // A job's hand-off is served only to whoever was given its URLs, as a

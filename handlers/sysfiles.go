@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/handlers/checkm"
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/internal/plainfile"
+	"github.com/ingestq/ingestq/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 

@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -591,25 +589,9 @@ func (d *daemon) logLines(s string) []string {
 // stream (its ingestq_events_waiting is 0).
 func (d *daemon) waitEventsTaken(timeout time.Duration) {
 	d.t.Helper()
-	m := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(d.logText())
-	if m == nil {
-		d.t.Fatalf("no http= in %s's log", d.name)
-	}
 	poll(d.t, timeout, d.name+"'s events taken by the stream", func() (bool, string, error) {
-		resp, err := http.Get(m[1] + "/metrics")
-		if err != nil {
-			return false, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return false, "", err
-		}
-		w := regexp.MustCompile(`(?m)^ingestq_events_waiting (\S+)$`).FindSubmatch(body)
-		if w == nil {
-			return false, "", fmt.Errorf("no ingestq_events_waiting in %s's metrics", d.name)
-		}
-		return string(w[1]) == "0", string(w[1]) + " waiting", nil
+		n, err := eventsWaiting(d)
+		return err == nil && n == 0, strconv.Itoa(n) + " waiting", err
 	})
 }
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/storage/place"
+	"github.com/ingestq/ingestq/internal/durable"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // PartFile is where Download writes dest until it is verified: what a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 func sha256Want(t *testing.T, data []byte) Want {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // Local is the built-in store: versions kept as folders under one directory.

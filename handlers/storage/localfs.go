@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/internal/ctxio"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // tmpPrefix starts the name of a version folder still being written.

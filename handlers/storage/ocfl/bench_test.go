@@ -11,10 +11,10 @@ import (
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/ctxio"
+	"github.com/ingestq/ingestq/internal/durable"
 	"github.com/ingestq/ingestq/internal/s3test"
 )
 

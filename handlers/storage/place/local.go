@@ -14,8 +14,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ingestq/ingestq/handlers/internal/durable"
 	"github.com/ingestq/ingestq/internal/ctxio"
+	"github.com/ingestq/ingestq/internal/durable"
 )
 
 // Local is a place in a local folder: each key is a file under it.

@@ -1,0 +1,277 @@
+package events
+
+// Events kept at a stop. Close writes the events the stream has not
+// acknowledged to the data folder (KeptFileName), and the next start of a
+// daemon on that folder publishes them first, under their own IDs, through
+// the ordinary send and resend path: a daemon cut off from its stream's
+// quorum moves jobs with none of their moves recorded, and counting those
+// lost at an ordinary stop lost earlier moves for good (decision 781). One
+// daemon holds a data folder at a time (serve.lock), so one bus reads and
+// writes the file. Only a process killed outright loses what it held in
+// memory.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ingestq/ingestq/internal/durable"
+)
+
+// KeptFileName is the file, in the data folder, of the events kept at the
+// last stop: a header line (keptHeader), then each event as published,
+// one JSON object a line.
+const KeptFileName = "events-kept.jsonl"
+
+// keptMaxBytes bounds the file: events beyond it are counted lost. What
+// waits in memory is bounded by time, not count: the queue (65,536),
+// nats.go's 4,000 unanswered publishes, and what waits out a resend pause,
+// for a minute at most (resendFor); a full queue of job moves (about 250
+// bytes each) is 16 MB.
+const keptMaxBytes = 64 << 20
+
+// keptLineMax bounds one line read back: far above any event.
+const keptLineMax = lookupMaxBytes
+
+// keptHeader, the file's first line, names the queue and stream the
+// events are for: a data folder reused for another queue never publishes
+// the first queue's events into the second's stream.
+type keptHeader struct {
+	Format  int       `json:"ingestq_kept_events"` // 1
+	Queue   string    `json:"queue"`               // Config.Queue
+	QueueAt string    `json:"queue_at,omitempty"`  // Config.QueueAt, for people
+	Stream  string    `json:"stream"`
+	Host    string    `json:"host"`
+	Written time.Time `json:"written"`
+	Events  int       `json:"events"`
+}
+
+// keptHeaderKey marks a kept event's copy in the stream: Replay leaves it
+// out when the stream holds the event already (a publish stored whose
+// acknowledgement was lost, sent again after the duplicate window).
+const keptHeaderKey = "Ingestq-Kept"
+
+// keptPath is the file of kept events, "" without a data folder.
+func (c Config) keptPath() string {
+	if c.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(c.DataDir, KeptFileName)
+}
+
+// readKept reads the events kept at the last stop, for New to queue first.
+// A file of another queue or stream, or whose header is unreadable, is
+// moved aside whole; a bad line is said, naming the file and line, and
+// left out, the file moved aside and the good lines written anew. Nothing
+// here fails the start.
+func (b *Bus) readKept() []outMsg {
+	path := b.cfg.keptPath()
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		b.log.Warn("events: cannot read the events kept at the last stop; they are not published", "file", path, "err", err)
+		return nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, keptLineMax)
+	var h keptHeader
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil || h.Format != 1 {
+		b.keptAside(path, "bad", "events: "+path+" line 1: not the header of events kept at a stop; none of its events is published")
+		return nil
+	}
+	if h.Queue != b.cfg.Queue || h.Stream != b.cfg.Stream {
+		b.keptAside(path, "other-queue", fmt.Sprintf("events: %s holds events of another queue or stream (queue %s, its /batches made in %q, stream %s), "+
+			"not this daemon's (queue %s, its /batches made in %q, stream %s): they are not published into this one's",
+			path, h.QueueAt, h.Queue, h.Stream, b.cfg.QueueAt, b.cfg.Queue, b.cfg.Stream))
+		return nil
+	}
+	var kept []outMsg
+	bad := 0
+	for line := 2; sc.Scan(); line++ {
+		m, err := keptEvent(sc.Bytes())
+		if err == nil {
+			if _, twice := b.keptLeft.LoadOrStore(m.id, struct{}{}); twice {
+				continue // one copy is enough: the stream keeps one
+			}
+		}
+		if err != nil {
+			if bad++; bad <= 10 {
+				b.log.Warn(fmt.Sprintf("events: %s line %d: %v; left out", path, line, err))
+			}
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if err := sc.Err(); err != nil {
+		bad++
+		b.log.Warn(fmt.Sprintf("events: %s after line %d: %v; the rest left out", path, len(kept)+bad+1, err))
+	}
+	if bad > 0 {
+		b.keptAside(path, "bad", fmt.Sprintf("events: %s: %d bad lines left out, %d events kept", path, bad, len(kept)))
+		if err := b.writeKept(kept); err != nil {
+			b.log.Warn("events: cannot write the good events anew; they are published, but a process killed before "+
+				"the stream takes them loses them", "file", path, "err", err)
+		}
+	}
+	b.keptTotal = int64(len(kept))
+	b.keptCount.Store(b.keptTotal)
+	return kept
+}
+
+// keptEvent is one line of the file as the message that publishes it.
+func keptEvent(line []byte) (outMsg, error) {
+	e, err := decode(line)
+	switch {
+	case err != nil:
+		return outMsg{}, fmt.Errorf("not an event: %w", err)
+	case e.ID == "":
+		return outMsg{}, errors.New("an event without an id")
+	}
+	return outMsg{subject: e.Subject(), id: e.ID, data: bytes.Clone(line), kept: true}, nil
+}
+
+// keptAside renames the file at path to path.WHY-TIME, saying so after
+// said.
+func (b *Bus) keptAside(path, why, said string) {
+	aside := path + "." + why + "-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := os.Rename(path, aside); err != nil {
+		b.log.Warn(said+"; it could not be moved aside", "err", err)
+		return
+	}
+	b.log.Warn(said + "; moved to " + aside)
+}
+
+// keptDone ends the kept event id's way, published or lost: once the last
+// has gone, the file goes, and the start says what it published. Not at
+// Close, which writes the file anew.
+func (b *Bus) keptDone(id string, published bool) {
+	if _, ok := b.keptLeft.LoadAndDelete(id); !ok {
+		return
+	}
+	if published {
+		b.keptPublished.Add(1)
+	}
+	if b.keptCount.Add(-1) != 0 || b.ctx.Err() != nil {
+		return
+	}
+	b.keptMu.Lock()
+	defer b.keptMu.Unlock()
+	if b.ctx.Err() != nil {
+		return
+	}
+	if err := os.Remove(b.cfg.keptPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		b.log.Warn("events: cannot remove the file of events kept at the last stop: its events are published again at "+
+			"the next start (replays show each once)", "file", b.cfg.keptPath(), "err", err)
+	}
+	if n, total := b.keptPublished.Load(), b.keptTotal; n < total {
+		b.log.Warn(fmt.Sprintf("events: published %d of the %d events kept at the last stop; the stream took none of "+
+			"the others in a minute of resends (counted lost)", n, total))
+	} else {
+		b.log.Info(fmt.Sprintf("events: published %d events kept at the last stop", n))
+	}
+}
+
+// keepAtClose keeps the events the stream has not acknowledged, counting
+// lost, once, what cannot be kept.
+func (b *Bus) keepAtClose() {
+	if n := b.keepUnacknowledged(b.unacknowledged()); n > 0 {
+		b.lost.Add(uint64(n))
+		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
+	}
+}
+
+// keepUnacknowledged writes ms, the events the stream has not acknowledged
+// at Close, to the file (or removes it when there are none), and returns
+// how many it could not keep: over keptMaxBytes, or all when the file
+// cannot be written.
+func (b *Bus) keepUnacknowledged(ms []outMsg) int {
+	b.keptMu.Lock()
+	defer b.keptMu.Unlock()
+	path := b.cfg.keptPath()
+	if path == "" {
+		return len(ms)
+	}
+	size, keep := 0, 0
+	for _, m := range ms {
+		if size += len(m.data) + 1; size > keptMaxBytes {
+			break
+		}
+		keep++
+	}
+	if err := b.writeKept(ms[:keep]); err != nil {
+		b.log.Warn("events: cannot keep the unacknowledged events", "file", path, "err", err)
+		return len(ms)
+	}
+	if keep > 0 {
+		b.log.Warn(fmt.Sprintf("events: kept %d unacknowledged events in %s; the next start publishes them", keep, path))
+	}
+	if keep < len(ms) {
+		b.log.Warn(fmt.Sprintf("events: %d more unacknowledged events did not fit in %s (at most %d MiB)",
+			len(ms)-keep, path, keptMaxBytes>>20))
+	}
+	return len(ms) - keep
+}
+
+// writeKept makes the file hold ms, whole or not at all (durable.WriteFile:
+// a temporary file of mode 0600, synced, renamed over it). No events: no file.
+func (b *Bus) writeKept(ms []outMsg) error {
+	path := b.cfg.keptPath()
+	if len(ms) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	head, err := json.Marshal(keptHeader{Format: 1, Queue: b.cfg.Queue, QueueAt: b.cfg.QueueAt, Stream: b.cfg.Stream,
+		Host: b.cfg.Host, Written: time.Now().UTC(), Events: len(ms)})
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	buf.Write(head)
+	buf.WriteByte('\n')
+	for _, m := range ms {
+		buf.Write(m.data)
+		buf.WriteByte('\n')
+	}
+	return durable.WriteFile(path, buf.Bytes()) // a temporary file of mode 0600
+}
+
+// unacknowledged gathers, at Close, the events the stream has not
+// acknowledged (those waiting to be sent again, those sent and unanswered,
+// those never sent) in the order of their times, as they were published.
+// Their flights end and their waiters are told.
+func (b *Bus) unacknowledged() []outMsg {
+	out := b.pausingTaken()
+	for _, m := range b.flying.all() {
+		out = append(out, outMsg{subject: m.Subject, id: m.Header.Get(jetstream.MsgIDHeader), data: m.Data})
+	}
+	b.flying.settle()
+	for _, m := range b.unsent {
+		closeAcked(m.acked)
+		if m.resent {
+			b.resolved(m.id)
+		}
+		out = append(out, outMsg{subject: m.subject, id: m.id, data: m.data})
+	}
+	times := make(map[string]time.Time, len(out))
+	for _, m := range out {
+		e, _ := decode(m.data)
+		times[m.id] = e.Time
+	}
+	slices.SortStableFunc(out, func(a, b outMsg) int { return times[a.id].Compare(times[b.id]) })
+	return out
+}

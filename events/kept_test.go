@@ -1,0 +1,301 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// keptLines reads the file of kept events in dir: its header and events.
+func keptLines(t *testing.T, dir string) (keptHeader, []Event) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, KeptFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	var h keptHeader
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
+		t.Fatalf("header %q: %v", lines[0], err)
+	}
+	var evs []Event
+	for _, l := range lines[1:] {
+		e, err := decode([]byte(l))
+		if err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		evs = append(evs, e)
+	}
+	return h, evs
+}
+
+// writeKeptFile writes a file of kept events into dir: a header for queue
+// and the lines as given.
+func writeKeptFile(t *testing.T, dir, queue string, lines ...string) {
+	t.Helper()
+	head, err := json.Marshal(keptHeader{Format: 1, Queue: queue, Stream: DefaultStream, Host: "test-host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(head) + "\n" + strings.Join(lines, "\n")
+	if err := os.WriteFile(filepath.Join(dir, KeptFileName), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventLine is e as a line of the file, as published.
+func eventLine(t *testing.T, e Event) string {
+	t.Helper()
+	data, err := marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// ids lists the events' IDs.
+func ids(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+// A daemon whose stream takes none of its events (silenceStream) keeps
+// them at Close in its data folder, none counted lost; the next start on
+// that folder publishes them first, under their IDs, and the file goes.
+// Before, Close counted them lost and they were gone.
+func TestUnacknowledgedEventsKeptAtCloseArePublishedAtNextStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Listen: "127.0.0.1:0", ackTimeout: 2 * time.Second, Queue: "q-1", QueueAt: "zk q-1"}
+	bus, logs := openBus(t, cfg)
+	sent := silenceStream(t, bus)
+	var moves []Event
+	var waiters []<-chan struct{}
+	for i, to := range []string{"Downloading", "Processing", "Storing"} {
+		e := Event{Kind: KindJob, ID: "move-" + to, BatchID: "bid-1", JobID: "jid-1", From: []string{"Pending", "Downloading", "Processing"}[i], To: to}
+		moves = append(moves, e)
+		waiters = append(waiters, bus.PublishAcked(e))
+		receive(t, sent, "move to "+to)
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range waiters {
+		receive(t, w, "the waiter of an event kept at Close")
+	}
+	if s := bus.Stats(); s.Lost != 0 || s.Published != 0 {
+		t.Errorf("after Close: %+v, want none lost: they are kept", s)
+	}
+	path := filepath.Join(dir, KeptFileName)
+	if w := "events: kept 3 unacknowledged events in " + path + "; the next start publishes them"; logs.count(slog.LevelWarn, w) != 1 {
+		t.Errorf("no warning %q", w)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", path, fi.Mode().Perm())
+	}
+	h, kept := keptLines(t, dir)
+	if h.Queue != "q-1" || h.Stream != DefaultStream || h.Events != 3 || !slices.Equal(ids(kept), ids(moves)) {
+		t.Errorf("file: header %+v, events %v; want queue q-1, 3 events %v", h, ids(kept), ids(moves))
+	}
+
+	// The next start: what is published before Start comes after them.
+	rec := &logRecorder{}
+	cfg.Logger, cfg.Host = slog.New(rec), "test-host"
+	next := New(cfg)
+	t.Cleanup(func() { _ = next.Close() })
+	next.Publish(Event{Kind: KindJob, ID: "move-Recording", BatchID: "bid-1", JobID: "jid-1", From: "Storing", To: "Recording"})
+	if err := next.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, next)
+	waitFor(t, "the line saying they are published", func() bool {
+		return rec.count(slog.LevelInfo, "events: published 3 events kept at the last stop") == 1
+	})
+	got := replay(t, next.Conn(), Filter{})
+	want := append(ids(moves), "move-Recording")
+	if !slices.Equal(ids(got), want) {
+		t.Errorf("replay after the next start: %v, want %v", ids(got), want)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("%s after its events were published: %v, want it gone", path, err)
+	}
+	if s := next.Stats(); s.Lost != 0 || s.Published != 4 {
+		t.Errorf("next start: %+v, want 4 published, none lost", s)
+	}
+}
+
+// A kept event the stream had stored though its acknowledgement was lost,
+// sent again past the duplicate window (here: stored under another ID, as
+// the stream, which forgets IDs after two minutes, sees it), is in the
+// stream twice and replayed once.
+func TestKeptEventStoredBeforeIsReplayedOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := Event{Kind: KindJob, ID: "move-stored", BatchID: "bid-1", JobID: "jid-1", From: "Pending", To: "Downloading",
+		Host: "test-host", Time: time.Now().UTC().Add(-time.Hour)}
+	first, _ := openBus(t, Config{DataDir: dir})
+	msg := &nats.Msg{Subject: e.Subject(), Data: []byte(eventLine(t, e)), Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "window-passed")
+	js, err := jetstream.New(first.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	first.Publish(Event{Kind: KindJob, ID: "other-job", BatchID: "bid-1", JobID: "jid-2", From: "Pending", To: "Downloading"})
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeKeptFile(t, dir, "", eventLine(t, e))
+
+	bus, logs := openBus(t, Config{DataDir: dir})
+	flush(t, bus)
+	waitFor(t, "the kept event published", func() bool {
+		return logs.count(slog.LevelInfo, "events: published 1 events kept at the last stop") == 1
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	js, err = jetstream.New(bus.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 3 {
+		t.Errorf("the stream holds %d messages, want 3 (the move twice, the other job's once)", n)
+	}
+	if got := ids(replay(t, bus.Conn(), Filter{})); !slices.Equal(got, []string{"move-stored", "other-job"}) {
+		t.Errorf("replay: %v, want the move once, then the other job's", got)
+	}
+	if got := ids(replay(t, bus.Conn(), Filter{JobID: "jid-1"})); !slices.Equal(got, []string{"move-stored"}) {
+		t.Errorf("replay of the job: %v, want the move once", got)
+	}
+}
+
+// A file of kept events written for another queue is never published into
+// this queue's stream: it is moved aside, and the warning names both.
+func TestKeptEventsOfAnotherQueueAreNotPublished(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeKeptFile(t, dir, "queue-A", eventLine(t, Event{Kind: KindJob, ID: "of-A", JobID: "jid-1", To: "Pending"}))
+	bus, logs := openBus(t, Config{DataDir: dir, Queue: "queue-B", QueueAt: "zk B"})
+	bus.Publish(Event{Kind: KindAdmin, ID: "of-B", To: "hold"})
+	flush(t, bus)
+	if got := ids(replay(t, bus.Conn(), Filter{})); !slices.Equal(got, []string{"of-B"}) {
+		t.Errorf("replay of queue B: %v, want only its own event", got)
+	}
+	w := logs.warned("holds events of another queue or stream")
+	if !strings.Contains(w, `"queue-A"`) || !strings.Contains(w, `"queue-B"`) || !strings.Contains(w, KeptFileName+".other-queue-") {
+		t.Errorf("warning %q: want both queues and where the file went", w)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, KeptFileName+".other-queue-*"))
+	if _, err := os.Stat(filepath.Join(dir, KeptFileName)); !os.IsNotExist(err) || len(aside) != 1 {
+		t.Errorf("the file: %v, %d moved aside; want it moved aside", err, len(aside))
+	}
+}
+
+// A file with bad lines (one not an event, one cut short at its end) has
+// its good events published; each bad line is named with the file, and
+// the file is moved aside.
+func TestKeptEventsFileWithBadLines(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeKeptFile(t, dir, "",
+		eventLine(t, Event{Kind: KindJob, ID: "good-1", JobID: "jid-1", To: "Pending"}),
+		"not json",
+		eventLine(t, Event{Kind: KindJob, ID: "good-2", JobID: "jid-1", From: "Pending", To: "Downloading"}),
+		`{"id":"cut-short","kind":"jo`)
+	bus, logs := openBus(t, Config{DataDir: dir})
+	flush(t, bus)
+	waitFor(t, "the good events published", func() bool {
+		return logs.count(slog.LevelInfo, "events: published 2 events kept at the last stop") == 1
+	})
+	if got := ids(replay(t, bus.Conn(), Filter{})); !slices.Equal(got, []string{"good-1", "good-2"}) {
+		t.Errorf("replay: %v, want the two good events", got)
+	}
+	path := filepath.Join(dir, KeptFileName)
+	for _, line := range []string{path + " line 3: not an event", path + " line 5: not an event"} {
+		if logs.warned(line) == "" {
+			t.Errorf("no warning naming %q", line)
+		}
+	}
+	if w := logs.warned("2 bad lines left out, 2 events kept; moved to " + path + ".bad-"); w == "" {
+		t.Error("no warning saying the file was moved aside")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("%s after its good events were published: %v, want it gone", path, err)
+	}
+}
+
+// A member cut off from its cluster's quorum (the two others stopped, as a
+// NATS partition does with ZooKeeper reachable: nobody tells it they went)
+// goes on publishing moves the stream cannot take; stopped, it keeps them;
+// once the others are back, its next start publishes them, and the replay
+// holds every move once. Before, its stop counted them lost, for good.
+func TestMemberCutOffFromItsQuorumKeepsItsMovesAcrossAStop(t *testing.T) {
+	t.Parallel()
+	rec := &logRecorder{}
+	fast := func(cfg *Config) {
+		cfg.ackTimeout = time.Second
+		if cfg.Host == "c" {
+			cfg.Logger = slog.New(rec)
+		}
+	}
+	ms := openClusterWith(t, fast, "a", "b", "c")
+	a, b, c := ms[0], ms[1], ms[2]
+	publishN(t, c, "bid-1", 2)
+	waitThreeCurrent(t, a)
+	dirs := map[string]string{}
+	for _, m := range ms {
+		dirs[m.cfg.Host] = m.cfg.DataDir
+	}
+	for _, m := range []*member{a, b} {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const cutOff = 6
+	for i := range cutOff {
+		c.Publish(Event{Kind: KindJob, BatchID: "bid-2", JobID: "bid-2-a", From: "Processing", To: []string{"Storing", "Processing"}[i%2]})
+	}
+	waitFor(t, "c to send its moves and hear nothing", func() bool { return c.Stats().Retried > 0 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Lost != 0 || s.Published != 2 {
+		t.Errorf("c after its stop: %+v, want its moves kept, none lost", s)
+	}
+	if _, kept := keptLines(t, dirs["c"]); len(kept) != cutOff {
+		t.Fatalf("c kept %d events, want %d", len(kept), cutOff)
+	}
+
+	again := openClusterWith(t, func(cfg *Config) { fast(cfg); cfg.DataDir = dirs[cfg.Host] }, "a", "b", "c")
+	waitFor(t, "c's moves published", func() bool {
+		return rec.count(slog.LevelInfo, "events: published 6 events kept at the last stop") == 1
+	})
+	if got := hostsSeen(t, again[0]); got["c"] != 2+cutOff {
+		t.Errorf("replay after the restart: events per host %v, want c's %d", got, 2+cutOff)
+	}
+	if _, err := os.Stat(filepath.Join(dirs["c"], KeptFileName)); !os.IsNotExist(err) {
+		t.Errorf("c's file after its events were published: %v, want it gone", err)
+	}
+}
