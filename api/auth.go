@@ -263,3 +263,26 @@ func (t *Tokens) authorize(token string, role Role) (Caller, error) {
 func unauthorized(msg string) error {
 	return &apiError{status: http.StatusUnauthorized, kind: "unauthorized", msg: msg}
 }
+
+// Guard has h answer only a caller whose bearer token has role, by the
+// API's check and in its words (401 and 403 problem documents): the
+// daemon's server puts /debug/pprof/ behind an admin token, and /metrics,
+// when a site asks it, behind any token. Both show the whole daemon, so a
+// token scoped to profiles is refused. Without any token configured h
+// answers everyone, as before.
+func (t *Tokens) Guard(role Role, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t.Len() > 0 {
+			c, err := t.caller(r, role)
+			if err == nil && c.Scoped() {
+				err = &apiError{status: http.StatusForbidden, kind: "forbidden",
+					msg: c.scopedTo() + ": " + r.URL.Path + " shows the whole daemon; send a token of no profiles"}
+			}
+			if err != nil {
+				writeProblem(w, r, err)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

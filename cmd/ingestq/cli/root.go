@@ -193,7 +193,7 @@ const environmentHelp = "Environment (a flag given wins over its variable):\n" +
 	"  serve's own (see ingestq serve --help): " + EnvConfig + ", " + EnvStates + ", " + EnvProfiles + ",\n" +
 	"      " + EnvStorage + ", " + EnvWorkDir + ", " + EnvWorkShared + ", " + EnvHTTP + ", " + EnvAdvertise + ", " + EnvHTTPHosts + ",\n" +
 	"      " + EnvTLSCert + ", " + EnvTLSKey + ", " + EnvAPITokens + ", " + EnvNATSListen + ",\n" +
-	"      " + EnvListenCert + ", " + EnvListenKey + ",\n" +
+	"      " + EnvListenCert + ", " + EnvListenKey + ", " + EnvMetricsAuth + ",\n" +
 	"      " + EnvNATSCluster + ", " + EnvNATSSecret + ", " + EnvClusterCert + ",\n" +
 	"      " + EnvClusterKey + ", " + EnvClusterCA + ", " + EnvSMTPPass + ", " + EnvAccessDir + ",\n" +
 	"      " + EnvAccessTo + ", " + EnvFetchAllow + ";\n" +

@@ -63,6 +63,7 @@ const (
 	EnvTLSCert     = "INGESTQ_TLS_CERT"
 	EnvTLSKey      = "INGESTQ_TLS_KEY"
 	EnvAPITokens   = "INGESTQ_API_TOKENS"
+	EnvMetricsAuth = "INGESTQ_METRICS_AUTH"
 	EnvAPIToken    = "INGESTQ_API_TOKEN"   // the token the CLI's commands send to the API
 	EnvAdminToken  = "INGESTQ_ADMIN_TOKEN" // serve: one more token, an admin's (api.EnvTokenName)
 )
@@ -90,6 +91,7 @@ type serveFlags struct {
 	tlsCert      string
 	tlsKey       string
 	apiTokens    string
+	metricsAuth  string // open or token
 	delay        time.Duration
 	workers      int
 	stateWorkers map[string]int
@@ -183,6 +185,8 @@ func (a *app) serveCommand() *cobra.Command {
 		"(a read or operate token scoped to PROFILEs sees and acts on only their work);\n"+
 		"without any token reads are open and changes refused ("+EnvAdminToken+" adds an admin token; env "+EnvAPITokens+");\n"+
 		"SIGHUP re-reads it: tokens are added or revoked without a restart")
+	fl.StringVar(&f.metricsAuth, "metrics-auth", a.env(EnvMetricsAuth, "open"), "who may read /metrics: open (anyone who reaches --http, as Prometheus expects), or token (a bearer token\n"+
+		"of --api-tokens or "+EnvAdminToken+", of any role and no profiles: Prometheus's authorization: credentials_file) (env "+EnvMetricsAuth+")")
 	durationVar(fl, &f.delay, "passthrough-delay", 0, "time each pass-through step takes")
 	fl.IntVar(&f.workers, "workers", reactor.DefaultWorkers, "workers per job state")
 	fl.StringToIntVar(&f.stateWorkers, "state-workers", nil, "workers of some states, like downloading=8,processing=2 (default --workers)")
@@ -234,7 +238,7 @@ func applyConfig(fl *pflag.FlagSet, file string, getenv func(string) string) err
 		"nats-listen-tls-cert": EnvListenCert, "nats-listen-tls-key": EnvListenKey, "nats-tls-ca": EnvNATSTLSCA, "profiles": EnvProfiles, "smtp-password": EnvSMTPPass, "nats-token": EnvNATSToken,
 		"storage": EnvStorage, "inventory": EnvInventory, "states": EnvStates, "http": EnvHTTP, "advertise": EnvAdvertise, "http-hosts": EnvHTTPHosts,
 		"work-dir": EnvWorkDir, "work-shared": EnvWorkShared, "fetch-allow": EnvFetchAllow, "stalled-after": EnvStalledAfter, "tls-cert": EnvTLSCert, "tls-key": EnvTLSKey, "api-tokens": EnvAPITokens,
-		"access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
+		"metrics-auth": EnvMetricsAuth, "access-dir": EnvAccessDir, "access-to": EnvAccessTo, "access-threshold": EnvAccessThreshold}
 	for name, v := range settings {
 		flag := fl.Lookup(name)
 		if flag == nil {
@@ -263,6 +267,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	tokens, err := a.loadTokens(f.apiTokens)
+	if err != nil {
+		return err
+	}
+	metricsToken, err := parseMetricsAuth(f.metricsAuth, tokens)
 	if err != nil {
 		return err
 	}
@@ -394,7 +402,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
 	rcfg.Access, rcfg.AccessWorkers, rcfg.Advertise = acc, accWorkers, advertise
 	var busStarted func()
-	rcfg.Observer, busStarted = a.monitor(web, q, bus, p, roles, stalledAfter)
+	rcfg.Observer, busStarted = a.monitor(web, tokens, metricsToken, q, bus, p, roles, stalledAfter)
 	r, err := reactor.New(rcfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -588,6 +596,22 @@ func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens, reloaded func()
 	}
 }
 
+// parseMetricsAuth reads --metrics-auth: whether /metrics asks a token.
+// It asks one of the daemon's tokens, so a daemon without any cannot.
+func parseMetricsAuth(setting string, tokens *api.Tokens) (bool, error) {
+	switch setting {
+	case "open":
+		return false, nil
+	case "token":
+		if tokens.Len() == 0 {
+			return false, usagef("--metrics-auth token: this daemon has no token for Prometheus to send; add a line \"read TOKEN prometheus\" "+
+				"to --api-tokens FILE (or set %s)", EnvAdminToken)
+		}
+		return true, nil
+	}
+	return false, usagef("--metrics-auth %q: want open (anyone may read /metrics) or token (a bearer token of --api-tokens)", setting)
+}
+
 // natsClientTokens is how the embedded NATS server admits its clients:
 // by the API's tokens, unscoped, each with its role (events.ClientToken);
 // without any, every client, as before.
@@ -613,6 +637,8 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 			return nil, "", usagef("--http-hosts %s: the HTTP server is off (--http off)", f.httpHosts)
 		case f.tlsCert != "":
 			return nil, "", usagef("--tls-cert %s: the HTTP server is off (--http off)", f.tlsCert)
+		case f.metricsAuth != "open":
+			return nil, "", usagef("--metrics-auth %s: the HTTP server is off (--http off)", f.metricsAuth)
 		}
 		return nil, "", nil
 	}
