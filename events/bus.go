@@ -100,6 +100,9 @@ type Config struct {
 	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
 	serverOpts   serverTweak   // tests change the embedded server's options
+	// Tests: called where a race with Close was possible (kept.go, resend.go).
+	keepTaking func() // Close has taken the flights, not yet the pauses
+	pauseEnded func() // a resend's pause has ended, before it is taken
 }
 
 // withDefaults fills in the defaults of every unset field.
@@ -128,6 +131,7 @@ type Stats struct {
 	Published uint64 // acknowledged by the stream (recorded)
 	Lost      uint64 // not recorded: dropped, refused, unacknowledged for a minute past resends, or not kept at Close; also failed signals
 	Retried   uint64 // resends of events the stream did not acknowledge in time
+	Kept      uint64 // unacknowledged at Close and kept for the next start (kept.go)
 	Waiting   int    // events not yet acknowledged: queued, sent, or waiting to be sent again
 
 	// ResentAtElection counts events sent again at once when the stream
@@ -167,6 +171,7 @@ type Bus struct {
 	badCreds   atomic.Bool // NATS refused the credentials since the last connect: the resend warning says so
 	published  atomic.Uint64
 	lost       atomic.Uint64
+	kept       atomic.Uint64 // kept at Close
 	retried    atomic.Uint64
 	failing    sync.Map  // event ID → *resend: not acknowledged once, and not yet acknowledged nor lost
 	pausing    sync.Map  // event ID → outMsg: waiting out the pause before it is sent again
@@ -592,7 +597,7 @@ func (b *Bus) ClientURL() string {
 
 // Stats returns the counters so far.
 func (b *Bus) Stats() Stats {
-	return Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(),
+	return Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Kept: b.kept.Load(),
 		ResentAtElection: b.resentAtElection.Load(), Waiting: len(b.queue) + count(&b.pausing) + b.flying.len()}
 }
 

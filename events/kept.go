@@ -77,6 +77,7 @@ func (b *Bus) readKept() []outMsg {
 	if path == "" {
 		return nil
 	}
+	b.removeKeptLeftovers(path)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -129,6 +130,19 @@ func (b *Bus) readKept() []outMsg {
 	b.keptTotal = int64(len(kept))
 	b.keptCount.Store(b.keptTotal)
 	return kept
+}
+
+// removeKeptLeftovers removes the temporary files of writes of the file at
+// path that a kill cut short (durable.WriteFile's ".events-kept.jsonl.*",
+// up to keptMaxBytes each, never read): the file itself is whole, the one
+// before such a write. One daemon holds the folder (serve.lock).
+func (b *Bus) removeKeptLeftovers(path string) {
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*"))
+	for _, f := range left {
+		if err := os.Remove(f); err != nil {
+			b.log.Warn("events: cannot remove a write of the kept events cut short", "file", f, "err", err)
+		}
+	}
 }
 
 // keptEvent is one line of the file as the message that publishes it.
@@ -187,7 +201,10 @@ func (b *Bus) keptDone(id string, published bool) {
 // keepAtClose keeps the events the stream has not acknowledged, counting
 // lost, once, what cannot be kept.
 func (b *Bus) keepAtClose() {
-	if n := b.keepUnacknowledged(b.unacknowledged()); n > 0 {
+	ms := b.unacknowledged()
+	n := b.keepUnacknowledged(ms)
+	b.kept.Add(uint64(len(ms) - n))
+	if n > 0 {
 		b.lost.Add(uint64(n))
 		b.log.Warn("events: closing with unacknowledged events", "lost", n, "lost_total", b.lost.Load())
 	}
@@ -251,15 +268,21 @@ func (b *Bus) writeKept(ms []outMsg) error {
 }
 
 // unacknowledged gathers, at Close, the events the stream has not
-// acknowledged (those waiting to be sent again, those sent and unanswered,
+// acknowledged (those sent and unanswered, those waiting to be sent again,
 // those never sent) in the order of their times, as they were published.
-// Their flights end and their waiters are told.
+// Their flights end and their waiters are told. The flights go first: a
+// flight that fails (its ack timeout) as Close gathers moves to b.pausing,
+// under the flights' lock, and nothing moves back once closed is set; taken
+// the other way round, such an event was in neither when each was taken.
 func (b *Bus) unacknowledged() []outMsg {
-	out := b.pausingTaken()
-	for _, m := range b.flying.all() {
+	var out []outMsg
+	for _, m := range b.flying.takeAll() {
 		out = append(out, outMsg{subject: m.Subject, id: m.Header.Get(jetstream.MsgIDHeader), data: m.Data})
 	}
-	b.flying.settle()
+	if b.cfg.keepTaking != nil {
+		b.cfg.keepTaking()
+	}
+	out = append(out, b.pausingTaken()...)
 	for _, m := range b.unsent {
 		closeAcked(m.acked)
 		if m.resent {

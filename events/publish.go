@@ -112,10 +112,11 @@ func (b *Bus) Signal(subject string, data []byte) {
 func (b *Bus) enqueue(m outMsg) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if b.closed && m.resent {
-		b.pausing.Store(m.id, m) // its pause ended as Close began: Close keeps it (pausingTaken)
-		return
-	}
+	b.enqueueLocked(m)
+}
+
+// enqueueLocked is enqueue with b.mu read-locked.
+func (b *Bus) enqueueLocked(m outMsg) {
 	if b.closed {
 		b.drop(m, errClosed)
 		return

@@ -119,12 +119,27 @@ func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 	}
 	again := outMsg{subject: m.Subject, id: id, data: m.Data, resent: true, kept: m.Header.Get(keptHeaderKey) != ""}
 	b.pausing.Store(id, again)
-	time.AfterFunc(pause, func() {
-		if _, ok := b.pausing.LoadAndDelete(id); ok {
-			b.enqueue(again)
-		}
-	})
+	time.AfterFunc(pause, func() { b.resendDue(id) })
 	return true
+}
+
+// resendDue queues event id again, its pause over, unless Close has begun:
+// then it stays in b.pausing, which Close keeps. One read lock spans the
+// check, the take and the queueing, so Close (which sets closed under the
+// write lock) finds the event either queued, which the publisher drains,
+// or pausing: never between the two, in neither (an event lost unsaid).
+func (b *Bus) resendDue(id string) {
+	if b.cfg.pauseEnded != nil {
+		b.cfg.pauseEnded()
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return
+	}
+	if m, ok := b.pausing.LoadAndDelete(id); ok {
+		b.enqueueLocked(m.(outMsg))
+	}
 }
 
 // unacked says why the stream acknowledges nothing: what the bus knows
@@ -137,10 +152,9 @@ func (b *Bus) unacked() string {
 }
 
 // pausingTaken takes the events waiting out a pause at Close, for the
-// caller to keep; their waiters are told.
+// caller to keep; their waiters are told. Once closed is set nothing but
+// this takes them (resendDue).
 func (b *Bus) pausingTaken() []outMsg {
-	b.mu.Lock() // an enqueue under way has put its resend back (enqueue)
-	b.mu.Unlock()
 	var out []outMsg
 	b.pausing.Range(func(id, _ any) bool {
 		if m, ok := b.pausing.LoadAndDelete(id); ok {
@@ -297,16 +311,18 @@ func (f *flights) failed(id string, m *nats.Msg, handle func()) {
 	f.end(id)
 }
 
-// settle ends every flight, for Close, and returns how many there were:
-// answers coming later are ignored.
-func (f *flights) settle() int {
+// takeAll ends every flight, for Close, and returns a copy of each event
+// that was on its way, in the order sent: in one step, so that an answer or
+// a failure comes either before (and the event is not among them) or after
+// (and is ignored), never both counted and kept, nor neither.
+func (f *flights) takeAll() []*nats.Msg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := len(f.events)
+	out := f.allLocked()
 	for id := range f.events {
 		f.end(id)
 	}
-	return n
+	return out
 }
 
 // end forgets event id; f.mu is held.
@@ -328,6 +344,11 @@ func (f *flights) len() int {
 func (f *flights) all() []*nats.Msg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.allLocked()
+}
+
+// allLocked is all with f.mu held.
+func (f *flights) allLocked() []*nats.Msg {
 	es := slices.SortedFunc(maps.Values(f.events), func(a, b *flight) int { return cmp.Compare(a.order, b.order) })
 	out := make([]*nats.Msg, len(es))
 	for i, e := range es {

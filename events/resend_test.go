@@ -15,8 +15,9 @@ import (
 
 // silenceStream has bus's stream answer nothing, as one without a leader
 // or a quorum: the stream deleted, and a subscriber on its subjects that
-// never replies; the channel gets one value for each message sent there.
-func silenceStream(t *testing.T, bus *Bus) <-chan struct{} {
+// never replies; the channel gets the event ID of each message sent there
+// (sends and resends alike).
+func silenceStream(t *testing.T, bus *Bus) <-chan string {
 	t.Helper()
 	nc := connect(t, bus.ClientURL())
 	js, err := jetstream.New(nc)
@@ -28,14 +29,22 @@ func silenceStream(t *testing.T, bus *Bus) <-chan struct{} {
 	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
 		t.Fatal(err)
 	}
-	sent := make(chan struct{}, 100)
-	if _, err := nc.Subscribe(SubjectAll, func(*nats.Msg) { sent <- struct{}{} }); err != nil {
+	sent := make(chan string, 1000)
+	if _, err := nc.Subscribe(SubjectAll, func(m *nats.Msg) { sent <- m.Header.Get(jetstream.MsgIDHeader) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	return sent
+}
+
+// receiveSent waits until the event id is sent (silenceStream's channel),
+// passing over other events' sends and resends.
+func receiveSent(t *testing.T, sent <-chan string, id string) {
+	t.Helper()
+	for receive(t, sent, "the send of "+id) != id {
+	}
 }
 
 // An event whose publish gets no answer (no stream, and a subscriber on its
@@ -47,9 +56,9 @@ func TestUnansweredEventWaitsOnceAndIsKeptOnce(t *testing.T) {
 	dir := t.TempDir()
 	bus, _ := openBus(t, Config{DataDir: dir, Listen: "127.0.0.1:0", ackTimeout: 2 * time.Second})
 	sent := silenceStream(t, bus)
-	acked := bus.PublishAcked(Event{Kind: KindJob, JobID: "jid-silent", To: "Pending"})
-	receive(t, sent, "the event")
-	receive(t, sent, "the event sent again") // in flight now, for 2 s
+	acked := bus.PublishAcked(Event{Kind: KindJob, ID: "ev-silent", JobID: "jid-silent", To: "Pending"})
+	receiveSent(t, sent, "ev-silent")
+	receiveSent(t, sent, "ev-silent") // sent again: in flight now, for 2 s
 	if s := bus.Stats(); s.Waiting != 1 || s.Lost != 0 || s.Retried != 1 {
 		t.Errorf("while it is sent again: %+v, want 1 waiting, none lost, 1 resend", s)
 	}
