@@ -95,12 +95,9 @@ func (t *Tokens) Replace(o *Tokens) {
 	t.byHash = byHash
 }
 
-// Lookup finds the caller of a token: the daemon's embedded NATS server
-// admits its clients by it.
-func (t *Tokens) Lookup(token string) (Caller, bool) { return t.lookup(token) }
-
-// lookup finds the caller of a token.
-func (t *Tokens) lookup(token string) (Caller, bool) {
+// Lookup finds the caller of a token: the API's requests, and the clients
+// the daemon's embedded NATS server admits, by it.
+func (t *Tokens) Lookup(token string) (Caller, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	c, ok := t.byHash[sha256.Sum256([]byte(token))]
@@ -249,7 +246,7 @@ func (t *Tokens) authorize(token string, role Role) (Caller, error) {
 	if token == "" {
 		return Caller{}, unauthorized("this needs a token with the " + role.String() + " role")
 	}
-	c, known := t.lookup(token)
+	c, known := t.Lookup(token)
 	if !known {
 		return Caller{}, unauthorized("unknown bearer token")
 	}

@@ -103,8 +103,9 @@ func refuseSubmit(c Caller, profile string) error {
 // names (queue/qid) when it has none.
 func missingAccess(r *http.Request) error { return missingAccessRef(accessRef(r)) }
 
-// missingAccessRef is what the queue answers for an access request ref
-// (queue/qid or qid, named as asked) it has never made.
+// missingAccessRef is the not found of an access request ref (queue/qid
+// or qid, named as asked) the queue has never made: what a scoped caller
+// hears too of one outside its profiles, or gone, whatever the queue made.
 func missingAccessRef(ref string) error { return ops.NeverMade(ref, "access request") }
 
 // seesAccess refuses, as missing, the access request r's path names when

@@ -70,13 +70,13 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 	return objs, err
 }
 
-// PeekBytes is how much of a payload's beginning type auto looks at.
-const PeekBytes = 512
+// peekBytes is how much of a payload's beginning type auto looks at.
+const peekBytes = 512
 
-// SniffPayload is what type auto takes a payload whose first bytes
-// (PeekBytes of them) are head for: a checkm manifest, a zip container,
+// sniffPayload is what type auto takes a payload whose first bytes
+// (peekBytes of them) are head for: a checkm manifest, a zip container,
 // else a single file, stored under the payload's name.
-func SniffPayload(head []byte) string {
+func sniffPayload(head []byte) string {
 	switch {
 	case checkm.Sniff(head):
 		return SubmitManifest
@@ -86,7 +86,7 @@ func SniffPayload(head []byte) string {
 	return SubmitFile
 }
 
-// SniffLocalFile is SniffPayload of the first bytes of the local file at
+// SniffLocalFile is sniffPayload of the first bytes of the local file at
 // path, a symbolic link followed, as a daemon's fetch of its file: URL
 // reads them; an error when it cannot be read or is no plain file (a pipe
 // is not waited on: plainfile).
@@ -96,15 +96,15 @@ func SniffLocalFile(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	head := make([]byte, PeekBytes)
+	head := make([]byte, peekBytes)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return "", err
 	}
-	return SniffPayload(head[:n]), nil
+	return sniffPayload(head[:n]), nil
 }
 
-// readPayload looks at the payload's first bytes (SniffPayload): a checkm
+// readPayload looks at the payload's first bytes (sniffPayload): a checkm
 // manifest is read whole and parsed, a zip is a container, anything else
 // a single file.
 func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, kind string) (string, *checkm.Manifest, error) {
@@ -112,7 +112,7 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 	if err != nil {
 		return "", nil, err
 	}
-	sniffed := SniffPayload(head)
+	sniffed := sniffPayload(head)
 	shown := redact.Location(url) // a batch's message is shown below admin, and e-mailed
 	switch {
 	case sniffed == SubmitManifest:
@@ -138,9 +138,9 @@ func (p *Pipeline) readPayload(ctx context.Context, prof *profile.Profile, url, 
 	return sniffed, nil, nil
 }
 
-// head reads the first PeekBytes of a payload.
+// head reads the first peekBytes of a payload.
 func (p *Pipeline) head(ctx context.Context, prof *profile.Profile, raw string) ([]byte, error) {
-	head, err := p.client(prof).Peek(ctx, raw, PeekBytes)
+	head, err := p.client(prof).Peek(ctx, raw, peekBytes)
 	if errors.Is(err, fetch.ErrScheme) {
 		allowed := "http, https"
 		if prof.AllowLocalFiles {

@@ -15,7 +15,7 @@ import (
 // the local file at path when that name would be the stored file's, and
 // that name; nil when it is taken or is not stored. The file's own name is
 // the stored one with type file, and with auto when the file is neither
-// a checkm manifest nor a zip (handlers.SniffPayload, on its first bytes,
+// a checkm manifest nor a zip (handlers.SniffLocalFile, on its first bytes,
 // as the daemon reads them); a file that cannot be read here is left to
 // the daemon that fetches it, which may. A file_name given instead is
 // checked with the submission's fields.

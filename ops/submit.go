@@ -236,7 +236,7 @@ func (s *Service) CheckProfile(ctx context.Context, sub queue.Submission) error 
 			"before it was restarted without it: submit for a profile they serve, or start a daemon whose --profiles has it",
 			name, strings.Join(says, "; ")))
 	}
-	return checkScheme(prof, sub)
+	return checkPayloadURL(prof, sub)
 }
 
 // servedProfiles are the live daemons that say which profiles they serve
@@ -262,11 +262,11 @@ func (s *Service) servedProfiles(ctx context.Context) ([]reactor.HostInfo, error
 	return served, nil
 }
 
-// checkScheme refuses a payload the profile's daemons would not fetch: a
-// scheme other than http and https, or a local file without the profile's
-// allow_local_files; and a local file whose own name, the stored file's,
-// intake refuses (checkLocalName).
-func checkScheme(prof *profile.Profile, sub queue.Submission) error {
+// checkPayloadURL refuses a payload the profile's daemons would not
+// fetch: a scheme other than http and https, or a local file without the
+// profile's allow_local_files; and a local file whose own name, the stored
+// file's, intake refuses (checkLocalName).
+func checkPayloadURL(prof *profile.Profile, sub queue.Submission) error {
 	raw := sub.PayloadURL
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -69,7 +69,8 @@ func (nopObserver) Transferred(Transfer, int64)                    {}
 // (`ingestq ls jobs --stalled` tells it from a step that is just slow).
 const RetryingPrefix = "retrying after error"
 
-// retryingMessage is a job's status message while its step backs off.
+// retryingMessage is a job's status message while its step backs off,
+// and a Pending batch's while its intake does (withRetries).
 func retryingMessage(attempt, attempts int, err error) string {
 	return fmt.Sprintf("%s (attempt %d of %d): %v", RetryingPrefix, attempt, attempts, err)
 }

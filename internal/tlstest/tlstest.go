@@ -53,7 +53,7 @@ type Authority struct {
 func NewAuthority(t *testing.T) *Authority {
 	t.Helper()
 	dir := t.TempDir()
-	ca := issue(t, dir, "ca", &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil)
+	ca := issue(t, dir, "ca", authority(), nil)
 	return &Authority{CAFile: ca.certFile, dir: dir, ca: ca}
 }
 
@@ -61,7 +61,7 @@ func NewAuthority(t *testing.T) *Authority {
 // certificate it signs (Peer) chains to a through it.
 func (a *Authority) Intermediate(t *testing.T, name string) *Authority {
 	t.Helper()
-	c := issue(t, a.dir, name, &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, &a.ca)
+	c := issue(t, a.dir, name, authority(), &a.ca)
 	return &Authority{CAFile: c.certFile, dir: a.dir, ca: c}
 }
 
@@ -77,9 +77,7 @@ func (a *Authority) Peer(t *testing.T, name string, hosts ...string) (certFile, 
 // ExpiredPeer is Peer's certificate expired an hour ago.
 func (a *Authority) ExpiredPeer(t *testing.T, name string, hosts ...string) (certFile, keyFile string) {
 	t.Helper()
-	tmpl := peer(hosts)
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
-	c := issue(t, a.dir, name, tmpl, &a.ca)
+	c := issue(t, a.dir, name, expired(peer(hosts)), &a.ca)
 	return c.certFile, c.keyFile
 }
 
@@ -101,10 +99,19 @@ func peer(hosts []string) *x509.Certificate {
 // 127.0.0.1 that expired an hour ago, and its key.
 func Expired(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
-	tmpl := server()
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
-	c := issue(t, t.TempDir(), "expired", tmpl, nil)
+	c := issue(t, t.TempDir(), "expired", expired(server()), nil)
 	return c.certFile, c.keyFile
+}
+
+// authority is the template of a CA's certificate.
+func authority() *x509.Certificate {
+	return &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+}
+
+// expired is tmpl valid for an hour until an hour ago.
+func expired(tmpl *x509.Certificate) *x509.Certificate {
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	return tmpl
 }
 
 // server is the template of a server certificate for 127.0.0.1.

@@ -571,14 +571,21 @@ func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string) error {
 	st := b.Status
 	st.Message = msg
 	if err := q.commit(ctx, []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}); err != nil {
-		if errors.Is(err, ErrStale) && b.owner {
-			_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
-			b.owner = false
-		}
-		return err
+		return q.letGoIfStale(ctx, b, err)
 	}
 	b.Status, b.version = st, b.version+1
 	return nil
+}
+
+// letGoIfStale lets go of this session's lock of b when err is a fenced
+// write's that found b's view stale (the batch is no longer this view's
+// to hold), and returns err.
+func (q *Queue) letGoIfStale(ctx context.Context, b *Batch, err error) error {
+	if errors.Is(err, ErrStale) && b.owner {
+		_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
+		b.owner = false
+	}
+	return err
 }
 
 // BatchChange is what a batch transition writes besides the status.
@@ -617,11 +624,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
 	}
 	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
-		if errors.Is(err, ErrStale) && b.owner {
-			_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
-			b.owner = false
-		}
-		return err
+		return q.letGoIfStale(ctx, b, err)
 	}
 	b.Status, b.version = st, b.version+1
 	if c.Report != nil {

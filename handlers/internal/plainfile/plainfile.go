@@ -1,9 +1,10 @@
 // Package plainfile opens a file that a request or a step reads only
 // when it is a plain file. The open follows no symbolic link at the path's
-// end (but OpenFollowing's) and waits on no pipe (O_NONBLOCK: a FIFO without a writer opens at once, and
-// is then refused), and the file judged is the one open (fstat): a look
-// at the path first (Lstat), then an open, let the file be swapped for a
-// link or a pipe in between, and a pipe hung every request that read it.
+// end (but OpenFollowing's) and waits on no pipe (O_NONBLOCK: a FIFO
+// without a writer opens at once, and is then refused), and the file
+// judged is the one open (fstat): a look at the path first (Lstat), then
+// an open, let the file be swapped for a link or a pipe in between, and a
+// pipe hung every request that read it.
 package plainfile
 
 import (
