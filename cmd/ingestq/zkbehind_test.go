@@ -38,7 +38,10 @@ func TestDaemonGoesOnAfterZooKeeperIsRestoredUnderIt(t *testing.T) {
 	bid = createBatch(t, q, 5)
 	waitBatchDone(t, q, bid, time.Minute)
 	assertBatchCompleted(t, q, bid, 5)
-	// One line for each of the daemon's sessions: its own and the operators'.
+	// One line for each of the daemon's sessions: its own and the operators'
+	// (which finds its refusal when it next talks to the server, maybe after
+	// the batch is done: waited for, then counted).
+	d.waitLog(time.Minute, "session=operators")
 	lines := d.logLines("refused this client's session")
 	if ops := len(d.logLines("session=operators")); len(lines) != 2 || ops != 1 {
 		t.Errorf("%d lines say a session was refused (%d the operators'), want one for each session: %q", len(lines), ops, lines)
