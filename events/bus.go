@@ -195,12 +195,12 @@ type Bus struct {
 }
 
 // outMsg is one item for the publisher goroutine: an event for JetStream,
-// a core NATS signal, or (flushed != nil) a marker Flush waits on.
+// or (flushed != nil) a marker Flush waits on. Signals do not queue
+// (Signal).
 type outMsg struct {
 	subject string
 	id      string // the event's ID, JetStream's Nats-Msg-Id: a copy published again within the stream's duplicate window is dropped
 	data    []byte
-	core    bool
 	flushed chan struct{}
 	acked   chan struct{} // closed once the stream has the event or it is counted lost; nil when nobody waits
 	resent  bool          // sent again (resend.go): its waiter, if any, is in acks

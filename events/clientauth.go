@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,17 +18,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// busUser is the user of this process's own in-process connections to its
-// embedded server (the bus's, and one reading a store recorded alone),
-// with a password only this process knows: with client tokens the
-// listener admits nothing else with full rights.
-const busUser = "ingestq-bus"
+// The daemon's internal users, of its own in-process connections, each
+// with a password only this process knows; clientAuth refuses them on the
+// listener (a lone server without client tokens checks no one). busUser
+// is the user of the bus's connections to its embedded server (and of one
+// reading a store recorded alone): with client tokens the listener admits
+// nothing else with full rights. systemUser, of a cluster member's system
+// account, asks the JetStream meta leader to forget a server (ForgetHost).
+const (
+	busUser    = "ingestq-bus"
+	systemUser = "ingestq-system"
+)
 
 // The internal users' passwords are crypto/rand's: a nuid's prefix is
 // shared by every nuid.Next() of the process and its sequence steps by a
 // small increment, so the event IDs (nuids) that any reader sees gave the
 // passwords away.
-var busPassword = rand.Text()
+var busPassword, systemPassword = rand.Text(), rand.Text()
 
 // busInboxPrefix starts the replies to this process's in-process
 // connections, outside the _INBOX.> that clients may read: the bus's acks,
@@ -152,13 +157,7 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 // refuse says once per address and reason why c was refused (nats-server's
 // own line says neither), and refuses it.
 func (a *clientAuth) refuse(c server.ClientAuthentication, why string) bool {
-	from := "in-process"
-	if addr := c.RemoteAddress(); addr != nil {
-		from = addr.String()
-		if host, _, err := net.SplitHostPort(from); err == nil {
-			from = host // its port changes with every try
-		}
-	}
+	from := remoteHost(c, "in-process")
 	if a.said.first(from + why) {
 		a.log.Warn("events: refused a NATS client: "+why+" (said once per address)", "from", from)
 	}

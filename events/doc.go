@@ -34,10 +34,10 @@
 // counted in [Stats].Lost (an upper bound: a buffered event counted lost
 // may still be recorded on reconnect) and logged, at most one warning per
 // five seconds. At Close, the events the stream has not acknowledged are
-// kept in the data folder (KeptFileName) rather than counted lost, and the
-// next start on that folder publishes them first, under their IDs; a
-// replay shows a kept event once even when the stream had stored it
-// before. Readers that must not miss work rescan ZooKeeper rather than
+// kept in the data folder (events-kept.jsonl) rather than counted lost,
+// and the next start on that folder publishes them first, under their
+// IDs; a replay shows a kept event once even when the stream had stored
+// it before. Readers that must not miss work rescan ZooKeeper rather than
 // trust the bus.
 //
 // # One stream for a cluster of daemons

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,14 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// A cluster member's server lets its clients into the global account
-// (clientAuth); systemUser, of the system account, with a password that
-// only this process knows, asks the JetStream meta leader to forget a
-// server.
-const systemUser = "ingestq-system"
-
-var systemPassword = rand.Text() // crypto/rand's, as busPassword
 
 // JetStream's answer to a server removal when there is nothing to do.
 const errCodeNotMember = 10044 // server is not a member of the cluster

@@ -1,7 +1,7 @@
 package events
 
 // Events kept at a stop. Close writes the events the stream has not
-// acknowledged to the data folder (KeptFileName), and the next start of a
+// acknowledged to the data folder (keptFileName), and the next start of a
 // daemon on that folder publishes them first, under their own IDs, through
 // the ordinary send and resend path: a daemon cut off from its stream's
 // quorum moves jobs with none of their moves recorded, and counting those
@@ -26,10 +26,10 @@ import (
 	"github.com/ingestq/ingestq/internal/durable"
 )
 
-// KeptFileName is the file, in the data folder, of the events kept at the
+// keptFileName is the file, in the data folder, of the events kept at the
 // last stop: a header line (keptHeader), then each event as published,
 // one JSON object a line.
-const KeptFileName = "events-kept.jsonl"
+const keptFileName = "events-kept.jsonl"
 
 // keptMaxBytes bounds the file: events beyond it are counted lost. What
 // waits in memory is bounded by time, not count: the queue (65,536),
@@ -64,14 +64,14 @@ func (c Config) keptPath() string {
 	if c.DataDir == "" {
 		return ""
 	}
-	return filepath.Join(c.DataDir, KeptFileName)
+	return filepath.Join(c.DataDir, keptFileName)
 }
 
 // readKept reads the events kept at the last stop, for New to queue first.
 // A file of another queue or stream, or whose header is unreadable, is
-// moved aside whole; a bad line is said, naming the file and line, and
-// left out, the file moved aside and the good lines written anew. Nothing
-// here fails the start.
+// moved aside whole; a bad line is left out and said, naming the file and
+// line (the first ten), the file moved aside and the good lines written
+// anew. Nothing here fails the start.
 func (b *Bus) readKept() []outMsg {
 	path := b.cfg.keptPath()
 	if path == "" {
@@ -270,7 +270,8 @@ func (b *Bus) writeKept(ms []outMsg) error {
 // unacknowledged gathers, at Close, the events the stream has not
 // acknowledged (those sent and unanswered, those waiting to be sent again,
 // those never sent) in the order of their times, as they were published.
-// Their flights end and their waiters are told. The flights go first: a
+// Their flights end; the waiters of those paused or never sent are told
+// here, those of the flights by close (b.acks). The flights go first: a
 // flight that fails (its ack timeout) as Close gathers moves to b.pausing,
 // under the flights' lock, and nothing moves back once closed is set; taken
 // the other way round, such an event was in neither when each was taken.

@@ -19,7 +19,7 @@ import (
 // keptLines reads the file of kept events in dir: its header and events.
 func keptLines(t *testing.T, dir string) (keptHeader, []Event) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, KeptFileName))
+	data, err := os.ReadFile(filepath.Join(dir, keptFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func writeKeptFile(t *testing.T, dir, queue string, lines ...string) {
 		t.Fatal(err)
 	}
 	body := string(head) + "\n" + strings.Join(lines, "\n")
-	if err := os.WriteFile(filepath.Join(dir, KeptFileName), []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, keptFileName), []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -99,7 +99,7 @@ func TestUnacknowledgedEventsKeptAtCloseArePublishedAtNextStart(t *testing.T) {
 	if s := bus.Stats(); s.Lost != 0 || s.Published != 0 || s.Kept != 3 || s.Waiting != 0 {
 		t.Errorf("after Close: %+v, want 3 kept, none lost, none waiting", s)
 	}
-	path := filepath.Join(dir, KeptFileName)
+	path := filepath.Join(dir, keptFileName)
 	if w := "events: kept 3 unacknowledged events in " + path + "; the next start publishes them"; logs.count(slog.LevelWarn, w) != 1 {
 		t.Errorf("no warning %q", w)
 	}
@@ -205,11 +205,11 @@ func TestKeptEventsOfAnotherQueueAreNotPublished(t *testing.T) {
 		t.Errorf("replay of queue B: %v, want only its own event", got)
 	}
 	w := logs.warned("holds events of another queue or stream")
-	if !strings.Contains(w, `"queue-A"`) || !strings.Contains(w, `"queue-B"`) || !strings.Contains(w, KeptFileName+".other-queue-") {
+	if !strings.Contains(w, `"queue-A"`) || !strings.Contains(w, `"queue-B"`) || !strings.Contains(w, keptFileName+".other-queue-") {
 		t.Errorf("warning %q: want both queues and where the file went", w)
 	}
-	aside, _ := filepath.Glob(filepath.Join(dir, KeptFileName+".other-queue-*"))
-	if _, err := os.Stat(filepath.Join(dir, KeptFileName)); !os.IsNotExist(err) || len(aside) != 1 {
+	aside, _ := filepath.Glob(filepath.Join(dir, keptFileName+".other-queue-*"))
+	if _, err := os.Stat(filepath.Join(dir, keptFileName)); !os.IsNotExist(err) || len(aside) != 1 {
 		t.Errorf("the file: %v, %d moved aside; want it moved aside", err, len(aside))
 	}
 }
@@ -233,7 +233,7 @@ func TestKeptEventsFileWithBadLines(t *testing.T) {
 	if got := ids(replay(t, bus.Conn(), Filter{})); !slices.Equal(got, []string{"good-1", "good-2"}) {
 		t.Errorf("replay: %v, want the two good events", got)
 	}
-	path := filepath.Join(dir, KeptFileName)
+	path := filepath.Join(dir, keptFileName)
 	for _, line := range []string{path + " line 3: not an event", path + " line 5: not an event"} {
 		if logs.warned(line) == "" {
 			t.Errorf("no warning naming %q", line)
@@ -296,7 +296,7 @@ func TestMemberCutOffFromItsQuorumKeepsItsMovesAcrossAStop(t *testing.T) {
 	if got := hostsSeen(t, again[0]); got["c"] != 2+cutOff {
 		t.Errorf("replay after the restart: events per host %v, want c's %d", got, 2+cutOff)
 	}
-	if _, err := os.Stat(filepath.Join(dirs["c"], KeptFileName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dirs["c"], keptFileName)); !os.IsNotExist(err) {
 		t.Errorf("c's file after its events were published: %v, want it gone", err)
 	}
 }
@@ -377,7 +377,7 @@ func TestKeptWriteCutShortIsRemovedAtTheNextStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeKeptFile(t, dir, "q-1", eventLine(t, Event{Kind: KindJob, ID: "kept-1", JobID: "jid-1", To: "Pending"}))
-	leftover := filepath.Join(dir, "."+KeptFileName+".123456")
+	leftover := filepath.Join(dir, "."+keptFileName+".123456")
 	if err := os.WriteFile(leftover, []byte(`{"ingestq_kept_events":1,"queue":"q-1"`), 0o600); err != nil {
 		t.Fatal(err)
 	}

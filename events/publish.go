@@ -187,8 +187,6 @@ func (b *Bus) publisher() {
 						b.send(m)
 					} else if m.flushed != nil {
 						close(m.flushed)
-					} else if m.core {
-						b.drop(m, errClosed)
 					} else {
 						b.unsent = append(b.unsent, m) // Close keeps it, and tells its waiter
 					}
@@ -240,10 +238,6 @@ func (b *Bus) send(m outMsg) {
 	switch {
 	case m.flushed != nil:
 		close(m.flushed)
-	case m.core:
-		if err := b.nc.Publish(m.subject, m.data); err != nil {
-			b.lose(err)
-		}
 	default:
 		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)

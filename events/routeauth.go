@@ -1,7 +1,6 @@
 package events
 
 import (
-	"crypto/subtle"
 	"log/slog"
 	"net"
 	"net/url"
@@ -59,16 +58,10 @@ type routeAuth struct {
 // Check admits c if it presents the secret.
 func (a *routeAuth) Check(c server.ClientAuthentication) bool {
 	o := c.GetOpts()
-	if o.Username == routeUser && subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.secret)) == 1 {
+	if o.Username == routeUser && same(o.Password, a.secret) {
 		return true
 	}
-	from := "?"
-	if addr := c.RemoteAddress(); addr != nil {
-		from = addr.String()
-		if host, _, err := net.SplitHostPort(from); err == nil {
-			from = host // its port changes with every try
-		}
-	}
+	from := remoteHost(c, "?")
 	why := "it presented another cluster secret"
 	switch {
 	case o.Username == routeUser && o.Password == "":
@@ -84,6 +77,25 @@ func (a *routeAuth) Check(c server.ClientAuthentication) bool {
 			"; every host of the cluster needs the same secret (said once per host)", "from", from, "setting", a.setting)
 	}
 	return false
+}
+
+// remoteHost is the host c connects from, without its port (which
+// changes with every try), for the lines said once per host; none when it
+// has no address.
+func remoteHost(c server.ClientAuthentication, none string) string {
+	addr := c.RemoteAddress()
+	if addr == nil {
+		return none
+	}
+	return hostOnly(addr.String())
+}
+
+// hostOnly is addr without its port; addr itself when it has none.
+func hostOnly(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // routeRefused is how nats-server logs a route the other server refused.

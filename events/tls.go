@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -251,10 +250,7 @@ func (l serverLogger) tlsRefusedLine(line string) (msg string, attrs []any, ok b
 	if !found || !isTLS {
 		return "", nil, false
 	}
-	host, _, err := net.SplitHostPort(conn)
-	if err != nil {
-		host = conn
-	}
+	host := hostOnly(conn)
 	why := tlsWhy(cause)
 	if !l.said.first("tls " + host + " " + why) {
 		return "", nil, true
