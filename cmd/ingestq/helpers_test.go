@@ -314,6 +314,9 @@ type daemon struct {
 	log  string // stdout and stderr
 	// dataDir is its --data-dir, which a daemon started again can reuse.
 	dataDir string
+	// metricsToken is the bearer token its /metrics asks (--metrics-auth
+	// token); none by default.
+	metricsToken string
 
 	done     chan struct{} // closed when the process has exited
 	exitedAt time.Time

@@ -76,7 +76,14 @@ func eventsWaiting(d *daemon) (int, error) {
 	if m == nil {
 		d.t.Fatalf("no http= in %s's log", d.name)
 	}
-	resp, err := http.Get(m[1] + "/metrics")
+	req, err := http.NewRequest("GET", m[1]+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	if d.metricsToken != "" {
+		req.Header.Set("Authorization", "Bearer "+d.metricsToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
