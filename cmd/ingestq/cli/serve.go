@@ -448,9 +448,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
 		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)
 	err = r.Run(ctx)
-	_ = bus.Close() // before the stats: Close counts what it could not send
+	_ = bus.Close() // before the stats: Close counts what it kept and what it could not keep
 	st := bus.Stats()
-	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost)
+	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost, "events_kept", st.Kept)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
