@@ -121,7 +121,7 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 			Help: "Events this daemon published."},
 			func() float64 { return float64(b.Stats().Published) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
-			Help: "Events not recorded: dropped, refused, unacknowledged in time, or of a commit whose outcome is unknown; also failed signals."},
+			Help: "Events not recorded: dropped, refused, unacknowledged after a minute of resends or at a stop and not kept, or of a commit whose outcome is unknown; also failed signals."},
 			func() float64 { return float64(b.Stats().Lost) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
 			Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
