@@ -111,6 +111,9 @@ func (c Config) withDefaults() Config {
 	c.ClusterName = cmp.Or(c.ClusterName, "ingestq")
 	c.MaxAge = cmp.Or(c.MaxAge, defaultMaxAge)
 	c.MaxBytes = cmp.Or(c.MaxBytes, defaultMaxBytes)
+	// Named in the lines about refused routes when the caller names no setting.
+	c.SecretSetting = cmp.Or(c.SecretSetting, "events.Config.ClusterSecret")
+	c.TLSSetting = cmp.Or(c.TLSSetting, "events.Config.ClusterTLS")
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
 	}

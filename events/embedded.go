@@ -58,7 +58,7 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 	// Debug flag on so the server's detail reaches slog, which filters by level.
 	fatal := make(chan string, 1)
 	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal,
-		secret: cfg.ClusterSecret, setting: cfg.secretSetting(), tlsSetting: cfg.tlsSetting(), said: &onceEach{}}, true, false, false)
+		secret: cfg.ClusterSecret, setting: cfg.SecretSetting, tlsSetting: cfg.TLSSetting, said: &onceEach{}}, true, false, false)
 	go ns.Start()
 	if err := waitReady(ns, fatal, cmp.Or(cfg.readyTimeout, embeddedReadyTimeout)); err != nil {
 		ns.Shutdown()

@@ -34,15 +34,7 @@ func withSecret(opts *server.Options, cfg Config) {
 	for _, u := range opts.Routes {
 		u.User = url.UserPassword(routeUser, cfg.ClusterSecret)
 	}
-	opts.CustomRouterAuthentication = &routeAuth{secret: cfg.ClusterSecret, setting: cfg.secretSetting(), log: cfg.Logger}
-}
-
-// secretSetting names where the cluster secret is set, in log lines.
-func (c Config) secretSetting() string {
-	if c.SecretSetting != "" {
-		return c.SecretSetting
-	}
-	return "events.Config.ClusterSecret"
+	opts.CustomRouterAuthentication = &routeAuth{secret: cfg.ClusterSecret, setting: cfg.SecretSetting, log: cfg.Logger}
 }
 
 // routeAuth admits a route that presents the cluster secret, and says

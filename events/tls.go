@@ -227,14 +227,6 @@ func withTLS(opts *server.Options, cfg Config) {
 	opts.Cluster.TLSTimeout = tlsTimeout.Seconds()
 }
 
-// tlsSetting names where the routes' TLS is set, in log lines.
-func (c Config) tlsSetting() string {
-	if c.TLSSetting != "" {
-		return c.TLSSetting
-	}
-	return "events.Config.ClusterTLS"
-}
-
 // routeTLSFailed is how nats-server logs a route whose TLS handshake
 // failed, either side, after the connection's "ip:port - rid:N - ".
 const routeTLSFailed = "TLS route handshake error: "
