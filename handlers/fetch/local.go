@@ -82,17 +82,11 @@ func fetchLocal(u *url.URL, limit int64, whole bool) ([]byte, error) {
 	if !whole {
 		return io.ReadAll(io.LimitReader(f, limit))
 	}
-	if size > limit {
-		return nil, fmt.Errorf("%d bytes, more than %d: %w", size, limit, ErrTooLarge)
+	b, err := plainfile.ReadOpen(f, size, limit)
+	if errors.As(err, new(*plainfile.TooLongError)) {
+		err = fmt.Errorf("%w: %w", err, ErrTooLarge)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("more than %d bytes: %w", limit, ErrTooLarge)
-	}
-	return b, nil
+	return b, err
 }
 
 // headLocal is the size of the file of u, or -1.

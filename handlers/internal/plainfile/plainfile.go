@@ -56,11 +56,17 @@ func Read(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadOpen(f, st.Size(), max)
+}
+
+// ReadOpen is Read of a file open already (Open's, OpenFollowing's), of
+// size bytes as fstat said.
+func ReadOpen(f io.Reader, size, max int64) ([]byte, error) {
 	if max < 0 {
 		return io.ReadAll(f)
 	}
-	if st.Size() > max {
-		return nil, &TooLongError{Size: st.Size(), Max: max}
+	if size > max {
+		return nil, &TooLongError{Size: size, Max: max}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err == nil && int64(len(data)) > max {
@@ -78,7 +84,7 @@ type TooLongError struct {
 
 func (e *TooLongError) Error() string {
 	if e.Size < 0 {
-		return fmt.Sprintf("longer than %d bytes", e.Max)
+		return fmt.Sprintf("more than %d bytes", e.Max)
 	}
 	return fmt.Sprintf("%d bytes, more than %d", e.Size, e.Max)
 }
