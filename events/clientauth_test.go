@@ -386,7 +386,7 @@ func TestClientConsumersAreOrderedPullOnly(t *testing.T) {
 func TestClientTokensOverATLSListener(t *testing.T) {
 	t.Parallel()
 	cert, key, pool := tlstest.SelfSigned(t)
-	listenTLS, err := LoadListenTLS(cert, key)
+	listenTLS, _, err := LoadListenTLS(cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}

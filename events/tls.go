@@ -3,34 +3,21 @@ package events
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 )
 
 // tlsTimeout bounds a route's or a client's TLS handshake: nats-server's
 // 2 s is short for hosts across a network under load, and a route that
 // failed is dialed again a second later anyway.
 const tlsTimeout = 5 * time.Second
-
-// TLSFileError is a TLS file refused: Which is "cert", "key" or "ca",
-// File the file, Err what is wrong with it.
-type TLSFileError struct {
-	Which, File string
-	Err         error
-}
-
-func (e *TLSFileError) Error() string { return e.Which + " " + e.File + ": " + e.Err.Error() }
-
-func (e *TLSFileError) Unwrap() error { return e.Err }
 
 // LoadClusterTLS reads the files of a cluster member's route TLS: its
 // certificate (chain, PEM) and key, and the CA (PEM) that signed every
@@ -39,94 +26,78 @@ func (e *TLSFileError) Unwrap() error { return e.Err }
 // URL announces (RouteURL), which the other members dial and check. A file
 // that cannot be read, a key of another certificate, a certificate the CA
 // did not sign, one expired or not yet valid, one not for both ends of a
-// connection or naming another host is a *TLSFileError.
-func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, error) {
-	pair, err := loadKeyPair(certFile, keyFile)
+// connection or naming another host is a *tlsfiles.FileError. The pair is
+// presented both ways from the *tlsfiles.Pair, which its Reload renews
+// (checked alike, against the CA read here); the CA is read once.
+func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, *tlsfiles.Pair, error) {
+	route, err := RouteURL(cluster)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	caPEM, err := readTLSFile("ca", caFile)
+	u, _ := url.Parse(route)
+	caPEM, err := tlsfiles.ReadFile("ca", caFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, &TLSFileError{"ca", caFile, errors.New("holds no PEM certificate")}
+		return nil, nil, &tlsfiles.FileError{Which: "ca", File: caFile, Err: errors.New("holds no PEM certificate")}
 	}
-	leaf := pair.Leaf
-	if err := checkValidity(leaf); err != nil {
-		return nil, &TLSFileError{"cert", certFile, err}
-	}
-	inter := x509.NewCertPool()
-	for _, der := range pair.Certificate[1:] {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
-		}
-	}
-	// A member is the server of the routes it takes and the client of those
-	// it dials: its certificate must do for both.
-	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
-		_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
-		var unknown x509.UnknownAuthorityError
-		var invalid x509.CertificateInvalidError
-		switch {
-		case err == nil:
-		case errors.As(err, &unknown):
-			return nil, &TLSFileError{"cert", certFile, fmt.Errorf("not signed by the CA in %s, nor by an intermediate CA whose certificate follows it in this file (its issuer: %s)",
-				caFile, leaf.Issuer)}
-		case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
-			return nil, &TLSFileError{"cert", certFile, errors.New("its extended key usage does not allow both ends of a route: want serverAuth and clientAuth")}
-		default:
-			return nil, &TLSFileError{"cert", certFile, fmt.Errorf("not valid under the CA in %s: %w", caFile, err)}
-		}
-	}
-	route, err := RouteURL(cluster)
+	pair, err := tlsfiles.Load(certFile, keyFile, routeCheck(pool, caFile, u.Hostname()))
 	if err != nil {
-		return nil, err
-	}
-	u, _ := url.Parse(route)
-	if err := leaf.VerifyHostname(u.Hostname()); err != nil {
-		return nil, &TLSFileError{"cert", certFile, fmt.Errorf("names %s, not %s, the host this member's route announces (the other members dial that name and check it)",
-			certNames(leaf), u.Hostname())}
+		return nil, nil, err
 	}
 	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-		RootCAs:      pool,
-		MinVersion:   tls.VersionTLS13, // every member is ingestq
-	}, nil
+		GetCertificate:       pair.GetCertificate,
+		GetClientCertificate: pair.GetClientCertificate,
+		ClientAuth:           tls.RequireAndVerifyClientCert,
+		ClientCAs:            pool,
+		RootCAs:              pool,
+		MinVersion:           tls.VersionTLS13, // every member is ingestq
+	}, pair, nil
+}
+
+// routeCheck is what a route's certificate must be: signed by the CA in
+// pool (caFile), good for both ends of a route, and naming host, the host
+// its route announces.
+func routeCheck(pool *x509.CertPool, caFile, host string) tlsfiles.Check {
+	return func(leaf *x509.Certificate, inter *x509.CertPool) error {
+		// A member is the server of the routes it takes and the client of
+		// those it dials: its certificate must do for both.
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
+			var unknown x509.UnknownAuthorityError
+			var invalid x509.CertificateInvalidError
+			switch {
+			case err == nil:
+			case errors.As(err, &unknown):
+				return fmt.Errorf("not signed by the CA in %s, nor by an intermediate CA whose certificate follows it in this file (its issuer: %s)",
+					caFile, leaf.Issuer)
+			case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:
+				return errors.New("its extended key usage does not allow both ends of a route: want serverAuth and clientAuth")
+			default:
+				return fmt.Errorf("not valid under the CA in %s: %w", caFile, err)
+			}
+		}
+		if err := leaf.VerifyHostname(host); err != nil {
+			return fmt.Errorf("names %s, not %s, the host this member's route announces (the other members dial that name and check it)",
+				certNames(leaf), host)
+		}
+		return nil
+	}
 }
 
 // LoadListenTLS reads the certificate (chain, PEM) and key of the embedded
-// server's client listener, for Config.ListenTLS. A file that cannot be
-// read, a key of another certificate, a certificate expired, not yet
-// valid or not for servers is a *TLSFileError. Which names it must carry
-// is the clients' affair (the CLI on the host dials 127.0.0.1): not
-// checked.
-func LoadListenTLS(certFile, keyFile string) (*tls.Config, error) {
-	pair, err := loadKeyPair(certFile, keyFile)
+// server's client listener, for Config.ListenTLS: checked as any server's
+// (tlsfiles.ServerUsage), served from the *tlsfiles.Pair, which its Reload
+// renews. Which names it must carry is the clients' affair (the CLI on the
+// host dials 127.0.0.1): not checked.
+func LoadListenTLS(certFile, keyFile string) (*tls.Config, *tlsfiles.Pair, error) {
+	pair, err := tlsfiles.Load(certFile, keyFile, tlsfiles.ServerUsage)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := checkValidity(pair.Leaf); err != nil {
-		return nil, &TLSFileError{"cert", certFile, err}
-	}
-	if !serverUsage(pair.Leaf) {
-		return nil, &TLSFileError{"cert", certFile, errors.New("its extended key usage does not allow a server: want serverAuth")}
-	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
-}
-
-// serverUsage tells whether c may serve TLS as crypto/tls's clients check
-// it: no extended key usage at all, any, or serverAuth among them.
-func serverUsage(c *x509.Certificate) bool {
-	if len(c.ExtKeyUsage) == 0 && len(c.UnknownExtKeyUsage) == 0 {
-		return true
-	}
-	return slices.ContainsFunc(c.ExtKeyUsage, func(u x509.ExtKeyUsage) bool {
-		return u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny
-	})
+	return &tls.Config{GetCertificate: pair.GetCertificate, MinVersion: tls.VersionTLS12}, pair, nil
 }
 
 // withListenTLS has the client listener take TLS only, when Config.ListenTLS
@@ -137,69 +108,6 @@ func withListenTLS(opts *server.Options, cfg Config) {
 	}
 	opts.TLSConfig, opts.TLS = cfg.ListenTLS.Clone(), true
 	opts.TLSTimeout = tlsTimeout.Seconds()
-}
-
-// loadKeyPair reads a certificate and its key.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	certPEM, err := readTLSFile("cert", certFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if !holdsCertificate(certPEM) {
-		return tls.Certificate{}, &TLSFileError{"cert", certFile, errors.New("holds no PEM certificate")}
-	}
-	keyPEM, err := readTLSFile("key", keyFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	switch {
-	case err != nil && strings.Contains(err.Error(), "does not match"):
-		return tls.Certificate{}, &TLSFileError{"key", keyFile, fmt.Errorf("not the key of the certificate in %s", certFile)}
-	case err != nil:
-		return tls.Certificate{}, &TLSFileError{"key", keyFile, fmt.Errorf("not a PEM private key of the certificate: %w", err)}
-	}
-	return pair, nil
-}
-
-// holdsCertificate tells whether data has a PEM certificate among its
-// blocks: crypto/tls takes a file of the key and the certificate together,
-// the key first, for both settings, as nats-server's own does.
-func holdsCertificate(data []byte) bool {
-	for {
-		var b *pem.Block
-		if b, data = pem.Decode(data); b == nil {
-			return false
-		}
-		if b.Type == "CERTIFICATE" {
-			return true
-		}
-	}
-}
-
-// readTLSFile reads file, an error naming it and saying why.
-func readTLSFile(which, file string) ([]byte, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // "no such file or directory", without the name again
-		}
-		return nil, &TLSFileError{which, file, err}
-	}
-	return data, nil
-}
-
-// checkValidity tells whether c is valid now, saying when it is not.
-func checkValidity(c *x509.Certificate) error {
-	now := time.Now()
-	switch {
-	case now.After(c.NotAfter):
-		return fmt.Errorf("expired on %s", c.NotAfter.UTC().Format(time.RFC3339))
-	case now.Before(c.NotBefore):
-		return fmt.Errorf("not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))
-	}
-	return nil
 }
 
 // certNames lists the host names and addresses c is for.

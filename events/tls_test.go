@@ -3,16 +3,20 @@ package events
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/ingestq/ingestq/internal/natstest"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 	"github.com/ingestq/ingestq/internal/tlstest"
 )
 
@@ -26,7 +30,7 @@ func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority, layout 
 		for _, lay := range layout {
 			cert, key = lay(t, cert, key)
 		}
-		tc, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
+		tc, _, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +227,7 @@ func TestClusterTLSIntermediateCA(t *testing.T) {
 	ms := openClusterWith(t, func(c *Config) {
 		logs.withSecret("")(c)
 		cert, key := mid.Peer(t, c.Host, "127.0.0.1")
-		tc, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
+		tc, _, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,5 +237,124 @@ func TestClusterTLSIntermediateCA(t *testing.T) {
 	publishN(t, ms[1], "bid-1", 2)
 	for _, m := range ms {
 		wantSeen(t, m, map[string]int{"a": 1, "b": 2})
+	}
+}
+
+// A member's route certificate renewed (tlsfiles.Pair.Reload) is the one
+// its server presents at the next handshake, both ways, without a
+// restart: to a route that dials it (GetCertificate) and to the server it
+// dials (GetClientCertificate), nats-server cloning the *tls.Config.
+func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewAuthority(t)
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(ca.CAFile)
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("the CA: %v", err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	put := func(cert, key string) string {
+		t.Helper()
+		tlstest.Install(t, certFile, keyFile, cert, key)
+		p, err := tlsfiles.Load(certFile, keyFile, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%X", p.Leaf().SerialNumber)
+	}
+	firstSerial := put(ca.Peer(t, "first", "127.0.0.1"))
+	// A route of the test's, which the member dials: it takes each
+	// handshake and tells the certificate the member presented.
+	peer := tlsPeer(t, ca, pool)
+	var pair *tlsfiles.Pair
+	m := openMemberWith(t, "m", func(c *Config) {
+		var tc *tls.Config
+		if tc, pair, err = LoadClusterTLS(certFile, keyFile, ca.CAFile, c.Cluster); err != nil {
+			t.Fatal(err)
+		}
+		c.ClusterTLS, c.TLSSetting, c.Routes = tc, "--test-tls", []string{"nats-route://" + peer.addr}
+	})
+	u, err := url.Parse(m.route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerCert, peerKey := ca.Peer(t, "dialer", "127.0.0.1")
+	dialed := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", u.Host, peerTLS(t, peerCert, peerKey, pool))
+		if err != nil {
+			t.Fatalf("a route's handshake with the member: %v", err)
+		}
+		defer conn.Close()
+		return fmt.Sprintf("%X", conn.ConnectionState().PeerCertificates[0].SerialNumber)
+	}
+	if got, want := dialed(), firstSerial; got != want {
+		t.Fatalf("a route dialing the member: serial %s, want %s", got, want)
+	}
+	peer.waitFor(t, firstSerial)
+	secondSerial := put(ca.Peer(t, "second", "127.0.0.1"))
+	if err := pair.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dialed(); got != secondSerial {
+		t.Errorf("a route dialing the member after the reload: serial %s, want the second's, %s", got, secondSerial)
+	}
+	peer.waitFor(t, secondSerial)
+}
+
+// routePeer is a TLS listener standing for a route's other end: it tells
+// the serial of each client certificate presented to it.
+type routePeer struct {
+	addr    string
+	serials chan string
+}
+
+func tlsPeer(t *testing.T, ca *tlstest.Authority, pool *x509.CertPool) *routePeer {
+	t.Helper()
+	cert, key := ca.Peer(t, "peer", "127.0.0.1")
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", peerTLS(t, cert, key, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &routePeer{addr: ln.Addr().String(), serials: make(chan string, 100)}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := conn.(*tls.Conn)
+			if tc.Handshake() == nil {
+				if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+					select {
+					case p.serials <- fmt.Sprintf("%X", pc[0].SerialNumber):
+					default:
+					}
+				}
+			}
+			conn.Close()
+		}
+	}()
+	return p
+}
+
+// waitFor waits until the member dials the peer with the certificate of
+// serial (it dials again each second after a route fails).
+func (p *routePeer) waitFor(t *testing.T, serial string) {
+	t.Helper()
+	timeout := time.After(testTimeout)
+	var seen []string
+	for {
+		select {
+		case s := <-p.serials:
+			if s == serial {
+				return
+			}
+			seen = append(seen, s)
+		case <-timeout:
+			t.Fatalf("the member did not dial with the certificate of serial %s (it did with %v)", serial, seen)
+		}
 	}
 }

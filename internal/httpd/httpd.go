@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/internal/redact"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 )
 
 // ErrListen marks an address the server cannot listen on (errors.Is).
@@ -74,18 +75,15 @@ func Start(addr string, log *slog.Logger) (*Server, error) {
 	return newServer(ln, addr, "http", log), nil
 }
 
-// StartTLS is Start over TLS, with the certificate (its chain, PEM) and
-// key files given.
-func StartTLS(addr, certFile, keyFile string, log *slog.Logger) (*Server, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("httpd: TLS certificate %s and key %s: %w", certFile, keyFile, err)
-	}
+// StartTLS is Start over TLS, serving to each handshake the certificate
+// in force of cert (tlsfiles.Pair.Reload renews it; connections made are
+// not concerned).
+func StartTLS(addr string, cert *tlsfiles.Pair, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %w", ErrListen, addr, err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{GetCertificate: cert.GetCertificate, MinVersion: tls.VersionTLS12}
 	return newServer(tls.NewListener(ln, cfg), addr, "https", log), nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/internal/httpd"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 	"github.com/ingestq/ingestq/internal/tlstest"
 )
 
@@ -171,7 +172,11 @@ func TestEveryAnswerIsNosniff(t *testing.T) {
 func TestServesTLS(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, pool := tlstest.SelfSigned(t)
-	s, err := httpd.StartTLS("127.0.0.1:0", certFile, keyFile, slog.New(slog.DiscardHandler))
+	cert, err := tlsfiles.Load(certFile, keyFile, tlsfiles.ServerUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := httpd.StartTLS("127.0.0.1:0", cert, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +203,6 @@ func TestServesTLS(t *testing.T) {
 		if plain.StatusCode == http.StatusOK {
 			t.Fatal("plain HTTP was served")
 		}
-	}
-	// Files that are not a certificate and its key: an error naming them.
-	if _, err := httpd.StartTLS("127.0.0.1:0", keyFile, certFile, slog.New(slog.DiscardHandler)); err == nil ||
-		!strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), certFile) {
-		t.Fatalf("swapped certificate and key: %v, want an error naming both files", err)
 	}
 }
 

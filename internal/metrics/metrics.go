@@ -33,7 +33,10 @@ type Config struct {
 	// its host name first, with its HTTP server up) gives it to WatchBus.
 	Bus     *events.Bus
 	Stalled stalled.Thresholds // what counts as stalled; default stalled.Defaults()
-	Logger  *slog.Logger
+	// CertExpiry gives, by setting (its flag, like tls-cert), when the
+	// certificate it serves now expires: a reload changes it.
+	CertExpiry map[string]func() time.Time
+	Logger     *slog.Logger
 }
 
 // Metrics is one daemon's metrics. It is a reactor.Observer, and its
@@ -93,8 +96,15 @@ func New(cfg Config) *Metrics {
 	return m
 }
 
-// links registers what is read from the session and the bus when scraped.
+// links registers what is read from the session, the bus and the served
+// certificates when scraped.
 func (m *Metrics) links(cfg Config) {
+	for setting, notAfter := range cfg.CertExpiry {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_tls_cert_expiry_timestamp_seconds",
+			Help:        "When the TLS certificate a setting serves now expires (its NotAfter, Unix seconds), by setting (tls-cert, nats-listen-tls-cert, nats-cluster-tls-cert); a SIGHUP that reloads it changes it.",
+			ConstLabels: prometheus.Labels{"setting": setting}},
+			func() float64 { return float64(notAfter().Unix()) }))
+	}
 	if cfg.Bus != nil {
 		m.WatchBus(cfg.Bus)
 	}

@@ -19,7 +19,14 @@ type Families map[string]*dto.MetricFamily
 // than 200 or on a page that is not Prometheus's text format.
 func Scrape(t testing.TB, url string) Families {
 	t.Helper()
-	resp, err := http.Get(url)
+	return ScrapeWith(t, http.DefaultClient, url)
+}
+
+// ScrapeWith is Scrape through client (one that trusts an https server's
+// CA).
+func ScrapeWith(t testing.TB, client *http.Client, url string) Families {
+	t.Helper()
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

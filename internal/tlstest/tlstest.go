@@ -103,6 +103,32 @@ func Expired(t *testing.T) (certFile, keyFile string) {
 	return c.certFile, c.keyFile
 }
 
+// NotYetValid writes, in a temporary folder, a self-signed certificate for
+// 127.0.0.1 valid from an hour from now, and its key.
+func NotYetValid(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	tmpl := server()
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	c := issue(t, t.TempDir(), "future", tmpl, nil)
+	return c.certFile, c.keyFile
+}
+
+// Install copies a certificate file and its key file (as made above) over
+// certFile and keyFile, as an operator renewing a certificate in place
+// does.
+func Install(t *testing.T, certFile, keyFile, fromCert, fromKey string) {
+	t.Helper()
+	for from, to := range map[string]string{fromCert: certFile, fromKey: keyFile} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // authority is the template of a CA's certificate.
 func authority() *x509.Certificate {
 	return &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}

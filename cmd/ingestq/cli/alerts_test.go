@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/internal/promtest"
+	"github.com/ingestq/ingestq/internal/tlstest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -29,7 +31,8 @@ type alertRule struct {
 // The metrics, labels and label values deploy/ingestq-alerts.yml's rules
 // use all exist in a real daemon's /metrics, scraped after the demo
 // deposit (jobs completed and failed) and with its inventory service
-// stopped (a back end out, /readyz answering 503): a metric or a label
+// stopped (a back end out, /readyz answering 503), and in a second one's
+// that serves HTTPS (its certificate's expiry): a metric or a label
 // renamed, or a state or outcome that no longer exists, fails here instead
 // of leaving an alert that never fires. promtool's tests of the rules are
 // in package deploy.
@@ -56,6 +59,16 @@ func TestAlertingRulesMatchTheMetrics(t *testing.T) {
 	}
 	promtest.Scrape(t, d.url+"/metrics") // as Prometheus would have: its route's series
 	scrape := promtest.Scrape(t, d.url+"/metrics")
+	// The served certificates' expiry: from a daemon serving HTTPS, scraped
+	// as Prometheus would, trusting its certificate.
+	cert, key, pool := tlstest.SelfSigned(t)
+	secure := serve(t, zktest.Shared(t).Addr, newEnv(t).root, "--pipeline", "passthrough", "--tls-cert", cert, "--tls-key", key)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for name, fam := range promtest.ScrapeWith(t, client, secure.url+"/metrics") {
+		if scrape[name] == nil {
+			scrape[name] = fam
+		}
+	}
 
 	data, err := os.ReadFile("../../../deploy/ingestq-alerts.yml")
 	e.ok(err)

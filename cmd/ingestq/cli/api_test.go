@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,8 +188,17 @@ func TestCommandsSayTheAPIsCertificateIsNotAccepted(t *testing.T) {
 	expiredCert, expiredKey := tlstest.Expired(t)
 	privateURL := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough",
 		"--tls-cert", private.ServerCert, "--tls-key", private.ServerKey).url + "/api/v1"
-	expiredURL := serve(t, zktest.Shared(t).Addr, newEnv(t).root, "--pipeline", "passthrough", // a daemon of its own queue
-		"--tls-cert", expiredCert, "--tls-key", expiredKey).url + "/api/v1"
+	// serve refuses an expired certificate at start; one expires under a
+	// running daemon, which a server of the test's stands for.
+	expiredPair, err := tls.LoadX509KeyPair(expiredCert, expiredKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := httptest.NewUnstartedServer(http.NotFoundHandler())
+	expired.TLS = &tls.Config{Certificates: []tls.Certificate{expiredPair}}
+	expired.StartTLS()
+	t.Cleanup(expired.Close)
+	expiredURL := expired.URL + "/api/v1"
 	for _, c := range []struct {
 		api  string
 		want []string

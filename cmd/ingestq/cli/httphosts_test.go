@@ -23,7 +23,7 @@ func TestHTTPHostsSetting(t *testing.T) {
 		{serveFlags{http: "127.0.0.1:0", httpHosts: "proxy.example.org:443"}, `--http-hosts "proxy.example.org:443": want a host name`},
 		{serveFlags{http: "off", httpHosts: "proxy.example.org"}, "--http-hosts proxy.example.org: the HTTP server is off (--http off)"},
 	} {
-		web, _, err := a.startHTTP(c.f)
+		web, _, err := a.startHTTP(c.f, nil)
 		if web != nil {
 			web.Close()
 		}
@@ -32,7 +32,7 @@ func TestHTTPHostsSetting(t *testing.T) {
 			t.Errorf("--http %s --http-hosts %s: %v, want a usage error saying %s", c.f.http, c.f.httpHosts, err, c.want)
 		}
 	}
-	web, _, err := a.startHTTP(serveFlags{http: "127.0.0.1:0", httpHosts: "*"})
+	web, _, err := a.startHTTP(serveFlags{http: "127.0.0.1:0", httpHosts: "*"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,48 +3,143 @@ package cli
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 )
 
 // clusterTLS reads --nats-cluster-tls-cert, -key and -ca: the three
 // together, with --nats-cluster, checked at start (events.LoadClusterTLS)
 // so that a file wrong is named before the daemon joins anything; nil
 // when none is given.
-func (a *app) clusterTLS(f serveFlags) (*tls.Config, error) {
+func (a *app) clusterTLS(f serveFlags) (*tls.Config, *tlsfiles.Pair, error) {
 	files := f.clusterTLS
 	if given, err := together("--nats-cluster-tls-", files, "cert", "key", "ca"); !given || err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if f.natsCluster == "" {
-		return nil, usagef("--nats-cluster-tls-cert %s: it secures the routes of --nats-cluster, which is not given", files.cert)
+		return nil, nil, usagef("--nats-cluster-tls-cert %s: it secures the routes of --nats-cluster, which is not given", files.cert)
 	}
-	tc, err := events.LoadClusterTLS(files.cert, files.key, files.ca, f.natsCluster)
+	tc, pair, err := events.LoadClusterTLS(files.cert, files.key, files.ca, f.natsCluster)
 	if err != nil {
-		return nil, tlsFileRefused("--nats-cluster-tls-", err)
+		return nil, nil, tlsFileRefused("--nats-cluster-tls-", err)
 	}
 	a.warnOpenFile("--nats-cluster-tls-key: the key's file", files.key)
-	return tc, nil
+	return tc, pair, nil
 }
 
 // listenTLS reads --nats-listen-tls-cert and -key: both, with a client
 // listener (--nats-listen not off), checked at start; nil when neither is
 // given.
-func (a *app) listenTLS(f serveFlags) (*tls.Config, error) {
+func (a *app) listenTLS(f serveFlags) (*tls.Config, *tlsfiles.Pair, error) {
 	files := f.listenTLS
 	if given, err := together("--nats-listen-tls-", files, "cert", "key"); !given || err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if f.natsListen == "off" {
-		return nil, usagef("--nats-listen-tls-cert %s: it secures --nats-listen, which is off", files.cert)
+		return nil, nil, usagef("--nats-listen-tls-cert %s: it secures --nats-listen, which is off", files.cert)
 	}
-	tc, err := events.LoadListenTLS(files.cert, files.key)
+	tc, pair, err := events.LoadListenTLS(files.cert, files.key)
 	if err != nil {
-		return nil, tlsFileRefused("--nats-listen-tls-", err)
+		return nil, nil, tlsFileRefused("--nats-listen-tls-", err)
 	}
 	a.warnOpenFile("--nats-listen-tls-key: the key's file", files.key)
-	return tc, nil
+	return tc, pair, nil
+}
+
+// apiTLS reads --tls-cert and --tls-key: both, with the HTTP server (--http
+// not off), checked at start as the NATS listener's are (a server's
+// certificate: tlsfiles.ServerUsage); nil when neither is given.
+func (a *app) apiTLS(f serveFlags) (*tlsfiles.Pair, error) {
+	files := f.apiTLS
+	switch {
+	case files.cert != "" && f.http == "off":
+		return nil, usagef("--tls-cert %s: the HTTP server is off (--http off)", files.cert)
+	case (files.cert == "") != (files.key == ""):
+		return nil, usagef("--tls-cert and --tls-key go together: give both, or neither")
+	case files.cert == "":
+		return nil, nil
+	}
+	pair, err := tlsfiles.Load(files.cert, files.key, tlsfiles.ServerUsage)
+	if err != nil {
+		return nil, tlsFileRefused("--tls-", err)
+	}
+	a.warnOpenFile("--tls-key: the key's file", files.key)
+	return pair, nil
+}
+
+// servedCert is a certificate serve presents, re-read at each SIGHUP
+// (reloadCerts), its expiry in the metrics: prefix begins its setting's
+// flags (--tls-, --nats-listen-tls-, --nats-cluster-tls-).
+type servedCert struct {
+	prefix string
+	pair   *tlsfiles.Pair
+}
+
+// servedCerts are the pairs given, by prefix, in the order of the prefixes.
+func servedCerts(byPrefix map[string]*tlsfiles.Pair) []servedCert {
+	var certs []servedCert
+	for prefix, pair := range byPrefix {
+		if pair != nil {
+			certs = append(certs, servedCert{prefix, pair})
+		}
+	}
+	slices.SortFunc(certs, func(a, b servedCert) int { return strings.Compare(a.prefix, b.prefix) })
+	return certs
+}
+
+// setting is the certificate's flag, without its dashes: the metric's label.
+func (c servedCert) setting() string { return strings.TrimPrefix(c.prefix, "--") + "cert" }
+
+// expiryWarning is how long before a certificate's expiry serve warns, at
+// start and at each reload: time to renew it, and to SIGHUP.
+const expiryWarning = 14 * 24 * time.Hour
+
+// warnExpiring warns when the certificate in force expires within
+// expiryWarning.
+func (a *app) warnExpiring(c servedCert) {
+	leaf := c.pair.Leaf()
+	if left := time.Until(leaf.NotAfter); left < expiryWarning {
+		a.log.Warn("TLS certificate expires within 14 days: renew it, then SIGHUP the daemon (systemctl reload ingestq): it is re-read without a restart",
+			"setting", c.prefix+"cert", "file", c.pair.CertFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String())
+	}
+}
+
+// reloadCerts re-reads every served certificate and its key (SIGHUP): a
+// pair taken is served to the next handshakes, and said with its serial
+// (as openssl x509 -serial shows it); one refused is logged naming the
+// setting, the file and the cause, and the pair in force is kept. Either
+// way the connections made are not concerned.
+func (a *app) reloadCerts(certs []servedCert) {
+	for _, c := range certs {
+		if err := c.pair.Reload(); err != nil {
+			setting, file := c.prefix+"cert", c.pair.CertFile
+			var bad *tlsfiles.FileError
+			if errors.As(err, &bad) {
+				setting, file, err = c.prefix+bad.Which, bad.File, bad.Err
+			}
+			a.log.Error("TLS certificate not reloaded (SIGHUP); the certificate in force is kept", "setting", setting, "file", file, "err", err)
+		} else {
+			leaf := c.pair.Leaf()
+			a.log.Info("TLS certificate reloaded (SIGHUP)", "setting", c.prefix+"cert", "file", c.pair.CertFile,
+				"serial", fmt.Sprintf("%X", leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+		a.warnExpiring(c)
+	}
+}
+
+// certExpiry is, for the metrics, when each served certificate in force
+// expires, by setting.
+func certExpiry(certs []servedCert) map[string]func() time.Time {
+	m := map[string]func() time.Time{}
+	for _, c := range certs {
+		m[c.setting()] = func() time.Time { return c.pair.Leaf().NotAfter }
+	}
+	return m
 }
 
 // listenTLSEmbedded refuses --nats-listen-tls-cert and -key when serve
@@ -80,7 +175,7 @@ func together(prefix string, files tlsFiles, which ...string) (bool, error) {
 // tlsFileRefused is a usage error naming the setting (prefix + cert, key
 // or ca), the file and what is wrong with it.
 func tlsFileRefused(prefix string, err error) error {
-	var bad *events.TLSFileError
+	var bad *tlsfiles.FileError
 	if errors.As(err, &bad) {
 		return usagef("%s%s %s: %v", prefix, bad.Which, bad.File, bad.Err)
 	}

@@ -141,3 +141,42 @@ func TestServeNATSListenerTLSWithAnotherNATS(t *testing.T) {
 		wantErrLine(t, stderr, want)
 	})
 }
+
+// The HTTP server's --tls-cert and --tls-key are checked at start as the
+// NATS listener's are: a certificate expired or not valid yet, a key of
+// another certificate, a certificate for clients only or a file missing is
+// refused at once (exit 2), naming the setting, the file and the cause; so
+// are the two in part, or with --http off. Before, serve took the first
+// three and served them, every client's handshake failing.
+func TestServeAPITLSFilesRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pki := tlstest.Mutual(t)
+	expired, expiredKey := tlstest.Expired(t)
+	future, futureKey := tlstest.NotYetValid(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, c := range []struct {
+		what string
+		args []string
+		want []string
+	}{
+		{"an expired certificate", []string{"--tls-cert", expired, "--tls-key", expiredKey}, []string{"--tls-cert " + expired + ": expired on "}},
+		{"a certificate not valid yet", []string{"--tls-cert", future, "--tls-key", futureKey}, []string{"--tls-cert " + future + ": not valid before "}},
+		{"a key of another certificate", []string{"--tls-cert", pki.ServerCert, "--tls-key", pki.ClientKey},
+			[]string{"--tls-key " + pki.ClientKey + ": not the key of the certificate in " + pki.ServerCert}},
+		{"a certificate for clients only", []string{"--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey},
+			[]string{"--tls-cert " + pki.ClientCert + ": its extended key usage does not allow a server: want serverAuth"}},
+		{"a missing file", []string{"--tls-cert", missing, "--tls-key", pki.ServerKey}, []string{"--tls-cert " + missing + ": no such file or directory"}},
+		{"a key alone", []string{"--tls-key", pki.ServerKey}, []string{"--tls-cert and --tls-key go together: give both, or neither"}},
+		{"--http off", []string{"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--http", "off"},
+			[]string{"--tls-cert " + pki.ServerCert + ": the HTTP server is off (--http off)"}},
+	} {
+		args := append([]string{"--zk", zktest.Shared(t).Addr, "--zk-root", e.root, "serve", "--data-dir", t.TempDir(), "--pipeline", "passthrough",
+			"--nats-listen", "off", "--http", "127.0.0.1:0"}, c.args...)
+		t.Run(c.what, func(t *testing.T) {
+			stderr, code := serveRefused(t, nil, args...)
+			wantCode(t, code, 2)
+			wantErrLine(t, stderr, c.want...)
+		})
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/internal/redact"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -88,8 +89,7 @@ type serveFlags struct {
 	advertise    string
 	httpHosts    string
 	stalledAfter string
-	tlsCert      string
-	tlsKey       string
+	apiTLS       tlsFiles // --tls-cert and --tls-key
 	apiTokens    string
 	metricsAuth  string // open or token
 	delay        time.Duration
@@ -139,7 +139,8 @@ func (a *app) serveCommand() *cobra.Command {
 			"daemon on the same folder is refused, naming the first.\n\n" +
 			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
 			"cancel them and close the session; a second signal exits at once. SIGHUP (systemctl\n" +
-			"reload) re-reads --api-tokens and nothing else; without a token file it changes nothing.",
+			"reload) re-reads --api-tokens and the TLS certificates and keys given (--tls-cert, --nats-listen-tls-cert,\n" +
+			"--nats-cluster-tls-cert), and nothing else: a certificate renewed is served to the next handshakes.",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyConfig(cmd.Flags(), f.config, a.getenv); err != nil {
@@ -179,8 +180,8 @@ func (a *app) serveCommand() *cobra.Command {
 		"*.example.org for every name under example.org; * for every Host (unsafe: DNS rebinding reaches the server). Always answered: IP\n"+
 		"addresses, localhost, this machine's name and its short form, the --http and --advertise hosts; any other is refused, 421 (env "+EnvHTTPHosts+")")
 	fl.StringVar(&f.stalledAfter, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
-	fl.StringVar(&f.tlsCert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
-	fl.StringVar(&f.tlsKey, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
+	fl.StringVar(&f.apiTLS.cert, "tls-cert", a.env(EnvTLSCert, ""), "certificate (chain, PEM) of --http: it serves HTTPS only, with --tls-key (env "+EnvTLSCert+")")
+	fl.StringVar(&f.apiTLS.key, "tls-key", a.env(EnvTLSKey, ""), "key (PEM) of --tls-cert (env "+EnvTLSKey+")")
 	fl.StringVar(&f.apiTokens, "api-tokens", a.env(EnvAPITokens, ""), "file of the HTTP API's bearer tokens, a line each: ROLE[:PROFILE,…] TOKEN [NAME], ROLE read, operate or admin\n"+
 		"(a read or operate token scoped to PROFILEs sees and acts on only their work);\n"+
 		"without any token reads are open and changes refused ("+EnvAdminToken+" adds an admin token; env "+EnvAPITokens+");\n"+
@@ -278,18 +279,23 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	clusterTLS, err := a.clusterTLS(f)
+	clusterTLS, clusterCert, err := a.clusterTLS(f)
 	if err != nil {
 		return err
 	}
-	listenTLS, err := a.listenTLS(f)
+	listenTLS, listenCert, err := a.listenTLS(f)
 	if err != nil {
 		return err
 	}
+	apiCert, err := a.apiTLS(f)
+	if err != nil {
+		return err
+	}
+	certs := servedCerts(map[string]*tlsfiles.Pair{"--tls-": apiCert, "--nats-listen-tls-": listenCert, "--nats-cluster-tls-": clusterCert})
 	// At once: the unit's ExecReload sends SIGHUP, whose default ends the
 	// process, and systemd does not restart a daemon a HUP ended.
 	var natsClients atomic.Pointer[events.Bus] // once made: a reload disconnects its clients whose token changed
-	defer a.reloadTokensOnHUP(f.apiTokens, tokens, func() { natsClients.Load().ClientTokensChanged() })()
+	defer a.reloadOnHUP(f.apiTokens, tokens, func() { natsClients.Load().ClientTokensChanged() }, certs)()
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
@@ -345,7 +351,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if listen == "off" {
 		listen = ""
 	}
-	web, advertise, err := a.startHTTP(f)
+	web, advertise, err := a.startHTTP(f, apiCert)
 	if err != nil {
 		return err
 	}
@@ -402,7 +408,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
 	rcfg.Access, rcfg.AccessWorkers, rcfg.Advertise = acc, accWorkers, advertise
 	var busStarted func()
-	rcfg.Observer, busStarted = a.monitor(web, tokens, metricsToken, q, bus, p, roles, stalledAfter)
+	rcfg.Observer, busStarted = a.monitor(web, tokens, metricsToken, q, bus, p, roles, stalledAfter, certs)
 	r, err := reactor.New(rcfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -444,6 +450,9 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer dash.Close() // before the server's: its live streams end first
 		web.Handle(dashboard.Prefix, dash)
 		web.Handle("GET /{$}", dashboard.Redirect())
+	}
+	for _, c := range certs { // once serving: a refusal at start is the one line said
+		a.warnExpiring(c)
 	}
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
 		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)
@@ -558,12 +567,14 @@ func (a *app) warnOpenFile(what, file string) {
 	}
 }
 
-// reloadTokensOnHUP re-reads the token file into tokens at each SIGHUP, so
-// that a token is added or revoked without a restart; a file that no longer
-// reads (or holds no token) is logged, and the tokens in force are kept.
-// Without a token file a SIGHUP is logged and changes nothing. reloaded
-// runs after each reload taken. It returns its stop.
-func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens, reloaded func()) (stop func()) {
+// reloadOnHUP re-reads, at each SIGHUP, the token file into tokens, so
+// that a token is added or revoked without a restart, and every served
+// certificate and its key (reloadCerts); a token file that no longer reads
+// (or holds no token) is logged, and the tokens in force are kept. With
+// neither a token file nor a certificate a SIGHUP is logged and changes
+// nothing. reloaded runs after each reload of the tokens taken. It returns
+// its stop.
+func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), certs []servedCert) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -575,8 +586,13 @@ func (a *app) reloadTokensOnHUP(file string, tokens *api.Tokens, reloaded func()
 				return
 			case <-hup:
 			}
+			if file == "" && len(certs) == 0 {
+				a.log.Info("SIGHUP: nothing reloaded: a SIGHUP re-reads only the API's token file and the TLS certificates, and none is given " +
+					"(--api-tokens, " + EnvAPITokens + "; --tls-cert, --nats-listen-tls-cert, --nats-cluster-tls-cert)")
+				continue
+			}
+			a.reloadCerts(certs)
 			if file == "" {
-				a.log.Info("SIGHUP: nothing reloaded: a SIGHUP re-reads only the API's token file, and none is given (--api-tokens, " + EnvAPITokens + ")")
 				continue
 			}
 			fresh, err := a.loadTokens(file)
@@ -626,8 +642,9 @@ func natsClientTokens(tokens *api.Tokens) func(string) (events.ClientToken, bool
 }
 
 // startHTTP starts the daemon's HTTP server on --http ("off": none), with
-// TLS when given a certificate, and settles the URL other hosts reach it at.
-func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
+// TLS when given a certificate (apiTLS), and settles the URL other hosts
+// reach it at.
+func (a *app) startHTTP(f serveFlags, cert *tlsfiles.Pair) (*httpd.Server, string, error) {
 	listen, advertise := f.http, f.advertise
 	if listen == "off" {
 		switch {
@@ -635,15 +652,10 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 			return nil, "", usagef("--advertise %s: the HTTP server is off (--http off)", advertise)
 		case f.httpHosts != "":
 			return nil, "", usagef("--http-hosts %s: the HTTP server is off (--http off)", f.httpHosts)
-		case f.tlsCert != "":
-			return nil, "", usagef("--tls-cert %s: the HTTP server is off (--http off)", f.tlsCert)
 		case f.metricsAuth != "open":
 			return nil, "", usagef("--metrics-auth %s: the HTTP server is off (--http off)", f.metricsAuth)
 		}
 		return nil, "", nil
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, "", usagef("--tls-cert and --tls-key go together: give both, or neither")
 	}
 	if advertise != "" {
 		var err error
@@ -660,8 +672,8 @@ func (a *app) startHTTP(f serveFlags) (*httpd.Server, string, error) {
 			"reads what needs no token: name the hosts instead")
 	}
 	var web *httpd.Server
-	if f.tlsCert != "" {
-		web, err = httpd.StartTLS(listen, f.tlsCert, f.tlsKey, a.log)
+	if cert != nil {
+		web, err = httpd.StartTLS(listen, cert, a.log)
 	} else {
 		web, err = httpd.Start(listen, a.log)
 	}
