@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,15 +256,7 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 	}
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	put := func(cert, key string) string {
-		t.Helper()
-		tlstest.Install(t, certFile, keyFile, cert, key)
-		p, err := tlsfiles.Load(certFile, keyFile, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("%X", p.Leaf().SerialNumber)
-	}
+	put := installer(t, certFile, keyFile)
 	firstSerial := put(ca.Peer(t, "first", "127.0.0.1"))
 	// A route of the test's, which the member dials: it takes each
 	// handshake and tells the certificate the member presented.
@@ -301,6 +295,21 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 		t.Errorf("a route dialing the member after the reload: serial %s, want the second's, %s", got, secondSerial)
 	}
 	peer.waitFor(t, secondSerial)
+}
+
+// installer renews a member's certificate in place: it copies a
+// certificate and its key over certFile and keyFile and returns the
+// certificate's serial.
+func installer(t *testing.T, certFile, keyFile string) func(cert, key string) string {
+	return func(cert, key string) string {
+		t.Helper()
+		tlstest.Install(t, certFile, keyFile, cert, key)
+		p, err := tlsfiles.Load(certFile, keyFile, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%X", p.Leaf().SerialNumber)
+	}
 }
 
 // routePeer is a TLS listener standing for a route's other end: it tells
@@ -357,4 +366,108 @@ func (p *routePeer) waitFor(t *testing.T, serial string) {
 			t.Fatalf("the member did not dial with the certificate of serial %s (it did with %v)", serial, seen)
 		}
 	}
+}
+
+// Two real members with route TLS: a's certificate renewed in place
+// (tlsfiles.Pair.Reload, as serve's SIGHUP does) is the one b sees once the
+// routes are made again (b restarted), both ways: b dialing a gets it as
+// a's server certificate, a dialing b presents it as its client
+// certificate; events flow. A renewal that names another host or that
+// another CA signed is refused by the reload, checked as at start.
+func TestClusterTLSRenewedCertificateReachesTheOtherMember(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewAuthority(t)
+	dir := t.TempDir()
+	aCert, aKey := filepath.Join(dir, "a.pem"), filepath.Join(dir, "a-key.pem")
+	put := installer(t, aCert, aKey)
+	first := put(ca.Peer(t, "a1", "127.0.0.1"))
+	var aPair *tlsfiles.Pair
+	a := openMemberWith(t, "a", func(c *Config) {
+		tc, p, err := LoadClusterTLS(aCert, aKey, ca.CAFile, c.Cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aPair, c.ClusterTLS, c.TLSSetting = p, tc, "--test-tls"
+	})
+	seen := &peerSerials{}
+	bCert, bKey := ca.Peer(t, "b", "127.0.0.1")
+	withB := func(c *Config) {
+		tc, _, err := LoadClusterTLS(bCert, bKey, ca.CAFile, c.Cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// b records the certificate a presents: as the server b dialed
+		// (VerifyConnection) and, through GetConfigForClient, which only
+		// the accepting side calls, as the client that dialed b.
+		tc.VerifyConnection = seen.record("b dialed a")
+		asServer := tc.Clone()
+		asServer.VerifyConnection = seen.record("a dialed b")
+		tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return asServer, nil }
+		c.ClusterTLS, c.TLSSetting = tc, "--test-tls"
+	}
+	b := openMemberWith(t, "b", withB, a)
+	a.SetRoutes([]string{b.route})
+	for _, way := range []string{"b dialed a", "a dialed b"} {
+		waitFor(t, way+" with a's first certificate", func() bool { return seen.has(way, first) })
+	}
+
+	second := put(ca.Peer(t, "a2", "127.0.0.1"))
+	if err := aPair.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	bData, bCluster := b.cfg.DataDir, b.cfg.Cluster
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openMemberWith(t, "b", func(c *Config) { withB(c); c.DataDir, c.Cluster = bData, bCluster }, a)
+	for _, way := range []string{"b dialed a", "a dialed b"} {
+		waitFor(t, way+" with a's renewed certificate", func() bool { return seen.has(way, second) })
+	}
+	publishN(t, a, "bid-1", 1)
+	publishN(t, b, "bid-1", 1)
+	wantSeen(t, b, map[string]int{"a": 1, "b": 1})
+
+	for _, c := range []struct {
+		what, want string
+		issue      func() (cert, key string)
+	}{
+		{"naming another host", "names 127.0.0.2, not 127.0.0.1", func() (string, string) { return ca.Peer(t, "elsewhere", "127.0.0.2") }},
+		{"of another CA", "not signed by the CA in " + ca.CAFile, func() (string, string) { return tlstest.NewAuthority(t).Peer(t, "other-ca", "127.0.0.1") }},
+	} {
+		cert, key := c.issue()
+		tlstest.Install(t, aCert, aKey, cert, key)
+		if err := aPair.Reload(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("a renewal %s: Reload %v, want it refused saying %q", c.what, err, c.want)
+		}
+		if got := fmt.Sprintf("%X", aPair.Leaf().SerialNumber); got != second {
+			t.Errorf("after a renewal %s was refused: serial %s in force, want %s", c.what, got, second)
+		}
+	}
+}
+
+// peerSerials records the serials of the certificates a member's peer
+// presented, by way of the connection.
+type peerSerials struct {
+	mu  sync.Mutex
+	got map[string][]string
+}
+
+func (p *peerSerials) record(way string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.got == nil {
+			p.got = map[string][]string{}
+		}
+		if len(cs.PeerCertificates) > 0 {
+			p.got[way] = append(p.got[way], fmt.Sprintf("%X", cs.PeerCertificates[0].SerialNumber))
+		}
+		return nil
+	}
+}
+
+func (p *peerSerials) has(way, serial string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.got[way], serial)
 }

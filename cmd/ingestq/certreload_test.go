@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -190,6 +191,130 @@ func readCert(t *testing.T, file string) *x509.Certificate {
 	return c
 }
 
-// serialOf is a certificate's serial as the daemon logs it (openssl x509
-// -serial's hexadecimal).
-func serialOf(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber) }
+// serialOf is a certificate's serial as openssl x509 -serial shows it,
+// and the daemon logs it: its bytes in hexadecimal (03A1B2, not 3A1B2).
+func serialOf(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber.Bytes()) }
+
+// Renewals that go wrong where the operator does not look, each on a real
+// daemon serving HTTPS with a chain (a leaf of an intermediate CA, then
+// the intermediate's certificate), its clients trusting the root only:
+//   - a serial whose first byte is below 0x10, as Let's Encrypt's often
+//     are, is logged as openssl x509 -serial shows it (03A1B2, the
+//     operator's grep of step 3), not as 3A1B2;
+//   - a renewed key file left open to group or others is warned of at the
+//     reload, as at start (and as the token file is);
+//   - a certificate file read half written (the leaf whole, the
+//     intermediate cut short) is refused, and the pair in force served:
+//     crypto/tls would take the leaf alone and every client would fail;
+//   - a certificate that enters its last 14 days while the daemon runs is
+//     warned of then, not only at the next start or reload.
+//
+// Before: 3A1B2; no warning of the key; the cut chain reloaded and the
+// clients' handshakes failed (unknown authority); no warning (30 s).
+func TestServeCertificateRenewalMishaps(t *testing.T) {
+	t.Parallel()
+	root := tlstest.NewAuthority(t)
+	mid := root.Intermediate(t, "mid")
+	rootPEM, err := os.ReadFile(root.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	midPEM, err := os.ReadFile(mid.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(rootPEM)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem")
+	// put writes a leaf of mid followed by mid's certificate (cut bytes
+	// short, when given) and its key over the setting's files.
+	put := func(cert, key string, cut ...int) {
+		t.Helper()
+		leaf, err := os.ReadFile(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := append(leaf, midPEM...)
+		chainFile := filepath.Join(t.TempDir(), "chain.pem")
+		if len(cut) > 0 {
+			chain = chain[:len(chain)-cut[0]]
+		}
+		if err := os.WriteFile(chainFile, chain, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tlstest.Install(t, certFile, keyFile, chainFile, key)
+	}
+	put(mid.Peer(t, "first", "127.0.0.1"))
+	httpAddr := natstest.FreeAddr(t)
+	d := startDaemon(t, daemonConfig{Host: "d", ZK: zktest.Shared(t).Addr, Root: zktest.Root(t), Extra: []string{
+		"--http", httpAddr, "--tls-cert", certFile, "--tls-key", keyFile, "--nats-listen", "off"}})
+	served := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", httpAddr, &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Errorf("a new HTTPS handshake, trusting the root CA: %v", err)
+			return ""
+		}
+		defer conn.Close()
+		return serialOf(conn.ConnectionState().PeerCertificates[0])
+	}
+	// hup sends a SIGHUP and returns the line that says what became of the
+	// certificate (one setting given: one line).
+	hup := func() string {
+		t.Helper()
+		n := len(d.logLines("(SIGHUP)"))
+		d.signal(syscall.SIGHUP)
+		poll(t, 30*time.Second, "the reload's line", func() (bool, string, error) { return len(d.logLines("(SIGHUP)")) > n, "", nil })
+		return d.logLines("(SIGHUP)")[n]
+	}
+
+	put(mid.PeerWith(t, "low-serial", func(c *x509.Certificate) { c.SerialNumber = big.NewInt(0x03A1B2) }, "127.0.0.1"))
+	if line, want := hup(), "TLS certificate reloaded (SIGHUP) setting=--tls-cert file="+certFile+" serial=03A1B2 "; !strings.Contains(line, want) {
+		t.Errorf("a serial whose first byte is 03: %q, want %q, as openssl x509 -serial shows it", line, want)
+	}
+
+	const openKey = "--tls-key: the key's file is open to group or others; chmod 600 it (or 400) file=" + "%s mode=0644"
+	if lines := d.logLines("is open to group or others"); len(lines) != 0 {
+		t.Fatalf("at start, a key of mode 600: %q", lines)
+	}
+	put(mid.Peer(t, "open-key", "127.0.0.1"))
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	renewed := readCert(t, certFile)
+	hup()
+	if lines := d.logLines(fmt.Sprintf(openKey, keyFile)); len(lines) != 1 || !strings.Contains(lines[0], " WRN ") {
+		t.Errorf("a renewed key of mode 644: %q, want one WRN %q", d.logLines("is open to group or others"), fmt.Sprintf(openKey, keyFile))
+	}
+	if err := os.Chmod(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	halfCert, halfKey := mid.Peer(t, "half-written", "127.0.0.1")
+	put(halfCert, halfKey, 100)
+	if line, want := hup(), "TLS certificate not reloaded (SIGHUP); the certificate in force is kept setting=--tls-cert file="+certFile+
+		" err=\"a PEM block in it is cut short"; !strings.Contains(line, want) {
+		t.Errorf("a chain cut short: %q, want %q", line, want)
+	}
+	if got := served(); got != serialOf(renewed) {
+		t.Errorf("after a chain cut short: a new handshake got serial %q, want the pair in force's, %s", got, serialOf(renewed))
+	}
+
+	const expiring = "TLS certificate expires within 14 days"
+	warned := len(d.logLines(expiring))
+	notAfter := time.Now().Add(14*24*time.Hour + 5*time.Second)
+	put(mid.PeerWith(t, "two-weeks", func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), notAfter }, "127.0.0.1"))
+	if line := hup(); !strings.Contains(line, "TLS certificate reloaded (SIGHUP)") {
+		t.Fatalf("a certificate 14 days and 5 seconds from its expiry: %q, want it reloaded", line)
+	}
+	if n := len(d.logLines(expiring)); n != warned {
+		t.Errorf("a certificate more than 14 days from its expiry was warned of at its reload: %q", d.logLines(expiring)[warned:])
+	}
+	poll(t, 30*time.Second, "the warning once the certificate has 14 days left", func() (bool, string, error) {
+		return len(d.logLines(expiring)) > warned, "", nil
+	})
+	if line := d.logLines(expiring)[warned]; !strings.Contains(line, "setting=--tls-cert file="+certFile+" ") {
+		t.Errorf("the warning of the certificate entering its last 14 days: %q, want it to name the setting and the file", line)
+	}
+}

@@ -9,6 +9,7 @@
 package tlsfiles
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -132,6 +133,10 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	if !holdsCertificate(certPEM) {
 		return tls.Certificate{}, &FileError{"cert", certFile, errors.New("holds no PEM certificate")}
 	}
+	if cutShort(certPEM) {
+		return tls.Certificate{}, &FileError{"cert", certFile, errors.New("a PEM block in it is cut short (the file read while it was written?): " +
+			"the certificates before it would be served without the rest of their chain")}
+	}
 	keyPEM, err := ReadFile("key", keyFile)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -158,6 +163,21 @@ func holdsCertificate(data []byte) bool {
 		if b.Type == "CERTIFICATE" {
 			return true
 		}
+	}
+}
+
+// cutShort tells whether a PEM block begun in data does not decode, as
+// one cut short by a file read while it is written: crypto/tls skips it
+// and takes the certificates before it, a chain without its end, which
+// only the clients would find out.
+func cutShort(data []byte) bool {
+	begun := bytes.Count(data, []byte("-----BEGIN "))
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return begun > 0
+		}
+		begun--
 	}
 }
 

@@ -3,6 +3,7 @@ package tlsfiles_test
 import (
 	"crypto/tls"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,15 @@ func TestLoadRefuses(t *testing.T) {
 	expired, expiredKey := tlstest.Expired(t)
 	future, futureKey := tlstest.NotYetValid(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
+	// A chain read half written: the leaf whole, the next certificate cut.
+	leaf, err := os.ReadFile(pki.ServerCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pem")
+	if err := os.WriteFile(cut, append(leaf, leaf[:len(leaf)/2]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		what, cert, key string
 		which, file     string
@@ -28,6 +38,7 @@ func TestLoadRefuses(t *testing.T) {
 	}{
 		{"a missing certificate", missing, pki.ServerKey, "cert", missing, "no such file or directory"},
 		{"a key for a certificate", pki.ServerKey, pki.ServerKey, "cert", pki.ServerKey, "holds no PEM certificate"},
+		{"a chain cut short", cut, pki.ServerKey, "cert", cut, "a PEM block in it is cut short (the file read while it was written?)"},
 		{"a key of another certificate", pki.ServerCert, pki.ClientKey, "key", pki.ClientKey, "not the key of the certificate in " + pki.ServerCert},
 		{"an expired certificate", expired, expiredKey, "cert", expired, "expired on "},
 		{"a certificate not valid yet", future, futureKey, "cert", future, "not valid before "},

@@ -74,6 +74,16 @@ func (a *Authority) Peer(t *testing.T, name string, hosts ...string) (certFile, 
 	return c.certFile, c.keyFile
 }
 
+// PeerWith is Peer with its template changed by set first: a serial or
+// dates of the test's own.
+func (a *Authority) PeerWith(t *testing.T, name string, set func(*x509.Certificate), hosts ...string) (certFile, keyFile string) {
+	t.Helper()
+	tmpl := peer(hosts)
+	set(tmpl)
+	c := issue(t, a.dir, name, tmpl, &a.ca)
+	return c.certFile, c.keyFile
+}
+
 // ExpiredPeer is Peer's certificate expired an hour ago.
 func (a *Authority) ExpiredPeer(t *testing.T, name string, hosts ...string) (certFile, keyFile string) {
 	t.Helper()
@@ -153,19 +163,21 @@ type issued struct {
 }
 
 // issue makes a certificate from tmpl, named name, valid for an hour either
-// side of now unless tmpl says when (NotAfter), signed by parent (nil: by
-// itself), and writes it and its key in dir as name.pem and name-key.pem.
+// side of now unless tmpl says when (NotAfter), of a random serial unless
+// tmpl has one, signed by parent (nil: by itself), and writes it and its
+// key in dir as name.pem and name-key.pem.
 func issue(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *issued) issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
+	if tmpl.SerialNumber == nil {
+		if tmpl.SerialNumber, err = rand.Int(rand.Reader, big.NewInt(1<<62)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tmpl.SerialNumber, tmpl.Subject = serial, pkix.Name{CommonName: "ingestq test " + name}
+	tmpl.Subject = pkix.Name{CommonName: "ingestq test " + name}
 	if tmpl.NotAfter.IsZero() {
 		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -96,26 +97,50 @@ func servedCerts(byPrefix map[string]*tlsfiles.Pair) []servedCert {
 func (c servedCert) setting() string { return strings.TrimPrefix(c.prefix, "--") + "cert" }
 
 // expiryWarning is how long before a certificate's expiry serve warns, at
-// start and at each reload: time to renew it, and to SIGHUP.
+// start, at each reload, and as the certificate in force enters it
+// (expiryWarningDue): time to renew it, and to SIGHUP.
 const expiryWarning = 14 * 24 * time.Hour
 
 // warnExpiring warns when the certificate in force expires within
 // expiryWarning.
 func (a *app) warnExpiring(c servedCert) {
 	leaf := c.pair.Leaf()
-	if left := time.Until(leaf.NotAfter); left < expiryWarning {
+	if left := time.Until(leaf.NotAfter); left <= expiryWarning { // <=: expiryWarningDue's timer may end with 14 days left exactly
 		a.log.Warn("TLS certificate expires within 14 days: renew it, then SIGHUP the daemon (systemctl reload ingestq): it is re-read without a restart",
 			"setting", c.prefix+"cert", "file", c.pair.CertFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String())
 	}
+}
+
+// expiryWarningDue is when warnExpiring has something to say between
+// reloads: when the first certificate in force enters its last
+// expiryWarning, or a day from now while one is in it; never (nil)
+// without a certificate.
+func expiryWarningDue(certs []servedCert) <-chan time.Time {
+	next := time.Duration(-1)
+	for _, c := range certs {
+		d := time.Until(c.pair.Leaf().NotAfter) - expiryWarning
+		if d <= 0 {
+			d = 24 * time.Hour
+		}
+		if next < 0 || d < next {
+			next = d
+		}
+	}
+	if next < 0 {
+		return nil
+	}
+	return time.After(next)
 }
 
 // reloadCerts re-reads every served certificate and its key (SIGHUP): a
 // pair taken is served to the next handshakes, and said with its serial
 // (as openssl x509 -serial shows it); one refused is logged naming the
 // setting, the file and the cause, and the pair in force is kept. Either
-// way the connections made are not concerned.
+// way the connections made are not concerned. A key file open to group or
+// others is warned of, as at start: a renewal writes a new file.
 func (a *app) reloadCerts(certs []servedCert) {
 	for _, c := range certs {
+		a.warnOpenFile(c.prefix+"key: the key's file", c.pair.KeyFile)
 		if err := c.pair.Reload(); err != nil {
 			setting, file := c.prefix+"cert", c.pair.CertFile
 			var bad *tlsfiles.FileError
@@ -126,10 +151,20 @@ func (a *app) reloadCerts(certs []servedCert) {
 		} else {
 			leaf := c.pair.Leaf()
 			a.log.Info("TLS certificate reloaded (SIGHUP)", "setting", c.prefix+"cert", "file", c.pair.CertFile,
-				"serial", fmt.Sprintf("%X", leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+				"serial", serialHex(leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		}
 		a.warnExpiring(c)
 	}
+}
+
+// serialHex is a certificate's serial as openssl x509 -serial shows it:
+// its bytes in hexadecimal, so 03A1B2 (Let's Encrypt's begin with 03 or
+// 04), not big.Int's 3A1B2.
+func serialHex(n *big.Int) string {
+	if n.Sign() == 0 {
+		return "00"
+	}
+	return fmt.Sprintf("%X", n.Bytes())
 }
 
 // certExpiry is, for the metrics, when each served certificate in force

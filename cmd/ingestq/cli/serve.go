@@ -572,8 +572,9 @@ func (a *app) warnOpenFile(what, file string) {
 // certificate and its key (reloadCerts); a token file that no longer reads
 // (or holds no token) is logged, and the tokens in force are kept. With
 // neither a token file nor a certificate a SIGHUP is logged and changes
-// nothing. reloaded runs after each reload of the tokens taken. It returns
-// its stop.
+// nothing. reloaded runs after each reload of the tokens taken. Between
+// SIGHUPs it warns of a certificate in force as it enters its last 14 days
+// (warnExpiring), and daily after. It returns its stop.
 func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), certs []servedCert) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -584,6 +585,11 @@ func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), cert
 			select {
 			case <-quit:
 				return
+			case <-expiryWarningDue(certs):
+				for _, c := range certs {
+					a.warnExpiring(c)
+				}
+				continue
 			case <-hup:
 			}
 			if file == "" && len(certs) == 0 {
