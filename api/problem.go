@@ -199,3 +199,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
+
+// Starting answers every request 503 with detail, and Retry-After: the
+// API of a daemon that has not started it yet (it waits for its host name
+// first), where the server's 404 had the CLI say the daemon had no such
+// route ("a daemon older than this ingestq?") or no such object.
+func Starting(detail string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: detail})
+	})
+}

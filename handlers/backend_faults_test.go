@@ -368,6 +368,33 @@ func TestInventoryOutageWaitsForIt(t *testing.T) {
 	}
 }
 
+// The S3 server answers 503 SlowDown to everything for a while (a minute
+// in an operator's walk-through): a job reaching Processing, whose minting
+// asks storage whether an ARK is taken, waits for it with its attempts
+// unspent (more tries than its 2 attempts pass), its message saying why;
+// once S3 answers again, it completes. Every job of the batch failed in
+// seconds, "Please reduce your request rate".
+func TestS3BusyWaitsForIt(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	busy := s3test.StartBusy(t, srv.Addr)
+	target := srv.URL(busy.Addr, "ocfl")
+	obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
+	r := newRig(t, nil, withStorage(target), withAttempts(2, 10*time.Millisecond),
+		func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
+	busy.Set(true)
+	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
+	obs.waited(t, queue.Processing, 4, "storage")
+	j := r.jobsOf(b.ID)["manifest"]
+	if j.State() != queue.Processing || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix) || !strings.Contains(j.Status.Message, "storage target") {
+		t.Fatalf("job %s, message %q: want Processing, waiting for the storage target", j.State(), j.Status.Message)
+	}
+	busy.Set(false)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed once S3 answers", b.State(), b.Status.Message)
+	}
+}
+
 func pgConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)

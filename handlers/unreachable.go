@@ -13,13 +13,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/reactor"
 )
 
 // outOfReach marks err as an outage of what when it says the back end
 // could not be reached or talked to at all: no connection, a connection
 // cut, no answer in time, a PostgreSQL server starting up or shutting down
-// or out of connections. A back end of the daemon's own, which every job
+// or out of connections, an S3 server answering 503 (busy or unavailable:
+// it takes no request now, whatever the object). A back end of the daemon's own, which every job
 // without one of its profile's needs (shared), is reactor.UnavailableToAll,
 // a profile's reactor.Unavailable. Any other error (a refusal, a conflict,
 // a 5xx answer about this object) stays the step's, with its attempts.
@@ -103,7 +105,7 @@ func backEndDown(err error) bool {
 		return false
 	case errors.As(err, &op):
 		return op.Op != "remote error" // a TLS alert is the server's answer: it refuses this client
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), place.Busy(err):
 		return true
 	case errors.As(err, &pg):
 		// Class 57P: operator intervention (shutdown, starting up); 08:

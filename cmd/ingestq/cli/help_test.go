@@ -251,3 +251,23 @@ func TestIDsTakenAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// A secret given by its variable (the NATS token, the SMTP password) is
+// not printed as its flag's default in any help, and the variable still
+// sets it (serve's embedded NATS then asks for it: here only its help).
+func TestHelpShowsNoSecret(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"INGESTQ_NATS_TOKEN": "nats-secret-0123456789", "INGESTQ_SMTP_PASSWORD": "smtp-secret-0123456789"}
+	for _, args := range [][]string{{"--help"}, {"audit", "--help"}, {"events", "tail", "--help"}, {"serve", "--help"}, {"demo", "--help"}} {
+		stdout, stderr, code := runEnv(t, env, slices.Concat(nowhere, args)...)
+		wantCode(t, code, 0)
+		for _, secret := range env {
+			if strings.Contains(stdout+stderr, secret) {
+				t.Errorf("ingestq %s prints the secret %q", strings.Join(args, " "), secret)
+			}
+		}
+		if args[0] == "serve" && !strings.Contains(stdout, "--smtp-password") {
+			t.Errorf("ingestq serve --help has no --smtp-password line")
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -13,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/notify"
 	"github.com/ingestq/ingestq/handlers/profile"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -120,12 +123,38 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		return nil, nil, &exitError{code: 1, err: err}
 	}
 	a.log.Info("ingestq: profiles", "names", profiles.Names())
+	a.warnLocalStorage(f.storage, f.inventory, profiles, dataDir)
 	if n, err := p.Sweep(ctx); err != nil {
 		a.log.Warn("ingestq: working area not swept", "err", err)
 	} else if n > 0 {
 		a.log.Info("ingestq: removed working folders no job needs", "folders", n)
 	}
 	return p, profiles, nil
+}
+
+// warnLocalStorage warns when a profile's objects go to this host's data
+// folder (no --storage, and the profile names none) while the inventory is
+// shared by every host (PostgreSQL, a service): each host of the cluster
+// would keep its own objects, recorded as if shared. A walk-through's
+// env file lost INGESTQ_STORAGE that way (read by a shell, its URL's & ended
+// the line) and nothing said so; a later version stored on another host is
+// refused there as "storage restored older".
+func (a *app) warnLocalStorage(storage, inv string, profiles *profile.Set, dataDir string) {
+	if storage != "" || !strings.Contains(inv, "://") || strings.HasPrefix(inv, "file:") {
+		return
+	}
+	var local []string
+	for _, name := range profiles.Names() {
+		if p, _ := profiles.Get(name); p.Storage == "" {
+			local = append(local, name)
+		}
+	}
+	if len(local) == 0 {
+		return
+	}
+	a.log.Warn("ingestq: objects go to this host's data folder (no --storage, "+EnvStorage+"), while the inventory is shared: "+
+		"every host of a cluster needs the same --storage, or each keeps its own objects",
+		"storage", filepath.Join(dataDir, "ocfl"), "inventory", redact.URLs(inv), "profiles", local)
 }
 
 // loadProfiles reads a folder of profiles, or gives the built-in one.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,5 +165,23 @@ func TestObjectNamesTheQueuesAPIs(t *testing.T) {
 	wantErrLine(t, stderr, "503", "this daemon has no inventory")
 	if strings.Contains(stderr, "TOKEN") {
 		t.Errorf("a refusal that is not the token's names the token: %s", stderr)
+	}
+}
+
+// --api naming a server that is not the API (the daemon's address without
+// /api/v1) answers 404 without a problem document: object and audit say to
+// check --api, where object said the inventory lacked the object and audit
+// that the daemon was older than the CLI.
+func TestAPIThatIsNotTheAPI(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler()) // a server without the API's routes
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{{"object", "ark:/99999/fk40000017"}, {"audit"}} {
+		_, stderr, code := runEnv(t, nil, slices.Concat([]string{"--api", srv.URL}, args)...)
+		wantCode(t, code, 1)
+		if !strings.Contains(stderr, "not from ingestq's API") || !strings.Contains(stderr, "/api/v1") ||
+			strings.Contains(stderr, "no object") || strings.Contains(stderr, "older than this ingestq") {
+			t.Errorf("ingestq %s --api %s: %q; want it to say the address is not the API's", args[0], srv.URL, stderr)
+		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
@@ -250,7 +251,28 @@ func (a *app) rootCommand() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "ingestq version "+versionText())
 		}})
 	addExamples(root)
+	hideSecretDefaults(root)
 	return root
+}
+
+// secretFlags take a secret from their variable: --help must not print it
+// as the flag's default (an operator's help pasted into a ticket, or read
+// over a shoulder, gave away the NATS token and the SMTP password).
+var secretFlags = []string{"nats-token", "smtp-password"}
+
+// hideSecretDefaults keeps each secret flag's value from its variable but
+// shows no default in any command's help.
+func hideSecretDefaults(c *cobra.Command) {
+	for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.LocalNonPersistentFlags(), c.Flags()} {
+		for _, name := range secretFlags {
+			if f := fs.Lookup(name); f != nil {
+				f.DefValue = ""
+			}
+		}
+	}
+	for _, sub := range c.Commands() {
+		hideSecretDefaults(sub)
+	}
 }
 
 // setup checks the global flags and makes the logger. A bad value is a

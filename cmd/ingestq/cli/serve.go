@@ -355,6 +355,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	apiRoute, dashRoute := lateRoutes(web)
 	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
@@ -441,14 +442,14 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			return &exitError{code: 1, err: err}
 		}
 		defer ap.Close() // before the server's: its event streams end first
-		web.Handle(api.Prefix, ap)
+		apiRoute.set(ap)
 		dash, err := dashboard.New(dashboard.Config{Ops: svc, Session: opsSession, Bus: bus, Inventory: inv, Tokens: tokens,
 			Stalled: detect, Logger: a.log})
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
 		defer dash.Close() // before the server's: its live streams end first
-		web.Handle(dashboard.Prefix, dash)
+		dashRoute.set(dash)
 		web.Handle("GET /{$}", dashboard.Redirect())
 	}
 	for _, c := range certs { // once serving: a refusal at start is the one line said

@@ -48,11 +48,31 @@ func TestProbesWhileServeWaitsForItsHostName(t *testing.T) {
 		t.Errorf("/metrics while serve waits for its name: %v, want ZooKeeper's numbers and none of NATS's", slices.Sorted(maps.Keys(m)))
 	}
 
+	// The API and the dashboard say the daemon is starting, 503, where the
+	// server's 404 had audit say "a daemon older than this ingestq?" and
+	// object that the inventory lacks the object.
+	for _, args := range [][]string{{"audit"}, {"object", "ark:/99999/fk40000017"}} {
+		_, stderr, code := runEnv(t, nil, slices.Concat([]string{"--api", base + "/api/v1"}, args)...)
+		if code != 1 || !strings.Contains(stderr, "the daemon is starting") || strings.Contains(stderr, "older than this ingestq") || strings.Contains(stderr, "no object") {
+			t.Errorf("ingestq %s while serve waits for its name: exit %d, %q; want 1, saying the daemon is starting", args[0], code, stderr)
+		}
+	}
+	if resp, err := http.Get(base + "/ui/"); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("/ui/ while serve waits for its name: %s, Retry-After %q; want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+
 	if err := held.Delete(node, -1); err != nil {
 		t.Fatal(err)
 	}
 	log.WaitFor(t, "reactor: running")
 	waitReady(t, base, http.StatusOK)
+	if resp, err := http.Get(base + "/api/v1/hosts"); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/v1/hosts once serve runs: %s, want 200", resp.Status)
+	}
 	if up := promtest.Scrape(t, base+"/metrics").Values("ingestq_nats_connected"); up[""] != 1 {
 		t.Errorf("ingestq_nats_connected once serve runs: %v, want 1", up)
 	}

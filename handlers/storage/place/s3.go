@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net/http"
 	"os"
 	"strings"
 
@@ -136,6 +137,15 @@ func s3Code(err error) string {
 		return resp.Code
 	}
 	return ""
+}
+
+// Busy tells whether err is an S3 server's 503 (ServiceUnavailable, or
+// SlowDown: "reduce your request rate"): the service takes no request now,
+// whatever the key, and asks to be tried later. minio-go's own retries of
+// it last seconds; an outage of a minute outlasts them.
+func Busy(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && (resp.StatusCode == http.StatusServiceUnavailable || resp.Code == "SlowDown" || resp.Code == "ServiceUnavailable")
 }
 
 // Open reads key.
