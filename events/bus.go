@@ -97,6 +97,9 @@ type Config struct {
 	clients      *tokenClients // ClientTokens' clients, shared by the servers the bus runs
 
 	ackTimeout   time.Duration // tests shorten it; default defaultAckTimeout
+	resendFor    time.Duration // tests shorten it; default defaultResendFor
+	parkedProbe  time.Duration // tests shorten it; default parkedProbeEvery
+	keptMax      int           // tests lower it; default keptMaxBytes
 	settleWait   time.Duration // tests shorten it; default settleTimeout
 	readyTimeout time.Duration // tests lengthen it; default embeddedReadyTimeout
 	serverOpts   serverTweak   // tests change the embedded server's options
@@ -121,6 +124,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.ackTimeout = cmp.Or(c.ackTimeout, defaultAckTimeout)
+	c.resendFor = cmp.Or(c.resendFor, defaultResendFor)
+	c.parkedProbe = cmp.Or(c.parkedProbe, parkedProbeEvery)
+	c.keptMax = cmp.Or(c.keptMax, keptMaxBytes)
 	c.settleWait = cmp.Or(c.settleWait, settleTimeout)
 	if c.ClientTokens != nil && c.URL == "" {
 		c.clients = &tokenClients{lookup: c.ClientTokens, stream: c.Stream, log: c.Logger,
@@ -132,10 +138,11 @@ func (c Config) withDefaults() Config {
 // Stats counts what the bus did with published events.
 type Stats struct {
 	Published uint64 // acknowledged by the stream (recorded)
-	Lost      uint64 // not recorded: dropped, refused, unacknowledged for a minute past resends, or not kept at Close; also failed signals
+	Lost      uint64 // not recorded: dropped, refused, past the parked events' cap, or not kept at Close; also failed signals
 	Retried   uint64 // resends of events the stream did not acknowledge in time
-	Kept      uint64 // unacknowledged at Close and kept for the next start (kept.go)
-	Waiting   int    // events not yet acknowledged: queued, sent, or waiting to be sent again
+	Kept      uint64 // unacknowledged at Close and kept for the next start (kept.go), parked ones among them
+	Waiting   int    // events not yet acknowledged: queued, sent, waiting to be sent again, or parked
+	Parked    int    // of Waiting, those held past resendFor until the stream takes events (parked.go)
 
 	// ResentAtElection counts events sent again at once when the stream
 	// announced a new leader, unanswered until then (not in Retried).
@@ -160,6 +167,8 @@ type Bus struct {
 	reconf chan struct{} // the embedded server's routes changed (SetRoutes)
 	// elected: the stream has a new leader; what it has not answered is sent again
 	elected chan struct{}
+	// unpark: the stream acknowledged a publish; parked events are sent again
+	unpark chan struct{}
 
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
 	started  atomic.Bool // Start succeeded: the publisher runs
@@ -183,6 +192,7 @@ type Bus struct {
 	authWarn   warnLimit // "NATS refuses this daemon's credentials"
 
 	flying           flights // events sent and not yet answered, until Close keeps them
+	parked           parking // events past resendFor, held until the stream takes events or Close keeps them
 	resentAtElection atomic.Uint64
 	unsent           []outMsg // events the publisher did not send before Close's deadline (its goroutine's, then Close's)
 
@@ -236,6 +246,7 @@ func New(cfg Config) *Bus {
 		done:    make(chan struct{}),
 		reconf:  make(chan struct{}, 1),
 		elected: make(chan struct{}, 1),
+		unpark:  make(chan struct{}, 1),
 	}
 	if cfg.URL == "" {
 		b.emb = &embedded{}
@@ -600,12 +611,15 @@ func (b *Bus) ClientURL() string {
 
 // Stats returns the counters so far.
 func (b *Bus) Stats() Stats {
+	parked := b.parked.len()
 	return Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Kept: b.kept.Load(),
-		ResentAtElection: b.resentAtElection.Load(), Waiting: len(b.queue) + count(&b.pausing) + b.flying.len()}
+		ResentAtElection: b.resentAtElection.Load(), Parked: parked,
+		Waiting: len(b.queue) + count(&b.pausing) + b.flying.len() + parked}
 }
 
 // Flush waits until every event published so far has been acknowledged or
-// counted lost (an event waiting to be sent again is neither yet), and
+// counted lost (an event waiting to be sent again is neither yet), or
+// parked (held until the stream takes events, which may be hours), and
 // every signal has reached the server. For tests and shutdown; an error
 // means ctx ended first or the server cannot be reached. Without a
 // deadline on ctx, Flush gives up after 30 s.

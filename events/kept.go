@@ -31,11 +31,11 @@ import (
 // one JSON object a line.
 const keptFileName = "events-kept.jsonl"
 
-// keptMaxBytes bounds the file: events beyond it are counted lost. What
-// waits in memory is bounded by time, not count: the queue (65,536),
-// nats.go's 4,000 unanswered publishes, and what waits out a resend pause,
-// for a minute at most (resendFor); a full queue of job moves (about 250
-// bytes each) is 16 MB.
+// keptMaxBytes bounds the file (Config.keptMax): events beyond it are
+// counted lost. It bounds the parked events too (parked.go); besides them
+// what waits in memory is the queue (65,536), nats.go's 4,000 unanswered
+// publishes, and what waits out a resend pause; a full queue of job moves
+// (about 250 bytes each) is 16 MB.
 const keptMaxBytes = 64 << 20
 
 // keptLineMax bounds one line read back: far above any event.
@@ -170,7 +170,8 @@ func (b *Bus) keptAside(path, why, said string) {
 
 // keptDone ends the kept event id's way, published or lost: once the last
 // has gone, the file goes, and the start says what it published. Not at
-// Close, which writes the file anew.
+// Close, which writes the file anew, nor at a park: a kept event parked
+// stays in the file until it is published.
 func (b *Bus) keptDone(id string, published bool) {
 	if _, ok := b.keptLeft.LoadAndDelete(id); !ok {
 		return
@@ -191,8 +192,8 @@ func (b *Bus) keptDone(id string, published bool) {
 			"the next start (replays show each once)", "file", b.cfg.keptPath(), "err", err)
 	}
 	if n, total := b.keptPublished.Load(), b.keptTotal; n < total {
-		b.log.Warn(fmt.Sprintf("events: published %d of the %d events kept at the last stop; the stream took none of "+
-			"the others in a minute of resends (counted lost)", n, total))
+		b.log.Warn(fmt.Sprintf("events: published %d of the %d events kept at the last stop; the others were counted lost "+
+			"(refused, or past the cap of events held until the stream takes them)", n, total))
 	} else {
 		b.log.Info(fmt.Sprintf("events: published %d events kept at the last stop", n))
 	}
@@ -212,7 +213,7 @@ func (b *Bus) keepAtClose() {
 
 // keepUnacknowledged writes ms, the events the stream has not acknowledged
 // at Close, to the file (or removes it when there are none), and returns
-// how many it could not keep: over keptMaxBytes, or all when the file
+// how many it could not keep: over the cap, or all when the file
 // cannot be written.
 func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 	b.keptMu.Lock()
@@ -223,7 +224,7 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 	}
 	size, keep := 0, 0
 	for _, m := range ms {
-		if size += len(m.data) + 1; size > keptMaxBytes {
+		if size += len(m.data) + 1; size > b.cfg.keptMax {
 			break
 		}
 		keep++
@@ -236,8 +237,8 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 		b.log.Warn(fmt.Sprintf("events: kept %d unacknowledged events in %s; the next start publishes them", keep, path))
 	}
 	if keep < len(ms) {
-		b.log.Warn(fmt.Sprintf("events: %d more unacknowledged events did not fit in %s (at most %d MiB)",
-			len(ms)-keep, path, keptMaxBytes>>20))
+		b.log.Warn(fmt.Sprintf("events: %d more unacknowledged events did not fit in %s (at most %s)",
+			len(ms)-keep, path, sizeText(b.cfg.keptMax)))
 	}
 	return len(ms) - keep
 }
@@ -269,12 +270,14 @@ func (b *Bus) writeKept(ms []outMsg) error {
 
 // unacknowledged gathers, at Close, the events the stream has not
 // acknowledged (those sent and unanswered, those waiting to be sent again,
-// those never sent) in the order of their times, as they were published.
-// Their flights end; the waiters of those paused or never sent are told
-// here, those of the flights by close (b.acks). The flights go first: a
-// flight that fails (its ack timeout) as Close gathers moves to b.pausing,
-// under the flights' lock, and nothing moves back once closed is set; taken
-// the other way round, such an event was in neither when each was taken.
+// those parked, those never sent) in the order of their times, as they
+// were published. Their flights end; the waiters of those paused or never
+// sent are told here, those of the flights by close (b.acks), those parked
+// when parked. The flights go first: a flight that fails (its ack timeout)
+// as Close gathers moves to b.pausing or b.parked, under the flights' lock,
+// and nothing moves back once closed is set (the publisher, which sends
+// parked events again, has ended); taken the other way round, such an
+// event was in neither when each was taken.
 func (b *Bus) unacknowledged() []outMsg {
 	var out []outMsg
 	for _, m := range b.flying.takeAll() {
@@ -284,6 +287,7 @@ func (b *Bus) unacknowledged() []outMsg {
 		b.cfg.keepTaking()
 	}
 	out = append(out, b.pausingTaken()...)
+	out = append(out, b.parkedTaken()...)
 	for _, m := range b.unsent {
 		closeAcked(m.acked)
 		if m.resent {

@@ -141,6 +141,22 @@ func TestUnacknowledgedEventsKeptAtCloseArePublishedAtNextStart(t *testing.T) {
 	}
 }
 
+// storePastTheWindow stores e in the stream through nc under another
+// message ID: as the stream, which forgets IDs after two minutes, sees an
+// event it stored once sent again past that window.
+func storePastTheWindow(t *testing.T, nc *nats.Conn, e Event) {
+	t.Helper()
+	msg := &nats.Msg{Subject: e.Subject(), Data: []byte(eventLine(t, e)), Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "window-passed")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A kept event the stream had stored though its acknowledgement was lost,
 // sent again past the duplicate window (here: stored under another ID, as
 // the stream, which forgets IDs after two minutes, sees it), is in the
@@ -151,15 +167,7 @@ func TestKeptEventStoredBeforeIsReplayedOnce(t *testing.T) {
 	e := Event{Kind: KindJob, ID: "move-stored", BatchID: "bid-1", JobID: "jid-1", From: "Pending", To: "Downloading",
 		Host: "test-host", Time: time.Now().UTC().Add(-time.Hour)}
 	first, _ := openBus(t, Config{DataDir: dir})
-	msg := &nats.Msg{Subject: e.Subject(), Data: []byte(eventLine(t, e)), Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, "window-passed")
-	js, err := jetstream.New(first.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
-		t.Fatal(err)
-	}
+	storePastTheWindow(t, first.Conn(), e)
 	first.Publish(Event{Kind: KindJob, ID: "other-job", BatchID: "bid-1", JobID: "jid-2", From: "Pending", To: "Downloading"})
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
@@ -173,7 +181,7 @@ func TestKeptEventStoredBeforeIsReplayedOnce(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	js, err = jetstream.New(bus.Conn())
+	js, err := jetstream.New(bus.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +255,33 @@ func TestKeptEventsFileWithBadLines(t *testing.T) {
 	}
 }
 
+// cutOffMember opens members a, b and c (set changes their Config; c's
+// logs go to the recorder returned), has c publish 2 events, stops a and b
+// without telling c (as a NATS partition does with ZooKeeper reachable),
+// and has c publish n moves, which the stream cannot take.
+func cutOffMember(t *testing.T, set func(*Config), n int) (a, b, c *member, rec *logRecorder) {
+	t.Helper()
+	rec = &logRecorder{}
+	ms := openClusterWith(t, func(cfg *Config) {
+		set(cfg)
+		if cfg.Host == "c" {
+			cfg.Logger = slog.New(rec)
+		}
+	}, "a", "b", "c")
+	a, b, c = ms[0], ms[1], ms[2]
+	publishN(t, c, "bid-1", 2)
+	waitThreeCurrent(t, a)
+	for _, m := range []*member{a, b} {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		c.Publish(Event{Kind: KindJob, BatchID: "bid-2", JobID: "bid-2-a", From: "Processing", To: []string{"Storing", "Processing"}[i%2]})
+	}
+	return a, b, c, rec
+}
+
 // A member cut off from its cluster's quorum (the two others stopped, as a
 // NATS partition does with ZooKeeper reachable: nobody tells it they went)
 // goes on publishing moves the stream cannot take; stopped, it keeps them;
@@ -254,29 +289,12 @@ func TestKeptEventsFileWithBadLines(t *testing.T) {
 // holds every move once. Before, its stop counted them lost, for good.
 func TestMemberCutOffFromItsQuorumKeepsItsMovesAcrossAStop(t *testing.T) {
 	t.Parallel()
-	rec := &logRecorder{}
-	fast := func(cfg *Config) {
-		cfg.ackTimeout = time.Second
-		if cfg.Host == "c" {
-			cfg.Logger = slog.New(rec)
-		}
-	}
-	ms := openClusterWith(t, fast, "a", "b", "c")
-	a, b, c := ms[0], ms[1], ms[2]
-	publishN(t, c, "bid-1", 2)
-	waitThreeCurrent(t, a)
-	dirs := map[string]string{}
-	for _, m := range ms {
-		dirs[m.cfg.Host] = m.cfg.DataDir
-	}
-	for _, m := range []*member{a, b} {
-		if err := m.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fast := func(cfg *Config) { cfg.ackTimeout = time.Second }
 	const cutOff = 6
-	for i := range cutOff {
-		c.Publish(Event{Kind: KindJob, BatchID: "bid-2", JobID: "bid-2-a", From: "Processing", To: []string{"Storing", "Processing"}[i%2]})
+	a, b, c, rec := cutOffMember(t, fast, cutOff)
+	dirs := map[string]string{}
+	for _, m := range []*member{a, b, c} {
+		dirs[m.cfg.Host] = m.cfg.DataDir
 	}
 	waitFor(t, "c to send its moves and hear nothing", func() bool { return c.Stats().Retried > 0 })
 	if err := c.Close(); err != nil {
@@ -289,7 +307,13 @@ func TestMemberCutOffFromItsQuorumKeepsItsMovesAcrossAStop(t *testing.T) {
 		t.Fatalf("c kept %d events, want %d", len(kept), cutOff)
 	}
 
-	again := openClusterWith(t, func(cfg *Config) { fast(cfg); cfg.DataDir = dirs[cfg.Host] }, "a", "b", "c")
+	again := openClusterWith(t, func(cfg *Config) {
+		fast(cfg)
+		cfg.DataDir = dirs[cfg.Host]
+		if cfg.Host == "c" {
+			cfg.Logger = slog.New(rec)
+		}
+	}, "a", "b", "c")
 	waitFor(t, "c's moves published", func() bool {
 		return rec.count(slog.LevelInfo, "events: published 6 events kept at the last stop") == 1
 	})

@@ -22,14 +22,16 @@ import (
 //
 // An event is counted lost when it cannot be queued (bus closed, queue
 // full), when NATS refuses it for good, or when it is still not
-// acknowledged a minute after its first try failed: a publish with no ack
+// acknowledged a minute after its first try failed and the events held
+// so already fill the kept file's cap (64 MiB): a publish with no ack
 // within 15 s, no stream answering, or the connection down is sent again
-// under its ID meanwhile (resend.go); one still unanswered when the stream
-// announces a new leader is sent again at once. While NATS reconnects,
-// events wait in the client's 8 MB reconnect buffer. Events counted lost
-// may still be recorded when the buffer is sent on reconnect. Lost is an
-// upper bound. What is unacknowledged at Close is kept for the next start
-// (kept.go), not counted lost.
+// under its ID meanwhile (resend.go), then held until the stream takes
+// events (parked.go); one still unanswered when the stream announces a new
+// leader is sent again at once. While NATS reconnects, events wait in the
+// client's 8 MB reconnect buffer. Events counted lost may still be
+// recorded when the buffer is sent on reconnect. Lost is an upper bound.
+// What is unacknowledged at Close is kept for the next start (kept.go),
+// not counted lost.
 func (b *Bus) Publish(e Event) {
 	if b == nil {
 		return
@@ -156,6 +158,8 @@ func (b *Bus) publisher() {
 	defer close(b.done)
 	var retry <-chan time.Time // a failed reconfiguration's next try
 	tries := 0
+	probe := time.NewTicker(b.cfg.parkedProbe) // while events are parked, whether the stream takes events
+	defer probe.Stop()
 	for {
 		// A reconfiguration asked for goes before the events queued
 		// after it: a Flush after SetRoutes returns once it is done.
@@ -175,6 +179,10 @@ func (b *Bus) publisher() {
 			retry = b.runReconfigure(&tries, b.cfg.settleWait)
 		case <-b.elected:
 			b.resendUnanswered(b.ctx)
+		case <-b.unpark:
+			b.sendParked()
+		case <-probe.C:
+			b.probeParked()
 		case <-retry:
 			retry = b.runReconfigure(&tries, askTimeout)
 		case <-b.stop:
@@ -234,10 +242,13 @@ func (b *Bus) runReconfigure(tries *int, patience time.Duration) <-chan time.Tim
 	return time.After(d)
 }
 
-func (b *Bus) send(m outMsg) {
+// send sends m (a marker: tells its waiter); a publish's error is
+// returned, as handled by failed.
+func (b *Bus) send(m outMsg) error {
 	switch {
 	case m.flushed != nil:
 		close(m.flushed)
+		return nil
 	default:
 		msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, m.id)
@@ -248,7 +259,7 @@ func (b *Bus) send(m outMsg) {
 			b.acks.Store(m.id, m.acked)
 		}
 		b.flying.add(m.id, msg)
-		b.publishAsync(msg)
+		return b.publishAsync(msg)
 	}
 }
 

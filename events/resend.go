@@ -29,9 +29,9 @@ import (
 )
 
 const (
-	resendFor   = time.Minute            // an event is sent again until this long after its first failure (well within the two-minute window)
-	resendFirst = 250 * time.Millisecond // pause before the first resend
-	resendMax   = 5 * time.Second
+	defaultResendFor = time.Minute            // an event is sent again until this long after its first failure (well within the two-minute window), then parked (parked.go)
+	resendFirst      = 250 * time.Millisecond // pause before the first resend
+	resendMax        = 5 * time.Second
 )
 
 // resend is one event waiting to be sent again.
@@ -76,12 +76,13 @@ func unavailable(err error) bool {
 }
 
 // failed handles a publish that JetStream did not acknowledge: sent again
-// after a pause while it may still land, else counted lost. A copy's
-// failure while another copy is on its way is left to that one's answer.
+// after a pause while it may still land, then parked until the stream
+// takes events (within the cap), else counted lost. A copy's failure while
+// another copy is on its way is left to that one's answer.
 func (b *Bus) failed(m *nats.Msg, err error) {
 	id := m.Header.Get(jetstream.MsgIDHeader)
 	b.flying.failed(id, m, func() {
-		if retryable(err) && !b.closing.Load() && b.scheduleResend(m, id) {
+		if retryable(err) && !b.closing.Load() && (b.scheduleResend(m, id) || b.park(m, id)) {
 			return
 		}
 		b.lose(err)
@@ -99,14 +100,14 @@ func (b *Bus) resolved(id string) {
 }
 
 // scheduleResend sends m again after a pause, unless its first failure is
-// resendFor old; it tells whether it will. While it pauses the event is in
-// b.pausing, which Close empties, keeping what it takes: the event is
-// then either sent or kept, once.
+// resendFor old (the caller parks it); it tells whether it will. While it
+// pauses the event is in b.pausing, which Close empties, keeping what it
+// takes: the event is then either sent or kept, once.
 func (b *Bus) scheduleResend(m *nats.Msg, id string) bool {
 	v, _ := b.failing.LoadOrStore(id, &resend{first: time.Now()})
 	r := v.(*resend)
 	r.mu.Lock()
-	if time.Since(r.first) > resendFor {
+	if time.Since(r.first) > b.cfg.resendFor {
 		r.mu.Unlock()
 		return false
 	}
@@ -175,6 +176,7 @@ func (b *Bus) answered(m *nats.Msg) {
 		b.keptDone(id, true)
 		b.resolved(id)
 	})
+	b.unparkSoon() // the stream takes events: those parked go again
 }
 
 // publishAsync sends m, a copy of its event, to JetStream; an error is
@@ -188,7 +190,8 @@ func (b *Bus) publishAsync(m *nats.Msg) error {
 }
 
 // leaderElected asks the publisher to send again what the stream has not
-// answered: it has a new leader ($JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED).
+// answered, and what is parked: it has a new leader
+// ($JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED).
 func (b *Bus) leaderElected(*nats.Msg) {
 	select {
 	case b.elected <- struct{}{}:
@@ -200,12 +203,14 @@ func (b *Bus) leaderElected(*nats.Msg) {
 // not answered, once the stream's new leader takes events: a publish that
 // reached the stream while its leadership moved was dropped, and would wait
 // out its 15 s ack timeout. A copy that did land is dropped as a duplicate.
-// The stream's leader subscribes only after it announces itself, so the
-// copies wait until it takes this server's publishes (a probe), at most a
-// request's time; else the ack timeouts send them again. It runs on the
-// publisher goroutine, also while Close waits for acknowledgements.
+// The parked events go again too. The stream's leader subscribes only
+// after it announces itself, so the copies wait until it takes this
+// server's publishes (a probe), at most a request's time; else the ack
+// timeouts send them again (the parked ones, the next answer or probe). It
+// runs on the publisher goroutine, also while Close waits for
+// acknowledgements.
 func (b *Bus) resendUnanswered(ctx context.Context) {
-	if b.flying.len() == 0 {
+	if b.flying.len() == 0 && b.parked.len() == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
@@ -229,6 +234,7 @@ func (b *Bus) resendUnanswered(ctx context.Context) {
 			n++
 		}
 	}
+	b.sendParked()
 	if n == 0 {
 		return
 	}
@@ -384,11 +390,12 @@ func count(m *sync.Map) int {
 const stuckAfter = 30 * time.Second
 
 // Recording is nil while the stream takes this bus's events, and an error
-// once an event has waited stuckAfter to be sent again: the stream has no
-// leader (an election that does not end, a cluster that lost its quorum),
-// which a connection check does not see. For /readyz.
+// once an event has waited stuckAfter to be sent again, or is parked: the
+// stream has no leader (an election that does not end, a cluster that lost
+// its quorum), which a connection check does not see. For /readyz.
 func (b *Bus) Recording() error {
-	oldest, n := time.Time{}, 0
+	oldest, parked := b.parked.oldest()
+	n := parked
 	b.failing.Range(func(_, v any) bool {
 		r := v.(*resend)
 		r.mu.Lock()
@@ -403,5 +410,7 @@ func (b *Bus) Recording() error {
 		return nil
 	}
 	return fmt.Errorf("the event stream has taken none of %d events for %v (a NATS cluster whose stream has no leader?); "+
-		"each is sent again for %v, then counted lost", n, time.Since(oldest).Round(time.Second), resendFor)
+		"each is sent again for %v, then held until the stream takes events (%d held: kept at a stop, lost if the "+
+		"process is killed; past %s, counted lost)", n, time.Since(oldest).Round(time.Second), b.cfg.resendFor, parked,
+		sizeText(b.cfg.keptMax))
 }

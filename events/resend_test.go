@@ -19,6 +19,15 @@ import (
 // (sends and resends alike).
 func silenceStream(t *testing.T, bus *Bus) <-chan string {
 	t.Helper()
+	sent, _ := silenceStreamUntil(t, bus)
+	return sent
+}
+
+// silenceStreamUntil is silenceStream, and returns what brings the stream
+// back: the silent subscriber goes and the stream is made again, as the
+// bus makes it.
+func silenceStreamUntil(t *testing.T, bus *Bus) (sent <-chan string, back func()) {
+	t.Helper()
 	nc := connect(t, bus.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -29,14 +38,30 @@ func silenceStream(t *testing.T, bus *Bus) <-chan string {
 	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
 		t.Fatal(err)
 	}
-	sent := make(chan string, 1000)
-	if _, err := nc.Subscribe(SubjectAll, func(m *nats.Msg) { sent <- m.Header.Get(jetstream.MsgIDHeader) }); err != nil {
+	ch := make(chan string, 1000)
+	sub, err := nc.Subscribe(SubjectAll, func(m *nats.Msg) {
+		select {
+		case ch <- m.Header.Get(jetstream.MsgIDHeader):
+		default: // nobody reads any more
+		}
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return sent
+	return ch, func() {
+		t.Helper()
+		if err := sub.Unsubscribe(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		if err := bus.ensureStream(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // receiveSent waits until the event id is sent (silenceStream's channel),

@@ -131,7 +131,7 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 			Help: "Events this daemon published."},
 			func() float64 { return float64(b.Stats().Published) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
-			Help: "Events not recorded: dropped, refused, unacknowledged after a minute of resends or at a stop and not kept, or of a commit whose outcome is unknown; also failed signals."},
+			Help: "Events not recorded: dropped, refused, unacknowledged after a minute of resends and past the 64 MiB the daemon holds, or at a stop and not kept, or of a commit whose outcome is unknown; also failed signals."},
 			func() float64 { return float64(b.Stats().Lost) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
 			Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
@@ -140,8 +140,11 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 			Help: "Events sent again at once, unacknowledged when the stream announced a new leader (not in ingestq_events_retried_total)."},
 			func() float64 { return float64(b.Stats().ResentAtElection) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_waiting",
-			Help: "Events not yet acknowledged by the stream: queued, sent, or waiting to be sent again."},
-			func() float64 { return float64(b.Stats().Waiting) }))
+			Help: "Events not yet acknowledged by the stream: queued, sent, waiting to be sent again, or held (ingestq_events_parked)."},
+			func() float64 { return float64(b.Stats().Waiting) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_parked",
+			Help: "Events unacknowledged after a minute of resends, held in memory until the stream takes events again (kept at a stop, lost if the process is killed)."},
+			func() float64 { return float64(b.Stats().Parked) }))
 }
 
 // Handler serves the metrics in Prometheus's text format. A part that
