@@ -3,11 +3,14 @@ package events
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +40,7 @@ const (
 var busPassword, systemPassword = rand.Text(), rand.Text()
 
 // busInboxPrefix starts the replies to this process's in-process
-// connections, outside the _INBOX.> that clients may read: the bus's acks,
+// connections, outside every client's inbox space: the bus's acks,
 // and the events pulled for its followers, whose reply subjects name its
 // consumers (which a client could then delete or pull from).
 const busInboxPrefix = "_ingestq_inbox"
@@ -48,6 +51,39 @@ func asBus() nats.Option {
 		o.User, o.Password = busUser, busPassword
 		return nats.CustomInboxPrefix(busInboxPrefix)(o)
 	}
+}
+
+// InboxPrefix is where a client presenting token on a listener with client
+// tokens takes its replies (nats.CustomInboxPrefix, the nats CLI's
+// --inbox-prefix): the only inboxes it may subscribe to, and no other
+// token's client may. It is derived from the token, so a subscriber
+// computes it (`ingestq events inbox-prefix` prints it), and another
+// client names it only if it knows the token or its SHA-256.
+func InboxPrefix(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "_INBOX_" + hex.EncodeToString(sum[:8])
+}
+
+// inboxRefused is nats-server's line for a client refused a subscription
+// under _INBOX: its user (the token's name) and the subject.
+var inboxRefused = regexp.MustCompile(`"[^"]*/user:([^"]*)" - Subscription Violation - Subject "(_INBOX[^"]*)"`)
+
+// inboxRefusedLine says once per token, when nats-server's line is of a
+// token's client refused an inbox, which one a client of that token may
+// read: the daemon's words for a third party's client that takes its
+// replies under nats.go's _INBOX (its requests then go unanswered). inbox
+// tells whether the line is of one.
+func (l serverLogger) inboxRefusedLine(line string) (msg string, attrs []any, inbox bool) {
+	m := inboxRefused.FindStringSubmatch(line)
+	if m == nil {
+		return "", nil, false
+	}
+	if !l.said.first("inbox of " + m[1]) {
+		return "", nil, true
+	}
+	return "events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix, " +
+		"_INBOX_ and the first 16 hex digits of the token's SHA-256 (nats.CustomInboxPrefix in nats.go, the nats CLI's " +
+		"--inbox-prefix; ingestq events inbox-prefix prints it) (said once per token)", []any{"token", m[1], "subject", m[2]}, true
 }
 
 // inProcess tells whether c is a connection of this process (InProcessConn's
@@ -150,7 +186,7 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 		return a.refuse(c, "the token of "+holder.Name+" is scoped to profiles: NATS carries the whole queue's events, unmasked; "+
 			"a depositor reads the API's event stream (GET /api/v1/events), which its scope limits")
 	}
-	c.RegisterUser(&server.User{Username: holder.Name, Permissions: a.clients.permissions(holder.Role)})
+	c.RegisterUser(&server.User{Username: holder.Name, Permissions: a.clients.permissions(holder.Role, o.Token)})
 	return true
 }
 
@@ -166,12 +202,17 @@ func (a *clientAuth) refuse(c server.ClientAuthentication, why string) bool {
 
 func same(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// permissions are what a token of role may do: every role subscribes to
-// the events and its replies, and reads the stream as events replay and
-// tail do (its info, ordered consumers, a message from the stream's
-// leader); operate and admin also publish events (the CLI records its
-// actions). No client manages the stream: the daemon does, as busUser.
-func (t *tokenClients) permissions(role string) *server.Permissions {
+// permissions are what a client presenting token of role may do: every
+// role subscribes to the events and to its own inboxes (InboxPrefix), and
+// reads the stream as events replay and tail do (its info, ordered
+// consumers, a message from the stream's leader); operate and admin also
+// publish events (the CLI records its actions). No client manages the
+// stream: the daemon does, as busUser. A consumer's deliver subject is in
+// the create request's body, which permissions do not see (guardConsumers);
+// the forms of create that are durable by their subject
+// ($JS.API.CONSUMER.DURABLE.CREATE.>), or name nothing
+// ($JS.API.CONSUMER.CREATE.<stream>), are not allowed.
+func (t *tokenClients) permissions(role, token string) *server.Permissions {
 	s := t.stream
 	pub := []string{
 		"$JS.API.STREAM.INFO." + s,
@@ -186,7 +227,7 @@ func (t *tokenClients) permissions(role string) *server.Permissions {
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: []string{SubjectAll, nats.InboxPrefix + ">"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{SubjectAll, InboxPrefix(token) + ".>"}},
 	}
 }
 
@@ -256,7 +297,10 @@ func (t *tokenClients) recheck(ns *server.Server) {
 // and tail make those): subject permissions cannot see a consumer's
 // configuration, and a push consumer has the server deliver the stream to
 // any subject (the daemon's own signals among them, again at every ack
-// wait), a durable one stays for ever. The daemon makes neither.
+// wait), a durable one stays for ever. The daemon makes neither. What is
+// made while the bus hears no advisory (its connection reconnecting, to a
+// server replaced among them) is found in the stream's consumers, listed
+// at start and at each reconnect.
 func (b *Bus) guardConsumers() error {
 	if b.cfg.clients == nil {
 		return nil
@@ -273,6 +317,19 @@ func (b *Bus) guardConsumers() error {
 	if err != nil {
 		return fmt.Errorf("events: subscribe %s: %w", created, err)
 	}
+	// A status listener, not the reconnect handler: that is the bus's own.
+	connected := b.nc.StatusChanged(nats.CONNECTED)
+	b.bg.Go(func() {
+		defer b.nc.RemoveStatusListener(connected)
+		for {
+			b.sweepForeignConsumers()
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-connected:
+			}
+		}
+	})
 	return nil
 }
 
@@ -294,10 +351,9 @@ func notDelivered(h nats.MsgHandler) nats.MsgHandler {
 // longer is a durable in all but name.
 const clientConsumerIdle = 5 * time.Minute
 
-// dropForeignConsumer deletes the stream's consumer name if it is a push
-// or a durable one, or would outlive clientConsumerIdle unread, and says
-// so. Its info is asked of the API itself: the jetstream package opens
-// pull consumers only.
+// dropForeignConsumer deletes the stream's consumer name if a client's
+// (foreign). Its info is asked of the API itself: the jetstream package
+// opens pull consumers only.
 func (b *Bus) dropForeignConsumer(name string) {
 	ctx, cancel := context.WithTimeout(b.ctx, askTimeout)
 	defer cancel()
@@ -308,7 +364,29 @@ func (b *Bus) dropForeignConsumer(name string) {
 	if err != nil || json.Unmarshal(m.Data, &info) != nil || info.Config == nil {
 		return // gone already
 	}
-	cfg := info.Config
+	b.dropIfForeign(ctx, name, info.Config)
+}
+
+// sweepForeignConsumers deletes the stream's foreign consumers (one whose
+// advisory the bus missed). An error (no stream yet, an election) leaves
+// them to the next sweep.
+func (b *Bus) sweepForeignConsumers() {
+	ctx, cancel := context.WithTimeout(b.ctx, askTimeout)
+	defer cancel()
+	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	if err != nil {
+		return
+	}
+	list := s.ListConsumers(ctx)
+	for info := range list.Info() {
+		b.dropIfForeign(ctx, info.Name, &info.Config)
+	}
+}
+
+// dropIfForeign deletes the stream's consumer name, of cfg, if it is a
+// push or a durable one, or would outlive clientConsumerIdle unread: a
+// client's (the daemon makes ordered pull consumers only), and says so.
+func (b *Bus) dropIfForeign(ctx context.Context, name string, cfg *jetstream.ConsumerConfig) {
 	if cfg.DeliverSubject == "" && cfg.Durable == "" && cfg.InactiveThreshold <= clientConsumerIdle {
 		return
 	}

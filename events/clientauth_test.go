@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -57,9 +58,18 @@ func (tt *testTokens) set(token string, c *ClientToken) {
 	tt.by[token] = *c
 }
 
-// connectWith connects to url presenting opts, closed when the test ends.
+// connectWith connects to url presenting opts, closed when the test ends;
+// a token's client takes its replies under the token's InboxPrefix, unless
+// opts give another.
 func connectWith(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, error) {
 	t.Helper()
+	var given nats.Options
+	for _, opt := range opts {
+		_ = opt(&given)
+	}
+	if given.Token != "" {
+		opts = append([]nats.Option{nats.CustomInboxPrefix(InboxPrefix(given.Token))}, opts...)
+	}
 	nc, err := nats.Connect(url, append(opts, nats.Timeout(5*time.Second), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
 	if err == nil {
 		t.Cleanup(nc.Close)
@@ -477,8 +487,8 @@ func onNuidSequence(ids []string, password string) bool {
 	return behind > 0 && behind%step == 0
 }
 
-// A client reading _INBOX.> (every role may, for its own replies) sees
-// none of the daemon's own: not its publishes' acks, not the events
+// A client reading its whole inbox space (every role may, for its own
+// replies) sees none of the daemon's own: not its publishes' acks, not the events
 // pulled for its followers (the API's event stream), whose reply subjects
 // name its consumers, which a read token could then delete or pull from.
 func TestBusRepliesHiddenFromClients(t *testing.T) {
@@ -488,7 +498,7 @@ func TestBusRepliesHiddenFromClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbox, err := reader.SubscribeSync(nats.InboxPrefix + ">")
+	inbox, err := reader.SubscribeSync(InboxPrefix(readToken) + ".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,5 +605,130 @@ func TestLongLivedClientConsumerDeleted(t *testing.T) {
 	waitFor(t, "a deletion said", func() bool { return rec.containing("events: deleted a consumer a NATS client made") > 0 })
 	if _, err := js.Consumer(t.Context(), DefaultStream, "a-year"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("the consumer idle a year: %v, want deleted", err)
+	}
+}
+
+// Each token's client has an inbox space of its own (InboxPrefix): two
+// read tokens each replay and follow under their own prefix, and neither
+// may subscribe to the other's space nor to _INBOX.>, so neither sees the
+// other's replies (its ordered consumers' deliveries, its JetStream API
+// answers). A client taking its replies under _INBOX is refused them. A
+// push consumer aimed at another's space delivers nothing to the inbox
+// that client listens on (the subject is not one the aimer can learn),
+// and is deleted.
+func TestClientInboxesArePrivate(t *testing.T) {
+	t.Parallel()
+	const otherReadToken = "other-read-token-0123456789abcdef"
+	tokens := newTestTokens()
+	tokens.set(otherReadToken, &ClientToken{Name: "other reader", Role: "read"})
+	bus, rec := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000001", To: "Pending"})
+	flush(t, bus)
+	url := bus.ClientURL()
+	spy, err := connectWith(t, url, nats.Token(readToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := connectWith(t, url, nats.Token(otherReadToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if InboxPrefix(readToken) == InboxPrefix(otherReadToken) || !strings.HasPrefix(InboxPrefix(readToken), "_INBOX_") {
+		t.Fatalf("inbox prefixes %q and %q: want two, each _INBOX_…", InboxPrefix(readToken), InboxPrefix(otherReadToken))
+	}
+
+	seen := make(chan *nats.Msg, 1000)
+	for _, subject := range []string{nats.InboxPrefix + ">", InboxPrefix(otherReadToken) + ".>"} {
+		if _, err := spy.ChanSubscribe(subject, seen); err != nil {
+			t.Fatal(err)
+		}
+		if err := spy.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := spy.LastError(); !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
+			t.Errorf("a read token subscribing to %s: %v, want a permissions violation", subject, err)
+		}
+	}
+	for name, nc := range map[string]*nats.Conn{"the spy": spy, "the other": other} {
+		if got := replay(t, nc, Filter{}); len(got) != 1 || got[0].JobID != "jid0000000001" {
+			t.Fatalf("%s's replay: %+v, want the one event", name, got)
+		}
+		if e := receive(t, follow(t, nc, Filter{Since: time.Now().Add(-time.Hour)}), name+" follows"); e.JobID != "jid0000000001" {
+			t.Fatalf("%s followed %+v, want the recorded event", name, e)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) > 0 {
+		t.Fatalf("the spy's subscriptions saw %d replies, the first on %s", len(seen), (<-seen).Subject)
+	}
+
+	unprefixed, err := connectWith(t, url, nats.Token(otherReadToken), nats.CustomInboxPrefix(nats.InboxPrefix[:len(nats.InboxPrefix)-1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := Replay(ctx, unprefixed, "", Filter{}, func(Event) error { return nil }); err == nil ||
+		!errors.Is(unprefixed.LastError(), nats.ErrPermissionViolation) || !strings.Contains(unprefixed.LastError().Error(), "Subscription") {
+		t.Errorf("a replay under _INBOX: %v (last error %v), want refused its replies' subscription", err, unprefixed.LastError())
+	}
+	if n := rec.containing("events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix"); n != 2 {
+		t.Errorf("the inboxes refused are said %d times, want once per token (2)", n)
+	}
+
+	listening, err := other.SubscribeSync(other.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(spy)
+	for i, aim := range []string{InboxPrefix(otherReadToken) + ".x", nats.InboxPrefix + "x"} {
+		if _, err := js.CreateOrUpdateConsumer(t.Context(), DefaultStream, jetstream.ConsumerConfig{Name: fmt.Sprint("aimed", i), DeliverSubject: aim}); err != nil {
+			t.Fatalf("the push consumer aimed at %s: %v", aim, err)
+		}
+	}
+	waitFor(t, "both deletions said", func() bool {
+		return rec.containing("events: deleted a consumer a NATS client made on the stream") == 2
+	})
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := listening.NextMsg(0); err == nil {
+		t.Errorf("a push consumer of the spy delivered onto the other's inbox %s: %s", m.Subject, m.Data)
+	}
+}
+
+// A consumer a client makes while the bus's connection is away (its
+// advisory unheard) is found when the bus reconnects, and deleted.
+func TestClientConsumerMadeWhileTheBusReconnectsDeleted(t *testing.T) {
+	t.Parallel()
+	bus, rec, reader, _ := recordedAndSeen(t, readToken)
+	js, _ := jetstream.New(reader)
+	cid, err := bus.Conn().GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bus reconnects through emb's InProcessConn, which waits for the
+	// lock: the consumer is made while it is away.
+	bus.emb.mu.Lock()
+	err = bus.emb.ns.DisconnectClientByID(cid)
+	if err == nil {
+		_, err = js.CreateOrUpdateConsumer(t.Context(), DefaultStream, jetstream.ConsumerConfig{Durable: "while-away"})
+	}
+	bus.emb.mu.Unlock()
+	if err != nil {
+		t.Fatalf("the durable consumer made while the bus is away: %v", err)
+	}
+	const deleted = "events: deleted a consumer a NATS client made on the stream: clients read it through ordered pull consumers only (events replay and tail)"
+	waitFor(t, "the deletion said", func() bool { return rec.containing(deleted) > 0 })
+	if got := rec.attrs(deleted)["durable"]; got != "while-away" {
+		t.Errorf("the deletion said is of %q, want while-away", got)
+	}
+	if _, err := js.Consumer(t.Context(), DefaultStream, "while-away"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("the consumer made while the bus was away: %v, want deleted", err)
 	}
 }

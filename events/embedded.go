@@ -268,8 +268,9 @@ func (l serverLogger) Fatalf(format string, v ...any) {
 	}
 }
 
-// Errorf logs at warn; a route refused for its secret or its TLS is said
-// once, in words of ingestq's, and its every retry is logged at debug.
+// Errorf logs at warn; a route refused for its secret or its TLS, and a
+// token's client refused an inbox, are said once, in words of ingestq's,
+// and each time again at debug.
 func (l serverLogger) Errorf(format string, v ...any) {
 	line := fmt.Sprintf(format, v...)
 	if msg, attrs := l.refusedLine(line); msg != "" {
@@ -281,8 +282,13 @@ func (l serverLogger) Errorf(format string, v ...any) {
 		l.log.Warn(msg, attrs...)
 		return
 	}
+	msg, attrs, inboxLine := l.inboxRefusedLine(line)
+	if msg != "" {
+		l.log.Warn(msg, attrs...)
+		return
+	}
 	level := slog.LevelWarn
-	if routeAuthLine(line) || tlsLine {
+	if routeAuthLine(line) || tlsLine || inboxLine {
 		level = slog.LevelDebug
 	}
 	l.logf(level, "%s", []any{line})

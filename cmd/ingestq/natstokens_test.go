@@ -107,9 +107,40 @@ func TestEmbeddedNATSAsksForAToken(t *testing.T) {
 	if code != 0 || strings.Count(out, "by ") != 2 || strings.Contains(out, "jid0000000009") {
 		t.Fatalf("events replay with a read token: exit %d, stderr %q:\n%s\nwant the operate token's hold and release, not the forged event", code, stderr, out)
 	}
+	// The CLI takes its replies under the token's own inbox prefix (the
+	// replay above); another client is told it by events inbox-prefix, and
+	// one under nats.go's _INBOX is refused its replies, which the daemon
+	// says in its words.
+	if _, stderr, code := r.cli("events", "inbox-prefix"); code != 2 || !strings.Contains(stderr, "--nats-token or INGESTQ_NATS_TOKEN") {
+		t.Errorf("events inbox-prefix without a token: exit %d, stderr %q: want 2, naming --nats-token", code, stderr)
+	}
+	prefix, stderr, code := r.cli("events", "inbox-prefix", "--nats", "nats://"+readTok+"@"+listen)
+	if prefix = strings.TrimSpace(prefix); code != 0 || prefix != events.InboxPrefix(readTok) {
+		t.Fatalf("events inbox-prefix of a token in --nats: exit %d, %q, stderr %q: want %s", code, prefix, stderr, events.InboxPrefix(readTok))
+	}
+	third, err := nats.Connect(url, nats.Token(readTok), nats.CustomInboxPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if ids := replayIDs(t, third); len(ids) == 0 {
+		t.Errorf("a client under the prefix printed replays nothing")
+	}
+	unprefixed, err := nats.Connect(url, nats.Token(readTok), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unprefixed.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	js, _ := jetstream.New(unprefixed)
+	if _, err := js.Stream(ctx, events.DefaultStream); err == nil || !errors.Is(unprefixed.LastError(), nats.ErrPermissionViolation) {
+		t.Errorf("a client under _INBOX reads the stream's info: %v (last error %v), want its reply refused", err, unprefixed.LastError())
+	}
+	d.waitLog(10*time.Second, "events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix")
 
 	for _, token := range []string{readTok, operateTok} {
-		nc, err := nats.Connect(url, nats.Token(token), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		nc, err := nats.Connect(url, append(asTokenClient(token), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +261,12 @@ func TestTokensOnAnUpgradedHostBesideOldOnes(t *testing.T) {
 	batches := r.finish([]string{createBatch(t, r.q, upgradeJobs)}, upgradeJobs)
 	r.waitEventsTaken(all...)
 	through := r.listeners("d1", "d2")
-	through["d3"] = strings.Replace(r.hosts["d3"].url, "nats://", "nats://"+readTok+"@", 1)
+	// This build's CLI, given a token, takes its replies under the
+	// token's inbox prefix, which the previous release's listener (d1:
+	// no permissions) lets it read as any other.
+	for _, name := range []string{"d1", "d3"} {
+		through[name] = strings.Replace(r.hosts[name].url, "nats://", "nats://"+readTok+"@", 1)
+	}
 	r.assertEveryTimeline(batches, through)
 	if nc, err := nats.Connect(r.hosts["d3"].url); !events.AuthRefused(err) {
 		if nc != nil {
@@ -288,7 +324,7 @@ func TestReadTokenCannotBecomeTheDaemon(t *testing.T) {
 			}
 		}
 	}
-	reader, err := nats.Connect(url, nats.Token(readTok))
+	reader, err := nats.Connect(url, asTokenClient(readTok)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,6 +365,13 @@ func TestReadTokenCannotBecomeTheDaemon(t *testing.T) {
 }
 
 // replayIDs are the IDs of the events nc replays from the stream.
+// asTokenClient are the options of a client presenting token to a daemon
+// with API tokens: the token, and its replies under the token's own inbox
+// prefix, as the CLI takes them.
+func asTokenClient(token string) []nats.Option {
+	return []nats.Option{nats.Token(token), nats.CustomInboxPrefix(events.InboxPrefix(token))}
+}
+
 func replayIDs(t *testing.T, nc *nats.Conn) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -55,7 +55,7 @@ func TestSecureClusterKilledAndStopped(t *testing.T) {
 	ca := tlstest.NewAuthority(t)
 	r := newClusterRig(t)
 	r.clientEnv = []string{"INGESTQ_NATS_TOKEN=" + readTok, "INGESTQ_NATS_TLS_CA=" + ca.CAFile}
-	r.clientOpts = []nats.Option{nats.Token(readTok), nats.RootCAs(ca.CAFile)}
+	r.clientOpts = append(asTokenClient(readTok), nats.RootCAs(ca.CAFile))
 	r.metricsToken = readTok
 	r.submittedByCLI = true
 	all := []string{"d1", "d2", "d3"}

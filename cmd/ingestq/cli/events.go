@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -34,15 +35,41 @@ const (
 	replayWait = 30 * time.Second
 )
 
-// dialNATS connects to the daemon's NATS (natsURL). The client's own
-// complaints go to the log instead of stderr; it reconnects for as long as
-// the command runs.
-func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
+// connectNATS connects to the daemon's NATS (natsURL) with the credentials
+// given and opts. With a token, its replies take the token's inbox prefix
+// (events.InboxPrefix), the only inboxes a daemon with API tokens lets the
+// token's client read; a NATS that asks no token, the previous release's
+// daemons among them, lets a client read any.
+func (a *app) connectNATS(opts ...nats.Option) (*nats.Conn, error) {
 	auth, err := a.natsAuth.AuthOptions()
 	if err != nil {
 		return nil, err
 	}
-	return nats.Connect(a.natsURL(), append(auth,
+	if token := a.natsToken(); token != "" {
+		auth = append(auth, nats.CustomInboxPrefix(events.InboxPrefix(token)))
+	}
+	return nats.Connect(a.natsURL(), append(auth, opts...)...)
+}
+
+// natsToken is the token the CLI presents to NATS: one in --nats's URL
+// (nats://TOKEN@host), which nats.go sends rather than --nats-token, else
+// --nats-token.
+func (a *app) natsToken() string {
+	first, _, _ := strings.Cut(a.natsURL(), ",")
+	if u, err := url.Parse(first); err == nil && u.User != nil {
+		if _, password := u.User.Password(); password {
+			return ""
+		}
+		return u.User.Username()
+	}
+	return a.natsAuth.Token
+}
+
+// dialNATS connects to the daemon's NATS (connectNATS). The client's own
+// complaints go to the log instead of stderr; it reconnects for as long as
+// the command runs.
+func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
+	return a.connectNATS(
 		nats.Name("ingestq-cli"),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
@@ -59,7 +86,7 @@ func (a *app) dialNATS(timeout time.Duration) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("nats: reconnected", "url", a.natsShown()) }),
-	)...)
+	)
 }
 
 // eventsNATS connects for events tail and replay; failure is exit 1.
@@ -121,16 +148,38 @@ func asExit1(err error) error {
 
 func (a *app) eventsCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "events tail | replay",
+		Use:   "events tail | replay | inbox-prefix",
 		Short: "Follow the daemon's events live, or replay the recorded ones",
 		Long: "events reads the events the daemon publishes on NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"every change of a job or batch, progress, and operators' actions. tail follows them live;\n" +
-			"replay reads those recorded in the stream " + events.DefaultStream + ".",
+			"replay reads those recorded in the stream " + events.DefaultStream + "; inbox-prefix prints the one\n" +
+			"another NATS client presenting the token takes its replies under, on a daemon with API tokens.",
 		Args: cobra.ArbitraryArgs,
 		RunE: group,
 	}
-	cmd.AddCommand(a.tailCommand(), a.replayCommand())
+	cmd.AddCommand(a.tailCommand(), a.replayCommand(), a.inboxPrefixCommand())
 	return cmd
+}
+
+func (a *app) inboxPrefixCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inbox-prefix",
+		Short: "Print the inbox prefix of the NATS token given, for another NATS client",
+		Long: "inbox-prefix prints the inbox prefix of the token given (--nats-token, " + EnvNATSToken + ", or one in --nats):\n" +
+			"a daemon with API tokens lets a client presenting it read replies under that prefix only.\n" +
+			"ingestq takes it by itself; give it to another client: nats --inbox-prefix PREFIX,\n" +
+			"nats.CustomInboxPrefix(PREFIX) in nats.go. It is _INBOX_ and the first 16 hex digits\n" +
+			"of the token's SHA-256.",
+		Args: args(),
+		RunE: func(*cobra.Command, []string) error {
+			token := a.natsToken()
+			if token == "" {
+				return usagef("events inbox-prefix: no token given: --nats-token or %s", EnvNATSToken)
+			}
+			a.println("%s", events.InboxPrefix(token))
+			return nil
+		},
+	}
 }
 
 func (a *app) tailCommand() *cobra.Command {
@@ -574,12 +623,8 @@ func (a *app) recorded(ctx context.Context, f events.Filter, fn func(events.Even
 }
 
 func (a *app) dialAdmin() *adminPublisher {
-	auth, err := a.natsAuth.AuthOptions()
-	if err != nil {
-		return &adminPublisher{err: err}
-	}
-	nc, err := nats.Connect(a.natsURL(), append(auth, nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+	nc, err := a.connectNATS(nats.Name("ingestq-cli"), nats.Timeout(announceDial), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		return &adminPublisher{err: err}
 	}
