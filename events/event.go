@@ -60,6 +60,12 @@ type Event struct {
 	Actor   string         `json:"actor,omitempty"`
 	Message string         `json:"message,omitempty"` // free text for people
 	Attrs   map[string]any `json:"attrs,omitempty"`   // anything else, JSON-encodable
+
+	// late marks what Replay read from a kept event's copy (keptHeaderKey):
+	// sent again at the next start or after a split (parked.go), it was
+	// recorded after moves made after it, and PlaceRecovered places it as a
+	// recovered event. Not on the wire.
+	late bool
 }
 
 // Subject returns the NATS subject the event is published on:

@@ -47,6 +47,7 @@ type parking struct {
 	bytes  int
 	n      atomic.Int64 // len(events), read without the lock
 	full   bool         // the cap was said since the set was last emptied
+	resent bool         // their resend was said since the last park: a drain of many turns says it once
 }
 
 // add holds e unless its bytes would pass max. It tells whether e is the
@@ -61,7 +62,18 @@ func (p *parking) add(e parkedEvent, max int) (held, first, firstRefused bool) {
 		return false, false, firstRefused
 	}
 	p.putLocked(e, size)
+	p.resent = false
 	return true, len(p.events) == 1, false
+}
+
+// sayResent tells whether the resend of the events held is to be said: the
+// first turn since the last park.
+func (p *parking) sayResent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	say := !p.resent
+	p.resent = true
+	return say
 }
 
 // putBack holds again events taken and not sent, whatever the cap: they
@@ -168,7 +180,9 @@ func (b *Bus) probeParked() {
 
 // sendParked sends again the parked events, at most parkedPerTurn less
 // what is on its way; on the publisher goroutine. One that fails again is
-// parked again at once (its first failure is kept), for the next turn.
+// parked again at once (its first failure is kept), for the next turn. The
+// first turn since the last park says so; the others, started by the
+// answers to the turn before, do not.
 func (b *Bus) sendParked() {
 	room := parkedPerTurn - b.flying.len()
 	if room <= 0 {
@@ -184,7 +198,7 @@ func (b *Bus) sendParked() {
 		}
 		sent++
 	}
-	if sent > 0 {
+	if sent > 0 && b.parked.sayResent() {
 		b.log.Info("events: the stream takes events again; sent again events held until it did",
 			"events", sent, "still_held", b.parked.len())
 	}

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -240,5 +241,65 @@ func TestMemberCutOffPastResendForRecordsItsMovesWhenTheQuorumReturns(t *testing
 	// quorum returned was refused (503) or never delivered in 2 of 6 runs.
 	if n := streamInfo(t, c).State.Msgs; n != 2+cutOff {
 		t.Errorf("the stream holds %d messages once the quorum is back, want c's %d, each once", n, 2+cutOff)
+	}
+}
+
+// More events held than one turn sends (parkedPerTurn) go in several
+// turns once the stream is back, and their resend is said once. Before, each
+// turn said it, one line for each answer that let a few more go: with
+// 268,000 held, thousands of lines.
+func TestManyParkedEventsSentAgainAreSaidOnce(t *testing.T) {
+	t.Parallel()
+	bus, logs := openBus(t, parkingConfig(t.TempDir(), 100*time.Millisecond))
+	_, back := silenceStreamUntil(t, bus)
+	const n = parkedPerTurn + 200
+	for i := range n {
+		bus.Publish(Event{Kind: KindJob, BatchID: "bid-1", JobID: fmt.Sprintf("jid-%d", i), To: "Downloading"})
+	}
+	if s := waitParkedOrLost(t, bus, n); s.Lost != 0 {
+		t.Fatalf("past resendFor: %+v, want %d parked, none lost", s, n)
+	}
+	back()
+	waitFor(t, "the parked events stored", func() bool { return bus.Stats().Published == n })
+	if got := logs.count(slog.LevelInfo, "events: the stream takes events again; sent again events held until it did"); got != 1 {
+		t.Errorf("%d lines saying the held events were sent again, want 1", got)
+	}
+}
+
+// A job's moves parked during a split reach the stream after the moves
+// made after them (sent at once, or when their pause ended), yet a job's
+// timeline shows each in its place: Replay marks a kept copy, and
+// PlaceRecovered and Timeline place it as they place a recovered event.
+// Before, the API's and the dashboard's job page and `events replay --job`
+// showed the job leaving Storing before it entered Processing.
+func TestParkedMovesArePlacedInTheirJobsTimeline(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, parkingConfig(t.TempDir(), time.Hour)) // no probe: the next acknowledgement sends them
+	sent, back := silenceStreamUntil(t, bus)
+	at := func(s int) time.Time { return time.Date(2026, 11, 27, 12, 0, s, 0, time.UTC) }
+	move := func(from, to string, s int) Event {
+		return Event{Kind: KindJob, ID: "move-" + to, BatchID: "bid-1", JobID: "jid-1", From: from, To: to, Host: "test-host", Time: at(s)}
+	}
+	for _, e := range []Event{move("Downloading", "Processing", 1), move("Processing", "Storing", 2)} {
+		bus.Publish(e)
+		receiveSent(t, sent, e.ID)
+	}
+	if s := waitParkedOrLost(t, bus, 2); s.Lost != 0 {
+		t.Fatalf("past resendFor: %+v, want 2 parked, none lost", s)
+	}
+	back()
+	receive(t, bus.PublishAcked(move("Storing", "Recording", 3)), "the acknowledgement of the move made once the stream is back")
+	waitFor(t, "the parked moves stored", func() bool { return bus.Stats().Published == 3 })
+
+	evs := replay(t, bus.Conn(), Filter{JobID: "jid-1"})
+	if got := ids(evs); len(got) != 3 || got[0] != "move-Recording" {
+		t.Fatalf("the stream's order: %v, want the move made once the stream was back first, then the 2 parked", got)
+	}
+	want := []string{"move-Processing", "move-Storing", "move-Recording"}
+	if got := ids(PlaceRecovered(slices.Clone(evs))); !slices.Equal(got, want) {
+		t.Errorf("the job's timeline (API, dashboard): %v, want %v", got, want)
+	}
+	if got := ids(Timeline(evs)); !slices.Equal(got, want) {
+		t.Errorf("the job's timeline (events replay --job): %v, want %v", got, want)
 	}
 }

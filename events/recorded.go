@@ -69,25 +69,36 @@ func (b *Bus) lastOn(ctx context.Context, subject string) ([]byte, error) {
 }
 
 // PlaceRecovered moves each recovered event of one job's timeline (published
-// late, by the daemon that found the move without one) to just before the
-// first move out of the state it entered.
+// late, by the daemon that found the move without one), and each kept or
+// parked one (sent again late by its maker: Replay marks them), to just
+// before the first move out of the state it entered.
 func PlaceRecovered(evs []Event) []Event {
 	return placeRecovered(evs, func(e Event) Event { return e })
 }
 
-// placeRecovered is PlaceRecovered on anything that holds an event.
+// placeRecovered is PlaceRecovered on anything that holds an event. A pass
+// may place an event before one placed later in it (two parked moves of a
+// job, recorded after its next): passes go on until none moves, at most
+// one per event.
 func placeRecovered[T any](s []T, event func(T) Event) []T {
-	for i := 0; i < len(s); i++ {
-		x := s[i]
-		rec := event(x)
-		if rec.RecoveredBy == "" {
-			continue
+	for range len(s) {
+		moved := false
+		for i := 0; i < len(s); i++ {
+			x := s[i]
+			rec := event(x)
+			if rec.RecoveredBy == "" && !rec.late {
+				continue
+			}
+			at := slices.IndexFunc(s, func(x T) bool { e := event(x); return e.From == rec.To && !e.Time.Before(rec.Time) })
+			if at < 0 || at >= i {
+				continue
+			}
+			s = slices.Insert(slices.Delete(s, i, i+1), at, x)
+			moved = true
 		}
-		at := slices.IndexFunc(s, func(x T) bool { e := event(x); return e.From == rec.To && !e.Time.Before(rec.Time) })
-		if at < 0 || at > i {
-			continue
+		if !moved {
+			break
 		}
-		s = slices.Insert(slices.Delete(s, i, i+1), at, x)
 	}
 	return s
 }

@@ -250,8 +250,10 @@ func (d *delivery) take(msg jetstream.Msg) (done bool, err error) {
 		return true, nil // recorded after the replay began
 	}
 	d.at = meta.Sequence.Stream
+	kept := msg.Headers().Get(keptHeaderKey) != ""
 	if e, err := decode(msg.Data()); err == nil && meta.Sequence.Stream >= d.from && d.f.match(e) &&
-		!(msg.Headers().Get(keptHeaderKey) != "" && d.storedBefore(meta.Sequence.Stream, msg.Subject(), e.ID)) {
+		!(kept && e.Kind != KindProgress && d.storedBefore(meta.Sequence.Stream, msg.Subject(), e.ID)) {
+		e.late = kept
 		if err := d.fn(e); err != nil {
 			return true, err
 		}
@@ -282,6 +284,10 @@ func (d *delivery) leaderHolds() bool {
 // duplicate window, of a publish that was stored though its
 // acknowledgement was lost. A subject is one job's, batch's or request's
 // entry into one state, so few messages are read. Unsure (no answer): no.
+// Not asked of a progress event: its subject holds every progress event of
+// its job (two a second of a download), each read one request, for each of
+// the copies a split parks (parked.go); a progress copy shown twice says no
+// more than the one before it.
 func (d *delivery) storedBefore(seq uint64, subject, id string) bool {
 	for at := max(d.from, 1); at < seq; {
 		got, data, err := d.nextOn(at, subject)
