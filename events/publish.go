@@ -178,7 +178,9 @@ func (b *Bus) publisher() {
 		case <-b.reconf:
 			retry = b.runReconfigure(&tries, b.cfg.settleWait)
 		case <-b.elected:
-			b.resendUnanswered(b.ctx)
+			// Not cut short when Close begins (it cancels b.ctx): the events
+			// sent again here are those its wait for answers takes.
+			b.resendUnanswered(context.WithoutCancel(b.ctx))
 		case <-b.unpark:
 			b.sendParked()
 		case <-probe.C:
