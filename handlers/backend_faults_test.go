@@ -395,6 +395,48 @@ func TestS3BusyWaitsForIt(t *testing.T) {
 	}
 }
 
+// The S3 server answers 503 SlowDown for one object's file forever and
+// serves every other (an object on a lost erasure set): its job waits,
+// its attempts unspent, but once S3 has answered another job's step it
+// waits alone: storage is no longer counted out (ingestq_backend_out 0)
+// and Storing is not paused for the other jobs. Its message says so. Each
+// of its tries counted storage out again and paused Storing on the daemon
+// for every job, up to a minute at a time. Once S3 serves it, it completes.
+func TestS3BusyForOneObjectWaitsAlone(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	busy := s3test.StartBusy(t, srv.Addr)
+	target := srv.URL(busy.Addr, "ocfl")
+	gauge := "backend=storage target " + target
+	obs := watchBackEnds(t)
+	r := newRig(t, nil, withStorage(target), withAttempts(2, 10*time.Millisecond), obs.option())
+	busy.SetFor("/bad.txt")
+	bad := r.submitObject("/bad.checkm", object{"bad.txt": []byte("bad\n")})
+	obs.waited(t, queue.Storing, 1, "storage")
+	if got := obs.out(t); got[gauge] != 1 {
+		t.Errorf("at the first 503, ingestq_backend_out is %v; want 1 for %q", got, gauge)
+	}
+	good := r.submitObject("/good.checkm", object{"good.txt": []byte("good\n")})
+	if b := r.waitBatch(good.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("the other batch %s (%s), want Completed", b.State(), b.Status.Message)
+	}
+	for len(obs.states) > 0 { // the waits before S3 answered the other job
+		<-obs.states
+	}
+	obs.waited(t, queue.Storing, 3, "storage")
+	checkWaiting(t, r.jobsOf(bad.ID)["manifest"], queue.Storing, "storage target "+target+" is unavailable", "bad.txt", "this job alone waits")
+	if got := obs.out(t); got[gauge] != 0 {
+		t.Errorf("while S3 serves other jobs, ingestq_backend_out is %v; want 0 for %q", got, gauge)
+	}
+	if n := obs.spent.Load(); n != 0 {
+		t.Errorf("steps spent %d attempts; want none", n)
+	}
+	busy.Set(false)
+	if b := r.waitBatch(bad.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed once S3 serves the object", b.State(), b.Status.Message)
+	}
+}
+
 func pgConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)

@@ -522,10 +522,14 @@ func (r *Reactor) releaseKept(jid string) {
 // state, its attempts unspent, until the back end's next try (decision
 // 252). The job's status message says what it waits for.
 func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
-	until := r.outages.down(s, j.ID, err, r.cfg.Backoff) // deferred until then, or the outage's end (waitForBackEndUntil)
+	until, alone := r.outages.down(s, j.ID, err, r.cfg.Backoff) // deferred until then, or the outage's end (waitForBackEndUntil)
 	d := time.Until(until)
-	r.log.Warn("reactor: a back end is out; the job waits for its next try", "state", s, "job", j.ID, "next_try_in", d.Round(time.Millisecond), "err", err)
-	werr := g.write(func() error { return r.note(ctx, j, fmt.Sprintf("%s: %v", WaitingPrefix, err)) })
+	msg := fmt.Sprintf("%s: %v", WaitingPrefix, err)
+	if alone {
+		msg += " (it answers other jobs' steps: this job alone waits)"
+	}
+	r.log.Warn("reactor: a back end is out; the job waits for its next try", "state", s, "job", j.ID, "next_try_in", d.Round(time.Millisecond), "alone", alone, "err", err)
+	werr := g.write(func() error { return r.note(ctx, j, msg) })
 	if errors.Is(werr, queue.ErrStale) {
 		r.outages.gone(j.ID) // an operator's or another session's now: it waits here no more
 		r.abandon(j, s, werr, err)

@@ -71,7 +71,11 @@ type outages struct {
 	mu        sync.Mutex
 	backEnds  map[string]*outage
 	waitingOn map[string]waitingJob // jid → the back end it waits for
-	tell      func(what string, out bool)
+	// answeredOthers are the jobs whose back end answered another job's
+	// step while they waited for it (jid → the back end): one that then
+	// finds it out again, while no other step does, waits alone (down).
+	answeredOthers map[string]waitingJob
+	tell           func(what string, out bool)
 	// wait defers job jid of state s until t; a zero t ends its deferral.
 	// Called under mu: an end that came between a finding and its
 	// deferral was undone by it, and the job waited out the back end's
@@ -83,6 +87,7 @@ type outages struct {
 type waitingJob struct {
 	backEnd string
 	state   queue.State
+	streak  int // in answeredOthers: its findings since
 }
 
 // BackEndObserver is an Observer also told when this daemon's steps find a
@@ -98,7 +103,8 @@ type outage struct {
 }
 
 func newOutages(obs Observer, wait func(s queue.State, jid string, t time.Time)) *outages {
-	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, tell: func(string, bool) {}, wait: wait}
+	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, answeredOthers: map[string]waitingJob{},
+		tell: func(string, bool) {}, wait: wait}
 	if b, ok := obs.(BackEndObserver); ok {
 		o.tell = b.BackEnd
 	}
@@ -107,12 +113,25 @@ func newOutages(obs Observer, wait func(s queue.State, jid string, t time.Time))
 
 // down notes that job jid's step in s found err's back end out, defers the
 // job until the back end's next try, and returns it: base after the first
-// finding, doubled at each later one, at most outageMax.
-func (o *outages) down(s queue.State, jid string, err error, base time.Duration) time.Time {
+// finding, doubled at each later one, at most outageMax. alone: the back
+// end answered other jobs' steps since this job first found it out, and
+// no other finds it out now (an object S3 answers 503 for, whatever the
+// key, forever; decision 891): the job waits by itself, its own finding
+// neither the back end's outage (the gauge) nor a pause of its state,
+// which held every other job of the state up to a minute at a time.
+func (o *outages) down(s queue.State, jid string, err error, base time.Duration) (until time.Time, alone bool) {
 	var u *unavailableError
 	errors.As(err, &u)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if mine := o.answeredOthers[jid]; mine.backEnd == u.what && o.backEnds[u.what] == nil {
+		mine.streak++
+		o.answeredOthers[jid] = mine
+		until = time.Now().Add(backoff.Delay(base, outageMax, mine.streak))
+		o.wait(s, jid, until)
+		return until, true
+	}
+	delete(o.answeredOthers, jid) // out for others too: it waits with them
 	b := o.backEnds[u.what]
 	if b == nil {
 		b = &outage{states: map[queue.State]bool{}}
@@ -132,7 +151,7 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	if waited && before.backEnd != u.what {
 		o.endUnlessWaitedFor(before.backEnd) // this job waits for it no more; the step may not have reached it (Storing reads the inventory before storage)
 	}
-	return b.until
+	return b.until, false
 }
 
 // up notes that job jid's step ended with an answer: the back end it
@@ -140,6 +159,7 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 func (o *outages) up(jid string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	delete(o.answeredOthers, jid)
 	if w, ok := o.waitingOn[jid]; ok {
 		o.end(w.backEnd)
 	}
@@ -152,21 +172,28 @@ func (o *outages) answered(backEnds []string) {
 	defer o.mu.Unlock()
 	for _, what := range backEnds {
 		if _, out := o.backEnds[what]; out {
+			for jid, w := range o.waitingOn {
+				if w.backEnd == what {
+					o.answeredOthers[jid] = w
+				}
+			}
 			o.end(what)
 		}
 	}
 }
 
 // listed takes state s's folder as its watch listed it (refs): a job seen
-// waiting in s that it lacks waits here no more, and a back end no job
-// waits for any longer is no longer known out.
+// waiting in s (or waiting alone) that it lacks waits here no more, and a
+// back end no job waits for any longer is no longer known out.
 func (o *outages) listed(s queue.State, refs []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	unlisted := map[string]bool{}
-	for jid, w := range o.waitingOn {
-		if w.state == s {
-			unlisted[jid] = true
+	for _, jobs := range []map[string]waitingJob{o.waitingOn, o.answeredOthers} {
+		for jid, w := range jobs {
+			if w.state == s {
+				unlisted[jid] = true
+			}
 		}
 	}
 	for _, ref := range refs {
@@ -189,6 +216,7 @@ func (o *outages) gone(jid string) {
 }
 
 func (o *outages) goneLocked(jid string) {
+	delete(o.answeredOthers, jid)
 	if w, ok := o.waitingOn[jid]; ok {
 		delete(o.waitingOn, jid)
 		o.endUnlessWaitedFor(w.backEnd)

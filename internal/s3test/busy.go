@@ -5,16 +5,18 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
 
 // Busy is an HTTP proxy in front of an S3 server that answers every
 // request 503 SlowDown while it is set, as a loaded or failing S3 service
-// does, and passes requests on otherwise.
+// does, or only those of some keys (SetFor), and passes requests on
+// otherwise.
 type Busy struct {
-	Addr  string // host:port, for the client's endpoint
-	on    atomic.Bool
+	Addr  string                 // host:port, for the client's endpoint
+	keys  atomic.Pointer[string] // what a busy request's path holds ("" any); nil: none is
 	proxy *httputil.ReverseProxy
 }
 
@@ -29,10 +31,21 @@ func StartBusy(t testing.TB, server string) *Busy {
 }
 
 // Set has every request answered 503 (on) or passed on (off).
-func (b *Busy) Set(on bool) { b.on.Store(on) }
+func (b *Busy) Set(on bool) {
+	if on {
+		b.SetFor("")
+	} else {
+		b.keys.Store(nil)
+	}
+}
+
+// SetFor has the requests whose path holds part answered 503, as an S3
+// service does for an object it cannot serve (a lost erasure set's), and
+// the others passed on.
+func (b *Busy) SetFor(part string) { b.keys.Store(&part) }
 
 func (b *Busy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if !b.on.Load() {
+	if part := b.keys.Load(); part == nil || !strings.Contains(req.URL.Path, *part) {
 		b.proxy.ServeHTTP(w, req)
 		return
 	}

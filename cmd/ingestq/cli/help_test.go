@@ -252,18 +252,28 @@ func TestIDsTakenAreNamed(t *testing.T) {
 	}
 }
 
-// A secret given by its variable (the NATS token, the SMTP password) is
-// not printed as its flag's default in any help, and the variable still
-// sets it (serve's embedded NATS then asks for it: here only its help).
+// A secret given by its variable (the NATS token, the SMTP password, a
+// password or key in a URL: the inventory's, a storage service's, the
+// API's, the access packages' S3) is not printed as its flag's default in
+// any help, and the variable still sets it (serve's embedded NATS then asks
+// for it: here only its help). A URL's other parts still show.
 func TestHelpShowsNoSecret(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"INGESTQ_NATS_TOKEN": "nats-secret-0123456789", "INGESTQ_SMTP_PASSWORD": "smtp-secret-0123456789"}
-	for _, args := range [][]string{{"--help"}, {"audit", "--help"}, {"events", "tail", "--help"}, {"serve", "--help"}, {"demo", "--help"}} {
+	env := map[string]string{"INGESTQ_NATS_TOKEN": "nats-secret-0123456789", "INGESTQ_SMTP_PASSWORD": "smtp-secret-0123456789",
+		"INGESTQ_INVENTORY": "postgres://ingestq:inv-secret-0123456789@db/ingestq", "INGESTQ_STORAGE": "http://store:st-secret-0123456789@storage:8080/",
+		"INGESTQ_API": "https://op:api-secret-0123456789@ingest1:8080/api/v1", "INGESTQ_ACCESS_TO": "s3://access/p?endpoint=s3:9000&secret_key=key-secret-0123456789"}
+	shown := map[string][]string{"serve": {`(default "postgres://ingestq:xxxxx@db/ingestq")`, `(default "http://store:xxxxx@storage:8080/")`,
+		`(default "s3://access/p?endpoint=s3:9000&secret_key=xxxxx")`}, "object": {`(default "https://op:xxxxx@ingest1:8080/api/v1")`}}
+	for _, args := range [][]string{{"--help"}, {"audit", "--help"}, {"events", "tail", "--help"}, {"serve", "--help"}, {"demo", "--help"},
+		{"object", "--help"}, {"access", "request", "--help"}} {
 		stdout, stderr, code := runEnv(t, env, slices.Concat(nowhere, args)...)
 		wantCode(t, code, 0)
-		for _, secret := range env {
-			if strings.Contains(stdout+stderr, secret) {
-				t.Errorf("ingestq %s prints the secret %q", strings.Join(args, " "), secret)
+		if i := strings.Index(stdout+stderr, "secret-0123456789"); i >= 0 { // each secret's end
+			t.Errorf("ingestq %s prints a secret: …%s", strings.Join(args, " "), (stdout + stderr)[max(0, i-40):i+17])
+		}
+		for _, want := range shown[args[0]] {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("ingestq %s --help lacks %s", args[0], want)
 			}
 		}
 		if args[0] == "serve" && !strings.Contains(stdout, "--smtp-password") {

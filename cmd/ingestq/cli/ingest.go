@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,28 +135,29 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 }
 
 // warnLocalStorage warns when a profile's objects go to this host's data
-// folder (no --storage, and the profile names none) while the inventory is
-// shared by every host (PostgreSQL, a service): each host of the cluster
-// would keep its own objects, recorded as if shared. A walk-through's
-// env file lost INGESTQ_STORAGE that way (read by a shell, its URL's & ended
-// the line) and nothing said so; a later version stored on another host is
-// refused there as "storage restored older".
+// folder (no --storage, and the profile names none) while its inventory
+// (its own, or the daemon's) is shared by every host (PostgreSQL, a
+// service): each host of the cluster would keep its own objects, recorded
+// as if shared. A walk-through's env file lost INGESTQ_STORAGE that way
+// (read by a shell, its URL's & ended the line) and nothing said so; a
+// later version stored on another host is refused there as "storage
+// restored older". One line per shared inventory.
 func (a *app) warnLocalStorage(storage, inv string, profiles *profile.Set, dataDir string) {
-	if storage != "" || !strings.Contains(inv, "://") || strings.HasPrefix(inv, "file:") {
+	if storage != "" {
 		return
 	}
-	var local []string
+	local := map[string][]string{} // a shared inventory → the profiles storing here beside it
 	for _, name := range profiles.Names() {
-		if p, _ := profiles.Get(name); p.Storage == "" {
-			local = append(local, name)
+		p, _ := profiles.Get(name)
+		if in := cmp.Or(p.Inventory, inv); p.Storage == "" && strings.Contains(in, "://") && !strings.HasPrefix(in, "file:") {
+			local[in] = append(local[in], name)
 		}
 	}
-	if len(local) == 0 {
-		return
+	for _, in := range slices.Sorted(maps.Keys(local)) {
+		a.log.Warn("ingestq: objects go to this host's data folder (no --storage, "+EnvStorage+"), while the inventory is shared: "+
+			"every host of a cluster needs the same --storage, or each keeps its own objects",
+			"storage", handlers.DefaultStorage(dataDir), "inventory", redact.URLs(in), "profiles", local[in])
 	}
-	a.log.Warn("ingestq: objects go to this host's data folder (no --storage, "+EnvStorage+"), while the inventory is shared: "+
-		"every host of a cluster needs the same --storage, or each keeps its own objects",
-		"storage", filepath.Join(dataDir, "ocfl"), "inventory", redact.URLs(inv), "profiles", local)
 }
 
 // loadProfiles reads a folder of profiles, or gives the built-in one.

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/user"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ import (
 	"github.com/ingestq/ingestq/api"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/internal/zkconn"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -260,15 +262,19 @@ func (a *app) rootCommand() *cobra.Command {
 // over a shoulder, gave away the NATS token and the SMTP password).
 var secretFlags = []string{"nats-token", "smtp-password"}
 
-// hideSecretDefaults keeps each secret flag's value from its variable but
-// shows no default in any command's help.
+// hideSecretDefaults keeps each flag's value from its variable but shows
+// no default for a secret flag, and a default URL with its password or
+// token masked (--inventory's postgres://USER:PASSWORD@…, a storage
+// service's, --api's, --access-to's secret_key), as the logs show them.
 func hideSecretDefaults(c *cobra.Command) {
 	for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.LocalNonPersistentFlags(), c.Flags()} {
-		for _, name := range secretFlags {
-			if f := fs.Lookup(name); f != nil {
+		fs.VisitAll(func(f *pflag.Flag) {
+			if slices.Contains(secretFlags, f.Name) {
 				f.DefValue = ""
+			} else {
+				f.DefValue = redact.URLs(f.DefValue)
 			}
-		}
+		})
 	}
 	for _, sub := range c.Commands() {
 		hideSecretDefaults(sub)

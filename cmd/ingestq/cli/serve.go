@@ -450,7 +450,6 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		}
 		defer dash.Close() // before the server's: its live streams end first
 		dashRoute.set(dash)
-		web.Handle("GET /{$}", dashboard.Redirect())
 	}
 	for _, c := range certs { // once serving: a refusal at start is the one line said
 		a.warnExpiring(c)

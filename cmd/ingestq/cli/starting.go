@@ -30,7 +30,9 @@ func (l *lateRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (l *lateRoute) set(h http.Handler) { l.h.Store(&h) }
 
 // lateRoutes registers the API's and the dashboard's prefixes on web at
-// once, answering 503 until set; nil without a server.
+// once, answering 503 until set, and / as the way to the dashboard (a
+// browser opened at the daemon's address was answered 404 meanwhile); nil
+// without a server.
 func lateRoutes(web *httpd.Server) (apiRoute, dashRoute *lateRoute) {
 	if web == nil {
 		return nil, nil
@@ -38,5 +40,6 @@ func lateRoutes(web *httpd.Server) (apiRoute, dashRoute *lateRoute) {
 	apiRoute, dashRoute = &lateRoute{}, &lateRoute{}
 	web.Handle(api.Prefix, apiRoute)
 	web.Handle(dashboard.Prefix, dashRoute)
+	web.Handle("GET /{$}", dashboard.Redirect())
 	return apiRoute, dashRoute
 }

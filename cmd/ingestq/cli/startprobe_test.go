@@ -57,10 +57,12 @@ func TestProbesWhileServeWaitsForItsHostName(t *testing.T) {
 			t.Errorf("ingestq %s while serve waits for its name: exit %d, %q; want 1, saying the daemon is starting", args[0], code, stderr)
 		}
 	}
-	if resp, err := http.Get(base + "/ui/"); err != nil {
-		t.Error(err)
-	} else if resp.Body.Close(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("/ui/ while serve waits for its name: %s, Retry-After %q; want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	for _, path := range []string{"/ui/", "/"} { // the daemon's address, as a browser is given it, goes to /ui/
+		if resp, err := http.Get(base + path); err != nil {
+			t.Error(err)
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s while serve waits for its name: %s, Retry-After %q; want 503 with Retry-After", path, resp.Status, resp.Header.Get("Retry-After"))
+		}
 	}
 
 	if err := held.Delete(node, -1); err != nil {
