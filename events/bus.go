@@ -143,6 +143,11 @@ type Stats struct {
 	Kept      uint64 // unacknowledged at Close and kept for the next start (kept.go), parked ones among them
 	Waiting   int    // events not yet acknowledged: queued, sent, waiting to be sent again, or parked
 	Parked    int    // of Waiting, those held past resendFor until the stream takes events (parked.go)
+	// Superseded counts progress events left out, while held or at Close,
+	// for a later progress event of their job: never recorded, and not
+	// lost, as the later one says all they did. Published + Kept + Lost +
+	// Superseded (+ Waiting while running) is every event given.
+	Superseded uint64
 
 	// ResentAtElection counts events sent again at once when the stream
 	// announced a new leader, unanswered until then (not in Retried).
@@ -184,6 +189,7 @@ type Bus struct {
 	published  atomic.Uint64
 	lost       atomic.Uint64
 	kept       atomic.Uint64 // kept at Close
+	superseded atomic.Uint64 // progress events left out for a later one of their job (parked.go)
 	retried    atomic.Uint64
 	failing    sync.Map  // event ID → *resend: not acknowledged once, and not yet acknowledged nor lost
 	pausing    sync.Map  // event ID → outMsg: waiting out the pause before it is sent again
@@ -197,11 +203,12 @@ type Bus struct {
 	unsent           []outMsg // events the publisher did not send before Close's deadline (its goroutine's, then Close's)
 
 	// The events kept at the last stop (kept.go), published first.
-	keptLeft      sync.Map // event ID → struct{}: not yet acknowledged nor lost
-	keptTotal     int64    // read from the file, in New
-	keptCount     atomic.Int64
-	keptPublished atomic.Int64
-	keptMu        sync.Mutex // the file: the last kept event's removal against Close's write
+	keptLeft       sync.Map // event ID → struct{}: not yet acknowledged nor lost
+	keptTotal      int64    // read from the file, in New
+	keptCount      atomic.Int64
+	keptPublished  atomic.Int64
+	keptSuperseded atomic.Int64 // progress events among them superseded by a later one of their job (parked.go)
+	keptMu         sync.Mutex   // the file: the last kept event's removal against Close's write
 
 	closeOnce sync.Once
 	closeErr  error
@@ -613,7 +620,7 @@ func (b *Bus) ClientURL() string {
 func (b *Bus) Stats() Stats {
 	parked := b.parked.len()
 	return Stats{Published: b.published.Load(), Lost: b.lost.Load(), Retried: b.retried.Load(), Kept: b.kept.Load(),
-		ResentAtElection: b.resentAtElection.Load(), Parked: parked,
+		Superseded: b.superseded.Load(), ResentAtElection: b.resentAtElection.Load(), Parked: parked,
 		Waiting: len(b.queue) + count(&b.pausing) + b.flying.len() + parked}
 }
 

@@ -19,6 +19,10 @@ const (
 // SubjectAll is the subject filter of everything the stream records.
 const SubjectAll = "ingestq.>"
 
+// progressSubjectPrefix starts a job's progress subject, one a job: the
+// job's next progress event says all its last one did (parked.go).
+const progressSubjectPrefix = "ingestq.job.progress."
+
 // InternalPrefix starts the subjects of internal signals (watcher
 // wake-ups). They travel on core NATS only and are never recorded.
 const InternalPrefix = "_ingestq."
@@ -86,7 +90,7 @@ func (e Event) Subject() string {
 	case KindBatch:
 		return "ingestq.batch." + token(strings.ToLower(e.To)) + "." + token(e.BatchID)
 	case KindProgress:
-		return "ingestq.job.progress." + token(e.JobID)
+		return progressSubjectPrefix + token(e.JobID)
 	case KindAdmin:
 		return "ingestq.admin." + token(e.To)
 	case KindAccess:

@@ -191,18 +191,25 @@ func (b *Bus) keptDone(id string, published bool) {
 		b.log.Warn("events: cannot remove the file of events kept at the last stop: its events are published again at "+
 			"the next start (replays show each once)", "file", b.cfg.keptPath(), "err", err)
 	}
-	if n, total := b.keptPublished.Load(), b.keptTotal; n < total {
+	n, superseded, total := b.keptPublished.Load(), b.keptSuperseded.Load(), b.keptTotal
+	switch {
+	case n+superseded < total:
 		b.log.Warn(fmt.Sprintf("events: published %d of the %d events kept at the last stop; the others were counted lost "+
-			"(refused, or past the cap of events held until the stream takes them)", n, total))
-	} else {
+			"(refused, or past the cap of events held until the stream takes them)", n, total), "superseded", superseded)
+	case superseded > 0:
+		b.log.Info(fmt.Sprintf("events: published %d events kept at the last stop, and left out %d progress events "+
+			"superseded by a later one of their job", n, superseded))
+	default:
 		b.log.Info(fmt.Sprintf("events: published %d events kept at the last stop", n))
 	}
 }
 
 // keepAtClose keeps the events the stream has not acknowledged, counting
-// lost, once, what cannot be kept.
+// lost, once, what cannot be kept, and superseded each progress event
+// followed by a later one of its job (parked.go's rule, over all of them).
 func (b *Bus) keepAtClose() {
-	ms := b.unacknowledged()
+	ms, superseded := latestProgress(b.unacknowledged())
+	b.superseded.Add(uint64(superseded))
 	n := b.keepUnacknowledged(ms)
 	b.kept.Add(uint64(len(ms) - n))
 	if n > 0 {
@@ -241,6 +248,24 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 			len(ms)-keep, path, sizeText(b.cfg.keptMax)))
 	}
 	return len(ms) - keep
+}
+
+// latestProgress leaves out of ms, in the order of their times, each
+// progress event followed by a later one of its job, and says how many.
+func latestProgress(ms []outMsg) ([]outMsg, int) {
+	last := map[string]int{}
+	for i, m := range ms {
+		if isProgress(m.subject) {
+			last[m.subject] = i
+		}
+	}
+	out := make([]outMsg, 0, len(ms))
+	for i, m := range ms {
+		if j, progress := last[m.subject]; !progress || j == i {
+			out = append(out, m)
+		}
+	}
+	return out, len(ms) - len(out)
 }
 
 // writeKept makes the file hold ms, whole or not at all (durable.WriteFile:

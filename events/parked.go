@@ -8,11 +8,17 @@ package events
 // or at a probe every parkedProbeEvery. It is sent with the kept mark, as
 // it may come past the stream's duplicate window (Replay leaves out a copy
 // of an event stored before). Close keeps those still parked with the rest
-// (kept.go); a process killed loses them, as all it holds in memory.
+// (kept.go); a process killed loses them, as all it holds in memory. Of a
+// job's progress events (two a second of a download, on one subject) only
+// the latest is held: the others are superseded, neither sent nor lost, so
+// that hours of downloads through a split do not fill the cap that its
+// moves need.
 
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,34 +43,90 @@ const (
 type parkedEvent struct {
 	m     outMsg
 	first time.Time // its first failure
+	at    time.Time // a progress event's time: of two of a job, the later is held
 }
 
 // parking holds the parked events in the order parked, within a cap on
-// their bytes (as written to the kept file).
+// their bytes (as written to the kept file), and at most one progress
+// event a job.
 type parking struct {
 	mu     sync.Mutex
 	events []parkedEvent
+	from   int            // events taken since the set was last emptied: events[i] is the from+i'th held
+	jobs   map[string]int // a progress subject → where its job's progress event is held (counted as from is)
 	bytes  int
 	n      atomic.Int64 // len(events), read without the lock
 	full   bool         // the cap was said since the set was last emptied
 	resent bool         // their resend was said since the last park: a drain of many turns says it once
 }
 
-// add holds e unless its bytes would pass max. It tells whether e is the
-// first held since the set was last emptied, and, when refused, whether
-// this is the first refusal since then (the caller says each once).
-func (p *parking) add(e parkedEvent, max int) (held, first, firstRefused bool) {
+// parked is what parking.add did with an event.
+type parked struct {
+	held         bool   // held, in the place of a superseded progress event of its job if there was one
+	superseded   string // the ID of a progress event left out for a later one of its job: the one given, or the one it replaced
+	first        bool   // held, the first since the set was last emptied
+	firstRefused bool   // refused past the cap, the first refusal since then
+}
+
+// add holds e unless its bytes would pass max, or it is a progress event
+// of a job whose later one is held. It says what it did, and when to say
+// so (the caller says the first park and the first refusal once each).
+func (p *parking) add(e parkedEvent, max int) parked {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	size := len(e.m.data) + 1
-	if p.bytes+size > max {
-		firstRefused, p.full = !p.full, true
-		return false, false, firstRefused
+	held, superseded := p.holdLocked(e, max)
+	if !held {
+		if superseded != "" {
+			return parked{superseded: superseded}
+		}
+		firstRefused := !p.full
+		p.full = true
+		return parked{firstRefused: firstRefused}
 	}
-	p.putLocked(e, size)
 	p.resent = false
-	return true, len(p.events) == 1, false
+	return parked{held: true, superseded: superseded, first: len(p.events) == 1}
 }
+
+// holdLocked holds e within max bytes, as add says. A progress event of a
+// job whose progress event is held keeps the later of the two, in the held
+// one's place (and with the earlier first failure): no search, no gap left
+// in the order. The one left out is superseded.
+func (p *parking) holdLocked(e parkedEvent, max int) (held bool, superseded string) {
+	size := len(e.m.data) + 1
+	at, had := p.jobs[e.m.subject]
+	if !had {
+		if p.bytes+size > max {
+			return false, ""
+		}
+		if isProgress(e.m.subject) {
+			if p.jobs == nil {
+				p.jobs = map[string]int{}
+			}
+			p.jobs[e.m.subject] = p.from + len(p.events)
+		}
+		p.events = append(p.events, e)
+		p.bytes += size
+		p.n.Store(int64(len(p.events)))
+		return true, ""
+	}
+	old := &p.events[at-p.from]
+	if e.at.Before(old.at) {
+		return false, e.m.id
+	}
+	if p.bytes-len(old.m.data)+len(e.m.data) > max {
+		return false, ""
+	}
+	p.bytes += len(e.m.data) - len(old.m.data)
+	superseded = old.m.id
+	if old.first.Before(e.first) {
+		e.first = old.first
+	}
+	*old = e
+	return true, superseded
+}
+
+// isProgress tells whether subject is a job's progress subject.
+func isProgress(subject string) bool { return strings.HasPrefix(subject, progressSubjectPrefix) }
 
 // sayResent tells whether the resend of the events held is to be said: the
 // first turn since the last park.
@@ -77,19 +139,17 @@ func (p *parking) sayResent() bool {
 }
 
 // putBack holds again events taken and not sent, whatever the cap: they
-// were within it.
-func (p *parking) putBack(es []parkedEvent) {
+// were within it. It returns the progress events superseded meanwhile by a
+// later one of their job.
+func (p *parking) putBack(es []parkedEvent) (superseded []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range es {
-		p.putLocked(e, len(e.m.data)+1)
+		if _, id := p.holdLocked(e, math.MaxInt); id != "" {
+			superseded = append(superseded, id)
+		}
 	}
-}
-
-func (p *parking) putLocked(e parkedEvent, size int) {
-	p.events = append(p.events, e)
-	p.bytes += size
-	p.n.Store(int64(len(p.events)))
+	return superseded
 }
 
 // take takes the first n events held (all when n < 0).
@@ -101,11 +161,13 @@ func (p *parking) take(n int) []parkedEvent {
 	}
 	out := p.events[:n:n]
 	p.events = p.events[n:]
+	p.from += n
 	for _, e := range out {
 		p.bytes -= len(e.m.data) + 1
+		delete(p.jobs, e.m.subject) // a progress event held is its job's one
 	}
 	if len(p.events) == 0 {
-		p.events, p.full = nil, false
+		p.events, p.from, p.full = nil, 0, false
 	}
 	p.n.Store(int64(len(p.events)))
 	return out
@@ -129,8 +191,8 @@ func (p *parking) oldest() (time.Time, int) {
 
 // park holds m, event id's copy that failed resendFor after its first
 // failure, until the stream takes events; its waiter is told now, as Close
-// tells a kept event's. It tells whether it did: past the cap the caller
-// counts it lost.
+// tells a kept event's. It tells whether it did, or left it out as a
+// progress event superseded: past the cap the caller counts it lost.
 func (b *Bus) park(m *nats.Msg, id string) bool {
 	first := time.Now()
 	if v, ok := b.failing.Load(id); ok {
@@ -140,9 +202,19 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 		r.mu.Unlock()
 	}
 	e := parkedEvent{m: outMsg{subject: m.Subject, id: id, data: m.Data, resent: true, kept: true}, first: first}
-	held, firstHeld, firstRefused := b.parked.add(e, b.cfg.keptMax)
-	if !held {
-		if firstRefused {
+	if isProgress(m.Subject) {
+		ev, _ := decode(m.Data)
+		e.at = ev.Time
+	}
+	r := b.parked.add(e, b.cfg.keptMax)
+	if r.superseded != "" {
+		b.supersede(r.superseded)
+	}
+	if !r.held {
+		if r.superseded == id {
+			return true
+		}
+		if r.firstRefused {
 			b.log.Warn("events: the events held until the stream takes events again reached "+sizeText(b.cfg.keptMax)+
 				" (the cap of the file that keeps them at a stop); events past it are counted lost until the stream takes events",
 				"held", b.parked.len(), "lost_total", b.lost.Load()+1)
@@ -151,11 +223,21 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 	}
 	b.failing.Delete(id)
 	b.acked(id)
-	if firstHeld {
+	if r.first {
 		b.log.Warn(fmt.Sprintf("events: the stream has not acknowledged events sent again for %v (%s); holding them "+
 			"until it takes events again (kept at a stop, lost if the process is killed)", b.cfg.resendFor, b.unacked()))
 	}
 	return true
+}
+
+// supersede ends the way of progress event id, left out for a later one of
+// its job: never sent again, counted superseded (not lost), its waiter told.
+func (b *Bus) supersede(id string) {
+	b.superseded.Add(1)
+	if _, ok := b.keptLeft.Load(id); ok {
+		b.keptSuperseded.Add(1) // before keptDone, which may say the kept events' end
+	}
+	b.resolved(id)
 }
 
 // unparkSoon asks the publisher to send the parked events again: the
@@ -193,7 +275,9 @@ func (b *Bus) sendParked() {
 	for i, e := range es {
 		b.failing.Store(e.m.id, &resend{first: e.first})
 		if err := b.send(e.m); errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			b.parked.putBack(es[i+1:]) // each would stall 200 ms; this one is parked again
+			for _, id := range b.parked.putBack(es[i+1:]) { // each would stall 200 ms; this one is parked again
+				b.supersede(id)
+			}
 			break
 		}
 		sent++

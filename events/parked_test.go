@@ -34,15 +34,54 @@ func publishSilenced(t *testing.T, bus *Bus, sent <-chan string, tos ...string) 
 	return evs, waiters
 }
 
-// waitParkedOrLost waits until n events are parked or counted lost: past
-// resendFor, each is one or the other.
+// waitParkedOrLost waits until n events are parked, superseded or counted
+// lost: past resendFor, each is one of them.
 func waitParkedOrLost(t *testing.T, bus *Bus, n int) Stats {
 	t.Helper()
-	waitFor(t, "the events past resendFor parked or counted lost", func() bool {
+	waitFor(t, "the events past resendFor parked, superseded or counted lost", func() bool {
 		s := bus.Stats()
-		return s.Parked+int(s.Lost) == n
+		return s.Parked+int(s.Lost+s.Superseded) == n
 	})
 	return bus.Stats()
+}
+
+// replaysOnceEach checks that a replay of bus's stream has each event of
+// want once, in any order, and nothing else.
+func replaysOnceEach(t *testing.T, bus *Bus, want []string) {
+	t.Helper()
+	got := ids(replay(t, bus.Conn(), Filter{}))
+	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("replay: %v, want each of %v once", got, want)
+	}
+}
+
+// streamHolds is how many messages bus's stream holds.
+func streamHolds(t *testing.T, bus *Bus) uint64 {
+	t.Helper()
+	s, err := bus.js.Stream(t.Context(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+// reopenPublishesKept opens a bus on cfg's data folder after Close kept
+// want there, and checks that it publishes them first, and says so.
+func reopenPublishesKept(t *testing.T, cfg Config, want []Event) {
+	t.Helper()
+	rec := &logRecorder{}
+	cfg.Logger, cfg.Host = slog.New(rec), "test-host"
+	next, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Close() })
+	waitFor(t, "the kept events published", func() bool {
+		return rec.count(slog.LevelInfo, fmt.Sprintf("events: published %d events kept at the last stop", len(want))) == 1
+	})
+	if got := ids(replay(t, next.Conn(), Filter{})); !slices.Equal(got, ids(want)) {
+		t.Errorf("replay after the next start: %v, want %v", got, ids(want))
+	}
 }
 
 // A stream silent for longer than resendFor (a daemon cut off from its
@@ -77,18 +116,10 @@ func TestParkedEventsAreSentWhenTheStreamAnswersAgain(t *testing.T) {
 	if n := logs.count(slog.LevelInfo, "events: the stream takes events again; sent again events held until it did"); n != 1 {
 		t.Errorf("%d lines saying the held events were sent again, want 1", n)
 	}
-	s, err := bus.js.Stream(t.Context(), DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := s.CachedInfo().State.Msgs; n != 5 {
+	if n := streamHolds(t, bus); n != 5 {
 		t.Errorf("the stream holds %d messages, want 5 (move-Downloading twice)", n)
 	}
-	got := ids(replay(t, bus.Conn(), Filter{}))
-	want := []string{"move-Downloading", "move-Processing", "move-Recording", "move-Storing"}
-	if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
-		t.Errorf("replay: %v, want each move once: %v", got, want)
-	}
+	replaysOnceEach(t, bus, []string{"move-Downloading", "move-Processing", "move-Recording", "move-Storing"})
 }
 
 // With nothing published once the stream is back, the probe finds it
@@ -103,9 +134,7 @@ func TestParkedEventsAreSentAtAProbe(t *testing.T) {
 	}
 	back()
 	waitFor(t, "the parked events stored", func() bool { return bus.Stats().Published == 2 })
-	if got := ids(replay(t, bus.Conn(), Filter{})); !slices.Equal(slices.Sorted(slices.Values(got)), ids(moves)) {
-		t.Errorf("replay: %v, want %v once each", got, ids(moves))
-	}
+	replaysOnceEach(t, bus, ids(moves))
 }
 
 // Closed while events are parked, the bus keeps them in the file with the
@@ -130,20 +159,7 @@ func TestParkedEventsAreKeptAtClose(t *testing.T) {
 	if _, kept := keptLines(t, dir); !slices.Equal(ids(kept), ids(moves)) {
 		t.Fatalf("kept at Close: %v, want %v", ids(kept), ids(moves))
 	}
-
-	rec := &logRecorder{}
-	cfg.Logger, cfg.Host = slog.New(rec), "test-host"
-	next, err := Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = next.Close() })
-	waitFor(t, "the kept events published", func() bool {
-		return rec.count(slog.LevelInfo, "events: published 3 events kept at the last stop") == 1
-	})
-	if got := ids(replay(t, next.Conn(), Filter{})); !slices.Equal(got, ids(moves)) {
-		t.Errorf("replay after the next start: %v, want %v", got, ids(moves))
-	}
+	reopenPublishesKept(t, cfg, moves)
 }
 
 // Parked events are bounded by the kept file's cap: past it, events are
@@ -184,9 +200,8 @@ func TestRecordingCountsParkedEvents(t *testing.T) {
 	dir := t.TempDir()
 	bus := New(Config{DataDir: dir, Host: "test-host", Logger: discardLogger()})
 	e := Event{Kind: KindJob, ID: "move-held", JobID: "jid-1", To: "Pending"}
-	held, _, _ := bus.parked.add(parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))},
-		first: time.Now().Add(-time.Hour)}, keptMaxBytes)
-	if !held {
+	if !bus.parked.add(parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))},
+		first: time.Now().Add(-time.Hour)}, keptMaxBytes).held {
 		t.Fatal("an event within the cap was not held")
 	}
 	err := bus.Recording()
@@ -301,5 +316,186 @@ func TestParkedMovesArePlacedInTheirJobsTimeline(t *testing.T) {
 	}
 	if got := ids(Timeline(evs)); !slices.Equal(got, want) {
 		t.Errorf("the job's timeline (events replay --job): %v, want %v", got, want)
+	}
+}
+
+// progressEvent is job's progress event n, made job milliseconds after
+// second n: each of one length, as their lines in the kept file are.
+func progressEvent(job, n int) Event {
+	return Event{Kind: KindProgress, ID: fmt.Sprintf("progress-%d-%02d", job, n), BatchID: "bid-1",
+		JobID: fmt.Sprintf("jid-%d", job), Host: "test-host", Time: time.Date(2026, 11, 27, 12, 0, n, job*1e6, time.UTC),
+		Attrs: map[string]any{"done": 1000 + n}}
+}
+
+// jobMove is job's move into to, made job milliseconds after second n.
+func jobMove(job int, to string, n int) Event {
+	return Event{Kind: KindJob, ID: fmt.Sprintf("move-%d-%s", job, to), BatchID: "bid-1", JobID: fmt.Sprintf("jid-%d", job),
+		To: to, Host: "test-host", Time: time.Date(2026, 11, 27, 12, 0, n, job*1e6, time.UTC)}
+}
+
+// downloads is three jobs' downloads: each job's move into Downloading,
+// its progress events 1 to last, and its move into Processing, in the
+// order made, the jobs' interleaved.
+func downloads(last int) []Event {
+	var evs []Event
+	for n := 0; n <= last+1; n++ {
+		for job := 1; job <= 3; job++ {
+			switch n {
+			case 0:
+				evs = append(evs, jobMove(job, "Downloading", n))
+			case last + 1:
+				evs = append(evs, jobMove(job, "Processing", n))
+			default:
+				evs = append(evs, progressEvent(job, n))
+			}
+		}
+	}
+	return evs
+}
+
+// heldIDs lists the IDs of the events parked, sorted.
+func heldIDs(bus *Bus) []string {
+	bus.parked.mu.Lock()
+	defer bus.parked.mu.Unlock()
+	var out []string
+	for _, e := range bus.parked.events {
+		out = append(out, e.m.id)
+	}
+	return slices.Sorted(slices.Values(out))
+}
+
+// latestOfEachJob is evs less the progress events followed by a later one
+// of their job: what is held of them.
+func latestOfEachJob(evs []Event) []Event {
+	last := map[string]int{}
+	for i, e := range evs {
+		if e.Kind == KindProgress {
+			last[e.JobID] = i
+		}
+	}
+	var out []Event
+	for i, e := range evs {
+		if e.Kind != KindProgress || last[e.JobID] == i {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Three downloads through a split past resendFor, each job's 20 progress
+// events among its moves: only the latest progress event of each job is
+// held, the others superseded (not lost), within a cap that holds the
+// moves and one progress event a job only. Once the stream is back it
+// holds every move and each job's latest progress. Before, every progress
+// event was held and they filled the cap: moves past it were counted lost.
+func TestParkedProgressKeepsTheLatestOfEachJob(t *testing.T) {
+	t.Parallel()
+	cfg := parkingConfig(t.TempDir(), 100*time.Millisecond)
+	evs := downloads(20)
+	want := latestOfEachJob(evs)
+	for _, e := range want {
+		cfg.keptMax += len(eventLine(t, e)) + 1 // the 60 progress events would pass it 6 times over
+	}
+	bus, _ := openBus(t, cfg)
+	sent, back := silenceStreamUntil(t, bus)
+	for _, e := range evs {
+		bus.Publish(e)
+	}
+	receiveSent(t, sent, evs[len(evs)-1].ID)
+	if s := waitParkedOrLost(t, bus, len(evs)); s.Lost != 0 || s.Parked != len(want) || s.Superseded != uint64(len(evs)-len(want)) ||
+		s.Published+s.Kept+s.Lost+s.Superseded+uint64(s.Waiting) != uint64(len(evs)) {
+		t.Errorf("past resendFor: %+v, want the %d moves and latest progress events held, the %d others superseded, "+
+			"none lost, %d given", s, len(want), len(evs)-len(want), len(evs))
+	}
+	if got, wantIDs := heldIDs(bus), slices.Sorted(slices.Values(ids(want))); !slices.Equal(got, wantIDs) {
+		t.Errorf("held: %v, want %v", got, wantIDs)
+	}
+
+	back()
+	waitFor(t, "the held events stored", func() bool { return bus.Stats().Published == uint64(len(want)) })
+	if s := bus.Stats(); s.Lost != 0 || s.Waiting != 0 || s.Published+s.Kept+s.Lost+s.Superseded != uint64(len(evs)) {
+		t.Errorf("once the stream is back: %+v, want %d published and %d superseded, nothing waiting", s, len(want), len(evs)-len(want))
+	}
+	if n := streamHolds(t, bus); n != uint64(len(want)) {
+		t.Errorf("the stream holds %d messages, want %d: the moves and each job's latest progress", n, len(want))
+	}
+	replaysOnceEach(t, bus, ids(want))
+}
+
+// Closed with progress events held and others still on their way (sent
+// after the held ones, not yet past resendFor), the bus keeps each job's
+// latest progress event only, with every move, and the next start
+// publishes them. Before, the file had every progress event.
+func TestProgressKeptAtCloseIsTheLatestOfEachJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := parkingConfig(dir, time.Hour)
+	bus, _ := openBus(t, cfg)
+	sent := silenceStream(t, bus)
+	held := downloads(5)[:3*6] // the moves into Downloading and progress 1 to 5
+	for _, e := range held {
+		bus.Publish(e)
+	}
+	receiveSent(t, sent, held[len(held)-1].ID)
+	waitParkedOrLost(t, bus, len(held))
+	var later []Event
+	for n := 6; n <= 8; n++ {
+		for job := 1; job <= 3; job++ {
+			later = append(later, progressEvent(job, n))
+		}
+	}
+	for _, e := range later {
+		bus.Publish(e)
+	}
+	receiveSent(t, sent, later[len(later)-1].ID)
+	if s := bus.Stats(); s.Parked != 6 {
+		t.Errorf("before Close: %+v, want the 3 moves and 3 progress events held, the later ones on their way", s)
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	given := append(held, later...)
+	want := latestOfEachJob(given)
+	if s := bus.Stats(); s.Kept != uint64(len(want)) || s.Lost != 0 || s.Superseded != uint64(len(given)-len(want)) ||
+		s.Published+s.Kept+s.Lost+s.Superseded != uint64(len(given)) || s.Waiting != 0 {
+		t.Errorf("after Close: %+v, want %d kept, %d superseded, none lost", s, len(want), len(given)-len(want))
+	}
+	if _, kept := keptLines(t, dir); !slices.Equal(ids(kept), ids(want)) {
+		t.Fatalf("kept at Close: %v, want %v", ids(kept), ids(want))
+	}
+	reopenPublishesKept(t, cfg, want)
+}
+
+// Of two progress events of a job held, the later by its time stays,
+// wherever it came in the order parked (resends settle that), in the place
+// of the first held; put back after a turn, an earlier one is superseded.
+func TestParkingHoldsTheLaterProgressOfAJob(t *testing.T) {
+	t.Parallel()
+	var p parking
+	hold := func(e Event, first time.Time) parked {
+		t.Helper()
+		return p.add(parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))}, first: first, at: e.Time},
+			keptMaxBytes)
+	}
+	start := time.Now()
+	if r := hold(progressEvent(1, 5), start); !r.held || r.superseded != "" {
+		t.Fatalf("the first progress of jid-1: %+v, want held", r)
+	}
+	hold(jobMove(2, "Processing", 6), start)
+	if r := hold(progressEvent(1, 3), start); r.held || r.superseded != "progress-1-03" {
+		t.Errorf("an earlier progress of jid-1 parked after a later one: %+v, want it superseded", r)
+	}
+	if r := hold(progressEvent(1, 7), start.Add(time.Minute)); !r.held || r.superseded != "progress-1-05" {
+		t.Errorf("a later progress of jid-1: %+v, want it held in the place of progress-1-05", r)
+	}
+	taken := p.take(-1)
+	if got := []string{taken[0].m.id, taken[1].m.id}; len(taken) != 2 || !slices.Equal(got, []string{"progress-1-07", "move-2-Processing"}) ||
+		!taken[0].first.Equal(start) {
+		t.Fatalf("taken: %+v, want progress-1-07 first, with the first failure of the one it replaced", taken)
+	}
+	hold(progressEvent(1, 9), start)
+	if superseded := p.putBack(taken); !slices.Equal(superseded, []string{"progress-1-07"}) || p.len() != 2 {
+		t.Errorf("put back under a later progress of jid-1: superseded %v, %d held, want progress-1-07 superseded, 2 held",
+			superseded, p.len())
 	}
 }

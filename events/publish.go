@@ -31,7 +31,8 @@ import (
 // client's 8 MB reconnect buffer. Events counted lost may still be
 // recorded when the buffer is sent on reconnect. Lost is an upper bound.
 // What is unacknowledged at Close is kept for the next start (kept.go),
-// not counted lost.
+// not counted lost. Of a job's progress events held or kept, only the
+// latest is: the others are superseded (Stats.Superseded), not lost.
 func (b *Bus) Publish(e Event) {
 	if b == nil {
 		return

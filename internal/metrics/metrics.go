@@ -133,6 +133,9 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_lost_total",
 			Help: "Events not recorded: dropped, refused, unacknowledged after a minute of resends and past the 64 MiB the daemon holds, or at a stop and not kept, or of a commit whose outcome is unknown; also failed signals."},
 			func() float64 { return float64(b.Stats().Lost) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_superseded_total",
+			Help: "Job progress events never recorded because a later progress event of their job was: left out while held through a stream outage, or at a stop (not in ingestq_events_lost_total)."},
+			func() float64 { return float64(b.Stats().Superseded) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ingestq_events_retried_total",
 			Help: "Events sent again after the stream did not acknowledge them in time (a NATS cluster electing a stream leader)."},
 			func() float64 { return float64(b.Stats().Retried) }),
@@ -143,7 +146,7 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 			Help: "Events not yet acknowledged by the stream: queued, sent, waiting to be sent again, or held (ingestq_events_parked)."},
 			func() float64 { return float64(b.Stats().Waiting) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_parked",
-			Help: "Events unacknowledged after a minute of resends, held in memory until the stream takes events again (kept at a stop, lost if the process is killed)."},
+			Help: "Events unacknowledged after a minute of resends, held in memory until the stream takes events again (kept at a stop, lost if the process is killed); of a job's progress events, the latest only."},
 			func() float64 { return float64(b.Stats().Parked) }))
 }
 

@@ -178,10 +178,12 @@ func TestMetricsAndHealthEndToEnd(t *testing.T) {
 	if m.Values("ingestq_events_lost_total")[""] != 0 || m.Values("ingestq_events_published_total")[""] == 0 ||
 		m.Values("ingestq_nats_connected")[""] != 1 || m.Values("ingestq_zookeeper_connected")[""] != 1 ||
 		!promtest.Equal(m.Values("ingestq_events_resent_at_election_total"), map[string]float64{"": 0}) ||
-		!promtest.Equal(m.Values("ingestq_events_parked"), map[string]float64{"": 0}) {
-		t.Errorf("events (lost, published, resent at a leader election, parked), NATS, ZooKeeper: %v %v %v %v %v %v", m.Values("ingestq_events_lost_total"),
-			m.Values("ingestq_events_published_total"), m.Values("ingestq_events_resent_at_election_total"), m.Values("ingestq_events_parked"),
-			m.Values("ingestq_nats_connected"), m.Values("ingestq_zookeeper_connected"))
+		!promtest.Equal(m.Values("ingestq_events_parked"), map[string]float64{"": 0}) ||
+		!promtest.Equal(m.Values("ingestq_events_superseded_total"), map[string]float64{"": 0}) {
+		t.Errorf("events (lost, published, resent at a leader election, parked, superseded), NATS, ZooKeeper: %v %v %v %v %v %v %v",
+			m.Values("ingestq_events_lost_total"), m.Values("ingestq_events_published_total"),
+			m.Values("ingestq_events_resent_at_election_total"), m.Values("ingestq_events_parked"),
+			m.Values("ingestq_events_superseded_total"), m.Values("ingestq_nats_connected"), m.Values("ingestq_zookeeper_connected"))
 	}
 
 	code, rep := readyz(t, d.url)

@@ -459,7 +459,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it kept and what it could not keep
 	st := bus.Stats()
-	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost, "events_kept", st.Kept)
+	a.log.Info("ingestq: stopped", "events_published", st.Published, "events_lost", st.Lost, "events_kept", st.Kept,
+		"events_superseded", st.Superseded)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
