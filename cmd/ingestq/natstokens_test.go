@@ -164,6 +164,28 @@ func TestEmbeddedNATSAsksForAToken(t *testing.T) {
 	if out, _, _ := r.cli("events", "replay", "--nats-token", readTok); strings.Count(out, "by ") != 2 {
 		t.Fatalf("after the tokens tried to delete and purge it, the stream holds:\n%s", out)
 	}
+	// A token in --nats as nats.go reads it, with no scheme or with blanks
+	// around, is the one whose prefix the CLI takes, and is shown masked.
+	for _, at := range []string{readTok + "@" + listen, " nats://" + readTok + "@" + listen + " ,"} {
+		prefix, stderr, code := r.cli("events", "inbox-prefix", "--nats", at)
+		if prefix = strings.TrimSpace(prefix); code != 0 || prefix != events.InboxPrefix(readTok) {
+			t.Errorf("events inbox-prefix --nats %q: exit %d, %q, stderr %q: want %s", at, code, prefix, stderr, events.InboxPrefix(readTok))
+		}
+		out, stderr, code := r.cli("events", "replay", "--nats", at)
+		if code != 0 || strings.Count(out, "by ") != 2 || strings.Contains(stderr, readTok) {
+			t.Errorf("events replay --nats %q: exit %d, stderr %q:\n%s\nwant the hold and release, the token not shown", at, code, stderr, out)
+		}
+	}
+	const wrongTok = "wrong-token-0123456789abcdef"
+	if _, stderr, code := r.cli("events", "replay", "--nats", wrongTok+"@"+listen); code != 1 ||
+		!strings.Contains(stderr, "refused the credentials") || strings.Contains(stderr, wrongTok) {
+		t.Errorf("events replay --nats WRONG@%s: exit %d, stderr %q: want 1, refused, the token not shown", listen, code, stderr)
+	}
+	for _, action := range []string{"hold", "release"} {
+		if _, stderr, code := r.cli(action, "queue", "--nats", operateTok+"@"+listen); code != 0 || stderr != "" {
+			t.Errorf("%s queue --nats OPERATE@%s: exit %d, stderr %q: want recorded, nothing said", action, listen, code, stderr)
+		}
+	}
 
 	tail := exec.Command(ingestqBin, "--zk", r.zk, "--zk-root", root, "--nats", url, "--nats-token", readTok, "events", "tail")
 	tailErr, err := tail.StderrPipe()

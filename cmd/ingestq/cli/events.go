@@ -51,18 +51,37 @@ func (a *app) connectNATS(opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(a.natsURL(), append(auth, opts...)...)
 }
 
-// natsToken is the token the CLI presents to NATS: one in --nats's URL
-// (nats://TOKEN@host), which nats.go sends rather than --nats-token, else
-// --nats-token.
+// natsToken is the token the CLI presents to NATS: one in --nats's first
+// URL (nats://TOKEN@host, or TOKEN@host), which nats.go sends rather than
+// --nats-token, else --nats-token. The URL is read as nats.go reads it
+// (natsServers): a token it sends is never missed.
 func (a *app) natsToken() string {
-	first, _, _ := strings.Cut(a.natsURL(), ",")
-	if u, err := url.Parse(first); err == nil && u.User != nil {
-		if _, password := u.User.Password(); password {
-			return ""
+	if servers := a.natsServers(); len(servers) > 0 {
+		if u, err := url.Parse(servers[0]); err == nil && u.User != nil {
+			if _, password := u.User.Password(); password {
+				return ""
+			}
+			return u.User.Username()
 		}
-		return u.User.Username()
 	}
 	return a.natsAuth.Token
+}
+
+// natsServers are the URLs of --nats as nats.go reads them: each member of
+// the list trimmed, empty ones left out, nats:// before one that names no
+// scheme (host:port, TOKEN@host:port).
+func (a *app) natsServers() []string {
+	var servers []string
+	for _, s := range strings.Split(a.natsURL(), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		servers = append(servers, s)
+	}
+	return servers
 }
 
 // dialNATS connects to the daemon's NATS (connectNATS). The client's own

@@ -791,5 +791,5 @@ func (a *app) natsURL() string {
 }
 
 // natsShown is natsURL as messages and logs show it: without a password
-// or token.
-func (a *app) natsShown() string { return redact.Location(a.natsURL()) }
+// or token, one before a host that names no scheme too (natsServers).
+func (a *app) natsShown() string { return redact.Location(strings.Join(a.natsServers(), ",")) }
