@@ -181,6 +181,16 @@ func TestEmbeddedNATSAsksForAToken(t *testing.T) {
 		!strings.Contains(stderr, "refused the credentials") || strings.Contains(stderr, wrongTok) {
 		t.Errorf("events replay --nats WRONG@%s: exit %d, stderr %q: want 1, refused, the token not shown", listen, code, stderr)
 	}
+	// serve joining that NATS with a token before its host, no scheme,
+	// refused: its words name the NATS with the token masked.
+	joinCtx, joinCancel := context.WithTimeout(t.Context(), time.Minute)
+	joined := exec.CommandContext(joinCtx, ingestqBin, "--zk", r.zk, "--zk-root", zktest.Root(t), "serve", "--host", "joiner",
+		"--nats", wrongTok+"@"+listen, "--http", "off", "--data-dir", t.TempDir())
+	joinedOut, joinErr := joined.CombinedOutput()
+	joinCancel()
+	if joinErr == nil || !strings.Contains(string(joinedOut), "refused the credentials") || strings.Contains(string(joinedOut), wrongTok) {
+		t.Errorf("serve --nats WRONG@%s: %v:\n%s\nwant refused, the token not shown", listen, joinErr, joinedOut)
+	}
 	for _, action := range []string{"hold", "release"} {
 		if _, stderr, code := r.cli(action, "queue", "--nats", operateTok+"@"+listen); code != 0 || stderr != "" {
 			t.Errorf("%s queue --nats OPERATE@%s: exit %d, stderr %q: want recorded, nothing said", action, listen, code, stderr)

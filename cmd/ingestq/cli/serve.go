@@ -356,7 +356,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	apiRoute, dashRoute := lateRoutes(web)
-	bus := events.New(events.Config{URL: a.nats, DataDir: dataDir, Listen: listen, Host: f.host,
+	bus := events.New(events.Config{URL: a.natsJoined(), DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
 		ClusterTLS: clusterTLS, TLSSetting: "--nats-cluster-tls-cert, -key, -ca (" + EnvClusterCert + ", _KEY, _CA)", ListenTLS: listenTLS,
@@ -455,7 +455,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		a.warnExpiring(c)
 	}
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
-		"nats", natsWhere(a.nats, bus), "nats_cluster", f.natsCluster, "data", dataDir)
+		"nats", natsWhere(a.natsJoined(), bus), "nats_cluster", f.natsCluster, "data", dataDir)
 	err = r.Run(ctx)
 	_ = bus.Close() // before the stats: Close counts what it kept and what it could not keep
 	st := bus.Stats()
@@ -779,6 +779,16 @@ func natsWhere(url string, bus *events.Bus) string {
 		return "embedded, " + u
 	}
 	return "embedded, in-process only"
+}
+
+// natsJoined is --nats as nats.go reads it (natsServers), "" without it:
+// the bus's errors then show its token masked, as redact finds a user only
+// after a scheme (serve --nats TOKEN@host:4222 logged the token).
+func (a *app) natsJoined() string {
+	if a.nats == "" {
+		return ""
+	}
+	return strings.Join(a.natsServers(), ",")
 }
 
 // natsURL is where client commands find NATS: --nats, or the local
