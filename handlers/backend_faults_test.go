@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -369,29 +370,39 @@ func TestInventoryOutageWaitsForIt(t *testing.T) {
 }
 
 // The S3 server answers 503 SlowDown to everything for a while (a minute
-// in an operator's walk-through): a job reaching Processing, whose minting
-// asks storage whether an ARK is taken, waits for it with its attempts
-// unspent (more tries than its 2 attempts pass), its message saying why;
-// once S3 answers again, it completes. Every job of the batch failed in
-// seconds, "Please reduce your request rate".
+// in an operator's walk-through), or 429 Too Many Requests (some
+// S3-compatible services throttle with it; its code here is not SlowDown):
+// a job reaching Processing, whose minting asks storage whether an ARK is
+// taken, waits for it with its attempts unspent (more tries than its 2
+// attempts pass), its message saying why; once S3 answers again, it
+// completes. Every job of the batch failed in seconds, "Please reduce your
+// request rate"; with a 429, until decision 929's review was acted on.
 func TestS3BusyWaitsForIt(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
-	busy := s3test.StartBusy(t, srv.Addr)
-	target := srv.URL(busy.Addr, "ocfl")
-	obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
-	r := newRig(t, nil, withStorage(target), withAttempts(2, 10*time.Millisecond),
-		func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
-	busy.Set(true)
-	b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
-	obs.waited(t, queue.Processing, 4, "storage")
-	j := r.jobsOf(b.ID)["manifest"]
-	if j.State() != queue.Processing || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix) || !strings.Contains(j.Status.Message, "storage target") {
-		t.Fatalf("job %s, message %q: want Processing, waiting for the storage target", j.State(), j.Status.Message)
-	}
-	busy.Set(false)
-	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-		t.Fatalf("batch %s (%s), want Completed once S3 answers", b.State(), b.Status.Message)
+	for _, answer := range []s3test.BusyAnswer{
+		{Status: http.StatusServiceUnavailable, Code: "SlowDown"},
+		{Status: http.StatusTooManyRequests, Code: "TooManyRequests"},
+	} {
+		t.Run(strconv.Itoa(answer.Status), func(t *testing.T) {
+			busy := s3test.StartBusy(t, srv.Addr)
+			busy.Answer(answer)
+			target := srv.URL(busy.Addr, "ocfl")
+			obs := waitsSeen{states: make(chan queue.State, 100), stored: func() {}}
+			r := newRig(t, nil, withStorage(target), withAttempts(2, 10*time.Millisecond),
+				func(_ *handlers.Config, rc *reactor.Config) { rc.Observer = obs })
+			busy.Set(true)
+			b := r.submitObject("/obj.checkm", object{"a.txt": []byte("alpha\n")})
+			obs.waited(t, queue.Processing, 4, "storage")
+			j := r.jobsOf(b.ID)["manifest"]
+			if j.State() != queue.Processing || !strings.HasPrefix(j.Status.Message, reactor.WaitingPrefix) || !strings.Contains(j.Status.Message, "storage target") {
+				t.Fatalf("job %s, message %q: want Processing, waiting for the storage target", j.State(), j.Status.Message)
+			}
+			busy.Set(false)
+			if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+				t.Fatalf("batch %s (%s), want Completed once S3 answers", b.State(), b.Status.Message)
+			}
+		})
 	}
 }
 

@@ -113,13 +113,15 @@ func TestFailureThenRequeue(t *testing.T) {
 			breakIt: func(_ *rig, rm *remote) { rm.storage.writes.Store(true); rm.storage.code.Store(http.StatusForbidden) },
 			mendIt:  func(_ *rig, rm *remote) { rm.storage.code.Store(0) },
 			wantMsg: []string{"Storing", "403"}},
+		// A 500, not a 503: a busy service (503, 429) is waited for, its
+		// attempts unspent (busy).
 		{name: "inventory failing its records", failIn: queue.Recording,
 			breakIt: func(_ *rig, rm *remote) {
 				rm.inventory.writes.Store(true)
-				rm.inventory.code.Store(http.StatusServiceUnavailable)
+				rm.inventory.code.Store(http.StatusInternalServerError)
 			},
 			mendIt:  func(_ *rig, rm *remote) { rm.inventory.code.Store(0) },
-			wantMsg: []string{"Recording", "503"}},
+			wantMsg: []string{"Recording", "500"}},
 		{name: "callback failing", failIn: queue.Notify,
 			breakIt: func(_ *rig, rm *remote) { rm.callback.code.Store(http.StatusInternalServerError) },
 			mendIt:  func(_ *rig, rm *remote) { rm.callback.code.Store(0) },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/handlers/profile"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/reactor"
@@ -20,11 +21,11 @@ import (
 // outOfReach marks err as an outage of what when it says the back end
 // could not be reached or talked to at all: no connection, a connection
 // cut, no answer in time, a PostgreSQL server starting up or shutting down
-// or out of connections, an S3 server answering 503 (busy or unavailable:
-// it takes no request now, whatever the object). A back end of the daemon's own, which every job
-// without one of its profile's needs (shared), is reactor.UnavailableToAll,
-// a profile's reactor.Unavailable. Any other error (a refusal, a conflict,
-// a 5xx answer about this object) stays the step's, with its attempts.
+// or out of connections, a busy answer (503, 429: busy). A back end of the
+// daemon's own, which every job without one of its profile's needs
+// (shared), is reactor.UnavailableToAll, a profile's reactor.Unavailable.
+// Any other error (a refusal, a conflict, a 500, 502 or 504 answer) stays
+// the step's, with its attempts.
 func outOfReach(what string, shared bool, err error) error {
 	if !backEndDown(err) {
 		return err
@@ -96,6 +97,17 @@ func (p *Pipeline) workFull(h reactor.JobHandler) reactor.JobHandler {
 	})
 }
 
+// busy tells whether err is a back end's answer that it takes no request
+// now, whatever the request, and asks to be tried later: 503 or 429 from
+// an S3 server (place.Busy) or from a storage or inventory service (its
+// client's fetch.StatusError). Its Retry-After, if any, sets the job's
+// least wait (reactor). A 500, 502 or 504 may be about the request, and
+// stays the step's.
+func busy(err error) bool {
+	var se *fetch.StatusError
+	return place.Busy(err) || errors.As(err, &se) && se.Busy()
+}
+
 func backEndDown(err error) bool {
 	var op *net.OpError
 	var pg *pgconn.PgError
@@ -105,7 +117,7 @@ func backEndDown(err error) bool {
 		return false
 	case errors.As(err, &op):
 		return op.Op != "remote error" // a TLS alert is the server's answer: it refuses this client
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), place.Busy(err):
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), busy(err):
 		return true
 	case errors.As(err, &pg):
 		// Class 57P: operator intervention (shutdown, starting up); 08:

@@ -14,7 +14,8 @@ import (
 // needs (what: "the inventory of profile P", "storage target s3://…"), not
 // a fault of the job: the job is not failed for it, nor are its attempts
 // spent. It waits in its state until the back end's next try, with a wait
-// that grows while the back end stays out, up to outageMax.
+// that grows while the back end stays out, up to outageMax, and no shorter
+// than the back end asked (err with a NotBefore: an HTTP Retry-After).
 func Unavailable(what string, err error) error {
 	if err == nil {
 		return nil
@@ -124,10 +125,12 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	errors.As(err, &u)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	now := time.Now()
+	asked := askedWait(err, now)
 	if mine := o.answeredOthers[jid]; mine.backEnd == u.what && o.backEnds[u.what] == nil {
 		mine.streak++
 		o.answeredOthers[jid] = mine
-		until = time.Now().Add(backoff.Delay(base, outageMax, mine.streak))
+		until = later(now.Add(backoff.Delay(base, outageMax, mine.streak)), asked)
 		o.wait(s, jid, until)
 		return until, true
 	}
@@ -138,10 +141,11 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 		o.backEnds[u.what] = b
 		o.tell(u.what, true)
 	}
-	if now := time.Now(); !now.Before(b.until) { // a finding during the wait is the same finding
+	if !now.Before(b.until) { // a finding during the wait is the same finding
 		b.streak++
 		b.until = now.Add(backoff.Delay(base, outageMax, b.streak))
 	}
+	b.until = later(b.until, asked)
 	if u.everyJob {
 		b.states[s] = true
 	}
@@ -152,6 +156,29 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 		o.endUnlessWaitedFor(before.backEnd) // this job waits for it no more; the step may not have reached it (Storing reads the inventory before storage)
 	}
 	return b.until, false
+}
+
+// askedWait is when err's back end asked to be tried again (an HTTP
+// Retry-After, as fetch.StatusError's NotBefore), at most outageMax from
+// now; zero when it did not say. The wait is never shorter than the
+// back-off: a Retry-After of 0 is no reason to ask sooner.
+func askedWait(err error, now time.Time) time.Time {
+	var asked interface{ NotBefore() time.Time }
+	if !errors.As(err, &asked) {
+		return time.Time{}
+	}
+	if limit := now.Add(outageMax); asked.NotBefore().After(limit) {
+		return limit
+	}
+	return asked.NotBefore()
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // up notes that job jid's step ended with an answer: the back end it

@@ -72,13 +72,13 @@ func New(cfg Config) *Client {
 	lim := &limiter{base: stall.Transport(newTransport(cfg), cfg.Timeout), perHost: cfg.PerHost, sems: map[string]chan struct{}{},
 		allow: cfg.Allow, guard: !cfg.AnyAddress}
 	c := &Client{cfg: cfg, lim: lim}
-	c.rc = c.retrying(cfg.Attempts)
+	c.rc = c.retrying(cfg.Attempts, c.checkRetry)
 	return c
 }
 
 // retrying is a retrying client over this Client's transport that sends a
-// request at most tries times.
-func (c *Client) retrying(tries int) *retryablehttp.Client {
+// request at most tries times, as check decides.
+func (c *Client) retrying(tries int, check retryablehttp.CheckRetry) *retryablehttp.Client {
 	// No Logger: the library's lines cannot name the job a request is
 	// for. The hooks log instead, through the request's context (WithLogger).
 	return &retryablehttp.Client{
@@ -86,7 +86,7 @@ func (c *Client) retrying(tries int) *retryablehttp.Client {
 		RetryWaitMin:   c.cfg.MinWait,
 		RetryWaitMax:   c.cfg.MaxWait,
 		RetryMax:       tries - 1,
-		CheckRetry:     c.checkRetry,
+		CheckRetry:     check,
 		Backoff:        backoff,
 		ErrorHandler:   giveUp,
 		PrepareRetry:   prepareRetry,
@@ -103,7 +103,20 @@ const backEndTries = 2
 // BackEnd returns the retrying client of a back end's requests (a storage
 // or inventory service): HTTP's, but sending a request at most twice.
 func (c *Client) BackEnd() *retryablehttp.Client {
-	return c.retrying(min(c.cfg.Attempts, backEndTries))
+	return c.retrying(min(c.cfg.Attempts, backEndTries), c.checkBackEndRetry)
+}
+
+// checkBackEndRetry is checkRetry, but a busy answer whose Retry-After
+// asks for a longer wait than the client's longest (MaxWait) is not waited
+// for here, sooner than asked: the request ends with it, and the step's job
+// waits for the back end as long as it asked.
+func (c *Client) checkBackEndRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if err == nil && resp != nil {
+		if se := statusError(resp); se.Busy() && time.Until(se.RetryAt) > c.cfg.MaxWait {
+			return false, se
+		}
+	}
+	return c.checkRetry(ctx, resp, err)
 }
 
 // HTTP returns the underlying retrying client, for other packages' requests
@@ -141,14 +154,19 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	return retryableStatus(resp.StatusCode), nil
 }
 
-// backoff is exponential (honouring Retry-After) but never past max, with
-// jitter so that many workers hit by one outage do not come back in step.
+// backoff is exponential but never past max, with jitter so that many
+// workers hit by one outage do not come back in step, and never sooner than
+// a busy server's Retry-After asks (up to max). The jitter took 2 s asked
+// down to 1–2 s.
 func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
-	d := retryablehttp.DefaultBackoff(lo, hi, attempt, resp)
-	if d < 0 || d > hi { // a huge Retry-After overflows to negative
-		d = hi
+	d := retryablehttp.DefaultBackoff(lo, hi, attempt, nil)
+	d = d/2 + rand.N(d/2+1)
+	if resp != nil && busyStatus(resp.StatusCode) {
+		if at := RetryAt(resp.Header, time.Now()); !at.IsZero() {
+			d = max(d, min(time.Until(at), hi))
+		}
 	}
-	return d/2 + rand.N(d/2+1)
+	return d
 }
 
 // giveUp builds the error of a request that failed for good, counting the
@@ -157,7 +175,7 @@ func giveUp(resp *http.Response, err error, attempts int) (*http.Response, error
 	if resp != nil {
 		resp.Body.Close()
 		if err == nil {
-			err = &StatusError{URL: shown(resp.Request.URL), Code: resp.StatusCode}
+			err = statusError(resp)
 		}
 	}
 	return nil, &triesError{n: attempts, err: err}

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrScheme is wrapped when a URL's scheme is not allowed: anything but http
@@ -22,6 +25,47 @@ var ErrTooLarge = errors.New("document too large")
 type StatusError struct {
 	URL  string
 	Code int
+	// RetryAt is when a busy server (Busy) asked to be asked again, by its
+	// Retry-After; zero when it did not say.
+	RetryAt time.Time
+}
+
+// statusError is resp's StatusError, with its Retry-After when busy.
+func statusError(resp *http.Response) *StatusError {
+	e := &StatusError{URL: shown(resp.Request.URL), Code: resp.StatusCode}
+	if e.Busy() {
+		e.RetryAt = RetryAt(resp.Header, time.Now())
+	}
+	return e
+}
+
+// Busy tells whether the server takes no request now, whatever the
+// request, and asks to be tried later: 503 Service Unavailable, 429 Too
+// Many Requests. A 500, 502 or 504 may be about the request.
+func (e *StatusError) Busy() bool { return busyStatus(e.Code) }
+
+func busyStatus(code int) bool {
+	return code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
+}
+
+// NotBefore is RetryAt: a back end's step waits at least until then
+// (reactor).
+func (e *StatusError) NotBefore() time.Time { return e.RetryAt }
+
+// RetryAt is when h's Retry-After (seconds, or an HTTP date) asks to be
+// asked again, from now; zero without one, or with one past or unreadable.
+func RetryAt(h http.Header, now time.Time) time.Time {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return time.Time{}
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return now.Add(time.Duration(secs) * time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t
+	}
+	return time.Time{}
 }
 
 func (e *StatusError) Error() string {

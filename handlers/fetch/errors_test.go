@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/ingestq/ingestq/internal/stall"
 )
@@ -129,6 +132,60 @@ func TestBackoffStaysWithinMax(t *testing.T) {
 				t.Fatalf("Retry-After %q, attempt %d: backoff %v outside [0, 1s]", after, attempt, d)
 			}
 		}
+	}
+}
+
+// A busy server's Retry-After (503 or 429, in seconds or as a date) is the
+// least wait before the next try, up to max. The jitter took 2 s asked
+// down to 1–2 s.
+func TestBackoffNeverSoonerThanRetryAfter(t *testing.T) {
+	date := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	for _, c := range []struct {
+		status int
+		after  string
+		least  time.Duration
+	}{
+		{http.StatusServiceUnavailable, "2", 2 * time.Second},
+		{http.StatusTooManyRequests, date.UTC().Format(http.TimeFormat), time.Until(date)},
+		{http.StatusTooManyRequests, "3600", 10 * time.Second}, // up to max
+	} {
+		resp := &http.Response{StatusCode: c.status, Header: http.Header{"Retry-After": {c.after}}}
+		for attempt := range 20 {
+			// Less 50 ms: backoff reads the clock after least was computed.
+			if d := backoff(time.Millisecond, 10*time.Second, attempt, resp); d < c.least-50*time.Millisecond || d > 10*time.Second {
+				t.Fatalf("%d Retry-After %q, attempt %d: backoff %v; want at least %v, at most 10s", c.status, c.after, attempt, d, c.least)
+			}
+		}
+	}
+}
+
+// The back ends' client does not wait for a Retry-After longer than its
+// longest wait (sooner than asked): the request ends at once, a busy
+// StatusError that says when the server asked to be asked again.
+func TestBackEndClientLeavesALongRetryAfterToTheStep(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Retry-After", "30")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	c := testClient(Config{Attempts: 5, MaxWait: time.Second})
+	req, err := retryablehttp.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	resp, err := c.BackEnd().Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	var se *StatusError
+	if !errors.As(err, &se) || !se.Busy() || se.RetryAt.Before(asked.Add(30*time.Second)) || se.RetryAt.After(time.Now().Add(30*time.Second)) {
+		t.Fatalf("err = %v (%+v); want a busy StatusError asking to wait 30 s", err, se)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the server got %d requests; want 1", n)
 	}
 }
 

@@ -13,12 +13,24 @@ import (
 // Busy is an HTTP proxy in front of an S3 server that answers every
 // request 503 SlowDown while it is set, as a loaded or failing S3 service
 // does, or only those of some keys (SetFor), and passes requests on
-// otherwise.
+// otherwise. Answer changes the answer (429, another code, a Retry-After).
 type Busy struct {
-	Addr  string                 // host:port, for the client's endpoint
-	keys  atomic.Pointer[string] // what a busy request's path holds ("" any); nil: none is
-	proxy *httputil.ReverseProxy
+	Addr   string                 // host:port, for the client's endpoint
+	keys   atomic.Pointer[string] // what a busy request's path holds ("" any); nil: none is
+	answer atomic.Pointer[BusyAnswer]
+	proxy  *httputil.ReverseProxy
 }
+
+// BusyAnswer is what a busy request is answered.
+type BusyAnswer struct {
+	Status     int    // HTTP status
+	Code       string // S3 error code
+	RetryAfter string // the Retry-After header; "" none
+}
+
+// Answer has busy requests answered a (by default 503 SlowDown, no
+// Retry-After).
+func (b *Busy) Answer(a BusyAnswer) { b.answer.Store(&a) }
 
 // StartBusy starts a Busy proxy in front of server (host:port), not set;
 // it is closed when the test ends.
@@ -49,9 +61,16 @@ func (b *Busy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		b.proxy.ServeHTTP(w, req)
 		return
 	}
+	a := BusyAnswer{Status: http.StatusServiceUnavailable, Code: "SlowDown"}
+	if set := b.answer.Load(); set != nil {
+		a = *set
+	}
 	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(http.StatusServiceUnavailable)
+	if a.RetryAfter != "" {
+		w.Header().Set("Retry-After", a.RetryAfter)
+	}
+	w.WriteHeader(a.Status)
 	if req.Method != http.MethodHead {
-		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+		_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + a.Code + `</Code><Message>Please reduce your request rate.</Message></Error>`))
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/internal/stall"
 )
 
@@ -27,6 +30,7 @@ type S3 struct {
 	bucket   string
 	prefix   string // "" or ending in "/"
 	partSize int64
+	asked    *askedTransport
 }
 
 var _ Place = (*S3)(nil)
@@ -55,7 +59,8 @@ func NewS3(ctx context.Context, rawURL string) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place: %s: %w", s, err)
 	}
-	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region, Transport: stall.Transport(tr, c.idle), MaxRetries: s3Tries}
+	s.asked = &askedTransport{base: stall.Transport(tr, c.idle)}
+	opts := &minio.Options{Creds: creds, Secure: c.secure, Region: c.region, Transport: s.asked, MaxRetries: s3Tries}
 	if c.custom {
 		opts.BucketLookup = minio.BucketLookupPath
 	}
@@ -117,13 +122,52 @@ func (s *S3) Fits(key string) error {
 }
 
 // fail wraps err from op on key, as ErrNotExist when the store has no such
-// key.
+// key, or as busy until the moment a Retry-After asked for.
 func (s *S3) fail(op, key string, err error) error {
 	if s3NotFound(err) {
 		err = ErrNotExist
 	}
-	return fmt.Errorf("place %s: %s %s: %w", s, op, key, err)
+	return fmt.Errorf("place %s: %s %s: %w", s, op, key, s.asked.busy(err))
 }
+
+// askedTransport notes the moment the latest busy answer's Retry-After
+// (503, 429) asked the service to be left until: minio-go's errors keep no
+// header. The service asked it, whatever the request: a busy error of
+// another request meanwhile waits for it too.
+type askedTransport struct {
+	base  http.RoundTripper
+	until atomic.Int64 // Unix nanoseconds; 0: never asked
+}
+
+func (t *askedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests) {
+		if at := fetch.RetryAt(resp.Header, time.Now()); !at.IsZero() {
+			t.until.Store(at.UnixNano())
+		}
+	}
+	return resp, err
+}
+
+// busy is err, as a busyError when Busy and a Retry-After asked for a
+// moment still to come.
+func (t *askedTransport) busy(err error) error {
+	if at := time.Unix(0, t.until.Load()); Busy(err) && time.Now().Before(at) {
+		return &busyError{err: err, until: at}
+	}
+	return err
+}
+
+// busyError is a busy answer (Busy) whose Retry-After asked to be left
+// until a moment: a job's step waits at least until then (reactor).
+type busyError struct {
+	err   error
+	until time.Time
+}
+
+func (e *busyError) Error() string        { return e.err.Error() }
+func (e *busyError) Unwrap() error        { return e.err }
+func (e *busyError) NotBefore() time.Time { return e.until }
 
 func s3NotFound(err error) bool {
 	code := s3Code(err)
@@ -140,12 +184,14 @@ func s3Code(err error) string {
 }
 
 // Busy tells whether err is an S3 server's 503 (ServiceUnavailable, or
-// SlowDown: "reduce your request rate"): the service takes no request now,
-// whatever the key, and asks to be tried later. minio-go's own retries of
-// it last seconds; an outage of a minute outlasts them.
+// SlowDown: "reduce your request rate") or 429 Too Many Requests (some
+// S3-compatible services throttle with it): the service takes no request
+// now, whatever the key, and asks to be tried later. minio-go tries it
+// again once (s3Tries); a job waits out the rest.
 func Busy(err error) bool {
 	var resp minio.ErrorResponse
-	return errors.As(err, &resp) && (resp.StatusCode == http.StatusServiceUnavailable || resp.Code == "SlowDown" || resp.Code == "ServiceUnavailable")
+	return errors.As(err, &resp) && (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests ||
+		resp.Code == "SlowDown" || resp.Code == "ServiceUnavailable")
 }
 
 // Open reads key.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +378,38 @@ func TestS3ReadBackWhenStoreAnswersNoChecksum(t *testing.T) {
 			t.Fatalf("put of %d bytes that read back wrong: got %v, want ErrDigest from the read-back", n, err)
 		}
 		mustBeAbsent(t, p, srv, key)
+	}
+}
+
+// An S3 server answering 503 or 429 is busy (whatever its code), and its
+// Retry-After (seconds or a date) is kept with the error, as the moment
+// before which its job does not try again; without one, none is.
+func TestS3BusyKeepsItsRetryAfter(t *testing.T) {
+	srv := s3test.Start(t)
+	busy := s3test.StartBusy(t, srv.Addr)
+	s := openS3(t, srv, busy.Addr, "")
+	date := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	for _, c := range []struct {
+		answer s3test.BusyAnswer
+		least  func(start time.Time) time.Time // nil: no Retry-After
+	}{
+		{s3test.BusyAnswer{Status: 429, Code: "TooManyRequests"}, nil}, // first: no Retry-After asked before
+		{s3test.BusyAnswer{Status: 503, Code: "SlowDown", RetryAfter: "2"}, func(start time.Time) time.Time { return start.Add(2 * time.Second) }},
+		{s3test.BusyAnswer{Status: 429, Code: "TooManyRequests", RetryAfter: date.UTC().Format(http.TimeFormat)}, func(time.Time) time.Time { return date }},
+	} {
+		busy.Answer(c.answer)
+		busy.Set(true)
+		start := time.Now()
+		_, err := s.Stat(ctxT(t), "any")
+		var asked interface{ NotBefore() time.Time }
+		switch {
+		case !Busy(err):
+			t.Errorf("%+v: Stat: %v; want busy", c.answer, err)
+		case c.least == nil && errors.As(err, &asked) && time.Now().Before(asked.NotBefore()):
+			t.Errorf("%+v: Stat: %v asks to wait until %v; want no wait asked", c.answer, err, asked.NotBefore())
+		case c.least != nil && (!errors.As(err, &asked) || asked.NotBefore().Before(c.least(start))):
+			t.Errorf("%+v: Stat: %v; want to wait until %v at least", c.answer, err, c.least(start))
+		}
+		busy.Set(false)
 	}
 }

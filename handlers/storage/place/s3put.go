@@ -54,7 +54,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, sha25
 		err = u.multipart(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("place %s: put %s: %w", s, key, err)
+		return fmt.Errorf("place %s: put %s: %w", s, key, s.asked.busy(err))
 	}
 	return nil
 }
