@@ -39,6 +39,10 @@ const RetryAfterSeconds = 10
 // ProblemType starts the type of every problem; the kind follows.
 const ProblemType = "urn:ingestq:problem:"
 
+// ProblemMediaType is a problem document's Content-Type: the CLI tells the
+// API's 404 from another server's by it.
+const ProblemMediaType = "application/problem+json"
+
 // apiError is a problem the API itself finds: bad JSON, a bad query,
 // authentication.
 type apiError struct {
@@ -140,7 +144,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	if p.Retry {
 		SetRetryAfter(w.Header())
 	}
-	writeAs(w, "application/problem+json", p.Status, p)
+	writeAs(w, ProblemMediaType, p.Status, p)
 }
 
 // SetRetryAfter gives h the Retry-After of a 503 for a part out of reach.
@@ -154,7 +158,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeAs(w http.ResponseWriter, contentType string, status int, v any) {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		status, contentType = http.StatusInternalServerError, "application/problem+json"
+		status, contentType = http.StatusInternalServerError, ProblemMediaType
 		data, _ = json.Marshal(Problem{Type: ProblemType + "internal", Title: http.StatusText(status), Status: status,
 			Detail: "encode the answer: " + err.Error()})
 	}

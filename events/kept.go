@@ -231,7 +231,7 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 	}
 	size, keep := 0, 0
 	for _, m := range ms {
-		if size += len(m.data) + 1; size > b.cfg.keptMax {
+		if size += keptSize(m); size > b.cfg.keptMax {
 			break
 		}
 		keep++
@@ -249,6 +249,10 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 	}
 	return len(ms) - keep
 }
+
+// keptSize is m's bytes in the file (its line), which the cap counts: of
+// the events kept, and of those parked (parked.go).
+func keptSize(m outMsg) int { return len(m.data) + 1 }
 
 // latestProgress leaves out of ms, in the order of their times, each
 // progress event followed by a later one of its job, and says how many.

@@ -47,8 +47,8 @@ type parkedEvent struct {
 }
 
 // parking holds the parked events in the order parked, within a cap on
-// their bytes (as written to the kept file), and at most one progress
-// event a job.
+// their bytes as the kept file counts them (keptSize), and at most one
+// progress event a job.
 type parking struct {
 	mu     sync.Mutex
 	events []parkedEvent
@@ -92,7 +92,7 @@ func (p *parking) add(e parkedEvent, max int) parked {
 // one's place (and with the earlier first failure): no search, no gap left
 // in the order. The one left out is superseded.
 func (p *parking) holdLocked(e parkedEvent, max int) (held bool, superseded string) {
-	size := len(e.m.data) + 1
+	size := keptSize(e.m)
 	at, had := p.jobs[e.m.subject]
 	if !had {
 		if p.bytes+size > max {
@@ -113,10 +113,10 @@ func (p *parking) holdLocked(e parkedEvent, max int) (held bool, superseded stri
 	if e.at.Before(old.at) {
 		return false, e.m.id
 	}
-	if p.bytes-len(old.m.data)+len(e.m.data) > max {
+	if p.bytes-keptSize(old.m)+size > max {
 		return false, ""
 	}
-	p.bytes += len(e.m.data) - len(old.m.data)
+	p.bytes += size - keptSize(old.m)
 	superseded = old.m.id
 	if old.first.Before(e.first) {
 		e.first = old.first
@@ -163,7 +163,7 @@ func (p *parking) take(n int) []parkedEvent {
 	p.events = p.events[n:]
 	p.from += n
 	for _, e := range out {
-		p.bytes -= len(e.m.data) + 1
+		p.bytes -= keptSize(e.m)
 		delete(p.jobs, e.m.subject) // a progress event held is its job's one
 	}
 	if len(p.events) == 0 {

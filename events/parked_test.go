@@ -45,6 +45,12 @@ func waitParkedOrLost(t *testing.T, bus *Bus, n int) Stats {
 	return bus.Stats()
 }
 
+// parkedCopy is e as the bus parks it, its first failure at first.
+func parkedCopy(t *testing.T, e Event, first time.Time) parkedEvent {
+	t.Helper()
+	return parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))}, first: first, at: e.Time}
+}
+
 // replaysOnceEach checks that a replay of bus's stream has each event of
 // want once, in any order, and nothing else.
 func replaysOnceEach(t *testing.T, bus *Bus, want []string) {
@@ -200,8 +206,7 @@ func TestRecordingCountsParkedEvents(t *testing.T) {
 	dir := t.TempDir()
 	bus := New(Config{DataDir: dir, Host: "test-host", Logger: discardLogger()})
 	e := Event{Kind: KindJob, ID: "move-held", JobID: "jid-1", To: "Pending"}
-	if !bus.parked.add(parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))},
-		first: time.Now().Add(-time.Hour)}, keptMaxBytes).held {
+	if !bus.parked.add(parkedCopy(t, e, time.Now().Add(-time.Hour)), keptMaxBytes).held {
 		t.Fatal("an event within the cap was not held")
 	}
 	err := bus.Recording()
@@ -474,8 +479,7 @@ func TestParkingHoldsTheLaterProgressOfAJob(t *testing.T) {
 	var p parking
 	hold := func(e Event, first time.Time) parked {
 		t.Helper()
-		return p.add(parkedEvent{m: outMsg{subject: e.Subject(), id: e.ID, data: []byte(eventLine(t, e))}, first: first, at: e.Time},
-			keptMaxBytes)
+		return p.add(parkedCopy(t, e, first), keptMaxBytes)
 	}
 	start := time.Now()
 	if r := hold(progressEvent(1, 5), start); !r.held || r.superseded != "" {

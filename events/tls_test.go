@@ -3,7 +3,6 @@ package events
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -249,11 +248,7 @@ func TestClusterTLSIntermediateCA(t *testing.T) {
 func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewAuthority(t)
-	pool := x509.NewCertPool()
-	caPEM, err := os.ReadFile(ca.CAFile)
-	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
-		t.Fatalf("the CA: %v", err)
-	}
+	pool := ca.Pool()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	put := installer(t, certFile, keyFile)
@@ -263,11 +258,11 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 	peer := tlsPeer(t, ca, pool)
 	var pair *tlsfiles.Pair
 	m := openMemberWith(t, "m", func(c *Config) {
-		var tc *tls.Config
-		if tc, pair, err = LoadClusterTLS(certFile, keyFile, ca.CAFile, c.Cluster); err != nil {
+		tc, p, err := LoadClusterTLS(certFile, keyFile, ca.CAFile, c.Cluster)
+		if err != nil {
 			t.Fatal(err)
 		}
-		c.ClusterTLS, c.TLSSetting, c.Routes = tc, "--test-tls", []string{"nats-route://" + peer.addr}
+		pair, c.ClusterTLS, c.TLSSetting, c.Routes = p, tc, "--test-tls", []string{"nats-route://" + peer.addr}
 	})
 	u, err := url.Parse(m.route)
 	if err != nil {
@@ -281,7 +276,7 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 			t.Fatalf("a route's handshake with the member: %v", err)
 		}
 		defer conn.Close()
-		return fmt.Sprintf("%X", conn.ConnectionState().PeerCertificates[0].SerialNumber)
+		return tlsfiles.Serial(conn.ConnectionState().PeerCertificates[0])
 	}
 	if got, want := dialed(), firstSerial; got != want {
 		t.Fatalf("a route dialing the member: serial %s, want %s", got, want)
@@ -303,12 +298,7 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 func installer(t *testing.T, certFile, keyFile string) func(cert, key string) string {
 	return func(cert, key string) string {
 		t.Helper()
-		tlstest.Install(t, certFile, keyFile, cert, key)
-		p, err := tlsfiles.Load(certFile, keyFile, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("%X", p.Leaf().SerialNumber)
+		return tlsfiles.Serial(tlstest.Install(t, certFile, keyFile, cert, key))
 	}
 }
 
@@ -338,7 +328,7 @@ func tlsPeer(t *testing.T, ca *tlstest.Authority, pool *x509.CertPool) *routePee
 			if tc.Handshake() == nil {
 				if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
 					select {
-					case p.serials <- fmt.Sprintf("%X", pc[0].SerialNumber):
+					case p.serials <- tlsfiles.Serial(pc[0]):
 					default:
 					}
 				}
@@ -439,7 +429,7 @@ func TestClusterTLSRenewedCertificateReachesTheOtherMember(t *testing.T) {
 		if err := aPair.Reload(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("a renewal %s: Reload %v, want it refused saying %q", c.what, err, c.want)
 		}
-		if got := fmt.Sprintf("%X", aPair.Leaf().SerialNumber); got != second {
+		if got := tlsfiles.Serial(aPair.Leaf()); got != second {
 			t.Errorf("after a renewal %s was refused: serial %s in force, want %s", c.what, got, second)
 		}
 	}
@@ -460,7 +450,7 @@ func (p *peerSerials) record(way string) func(tls.ConnectionState) error {
 			p.got = map[string][]string{}
 		}
 		if len(cs.PeerCertificates) > 0 {
-			p.got[way] = append(p.got[way], fmt.Sprintf("%X", cs.PeerCertificates[0].SerialNumber))
+			p.got[way] = append(p.got[way], tlsfiles.Serial(cs.PeerCertificates[0]))
 		}
 		return nil
 	}

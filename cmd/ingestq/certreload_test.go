@@ -5,7 +5,6 @@ package main_test
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/promtest"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 	"github.com/ingestq/ingestq/internal/tlstest"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -37,12 +37,7 @@ import (
 func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewAuthority(t)
-	caPEM, err := os.ReadFile(ca.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool := ca.Pool()
 	dir := t.TempDir()
 	apiCert, apiKey := filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem")
 	natsCert, natsKey := filepath.Join(dir, "nats.pem"), filepath.Join(dir, "nats-key.pem")
@@ -51,8 +46,7 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 	installer := func(certFile, keyFile string) func(cert, key string) *x509.Certificate {
 		return func(cert, key string) *x509.Certificate {
 			t.Helper()
-			tlstest.Install(t, certFile, keyFile, cert, key)
-			return readCert(t, certFile)
+			return tlstest.Install(t, certFile, keyFile, cert, key)
 		}
 	}
 	putAPI, putNATS := installer(apiCert, apiKey), installer(natsCert, natsKey)
@@ -71,7 +65,7 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body) // read to its end: the connection is then kept for the next request
 		resp.Body.Close()
-		return serialOf(resp.TLS.PeerCertificates[0])
+		return tlsfiles.Serial(resp.TLS.PeerCertificates[0])
 	}
 	newClient := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -94,7 +88,7 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return serialOf(st.PeerCertificates[0])
+		return tlsfiles.Serial(st.PeerCertificates[0])
 	}
 	newNATSSerial := func() string {
 		nc := connect()
@@ -107,11 +101,11 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 	}
 	wantServed := func(when string, api, nats *x509.Certificate) {
 		t.Helper()
-		if got := httpsSerial(newClient()); got != serialOf(api) {
-			t.Errorf("%s: a new HTTPS handshake got serial %s, want %s", when, got, serialOf(api))
+		if got := httpsSerial(newClient()); got != tlsfiles.Serial(api) {
+			t.Errorf("%s: a new HTTPS handshake got serial %s, want %s", when, got, tlsfiles.Serial(api))
 		}
-		if got := newNATSSerial(); got != serialOf(nats) {
-			t.Errorf("%s: a new NATS listener handshake got serial %s, want %s", when, got, serialOf(nats))
+		if got := newNATSSerial(); got != tlsfiles.Serial(nats) {
+			t.Errorf("%s: a new NATS listener handshake got serial %s, want %s", when, got, tlsfiles.Serial(nats))
 		}
 		want := map[string]float64{"setting=tls-cert": float64(api.NotAfter.Unix()), "setting=nats-listen-tls-cert": float64(nats.NotAfter.Unix())}
 		if got := expiry(); !promtest.Equal(got, want) {
@@ -133,23 +127,23 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 	api2 := putAPI(ca.Peer(t, "api2", "127.0.0.1"))
 	nats2 := putNATS(ca.Peer(t, "nats2", "127.0.0.1"))
 	d.signal(syscall.SIGHUP)
-	d.waitLog(30*time.Second, "serial="+serialOf(api2))
-	d.waitLog(30*time.Second, "serial="+serialOf(nats2))
+	d.waitLog(30*time.Second, "serial="+tlsfiles.Serial(api2))
+	d.waitLog(30*time.Second, "serial="+tlsfiles.Serial(nats2))
 	for _, c := range []struct {
 		setting, file string
 		cert          *x509.Certificate
 	}{{"--tls-cert", apiCert, api2}, {"--nats-listen-tls-cert", natsCert, nats2}} {
-		want := fmt.Sprintf("TLS certificate reloaded (SIGHUP) setting=%s file=%s serial=%s", c.setting, c.file, serialOf(c.cert))
+		want := fmt.Sprintf("TLS certificate reloaded (SIGHUP) setting=%s file=%s serial=%s", c.setting, c.file, tlsfiles.Serial(c.cert))
 		if lines := d.logLines(want); len(lines) != 1 || !strings.Contains(lines[0], " INF ") {
 			t.Errorf("reload of %s: %q, want one INF line %q", c.setting, lines, want)
 		}
 	}
 	wantServed("after the reload", api2, nats2)
-	if got := httpsSerial(held); got != serialOf(api1) {
-		t.Errorf("an HTTPS connection made before the reload: serial %s, want the first's, %s (the connection kept)", got, serialOf(api1))
+	if got := httpsSerial(held); got != tlsfiles.Serial(api1) {
+		t.Errorf("an HTTPS connection made before the reload: serial %s, want the first's, %s (the connection kept)", got, tlsfiles.Serial(api1))
 	}
-	if got := natsSerial(heldNATS); got != serialOf(nats1) || heldNATS.Status() != nats.CONNECTED {
-		t.Errorf("a NATS connection made before the reload: serial %s, %v; want the first's, %s, connected", got, heldNATS.Status(), serialOf(nats1))
+	if got := natsSerial(heldNATS); got != tlsfiles.Serial(nats1) || heldNATS.Status() != nats.CONNECTED {
+		t.Errorf("a NATS connection made before the reload: serial %s, %v; want the first's, %s, connected", got, heldNATS.Status(), tlsfiles.Serial(nats1))
 	}
 
 	putAPI(ca.ExpiredPeer(t, "expired", "127.0.0.1"))
@@ -173,28 +167,6 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 	wantServed("after a refused reload", api2, nats2)
 }
 
-// readCert reads a PEM certificate file's first certificate.
-func readCert(t *testing.T, file string) *x509.Certificate {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: no PEM block", file)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// serialOf is a certificate's serial as openssl x509 -serial shows it,
-// and the daemon logs it: its bytes in hexadecimal (03A1B2, not 3A1B2).
-func serialOf(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber.Bytes()) }
-
 // Renewals that go wrong where the operator does not look, each on a real
 // daemon serving HTTPS with a chain (a leaf of an intermediate CA, then
 // the intermediate's certificate), its clients trusting the root only:
@@ -215,21 +187,16 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 	t.Parallel()
 	root := tlstest.NewAuthority(t)
 	mid := root.Intermediate(t, "mid")
-	rootPEM, err := os.ReadFile(root.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	midPEM, err := os.ReadFile(mid.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(rootPEM)
+	pool := root.Pool()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "api.pem"), filepath.Join(dir, "api-key.pem")
 	// put writes a leaf of mid followed by mid's certificate (cut bytes
 	// short, when given) and its key over the setting's files.
-	put := func(cert, key string, cut ...int) {
+	put := func(cert, key string, cut ...int) *x509.Certificate {
 		t.Helper()
 		leaf, err := os.ReadFile(cert)
 		if err != nil {
@@ -243,7 +210,7 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 		if err := os.WriteFile(chainFile, chain, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		tlstest.Install(t, certFile, keyFile, chainFile, key)
+		return tlstest.Install(t, certFile, keyFile, chainFile, key)
 	}
 	put(mid.Peer(t, "first", "127.0.0.1"))
 	httpAddr := natstest.FreeAddr(t)
@@ -257,7 +224,7 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 			return ""
 		}
 		defer conn.Close()
-		return serialOf(conn.ConnectionState().PeerCertificates[0])
+		return tlsfiles.Serial(conn.ConnectionState().PeerCertificates[0])
 	}
 	// hup sends a SIGHUP and returns the line that says what became of the
 	// certificate (one setting given: one line).
@@ -278,11 +245,10 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 	if lines := d.logLines("is open to group or others"); len(lines) != 0 {
 		t.Fatalf("at start, a key of mode 600: %q", lines)
 	}
-	put(mid.Peer(t, "open-key", "127.0.0.1"))
+	renewed := put(mid.Peer(t, "open-key", "127.0.0.1"))
 	if err := os.Chmod(keyFile, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	renewed := readCert(t, certFile)
 	hup()
 	if lines := d.logLines(fmt.Sprintf(openKey, keyFile)); len(lines) != 1 || !strings.Contains(lines[0], " WRN ") {
 		t.Errorf("a renewed key of mode 644: %q, want one WRN %q", d.logLines("is open to group or others"), fmt.Sprintf(openKey, keyFile))
@@ -297,8 +263,8 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 		" err=\"a PEM block in it is cut short"; !strings.Contains(line, want) {
 		t.Errorf("a chain cut short: %q, want %q", line, want)
 	}
-	if got := served(); got != serialOf(renewed) {
-		t.Errorf("after a chain cut short: a new handshake got serial %q, want the pair in force's, %s", got, serialOf(renewed))
+	if got := served(); got != tlsfiles.Serial(renewed) {
+		t.Errorf("after a chain cut short: a new handshake got serial %q, want the pair in force's, %s", got, tlsfiles.Serial(renewed))
 	}
 
 	const expiring = "TLS certificate expires within 14 days"

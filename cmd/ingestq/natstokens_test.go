@@ -396,7 +396,6 @@ func TestReadTokenCannotBecomeTheDaemon(t *testing.T) {
 	}
 }
 
-// replayIDs are the IDs of the events nc replays from the stream.
 // asTokenClient are the options of a client presenting token to a daemon
 // with API tokens: the token, and its replies under the token's own inbox
 // prefix, as the CLI takes them.
@@ -404,6 +403,7 @@ func asTokenClient(token string) []nats.Option {
 	return []nats.Option{nats.Token(token), nats.CustomInboxPrefix(events.InboxPrefix(token))}
 }
 
+// replayIDs are the IDs of the events nc replays from the stream.
 func replayIDs(t *testing.T, nc *nats.Conn) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

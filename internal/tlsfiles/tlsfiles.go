@@ -195,6 +195,16 @@ func ReadFile(which, file string) ([]byte, error) {
 	return data, nil
 }
 
+// Serial is c's serial as openssl x509 -serial shows it, and serve logs
+// it: its bytes in hexadecimal, so 03A1B2 (Let's Encrypt's begin with 03
+// or 04), not big.Int's 3A1B2.
+func Serial(c *x509.Certificate) string {
+	if c.SerialNumber.Sign() == 0 {
+		return "00"
+	}
+	return fmt.Sprintf("%X", c.SerialNumber.Bytes())
+}
+
 // checkValidity tells whether c is valid now, saying when it is not.
 func checkValidity(c *x509.Certificate) error {
 	now := time.Now()

@@ -2,7 +2,9 @@ package tlsfiles_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +91,17 @@ func TestReloadKeepsThePairInForceOnARefusal(t *testing.T) {
 		c, err := got()
 		if err != nil || c.Leaf.SerialNumber.Cmp(second) != 0 {
 			t.Errorf("%s after a refused reload: serial %v (%v), want the second's, %v", what, c.Leaf.SerialNumber, err, second)
+		}
+	}
+}
+
+// A serial is logged as openssl x509 -serial shows it: whole bytes in
+// hexadecimal, a leading 0 kept (Let's Encrypt's often begin with 03).
+func TestSerialAsOpenSSLShowsIt(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int64]string{0x03A1B2: "03A1B2", 0xFF: "FF", 0: "00"} {
+		if got := tlsfiles.Serial(&x509.Certificate{SerialNumber: big.NewInt(n)}); got != want {
+			t.Errorf("serial %#x: %s, want %s", n, got, want)
 		}
 	}
 }

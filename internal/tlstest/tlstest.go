@@ -57,6 +57,14 @@ func NewAuthority(t *testing.T) *Authority {
 	return &Authority{CAFile: ca.certFile, dir: dir, ca: ca}
 }
 
+// Pool is a pool that trusts the CA: for its peers' and clients'
+// RootCAs and ClientCAs.
+func (a *Authority) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(a.ca.cert)
+	return pool
+}
+
 // Intermediate is a CA that a signed, its certificate in CAFile: a
 // certificate it signs (Peer) chains to a through it.
 func (a *Authority) Intermediate(t *testing.T, name string) *Authority {
@@ -125,18 +133,31 @@ func NotYetValid(t *testing.T) (certFile, keyFile string) {
 
 // Install copies a certificate file and its key file (as made above) over
 // certFile and keyFile, as an operator renewing a certificate in place
-// does.
-func Install(t *testing.T, certFile, keyFile, fromCert, fromKey string) {
+// does, and returns the certificate installed: the first in its file.
+func Install(t *testing.T, certFile, keyFile, fromCert, fromKey string) *x509.Certificate {
 	t.Helper()
-	for from, to := range map[string]string{fromCert: certFile, fromKey: keyFile} {
-		data, err := os.ReadFile(from)
+	var certPEM []byte
+	for _, fromTo := range [][2]string{{fromCert, certFile}, {fromKey, keyFile}} {
+		data, err := os.ReadFile(fromTo[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(to, data, 0o600); err != nil {
+		if err := os.WriteFile(fromTo[1], data, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		if certPEM == nil {
+			certPEM = data
+		}
 	}
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		t.Fatalf("%s: no PEM block", fromCert)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatalf("%s: %v", fromCert, err)
+	}
+	return c
 }
 
 // authority is the template of a CA's certificate.

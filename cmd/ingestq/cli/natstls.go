@@ -3,8 +3,6 @@ package cli
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
-	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -151,20 +149,10 @@ func (a *app) reloadCerts(certs []servedCert) {
 		} else {
 			leaf := c.pair.Leaf()
 			a.log.Info("TLS certificate reloaded (SIGHUP)", "setting", c.prefix+"cert", "file", c.pair.CertFile,
-				"serial", serialHex(leaf.SerialNumber), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+				"serial", tlsfiles.Serial(leaf), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		}
 		a.warnExpiring(c)
 	}
-}
-
-// serialHex is a certificate's serial as openssl x509 -serial shows it:
-// its bytes in hexadecimal, so 03A1B2 (Let's Encrypt's begin with 03 or
-// 04), not big.Int's 3A1B2.
-func serialHex(n *big.Int) string {
-	if n.Sign() == 0 {
-		return "00"
-	}
-	return fmt.Sprintf("%X", n.Bytes())
 }
 
 // certExpiry is, for the metrics, when each served certificate in force

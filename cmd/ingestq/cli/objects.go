@@ -249,7 +249,7 @@ func (o *apiObjects) open(ctx context.Context, path, what string) (*http.Respons
 		// The API's 404 is a problem document; any other is a server with no
 		// such path (--api without /api/v1, another service), which the CLI
 		// took for an object the inventory lacks.
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/problem+json" {
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != api.ProblemMediaType {
 			return nil, fmt.Errorf("api %s: %s: 404 Not Found, and not from ingestq's API (no problem document): is --api (%s) the API's root, like http://HOST:8080/api/v1?", o.base, what, EnvAPI)
 		}
 		return nil, fmt.Errorf("api %s: %s: %w", o.base, what, inventory.ErrNotFound)
