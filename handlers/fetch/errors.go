@@ -54,12 +54,14 @@ func (e *StatusError) NotBefore() time.Time { return e.RetryAt }
 
 // RetryAt is when h's Retry-After (seconds, or an HTTP date) asks to be
 // asked again, from now; zero without one, or with one past or unreadable.
+// Seconds past 32 bits ask as long as 32 bits' most (136 years): as long as
+// any wait, not none.
 func RetryAt(h http.Header, now time.Time) time.Time {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return time.Time{}
 	}
-	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil || errors.Is(err, strconv.ErrRange) {
 		return now.Add(time.Duration(secs) * time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {

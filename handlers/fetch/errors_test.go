@@ -162,30 +162,44 @@ func TestBackoffNeverSoonerThanRetryAfter(t *testing.T) {
 // The back ends' client does not wait for a Retry-After longer than its
 // longest wait (sooner than asked): the request ends at once, a busy
 // StatusError that says when the server asked to be asked again.
+// A number of seconds too large for 32 bits asks as long as any (it was read
+// as no Retry-After: tried again after the back-off).
 func TestBackEndClientLeavesALongRetryAfterToTheStep(t *testing.T) {
-	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.Header().Set("Retry-After", "30")
-		http.Error(w, "busy", http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(srv.Close)
-	c := testClient(Config{Attempts: 5, MaxWait: time.Second})
-	req, err := retryablehttp.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked := time.Now()
-	resp, err := c.BackEnd().Do(req)
-	if err == nil {
-		resp.Body.Close()
-	}
-	var se *StatusError
-	if !errors.As(err, &se) || !se.Busy() || se.RetryAt.Before(asked.Add(30*time.Second)) || se.RetryAt.After(time.Now().Add(30*time.Second)) {
-		t.Fatalf("err = %v (%+v); want a busy StatusError asking to wait 30 s", err, se)
-	}
-	if n := hits.Load(); n != 1 {
-		t.Errorf("the server got %d requests; want 1", n)
+	for _, c := range []struct {
+		after string
+		least time.Duration
+	}{
+		{"30", 30 * time.Second},
+		{"99999999999", 30 * time.Hour},
+		{"99999999999999999999999", 30 * time.Hour},
+	} {
+		var hits atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			w.Header().Set("Retry-After", c.after)
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(srv.Close)
+		client := testClient(Config{Attempts: 5, MaxWait: time.Second})
+		req, err := retryablehttp.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := time.Now()
+		resp, err := client.BackEnd().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		var se *StatusError
+		if !errors.As(err, &se) || !se.Busy() || se.RetryAt.Before(asked.Add(c.least)) {
+			t.Errorf("Retry-After %s: err = %v (%+v); want a busy StatusError asking to wait %v at least", c.after, err, se, c.least)
+		}
+		if c.least == 30*time.Second && se != nil && se.RetryAt.After(time.Now().Add(30*time.Second)) {
+			t.Errorf("Retry-After 30: asks to wait until %v; want 30 s from the answer", se.RetryAt)
+		}
+		if n := hits.Load(); n != 1 {
+			t.Errorf("Retry-After %s: the server got %d requests; want 1", c.after, n)
+		}
 	}
 }
 

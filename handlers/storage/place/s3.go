@@ -71,7 +71,7 @@ func NewS3(ctx context.Context, rawURL string) (*S3, error) {
 	s.core = minio.Core{Client: client}
 	ok, err := client.BucketExists(ctx, c.bucket)
 	if err != nil {
-		return nil, fmt.Errorf("place: %s at %s: %w", s, c.endpoint, err)
+		return nil, fmt.Errorf("place: %s at %s: %w", s, c.endpoint, s.asked.busy(err))
 	}
 	if !ok {
 		return nil, fmt.Errorf("place: %s at %s: no bucket %q", s, c.endpoint, c.bucket)
@@ -133,18 +133,23 @@ func (s *S3) fail(op, key string, err error) error {
 // askedTransport notes the moment the latest busy answer's Retry-After
 // (503, 429) asked the service to be left until: minio-go's errors keep no
 // header. The service asked it, whatever the request: a busy error of
-// another request meanwhile waits for it too.
+// another request meanwhile waits for it too. Any answer but a busy one
+// forgets it: the service takes requests again.
 type askedTransport struct {
 	base  http.RoundTripper
-	until atomic.Int64 // Unix nanoseconds; 0: never asked
+	until atomic.Int64 // Unix nanoseconds; 0: nothing asked
 }
 
 func (t *askedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests) {
+	switch {
+	case err != nil:
+	case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests:
 		if at := fetch.RetryAt(resp.Header, time.Now()); !at.IsZero() {
 			t.until.Store(at.UnixNano())
 		}
+	default:
+		t.until.Store(0)
 	}
 	return resp, err
 }

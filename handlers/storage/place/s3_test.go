@@ -413,3 +413,50 @@ func TestS3BusyKeepsItsRetryAfter(t *testing.T) {
 		busy.Set(false)
 	}
 }
+
+// A Retry-After is the service's word until it answers again: once it
+// takes a request, a later busy answer that asks nothing waits for nothing
+// it asked before (a Retry-After: 30 kept a job waiting 30 s after S3 had
+// served it and answered 503 again without one).
+func TestS3BusyForgetsARetryAfterOnceItAnswers(t *testing.T) {
+	srv := s3test.Start(t)
+	busy := s3test.StartBusy(t, srv.Addr)
+	s := openS3(t, srv, busy.Addr, "")
+	var asked interface{ NotBefore() time.Time }
+
+	busy.Answer(s3test.BusyAnswer{Status: 503, Code: "SlowDown", RetryAfter: "30"})
+	busy.Set(true)
+	if _, err := s.Stat(ctxT(t), "any"); !errors.As(err, &asked) || time.Until(asked.NotBefore()) < 20*time.Second {
+		t.Fatalf("Stat while busy, Retry-After: 30: %v; want a wait of 30 s asked", err)
+	}
+	busy.Set(false)
+	if _, err := s.Stat(ctxT(t), "any"); !errors.Is(err, ErrNotExist) {
+		t.Fatalf("Stat once served: %v; want ErrNotExist", err)
+	}
+	busy.Answer(s3test.BusyAnswer{Status: 503, Code: "SlowDown"})
+	busy.Set(true)
+	_, err := s.Stat(ctxT(t), "any")
+	switch {
+	case !Busy(err):
+		t.Errorf("Stat busy again: %v; want busy", err)
+	case errors.As(err, &asked) && time.Now().Before(asked.NotBefore()):
+		t.Errorf("Stat busy again, no Retry-After: %v asks to wait until %v (%v from now), as the answer before the service took a request asked",
+			err, asked.NotBefore(), time.Until(asked.NotBefore()).Round(time.Second))
+	}
+}
+
+// A target opened while its S3 service is busy (MinIO starting answers 503
+// with Retry-After: 120) says how long it asked, as any later request does:
+// its jobs waited the back-off only.
+func TestS3OpenedBusyKeepsItsRetryAfter(t *testing.T) {
+	srv := s3test.Start(t)
+	busy := s3test.StartBusy(t, srv.Addr)
+	busy.Answer(s3test.BusyAnswer{Status: 503, Code: "XMinioServerNotInitialized", RetryAfter: "120"})
+	busy.Set(true)
+	srv.SetEnv(t)
+	_, err := NewS3(ctxT(t), srv.URL(busy.Addr, "root"))
+	var asked interface{ NotBefore() time.Time }
+	if !Busy(err) || !errors.As(err, &asked) || time.Until(asked.NotBefore()) < 100*time.Second {
+		t.Errorf("NewS3 while busy, Retry-After: 120: %v; want busy, asking to wait 120 s", err)
+	}
+}
