@@ -2,11 +2,14 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/backoff"
@@ -374,17 +377,28 @@ var finishSubjects = []string{"ingestq.job.completed.*", "ingestq.job.failed.*"}
 
 // replayFinished counts the finishes of the last hour recorded before the
 // dashboard subscribed. While the stream does not answer (a cluster
-// electing its leader), it asks again, and the chart says it counts from
-// the dashboard's start.
+// forming or electing its leader, which Replay waits for) or is not made
+// yet (its daemon's cluster forming), it asks again, and the chart says it
+// counts from the dashboard's start. That wait is said at info: every host
+// of a cluster started at once meets it for a few seconds. A warning comes
+// for any other error, or once the wait has lasted streamWaitWarn.
 func (h *hub) replayFinished(ctx context.Context, bus *events.Bus) {
 	defer close(h.replayed)
 	since := h.started.Add(-seriesMinutes * time.Minute)
 	count := func(e events.Event) error { h.finished(e, time.Now()); return nil }
+	waiting, warned := false, false
+	wait := func(err error) {
+		if !waiting && !warned {
+			waiting = true
+			h.log.Info("dashboard: waiting for the event stream (the NATS cluster forming or electing a leader?) to count the "+
+				"last hour's finished jobs; the chart counts from the daemon's start meanwhile", "err", err)
+		}
+	}
 	for tries := 1; ; tries++ {
 		var err error
 		for _, subject := range finishSubjects {
 			if err == nil {
-				err = events.Replay(ctx, bus.Conn(), "", events.Filter{Subject: subject, Since: since}, count)
+				err = events.Replay(ctx, bus.Conn(), "", events.Filter{Subject: subject, Since: since}, count, events.WhenWaiting(wait))
 			}
 		}
 		if err == nil {
@@ -393,20 +407,31 @@ func (h *hub) replayFinished(ctx context.Context, bus *events.Bus) {
 		if ctx.Err() != nil {
 			return // closed
 		}
-		level := slog.LevelDebug
-		if tries == 1 {
-			level = slog.LevelWarn
+		forming := events.Unavailable(bus.Conn(), err) || errors.Is(err, jetstream.ErrStreamNotFound)
+		if !warned && (!forming || time.Since(h.started) >= streamWaitWarn) {
+			warned = true
+			h.log.Warn("dashboard: the last hour's finished jobs not read from the event stream yet; asking again", "err", err)
+		} else {
+			wait(err)
+			h.log.Debug("dashboard: the last hour's finished jobs not read from the event stream yet; asking again", "err", err)
 		}
-		h.log.Log(ctx, level, "dashboard: the last hour's finished jobs not read from the event stream yet; asking again", "err", err)
 		if !backoff.Sleep(ctx, backoff.Delay(time.Second, time.Minute, tries)) {
 			return
 		}
+	}
+	if waiting || warned {
+		h.log.Info("dashboard: read the last hour's finished jobs from the event stream")
 	}
 	h.mu.Lock()
 	h.partial = false
 	h.mu.Unlock()
 	h.notify("jobs")
 }
+
+// streamWaitWarn is how long the dashboard waits for the event stream
+// before it warns: longer than a cluster takes to form or elect (seconds),
+// and than Replay's own wait (30 s).
+const streamWaitWarn = 2 * time.Minute
 
 // finished counts a job's entry into Completed or Failed in the minute of
 // its event, once per event ID: a live event can come twice (a resend),

@@ -61,7 +61,8 @@ type bundle struct {
 type options struct {
 	noTokens  bool
 	inventory inventory.Inventory
-	zkGone    bool // the dashboard's ZooKeeper connection is closed once it serves: ZooKeeper out of reach
+	zkGone    bool                 // the dashboard's ZooKeeper connection is closed once it serves: ZooKeeper out of reach
+	bus       func(*events.Config) // changes the bus's settings (a cluster member's)
 }
 
 func noTokens(o *options) { o.noTokens = true }
@@ -78,7 +79,11 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	q, err := queue.New(zktest.Connect(t), root)
 	must(t, err)
 	must(t, q.Init(t.Context()))
-	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
+	cfg := events.Config{DataDir: t.TempDir(), Host: "test", Logger: log}
+	if o.bus != nil {
+		o.bus(&cfg)
+	}
+	bus, err := events.Open(context.Background(), cfg)
 	must(t, err)
 	t.Cleanup(func() { _ = bus.Close() })
 	s := queuetest.Session(t, log)

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/ingestq/ingestq/dashboard"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/httpd"
 	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/queuetest"
 )
 
@@ -61,7 +64,13 @@ func (b *bundle) anotherDashboard() string {
 // notice of the dashboard's live stream, for up to 10 s.
 func (b *bundle) waitOverview(t *testing.T, want string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	b.waitOverviewFor(t, want, 10*time.Second)
+}
+
+// waitOverviewFor is waitOverview for up to d.
+func (b *bundle) waitOverviewFor(t *testing.T, want string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/live", nil)
 	must(t, err)
@@ -82,5 +91,56 @@ func (b *bundle) waitOverview(t *testing.T, want string) {
 			i := strings.Index(page.body, `id="finished"`)
 			t.Fatalf("%s: the overview does not say %q: %s", b.base, want, page.body[max(i, 0):min(max(i, 0)+200, len(page.body))])
 		}
+	}
+}
+
+// A dashboard whose daemon's NATS cluster is still forming (its server
+// routed to a member not up yet: no meta leader, no stream) waits for the
+// event stream without a warning, and reads the last hour's finished jobs
+// once the other member is up. Before, every host of a cluster started at
+// once warned "the last hour's finished jobs not read from the event
+// stream yet; asking again … context deadline exceeded" 5 s in (decision
+// 895 (b)).
+func TestThroughputWaitsQuietlyForAFormingCluster(t *testing.T) {
+	t.Parallel()
+	own, later := natstest.FreeAddr(t), natstest.FreeAddr(t) // this member's cluster address, the other's: nothing there yet
+	ownRoute, err := events.RouteURL(own)
+	must(t, err)
+	laterRoute, err := events.RouteURL(later)
+	must(t, err)
+	member := func(c *events.Config) {
+		c.Listen, c.Cluster, c.Routes, c.ClusterName = "127.0.0.1:0", own, []string{laterRoute}, "test"
+	}
+	b := setup(t, func(o *options) { o.bus = member })
+	// The dashboard asks for the stream again once its first ask had no
+	// answer (5 s): past the moment it warned.
+	watcher, err := nats.Connect(b.bus.ClientURL())
+	must(t, err)
+	defer watcher.Close()
+	asked := make(chan struct{}, 8)
+	_, err = watcher.Subscribe("$JS.API.STREAM.INFO."+events.DefaultStream, func(*nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	must(t, err)
+	must(t, watcher.Flush())
+	for range 2 {
+		select {
+		case <-asked:
+		case <-time.After(time.Minute):
+			t.Fatal("the dashboard did not ask for the event stream twice in a minute")
+		}
+	}
+
+	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	other, err := events.Open(t.Context(), events.Config{DataDir: t.TempDir(), Host: "other", Logger: log, Listen: "127.0.0.1:0",
+		Cluster: later, Routes: []string{ownRoute}, ClusterName: "test"})
+	must(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	b.waitOverviewFor(t, "0 completed, 0 failed.", time.Minute) // without "(counted since …)": the hour was read
+	if got := b.log.Lines("dashboard:"); len(got) != 0 {
+		t.Errorf("the dashboard warned while its cluster formed: %q", got)
 	}
 }

@@ -22,12 +22,19 @@ import (
 )
 
 // The daemon's internal users, of its own in-process connections, each
-// with a password only this process knows; clientAuth refuses them on the
-// listener (a lone server without client tokens checks no one). busUser
-// is the user of the bus's connections to its embedded server (and of one
-// reading a store recorded alone): with client tokens the listener admits
-// nothing else with full rights. systemUser, of a cluster member's system
-// account, asks the JetStream meta leader to forget a server (ForgetHost).
+// with a password only this process knows, presented as the connection's
+// token; clientAuth refuses their names on the listener (a lone server
+// without client tokens checks no one). busUser is the user of the bus's
+// connections to its embedded server (and of one reading a store recorded
+// alone): with client tokens the listener admits nothing else with full
+// rights. systemUser, of a cluster member's system account, asks the
+// JetStream meta leader to forget a server (ForgetHost).
+//
+// They present no user name: at every ReloadOptions (a route change)
+// nats-server closes each client whose user name is not in its own user
+// list, which under a custom authentication is empty. A token's client
+// keeps its holder's name (RegisterUser), which nats-server's lines about
+// it need (inboxRefused): it reconnects at a route change.
 const (
 	busUser    = "ingestq-bus"
 	systemUser = "ingestq-system"
@@ -48,7 +55,7 @@ const busInboxPrefix = "_ingestq_inbox"
 // asBus is the option that makes an in-process connection the bus user's.
 func asBus() nats.Option {
 	return func(o *nats.Options) error {
-		o.User, o.Password = busUser, busPassword
+		o.Token = busPassword
 		return nats.CustomInboxPrefix(busInboxPrefix)(o)
 	}
 }
@@ -85,6 +92,9 @@ func (l serverLogger) inboxRefusedLine(line string) (msg string, attrs []any, in
 		"_INBOX_ and the first 16 hex digits of the token's SHA-256 (nats.CustomInboxPrefix in nats.go, the nats CLI's " +
 		"--inbox-prefix; ingestq events inbox-prefix prints it) (said once per token)", []any{"token", m[1], "subject", m[2]}, true
 }
+
+// asSystem is the option that makes an in-process connection the system user's.
+func asSystem() nats.Option { return nats.Token(systemPassword) }
 
 // inProcess tells whether c is a connection of this process (InProcessConn's
 // pipe), never one on the listener.
@@ -161,16 +171,10 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 	case (o.Username == systemUser || o.Username == busUser) && !inProcess(c):
 		return a.refuse(c, "it presented the daemon's internal user "+o.Username+", which only the daemon's own in-process "+
 			"connections may")
-	case o.Username == systemUser && ns.SystemAccount() != nil:
-		if !same(o.Password, systemPassword) {
-			return a.refuse(c, "it presented the daemon's internal user with another password")
-		}
-		c.RegisterUser(&server.User{Username: systemUser, Account: ns.SystemAccount()})
+	case inProcess(c) && same(o.Token, systemPassword) && ns.SystemAccount() != nil:
+		c.RegisterUser(&server.User{Account: ns.SystemAccount()})
 		return true
-	case o.Username == busUser:
-		if !same(o.Password, busPassword) {
-			return a.refuse(c, "it presented the daemon's internal user with another password")
-		}
+	case inProcess(c) && same(o.Token, busPassword):
 		return true
 	case a.clients == nil:
 		return true

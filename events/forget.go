@@ -31,7 +31,7 @@ func (b *Bus) ForgetHost(ctx context.Context, host string) error {
 	if clustered, _ := b.emb.clustered(); !clustered {
 		return ErrNotClustered
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(b.emb), nats.UserInfo(systemUser, systemPassword), nats.Name("ingestq-forget@"+b.cfg.Host))
+	nc, err := nats.Connect("", nats.InProcessServer(b.emb), asSystem(), nats.Name("ingestq-forget@"+b.cfg.Host))
 	if err != nil {
 		return fmt.Errorf("events: forget %s: connect to the system account: %w", host, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/internal/redact"
 )
 
@@ -62,25 +63,82 @@ func (f Filter) match(e Event) bool {
 		(f.Since.IsZero() || !e.Time.Before(f.Since))
 }
 
+// replayAsk bounds each JetStream request of a replay's start (the
+// stream's info, the consumer's creation) and of its checks: one sent while
+// a NATS cluster elects its meta leader, as just after a split heals, gets
+// no answer at all, and waited out the caller's whole deadline (a minute, in
+// a test; the next one was answered in 10 ms). The jetstream package's own
+// bound, for a context without a deadline.
+const replayAsk = 5 * time.Second
+
 // Replay calls fn, in stream order, for each recorded event that passes f,
 // reading stream (DefaultStream when "") through an ordered consumer on
 // nc. It stops once it has delivered everything that was in the stream
 // when it began, as the stream's leader holds it (leaderHolds), and returns
 // fn's first error, ctx's error, an error saying the replay is incomplete
 // (replayStall), or nil. An empty stream returns nil at once; a missing
-// stream is an error naming it.
-func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error) error {
+// stream is an error naming it. A stream that does not answer at the start
+// (Unavailable: a NATS cluster electing a leader or re-forming) is asked
+// again for up to replayStall, or until ctx ends, then is an error saying so.
+func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error, opts ...ReplayOption) error {
 	stream = cmp.Or(stream, DefaultStream)
-	s, err := openStream(ctx, nc, stream)
+	var o replayOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	began := time.Now()
+	var d *delivery
+	var err error
+	for tries := 1; ; tries++ {
+		if d, err = startReplay(ctx, nc, stream, f); err == nil || !Unavailable(nc, err) {
+			break
+		}
+		if tries == 1 && o.waiting != nil {
+			o.waiting(err)
+		}
+		waited := time.Since(began)
+		if waited >= replayStall || !backoff.Sleep(ctx, backoff.Delay(settlePoll, time.Second, tries)) {
+			return fmt.Errorf("events: replay %s: the event stream did not answer for %v (a NATS cluster electing a leader or "+
+				"re-forming?): %w", stream, waited.Round(time.Second), err)
+		}
+	}
+	if err != nil || d == nil {
+		return err // nil: nothing to deliver
+	}
+	d.fn = fn
+	defer d.it.Stop()
+	defer context.AfterFunc(ctx, d.it.Stop)()
+	return d.run()
+}
+
+// ReplayOption changes how Replay goes about its replay.
+type ReplayOption func(*replayOptions)
+
+type replayOptions struct {
+	waiting func(err error)
+}
+
+// WhenWaiting has Replay call said, with the stream's answer, as it begins
+// to wait for a stream that does not answer: the caller says it waits.
+func WhenWaiting(said func(err error)) ReplayOption {
+	return func(o *replayOptions) { o.waiting = said }
+}
+
+// startReplay is one try at a replay's start: the stream found and checked,
+// its consumer made; nil when nothing is to be delivered.
+func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter) (*delivery, error) {
+	ask, cancel := context.WithTimeout(ctx, replayAsk)
+	defer cancel()
+	s, err := openStream(ask, nc, stream)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := ofQueue(nc, s, f.Queue); err != nil {
-		return fmt.Errorf("events: replay: %w, not this one: read this queue's events from its own NATS", err)
+		return nil, fmt.Errorf("events: replay: %w, not this one: read this queue's events from its own NATS", err)
 	}
 	state := s.CachedInfo().State
 	if state.Msgs == 0 {
-		return nil
+		return nil, nil
 	}
 	// This queue's events start at from when the stream recorded another
 	// queue's before (ownStream): the times of events cannot tell them
@@ -90,26 +148,25 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 		from, _ = strconv.ParseUint(meta[metaQueueFrom], 10, 64)
 	}
 	if from > state.LastSeq {
-		return nil
+		return nil, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, f.consumerConfig(from))
+	cons, err := s.OrderedConsumer(ask, f.consumerConfig(from))
 	if err != nil {
-		return fmt.Errorf("events: replay %s: %w", stream, err)
+		return nil, fmt.Errorf("events: replay %s: %w", stream, err)
 	}
 	it, err := cons.Messages(jetstream.PullHeartbeat(replayBeat), jetstream.PullExpiry(replayIdle))
 	if err != nil {
-		return fmt.Errorf("events: replay %s: %w", stream, err)
+		return nil, fmt.Errorf("events: replay %s: %w", stream, err)
 	}
-	defer it.Stop()
-	defer context.AfterFunc(ctx, it.Stop)()
-	d := &delivery{ctx: ctx, nc: nc, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f, fn: fn}
+	d := &delivery{ctx: ctx, nc: nc, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f}
 	if info := cons.CachedInfo(); info != nil {
 		d.at = info.Delivered.Stream // where the consumer starts, less one
 		if info.NumPending == 0 && !d.leaderHolds() {
-			return nil // nothing matches the subject filter and start
+			it.Stop()
+			return nil, nil // nothing matches the subject filter and start
 		}
 	}
-	return d.run()
+	return d, nil
 }
 
 // Unavailable tells whether err, from Replay on nc, is JetStream not
@@ -235,7 +292,9 @@ func (d *delivery) run() error {
 // anything is still pending: what was pending may have expired or been
 // purged while the replay ran.
 func (d *delivery) drained() bool {
-	info, err := d.cons.Info(d.ctx)
+	ask, cancel := context.WithTimeout(d.ctx, replayAsk)
+	defer cancel()
+	info, err := d.cons.Info(ask)
 	return err == nil && info.NumPending == 0 && !d.leaderHolds()
 }
 

@@ -337,17 +337,26 @@ func (a *app) replayCommand() *cobra.Command {
 
 // replayWaiting replays f's events (events.Replay), waiting up to
 // replayWait, said once on stderr, while the event stream is unavailable
-// (a NATS cluster electing or re-forming). A try again starts from the
+// (a NATS cluster electing or re-forming): Replay waits at its start, this
+// also when the stream stops answering midway. A try again starts from the
 // start with an empty list: nothing is printed before the replay is
 // whole, so nothing is printed twice.
 func (a *app) replayWaiting(ctx context.Context, nc *nats.Conn, f events.Filter) ([]events.Event, error) {
 	deadline := time.Now().Add(replayWait)
+	noted := false
+	note := func(err error) {
+		if !noted {
+			noted = true
+			a.note("the event stream on NATS at %s does not answer (a NATS cluster electing a leader or re-forming?): "+
+				"waiting up to %v for it (%v)", a.natsShown(), replayWait, err)
+		}
+	}
 	for try := 1; ; try++ {
 		evs := []events.Event{}
 		err := events.Replay(ctx, nc, "", f, func(ev events.Event) error {
 			evs = append(evs, ev)
 			return nil
-		})
+		}, events.WhenWaiting(note))
 		if err == nil || ctx.Err() != nil || !events.Unavailable(nc, err) {
 			return evs, err
 		}
@@ -355,10 +364,7 @@ func (a *app) replayWaiting(ctx context.Context, nc *nats.Conn, f events.Filter)
 		if left <= 0 {
 			return nil, fmt.Errorf("%w (still so after waiting %v)", err, replayWait)
 		}
-		if try == 1 {
-			a.note("the event stream on NATS at %s does not answer (a NATS cluster electing a leader or re-forming?): "+
-				"waiting up to %v for it (%v)", a.natsShown(), replayWait, err)
-		}
+		note(err)
 		if !backoff.Sleep(ctx, min(left, backoff.Delay(time.Second, 5*time.Second, try))) {
 			return nil, ctx.Err()
 		}

@@ -1,0 +1,67 @@
+package events
+
+import (
+	"log/slog"
+	"testing"
+)
+
+// disconnectedLine is the warning of a bus whose connection dropped.
+const disconnectedLine = "events: NATS disconnected, reconnecting"
+
+// A member whose routes change (a host joining, then stopping and being
+// dropped from its routes: each a ReloadOptions of its server) keeps its
+// own connection and warns of nothing. Before, the reload closed every
+// connection that had presented a user name unknown to nats-server's own
+// user list, the bus's internal user among them: each host logged "NATS
+// disconnected, reconnecting err=EOF" at every membership change. A
+// disconnect the daemon did not cause still warns.
+func TestRouteChangesKeepConnections(t *testing.T) {
+	t.Parallel()
+	recs := map[string]*logRecorder{"a": {}, "b": {}}
+	recorded := func(host string) func(*Config) {
+		return func(c *Config) { c.Logger = slog.New(recs[host]) }
+	}
+	a := openMemberWith(t, "a", recorded("a"))
+	b := openMemberWith(t, "b", recorded("b"), a)
+	a.SetRoutes([]string{b.route})
+	publishN(t, a, "bid-1", 1)
+	const rerouted = "events: embedded NATS server routes changed"
+	joined := map[string]uint64{"a": a.Conn().Stats().Reconnects, "b": b.Conn().Stats().Reconnects} // a's from alone to member
+
+	c := openMember(t, "c", a, b)
+	a.SetRoutes([]string{b.route, c.route})
+	b.SetRoutes([]string{a.route, c.route})
+	waitFor(t, "a and b routed to c", func() bool {
+		return recs["a"].count(slog.LevelInfo, rerouted) == 1 && recs["b"].count(slog.LevelInfo, rerouted) == 1
+	})
+	publishN(t, c, "bid-2", 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.SetRoutes([]string{b.route}) // c's node went
+	b.SetRoutes([]string{a.route})
+	waitFor(t, "a and b routed without c", func() bool {
+		return recs["a"].count(slog.LevelInfo, rerouted) == 2 && recs["b"].count(slog.LevelInfo, rerouted) == 2
+	})
+	// A connection the reload closed is seen at the next publish at the
+	// latest: its acknowledgement needs the reconnect.
+	publishN(t, a, "bid-3", 1)
+	publishN(t, b, "bid-3", 1)
+	for host, m := range map[string]*member{"a": a, "b": b} {
+		if n, w := m.Conn().Stats().Reconnects-joined[host], recs[host].count(slog.LevelWarn, disconnectedLine); n != 0 || w != 0 {
+			t.Errorf("%s, its routes changed twice: its connection reconnected %d times, %d warnings %q; want none", host, n, w, disconnectedLine)
+		}
+	}
+	wantSeen(t, a, map[string]int{"a": 2, "b": 1, "c": 1})
+
+	// The server dropping the bus's connection is no route change: warned of.
+	warned := recs["a"].count(slog.LevelWarn, disconnectedLine)
+	id, err := a.Conn().GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.emb.server().DisconnectClientByID(id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's warning of its dropped connection", func() bool { return recs["a"].count(slog.LevelWarn, disconnectedLine) == warned+1 })
+}
