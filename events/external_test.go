@@ -147,8 +147,10 @@ func TestPublishFloodWhileServerIsDown(t *testing.T) {
 	}
 	s := bus.Stats()
 	t.Logf("Close took %v; %+v", time.Since(start).Round(time.Millisecond), s)
-	if s.Published != 0 || s.Lost != n {
-		t.Errorf("Stats() = %+v, want all %d lost", s, n)
+	// One job's progress events: those a later one of the job supersedes
+	// are counted so (decision 930), the rest lost; none published.
+	if s.Published != 0 || s.Lost == 0 || s.Lost+s.Superseded != n {
+		t.Errorf("Stats() = %+v, want all %d lost or superseded, none published", s, n)
 	}
 }
 
