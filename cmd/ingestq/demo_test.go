@@ -1,13 +1,16 @@
 package main_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // `make demo` is the README's first command: the binary's demo runs on the
@@ -69,7 +72,14 @@ func TestDemoRefusesANonEmptyDir(t *testing.T) {
 }
 
 func runDemo(t *testing.T, dir string, args ...string) string {
-	cmd := exec.Command(ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir}, args...)...)
+	// A demo that does not end in minutes (it takes seconds) is stopped by
+	// SIGQUIT, whose goroutine dump lands in its output, rather than
+	// holding the package until its timeout says only "TestDemo".
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir}, args...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 30 * time.Second
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
