@@ -71,6 +71,34 @@ func TestDemoRefusesANonEmptyDir(t *testing.T) {
 	}
 }
 
+// A daemon that fails to start ends the demo with its exit code and log,
+// and the demo cleans up: it waited without end (its wait for the daemon
+// took the exit code its stop then waited for).
+func TestDemoSaysADaemonThatFailsToStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "new")
+	cmd := exec.CommandContext(ctx, ingestqBin, "demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir)
+	cmd.Env = append(os.Environ(), "INGESTQ_API_TOKENS="+filepath.Join(t.TempDir(), "no-such-file"))
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || ctx.Err() != nil {
+		t.Fatalf("ingestq demo with a daemon that cannot start: %v (deadline: %v), want exit 1\n%s", err, ctx.Err(), out)
+	}
+	// The log is said, as the folder is removed: it names the file missing.
+	for _, want := range []string{"ingestq: the daemon did not start (it exited 2); its log, " + filepath.Join(dir, "daemon.log") + ", ends:",
+		"no-such-file"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the demo's folder after it: %v, want it removed", err)
+	}
+}
+
 func runDemo(t *testing.T, dir string, args ...string) string {
 	// A demo that does not end in minutes (it takes seconds) is stopped by
 	// SIGQUIT, whose goroutine dump lands in its output, rather than

@@ -289,8 +289,8 @@ func (a *app) printHoldings(ctx context.Context, dir, db string) error {
 }
 
 // waitDaemon waits until the daemon has published its profiles and its
-// NATS answers, or it exited.
-func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) error {
+// NATS answers, or it exited (exited closed, exitCode its code).
+func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan struct{}, exitCode func() int) error {
 	s, err := zkwatch.Dial(ctx, zkwatch.Config{Servers: []string{zkAddr}})
 	if err != nil {
 		return err
@@ -313,8 +313,8 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan int) 
 			return fmt.Errorf("not ready after 60 s")
 		}
 		select {
-		case code := <-exited:
-			return fmt.Errorf("it exited %d", code)
+		case <-exited:
+			return fmt.Errorf("it exited %d", exitCode())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(backoff.Delay(50*time.Millisecond, time.Second, try)):

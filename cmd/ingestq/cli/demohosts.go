@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,21 +103,26 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 	}
 	a.step("Daemon %s: ingestq serve%s, %s, HTTP on %s, data in %s, log in %s", cmp.Or(name, "(this host)"), states, nats, httpAddr, data, logFile.Name())
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan int, 1)
+	// exited closes when the daemon returns, code then its exit code: both
+	// the wait for it to be ready and each stop read them, however many.
+	exited, code := make(chan struct{}), 0
 	go func() {
-		served <- Run(dctx, args, logFile, logFile, a.getenv)
+		code = Run(dctx, args, logFile, logFile, a.getenv)
 		logFile.Close()
+		close(exited)
 	}()
 	stop := func() int {
 		cancel()
-		code := <-served
-		served <- code // a second stop gets the same answer
+		<-exited
 		return code
 	}
 	h.names = append(h.names, cmp.Or(name, "this host"))
 	h.stops = append(h.stops, stop)
-	if err := waitDaemon(ctx, zkAddr, h.natsURL, served); err != nil {
-		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); see %s", err, logFile.Name())}
+	if err := waitDaemon(ctx, zkAddr, h.natsURL, exited, func() int { return code }); err != nil {
+		// Its log is said here: the demo removes its folder on the way out.
+		said, _ := os.ReadFile(logFile.Name())
+		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); its log, %s, ends:\n%s",
+			err, logFile.Name(), lastLines(string(said), 10))}
 	}
 	return nil
 }
@@ -219,4 +225,10 @@ func (a *app) printWhoRanWhat(ctx context.Context, natsURL string, since time.Ti
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// lastLines is the last n lines of text, without its final newline.
+func lastLines(text string, n int) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
