@@ -174,6 +174,8 @@ type Bus struct {
 	elected chan struct{}
 	// unpark: the stream acknowledged a publish; parked events are sent again
 	unpark chan struct{}
+	// handingOver: Close waits for another member to lead the stream (stepdown.go)
+	handingOver atomic.Pointer[chan string]
 
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
 	started  atomic.Bool // Start succeeded: the publisher runs
@@ -358,7 +360,7 @@ func (b *Bus) open(ctx context.Context) error {
 	}
 	// The stream's account hears its leader elections, wherever the leader is.
 	elected := server.JSAdvisoryStreamLeaderElectedPre + "." + b.cfg.Stream
-	if _, err := b.nc.Subscribe(elected, notDelivered(b.leaderElected)); err != nil {
+	if _, err := b.nc.Subscribe(elected, notDelivered(b.onLeaderElected)); err != nil {
 		return fmt.Errorf("events: subscribe %s: %w", elected, err)
 	}
 	if err := b.guardConsumers(); err != nil {
@@ -682,9 +684,11 @@ func (b *Bus) flushSent(ctx context.Context) error {
 
 // Close sends what is queued, waits up to 2 s for acknowledgements (sending
 // again at once what a new stream leader has not answered), keeps what is
-// still unacknowledged for the next start (kept.go), closes the connection
-// and shuts the embedded server down. Later Publish calls count their
-// events lost. Close is safe to call more than once.
+// still unacknowledged for the next start (kept.go), hands over what its
+// embedded server leads, the stream or JetStream's meta group (up to 3 s
+// more, stepdown.go), closes the connection and shuts the embedded server
+// down. Later Publish calls count their events lost. Close is safe to call
+// more than once.
 func (b *Bus) Close() error {
 	b.closeOnce.Do(func() { b.closeErr = b.close() })
 	return b.closeErr
@@ -708,6 +712,9 @@ func (b *Bus) close() error {
 	// ignored. What cannot be kept is lost.
 	b.keepAtClose()
 	b.acks.Range(func(id, _ any) bool { b.acked(id.(string)); return true })
+	if b.emb != nil {
+		b.handOver() // while this server still runs, other members take over what it leads
+	}
 
 	b.closing.Store(true)
 	b.bg.Wait()

@@ -453,6 +453,67 @@ func TestInternalUsersOnlyInProcess(t *testing.T) {
 	wantForgetAnswers(t, ms[0])
 }
 
+// The internal users' passwords, presented as tokens since decision 959,
+// still make only this process's own connections the daemon's. A client
+// on the listener presenting either as its token is refused where there
+// are client tokens (a lone server's listener, a member's); without them
+// it is let in as any client is, into the global account, never into the
+// system account, which an in-process connection presenting the system
+// password enters (ForgetHost).
+func TestInternalTokensOnlyInProcess(t *testing.T) {
+	t.Parallel()
+	withTokens := func(cfg *Config) { cfg.ClientTokens = newTestTokens().lookup }
+	lone, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: newTestTokens().lookup})
+	guarded := openClusterWith(t, withTokens, "a", "b")
+	open := openCluster(t, "c", "d")
+	for what, password := range map[string]string{"the bus's password": busPassword, "the system user's password": systemPassword} {
+		for where, url := range map[string]string{"a lone server with client tokens": lone.ClientURL(),
+			"a member with client tokens": guarded[0].ClientURL()} {
+			if nc, err := connectWith(t, url, nats.Token(password)); !AuthRefused(err) {
+				t.Errorf("a client on %s presenting %s as its token: %v (connected %v), want refused", where, what, err,
+					nc != nil && nc.IsConnected())
+			}
+		}
+		nc, err := connectWith(t, open[0].ClientURL(), nats.Token(password))
+		if err != nil {
+			t.Errorf("a client on a member's listener without client tokens presenting %s as its token: %v, want it let in",
+				what, err)
+			continue
+		}
+		if acc := accountOf(t, nc); acc != "$G" {
+			t.Errorf("a client on a member's listener presenting %s as its token is in account %q, want the global one, $G", what, acc)
+		}
+	}
+	inside, err := nats.Connect("", nats.InProcessServer(open[0].emb), asSystem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inside.Close()
+	if acc := accountOf(t, inside); acc != "$SYS" {
+		t.Errorf("the in-process system connection is in account %q, want $SYS", acc)
+	}
+	wantForgetAnswers(t, open[0])
+}
+
+// accountOf is the account nc's server puts it in ($SYS.REQ.USER.INFO,
+// which nats-server answers in every account).
+func accountOf(t *testing.T, nc *nats.Conn) string {
+	t.Helper()
+	m, err := nc.Request("$SYS.REQ.USER.INFO", nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("$SYS.REQ.USER.INFO: %v", err)
+	}
+	var resp struct {
+		Data struct {
+			Account string `json:"account"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		t.Fatalf("$SYS.REQ.USER.INFO: %v: %s", err, m.Data)
+	}
+	return resp.Data.Account
+}
+
 // recordedAndSeen is a bus with client tokens that has recorded 5 events,
 // a client of token on its listener, and the events' IDs that client
 // replays.

@@ -351,38 +351,53 @@ func (r *clusterRig) waitFinished(want string, names ...string) {
 func TestNATSClusterSurvivesKill(t *testing.T) {
 	t.Parallel()
 	r := newClusterRig(t)
+	const jobs = 150
+	victim, bid1, jids1, bid2 := r.leaderMidBatch(jobs)
+	r.hosts[victim].kill()
+	left, jids2 := r.batchDoneWithout(victim, bid2, jobs)
+	t.Logf("SIGKILLed %s, whose server led the stream, mid-batch; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
+	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+}
+
+// leaderMidBatch starts d1, d2 and d3, runs a first batch through, and
+// returns once a job of a second, of jobs jobs, has Completed and others
+// have not: with the daemon whose server leads the stream, and the batches.
+func (r *clusterRig) leaderMidBatch(jobs int) (leader, bid1 string, jids1 []string, bid2 string) {
+	r.t.Helper()
 	r.start("d1", "d2", "d3")
 	info := r.waitStream("d1", 3, "")
-	bid1, jids1 := r.batch()
-
-	victim := ""
+	bid1, jids1 = r.batch()
 	for name := range r.hosts {
 		if "ingestq-"+name == info.Cluster.Leader {
-			victim = name
+			leader = name
 		}
 	}
-	if victim == "" {
-		t.Fatalf("the stream's leader %q is none of the daemons' servers", info.Cluster.Leader)
+	if leader == "" {
+		r.t.Fatalf("the stream's leader %q is none of the daemons' servers", info.Cluster.Leader)
 	}
-	const jobs = 150
-	done := completedRefs(t, r.q)
-	bid2 := createBatch(t, r.q, jobs)
-	poll(t, 60*time.Second, "a job of the second batch Completed", func() (bool, string, error) {
-		n := completedRefs(t, r.q) - done
+	done := completedRefs(r.t, r.q)
+	bid2 = createBatch(r.t, r.q, jobs)
+	poll(r.t, 60*time.Second, "a job of the second batch Completed", func() (bool, string, error) {
+		n := completedRefs(r.t, r.q) - done
 		return n > 0 && n < jobs, fmt.Sprintf("%d Completed", n), nil
 	})
-	r.hosts[victim].kill()
-	var left []string
+	return leader, bid1, jids1, bid2
+}
+
+// batchDoneWithout waits, with gone stopped, until batch bid of jobs jobs
+// has Completed whole and the daemons left have no event waiting; it
+// returns their names and the batch's job IDs.
+func (r *clusterRig) batchDoneWithout(gone, bid string, jobs int) (left, jids []string) {
+	r.t.Helper()
 	for name := range r.hosts {
-		if name != victim {
+		if name != gone {
 			left = append(left, name)
 		}
 	}
-	waitBatchDone(t, r.q, bid2, 120*time.Second)
-	jids2 := assertBatchCompleted(t, r.q, bid2, jobs)
+	waitBatchDone(r.t, r.q, bid, 120*time.Second)
+	jids = assertBatchCompleted(r.t, r.q, bid, jobs)
 	r.waitEventsTaken(left...)
-	t.Logf("SIGKILLed %s, whose server led the stream, mid-batch; %s leads it now", victim, r.streamInfo(left[0]).Cluster.Leader)
-	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners(left...))
+	return left, jids
 }
 
 // waitEventsTaken waits until the named daemons have no event waiting for
