@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/ingestq/ingestq/dashboard"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/httpd"
@@ -114,18 +112,7 @@ func TestThroughputWaitsQuietlyForAFormingCluster(t *testing.T) {
 	b := setup(t, func(o *options) { o.bus = member })
 	// The dashboard asks for the stream again once its first ask had no
 	// answer (5 s): past the moment it warned.
-	watcher, err := nats.Connect(b.bus.ClientURL())
-	must(t, err)
-	defer watcher.Close()
-	asked := make(chan struct{}, 8)
-	_, err = watcher.Subscribe("$JS.API.STREAM.INFO."+events.DefaultStream, func(*nats.Msg) {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-	})
-	must(t, err)
-	must(t, watcher.Flush())
+	asked := natstest.Requests(t, b.bus.ClientURL(), "$JS.API.STREAM.INFO."+events.DefaultStream)
 	for range 2 {
 		select {
 		case <-asked:

@@ -559,7 +559,8 @@ func TestExternalClusterKeepsReplicas(t *testing.T) {
 // A cluster member's listener lets in a client that presents credentials
 // (a CLI with --nats-token, or a user and password, for another NATS), as
 // a server running alone does, and it replays the stream; the name of the
-// system account's user with another password is refused. The system
+// system account's user is refused on the listener, whatever the password
+// (the daemon's own connection presents a token, no name). The system
 // account still answers ForgetHost.
 func TestClusterMemberTakesClientsWithCredentials(t *testing.T) {
 	t.Parallel()

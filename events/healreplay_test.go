@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/ingestq/ingestq/internal/natstest"
 )
 
 // A replay asked of a member cut off from its quorum (the two others
@@ -43,19 +43,7 @@ func TestReplayWaitsForTheClusterToReform(t *testing.T) {
 	}
 
 	// The quorum comes back while the replay waits.
-	asked := make(chan struct{}, 1)
-	watcher := connect(t, c.ClientURL())
-	if _, err := watcher.Subscribe("$JS.API.STREAM.INFO."+DefaultStream, func(*nats.Msg) {
-		select {
-		case asked <- struct{}{}:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := watcher.Flush(); err != nil { // the server has the subscription
-		t.Fatal(err)
-	}
+	asked := natstest.Requests(t, c.ClientURL(), "$JS.API.STREAM.INFO."+DefaultStream)
 	type result struct {
 		n   int
 		err error

@@ -50,9 +50,10 @@ const replayIdle = 5 * time.Second
 const replayBeat = time.Second
 
 // replayStall is how long Replay goes on without a message while the
-// server says some are still pending (or cannot say) before it gives up
-// with an error: a consumer stuck in a cluster that is re-forming must not
-// hang `events replay` for ever.
+// server says some are still pending (or cannot say), or asks again a
+// stream that does not answer its start, before it gives up with an error:
+// a consumer stuck in a cluster that is re-forming must not hang `events
+// replay` for ever.
 const replayStall = 30 * time.Second
 
 // match reports whether e passes the filter's client-side tests.

@@ -57,8 +57,7 @@ func TestDemoRefusesANonEmptyDir(t *testing.T) {
 	if err := os.WriteFile(mine, []byte("years of work"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(ingestqBin, "demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir)
-	out, err := cmd.CombinedOutput()
+	out, err := demoCommand(t.Context(), dir).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("ingestq demo --dir with a file in it: %v, want exit 2\n%s", err, out)
@@ -79,9 +78,8 @@ func TestDemoSaysADaemonThatFailsToStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "new")
-	cmd := exec.CommandContext(ctx, ingestqBin, "demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir)
+	cmd := demoCommand(ctx, dir)
 	cmd.Env = append(os.Environ(), "INGESTQ_API_TOKENS="+filepath.Join(t.TempDir(), "no-such-file"))
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || ctx.Err() != nil {
@@ -99,16 +97,21 @@ func TestDemoSaysADaemonThatFailsToStart(t *testing.T) {
 	}
 }
 
-func runDemo(t *testing.T, dir string, args ...string) string {
-	// A demo that does not end in minutes (it takes seconds) is stopped by
-	// SIGQUIT, whose goroutine dump lands in its output, rather than
-	// holding the package until its timeout says only "TestDemo".
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
+// demoCommand is `ingestq demo` of the demo's content into dir. One that
+// does not end by ctx's deadline (it takes seconds) is stopped by SIGQUIT,
+// whose goroutine dump lands in its output, rather than holding the
+// package until its timeout says only "TestDemo".
+func demoCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, ingestqBin, append([]string{"demo", "--content", filepath.Join("..", "..", "testdata", "demo"), "--dir", dir}, args...)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	cmd.WaitDelay = 30 * time.Second
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+func runDemo(t *testing.T, dir string, args ...string) string {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	out, err := demoCommand(ctx, dir, args...).CombinedOutput()
 	text := string(out)
 	if err != nil {
 		if known, unknown := races(text); len(known) == 0 || len(unknown) > 0 {

@@ -161,7 +161,7 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
 	d := retryablehttp.DefaultBackoff(lo, hi, attempt, nil)
 	d = d/2 + rand.N(d/2+1)
-	if resp != nil && busyStatus(resp.StatusCode) {
+	if resp != nil && BusyStatus(resp.StatusCode) {
 		if at := RetryAt(resp.Header, time.Now()); !at.IsZero() {
 			d = max(d, min(time.Until(at), hi))
 		}

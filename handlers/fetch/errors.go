@@ -42,9 +42,11 @@ func statusError(resp *http.Response) *StatusError {
 // Busy tells whether the server takes no request now, whatever the
 // request, and asks to be tried later: 503 Service Unavailable, 429 Too
 // Many Requests. A 500, 502 or 504 may be about the request.
-func (e *StatusError) Busy() bool { return busyStatus(e.Code) }
+func (e *StatusError) Busy() bool { return BusyStatus(e.Code) }
 
-func busyStatus(code int) bool {
+// BusyStatus tells whether an HTTP status code is a busy answer (Busy):
+// the one rule of the back ends' clients and S3's (place).
+func BusyStatus(code int) bool {
 	return code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
 }
 

@@ -115,3 +115,29 @@ func waitJetStream(t testing.TB, url string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Requests signals on the channel it returns each message that a client of
+// the NATS at url sends to subject (a JetStream API request, say), so that
+// a test waits for the request rather than for a time. Signals past 8
+// unread are dropped.
+func Requests(t testing.TB, url, subject string) <-chan struct{} {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	seen := make(chan struct{}, 8)
+	if _, err := nc.Subscribe(subject, func(*nats.Msg) {
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the subscription
+		t.Fatal(err)
+	}
+	return seen
+}

@@ -144,7 +144,7 @@ func (t *askedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	switch {
 	case err != nil:
-	case resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests:
+	case fetch.BusyStatus(resp.StatusCode):
 		if at := fetch.RetryAt(resp.Header, time.Now()); !at.IsZero() {
 			t.until.Store(at.UnixNano())
 		}
@@ -195,8 +195,7 @@ func s3Code(err error) string {
 // again once (s3Tries); a job waits out the rest.
 func Busy(err error) bool {
 	var resp minio.ErrorResponse
-	return errors.As(err, &resp) && (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests ||
-		resp.Code == "SlowDown" || resp.Code == "ServiceUnavailable")
+	return errors.As(err, &resp) && (fetch.BusyStatus(resp.StatusCode) || resp.Code == "SlowDown" || resp.Code == "ServiceUnavailable")
 }
 
 // Open reads key.

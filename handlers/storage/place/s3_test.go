@@ -401,13 +401,12 @@ func TestS3BusyKeepsItsRetryAfter(t *testing.T) {
 		busy.Set(true)
 		start := time.Now()
 		_, err := s.Stat(ctxT(t), "any")
-		var asked interface{ NotBefore() time.Time }
 		switch {
 		case !Busy(err):
 			t.Errorf("%+v: Stat: %v; want busy", c.answer, err)
-		case c.least == nil && errors.As(err, &asked) && time.Now().Before(asked.NotBefore()):
-			t.Errorf("%+v: Stat: %v asks to wait until %v; want no wait asked", c.answer, err, asked.NotBefore())
-		case c.least != nil && (!errors.As(err, &asked) || asked.NotBefore().Before(c.least(start))):
+		case c.least == nil && time.Now().Before(askedUntil(err)):
+			t.Errorf("%+v: Stat: %v asks to wait until %v; want no wait asked", c.answer, err, askedUntil(err))
+		case c.least != nil && askedUntil(err).Before(c.least(start)):
 			t.Errorf("%+v: Stat: %v; want to wait until %v at least", c.answer, err, c.least(start))
 		}
 		busy.Set(false)
@@ -422,11 +421,10 @@ func TestS3BusyForgetsARetryAfterOnceItAnswers(t *testing.T) {
 	srv := s3test.Start(t)
 	busy := s3test.StartBusy(t, srv.Addr)
 	s := openS3(t, srv, busy.Addr, "")
-	var asked interface{ NotBefore() time.Time }
 
 	busy.Answer(s3test.BusyAnswer{Status: 503, Code: "SlowDown", RetryAfter: "30"})
 	busy.Set(true)
-	if _, err := s.Stat(ctxT(t), "any"); !errors.As(err, &asked) || time.Until(asked.NotBefore()) < 20*time.Second {
+	if _, err := s.Stat(ctxT(t), "any"); time.Until(askedUntil(err)) < 20*time.Second {
 		t.Fatalf("Stat while busy, Retry-After: 30: %v; want a wait of 30 s asked", err)
 	}
 	busy.Set(false)
@@ -439,9 +437,9 @@ func TestS3BusyForgetsARetryAfterOnceItAnswers(t *testing.T) {
 	switch {
 	case !Busy(err):
 		t.Errorf("Stat busy again: %v; want busy", err)
-	case errors.As(err, &asked) && time.Now().Before(asked.NotBefore()):
+	case time.Now().Before(askedUntil(err)):
 		t.Errorf("Stat busy again, no Retry-After: %v asks to wait until %v (%v from now), as the answer before the service took a request asked",
-			err, asked.NotBefore(), time.Until(asked.NotBefore()).Round(time.Second))
+			err, askedUntil(err), time.Until(askedUntil(err)).Round(time.Second))
 	}
 }
 
@@ -455,8 +453,17 @@ func TestS3OpenedBusyKeepsItsRetryAfter(t *testing.T) {
 	busy.Set(true)
 	srv.SetEnv(t)
 	_, err := NewS3(ctxT(t), srv.URL(busy.Addr, "root"))
-	var asked interface{ NotBefore() time.Time }
-	if !Busy(err) || !errors.As(err, &asked) || time.Until(asked.NotBefore()) < 100*time.Second {
+	if !Busy(err) || time.Until(askedUntil(err)) < 100*time.Second {
 		t.Errorf("NewS3 while busy, Retry-After: 120: %v; want busy, asking to wait 120 s", err)
 	}
+}
+
+// askedUntil is the moment err's Retry-After asked to be left until (its
+// NotBefore); zero when it asked none.
+func askedUntil(err error) time.Time {
+	var asked interface{ NotBefore() time.Time }
+	if !errors.As(err, &asked) {
+		return time.Time{}
+	}
+	return asked.NotBefore()
 }
