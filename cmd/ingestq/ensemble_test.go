@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,9 +124,11 @@ func TestZooKeeperRollingRestartAndLeaderKill(t *testing.T) {
 	// Each host was on one of the servers, and each server went down: each
 	// lost its connection at least once.
 	for _, h := range hosts {
+		c.hosts[h].stop(30 * time.Second)
+	}
+	assertLossOnlyAmbiguous(t, c.hosts, hosts)
+	for _, h := range hosts {
 		d := c.hosts[h]
-		d.stop(30 * time.Second)
-		d.assertNoLoss()
 		trouble := map[string]int{}
 		for _, l := range []string{"zookeeper: connection lost", "session expired", "retrying the write", "commit failed",
 			"result abandoned", "acquire failed", "listing failed", "unlock failed"} {
@@ -282,4 +286,42 @@ func (s *submitter) stop() ([]string, map[string]object, map[string][]string) {
 		s.c.t.Error(err)
 	}
 	return s.bids, s.objs, s.of
+}
+
+// assertLossOnlyAmbiguous is assertNoLoss for a run whose ZooKeeper
+// servers go down under the hosts: a commit whose reply was lost and
+// whose retry found the job moved on has an unknown outcome, and its event
+// is counted lost (Bus.Lost) rather than risk announcing a move twice;
+// another host's recovery then publishes the event of the move made
+// without one (reactor/recover.go), which the exactly-once replay above
+// has checked. Only such losses are let through, each of a job whose move
+// a recovery published; seen once in a full run at load 8.
+func assertLossOnlyAmbiguous(t *testing.T, daemons map[string]*daemon, hosts []string) {
+	t.Helper()
+	recovered := ""
+	for _, h := range hosts {
+		recovered += strings.Join(daemons[h].logLines("the event of a move made without one"), "\n")
+	}
+	jobRE := regexp.MustCompile(`/jobs/(jid\d+)/`)
+	for _, h := range hosts {
+		d := daemons[h]
+		_, lost := d.stopped()
+		lines := d.logLines("events: events not recorded")
+		if lost == 0 && len(lines) == 0 {
+			continue
+		}
+		for _, l := range lines {
+			jid := jobRE.FindStringSubmatch(l)
+			if !strings.Contains(l, "an earlier try whose reply was lost may have been applied") || jid == nil ||
+				!strings.Contains(recovered, "job="+jid[1]+" ") {
+				t.Errorf("%s lost an event that no unknown outcome explains, or whose move no host recovered: %s", h, strings.TrimSpace(l))
+			}
+		}
+		if lost > 0 && len(lines) == 0 {
+			t.Errorf("%s: events_lost=%d and no line saying why", h, lost)
+		}
+		if l := d.logLines("events: closing with unacknowledged events"); len(l) > 0 {
+			t.Errorf("%s lost events with NATS up all along: %s", h, strings.TrimSpace(l[0]))
+		}
+	}
 }
