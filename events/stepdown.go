@@ -74,8 +74,7 @@ func (b *Bus) handOverStream(ctx context.Context) {
 	start := time.Now()
 	heir, err := b.heir(ctx)
 	if err != nil {
-		b.log.Info("events: this server leads the event stream, and stops without handing it over; the other "+
-			"members elect a leader when it has gone", "err", err)
+		b.log.Info("events: this server leads the event stream, and stops without handing it over", "err", err)
 		return
 	}
 	elected := make(chan string, 4)
@@ -87,6 +86,8 @@ func (b *Bus) handOverStream(ctx context.Context) {
 		return
 	}
 	me := serverName(b.cfg.Host)
+	poll := time.NewTicker(othersStopPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case leader := <-elected:
@@ -96,6 +97,12 @@ func (b *Bus) handOverStream(ctx context.Context) {
 			b.log.Info("events: handed the event stream's leadership over before stopping", "leader", leader,
 				"took", time.Since(start).Round(time.Millisecond))
 			return
+		case <-poll.C:
+			if err := b.othersStopping(b.cfg.Stream); err != nil {
+				b.log.Info("events: the other members stop too; this server stops without waiting for a new leader "+
+					"of the event stream", "err", err, "waited", time.Since(start).Round(time.Millisecond))
+				return
+			}
 		case <-ctx.Done():
 			b.log.Info("events: no new leader of the event stream heard before this server stops; the other members "+
 				"elect one after their election timeout, 4 to 9 s", "waited", time.Since(start).Round(time.Millisecond))
@@ -111,8 +118,7 @@ func (b *Bus) handOverStream(ctx context.Context) {
 func (b *Bus) handOverMeta(ctx context.Context) {
 	start := time.Now()
 	if err := b.metaElectsWithout(); err != nil {
-		b.log.Info("events: this server is JetStream's meta leader, and stops without handing it over; the other "+
-			"members elect one when it has gone", "err", err)
+		b.log.Info("events: this server is JetStream's meta leader, and stops without handing it over", "err", err)
 		return
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(b.emb), asSystem(), nats.Name("ingestq-handover@"+b.cfg.Host))
@@ -134,7 +140,15 @@ func (b *Bus) handOverMeta(ctx context.Context) {
 		return
 	}
 	for {
-		m, err := elected.NextMsgWithContext(ctx)
+		m, err := elected.NextMsg(othersStopPoll)
+		if errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			if err := b.othersStopping(""); err != nil {
+				b.log.Info("events: the other members stop too; this server stops without waiting for a new JetStream "+
+					"meta leader", "err", err, "waited", time.Since(start).Round(time.Millisecond))
+				return
+			}
+			continue
+		}
 		if err != nil {
 			b.log.Info("events: no new JetStream meta leader heard before this server stops; the other members "+
 				"elect one after their election timeout, 4 to 9 s", "waited", time.Since(start).Round(time.Millisecond))
@@ -201,17 +215,71 @@ func electsWithout(others []peer) error {
 
 // metaElectsWithout is electsWithout for the meta group.
 func (b *Bus) metaElectsWithout() error {
+	others, err := b.groupPeers("")
+	if err != nil {
+		return err
+	}
+	return electsWithout(others)
+}
+
+// groupPeers is the other members of the stream's raft group, or of the
+// meta group (stream ""), as this server knows them: no request goes out,
+// so it answers after a step-down too. A member is offline here from the
+// moment its server announces its shutdown.
+func (b *Bus) groupPeers(stream string) ([]peer, error) {
 	ns := b.emb.server()
 	if ns == nil {
-		return errors.New("the server has stopped")
+		return nil, errors.New("the server has stopped")
 	}
-	info, err := ns.Jsz(nil)
-	if err != nil || info.Meta == nil {
-		return fmt.Errorf("no meta group information: %v", err)
+	opts := &server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: stream != ""}
+	info, err := ns.Jsz(opts)
+	if err != nil {
+		return nil, fmt.Errorf("JetStream information: %w", err)
 	}
-	others := make([]peer, len(info.Meta.Replicas))
-	for i, r := range info.Meta.Replicas {
+	var replicas []*server.PeerInfo
+	if stream == "" {
+		if info.Meta == nil {
+			return nil, errors.New("no meta group information")
+		}
+		replicas = info.Meta.Replicas
+	} else {
+		found := false
+		for _, acc := range info.AccountDetails {
+			for _, sd := range acc.Streams {
+				if sd.Name == stream && sd.Cluster != nil {
+					replicas, found = sd.Cluster.Replicas, true
+				}
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("stream %s not on this server", stream)
+		}
+	}
+	others := make([]peer, len(replicas))
+	for i, r := range replicas {
 		others[i] = peer{r.Name, r.Offline, r.Active}
+	}
+	return others, nil
+}
+
+// othersStopPoll: how often a hand-over's wait looks whether the others
+// are stopping too.
+const othersStopPoll = 50 * time.Millisecond
+
+// othersStopping tells why the group's others (the stream's replicas, or
+// the meta group's: stream "") can no longer elect a leader without this
+// server, too many of them having announced their shutdown; nil while they
+// can. Every daemon stopped at once (systemctl stop on all hosts) handed
+// over to another stopping one and waited the whole handOverWait. How
+// lately they were heard is not asked: after its step-down this server, a
+// follower, no longer hears from them.
+func (b *Bus) othersStopping(stream string) error {
+	others, err := b.groupPeers(stream)
+	if err != nil {
+		return nil // unknown: the wait's bound still holds
+	}
+	for i := range others {
+		others[i].active = 0
 	}
 	return electsWithout(others)
 }
