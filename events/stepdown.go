@@ -156,8 +156,9 @@ func (b *Bus) handOverMeta(ctx context.Context) {
 		}
 		var adv server.JSDomainLeaderElectedAdvisory
 		// The advisory names the leader's raft node; this server has
-		// stepped down, so any leader now is another.
-		if json.Unmarshal(m.Data, &adv) == nil && adv.Leader != "" && !b.emb.server().JetStreamIsLeader() {
+		// stepped down, so any leader now is another. The server is read
+		// anew (nil once stopped: then no leader is said).
+		if ns := b.emb.server(); json.Unmarshal(m.Data, &adv) == nil && adv.Leader != "" && ns != nil && !ns.JetStreamIsLeader() {
 			b.log.Info("events: handed JetStream's meta leadership over before stopping", "took", time.Since(start).Round(time.Millisecond))
 			return
 		}
