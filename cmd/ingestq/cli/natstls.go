@@ -79,16 +79,10 @@ type servedCert struct {
 	pair   *tlsfiles.Pair
 }
 
-// servedCerts are the pairs given, by prefix, in the order of the prefixes.
-func servedCerts(byPrefix map[string]*tlsfiles.Pair) []servedCert {
-	var certs []servedCert
-	for prefix, pair := range byPrefix {
-		if pair != nil {
-			certs = append(certs, servedCert{prefix, pair})
-		}
-	}
-	slices.SortFunc(certs, func(a, b servedCert) int { return strings.Compare(a.prefix, b.prefix) })
-	return certs
+// servedCerts are the certificates of given whose setting is given (a
+// pair not nil), in the order given.
+func servedCerts(given ...servedCert) []servedCert {
+	return slices.DeleteFunc(given, func(c servedCert) bool { return c.pair == nil })
 }
 
 // setting is the certificate's flag, without its dashes: the metric's label.

@@ -291,7 +291,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	certs := servedCerts(map[string]*tlsfiles.Pair{"--tls-": apiCert, "--nats-listen-tls-": listenCert, "--nats-cluster-tls-": clusterCert})
+	certs := servedCerts(servedCert{"--nats-cluster-tls-", clusterCert}, servedCert{"--nats-listen-tls-", listenCert}, servedCert{"--tls-", apiCert})
 	// At once: the unit's ExecReload sends SIGHUP, whose default ends the
 	// process, and systemd does not restart a daemon a HUP ended.
 	var natsClients atomic.Pointer[events.Bus] // once made: a reload disconnects its clients whose token changed
