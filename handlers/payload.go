@@ -96,12 +96,11 @@ func SniffLocalFile(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	head := make([]byte, peekBytes)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	head, err := io.ReadAll(io.LimitReader(f, peekBytes)) // as fetch's Peek of a file: URL
+	if err != nil {
 		return "", err
 	}
-	return sniffPayload(head[:n]), nil
+	return sniffPayload(head), nil
 }
 
 // readPayload looks at the payload's first bytes (sniffPayload): a checkm

@@ -34,11 +34,11 @@ func tokensFile(t *testing.T) string {
 	return file
 }
 
-// getWith GETs url with a bearer token ("" for none), under ctx, and
-// returns the status, the headers and the body.
-func getWith(ctx context.Context, t *testing.T, url, token string) (int, http.Header, []byte) {
+// requestWith sends method url with a bearer token ("" for none), under
+// ctx, and returns the status, the headers and the body.
+func requestWith(ctx context.Context, t *testing.T, method, url, token string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func getWith(ctx context.Context, t *testing.T, url, token string) (int, http.He
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	return resp.StatusCode, resp.Header, body
 }
@@ -61,7 +61,7 @@ func getWith(ctx context.Context, t *testing.T, url, token string) (int, http.He
 // body holding each of words.
 func wantStatus(t *testing.T, url, token string, code int, words ...string) []byte {
 	t.Helper()
-	got, _, body := getWith(t.Context(), t, url, token)
+	got, _, body := requestWith(t.Context(), t, "GET", url, token)
 	if got != code {
 		t.Fatalf("GET %s with token %q: %d, want %d: %s", url, token, got, code, body)
 	}
@@ -98,7 +98,7 @@ func TestProfilesAskAnAdminToken(t *testing.T) {
 	e := newEnv(t)
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--api-tokens", tokensFile(t))
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=2", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace"} {
-		code, h, body := getWith(t.Context(), t, d.url+path, "")
+		code, h, body := requestWith(t.Context(), t, "GET", d.url+path, "")
 		if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") ||
 			!strings.Contains(string(body), "this needs a bearer token with the admin role") {
 			t.Errorf("GET %s without a token: %d, WWW-Authenticate %q: %s; want 401, a Bearer challenge, the API's words", path, code, h.Get("WWW-Authenticate"), body)
@@ -144,7 +144,7 @@ func TestProfilesAskAnAdminToken(t *testing.T) {
 			t.Fatal("a CPU profile still refused 30 s after the first one's client went")
 		}
 		var body []byte
-		if code, _, body = getWith(t.Context(), t, d.url+"/debug/pprof/profile?seconds=1", adminToken); code != http.StatusOK && code != http.StatusConflict {
+		if code, _, body = requestWith(t.Context(), t, "GET", d.url+"/debug/pprof/profile?seconds=1", adminToken); code != http.StatusOK && code != http.StatusConflict {
 			t.Fatalf("a CPU profile after the first ended: %d: %s", code, body)
 		}
 		if code == http.StatusOK {
@@ -159,7 +159,7 @@ func waitProfiling(t *testing.T, base string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, _, stacks := getWith(t.Context(), t, base+"/debug/pprof/goroutine?debug=2", adminToken)
+		_, _, stacks := requestWith(t.Context(), t, "GET", base+"/debug/pprof/goroutine?debug=2", adminToken)
 		if strings.Contains(string(stacks), "net/http/pprof.Profile(") {
 			return
 		}
@@ -179,7 +179,7 @@ func TestMetricsAskATokenWhenTheSiteSaysSo(t *testing.T) {
 	e := newEnv(t)
 	file := tokensFile(t)
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--api-tokens", file, "--metrics-auth", "token")
-	code, h, body := getWith(t.Context(), t, d.url+"/metrics", "")
+	code, h, body := requestWith(t.Context(), t, "GET", d.url+"/metrics", "")
 	if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
 		t.Fatalf("/metrics without a token: %d, WWW-Authenticate %q: %s", code, h.Get("WWW-Authenticate"), body)
 	}

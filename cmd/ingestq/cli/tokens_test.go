@@ -28,7 +28,7 @@ func TestServeReloadsTokensOnSIGHUP(t *testing.T) {
 	d := serve(t, zktest.Shared(t).Addr, e.root, "--pipeline", "passthrough", "--api-tokens", file)
 	want := func(token string, code int, when string) {
 		t.Helper()
-		if got := statusWith(t, "GET", d.url+"/api/v1/batches", token); got != code {
+		if got, _, _ := requestWith(t.Context(), t, "GET", d.url+"/api/v1/batches", token); got != code {
 			t.Fatalf("%s: a read with %s answered %d, want %d", when, token, got, code)
 		}
 	}
@@ -70,7 +70,8 @@ func TestServeTakesNoTokenFromTheCLIsVariable(t *testing.T) {
 	}
 	hold := func(base, token string) int {
 		t.Helper()
-		return statusWith(t, "PUT", base+"/api/v1/holds/queues/ingest", token)
+		code, _, _ := requestWith(t.Context(), t, "PUT", base+"/api/v1/holds/queues/ingest", token)
+		return code
 	}
 	if code := hold(d.url, readers); code != http.StatusUnauthorized && code != http.StatusForbidden {
 		t.Fatalf("a queue hold with the CLI's token answered %d: serve took INGESTQ_API_TOKEN as an admin token", code)
@@ -80,20 +81,4 @@ func TestServeTakesNoTokenFromTheCLIsVariable(t *testing.T) {
 	if code := hold(a.url, admins); code != http.StatusOK {
 		t.Fatalf("a queue hold with INGESTQ_ADMIN_TOKEN answered %d, want 200", code)
 	}
-}
-
-// statusWith is the status of a request to url with a bearer token.
-func statusWith(t *testing.T, method, url, token string) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
