@@ -116,6 +116,9 @@ func TestClientTokensOnTheListener(t *testing.T) {
 	if got := replay(t, reader, Filter{}); len(got) != 1 || got[0].JobID != "jid0000000001" {
 		t.Fatalf("a read token's replay: %+v, want the one event", got)
 	}
+	if got := replay(t, reader, Filter{JobID: "jid0000000001"}); len(got) != 1 {
+		t.Fatalf("a read token's replay of the job (a consumer of each of its subjects): %+v, want the one event", got)
+	}
 	followed := follow(t, reader, Filter{Since: time.Now().Add(-time.Hour)})
 	if e := receive(t, followed, "the recorded event, followed"); e.JobID != "jid0000000001" {
 		t.Fatalf("followed %+v first, want the recorded event", e)

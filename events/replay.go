@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,7 +25,10 @@ type Filter struct {
 	BatchID  string    // only events whose BatchID matches
 	JobID    string    // only events whose JobID matches
 	AccessID string    // only events whose AccessID matches: queue/qid…, or a bare qid… of either queue
-	Subject  string    // a NATS subject filter within the stream, default SubjectAll
+	// Subject is a NATS subject filter within the stream. Default: the
+	// subjects that can carry the job or access request named (subjects),
+	// else SubjectAll.
+	Subject string
 	// Queue is the identity of the queue whose events are wanted
 	// (Config.Queue): a stream that records another queue's is refused
 	// (ErrOtherQueue). "", or a stream that names no queue, reads all.
@@ -73,9 +78,10 @@ func (f Filter) match(e Event) bool {
 const replayAsk = 5 * time.Second
 
 // Replay calls fn, in stream order, for each recorded event that passes f,
-// reading stream (DefaultStream when "") through an ordered consumer on
-// nc. It stops once it has delivered everything that was in the stream
-// when it began, as the stream's leader holds it (leaderHolds), and returns
+// reading stream (DefaultStream when "") through an ordered consumer on nc
+// for each of f's subjects (Filter.subjects). It stops once it has
+// delivered everything that was in the stream when it began, as the
+// stream's leader holds it (leaderHolds), and returns
 // fn's first error, ctx's error, an error saying the replay is incomplete
 // (replayStall), or nil. An empty stream returns nil at once; a missing
 // stream is an error naming it. A stream that does not answer at the start
@@ -87,15 +93,65 @@ func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// The operators' actions (the subjects after the first) are few: they
+	// are read first, each on a consumer of its own, and placed among the
+	// first subject's events by their sequence. One consumer of several
+	// subjects cost the server a search of each block's subjects for each
+	// message (decision 1002).
+	subjects := f.subjects()
+	var actions []sequenced
+	var cut replayCut
+	for _, subject := range subjects[1:] {
+		err := replaySubject(ctx, nc, stream, f, subject, &cut, &o, func(seq uint64, e Event) error {
+			actions = append(actions, sequenced{seq, e})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	slices.SortStableFunc(actions, func(a, b sequenced) int { return cmp.Compare(a.seq, b.seq) })
+	err := replaySubject(ctx, nc, stream, f, subjects[0], &cut, &o, func(seq uint64, e Event) error {
+		for ; len(actions) > 0 && actions[0].seq < seq; actions = actions[1:] {
+			if err := fn(actions[0].e); err != nil {
+				return err
+			}
+		}
+		return fn(e)
+	})
+	for ; err == nil && len(actions) > 0; actions = actions[1:] {
+		err = fn(actions[0].e)
+	}
+	return err
+}
+
+// sequenced is an event and its sequence in the stream.
+type sequenced struct {
+	seq uint64
+	e   Event
+}
+
+// replayCut is the stream's last sequence when a replay began (known once
+// its first pass has read the stream's state): every pass stops there.
+type replayCut struct {
+	last  uint64
+	known bool
+}
+
+// replaySubject is one pass of Replay: fn is called, with its sequence,
+// for each event of subject that passes f, up to cut.
+func replaySubject(ctx context.Context, nc *nats.Conn, stream string, f Filter, subject string, cut *replayCut, o *replayOptions,
+	fn func(seq uint64, e Event) error) error {
 	began := time.Now()
 	var d *delivery
 	var err error
 	for tries := 1; ; tries++ {
-		if d, err = startReplay(ctx, nc, stream, f); err == nil || !Unavailable(nc, err) {
+		if d, err = startReplay(ctx, nc, stream, f, subject, cut); err == nil || !Unavailable(nc, err) {
 			break
 		}
-		if tries == 1 && o.waiting != nil {
+		if o.waiting != nil {
 			o.waiting(err)
+			o.waiting = nil // said once a replay
 		}
 		waited := time.Since(began)
 		if waited >= replayStall || !backoff.Sleep(ctx, backoff.Delay(settlePoll, time.Second, tries)) {
@@ -125,9 +181,11 @@ func WhenWaiting(said func(err error)) ReplayOption {
 	return func(o *replayOptions) { o.waiting = said }
 }
 
-// startReplay is one try at a replay's start: the stream found and checked,
-// its consumer made; nil when nothing is to be delivered.
-func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter) (*delivery, error) {
+// startReplay is one try at a pass's start: the stream found and checked,
+// the consumer of subject made; nil when nothing is to be delivered. The
+// first pass's start that succeeds takes the cut (a try again takes the
+// stream's last sequence again).
+func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter, subject string, cut *replayCut) (_ *delivery, err error) {
 	ask, cancel := context.WithTimeout(ctx, replayAsk)
 	defer cancel()
 	s, err := openStream(ask, nc, stream)
@@ -138,6 +196,15 @@ func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter) (*
 		return nil, fmt.Errorf("events: replay: %w, not this one: read this queue's events from its own NATS", err)
 	}
 	state := s.CachedInfo().State
+	last := state.LastSeq
+	if cut.known {
+		last = cut.last
+	}
+	defer func() {
+		if err == nil {
+			cut.last, cut.known = last, true
+		}
+	}()
 	if state.Msgs == 0 {
 		return nil, nil
 	}
@@ -148,10 +215,10 @@ func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter) (*
 	if meta := s.CachedInfo().Config.Metadata; f.Queue != "" && meta[metaQueue] == f.Queue {
 		from, _ = strconv.ParseUint(meta[metaQueueFrom], 10, 64)
 	}
-	if from > state.LastSeq {
+	if from > last {
 		return nil, nil
 	}
-	cons, err := s.OrderedConsumer(ask, f.consumerConfig(from))
+	cons, err := s.OrderedConsumer(ask, f.consumerConfig(subject, from))
 	if err != nil {
 		return nil, fmt.Errorf("events: replay %s: %w", stream, err)
 	}
@@ -159,7 +226,7 @@ func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter) (*
 	if err != nil {
 		return nil, fmt.Errorf("events: replay %s: %w", stream, err)
 	}
-	d := &delivery{ctx: ctx, nc: nc, stream: stream, cons: cons, it: it, from: from, last: state.LastSeq, f: f}
+	d := &delivery{ctx: ctx, nc: nc, stream: stream, subject: subject, cons: cons, it: it, from: from, last: last, f: f}
 	if info := cons.CachedInfo(); info != nil {
 		d.at = info.Delivered.Stream // where the consumer starts, less one
 		if info.NumPending == 0 && !d.leaderHolds() {
@@ -225,12 +292,48 @@ func openStream(ctx context.Context, nc *nats.Conn, stream string) (jetstream.St
 	return s, nil
 }
 
-// consumerConfig has the server deliver the filter's subject, from the
-// start (or sequence from, when not 0) or from a little before Since;
+// adminSubjects are the operators' actions: an action names its job, batch
+// or request in the event only (Event.Subject: ingestq.admin.<action>).
+const adminSubjects = "ingestq.admin.>"
+
+// subjects are what the server reads for f, the one that holds most of its
+// events first: f.Subject when set; else, when f names a job or an access
+// request, the subjects Event.Subject gives the events that can carry it;
+// else SubjectAll. A job's are its moves and its progress
+// (ingestq.job.<to>.<jid>, ingestq.job.progress.<jid>) and the operators'
+// actions; a request's its moves (ingestq.access.<to>.<queue>/<qid>, any
+// queue's for a bare qid) and the operators' actions. A job's timeline
+// thus reads its own events and the operators' actions, not the whole
+// queue's since the job was made (decision 1001). A batch's jobs'
+// subjects do not name it: reading all jobs' subjects rather than the
+// whole stream left out little and cost the server more per message
+// (1003). match stays the final check: a token can stand for two
+// identifiers ("jid.1", "jid_1").
+func (f Filter) subjects() []string {
+	switch {
+	case f.Subject != "":
+		return []string{f.Subject}
+	case f.JobID != "" && sameOnTheWire(f.JobID):
+		return []string{"ingestq.job.*." + token(f.JobID), adminSubjects}
+	case f.AccessID != "" && !strings.Contains(f.AccessID, "/"):
+		return []string{"ingestq.access.>", adminSubjects}
+	case f.AccessID != "" && sameOnTheWire(f.AccessID):
+		return []string{"ingestq.access.*." + token(f.AccessID), adminSubjects}
+	}
+	return []string{SubjectAll}
+}
+
+// sameOnTheWire tells whether id's events are on subjects of id's token: an
+// event's JSON turns invalid UTF-8 in an identifier into U+FFFD while its
+// subject keeps the bytes, so a U+FFFD in id may stand for any of them.
+func sameOnTheWire(id string) bool { return !strings.ContainsRune(id, utf8.RuneError) }
+
+// consumerConfig has the server deliver subject, from the start (or
+// sequence from, when not 0) or from a little before f.Since;
 // delivery.take leaves out what comes before from.
-func (f Filter) consumerConfig(from uint64) jetstream.OrderedConsumerConfig {
+func (f Filter) consumerConfig(subject string, from uint64) jetstream.OrderedConsumerConfig {
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{cmp.Or(f.Subject, SubjectAll)},
+		FilterSubjects: []string{subject},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	switch {
@@ -247,16 +350,17 @@ func (f Filter) consumerConfig(from uint64) jetstream.OrderedConsumerConfig {
 
 // delivery is one Replay's delivery of its consumer's messages.
 type delivery struct {
-	ctx    context.Context
-	nc     *nats.Conn
-	stream string
-	cons   jetstream.Consumer
-	it     jetstream.MessagesContext
-	from   uint64 // the first sequence of the queue's events (0: any)
-	last   uint64 // the stream's last sequence when the replay began
-	at     uint64 // the last sequence the consumer delivered
-	f      Filter
-	fn     func(Event) error
+	ctx     context.Context
+	nc      *nats.Conn
+	stream  string
+	subject string // the consumer's
+	cons    jetstream.Consumer
+	it      jetstream.MessagesContext
+	from    uint64 // the first sequence of the queue's events (0: any)
+	last    uint64 // the stream's last sequence when the replay began
+	at      uint64 // the last sequence the consumer delivered
+	f       Filter
+	fn      func(seq uint64, e Event) error
 }
 
 // run hands fn the matching events, until the message that was last when
@@ -314,7 +418,7 @@ func (d *delivery) take(msg jetstream.Msg) (done bool, err error) {
 	if e, err := decode(msg.Data()); err == nil && meta.Sequence.Stream >= d.from && d.f.match(e) &&
 		!(kept && e.Kind != KindProgress && d.storedBefore(meta.Sequence.Stream, msg.Subject(), e.ID)) {
 		e.late = kept
-		if err := d.fn(e); err != nil {
+		if err := d.fn(meta.Sequence.Stream, e); err != nil {
 			return true, err
 		}
 	}
@@ -332,7 +436,7 @@ func (d *delivery) leaderHolds() bool {
 	if d.at >= d.last {
 		return false
 	}
-	seq, _, err := d.nextOn(d.at+1, cmp.Or(d.f.Subject, SubjectAll))
+	seq, _, err := d.nextOn(d.at+1, d.subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false
 	}

@@ -1,12 +1,19 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // 1,000 mixed events are recorded in publish order, and every filter of
@@ -260,4 +267,158 @@ func TestReplayWholeWhileAReplicaCatchesUp(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds of replays began while a replica was behind", behind)
+}
+
+// A replay that names a job or an access request has the server read only
+// the subjects whose events can carry it (Filter.subjects), one consumer
+// each, and every replay delivers exactly what a replay of the whole
+// stream delivers (Subject SubjectAll, as each read before), in the same
+// order: on a stream of every kind of event, operators' actions on a job,
+// a batch and a request among them, a recovered move, kept copies (one
+// late, one stored before), identifiers whose tokens are the same
+// ("jid.7", "jid_7", "jid 7"), wildcards as identifiers, and one not valid
+// UTF-8. Before, the consumer's filter was ingestq.> for all of them.
+func TestReplayOfAnIdentifierReadsOnlyItsSubjects(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0"})
+	cli := connect(t, bus.ClientURL())
+	prio := 3
+	n := 0
+	ev := func(e Event) Event { n++; e.ID = fmt.Sprintf("e%02d", n); return e }
+	job := func(jid, bid, to string) Event {
+		return ev(Event{Kind: KindJob, JobID: jid, BatchID: bid, From: "Pending", To: to})
+	}
+	admin := func(action string, e Event) Event {
+		e.Kind, e.To, e.Actor = KindAdmin, action, "an operator"
+		return ev(e)
+	}
+	access := func(ref, to string) Event { return ev(Event{Kind: KindAccess, AccessID: ref, To: to}) }
+	before := []Event{
+		ev(Event{Kind: KindBatch, BatchID: "bid1", To: "Pending", Actor: "op", Attrs: map[string]any{"action": "submit"}}),
+		ev(Event{Kind: KindBatch, BatchID: "bid2", To: "Pending"}),
+		job("jid1", "bid1", "Pending"), job("jid2", "bid1", "Pending"), job("jid3", "bid2", "Pending"),
+		access("small/qid1", "Pending"), access("large/qid1", "Pending"), access("large/qid2", "Pending"),
+		admin("hold", Event{JobID: "jid1", BatchID: "bid1"}),
+		admin("hold", Event{Attrs: map[string]any{"queue": "small"}}),
+		admin("release", Event{JobID: "jid1", BatchID: "bid1"}),
+	}
+	after := []Event{ // from mid on: Since cuts here
+		ev(Event{Kind: KindJob, JobID: "jid1", BatchID: "bid1", To: "Downloading", Priority: &prio, Actor: "op", Attrs: map[string]any{"action": "release"}}),
+		ev(Event{Kind: KindProgress, JobID: "jid1", BatchID: "bid1", To: "Downloading", Attrs: map[string]any{"files_done": float64(1)}}),
+		ev(Event{Kind: KindProgress, JobID: "jid2", BatchID: "bid1", To: "Downloading"}),
+		admin("requeue", Event{JobID: "jid1", BatchID: "bid1", Message: "again"}),
+		ev(Event{Kind: KindJob, JobID: "jid1", BatchID: "bid1", To: "Pending", RecoveredBy: "other-host", Message: "recovered by other-host"}),
+		admin("cancel", Event{BatchID: "bid2"}),
+		admin("requeue", Event{AccessID: "small/qid1"}),
+		access("small/qid1", "Completed"), access("large/qid1", "Expired"),
+		admin("delete", Event{AccessID: "large/qid2"}),
+		admin("forget", Event{Attrs: map[string]any{"host": "h"}}),
+		job("jid.7", "bid2", "Pending"), job("jid_7", "bid2", "Pending"), job("jid 7", "bid2", "Failed"),
+		job("*", "bid2", "Pending"), job(">", "bid2", "Pending"),
+		job("jid\xff", "bid2", "Pending"), job("jid\ufffd", "bid2", "Pending"),
+		ev(Event{Kind: KindBatch, BatchID: "bid2", To: "Completed", RecoveredBy: "other-host"}),
+		job("jid1", "bid1", "Completed"), job("jid3", "bid2", "Completed"),
+	}
+	for _, e := range before {
+		bus.Publish(e)
+	}
+	flush(t, bus)
+	mid := time.Now().UTC()
+	for _, e := range after {
+		e.Time = mid.Add(time.Second)
+		bus.Publish(e)
+	}
+	flush(t, bus)
+	late := ev(Event{Kind: KindJob, JobID: "jid1", BatchID: "bid1", From: "Downloading", To: "Storing", Host: "test-host", Time: mid.Add(time.Second)})
+	store(t, cli, late, "late-copy", true)
+	store(t, cli, after[len(after)-2], "stored-before-copy", true) // jid1's Completed again: replayed once
+
+	filters := []Filter{
+		{JobID: "jid1"}, {JobID: "jid1", Since: mid}, {JobID: "jid2"}, {JobID: "jid.7"}, {JobID: "jid_7"}, {JobID: "jid 7"},
+		{JobID: "*"}, {JobID: ">"}, {JobID: "jid\ufffd"}, {JobID: "nosuch"},
+		{BatchID: "bid1"}, {BatchID: "bid2", Since: mid}, {BatchID: "bid1", JobID: "jid2"}, {BatchID: "bid.1"},
+		{AccessID: "small/qid1"}, {AccessID: "qid1"}, {AccessID: "large/qid2"}, {AccessID: "qid1", Since: mid},
+		{Since: mid}, {},
+	}
+	for _, f := range filters {
+		var read map[string][]string
+		earlier := consumerFilters(t, cli, nil)
+		got := replayWith(t, cli, f, func() { read = consumerFilters(t, cli, earlier) })
+		whole := f
+		whole.Subject = SubjectAll
+		want := replay(t, cli, whole)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: replay gave %v, the whole stream's %v", f, ids(got), ids(want))
+		}
+		// The first subject's pass runs as the first event comes (here each
+		// filter's first subject has events); the actions' pass is over.
+		subjects := f.subjects()
+		if len(want) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(read)), func(r []string) bool { return slices.Equal(r, subjects[:1]) }) {
+			t.Errorf("%+v: the server's consumers read %v, want one reading %v", f, read, subjects[0])
+		}
+		for _, r := range read {
+			if len(r) != 1 || !slices.Contains(subjects, r[0]) {
+				t.Errorf("%+v: a consumer read %v, want one of %v", f, r, subjects)
+			}
+		}
+	}
+	if got, want := ids(replay(t, cli, Filter{JobID: "jid1"})), strings.Fields("e03 e09 e11 e12 e13 e15 e16 e31 e33"); !slices.Equal(got, want) {
+		t.Errorf("jid1's timeline: %v, want %v", got, want)
+	}
+	if got := replay(t, cli, Filter{JobID: "jid1"}); !got[len(got)-1].late {
+		t.Errorf("the kept copy of jid1's move to Storing is not late: %+v", got[len(got)-1])
+	}
+	for f, want := range map[string]string{"jid.7": "e23", "jid_7": "e24", "*": "e26", "jid\ufffd": "e28 e29"} {
+		if got := strings.Join(ids(replay(t, cli, Filter{JobID: f})), " "); got != want {
+			t.Errorf("job %q: %v, want %v", f, got, want)
+		}
+	}
+	if got, want := ids(replay(t, cli, Filter{AccessID: "qid1"})), strings.Fields("e06 e07 e18 e19 e20"); !slices.Equal(got, want) {
+		t.Errorf("qid1 of either queue: %v, want %v", got, want)
+	}
+	for _, f := range []Filter{{JobID: "jid\ufffd"}, {Since: mid}, {BatchID: "bid1"}, {Subject: "ingestq.job.>", JobID: "jid1"}} {
+		if !slices.Equal(f.subjects(), []string{cmp.Or(f.Subject, SubjectAll)}) {
+			t.Errorf("%+v narrowed to %v", f, f.subjects())
+		}
+	}
+}
+
+// replayWith returns what Replay delivers, calling first as the first
+// event comes: while the replay's consumer is on the server.
+func replayWith(t testing.TB, nc *nats.Conn, f Filter, first func()) []Event {
+	t.Helper()
+	var got []Event
+	if err := Replay(t.Context(), nc, "", f, func(e Event) error {
+		if got = append(got, e); len(got) == 1 {
+			first()
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("Replay(%+v): %v", f, err)
+	}
+	return got
+}
+
+// consumerFilters gives the filter subjects of each consumer on the stream,
+// by name, but those of the consumers in earlier.
+func consumerFilters(t testing.TB, nc *nats.Conn, earlier map[string][]string) map[string][]string {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for info := range s.ListConsumers(t.Context()).Info() {
+		if _, ok := earlier[info.Name]; !ok {
+			out[info.Name] = info.Config.FilterSubjects
+			if info.Config.FilterSubject != "" {
+				out[info.Name] = append(out[info.Name], info.Config.FilterSubject)
+			}
+		}
+	}
+	return out
 }
