@@ -80,6 +80,13 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	// What this run verified: each file's SHA-256, from the same pass as
 	// the depositor's digest.
 	rec := &digests{files: map[string]fileDigest{}}
+	busy := &busyFiles{}
+	waiting := false
+	defer func() {
+		if !waiting {
+			p.endWaits(j.ID) // any outcome but a wait for a busy server ends its waits in a row
+		}
+	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.PerJob)
 	for i, f := range files {
@@ -95,6 +102,9 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 				_ = os.Remove(dest)
 			}
 			res, err := client.Download(gctx, f.URL, dest, want, pr.add)
+			if busy.add(f.Name, err) {
+				return nil // the job's other files go on; then it waits for this one
+			}
 			if err != nil {
 				return classify(fmt.Errorf("%s: %w", f.Name, err))
 			}
@@ -113,6 +123,11 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 				"(its server gave no size, or a wrong one), or never ends", err)
 		}
 		return reactor.Result{}, err
+	}
+	if busy.n > 0 {
+		res, err := p.waitForBusyServer(ctx, s, busy)
+		waiting = err == nil
+		return res, err
 	}
 	if err := p.logFixity(j, files); err != nil {
 		return reactor.Result{}, err

@@ -62,6 +62,9 @@ type Config struct {
 	MaxFill       float64       // the room rule (roomFor): the highest fill ratio of the working storage; default 0.8
 	Margin        int64         // the room rule: bytes kept free beyond what a job needs; default 64 MiB
 	ProvisionWait time.Duration // the room rule: re-test of a job waiting for room; default 30 s
+	// BusyLimit is how long a job waits for a depositor's server that
+	// answers its downloads 503 or 429 before it fails; default 1 h.
+	BusyLimit time.Duration
 	// Space reports the free and total bytes of the file system of dir;
 	// default DiskSpace (statfs). Tests replace it to make the disk look full.
 	Space func(dir string) (free, total uint64, err error)
@@ -91,8 +94,8 @@ type Pipeline struct {
 	opening map[string]chan struct{}    // by URL: the turn to open it (openOnce), held outside mu
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
-	unreleased  sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
-	objectWaits sync.Map // jid → its waits in a row for another holder of its object (waitWhileObjectBusy)
+	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
+	jobWaits   sync.Map // jid → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (waitForBusyServer)
 
 	unpackMu  sync.Mutex
 	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)
@@ -110,7 +113,7 @@ var ErrConfig = errors.New("handlers: bad setting")
 
 // Defaults are the settings a zero Config field gets; the CLI's flags show
 // them as theirs.
-var Defaults = Config{PerJob: 4, MaxFill: 0.8, Margin: 64 << 20, ProvisionWait: 30 * time.Second}
+var Defaults = Config{PerJob: 4, MaxFill: 0.8, Margin: 64 << 20, ProvisionWait: 30 * time.Second, BusyLimit: time.Hour}
 
 // New opens the storage targets and the inventory; the built-in ones live
 // under cfg.DataDir.
@@ -119,14 +122,15 @@ func New(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, errors.New("handlers: Queue, Profiles and DataDir are required")
 	}
 
-	if cfg.MaxFill < 0 || cfg.MaxFill > 1 || cfg.PerJob < 0 || cfg.Margin < 0 || cfg.ProvisionWait < 0 {
-		return nil, fmt.Errorf("%w: max fill %v (want a ratio in (0, 1]), downloads per job %d, margin %d, provision wait %v",
-			ErrConfig, cfg.MaxFill, cfg.PerJob, cfg.Margin, cfg.ProvisionWait)
+	if cfg.MaxFill < 0 || cfg.MaxFill > 1 || cfg.PerJob < 0 || cfg.Margin < 0 || cfg.ProvisionWait < 0 || cfg.BusyLimit < 0 {
+		return nil, fmt.Errorf("%w: max fill %v (want a ratio in (0, 1]), downloads per job %d, margin %d, provision wait %v, busy limit %v",
+			ErrConfig, cfg.MaxFill, cfg.PerJob, cfg.Margin, cfg.ProvisionWait, cfg.BusyLimit)
 	}
 	cfg.PerJob = cmp.Or(cfg.PerJob, Defaults.PerJob)
 	cfg.MaxFill = cmp.Or(cfg.MaxFill, Defaults.MaxFill)
 	cfg.Margin = cmp.Or(cfg.Margin, Defaults.Margin)
 	cfg.ProvisionWait = cmp.Or(cfg.ProvisionWait, Defaults.ProvisionWait)
+	cfg.BusyLimit = cmp.Or(cfg.BusyLimit, Defaults.BusyLimit)
 	cfg.Agent = cmp.Or(cfg.Agent, "ingestq")
 	if len(cfg.Storage) == 0 {
 		cfg.Storage = []string{DefaultStorage(cfg.DataDir)}

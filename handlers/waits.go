@@ -1,14 +1,18 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/reactor/stalled"
 )
 
 // A step waits, spending no attempt, while another job or program works on
@@ -38,11 +42,7 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 		p.endWaits(s.Job.ID)
 		return res, false
 	}
-	n := 1
-	if v, ok := p.objectWaits.Load(s.Job.ID); ok {
-		n = v.(int) + 1
-	}
-	p.objectWaits.Store(s.Job.ID, n)
+	n := p.nextWait(s.Job.ID).n
 	// A job failed or deleted while it waits takes no step here again: the
 	// watch of its end (tend) ends its waits. Its folder may be another
 	// host's, on a shared working area.
@@ -53,9 +53,27 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 	return reactor.Result{Wait: wait}, true
 }
 
+// waitsInRow are a job's waits in a row at its step: how many, and since
+// when.
+type waitsInRow struct {
+	n     int
+	since time.Time
+}
+
+// nextWait counts one more wait of job jid in a row, and returns them.
+func (p *Pipeline) nextWait(jid string) waitsInRow {
+	w := waitsInRow{n: 1, since: time.Now()}
+	if v, ok := p.jobWaits.Load(jid); ok {
+		prev := v.(waitsInRow)
+		w.n, w.since = prev.n+1, prev.since
+	}
+	p.jobWaits.Store(jid, w)
+	return w
+}
+
 // endWaits forgets job jid's waits in a row: at its step's first outcome
 // that is no wait, and once it has failed or ended (tend).
-func (p *Pipeline) endWaits(jid string) { p.objectWaits.Delete(jid) }
+func (p *Pipeline) endWaits(jid string) { p.jobWaits.Delete(jid) }
 
 // lockedElsewhere is the wait for ark's lock of what ("storage",
 // "inventory"), held as l says.
@@ -81,4 +99,75 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 			p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		}
 	}
+}
+
+// A depositor's server that answers a download 503 or 429 (busy: S3's
+// SlowDown, a CDN's rate limit, a server in maintenance) asks to be asked
+// later, often in 30 s to minutes. Spending the job's attempts on it failed
+// the job within a minute, and the in-client waits held the state's
+// workers, so ten busy URLs stopped every other download of the daemon.
+// The job waits instead, as for a busy back end, spending no attempt and
+// holding no worker, its other files downloaded meanwhile.
+
+// busyFiles are the files of a job's download whose server answered busy:
+// the first one's name and error, how many, and the latest time one asked
+// to be asked again (zero: none said), so that no server is asked sooner.
+type busyFiles struct {
+	mu    sync.Mutex
+	n     int
+	name  string
+	err   error
+	asked time.Time
+}
+
+// add notes file name's download error err when it is a busy answer, and
+// tells whether it was one.
+func (b *busyFiles) add(name string, err error) bool {
+	var se *fetch.StatusError
+	if !errors.As(err, &se) || !se.Busy() {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == 0 {
+		b.name, b.err = name, err
+	}
+	b.n++
+	if se.RetryAt.After(b.asked) {
+		b.asked = se.RetryAt
+	}
+	return true
+}
+
+// waitForBusyServer is the Result of a download step whose files' servers
+// answered busy (b): the job waits as long as their Retry-After asks, at
+// most a minute, and no less than the backoff of its waits in a row, from
+// the fetch client's first wait; once it has waited BusyLimit, it fails,
+// naming the file.
+func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyFiles) (reactor.Result, error) {
+	jid := s.Job.ID
+	w := p.nextWait(jid)
+	now := time.Now()
+	what := fmt.Sprintf("%s: %s", b.name, fetch.Plain(b.err))
+	if b.n > 1 {
+		what += fmt.Sprintf(" (and %d other files)", b.n-1)
+	}
+	if waited := now.Sub(w.since); waited >= p.cfg.BusyLimit {
+		p.endWaits(jid)
+		return reactor.Result{}, reactor.Fatal(fmt.Errorf("%s; its server still answered so after the job waited %s for it (--fetch-busy-limit)",
+			what, waited.Round(time.Second)))
+	}
+	wait := backoff.Delay(cmp.Or(p.cfg.Fetch.MinWait, fetch.Defaults.MinWait), time.Minute, w.n)
+	if asked := time.Until(b.asked); asked > wait {
+		wait = min(asked, time.Minute)
+	}
+	deadline := w.since.Add(p.cfg.BusyLimit)
+	wait = min(wait, deadline.Sub(now))
+	if !b.asked.IsZero() {
+		what += fmt.Sprintf("; it asked to be asked again in %s (Retry-After)", stalled.Short(max(b.asked.Sub(now), 0).Round(time.Second)))
+	}
+	p.sayWhyItWaits(ctx, s, fmt.Sprintf("waiting for a busy server: %s; next try at %s, spending no attempt; the job fails if it is still busy at %s (--fetch-busy-limit %s)",
+		what, queue.TextTime(now.Add(wait)), queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)))
+	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait)
+	return reactor.Result{Wait: wait}, nil
 }

@@ -36,7 +36,7 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.objectWaits.Store(j.ID, 3)
+		p.jobWaits.Store(j.ID, waitsInRow{n: 3})
 		return j.ID
 	}
 	waits := func(jid, when string, want bool) {
@@ -44,7 +44,7 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 		if _, err := p.look(jid, filepath.Join(t.TempDir(), jid)); err != nil {
 			t.Fatal(err)
 		}
-		if _, has := p.objectWaits.Load(jid); has != want {
+		if _, has := p.jobWaits.Load(jid); has != want {
 			t.Errorf("job %s %s: waits kept %v, want %v", jid, when, has, want)
 		}
 	}

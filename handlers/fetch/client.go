@@ -107,16 +107,29 @@ func (c *Client) BackEnd() *retryablehttp.Client {
 }
 
 // checkBackEndRetry is checkRetry, but a busy answer whose Retry-After
-// asks for a longer wait than the client's longest (MaxWait) is not waited
-// for here, sooner than asked: the request ends with it, and the step's job
-// waits for the back end as long as it asked.
+// asks for a longer wait than the client's longest (MaxWait) ends the
+// request (waitsLonger), for any request of a back end's.
 func (c *Client) checkBackEndRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if err == nil && resp != nil {
-		if se := statusError(resp); se.Busy() && time.Until(se.RetryAt) > c.cfg.MaxWait {
-			return false, se
-		}
+	if se := waitsLonger(resp, c.cfg.MaxWait); se != nil {
+		return false, se
 	}
 	return c.checkRetry(ctx, resp, err)
+}
+
+// waitsLonger is resp's busy answer (BusyStatus) when its Retry-After asks
+// for a longer wait than d, else nil. Such an answer is not waited for in
+// the client, holding the caller's worker, nor sooner than asked: the
+// request ends with it, and the caller waits as long as asked, spending no
+// attempt (a back end's step: reactor.Unavailable; a download's job:
+// handlers).
+func waitsLonger(resp *http.Response, d time.Duration) *StatusError {
+	if resp == nil {
+		return nil
+	}
+	if se := statusError(resp); se.Busy() && time.Until(se.RetryAt) > d {
+		return se
+	}
+	return nil
 }
 
 // HTTP returns the underlying retrying client, for other packages' requests
@@ -124,8 +137,18 @@ func (c *Client) checkBackEndRetry(ctx context.Context, resp *http.Response, err
 // this package: replacing them breaks Download.
 func (c *Client) HTTP() *retryablehttp.Client { return c.rc }
 
-// checkRetry is retryPolicy, logging each failure it retries.
+// checkRetry is retryPolicy, logging each failure it retries. A
+// download's busy answer that asks for any wait ends its request
+// (waitsLonger): a depositor's server asking for 30 s or more (S3's
+// SlowDown, a CDN's rate limit) was asked again within 10 s, its job's
+// attempts spent in a minute, and ten servers asking for 3 s held the
+// Downloading workers, every other job's download waiting.
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if _, download := ctx.Value(downloadKey{}).(*download); download {
+		if se := waitsLonger(resp, 0); se != nil {
+			return false, se
+		}
+	}
 	retry, err2 := retryPolicy(ctx, resp, err)
 	if retry {
 		c.logFailure(ctx, resp, err)

@@ -20,5 +20,8 @@
 // mismatches, 4xx statuses other than 408/425/429, bad URLs and schemes, and
 // local files that do not exist. A failed Download, Fetch or Peek is a
 // *RequestError, whose message names the URL once and the cause in plain
-// words: "download https://host/x: connection refused (5 requests)".
+// words: "download https://host/x: connection refused (5 requests)". A
+// download answered 503 or 429 with a Retry-After is not asked again here:
+// it ends at once with a busy *StatusError saying when (RetryAt), and its
+// job waits that long without holding a worker (handlers).
 package fetch

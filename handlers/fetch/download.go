@@ -188,10 +188,12 @@ func (d *download) copy(r io.Reader) error {
 }
 
 // expectTotal fails early when the source announces a size other than the
-// one wanted (total -1: not announced).
-func (d *download) expectTotal(total int64) error {
+// one wanted (total -1: not announced); by names the announcement ("by
+// its Content-Length"): no byte was read, and a server whose length lies
+// sent fewer, so "got N" alone read as N bytes received.
+func (d *download) expectTotal(total int64, by string) error {
 	if total >= 0 && d.want.Size >= 0 && total != d.want.Size {
-		return d.sizeMismatch(strconv.FormatInt(total, 10))
+		return d.sizeMismatch(strconv.FormatInt(total, 10) + " " + by)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDownloadEachAlgorithm(t *testing.T) {
@@ -100,15 +101,23 @@ func TestDownloadSizeMismatch(t *testing.T) {
 		w.Write(data[len(data)/2:])
 		return true
 	}
+	lying := func(n int, w http.ResponseWriter, r *http.Request) bool {
+		// A Content-Length 500 bytes past what it sends, the size the
+		// manifest gives: nothing of the announced size was received.
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)+500))
+		w.Write(data)
+		return true
+	}
 	cases := []struct {
 		name string
 		step func(int, http.ResponseWriter, *http.Request) bool
 		size int64
 		got  string
 	}{
-		{"longer, announced", nil, 40_000, "50000"},
+		{"a Content-Length that lies", lying, 50_000, "50500 by its Content-Length"},
+		{"longer, announced", nil, 40_000, "50000 by its Content-Length"},
 		{"longer, endless", endless, 40_000, "more than 40000"},
-		{"shorter, announced", nil, 60_000, "50000"},
+		{"shorter, announced", nil, 60_000, "50000 by its Content-Length"},
 		{"shorter, chunked", chunked, 60_000, "50000"},
 		{"longer, chunked", chunked, 49_999, "more than 49999"},
 	}
@@ -168,6 +177,29 @@ func TestDownloadGivesUpOn5xx(t *testing.T) {
 	}
 	if n := len(o.requests()); n != 3 {
 		t.Fatalf("%d requests, want 3", n)
+	}
+}
+
+// A download answered 503 or 429 with a Retry-After, however short, ends
+// at once: a busy StatusError saying when the server asked to be asked
+// again, for its job to wait that long without holding a worker (handlers).
+// It was asked again within the client's longest wait, sooner than asked.
+func TestDownloadLeavesARetryAfterToItsJob(t *testing.T) {
+	for _, code := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
+		o := newOrigin(t, nil, func(n int, w http.ResponseWriter, r *http.Request) bool {
+			w.Header().Set("Retry-After", "2")
+			http.Error(w, "busy", code)
+			return true
+		})
+		asked := time.Now()
+		_, err := testClient(Config{Attempts: 5, MaxWait: 10 * time.Second}).Download(context.Background(), o.file(), dest(t), Want{Size: -1}, nil)
+		var s *StatusError
+		if !errors.As(err, &s) || s.Code != code || !s.Busy() || s.RetryAt.Before(asked.Add(2*time.Second)) {
+			t.Fatalf("%d: err = %v (%+v); want a busy StatusError asking to wait 2 s", code, err, s)
+		}
+		if n := len(o.requests()); n != 1 {
+			t.Fatalf("%d: %d requests, want 1", code, n)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ func (d *download) copyLocal(ctx context.Context, u *url.URL) error {
 		return err
 	}
 	defer src.Close()
-	if err := d.expectTotal(size); err != nil {
+	if err := d.expectTotal(size, "by the file's size"); err != nil {
 		return err
 	}
 	if d.offset > size {

@@ -42,12 +42,14 @@ func (d *download) handle(resp *http.Response) error {
 				return err
 			}
 		}
-		if err := d.expectTotal(resp.ContentLength); err != nil {
+		if err := d.expectTotal(resp.ContentLength, "by its Content-Length"); err != nil {
 			return err
 		}
 		d.validator = validator(resp.Header)
 	default:
-		return &StatusError{URL: d.url, Code: code}
+		se := statusError(resp) // with a busy server's Retry-After
+		se.URL = d.url
+		return se
 	}
 	if d.validator == "" {
 		d.validator = validator(resp.Header)
@@ -65,7 +67,7 @@ func (d *download) continues(contentRange string) error {
 		}
 		return fmt.Errorf("Content-Range %q does not go on at byte %d; starting over", contentRange, at)
 	}
-	if err := d.expectTotal(total); err != nil {
+	if err := d.expectTotal(total, "by its Content-Range"); err != nil {
 		return err
 	}
 	d.resumed = d.offset > 0

@@ -41,23 +41,24 @@ func (r rehearsal) Handlers() map[queue.State]reactor.JobHandler { return r.step
 
 // ingestFlags are the settings of the ingest pipeline.
 type ingestFlags struct {
-	profiles      string
-	workDir       string
-	workShared    bool
-	storage       string
-	inventory     string
-	smtp          string
-	smtpFrom      string
-	smtpUser      string
-	smtpPass      string
-	maxFill       float64
-	margin        string
-	provisionWait time.Duration
-	perJob        int
-	perHost       int
-	fetchAttempts int
-	fetchTimeout  time.Duration
-	fetchAllow    string
+	profiles       string
+	workDir        string
+	workShared     bool
+	storage        string
+	inventory      string
+	smtp           string
+	smtpFrom       string
+	smtpUser       string
+	smtpPass       string
+	maxFill        float64
+	margin         string
+	provisionWait  time.Duration
+	perJob         int
+	perHost        int
+	fetchAttempts  int
+	fetchTimeout   time.Duration
+	fetchBusyLimit time.Duration
+	fetchAllow     string
 }
 
 func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
@@ -85,6 +86,8 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.StringVar(&f.fetchAllow, "fetch-allow", a.env(EnvFetchAllow, ""), "ranges beside the public ones (loopback, private, other special-purpose) a depositor's URL (payload, manifest line) may reach, as CIDR,CIDR… (127.0.0.0/8 for\n"+
 		"payloads served on this host); none by default: only public addresses. Link-local and cloud metadata addresses never (env "+EnvFetchAllow+")")
 	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
+	durationVar(fl, &f.fetchBusyLimit, "fetch-busy-limit", handlers.Defaults.BusyLimit, "how long a job waits, spending no attempt, for a depositor's server that answers its downloads 503 or 429\n"+
+		"(as its Retry-After asks, at most a minute at a time) before it fails")
 }
 
 // diskSpace reads a folder's file system: the daemon's Provisioning and
@@ -116,7 +119,7 @@ func (a *app) ingestPipeline(ctx context.Context, q *queue.Queue, bus *events.Bu
 		Agent: fmt.Sprintf("ingestq %s on %s", versionText(), host), Queue: q, Bus: bus, Profiles: profiles, DataDir: dataDir, Advertise: advertise,
 		WorkDir: f.workDir, SharedWork: f.workShared, Host: host,
 		Fetch:  fetch.Config{Attempts: f.fetchAttempts, Timeout: f.fetchTimeout, PerHost: f.perHost, Allow: allow},
-		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait,
+		Mailer: mailer, PerJob: f.perJob, MaxFill: f.maxFill, Margin: int64(margin), ProvisionWait: f.provisionWait, BusyLimit: f.fetchBusyLimit,
 		Space: diskSpace, Logger: a.log})
 	if errors.Is(err, handlers.ErrConfig) {
 		return nil, nil, usagef("%v", err)

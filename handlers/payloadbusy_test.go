@@ -1,0 +1,138 @@
+package handlers_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// busyPayload serves data at /a.txt behind svc, a server answering busy
+// while svc.left lasts; it returns the file's manifest row.
+func busyPayload(t *testing.T, svc *busyService, data []byte) row {
+	svc.next = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.ServeContent(w, req, "a.txt", time.Time{}, bytes.NewReader(data))
+	})
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	return fileRow(srv.URL+"/a.txt", "a.txt", data)
+}
+
+// busyAnswers counts the busy answers svc gave.
+func (b *busyService) busyAnswers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.served {
+		if s.busy {
+			n++
+		}
+	}
+	return n
+}
+
+// A depositor's server that answers a download 503 or 429 with a
+// Retry-After, even one shorter than the fetch client's longest wait: the
+// job waits as long as asked, spending no attempt and holding no worker (the daemon's
+// one Downloading worker downloads another object meanwhile, and the busy
+// server stays busy until that one is done), its file on another server
+// fetched once, its message saying what it waits for and until when; then
+// it completes. Before, the request was
+// asked again within the client's longest wait (10 s by default) and the
+// job's attempts were spent: a server asking for 30 s failed its jobs in
+// seconds.
+func TestPayloadServerBusyWaitsForIt(t *testing.T) {
+	t.Parallel()
+	seconds := func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }
+	date := func(now time.Time) (string, time.Time) {
+		at := now.Add(2 * time.Second).Truncate(time.Second) // an HTTP date holds whole seconds
+		return at.UTC().Format(http.TimeFormat), at
+	}
+	for _, c := range []struct {
+		name       string
+		status     int
+		retryAfter func(time.Time) (string, time.Time)
+	}{
+		{"503 Retry-After seconds", http.StatusServiceUnavailable, seconds},
+		{"429 Retry-After date", http.StatusTooManyRequests, date},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			svc := &busyService{status: c.status, retryAfter: c.retryAfter}
+			svc.left.Store(1 << 20) // busy until the other object is in
+			busyRow := busyPayload(t, svc, []byte("alpha\n"))
+			obs := watchBackEnds(t)
+			r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), obs.option(), func(hc *handlers.Config, rc *reactor.Config) {
+				hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a worker
+				rc.Workers = map[queue.State]int{queue.Downloading: 1}
+			})
+			beta := []byte("beta, from another server\n")
+			betaRow := fileRow(r.content.put("/busy/b.txt", beta), "b.txt", beta)
+			busy := r.submit(r.content.put("/busy.checkm", manifest("mrt-ingest-manifest", busyRow, betaRow)))
+			fine := r.submitObject("/fine.checkm", object{"b.txt": []byte("beta\n")})
+			if b := r.waitBatch(fine.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+				t.Fatalf("the other batch %s (%s), want Completed while the busy server's job waits", b.State(), b.Status.Message)
+			}
+			if svc.busyAnswers() == 0 {
+				t.Fatal("the busy server was not asked before the other object was in")
+			}
+			j := r.jobsOf(busy.ID)["manifest"]
+			msg := j.Status.Message
+			for _, want := range []string{fmt.Sprintf("waiting for a busy server: producer/a.txt: download %s: HTTP %d %s", busyRow.url, c.status, http.StatusText(c.status)),
+				"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the job fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("the waiting job's message %q lacks %q", msg, want)
+				}
+			}
+			svc.left.Store(0)
+			if b := r.waitBatch(busy.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+				t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+			}
+			svc.checkWaitedAsFor(t, svc.busyAnswers())
+			if waits := len(obs.states); waits != svc.busyAnswers() {
+				t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, svc.busyAnswers())
+			}
+			if n := obs.spent.Load(); n != 0 {
+				t.Errorf("steps spent %d attempts; want none while the server was busy", n)
+			}
+			if n := r.content.getCount("/busy/b.txt"); n != 1 {
+				t.Errorf("the job's file on another server was fetched %d times; want once, kept while the job waited", n)
+			}
+		})
+	}
+}
+
+// A depositor's server still busy after the job waited --fetch-busy-limit:
+// the job fails, its message naming the file, the URL, the answer and how
+// long it waited, and the batch's report lists it.
+func TestPayloadServerBusyPastTheLimitFails(t *testing.T) {
+	t.Parallel()
+	svc := &busyService{status: http.StatusServiceUnavailable,
+		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
+	svc.left.Store(1 << 20)
+	busyRow := busyPayload(t, svc, []byte("alpha\n"))
+	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = 1500 * time.Millisecond })
+	b := r.submit(r.content.put("/busy.checkm", manifest("mrt-ingest-manifest", busyRow)))
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Failed {
+		t.Fatalf("batch %s (%s), want Failed", b.State(), b.Status.Message)
+	}
+	j := r.jobsOf(b.ID)["manifest"]
+	want := "Downloading: producer/a.txt: download " + busyRow.url + ": HTTP 503 Service Unavailable; its server still answered so after the job waited "
+	if msg := j.Status.Message; j.State() != queue.Failed || !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, " for it (--fetch-busy-limit)") {
+		t.Errorf("job %s: %q; want Failed, %q… for it (--fetch-busy-limit)", j.State(), msg, want)
+	}
+	if n := svc.busyAnswers(); n < 2 || n > 3 {
+		t.Errorf("the busy server was asked %d times in 1.5 s, each wait 1 s as asked; want 2 or 3", n)
+	}
+	if b.Report == nil || !strings.Contains(b.Report.Failures[j.ID], busyRow.url) {
+		t.Errorf("the report %+v; want the failure of %s naming %s", b.Report, j.ID, busyRow.url)
+	}
+}
