@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/internal/redact"
+	"github.com/ingestq/ingestq/internal/tlsfiles"
 )
 
 // DefaultStream is the name of the JetStream stream that records events.
@@ -51,6 +53,7 @@ type Config struct {
 	CredsFile string        // for URL: NATS credentials file (nats.UserCredentials)
 	Token     string        // for URL: authentication token
 	TLSCA     string        // for URL: CA certificate file (nats.RootCAs)
+	RootCA    *tlsfiles.CA  // for URL, instead of TLSCA: the CA whose pool in force verifies the server at each connection and reconnection
 	TLSCert   string        // for URL: client certificate file (nats.ClientCert, with TLSKey)
 	TLSKey    string        // for URL: client key file
 	Stream    string        // stream name, default DefaultStream
@@ -85,6 +88,10 @@ type Config struct {
 	// is set, in the lines that say a route failed its handshake.
 	ClusterTLS *tls.Config
 	TLSSetting string
+	// ClusterCA, with ClusterTLS, is the CA file whose pool in force the
+	// routes verify peers against, instead of ClusterTLS's: renewed by its
+	// Reload, then ClusterCAReloaded; nil = ClusterTLS's pools.
+	ClusterCA *tlsfiles.CA
 	// ListenTLS, with Listen, has the client listener take TLS only
 	// (LoadListenTLS reads it); nil = in clear.
 	ListenTLS *tls.Config
@@ -437,7 +444,10 @@ func (c Config) AuthOptions() ([]nats.Option, error) {
 	if c.Token != "" {
 		opts = append(opts, nats.Token(c.Token))
 	}
-	if c.TLSCA != "" {
+	switch {
+	case c.RootCA != nil:
+		opts = append(opts, rootCAsInForce(c.RootCA))
+	case c.TLSCA != "":
 		opts = append(opts, nats.RootCAs(c.TLSCA))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
@@ -447,6 +457,21 @@ func (c Config) AuthOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
 	return opts, nil
+}
+
+// rootCAsInForce has a client verify the server against ca's pool in force
+// at each connection and reconnection, as nats.RootCAs does with a file it
+// reads each time (nats.go 1.55's RootCAsCB), but a file refused by ca's
+// Reload leaves the pool in force rather than failing the reconnection.
+func rootCAsInForce(ca *tlsfiles.CA) nats.Option {
+	return func(o *nats.Options) error {
+		if o.TLSConfig == nil {
+			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		o.RootCAsCB = func() (*x509.CertPool, error) { return ca.Pool(), nil }
+		o.Secure = true
+		return nil
+	}
 }
 
 // Stream metadata naming the queue whose events the stream records.

@@ -47,6 +47,9 @@ type embedded struct {
 	// supersede ends the reconfiguration under way (nil: none) when
 	// SetRoutes asks for other routes than those it works towards.
 	supersede context.CancelCauseFunc
+	// caReloads counts ClusterCAReloaded's calls; caApplied is the count
+	// the server's options were last made at (the pool then in force).
+	caReloads, caApplied int
 
 	// movedAlone: what the server recorded alone is in the cluster's
 	// stream (publisher goroutine only; false again whenever it runs alone).
@@ -110,6 +113,21 @@ func (b *Bus) SetRoutes(urls []string) {
 	b.requestReconfigure()
 }
 
+// ClusterCAReloaded tells the bus that Config.ClusterCA's pool changed
+// (its Reload): the embedded server, if routed, is given it as options
+// (ReloadOptions, the routes and their connections kept), so that every
+// route taken or dialed from then on verifies its peer against it. It
+// returns at once; the publisher does it in order with the events.
+func (b *Bus) ClusterCAReloaded() {
+	if b == nil || b.emb == nil || b.cfg.ClusterCA == nil {
+		return
+	}
+	b.emb.mu.Lock()
+	b.emb.caReloads++
+	b.emb.mu.Unlock()
+	b.requestReconfigure()
+}
+
 // sortedRoutes is urls sorted, without repeats, in a slice of its own.
 func sortedRoutes(urls []string) []string {
 	urls = slices.Clone(urls)
@@ -143,6 +161,7 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 	defer cancel(nil)
 	e.mu.Lock()
 	routes, wanted := e.routes, e.wanted
+	caReloads, caStale := e.caReloads, e.caReloads != e.caApplied
 	e.supersede = cancel
 	e.mu.Unlock()
 	defer func() {
@@ -159,6 +178,15 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 		}
 	case !slices.Equal(routes, wanted):
 		joinErr = b.reroute(wanted)
+	case caStale && len(routes) > 0:
+		if joinErr = b.reload(routes); joinErr == nil {
+			b.log.Info("events: the NATS routes verify the other servers against the CA file in force (reloaded); the routes made are kept")
+		}
+	}
+	if joinErr == nil { // the options made now hold the pool in force
+		e.mu.Lock()
+		e.caApplied = caReloads
+		e.mu.Unlock()
 	}
 	// An error past patience leaves a stream with a leader: what was
 	// recorded alone can go there all the same.
@@ -234,19 +262,26 @@ func (b *Bus) logMembership(routes []string) {
 
 // reroute changes the routes of a cluster member in place.
 func (b *Bus) reroute(routes []string) error {
-	e := b.emb
-	ns := e.server()
-	opts, err := serverOptions(b.cfg, routes)
-	if err != nil {
+	if err := b.reload(routes); err != nil {
 		return err
 	}
-	if err := ns.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("events: route the embedded NATS server to %v: %s", routes, maskSecret(err.Error(), b.cfg.ClusterSecret))
-	}
+	e := b.emb
 	e.mu.Lock()
 	e.routes = routes
 	e.mu.Unlock()
 	b.log.Info("events: embedded NATS server routes changed", "routes", routes)
+	return nil
+}
+
+// reload gives the running server its options anew, routed to routes.
+func (b *Bus) reload(routes []string) error {
+	opts, err := serverOptions(b.cfg, routes)
+	if err != nil {
+		return err
+	}
+	if err := b.emb.server().ReloadOptions(opts); err != nil {
+		return fmt.Errorf("events: route the embedded NATS server to %v: %s", routes, maskSecret(err.Error(), b.cfg.ClusterSecret))
+	}
 	return nil
 }
 

@@ -20,50 +20,51 @@ import (
 const tlsTimeout = 5 * time.Second
 
 // LoadClusterTLS reads the files of a cluster member's route TLS: its
-// certificate (chain, PEM) and key, and the CA (PEM) that signed every
-// member's, for Config.ClusterTLS. cluster is the member's cluster
-// address (Config.Cluster): its certificate must name the host the route
-// URL announces (RouteURL), which the other members dial and check. A file
+// certificate (chain, PEM) and key, and the CA file (PEM, one CA or a
+// bundle of them) that signed every member's, for Config.ClusterTLS and
+// Config.ClusterCA. cluster is the member's cluster address
+// (Config.Cluster): its certificate must name the host the route URL
+// announces (RouteURL), which the other members dial and check. A file
 // that cannot be read, a key of another certificate, a certificate the CA
 // did not sign, one expired or not yet valid, one not for both ends of a
-// connection or naming another host is a *tlsfiles.FileError. The pair is
-// presented both ways from the *tlsfiles.Pair, which its Reload renews
-// (checked alike, against the CA read here); the CA is read once.
-func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, *tlsfiles.Pair, error) {
+// connection or naming another host, a CA file without a certificate or
+// with one expired is a *tlsfiles.FileError. The pair is presented both
+// ways from the *tlsfiles.Pair, which its Reload renews; the peers are
+// verified against the *tlsfiles.CA's pool, which its Reload renews too
+// (then Bus.ClusterCAReloaded), the CA first: the pair is checked
+// against the pool in force.
+func LoadClusterTLS(certFile, keyFile, caFile, cluster string) (*tls.Config, *tlsfiles.Pair, *tlsfiles.CA, error) {
 	route, err := RouteURL(cluster)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	u, _ := url.Parse(route)
-	caPEM, err := tlsfiles.ReadFile("ca", caFile)
+	ca, err := tlsfiles.LoadCA(caFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, nil, &tlsfiles.FileError{Which: "ca", File: caFile, Err: errors.New("holds no PEM certificate")}
-	}
-	pair, err := tlsfiles.Load(certFile, keyFile, routeCheck(pool, caFile, u.Hostname()))
+	pair, err := tlsfiles.Load(certFile, keyFile, routeCheck(ca, u.Hostname()))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	return &tls.Config{
 		GetCertificate:       pair.GetCertificate,
 		GetClientCertificate: pair.GetClientCertificate,
 		ClientAuth:           tls.RequireAndVerifyClientCert,
-		ClientCAs:            pool,
-		RootCAs:              pool,
+		ClientCAs:            ca.Pool(),
+		RootCAs:              ca.Pool(),
 		MinVersion:           tls.VersionTLS13, // every member is ingestq
-	}, pair, nil
+	}, pair, ca, nil
 }
 
-// routeCheck is what a route's certificate must be: signed by the CA in
-// pool (caFile), good for both ends of a route, and naming host, the host
+// routeCheck is what a route's certificate must be: signed by a CA in ca's
+// pool in force, good for both ends of a route, and naming host, the host
 // its route announces.
-func routeCheck(pool *x509.CertPool, caFile, host string) tlsfiles.Check {
+func routeCheck(ca *tlsfiles.CA, host string) tlsfiles.Check {
 	return func(leaf *x509.Certificate, inter *x509.CertPool) error {
 		// A member is the server of the routes it takes and the client of
 		// those it dials: its certificate must do for both.
+		pool, caFile := ca.Pool(), ca.File
 		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
 			_, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
 			var unknown x509.UnknownAuthorityError
@@ -126,12 +127,20 @@ func certNames(c *x509.Certificate) string {
 // Config.ClusterTLS: nats-server then does the handshake before anything
 // else on every route, presents the certificate both ways, takes only a
 // route whose certificate the CA signed, and checks that the server it
-// dials is named in its certificate by the route URL's host.
+// dials is named in its certificate by the route URL's host. The CA is
+// Config.ClusterCA's pool in force, when given: nats-server reads
+// ClientCAs and RootCAs from the options in force at each route, taken or
+// dialed, and crypto/tls has no hook to renew RootCAs on the side that
+// dials, so a new pool reaches it as options do (ClusterCAReloaded).
 func withTLS(opts *server.Options, cfg Config) {
 	if cfg.ClusterTLS == nil {
 		return
 	}
 	opts.Cluster.TLSConfig = cfg.ClusterTLS.Clone()
+	if cfg.ClusterCA != nil {
+		pool := cfg.ClusterCA.Pool()
+		opts.Cluster.TLSConfig.ClientCAs, opts.Cluster.TLSConfig.RootCAs = pool, pool
+	}
 	opts.Cluster.TLSTimeout = tlsTimeout.Seconds()
 }
 

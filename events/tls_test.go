@@ -31,7 +31,7 @@ func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority, layout 
 		for _, lay := range layout {
 			cert, key = lay(t, cert, key)
 		}
-		tc, _, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
+		tc, _, _, err := LoadClusterTLS(cert, key, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestClusterTLSIntermediateCA(t *testing.T) {
 	ms := openClusterWith(t, func(c *Config) {
 		logs.withSecret("")(c)
 		cert, key := mid.Peer(t, c.Host, "127.0.0.1")
-		tc, _, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
+		tc, _, _, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestClusterTLSServesTheReloadedCertificate(t *testing.T) {
 	peer := tlsPeer(t, ca, pool)
 	var pair *tlsfiles.Pair
 	m := openMemberWith(t, "m", func(c *Config) {
-		tc, p, err := LoadClusterTLS(certFile, keyFile, ca.CAFile, c.Cluster)
+		tc, p, _, err := LoadClusterTLS(certFile, keyFile, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +373,7 @@ func TestClusterTLSRenewedCertificateReachesTheOtherMember(t *testing.T) {
 	first := put(ca.Peer(t, "a1", "127.0.0.1"))
 	var aPair *tlsfiles.Pair
 	a := openMemberWith(t, "a", func(c *Config) {
-		tc, p, err := LoadClusterTLS(aCert, aKey, ca.CAFile, c.Cluster)
+		tc, p, _, err := LoadClusterTLS(aCert, aKey, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +382,7 @@ func TestClusterTLSRenewedCertificateReachesTheOtherMember(t *testing.T) {
 	seen := &peerSerials{}
 	bCert, bKey := ca.Peer(t, "b", "127.0.0.1")
 	withB := func(c *Config) {
-		tc, _, err := LoadClusterTLS(bCert, bKey, ca.CAFile, c.Cluster)
+		tc, _, _, err := LoadClusterTLS(bCert, bKey, ca.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,16 +8,20 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/internal/natstest"
 	"github.com/ingestq/ingestq/internal/promtest"
 	"github.com/ingestq/ingestq/internal/tlsfiles"
@@ -283,4 +287,309 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 	if line := d.logLines(expiring)[warned]; !strings.Contains(line, "setting=--tls-cert file="+certFile+" ") {
 		t.Errorf("the warning of the certificate entering its last 14 days: %q, want it to name the setting and the file", line)
 	}
+}
+
+// A cluster of two daemons with route TLS moves to a new CA without a
+// restart, by the README's three steps, each a SIGHUP of every host: (a)
+// the new CA added to each host's CA file, (b) each host given a
+// certificate of the new CA, (c) the old CA removed. After each step a
+// third host (a visitor, stopped after) joins with what that step allows,
+// so that routes are handshaken anew both ways with the two hosts' CA
+// pool in force; the routes in place go on, and a request published on
+// one host is answered on another, at every step. After (c), a visitor
+// still holding a certificate of the old CA only is refused by both
+// hosts. A CA file refused at a reload (no certificate in it, a CA
+// expired) is logged at ERR, naming the setting, the file and the cause,
+// and the pool in force is kept.
+//
+// Before: the CA file was read at start only; the visitor of step (a),
+// with a certificate of the new CA, was refused (not signed by this
+// host's CA) and never joined.
+func TestServeRotatesTheRoutesCAOnHUP(t *testing.T) {
+	t.Parallel()
+	oldCA, newCA := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
+	dir := t.TempDir()
+	r := newClusterRig(t)
+	type files struct{ cert, key, ca string }
+	hostFiles := map[string]files{}
+	flags := func(name string) []string {
+		f := hostFiles[name]
+		return []string{"--nats-cluster-tls-cert", f.cert, "--nats-cluster-tls-key", f.key, "--nats-cluster-tls-ca", f.ca}
+	}
+	// give puts, as a host's files, a certificate of ca and a CA file of
+	// the CAs given, each written beside its file and renamed over it.
+	give := func(name string, ca *tlstest.Authority, bundle ...*tlstest.Authority) *x509.Certificate {
+		t.Helper()
+		f := files{filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"), filepath.Join(dir, name+"-ca.pem")}
+		hostFiles[name] = f
+		writeCABundle(t, f.ca, bundle...)
+		cert, key := ca.Peer(t, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()), "127.0.0.1")
+		return tlstest.Install(t, f.cert, f.key, cert, key)
+	}
+	walked := []string{"d1", "d2"}
+	for _, name := range walked {
+		give(name, oldCA, oldCA)
+		r.launch(name, daemonConfig{Extra: flags(name)}, natstest.FreeAddr(t), natstest.FreeAddr(t))
+	}
+	r.waitJoined(walked...)
+	// hupAll sends every walked host a SIGHUP and waits until its CA
+	// file's reload is said and has reached its NATS server.
+	const reloaded, applied = "TLS CA reloaded (SIGHUP) setting=--nats-cluster-tls-ca", "the NATS routes verify the other servers against the CA file in force"
+	hupAll := func() {
+		t.Helper()
+		for _, name := range walked {
+			h := r.hosts[name]
+			n := len(h.logLines(applied))
+			h.signal(syscall.SIGHUP)
+			poll(t, 30*time.Second, name+": "+applied, func() (bool, string, error) { return len(h.logLines(applied)) > n, "", nil })
+		}
+	}
+	// routeTaken tells whether each walked host takes, now, a route whose
+	// certificate ca signed: no route changes meanwhile, so the pool that
+	// decides is the one a reload gave the server.
+	routeTaken := func(step string, ca *tlstest.Authority, want bool) {
+		t.Helper()
+		certFile, keyFile := ca.Peer(t, fmt.Sprintf("route-%d", time.Now().UnixNano()), "127.0.0.1")
+		for _, name := range walked {
+			err := routeHandshake(t, r.hosts[name].cluster, certFile, keyFile)
+			if (err == nil) != want {
+				t.Errorf("%s: %s took a route with a certificate of the %s CA: %v, want %v", step, name, map[*tlstest.Authority]string{oldCA: "old", newCA: "new"}[ca], err == nil, want)
+			}
+		}
+	}
+	// visit starts the visitor d3 with a certificate of ca and a CA file
+	// of bundle (on its data folder of the visits before), and waits until
+	// it runs.
+	visit := func(ca *tlstest.Authority, bundle ...*tlstest.Authority) {
+		t.Helper()
+		give("d3", ca, bundle...)
+		if h, ok := r.hosts["d3"]; ok {
+			r.launch("d3", daemonConfig{DataDir: h.dataDir, Extra: flags("d3")}, strings.TrimPrefix(h.url, "nats://"), h.cluster)
+		} else {
+			r.launch("d3", daemonConfig{Extra: flags("d3")}, natstest.FreeAddr(t), natstest.FreeAddr(t))
+		}
+		r.hosts["d3"].waitLog(60*time.Second, "reactor: running")
+	}
+	// joins has the visitor join, each host answer a request published on
+	// another, and the visitor leave.
+	joins := func(step string) {
+		t.Helper()
+		r.waitJoined("d3")
+		for _, pair := range [][2]string{{"d1", "d2"}, {"d2", "d1"}, {"d3", "d1"}, {"d3", "d2"}, {"d1", "d3"}} {
+			r.answered(step, pair[0], pair[1])
+		}
+		r.hosts["d3"].stop(30 * time.Second)
+	}
+	caLine := func(ca *tlstest.Authority) string { return "serial " + tlsfiles.Serial(ca.Certificate()) }
+
+	// (a) The new CA added.
+	for _, name := range walked {
+		writeCABundle(t, hostFiles[name].ca, oldCA, newCA)
+	}
+	hupAll()
+	routeTaken("(a) new CA added", newCA, true)
+	routeTaken("(a) new CA added", oldCA, true)
+	for _, name := range walked {
+		line := r.hosts[name].logLines(reloaded)[0]
+		if !strings.Contains(line, caLine(oldCA)) || !strings.Contains(line, caLine(newCA)) || !strings.Contains(line, " INF ") {
+			t.Errorf("%s: %q, want an INF line naming both CAs' serials", name, line)
+		}
+	}
+	visit(newCA, oldCA, newCA)
+	joins("(a) new CA added")
+
+	// (b) Each host given a certificate of the new CA.
+	for _, name := range walked {
+		cert := give(name, newCA, oldCA, newCA)
+		h := r.hosts[name]
+		h.signal(syscall.SIGHUP)
+		h.waitLog(30*time.Second, "serial="+tlsfiles.Serial(cert))
+	}
+	visit(newCA, newCA) // trusts the new CA only: takes the two hosts' new certificates
+	joins("(b) certificates of the new CA")
+
+	// (c) The old CA removed.
+	for _, name := range walked {
+		writeCABundle(t, hostFiles[name].ca, newCA)
+	}
+	hupAll()
+	routeTaken("(c) old CA removed", oldCA, false)
+	routeTaken("(c) old CA removed", newCA, true)
+	r.answered("(c) old CA removed", "d1", "d2")
+	const refused = "failed its TLS handshake: its certificate is not signed by this host's CA"
+	visit(oldCA, oldCA, newCA) // a host left behind at step (b)
+	for _, name := range walked {
+		r.hosts[name].waitLog(60*time.Second, refused)
+	}
+	if lines := r.hosts["d3"].logLines("joined the cluster"); len(lines) != 0 {
+		t.Errorf("a visitor with a certificate of the removed CA joined: %q", lines)
+	}
+	r.hosts["d3"].stop(30 * time.Second)
+
+	// CA files refused: the pool in force is kept.
+	expired, _ := tlstest.Expired(t)
+	notCA := filepath.Join(dir, "not-a-ca.pem")
+	if err := os.WriteFile(notCA, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const notReloaded = "TLS CA not reloaded (SIGHUP); the CA in force is kept setting=--nats-cluster-tls-ca file="
+	for name, bad := range map[string]struct{ from, why string }{
+		"d1": {notCA, `err="holds no PEM certificate"`},
+		"d2": {expired, `err="its CA certificate \"CN=ingestq test expired\" expired on `},
+	} {
+		data, err := os.ReadFile(bad.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(hostFiles[name].ca, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h := r.hosts[name]
+		h.signal(syscall.SIGHUP)
+		want := notReloaded + hostFiles[name].ca + " " + bad.why
+		h.waitLog(30*time.Second, notReloaded)
+		if lines := h.logLines(want); len(lines) != 1 || !strings.Contains(lines[0], " ERR ") {
+			t.Errorf("%s, a CA file refused: %q, want one ERR line %q", name, h.logLines(notReloaded), want)
+		}
+	}
+	visit(newCA, newCA)
+	joins("CA files refused, the pools in force kept")
+}
+
+// A daemon that joins another NATS over TLS (--nats tls://…, --nats-tls-ca)
+// follows that server to a certificate of a new CA without a restart: the
+// new CA added to its CA file and a SIGHUP; a CA file refused meanwhile
+// (no certificate in it) logged at ERR, the pool in force kept; then the
+// NATS server restarted with a certificate of the new CA: the daemon
+// connects to it again, verifying it against the pool in force, and the
+// events of a batch submitted then reach it.
+//
+// Before: a SIGHUP did not read the file; nats.go read it at each
+// reconnection itself, and the file refused there failed every one.
+func TestServeRotatesTheNATSCAOnHUP(t *testing.T) {
+	t.Parallel()
+	oldCA, newCA := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
+	_, port, err := net.SplitHostPort(natstest.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeDir := t.TempDir()
+	// runNATS runs the NATS server on its port and store with a
+	// certificate of ca.
+	runNATS := func(ca *tlstest.Authority) *server.Server {
+		t.Helper()
+		cert, key := ca.Peer(t, fmt.Sprintf("nats-%d", time.Now().UnixNano()), "127.0.0.1")
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cert, KeyFile: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(port)
+		return natstest.Run(t, &server.Options{ServerName: "ext", Host: "127.0.0.1", Port: p, JetStream: true, StoreDir: storeDir,
+			NoSigs: true, NoLog: true, TLS: true, TLSConfig: tc, TLSTimeout: 2})
+	}
+	ns := runNATS(oldCA)
+	caFile := filepath.Join(t.TempDir(), "nats-ca.pem")
+	writeCABundle(t, caFile, oldCA)
+	zkAddr, root, url := zktest.Shared(t).Addr, zktest.Root(t), "tls://127.0.0.1:"+port
+	d := startDaemon(t, daemonConfig{Host: "d", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--nats-tls-ca", caFile}})
+
+	writeCABundle(t, caFile, oldCA, newCA)
+	d.signal(syscall.SIGHUP)
+	d.waitLog(30*time.Second, "TLS CA reloaded (SIGHUP) setting=--nats-tls-ca file="+caFile)
+	if err := os.WriteFile(caFile, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.signal(syscall.SIGHUP)
+	const refused = "TLS CA not reloaded (SIGHUP); the CA in force is kept setting=--nats-tls-ca file="
+	d.waitLog(30*time.Second, refused)
+	if lines := d.logLines(refused + caFile + ` err="holds no PEM certificate"`); len(lines) != 1 || !strings.Contains(lines[0], " ERR ") {
+		t.Errorf("a CA file refused: %q, want one ERR line naming the setting, the file and the cause", d.logLines(refused))
+	}
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	runNATS(newCA)
+	d.waitLog(60*time.Second, "events: NATS reconnected")
+	rec := record(t, url, nats.RootCAs(newCA.CAFile))
+	bid := createBatch(t, openQueue(t, zkAddr, root), 3)
+	rec.waitFor(60*time.Second, "the events of a batch submitted after the reconnection", func(evs []events.Event) bool { return batchReported(evs, bid) })
+}
+
+// routeHandshake dials a NATS server's route port as a member does, with
+// the certificate given, and reads what the server says first: an error
+// if it refused the certificate (TLS 1.3 says so after the handshake).
+func routeHandshake(t *testing.T, addr, certFile, keyFile string) error {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+		&tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true}) // the server's certificate is not what is tested
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 4)
+	if _, err := io.ReadFull(conn, first); err != nil {
+		return err
+	}
+	if string(first) != "INFO" {
+		t.Fatalf("a route's first words: %q, want INFO", first)
+	}
+	return nil
+}
+
+// writeCABundle writes the certificates of the CAs given, one after the
+// other, as file, beside it and renamed over it, as an operator should.
+func writeCABundle(t *testing.T, file string, cas ...*tlstest.Authority) {
+	t.Helper()
+	var bundle []byte
+	for _, ca := range cas {
+		data, err := os.ReadFile(ca.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle = append(bundle, data...)
+	}
+	if err := os.WriteFile(file+".new", bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answered publishes a request on from's NATS listener, answered on to's,
+// until it is answered: the two servers route to each other (the answer's
+// interest reaches from a moment after the subscription).
+func (r *clusterRig) answered(step, from, to string) {
+	r.t.Helper()
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(r.hosts[name].url, r.clientOpts...)
+		if err != nil {
+			r.t.Fatalf("%s: %s's listener: %v", step, name, err)
+		}
+		return nc
+	}
+	answerer, asker := connect(to), connect(from)
+	defer answerer.Close()
+	defer asker.Close()
+	subject := "test.answered." + to
+	if _, err := answerer.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(to)) }); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := answerer.Flush(); err != nil {
+		r.t.Fatal(err)
+	}
+	poll(r.t, 30*time.Second, fmt.Sprintf("%s: a request published on %s answered on %s", step, from, to), func() (bool, string, error) {
+		m, err := asker.Request(subject, []byte(from), time.Second)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return string(m.Data) == to, string(m.Data), nil
+	})
 }

@@ -120,11 +120,12 @@ type recorder struct {
 	changed chan struct{} // closed and replaced on every event
 }
 
-// record subscribes to every event on the server at url; it returns once the
-// server has the subscription, so nothing published afterwards is missed.
-func record(t testing.TB, url string) *recorder {
+// record subscribes to every event on the server at url (opts: its TLS, its
+// credentials); it returns once the server has the subscription, so nothing
+// published afterwards is missed.
+func record(t testing.TB, url string, opts ...nats.Option) *recorder {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect to NATS %s: %v", url, err)
 	}

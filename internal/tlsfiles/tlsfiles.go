@@ -5,7 +5,9 @@
 // now, and whatever its setting asks besides (its usage, its chain, its
 // names). The pair in force is served to each new handshake
 // (GetCertificate, GetClientCertificate), so a reload reaches the servers
-// without restarting them; a pair refused leaves the one in force.
+// without restarting them; a pair refused leaves the one in force. The CA
+// files it verifies peers with (the routes', the NATS it joins) are read
+// and reloaded alike (CA).
 package tlsfiles
 
 import (

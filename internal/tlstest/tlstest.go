@@ -65,6 +65,9 @@ func (a *Authority) Pool() *x509.CertPool {
 	return pool
 }
 
+// Certificate is the CA's certificate.
+func (a *Authority) Certificate() *x509.Certificate { return a.ca.cert }
+
 // Intermediate is a CA that a signed, its certificate in CAFile: a
 // certificate it signs (Peer) chains to a through it.
 func (a *Authority) Intermediate(t *testing.T, name string) *Authority {

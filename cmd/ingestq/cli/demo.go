@@ -342,8 +342,9 @@ func serveContent(dir string) (*demoWeb, error) {
 
 func (w *demoWeb) Close() { _ = w.srv.Close() }
 
-// freeAddr is a loopback address with a port free right now.
-func freeAddr() (string, error) {
+// freeAddr is a loopback address with a port free right now (a variable:
+// a test gives one taken).
+var freeAddr = func() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

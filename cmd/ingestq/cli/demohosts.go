@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -43,16 +45,13 @@ type demoHosts struct {
 }
 
 func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*demoHosts, error) {
-	natsAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	h := &demoHosts{natsURL: "nats://" + natsAddr, since: time.Now()}
+	h := &demoHosts{since: time.Now()}
 	invURL := ""
 	if n == 1 {
 		data := filepath.Join(dir, "data")
 		h.storage, h.inventory = handlers.DefaultStorage(data), filepath.Join(data, "inventory.db")
 	} else {
+		var err error
 		h.storage, h.inventory = filepath.Join(dir, "ocfl"), filepath.Join(dir, "inventory.db")
 		if invURL, err = h.serveInventory(dir); err != nil {
 			return nil, err
@@ -60,7 +59,7 @@ func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*d
 		a.step("Inventory: %s, served to the hosts at %s, log in %s", h.inventory, invURL, h.srvLog.Name())
 	}
 	for i := range n {
-		if err := a.startDemoHost(ctx, h, dir, zkAddr, natsAddr, invURL, i, n); err != nil {
+		if err := a.startDemoHost(ctx, h, dir, zkAddr, invURL, i, n); err != nil {
 			h.stop()
 			return nil, err
 		}
@@ -69,10 +68,41 @@ func (a *app) startDemoHosts(ctx context.Context, dir, zkAddr string, n int) (*d
 }
 
 // startDemoHost starts the i-th of n daemons and waits until it is ready.
-func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, natsAddr, invURL string, i, n int) error {
+// Its ports are picked free just before it starts (freeAddr), and another
+// process may take one before the daemon binds it: the daemon then exits,
+// its log saying the address is in use, and it is started once more, on
+// ports picked anew.
+func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, invURL string, i, n int) error {
+	err := a.launchDemoHost(ctx, h, dir, zkAddr, invURL, i, n)
+	var taken portTaken
+	if errors.As(err, &taken) {
+		h.stops[len(h.stops)-1]() // it exited: its end is waited for
+		h.stops = h.stops[:len(h.stops)-1]
+		a.println("  %s was taken by another process before the daemon bound it: starting the daemon again on other ports", string(taken))
+		err = a.launchDemoHost(ctx, h, dir, zkAddr, invURL, i, n)
+	}
+	return err
+}
+
+// portTaken is a daemon that exited at start because one of the addresses
+// given to it (freeAddr's) was in use by then.
+type portTaken string
+
+func (p portTaken) Error() string { return string(p) + ": address already in use" }
+
+// launchDemoHost starts the i-th of n daemons, on ports free now, and waits
+// until it is ready; a portTaken error when it exited saying one was in use.
+func (a *app) launchDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, invURL string, i, n int) error {
 	httpAddr, err := freeAddr() // not 8080: a daemon may already run here
 	if err != nil {
 		return err
+	}
+	natsAddr := strings.TrimPrefix(h.natsURL, "nats://")
+	if i == 0 {
+		if natsAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		h.natsURL = "nats://" + natsAddr
 	}
 	name, data, logName := "", filepath.Join(dir, "data"), "daemon.log"
 	// The demo's content is served on this host. Its objects are kilobytes:
@@ -116,15 +146,39 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, nats
 		<-exited
 		return code
 	}
-	h.names = append(h.names, cmp.Or(name, "this host"))
 	h.stops = append(h.stops, stop)
 	if err := waitDaemon(ctx, zkAddr, h.natsURL, exited, func() int { return code }); err != nil {
 		// Its log is said here: the demo removes its folder on the way out.
 		said, _ := os.ReadFile(logFile.Name())
+		bound := []string{httpAddr}
+		if i == 0 {
+			bound = append(bound, natsAddr)
+		}
+		if addr := addrInUse(string(said), bound...); addr != "" {
+			return portTaken(addr)
+		}
 		return &exitError{code: 1, err: fmt.Errorf("the daemon did not start (%v); its log, %s, ends:\n%s",
 			err, logFile.Name(), lastLines(string(said), 10))}
 	}
+	h.names = append(h.names, cmp.Or(name, "this host"))
 	return nil
+}
+
+// addrInUse is the address among addrs that a daemon's log says was in
+// use ("" if none): the daemon names the address it could not listen on
+// before the system's words.
+func addrInUse(log string, addrs ...string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, syscall.EADDRINUSE.Error()) {
+			continue
+		}
+		for _, addr := range addrs {
+			if strings.Contains(line, addr) {
+				return addr
+			}
+		}
+	}
+	return ""
 }
 
 // demoRoles are the --states (and workers) of the i-th host of a demo of

@@ -19,3 +19,12 @@ func SetDiskSpace(t testing.TB, space func(dir string) (free, total uint64, err 
 	diskSpace = space
 	t.Cleanup(func() { diskSpace = old })
 }
+
+// SetFreeAddr makes the demo pick its daemons' ports with free from now
+// on, until t ends; free gets the picker it replaces. Not for parallel
+// tests.
+func SetFreeAddr(t testing.TB, free func(picker func() (string, error)) (string, error)) {
+	old := freeAddr
+	freeAddr = func() (string, error) { return free(old) }
+	t.Cleanup(func() { freeAddr = old })
+}

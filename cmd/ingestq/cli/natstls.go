@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,20 +16,36 @@ import (
 // together, with --nats-cluster, checked at start (events.LoadClusterTLS)
 // so that a file wrong is named before the daemon joins anything; nil
 // when none is given.
-func (a *app) clusterTLS(f serveFlags) (*tls.Config, *tlsfiles.Pair, error) {
+func (a *app) clusterTLS(f serveFlags) (*tls.Config, *tlsfiles.Pair, *tlsfiles.CA, error) {
 	files := f.clusterTLS
 	if given, err := together("--nats-cluster-tls-", files, "cert", "key", "ca"); !given || err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if f.natsCluster == "" {
-		return nil, nil, usagef("--nats-cluster-tls-cert %s: it secures the routes of --nats-cluster, which is not given", files.cert)
+		return nil, nil, nil, usagef("--nats-cluster-tls-cert %s: it secures the routes of --nats-cluster, which is not given", files.cert)
 	}
-	tc, pair, err := events.LoadClusterTLS(files.cert, files.key, files.ca, f.natsCluster)
+	tc, pair, ca, err := events.LoadClusterTLS(files.cert, files.key, files.ca, f.natsCluster)
 	if err != nil {
-		return nil, nil, tlsFileRefused("--nats-cluster-tls-", err)
+		return nil, nil, nil, tlsFileRefused("--nats-cluster-tls-", err)
 	}
 	a.warnOpenFile("--nats-cluster-tls-key: the key's file", files.key)
-	return tc, pair, nil
+	return tc, pair, ca, nil
+}
+
+// natsCA reads --nats-tls-ca when serve joins another NATS (--nats),
+// checked at start as the routes' CA is: its pool in force verifies the
+// server at each connection and reconnection, and a SIGHUP renews it
+// (reloadCAs). nil when not given, or when serve embeds NATS: the CLI's
+// variable (INGESTQ_NATS_TLS_CA) may be set on the host for the CLI.
+func (a *app) natsCA() (*tlsfiles.CA, error) {
+	if a.natsJoined() == "" || a.natsAuth.TLSCA == "" {
+		return nil, nil
+	}
+	ca, err := tlsfiles.LoadCA(a.natsAuth.TLSCA)
+	if err != nil {
+		return nil, tlsFileRefused("--nats-tls-", err)
+	}
+	return ca, nil
 }
 
 // listenTLS reads --nats-listen-tls-cert and -key: both, with a client
@@ -77,6 +94,22 @@ func (a *app) apiTLS(f serveFlags) (*tlsfiles.Pair, error) {
 type servedCert struct {
 	prefix string
 	pair   *tlsfiles.Pair
+}
+
+// servedCA is a CA file serve verifies peers against, re-read at each
+// SIGHUP (reloadCAs) before the certificates, which may be checked against
+// it: prefix begins its setting's flags (--nats-cluster-tls-, --nats-tls-);
+// reloaded, if not nil, runs when a file is taken.
+type servedCA struct {
+	prefix   string
+	ca       *tlsfiles.CA
+	reloaded func()
+}
+
+// servedCAs are the CA files of given whose setting is given (a CA not
+// nil), in the order given.
+func servedCAs(given ...servedCA) []servedCA {
+	return slices.DeleteFunc(given, func(c servedCA) bool { return c.ca == nil })
 }
 
 // servedCerts are the certificates of given whose setting is given (a
@@ -134,11 +167,7 @@ func (a *app) reloadCerts(certs []servedCert) {
 	for _, c := range certs {
 		a.warnOpenFile(c.prefix+"key: the key's file", c.pair.KeyFile)
 		if err := c.pair.Reload(); err != nil {
-			setting, file := c.prefix+"cert", c.pair.CertFile
-			var bad *tlsfiles.FileError
-			if errors.As(err, &bad) {
-				setting, file, err = c.prefix+bad.Which, bad.File, bad.Err
-			}
+			setting, file, err := refusedFile(c.prefix, "cert", c.pair.CertFile, err)
 			a.log.Error("TLS certificate not reloaded (SIGHUP); the certificate in force is kept", "setting", setting, "file", file, "err", err)
 		} else {
 			leaf := c.pair.Leaf()
@@ -147,6 +176,39 @@ func (a *app) reloadCerts(certs []servedCert) {
 		}
 		a.warnExpiring(c)
 	}
+}
+
+// reloadCAs re-reads every CA file (SIGHUP): a pool taken verifies the
+// peers of the next handshakes, and the CAs it holds are said (an
+// operator adding or removing a CA checks them); a file refused is logged
+// naming the setting, the file and the cause, and the pool in force is
+// kept.
+func (a *app) reloadCAs(cas []servedCA) {
+	for _, c := range cas {
+		if err := c.ca.Reload(); err != nil {
+			setting, file, err := refusedFile(c.prefix, "ca", c.ca.File, err)
+			a.log.Error("TLS CA not reloaded (SIGHUP); the CA in force is kept", "setting", setting, "file", file, "err", err)
+			continue
+		}
+		var held []string
+		for _, cert := range c.ca.Certificates() {
+			held = append(held, fmt.Sprintf("%s (serial %s, not_after %s)", cert.Subject, tlsfiles.Serial(cert), cert.NotAfter.UTC().Format(time.RFC3339)))
+		}
+		a.log.Info("TLS CA reloaded (SIGHUP)", "setting", c.prefix+"ca", "file", c.ca.File, "cas", strings.Join(held, "; "))
+		if c.reloaded != nil {
+			c.reloaded()
+		}
+	}
+}
+
+// refusedFile is the setting (prefix and which file), the file and the
+// cause a refused reload says: the *tlsfiles.FileError's, or those given.
+func refusedFile(prefix, which, file string, err error) (string, string, error) {
+	var bad *tlsfiles.FileError
+	if errors.As(err, &bad) {
+		return prefix + bad.Which, bad.File, bad.Err
+	}
+	return prefix + which, file, err
 }
 
 // certExpiry is, for the metrics, when each served certificate in force

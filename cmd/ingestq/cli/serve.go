@@ -139,8 +139,9 @@ func (a *app) serveCommand() *cobra.Command {
 			"daemon on the same folder is refused, naming the first.\n\n" +
 			"SIGTERM or SIGINT: stop taking work, let running steps finish within --grace, then\n" +
 			"cancel them and close the session; a second signal exits at once. SIGHUP (systemctl\n" +
-			"reload) re-reads --api-tokens and the TLS certificates and keys given (--tls-cert, --nats-listen-tls-cert,\n" +
-			"--nats-cluster-tls-cert), and nothing else: a certificate renewed is served to the next handshakes.",
+			"reload) re-reads --api-tokens and the TLS certificates, keys and CAs given (--tls-cert, --nats-listen-tls-cert,\n" +
+			"--nats-cluster-tls-cert and -ca, --nats-tls-ca with --nats), and nothing else: a certificate renewed is served\n" +
+			"to the next handshakes, a CA file renewed verifies the next handshakes' peers.",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyConfig(cmd.Flags(), f.config, a.getenv); err != nil {
@@ -166,7 +167,7 @@ func (a *app) serveCommand() *cobra.Command {
 		"mutual TLS; it must name the host --nats-cluster announces and be good for serverAuth and clientAuth; default none: routes in clear (env "+EnvClusterCert+")")
 	fl.StringVar(&f.clusterTLS.key, "nats-cluster-tls-key", a.env(EnvClusterKey, ""), "key (PEM) of --nats-cluster-tls-cert (mode 600; env "+EnvClusterKey+")")
 	fl.StringVar(&f.clusterTLS.ca, "nats-cluster-tls-ca", a.env(EnvClusterCA, ""), "the CA (PEM) that signed every host's --nats-cluster-tls-cert, the same on every host: a route is taken, and a server dialed,\n"+
-		"only with a certificate it signed; a CA of the cluster's own, not a public one (env "+EnvClusterCA+")")
+		"only with a certificate it signed; a CA of the cluster's own, not a public one; while a CA is replaced, both, one after the other (env "+EnvClusterCA+")")
 	fl.StringVar(&f.host, "host", "", "this daemon's name in events and logs (default the host name)")
 	fl.StringVar(&f.config, "config", a.env(EnvConfig, ""), "YAML file of settings (env "+EnvConfig+")")
 	fl.StringVar(&f.pipeline, "pipeline", "ingest", "handlers: ingest (the real pipeline); rehearse (the real payload reading and reports, every job step a no-op: try a big batch without downloading or storing); or passthrough (batches are submitted as passthrough:N, N jobs whose every step succeeds; for tests and benchmarks)")
@@ -279,7 +280,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	clusterTLS, clusterCert, err := a.clusterTLS(f)
+	clusterTLS, clusterCert, clusterCA, err := a.clusterTLS(f)
 	if err != nil {
 		return err
 	}
@@ -291,11 +292,17 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	a.settleNATS(f) // before natsCA: whether serve joins another NATS
+	natsCA, err := a.natsCA()
+	if err != nil {
+		return err
+	}
+	var busMade atomic.Pointer[events.Bus] // once made: a reload disconnects its clients whose token changed, gives its routes a CA changed
 	certs := servedCerts(servedCert{"--nats-cluster-tls-", clusterCert}, servedCert{"--nats-listen-tls-", listenCert}, servedCert{"--tls-", apiCert})
+	cas := servedCAs(servedCA{"--nats-cluster-tls-", clusterCA, func() { busMade.Load().ClusterCAReloaded() }}, servedCA{"--nats-tls-", natsCA, nil})
 	// At once: the unit's ExecReload sends SIGHUP, whose default ends the
 	// process, and systemd does not restart a daemon a HUP ended.
-	var natsClients atomic.Pointer[events.Bus] // once made: a reload disconnects its clients whose token changed
-	defer a.reloadOnHUP(f.apiTokens, tokens, func() { natsClients.Load().ClientTokensChanged() }, certs)()
+	defer a.reloadOnHUP(f.apiTokens, tokens, func() { busMade.Load().ClientTokensChanged() }, certs, cas)()
 	if err := os.MkdirAll(f.dataDir, 0o750); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("--data-dir: %w", err)}
 	}
@@ -310,7 +317,6 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return &exitError{code: 1, err: err}
 	}
 	defer lock.release()
-	a.settleNATS(f)
 	if err := a.listenTLSEmbedded(f); err != nil {
 		return err
 	}
@@ -359,10 +365,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	bus := events.New(events.Config{URL: a.natsJoined(), DataDir: dataDir, Listen: listen, Host: f.host,
 		CredsFile: a.natsAuth.CredsFile, Token: a.natsAuth.Token, TLSCA: a.natsAuth.TLSCA, TLSCert: a.natsAuth.TLSCert, TLSKey: a.natsAuth.TLSKey,
 		Cluster: f.natsCluster, ClusterSecret: secret, SecretSetting: "--nats-cluster-secret-file (" + EnvNATSSecret + ")",
-		ClusterTLS: clusterTLS, TLSSetting: "--nats-cluster-tls-cert, -key, -ca (" + EnvClusterCert + ", _KEY, _CA)", ListenTLS: listenTLS,
+		ClusterTLS: clusterTLS, ClusterCA: clusterCA, RootCA: natsCA, TLSSetting: "--nats-cluster-tls-cert, -key, -ca (" + EnvClusterCert + ", _KEY, _CA)", ListenTLS: listenTLS,
 		ClusterName: natsClusterName(a.root), MaxAge: f.maxAge, Logger: a.log,
 		Queue: queueID, QueueAt: a.queueAt(), ClientTokens: natsClientTokens(tokens)})
-	natsClients.Store(bus)
+	busMade.Store(bus)
 	defer bus.Close()
 	if web != nil {
 		defer web.Close() // before the bus's: requests end before it goes
@@ -569,14 +575,15 @@ func (a *app) warnOpenFile(what, file string) {
 }
 
 // reloadOnHUP re-reads, at each SIGHUP, the token file into tokens, so
-// that a token is added or revoked without a restart, and every served
-// certificate and its key (reloadCerts); a token file that no longer reads
-// (or holds no token) is logged, and the tokens in force are kept. With
-// neither a token file nor a certificate a SIGHUP is logged and changes
-// nothing. reloaded runs after each reload of the tokens taken. Between
-// SIGHUPs it warns of a certificate in force as it enters its last 14 days
-// (warnExpiring), and daily after. It returns its stop.
-func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), certs []servedCert) (stop func()) {
+// that a token is added or revoked without a restart, every CA file
+// (reloadCAs), and every served certificate and its key (reloadCerts); a
+// token file that no longer reads (or holds no token) is logged, and the
+// tokens in force are kept. With neither a token file nor a certificate
+// nor a CA a SIGHUP is logged and changes nothing. reloaded runs after
+// each reload of the tokens taken. Between SIGHUPs it warns of a
+// certificate in force as it enters its last 14 days (warnExpiring), and
+// daily after. It returns its stop.
+func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), certs []servedCert, cas []servedCA) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -593,11 +600,12 @@ func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), cert
 				continue
 			case <-hup:
 			}
-			if file == "" && len(certs) == 0 {
-				a.log.Info("SIGHUP: nothing reloaded: a SIGHUP re-reads only the API's token file and the TLS certificates, and none is given " +
-					"(--api-tokens, " + EnvAPITokens + "; --tls-cert, --nats-listen-tls-cert, --nats-cluster-tls-cert)")
+			if file == "" && len(certs) == 0 && len(cas) == 0 {
+				a.log.Info("SIGHUP: nothing reloaded: a SIGHUP re-reads only the API's token file and the TLS certificates and CAs, and none is given " +
+					"(--api-tokens, " + EnvAPITokens + "; --tls-cert, --nats-listen-tls-cert, --nats-cluster-tls-cert and -ca, --nats-tls-ca with --nats)")
 				continue
 			}
+			a.reloadCAs(cas) // first: a route's certificate is checked against its CA
 			a.reloadCerts(certs)
 			if file == "" {
 				continue

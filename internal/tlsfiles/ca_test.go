@@ -1,0 +1,86 @@
+package tlsfiles_test
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/internal/tlsfiles"
+	"github.com/ingestq/ingestq/internal/tlstest"
+)
+
+// A CA file is refused when it is missing, holds no certificate, holds a
+// block cut short, or holds a certificate expired or not valid yet (one of
+// a bundle too): a *FileError ("ca") naming the file and what is wrong. A
+// reload refused leaves the pool in force; one taken replaces it.
+func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
+	t.Parallel()
+	first, second := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
+	expired, _ := tlstest.Expired(t)
+	future, _ := tlstest.NotYetValid(t)
+	read := func(file string) []byte {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	put := func(data ...[]byte) {
+		t.Helper()
+		if err := os.WriteFile(file, bytes.Join(data, nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// trusts tells whether the pool in force verifies a peer of the CA of.
+	peers := map[*tlstest.Authority]*x509.Certificate{}
+	for _, of := range []*tlstest.Authority{first, second} {
+		cert, key := of.Peer(t, "peer", "127.0.0.1")
+		peers[of] = tlstest.Install(t, filepath.Join(t.TempDir(), "cert.pem"), filepath.Join(t.TempDir(), "key.pem"), cert, key)
+	}
+	trusts := func(ca *tlsfiles.CA, of *tlstest.Authority) bool {
+		_, err := peers[of].Verify(x509.VerifyOptions{Roots: ca.Pool()})
+		return err == nil
+	}
+
+	if _, err := tlsfiles.LoadCA(filepath.Join(t.TempDir(), "missing.pem")); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("a missing CA file: %v", err)
+	}
+	put(read(first.CAFile))
+	ca, err := tlsfiles.LoadCA(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(read(first.CAFile), read(second.CAFile))
+	if err := ca.Reload(); err != nil || len(ca.Certificates()) != 2 || !trusts(ca, first) || !trusts(ca, second) {
+		t.Fatalf("a bundle of two CAs: %v, %d certificates; want both trusted", err, len(ca.Certificates()))
+	}
+	firstPEM := read(first.CAFile)
+	for _, c := range []struct {
+		what string
+		data [][]byte
+		want string
+	}{
+		{"no certificate", [][]byte{[]byte("not a certificate\n")}, "holds no PEM certificate"},
+		{"a block cut short", [][]byte{firstPEM, firstPEM[:len(firstPEM)/2]}, "a PEM block in it is cut short"},
+		{"an expired CA in a bundle", [][]byte{firstPEM, read(expired)}, `its CA certificate "CN=ingestq test expired" expired on `},
+		{"a CA not valid yet", [][]byte{read(future)}, `its CA certificate "CN=ingestq test future" not valid before `},
+	} {
+		put(c.data...)
+		var bad *tlsfiles.FileError
+		if err := ca.Reload(); !errors.As(err, &bad) || bad.Which != "ca" || bad.File != file || !strings.Contains(bad.Err.Error(), c.want) {
+			t.Errorf("%s: %v; want a ca error on %s saying %q", c.what, err, file, c.want)
+		}
+		if !trusts(ca, first) || !trusts(ca, second) {
+			t.Errorf("%s: the pool in force changed", c.what)
+		}
+	}
+	put(read(second.CAFile))
+	if err := ca.Reload(); err != nil || trusts(ca, first) || !trusts(ca, second) {
+		t.Errorf("the first CA removed: %v; want only the second trusted", err)
+	}
+}
