@@ -79,7 +79,8 @@ const replayAsk = 5 * time.Second
 
 // Replay calls fn, in stream order, for each recorded event that passes f,
 // reading stream (DefaultStream when "") through an ordered consumer on nc
-// for each of f's subjects (Filter.subjects). It stops once it has
+// for each of f's subjects (Filter.subjects), deleted as its pass ends
+// (delivery.drop). It stops once it has
 // delivered everything that was in the stream when it began, as the
 // stream's leader holds it (leaderHolds), and returns
 // fn's first error, ctx's error, an error saying the replay is incomplete
@@ -163,6 +164,7 @@ func replaySubject(ctx context.Context, nc *nats.Conn, stream string, f Filter, 
 		return err // nil: nothing to deliver
 	}
 	d.fn = fn
+	defer d.drop() // deferred calls run last first: after the Stops
 	defer d.it.Stop()
 	defer context.AfterFunc(ctx, d.it.Stop)()
 	return d.run()
@@ -231,6 +233,7 @@ func startReplay(ctx context.Context, nc *nats.Conn, stream string, f Filter, su
 		d.at = info.Delivered.Stream // where the consumer starts, less one
 		if info.NumPending == 0 && !d.leaderHolds() {
 			it.Stop()
+			d.drop()
 			return nil, nil // nothing matches the subject filter and start
 		}
 	}
@@ -390,6 +393,17 @@ func (d *delivery) run() error {
 		if done, err := d.take(msg); done || err != nil {
 			return err
 		}
+	}
+}
+
+// drop deletes the pass's consumer, its messages stopped: an ordered
+// consumer stays on the server for jetstream's 5 minutes after its last
+// read, and a job's timeline makes one for each subject it reads. Not
+// waited for: one the server does not delete (no meta leader) goes at its
+// 5 minutes, as before.
+func (d *delivery) drop() {
+	if info := d.cons.CachedInfo(); info != nil {
+		_ = d.nc.Publish("$JS.API.CONSUMER.DELETE."+d.stream+"."+info.Name, nil)
 	}
 }
 

@@ -338,6 +338,7 @@ func TestReplayOfAnIdentifierReadsOnlyItsSubjects(t *testing.T) {
 		{JobID: "*"}, {JobID: ">"}, {JobID: "jid\ufffd"}, {JobID: "nosuch"},
 		{BatchID: "bid1"}, {BatchID: "bid2", Since: mid}, {BatchID: "bid1", JobID: "jid2"}, {BatchID: "bid.1"},
 		{AccessID: "small/qid1"}, {AccessID: "qid1"}, {AccessID: "large/qid2"}, {AccessID: "qid1", Since: mid},
+		{AccessID: "small/qid1.>"}, {AccessID: "small/*"}, {AccessID: ">"},
 		{Since: mid}, {},
 	}
 	for _, f := range filters {
@@ -375,6 +376,13 @@ func TestReplayOfAnIdentifierReadsOnlyItsSubjects(t *testing.T) {
 	}
 	if got, want := ids(replay(t, cli, Filter{AccessID: "qid1"})), strings.Fields("e06 e07 e18 e19 e20"); !slices.Equal(got, want) {
 		t.Errorf("qid1 of either queue: %v, want %v", got, want)
+	}
+	// A hostile request ref reads its token's subject, not a wider one.
+	for ref, want := range map[string]string{"small/qid1.>": "ingestq.access.*.small/qid1__", "small/*": "ingestq.access.*.small/_",
+		"small/qid1 x": "ingestq.access.*.small/qid1_x", ">": "ingestq.access.>"} {
+		if got := (Filter{AccessID: ref}).subjects(); !slices.Equal(got, []string{want, adminSubjects}) {
+			t.Errorf("request %q reads %v, want %v", ref, got, []string{want, adminSubjects})
+		}
 	}
 	for _, f := range []Filter{{JobID: "jid\ufffd"}, {Since: mid}, {BatchID: "bid1"}, {Subject: "ingestq.job.>", JobID: "jid1"}} {
 		if !slices.Equal(f.subjects(), []string{cmp.Or(f.Subject, SubjectAll)}) {
@@ -421,4 +429,59 @@ func consumerFilters(t testing.TB, nc *nats.Conn, earlier map[string][]string) m
 		}
 	}
 	return out
+}
+
+// Every pass of a replay deletes its consumer as it ends, on every path:
+// delivered whole, nothing to deliver, fn's error, ctx cancelled. Before,
+// each stayed on the server for jetstream's 5 minutes, and a job's
+// timeline left two (one per subject).
+func TestReplayLeavesNoConsumer(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0"})
+	cli := connect(t, bus.ClientURL())
+	deleted := make(chan *nats.Msg, 64)
+	sub, err := cli.ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.DELETED."+DefaultStream+".*", deleted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	for i := range 5 {
+		bus.Publish(Event{ID: fmt.Sprintf("j%d", i), Kind: KindJob, JobID: "jid1", To: "Pending"})
+		bus.Publish(Event{ID: fmt.Sprintf("a%d", i), Kind: KindAdmin, JobID: "jid1", To: "hold"})
+	}
+	flush(t, bus)
+	stop := errors.New("stop")
+	gone := map[string]bool{}
+	deadline := time.Now().Add(10 * time.Second) // a delete takes milliseconds
+	for _, c := range []struct {
+		name string
+		f    Filter
+		fn   func(cancel context.CancelFunc) error
+		want error
+	}{
+		{"a job's timeline", Filter{JobID: "jid1"}, func(context.CancelFunc) error { return nil }, nil},
+		{"a job with no events of its own", Filter{JobID: "nosuch"}, func(context.CancelFunc) error { return nil }, nil},
+		{"the whole stream", Filter{}, func(context.CancelFunc) error { return nil }, nil},
+		{"fn's error", Filter{JobID: "jid1"}, func(context.CancelFunc) error { return stop }, stop},
+		{"ctx cancelled", Filter{JobID: "jid1"}, func(cancel context.CancelFunc) error { cancel(); return nil }, context.Canceled},
+	} {
+		earlier := consumerFilters(t, cli, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		err := Replay(ctx, cli, "", c.f, func(Event) error { return c.fn(cancel) })
+		cancel()
+		if !errors.Is(err, c.want) {
+			t.Fatalf("%s: Replay: %v, want %v", c.name, err, c.want)
+		}
+		for name := range consumerFilters(t, cli, earlier) {
+			for !gone[name] {
+				select {
+				case m := <-deleted:
+					gone[m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]] = true
+				case <-time.After(time.Until(deadline)):
+					t.Errorf("%s: consumer %s left on the server after the replay", c.name, name)
+					gone[name] = true // said once
+				}
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,28 +19,8 @@ import (
 // dashboard's token name), else the Service's (the CLI's user).
 func TestAccessRequestEventNamesItsActor(t *testing.T) {
 	t.Parallel()
-	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = inv.Close() })
 	const ark = "ark:/99999/fk4ops"
-	if err := inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: "demo", Version: 1, Created: time.Now().UTC().Truncate(time.Second),
-		Batch: "bid0000000001", Job: "jid0000000001", Files: []inventory.FileRow{{Name: "producer/a.txt", Size: 3, SHA256: strings.Repeat("ab", 32)}}}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := queue.New(zktest.Connect(t), zktest.Root(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Init(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bus.Close() })
+	q, bus, inv := accessSetup(t, ark)
 	s := &Service{Q: q, Publish: bus.Publish, Actor: "carol", Inventory: inv}
 
 	byCLI, err := s.RequestAccess(t.Context(), AccessRequest{ARK: ark, RequestedBy: "carol"})
@@ -67,5 +48,112 @@ func TestAccessRequestEventNamesItsActor(t *testing.T) {
 	if len(actors) != 2 || actors[byCLI.Ref] != "carol" || actors[byToken.Ref] != "deposit-tool" {
 		t.Errorf("actors of the requests' events %v; want %s by carol (the Service's), %s by deposit-tool (the context's)",
 			actors, byCLI.Ref, byToken.Ref)
+	}
+}
+
+// accessSetup is a queue, an event bus and an inventory holding ark, for a
+// test of access requests.
+func accessSetup(t *testing.T, ark string) (*queue.Queue, *events.Bus, *inventory.Local) {
+	t.Helper()
+	inv, err := inventory.OpenLocal(filepath.Join(t.TempDir(), "inventory.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inv.Close() })
+	if err := inv.Record(t.Context(), inventory.Record{ARK: ark, Profile: "demo", Version: 1, Created: time.Now().UTC().Truncate(time.Second),
+		Batch: "bid0000000001", Job: "jid0000000001", Files: []inventory.FileRow{{Name: "producer/a.txt", Size: 3, SHA256: strings.Repeat("ab", 32)}}}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(zktest.Connect(t), zktest.Root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bus.Close() })
+	return q, bus, inv
+}
+
+// What became of a request no longer to be had is read in one replay of
+// the request (events.Replay reads its moves' subjects and the operators'
+// actions): an operator's requeue of it is no delete, so a request then
+// Deleted by another program names no one, and the operator's delete
+// names them, by ref and by bare qid. Before, two replays (moves, then
+// ingestq.admin.delete) each named its subject.
+func TestWhatBecameOfARequestIsOneReplay(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4gone"
+	q, bus, inv := accessSetup(t, ark)
+	var reads []events.Filter
+	s := &Service{Q: q, Publish: bus.Publish, Actor: "carol", Inventory: inv,
+		Recorded: func(ctx context.Context, f events.Filter, fn func(events.Event) error) error {
+			reads = append(reads, f)
+			return bus.Replay(ctx, f, fn)
+		}}
+	ctx := t.Context()
+	v, err := s.RequestAccess(ctx, AccessRequest{ARK: ark, RequestedBy: "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := func() {
+		t.Helper()
+		a, err := q.FindAccess(ctx, v.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, _, err = q.AcquireAccessWork(ctx, a.Queue, func(x *queue.Access) bool { return x.ID == a.ID }); err != nil {
+			t.Fatal(err)
+		}
+		if a.State() == queue.Pending {
+			if err := q.MoveAccess(ctx, a, queue.Processing, "", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.MoveAccess(ctx, a, queue.Failed, "storage has no such object", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail()
+	if _, err := s.RequeueAccess(ctx, v.Ref); err != nil {
+		t.Fatal(err)
+	}
+	fail()
+	if _, _, err := q.RemoveAccess(ctx, v.Ref); err != nil { // another program's delete: no event
+		t.Fatal(err)
+	}
+	if err := bus.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := s.ShowAccess(ctx, v.Ref)
+	if err != nil || deleted.State != queue.Deleted {
+		t.Fatalf("ShowAccess: %+v, %v; want Deleted", deleted, err)
+	}
+	if err := s.AccessGone(ctx, v.Ref, deleted, nil); err == nil || !strings.Contains(err.Error(), "(who deleted it is not recorded)") {
+		t.Errorf("Deleted by another program after an operator's requeue: %v; want who deleted it not recorded", err)
+	}
+	if len(reads) != 1 || reads[0].Subject != "" || reads[0].AccessID != v.Ref {
+		t.Errorf("the recorded events were read %d times, with %+v; want once, the request's subjects (no Subject)", len(reads), reads)
+	}
+
+	if _, err := s.DeleteAccess(ctx, v.Ref); err != nil { // Deleted → removed
+		t.Fatal(err)
+	}
+	if err := bus.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	qid := v.Ref[strings.IndexByte(v.Ref, '/')+1:]
+	for _, ref := range []string{v.Ref, qid} {
+		_, err := s.ShowAccess(ctx, ref)
+		if !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("ShowAccess(%s) of a removed request: %v; want not found", ref, err)
+		}
+		if err := s.AccessGone(ctx, ref, AccessView{}, err); err == nil || !strings.Contains(err.Error(), "was deleted by carol at ") {
+			t.Errorf("AccessGone(%s) of a request the operator deleted: %v; want deleted by carol", ref, err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/events"
@@ -101,7 +100,9 @@ type accessRecord struct {
 }
 
 // recordedAccess reads request ref's recorded events: its moves, and the
-// operators' deletes naming it. Events that cannot be read tell nothing.
+// operators' deletes naming it (events.Replay reads the subjects of its
+// moves and the operators' actions). Events that cannot be read tell
+// nothing.
 func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 	var rec accessRecord
 	if s.Recorded == nil {
@@ -115,7 +116,9 @@ func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 		}
 		switch {
 		case ev.Kind == events.KindAdmin:
-			rec.deleted = ev
+			if ev.To == "delete" { // a requeue is no delete
+				rec.deleted = ev
+			}
 		case ev.To == "Expired":
 			rec.expired = ev.Time
 		default:
@@ -126,14 +129,6 @@ func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 		}
 		return nil
 	}
-	moves := "ingestq.access.*." + ref
-	if !strings.Contains(ref, "/") {
-		moves = "ingestq.access.>" // a bare qid, of either queue: the filter's AccessID picks its events
-	}
-	f := s.OfQueue(ctx, events.Filter{AccessID: ref})
-	for _, subject := range []string{moves, "ingestq.admin.delete"} {
-		f.Subject = subject
-		_ = s.Recorded(ctx, f, take)
-	}
+	_ = s.Recorded(ctx, s.OfQueue(ctx, events.Filter{AccessID: ref}), take)
 	return rec
 }
