@@ -212,12 +212,19 @@ type Bus struct {
 	unsent           []outMsg // events the publisher did not send before Close's deadline (its goroutine's, then Close's)
 
 	// The events kept at the last stop (kept.go), published first.
-	keptLeft       sync.Map // event ID → struct{}: not yet acknowledged nor lost
-	keptTotal      int64    // read from the file, in New
+	keptTotal      int64 // read from the file, in New
 	keptCount      atomic.Int64
 	keptPublished  atomic.Int64
 	keptSuperseded atomic.Int64 // progress events among them superseded by a later one of their job (parked.go)
-	keptMu         sync.Mutex   // the file: the last kept event's removal against Close's write
+
+	// The file while the bus runs (keptwriter.go): those events and the parked ones.
+	keptFile       keptSet
+	keptChanged    chan struct{} // keptFile changed: keptWriter writes the file anew
+	keptWriterDone chan struct{} // closed when keptWriter has ended
+	keptSay        atomic.Bool   // the last event kept at the last stop has gone: the next write says so
+	keptWrites     atomic.Uint64 // writes of the file while running
+	keptWritten    atomic.Uint64 // keptFile's version the last write was up to
+	keptWarn       warnLimit     // "cannot write the events held"
 
 	closeOnce sync.Once
 	closeErr  error
@@ -263,6 +270,9 @@ func New(cfg Config) *Bus {
 		reconf:  make(chan struct{}, 1),
 		elected: make(chan struct{}, 1),
 		unpark:  make(chan struct{}, 1),
+
+		keptChanged:    make(chan struct{}, 1),
+		keptWriterDone: make(chan struct{}),
 	}
 	if cfg.URL == "" {
 		b.emb = &embedded{}
@@ -301,6 +311,7 @@ func (b *Bus) Start(ctx context.Context) error {
 	}
 	b.started.Store(true)
 	go b.publisher()
+	go b.keptWriter()
 	if clustered, _ := b.clustered(); clustered {
 		b.requestReconfigure() // the publisher settles the stream first
 	}
@@ -731,7 +742,8 @@ func (b *Bus) close() error {
 	b.stopBy = deadline
 	b.cancel() // a reconfiguration under way gives up
 	close(b.stop)
-	<-b.done // after the acknowledgements, until the deadline
+	<-b.done           // after the acknowledgements, until the deadline
+	<-b.keptWriterDone // ended when Close began: the file is Close's to write
 	// What is still unacknowledged now is kept for the next start, once:
 	// the connection is about to close, and answers coming later are
 	// ignored. What cannot be kept is lost.

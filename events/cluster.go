@@ -98,19 +98,27 @@ func (e *embedded) shutdown() {
 // servers now alive (Config.Cluster must be set): the server joins or
 // leaves them, and the stream gets three replicas once three servers are
 // in the cluster. It returns at once; the bus's publisher reconfigures in
-// order with the events it sends, which wait meanwhile.
+// order with the events it sends, which wait meanwhile. The routes it has
+// already change nothing: a reconfiguration settles the stream, waiting
+// until it takes events, and the daemon's ZooKeeper watch hands the same
+// routes every minute; cut off from the stream's quorum, that held the
+// publisher until the quorum returned, and nothing was sent again or
+// parked meanwhile.
 func (b *Bus) SetRoutes(urls []string) {
 	if b == nil || b.emb == nil || b.cfg.Cluster == "" {
 		return
 	}
 	urls = sortedRoutes(urls)
 	b.emb.mu.Lock()
-	if !slices.Equal(urls, b.emb.wanted) && b.emb.supersede != nil {
+	same := slices.Equal(urls, b.emb.wanted)
+	if !same && b.emb.supersede != nil {
 		b.emb.supersede(errSuperseded)
 	}
 	b.emb.wanted = urls
 	b.emb.mu.Unlock()
-	b.requestReconfigure()
+	if !same {
+		b.requestReconfigure()
+	}
 }
 
 // ClusterCAReloaded tells the bus that Config.ClusterCA's pool changed

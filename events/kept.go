@@ -7,8 +7,10 @@ package events
 // quorum moves jobs with none of their moves recorded, and counting those
 // lost at an ordinary stop lost earlier moves for good (decision 781). One
 // daemon holds a data folder at a time (serve.lock), so one bus reads and
-// writes the file. Only a process killed outright loses what it held in
-// memory.
+// writes the file. While it runs the file holds the events parked
+// (keptwriter.go): a process killed outright loses only what it held in
+// memory and had not parked (events within their minute of resends, or
+// parked in the moment before the write).
 
 import (
 	"bufio"
@@ -103,10 +105,8 @@ func (b *Bus) readKept() []outMsg {
 	bad := 0
 	for line := 2; sc.Scan(); line++ {
 		m, err := keptEvent(sc.Bytes())
-		if err == nil {
-			if _, twice := b.keptLeft.LoadOrStore(m.id, struct{}{}); twice {
-				continue // one copy is enough: the stream keeps one
-			}
+		if err == nil && !b.keptFile.add(m, true) {
+			continue // one copy is enough: the stream keeps one
 		}
 		if err != nil {
 			if bad++; bad <= 10 {
@@ -168,29 +168,29 @@ func (b *Bus) keptAside(path, why, said string) {
 	b.log.Warn(said + "; moved to " + aside)
 }
 
-// keptDone ends the kept event id's way, published or lost: once the last
-// has gone, the file goes, and the start says what it published. Not at
-// Close, which writes the file anew, nor at a park: a kept event parked
-// stays in the file until it is published.
+// keptDone ends the way of event id, published or lost, in the file: the
+// writer writes it anew without it. Once the last event kept at the last
+// stop has gone, the writer says what the start published. Not at a park:
+// a kept event parked stays in the file until it is published.
 func (b *Bus) keptDone(id string, published bool) {
-	if _, ok := b.keptLeft.LoadAndDelete(id); !ok {
+	was, fromStart := b.keptFile.remove(id)
+	if !was {
 		return
 	}
-	if published {
-		b.keptPublished.Add(1)
+	if fromStart {
+		if published {
+			b.keptPublished.Add(1)
+		}
+		if b.keptCount.Add(-1) == 0 {
+			b.keptSay.Store(true) // before the write asked below, which then no longer holds them
+		}
 	}
-	if b.keptCount.Add(-1) != 0 || b.ctx.Err() != nil {
-		return
-	}
-	b.keptMu.Lock()
-	defer b.keptMu.Unlock()
-	if b.ctx.Err() != nil {
-		return
-	}
-	if err := os.Remove(b.cfg.keptPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		b.log.Warn("events: cannot remove the file of events kept at the last stop: its events are published again at "+
-			"the next start (replays show each once)", "file", b.cfg.keptPath(), "err", err)
-	}
+	b.keptWriteSoon()
+}
+
+// sayKeptPublished says what became of the events kept at the last stop,
+// the last of them gone.
+func (b *Bus) sayKeptPublished() {
 	n, superseded, total := b.keptPublished.Load(), b.keptSuperseded.Load(), b.keptTotal
 	switch {
 	case n+superseded < total:
@@ -223,19 +223,11 @@ func (b *Bus) keepAtClose() {
 // how many it could not keep: over the cap, or all when the file
 // cannot be written.
 func (b *Bus) keepUnacknowledged(ms []outMsg) int {
-	b.keptMu.Lock()
-	defer b.keptMu.Unlock()
 	path := b.cfg.keptPath()
 	if path == "" {
 		return len(ms)
 	}
-	size, keep := 0, 0
-	for _, m := range ms {
-		if size += keptSize(m); size > b.cfg.keptMax {
-			break
-		}
-		keep++
-	}
+	keep := withinCap(ms, b.cfg.keptMax)
 	if err := b.writeKept(ms[:keep]); err != nil {
 		b.log.Warn("events: cannot keep the unacknowledged events", "file", path, "err", err)
 		return len(ms)
@@ -248,6 +240,17 @@ func (b *Bus) keepUnacknowledged(ms []outMsg) int {
 			len(ms)-keep, path, sizeText(b.cfg.keptMax)))
 	}
 	return len(ms) - keep
+}
+
+// withinCap is how many of ms, the first, fit in max bytes of the file.
+func withinCap(ms []outMsg, max int) int {
+	size := 0
+	for i, m := range ms {
+		if size += keptSize(m); size > max {
+			return i
+		}
+	}
+	return len(ms)
 }
 
 // keptSize is m's bytes in the file (its line), which the cap counts: of

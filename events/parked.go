@@ -8,7 +8,9 @@ package events
 // or at a probe every parkedProbeEvery. It is sent with the kept mark, as
 // it may come past the stream's duplicate window (Replay leaves out a copy
 // of an event stored before). Close keeps those still parked with the rest
-// (kept.go); a process killed loses them, as all it holds in memory. Of a
+// (kept.go); while it runs they are written to that file as they are
+// parked (keptwriter.go), so that a process killed outright (SIGKILL, an
+// OOM kill) sends them at its next start all the same. Of a
 // job's progress events (two a second of a download, on one subject) only
 // the latest is held: the others are superseded, neither sent nor lost, so
 // that hours of downloads through a split do not fill the cap that its
@@ -207,6 +209,9 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 		e.at = ev.Time
 	}
 	r := b.parked.add(e, b.cfg.keptMax)
+	if r.held {
+		b.keptFile.add(e.m, false) // before the progress event it replaces, if any, leaves the file
+	}
 	if r.superseded != "" {
 		b.supersede(r.superseded)
 	}
@@ -223,19 +228,28 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 	}
 	b.failing.Delete(id)
 	b.acked(id)
+	b.keptWriteSoon()
 	if r.first {
 		b.log.Warn(fmt.Sprintf("events: the stream has not acknowledged events sent again for %v (%s); holding them "+
-			"until it takes events again (kept at a stop, lost if the process is killed)", b.cfg.resendFor, b.unacked()))
+			"until it takes events again (%s)", b.cfg.resendFor, b.unacked(), b.keptWhere()))
 	}
 	return true
+}
+
+// keptWhere says where the events held are kept for the next start.
+func (b *Bus) keptWhere() string {
+	if path := b.cfg.keptPath(); path != "" {
+		return "kept in " + path + " for the next start, also after a kill"
+	}
+	return "in memory only: without a data folder they are lost at a stop"
 }
 
 // supersede ends the way of progress event id, left out for a later one of
 // its job: never sent again, counted superseded (not lost), its waiter told.
 func (b *Bus) supersede(id string) {
 	b.superseded.Add(1)
-	if _, ok := b.keptLeft.Load(id); ok {
-		b.keptSuperseded.Add(1) // before keptDone, which may say the kept events' end
+	if b.keptFile.fromStart(id) {
+		b.keptSuperseded.Add(1) // before keptDone, which may have the kept events' end said
 	}
 	b.resolved(id)
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -211,7 +212,8 @@ func TestRecordingCountsParkedEvents(t *testing.T) {
 	}
 	err := bus.Recording()
 	if err == nil || !strings.Contains(err.Error(), "taken none of 1 events for 1h0m0s") ||
-		!strings.Contains(err.Error(), "then held until the stream takes events (1 held: kept at a stop, lost if the process is killed; past 64 MiB, counted lost)") {
+		!strings.Contains(err.Error(), "then held until the stream takes events (1 held, kept in "+filepath.Join(dir, keptFileName)+
+			" for the next start, also after a kill; past 64 MiB, counted lost)") {
 		t.Errorf("Recording: %v, want it to say the held event", err)
 	}
 	if s := bus.Stats(); s.Parked != 1 || s.Waiting != 1 {
@@ -501,5 +503,21 @@ func TestParkingHoldsTheLaterProgressOfAJob(t *testing.T) {
 	if superseded := p.putBack(taken); !slices.Equal(superseded, []string{"progress-1-07"}) || p.len() != 2 {
 		t.Errorf("put back under a later progress of jid-1: superseded %v, %d held, want progress-1-07 superseded, 2 held",
 			superseded, p.len())
+	}
+}
+
+// A member cut off from its quorum is handed the routes it has (the
+// daemon's ZooKeeper watch does so every minute): nothing changes, and its
+// moves are parked past resendFor as ever. Before, the routes asked a
+// reconfiguration, which waited for the stream to take events, holding the
+// publisher: the moves were never sent again, parked or written.
+func TestSameRoutesWhileCutOffHoldNothingUp(t *testing.T) {
+	t.Parallel()
+	fast := func(cfg *Config) { cfg.ackTimeout, cfg.resendFor = time.Second, 2*time.Second }
+	const cutOff = 3
+	a, b, c, _ := cutOffMember(t, fast, cutOff)
+	c.SetRoutes(routesOf([]*member{b, a}))
+	if s := waitParkedOrLost(t, c.Bus, cutOff); s.Lost != 0 || s.Parked != cutOff {
+		t.Errorf("c past resendFor: %+v, want its %d moves parked", s, cutOff)
 	}
 }

@@ -410,7 +410,6 @@ func (b *Bus) Recording() error {
 		return nil
 	}
 	return fmt.Errorf("the event stream has taken none of %d events for %v (a NATS cluster whose stream has no leader?); "+
-		"each is sent again for %v, then held until the stream takes events (%d held: kept at a stop, lost if the "+
-		"process is killed; past %s, counted lost)", n, time.Since(oldest).Round(time.Second), b.cfg.resendFor, parked,
-		sizeText(b.cfg.keptMax))
+		"each is sent again for %v, then held until the stream takes events (%d held, %s; past %s, counted lost)",
+		n, time.Since(oldest).Round(time.Second), b.cfg.resendFor, parked, b.keptWhere(), sizeText(b.cfg.keptMax))
 }

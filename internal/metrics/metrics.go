@@ -146,7 +146,7 @@ func (m *Metrics) WatchBus(b *events.Bus) {
 			Help: "Events not yet acknowledged by the stream: queued, sent, waiting to be sent again, or held (ingestq_events_parked)."},
 			func() float64 { return float64(b.Stats().Waiting) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_events_parked",
-			Help: "Events unacknowledged after a minute of resends, held in memory until the stream takes events again (kept at a stop, lost if the process is killed); of a job's progress events, the latest only."},
+			Help: "Events unacknowledged after a minute of resends, held until the stream takes events again, in memory and in the data folder's events-kept.jsonl (sent at the next start, also after a kill); of a job's progress events, the latest only."},
 			func() float64 { return float64(b.Stats().Parked) }))
 }
 

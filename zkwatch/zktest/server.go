@@ -255,7 +255,10 @@ func Mode(addr string) (string, error) {
 }
 
 // writeConfig writes s's zoo.cfg, plus data/myid for ensemble members
-// (myid > 0). peers are the "server.N=host:peer:election" lines.
+// (myid > 0). peers are the "server.N=host:peer:election" lines. Sessions
+// may last 5 minutes: a test keeps daemons frozen in ZooKeeper for longer
+// than the minute an event is sent again (cmd/ingestq's
+// TestDaemonCutOffFromItsQuorumKeepsItsHeldMovesAcrossAKill).
 func writeConfig(s *Server, clientPort int, peers []string, myid int) error {
 	if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
 		return err
@@ -267,7 +270,7 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 minSessionTimeout=400
-maxSessionTimeout=60000
+maxSessionTimeout=300000
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp

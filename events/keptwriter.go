@@ -1,0 +1,177 @@
+package events
+
+// The kept file while the bus runs. It holds the events kept at the last
+// stop and those parked since (parked.go), each until it is acknowledged,
+// counted lost, superseded or kept at Close: a process killed outright
+// (SIGKILL, an OOM kill, the machine lost) while cut off from its stream's
+// quorum leaves them in the file, and its next start sends them as it sends
+// the events kept at a planned stop. One goroutine writes it (keptWriter),
+// whole each time (durable.WriteFile: synced, renamed into place); a lost
+// quorum parks events one by one at the pace they were published, so the
+// changes during one write make one write after it.
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// keptSet is what the file is to hold while the bus runs.
+type keptSet struct {
+	mu      sync.Mutex
+	events  map[string]keptEntry // by event ID
+	added   uint64               // events added so far: their order in the file
+	changes uint64               // adds and removals so far: what a write is up to
+	n       atomic.Int64         // len(events), read without the lock
+}
+
+type keptEntry struct {
+	order     uint64
+	data      []byte // its line, shared with the message that sends it
+	fromStart bool   // read from the file at the start: counted for the start's line (keptDone)
+}
+
+// add adds m, unless it is there already (a kept event parked again);
+// it tells whether it added it.
+func (s *keptSet) add(m outMsg, fromStart bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.events[m.id]; ok {
+		return false
+	}
+	if s.events == nil {
+		s.events = map[string]keptEntry{}
+	}
+	s.added++
+	s.changes++
+	s.events[m.id] = keptEntry{order: s.added, data: m.data, fromStart: fromStart}
+	s.n.Store(int64(len(s.events)))
+	return true
+}
+
+// remove removes event id, and tells whether it was there and whether it
+// was read from the file at the start.
+func (s *keptSet) remove(id string) (was, fromStart bool) {
+	if s.n.Load() == 0 {
+		return false, false // the common case: every acknowledgement asks
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.events[id]
+	if !ok {
+		return false, false
+	}
+	delete(s.events, id)
+	s.changes++
+	s.n.Store(int64(len(s.events)))
+	return true, e.fromStart
+}
+
+// fromStart tells whether event id is there, read from the file at the
+// start.
+func (s *keptSet) fromStart(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events[id].fromStart
+}
+
+// all returns the events in the order added (their lines only), and the
+// changes they are up to.
+func (s *keptSet) all() ([]outMsg, uint64) {
+	s.mu.Lock()
+	es := make([]keptEntry, 0, len(s.events))
+	for _, e := range s.events {
+		es = append(es, e)
+	}
+	changes := s.changes
+	s.mu.Unlock()
+	slices.SortFunc(es, func(a, b keptEntry) int { return cmp.Compare(a.order, b.order) })
+	out := make([]outMsg, len(es))
+	for i, e := range es {
+		out[i] = outMsg{data: e.data}
+	}
+	return out, changes
+}
+
+// version is the changes made so far.
+func (s *keptSet) version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes
+}
+
+// keptWriteSoon asks keptWriter to write the file anew: the events it is
+// to hold changed. One signal however many changes come.
+func (b *Bus) keptWriteSoon() {
+	if b.cfg.keptPath() == "" {
+		return
+	}
+	select {
+	case b.keptChanged <- struct{}{}:
+	default:
+	}
+}
+
+// keptWriteShare is the share of its time the writer may spend writing:
+// after a write that took d it rests d/keptWriteShare - d, at most
+// keptWriteRestMax, so that parks trickling in while 64 MiB are held do
+// not rewrite 64 MiB back to back. Small files are written at once.
+const (
+	keptWriteShare   = 0.1
+	keptWriteRestMax = 10 * time.Second
+)
+
+// keptWriter writes the file anew at each change asked, until Close
+// begins; Close waits for it to end, then writes the file itself with
+// everything unacknowledged.
+func (b *Bus) keptWriter() {
+	defer close(b.keptWriterDone)
+	rest := time.NewTimer(0)
+	defer rest.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-rest.C:
+		}
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.keptChanged:
+			start := time.Now()
+			b.writeHeld()
+			took := time.Since(start)
+			rest.Reset(min(time.Duration(float64(took)/keptWriteShare)-took, keptWriteRestMax))
+		}
+	}
+}
+
+// writeHeld makes the file hold the events it is to hold now, within the
+// cap (the oldest first), or removes it when there are none; then, if the
+// last of the events kept at the last stop has gone since the write
+// before, says so (after the write, which no longer holds them).
+func (b *Bus) writeHeld() {
+	say := b.keptSay.Swap(false)
+	ms, changes := b.keptFile.all()
+	keep := withinCap(ms, b.cfg.keptMax)
+	if err := b.writeKept(ms[:keep]); err != nil {
+		if b.keptWarn.Allow() {
+			b.log.Warn("events: cannot write the file of the events held for the next start; they are sent when the stream "+
+				"takes events, or kept at a stop, but until a write succeeds a process killed loses those held since, and "+
+				"publishes again those sent since (replays show each once)", "file", b.cfg.keptPath(), "err", err)
+		}
+	} else {
+		b.keptWrites.Add(1)
+		b.keptWritten.Store(changes)
+		if keep < len(ms) && b.keptWarn.Allow() {
+			b.log.Warn("events: the events held until the stream takes them pass the kept file's cap ("+sizeText(b.cfg.keptMax)+
+				"); those past it are sent when it does, or kept at a stop if they fit, but a process killed loses them",
+				"file", b.cfg.keptPath(), "held", len(ms), "written", keep)
+		}
+	}
+	if say {
+		b.sayKeptPublished()
+	}
+}
