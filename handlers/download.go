@@ -44,7 +44,7 @@ const (
 // already there was downloaded and verified by an earlier run (downloads
 // land under a temporary name and are renamed once verified), so a retry
 // only checks it again. A container is then unpacked into producer/.
-func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
+func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Result, err error) {
 	j := s.Job
 	prof, err := p.profile(j.Profile())
 	if err != nil {
@@ -81,10 +81,16 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 	// the depositor's digest.
 	rec := &digests{files: map[string]fileDigest{}}
 	busy := &busyFiles{}
+	before := p.verifiedBefore(j.ID)
 	waiting := false
 	defer func() {
-		if !waiting {
-			p.endWaits(j.ID) // any outcome but a wait for a busy server ends its waits in a row
+		// The step's success ends the job's waits for a busy server; its
+		// failure (Failed, deleted) does through the watch of its end (tend).
+		// A retryable error between busy answers (a 500, a cut) does not: it
+		// reset their clock, and a server alternating the two was waited
+		// for without end.
+		if err == nil && !waiting {
+			p.endWaits(j.ID)
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
@@ -94,6 +100,16 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		want := f.Want
 		want.DeferSync = want.Size >= 0 && want.Size < deferSyncBelow
 		g.Go(func() error {
+			if before != nil { // verified by the try before its wait for a busy server
+				if fi, err := os.Stat(dest); err == nil {
+					if sum, ok := before.unchanged(f.Name, fi); ok {
+						busy.unread.Add(1)
+						pr.done(f.Want.Size, true)
+						rec.addInfo(f.Name, sum, fi)
+						return nil
+					}
+				}
+			}
 			if res, err := fetch.Verify(dest, f.Want); err == nil {
 				pr.done(f.Want.Size, true)
 				return rec.add(work, f.Name, res.SHA256)
@@ -125,7 +141,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (reactor.Resul
 		return reactor.Result{}, err
 	}
 	if busy.n > 0 {
-		res, err := p.waitForBusyServer(ctx, s, busy)
+		res, err := p.waitForBusyServer(ctx, s, busy, rec)
 		waiting = err == nil
 		return res, err
 	}

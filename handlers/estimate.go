@@ -113,7 +113,7 @@ func (p *Pipeline) roomFor(need, free, total uint64) (fill float64, fits bool) {
 // it stays in its state and is tried again after --provision-wait, msg
 // (waitingForRoom's) saying why.
 func (p *Pipeline) waitForRoom(ctx context.Context, s *reactor.Step, msg string) reactor.Result {
-	p.sayWhyItWaits(ctx, s, msg)
+	p.sayWhyItWaits(ctx, s, msg, nil)
 	return reactor.Result{Wait: p.cfg.ProvisionWait}
 }
 

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -85,6 +87,9 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 				t.Fatal("the busy server was not asked before the other object was in")
 			}
 			j := r.jobsOf(busy.ID)["manifest"]
+			if d := j.Status.Deferred; d == nil || d.Host != "test" || d.Until.IsZero() {
+				t.Errorf("the waiting job's deferral %+v; want one until its next try, by this daemon (test), for every daemon to honour", d)
+			}
 			msg := j.Status.Message
 			for _, want := range []string{fmt.Sprintf("waiting for a busy server: producer/a.txt: download %s: HTTP %d %s", busyRow.url, c.status, http.StatusText(c.status)),
 				"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the job fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
@@ -134,5 +139,82 @@ func TestPayloadServerBusyPastTheLimitFails(t *testing.T) {
 	}
 	if b.Report == nil || !strings.Contains(b.Report.Failures[j.ID], busyRow.url) {
 		t.Errorf("the report %+v; want the failure of %s naming %s", b.Report, j.ID, busyRow.url)
+	}
+}
+
+// A depositor's server that answers a file's download 500 (each of the
+// fetch client's tries: the step fails, and is tried again) and then 503
+// with a Retry-After, over and over: the job fails once it has waited
+// --fetch-busy-limit from the first busy answer. Before, the step's
+// retryable failure ended the job's busy waits in a row and the wait reset
+// its attempts, so the job neither spent its attempts nor reached the
+// limit: it waited without end (here until the server served, after 4
+// busy answers, 4 times the limit).
+func TestPayloadServerBusyBetween500sFailsAtTheLimit(t *testing.T) {
+	t.Parallel()
+	const limit = time.Second
+	var (
+		mu       sync.Mutex
+		requests int
+		busy     []time.Time
+	)
+	data := []byte("alpha\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(busy) >= 4 {
+			http.ServeContent(w, req, "a.txt", time.Time{}, bytes.NewReader(data))
+			return
+		}
+		requests++
+		if requests%3 != 0 { // the rig's fetch client tries twice: the step fails
+			http.Error(w, "broken: answered by the test", http.StatusInternalServerError)
+			return
+		}
+		busy = append(busy, time.Now())
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "busy: answered by the test", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = limit })
+	b := r.submit(r.content.put("/alternating.checkm", manifest("mrt-ingest-manifest", fileRow(srv.URL+"/a.txt", "a.txt", data))))
+	b = r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	j := r.jobsOf(b.ID)["manifest"]
+	mu.Lock()
+	defer mu.Unlock()
+	if j.State() != queue.Failed || !strings.Contains(j.Status.Message, "(--fetch-busy-limit)") {
+		t.Fatalf("job %s (%q) after %d busy answers over %v; want Failed once it has waited the limit, %v",
+			j.State(), j.Status.Message, len(busy), busy[len(busy)-1].Sub(busy[0]).Round(time.Millisecond), limit)
+	}
+	if n := len(busy); n != 2 {
+		t.Errorf("%d busy answers; want 2: the second, a second after the first, is past the limit", n)
+	}
+}
+
+// A job's files verified by its last try, unchanged since, are not read
+// again at its next try after a wait for a busy server: each try read
+// them all (2 s a GiB by MD5 here), holding a Downloading worker as long,
+// at each of dozens of tries an hour. Its wait's log line says how many
+// were kept unread.
+func TestPayloadServerBusyKeptFilesNotReadAgain(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	svc := &busyService{status: http.StatusServiceUnavailable,
+		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
+	svc.left.Store(2)
+	busyRow := busyPayload(t, svc, []byte("alpha\n"))
+	r := newRig(t, nil, withLogs(t, &logs))
+	beta := []byte("beta, from another server\n")
+	betaRow := fileRow(r.content.put("/kept/b.txt", beta), "b.txt", beta)
+	b := r.submit(r.content.put("/kept.checkm", manifest("mrt-ingest-manifest", busyRow, betaRow)))
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+	}
+	waits := logs.Lines("a depositor's server is busy; job waits")
+	if len(waits) != 2 || !strings.Contains(waits[0], "kept_unread=0") || !strings.Contains(waits[1], "kept_unread=1") {
+		t.Errorf("the waits' lines %q; want two, the second with producer/b.txt kept unread (kept_unread=1)", waits)
+	}
+	if n := r.content.getCount("/kept/b.txt"); n != 1 {
+		t.Errorf("the job's file on another server was fetched %d times; want once", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ingestq/ingestq/handlers/fetch"
@@ -48,16 +49,18 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 	// host's, on a shared working area.
 	p.tend(s.Job.ID, p.workDir(s.Job))
 	wait := backoff.Delay(objectWaitBase, time.Minute, n)
-	p.sayWhyItWaits(ctx, s, "waiting "+w.why)
+	p.sayWhyItWaits(ctx, s, "waiting "+w.why, nil)
 	p.log.Info("waiting for another job or program working on the object", "job", s.Job.ID, "state", s.Job.State(), "why", w.why, "retest_in", wait)
 	return reactor.Result{Wait: wait}, true
 }
 
-// waitsInRow are a job's waits in a row at its step: how many, and since
-// when.
+// waitsInRow are a job's waits in a row at its step: how many, since
+// when, and, for a download waiting for a busy server, the files its last
+// try verified (or downloaded).
 type waitsInRow struct {
-	n     int
-	since time.Time
+	n        int
+	since    time.Time
+	verified *digests
 }
 
 // nextWait counts one more wait of job jid in a row, and returns them.
@@ -69,6 +72,18 @@ func (p *Pipeline) nextWait(jid string) waitsInRow {
 	}
 	p.jobWaits.Store(jid, w)
 	return w
+}
+
+// verifiedBefore is what job jid's last try here verified before it waited
+// for a busy server: a file still as it was then (size, inode and
+// modification time) is not read again. Reading them all at each try held
+// a Downloading worker for as long (2 s a GiB by MD5 here), at each of
+// dozens of tries an hour. nil when the job is not waiting so here.
+func (p *Pipeline) verifiedBefore(jid string) *digests {
+	if v, ok := p.jobWaits.Load(jid); ok {
+		return v.(waitsInRow).verified
+	}
+	return nil
 }
 
 // endWaits forgets job jid's waits in a row: at its step's first outcome
@@ -92,10 +107,11 @@ func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queu
 
 // sayWhyItWaits writes msg, why the step's job waits, into its status, for
 // `ingestq ls` and `show`; only when it changes (MiB and whole percents
-// keep a wait for room's steady), a note of the job's kept.
-func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string) {
-	if s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) {
-		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg}); err != nil {
+// keep a wait for room's steady), a note of the job's kept. deferred, when
+// not nil, is written with it: a wait every daemon honours (reactor).
+func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string, deferred *queue.Deferral) {
+	if s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) || deferred != nil {
+		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg, Deferred: deferred}); err != nil {
 			p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		}
 	}
@@ -113,11 +129,12 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 // the first one's name and error, how many, and the latest time one asked
 // to be asked again (zero: none said), so that no server is asked sooner.
 type busyFiles struct {
-	mu    sync.Mutex
-	n     int
-	name  string
-	err   error
-	asked time.Time
+	mu     sync.Mutex
+	n      int
+	name   string
+	err    error
+	asked  time.Time
+	unread atomic.Int64 // files verified by the try before, unchanged, not read again (verifiedBefore)
 }
 
 // add notes file name's download error err when it is a busy answer, and
@@ -144,9 +161,11 @@ func (b *busyFiles) add(name string, err error) bool {
 // most a minute, and no less than the backoff of its waits in a row, from
 // the fetch client's first wait; once it has waited BusyLimit, it fails,
 // naming the file.
-func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyFiles) (reactor.Result, error) {
+func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyFiles, verified *digests) (reactor.Result, error) {
 	jid := s.Job.ID
 	w := p.nextWait(jid)
+	w.verified = verified
+	p.jobWaits.Store(jid, w)
 	now := time.Now()
 	what := fmt.Sprintf("%s: %s", b.name, fetch.Plain(b.err))
 	if b.n > 1 {
@@ -166,8 +185,12 @@ func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *bu
 	if !b.asked.IsZero() {
 		what += fmt.Sprintf("; it asked to be asked again in %s (Retry-After)", stalled.Short(max(b.asked.Sub(now), 0).Round(time.Second)))
 	}
+	// Deferred in the job's status: another daemon would take the job at
+	// once, asking the server again sooner than it asked.
+	next := now.Add(wait)
 	p.sayWhyItWaits(ctx, s, fmt.Sprintf("waiting for a busy server: %s; next try at %s, spending no attempt; the job fails if it is still busy at %s (--fetch-busy-limit %s)",
-		what, queue.TextTime(now.Add(wait)), queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)))
-	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait)
+		what, queue.TextTime(next), queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), &queue.Deferral{Until: next, Host: p.cfg.Host})
+	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait,
+		"kept_unread", b.unread.Load())
 	return reactor.Result{Wait: wait}, nil
 }

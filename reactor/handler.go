@@ -89,6 +89,8 @@ type Result struct {
 	Change queue.JobChange
 	// Wait, when positive, means "not yet": the job stays in its state, its
 	// lock is released, and it is tried again after Wait (Provisioning).
+	// Only this daemon waits: another may take the job at once, unless the
+	// step wrote a queue.Deferral into its status (Checkpoint).
 	Wait time.Duration
 	// Attrs are added to the transition's event.
 	Attrs map[string]any

@@ -218,7 +218,7 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 			return false
 		}
 	}
-	if r.heldElsewhere(s, j) {
+	if r.deferred(s, j) || r.heldElsewhere(s, j) {
 		return false
 	}
 	if s != queue.Pending {
@@ -245,6 +245,36 @@ func (r *Reactor) admit(s queue.State, j *queue.Job) bool {
 		r.started.Store(j.BatchID, true) // a batch never goes back to Pending once it has jobs
 	}
 	return true // an unreadable batch does not hold its jobs back
+}
+
+// deferralGrace is how long after a deferral's end (queue.Deferral) a
+// daemon other than the one that deferred the job waits before it takes
+// it: that one's timer fires at the end, and its working folder holds the
+// job's files downloaded so far.
+const deferralGrace = 2 * time.Second
+
+// deferred tells whether j's step in s is deferred still, by a daemon that
+// said so in its status (a wait for a depositor's busy server); it is then
+// passed over here until then, a minute at most (another host's clock may
+// be ahead of this one's). A Result.Wait defers the job on its own daemon
+// only: the others took it at once, each asking the busy server again, as
+// many times a wait as there were daemons.
+func (r *Reactor) deferred(s queue.State, j *queue.Job) bool {
+	d := j.Status.Deferred
+	if d == nil {
+		return false
+	}
+	until, now := d.Until, time.Now()
+	if d.Host != r.cfg.Host {
+		until = until.Add(deferralGrace)
+	}
+	if !until.After(now) {
+		return false
+	}
+	wait := min(until.Sub(now), time.Minute)
+	r.waiting[s].add(j.ID, now.Add(wait))
+	r.waits.after(wait, r.pools[sigJob(s)].Wake)
+	return true
 }
 
 // startEarly hands a job that this daemon's batch handler has just made,

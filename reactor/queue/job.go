@@ -297,6 +297,7 @@ type JobChange struct {
 	Store       *StepManifest
 	Inventory   *StepManifest
 	Config      *JobConfig // a new configuration (where the job's files are)
+	Deferred    *Deferral  // a wait every daemon honours (JobStatus.Deferred); a move drops it
 	Release     bool       // delete the lock in the same multi()
 	// At stamps the change (last_modified); zero means now. A caller that
 	// tries the same change again passes the same At, so that a try whose
@@ -348,6 +349,9 @@ func (q *Queue) UpdateJob(ctx context.Context, j *Job, c JobChange) error {
 	st := j.Status
 	if c.Message != "" {
 		st.Message = c.Message
+	}
+	if c.Deferred != nil {
+		st.Deferred = c.Deferred
 	}
 	return q.writeJob(ctx, j, st, c)
 }

@@ -57,9 +57,22 @@ type JobStatus struct {
 	Message              string `json:"message"`
 	LastSuccessfulStatus *State `json:"last_successful_status"`
 	RetryCount           int    `json:"retry_count"`
+	// Deferred, when set, is a wait of the job's step in its state that
+	// every daemon honours, not only the one whose step waits (its
+	// reactor.Result.Wait). ingestq's own: mrt-zk's readers ignore it, and
+	// a move drops it.
+	Deferred *Deferral `json:"deferred,omitempty"`
 	// Mtime is when the node was last written, by ZooKeeper's clock to
 	// the millisecond, as read (zero when not read from ZooKeeper).
 	Mtime time.Time `json:"-"`
+}
+
+// Deferral is a job's step deferred until a time (a depositor's busy
+// server asked for it) by the daemon of Host, which takes the job first:
+// the files it downloaded meanwhile are there.
+type Deferral struct {
+	Until time.Time `json:"until"`
+	Host  string    `json:"host"`
 }
 
 // MovedAt is when the move that wrote this status was made, as precisely
