@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -454,6 +456,60 @@ func TestServeRotatesTheRoutesCAOnHUP(t *testing.T) {
 	}
 	visit(newCA, newCA)
 	joins("CA files refused, the pools in force kept")
+}
+
+// A SIGHUP that leaves the routes' CA file as it was (one sent to reload
+// the API's tokens, or a certificate) gives nats-server no options anew:
+// their reload closes every token's client on the listener (decision
+// 959), so each `systemctl reload` of a host with route TLS cut its
+// subscribers off. Here a token's client subscribed on c1 sees the first
+// event of a batch taken in by c1 after the SIGHUP (c1's publisher does a
+// reload asked for before the events queued after it) and was never
+// disconnected; c1 says the CA file is unchanged. c2 works only the notify
+// step: the batch's first events are c1's.
+//
+// Before: the client was disconnected (nats: connection closed by the
+// server) as soon as the SIGHUP reached c1, before the batch's events.
+func TestServeHUPWithTheRoutesCAUnchangedKeepsTheNATSClients(t *testing.T) {
+	t.Parallel()
+	const readTok = "read-token-0123456789abcdef"
+	ca := tlstest.NewAuthority(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("read "+readTok+" reader\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newClusterRig(t)
+	for name, states := range map[string][]string{"c1": nil, "c2": {"--states", "notify"}} {
+		cert, key := ca.Peer(t, name, "127.0.0.1")
+		extra := append([]string{"--nats-cluster-tls-cert", cert, "--nats-cluster-tls-key", key, "--nats-cluster-tls-ca", ca.CAFile,
+			"--api-tokens", tokens}, states...)
+		r.launch(name, daemonConfig{Extra: extra}, natstest.FreeAddr(t), natstest.FreeAddr(t))
+	}
+	r.waitJoined("c1", "c2")
+	var disconnects atomic.Int32
+	rec := record(t, r.hosts["c1"].url, append(asTokenClient(readTok), nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		disconnects.Add(1)
+		t.Logf("the token's client was disconnected: %v", err)
+	}))...)
+
+	c1 := r.hosts["c1"]
+	const certReloaded = "TLS certificate reloaded (SIGHUP) setting=--nats-cluster-tls-cert"
+	c1.signal(syscall.SIGHUP)
+	c1.waitLog(30*time.Second, certReloaded) // said after the CA's reload, and whatever it asked of the bus
+	bid := createBatch(t, r.q, 1)
+	poll(t, 60*time.Second, "an event of batch "+bid+" or a disconnection", func() (bool, string, error) {
+		return disconnects.Load() > 0 || slices.ContainsFunc(rec.snapshot(), func(e events.Event) bool { return e.BatchID == bid }), "", nil
+	})
+	if n := disconnects.Load(); n != 0 {
+		t.Errorf("a SIGHUP with the routes' CA file unchanged disconnected the token's client %d times, want none", n)
+	}
+	if lines := c1.logLines("TLS CA reloaded (SIGHUP) setting=--nats-cluster-tls-ca"); len(lines) != 1 || !strings.Contains(lines[0], " changed=false") {
+		t.Errorf("the CA file's reload: %q, want one line saying changed=false", lines)
+	}
+	if lines := c1.logLines("the NATS routes verify the other servers against the CA file in force"); len(lines) != 0 {
+		t.Errorf("the NATS server's options reloaded for a CA file unchanged: %q", lines)
+	}
 }
 
 // A daemon that joins another NATS over TLS (--nats tls://…, --nats-tls-ca)

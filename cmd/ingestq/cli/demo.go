@@ -288,9 +288,12 @@ func (a *app) printHoldings(ctx context.Context, dir, db string) error {
 	return nil
 }
 
-// waitDaemon waits until the daemon has published its profiles and its
-// NATS answers, or it exited (exited closed, exitCode its code).
-func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan struct{}, exitCode func() int) error {
+// waitDaemon waits until the daemon has published its profiles, its
+// NATS answers and its own HTTP server (httpAddr) says it is alive, or it
+// exited (exited closed, exitCode its code). The profiles and the NATS
+// of a second host are the first host's, there long before: its /healthz
+// is what tells that it started, or exited (a port taken meanwhile).
+func waitDaemon(ctx context.Context, zkAddr, natsURL, httpAddr string, exited <-chan struct{}, exitCode func() int) error {
 	s, err := zkwatch.Dial(ctx, zkwatch.Config{Servers: []string{zkAddr}})
 	if err != nil {
 		return err
@@ -306,7 +309,9 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan struc
 		if known {
 			if nc, err := nats.Connect(natsURL, nats.Timeout(time.Second)); err == nil {
 				nc.Close()
-				return nil
+				if alive(ctx, httpAddr) {
+					return nil
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -320,6 +325,23 @@ func waitDaemon(ctx context.Context, zkAddr, natsURL string, exited <-chan struc
 		case <-time.After(backoff.Delay(50*time.Millisecond, time.Second, try)):
 		}
 	}
+}
+
+// alive tells whether the daemon whose HTTP server is at addr answers its
+// /healthz.
+func alive(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // demoWeb serves the sample content as a plain file server: its manifests

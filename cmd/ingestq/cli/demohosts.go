@@ -147,7 +147,7 @@ func (a *app) launchDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, inv
 		return code
 	}
 	h.stops = append(h.stops, stop)
-	if err := waitDaemon(ctx, zkAddr, h.natsURL, exited, func() int { return code }); err != nil {
+	if err := waitDaemon(ctx, zkAddr, h.natsURL, httpAddr, exited, func() int { return code }); err != nil {
 		// Its log is said here: the demo removes its folder on the way out.
 		said, _ := os.ReadFile(logFile.Name())
 		bound := []string{httpAddr}

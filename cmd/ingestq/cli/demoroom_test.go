@@ -35,16 +35,19 @@ func TestDemoRefusesADiskWithoutRoom(t *testing.T) {
 // The demo picks its daemon's ports free, then starts the daemon, which
 // binds them: another process may take one between. Here a real listener
 // holds one the demo picks (the HTTP server's, the first picked, or the
-// NATS listener's, the second), as such a process would: the daemon says
-// the address is in use, and the demo starts it again on other ports,
-// says so, and runs to its end. Before, it ended there: "the daemon did
-// not start (it exited 1)", exit 1.
+// NATS listener's, the second; or, with --hosts 2, the second host's HTTP
+// server's, the third), as such a process would: the daemon says the
+// address is in use, and the demo starts it again on other ports, says
+// so, and runs to its end. Before, it ended there: "the daemon did not
+// start (it exited 1)", exit 1; a second host was not waited for at all
+// (its readiness was the first host's), and the demo never ended.
 func TestDemoWhosePortIsTakenMeanwhile(t *testing.T) {
 	// Not parallel: it replaces the demo's choice of ports.
 	for _, c := range []struct {
-		port string
-		pick int
-	}{{"HTTP", 1}, {"NATS", 2}} {
+		port  string
+		pick  int
+		hosts string
+	}{{"HTTP", 1, "1"}, {"NATS", 2, "1"}, {"second host's HTTP", 3, "2"}} {
 		t.Run(c.port, func(t *testing.T) {
 			taker, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -58,7 +61,7 @@ func TestDemoWhosePortIsTakenMeanwhile(t *testing.T) {
 				}
 				return free()
 			})
-			stdout, stderr, code := runEnv(t, nil, "demo", "--dir", filepath.Join(t.TempDir(), "demo"), "--content", demoContent)
+			stdout, stderr, code := runEnv(t, nil, "demo", "--dir", filepath.Join(t.TempDir(), "demo"), "--content", demoContent, "--hosts", c.hosts)
 			if code != 0 {
 				t.Fatalf("ingestq demo with its %s port taken: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", c.port, code, stdout, stderr)
 			}
@@ -71,7 +74,7 @@ func TestDemoWhosePortIsTakenMeanwhile(t *testing.T) {
 				}
 			}
 			if picks != 4 {
-				t.Errorf("the demo picked %d ports, want 4: the daemon's HTTP and NATS ports, then both anew", picks)
+				t.Errorf("the demo picked %d ports, want 4: the ports up to the one taken, then the daemon's anew", picks)
 			}
 		})
 	}

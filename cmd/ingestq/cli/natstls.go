@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,7 +100,7 @@ type servedCert struct {
 // servedCA is a CA file serve verifies peers against, re-read at each
 // SIGHUP (reloadCAs) before the certificates, which may be checked against
 // it: prefix begins its setting's flags (--nats-cluster-tls-, --nats-tls-);
-// reloaded, if not nil, runs when a file is taken.
+// reloaded, if not nil, runs when a file taken holds other CAs.
 type servedCA struct {
 	prefix   string
 	ca       *tlsfiles.CA
@@ -182,9 +183,12 @@ func (a *app) reloadCerts(certs []servedCert) {
 // peers of the next handshakes, and the CAs it holds are said (an
 // operator adding or removing a CA checks them); a file refused is logged
 // naming the setting, the file and the cause, and the pool in force is
-// kept.
+// kept. reloaded runs only when the CAs changed: the routes' reload of
+// nats-server's options closes every token's client (decision 959), and
+// a SIGHUP for a token or a certificate must not.
 func (a *app) reloadCAs(cas []servedCA) {
 	for _, c := range cas {
+		before := c.ca.Certificates()
 		if err := c.ca.Reload(); err != nil {
 			setting, file, err := refusedFile(c.prefix, "ca", c.ca.File, err)
 			a.log.Error("TLS CA not reloaded (SIGHUP); the CA in force is kept", "setting", setting, "file", file, "err", err)
@@ -194,8 +198,9 @@ func (a *app) reloadCAs(cas []servedCA) {
 		for _, cert := range c.ca.Certificates() {
 			held = append(held, fmt.Sprintf("%s (serial %s, not_after %s)", cert.Subject, tlsfiles.Serial(cert), cert.NotAfter.UTC().Format(time.RFC3339)))
 		}
-		a.log.Info("TLS CA reloaded (SIGHUP)", "setting", c.prefix+"ca", "file", c.ca.File, "cas", strings.Join(held, "; "))
-		if c.reloaded != nil {
+		changed := !slices.EqualFunc(before, c.ca.Certificates(), (*x509.Certificate).Equal)
+		a.log.Info("TLS CA reloaded (SIGHUP)", "setting", c.prefix+"ca", "file", c.ca.File, "cas", strings.Join(held, "; "), "changed", changed)
+		if changed && c.reloaded != nil {
 			c.reloaded()
 		}
 	}
