@@ -192,7 +192,10 @@ func TestServeReloadsCertificatesOnHUP(t *testing.T) {
 func TestServeCertificateRenewalMishaps(t *testing.T) {
 	t.Parallel()
 	root := tlstest.NewAuthority(t)
-	mid := root.Intermediate(t, "mid")
+	// Longer than the leaves: the warning of the last step is the leaf's.
+	mid := root.IntermediateWith(t, "mid", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(30*24*time.Hour)
+	})
 	midPEM, err := os.ReadFile(mid.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -547,11 +550,20 @@ func TestServeRotatesTheNATSCAOnHUP(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "nats-ca.pem")
 	writeCABundle(t, caFile, oldCA)
 	zkAddr, root, url := zktest.Shared(t).Addr, zktest.Root(t), "tls://127.0.0.1:"+port
-	d := startDaemon(t, daemonConfig{Host: "d", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--nats-tls-ca", caFile}})
+	httpAddr := natstest.FreeAddr(t)
+	d := startDaemon(t, daemonConfig{Host: "d", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--nats-tls-ca", caFile, "--http", httpAddr}})
+	// The CA, of an hour, is warned of and measured as the certificates are.
+	if lines, want := d.logLines("TLS certificate expires within 14 days"), "setting=--nats-tls-ca file="+caFile+` subject="CN=ingestq test ca" `; len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("warnings at start: %q, want one with %q", lines, want)
+	}
 
 	writeCABundle(t, caFile, oldCA, newCA)
 	d.signal(syscall.SIGHUP)
 	d.waitLog(30*time.Second, "TLS CA reloaded (SIGHUP) setting=--nats-tls-ca file="+caFile)
+	first := min(oldCA.Certificate().NotAfter.Unix(), newCA.Certificate().NotAfter.Unix())
+	if got := promtest.Scrape(t, "http://"+httpAddr+"/metrics").Values("ingestq_tls_cert_expiry_timestamp_seconds", "setting"); !promtest.Equal(got, map[string]float64{"setting=nats-tls-ca": float64(first)}) {
+		t.Errorf("a CA file of two: ingestq_tls_cert_expiry_timestamp_seconds %v, want the first to expire's, %d", got, first)
+	}
 	if err := os.WriteFile(caFile, []byte("not a certificate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -648,4 +660,100 @@ func (r *clusterRig) answered(step, from, to string) {
 		}
 		return string(m.Data) == to, string(m.Data), nil
 	})
+}
+
+// The expiry serve warns of and measures counts the CA file it verifies
+// routes with and each served certificate's chain, not its leaf alone: on
+// a real daemon with route TLS, its certificate a leaf of 30 days signed
+// by an intermediate of an hour (the intermediate after it in the file),
+// its CA file two CAs (one of 60 days, one of an hour),
+// ingestq_tls_cert_expiry_timestamp_seconds gives the intermediate's
+// expiry for nats-cluster-tls-cert and the short CA's for
+// nats-cluster-tls-ca, and the start warns of both, naming the
+// certificate. After a SIGHUP with the long CA alone and a leaf of it, the
+// series follow and nothing is warned of; a CA added that enters its last
+// 14 days while the daemon runs is warned of then.
+//
+// Before: no nats-cluster-tls-ca series, the leaf's expiry for the
+// certificate, and no warning at start.
+func TestServeWarnsOfExpiringCAsAndChains(t *testing.T) {
+	t.Parallel()
+	days := func(n int) func(*x509.Certificate) {
+		return func(c *x509.Certificate) {
+			c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Duration(n)*24*time.Hour)
+		}
+	}
+	longCA, shortCA := tlstest.NewAuthorityWith(t, "long", days(60)), tlstest.NewAuthorityWith(t, "short", func(*x509.Certificate) {})
+	mid := longCA.Intermediate(t, "mid") // an hour
+	midPEM, err := os.ReadFile(mid.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, caFile := filepath.Join(dir, "route.pem"), filepath.Join(dir, "route-key.pem"), filepath.Join(dir, "ca.pem")
+	leafFile, leafKey := mid.PeerWith(t, "leaf", days(30), "127.0.0.1")
+	leafPEM, err := os.ReadFile(leafFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainFile := filepath.Join(t.TempDir(), "chain.pem")
+	if err := os.WriteFile(chainFile, append(leafPEM, midPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaf := tlstest.Install(t, certFile, keyFile, chainFile, leafKey)
+	writeCABundle(t, caFile, longCA, shortCA)
+	httpAddr := natstest.FreeAddr(t)
+	d := startDaemon(t, daemonConfig{Host: "d", ZK: zktest.Shared(t).Addr, Root: zktest.Root(t), Extra: []string{
+		"--http", httpAddr, "--nats-listen", natstest.FreeAddr(t), "--nats-cluster", natstest.FreeAddr(t),
+		"--nats-cluster-tls-cert", certFile, "--nats-cluster-tls-key", keyFile, "--nats-cluster-tls-ca", caFile}})
+	wantExpiry := func(when string, cert, ca *x509.Certificate) {
+		t.Helper()
+		got := promtest.Scrape(t, "http://"+httpAddr+"/metrics").Values("ingestq_tls_cert_expiry_timestamp_seconds", "setting")
+		want := map[string]float64{"setting=nats-cluster-tls-cert": float64(cert.NotAfter.Unix()), "setting=nats-cluster-tls-ca": float64(ca.NotAfter.Unix())}
+		if !promtest.Equal(got, want) {
+			t.Errorf("%s: ingestq_tls_cert_expiry_timestamp_seconds %v, want %v (the leaf's: %d)", when, got, want, leaf.NotAfter.Unix())
+		}
+	}
+	const expiring = "TLS certificate expires within 14 days"
+
+	wantExpiry("at start", mid.Certificate(), shortCA.Certificate())
+	lines := d.logLines(expiring)
+	for _, want := range []string{
+		"setting=--nats-cluster-tls-cert file=" + certFile + " subject=\"CN=ingestq test mid\" not_after=",
+		"setting=--nats-cluster-tls-ca file=" + caFile + " subject=\"CN=ingestq test short\" not_after=",
+	} {
+		if len(lines) != 2 || !strings.Contains(strings.Join(lines, "\n"), want) {
+			t.Errorf("warnings at start: %q, want two, one with %q", lines, want)
+		}
+	}
+
+	writeCABundle(t, caFile, longCA)
+	renewedFile, renewedKey := longCA.PeerWith(t, "renewed", days(30), "127.0.0.1")
+	renewed := tlstest.Install(t, certFile, keyFile, renewedFile, renewedKey)
+	d.signal(syscall.SIGHUP)
+	d.waitLog(30*time.Second, "serial="+tlsfiles.Serial(renewed))
+	wantExpiry("after a SIGHUP with the long CA alone and a leaf of it", renewed, longCA.Certificate())
+	if got := d.logLines(expiring); len(got) != len(lines) {
+		t.Errorf("after a SIGHUP with nothing expiring within 14 days: %q, want the warnings of the start only", got[len(lines):])
+	}
+
+	soon := tlstest.NewAuthorityWith(t, "soon", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(14*24*time.Hour+5*time.Second)
+	})
+	writeCABundle(t, caFile, longCA, soon)
+	d.signal(syscall.SIGHUP)
+	poll(t, 30*time.Second, "the second CA reload", func() (bool, string, error) {
+		return len(d.logLines("TLS CA reloaded (SIGHUP)")) == 2, "", nil
+	})
+	if got := d.logLines(expiring); len(got) != len(lines) {
+		t.Errorf("a CA more than 14 days from its expiry was warned of at its reload: %q", got[len(lines):])
+	}
+	poll(t, 30*time.Second, "the warning once the CA has 14 days left", func() (bool, string, error) {
+		return len(d.logLines(expiring)) > len(lines), "", nil
+	})
+	want := "setting=--nats-cluster-tls-ca file=" + caFile + " subject=\"CN=ingestq test soon\" not_after="
+	if line := d.logLines(expiring)[len(lines)]; !strings.Contains(line, want) {
+		t.Errorf("the warning of the CA entering its last 14 days: %q, want %q", line, want)
+	}
+	wantExpiry("with a CA of 14 days", renewed, soon.Certificate())
 }

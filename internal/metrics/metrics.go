@@ -33,8 +33,9 @@ type Config struct {
 	// its host name first, with its HTTP server up) gives it to WatchBus.
 	Bus     *events.Bus
 	Stalled stalled.Thresholds // what counts as stalled; default stalled.Defaults()
-	// CertExpiry gives, by setting (its flag, like tls-cert), when the
-	// certificate it serves now expires: a reload changes it.
+	// CertExpiry gives, by setting (its flag, like tls-cert or
+	// nats-cluster-tls-ca), when the first certificate of its file in
+	// force expires (of a chain, of a CA bundle): a reload changes it.
 	CertExpiry map[string]func() time.Time
 	Logger     *slog.Logger
 }
@@ -101,7 +102,7 @@ func New(cfg Config) *Metrics {
 func (m *Metrics) links(cfg Config) {
 	for setting, notAfter := range cfg.CertExpiry {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ingestq_tls_cert_expiry_timestamp_seconds",
-			Help:        "When the TLS certificate a setting serves now expires (its NotAfter, Unix seconds), by setting (tls-cert, nats-listen-tls-cert, nats-cluster-tls-cert); a SIGHUP that reloads it changes it.",
+			Help:        "When the first certificate to expire of a TLS setting's file in force expires (its NotAfter, Unix seconds), by setting: a certificate served with its chain (tls-cert, nats-listen-tls-cert, nats-cluster-tls-cert) or a CA file (nats-cluster-tls-ca, nats-tls-ca); a SIGHUP that reloads the file changes it.",
 			ConstLabels: prometheus.Labels{"setting": setting}},
 			func() float64 { return float64(notAfter().Unix()) }))
 	}

@@ -51,6 +51,10 @@ func (c *CA) Reload() error {
 // Pool is the pool in force.
 func (c *CA) Pool() *x509.CertPool { return c.inForce.Load().pool }
 
+// ExpiresFirst is, of the CA certificates in force, the one that expires
+// first: once it has, each peer whose certificate it signed is refused.
+func (c *CA) ExpiresFirst() *x509.Certificate { return expiresFirst(c.Certificates()) }
+
 // Certificates are the CA certificates in force, in their file's order.
 func (c *CA) Certificates() []*x509.Certificate { return c.inForce.Load().certs }
 

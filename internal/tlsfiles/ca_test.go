@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/internal/tlsfiles"
 	"github.com/ingestq/ingestq/internal/tlstest"
@@ -82,5 +83,57 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	put(read(second.CAFile))
 	if err := ca.Reload(); err != nil || trusts(ca, first) || !trusts(ca, second) {
 		t.Errorf("the first CA removed: %v; want only the second trusted", err)
+	}
+}
+
+// The certificate that expires first, which serve warns of and measures,
+// is of a served chain the intermediate when it ends before the leaf, and
+// of a CA bundle the CA that ends first, wherever it is in the file.
+func TestExpiresFirstIsOfTheWholeChainAndBundle(t *testing.T) {
+	t.Parallel()
+	until := func(d time.Duration) func(*x509.Certificate) {
+		return func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(d) }
+	}
+	read := func(file string) []byte {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	dir := t.TempDir()
+	write := func(name string, data ...[]byte) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, bytes.Join(data, nil), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	root := tlstest.NewAuthorityWith(t, "root", until(5*time.Hour))
+	mid := root.Intermediate(t, "mid") // an hour
+	for _, c := range []struct {
+		leaf string
+		left time.Duration
+		want string
+	}{{"long-lived", 3 * time.Hour, "CN=ingestq test mid"}, {"short-lived", time.Minute, "CN=ingestq test short-lived"}} {
+		cert, key := mid.PeerWith(t, c.leaf, until(c.left), "127.0.0.1")
+		p, err := tlsfiles.Load(write(c.leaf+"-chain.pem", read(cert), read(mid.CAFile)), key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.ExpiresFirst().Subject.String(); got != c.want || p.Leaf().Subject.String() != "CN=ingestq test "+c.leaf {
+			t.Errorf("a leaf of %v followed by its intermediate of an hour: expires first %s, leaf %s; want %s", c.left, got, p.Leaf().Subject, c.want)
+		}
+	}
+
+	short := tlstest.NewAuthorityWith(t, "short", until(2*time.Hour))
+	for _, bundle := range [][]*tlstest.Authority{{root, short}, {short, root}} {
+		ca, err := tlsfiles.LoadCA(write("ca.pem", read(bundle[0].CAFile), read(bundle[1].CAFile)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ca.ExpiresFirst().Subject.String(); got != "CN=ingestq test short" {
+			t.Errorf("a bundle of %s then %s: expires first %s, want CN=ingestq test short", bundle[0].Certificate().Subject, bundle[1].Certificate().Subject, got)
+		}
 	}
 }

@@ -45,7 +45,15 @@ type Check func(leaf *x509.Certificate, intermediates *x509.CertPool) error
 type Pair struct {
 	CertFile, KeyFile string
 	check             Check
-	inForce           atomic.Pointer[tls.Certificate]
+	inForce           atomic.Pointer[servedPair]
+}
+
+// servedPair is a pair read, and of its chain the certificate that
+// expires first: an intermediate may end before its leaf, and every
+// client that verifies through it fails from then on.
+type servedPair struct {
+	cert         *tls.Certificate
+	expiresFirst *x509.Certificate
 }
 
 // Load reads and checks a certificate and its key. A file that cannot be
@@ -75,22 +83,26 @@ func (p *Pair) Reload() error {
 }
 
 // Leaf is the certificate in force.
-func (p *Pair) Leaf() *x509.Certificate { return p.inForce.Load().Leaf }
+func (p *Pair) Leaf() *x509.Certificate { return p.inForce.Load().cert.Leaf }
+
+// ExpiresFirst is, of the chain in force (the leaf and the certificates
+// after it in its file), the certificate that expires first.
+func (p *Pair) ExpiresFirst() *x509.Certificate { return p.inForce.Load().expiresFirst }
 
 // GetCertificate serves the pair in force to a client's handshake
 // (tls.Config.GetCertificate).
 func (p *Pair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return p.inForce.Load(), nil
+	return p.inForce.Load().cert, nil
 }
 
 // GetClientCertificate presents the pair in force to a server that asks
 // for a certificate (tls.Config.GetClientCertificate).
 func (p *Pair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return p.inForce.Load(), nil
+	return p.inForce.Load().cert, nil
 }
 
 // read reads and checks the files.
-func (p *Pair) read() (*tls.Certificate, error) {
+func (p *Pair) read() (*servedPair, error) {
 	pair, err := loadKeyPair(p.CertFile, p.KeyFile)
 	if err != nil {
 		return nil, err
@@ -99,9 +111,11 @@ func (p *Pair) read() (*tls.Certificate, error) {
 		return nil, &FileError{"cert", p.CertFile, err}
 	}
 	inter := x509.NewCertPool()
+	chain := []*x509.Certificate{pair.Leaf}
 	for _, der := range pair.Certificate[1:] {
 		if c, err := x509.ParseCertificate(der); err == nil {
 			inter.AddCert(c)
+			chain = append(chain, c)
 		}
 	}
 	if p.check != nil {
@@ -109,7 +123,13 @@ func (p *Pair) read() (*tls.Certificate, error) {
 			return nil, &FileError{"cert", p.CertFile, err}
 		}
 	}
-	return &pair, nil
+	return &servedPair{&pair, expiresFirst(chain)}, nil
+}
+
+// expiresFirst is, of certs (one or more), the certificate that expires
+// first; the first of them on a tie.
+func expiresFirst(certs []*x509.Certificate) *x509.Certificate {
+	return slices.MinFunc(certs, func(a, b *x509.Certificate) int { return a.NotAfter.Compare(b.NotAfter) })
 }
 
 // ServerUsage is the Check of a server's certificate: it may serve TLS as

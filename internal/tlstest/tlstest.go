@@ -52,8 +52,18 @@ type Authority struct {
 // NewAuthority writes, in a temporary folder, a new CA.
 func NewAuthority(t *testing.T) *Authority {
 	t.Helper()
+	return NewAuthorityWith(t, "ca", func(*x509.Certificate) {})
+}
+
+// NewAuthorityWith is NewAuthority named name (its subject's CN is
+// "ingestq test " + name), its certificate's template changed by set
+// first: dates of the test's own.
+func NewAuthorityWith(t *testing.T, name string, set func(*x509.Certificate)) *Authority {
+	t.Helper()
 	dir := t.TempDir()
-	ca := issue(t, dir, "ca", authority(), nil)
+	tmpl := authority()
+	set(tmpl)
+	ca := issue(t, dir, name, tmpl, nil)
 	return &Authority{CAFile: ca.certFile, dir: dir, ca: ca}
 }
 
@@ -72,7 +82,16 @@ func (a *Authority) Certificate() *x509.Certificate { return a.ca.cert }
 // certificate it signs (Peer) chains to a through it.
 func (a *Authority) Intermediate(t *testing.T, name string) *Authority {
 	t.Helper()
-	c := issue(t, a.dir, name, authority(), &a.ca)
+	return a.IntermediateWith(t, name, func(*x509.Certificate) {})
+}
+
+// IntermediateWith is Intermediate with its certificate's template
+// changed by set first: dates of the test's own.
+func (a *Authority) IntermediateWith(t *testing.T, name string, set func(*x509.Certificate)) *Authority {
+	t.Helper()
+	tmpl := authority()
+	set(tmpl)
+	c := issue(t, a.dir, name, tmpl, &a.ca)
 	return &Authority{CAFile: c.certFile, dir: a.dir, ca: c}
 }
 

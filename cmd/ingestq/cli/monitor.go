@@ -39,11 +39,11 @@ const EnvStalledAfter = "INGESTQ_STALLED_AFTER"
 // metricsToken (--metrics-auth token), as Prometheus expects; the profiles
 // ask an admin token of a daemon with tokens (pprofRoutes).
 func (a *app) monitor(web *httpd.Server, tokens *api.Tokens, metricsToken bool, q *queue.Queue, bus *events.Bus, p pipeline, roles []reactor.Role, th stalled.Thresholds,
-	certs []servedCert) (obs reactor.Observer, busStarted func()) {
+	expiry []expiring) (obs reactor.Observer, busStarted func()) {
 	if web == nil {
 		return nil, func() {}
 	}
-	m := metrics.New(metrics.Config{Queue: q, Session: a.session, Stalled: th, CertExpiry: certExpiry(certs), Logger: a.log})
+	m := metrics.New(metrics.Config{Queue: q, Session: a.session, Stalled: th, CertExpiry: certExpiry(expiry), Logger: a.log})
 	var started atomic.Bool
 	web.Observe(m.Request)
 	scrape := m.Handler()

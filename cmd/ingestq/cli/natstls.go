@@ -119,21 +119,49 @@ func servedCerts(given ...servedCert) []servedCert {
 	return slices.DeleteFunc(given, func(c servedCert) bool { return c.pair == nil })
 }
 
-// setting is the certificate's flag, without its dashes: the metric's label.
-func (c servedCert) setting() string { return strings.TrimPrefix(c.prefix, "--") + "cert" }
+// expiring is a TLS file serve warns of and measures as it nears its end
+// (the same warning, metric and alert for each): a served certificate
+// with its chain, or a CA file. first is, of the certificates in force,
+// the one that expires first: an intermediate may end before its leaf, a
+// bundle's old CA before the new, and each ends the handshakes it is in.
+type expiring struct {
+	flag, file string // --tls-cert, --nats-cluster-tls-ca, …
+	first      func() *x509.Certificate
+}
+
+// expiringFiles are the certificates' and the CA files' expiring.
+func expiringFiles(certs []servedCert, cas []servedCA) []expiring {
+	var all []expiring
+	for _, c := range certs {
+		all = append(all, c.expiring())
+	}
+	for _, c := range cas {
+		all = append(all, c.expiring())
+	}
+	return all
+}
+
+// expiring is the certificate's chain in force, as warned of and measured.
+func (c servedCert) expiring() expiring {
+	return expiring{c.prefix + "cert", c.pair.CertFile, c.pair.ExpiresFirst}
+}
+
+// expiring is the CA file's CAs in force, as warned of and measured.
+func (c servedCA) expiring() expiring { return expiring{c.prefix + "ca", c.ca.File, c.ca.ExpiresFirst} }
 
 // expiryWarning is how long before a certificate's expiry serve warns, at
 // start, at each reload, and as the certificate in force enters it
 // (expiryWarningDue): time to renew it, and to SIGHUP.
 const expiryWarning = 14 * 24 * time.Hour
 
-// warnExpiring warns when the certificate in force expires within
-// expiryWarning.
-func (a *app) warnExpiring(c servedCert) {
-	leaf := c.pair.Leaf()
-	if left := time.Until(leaf.NotAfter); left <= expiryWarning { // <=: expiryWarningDue's timer may end with 14 days left exactly
+// warnExpiring warns when the certificate of e in force that expires
+// first does so within expiryWarning, naming it: a chain's intermediate
+// or one CA of a bundle is not the file's first certificate.
+func (a *app) warnExpiring(e expiring) {
+	first := e.first()
+	if left := time.Until(first.NotAfter); left <= expiryWarning { // <=: expiryWarningDue's timer may end with 14 days left exactly
 		a.log.Warn("TLS certificate expires within 14 days: renew it, then SIGHUP the daemon (systemctl reload ingestq): it is re-read without a restart",
-			"setting", c.prefix+"cert", "file", c.pair.CertFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String())
+			"setting", e.flag, "file", e.file, "subject", first.Subject.String(), "not_after", first.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String())
 	}
 }
 
@@ -141,10 +169,10 @@ func (a *app) warnExpiring(c servedCert) {
 // reloads: when the first certificate in force enters its last
 // expiryWarning, or a day from now while one is in it; never (nil)
 // without a certificate.
-func expiryWarningDue(certs []servedCert) <-chan time.Time {
+func expiryWarningDue(files []expiring) <-chan time.Time {
 	next := time.Duration(-1)
-	for _, c := range certs {
-		d := time.Until(c.pair.Leaf().NotAfter) - expiryWarning
+	for _, e := range files {
+		d := time.Until(e.first().NotAfter) - expiryWarning
 		if d <= 0 {
 			d = 24 * time.Hour
 		}
@@ -175,7 +203,7 @@ func (a *app) reloadCerts(certs []servedCert) {
 			a.log.Info("TLS certificate reloaded (SIGHUP)", "setting", c.prefix+"cert", "file", c.pair.CertFile,
 				"serial", tlsfiles.Serial(leaf), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		}
-		a.warnExpiring(c)
+		a.warnExpiring(c.expiring())
 	}
 }
 
@@ -192,6 +220,7 @@ func (a *app) reloadCAs(cas []servedCA) {
 		if err := c.ca.Reload(); err != nil {
 			setting, file, err := refusedFile(c.prefix, "ca", c.ca.File, err)
 			a.log.Error("TLS CA not reloaded (SIGHUP); the CA in force is kept", "setting", setting, "file", file, "err", err)
+			a.warnExpiring(c.expiring())
 			continue
 		}
 		var held []string
@@ -203,6 +232,7 @@ func (a *app) reloadCAs(cas []servedCA) {
 		if changed && c.reloaded != nil {
 			c.reloaded()
 		}
+		a.warnExpiring(c.expiring())
 	}
 }
 
@@ -216,12 +246,12 @@ func refusedFile(prefix, which, file string, err error) (string, string, error) 
 	return prefix + which, file, err
 }
 
-// certExpiry is, for the metrics, when each served certificate in force
-// expires, by setting.
-func certExpiry(certs []servedCert) map[string]func() time.Time {
+// certExpiry is, for the metrics, when the first certificate of each
+// file in force expires, by setting: its flag without its dashes.
+func certExpiry(files []expiring) map[string]func() time.Time {
 	m := map[string]func() time.Time{}
-	for _, c := range certs {
-		m[c.setting()] = func() time.Time { return c.pair.Leaf().NotAfter }
+	for _, e := range files {
+		m[strings.TrimPrefix(e.flag, "--")] = func() time.Time { return e.first().NotAfter }
 	}
 	return m
 }

@@ -415,7 +415,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	rcfg.Bus, rcfg.Jobs, rcfg.Batches, rcfg.Reporter = bus, p.Handlers(), p, p
 	rcfg.Access, rcfg.AccessWorkers, rcfg.Advertise = acc, accWorkers, advertise
 	var busStarted func()
-	rcfg.Observer, busStarted = a.monitor(web, tokens, metricsToken, q, bus, p, roles, stalledAfter, certs)
+	rcfg.Observer, busStarted = a.monitor(web, tokens, metricsToken, q, bus, p, roles, stalledAfter, expiringFiles(certs, cas))
 	r, err := reactor.New(rcfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
@@ -457,8 +457,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		defer dash.Close() // before the server's: its live streams end first
 		dashRoute.set(dash)
 	}
-	for _, c := range certs { // once serving: a refusal at start is the one line said
-		a.warnExpiring(c)
+	for _, e := range expiringFiles(certs, cas) { // once serving: a refusal at start is the one line said
+		a.warnExpiring(e)
 	}
 	a.log.Info("ingestq: serving", "pipeline", f.pipeline, "states", f.states, "http", textValue(advertise, "off"), "zk", a.zk, "root", a.root,
 		"nats", natsWhere(a.natsJoined(), bus), "nats_cluster", f.natsCluster, "data", dataDir)
@@ -581,11 +581,12 @@ func (a *app) warnOpenFile(what, file string) {
 // tokens in force are kept. With neither a token file nor a certificate
 // nor a CA a SIGHUP is logged and changes nothing. reloaded runs after
 // each reload of the tokens taken. Between SIGHUPs it warns of a
-// certificate in force as it enters its last 14 days (warnExpiring), and
-// daily after. It returns its stop.
+// certificate in force, a CA or a chain's, as it enters its last 14 days
+// (warnExpiring), and daily after. It returns its stop.
 func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), certs []servedCert, cas []servedCA) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	expiry := expiringFiles(certs, cas)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -593,9 +594,9 @@ func (a *app) reloadOnHUP(file string, tokens *api.Tokens, reloaded func(), cert
 			select {
 			case <-quit:
 				return
-			case <-expiryWarningDue(certs):
-				for _, c := range certs {
-					a.warnExpiring(c)
+			case <-expiryWarningDue(expiry):
+				for _, e := range expiry {
+					a.warnExpiring(e)
 				}
 				continue
 			case <-hup:
