@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/container"
@@ -31,8 +32,32 @@ const (
 )
 
 // Objects reads a Pending batch's payload: one object per job to make.
+// A payload server that answers busy (503, 429) is waited for as a job's
+// download's is (busyWait): the batch is tried again Later, spending no
+// attempt and holding no batch worker, up to BusyLimit. Before, the
+// batch's attempts were spent in seconds under one of the two batch
+// workers: 15 requests in 2 minutes to a server asking for 120 s, then
+// Failed.
 func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
-	ctx = fetch.WithLogger(ctx, p.log.With("batch", b.ID))
+	ctx = fetch.WaitsForBusy(fetch.WithLogger(ctx, p.log.With("batch", b.ID)))
+	objs, err := p.objects(ctx, b)
+	busy := &busyFiles{}
+	if !busy.add("", err) {
+		if err == nil || reactor.IsFatal(err) {
+			p.endWaits(b.ID) // a retryable failure between busy answers keeps their clock, as a download's does
+		}
+		return objs, err
+	}
+	next, msg, err := p.busyWait(p.nextWait(b.ID), b.ID, "batch", busy)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("payload: a depositor's server is busy; batch waits", "batch", b.ID, "err", busy.err, "retest_in", time.Until(next))
+	return nil, reactor.Later(next, msg)
+}
+
+// objects is Objects but for a busy payload server.
+func (p *Pipeline) objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
 	sub := b.Submission
 	if sub.PayloadURL == "" && sub.Profile == "" && sub.FileName == "" {
 		// A foreign writer's batch without its submission: not `unknown profile ""`.

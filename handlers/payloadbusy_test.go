@@ -53,19 +53,7 @@ func (b *busyService) busyAnswers() int {
 // seconds.
 func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 	t.Parallel()
-	seconds := func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }
-	date := func(now time.Time) (string, time.Time) {
-		at := now.Add(2 * time.Second).Truncate(time.Second) // an HTTP date holds whole seconds
-		return at.UTC().Format(http.TimeFormat), at
-	}
-	for _, c := range []struct {
-		name       string
-		status     int
-		retryAfter func(time.Time) (string, time.Time)
-	}{
-		{"503 Retry-After seconds", http.StatusServiceUnavailable, seconds},
-		{"429 Retry-After date", http.StatusTooManyRequests, date},
-	} {
+	for _, c := range busyAnswers() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			svc := &busyService{status: c.status, retryAfter: c.retryAfter}
@@ -112,6 +100,28 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 				t.Errorf("the job's file on another server was fetched %d times; want once, kept while the job waited", n)
 			}
 		})
+	}
+}
+
+// busyAnswer is a busy answer with a Retry-After, as a depositor's server
+// gives it.
+type busyAnswer struct {
+	name       string
+	status     int
+	retryAfter func(time.Time) (string, time.Time)
+}
+
+// busyAnswers are 503 asking for 1 s in seconds and 429 asking for up to
+// 2 s by an HTTP date.
+func busyAnswers() []busyAnswer {
+	seconds := func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }
+	date := func(now time.Time) (string, time.Time) {
+		at := now.Add(2 * time.Second).Truncate(time.Second) // an HTTP date holds whole seconds
+		return at.UTC().Format(http.TimeFormat), at
+	}
+	return []busyAnswer{
+		{"503 Retry-After seconds", http.StatusServiceUnavailable, seconds},
+		{"429 Retry-After date", http.StatusTooManyRequests, date},
 	}
 }
 

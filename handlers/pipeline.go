@@ -63,7 +63,8 @@ type Config struct {
 	Margin        int64         // the room rule: bytes kept free beyond what a job needs; default 64 MiB
 	ProvisionWait time.Duration // the room rule: re-test of a job waiting for room; default 30 s
 	// BusyLimit is how long a job waits for a depositor's server that
-	// answers its downloads 503 or 429 before it fails; default 1 h.
+	// answers its downloads 503 or 429 (a Pending batch, its payload URL)
+	// before it fails; default 1 h.
 	BusyLimit time.Duration
 	// Space reports the free and total bytes of the file system of dir;
 	// default DiskSpace (statfs). Tests replace it to make the disk look full.
@@ -95,7 +96,7 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
 	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
-	jobWaits   sync.Map // jid → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (waitForBusyServer)
+	jobWaits   sync.Map // jid (or a Pending batch's bid) → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (busyWait)
 
 	unpackMu  sync.Mutex
 	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)

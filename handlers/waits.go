@@ -157,24 +157,45 @@ func (b *busyFiles) add(name string, err error) bool {
 }
 
 // waitForBusyServer is the Result of a download step whose files' servers
-// answered busy (b): the job waits as long as their Retry-After asks, at
-// most a minute, and no less than the backoff of its waits in a row, from
-// the fetch client's first wait; once it has waited BusyLimit, it fails,
-// naming the file.
+// answered busy (b): the job waits (busyWait), deferred in its status, or
+// fails past BusyLimit.
 func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyFiles, verified *digests) (reactor.Result, error) {
 	jid := s.Job.ID
 	w := p.nextWait(jid)
 	w.verified = verified
 	p.jobWaits.Store(jid, w)
+	next, msg, err := p.busyWait(w, jid, "job", b)
+	if err != nil {
+		return reactor.Result{}, err
+	}
+	// Deferred in the job's status: another daemon would take the job at
+	// once, asking the server again sooner than it asked.
+	p.sayWhyItWaits(ctx, s, msg, &queue.Deferral{Until: next, Host: p.cfg.Host})
+	wait := time.Until(next)
+	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait,
+		"kept_unread", b.unread.Load())
+	return reactor.Result{Wait: wait}, nil
+}
+
+// busyWait is when the job or batch id (of: "job", "batch"), at its waits
+// in a row w, tries its busy servers b again, and its message saying so: as
+// long as their Retry-After asks, at most a minute, and no less than the
+// backoff of its waits in a row, from the fetch client's first wait. Once
+// it has waited BusyLimit, it is a Fatal error naming the file (b.name, ""
+// for none).
+func (p *Pipeline) busyWait(w waitsInRow, id, of string, b *busyFiles) (time.Time, string, error) {
 	now := time.Now()
-	what := fmt.Sprintf("%s: %s", b.name, fetch.Plain(b.err))
+	what := fetch.Plain(b.err)
+	if b.name != "" {
+		what = b.name + ": " + what
+	}
 	if b.n > 1 {
 		what += fmt.Sprintf(" (and %d other files)", b.n-1)
 	}
 	if waited := now.Sub(w.since); waited >= p.cfg.BusyLimit {
-		p.endWaits(jid)
-		return reactor.Result{}, reactor.Fatal(fmt.Errorf("%s; its server still answered so after the job waited %s for it (--fetch-busy-limit)",
-			what, waited.Round(time.Second)))
+		p.endWaits(id)
+		return time.Time{}, "", reactor.Fatal(fmt.Errorf("%s; its server still answered so after the %s waited %s for it (--fetch-busy-limit)",
+			what, of, waited.Round(time.Second)))
 	}
 	wait := backoff.Delay(cmp.Or(p.cfg.Fetch.MinWait, fetch.Defaults.MinWait), time.Minute, w.n)
 	if asked := time.Until(b.asked); asked > wait {
@@ -185,12 +206,7 @@ func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *bu
 	if !b.asked.IsZero() {
 		what += fmt.Sprintf("; it asked to be asked again in %s (Retry-After)", stalled.Short(max(b.asked.Sub(now), 0).Round(time.Second)))
 	}
-	// Deferred in the job's status: another daemon would take the job at
-	// once, asking the server again sooner than it asked.
 	next := now.Add(wait)
-	p.sayWhyItWaits(ctx, s, fmt.Sprintf("waiting for a busy server: %s; next try at %s, spending no attempt; the job fails if it is still busy at %s (--fetch-busy-limit %s)",
-		what, queue.TextTime(next), queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), &queue.Deferral{Until: next, Host: p.cfg.Host})
-	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait,
-		"kept_unread", b.unread.Load())
-	return reactor.Result{Wait: wait}, nil
+	return next, fmt.Sprintf("waiting for a busy server: %s; next try at %s, spending no attempt; the %s fails if it is still busy at %s (--fetch-busy-limit %s)",
+		what, queue.TextTime(next), of, queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), nil
 }

@@ -29,6 +29,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		r.wakeOn(waits, sigPending)
 		return false, err
 	}
+	r.deferredBatches.release(b.ID) // its time came, if it waited
 	if r.holds.collectionHeld(ctx, b.Profile()) {
 		r.moveBatch(b, queue.Held, queue.BatchChange{}, nil)
 		return true, nil
@@ -38,7 +39,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	// ZooKeeper out of reach leaves the batch Pending (below), to be taken
 	// again under a lock, rather than waiting with one the outage may take.
 	// Why it is tried again is in its message meanwhile, as a job's is.
-	retrying := func(msg string) error { return r.noteBatch(ctx, b, msg) }
+	retrying := func(msg string) error { return r.noteBatch(ctx, b, msg, nil) }
 	ok, err := r.withRetries(ctx, "batch handler", b.ID, false, retrying, func() (err error) {
 		objs, err := r.cfg.Batches.Objects(ctx, b)
 		if err != nil {
@@ -50,6 +51,7 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		jobs, err = r.makeJobs(ctx, b, objs)
 		return err
 	})
+	var later *laterError
 	switch {
 	case errors.Is(err, queue.ErrStale):
 		r.log.Warn("reactor: batch taken over by another session; stopped making its jobs", "batch", b.ID, "err", err)
@@ -59,6 +61,9 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 	case !ok:
 		r.takeGates(b.ID, nil)
 		r.unlockBatch(b)
+		return true, nil
+	case errors.As(err, &later):
+		r.deferBatch(ctx, b, later)
 		return true, nil
 	case queue.Unreachable(err):
 		// Not the payload's fault: the batch stays Pending, and is taken
@@ -94,6 +99,42 @@ func (r *Reactor) pendingBatchStep(ctx context.Context) (bool, error) {
 		r.signal(sigReport, b.ID)
 	}
 	return true, nil
+}
+
+// deferBatch lets go of batch b, which its handler asked to try again
+// later: it stays Pending (and acquired, as mrt-zk's batch handler leaves
+// a batch it is making), unlocked, with why as its message and the
+// deferral in its status, so every daemon passes over it until then
+// (batchDeferred), an operator may act on it meanwhile, and a host that
+// stops or dies leaves it to another. This daemon's worker goes on to
+// other batches.
+func (r *Reactor) deferBatch(ctx context.Context, b *queue.Batch, later *laterError) {
+	if err := r.noteBatch(ctx, b, later.why, &queue.Deferral{Until: later.until, Host: r.cfg.Host}); err != nil {
+		r.log.Warn("reactor: why the batch waits not written into its status", "batch", b.ID, "err", err)
+	}
+	r.takeGates(b.ID, nil)
+	r.unlockBatch(b)
+	r.passOverBatch(b.ID, time.Until(later.until))
+}
+
+// batchDeferred tells whether Pending batch b is deferred still, by the
+// daemon that said so in its status (deferralLeft); it is then passed over
+// here until then.
+func (r *Reactor) batchDeferred(b *queue.Batch) bool {
+	left := r.deferralLeft(b.Status.Deferred)
+	if left <= 0 {
+		return false
+	}
+	r.passOverBatch(b.ID, left)
+	return true
+}
+
+// passOverBatch has the Pending pool pass over batch bid, unread, for d,
+// then look again.
+func (r *Reactor) passOverBatch(bid string, d time.Duration) {
+	r.deferredBatches.release(bid) // one entry a batch
+	r.deferredBatches.addFor(bid, bid, time.Now().Add(d))
+	r.waits.after(d, func() { r.wake(sigPending) })
 }
 
 // takeGates forgets the gate jobs this daemon's batch handler made for
@@ -132,7 +173,10 @@ func (r *Reactor) acquirePendingBatch(ctx context.Context) (*queue.Batch, []queu
 			}
 		}
 	}
-	return r.q.AcquirePendingBatchOf(ctx, ids, r.takesBatch, func(bid string) { r.pastPending.Store(bid, true) })
+	admit := func(b *queue.Batch) bool {
+		return !r.deferredBatches.skip(b.ID) && !r.batchDeferred(b) && r.takesBatch(b)
+	}
+	return r.q.AcquirePendingBatchOf(ctx, ids, admit, func(bid string) { r.pastPending.Store(bid, true) })
 }
 
 // takesBatch tells whether this daemon's pipeline works the batch's
@@ -288,7 +332,7 @@ func (r *Reactor) withRetries(ctx context.Context, what, id string, waitQueue bo
 				return false, err
 			}
 			continue
-		case IsFatal(err) || errors.Is(err, queue.ErrStale) || attempt >= r.cfg.Attempts:
+		case IsFatal(err) || errors.Is(err, queue.ErrStale) || errors.As(err, new(*laterError)) || attempt >= r.cfg.Attempts:
 			return true, err
 		}
 		if note != nil {
@@ -541,8 +585,8 @@ func (r *Reactor) publishBatch(b *queue.Batch, from queue.State, at time.Time, a
 
 // noteBatch writes msg into batch b's message (queue.NoteBatch). Not
 // written, the intake goes on: only a stale view is returned as such.
-func (r *Reactor) noteBatch(ctx context.Context, b *queue.Batch, msg string) error {
-	err := r.q.NoteBatch(ctx, b, msg)
+func (r *Reactor) noteBatch(ctx context.Context, b *queue.Batch, msg string, deferred *queue.Deferral) error {
+	err := r.q.NoteBatch(ctx, b, msg, deferred)
 	if err != nil && !errors.Is(err, queue.ErrStale) {
 		r.log.Debug("reactor: why the batch's intake is retried not written into its status", "batch", b.ID, "err", err)
 	}

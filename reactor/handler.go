@@ -183,3 +183,19 @@ func IsFatal(err error) bool {
 	var f fatalError
 	return errors.As(err, &f)
 }
+
+// laterError is a batch handler's "not yet" (Later).
+type laterError struct {
+	until time.Time
+	why   string
+}
+
+func (e *laterError) Error() string { return e.why }
+
+// Later is a BatchHandler's error for a batch to be tried again at until,
+// as a job step's Result.Wait with a queue.Deferral is: it spends no
+// attempt, the batch stays Pending with why as its message and the
+// deferral in its status, its lock is let go, and every daemon's batch
+// workers pass over it until then, working other batches (a depositor's
+// busy payload server, handlers).
+func Later(until time.Time, why string) error { return &laterError{until: until, why: why} }

@@ -260,21 +260,28 @@ const deferralGrace = 2 * time.Second
 // only: the others took it at once, each asking the busy server again, as
 // many times a wait as there were daemons.
 func (r *Reactor) deferred(s queue.State, j *queue.Job) bool {
-	d := j.Status.Deferred
-	if d == nil {
+	wait := r.deferralLeft(j.Status.Deferred)
+	if wait <= 0 {
 		return false
 	}
-	until, now := d.Until, time.Now()
+	r.waiting[s].add(j.ID, time.Now().Add(wait))
+	r.waits.after(wait, r.pools[sigJob(s)].Wake)
+	return true
+}
+
+// deferralLeft is how long deferral d (nil: none) holds here still, a
+// minute at most (another host's clock may be ahead of this one's); 0
+// once it is over. Past its end, a daemon other than the one that
+// deferred waits deferralGrace more.
+func (r *Reactor) deferralLeft(d *queue.Deferral) time.Duration {
+	if d == nil {
+		return 0
+	}
+	until := d.Until
 	if d.Host != r.cfg.Host {
 		until = until.Add(deferralGrace)
 	}
-	if !until.After(now) {
-		return false
-	}
-	wait := min(until.Sub(now), time.Minute)
-	r.waiting[s].add(j.ID, now.Add(wait))
-	r.waits.after(wait, r.pools[sigJob(s)].Wake)
-	return true
+	return min(time.Until(until), time.Minute)
 }
 
 // startEarly hands a job that this daemon's batch handler has just made,

@@ -121,6 +121,10 @@ type Reactor struct {
 	batchDir     string // "/…/batches", to recognise batch folders
 	feeds        *feeds // windowed batches (feed.go)
 
+	// deferredBatches are the Pending batches whose handler asked to be
+	// tried again later (Later), by bid, passed over here until then.
+	deferredBatches deferrals
+
 	reportMu   sync.Mutex
 	toReport   []string        // batches whose batch-processing emptied: tried first
 	reportScan bool            // a wake-up without a batch: look at every batch
@@ -452,6 +456,7 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 			r.started.Delete(bid)
 			r.pastPending.Delete(bid)
 			r.waiting[queue.Pending].release(bid)
+			r.deferredBatches.release(bid)
 		}
 		r.signal(sigPending, "")
 		if c.Rescan {

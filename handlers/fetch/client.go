@@ -142,9 +142,10 @@ func (c *Client) HTTP() *retryablehttp.Client { return c.rc }
 // (waitsLonger): a depositor's server asking for 30 s or more (S3's
 // SlowDown, a CDN's rate limit) was asked again within 10 s, its job's
 // attempts spent in a minute, and ten servers asking for 3 s held the
-// Downloading workers, every other job's download waiting.
+// Downloading workers, every other job's download waiting. So does a
+// request of a caller that waits for a busy server itself (WaitsForBusy).
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if _, download := ctx.Value(downloadKey{}).(*download); download {
+	if _, download := ctx.Value(downloadKey{}).(*download); download || ctx.Value(waitsForBusyKey{}) != nil {
 		if se := waitsLonger(resp, 0); se != nil {
 			return false, se
 		}
@@ -154,6 +155,17 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 		c.logFailure(ctx, resp, err)
 	}
 	return retry, err2
+}
+
+type waitsForBusyKey struct{}
+
+// WaitsForBusy marks ctx's requests as a download's are: their caller waits
+// for a busy server itself, as long as its Retry-After asks, so a busy
+// answer with one ends the request at once (checkRetry). A batch's payload
+// read (handlers) was asked again within the client's longest wait, its
+// batch's attempts spent in seconds, under a batch worker.
+func WaitsForBusy(ctx context.Context) context.Context {
+	return context.WithValue(ctx, waitsForBusyKey{}, true)
 }
 
 // retryPolicy retries network errors, stalls, cut bodies and retryable

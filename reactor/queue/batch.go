@@ -565,11 +565,13 @@ func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
 // state and last_modified kept (so its arrival ID too): why its intake is
 // tried again, for every reader of the queue, until its next move writes
 // its own. mrt-zk's Batch reads the status node's status alone, and writes
-// it with a message of its own at each move. Fenced by the status read; a
-// stale view lets go of this session's lock, as a move's does.
-func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string) error {
+// it with a message of its own at each move. deferred (nil: none) is
+// written with it (BatchStatus.Deferred); a note without drops the one
+// before. Fenced by the status read; a stale view lets go of this
+// session's lock, as a move's does.
+func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string, deferred *Deferral) error {
 	st := b.Status
-	st.Message = msg
+	st.Message, st.Deferred = msg, deferred
 	if err := q.commit(ctx, []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}); err != nil {
 		return q.letGoIfStale(ctx, b, err)
 	}

@@ -67,9 +67,9 @@ type JobStatus struct {
 	Mtime time.Time `json:"-"`
 }
 
-// Deferral is a job's step deferred until a time (a depositor's busy
-// server asked for it) by the daemon of Host, which takes the job first:
-// the files it downloaded meanwhile are there.
+// Deferral is a job's step, or a Pending batch's, deferred until a time (a
+// depositor's busy server asked for it) by the daemon of Host, which takes
+// it first: the files it downloaded meanwhile are there.
 type Deferral struct {
 	Until time.Time `json:"until"`
 	Host  string    `json:"host"`
@@ -84,6 +84,9 @@ type BatchStatus struct {
 	Status       State  `json:"status"`
 	LastModified string `json:"last_modified"`
 	Message      string `json:"message"`
+	// Deferred is as JobStatus's, for a Pending batch whose payload server
+	// is busy: every daemon passes over the batch until then.
+	Deferred *Deferral `json:"deferred,omitempty"`
 	// Mtime is as JobStatus's.
 	Mtime time.Time `json:"-"`
 }
