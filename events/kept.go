@@ -290,7 +290,14 @@ func (b *Bus) writeKept(ms []outMsg) error {
 	if err != nil {
 		return err
 	}
+	// Sized at once: grown by doubling, a 64 MiB file cost 128 MiB more of
+	// garbage at each of the writer's writes.
+	size := len(head) + 1
+	for _, m := range ms {
+		size += keptSize(m)
+	}
 	var buf bytes.Buffer
+	buf.Grow(size)
 	buf.Write(head)
 	buf.WriteByte('\n')
 	for _, m := range ms {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ingestq/ingestq/internal/backoff"
 )
 
 // keptSet is what the file is to hold while the bus runs.
@@ -117,10 +119,13 @@ func (b *Bus) keptWriteSoon() {
 // keptWriteShare is the share of its time the writer may spend writing:
 // after a write that took d it rests d/keptWriteShare - d, at most
 // keptWriteRestMax, so that parks trickling in while 64 MiB are held do
-// not rewrite 64 MiB back to back. Small files are written at once.
+// not rewrite 64 MiB back to back. Small files are written at once. A
+// write that failed is tried again, changes or not, after at least
+// keptWriteRetry, doubled at each failure up to keptWriteRestMax.
 const (
 	keptWriteShare   = 0.1
 	keptWriteRestMax = 10 * time.Second
+	keptWriteRetry   = 500 * time.Millisecond
 )
 
 // keptWriter writes the file anew at each change asked, until Close
@@ -130,6 +135,7 @@ func (b *Bus) keptWriter() {
 	defer close(b.keptWriterDone)
 	rest := time.NewTimer(0)
 	defer rest.Stop()
+	failures := 0
 	for {
 		select {
 		case <-b.ctx.Done():
@@ -140,29 +146,49 @@ func (b *Bus) keptWriter() {
 		case <-b.ctx.Done():
 			return
 		case <-b.keptChanged:
+			if b.ctx.Err() != nil {
+				return // Close has begun (a select picks either of two ready): the file is Close's to write
+			}
 			start := time.Now()
-			b.writeHeld()
+			ok := b.writeHeld(failures)
 			took := time.Since(start)
-			rest.Reset(min(time.Duration(float64(took)/keptWriteShare)-took, keptWriteRestMax))
+			wait := min(time.Duration(float64(took)/keptWriteShare)-took, keptWriteRestMax)
+			if ok {
+				failures = 0
+			} else {
+				// A folder full or read-only for a while: the events held
+				// reach the file once it takes them again, though nothing
+				// changes meanwhile (a batch stuck through the split).
+				failures++
+				wait = max(wait, backoff.Delay(keptWriteRetry, keptWriteRestMax, failures))
+				b.keptWriteSoon()
+			}
+			rest.Reset(wait)
 		}
 	}
 }
 
 // writeHeld makes the file hold the events it is to hold now, within the
-// cap (the oldest first), or removes it when there are none; then, if the
-// last of the events kept at the last stop has gone since the write
-// before, says so (after the write, which no longer holds them).
-func (b *Bus) writeHeld() {
+// cap (the oldest first), or removes it when there are none, and tells
+// whether it did; then, if the last of the events kept at the last stop
+// has gone since the write before, says so (after the write, which no
+// longer holds them). failed is how many writes before it failed in a row.
+func (b *Bus) writeHeld(failed int) bool {
 	say := b.keptSay.Swap(false)
 	ms, changes := b.keptFile.all()
 	keep := withinCap(ms, b.cfg.keptMax)
-	if err := b.writeKept(ms[:keep]); err != nil {
+	err := b.writeKept(ms[:keep])
+	if err != nil {
 		if b.keptWarn.Allow() {
 			b.log.Warn("events: cannot write the file of the events held for the next start; they are sent when the stream "+
 				"takes events, or kept at a stop, but until a write succeeds a process killed loses those held since, and "+
-				"publishes again those sent since (replays show each once)", "file", b.cfg.keptPath(), "err", err)
+				"publishes again those sent since (replays show each once); tried again", "file", b.cfg.keptPath(), "err", err)
 		}
 	} else {
+		if failed > 0 {
+			b.log.Info("events: the file of the events held for the next start is written again", "file", b.cfg.keptPath(),
+				"events", keep, "failed_writes", failed)
+		}
 		b.keptWrites.Add(1)
 		b.keptWritten.Store(changes)
 		if keep < len(ms) && b.keptWarn.Allow() {
@@ -174,4 +200,5 @@ func (b *Bus) writeHeld() {
 	if say {
 		b.sayKeptPublished()
 	}
+	return err == nil
 }

@@ -272,7 +272,10 @@ func TestMemberCutOffPastResendForRecordsItsMovesWhenTheQuorumReturns(t *testing
 // 268,000 held, thousands of lines.
 func TestManyParkedEventsSentAgainAreSaidOnce(t *testing.T) {
 	t.Parallel()
-	bus, logs := openBus(t, parkingConfig(t.TempDir(), 100*time.Millisecond))
+	// A probe of the silenced stream holds the publisher up to askTimeout:
+	// one every 100 ms held it nearly always, and in a busy run the resends
+	// still queued after the first park crawled to theirs, one a probe.
+	bus, logs := openBus(t, parkingConfig(t.TempDir(), askTimeout+time.Second))
 	_, back := silenceStreamUntil(t, bus)
 	const n = parkedPerTurn + 200
 	for i := range n {
