@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // CA is a CA file (PEM, one CA certificate or more: a bundle), the pool
@@ -83,6 +84,9 @@ func readCA(file string) (*caBundle, error) {
 			return nil, &FileError{"ca", file, fmt.Errorf("its certificate %d does not parse: %w", len(b.certs)+1, err)}
 		}
 		if err := checkValidity(cert); err != nil {
+			if time.Now().After(cert.NotAfter) { // a CA left in a bundle (a system one keeps expired CAs) is mended by removing it
+				err = fmt.Errorf("%w: remove it from the file if no peer's certificate is signed by it any more (a rotation's old CA, a system bundle's), else re-issue it", err)
+			}
 			return nil, &FileError{"ca", file, fmt.Errorf("its CA certificate %q %w", cert.Subject.String(), err)}
 		}
 		b.certs = append(b.certs, cert)

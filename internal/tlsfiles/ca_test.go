@@ -137,3 +137,28 @@ func TestExpiresFirstIsOfTheWholeChainAndBundle(t *testing.T) {
 		}
 	}
 }
+
+// A CA file refused for an expired CA says what to do: a system bundle
+// (Debian's /etc/ssl/certs/ca-certificates.crt held five expired CAs of
+// 144 when measured) or a rotation's old CA left in the file is mended by
+// removing it, which the error says beside the re-issue.
+func TestAnExpiredCASaysToRemoveItOrReissueIt(t *testing.T) {
+	t.Parallel()
+	expired, _ := tlstest.Expired(t)
+	data, err := os.ReadFile(expired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "bundle.pem")
+	valid, err := os.ReadFile(tlstest.NewAuthority(t).CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(valid, data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "remove it from the file if no peer's certificate is signed by it any more (a rotation's old CA, a system bundle's), else re-issue it"
+	if _, err := tlsfiles.LoadCA(file); err == nil || !strings.Contains(err.Error(), `its CA certificate "CN=ingestq test expired" expired on `) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a bundle with an expired CA: %v; want it named and %q", err, want)
+	}
+}

@@ -127,6 +127,7 @@ func servedCerts(given ...servedCert) []servedCert {
 type expiring struct {
 	flag, file string // --tls-cert, --nats-cluster-tls-ca, …
 	first      func() *x509.Certificate
+	remedy     string // what the warning says to do before the SIGHUP
 }
 
 // expiringFiles are the certificates' and the CA files' expiring.
@@ -142,12 +143,21 @@ func expiringFiles(certs []servedCert, cas []servedCA) []expiring {
 }
 
 // expiring is the certificate's chain in force, as warned of and measured.
+// A cross-signed certificate old clients needed may end first, or have
+// ended: it is removed rather than renewed.
 func (c servedCert) expiring() expiring {
-	return expiring{c.prefix + "cert", c.pair.CertFile, c.pair.ExpiresFirst}
+	return expiring{c.prefix + "cert", c.pair.CertFile, c.pair.ExpiresFirst, "renew it, or remove from the file a cross-signed certificate of its chain " +
+		"no client needs any more (taken, even expired: new clients verify without it), then SIGHUP the daemon (systemctl reload ingestq)"}
 }
 
-// expiring is the CA file's CAs in force, as warned of and measured.
-func (c servedCA) expiring() expiring { return expiring{c.prefix + "ca", c.ca.File, c.ca.ExpiresFirst} }
+// expiring is the CA file's CAs in force, as warned of and measured. A
+// CA no peer's certificate is signed by any more (a rotation's old one, a
+// system bundle's) is not renewed but removed: else it is warned of daily,
+// and the file refused at the next reload or start once it has expired.
+func (c servedCA) expiring() expiring {
+	return expiring{c.prefix + "ca", c.ca.File, c.ca.ExpiresFirst, "re-issue it with the same key and name, or remove it from the file if no peer's certificate " +
+		"is signed by it any more (a rotation's old CA, a system bundle's), then SIGHUP the daemon (systemctl reload ingestq) on every host"}
+}
 
 // expiryWarning is how long before a certificate's expiry serve warns, at
 // start, at each reload, and as the certificate in force enters it
@@ -160,7 +170,7 @@ const expiryWarning = 14 * 24 * time.Hour
 func (a *app) warnExpiring(e expiring) {
 	first := e.first()
 	if left := time.Until(first.NotAfter); left <= expiryWarning { // <=: expiryWarningDue's timer may end with 14 days left exactly
-		a.log.Warn("TLS certificate expires within 14 days: renew it, then SIGHUP the daemon (systemctl reload ingestq): it is re-read without a restart",
+		a.log.Warn("TLS certificate expires within 14 days: "+e.remedy+": it is re-read without a restart",
 			"setting", e.flag, "file", e.file, "subject", first.Subject.String(), "not_after", first.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Minute).String())
 	}
 }
