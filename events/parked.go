@@ -266,10 +266,13 @@ func (b *Bus) unparkSoon() {
 	}
 }
 
-// probeParked asks, while events are parked, whether the stream takes
-// events, and sends them again if it does. On the publisher goroutine.
+// probeParked asks, while events are parked and none is queued, whether
+// the stream takes events, and sends them again if it does. On the
+// publisher goroutine, which a probe of a silent stream holds for
+// askTimeout: the events queued go first, their acknowledgements unparking
+// as well; a probe taken between them held each up a probe or more.
 func (b *Bus) probeParked() {
-	if b.parked.len() > 0 && b.streamTakes(b.ctx) {
+	if b.parked.len() > 0 && len(b.queue) == 0 && b.streamTakes(b.ctx) {
 		b.sendParked()
 	}
 }

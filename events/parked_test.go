@@ -291,6 +291,37 @@ func TestManyParkedEventsSentAgainAreSaidOnce(t *testing.T) {
 	}
 }
 
+// Events published while one is parked and the stream is silent are sent
+// at once, not behind the probes, which a silent stream holds for
+// askTimeout each: at most the probe under way comes first. Before, the
+// publisher took a probe due or an event queued at random, each event
+// queued waited a probe or more, and with probes due back to back 36 of
+// TestManyParkedEventsSentAgainAreSaidOnce's 1,200 waited past 45 s to be
+// parked.
+func TestEventsQueuedAreSentBeforeAProbeOfASilentStream(t *testing.T) {
+	t.Parallel()
+	bus, _ := openBus(t, parkingConfig(t.TempDir(), 100*time.Millisecond))
+	sent := silenceStream(t, bus)
+	publishSilenced(t, bus, sent, "Downloading")
+	if s := waitParkedOrLost(t, bus, 1); s.Parked != 1 {
+		t.Fatalf("past resendFor: %+v, want 1 parked", s)
+	}
+	receiveSent(t, sent, "") // a probe under way: its publish carries no event ID
+	const n = 20
+	start := time.Now()
+	for i := range n {
+		bus.Publish(Event{Kind: KindJob, ID: fmt.Sprintf("later-%d", i), BatchID: "bid-1", JobID: fmt.Sprintf("jid-%d", i),
+			To: "Downloading"})
+	}
+	for i := range n {
+		receiveSent(t, sent, fmt.Sprintf("later-%d", i))
+	}
+	if took := time.Since(start); took > 2*askTimeout {
+		t.Errorf("%d events published while one is parked were sent in %v, want within %v (one probe of the silent stream at most)",
+			n, took.Round(time.Millisecond), 2*askTimeout)
+	}
+}
+
 // A job's moves parked during a split reach the stream after the moves
 // made after them (sent at once, or when their pause ended), yet a job's
 // timeline shows each in its place: Replay marks a kept copy, and
