@@ -28,7 +28,7 @@ const tlsTimeout = 5 * time.Second
 // that cannot be read, a key of another certificate, a certificate the CA
 // did not sign, one expired or not yet valid, one not for both ends of a
 // connection or naming another host, a CA file without a certificate or
-// with one expired is a *tlsfiles.FileError. The pair is presented both
+// without a CA valid now is a *tlsfiles.FileError. The pair is presented both
 // ways from the *tlsfiles.Pair, which its Reload renews; the peers are
 // verified against the *tlsfiles.CA's pool, which its Reload renews too
 // (then Bus.ClusterCAReloaded), the CA first: the pair is checked
@@ -72,6 +72,9 @@ func routeCheck(ca *tlsfiles.CA, host string) tlsfiles.Check {
 			switch {
 			case err == nil:
 			case errors.As(err, &unknown):
+				if o, ok := ca.LeftOut(leaf); ok { // else its issuer, named, would seem to be in the file
+					return fmt.Errorf("signed by a CA in %s left out of it, %v", caFile, o)
+				}
 				return fmt.Errorf("not signed by the CA in %s, nor by an intermediate CA whose certificate follows it in this file (its issuer: %s)",
 					caFile, leaf.Issuer)
 			case errors.As(err, &invalid) && invalid.Reason == x509.IncompatibleUsage:

@@ -461,3 +461,25 @@ func (p *peerSerials) has(way, serial string) bool {
 	defer p.mu.Unlock()
 	return slices.Contains(p.got[way], serial)
 }
+
+// A routes' CA file that holds an expired CA beside the one in use is
+// taken without it (tlsfiles.LoadCA); a member's certificate signed by
+// the expired CA is refused naming it as left out of the file, not as of
+// an issuer the file would seem to hold.
+func TestClusterTLSCertificateOfACALeftOut(t *testing.T) {
+	t.Parallel()
+	old := tlstest.NewAuthorityWith(t, "old", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+	})
+	current := tlstest.NewAuthority(t)
+	caFile := concatFiles(t, old.CAFile, current.CAFile)
+	cert, key := current.Peer(t, "a", "127.0.0.1")
+	if _, _, ca, err := LoadClusterTLS(cert, key, caFile, "127.0.0.1:1"); err != nil || len(ca.Certificates()) != 1 || len(ca.Ignored()) != 1 {
+		t.Fatalf("a certificate of the CA in use, its CA file holding an expired CA too: %v; want it taken, the expired CA left out", err)
+	}
+	cert, key = old.Peer(t, "b", "127.0.0.1")
+	want := "signed by a CA in " + caFile + ` left out of it, "CN=ingestq test old" expired on `
+	if _, _, _, err := LoadClusterTLS(cert, key, caFile, "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a certificate of the expired CA: %v; want %q", err, want)
+	}
+}

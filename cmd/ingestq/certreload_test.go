@@ -521,13 +521,19 @@ func TestServeHUPWithTheRoutesCAUnchangedKeepsTheNATSClients(t *testing.T) {
 // (no certificate in it) logged at ERR, the pool in force kept; then the
 // NATS server restarted with a certificate of the new CA: the daemon
 // connects to it again, verifying it against the pool in force, and the
-// events of a batch submitted then reach it.
+// events of a batch submitted then reach it. The CA file holds besides an
+// expired CA, as a system or corporate bundle does: left out, warned of
+// at start and at the reload, neither measured nor a refusal.
 //
 // Before: a SIGHUP did not read the file; nats.go read it at each
-// reconnection itself, and the file refused there failed every one.
+// reconnection itself, and the file refused there failed every one. And
+// the expired CA refused the file: serve exited 2 at start.
 func TestServeRotatesTheNATSCAOnHUP(t *testing.T) {
 	t.Parallel()
 	oldCA, newCA := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
+	expiredCA := tlstest.NewAuthorityWith(t, "expired", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+	})
 	_, port, err := net.SplitHostPort(natstest.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +554,7 @@ func TestServeRotatesTheNATSCAOnHUP(t *testing.T) {
 	}
 	ns := runNATS(oldCA)
 	caFile := filepath.Join(t.TempDir(), "nats-ca.pem")
-	writeCABundle(t, caFile, oldCA)
+	writeCABundle(t, caFile, expiredCA, oldCA)
 	zkAddr, root, url := zktest.Shared(t).Addr, zktest.Root(t), "tls://127.0.0.1:"+port
 	httpAddr := natstest.FreeAddr(t)
 	d := startDaemon(t, daemonConfig{Host: "d", ZK: zkAddr, Root: root, NATS: url, Extra: []string{"--nats-tls-ca", caFile, "--http", httpAddr}})
@@ -556,10 +562,18 @@ func TestServeRotatesTheNATSCAOnHUP(t *testing.T) {
 	if lines, want := d.logLines("TLS certificate expires within 14 days"), "setting=--nats-tls-ca file="+caFile+` subject="CN=ingestq test ca" `; len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Errorf("warnings at start: %q, want one with %q", lines, want)
 	}
+	const leftOut = "TLS CA file holds CAs expired or not valid yet, left out"
+	wantLeftOut := "setting=--nats-tls-ca file=" + caFile + ` ignored=1 in_force=1 cas="\"CN=ingestq test expired\" expired on `
+	if lines := d.logLines(leftOut); len(lines) != 1 || !strings.Contains(lines[0], wantLeftOut) || !strings.Contains(lines[0], " WRN ") {
+		t.Errorf("the expired CA at start: %q, want one WRN with %q", lines, wantLeftOut)
+	}
 
-	writeCABundle(t, caFile, oldCA, newCA)
+	writeCABundle(t, caFile, oldCA, expiredCA, newCA)
 	d.signal(syscall.SIGHUP)
 	d.waitLog(30*time.Second, "TLS CA reloaded (SIGHUP) setting=--nats-tls-ca file="+caFile)
+	if lines := d.logLines(leftOut); len(lines) != 2 || !strings.Contains(lines[1], strings.Replace(wantLeftOut, "in_force=1", "in_force=2", 1)) {
+		t.Errorf("the expired CA at the reload: %q, want a second WRN naming it", lines)
+	}
 	first := min(oldCA.Certificate().NotAfter.Unix(), newCA.Certificate().NotAfter.Unix())
 	if got := promtest.Scrape(t, "http://"+httpAddr+"/metrics").Values("ingestq_tls_cert_expiry_timestamp_seconds", "setting"); !promtest.Equal(got, map[string]float64{"setting=nats-tls-ca": float64(first)}) {
 		t.Errorf("a CA file of two: ingestq_tls_cert_expiry_timestamp_seconds %v, want the first to expire's, %d", got, first)

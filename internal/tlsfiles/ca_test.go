@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,10 @@ import (
 )
 
 // A CA file is refused when it is missing, holds no certificate, holds a
-// block cut short, or holds a certificate expired or not valid yet (one of
-// a bundle too): a *FileError ("ca") naming the file and what is wrong. A
-// reload refused leaves the pool in force; one taken replaces it.
+// block cut short, or holds no CA valid now (its one CA expired or not
+// valid yet, or all of a bundle's): a *FileError ("ca") naming the file
+// and what is wrong. A reload refused leaves the pool in force; one taken
+// replaces it.
 func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	t.Parallel()
 	first, second := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
@@ -68,8 +70,9 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	}{
 		{"no certificate", [][]byte{[]byte("not a certificate\n")}, "holds no PEM certificate"},
 		{"a block cut short", [][]byte{firstPEM, firstPEM[:len(firstPEM)/2]}, "a PEM block in it is cut short"},
-		{"an expired CA in a bundle", [][]byte{firstPEM, read(expired)}, `its CA certificate "CN=ingestq test expired" expired on `},
-		{"a CA not valid yet", [][]byte{read(future)}, `its CA certificate "CN=ingestq test future" not valid before `},
+		{"an expired CA alone", [][]byte{read(expired)}, `its CA certificate "CN=ingestq test expired" expired on `},
+		{"a CA not valid yet alone", [][]byte{read(future)}, `its CA certificate "CN=ingestq test future" not valid before `},
+		{"a bundle of CAs none valid now", [][]byte{read(expired), read(future)}, `none of its 2 CA certificates is valid now ("CN=ingestq test expired" expired on `},
 	} {
 		put(c.data...)
 		var bad *tlsfiles.FileError
@@ -138,27 +141,94 @@ func TestExpiresFirstIsOfTheWholeChainAndBundle(t *testing.T) {
 	}
 }
 
-// A CA file refused for an expired CA says what to do: a system bundle
-// (Debian's /etc/ssl/certs/ca-certificates.crt held five expired CAs of
-// 144 when measured) or a rotation's old CA left in the file is mended by
-// removing it, which the error says beside the re-issue.
+// A CA file whose only CA has expired is refused saying what to do: a
+// rotation's old CA left alone in the file is mended by removing it (and
+// giving the file the CA in use), else by re-issuing it.
 func TestAnExpiredCASaysToRemoveItOrReissueIt(t *testing.T) {
 	t.Parallel()
 	expired, _ := tlstest.Expired(t)
-	data, err := os.ReadFile(expired)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "bundle.pem")
-	valid, err := os.ReadFile(tlstest.NewAuthority(t).CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, append(valid, data...), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const want = "remove it from the file if no peer's certificate is signed by it any more (a rotation's old CA, a system bundle's), else re-issue it"
-	if _, err := tlsfiles.LoadCA(file); err == nil || !strings.Contains(err.Error(), `its CA certificate "CN=ingestq test expired" expired on `) || !strings.Contains(err.Error(), want) {
-		t.Errorf("a bundle with an expired CA: %v; want it named and %q", err, want)
+	if _, err := tlsfiles.LoadCA(expired); err == nil || !strings.Contains(err.Error(), `its CA certificate "CN=ingestq test expired" expired on `) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a CA file of an expired CA alone: %v; want it named and %q", err, want)
 	}
+}
+
+// A bundle that holds a CA valid now is taken, its CAs out of their dates
+// left out of the pool (Ignored, named) and of the expiry: a system or
+// corporate bundle keeps expired CAs. crypto/x509 verifies nothing through
+// an expired CA (measured here: a peer whose certificate is good, signed
+// by a CA that has expired, is refused against a pool of that CA), so
+// leaving it out changes no verification. The machine's own system bundle
+// (Debian's held 5 expired CAs of 144, decision 1059) is loaded too when
+// it is there; the bundle built here holds expired CAs wherever it runs.
+func TestABundleWithCAsOutOfTheirDatesIsTakenWithoutThem(t *testing.T) {
+	t.Parallel()
+	read := func(file string) []byte {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	hour := func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	}
+	old := tlstest.NewAuthorityWith(t, "old", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+	})
+	current := tlstest.NewAuthority(t)
+	expired, _ := tlstest.Expired(t)
+	future, _ := tlstest.NotYetValid(t)
+	peerOf := func(a *tlstest.Authority) *x509.Certificate {
+		cert, key := a.PeerWith(t, "peer", hour, "127.0.0.1")
+		return tlstest.Install(t, filepath.Join(t.TempDir(), "cert.pem"), filepath.Join(t.TempDir(), "key.pem"), cert, key)
+	}
+	oldPeer, currentPeer := peerOf(old), peerOf(current)
+	var invalid x509.CertificateInvalidError
+	if _, err := oldPeer.Verify(x509.VerifyOptions{Roots: old.Pool()}); !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
+		t.Fatalf("a good peer of an expired CA against a pool of that CA: %v; want x509.Expired (crypto/x509 verifies nothing through an expired CA)", err)
+	}
+
+	file := filepath.Join(t.TempDir(), "bundle.pem")
+	if err := os.WriteFile(file, bytes.Join([][]byte{read(expired), read(old.CAFile), read(current.CAFile), read(future)}, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsfiles.LoadCA(file)
+	if err != nil {
+		t.Fatalf("a bundle of a CA valid now beside CAs expired and not valid yet: %v; want it taken", err)
+	}
+	if got := ca.Certificates(); len(got) != 1 || !got[0].Equal(current.Certificate()) || !ca.ExpiresFirst().Equal(current.Certificate()) {
+		t.Errorf("the CAs in force: %d, expiring first %s; want the one valid now alone", len(got), ca.ExpiresFirst().Subject)
+	}
+	ignored := tlsfiles.JoinOutOfDates(ca.Ignored())
+	for _, want := range []string{`"CN=ingestq test expired" expired on `, `"CN=ingestq test old" expired on `, `"CN=ingestq test future" not valid before `} {
+		if len(ca.Ignored()) != 3 || !strings.Contains(ignored, want) {
+			t.Errorf("ignored: %q; want three, %q among them", ignored, want)
+		}
+	}
+	if _, err := currentPeer.Verify(x509.VerifyOptions{Roots: ca.Pool()}); err != nil {
+		t.Errorf("a peer of the CA valid now: %v", err)
+	}
+	if _, err := oldPeer.Verify(x509.VerifyOptions{Roots: ca.Pool()}); err == nil {
+		t.Error("a peer of the expired CA verified")
+	}
+
+	const system = "/etc/ssl/certs/ca-certificates.crt" // Debian's, Ubuntu's
+	data, err := os.ReadFile(system)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Logf("%s: not on this machine; the bundle built above stands for it", system)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := bytes.Count(data, []byte("-----BEGIN CERTIFICATE-----"))
+	ca, err = tlsfiles.LoadCA(system)
+	if err != nil {
+		t.Fatalf("the system bundle: %v; want it taken", err)
+	}
+	if n := len(ca.Certificates()) + len(ca.Ignored()); n != held || len(ca.Certificates()) == 0 || time.Now().After(ca.ExpiresFirst().NotAfter) {
+		t.Errorf("the system bundle: %d CAs in force and %d ignored of %d; want them all, the first to expire in the future", len(ca.Certificates()), len(ca.Ignored()), held)
+	}
+	t.Logf("%s: %d CAs in force, %d ignored: %s", system, len(ca.Certificates()), len(ca.Ignored()), tlsfiles.JoinOutOfDates(ca.Ignored()))
 }

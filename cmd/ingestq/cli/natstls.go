@@ -30,6 +30,7 @@ func (a *app) clusterTLS(f serveFlags) (*tls.Config, *tlsfiles.Pair, *tlsfiles.C
 		return nil, nil, nil, tlsFileRefused("--nats-cluster-tls-", err)
 	}
 	a.warnOpenFile("--nats-cluster-tls-key: the key's file", files.key)
+	a.warnIgnoredCAs("--nats-cluster-tls-ca", ca)
 	return tc, pair, ca, nil
 }
 
@@ -46,7 +47,20 @@ func (a *app) natsCA() (*tlsfiles.CA, error) {
 	if err != nil {
 		return nil, tlsFileRefused("--nats-tls-", err)
 	}
+	a.warnIgnoredCAs("--nats-tls-ca", ca)
 	return ca, nil
+}
+
+// warnIgnoredCAs says, at each read of a CA file taken (start, SIGHUP),
+// its CAs left out for being out of their dates: a system or corporate
+// bundle keeps expired CAs, which verify nothing, and the file is the
+// operator's to mend, so once per read rather than daily.
+func (a *app) warnIgnoredCAs(setting string, ca *tlsfiles.CA) {
+	if ignored := ca.Ignored(); len(ignored) > 0 {
+		a.log.Warn("TLS CA file holds CAs expired or not valid yet, left out (they verify no peer): remove them from the file if it is yours; "+
+			"one not valid yet is taken at the first reload (SIGHUP) after its date",
+			"setting", setting, "file", ca.File, "ignored", len(ignored), "in_force", len(ca.Certificates()), "cas", tlsfiles.JoinOutOfDates(ignored))
+	}
 }
 
 // listenTLS reads --nats-listen-tls-cert and -key: both, with a client
@@ -150,10 +164,12 @@ func (c servedCert) expiring() expiring {
 		"no client needs any more (taken, even expired: new clients verify without it), then SIGHUP the daemon (systemctl reload ingestq)"}
 }
 
-// expiring is the CA file's CAs in force, as warned of and measured. A
-// CA no peer's certificate is signed by any more (a rotation's old one, a
-// system bundle's) is not renewed but removed: else it is warned of daily,
-// and the file refused at the next reload or start once it has expired.
+// expiring is the CA file's CAs in force, as warned of and measured: those
+// valid when it was read (a CA out of its dates then is left out). A CA no
+// peer's certificate is signed by any more (a rotation's old one, a system
+// bundle's) is not renewed but removed: else it is warned of daily, until
+// the first read of the file after its expiry leaves it out (or refuses
+// the file, if it was the file's last CA valid).
 func (c servedCA) expiring() expiring {
 	return expiring{c.prefix + "ca", c.ca.File, c.ca.ExpiresFirst, "re-issue it with the same key and name, or remove it from the file if no peer's certificate " +
 		"is signed by it any more (a rotation's old CA, a system bundle's), then SIGHUP the daemon (systemctl reload ingestq) on every host"}
@@ -219,7 +235,8 @@ func (a *app) reloadCerts(certs []servedCert) {
 
 // reloadCAs re-reads every CA file (SIGHUP): a pool taken verifies the
 // peers of the next handshakes, and the CAs it holds are said (an
-// operator adding or removing a CA checks them); a file refused is logged
+// operator adding or removing a CA checks them), those it left out
+// warned of (warnIgnoredCAs); a file refused is logged
 // naming the setting, the file and the cause, and the pool in force is
 // kept. reloaded runs only when the CAs changed: the routes' reload of
 // nats-server's options closes every token's client (decision 959), and
@@ -239,6 +256,7 @@ func (a *app) reloadCAs(cas []servedCA) {
 		}
 		changed := !slices.EqualFunc(before, c.ca.Certificates(), (*x509.Certificate).Equal)
 		a.log.Info("TLS CA reloaded (SIGHUP)", "setting", c.prefix+"ca", "file", c.ca.File, "cas", strings.Join(held, "; "), "changed", changed)
+		a.warnIgnoredCAs(c.prefix+"ca", c.ca)
 		if changed && c.reloaded != nil {
 			c.reloaded()
 		}
