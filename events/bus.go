@@ -136,8 +136,7 @@ func (c Config) withDefaults() Config {
 	c.keptMax = cmp.Or(c.keptMax, keptMaxBytes)
 	c.settleWait = cmp.Or(c.settleWait, settleTimeout)
 	if c.ClientTokens != nil && c.URL == "" {
-		c.clients = &tokenClients{lookup: c.ClientTokens, stream: c.Stream, log: c.Logger,
-			admitted: map[clientKey]admitted{}, pruneAt: pruneFirst}
+		c.clients = &tokenClients{lookup: c.ClientTokens, stream: c.Stream, log: c.Logger, pruneAt: pruneFirst}
 	}
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,11 @@ import (
 // rights. systemUser, of a cluster member's system account, asks the
 // JetStream meta leader to forget a server (ForgetHost).
 //
-// They present no user name: at every ReloadOptions (a route change)
-// nats-server closes each client whose user name is not in its own user
-// list, which under a custom authentication is empty. A token's client
-// keeps its holder's name (RegisterUser), which nats-server's lines about
-// it need (inboxRefused): it reconnects at a route change.
+// They present no user name: at every ReloadOptions (a route change, a
+// routes' CA change) nats-server closes each client whose user name is not
+// in its own user list, which under a custom authentication is empty. A
+// token's client is registered without a name for the same reason; its
+// holder is found by its client ID (tokenClients.holderOf).
 const (
 	busUser    = "ingestq-bus"
 	systemUser = "ingestq-system"
@@ -72,8 +73,29 @@ func InboxPrefix(token string) string {
 }
 
 // inboxRefused is nats-server's line for a client refused a subscription
-// under _INBOX: its user (the token's name) and the subject.
-var inboxRefused = regexp.MustCompile(`"[^"]*/user:([^"]*)" - Subscription Violation - Subject "(_INBOX[^"]*)"`)
+// under _INBOX: the subject. Its client is named by clientLine.
+var inboxRefused = regexp.MustCompile(` - Subscription Violation - Subject "(_INBOX[^"]*)"`)
+
+// clientLine is the start of nats-server's lines about a client on the
+// listener: its address and client ID (cid), which tokenClients knows the
+// holder of. What follows (the client's name, version) is the client's
+// own words.
+var clientLine = regexp.MustCompile(`^\S+ - cid:(\d+)\b`)
+
+// tokenHolder is the name of the holder of the token the client of
+// nats-server's line presented, if the line is about a token's client.
+func (l serverLogger) tokenHolder(line string) (string, bool) {
+	m := clientLine.FindStringSubmatch(line)
+	if m == nil || l.holderOf == nil {
+		return "", false
+	}
+	cid, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		return "", false
+	}
+	holder, ok := l.holderOf(cid)
+	return holder.Name, ok
+}
 
 // inboxRefusedLine says once per token, when nats-server's line is of a
 // token's client refused an inbox, which one a client of that token may
@@ -85,12 +107,13 @@ func (l serverLogger) inboxRefusedLine(line string) (msg string, attrs []any, in
 	if m == nil {
 		return "", nil, false
 	}
-	if !l.said.first("inbox of " + m[1]) {
+	name, ok := l.tokenHolder(line)
+	if !ok || !l.said.first("inbox of "+name) {
 		return "", nil, true
 	}
 	return "events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix, " +
 		"_INBOX_ and the first 16 hex digits of the token's SHA-256 (nats.CustomInboxPrefix in nats.go, the nats CLI's " +
-		"--inbox-prefix; ingestq events inbox-prefix prints it) (said once per token)", []any{"token", m[1], "subject", m[2]}, true
+		"--inbox-prefix; ingestq events inbox-prefix prints it) (said once per token)", []any{"token", name, "subject", m[1]}, true
 }
 
 // asSystem is the option that makes an in-process connection the system user's.
@@ -113,16 +136,21 @@ type ClientToken struct {
 
 // tokenClients are the clients an embedded server admitted by their token,
 // kept while they may be connected so that a reload of the tokens
-// (Bus.ClientTokensChanged) disconnects those whose token went or changed.
-// It outlives the servers a bus replaces; each server's clients are told
-// apart by the server.
+// (Bus.ClientTokensChanged) disconnects those whose token went or changed,
+// and the server's lines about one name its holder (holderOf). It outlives
+// the servers a bus replaces; each server's clients are told apart by the
+// server.
 type tokenClients struct {
 	lookup func(token string) (ClientToken, bool)
 	stream string
 	log    *slog.Logger
 
+	// mu orders admit and recheck, which call into nats-server (Connz)
+	// holding it. admitted (clientKey → admitted) is also read without
+	// it, by holderOf: nats-server logs holding its own locks.
 	mu       sync.Mutex
-	admitted map[clientKey]admitted
+	admitted sync.Map
+	count    int // the entries of admitted
 	pruneAt  int // prune the gone ones when admitted reaches this many
 }
 
@@ -190,7 +218,8 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 		return a.refuse(c, "the token of "+holder.Name+" is scoped to profiles: NATS carries the whole queue's events, unmasked; "+
 			"a depositor reads the API's event stream (GET /api/v1/events), which its scope limits")
 	}
-	c.RegisterUser(&server.User{Username: holder.Name, Permissions: a.clients.permissions(holder.Role, o.Token)})
+	// No user name: nats-server's reload would close the client (see busUser).
+	c.RegisterUser(&server.User{Permissions: a.clients.permissions(holder.Role, o.Token)})
 	return true
 }
 
@@ -246,20 +275,43 @@ func (t *tokenClients) admit(k clientKey, token string) (ClientToken, bool) {
 	if !ok || holder.Scoped {
 		return holder, ok
 	}
-	if len(t.admitted) >= t.pruneAt {
+	if t.count >= t.pruneAt {
 		open := map[*server.Server]map[uint64]bool{}
-		for k := range t.admitted {
+		t.admitted.Range(func(key, _ any) bool {
+			k := key.(clientKey)
 			if open[k.ns] == nil {
 				open[k.ns] = openClients(k.ns)
 			}
 			if !open[k.ns][k.cid] {
-				delete(t.admitted, k)
+				t.forget(k)
 			}
-		}
-		t.pruneAt = max(pruneFirst, 2*len(t.admitted))
+			return true
+		})
+		t.pruneAt = max(pruneFirst, 2*t.count)
 	}
-	t.admitted[k] = admitted{token: token, holder: holder}
+	// k may be admitted already: a reload of the server's options checks
+	// its connected clients again.
+	if _, known := t.admitted.Swap(k, admitted{token: token, holder: holder}); !known {
+		t.count++
+	}
 	return holder, true
+}
+
+// forget drops k from admitted; t.mu is held.
+func (t *tokenClients) forget(k clientKey) {
+	if _, ok := t.admitted.LoadAndDelete(k); ok {
+		t.count--
+	}
+}
+
+// holderOf is who holds the token client cid of ns presented, if ns
+// admitted it by one.
+func (t *tokenClients) holderOf(ns *server.Server, cid uint64) (ClientToken, bool) {
+	a, ok := t.admitted.Load(clientKey{ns, cid})
+	if !ok {
+		return ClientToken{}, false
+	}
+	return a.(admitted).holder, true
 }
 
 // openClients are the IDs of ns's connected clients (none once it is shut down).
@@ -281,19 +333,21 @@ func (t *tokenClients) recheck(ns *server.Server) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	open := openClients(ns)
-	for k, a := range t.admitted {
+	t.admitted.Range(func(key, value any) bool {
+		k, a := key.(clientKey), value.(admitted)
 		if k.ns != ns || !open[k.cid] {
-			delete(t.admitted, k)
-			continue
+			t.forget(k)
+			return true
 		}
 		if now, ok := t.lookup(a.token); ok && now == a.holder {
-			continue
+			return true
 		}
-		delete(t.admitted, k)
+		t.forget(k)
 		if err := ns.DisconnectClientByID(k.cid); err == nil {
 			t.log.Info("events: disconnected a NATS client: its token was revoked or changed (token reload)", "token", a.holder.Name)
 		}
-	}
+		return true
+	})
 }
 
 // guardConsumers, with client tokens, deletes as soon as it is made a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,10 @@ func TestClientTokensOnTheListener(t *testing.T) {
 	if err := reader.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
 		t.Fatalf("a read token's forged event: %v, want a permissions violation", err)
 	}
+	// nats-server's line knows the client by its ID only; the log names the holder.
+	if got := rec.attrValues("Publish Violation - Subject", "token"); !slices.Equal(got, []string{"reader"}) {
+		t.Errorf("nats-server's line of the forged event names the token %q, want [reader]", got)
+	}
 	bus.Publish(Event{Kind: KindJob, JobID: "jid0000000003", To: "Pending"})
 	flush(t, bus)
 	if m := receive(t, relayed, "the bus's next event"); strings.Contains(string(m.Data), "forged") {
@@ -274,6 +279,50 @@ func TestClientTokensChangedDisconnects(t *testing.T) {
 	}
 	if err := conns[adminToken].Flush(); err != nil || len(lost[adminToken]) > 0 {
 		t.Errorf("the unchanged admin token's connection: %v, lost %d times", err, len(lost[adminToken]))
+	}
+}
+
+// The clients admitted by a token are forgotten once gone (at the
+// pruneFirst-th admission), and the one connected is still known by its
+// client ID, with its holder (the server's lines name it so).
+func TestAdmittedClientsPruned(t *testing.T) {
+	t.Parallel()
+	tokens := newTestTokens()
+	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+	ns, clients := bus.emb.server(), bus.cfg.clients
+	var gone []uint64
+	for range pruneFirst {
+		nc, err := connectWith(t, bus.ClientURL(), nats.Token(readToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cid, err := nc.GetClientID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone = append(gone, cid)
+		nc.Close()
+	}
+	waitFor(t, "the clients closed gone from the server", func() bool { return len(openClients(ns)) <= 1 }) // the bus's own
+	nc, err := connectWith(t, bus.ClientURL(), nats.Token(operateToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients.mu.Lock()
+	count := clients.count
+	clients.mu.Unlock()
+	if holder, ok := clients.holderOf(ns, cid); count != 1 || !ok || holder.Name != "operator" {
+		t.Errorf("after %d clients gone and one connected: %d kept, the one connected held by %+v (known: %v); want 1, operator",
+			pruneFirst, count, holder, ok)
+	}
+	for _, cid := range gone {
+		if holder, ok := clients.holderOf(ns, cid); ok {
+			t.Fatalf("a client gone is still kept: cid %d, %+v", cid, holder)
+		}
 	}
 }
 
@@ -738,8 +787,8 @@ func TestClientInboxesArePrivate(t *testing.T) {
 		!errors.Is(unprefixed.LastError(), nats.ErrPermissionViolation) || !strings.Contains(unprefixed.LastError().Error(), "Subscription") {
 		t.Errorf("a replay under _INBOX: %v (last error %v), want refused its replies' subscription", err, unprefixed.LastError())
 	}
-	if n := rec.containing("events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix"); n != 2 {
-		t.Errorf("the inboxes refused are said %d times, want once per token (2)", n)
+	if got := rec.attrValues("events: a NATS client may not read replies there: a token's client takes them under the token's own inbox prefix", "token"); !slices.Equal(got, []string{"reader", "other reader"}) {
+		t.Errorf("the inboxes refused are said of the tokens %q, want once per token, naming its holder: [reader, other reader]", got)
 	}
 
 	listening, err := other.SubscribeSync(other.NewInbox())

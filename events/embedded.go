@@ -57,8 +57,12 @@ func startEmbedded(cfg Config, routes []string) (*server.Server, error) {
 	}
 	// Debug flag on so the server's detail reaches slog, which filters by level.
 	fatal := make(chan string, 1)
-	ns.SetLoggerV2(serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal,
-		secret: cfg.ClusterSecret, setting: cfg.SecretSetting, tlsSetting: cfg.TLSSetting, said: &onceEach{}}, true, false, false)
+	logger := serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: fatal,
+		secret: cfg.ClusterSecret, setting: cfg.SecretSetting, tlsSetting: cfg.TLSSetting, said: &onceEach{}}
+	if cfg.clients != nil {
+		logger.holderOf = func(cid uint64) (ClientToken, bool) { return cfg.clients.holderOf(ns, cid) }
+	}
+	ns.SetLoggerV2(logger, true, false, false)
 	go ns.Start()
 	if err := waitReady(ns, fatal, cmp.Or(cfg.readyTimeout, embeddedReadyTimeout)); err != nil {
 		ns.Shutdown()
@@ -236,7 +240,9 @@ func splitListen(listen string) (string, int, error) {
 // is also handed to fatal, if there is room, for startEmbedded to return.
 // A route refused for its cluster secret is said once (refusedLine,
 // routeAuth), as is one whose TLS handshake failed (tlsRefusedLine), and
-// the secret is masked in every line.
+// the secret is masked in every line. A line about a token's client names
+// the token's holder (token=NAME): nats-server knows the client by its ID
+// only (clientAuth registers no user name).
 type serverLogger struct {
 	log   *slog.Logger
 	fatal chan<- string
@@ -245,12 +251,21 @@ type serverLogger struct {
 	// refused this one's route, and the hosts whose TLS handshake failed.
 	secret, setting, tlsSetting string
 	said                        *onceEach
+	// holderOf is who holds the token a client presented, by its client
+	// ID (nil: no client tokens).
+	holderOf func(cid uint64) (ClientToken, bool)
 }
 
 func (l serverLogger) logf(level slog.Level, format string, v []any) {
-	if l.log.Enabled(context.Background(), level) {
-		l.log.Log(context.Background(), level, maskSecret(fmt.Sprintf(format, v...), l.secret))
+	if !l.log.Enabled(context.Background(), level) {
+		return
 	}
+	line := maskSecret(fmt.Sprintf(format, v...), l.secret)
+	if name, ok := l.tokenHolder(line); ok {
+		l.log.Log(context.Background(), level, line, "token", name)
+		return
+	}
+	l.log.Log(context.Background(), level, line)
 }
 
 // Noticef logs at debug.

@@ -80,6 +80,27 @@ func (h *logRecorder) attrs(msg string) map[string]string {
 	return out
 }
 
+// attrValues returns the value of key in each record whose message holds
+// part ("" where it has none).
+func (h *logRecorder) attrValues(part, key string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if strings.Contains(r.Message, part) {
+			v := ""
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == key {
+					v = a.Value.String()
+				}
+				return true
+			})
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // warned returns the first warning whose message holds part, or "".
 func (h *logRecorder) warned(part string) string {
 	h.mu.Lock()

@@ -1,8 +1,15 @@
 package events
 
 import (
+	"encoding/json"
+	"errors"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync/atomic"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 )
 
 // disconnectedLine is the warning of a bus whose connection dropped.
@@ -14,19 +21,36 @@ const disconnectedLine = "events: NATS disconnected, reconnecting"
 // connection that had presented a user name unknown to nats-server's own
 // user list, the bus's internal user among them: each host logged "NATS
 // disconnected, reconnecting err=EOF" at every membership change. A
-// disconnect the daemon did not cause still warns.
+// disconnect the daemon did not cause still warns. A token's client on b's
+// listener is kept too, and receives the events published after each
+// change; before, the reload closed it as well (it was registered under
+// its holder's name) and it reconnected ~2 s later.
 func TestRouteChangesKeepConnections(t *testing.T) {
 	t.Parallel()
 	recs := map[string]*logRecorder{"a": {}, "b": {}}
 	recorded := func(host string) func(*Config) {
 		return func(c *Config) { c.Logger = slog.New(recs[host]) }
 	}
+	tokens := newTestTokens()
 	a := openMemberWith(t, "a", recorded("a"))
-	b := openMemberWith(t, "b", recorded("b"), a)
+	b := openMemberWith(t, "b", func(c *Config) { recorded("b")(c); c.ClientTokens = tokens.lookup }, a)
 	a.SetRoutes([]string{b.route})
 	publishN(t, a, "bid-1", 1)
 	const rerouted = "events: embedded NATS server routes changed"
 	joined := map[string]uint64{"a": a.Conn().Stats().Reconnects, "b": b.Conn().Stats().Reconnects} // a's from alone to member
+	var readerDisconnects atomic.Int32
+	reader, err := connectWith(t, b.ClientURL(), nats.Token(readToken),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { readerDisconnects.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan *nats.Msg, 10)
+	if _, err := reader.ChanSubscribe("ingestq.job.>", read); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	c := openMember(t, "c", a, b)
 	a.SetRoutes([]string{b.route, c.route})
@@ -53,6 +77,32 @@ func TestRouteChangesKeepConnections(t *testing.T) {
 		}
 	}
 	wantSeen(t, a, map[string]int{"a": 2, "b": 1, "c": 1})
+	if n, d := reader.Stats().Reconnects, readerDisconnects.Load(); n != 0 || d != 0 {
+		t.Errorf("the token's client on b, b's routes changed twice: reconnected %d times, disconnected %d; want none", n, d)
+	}
+	// bid-2's and bid-3's, each once at least: a publish its stream did not
+	// acknowledge in time is sent again.
+	from := map[string]string{} // host by event ID
+	for len(from) < 3 {
+		var e Event
+		if m := receive(t, read, "the token's client reads the events published after the changes"); json.Unmarshal(m.Data, &e) == nil {
+			from[e.ID] = e.Host
+		}
+	}
+	if hosts := slices.Sorted(maps.Values(from)); !slices.Equal(hosts, []string{"a", "b", "c"}) {
+		t.Errorf("the token's client read events of %q, want one each of a, b and c", hosts)
+	}
+	// Its rights are its token's still: it replays under its own inbox
+	// prefix, and may not publish.
+	if got := replay(t, reader, Filter{}); len(got) != 4 {
+		t.Errorf("the token's client replays %d events after the changes, want 4", len(got))
+	}
+	if err := reader.Publish("ingestq.job.completed.jid-forged", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Flush(); err != nil || !errors.Is(reader.LastError(), nats.ErrPermissionViolation) {
+		t.Errorf("the read token's publish after the changes: flush %v, last error %v; want a permissions violation", err, reader.LastError())
+	}
 
 	// The server dropping the bus's connection is no route change: warned of.
 	warned := recs["a"].count(slog.LevelWarn, disconnectedLine)
