@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -147,4 +148,81 @@ func TestPayloadServerBusyBatchLeftToAnotherHost(t *testing.T) {
 		t.Fatalf("batch %s (%s), want Completed by the other host", b.State(), b.Status.Message)
 	}
 	svc.checkWaitedAsFor(t, 1)
+}
+
+// A batch held while it waits for its busy payload server, and released
+// after --fetch-busy-limit, waits again from its release: the hold ended
+// its waits, as a requeue ends a job's. Before, the waits in a row of its
+// daemon's memory outlived the hold, and its first busy answer after the
+// release failed it: `…; its server still answered so after the batch
+// waited 2s for it (--fetch-busy-limit)`.
+func TestPayloadServerBusyBatchHeldWaitsAgainOnRelease(t *testing.T) {
+	t.Parallel()
+	const limit = 1500 * time.Millisecond
+	svc := &busyService{status: http.StatusServiceUnavailable,
+		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
+	svc.left.Store(1)
+	var logs logtest.Buffer
+	r := newRig(t, nil, withLogs(t, &logs), func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = limit })
+	b := r.submit(busyManifest(t, r, svc))
+	logs.WaitFor(t, batchWaits, b.ID)
+	first := time.Now()
+	// The operator's hold is refused while the handler holds the batch's
+	// lock; it lets go of it as soon as it has written the wait.
+	for try := 0; ; try++ {
+		_, err := r.q.HoldBatch(t.Context(), b.ID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, queue.ErrLocked) || try == 100 {
+			t.Fatalf("hold of the waiting batch: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // an operator trying again
+	}
+	time.Sleep(time.Until(first.Add(limit))) // held past the limit
+	svc.left.Store(1)
+	if _, err := r.q.ReleaseBatch(t.Context(), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s) after its release; want Completed, after a wait for the busy answer", b.State(), b.Status.Message)
+	}
+	svc.checkWaitedAsFor(t, 2)
+}
+
+// A batch cancelled while it waits for its busy payload server ends
+// Deleted: its deferral's end wakes no try of it, and the server is not
+// asked again.
+func TestPayloadServerBusyBatchCancelledWhileItWaits(t *testing.T) {
+	t.Parallel()
+	svc := &busyService{status: http.StatusServiceUnavailable,
+		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
+	svc.left.Store(1 << 20)
+	var logs logtest.Buffer
+	r := newRig(t, nil, withLogs(t, &logs))
+	b := r.submit(busyManifest(t, r, svc))
+	logs.WaitFor(t, batchWaits, b.ID)
+	next := time.Now().Add(time.Second)
+	for try := 0; ; try++ {
+		_, err := r.q.CancelPendingBatch(t.Context(), b.ID, "cancelled by the test")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, queue.ErrLocked) || try == 100 {
+			t.Fatalf("cancel of the waiting batch: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // an operator trying again
+	}
+	time.Sleep(time.Until(next)) // past its deferral
+	// A batch made after: the Pending pool looked at the queue since.
+	if o := r.waitBatch(r.submitObject("/after.checkm", object{"b.txt": []byte("beta\n")}).ID, queue.Completed, queue.Failed); o.State() != queue.Completed {
+		t.Fatalf("the other batch %s (%s), want Completed", o.State(), o.Status.Message)
+	}
+	r.read(func() (err error) { b, err = r.q.LoadBatch(t.Context(), b.ID); return err })
+	if b.State() != queue.Deleted || b.Status.Deferred != nil {
+		t.Errorf("the cancelled batch is %s, deferred %v (%s); want Deleted, no deferral", b.State(), b.Status.Deferred, b.Status.Message)
+	}
+	if n := svc.busyAnswers(); n != 1 {
+		t.Errorf("the busy server was asked %d times; want once, before the cancel", n)
+	}
 }

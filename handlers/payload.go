@@ -40,6 +40,13 @@ const (
 // Failed.
 func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
 	ctx = fetch.WaitsForBusy(fetch.WithLogger(ctx, p.log.With("batch", b.ID)))
+	if d := b.Arrival.Deferred; d == nil || d.Host != p.cfg.Host {
+		// Taken without this daemon's deferral in its status (a first
+		// try, held and released, deferred by another host): its busy
+		// clock starts again. Kept, a batch held past the limit failed at
+		// its first busy answer after its release.
+		p.endWaits(b.ID)
+	}
 	objs, err := p.objects(ctx, b)
 	busy := &busyFiles{}
 	if !busy.add("", err) {

@@ -13,7 +13,8 @@ import (
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
-// A batch whose payload cannot be read yet (a 503) says why while its
+// A batch whose payload cannot be read yet (a 502; a busy answer, 503 or
+// 429, is waited for instead, spending no attempt) says why while its
 // intake is tried again, as a job says why its step is: Pending, locked,
 // "retrying after error (attempt N of M): …", the same for every reader
 // of the queue (show, the API, the dashboard). Its move to Processing
@@ -34,7 +35,7 @@ func TestBatchSaysWhyItsIntakeIsRetried(t *testing.T) {
 			seen <- b
 		}
 		if n <= 2 {
-			http.Error(w, "not there yet", http.StatusServiceUnavailable)
+			http.Error(w, "not there yet", http.StatusBadGateway)
 			return
 		}
 		http.ServeContent(w, r, "late.txt", time.Time{}, bytes.NewReader(content))
@@ -47,7 +48,7 @@ func TestBatchSaysWhyItsIntakeIsRetried(t *testing.T) {
 	wantCode(t, code, 0)
 	for attempt := 1; attempt <= 2; attempt++ {
 		b := <-seen
-		want := fmt.Sprintf("retrying after error (attempt %d of 3): fetch %s: HTTP 503 Service Unavailable", attempt, payload)
+		want := fmt.Sprintf("retrying after error (attempt %d of 3): fetch %s: HTTP 502 Bad Gateway", attempt, payload)
 		if b == nil || b.State() != queue.Pending || !b.Locked || b.Status.Message != want {
 			t.Fatalf("the batch while its intake is retried: %+v; want Pending, locked, its message %q\n%s%s", b, want, out, stderr)
 		}
