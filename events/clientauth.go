@@ -85,8 +85,11 @@ var clientLine = regexp.MustCompile(`^\S+ - cid:(\d+)\b`)
 // tokenHolder is the name of the holder of the token the client of
 // nats-server's line presented, if the line is about a token's client.
 func (l serverLogger) tokenHolder(line string) (string, bool) {
+	if l.holderOf == nil {
+		return "", false
+	}
 	m := clientLine.FindStringSubmatch(line)
-	if m == nil || l.holderOf == nil {
+	if m == nil {
 		return "", false
 	}
 	cid, err := strconv.ParseUint(m[1], 10, 64)
@@ -267,10 +270,18 @@ func (t *tokenClients) permissions(role, token string) *server.Permissions {
 // admit finds who holds token and, unless it is unknown or scoped, keeps
 // k as admitted by it: in one lock with recheck, so a client admitted by
 // a token the reload revokes is either judged by the new tokens or
-// rechecked. Past pruneAt, the clients gone are dropped first.
+// rechecked. Past pruneAt, the clients gone are dropped first. A client
+// admitted already (a reload of the server's options checks its connected
+// clients again) keeps the holder it was admitted by: a token reload's
+// recheck, which follows the new tokens at once, judges a change and says
+// it; taking the new holder here would register its role in place and
+// hide the change from the recheck.
 func (t *tokenClients) admit(k clientKey, token string) (ClientToken, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if a, known := t.admitted.Load(k); known && a.(admitted).token == token {
+		return a.(admitted).holder, true
+	}
 	holder, ok := t.lookup(token)
 	if !ok || holder.Scoped {
 		return holder, ok
@@ -289,8 +300,6 @@ func (t *tokenClients) admit(k clientKey, token string) (ClientToken, bool) {
 		})
 		t.pruneAt = max(pruneFirst, 2*t.count)
 	}
-	// k may be admitted already: a reload of the server's options checks
-	// its connected clients again.
 	if _, known := t.admitted.Swap(k, admitted{token: token, holder: holder}); !known {
 		t.count++
 	}

@@ -238,47 +238,71 @@ func tryStream(t *testing.T, token, what string, call func(context.Context) erro
 }
 
 // A reload of the tokens (ClientTokensChanged) disconnects the clients
-// whose token was revoked or given another role: the revoked one is
-// refused again, the other comes back with its new role's permissions;
-// the unchanged one stays connected.
+// whose token was revoked or given another role, and says so: the revoked
+// one is refused again, the other comes back with its new role's
+// permissions; the unchanged one stays connected. So too when a reload of
+// the server's options (a route change, a routes' CA change) comes between
+// the tokens' reload and its recheck: it leaves the clients as they were
+// admitted, for the recheck. Before, that reload registered the changed
+// token's new role in place, and the recheck, finding the new holder
+// already kept, left the client connected and said nothing.
 func TestClientTokensChangedDisconnects(t *testing.T) {
 	t.Parallel()
-	tokens := newTestTokens()
-	bus, _ := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
-	lost := map[string]chan struct{}{}
-	conns := map[string]*nats.Conn{}
-	for _, token := range []string{readToken, operateToken, adminToken} {
-		ch := make(chan struct{}, 1)
-		lost[token] = ch
-		nc, err := connectWith(t, bus.ClientURL(), nats.Token(token), nats.ReconnectWait(10*time.Millisecond),
-			nats.DisconnectErrHandler(func(*nats.Conn, error) { ch <- struct{}{} }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := nc.SubscribeSync(SubjectAll); err != nil {
-			t.Fatal(err)
-		}
-		conns[token] = nc
-	}
-	tokens.set(readToken, nil)                                             // revoked
-	tokens.set(operateToken, &ClientToken{Name: "operator", Role: "read"}) // another role
-	bus.ClientTokensChanged()
-	receive(t, lost[readToken], "the revoked token's connection lost")
-	waitFor(t, "the revoked token refused again", func() bool { return conns[readToken].IsClosed() })
-	if err := conns[readToken].LastError(); !AuthRefused(err) {
-		t.Errorf("the revoked token reconnecting: %v, want refused", err)
-	}
-	receive(t, lost[operateToken], "the operate token made read: its connection lost")
-	waitFor(t, "the token made read back", func() bool { return conns[operateToken].IsConnected() })
-	nc := conns[operateToken]
-	if err := nc.Publish("ingestq.admin.hold", []byte("{}")); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil || !errors.Is(nc.LastError(), nats.ErrPermissionViolation) {
-		t.Errorf("the token made read publishes: flush %v, last error %v; want a permissions violation", err, nc.LastError())
-	}
-	if err := conns[adminToken].Flush(); err != nil || len(lost[adminToken]) > 0 {
-		t.Errorf("the unchanged admin token's connection: %v, lost %d times", err, len(lost[adminToken]))
+	for _, optionsReload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("options reloaded between=%v", optionsReload), func(t *testing.T) {
+			t.Parallel()
+			tokens := newTestTokens()
+			bus, rec := openBus(t, Config{Listen: "127.0.0.1:0", ClientTokens: tokens.lookup})
+			lost := map[string]chan struct{}{}
+			conns := map[string]*nats.Conn{}
+			for _, token := range []string{readToken, operateToken, adminToken} {
+				ch := make(chan struct{}, 1)
+				lost[token] = ch
+				nc, err := connectWith(t, bus.ClientURL(), nats.Token(token), nats.ReconnectWait(10*time.Millisecond),
+					nats.DisconnectErrHandler(func(*nats.Conn, error) { ch <- struct{}{} }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := nc.SubscribeSync(SubjectAll); err != nil {
+					t.Fatal(err)
+				}
+				conns[token] = nc
+			}
+			tokens.set(readToken, nil)                                             // revoked
+			tokens.set(operateToken, &ClientToken{Name: "operator", Role: "read"}) // another role
+			if optionsReload {
+				if err := bus.reload(nil); err != nil {
+					t.Fatal(err)
+				}
+				nc := conns[operateToken]
+				if err := nc.Flush(); err != nil || len(lost[operateToken]) > 0 {
+					t.Fatalf("the changed token's client after the options' reload: flush %v, lost %d times; want kept until the recheck",
+						err, len(lost[operateToken]))
+				}
+			}
+			bus.ClientTokensChanged()
+			receive(t, lost[readToken], "the revoked token's connection lost")
+			waitFor(t, "the revoked token refused again", func() bool { return conns[readToken].IsClosed() })
+			if err := conns[readToken].LastError(); !AuthRefused(err) {
+				t.Errorf("the revoked token reconnecting: %v, want refused", err)
+			}
+			receive(t, lost[operateToken], "the operate token made read: its connection lost")
+			said := rec.attrValues("events: disconnected a NATS client: its token was revoked or changed", "token")
+			if slices.Sort(said); !slices.Equal(said, []string{"operator", "reader"}) {
+				t.Errorf("the recheck said it disconnected the clients of %q, want [operator reader]", said)
+			}
+			waitFor(t, "the token made read back", func() bool { return conns[operateToken].IsConnected() })
+			nc := conns[operateToken]
+			if err := nc.Publish("ingestq.admin.hold", []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil || !errors.Is(nc.LastError(), nats.ErrPermissionViolation) {
+				t.Errorf("the token made read publishes: flush %v, last error %v; want a permissions violation", err, nc.LastError())
+			}
+			if err := conns[adminToken].Flush(); err != nil || len(lost[adminToken]) > 0 {
+				t.Errorf("the unchanged admin token's connection: %v, lost %d times", err, len(lost[adminToken]))
+			}
+		})
 	}
 }
 
