@@ -30,15 +30,18 @@
 // again under its ID, after a growing pause, for a minute ([Stats].Retried;
 // JetStream keeps one copy per ID); one still unanswered when the stream
 // announces a new leader is sent again at once ([Stats].ResentAtElection).
-// An event dropped, refused, or still unacknowledged after that minute is
-// counted in [Stats].Lost (an upper bound: a buffered event counted lost
-// may still be recorded on reconnect) and logged, at most one warning per
-// five seconds. At Close, the events the stream has not acknowledged are
-// kept in the data folder (events-kept.jsonl) rather than counted lost,
-// and the next start on that folder publishes them first, under their
-// IDs; a replay shows a kept event once even when the stream had stored
-// it before. Readers that must not miss work rescan ZooKeeper rather than
-// trust the bus.
+// One still unacknowledged after that minute is held ([Stats].Parked)
+// until the stream takes events again, up to 64 MiB. An event dropped,
+// refused, or past that cap is counted in [Stats].Lost (an upper bound: a
+// buffered event counted lost may still be recorded on reconnect) and
+// logged, at most one warning per five seconds. At Close, the events the
+// stream has not acknowledged are kept in the data folder
+// (events-kept.jsonl) rather than counted lost, and the next start on
+// that folder publishes them first, under their IDs; a replay shows a
+// kept event once even when the stream had stored it before. While the
+// bus runs, that file holds the events held, so a process killed outright
+// sends them at its next start too. Readers that must not miss work
+// rescan ZooKeeper rather than trust the bus.
 //
 // # One stream for a cluster of daemons
 //

@@ -9,8 +9,8 @@ package events
 // daemon holds a data folder at a time (serve.lock), so one bus reads and
 // writes the file. While it runs the file holds the events parked
 // (keptwriter.go): a process killed outright loses only what it held in
-// memory and had not parked (events within their minute of resends, or
-// parked in the moment before the write).
+// memory and had not written (events within their minute of resends, and
+// those parked since the writer's last write, keptRest).
 
 import (
 	"bufio"
@@ -29,8 +29,9 @@ import (
 )
 
 // keptFileName is the file, in the data folder, of the events kept at the
-// last stop: a header line (keptHeader), then each event as published,
-// one JSON object a line.
+// last stop, and while the bus runs of those parked (keptwriter.go): a
+// header line (keptHeader), then each event as published, one JSON object
+// a line.
 const keptFileName = "events-kept.jsonl"
 
 // keptMaxBytes bounds the file (Config.keptMax): events beyond it are

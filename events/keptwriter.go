@@ -187,9 +187,10 @@ func (b *Bus) keptWriter() {
 
 // writeHeld makes the file hold the events it is to hold now, within the
 // cap (the oldest first), or removes it when there are none, and tells
-// the bytes it was to hold and whether it did; then, if the last of the events kept at the last stop
-// has gone since the write before, says so (after the write, which no
-// longer holds them). failed is how many writes before it failed in a row.
+// the bytes it was to hold and whether it did; then, if the last of the
+// events kept at the last stop has gone since the write before, says so
+// (after the write, which no longer holds them). failed is how many
+// writes before it failed in a row.
 func (b *Bus) writeHeld(failed int) (size int, ok bool) {
 	say := b.keptSay.Swap(false)
 	ms, changes := b.keptFile.all()

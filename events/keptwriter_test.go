@@ -45,10 +45,9 @@ func heldInFile(t *testing.T, dir string) int {
 // once. Before, parked events were written only at Close: the file never
 // came, and the kill lost the moves for good.
 func TestMemberKilledWhileCutOffSendsItsParkedMovesAtItsNextStart(t *testing.T) {
-	fast := func(cfg *Config) { cfg.ackTimeout, cfg.resendFor = time.Second, 2*time.Second }
 	const cutOff = 4
 	if dir := os.Getenv(killedMemberEnv); dir != "" {
-		_, _, c, _ := cutOffMember(t, func(cfg *Config) { fast(cfg); cfg.DataDir = filepath.Join(dir, cfg.Host) }, cutOff)
+		_, _, c, _ := cutOffMember(t, func(cfg *Config) { parksSoon(cfg); cfg.DataDir = filepath.Join(dir, cfg.Host) }, cutOff)
 		if s := waitParkedOrLost(t, c.Bus, cutOff); s.Lost != 0 {
 			t.Fatalf("c past resendFor: %+v, want its %d moves parked, none lost", s, cutOff)
 		}
@@ -81,7 +80,7 @@ func TestMemberKilledWhileCutOffSendsItsParkedMovesAtItsNextStart(t *testing.T) 
 
 	rec := &logRecorder{}
 	again := openClusterWith(t, func(cfg *Config) {
-		fast(cfg)
+		parksSoon(cfg)
 		cfg.DataDir = filepath.Join(dir, cfg.Host)
 		if cfg.Host == "c" {
 			cfg.Logger = slog.New(rec)

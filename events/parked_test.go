@@ -18,6 +18,11 @@ func parkingConfig(dir string, probe time.Duration) Config {
 		resendFor: time.Second, parkedProbe: probe}
 }
 
+// parksSoon has a cluster member (cutOffMember) park an event its stream
+// does not take within 3 s of its first send: 1 s for the ack, 2 s of
+// resends.
+func parksSoon(cfg *Config) { cfg.ackTimeout, cfg.resendFor = time.Second, 2*time.Second }
+
 // publishSilenced publishes a move of jid-1 to each of tos on a bus whose
 // stream answers nothing, waiting for each one's send, and returns the
 // events and their waiters.
@@ -547,9 +552,8 @@ func TestParkingHoldsTheLaterProgressOfAJob(t *testing.T) {
 // publisher: the moves were never sent again, parked or written.
 func TestSameRoutesWhileCutOffHoldNothingUp(t *testing.T) {
 	t.Parallel()
-	fast := func(cfg *Config) { cfg.ackTimeout, cfg.resendFor = time.Second, 2*time.Second }
 	const cutOff = 3
-	a, b, c, _ := cutOffMember(t, fast, cutOff)
+	a, b, c, _ := cutOffMember(t, parksSoon, cutOff)
 	c.SetRoutes(routesOf([]*member{b, a}))
 	if s := waitParkedOrLost(t, c.Bus, cutOff); s.Lost != 0 || s.Parked != cutOff {
 		t.Errorf("c past resendFor: %+v, want its %d moves parked", s, cutOff)

@@ -80,14 +80,14 @@ const replayAsk = 5 * time.Second
 // Replay calls fn, in stream order, for each recorded event that passes f,
 // reading stream (DefaultStream when "") through an ordered consumer on nc
 // for each of f's subjects (Filter.subjects), deleted as its pass ends
-// (delivery.drop). It stops once it has
-// delivered everything that was in the stream when it began, as the
-// stream's leader holds it (leaderHolds), and returns
-// fn's first error, ctx's error, an error saying the replay is incomplete
-// (replayStall), or nil. An empty stream returns nil at once; a missing
-// stream is an error naming it. A stream that does not answer at the start
-// (Unavailable: a NATS cluster electing a leader or re-forming) is asked
-// again for up to replayStall, or until ctx ends, then is an error saying so.
+// (delivery.drop). It stops once it has delivered everything that was in
+// the stream when it began, as the stream's leader holds it
+// (leaderHolds), and returns fn's first error, ctx's error, an error
+// saying the replay is incomplete (replayStall), or nil. An empty stream
+// returns nil at once; a missing stream is an error naming it. A stream
+// that does not answer at the start (Unavailable: a NATS cluster electing
+// a leader or re-forming) is asked again for up to replayStall, or until
+// ctx ends, then is an error saying so.
 func Replay(ctx context.Context, nc *nats.Conn, stream string, f Filter, fn func(Event) error, opts ...ReplayOption) error {
 	stream = cmp.Or(stream, DefaultStream)
 	var o replayOptions
@@ -351,7 +351,7 @@ func (f Filter) consumerConfig(subject string, from uint64) jetstream.OrderedCon
 	return cfg
 }
 
-// delivery is one Replay's delivery of its consumer's messages.
+// delivery is one pass's delivery of its consumer's messages (replaySubject).
 type delivery struct {
 	ctx     context.Context
 	nc      *nats.Conn

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,26 +41,8 @@ func (l *memberLogs) withClusterTLS(t *testing.T, ca *tlstest.Authority, layout 
 // keyThenCert writes key and cert into one file, the key first, and
 // names it as both.
 func keyThenCert(t *testing.T, cert, key string) (string, string) {
-	both := concatFiles(t, key, cert)
+	both := tlstest.Concat(t, filepath.Join(t.TempDir(), "key-and-cert.pem"), key, cert)
 	return both, both
-}
-
-// concatFiles writes files one after the other into a new file.
-func concatFiles(t *testing.T, files ...string) string {
-	t.Helper()
-	var all []byte
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, data...)
-	}
-	file := filepath.Join(t.TempDir(), "concatenated.pem")
-	if err := os.WriteFile(file, all, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
 }
 
 // peerTLS is the route TLS of a server that is no member, with the
@@ -228,7 +209,7 @@ func TestClusterTLSIntermediateCA(t *testing.T) {
 	ms := openClusterWith(t, func(c *Config) {
 		logs.withSecret("")(c)
 		cert, key := mid.Peer(t, c.Host, "127.0.0.1")
-		tc, _, _, err := LoadClusterTLS(concatFiles(t, cert, mid.CAFile), key, root.CAFile, c.Cluster)
+		tc, _, _, err := LoadClusterTLS(tlstest.Concat(t, filepath.Join(t.TempDir(), "chain.pem"), cert, mid.CAFile), key, root.CAFile, c.Cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +453,7 @@ func TestClusterTLSCertificateOfACALeftOut(t *testing.T) {
 		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
 	})
 	current := tlstest.NewAuthority(t)
-	caFile := concatFiles(t, old.CAFile, current.CAFile)
+	caFile := tlstest.Concat(t, filepath.Join(t.TempDir(), "ca.pem"), old.CAFile, current.CAFile)
 	cert, key := current.Peer(t, "a", "127.0.0.1")
 	if _, _, ca, err := LoadClusterTLS(cert, key, caFile, "127.0.0.1:1"); err != nil || len(ca.Certificates()) != 1 || len(ca.Ignored()) != 1 {
 		t.Fatalf("a certificate of the CA in use, its CA file holding an expired CA too: %v; want it taken, the expired CA left out", err)

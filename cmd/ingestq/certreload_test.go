@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -193,9 +192,7 @@ func TestServeCertificateRenewalMishaps(t *testing.T) {
 	t.Parallel()
 	root := tlstest.NewAuthority(t)
 	// Longer than the leaves: the warning of the last step is the leaf's.
-	mid := root.IntermediateWith(t, "mid", func(c *x509.Certificate) {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(30*24*time.Hour)
-	})
+	mid := root.IntermediateWith(t, "mid", tlstest.ValidFor(30*24*time.Hour))
 	midPEM, err := os.ReadFile(mid.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -463,16 +460,18 @@ func TestServeRotatesTheRoutesCAOnHUP(t *testing.T) {
 
 // A SIGHUP that leaves the routes' CA file as it was (one sent to reload
 // the API's tokens, or a certificate) gives nats-server no options anew:
-// their reload closes every token's client on the listener (decision
-// 959), so each `systemctl reload` of a host with route TLS cut its
-// subscribers off. Here a token's client subscribed on c1 sees the first
-// event of a batch taken in by c1 after the SIGHUP (c1's publisher does a
-// reload asked for before the events queued after it) and was never
-// disconnected; c1 says the CA file is unchanged. c2 works only the notify
-// step: the batch's first events are c1's.
+// their reload checks every client again (decision 1039). Here a token's
+// client subscribed on c1 sees the first event of a batch taken in by c1
+// after the SIGHUP (c1's publisher does a reload asked for before the
+// events queued after it) and was never disconnected; c1 says the CA file
+// is unchanged and reloads no options. c2 works only the notify step: the
+// batch's first events are c1's.
 //
-// Before: the client was disconnected (nats: connection closed by the
-// server) as soon as the SIGHUP reached c1, before the batch's events.
+// Before (1039): the client was disconnected (nats: connection closed by
+// the server) as soon as the SIGHUP reached c1, before the batch's events:
+// the reload closed every token's client on the listener, then registered
+// under its holder's name (decision 959; since 1070 registered without
+// one, and kept).
 func TestServeHUPWithTheRoutesCAUnchangedKeepsTheNATSClients(t *testing.T) {
 	t.Parallel()
 	const readTok = "read-token-0123456789abcdef"
@@ -490,11 +489,7 @@ func TestServeHUPWithTheRoutesCAUnchangedKeepsTheNATSClients(t *testing.T) {
 		r.launch(name, daemonConfig{Extra: extra}, natstest.FreeAddr(t), natstest.FreeAddr(t))
 	}
 	r.waitJoined("c1", "c2")
-	var disconnects atomic.Int32
-	rec := record(t, r.hosts["c1"].url, append(asTokenClient(readTok), nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-		disconnects.Add(1)
-		t.Logf("the token's client was disconnected: %v", err)
-	}))...)
+	rec, disconnects := recordAsToken(t, r.hosts["c1"].url, readTok)
 
 	c1 := r.hosts["c1"]
 	const certReloaded = "TLS certificate reloaded (SIGHUP) setting=--nats-cluster-tls-cert"
@@ -626,23 +621,14 @@ func routeHandshake(t *testing.T, addr, certFile, keyFile string) error {
 }
 
 // writeCABundle writes the certificates of the CAs given, one after the
-// other, as file, beside it and renamed over it, as an operator should.
+// other, as file (tlstest.Concat: renamed over it, as an operator should).
 func writeCABundle(t *testing.T, file string, cas ...*tlstest.Authority) {
 	t.Helper()
-	var bundle []byte
-	for _, ca := range cas {
-		data, err := os.ReadFile(ca.CAFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bundle = append(bundle, data...)
+	files := make([]string, len(cas))
+	for i, ca := range cas {
+		files[i] = ca.CAFile
 	}
-	if err := os.WriteFile(file+".new", bundle, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(file+".new", file); err != nil {
-		t.Fatal(err)
-	}
+	tlstest.Concat(t, file, files...)
 }
 
 // answered publishes a request on from's NATS listener, answered on to's,
@@ -692,28 +678,13 @@ func (r *clusterRig) answered(step, from, to string) {
 // certificate, and no warning at start.
 func TestServeWarnsOfExpiringCAsAndChains(t *testing.T) {
 	t.Parallel()
-	days := func(n int) func(*x509.Certificate) {
-		return func(c *x509.Certificate) {
-			c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Duration(n)*24*time.Hour)
-		}
-	}
+	days := func(n int) func(*x509.Certificate) { return tlstest.ValidFor(time.Duration(n) * 24 * time.Hour) }
 	longCA, shortCA := tlstest.NewAuthorityWith(t, "long", days(60)), tlstest.NewAuthorityWith(t, "short", func(*x509.Certificate) {})
 	mid := longCA.Intermediate(t, "mid") // an hour
-	midPEM, err := os.ReadFile(mid.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	certFile, keyFile, caFile := filepath.Join(dir, "route.pem"), filepath.Join(dir, "route-key.pem"), filepath.Join(dir, "ca.pem")
 	leafFile, leafKey := mid.PeerWith(t, "leaf", days(30), "127.0.0.1")
-	leafPEM, err := os.ReadFile(leafFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chainFile := filepath.Join(t.TempDir(), "chain.pem")
-	if err := os.WriteFile(chainFile, append(leafPEM, midPEM...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	chainFile := tlstest.Concat(t, filepath.Join(t.TempDir(), "chain.pem"), leafFile, mid.CAFile)
 	leaf := tlstest.Install(t, certFile, keyFile, chainFile, leafKey)
 	writeCABundle(t, caFile, longCA, shortCA)
 	httpAddr := natstest.FreeAddr(t)
@@ -751,9 +722,7 @@ func TestServeWarnsOfExpiringCAsAndChains(t *testing.T) {
 		t.Errorf("after a SIGHUP with nothing expiring within 14 days: %q, want the warnings of the start only", got[len(lines):])
 	}
 
-	soon := tlstest.NewAuthorityWith(t, "soon", func(c *x509.Certificate) {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(14*24*time.Hour+5*time.Second)
-	})
+	soon := tlstest.NewAuthorityWith(t, "soon", tlstest.ValidFor(14*24*time.Hour+5*time.Second))
 	writeCABundle(t, caFile, longCA, soon)
 	d.signal(syscall.SIGHUP)
 	poll(t, 30*time.Second, "the second CA reload", func() (bool, string, error) {

@@ -56,11 +56,7 @@ func TestTokenClientsKeptAcrossRouteChangesAndCAReloads(t *testing.T) {
 	r.waitJoined("c1", "c2")
 	c1 := r.hosts["c1"]
 
-	var disconnects atomic.Int32
-	rec := record(t, c1.url, append(asTokenClient(readTok), nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-		disconnects.Add(1)
-		t.Logf("the token's subscriber was disconnected: %v", err)
-	}))...)
+	rec, disconnects := recordAsToken(t, c1.url, readTok)
 
 	// step does what changes c1's routes or CA, waits until c1 has given
 	// nats-server its new options (said after ReloadOptions returned),
@@ -132,6 +128,18 @@ func TestTokenClientsKeptAcrossRouteChangesAndCAReloads(t *testing.T) {
 			t.Errorf("c1's lines %q: %q, want one, naming the token's holder (token=reader)", line, got)
 		}
 	}
+}
+
+// recordAsToken is record as a client of token (asTokenClient), with the
+// count of its disconnections.
+func recordAsToken(t *testing.T, url, token string) (*recorder, *atomic.Int32) {
+	t.Helper()
+	disconnects := &atomic.Int32{}
+	rec := record(t, url, append(asTokenClient(token), nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		disconnects.Add(1)
+		t.Logf("the token's client was disconnected: %v", err)
+	}))...)
+	return rec, disconnects
 }
 
 // missing are the IDs of the events of want that are not in seen.

@@ -25,13 +25,6 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	first, second := tlstest.NewAuthority(t), tlstest.NewAuthority(t)
 	expired, _ := tlstest.Expired(t)
 	future, _ := tlstest.NotYetValid(t)
-	read := func(file string) []byte {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
 	file := filepath.Join(t.TempDir(), "ca.pem")
 	put := func(data ...[]byte) {
 		t.Helper()
@@ -53,16 +46,16 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	if _, err := tlsfiles.LoadCA(filepath.Join(t.TempDir(), "missing.pem")); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("a missing CA file: %v", err)
 	}
-	put(read(first.CAFile))
+	tlstest.Concat(t, file, first.CAFile)
 	ca, err := tlsfiles.LoadCA(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(read(first.CAFile), read(second.CAFile))
+	tlstest.Concat(t, file, first.CAFile, second.CAFile)
 	if err := ca.Reload(); err != nil || len(ca.Certificates()) != 2 || !trusts(ca, first) || !trusts(ca, second) {
 		t.Fatalf("a bundle of two CAs: %v, %d certificates; want both trusted", err, len(ca.Certificates()))
 	}
-	firstPEM := read(first.CAFile)
+	firstPEM := readFile(t, first.CAFile)
 	for _, c := range []struct {
 		what string
 		data [][]byte
@@ -70,9 +63,9 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 	}{
 		{"no certificate", [][]byte{[]byte("not a certificate\n")}, "holds no PEM certificate"},
 		{"a block cut short", [][]byte{firstPEM, firstPEM[:len(firstPEM)/2]}, "a PEM block in it is cut short"},
-		{"an expired CA alone", [][]byte{read(expired)}, `its CA certificate "CN=ingestq test expired" expired on `},
-		{"a CA not valid yet alone", [][]byte{read(future)}, `its CA certificate "CN=ingestq test future" not valid before `},
-		{"a bundle of CAs none valid now", [][]byte{read(expired), read(future)}, `none of its 2 CA certificates is valid now ("CN=ingestq test expired" expired on `},
+		{"an expired CA alone", [][]byte{readFile(t, expired)}, `its CA certificate "CN=ingestq test expired" expired on `},
+		{"a CA not valid yet alone", [][]byte{readFile(t, future)}, `its CA certificate "CN=ingestq test future" not valid before `},
+		{"a bundle of CAs none valid now", [][]byte{readFile(t, expired), readFile(t, future)}, `none of its 2 CA certificates is valid now ("CN=ingestq test expired" expired on `},
 	} {
 		put(c.data...)
 		var bad *tlsfiles.FileError
@@ -83,7 +76,7 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 			t.Errorf("%s: the pool in force changed", c.what)
 		}
 	}
-	put(read(second.CAFile))
+	tlstest.Concat(t, file, second.CAFile)
 	if err := ca.Reload(); err != nil || trusts(ca, first) || !trusts(ca, second) {
 		t.Errorf("the first CA removed: %v; want only the second trusted", err)
 	}
@@ -94,33 +87,16 @@ func TestCAReloadKeepsThePoolInForceOnARefusal(t *testing.T) {
 // of a CA bundle the CA that ends first, wherever it is in the file.
 func TestExpiresFirstIsOfTheWholeChainAndBundle(t *testing.T) {
 	t.Parallel()
-	until := func(d time.Duration) func(*x509.Certificate) {
-		return func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(d) }
-	}
-	read := func(file string) []byte {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
 	dir := t.TempDir()
-	write := func(name string, data ...[]byte) string {
-		file := filepath.Join(dir, name)
-		if err := os.WriteFile(file, bytes.Join(data, nil), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return file
-	}
-	root := tlstest.NewAuthorityWith(t, "root", until(5*time.Hour))
+	root := tlstest.NewAuthorityWith(t, "root", tlstest.ValidFor(5*time.Hour))
 	mid := root.Intermediate(t, "mid") // an hour
 	for _, c := range []struct {
 		leaf string
 		left time.Duration
 		want string
 	}{{"long-lived", 3 * time.Hour, "CN=ingestq test mid"}, {"short-lived", time.Minute, "CN=ingestq test short-lived"}} {
-		cert, key := mid.PeerWith(t, c.leaf, until(c.left), "127.0.0.1")
-		p, err := tlsfiles.Load(write(c.leaf+"-chain.pem", read(cert), read(mid.CAFile)), key, nil)
+		cert, key := mid.PeerWith(t, c.leaf, tlstest.ValidFor(c.left), "127.0.0.1")
+		p, err := tlsfiles.Load(tlstest.Concat(t, filepath.Join(dir, c.leaf+"-chain.pem"), cert, mid.CAFile), key, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,9 +105,9 @@ func TestExpiresFirstIsOfTheWholeChainAndBundle(t *testing.T) {
 		}
 	}
 
-	short := tlstest.NewAuthorityWith(t, "short", until(2*time.Hour))
+	short := tlstest.NewAuthorityWith(t, "short", tlstest.ValidFor(2*time.Hour))
 	for _, bundle := range [][]*tlstest.Authority{{root, short}, {short, root}} {
-		ca, err := tlsfiles.LoadCA(write("ca.pem", read(bundle[0].CAFile), read(bundle[1].CAFile)))
+		ca, err := tlsfiles.LoadCA(tlstest.Concat(t, filepath.Join(dir, "ca.pem"), bundle[0].CAFile, bundle[1].CAFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,16 +139,6 @@ func TestAnExpiredCASaysToRemoveItOrReissueIt(t *testing.T) {
 // it is there; the bundle built here holds expired CAs wherever it runs.
 func TestABundleWithCAsOutOfTheirDatesIsTakenWithoutThem(t *testing.T) {
 	t.Parallel()
-	read := func(file string) []byte {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
-	hour := func(c *x509.Certificate) {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	}
 	old := tlstest.NewAuthorityWith(t, "old", func(c *x509.Certificate) {
 		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
 	})
@@ -180,7 +146,7 @@ func TestABundleWithCAsOutOfTheirDatesIsTakenWithoutThem(t *testing.T) {
 	expired, _ := tlstest.Expired(t)
 	future, _ := tlstest.NotYetValid(t)
 	peerOf := func(a *tlstest.Authority) *x509.Certificate {
-		cert, key := a.PeerWith(t, "peer", hour, "127.0.0.1")
+		cert, key := a.PeerWith(t, "peer", tlstest.ValidFor(time.Hour), "127.0.0.1")
 		return tlstest.Install(t, filepath.Join(t.TempDir(), "cert.pem"), filepath.Join(t.TempDir(), "key.pem"), cert, key)
 	}
 	oldPeer, currentPeer := peerOf(old), peerOf(current)
@@ -189,11 +155,7 @@ func TestABundleWithCAsOutOfTheirDatesIsTakenWithoutThem(t *testing.T) {
 		t.Fatalf("a good peer of an expired CA against a pool of that CA: %v; want x509.Expired (crypto/x509 verifies nothing through an expired CA)", err)
 	}
 
-	file := filepath.Join(t.TempDir(), "bundle.pem")
-	if err := os.WriteFile(file, bytes.Join([][]byte{read(expired), read(old.CAFile), read(current.CAFile), read(future)}, nil), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := tlsfiles.LoadCA(file)
+	ca, err := tlsfiles.LoadCA(tlstest.Concat(t, filepath.Join(t.TempDir(), "bundle.pem"), expired, old.CAFile, current.CAFile, future))
 	if err != nil {
 		t.Fatalf("a bundle of a CA valid now beside CAs expired and not valid yet: %v; want it taken", err)
 	}
@@ -231,4 +193,14 @@ func TestABundleWithCAsOutOfTheirDatesIsTakenWithoutThem(t *testing.T) {
 		t.Errorf("the system bundle: %d CAs in force and %d ignored of %d; want them all, the first to expire in the future", len(ca.Certificates()), len(ca.Ignored()), held)
 	}
 	t.Logf("%s: %d CAs in force, %d ignored: %s", system, len(ca.Certificates()), len(ca.Ignored()), tlsfiles.JoinOutOfDates(ca.Ignored()))
+}
+
+// readFile is file's content.
+func readFile(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -182,6 +182,34 @@ func Install(t *testing.T, certFile, keyFile, fromCert, fromKey string) *x509.Ce
 	return c
 }
 
+// Concat writes the files from, one after the other, as file (a chain,
+// a CA bundle, a key and its certificate), beside it and renamed over it
+// as an operator should, and returns file.
+func Concat(t *testing.T, file string, from ...string) string {
+	t.Helper()
+	var all []byte
+	for _, f := range from {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	if err := os.WriteFile(file+".new", all, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// ValidFor sets a template's dates (PeerWith, NewAuthorityWith,
+// IntermediateWith): valid from an hour ago until d from now.
+func ValidFor(d time.Duration) func(*x509.Certificate) {
+	return func(c *x509.Certificate) { c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(d) }
+}
+
 // authority is the template of a CA's certificate.
 func authority() *x509.Certificate {
 	return &x509.Certificate{IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"crypto/x509"
 	"log/slog"
 	"strings"
 	"testing"
@@ -20,9 +19,7 @@ import (
 // a CA nobody uses, and the warning would come daily until it is removed.
 func TestExpiryWarningSaysWhatToDoWithACertificateOrACA(t *testing.T) {
 	t.Parallel()
-	hour := func(c *x509.Certificate) {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	}
+	hour := tlstest.ValidFor(time.Hour)
 	authority := tlstest.NewAuthorityWith(t, "short", hour)
 	ca, err := tlsfiles.LoadCA(authority.CAFile)
 	if err != nil {

@@ -236,11 +236,12 @@ func (a *app) reloadCerts(certs []servedCert) {
 // reloadCAs re-reads every CA file (SIGHUP): a pool taken verifies the
 // peers of the next handshakes, and the CAs it holds are said (an
 // operator adding or removing a CA checks them), those it left out
-// warned of (warnIgnoredCAs); a file refused is logged
-// naming the setting, the file and the cause, and the pool in force is
-// kept. reloaded runs only when the CAs changed: the routes' reload of
-// nats-server's options closes every token's client (decision 959), and
-// a SIGHUP for a token or a certificate must not.
+// warned of (warnIgnoredCAs); a file refused is logged naming the
+// setting, the file and the cause, and the pool in force is kept.
+// reloaded runs only when the CAs changed: the routes' reload of
+// nats-server's options checks every client again, closing one that
+// presents a user name and refusing one still connecting (decisions 1072,
+// 1083), and a SIGHUP for a token or a certificate needs none.
 func (a *app) reloadCAs(cas []servedCA) {
 	for _, c := range cas {
 		before := c.ca.Certificates()
