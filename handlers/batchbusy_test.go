@@ -91,9 +91,7 @@ func TestPayloadServerBusyBatchWaitsForIt(t *testing.T) {
 // long it waited.
 func TestPayloadServerBusyBatchPastTheLimitFails(t *testing.T) {
 	t.Parallel()
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(1 << 20)
+	svc := busyOneSecond(1 << 20)
 	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = 1500 * time.Millisecond })
 	url := busyManifest(t, r, svc)
 	b := r.submit(url)
@@ -114,9 +112,7 @@ func TestPayloadServerBusyBatchPastTheLimitFails(t *testing.T) {
 // the server no sooner than it asked either; the batch completes.
 func TestPayloadServerBusyBatchDeferredOnEveryDaemon(t *testing.T) {
 	t.Parallel()
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(3)
+	svc := busyOneSecond(3)
 	r := newRig(t, nil)
 	data := t.TempDir()
 	r.start(anotherHost, func(hc *handlers.Config, _ *reactor.Config) { hc.DataDir = data }) // its own inventory
@@ -135,9 +131,7 @@ func anotherHost(hc *handlers.Config, rc *reactor.Config) { hc.Host, rc.Host = "
 // is over, and completes it.
 func TestPayloadServerBusyBatchLeftToAnotherHost(t *testing.T) {
 	t.Parallel()
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "3", now.Add(3 * time.Second) }}
-	svc.left.Store(1)
+	svc := newBusyService(http.StatusServiceUnavailable, retryAfterSeconds(3), 1)
 	var logs logtest.Buffer
 	r := newRig(t, nil, withLogs(t, &logs))
 	b := r.submit(busyManifest(t, r, svc))
@@ -159,26 +153,13 @@ func TestPayloadServerBusyBatchLeftToAnotherHost(t *testing.T) {
 func TestPayloadServerBusyBatchHeldWaitsAgainOnRelease(t *testing.T) {
 	t.Parallel()
 	const limit = 1500 * time.Millisecond
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(1)
+	svc := busyOneSecond(1)
 	var logs logtest.Buffer
 	r := newRig(t, nil, withLogs(t, &logs), func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = limit })
 	b := r.submit(busyManifest(t, r, svc))
 	logs.WaitFor(t, batchWaits, b.ID)
 	first := time.Now()
-	// The operator's hold is refused while the handler holds the batch's
-	// lock; it lets go of it as soon as it has written the wait.
-	for try := 0; ; try++ {
-		_, err := r.q.HoldBatch(t.Context(), b.ID)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, queue.ErrLocked) || try == 100 {
-			t.Fatalf("hold of the waiting batch: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // an operator trying again
-	}
+	asOperator(t, "hold", func() error { _, err := r.q.HoldBatch(t.Context(), b.ID); return err })
 	time.Sleep(time.Until(first.Add(limit))) // held past the limit
 	svc.left.Store(1)
 	if _, err := r.q.ReleaseBatch(t.Context(), b.ID); err != nil {
@@ -190,29 +171,39 @@ func TestPayloadServerBusyBatchHeldWaitsAgainOnRelease(t *testing.T) {
 	svc.checkWaitedAsFor(t, 2)
 }
 
+// asOperator runs act, an operator's action (what) on a batch waiting for
+// its busy payload server, again while the batch is locked: the action is
+// refused while the handler holds the batch's lock, which it lets go of as
+// soon as it has written the wait.
+func asOperator(t *testing.T, what string, act func() error) {
+	t.Helper()
+	for try := 0; ; try++ {
+		err := act()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, queue.ErrLocked) || try == 100 {
+			t.Fatalf("%s of the waiting batch: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond) // an operator trying again
+	}
+}
+
 // A batch cancelled while it waits for its busy payload server ends
 // Deleted: its deferral's end wakes no try of it, and the server is not
 // asked again.
 func TestPayloadServerBusyBatchCancelledWhileItWaits(t *testing.T) {
 	t.Parallel()
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(1 << 20)
+	svc := busyOneSecond(1 << 20)
 	var logs logtest.Buffer
 	r := newRig(t, nil, withLogs(t, &logs))
 	b := r.submit(busyManifest(t, r, svc))
 	logs.WaitFor(t, batchWaits, b.ID)
 	next := time.Now().Add(time.Second)
-	for try := 0; ; try++ {
+	asOperator(t, "cancel", func() error {
 		_, err := r.q.CancelPendingBatch(t.Context(), b.ID, "cancelled by the test")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, queue.ErrLocked) || try == 100 {
-			t.Fatalf("cancel of the waiting batch: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // an operator trying again
-	}
+		return err
+	})
 	time.Sleep(time.Until(next)) // past its deferral
 	// A batch made after: the Pending pool looked at the queue since.
 	if o := r.waitBatch(r.submitObject("/after.checkm", object{"b.txt": []byte("beta\n")}).ID, queue.Completed, queue.Failed); o.State() != queue.Completed {

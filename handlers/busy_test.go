@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,10 +17,11 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
-// busyService is a storage or inventory service whose first requests
-// (left) are answered status, with a Retry-After when retryAfter gives
-// one, before it serves; it notes when each request came and, for a busy
-// answer, the moment its Retry-After asked for.
+// busyService is a storage or inventory service, or a depositor's server
+// (busyPayload), whose first requests (left) are answered status, with a
+// Retry-After when retryAfter gives one, before it serves; it notes when
+// each request came and, for a busy answer, the moment its Retry-After
+// asked for.
 type busyService struct {
 	next       http.Handler
 	status     int
@@ -27,6 +29,38 @@ type busyService struct {
 	left       atomic.Int32
 	mu         sync.Mutex
 	served     []servedAt
+}
+
+// newBusyService is a busyService answering its first left requests
+// status, with retryAfter's Retry-After (nil: none); its next is set by
+// the caller.
+func newBusyService(status int, retryAfter func(time.Time) (string, time.Time), left int32) *busyService {
+	svc := &busyService{status: status, retryAfter: retryAfter}
+	svc.left.Store(left)
+	return svc
+}
+
+// busyOneSecond is a server answering its first left requests 503 with a
+// Retry-After of 1 s.
+func busyOneSecond(left int32) *busyService {
+	return newBusyService(http.StatusServiceUnavailable, retryAfterSeconds(1), left)
+}
+
+// retryAfterSeconds is a Retry-After of n seconds, and the moment it asks
+// for.
+func retryAfterSeconds(n int) func(now time.Time) (string, time.Time) {
+	return func(now time.Time) (string, time.Time) {
+		return strconv.Itoa(n), now.Add(time.Duration(n) * time.Second)
+	}
+}
+
+// retryAfterDate is a Retry-After of an HTTP date d from now, and the
+// moment it asks for.
+func retryAfterDate(d time.Duration) func(now time.Time) (string, time.Time) {
+	return func(now time.Time) (string, time.Time) {
+		at := now.Add(d).Truncate(time.Second) // an HTTP date holds whole seconds
+		return at.UTC().Format(http.TimeFormat), at
+	}
 }
 
 type servedAt struct {
@@ -82,6 +116,19 @@ func (b *busyService) checkWaitedAsFor(t *testing.T, busy int) {
 	}
 }
 
+// busyAnswers counts the busy answers svc gave.
+func (b *busyService) busyAnswers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.served {
+		if s.busy {
+			n++
+		}
+	}
+	return n
+}
+
 // toldBackEnds is backEnds, keeping the changes of the back ends out it is
 // told, in order ("WHAT out", "WHAT back").
 type toldBackEnds struct {
@@ -113,11 +160,7 @@ func (o toldBackEnds) changes() []string {
 // client's jitter took a Retry-After of 2 s down to 1–2 s.
 func TestServiceBusyWaitsForIt(t *testing.T) {
 	t.Parallel()
-	seconds := func(now time.Time) (string, time.Time) { return "2", now.Add(2 * time.Second) }
-	date := func(now time.Time) (string, time.Time) {
-		at := now.Add(3 * time.Second).Truncate(time.Second) // an HTTP date holds whole seconds
-		return at.UTC().Format(http.TimeFormat), at
-	}
+	seconds, date := retryAfterSeconds(2), retryAfterDate(3*time.Second)
 	for _, c := range []struct {
 		name       string
 		inventory  bool // the profile's inventory answers, not its storage
@@ -132,8 +175,7 @@ func TestServiceBusyWaitsForIt(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			svc := &busyService{status: c.status, retryAfter: c.retryAfter}
-			svc.left.Store(2) // a while: two busy answers
+			svc := newBusyService(c.status, c.retryAfter, 2) // a while: two busy answers
 			prof := profile.Default()
 			var what string
 			if c.inventory {

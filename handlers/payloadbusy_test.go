@@ -28,19 +28,6 @@ func busyPayload(t *testing.T, svc *busyService, data []byte) row {
 	return fileRow(srv.URL+"/a.txt", "a.txt", data)
 }
 
-// busyAnswers counts the busy answers svc gave.
-func (b *busyService) busyAnswers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, s := range b.served {
-		if s.busy {
-			n++
-		}
-	}
-	return n
-}
-
 // A depositor's server that answers a download 503 or 429 with a
 // Retry-After, even one shorter than the fetch client's longest wait: the
 // job waits as long as asked, spending no attempt and holding no worker (the daemon's
@@ -114,14 +101,9 @@ type busyAnswer struct {
 // busyAnswers are 503 asking for 1 s in seconds and 429 asking for up to
 // 2 s by an HTTP date.
 func busyAnswers() []busyAnswer {
-	seconds := func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }
-	date := func(now time.Time) (string, time.Time) {
-		at := now.Add(2 * time.Second).Truncate(time.Second) // an HTTP date holds whole seconds
-		return at.UTC().Format(http.TimeFormat), at
-	}
 	return []busyAnswer{
-		{"503 Retry-After seconds", http.StatusServiceUnavailable, seconds},
-		{"429 Retry-After date", http.StatusTooManyRequests, date},
+		{"503 Retry-After seconds", http.StatusServiceUnavailable, retryAfterSeconds(1)},
+		{"429 Retry-After date", http.StatusTooManyRequests, retryAfterDate(2 * time.Second)},
 	}
 }
 
@@ -130,9 +112,7 @@ func busyAnswers() []busyAnswer {
 // long it waited, and the batch's report lists it.
 func TestPayloadServerBusyPastTheLimitFails(t *testing.T) {
 	t.Parallel()
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(1 << 20)
+	svc := busyOneSecond(1 << 20)
 	busyRow := busyPayload(t, svc, []byte("alpha\n"))
 	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) { hc.BusyLimit = 1500 * time.Millisecond })
 	b := r.submit(r.content.put("/busy.checkm", manifest("mrt-ingest-manifest", busyRow)))
@@ -209,9 +189,7 @@ func TestPayloadServerBusyBetween500sFailsAtTheLimit(t *testing.T) {
 func TestPayloadServerBusyKeptFilesNotReadAgain(t *testing.T) {
 	t.Parallel()
 	var logs logtest.Buffer
-	svc := &busyService{status: http.StatusServiceUnavailable,
-		retryAfter: func(now time.Time) (string, time.Time) { return "1", now.Add(time.Second) }}
-	svc.left.Store(2)
+	svc := busyOneSecond(2)
 	busyRow := busyPayload(t, svc, []byte("alpha\n"))
 	r := newRig(t, nil, withLogs(t, &logs))
 	beta := []byte("beta, from another server\n")

@@ -3,7 +3,6 @@ package reactor
 import (
 	"encoding/json"
 	"slices"
-	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -29,8 +28,7 @@ func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
 	if err != nil {
 		// Unknown: not taken over on a read error; looked at again soon.
 		r.log.Warn("reactor: cannot tell whether the host holding a job's files lives", "job", j.ID, "files_on", h, "err", err)
-		r.waiting[s].add(j.ID, time.Now().Add(r.cfg.Backoff))
-		r.waits.after(r.cfg.Backoff, r.pools[sigJob(s)].Wake)
+		r.passOverJob(s, j.ID, r.cfg.Backoff)
 		return true
 	}
 	if !alive || !works(host.Data, s) {

@@ -255,18 +255,23 @@ const deferralGrace = 2 * time.Second
 
 // deferred tells whether j's step in s is deferred still, by a daemon that
 // said so in its status (a wait for a depositor's busy server); it is then
-// passed over here until then, a minute at most (another host's clock may
-// be ahead of this one's). A Result.Wait defers the job on its own daemon
-// only: the others took it at once, each asking the busy server again, as
-// many times a wait as there were daemons.
+// passed over here until then (deferralLeft). A Result.Wait defers the job
+// on its own daemon only: the others took it at once, each asking the busy
+// server again, as many times a wait as there were daemons.
 func (r *Reactor) deferred(s queue.State, j *queue.Job) bool {
 	wait := r.deferralLeft(j.Status.Deferred)
 	if wait <= 0 {
 		return false
 	}
-	r.waiting[s].add(j.ID, time.Now().Add(wait))
-	r.waits.after(wait, r.pools[sigJob(s)].Wake)
+	r.passOverJob(s, j.ID, wait)
 	return true
+}
+
+// passOverJob has state s's pool pass over job jid, unread, for d, then
+// look again; passOverBatch is the Pending batches'.
+func (r *Reactor) passOverJob(s queue.State, jid string, d time.Duration) {
+	r.waiting[s].add(jid, time.Now().Add(d))
+	r.waits.after(d, r.pools[sigJob(s)].Wake)
 }
 
 // deferralLeft is how long deferral d (nil: none) holds here still, a

@@ -121,8 +121,9 @@ type Reactor struct {
 	batchDir     string // "/…/batches", to recognise batch folders
 	feeds        *feeds // windowed batches (feed.go)
 
-	// deferredBatches are the Pending batches whose handler asked to be
-	// tried again later (Later), by bid, passed over here until then.
+	// deferredBatches are the Pending batches deferred (this daemon's
+	// handler's Later, or a deferral in a batch's status, batchDeferred),
+	// by bid, passed over here unread until then.
 	deferredBatches deferrals
 
 	reportMu   sync.Mutex

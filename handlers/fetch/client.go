@@ -137,15 +137,15 @@ func waitsLonger(resp *http.Response, d time.Duration) *StatusError {
 // this package: replacing them breaks Download.
 func (c *Client) HTTP() *retryablehttp.Client { return c.rc }
 
-// checkRetry is retryPolicy, logging each failure it retries. A
-// download's busy answer that asks for any wait ends its request
-// (waitsLonger): a depositor's server asking for 30 s or more (S3's
-// SlowDown, a CDN's rate limit) was asked again within 10 s, its job's
-// attempts spent in a minute, and ten servers asking for 3 s held the
-// Downloading workers, every other job's download waiting. So does a
-// request of a caller that waits for a busy server itself (WaitsForBusy).
+// checkRetry is retryPolicy, logging each failure it retries. The busy
+// answer that asks for any wait ends the request (waitsLonger) of a caller
+// that waits for a busy server itself (WaitsForBusy: a download's, a
+// batch's payload read): a depositor's server asking for 30 s or more
+// (S3's SlowDown, a CDN's rate limit) was asked again within 10 s, its
+// job's attempts spent in a minute, and ten servers asking for 3 s held
+// the Downloading workers, every other job's download waiting.
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if _, download := ctx.Value(downloadKey{}).(*download); download || ctx.Value(waitsForBusyKey{}) != nil {
+	if ctx.Value(waitsForBusyKey{}) != nil {
 		if se := waitsLonger(resp, 0); se != nil {
 			return false, se
 		}
@@ -159,11 +159,12 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 
 type waitsForBusyKey struct{}
 
-// WaitsForBusy marks ctx's requests as a download's are: their caller waits
-// for a busy server itself, as long as its Retry-After asks, so a busy
-// answer with one ends the request at once (checkRetry). A batch's payload
-// read (handlers) was asked again within the client's longest wait, its
-// batch's attempts spent in seconds, under a batch worker.
+// WaitsForBusy marks ctx's requests as those of a caller that waits for a
+// busy server itself, as long as its Retry-After asks, so a busy answer
+// with one ends the request at once (checkRetry). Download marks its own;
+// a batch's payload read (handlers) was asked again within the client's
+// longest wait, its batch's attempts spent in seconds, under a batch
+// worker.
 func WaitsForBusy(ctx context.Context) context.Context {
 	return context.WithValue(ctx, waitsForBusyKey{}, true)
 }

@@ -21,7 +21,9 @@
 // local files that do not exist. A failed Download, Fetch or Peek is a
 // *RequestError, whose message names the URL once and the cause in plain
 // words: "download https://host/x: connection refused (5 requests)". A
-// download answered 503 or 429 with a Retry-After is not asked again here:
-// it ends at once with a busy *StatusError saying when (RetryAt), and its
-// job waits that long without holding a worker (handlers).
+// download, or a request whose context WaitsForBusy marks (a batch's
+// payload read), answered 503 or 429 with a Retry-After is not asked again
+// here: it ends at once with a busy *StatusError saying when (RetryAt),
+// and its job or batch waits that long without holding a worker
+// (handlers).
 package fetch

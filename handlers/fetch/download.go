@@ -227,8 +227,9 @@ func commit(f *os.File, part, dest string, sync bool) error {
 
 // get runs the request whose response handler streams into d; the client
 // retries the handler's errors, and prepareRetry sets the Range to go on.
+// Its job waits for a busy server itself (WaitsForBusy).
 func (c *Client) get(ctx context.Context, u *url.URL, d *download) error {
-	ctx = context.WithValue(ctx, downloadKey{}, d)
+	ctx = context.WithValue(WaitsForBusy(ctx), downloadKey{}, d)
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return permanent(err)

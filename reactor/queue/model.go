@@ -59,8 +59,9 @@ type JobStatus struct {
 	RetryCount           int    `json:"retry_count"`
 	// Deferred, when set, is a wait of the job's step in its state that
 	// every daemon honours, not only the one whose step waits (its
-	// reactor.Result.Wait). ingestq's own: mrt-zk's readers ignore it, and
-	// a move drops it.
+	// reactor.Result.Wait). ingestq's own: mrt-zk's readers ignore it. An
+	// ingestq move drops it; mrt-zk's moves copy the status and keep it,
+	// which is harmless: it is over within a minute of its write.
 	Deferred *Deferral `json:"deferred,omitempty"`
 	// Mtime is when the node was last written, by ZooKeeper's clock to
 	// the millisecond, as read (zero when not read from ZooKeeper).
@@ -69,7 +70,7 @@ type JobStatus struct {
 
 // Deferral is a job's step, or a Pending batch's, deferred until a time (a
 // depositor's busy server asked for it) by the daemon of Host, which takes
-// it first: the files it downloaded meanwhile are there.
+// it first: a job's files downloaded meanwhile are there.
 type Deferral struct {
 	Until time.Time `json:"until"`
 	Host  string    `json:"host"`

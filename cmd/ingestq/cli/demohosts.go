@@ -88,7 +88,7 @@ func (a *app) startDemoHost(ctx context.Context, h *demoHosts, dir, zkAddr, invU
 // given to it (freeAddr's) was in use by then.
 type portTaken string
 
-func (p portTaken) Error() string { return string(p) + ": address already in use" }
+func (p portTaken) Error() string { return string(p) + ": " + syscall.EADDRINUSE.Error() }
 
 // launchDemoHost starts the i-th of n daemons, on ports free now, and waits
 // until it is ready; a portTaken error when it exited saying one was in use.
