@@ -1,5 +1,6 @@
-// Package freeport finds loopback TCP ports for the servers a test starts
-// (ZooKeeper, NATS, PostgreSQL, versitygw, a daemon's listeners). A port
+// Package freeport finds loopback TCP ports for the servers a test or the
+// demo starts (ZooKeeper, NATS, PostgreSQL, versitygw, a daemon's
+// listeners). A port
 // the kernel hands out for listening on port 0 comes from its ephemeral
 // range, which outgoing connections draw from too: between the test picking
 // it and the server binding it, any connection of the busy test machine

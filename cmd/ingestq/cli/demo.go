@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/handlers/storage/ocfl"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/freeport"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -364,13 +365,7 @@ func serveContent(dir string) (*demoWeb, error) {
 
 func (w *demoWeb) Close() { _ = w.srv.Close() }
 
-// freeAddr is a loopback address with a port free right now (a variable:
-// a test gives one taken).
-var freeAddr = func() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freeAddr is a loopback address with a port free right now, below the
+// kernel's ephemeral range, where no outgoing connection can take it before
+// the daemon binds it (a variable: a test gives one taken).
+var freeAddr = freeport.Addr
