@@ -24,7 +24,7 @@ import (
 // the first vote is lost; a stream whose replicas change has no leader for
 // about 200 ms.
 const (
-	settleTimeout = 30 * time.Second       // how long events wait for a meta leader after a change, then for the stream's
+	settleTimeout = 30 * time.Second       // how long events wait after a change for a meta leader and a stream that takes them; then they go on
 	settlePoll    = 50 * time.Millisecond  // how often the wait looks
 	askTimeout    = 2 * time.Second        // one JetStream request while settling (one lost in an election costs this)
 	retryFirst    = 500 * time.Millisecond // first wait before a failed reconfiguration is tried again
@@ -99,11 +99,9 @@ func (e *embedded) shutdown() {
 // leaves them, and the stream gets three replicas once three servers are
 // in the cluster. It returns at once; the bus's publisher reconfigures in
 // order with the events it sends, which wait meanwhile. The routes it has
-// already change nothing: a reconfiguration settles the stream, waiting
-// until it takes events, and the daemon's ZooKeeper watch hands the same
-// routes every minute; cut off from the stream's quorum, that held the
-// publisher until the quorum returned, and nothing was sent again or
-// parked meanwhile.
+// already change nothing: a reconfiguration holds the events up to its
+// patience (30 s), and the daemon's ZooKeeper watch hands the same routes
+// every minute.
 func (b *Bus) SetRoutes(urls []string) {
 	if b == nil || b.emb == nil || b.cfg.Cluster == "" {
 		return
@@ -196,8 +194,6 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 		e.caApplied = caReloads
 		e.mu.Unlock()
 	}
-	// An error past patience leaves a stream with a leader: what was
-	// recorded alone can go there all the same.
 	settleErr := b.settle(ctx, patience)
 	if context.Cause(ctx) == errSuperseded {
 		return errSuperseded
@@ -213,7 +209,9 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 		e.joined = true
 		b.log.Info("events: embedded NATS server joined the cluster", "cluster", b.cfg.ClusterName, "routes", wanted)
 	}
-	if clustered && !e.movedAlone {
+	// Past patience, a stream that takes events gets what was recorded
+	// alone all the same; one that does not, at a later try.
+	if clustered && !e.movedAlone && (settleErr == nil || b.streamTakes(ctx)) {
 		if err := b.moveAloneEvents(ctx); err != nil {
 			if context.Cause(ctx) == errSuperseded {
 				return errSuperseded
@@ -296,21 +294,26 @@ func (b *Bus) reload(routes []string) error {
 // settle makes the stream ready for the events, which wait meanwhile: it
 // creates the stream or brings it up to date (three replicas once three
 // servers are clustered) and waits until it takes this server's events.
-// Past patience, a stream that takes them gets them as it is, and what could
-// not be done (the cluster has no meta leader, as when a member remembers a peer
-// gone for good) is an error, tried again later.
+// Past patience it gives up, and what could not be done (the cluster has no
+// meta leader, as when a member remembers a peer gone for good, or the
+// stream no quorum) is an error, tried again later. The events go on
+// meanwhile: a stream that takes them gets them as it is, and one that
+// does not gets them as in any split, sent again, then held and kept
+// (parked.go). Waiting on until it took them held the publisher for the
+// whole split, and a kill lost every event of it.
 func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 	start := time.Now()
 	deadline := start.Add(patience)
 	warned := false
 	for tries := 1; ; tries++ {
 		err := b.settleOnce(ctx, deadline)
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) && b.streamTakes(ctx) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		if !warned && time.Since(start) > waitWarnAfter {
 			warned = true
-			b.log.Warn("events: waiting for the NATS cluster's JetStream; events wait meanwhile", "err", err)
+			b.log.Warn("events: waiting for the NATS cluster's JetStream; events wait meanwhile, past the patience they go on "+
+				"(sent again, then held until the stream takes events)", "patience", patience, "err", err)
 		}
 		if !backoff.Sleep(ctx, backoff.Delay(settlePoll, time.Second, tries)) {
 			return ctx.Err()
@@ -319,9 +322,10 @@ func (b *Bus) settle(ctx context.Context, patience time.Duration) error {
 }
 
 // settleOnce waits until deadline for this server to follow a meta leader,
-// then ensures the stream and waits until it takes events. A JetStream request
-// sent while no meta leader is known, or while one is being elected, gets
-// no answer at all: each is asked under a short timeout of its own.
+// then ensures the stream and waits until deadline for it to take events. A
+// JetStream request sent while no meta leader is known, or while one is
+// being elected, gets no answer at all: each is asked under a short timeout
+// of its own.
 func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
 	for !b.metaCurrent() {
 		if time.Now().After(deadline) {
@@ -337,7 +341,7 @@ func (b *Bus) settleOnce(ctx context.Context, deadline time.Time) error {
 	if err != nil {
 		return err
 	}
-	return b.waitStreamTakes(ctx)
+	return b.waitStreamTakes(ctx, deadline)
 }
 
 var errNoMetaLeader = errors.New("events: no JetStream meta leader in the NATS cluster")
@@ -371,13 +375,15 @@ func (b *Bus) streamTakes(ctx context.Context) bool {
 	return errors.As(err, &api) && api.ErrorCode == errCodeStreamNotMatch
 }
 
-// waitStreamTakes waits until the stream takes this server's events: a
-// stream whose replicas changed, or whose leader went, has no leader for a
-// moment, and a new member's routes come up one by one.
-func (b *Bus) waitStreamTakes(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
+// waitStreamTakes waits until the stream takes this server's events, asking
+// once more past deadline: a stream whose replicas changed, or whose leader
+// went, has no leader for a moment, and a new member's routes come up one
+// by one.
+func (b *Bus) waitStreamTakes(ctx context.Context, deadline time.Time) error {
 	for !b.streamTakes(ctx) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("events: stream %s takes no event from this server", b.cfg.Stream)
+		}
 		if !backoff.Sleep(ctx, settlePoll) {
 			return fmt.Errorf("events: stream %s takes no event from this server: %w", b.cfg.Stream, ctx.Err())
 		}
@@ -455,13 +461,16 @@ func (b *Bus) moveAloneEvents(ctx context.Context) error {
 func (b *Bus) copyEvents(ctx context.Context, from *nats.Conn) (int, error) {
 	var mu sync.Mutex
 	var failed error
-	to, err := jetstream.New(b.nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+	// Under the ack timeout: a stream that stops taking events mid-move
+	// would otherwise hold the publisher until it took them again.
+	onErr := func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if failed == nil {
 			failed = err
 		}
-	}))
+	}
+	to, err := jetstream.New(b.nc, jetstream.WithPublishAsyncTimeout(b.cfg.ackTimeout), jetstream.WithPublishAsyncErrHandler(onErr))
 	if err != nil {
 		return 0, err
 	}

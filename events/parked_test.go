@@ -559,3 +559,50 @@ func TestSameRoutesWhileCutOffHoldNothingUp(t *testing.T) {
 		t.Errorf("c past resendFor: %+v, want its %d moves parked", s, cutOff)
 	}
 }
+
+// A member cut off from its quorum while it reconfigures (its routes
+// changed: a peer's node went; or its connection came back, onReconnect)
+// waits for the stream no longer than its patience: the moves published
+// meanwhile are then sent, sent again, parked past resendFor and written to
+// its kept file. Before, the reconfiguration waited until the stream took
+// events, holding the publisher for the whole split: nothing was sent,
+// parked or written, and a kill lost every move.
+func TestReconfigureWhileCutOffHoldsTheMovesNoLongerThanItsPatience(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		reconfigure func(a, b, c *member)
+	}{
+		{"routes changed", func(a, _, c *member) { c.SetRoutes(routesOf([]*member{a})) }},
+		{"reconnected", func(_, _, c *member) { c.onReconnect(c.nc) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const patience = 2 * time.Second
+			fast := func(cfg *Config) {
+				cfg.ackTimeout, cfg.resendFor, cfg.settleWait = time.Second, 2*time.Second, patience
+			}
+			a, b, c, _ := cutOffMember(t, fast, 0)
+			// Not before: a stream leader refuses a probe without its
+			// quorum, until it steps down (within 20 s).
+			waitFor(t, "c's stream to take no event of c's", func() bool { return !c.streamTakes(t.Context()) })
+			tc.reconfigure(a, b, c)
+			start := time.Now()
+			var moves []Event
+			for i, to := range []string{"Processing", "Storing", "Recording"} {
+				moves = append(moves, jobMove(3, to, i))
+				c.Publish(moves[i])
+			}
+			const cutOff = 3
+			if s := waitParkedOrLost(t, c.Bus, cutOff); s.Lost != 0 || s.Parked != cutOff {
+				t.Errorf("c past its patience and resendFor: %+v, want its %d moves parked", s, cutOff)
+			}
+			waitFor(t, "c's moves in its kept file", func() bool { return heldInFile(t, c.cfg.DataDir) == cutOff })
+			if _, kept := keptLines(t, c.cfg.DataDir); !slices.Equal(slices.Sorted(slices.Values(ids(kept))), slices.Sorted(slices.Values(ids(moves)))) {
+				t.Errorf("c's kept file: %v, want each of %v once", ids(kept), ids(moves))
+			}
+			t.Logf("c's %d moves parked and kept %v after they were published (patience %v, resendFor %v)",
+				cutOff, time.Since(start).Round(time.Millisecond), patience, c.cfg.resendFor)
+		})
+	}
+}

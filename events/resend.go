@@ -215,7 +215,7 @@ func (b *Bus) resendUnanswered(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	if err := b.waitStreamTakes(ctx); err != nil {
+	if err := b.waitStreamTakes(ctx, time.Now().Add(askTimeout)); err != nil {
 		b.log.Debug("events: the stream has a new leader, which takes no event from this server yet; "+
 			"its unanswered events wait for their ack timeout", "err", err)
 		return
