@@ -32,6 +32,7 @@ type batchRow struct {
 	Profile      string         `json:"profile"`
 	Jobs         map[string]int `json:"jobs"` // by bucket; null when unreadable
 	LastModified string         `json:"last_modified"`
+	Message      string         `json:"message"` // a Pending batch's: why it is not taken yet
 }
 
 func (a *API) listBatches(w http.ResponseWriter, r *http.Request, caller Caller) error {
@@ -63,7 +64,7 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, caller Caller)
 	out := make([]batchRow, len(rows))
 	for i, row := range rows {
 		out[i] = batchRow{BID: row.BID, Status: row.Status, State: row.Status, UUID: row.UUID, Profile: row.Profile,
-			LastModified: queue.JSONTime(row.LastModified)}
+			LastModified: queue.JSONTime(row.LastModified), Message: row.Message}
 		if errs[i] != nil {
 			list.Problems = append(list.Problems, errs[i])
 			continue

@@ -344,3 +344,24 @@ func (b *bundle) batchState(bid string) queue.State {
 	must(b.t, err)
 	return bt.State()
 }
+
+// A Pending batch waiting for its busy payload server gives, in the batch
+// list, the message that says so (as its detail does); before, its row
+// read as a batch no daemon had looked at: Pending, no jobs, its
+// submission's time.
+func TestListedBatchSaysItWaitsForABusyServer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const msg = "waiting for a busy server: fetch http://example.org/batch.checkm: HTTP 503 Service Unavailable; next try at 2026-11-28 01:25:58, spending no attempt"
+	busy, err := b.q.LockBatch(t.Context(), b.batch("uuid-busy", "demo").ID)
+	must(t, err)
+	must(t, b.q.NoteBatch(t.Context(), busy, msg, nil))
+	must(t, b.q.UnlockBatch(t.Context(), busy))
+	var page struct {
+		Items []struct{ BID, Message string }
+	}
+	b.do("GET", "batches", readToken, nil).ok(t, http.StatusOK, &page)
+	if len(page.Items) != 1 || page.Items[0].BID != busy.ID || page.Items[0].Message != msg {
+		t.Errorf("GET /batches: %+v; want %s with its message %q", page.Items, busy.ID, msg)
+	}
+}

@@ -347,3 +347,21 @@ func TestNamesShowTheirControlsAsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A Pending batch waiting for its busy payload server says so in its row
+// of the batch list, where its empty progress bar read as stuck.
+func TestBatchesSayWhyAPendingBatchWaits(t *testing.T) {
+	b := setup(t, noTokens)
+	const msg = "waiting for a busy server: fetch http://example.org/batch.checkm: HTTP 503 Service Unavailable; next try at 2026-11-28 01:25:58"
+	bt, err := b.q.LockBatch(t.Context(), b.batch("uuid-busy").ID)
+	must(t, err)
+	must(t, b.q.NoteBatch(t.Context(), bt, msg, nil))
+	must(t, b.q.UnlockBatch(t.Context(), bt))
+	a := b.get("", "/ui/batches")
+	a.is(t, http.StatusOK, bt.ID)
+	_, row, _ := strings.Cut(a.body, `<tr data-bid="`+bt.ID+`"`)
+	row, _, _ = strings.Cut(row, "</tr>")
+	if !strings.Contains(row, msg) {
+		t.Errorf("the waiting batch's row %q lacks its message %q", row, msg)
+	}
+}

@@ -35,55 +35,49 @@ func busyManifest(t *testing.T, r *rig, svc *busyService) string {
 // and it failed: `payload: fetch …: HTTP 503 Service Unavailable (2
 // requests)`.
 func TestPayloadServerBusyBatchWaitsForIt(t *testing.T) {
-	t.Parallel()
-	for _, c := range busyAnswers() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			svc := &busyService{status: c.status, retryAfter: c.retryAfter}
-			svc.left.Store(1 << 20) // busy until the other batch is done
-			var logs logtest.Buffer
-			r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), withLogs(t, &logs), func(hc *handlers.Config, rc *reactor.Config) {
-				hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a batch worker
-				rc.BatchWorkers = 1
-			})
-			url := busyManifest(t, r, svc)
-			busy := r.submit(url)
-			fine := r.submitObject("/fine.checkm", object{"b.txt": []byte("beta\n")})
-			if b := r.waitBatch(fine.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-				t.Fatalf("the other batch %s (%s), want Completed while the busy one waits", b.State(), b.Status.Message)
-			}
-			// Tried first (the older), it waits: its message was written
-			// before the batch worker took the other one.
-			var b *queue.Batch
-			r.read(func() (err error) { b, err = r.q.LoadBatch(t.Context(), busy.ID); return err })
-			if b.State() != queue.Pending || b.Locked {
-				t.Fatalf("when the other batch completed, the busy one was %s (%s), locked %v; want Pending, unlocked, waiting",
-					b.State(), b.Status.Message, b.Locked)
-			}
-			msg := b.Status.Message
-			for _, want := range []string{fmt.Sprintf("waiting for a busy server: fetch %s: HTTP %d %s", url, c.status, http.StatusText(c.status)),
-				"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the batch fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("the waiting batch's message %q lacks %q", msg, want)
-				}
-			}
-			svc.left.Store(2) // two more waits, past the batch's 2 attempts
-			if b := r.waitBatch(busy.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-				t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
-			}
-			n := svc.busyAnswers()
-			svc.checkWaitedAsFor(t, n)
-			if n < 3 {
-				t.Errorf("%d busy answers; want 3 or more", n)
-			}
-			if waits := len(logs.Lines(batchWaits, busy.ID)); waits != n {
-				t.Errorf("the batch waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, n)
-			}
-			if retried := logs.Lines("batch handler failed; retrying"); len(retried) > 0 {
-				t.Errorf("the batch spent attempts: %q", retried)
-			}
+	forEachBusyAnswer(t, func(t *testing.T, c busyAnswer, svc *busyService) { // busy until the other batch is done
+		var logs logtest.Buffer
+		r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), withLogs(t, &logs), func(hc *handlers.Config, rc *reactor.Config) {
+			hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a batch worker
+			rc.BatchWorkers = 1
 		})
-	}
+		url := busyManifest(t, r, svc)
+		busy := r.submit(url)
+		fine := r.submitObject("/fine.checkm", object{"b.txt": []byte("beta\n")})
+		if b := r.waitBatch(fine.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("the other batch %s (%s), want Completed while the busy one waits", b.State(), b.Status.Message)
+		}
+		// Tried first (the older), it waits: its message was written
+		// before the batch worker took the other one.
+		var b *queue.Batch
+		r.read(func() (err error) { b, err = r.q.LoadBatch(t.Context(), busy.ID); return err })
+		if b.State() != queue.Pending || b.Locked {
+			t.Fatalf("when the other batch completed, the busy one was %s (%s), locked %v; want Pending, unlocked, waiting",
+				b.State(), b.Status.Message, b.Locked)
+		}
+		msg := b.Status.Message
+		for _, want := range []string{fmt.Sprintf("waiting for a busy server: fetch %s: HTTP %d %s", url, c.status, http.StatusText(c.status)),
+			"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the batch fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("the waiting batch's message %q lacks %q", msg, want)
+			}
+		}
+		svc.left.Store(2) // two more waits, past the batch's 2 attempts
+		if b := r.waitBatch(busy.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+		}
+		n := svc.busyAnswers()
+		svc.checkWaitedAsFor(t, n)
+		if n < 3 {
+			t.Errorf("%d busy answers; want 3 or more", n)
+		}
+		if waits := len(logs.Lines(batchWaits, busy.ID)); waits != n {
+			t.Errorf("the batch waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, n)
+		}
+		if retried := logs.Lines("batch handler failed; retrying"); len(retried) > 0 {
+			t.Errorf("the batch spent attempts: %q", retried)
+		}
+	})
 }
 
 // A batch whose payload server is still busy after it waited

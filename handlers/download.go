@@ -50,7 +50,10 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 	if err != nil {
 		return reactor.Result{}, err
 	}
-	files, err := p.jobFiles(ctx, j, prof)
+	files, wait, err := p.stepFiles(ctx, s, prof)
+	if wait != nil {
+		return *wait, err
+	}
 	if err != nil {
 		return reactor.Result{}, err
 	}

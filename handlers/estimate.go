@@ -19,7 +19,9 @@ import (
 // estimate sums the sizes of a job's files into space_needed (the
 // manifest's size, else a HEAD) and gives big jobs the profile's later
 // priority. It never fails: a size it cannot learn makes the estimate 0
-// ("unknown"), and Provisioning treats that with care.
+// ("unknown"), and Provisioning treats that with care. A busy server of
+// the job's object manifest is waited for (stepFiles), and fails the job
+// past --fetch-busy-limit, as Downloading would.
 func (p *Pipeline) estimate(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
 	prof, err := p.profile(j.Profile())
@@ -27,7 +29,11 @@ func (p *Pipeline) estimate(ctx context.Context, s *reactor.Step) (reactor.Resul
 		return reactor.Result{}, err
 	}
 	var total int64
-	files, err := p.jobFiles(ctx, j, prof)
+	files, wait, err := p.stepFiles(ctx, s, prof)
+	if wait != nil {
+		return *wait, err
+	}
+	p.endWaits(j.ID) // Downloading's busy clock starts again
 	if err != nil {
 		if ctx.Err() != nil {
 			return reactor.Result{}, ctx.Err()

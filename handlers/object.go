@@ -86,6 +86,24 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 	}
 }
 
+// stepFiles is jobFiles for step s. A depositor's server that answers
+// the request of the job's object manifest busy (503, 429) is waited for
+// as a download's file is (waitForBusyServer): wait is then the step's
+// Result, files nil. Before, the fetch client asked again under the
+// step's worker, and Downloading spent the job's attempts on it.
+func (p *Pipeline) stepFiles(ctx context.Context, s *reactor.Step, prof *profile.Profile) (files []file, wait *reactor.Result, err error) {
+	files, err = p.jobFiles(fetch.WaitsForBusy(ctx), s.Job, prof)
+	busy := &busyFiles{}
+	if !busy.add("", err) {
+		return files, nil, err
+	}
+	// Failed or deleted while it waits, it takes no step here again: the
+	// watch of its end ends its waits.
+	p.tend(s.Job.ID, p.workDir(s.Job))
+	res, err := p.waitForBusyServer(ctx, s, busy, nil)
+	return nil, &res, err
+}
+
 // objectManifest reads the job's object manifest: the kept copy, or the
 // payload URL (then kept). A job requeued to a step up to Downloading
 // (its retry_count grew since the copy was fetched) fetches it again: the

@@ -39,55 +39,49 @@ func busyPayload(t *testing.T, svc *busyService, data []byte) row {
 // job's attempts were spent: a server asking for 30 s failed its jobs in
 // seconds.
 func TestPayloadServerBusyWaitsForIt(t *testing.T) {
-	t.Parallel()
-	for _, c := range busyAnswers() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			svc := &busyService{status: c.status, retryAfter: c.retryAfter}
-			svc.left.Store(1 << 20) // busy until the other object is in
-			busyRow := busyPayload(t, svc, []byte("alpha\n"))
-			obs := watchBackEnds(t)
-			r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), obs.option(), func(hc *handlers.Config, rc *reactor.Config) {
-				hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a worker
-				rc.Workers = map[queue.State]int{queue.Downloading: 1}
-			})
-			beta := []byte("beta, from another server\n")
-			betaRow := fileRow(r.content.put("/busy/b.txt", beta), "b.txt", beta)
-			busy := r.submit(r.content.put("/busy.checkm", manifest("mrt-ingest-manifest", busyRow, betaRow)))
-			fine := r.submitObject("/fine.checkm", object{"b.txt": []byte("beta\n")})
-			if b := r.waitBatch(fine.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-				t.Fatalf("the other batch %s (%s), want Completed while the busy server's job waits", b.State(), b.Status.Message)
-			}
-			if svc.busyAnswers() == 0 {
-				t.Fatal("the busy server was not asked before the other object was in")
-			}
-			j := r.jobsOf(busy.ID)["manifest"]
-			if d := j.Status.Deferred; d == nil || d.Host != "test" || d.Until.IsZero() {
-				t.Errorf("the waiting job's deferral %+v; want one until its next try, by this daemon (test), for every daemon to honour", d)
-			}
-			msg := j.Status.Message
-			for _, want := range []string{fmt.Sprintf("waiting for a busy server: producer/a.txt: download %s: HTTP %d %s", busyRow.url, c.status, http.StatusText(c.status)),
-				"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the job fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
-				if !strings.Contains(msg, want) {
-					t.Errorf("the waiting job's message %q lacks %q", msg, want)
-				}
-			}
-			svc.left.Store(0)
-			if b := r.waitBatch(busy.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
-				t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
-			}
-			svc.checkWaitedAsFor(t, svc.busyAnswers())
-			if waits := len(obs.states); waits != svc.busyAnswers() {
-				t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, svc.busyAnswers())
-			}
-			if n := obs.spent.Load(); n != 0 {
-				t.Errorf("steps spent %d attempts; want none while the server was busy", n)
-			}
-			if n := r.content.getCount("/busy/b.txt"); n != 1 {
-				t.Errorf("the job's file on another server was fetched %d times; want once, kept while the job waited", n)
-			}
+	forEachBusyAnswer(t, func(t *testing.T, c busyAnswer, svc *busyService) { // busy until the other object is in
+		busyRow := busyPayload(t, svc, []byte("alpha\n"))
+		obs := watchBackEnds(t)
+		r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), obs.option(), func(hc *handlers.Config, rc *reactor.Config) {
+			hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a worker
+			rc.Workers = map[queue.State]int{queue.Downloading: 1}
 		})
-	}
+		beta := []byte("beta, from another server\n")
+		betaRow := fileRow(r.content.put("/busy/b.txt", beta), "b.txt", beta)
+		busy := r.submit(r.content.put("/busy.checkm", manifest("mrt-ingest-manifest", busyRow, betaRow)))
+		fine := r.submitObject("/fine.checkm", object{"b.txt": []byte("beta\n")})
+		if b := r.waitBatch(fine.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("the other batch %s (%s), want Completed while the busy server's job waits", b.State(), b.Status.Message)
+		}
+		if svc.busyAnswers() == 0 {
+			t.Fatal("the busy server was not asked before the other object was in")
+		}
+		j := r.jobsOf(busy.ID)["manifest"]
+		if d := j.Status.Deferred; d == nil || d.Host != "test" || d.Until.IsZero() {
+			t.Errorf("the waiting job's deferral %+v; want one until its next try, by this daemon (test), for every daemon to honour", d)
+		}
+		msg := j.Status.Message
+		for _, want := range []string{fmt.Sprintf("waiting for a busy server: producer/a.txt: download %s: HTTP %d %s", busyRow.url, c.status, http.StatusText(c.status)),
+			"; it asked to be asked again in ", "s (Retry-After); next try at ", ", spending no attempt; the job fails if it is still busy at ", " (--fetch-busy-limit 1h)"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("the waiting job's message %q lacks %q", msg, want)
+			}
+		}
+		svc.left.Store(0)
+		if b := r.waitBatch(busy.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+		}
+		svc.checkWaitedAsFor(t, svc.busyAnswers())
+		if waits := len(obs.states); waits != svc.busyAnswers() {
+			t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, svc.busyAnswers())
+		}
+		if n := obs.spent.Load(); n != 0 {
+			t.Errorf("steps spent %d attempts; want none while the server was busy", n)
+		}
+		if n := r.content.getCount("/busy/b.txt"); n != 1 {
+			t.Errorf("the job's file on another server was fetched %d times; want once, kept while the job waited", n)
+		}
+	})
 }
 
 // busyAnswer is a busy answer with a Retry-After, as a depositor's server
@@ -96,6 +90,18 @@ type busyAnswer struct {
 	name       string
 	status     int
 	retryAfter func(time.Time) (string, time.Time)
+}
+
+// forEachBusyAnswer runs test, in parallel, for each of busyAnswers,
+// with a server giving it until the test says otherwise (svc.left).
+func forEachBusyAnswer(t *testing.T, test func(t *testing.T, c busyAnswer, svc *busyService)) {
+	t.Parallel()
+	for _, c := range busyAnswers() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, c, newBusyService(c.status, c.retryAfter, 1<<20))
+		})
+	}
 }
 
 // busyAnswers are 503 asking for 1 s in seconds and 429 asking for up to
@@ -205,4 +211,52 @@ func TestPayloadServerBusyKeptFilesNotReadAgain(t *testing.T) {
 	if n := r.content.getCount("/kept/b.txt"); n != 1 {
 		t.Errorf("the job's file on another server was fetched %d times; want once", n)
 	}
+}
+
+// A job whose object manifest (a batch manifest's line naming an
+// mrt-ingest-manifest) is on a server answering 503 or 429 with a
+// Retry-After waits as a download's file does: unlocked, deferred, its
+// attempts unspent, no request sooner than asked, its message saying what
+// it waits for; once the server serves, it completes. Before, the fetch
+// client asked again under the Estimating worker and gave up (estimate 0),
+// then Downloading spent the job's attempts on it: Failed.
+func TestObjectManifestServerBusyWaitsForIt(t *testing.T) {
+	forEachBusyAnswer(t, func(t *testing.T, c busyAnswer, svc *busyService) { // busy until the job is seen waiting
+		obs := watchBackEnds(t)
+		r := newRig(t, nil, withAttempts(2, 10*time.Millisecond), obs.option(), func(hc *handlers.Config, _ *reactor.Config) {
+			hc.Fetch.MaxWait = fetch.Defaults.MaxWait // the client's own longest wait, 10 s, is no reason to hold a worker
+		})
+		alpha := []byte("alpha\n")
+		obj := busyPayload(t, svc, manifest("mrt-ingest-manifest", fileRow(r.content.put("/objbusy/a.txt", alpha), "a.txt", alpha)))
+		b := r.submit(r.content.put("/objbusy.checkm", manifest("mrt-batch-manifest", row{url: obj.url, size: -1})))
+		obs.waited(t, queue.Estimating, 1, "the object manifest's busy server")
+		jobs := r.jobsOf(b.ID)
+		if len(jobs) != 1 {
+			t.Fatalf("%d jobs, want 1", len(jobs))
+		}
+		for _, j := range jobs {
+			if d := j.Status.Deferred; d == nil || d.Host != "test" {
+				t.Errorf("the waiting job's deferral %+v; want one until its next try, by this daemon (test)", d)
+			}
+			want := fmt.Sprintf("waiting for a busy server: object manifest: fetch %s: HTTP %d %s; it asked to be asked again in ", obj.url, c.status, http.StatusText(c.status))
+			if msg := j.Status.Message; !strings.HasPrefix(msg, want) || !strings.Contains(msg, ", spending no attempt; the job fails if it is still busy at ") {
+				t.Errorf("the waiting job's message %q; want %q…, spending no attempt; the job fails if it is still busy at …", msg, want)
+			}
+		}
+		svc.left.Store(2) // two more waits, past the job's 2 attempts
+		if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+			t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+		}
+		n := svc.busyAnswers()
+		svc.checkWaitedAsFor(t, n)
+		if n < 3 {
+			t.Errorf("%d busy answers; want 3 or more", n)
+		}
+		if waits := len(obs.states) + 1; waits != n {
+			t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, n)
+		}
+		if spent := obs.spent.Load(); spent != 0 {
+			t.Errorf("steps spent %d attempts; want none while the server was busy", spent)
+		}
+	})
 }

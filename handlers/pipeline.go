@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -63,8 +64,8 @@ type Config struct {
 	Margin        int64         // the room rule: bytes kept free beyond what a job needs; default 64 MiB
 	ProvisionWait time.Duration // the room rule: re-test of a job waiting for room; default 30 s
 	// BusyLimit is how long a job waits for a depositor's server that
-	// answers its downloads 503 or 429 (a Pending batch, its payload URL)
-	// before it fails; default 1 h.
+	// answers its downloads or its object manifest 503 or 429 (a Pending
+	// batch, its payload URL) before it fails; default 1 h.
 	BusyLimit time.Duration
 	// Space reports the free and total bytes of the file system of dir;
 	// default DiskSpace (statfs). Tests replace it to make the disk look full.
@@ -95,8 +96,9 @@ type Pipeline struct {
 	opening map[string]chan struct{}    // by URL: the turn to open it (openOnce), held outside mu
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
-	unreleased sync.Map // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
-	jobWaits   sync.Map // jid (or a Pending batch's bid) → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (busyWait)
+	unreleased sync.Map     // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
+	jobWaits   sync.Map     // jid (or a Pending batch's bid) → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (busyWait)
+	waitsSwept atomic.Int64 // when jobWaits was last rid of the entries no one came back to (forgetLeftWaits), in Unix ns
 
 	unpackMu  sync.Mutex
 	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,23 +56,52 @@ func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err
 }
 
 // waitsInRow are a job's waits in a row at its step: how many, since
-// when, and, for a download waiting for a busy server, the files its last
-// try verified (or downloaded).
+// when, the latest, and, for a download waiting for a busy server, the
+// files its last try verified (or downloaded).
 type waitsInRow struct {
 	n        int
 	since    time.Time
+	last     time.Time
 	verified *digests
 }
 
 // nextWait counts one more wait of job jid in a row, and returns them.
 func (p *Pipeline) nextWait(jid string) waitsInRow {
-	w := waitsInRow{n: 1, since: time.Now()}
+	now := time.Now()
+	p.forgetLeftWaits(now)
+	w := waitsInRow{n: 1, since: now, last: now}
 	if v, ok := p.jobWaits.Load(jid); ok {
 		prev := v.(waitsInRow)
 		w.n, w.since = prev.n+1, prev.since
 	}
 	p.jobWaits.Store(jid, w)
 	return w
+}
+
+// waitsLeftAfter is how long past BusyLimit the waits in a row of a job or
+// batch that waited no more are kept: a wait is a minute at most, so one
+// still waiting here has waited again long before.
+const waitsLeftAfter = 10 * time.Minute
+
+// forgetLeftWaits forgets, at most once a waitsLeftAfter, the waits in a
+// row of the jobs and batches that waited here last more than BusyLimit
+// and waitsLeftAfter before now: they never came back to this daemon
+// (cancelled, deleted, finished on another host, failed by their attempts
+// between busy answers), and nothing else ends them; a daemon that runs
+// for months kept each until its restart. One coming back after that
+// starts its clock again, as it does on another host.
+func (p *Pipeline) forgetLeftWaits(now time.Time) {
+	last := p.waitsSwept.Load()
+	if now.UnixNano()-last < int64(waitsLeftAfter) || !p.waitsSwept.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	stale := now.Add(-p.cfg.BusyLimit - waitsLeftAfter)
+	p.jobWaits.Range(func(id, v any) bool {
+		if v.(waitsInRow).last.Before(stale) {
+			p.jobWaits.CompareAndDelete(id, v)
+		}
+		return true
+	})
 }
 
 // verifiedBefore is what job jid's last try here verified before it waited
@@ -172,7 +202,7 @@ func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *bu
 	// once, asking the server again sooner than it asked.
 	p.sayWhyItWaits(ctx, s, msg, &queue.Deferral{Until: next, Host: p.cfg.Host})
 	wait := time.Until(next)
-	p.log.Info("downloading: a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait,
+	p.log.Info(strings.ToLower(string(s.Job.State()))+": a depositor's server is busy; job waits", "job", jid, "file", b.name, "err", b.err, "retest_in", wait,
 		"kept_unread", b.unread.Load())
 	return reactor.Result{Wait: wait}, nil
 }
@@ -207,6 +237,6 @@ func (p *Pipeline) busyWait(w waitsInRow, id, of string, b *busyFiles) (time.Tim
 		what += fmt.Sprintf("; it asked to be asked again in %s (Retry-After)", stalled.Short(max(b.asked.Sub(now), 0).Round(time.Second)))
 	}
 	next := now.Add(wait)
-	return next, fmt.Sprintf("waiting for a busy server: %s; next try at %s, spending no attempt; the %s fails if it is still busy at %s (--fetch-busy-limit %s)",
-		what, queue.TextTime(next), of, queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), nil
+	return next, fmt.Sprintf("%s: %s; next try at %s, spending no attempt; the %s fails if it is still busy at %s (--fetch-busy-limit %s)",
+		stalled.BusyServerPrefix, what, queue.TextTime(next), of, queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), nil
 }

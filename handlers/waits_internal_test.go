@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/queuetest"
@@ -61,4 +62,32 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	waits(purged, "purged", false)
+}
+
+// The waits in a row of a job or batch that waited here last longer ago
+// than --fetch-busy-limit and waitsLeftAfter (cancelled, deleted, finished
+// on another host: nothing here ends them) are forgotten at the next wait
+// of any other; one that waited since, however long ago its waits began
+// (a job waiting hours for a Storing's lock), is kept. They stayed until
+// the daemon's restart.
+func TestLeftWaitsAreForgotten(t *testing.T) {
+	p := &Pipeline{cfg: Config{BusyLimit: time.Hour}}
+	now := time.Now()
+	p.jobWaits.Store("left", waitsInRow{n: 7, since: now.Add(-3 * time.Hour), last: now.Add(-time.Hour - waitsLeftAfter - time.Minute)})
+	p.jobWaits.Store("waiting", waitsInRow{n: 200, since: now.Add(-3 * time.Hour), last: now.Add(-time.Minute)})
+	if w := p.nextWait("other"); w.n != 1 {
+		t.Fatalf("another job's first wait counted %d; want 1", w.n)
+	}
+	if _, kept := p.jobWaits.Load("left"); kept {
+		t.Error("the waits of a batch that last waited here 1h11m ago (past the limit, 1h, and 10m) were kept")
+	}
+	if w := p.nextWait("waiting"); w.n != 201 || !w.since.Equal(now.Add(-3*time.Hour)) {
+		t.Errorf("a job still waiting: its waits %d since %v; want 201 since its first, 3h ago", w.n, w.since)
+	}
+	// One sweep a waitsLeftAfter: the next waits do not read every entry.
+	p.jobWaits.Store("left later", waitsInRow{n: 1, last: now.Add(-2 * time.Hour)})
+	p.nextWait("other")
+	if _, kept := p.jobWaits.Load("left later"); !kept {
+		t.Error("a second sweep ran within 10m of the first")
+	}
 }

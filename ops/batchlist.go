@@ -54,6 +54,10 @@ type BatchRow struct {
 	Archived     int                 `json:"archived"` // a windowed batch's Completed jobs kept in the batch (decision 174)
 	Unmade       int                 `json:"unmade"`   // a windowed batch's objects with no job yet
 	LastModified string              `json:"last_modified"`
+	// Message is the batch's status message: a Pending batch's says why it
+	// is not taken yet (its payload server busy, its intake retried), where
+	// its 0 jobs alone read as stuck.
+	Message string `json:"message"`
 }
 
 // BatchRows makes the batches' listing rows, reading each one's buckets (a
@@ -65,7 +69,8 @@ func (s *Service) BatchRows(ctx context.Context, batches []*queue.Batch) ([]Batc
 	var g errgroup.Group
 	g.SetLimit(16)
 	for i, b := range batches {
-		rows[i] = BatchRow{BID: b.ID, Status: b.State(), UUID: b.UUID(), Profile: b.Profile(), LastModified: b.Status.LastModified}
+		rows[i] = BatchRow{BID: b.ID, Status: b.State(), UUID: b.UUID(), Profile: b.Profile(), LastModified: b.Status.LastModified,
+			Message: b.Status.Message}
 		g.Go(func() error {
 			if rows[i].Jobs, errs[i] = s.Q.BatchJobs(ctx, b.ID); errs[i] == nil {
 				rows[i].Archived, errs[i] = s.Q.Archived(ctx, b.ID)

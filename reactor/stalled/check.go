@@ -22,9 +22,15 @@ const (
 	KindNoConsumer     Kind = "no_consumer"     // no live ingestq host works its state
 	KindProvisioning   Kind = "provisioning"    // it waits for room in the working storage
 	KindBackEnd        Kind = "back_end"        // its step found a back end out of reach, and waits for it
+	KindBusyServer     Kind = "busy_server"     // a depositor's server answered its download 503 or 429, and it waits as asked
 	KindFilesElsewhere Kind = "files_elsewhere" // it waits for the host that holds its files
 	KindWaiting        Kind = "waiting"         // nothing holds it back: no worker has taken it yet
 )
+
+// BusyServerPrefix starts the status message of a job (or a Pending
+// batch) that waits for a depositor's server that answered busy (503,
+// 429), unlocked, spending no attempt (handlers): KindBusyServer.
+const BusyServerPrefix = "waiting for a busy server"
 
 // Stall is a job flagged as stalled, and why.
 type Stall struct {
@@ -117,6 +123,9 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 	case strings.HasPrefix(msg, reactor.WaitingPrefix):
 		// Not its host's: the storage or inventory its step needs is out.
 		return KindBackEnd, msg
+	case strings.HasPrefix(msg, BusyServerPrefix):
+		// Not a worker's: the depositor's server asked to be asked later.
+		return KindBusyServer, msg
 	}
 	if h := j.Config.WorkingHost; h != "" && reactor.NeedsFiles(s) && f.works(h, s) {
 		return KindFilesElsewhere, withMessage("waiting for host "+h+", which holds its files", msg)

@@ -113,7 +113,8 @@ var upTo = []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading
 // lock's holder (a live host, or a session that is no host), a retried
 // error under the lock, an operator's hold, no live consumer of the state,
 // a wait for room in Provisioning, a back end out of reach (not the host
-// holding its files, which works it), the host holding its files, and
+// holding its files, which works it), a depositor's busy server (not
+// "waiting": no worker is what it lacks), the host holding its files, and
 // nothing at all (no worker took it yet). A job within its threshold, and
 // a job that stopped (Failed), is not flagged.
 func TestEachReason(t *testing.T) {
@@ -139,6 +140,8 @@ func TestEachReason(t *testing.T) {
 	backEnd := e.job(queue.JobSpec{Config: queue.JobConfig{WorkingHost: "h2"}},
 		reactor.WaitingPrefix+": the inventory is unavailable: dial tcp 127.0.0.1:5432: connect: connection refused", upTo[:4]...)
 	waiting := e.job(queue.JobSpec{}, "", upTo[:3]...)
+	busyServer := e.job(queue.JobSpec{}, "waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503 Service Unavailable; "+
+		"next try at 2026-11-28 01:25:58, spending no attempt", upTo[:3]...) // the handlers' message
 	failed := e.job(queue.JobSpec{}, "boom", queue.Estimating, queue.Failed)
 
 	th, err := stalled.Parse("1h")
@@ -160,6 +163,7 @@ func TestEachReason(t *testing.T) {
 		elsewhere:    {stalled.KindFilesElsewhere, []string{"waiting for host h2, which holds its files"}},
 		backEnd:      {stalled.KindBackEnd, []string{"waiting for a back end: the inventory is unavailable: dial tcp 127.0.0.1:5432"}},
 		waiting:      {stalled.KindWaiting, []string{"not taken by a worker yet (hosts working Downloading: h1)"}},
+		busyServer:   {stalled.KindBusyServer, []string{"waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503"}},
 	}
 	for jid, w := range want {
 		st, ok := found[jid]

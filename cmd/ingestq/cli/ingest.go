@@ -87,7 +87,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 		"payloads served on this host); none by default: only public addresses. Link-local and cloud metadata addresses never (env "+EnvFetchAllow+")")
 	durationVar(fl, &f.fetchTimeout, "fetch-timeout", fetch.Defaults.Timeout, "an HTTP request that moves no byte for this long (sending it, awaiting or reading its answer) fails, and is retried")
 	durationVar(fl, &f.fetchBusyLimit, "fetch-busy-limit", handlers.Defaults.BusyLimit, "how long a job waits, spending no attempt, for a depositor's server that answers its downloads 503 or 429\n"+
-		"(a Pending batch: its payload URL), as its Retry-After asks, at most a minute at a time, before it fails")
+		"(and its object manifest; a Pending batch: its payload URL), as its Retry-After asks, at most a minute at a time, before it fails")
 }
 
 // diskSpace reads a folder's file system: the daemon's Provisioning and

@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/internal/visible"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/reactor/stalled"
 )
 
 func (a *app) treeCommand() *cobra.Command {
@@ -146,9 +147,15 @@ func (a *app) note(format string, args ...any) {
 	fmt.Fprintln(a.logs, "note: "+visible.Text(fmt.Sprintf(format, args...)))
 }
 
-// noteHolds says on stderr why Pending batches are not taken: the ingest
-// queue, or their collection, is held.
+// noteHolds says on stderr why Pending batches are not taken: their
+// payload server is busy (a Pending batch with no job, its submission's
+// time, read as stuck), the ingest queue, or their collection, is held.
 func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Batch) {
+	for _, b := range batches {
+		if msg := b.Status.Message; b.State() == queue.Pending && strings.HasPrefix(msg, stalled.BusyServerPrefix) {
+			a.note("batch %s is %s", b.ID, msg)
+		}
+	}
 	holds, err := q.Holds(ctx)
 	if err != nil {
 		return
