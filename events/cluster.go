@@ -54,6 +54,11 @@ type embedded struct {
 	// movedAlone: what the server recorded alone is in the cluster's
 	// stream (publisher goroutine only; false again whenever it runs alone).
 	movedAlone bool
+	// moveLate: a reconfiguration ended with that move not done (the
+	// stream took no events past patience, or the move failed part way),
+	// so events of the same jobs may be in the stream before it, or some of
+	// its copies past the duplicate window: it then sends them kept-marked.
+	moveLate bool
 	// joined: the server has settled as a member and said so (publisher
 	// goroutine only; false again whenever the server is replaced).
 	joined bool
@@ -213,13 +218,15 @@ func (b *Bus) reconfigure(parent context.Context, patience time.Duration) error 
 	// alone all the same; one that does not, at a later try.
 	if clustered && !e.movedAlone && (settleErr == nil || b.streamTakes(ctx)) {
 		if err := b.moveAloneEvents(ctx); err != nil {
+			e.moveLate = true
 			if context.Cause(ctx) == errSuperseded {
 				return errSuperseded
 			}
 			return err
 		}
-		e.movedAlone = true
+		e.movedAlone, e.moveLate = true, false
 	}
+	e.moveLate = e.moveLate || clustered && !e.movedAlone
 	return errors.Join(joinErr, settleErr)
 }
 
@@ -420,7 +427,10 @@ func (b *Bus) waitAcks(d time.Duration) {
 // there: every host's replay then shows it. It reads the old store with a
 // server of its own, in-process, and sends each event with its ID as the
 // message ID, so a move cut short and done again adds none twice within
-// the stream's duplicate window.
+// the stream's duplicate window. A move done late (moveLate) sends them
+// kept-marked, as parked events are: Replay then leaves out a copy stored
+// by an earlier try past that window, and a job's timeline places each
+// before its job's later moves that reached the stream first.
 func (b *Bus) moveAloneEvents(ctx context.Context) error {
 	dir := filepath.Join(b.cfg.DataDir, "nats")
 	if _, err := os.Stat(filepath.Join(dir, "jetstream")); errors.Is(err, os.ErrNotExist) {
@@ -486,7 +496,11 @@ func (b *Bus) copyEvents(ctx context.Context, from *nats.Conn) (int, error) {
 	err = Replay(ctx, from, b.cfg.Stream, only, func(e Event) error {
 		data, err := marshal(e)
 		if err == nil {
-			_, err = to.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: data}, jetstream.WithMsgID(e.ID))
+			msg := &nats.Msg{Subject: e.Subject(), Data: data, Header: nats.Header{}}
+			if b.emb.moveLate {
+				msg.Header.Set(keptHeaderKey, "1")
+			}
+			_, err = to.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID))
 		}
 		n++
 		return err
