@@ -83,8 +83,9 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 	// What this run verified: each file's SHA-256, from the same pass as
 	// the depositor's digest.
 	rec := &digests{files: map[string]fileDigest{}}
-	busy := &busyFiles{}
-	before := p.verifiedBefore(j.ID)
+	busy := &busyAnswers{}
+	before, tried := p.tryAfterWaits(j.ID)
+	defer tried()
 	waiting := false
 	defer func() {
 		// The step's success ends the job's waits for a busy server; its

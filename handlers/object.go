@@ -93,7 +93,7 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 // step's worker, and Downloading spent the job's attempts on it.
 func (p *Pipeline) stepFiles(ctx context.Context, s *reactor.Step, prof *profile.Profile) (files []file, wait *reactor.Result, err error) {
 	files, err = p.jobFiles(fetch.WaitsForBusy(ctx), s.Job, prof)
-	busy := &busyFiles{}
+	busy := &busyAnswers{}
 	if !busy.add("", err) {
 		return files, nil, err
 	}

@@ -47,15 +47,15 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 		// its first busy answer after its release.
 		p.endWaits(b.ID)
 	}
-	objs, err := p.objects(ctx, b)
-	busy := &busyFiles{}
+	objs, err := p.payloadObjects(ctx, b)
+	busy := &busyAnswers{}
 	if !busy.add("", err) {
 		if err == nil || reactor.IsFatal(err) {
 			p.endWaits(b.ID) // a retryable failure between busy answers keeps their clock, as a download's does
 		}
 		return objs, err
 	}
-	next, msg, err := p.busyWait(p.nextWait(b.ID), b.ID, "batch", busy)
+	next, msg, err := p.busyWait(p.nextWait(b.ID, nil), b.ID, "batch", busy)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +63,9 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 	return nil, reactor.Later(next, msg)
 }
 
-// objects is Objects but for a busy payload server.
-func (p *Pipeline) objects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
+// payloadObjects is Objects but for a busy payload server: the objects
+// the batch's payload gives.
+func (p *Pipeline) payloadObjects(ctx context.Context, b *queue.Batch) ([]reactor.Object, error) {
 	sub := b.Submission
 	if sub.PayloadURL == "" && sub.Profile == "" && sub.FileName == "" {
 		// A foreign writer's batch without its submission: not `unknown profile ""`.

@@ -92,11 +92,11 @@ type busyAnswer struct {
 	retryAfter func(time.Time) (string, time.Time)
 }
 
-// forEachBusyAnswer runs test, in parallel, for each of busyAnswers,
+// forEachBusyAnswer runs test, in parallel, for each of busyCases,
 // with a server giving it until the test says otherwise (svc.left).
 func forEachBusyAnswer(t *testing.T, test func(t *testing.T, c busyAnswer, svc *busyService)) {
 	t.Parallel()
-	for _, c := range busyAnswers() {
+	for _, c := range busyCases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, c, newBusyService(c.status, c.retryAfter, 1<<20))
@@ -104,9 +104,9 @@ func forEachBusyAnswer(t *testing.T, test func(t *testing.T, c busyAnswer, svc *
 	}
 }
 
-// busyAnswers are 503 asking for 1 s in seconds and 429 asking for up to
+// busyCases are 503 asking for 1 s in seconds and 429 asking for up to
 // 2 s by an HTTP date.
-func busyAnswers() []busyAnswer {
+func busyCases() []busyAnswer {
 	return []busyAnswer{
 		{"503 Retry-After seconds", http.StatusServiceUnavailable, retryAfterSeconds(1)},
 		{"429 Retry-After date", http.StatusTooManyRequests, retryAfterDate(2 * time.Second)},

@@ -97,8 +97,9 @@ type Pipeline struct {
 	invents map[string]inventory.Handle // profiles' own inventories by URL, opened once
 
 	unreleased sync.Map     // "storage ARK", "inventory ARK": locks whose unlock found ZooKeeper away (underLock)
-	jobWaits   sync.Map     // jid (or a Pending batch's bid) → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectBusy), for a busy server (busyWait)
-	waitsSwept atomic.Int64 // when jobWaits was last rid of the entries no one came back to (forgetLeftWaits), in Unix ns
+	waits      sync.Map     // jid (or a Pending batch's bid) → its waits in a row (waitsInRow): for another holder of its object (waitWhileObjectHeld), for a busy server (busyWait)
+	trying     sync.Map     // jid → a download's try of it running here: its waits are kept meanwhile (tryAfterWaits)
+	waitsSwept atomic.Int64 // when waits was last rid of the entries no one came back to (forgetLeftWaits), in Unix ns
 
 	unpackMu  sync.Mutex
 	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)

@@ -67,7 +67,7 @@ func (p *Pipeline) storeObject(ctx context.Context, s *reactor.Step) (reactor.Re
 		kept, err = p.copyObject(ctx, s, prof, obj, known)
 		return err
 	})
-	if res, waiting := p.waitWhileObjectBusy(ctx, s, err); waiting {
+	if res, waiting := p.waitWhileObjectHeld(ctx, s, err); waiting {
 		return res, nil
 	}
 	if err != nil {
@@ -326,7 +326,7 @@ func (p *Pipeline) record(ctx context.Context, s *reactor.Step) (reactor.Result,
 		}
 		return p.inventoryOut(prof, inv.Record(ctx, rec))
 	})
-	if res, waiting := p.waitWhileObjectBusy(ctx, s, err); waiting {
+	if res, waiting := p.waitWhileObjectHeld(ctx, s, err); waiting {
 		return res, nil
 	}
 	if err != nil {
@@ -433,7 +433,7 @@ func (p *Pipeline) storageFence(ark string) func(context.Context) error {
 
 // underLock runs fn holding ark's lock of what ("storage", "inventory")
 // for job jid. A lock held elsewhere (another job storing or recording the
-// object, or a program of Merritt's) is an errObjectBusy naming who holds it.
+// object, or a program of Merritt's) is an errObjectHeld naming who holds it.
 func (p *Pipeline) underLock(ctx context.Context, what, ark, jid string, fn func() error) error {
 	lock, unlock, holder := p.q.LockStorage, p.q.UnlockStorage, p.q.StorageLock
 	if what == "inventory" {
@@ -459,7 +459,7 @@ func (p *Pipeline) underLock(ctx context.Context, what, ark, jid string, fn func
 		case err != nil:
 			return fmt.Errorf("the %s lock of %s is held elsewhere: %w", what, ark, err)
 		case !held:
-			return errObjectBusy{fmt.Sprintf("for the %s lock of %s, let go just as this job asked for it", what, ark)}
+			return errObjectHeld{fmt.Sprintf("for the %s lock of %s, let go just as this job asked for it", what, ark)}
 		}
 		return p.lockedElsewhere(ctx, what, ark, l)
 	}

@@ -104,8 +104,8 @@ func (p *Pipeline) workFull(h reactor.JobHandler) reactor.JobHandler {
 // least wait (reactor). A 500, 502 or 504 may be about the request, and
 // stays the step's.
 func busy(err error) bool {
-	var se *fetch.StatusError
-	return place.Busy(err) || errors.As(err, &se) && se.Busy()
+	_, answered := fetch.BusyAnswer(err)
+	return place.Busy(err) || answered
 }
 
 func backEndDown(err error) bool {

@@ -28,7 +28,7 @@ import (
 // pastRecord lets Storing write on top of the primary's head (target)
 // when the inventory records it (known), or when it is this deposit's own
 // (its version message; from a store that keeps none, its content). A
-// head another job stored and has not recorded yet is an errObjectBusy,
+// head another job stored and has not recorded yet is an errObjectHeld,
 // unless this deposit's own version is under it (ownUnder); any other is
 // Fatal: the inventory lost it.
 func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profile.Profile, target string, known inventory.Record,
@@ -46,7 +46,7 @@ func (p *Pipeline) pastRecord(ctx context.Context, s *reactor.Step, prof *profil
 		if redo, err := p.ownUnder(ctx, s, prof, target, known, head, obj, waitFor); redo || err != nil {
 			return err
 		}
-		return errObjectBusy{fmt.Sprintf("for job %s to record %s of %s, at %s (this job's version goes on top of it): %s",
+		return errObjectHeld{fmt.Sprintf("for job %s to record %s of %s, at %s (this job's version goes on top of it): %s",
 			waitFor, span, obj.ARK, target, strings.Join(whose, "; "))}
 	}
 	// A job that recorded since known was read, and left Recording before
@@ -98,7 +98,7 @@ func (p *Pipeline) ownUnder(ctx context.Context, s *reactor.Step, prof *profile.
 // read under the object's inventory lock) lacks a version under it: the
 // primary's versions between the inventory's latest and kept are other
 // jobs', and recording kept would leave a hole. One whose job is between
-// Storing and Recording is an errObjectBusy; any other is Fatal.
+// Storing and Recording is an errObjectHeld; any other is Fatal.
 func (p *Pipeline) underRecord(ctx context.Context, s *reactor.Step, prof *profile.Profile, inv inventory.Inventory, kept storedVersion) error {
 	latest, err := inv.Latest(ctx, kept.ARK)
 	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
@@ -118,7 +118,7 @@ func (p *Pipeline) underRecord(ctx context.Context, s *reactor.Step, prof *profi
 	}
 	span := versionSpan(latest.Version+1, kept.Number-1)
 	if waitFor != "" {
-		return errObjectBusy{fmt.Sprintf("for job %s to record %s of %s, under this job's version %d: %s",
+		return errObjectHeld{fmt.Sprintf("for job %s to record %s of %s, under this job's version %d: %s",
 			waitFor, span, kept.ARK, kept.Number, strings.Join(whose, "; "))}
 	}
 	return reactor.Fatal(fmt.Errorf("version %d of %s is this job's, and %s does not record %s under it (%s), which the primary "+

@@ -28,23 +28,23 @@ import (
 // to a minute.
 const objectWaitBase = 100 * time.Millisecond
 
-// errObjectBusy is another job or program working on the step's object:
+// errObjectHeld is another job or program working on the step's object:
 // the step waits for it. why says for what, after "waiting ".
-type errObjectBusy struct{ why string }
+type errObjectHeld struct{ why string }
 
-func (e errObjectBusy) Error() string { return e.why }
+func (e errObjectHeld) Error() string { return e.why }
 
-// waitWhileObjectBusy is the step's Result while err is an errObjectBusy:
+// waitWhileObjectHeld is the step's Result while err is an errObjectHeld:
 // the job stays in its state and is tried again after the backoff of its
 // waits in a row here, its message saying why; ok false for any other err,
 // which also ends the job's waits.
-func (p *Pipeline) waitWhileObjectBusy(ctx context.Context, s *reactor.Step, err error) (res reactor.Result, ok bool) {
-	var w errObjectBusy
+func (p *Pipeline) waitWhileObjectHeld(ctx context.Context, s *reactor.Step, err error) (res reactor.Result, ok bool) {
+	var w errObjectHeld
 	if !errors.As(err, &w) {
 		p.endWaits(s.Job.ID)
 		return res, false
 	}
-	n := p.nextWait(s.Job.ID).n
+	n := p.nextWait(s.Job.ID, nil).n
 	// A job failed or deleted while it waits takes no step here again: the
 	// watch of its end (tend) ends its waits. Its folder may be another
 	// host's, on a shared working area.
@@ -65,16 +65,18 @@ type waitsInRow struct {
 	verified *digests
 }
 
-// nextWait counts one more wait of job jid in a row, and returns them.
-func (p *Pipeline) nextWait(jid string) waitsInRow {
+// nextWait counts one more wait of job jid in a row, with the files its
+// try verified (nil but for a download's wait for a busy server), and
+// returns them.
+func (p *Pipeline) nextWait(jid string, verified *digests) waitsInRow {
 	now := time.Now()
 	p.forgetLeftWaits(now)
-	w := waitsInRow{n: 1, since: now, last: now}
-	if v, ok := p.jobWaits.Load(jid); ok {
+	w := waitsInRow{n: 1, since: now, last: now, verified: verified}
+	if v, ok := p.waits.Load(jid); ok {
 		prev := v.(waitsInRow)
 		w.n, w.since = prev.n+1, prev.since
 	}
-	p.jobWaits.Store(jid, w)
+	p.waits.Store(jid, w)
 	return w
 }
 
@@ -96,9 +98,9 @@ func (p *Pipeline) forgetLeftWaits(now time.Time) {
 		return
 	}
 	stale := now.Add(-p.cfg.BusyLimit - waitsLeftAfter)
-	p.jobWaits.Range(func(id, v any) bool {
-		if v.(waitsInRow).last.Before(stale) {
-			p.jobWaits.CompareAndDelete(id, v)
+	p.waits.Range(func(id, v any) bool {
+		if _, running := p.trying.Load(id); !running && v.(waitsInRow).last.Before(stale) {
+			p.waits.CompareAndDelete(id, v)
 		}
 		return true
 	})
@@ -110,29 +112,39 @@ func (p *Pipeline) forgetLeftWaits(now time.Time) {
 // a Downloading worker for as long (2 s a GiB by MD5 here), at each of
 // dozens of tries an hour. nil when the job is not waiting so here.
 func (p *Pipeline) verifiedBefore(jid string) *digests {
-	if v, ok := p.jobWaits.Load(jid); ok {
+	if v, ok := p.waits.Load(jid); ok {
 		return v.(waitsInRow).verified
 	}
 	return nil
 }
 
+// tryAfterWaits is verifiedBefore for a download's try of job jid, whose
+// waits in a row are kept until done is called, however long it runs: a
+// try that downloads a big file while another stays busy outlasts the
+// sweep's bound (forgetLeftWaits), and forgotten at its end, the job's
+// busy clock started again.
+func (p *Pipeline) tryAfterWaits(jid string) (verified *digests, done func()) {
+	p.trying.Store(jid, struct{}{})
+	return p.verifiedBefore(jid), func() { p.trying.Delete(jid) }
+}
+
 // endWaits forgets job jid's waits in a row: at its step's first outcome
 // that is no wait, and once it has failed or ended (tend).
-func (p *Pipeline) endWaits(jid string) { p.jobWaits.Delete(jid) }
+func (p *Pipeline) endWaits(jid string) { p.waits.Delete(jid) }
 
 // lockedElsewhere is the wait for ark's lock of what ("storage",
 // "inventory"), held as l says.
-func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queue.ObjectLock) errObjectBusy {
+func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queue.ObjectLock) errObjectHeld {
 	why := fmt.Sprintf("for the %s lock of %s, held by ", what, ark)
 	if l.Session == 0 {
-		return errObjectBusy{fmt.Sprintf("%sno session since %s: a persistent lock (as Merritt's storage service took one, "+
+		return errObjectHeld{fmt.Sprintf("%sno session since %s: a persistent lock (as Merritt's storage service took one, "+
 			"and left when it stopped), which stays until deleted; if no Merritt storage service is storing %s, delete its "+
 			"ZooKeeper node (`zkCli.sh delete %s`; `ingestq check` lists it) and this job goes on", why, queue.TextTime(l.Since), ark, l.Path)}
 	}
 	if l.Job != "" {
 		why += "job " + l.Job + " on "
 	}
-	return errObjectBusy{fmt.Sprintf("%s%s since %s; this job goes on once it is let go", why, p.q.SessionHolder(ctx, l.Session), queue.TextTime(l.Since))}
+	return errObjectHeld{fmt.Sprintf("%s%s since %s; this job goes on once it is let go", why, p.q.SessionHolder(ctx, l.Session), queue.TextTime(l.Since))}
 }
 
 // sayWhyItWaits writes msg, why the step's job waits, into its status, for
@@ -155,10 +167,12 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 // The job waits instead, as for a busy back end, spending no attempt and
 // holding no worker, its other files downloaded meanwhile.
 
-// busyFiles are the files of a job's download whose server answered busy:
-// the first one's name and error, how many, and the latest time one asked
-// to be asked again (zero: none said), so that no server is asked sooner.
-type busyFiles struct {
+// busyAnswers are the busy answers of a step's requests (a download's
+// files, a job's object manifest, a batch's payload): the first one's
+// name ("" for the manifest and the payload) and error, how many, and the
+// latest time one asked to be asked again (zero: none said), so that no
+// server is asked sooner.
+type busyAnswers struct {
 	mu     sync.Mutex
 	n      int
 	name   string
@@ -167,11 +181,12 @@ type busyFiles struct {
 	unread atomic.Int64 // files verified by the try before, unchanged, not read again (verifiedBefore)
 }
 
-// add notes file name's download error err when it is a busy answer, and
-// tells whether it was one.
-func (b *busyFiles) add(name string, err error) bool {
-	var se *fetch.StatusError
-	if !errors.As(err, &se) || !se.Busy() {
+// add notes err, the error of request name (a file's download; "" for an
+// object manifest or a payload), when it is a busy answer, and tells
+// whether it was one.
+func (b *busyAnswers) add(name string, err error) bool {
+	se, ok := fetch.BusyAnswer(err)
+	if !ok {
 		return false
 	}
 	b.mu.Lock()
@@ -186,15 +201,12 @@ func (b *busyFiles) add(name string, err error) bool {
 	return true
 }
 
-// waitForBusyServer is the Result of a download step whose files' servers
-// answered busy (b): the job waits (busyWait), deferred in its status, or
+// waitForBusyServer is the Result of a job's step whose requests' servers
+// answered busy (b: Downloading's files, either step's object manifest): the job waits (busyWait), deferred in its status, or
 // fails past BusyLimit.
-func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyFiles, verified *digests) (reactor.Result, error) {
+func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyAnswers, verified *digests) (reactor.Result, error) {
 	jid := s.Job.ID
-	w := p.nextWait(jid)
-	w.verified = verified
-	p.jobWaits.Store(jid, w)
-	next, msg, err := p.busyWait(w, jid, "job", b)
+	next, msg, err := p.busyWait(p.nextWait(jid, verified), jid, "job", b)
 	if err != nil {
 		return reactor.Result{}, err
 	}
@@ -207,13 +219,13 @@ func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *bu
 	return reactor.Result{Wait: wait}, nil
 }
 
-// busyWait is when the job or batch id (of: "job", "batch"), at its waits
+// busyWait is when the job or batch id (noun: "job", "batch"), at its waits
 // in a row w, tries its busy servers b again, and its message saying so: as
 // long as their Retry-After asks, at most a minute, and no less than the
 // backoff of its waits in a row, from the fetch client's first wait. Once
 // it has waited BusyLimit, it is a Fatal error naming the file (b.name, ""
 // for none).
-func (p *Pipeline) busyWait(w waitsInRow, id, of string, b *busyFiles) (time.Time, string, error) {
+func (p *Pipeline) busyWait(w waitsInRow, id, noun string, b *busyAnswers) (time.Time, string, error) {
 	now := time.Now()
 	what := fetch.Plain(b.err)
 	if b.name != "" {
@@ -225,12 +237,10 @@ func (p *Pipeline) busyWait(w waitsInRow, id, of string, b *busyFiles) (time.Tim
 	if waited := now.Sub(w.since); waited >= p.cfg.BusyLimit {
 		p.endWaits(id)
 		return time.Time{}, "", reactor.Fatal(fmt.Errorf("%s; its server still answered so after the %s waited %s for it (--fetch-busy-limit)",
-			what, of, waited.Round(time.Second)))
+			what, noun, waited.Round(time.Second)))
 	}
-	wait := backoff.Delay(cmp.Or(p.cfg.Fetch.MinWait, fetch.Defaults.MinWait), time.Minute, w.n)
-	if asked := time.Until(b.asked); asked > wait {
-		wait = min(asked, time.Minute)
-	}
+	backedOff := now.Add(backoff.Delay(cmp.Or(p.cfg.Fetch.MinWait, fetch.Defaults.MinWait), time.Minute, w.n))
+	wait := backoff.NotBeforeAsked(backedOff, b.asked, now, time.Minute).Sub(now)
 	deadline := w.since.Add(p.cfg.BusyLimit)
 	wait = min(wait, deadline.Sub(now))
 	if !b.asked.IsZero() {
@@ -238,5 +248,5 @@ func (p *Pipeline) busyWait(w waitsInRow, id, of string, b *busyFiles) (time.Tim
 	}
 	next := now.Add(wait)
 	return next, fmt.Sprintf("%s: %s; next try at %s, spending no attempt; the %s fails if it is still busy at %s (--fetch-busy-limit %s)",
-		stalled.BusyServerPrefix, what, queue.TextTime(next), of, queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), nil
+		stalled.BusyServerPrefix, what, queue.TextTime(next), noun, queue.TextTime(deadline), stalled.Short(p.cfg.BusyLimit)), nil
 }

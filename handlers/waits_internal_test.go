@@ -37,7 +37,7 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.jobWaits.Store(j.ID, waitsInRow{n: 3})
+		p.waits.Store(j.ID, waitsInRow{n: 3})
 		return j.ID
 	}
 	waits := func(jid, when string, want bool) {
@@ -45,7 +45,7 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 		if _, err := p.look(jid, filepath.Join(t.TempDir(), jid)); err != nil {
 			t.Fatal(err)
 		}
-		if _, has := p.jobWaits.Load(jid); has != want {
+		if _, has := p.waits.Load(jid); has != want {
 			t.Errorf("job %s %s: waits kept %v, want %v", jid, when, has, want)
 		}
 	}
@@ -73,21 +73,43 @@ func TestObjectWaitsEndWithTheJob(t *testing.T) {
 func TestLeftWaitsAreForgotten(t *testing.T) {
 	p := &Pipeline{cfg: Config{BusyLimit: time.Hour}}
 	now := time.Now()
-	p.jobWaits.Store("left", waitsInRow{n: 7, since: now.Add(-3 * time.Hour), last: now.Add(-time.Hour - waitsLeftAfter - time.Minute)})
-	p.jobWaits.Store("waiting", waitsInRow{n: 200, since: now.Add(-3 * time.Hour), last: now.Add(-time.Minute)})
-	if w := p.nextWait("other"); w.n != 1 {
+	p.waits.Store("left", waitsInRow{n: 7, since: now.Add(-3 * time.Hour), last: now.Add(-time.Hour - waitsLeftAfter - time.Minute)})
+	p.waits.Store("waiting", waitsInRow{n: 200, since: now.Add(-3 * time.Hour), last: now.Add(-time.Minute)})
+	if w := p.nextWait("other", nil); w.n != 1 {
 		t.Fatalf("another job's first wait counted %d; want 1", w.n)
 	}
-	if _, kept := p.jobWaits.Load("left"); kept {
+	if _, kept := p.waits.Load("left"); kept {
 		t.Error("the waits of a batch that last waited here 1h11m ago (past the limit, 1h, and 10m) were kept")
 	}
-	if w := p.nextWait("waiting"); w.n != 201 || !w.since.Equal(now.Add(-3*time.Hour)) {
+	if w := p.nextWait("waiting", nil); w.n != 201 || !w.since.Equal(now.Add(-3*time.Hour)) {
 		t.Errorf("a job still waiting: its waits %d since %v; want 201 since its first, 3h ago", w.n, w.since)
 	}
 	// One sweep a waitsLeftAfter: the next waits do not read every entry.
-	p.jobWaits.Store("left later", waitsInRow{n: 1, last: now.Add(-2 * time.Hour)})
-	p.nextWait("other")
-	if _, kept := p.jobWaits.Load("left later"); !kept {
+	p.waits.Store("left later", waitsInRow{n: 1, last: now.Add(-2 * time.Hour)})
+	p.nextWait("other", nil)
+	if _, kept := p.waits.Load("left later"); !kept {
 		t.Error("a second sweep ran within 10m of the first")
+	}
+}
+
+// A download's try that runs longer than the sweep's bound (a big file
+// downloaded while another file stays busy) keeps its job's waits in a
+// row: forgotten, its busy clock started again at the try's end, and the
+// job waited past --fetch-busy-limit. Once the try ends they may go.
+func TestWaitsOfARunningTryAreKept(t *testing.T) {
+	p := &Pipeline{cfg: Config{BusyLimit: time.Hour}}
+	now := time.Now()
+	since := now.Add(-2 * time.Hour)
+	p.waits.Store("downloading", waitsInRow{n: 3, since: since, last: now.Add(-time.Hour - waitsLeftAfter - time.Minute)})
+	_, tried := p.tryAfterWaits("downloading")
+	p.nextWait("other", nil) // the sweep, while the try runs
+	if w, kept := p.waits.Load("downloading"); !kept || w.(waitsInRow).n != 3 || !w.(waitsInRow).since.Equal(since) {
+		t.Fatalf("the waits of a job whose try runs here were forgotten by the sweep (kept %v): its busy clock starts again", kept)
+	}
+	tried()
+	p.waitsSwept.Store(0) // the next sweep, past waitsLeftAfter
+	p.nextWait("other", nil)
+	if _, kept := p.waits.Load("downloading"); kept {
+		t.Error("the waits of a job whose try ended, untouched past the bound, were kept")
 	}
 }

@@ -126,11 +126,11 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := time.Now()
-	asked := askedWait(err, now)
+	asked := askedWait(err)
 	if mine := o.answeredOthers[jid]; mine.backEnd == u.what && o.backEnds[u.what] == nil {
 		mine.streak++
 		o.answeredOthers[jid] = mine
-		until = later(now.Add(backoff.Delay(base, outageMax, mine.streak)), asked)
+		until = backoff.NotBeforeAsked(now.Add(backoff.Delay(base, outageMax, mine.streak)), asked, now, outageMax)
 		o.wait(s, jid, until)
 		return until, true
 	}
@@ -145,7 +145,7 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 		b.streak++
 		b.until = now.Add(backoff.Delay(base, outageMax, b.streak))
 	}
-	b.until = later(b.until, asked)
+	b.until = backoff.NotBeforeAsked(b.until, asked, now, outageMax)
 	if u.everyJob {
 		b.states[s] = true
 	}
@@ -159,26 +159,13 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 }
 
 // askedWait is when err's back end asked to be tried again (an HTTP
-// Retry-After, as fetch.StatusError's NotBefore), at most outageMax from
-// now; zero when it did not say. The wait is never shorter than the
-// back-off: a Retry-After of 0 is no reason to ask sooner.
-func askedWait(err error, now time.Time) time.Time {
+// Retry-After, as fetch.StatusError's NotBefore); zero when it did not say.
+func askedWait(err error) time.Time {
 	var asked interface{ NotBefore() time.Time }
 	if !errors.As(err, &asked) {
 		return time.Time{}
 	}
-	if limit := now.Add(outageMax); asked.NotBefore().After(limit) {
-		return limit
-	}
 	return asked.NotBefore()
-}
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // up notes that job jid's step ended with an answer: the back end it

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/internal/redact"
 	"github.com/ingestq/ingestq/internal/stall"
 )
@@ -87,7 +88,7 @@ func (c *Client) retrying(tries int, check retryablehttp.CheckRetry) *retryableh
 		RetryWaitMax:   c.cfg.MaxWait,
 		RetryMax:       tries - 1,
 		CheckRetry:     check,
-		Backoff:        backoff,
+		Backoff:        retryBackoff,
 		ErrorHandler:   giveUp,
 		PrepareRetry:   prepareRetry,
 		RequestLogHook: c.logAttempt,
@@ -190,17 +191,16 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	return retryableStatus(resp.StatusCode), nil
 }
 
-// backoff is exponential but never past max, with jitter so that many
+// retryBackoff is exponential but never past max, with jitter so that many
 // workers hit by one outage do not come back in step, and never sooner than
 // a busy server's Retry-After asks (up to max). The jitter took 2 s asked
 // down to 1–2 s.
-func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+func retryBackoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
 	d := retryablehttp.DefaultBackoff(lo, hi, attempt, nil)
 	d = d/2 + rand.N(d/2+1)
 	if resp != nil && BusyStatus(resp.StatusCode) {
-		if at := RetryAt(resp.Header, time.Now()); !at.IsZero() {
-			d = max(d, min(time.Until(at), hi))
-		}
+		now := time.Now()
+		d = backoff.NotBeforeAsked(now.Add(d), RetryAt(resp.Header, now), now, hi).Sub(now)
 	}
 	return d
 }

@@ -50,6 +50,16 @@ func BusyStatus(code int) bool {
 	return code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests
 }
 
+// BusyAnswer is err's busy answer (a StatusError that is Busy), with its
+// Retry-After; ok false when err holds none.
+func BusyAnswer(err error) (*StatusError, bool) {
+	var se *StatusError
+	if errors.As(err, &se) && se.Busy() {
+		return se, true
+	}
+	return nil, false
+}
+
 // NotBefore is RetryAt: a back end's step waits at least until then
 // (reactor).
 func (e *StatusError) NotBefore() time.Time { return e.RetryAt }

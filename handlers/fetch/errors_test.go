@@ -128,7 +128,7 @@ func TestBackoffStaysWithinMax(t *testing.T) {
 	for _, after := range []string{"99999999999999999", "3600", "5", "-4", "soon"} {
 		resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {after}}}
 		for attempt := range 70 {
-			if d := backoff(time.Millisecond, time.Second, attempt, resp); d < 0 || d > time.Second {
+			if d := retryBackoff(time.Millisecond, time.Second, attempt, resp); d < 0 || d > time.Second {
 				t.Fatalf("Retry-After %q, attempt %d: backoff %v outside [0, 1s]", after, attempt, d)
 			}
 		}
@@ -152,7 +152,7 @@ func TestBackoffNeverSoonerThanRetryAfter(t *testing.T) {
 		resp := &http.Response{StatusCode: c.status, Header: http.Header{"Retry-After": {c.after}}}
 		for attempt := range 20 {
 			// Less 50 ms: backoff reads the clock after least was computed.
-			if d := backoff(time.Millisecond, 10*time.Second, attempt, resp); d < c.least-50*time.Millisecond || d > 10*time.Second {
+			if d := retryBackoff(time.Millisecond, 10*time.Second, attempt, resp); d < c.least-50*time.Millisecond || d > 10*time.Second {
 				t.Fatalf("%d Retry-After %q, attempt %d: backoff %v; want at least %v, at most 10s", c.status, c.after, attempt, d, c.least)
 			}
 		}

@@ -27,3 +27,22 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 		t.Fatal("a nanosecond's Sleep reported its context ended")
 	}
 }
+
+func TestNotBeforeAsked(t *testing.T) {
+	now := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+	end := now.Add(2 * time.Second)
+	for _, c := range []struct {
+		name  string
+		asked time.Time
+		want  time.Time
+	}{
+		{"not asked", time.Time{}, end},
+		{"asked sooner", now.Add(time.Second), end},
+		{"asked later", now.Add(30 * time.Second), now.Add(30 * time.Second)},
+		{"asked past the cap", now.Add(time.Hour), now.Add(time.Minute)},
+	} {
+		if got := NotBeforeAsked(end, c.asked, now, time.Minute); !got.Equal(c.want) {
+			t.Errorf("%s: NotBeforeAsked = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
