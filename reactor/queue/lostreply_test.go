@@ -215,3 +215,67 @@ func (f onRequest) Handle(_ context.Context, r slog.Record) error {
 	})
 	return nil
 }
+
+// Two reporters of one daemon (its batch workers share its session) look at
+// one batch at once: A locks it and moves it to Reporting, and B's multi,
+// sent after A's landed, is refused and its reply lost. The lock, this
+// session's, is A's. Before, B took it for its own: both held the batch,
+// and B announced a move to Reporting at a stamp ZooKeeper never had (seen
+// in TestZooKeeperRollingRestartAndLeaderKill: `Reporting:2`).
+func TestTwoReportersOfOneSessionLookAtOneBatch(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.twoDoneJobs()
+
+	proxy := zktest.ProxyToShared(t)
+	var multis atomic.Int32
+	aAtMulti, bAtMulti, held := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	gotA, gotB := make(chan result[*queue.Batch], 1), make(chan result[*queue.Batch], 1)
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	log := slog.New(onRequest(func(op string) {
+		if op != "multi" {
+			return
+		}
+		switch multis.Add(1) {
+		case 1: // A's, sent once B has read the batch too (or given it up)
+			close(aAtMulti)
+			select {
+			case <-bAtMulti:
+			case <-bDone:
+			}
+		case 2: // B's, held in the paused proxy once A's has landed
+			close(bAtMulti)
+			<-aDone
+			proxy.Pause()
+			close(held)
+		}
+	}))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	r.ok(err)
+	acquire := func(got chan result[*queue.Batch], done chan struct{}) {
+		defer close(done)
+		b, _, err := q.AcquireCompletedBatch(ctx, nil, nil)
+		got <- result[*queue.Batch]{b, err}
+	}
+	go acquire(gotA, aDone)
+	<-aAtMulti
+	go acquire(gotB, bDone)
+	a := <-gotA
+	var rb result[*queue.Batch]
+	select {
+	case <-held:
+		reads, writes := q.Requests()
+		rb = resumeWhenSent(proxy, q, reads+writes+1, gotB)
+	case rb = <-gotB:
+	}
+	if a.err != nil || a.v == nil || rb.err != nil || rb.v != nil {
+		t.Fatalf("A acquired %s (%v), B %s (%v); want A the batch, B none", idOf(a.v), a.err, idOf(rb.v), rb.err)
+	}
+}
+
+func idOf(b *queue.Batch) string {
+	if b == nil {
+		return "none"
+	}
+	return b.ID
+}
