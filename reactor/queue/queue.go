@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -30,9 +29,6 @@ type Queue struct {
 	// their reads (TryAcquireJob), by id and status version: read before
 	// they are locked, until they change.
 	unreadable seen
-	// acquiringBatches are the batches an acquisition of this Queue is
-	// reading and locking (acquireBatch).
-	acquiringBatches sync.Map
 	// nameWait is how long RegisterHost and AnnounceRoute wait for another
 	// session's node of their name to go (WithNameWait).
 	nameWait time.Duration
