@@ -184,7 +184,9 @@ type Bus struct {
 	handingOver atomic.Pointer[chan string]
 
 	swapping atomic.Bool // the embedded server is being replaced: its disconnect is ours
-	started  atomic.Bool // Start succeeded: the publisher runs
+	// reloading: a ReloadOptions of the embedded server holds it; lookups (lastOn) share it
+	reloading sync.RWMutex
+	started   atomic.Bool // Start succeeded: the publisher runs
 
 	ctx    context.Context // cancelled when Close begins; bounds background work and reconfiguring
 	cancel context.CancelFunc

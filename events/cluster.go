@@ -292,7 +292,10 @@ func (b *Bus) reload(routes []string) error {
 	if err != nil {
 		return err
 	}
-	if err := b.emb.server().ReloadOptions(opts); err != nil {
+	b.reloading.Lock()
+	err = b.emb.server().ReloadOptions(opts)
+	b.reloading.Unlock()
+	if err != nil {
 		return fmt.Errorf("events: route the embedded NATS server to %v: %s", routes, maskSecret(err.Error(), b.cfg.ClusterSecret))
 	}
 	return nil

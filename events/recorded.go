@@ -46,7 +46,12 @@ const lookupMaxBytes = 8 << 20
 // jetstream package's GetLastMsgForSubject sends, but with max_bytes:
 // nats-server 2.15.2 fills in a missing one from its options unlocked
 // (stream.getDirectRequest), which races with the ReloadOptions of a route
-// change; a -race daemon reported it in CI.
+// change; a -race daemon reported it in CI. It does not cross a reload
+// either: the reload rewrites every account's service imports
+// (configureAccounts) while the server, taking a request through the
+// JetStream API's import, reads them unlocked (setupResponseServiceImport).
+// The same pointer is written, so the race is harmless, but every test
+// daemon runs with -race, and lookups are its most frequent requests.
 func (b *Bus) lastOn(ctx context.Context, subject string) ([]byte, error) {
 	req, err := json.Marshal(struct {
 		LastFor  string `json:"last_by_subj"`
@@ -55,7 +60,9 @@ func (b *Bus) lastOn(ctx context.Context, subject string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.reloading.RLock()
 	m, err := b.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+b.cfg.Stream, req)
+	b.reloading.RUnlock()
 	if err != nil {
 		return nil, err
 	}
