@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/internal/logtest"
@@ -72,6 +73,7 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 			t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
 		}
 		svc.checkWaitedAsFor(t, svc.busyAnswers())
+		checkWaitsHeard(t, r.jobEvents(j.ID), svc.busyAnswers(), "waiting for a busy server: producer/a.txt: ")
 		if waits := len(obs.states); waits != svc.busyAnswers() {
 			t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, svc.busyAnswers())
 		}
@@ -82,6 +84,29 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 			t.Errorf("the job's file on another server was fetched %d times; want once, kept while the job waited", n)
 		}
 	})
+}
+
+// checkWaitsHeard checks that a job's events say each of its waits (want)
+// as a progress event: its message, beginning with prefix, and when it
+// tries again.
+func checkWaitsHeard(t *testing.T, evs []events.Event, want int, prefix string) {
+	t.Helper()
+	heard := 0
+	for _, ev := range evs {
+		if ev.Kind != events.KindProgress || ev.Attrs["waiting"] != true {
+			continue
+		}
+		heard++
+		if !strings.HasPrefix(ev.Message, prefix) || ev.To != string(queue.Downloading) {
+			t.Errorf("a wait's progress event in %s says %q; want it to begin %q", ev.To, ev.Message, prefix)
+		}
+		if next, _ := ev.Attrs["next_try"].(string); !strings.Contains(ev.Message, "next try at ") || next == "" {
+			t.Errorf("a wait's progress event (%q) gives its next try as %q", ev.Message, next)
+		}
+	}
+	if heard != want {
+		t.Errorf("%d waits heard as progress events, want %d (one a busy answer)", heard, want)
+	}
 }
 
 // busyAnswer is a busy answer with a Retry-After, as a depositor's server

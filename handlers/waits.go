@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor"
@@ -150,13 +151,27 @@ func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queu
 // sayWhyItWaits writes msg, why the step's job waits, into its status, for
 // `ingestq ls` and `show`; only when it changes (MiB and whole percents
 // keep a wait for room's steady), a note of the job's kept. deferred, when
-// not nil, is written with it: a wait every daemon honours (reactor).
+// not nil, is written with it: a wait every daemon honours (reactor). Each
+// message written is the job's progress event too, so that a depositor
+// following the job's events hears why it stands still (an hour, for a
+// busy server) without reading its status.
 func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string, deferred *queue.Deferral) {
-	if s.Job.Status.Message != queue.KeepNote(msg, s.Job.Status.Message) || deferred != nil {
-		if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg, Deferred: deferred}); err != nil {
-			p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
-		}
+	if s.Job.Status.Message == queue.KeepNote(msg, s.Job.Status.Message) && deferred == nil {
+		return
 	}
+	if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg, Deferred: deferred}); err != nil {
+		p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
+		return
+	}
+	if p.cfg.Bus == nil {
+		return
+	}
+	attrs := map[string]any{"waiting": true}
+	if deferred != nil {
+		attrs["next_try"] = deferred.Until.UTC().Format(time.RFC3339)
+	}
+	p.cfg.Bus.Publish(events.Event{Kind: events.KindProgress, BatchID: s.Job.BatchID, JobID: s.Job.ID,
+		To: string(s.Job.State()), Message: msg, Attrs: attrs})
 }
 
 // A depositor's server that answers a download 503 or 429 (busy: S3's

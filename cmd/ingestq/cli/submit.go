@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/reactor/stalled"
 )
 
 // How submit --wait follows a batch. Variables, so that a test could shorten
@@ -436,6 +437,7 @@ type follower struct {
 	lastEvent time.Time       // when the last event of the batch came
 	counting  bool            // the batch has its jobs: count them
 	roomNoted map[string]bool // "state limit": the limits (--max-fill, --space-margin) said to hold jobs back there
+	busyNoted bool            // a job waiting for a busy server was said
 }
 
 func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
@@ -452,6 +454,8 @@ func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string)
 	switch ev.Kind {
 	case events.KindJob:
 		f.t.set(ev.JobID, ev.To)
+	case events.KindProgress:
+		f.noteBusyServer(ev)
 	case events.KindBatch:
 		switch queue.State(ev.To) {
 		case queue.Processing:
@@ -465,6 +469,18 @@ func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string)
 	}
 	f.show(false)
 	return ""
+}
+
+// noteBusyServer says the first of the batch's jobs that waits for a busy
+// server (its progress event says so): the depositor's own server, which
+// may hold the batch up to --fetch-busy-limit. Once: a batch of a thousand
+// objects on one busy server would say it a thousand times.
+func (f *follower) noteBusyServer(ev events.Event) {
+	if f.busyNoted || ev.Attrs["waiting"] != true || !strings.HasPrefix(ev.Message, stalled.BusyServerPrefix) {
+		return
+	}
+	f.busyNoted = true
+	f.a.note("job %s of batch %s is %s (its batch's other waits for a busy server are not said)", ev.JobID, f.bid, ev.Message)
 }
 
 // onPoll asks ZooKeeper how the batch stands after a while without news (a
