@@ -477,68 +477,109 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 	}
 	var waits []Wait
 	for _, bid := range batchIDs {
-		var extra []string
-		if also != nil {
-			extra = also(bid)
-		}
-		b, pre, err := q.loadBatchWith(ctx, bid, extra...)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			continue
-		case errors.Is(err, ErrIncomplete):
-			// Created in steps (mrt-zk writes its nodes one by one): its
-			// status is what makes it a batch.
-			waits = append(waits, Wait{Path: q.batchPath(bid, "status")})
-			continue
-		case err != nil:
-			q.log.Warn("queue: skipping unreadable batch", "err", err)
-			continue
-		}
-		if !slices.Contains(states, b.State()) {
-			if b.State() == Held && slices.Contains(states, Pending) || b.State() == Failed && slices.Contains(states, UpdateReporting) {
-				waits = append(waits, q.BatchStatusWait(b))
-			}
-			if passed != nil {
-				passed(b)
-			}
-			continue
-		}
-		if b.Locked {
-			waits = append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true})
-			continue
-		}
-		if ready != nil {
-			ok, w := ready(b, pre)
-			if waits = append(waits, w...); !ok {
-				continue
-			}
-		}
-		st := b.Status
-		if to != "" && b.State() == Processing {
-			// The message of a batch that failed before it had jobs is kept
-			// for its report.
-			st = BatchStatus{Status: to, LastModified: q.stamp(), Message: b.Status.Message}
-		}
-		ops := []op{lockOp(q.batchPath(bid, "lock")), fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
-		if b.State() == Pending && !b.Acquired {
-			ops = append(ops, createRef(q.batchPath(bid, "states")))
-		}
-		err = q.commit(ctx, ops)
-		if errors.Is(err, ErrLocked) {
-			waits = append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true})
-			continue
-		}
-		if errors.Is(err, ErrStale) {
-			continue
-		}
+		// A daemon's batch workers share its session, so a lock whose
+		// create's reply was lost is known as this session's, not as this
+		// worker's (applied): two of them reading and locking one batch at
+		// once could each take it for its own. So they take turns; the
+		// second reads after the first's commit, and sees its lock.
+		done, err := q.batchTurn(ctx, bid)
 		if err != nil {
 			return nil, nil, err
 		}
-		b.owner, b.Locked = true, true
-		b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
-		return b, nil, nil
+		b, w, err := q.tryBatch(ctx, bid, states, ready, also, passed, to)
+		done()
+		if b != nil || err != nil {
+			return b, nil, err
+		}
+		waits = append(waits, w...)
 	}
 	return nil, waits, nil
+}
+
+// batchTurn waits until no other acquisition of this Queue is looking at
+// batch bid, and claims it until done is called. A look waits rather than
+// passing the batch over: the one under way may be for other states (the
+// intake's, for Pending, finding it Processing), and would leave the batch
+// unread by the look its wake-up was for.
+func (q *Queue) batchTurn(ctx context.Context, bid string) (done func(), err error) {
+	mine := make(chan struct{})
+	for {
+		other, busy := q.acquiringBatches.LoadOrStore(bid, mine)
+		if !busy {
+			return func() { q.acquiringBatches.Delete(bid); close(mine) }, nil
+		}
+		q.log.Debug("queue: another acquisition here is looking at the batch; waiting for its turn", "batch", bid)
+		select {
+		case <-other.(chan struct{}):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// tryBatch is acquireBatch's look at batch bid: the batch, acquired, or
+// what to watch for it.
+func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready func(*Batch, []read) (bool, []Wait),
+	also func(bid string) []string, passed func(*Batch), to State) (*Batch, []Wait, error) {
+	var extra []string
+	if also != nil {
+		extra = also(bid)
+	}
+	b, pre, err := q.loadBatchWith(ctx, bid, extra...)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil, nil
+	case errors.Is(err, ErrIncomplete):
+		// Created in steps (mrt-zk writes its nodes one by one): its
+		// status is what makes it a batch.
+		return nil, []Wait{{Path: q.batchPath(bid, "status")}}, nil
+	case err != nil:
+		q.log.Warn("queue: skipping unreadable batch", "err", err)
+		return nil, nil, nil
+	}
+	if !slices.Contains(states, b.State()) {
+		var waits []Wait
+		if b.State() == Held && slices.Contains(states, Pending) || b.State() == Failed && slices.Contains(states, UpdateReporting) {
+			waits = append(waits, q.BatchStatusWait(b))
+		}
+		if passed != nil {
+			passed(b)
+		}
+		return nil, waits, nil
+	}
+	if b.Locked {
+		return nil, []Wait{{Path: q.batchPath(bid, "lock"), Present: true}}, nil
+	}
+	var waits []Wait
+	if ready != nil {
+		ok, w := ready(b, pre)
+		if waits = append(waits, w...); !ok {
+			return nil, waits, nil
+		}
+	}
+	st := b.Status
+	if to != "" && b.State() == Processing {
+		// The message of a batch that failed before it had jobs is kept
+		// for its report.
+		st = BatchStatus{Status: to, LastModified: q.stamp(), Message: b.Status.Message}
+	}
+	ops := []op{lockOp(q.batchPath(bid, "lock")), fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
+	if b.State() == Pending && !b.Acquired {
+		ops = append(ops, createRef(q.batchPath(bid, "states")))
+	}
+	err = q.commit(ctx, ops)
+	if errors.Is(err, ErrLocked) {
+		return nil, append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true}), nil
+	}
+	if errors.Is(err, ErrStale) {
+		return nil, waits, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	b.owner, b.Locked = true, true
+	b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
+	return b, nil, nil
 }
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,7 +152,7 @@ func TestMintWhoseReplyWasLostToARacer(t *testing.T) {
 	held := make(chan struct{})
 	// The queue logs each request before it sends it: A's minting multi is
 	// held in the paused proxy.
-	log := slog.New(onRequest(func(op string) {
+	log := slog.New(onLog(func(_, op string) {
 		if op == "multi" && armed.Load() {
 			once.Do(func() { proxy.Pause(); close(held) })
 		}
@@ -199,19 +200,137 @@ func TestMintWhoseReplyWasLostToARacer(t *testing.T) {
 	}
 }
 
-// onRequest is a slog handler that calls f with the op of each ZooKeeper
-// request a queue logs (at debug level, before sending it).
-type onRequest func(op string)
+// onLog is a slog handler that calls f with each record's message and
+// the op of a ZooKeeper request the queue logs (at debug level, before
+// sending it; "" in other records).
+type onLog func(msg, op string)
 
-func (f onRequest) Enabled(context.Context, slog.Level) bool { return true }
-func (f onRequest) WithAttrs([]slog.Attr) slog.Handler       { return f }
-func (f onRequest) WithGroup(string) slog.Handler            { return f }
-func (f onRequest) Handle(_ context.Context, r slog.Record) error {
+func (f onLog) Enabled(context.Context, slog.Level) bool { return true }
+func (f onLog) WithAttrs([]slog.Attr) slog.Handler       { return f }
+func (f onLog) WithGroup(string) slog.Handler            { return f }
+func (f onLog) Handle(_ context.Context, r slog.Record) error {
+	op := ""
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "op" {
-			f(a.Value.String())
+			op = a.Value.String()
 		}
 		return true
 	})
+	f(r.Message, op)
 	return nil
+}
+
+// Two reporters of one daemon (its batch workers share its session) look at
+// one batch at once: A locks it and moves it to Reporting, and B's multi,
+// sent after A's landed, is refused and its reply lost. The lock, this
+// session's, is A's. Before, B took it for its own: both held the batch,
+// and B announced a move to Reporting at a stamp ZooKeeper never had (seen
+// in TestZooKeeperRollingRestartAndLeaderKill: `Reporting:2`). Now B waits
+// for A's look to end, and reads the batch locked.
+func TestTwoReportersOfOneSessionLookAtOneBatch(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.twoDoneJobs()
+
+	proxy := zktest.ProxyToShared(t)
+	var multis atomic.Int32
+	aAtMulti, bAtMulti, bWaits, held := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var bWaitsOnce sync.Once
+	gotA, gotB := make(chan result[*queue.Batch], 1), make(chan result[*queue.Batch], 1)
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	log := slog.New(onLog(func(msg, op string) {
+		if strings.HasPrefix(msg, waitingForTurn) { // B's, A's look being under way
+			bWaitsOnce.Do(func() { close(bWaits) })
+		}
+		if op != "multi" {
+			return
+		}
+		switch multis.Add(1) {
+		case 1: // A's, sent once B has read the batch too (or waits for A, or gave it up)
+			close(aAtMulti)
+			select {
+			case <-bAtMulti:
+			case <-bWaits:
+			case <-bDone:
+			}
+		case 2: // B's, held in the paused proxy once A's has landed
+			close(bAtMulti)
+			<-aDone
+			proxy.Pause()
+			close(held)
+		}
+	}))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	r.ok(err)
+	acquire := func(got chan result[*queue.Batch], done chan struct{}) {
+		defer close(done)
+		b, _, err := q.AcquireCompletedBatch(ctx, nil, nil)
+		got <- result[*queue.Batch]{b, err}
+	}
+	go acquire(gotA, aDone)
+	<-aAtMulti
+	go acquire(gotB, bDone)
+	a := <-gotA
+	var rb result[*queue.Batch]
+	select {
+	case <-held:
+		reads, writes := q.Requests()
+		rb = resumeWhenSent(proxy, q, reads+writes+1, gotB)
+	case rb = <-gotB:
+	}
+	if a.err != nil || a.v == nil || rb.err != nil || rb.v != nil {
+		t.Fatalf("A acquired %s (%v), B %s (%v); want A the batch, B none", idOf(a.v), a.err, idOf(rb.v), rb.err)
+	}
+}
+
+// A daemon's intake looks for a Pending batch (all of them, as at its
+// start) while its reporter looks at a Processing one whose jobs are done,
+// named by the news of its last job's end. The intake's look passes it
+// over; the reporter's must still take it. With 1119's turns (bfa0362) the
+// reporter's look passed over a batch another look here was reading, with
+// nothing to watch, and the news was spent: the batch was not reported
+// until the rescan (TestAdminMovesRecordedOnce, cmd/ingestq/cli).
+func TestAReportLookWaitsForAnIntakeLookAtTheBatch(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	b, _, _ := r.twoDoneJobs()
+
+	reporterWaits, reporterDone := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	log := slog.New(onLog(func(msg, _ string) {
+		if strings.HasPrefix(msg, waitingForTurn) {
+			once.Do(func() { close(reporterWaits) })
+		}
+	}))
+	q, err := queue.New(zktest.Connect(t), r.root, queue.WithLogger(log))
+	r.ok(err)
+	got := make(chan result[*queue.Batch], 1)
+	_, _, err = q.AcquirePendingBatchOf(ctx, nil, nil, func(string) {
+		// The intake's look has read the batch (Processing), and is
+		// still under way: the reporter looks now.
+		go func() {
+			defer close(reporterDone)
+			rb, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+			got <- result[*queue.Batch]{rb, err}
+		}()
+		select {
+		case <-reporterWaits:
+		case <-reporterDone:
+		}
+	})
+	r.ok(err)
+	if rb := <-got; rb.err != nil || rb.v == nil || rb.v.ID != b.ID {
+		t.Fatalf("the reporter's look beside the intake's acquired %s (%v); want %s", idOf(rb.v), rb.err, b.ID)
+	}
+}
+
+// waitingForTurn begins the message a queue logs when one of its
+// acquisitions waits for another's look at a batch to end.
+const waitingForTurn = "queue: another acquisition here is looking at the batch"
+
+func idOf(b *queue.Batch) string {
+	if b == nil {
+		return "none"
+	}
+	return b.ID
 }

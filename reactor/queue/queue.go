@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -29,6 +30,10 @@ type Queue struct {
 	// their reads (TryAcquireJob), by id and status version: read before
 	// they are locked, until they change.
 	unreadable seen
+	// acquiringBatches are the batches an acquisition of this Queue is
+	// reading and locking, each with a channel closed when it is done
+	// (batchTurn).
+	acquiringBatches sync.Map
 	// nameWait is how long RegisterHost and AnnounceRoute wait for another
 	// session's node of their name to go (WithNameWait).
 	nameWait time.Duration
