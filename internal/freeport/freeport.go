@@ -7,17 +7,25 @@
 // (a client of another test's server) could take it, and the server then
 // fails with "address already in use". These ports come from below that
 // range instead, where only listeners that ask for one by number go, and a
-// port is not handed out twice by one process.
+// port is not handed out twice by one process, nor by two at once: each
+// port handed out stays reserved to its process (reserve) while the
+// process runs, so another (a second package's tests) cannot take it in
+// a moment it is not bound, before its server starts or while a test has
+// stopped the server to start it again.
 package freeport
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // floor is the lowest port handed out: above the well-known and the
@@ -30,6 +38,9 @@ const tries = 200
 var (
 	mu    sync.Mutex
 	given = map[int]bool{}
+	// The locks of the ports given, held until the process ends (an
+	// unreferenced os.File would be closed by the garbage collector).
+	reserved []io.Closer
 )
 
 // Port returns a loopback port free now, below the ephemeral range, that
@@ -43,16 +54,49 @@ func Port() (int, error) {
 		if given[p] {
 			continue
 		}
+		// Reserved before the check: the check's own bind must not touch a
+		// port whose server, another process's, is about to bind it again.
+		lock, ok := reserve(p)
+		if !ok {
+			continue // another process's
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
+			lock.Close()
 			continue // taken
 		}
 		l.Close()
 		given[p] = true
+		reserved = append(reserved, lock)
 		return p, nil
 	}
 	return 0, fmt.Errorf("freeport: no free port in %d tries between %d and %d", tries, floor, top)
 }
+
+// reserve takes the lock (a file's, in the temporary directory all of the
+// machine's test processes share) that reserves port p to this process
+// while it runs; ok is false when another process holds it. Where no lock
+// can be had (no writable directory, no flock), the lock does nothing and
+// the port is only checked free, as before.
+func reserve(p int) (lock io.Closer, ok bool) {
+	dir := filepath.Join(os.TempDir(), "ingestq-freeport")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return noLock{}, true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		return noLock{}, true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return noLock{}, !errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return f, true
+}
+
+type noLock struct{}
+
+func (noLock) Close() error { return nil }
 
 // Addr is Port as "127.0.0.1:port".
 func Addr() (string, error) {

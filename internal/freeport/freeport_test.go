@@ -26,3 +26,29 @@ func TestPortsAreDistinctFreeAndBelowTheEphemeralRange(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A port handed out stays reserved while nothing listens on it (a test's
+// server stopped, to be started again on it): a check that it is free
+// succeeds, another reservation of it (another process's: the lock is a
+// file's, and a second open of the file is refused as another process's
+// would be) does not. Before, only a bind checked a port, so two
+// processes (two packages' tests) could hand out one port, and a server
+// started again on it failed with "address already in use"
+// (TestReplayWaitsOutAClusterReforming in CI).
+func TestPortsStayReservedWhileNotListenedOn(t *testing.T) {
+	ports, err := Ports(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d, handed out and not listened on: %v", p, err)
+		}
+		l.Close()
+		if lock, ok := reserve(p); ok {
+			lock.Close()
+			t.Errorf("port %d, handed out, reserved again", p)
+		}
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +68,9 @@ func ClusterOptions(t testing.TB, n int) []*server.Options {
 	return opts
 }
 
-// Run runs a nats-server with opts, stopped when the test ends.
+// Run runs a nats-server with opts, stopped when the test ends. If it is not
+// ready, the test fails saying why: what the server logged while starting
+// (a listener's error, say), and where its start is stuck.
 func Run(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
 	what := strings.TrimSpace("nats-server " + opts.ServerName)
@@ -74,11 +78,14 @@ func Run(t testing.TB, opts *server.Options) *server.Server {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	log := newStartLog()
+	ns.SetLoggerV2(log, false, false, false)
 	go ns.Start()
-	if !ns.ReadyForConnections(readyTimeout) {
+	if err := waitReady(ns, log); err != nil {
 		ns.Shutdown()
-		t.Fatalf("%s not ready after %v", what, readyTimeout)
+		t.Fatalf("%s %v; it logged:\n%s", what, err, log)
 	}
+	ns.SetLoggerV2(nil, false, false, false) // started: the test's own logger, if any, from here
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
 }
@@ -86,6 +93,79 @@ func Run(t testing.TB, opts *server.Options) *server.Server {
 // readyTimeout bounds a server's start (a few milliseconds; more under
 // -race and a loaded machine).
 const readyTimeout = 30 * time.Second
+
+// waitReady waits until ns listens, or it gives up starting (a fatal error:
+// a port taken, a store it cannot open), or readyTimeout has passed; then
+// it says where Start is stuck.
+func waitReady(ns *server.Server, log *startLog) error {
+	deadline := time.Now().Add(readyTimeout)
+	for !ns.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-log.fatal:
+			return fmt.Errorf("failed to start: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %v; its start is at:\n%s", readyTimeout, startStacks())
+		}
+	}
+	return nil
+}
+
+// startStacks are the stacks of the goroutines in nats-server's Start.
+func startStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "/server.(*Server).Start(") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// startLog keeps what a starting nats-server logs (no debug or trace), each
+// line with the time since its start, and hands a fatal error, after which
+// it will not become ready, to fatal.
+type startLog struct {
+	start time.Time
+	fatal chan string
+	mu    sync.Mutex
+	lines []string
+}
+
+func newStartLog() *startLog {
+	return &startLog{start: time.Now(), fatal: make(chan string, 1)}
+}
+
+func (l *startLog) add(level, format string, v []any) string {
+	msg := fmt.Sprintf(format, v...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("%8.3fs [%s] %s", time.Since(l.start).Seconds(), level, msg))
+	return msg
+}
+
+func (l *startLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *startLog) Noticef(format string, v ...any) { l.add("INF", format, v) }
+func (l *startLog) Warnf(format string, v ...any)   { l.add("WRN", format, v) }
+func (l *startLog) Errorf(format string, v ...any)  { l.add("ERR", format, v) }
+func (l *startLog) Debugf(format string, v ...any)  {}
+func (l *startLog) Tracef(format string, v ...any)  {}
+
+func (l *startLog) Fatalf(format string, v ...any) {
+	msg := l.add("FTL", format, v)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+}
 
 // waitJetStream waits until the cluster's JetStream answers (it has elected
 // a meta leader: 0.1 s to 9 s), so that a daemon joining it can make its
