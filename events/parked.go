@@ -59,20 +59,23 @@ type parking struct {
 	bytes  int
 	n      atomic.Int64 // len(events), read without the lock
 	full   bool         // the cap was said since the set was last emptied
-	resent bool         // their resend was said since the last park: a drain of many turns says it once
+	// The hold was said since the resend was last said: the two lines take
+	// turns, so a drain of many turns says the resend once, and a park after
+	// it (a copy sent again, unanswered) says the hold again first.
+	heldSaid bool
 }
 
 // parked is what parking.add did with an event.
 type parked struct {
 	held         bool   // held, in the place of a superseded progress event of its job if there was one
 	superseded   string // the ID of a progress event left out for a later one of its job: the one given, or the one it replaced
-	first        bool   // held, the first since the set was last emptied
-	firstRefused bool   // refused past the cap, the first refusal since then
+	sayHeld      bool   // held, the first since the resend was last said (or ever)
+	firstRefused bool   // refused past the cap, the first refusal since the set was last emptied
 }
 
 // add holds e unless its bytes would pass max, or it is a progress event
 // of a job whose later one is held. It says what it did, and when to say
-// so (the caller says the first park and the first refusal once each).
+// so (the caller says the hold and the first refusal once each).
 func (p *parking) add(e parkedEvent, max int) parked {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -85,8 +88,9 @@ func (p *parking) add(e parkedEvent, max int) parked {
 		p.full = true
 		return parked{firstRefused: firstRefused}
 	}
-	p.resent = false
-	return parked{held: true, superseded: superseded, first: len(p.events) == 1}
+	say := !p.heldSaid
+	p.heldSaid = true
+	return parked{held: true, superseded: superseded, sayHeld: say}
 }
 
 // holdLocked holds e within max bytes, as add says. A progress event of a
@@ -131,12 +135,12 @@ func (p *parking) holdLocked(e parkedEvent, max int) (held bool, superseded stri
 func isProgress(subject string) bool { return strings.HasPrefix(subject, progressSubjectPrefix) }
 
 // sayResent tells whether the resend of the events held is to be said: the
-// first turn since the last park.
+// first turn since the hold was said.
 func (p *parking) sayResent() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	say := !p.resent
-	p.resent = true
+	say := p.heldSaid
+	p.heldSaid = false
 	return say
 }
 
@@ -229,7 +233,7 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 	b.failing.Delete(id)
 	b.acked(id)
 	b.keptWriteSoon()
-	if r.first {
+	if r.sayHeld {
 		b.log.Warn(fmt.Sprintf("events: the stream has not acknowledged events sent again for %v (%s); holding them "+
 			"until it takes events again (%s)", b.cfg.resendFor, b.unacked(), b.keptWhere()))
 	}
@@ -280,8 +284,10 @@ func (b *Bus) probeParked() {
 // sendParked sends again the parked events, at most parkedPerTurn less
 // what is on its way; on the publisher goroutine. One that fails again is
 // parked again at once (its first failure is kept), for the next turn. The
-// first turn since the last park says so; the others, started by the
-// answers to the turn before, do not.
+// first turn since the hold was said says the resend; the others, started
+// by the answers to the turn before, do not. A copy unanswered in its ack
+// timeout is the stream taking no events again: its park says the hold
+// again, so each "takes events again" said follows a hold said.
 func (b *Bus) sendParked() {
 	room := parkedPerTurn - b.flying.len()
 	if room <= 0 {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,26 @@ func waitParkedOrLost(t *testing.T, bus *Bus, n int) Stats {
 		return s.Parked+int(s.Lost+s.Superseded) == n
 	})
 	return bus.Stats()
+}
+
+// The lines that say the events held and sent again.
+const (
+	heldLine   = "holding them until it takes events again"
+	resentLine = "events: the stream takes events again; sent again events held until it did"
+)
+
+// resentOncePerHold waits until the resend of the events held is said once
+// for each time their hold is, and returns how many times: the two lines
+// take turns, so a drain of many turns says the resend once, and a copy
+// sent again and held again (unanswered within its ack timeout) says the
+// hold, then the resend, again. A turn's line follows its sends, whose
+// answers may come first.
+func resentOncePerHold(t *testing.T, logs *logRecorder) int {
+	t.Helper()
+	waitFor(t, "as many lines saying the held events were sent again as saying they were held", func() bool {
+		return logs.count(slog.LevelInfo, resentLine) == logs.containing(heldLine)
+	})
+	return logs.containing(heldLine)
 }
 
 // parkedCopy is e as the bus parks it, its first failure at first.
@@ -113,7 +134,7 @@ func TestParkedEventsAreSentWhenTheStreamAnswersAgain(t *testing.T) {
 	for _, w := range waiters {
 		receive(t, w, "the waiter of a parked event")
 	}
-	if n := logs.containing("holding them until it takes events again"); n != 1 {
+	if n := logs.containing(heldLine); n != 1 {
 		t.Errorf("%d lines saying events are held, want 1", n)
 	}
 
@@ -125,9 +146,7 @@ func TestParkedEventsAreSentWhenTheStreamAnswersAgain(t *testing.T) {
 	if s := bus.Stats(); s.Published+s.Kept+s.Lost != 4 || s.Parked != 0 || s.Waiting != 0 {
 		t.Errorf("once the stream is back: %+v, want the 4 events given published, none parked or waiting", s)
 	}
-	if n := logs.count(slog.LevelInfo, "events: the stream takes events again; sent again events held until it did"); n != 1 {
-		t.Errorf("%d lines saying the held events were sent again, want 1", n)
-	}
+	resentOncePerHold(t, logs)
 	if n := streamHolds(t, bus); n != 5 {
 		t.Errorf("the stream holds %d messages, want 5 (move-Downloading twice)", n)
 	}
@@ -261,7 +280,7 @@ func TestMemberCutOffPastResendForRecordsItsMovesWhenTheQuorumReturns(t *testing
 	if s := c.Stats(); s.Lost != 0 || s.Parked != 0 || s.Waiting != 0 {
 		t.Errorf("c once the quorum is back: %+v, want every move published, none lost or waiting", s)
 	}
-	if rec.count(slog.LevelInfo, "events: the stream takes events again; sent again events held until it did") == 0 {
+	if rec.count(slog.LevelInfo, resentLine) == 0 {
 		t.Error("c did not say it sent its held events again")
 	}
 	// The stream's count, not a replay: a replay's consumer just after the
@@ -271,28 +290,71 @@ func TestMemberCutOffPastResendForRecordsItsMovesWhenTheQuorumReturns(t *testing
 	}
 }
 
-// More events held than one turn sends (parkedPerTurn) go in several
-// turns once the stream is back, and their resend is said once. Before, each
-// turn said it, one line for each answer that let a few more go: with
-// 268,000 held, thousands of lines.
-func TestManyParkedEventsSentAgainAreSaidOnce(t *testing.T) {
-	t.Parallel()
-	// A probe of the silenced stream holds the publisher up to askTimeout:
-	// one every 100 ms held it nearly always, and in a busy run the resends
-	// still queued after the first park crawled to theirs, one a probe.
-	bus, logs := openBus(t, parkingConfig(t.TempDir(), askTimeout+time.Second))
-	_, back := silenceStreamUntil(t, bus)
-	const n = parkedPerTurn + 200
+// heldPastOneTurn has a bus hold more events than one turn sends again
+// (parkedPerTurn), its stream silent, and returns how many and what brings
+// the stream back. Its probe comes every askTimeout + 1 s: one of the
+// silent stream holds the publisher up to askTimeout, and one every 100 ms
+// held it nearly always, the resends still queued after the first park
+// crawling to theirs, one a probe, in a busy run (decision 1055).
+func heldPastOneTurn(t *testing.T) (bus *Bus, logs *logRecorder, n int, back func()) {
+	t.Helper()
+	bus, logs = openBus(t, parkingConfig(t.TempDir(), askTimeout+time.Second))
+	_, back = silenceStreamUntil(t, bus)
+	n = parkedPerTurn + 200
 	for i := range n {
 		bus.Publish(Event{Kind: KindJob, BatchID: "bid-1", JobID: fmt.Sprintf("jid-%d", i), To: "Downloading"})
 	}
 	if s := waitParkedOrLost(t, bus, n); s.Lost != 0 {
 		t.Fatalf("past resendFor: %+v, want %d parked, none lost", s, n)
 	}
+	return bus, logs, n, back
+}
+
+// More events held than one turn sends (parkedPerTurn) go in several
+// turns once the stream is back, and their resend is said once. Before, each
+// turn said it, one line for each answer that let a few more go: with
+// 268,000 held, thousands of lines. Under load a copy may go unanswered
+// within the 300 ms ack timeout and be held again: that says the hold and
+// the resend once more each; a turn alone says nothing.
+func TestManyParkedEventsSentAgainAreSaidOnce(t *testing.T) {
+	t.Parallel()
+	bus, logs, n, back := heldPastOneTurn(t)
 	back()
-	waitFor(t, "the parked events stored", func() bool { return bus.Stats().Published == n })
-	if got := logs.count(slog.LevelInfo, "events: the stream takes events again; sent again events held until it did"); got != 1 {
-		t.Errorf("%d lines saying the held events were sent again, want 1", got)
+	waitFor(t, "the parked events stored", func() bool { return bus.Stats().Published == uint64(n) })
+	if held := resentOncePerHold(t, logs); held > 1 {
+		t.Logf("copies sent again went unanswered within the ack timeout: held again %d times", held-1)
+	}
+	first := logs.attrs(resentLine)
+	if still, _ := strconv.Atoi(first["still_held"]); first["events"] != strconv.Itoa(parkedPerTurn) || still < n-parkedPerTurn {
+		t.Errorf("the first turn said %v, want %d events sent and at least %d still held: several turns", first,
+			parkedPerTurn, n-parkedPerTurn)
+	}
+}
+
+// Held events sent again to a stream that takes them no more (an answer to
+// one publish started the turn, then the stream stopped again) are held
+// again, and that is said before their next resend is: the hold and the
+// resend take turns. Before, a copy held again while more were held said
+// nothing, and the next turn said "the stream takes events again" a second
+// time, a recovery with no outage said before it (decisions 1062, 1120).
+func TestHeldEventsHeldAgainAreSaidBeforeTheirNextResend(t *testing.T) {
+	t.Parallel()
+	// A turn leaves some held, so the set is not empty when its copies come back.
+	bus, logs, n, back := heldPastOneTurn(t)
+	bus.unparkSoon() // as an acknowledgement does: one turn, to the still silent stream
+	waitFor(t, "the turn's unanswered copies held again", func() bool {
+		return logs.count(slog.LevelInfo, resentLine) == 1 && bus.Stats().Parked == n
+	})
+	if got := logs.containing(heldLine); got != 2 {
+		t.Fatalf("%d lines saying the events are held, once sent again and held again, want 2", got)
+	}
+
+	back()
+	receive(t, bus.PublishAcked(Event{Kind: KindJob, ID: "move-later", BatchID: "bid-1", JobID: "jid-later", To: "Downloading"}),
+		"the acknowledgement of a move published once the stream is back")
+	waitFor(t, "the held events stored", func() bool { return bus.Stats().Published == uint64(n+1) })
+	if held := resentOncePerHold(t, logs); held < 2 {
+		t.Errorf("%d lines saying the events are held, want 2 or more", held)
 	}
 }
 
@@ -542,6 +604,48 @@ func TestParkingHoldsTheLaterProgressOfAJob(t *testing.T) {
 	if superseded := p.putBack(taken); !slices.Equal(superseded, []string{"progress-1-07"}) || p.len() != 2 {
 		t.Errorf("put back under a later progress of jid-1: superseded %v, %d held, want progress-1-07 superseded, 2 held",
 			superseded, p.len())
+	}
+}
+
+// The hold is said at the first park since the resend was said (or ever),
+// the resend at the first turn since the hold was said: once each an
+// episode, in turns. Before, a job's progress event taking the place of the
+// one event held said the hold again (the hold went by the set holding
+// one), and a park while others were held said no hold, yet had the next
+// turn say the resend again.
+func TestParkingSaysTheHoldAndTheResendInTurns(t *testing.T) {
+	t.Parallel()
+	var p parking
+	sayHeld := func(e Event) bool {
+		t.Helper()
+		r := p.add(parkedCopy(t, e, time.Now()), keptMaxBytes)
+		if !r.held {
+			t.Fatalf("%s: %+v, want held", e.ID, r)
+		}
+		return r.sayHeld
+	}
+	if !sayHeld(progressEvent(1, 5)) {
+		t.Error("the first park: the hold not said")
+	}
+	if sayHeld(progressEvent(1, 7)) {
+		t.Error("a later progress event of the one job held, in its place: the hold said again")
+	}
+	if sayHeld(jobMove(2, "Processing", 6)) || sayHeld(jobMove(3, "Processing", 8)) {
+		t.Error("more events held: the hold said again")
+	}
+	p.take(1)
+	if !p.sayResent() {
+		t.Error("the first turn: the resend not said")
+	}
+	p.take(1)
+	if p.sayResent() {
+		t.Error("the next turn of the same resend: said again")
+	}
+	if !sayHeld(progressEvent(1, 7)) { // taken, unanswered, held again while move-3 is held
+		t.Error("held again after the resend was said, another held: the hold not said")
+	}
+	if !p.sayResent() {
+		t.Error("the turn after the hold said again: the resend not said")
 	}
 }
 
