@@ -604,13 +604,52 @@ func TestLookupsWhileRoutesChange(t *testing.T) {
 	t.Parallel()
 	ms := openCluster(t, "a", "b", "c")
 	a, b, c := ms[0], ms[1], ms[2]
+	lookUpWhile(t, a, ms, func() {
+		for i := range 6 {
+			// a drops c's route and takes it back; each is a ReloadOptions.
+			routes := []string{b.route, c.route}[:1+i%2]
+			a.SetRoutes(routes)
+			waitFor(t, fmt.Sprintf("a routed to %v", routes), func() bool {
+				a.emb.mu.Lock()
+				defer a.emb.mu.Unlock()
+				return slices.Equal(a.emb.routes, sortedRoutes(routes))
+			})
+		}
+	})
+}
+
+// Lookups while the embedded server's options are reloaded, many times: each
+// reload rewrites the service imports a JetStream API request reads as it
+// enters (nats-server 2.15.2, decision 1121), and Bus.reloading keeps the
+// two apart: without it -race reported the crossing in 6 of 6 runs.
+func TestLookupsWhileReloading(t *testing.T) {
+	t.Parallel()
+	ms := openCluster(t, "a", "b", "c")
+	a := ms[0]
+	routes := sortedRoutes(routesOf(others(ms, a)))
+	lookUpWhile(t, a, slices.Repeat([]*member{a}, 8), func() {
+		for range 1000 {
+			if err := a.reload(routes); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// lookUpWhile publishes an event by a, has each of lookers look it up
+// (Recorded) over and over while change runs, and waits until they have
+// found it 30 times.
+func lookUpWhile(t *testing.T, a *member, lookers []*member, change func()) {
+	t.Helper()
 	e := Event{ID: "jid1.pending.1.0", Kind: KindJob, BatchID: "bid1", JobID: "jid1", To: "Pending"}
 	a.Publish(e)
 	flush(t, a.Bus)
 	done := make(chan struct{})
 	var looked atomic.Int64
 	var wg sync.WaitGroup
-	for _, m := range ms {
+	defer wg.Wait() // before the members close, also after a Fatal
+	defer close(done)
+	for _, m := range lookers {
 		wg.Go(func() {
 			for {
 				select {
@@ -627,17 +666,6 @@ func TestLookupsWhileRoutesChange(t *testing.T) {
 			}
 		})
 	}
-	for i := range 6 {
-		// a drops c's route and takes it back; each is a ReloadOptions.
-		routes := []string{b.route, c.route}[:1+i%2]
-		a.SetRoutes(routes)
-		waitFor(t, fmt.Sprintf("a routed to %v", routes), func() bool {
-			a.emb.mu.Lock()
-			defer a.emb.mu.Unlock()
-			return slices.Equal(a.emb.routes, sortedRoutes(routes))
-		})
-	}
+	change()
 	waitFor(t, "lookups answered", func() bool { return looked.Load() >= 30 })
-	close(done)
-	wg.Wait()
 }

@@ -287,3 +287,54 @@ func TestProvisionWaitsForRoom(t *testing.T) {
 		t.Errorf("Space asked about %v, want the working folder", d)
 	}
 }
+
+// A job waiting for room is tested again every --provision-wait, and the
+// numbers of its message (MiB free, percent full) move with every download
+// of the daemon: its status says them at each test, its events say the
+// wait once while one limit holds it back. Before, each test whose numbers
+// had moved was one more progress event: 120 an hour a waiting job, and a
+// big batch's thousand jobs waiting for room filled the stream with them.
+func TestAWaitForRoomIsOneEvent(t *testing.T) {
+	t.Parallel()
+	var (
+		full   atomic.Bool
+		tests  atomic.Int32
+		thrice = make(chan struct{})
+		once   sync.Once
+	)
+	full.Store(true)
+	r := newRig(t, nil, func(hc *handlers.Config, _ *reactor.Config) {
+		hc.MaxFill = handlers.Defaults.MaxFill
+		hc.Space = func(string) (free, total uint64, err error) {
+			if !full.Load() {
+				return 99 << 30, 100 << 30, nil
+			}
+			n := tests.Add(1)
+			if n >= 3 {
+				once.Do(func() { close(thrice) })
+			}
+			return uint64(n) << 20, 100 << 20, nil // short of the margin, a MiB more free at each test
+		}
+	})
+	b := r.submit(r.content.put("/wait.txt", []byte("waits for room\n")))
+	select {
+	case <-thrice:
+	case <-time.After(5 * time.Minute): // only stops a hung test
+		r.dump()
+		t.Fatal("Space was not asked three times")
+	}
+	full.Store(false)
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s: %s", b.State(), b.Status.Message)
+	}
+	var waits []string
+	for _, e := range r.jobEvents(r.jobsOf(b.ID)["file"].ID) {
+		if e.Kind == events.KindProgress && e.Attrs["waiting"] == true {
+			waits = append(waits, e.To+": "+e.Message)
+		}
+	}
+	if len(waits) != 1 || !strings.HasPrefix(waits[0], "Provisioning: waiting for room: ") {
+		t.Errorf("the job's waits for room heard as %d progress events over %d tests of a full disk: %q; want one, in Provisioning",
+			len(waits), tests.Load(), waits)
+	}
+}

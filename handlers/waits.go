@@ -154,16 +154,20 @@ func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queu
 // not nil, is written with it: a wait every daemon honours (reactor). Each
 // message written is the job's progress event too, so that a depositor
 // following the job's events hears why it stands still (an hour, for a
-// busy server) without reading its status.
+// busy server) without reading its status; but a wait for room's numbers
+// move with every download of the daemon, so its message is written at
+// nearly every test (--provision-wait), and its event is said again only
+// when the limit holding the job back changes.
 func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string, deferred *queue.Deferral) {
-	if s.Job.Status.Message == queue.KeepNote(msg, s.Job.Status.Message) && deferred == nil {
+	was := s.Job.Status.Message
+	if was == queue.KeepNote(msg, was) && deferred == nil {
 		return
 	}
 	if err := s.Checkpoint(ctx, "why it waits", queue.JobChange{Message: msg, Deferred: deferred}); err != nil {
 		p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		return
 	}
-	if p.cfg.Bus == nil {
+	if p.cfg.Bus == nil || deferred == nil && RoomLimit(was) != "" && RoomLimit(was) == RoomLimit(msg) {
 		return
 	}
 	attrs := map[string]any{"waiting": true}

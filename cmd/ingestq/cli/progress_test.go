@@ -37,8 +37,9 @@ func TestProgressText(t *testing.T) {
 	}
 }
 
-// The tally measures the rate over the time bytes kept coming, knows the
-// total once every job has a size, and keeps a requeued job's last state.
+// The tally measures the rate over the time bytes kept coming (a waiting
+// job's progress event, without bytes, starts no clock), knows the total
+// once every job has a size, and keeps a requeued job's last state.
 func TestTallyProgress(t *testing.T) {
 	tl := newTally()
 	tl.total = 2
@@ -46,13 +47,15 @@ func TestTallyProgress(t *testing.T) {
 	ev := func(kind, jid, to string, attrs map[string]any) events.Event {
 		return events.Event{Kind: kind, JobID: jid, To: to, Attrs: attrs}
 	}
-	tl.sawEvent(ev(events.KindJob, "jid1", "Provisioning", map[string]any{"space_needed": 4096.0}), t0)
+	tl.sawEvent(ev(events.KindJob, "jid1", "Provisioning", map[string]any{"space_needed": 4096.0}), t0.Add(-time.Hour))
+	// An hour's wait for room before the download is no download time.
+	tl.sawEvent(ev(events.KindProgress, "jid1", "Provisioning", map[string]any{"waiting": true}), t0.Add(-time.Hour))
 	tl.sawEvent(ev(events.KindProgress, "jid1", "Downloading", map[string]any{"bytes_done": 1024.0}), t0)
 	tl.sawEvent(ev(events.KindProgress, "jid1", "Downloading", map[string]any{"bytes_done": 3072.0}), t0.Add(2*time.Second))
 	tl.sawEvent(ev(events.KindProgress, "jid1", "Downloading", map[string]any{"bytes_done": 3072.0}), t0.Add(9*time.Second))
 	n := tl.progress()
 	if n.bytes != 3072 || n.rate != 1024 || n.bytesTotal != 0 {
-		t.Fatalf("%+v: want 3072 bytes at 1024 B/s (the idle 7 s do not count), no total while jid2's size is unknown", n)
+		t.Fatalf("%+v: want 3072 bytes at 1024 B/s (the idle 7 s and the wait before do not count), no total while jid2's size is unknown", n)
 	}
 	tl.sawEvent(ev(events.KindProgress, "jid2", "Downloading", map[string]any{"bytes_done": 0.0, "bytes_total": 2048.0}), t0.Add(10*time.Second))
 	if n = tl.progress(); n.bytesTotal != 6144 {

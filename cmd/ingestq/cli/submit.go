@@ -284,9 +284,11 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	if n, ok := ev.Attrs["bytes_total"].(float64); ok && n > 0 {
 		t.estimate[ev.JobID] = int64(n)
 	}
-	if n, ok := ev.Attrs["bytes_done"].(float64); ok {
-		t.bytes[ev.JobID] = int64(n)
+	n, ok := ev.Attrs["bytes_done"].(float64)
+	if !ok {
+		return // a wait's progress event (attrs.waiting): no download has begun, the rate's clock neither
 	}
+	t.bytes[ev.JobID] = int64(n)
 	switch all := t.downloaded(); {
 	case t.firstAt.IsZero():
 		t.firstAt, t.firstBytes, t.lastAt, t.lastBytes = now, all, now, all
