@@ -216,7 +216,7 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	if err != nil {
 		return nil, err
 	}
-	view.version, view.owner, view.Locked = view.version+1, true, true
+	view.version, view.owner, view.Locked, view.lockMade = view.version+1, true, true, 0 // a new lock
 	return view, nil
 }
 
@@ -237,7 +237,7 @@ func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 
 // UnlockJob releases a lock this session took.
 func (q *Queue) UnlockJob(ctx context.Context, j *Job) error {
-	if err := q.unlockHeld(ctx, "job", j.ID, q.jobPath(j.ID, "lock"), j.owner); err != nil {
+	if err := q.unlockHeld(ctx, "job", j.ID, q.jobPath(j.ID, "lock"), j.owner, &j.lockMade); err != nil {
 		return err
 	}
 	j.owner, j.Locked = false, false

@@ -583,6 +583,9 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 }
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
+// It takes no turn (batchTurn) and reads no lock first: run it on a session
+// no batch worker uses (decision 226): else, a reply lost, the admin or the
+// worker takes the other's lock for its own (applied knows the session).
 func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 	b, err := lockToLoad(ctx, q, "batch", bid, q.batchPath(bid, "lock"), q.LoadBatch)
 	if err != nil {
@@ -595,7 +598,7 @@ func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 // UnlockBatch releases a lock this session took. A stale view releases
 // nothing but the session's own lock node.
 func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
-	if err := q.unlockHeld(ctx, "batch", b.ID, q.batchPath(b.ID, "lock"), b.owner); err != nil {
+	if err := q.unlockHeld(ctx, "batch", b.ID, q.batchPath(b.ID, "lock"), b.owner, &b.lockMade); err != nil {
 		return err
 	}
 	b.owner, b.Locked = false, false

@@ -334,3 +334,43 @@ func idOf(b *queue.Batch) string {
 	}
 	return b.ID
 }
+
+// A batch's unlock whose reply was lost is tried again (the reactor's
+// retry) after another worker of the daemon, on the same session, took the
+// batch: the lock there is the session's, but not the one the first worker
+// held. Before, the second try deleted it, and the batch, its reporter at
+// work, was free for any look to take and report again.
+func TestBatchUnlockTriedAgainLeavesAnotherWorkersLock(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	b, _, _ := r.twoDoneJobs()
+
+	proxy := zktest.ProxyToShared(t)
+	var armed atomic.Bool
+	log := slog.New(onLog(func(_, op string) {
+		if op == "delete" && armed.CompareAndSwap(true, false) {
+			proxy.Pause() // the unlock's delete is held: its reply comes too late
+		}
+	}))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	r.ok(err)
+	first, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+	if err != nil || first == nil {
+		t.Fatalf("the first worker acquired %s (%v); want %s", idOf(first), err, b.ID)
+	}
+	armed.Store(true)
+	err = q.UnlockBatch(ctx, first)
+	proxy.Resume() // the delete lands; the session's next requests follow it
+	if !queue.Transient(err) {
+		t.Fatalf("an unlock whose reply was lost: %v; want a transient error, for the caller to try again", err)
+	}
+	second, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+	if err != nil || second == nil {
+		t.Fatalf("the second worker acquired %s (%v); want %s", idOf(second), err, b.ID)
+	}
+	r.ok(q.UnlockBatch(ctx, first)) // the first worker's try again
+	if after, err := r.q.LoadBatch(ctx, b.ID); err != nil || !after.Locked {
+		t.Fatalf("after the first worker's unlock was tried again, the batch the second holds is locked: %v (%v); want true, its lock left", after != nil && after.Locked, err)
+	}
+	r.ok(q.UnlockBatch(ctx, second))
+}

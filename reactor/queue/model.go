@@ -199,6 +199,9 @@ type Job struct {
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
 	version int32  // version of the status node this view was read at
 	owner   bool   // this Queue's session took the lock
+	// lockMade is the zxid of the lock's creation, learnt by the first
+	// try of its unlock (releaseMade).
+	lockMade int64
 }
 
 // State is the job's current status.
@@ -246,8 +249,9 @@ type Batch struct {
 	// (a batch whose jobs another library made).
 	JobCount int
 
-	version int32
-	owner   bool
+	version  int32
+	owner    bool
+	lockMade int64 // as Job's
 }
 
 // State is the batch's current status.

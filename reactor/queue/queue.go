@@ -227,9 +227,24 @@ func (q *Queue) releaseOwnLock(ctx context.Context, p string) error {
 
 // releaseOwn is releaseOwnLock, telling whether it deleted the lock.
 func (q *Queue) releaseOwn(ctx context.Context, p string) (bool, error) {
+	return q.releaseMade(ctx, p, nil)
+}
+
+// releaseMade is releaseOwn of the one lock a holder took: made (nil:
+// any of this session's) keeps that lock's creation (its zxid), learnt at
+// the first try. A try after one whose delete landed but whose reply was
+// lost finds there a lock another acquisition of this session took since,
+// as much this session's: it leaves it.
+func (q *Queue) releaseMade(ctx context.Context, p string, made *int64) (bool, error) {
 	ok, st, err := q.zk.exists(ctx, p)
 	if err != nil || !ok || !q.zk.owns(st) {
 		return false, err
+	}
+	if made != nil {
+		if *made != 0 && *made != st.Czxid {
+			return false, nil
+		}
+		*made = st.Czxid
 	}
 	if err := q.zk.delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
@@ -260,12 +275,13 @@ func lockToLoad[T any](ctx context.Context, q *Queue, kind, id, p string, load f
 }
 
 // unlockHeld releases the lock at p of the kind id, which this session
-// must hold (owner).
-func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool) error {
+// must hold (owner), the one made names (releaseMade).
+func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool, made *int64) error {
 	if !owner {
 		return fmt.Errorf("%s %s: this session does not hold its lock", kind, id)
 	}
-	return q.releaseOwnLock(ctx, p)
+	_, err := q.releaseMade(ctx, p, made)
+	return err
 }
 
 // Now is the queue's clock (last_modified stamps use it).
