@@ -63,6 +63,10 @@ type parking struct {
 	// turns, so a drain of many turns says the resend once, and a park after
 	// it (a copy sent again, unanswered) says the hold again first.
 	heldSaid bool
+	// A turn is sending (takeTurn to turnEnded), and an event was held
+	// meanwhile: its hold is said at the turn's end, after the turn's
+	// resend, which would otherwise take it for its own.
+	turning, heldInTurn bool
 }
 
 // parked is what parking.add did with an event.
@@ -87,6 +91,10 @@ func (p *parking) add(e parkedEvent, max int) parked {
 		firstRefused := !p.full
 		p.full = true
 		return parked{firstRefused: firstRefused}
+	}
+	if p.turning {
+		p.heldInTurn = true
+		return parked{held: true, superseded: superseded}
 	}
 	say := !p.heldSaid
 	p.heldSaid = true
@@ -134,14 +142,32 @@ func (p *parking) holdLocked(e parkedEvent, max int) (held bool, superseded stri
 // isProgress tells whether subject is a job's progress subject.
 func isProgress(subject string) bool { return strings.HasPrefix(subject, progressSubjectPrefix) }
 
-// sayResent tells whether the resend of the events held is to be said: the
-// first turn since the hold was said.
-func (p *parking) sayResent() bool {
+// takeTurn takes the first n events held, for a turn that sends them again
+// and then calls turnEnded.
+func (p *parking) takeTurn(n int) []parkedEvent {
+	es := p.take(n)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	say := p.heldSaid
-	p.heldSaid = false
-	return say
+	p.turning = true
+	return es
+}
+
+// turnEnded tells whether the resend of the events held is to be said (the
+// first turn that sent any since the hold was said), and then whether the
+// hold is (an event held during the turn, none said since the resend).
+func (p *parking) turnEnded(sent bool) (sayResent, sayHeld bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sayResent = sent && p.heldSaid
+	if sayResent {
+		p.heldSaid = false
+	}
+	sayHeld = p.heldInTurn && !p.heldSaid
+	if p.heldInTurn {
+		p.heldSaid = true
+	}
+	p.turning, p.heldInTurn = false, false
+	return sayResent, sayHeld
 }
 
 // putBack holds again events taken and not sent, whatever the cap: they
@@ -234,10 +260,15 @@ func (b *Bus) park(m *nats.Msg, id string) bool {
 	b.acked(id)
 	b.keptWriteSoon()
 	if r.sayHeld {
-		b.log.Warn(fmt.Sprintf("events: the stream has not acknowledged events sent again for %v (%s); holding them "+
-			"until it takes events again (%s)", b.cfg.resendFor, b.unacked(), b.keptWhere()))
+		b.sayHeld()
 	}
 	return true
+}
+
+// sayHeld says that events are held.
+func (b *Bus) sayHeld() {
+	b.log.Warn(fmt.Sprintf("events: the stream has not acknowledged events sent again for %v (%s); holding them "+
+		"until it takes events again (%s)", b.cfg.resendFor, b.unacked(), b.keptWhere()))
 }
 
 // keptWhere says where the events held are kept for the next start.
@@ -287,13 +318,14 @@ func (b *Bus) probeParked() {
 // first turn since the hold was said says the resend; the others, started
 // by the answers to the turn before, do not. A copy unanswered in its ack
 // timeout is the stream taking no events again: its park says the hold
-// again, so each "takes events again" said follows a hold said.
+// again, so each "takes events again" said follows a hold said; one parked
+// while the turn sends is said after the turn's resend.
 func (b *Bus) sendParked() {
 	room := parkedPerTurn - b.flying.len()
 	if room <= 0 {
 		return // the answers of those on their way start the next turn
 	}
-	es := b.parked.take(room)
+	es := b.parked.takeTurn(room)
 	sent := 0
 	for i, e := range es {
 		b.failing.Store(e.m.id, &resend{first: e.first})
@@ -305,9 +337,13 @@ func (b *Bus) sendParked() {
 		}
 		sent++
 	}
-	if sent > 0 && b.parked.sayResent() {
+	sayResent, sayHeld := b.parked.turnEnded(sent > 0)
+	if sayResent {
 		b.log.Info("events: the stream takes events again; sent again events held until it did",
 			"events", sent, "still_held", b.parked.len())
+	}
+	if sayHeld {
+		b.sayHeld()
 	}
 }
 

@@ -633,19 +633,49 @@ func TestParkingSaysTheHoldAndTheResendInTurns(t *testing.T) {
 	if sayHeld(jobMove(2, "Processing", 6)) || sayHeld(jobMove(3, "Processing", 8)) {
 		t.Error("more events held: the hold said again")
 	}
-	p.take(1)
-	if !p.sayResent() {
+	turn := func(sent bool) (sayResent, sayHeld bool) {
+		if sent {
+			p.takeTurn(1)
+		} else {
+			p.putBack(p.takeTurn(1)) // its first send stalled: all put back
+		}
+		return p.turnEnded(sent)
+	}
+	if said, _ := turn(false); said {
+		t.Error("a turn that sent none (its first send stalled): the resend said")
+	}
+	if said, _ := turn(true); !said {
 		t.Error("the first turn: the resend not said")
 	}
-	p.take(1)
-	if p.sayResent() {
+	if said, _ := turn(true); said {
 		t.Error("the next turn of the same resend: said again")
 	}
-	if !sayHeld(progressEvent(1, 7)) { // taken, unanswered, held again while move-3 is held
+	if !sayHeld(jobMove(3, "Processing", 8)) { // taken, unanswered, held again while progress-1-07 is held
 		t.Error("held again after the resend was said, another held: the hold not said")
 	}
-	if !p.sayResent() {
-		t.Error("the turn after the hold said again: the resend not said")
+	if said, held := turn(true); !said || held {
+		t.Errorf("the turn after the hold said again: resend said %v, hold said %v; want the resend alone", said, held)
+	}
+
+	// Held while a turn sends (a copy of an earlier turn unanswered, the
+	// stream failing again): said at the turn's end, after its resend, not
+	// taken for one the resend covers. Before, the turn's resend line was
+	// the last said, and the hold of these events never was.
+	sayHeld(jobMove(4, "Processing", 9))
+	p.takeTurn(1)
+	if sayHeld(jobMove(5, "Processing", 10)) {
+		t.Error("held while a turn sends: the hold said before the turn's resend")
+	}
+	if said, held := p.turnEnded(true); !said || !held {
+		t.Errorf("held while a turn sends: at its end resend said %v, hold said %v; want both", said, held)
+	}
+	if said, _ := turn(true); !said {
+		t.Error("the turn after a hold said at a turn's end: the resend not said")
+	}
+	p.takeTurn(1)
+	sayHeld(jobMove(6, "Processing", 11))
+	if said, held := p.turnEnded(true); said || !held {
+		t.Errorf("held while a later turn of a drain sends: resend said %v, hold said %v; want the hold alone", said, held)
 	}
 }
 

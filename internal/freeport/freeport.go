@@ -73,17 +73,20 @@ func Port() (int, error) {
 	return 0, fmt.Errorf("freeport: no free port in %d tries between %d and %d", tries, floor, top)
 }
 
-// reserve takes the lock (a file's, in the temporary directory all of the
-// machine's test processes share) that reserves port p to this process
-// while it runs; ok is false when another process holds it. Where no lock
-// can be had (no writable directory, no flock), the lock does nothing and
-// the port is only checked free, as before.
+// reserve takes the lock (a file's, in this user's directory under the
+// temporary directory, which all of the user's test processes share) that
+// reserves port p to this process while it runs; ok is false when another
+// process holds it. Where no lock can be had (no directory of this user's
+// alone, no flock), the lock does nothing and the port is only checked
+// free, as before. The directory is the user's own, not one shared by all:
+// in a shared one, another user could hold every port's lock, or plant a
+// link that the open follows (O_CREATE would make the file it names).
 func reserve(p int) (lock io.Closer, ok bool) {
-	dir := filepath.Join(os.TempDir(), "ingestq-freeport")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	dir, ok := lockDir()
+	if !ok {
 		return noLock{}, true
 	}
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE, 0o666)
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return noLock{}, true
 	}
@@ -92,6 +95,22 @@ func reserve(p int) (lock io.Closer, ok bool) {
 		return noLock{}, !errors.Is(err, syscall.EWOULDBLOCK)
 	}
 	return f, true
+}
+
+// lockDir is the directory of the port locks, made if need be: this user's,
+// a directory (not a link to one) that nobody else may write in.
+func lockDir() (string, bool) {
+	uid := os.Getuid()
+	dir := filepath.Join(os.TempDir(), "ingestq-freeport-"+strconv.Itoa(uid))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", false
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return "", false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return dir, ok && int(st.Uid) == uid
 }
 
 type noLock struct{}

@@ -2,6 +2,8 @@ package freeport
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -50,5 +52,69 @@ func TestPortsStayReservedWhileNotListenedOn(t *testing.T) {
 			lock.Close()
 			t.Errorf("port %d, handed out, reserved again", p)
 		}
+	}
+}
+
+// A link planted where the locks go (the directory, or a port's file in
+// it: another user's, in a shared temporary directory) is not followed:
+// the port is only checked free, and nothing is made where the link
+// points. Before, the locks were in one directory for all users, made and
+// opened (O_CREATE) through any link: another user could have a test
+// process make a file it names.
+func TestReservationsFollowNoLink(t *testing.T) {
+	tmp, victim := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dir := filepath.Join(tmp, "ingestq-freeport-"+strconv.Itoa(os.Getuid()))
+	const p = floor + 7
+	planted := filepath.Join(victim, "made")
+
+	if err := os.Symlink(victim, dir); err != nil {
+		t.Fatal(err)
+	}
+	if lock, ok := reserve(p); !ok {
+		t.Error("the lock directory a link: the port refused, want only checked free")
+	} else {
+		lock.Close()
+	}
+	if made, _ := os.ReadDir(victim); len(made) != 0 {
+		t.Errorf("the lock directory a link: %s made in the folder it points to", made[0].Name())
+	}
+
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(planted, filepath.Join(dir, strconv.Itoa(p))); err != nil {
+		t.Fatal(err)
+	}
+	if lock, ok := reserve(p); !ok {
+		t.Error("a port's lock file a link: the port refused, want only checked free")
+	} else {
+		lock.Close()
+	}
+	if _, err := os.Lstat(planted); err == nil {
+		t.Error("a port's lock file a link: the file it names made")
+	}
+}
+
+// A lock directory others may write in is not used (they could plant a
+// port's lock file, or hold it).
+func TestReservationsNeedADirectoryOfTheUsersAlone(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dir := filepath.Join(tmp, "ingestq-freeport-"+strconv.Itoa(os.Getuid()))
+	if got, ok := lockDir(); !ok || got != dir {
+		t.Fatalf("lockDir() = %q, %v; want %q, true", got, ok, dir)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the lock directory: %v, %v; want mode 0700", fi, err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lockDir(); ok {
+		t.Error("a lock directory anyone may write in: used")
 	}
 }
