@@ -96,7 +96,8 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	if r[1].err != nil {
 		return nil, missingStatus(statusPath)
 	}
-	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil, JobCount: -1}
+	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil,
+		lockHere: r[5].err == nil && q.zk.owns(r[5].stat), JobCount: -1}
 	var err error
 	if r[6].err == nil {
 		n, err := decodeInt(q.rel(q.batchPath(bid, "job-count")), r[6].data)
@@ -465,6 +466,8 @@ func (q *Queue) settled(ctx context.Context, paths []string, r []read) bool {
 // held the batch before and lost its lock can no longer commit. When it
 // finds none it returns what to watch for one: the locks of batches held
 // elsewhere, the status of batches still being created, and ready's waits.
+// A lock of this session that no view of this Queue holds is an orphan,
+// released (releaseOrphan).
 // The nodes at also(bid) (nil: none) are read with each batch, for ready;
 // passed (nil: none) is told of each batch read that is in none of states.
 func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []State, ready func(*Batch, []read) (bool, []Wait),
@@ -547,6 +550,9 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 		}
 		return nil, waits, nil
 	}
+	if b.Locked && b.lockHere && !q.holdsBatch(bid) {
+		b.Locked = !q.releaseOrphan(ctx, bid)
+	}
 	if b.Locked {
 		return nil, []Wait{{Path: q.batchPath(bid, "lock"), Present: true}}, nil
 	}
@@ -579,19 +585,52 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 	}
 	b.owner, b.Locked = true, true
 	b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
+	q.heldBatches.Store(bid, b) // in the turn: no look here sees the lock unmarked
 	return b, nil, nil
 }
 
+// holdsBatch tells whether a view of this Queue holds batch bid's lock.
+func (q *Queue) holdsBatch(bid string) bool {
+	_, ok := q.heldBatches.Load(bid)
+	return ok
+}
+
+// releaseOrphan lets go of batch bid's lock, this session's while no view
+// here holds the batch: an acquisition whose commit landed although its
+// caller saw an error (a reply lost that applied could not confirm, then
+// maxOutages or the context's end). Left, the lock would stay as long as
+// the session, and every look, here and on every host, would wait on it.
+// Only a look in the batch's turn calls it: no other acquisition here is
+// then between its commit and its mark. It tells whether the lock is gone.
+func (q *Queue) releaseOrphan(ctx context.Context, bid string) bool {
+	released, err := q.releaseOwn(ctx, q.batchPath(bid, "lock"))
+	if err != nil {
+		q.log.Warn("queue: could not release an orphaned lock of this session", "batch", bid, "err", err)
+		return false
+	}
+	if released {
+		q.log.Warn("queue: released a lock this session held but no worker used", "batch", bid)
+	}
+	return released
+}
+
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
-// It takes no turn (batchTurn) and reads no lock first: run it on a session
-// no batch worker uses (decision 226): else, a reply lost, the admin or the
-// worker takes the other's lock for its own (applied knows the session).
+// It takes the batch's turn only to mark its view held (heldBatches); it
+// reads no lock first: run it on a session no batch worker uses (decision
+// 226): else, a reply lost, the admin or the worker takes the other's lock
+// for its own (applied knows the session).
 func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
+	done, err := q.batchTurn(ctx, bid)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	b, err := lockToLoad(ctx, q, "batch", bid, q.batchPath(bid, "lock"), q.LoadBatch)
 	if err != nil {
 		return nil, err
 	}
 	b.owner, b.Locked = true, true
+	q.heldBatches.Store(bid, b)
 	return b, nil
 }
 
@@ -602,6 +641,7 @@ func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
 		return err
 	}
 	b.owner, b.Locked = false, false
+	q.heldBatches.CompareAndDelete(b.ID, b) // after the delete: else a look here could take the lock for an orphan
 	return nil
 }
 
@@ -623,13 +663,24 @@ func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string, deferred *D
 	return nil
 }
 
-// letGoIfStale lets go of this session's lock of b when err is a fenced
-// write's that found b's view stale (the batch is no longer this view's
-// to hold), and returns err.
+// letGoIfStale lets go of b's lock when err is a fenced write's that found
+// b's view stale (the batch is no longer this view's to hold), and returns
+// err. The lock there may be another view's of this session: b's went with
+// a move that landed unconfirmed (MaybeApplied), or with an expired
+// session, and an acquisition here took the batch since. So only the view
+// still marked as the holder deletes it, in the batch's turn (an
+// acquisition marks its view in its own, after its commit).
 func (q *Queue) letGoIfStale(ctx context.Context, b *Batch, err error) error {
-	if errors.Is(err, ErrStale) && b.owner {
-		_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock"))
-		b.owner = false
+	if !errors.Is(err, ErrStale) || !b.owner {
+		return err
+	}
+	b.owner = false
+	done, terr := q.batchTurn(ctx, b.ID)
+	if q.heldBatches.CompareAndDelete(b.ID, b) && terr == nil {
+		_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock")) // failing, an orphan for the next look
+	}
+	if terr == nil {
+		done()
 	}
 	return err
 }
@@ -681,6 +732,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	}
 	if c.Release {
 		b.owner, b.Locked = false, false
+		q.heldBatches.CompareAndDelete(b.ID, b)
 	}
 	moved := *b
 	tellMoved(ctx, Moved{Batch: &moved, From: left})

@@ -374,3 +374,120 @@ func TestBatchUnlockTriedAgainLeavesAnotherWorkersLock(t *testing.T) {
 	}
 	r.ok(q.UnlockBatch(ctx, second))
 }
+
+// lostCommitQueue is a proxied queue (as proxiedQueue) and lose, which runs
+// call so that its first multi lands but call sees an error: the multi is
+// held in the paused proxy past the request timeout, and call's context
+// ends at the request that follows it (the check whether it landed), as
+// when ZooKeeper cannot say before maxOutages. The proxy resumes once call
+// has returned: the multi lands, ahead of the session's next requests.
+// warned counts the warnings that an orphaned lock was released.
+func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call func(context.Context) error) error, warned *atomic.Int32) {
+	proxy := zktest.ProxyToShared(t)
+	var hook atomic.Pointer[func(op string)]
+	warned = new(atomic.Int32)
+	log := slog.New(onLog(func(msg, op string) {
+		if msg == "queue: released a lock this session held but no worker used" {
+			warned.Add(1)
+		}
+		if f := hook.Load(); f != nil && op != "" {
+			(*f)(op)
+		}
+	}))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lose = func(call func(context.Context) error) error {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		sent := false
+		f := func(op string) { // on call's goroutine: the queue logs a request before it sends it
+			switch {
+			case op == "multi" && !sent:
+				sent = true
+				proxy.Pause()
+			case sent:
+				cancel()
+			}
+		}
+		hook.Store(&f)
+		err := call(ctx)
+		hook.Store(nil)
+		proxy.Resume()
+		return err
+	}
+	return q, lose, warned
+}
+
+// A batch acquisition whose commit landed although its caller saw an error:
+// the lock, this session's, is no worker's. Before, every later look, of
+// this daemon or another, found the batch locked and waited on its lock
+// for as long as the session lived: the batch was never reported. Now a
+// look here, in the batch's turn, releases it and takes the batch.
+func TestBatchLockOfAFailedAcquisitionIsReleased(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	b, _, _ := r.twoDoneJobs()
+	q, lose, warned := lostCommitQueue(t, r.root)
+	err := lose(func(ctx context.Context) error {
+		got, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+		if got != nil {
+			t.Errorf("the acquisition whose reply was lost returned %s", got.ID)
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("an acquisition whose reply was lost and could not be confirmed returned no error")
+	}
+	if seen, err := q.LoadBatch(ctx, b.ID); err != nil || !seen.Locked || seen.State() != queue.Reporting {
+		t.Fatalf("after the failed acquisition: %+v (%v); want the batch Reporting and locked: its commit landed", seen, err)
+	}
+	if other, _, err := r.q.AcquireCompletedBatch(ctx, []string{b.ID}, nil); err != nil || other != nil {
+		t.Fatalf("another session's look acquired %s (%v); want none: the lock is not its own", idOf(other), err)
+	}
+	got, waits, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
+	if err != nil || got == nil || got.ID != b.ID {
+		t.Fatalf("a later look here acquired %s (%v), waits %v; want %s, the orphaned lock released", idOf(got), err, waits, b.ID)
+	}
+	if n := warned.Load(); n != 1 {
+		t.Fatalf("warnings of an orphaned lock released: %d; want 1", n)
+	}
+	r.ok(q.UnlockBatch(ctx, got))
+}
+
+// The intake's move of a batch to Processing, which releases its lock,
+// lands but its caller sees an error; a reporter of the same daemon (the
+// same session) takes the batch, and the move is tried again (the
+// reactor's retryMove): its fence finds the batch moved on, and its first
+// try cannot be confirmed (MaybeApplied). Before, that stale view let go
+// of any lock of the session, the reporter's: the batch was free for any
+// look to take and report again. Now only the view that holds the batch
+// lets go of its lock.
+func TestStaleMoveLeavesAnotherWorkersBatchLock(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.batch()
+	q, lose, _ := lostCommitQueue(t, r.root)
+	intake, _, err := q.AcquirePendingBatch(ctx, nil)
+	if err != nil || intake == nil {
+		t.Fatalf("the intake acquired %s (%v); want the batch", idOf(intake), err)
+	}
+	none := 0
+	move := queue.BatchChange{JobCount: &none, Release: true, At: q.Now()}
+	if err := lose(func(ctx context.Context) error { return q.SetBatchStatus(ctx, intake, queue.Processing, move) }); err == nil || errors.Is(err, queue.ErrStale) {
+		t.Fatalf("a move whose reply was lost: %v; want an error, not a stale view", err)
+	}
+	reporter, _, err := q.AcquireCompletedBatch(ctx, []string{intake.ID}, nil)
+	if err != nil || reporter == nil {
+		t.Fatalf("the reporter acquired %s (%v); want %s: the move landed", idOf(reporter), err, intake.ID)
+	}
+	move.Retried = true
+	if err := q.SetBatchStatus(ctx, intake, queue.Processing, move); !queue.MaybeApplied(err) {
+		t.Fatalf("the move tried again: %v; want a stale view that may have landed", err)
+	}
+	if after, err := r.q.LoadBatch(ctx, intake.ID); err != nil || !after.Locked {
+		t.Fatalf("after the intake's stale move, the batch the reporter holds is locked: %v (%v); want true, its lock left", after != nil && after.Locked, err)
+	}
+	r.ok(q.UnlockBatch(ctx, reporter))
+}

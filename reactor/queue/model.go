@@ -251,6 +251,7 @@ type Batch struct {
 
 	version  int32
 	owner    bool
+	lockHere bool  // the lock, as read, is this session's
 	lockMade int64 // as Job's
 }
 

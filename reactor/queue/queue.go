@@ -34,6 +34,11 @@ type Queue struct {
 	// reading and locking, each with a channel closed when it is done
 	// (batchTurn).
 	acquiringBatches sync.Map
+	// heldBatches are the batches whose lock a view of this Queue holds,
+	// each with that view (*Batch): marked in the batch's turn as the
+	// lock is taken, unmarked once the view lets go. A lock of this
+	// session on a batch not here is an orphan (tryBatch).
+	heldBatches sync.Map
 	// nameWait is how long RegisterHost and AnnounceRoute wait for another
 	// session's node of their name to go (WithNameWait).
 	nameWait time.Duration
