@@ -635,8 +635,17 @@ func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 }
 
 // UnlockBatch releases a lock this session took. A stale view releases
-// nothing but the session's own lock node.
+// nothing but the session's own lock node, and nothing while another view
+// here is marked as the batch's holder: b's lock went (a move that landed
+// unconfirmed, an expired session) and an acquisition here took the batch
+// since, so the lock there, the session's, is that view's. It takes no
+// turn: an acquisition between its commit and its mark is not seen.
 func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
+	if held, ok := q.heldBatches.Load(b.ID); ok && held != b && b.owner {
+		q.log.Info("queue: the batch's lock went from this view and another worker here holds the batch; left", "batch", b.ID)
+		b.owner, b.Locked = false, false
+		return nil
+	}
 	if err := q.unlockHeld(ctx, "batch", b.ID, q.batchPath(b.ID, "lock"), b.owner, &b.lockMade); err != nil {
 		return err
 	}

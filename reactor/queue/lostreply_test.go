@@ -456,6 +456,32 @@ func TestBatchLockOfAFailedAcquisitionIsReleased(t *testing.T) {
 	r.ok(q.UnlockBatch(ctx, got))
 }
 
+// lostMoveTakenOver runs on a lostCommitQueue the intake's move of a new
+// batch to Processing, which releases its lock, so that it lands but its
+// caller sees an error that is not a stale view; then a reporter of the
+// same Queue (the same session) takes the batch. It returns the queue, the
+// intake's view, the move, and the reporter's view.
+func lostMoveTakenOver(t *testing.T, r *run) (q *queue.Queue, intake *queue.Batch, move queue.BatchChange, reporter *queue.Batch) {
+	t.Helper()
+	ctx := t.Context()
+	r.batch()
+	q, lose, _ := lostCommitQueue(t, r.root)
+	intake, _, err := q.AcquirePendingBatch(ctx, nil)
+	if err != nil || intake == nil {
+		t.Fatalf("the intake acquired %s (%v); want the batch", idOf(intake), err)
+	}
+	none := 0
+	move = queue.BatchChange{JobCount: &none, Release: true, At: q.Now()}
+	if err := lose(func(ctx context.Context) error { return q.SetBatchStatus(ctx, intake, queue.Processing, move) }); err == nil || errors.Is(err, queue.ErrStale) {
+		t.Fatalf("a move whose reply was lost: %v; want an error, not a stale view", err)
+	}
+	reporter, _, err = q.AcquireCompletedBatch(ctx, []string{intake.ID}, nil)
+	if err != nil || reporter == nil {
+		t.Fatalf("the reporter acquired %s (%v); want %s: the move landed", idOf(reporter), err, intake.ID)
+	}
+	return q, intake, move, reporter
+}
+
 // The intake's move of a batch to Processing, which releases its lock,
 // lands but its caller sees an error; a reporter of the same daemon (the
 // same session) takes the batch, and the move is tried again (the
@@ -467,21 +493,7 @@ func TestBatchLockOfAFailedAcquisitionIsReleased(t *testing.T) {
 func TestStaleMoveLeavesAnotherWorkersBatchLock(t *testing.T) {
 	r := newRun(t)
 	ctx := t.Context()
-	r.batch()
-	q, lose, _ := lostCommitQueue(t, r.root)
-	intake, _, err := q.AcquirePendingBatch(ctx, nil)
-	if err != nil || intake == nil {
-		t.Fatalf("the intake acquired %s (%v); want the batch", idOf(intake), err)
-	}
-	none := 0
-	move := queue.BatchChange{JobCount: &none, Release: true, At: q.Now()}
-	if err := lose(func(ctx context.Context) error { return q.SetBatchStatus(ctx, intake, queue.Processing, move) }); err == nil || errors.Is(err, queue.ErrStale) {
-		t.Fatalf("a move whose reply was lost: %v; want an error, not a stale view", err)
-	}
-	reporter, _, err := q.AcquireCompletedBatch(ctx, []string{intake.ID}, nil)
-	if err != nil || reporter == nil {
-		t.Fatalf("the reporter acquired %s (%v); want %s: the move landed", idOf(reporter), err, intake.ID)
-	}
+	q, intake, move, reporter := lostMoveTakenOver(t, r)
 	move.Retried = true
 	if err := q.SetBatchStatus(ctx, intake, queue.Processing, move); !queue.MaybeApplied(err) {
 		t.Fatalf("the move tried again: %v; want a stale view that may have landed", err)
@@ -490,4 +502,25 @@ func TestStaleMoveLeavesAnotherWorkersBatchLock(t *testing.T) {
 		t.Fatalf("after the intake's stale move, the batch the reporter holds is locked: %v (%v); want true, its lock left", after != nil && after.Locked, err)
 	}
 	r.ok(q.UnlockBatch(ctx, reporter))
+}
+
+// The intake's move lost as above, the reactor's moveBatch unlocks the
+// batch (an error that is not a stale view; an expired session leaves a
+// view the same way: its lock gone, the view still marked its holder)
+// after a reporter of the same daemon took it. Before, the intake's unlock
+// deleted the lock there, the session's: the reporter's, and the batch was
+// free for any look to take and report again. Now a view that is no longer
+// the one marked as the holder leaves the lock.
+func TestUnlockAfterALostMoveLeavesAnotherWorkersBatchLock(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	q, intake, _, reporter := lostMoveTakenOver(t, r)
+	r.ok(q.UnlockBatch(ctx, intake))
+	if after, err := r.q.LoadBatch(ctx, intake.ID); err != nil || !after.Locked {
+		t.Fatalf("after the intake's unlock, the batch the reporter holds is locked: %v (%v); want true, its lock left", after != nil && after.Locked, err)
+	}
+	r.ok(q.UnlockBatch(ctx, reporter))
+	if after, err := r.q.LoadBatch(ctx, intake.ID); err != nil || after.Locked {
+		t.Fatalf("after the reporter's unlock, the batch is locked: %v (%v); want false", after != nil && after.Locked, err)
+	}
 }
