@@ -140,6 +140,14 @@ func median(ds []time.Duration) time.Duration {
 // jobs spent in each later state. nil when a state has no recent measure,
 // and for a job waiting on an operator (Held, Failed) or done.
 func (p *Pace) JobETA(state queue.State, place int) *ETA {
+	return p.JobETANotBefore(state, place, time.Time{})
+}
+
+// JobETANotBefore is JobETA for a job whose step is deferred until
+// nextTry (a busy server asked to be asked again then; zero: none): its
+// state is left no sooner than that. The queue's rate alone put the ETA of
+// a job waiting an hour for its server seconds away, before its next try.
+func (p *Pace) JobETANotBefore(state queue.State, place int, nextTry time.Time) *ETA {
 	if p == nil || place < 1 || state == queue.Held || done(state) {
 		return nil
 	}
@@ -150,14 +158,18 @@ func (p *Pace) JobETA(state queue.State, place int) *ETA {
 		return nil
 	}
 	left := time.Duration(float64(place) / r * float64(time.Second))
+	basis := fmt.Sprintf("place %d in %s, which jobs left at %.2f/s over the last %v", place, state, r, paceWindow)
+	if wait := nextTry.Sub(p.now()); wait > left {
+		left = wait
+		basis = fmt.Sprintf("its next try in %s at %s (a busy server asked for it)", state, nextTry.UTC().Format(time.RFC3339))
+	}
 	for s, ok := nextStep(state); ok && s != queue.Completed; s, ok = nextStep(s) {
 		if len(p.steps[s]) == 0 {
 			return nil
 		}
 		left += median(p.steps[s])
 	}
-	return p.eta(left, fmt.Sprintf("place %d in %s, which jobs left at %.2f/s over the last %v; then the median time of the last %d steps of each later state",
-		place, state, r, paceWindow, paceSamples))
+	return p.eta(left, fmt.Sprintf("%s; then the median time of the last %d steps of each later state", basis, paceSamples))
 }
 
 // BatchETA estimates when a batch with unfinished jobs left reports: at the
@@ -175,7 +187,7 @@ func (p *Pace) BatchETA(unfinished int) *ETA {
 		return nil
 	}
 	left := time.Duration(float64(unfinished) / r * float64(time.Second))
-	return p.eta(left, fmt.Sprintf("%d unfinished jobs at the rate jobs finished over the last %v (%.2f/s)", unfinished, paceWindow, r))
+	return p.eta(left, fmt.Sprintf("%s at the rate jobs finished over the last %v (%.2f/s)", count(unfinished, "unfinished job"), paceWindow, r))
 }
 
 // nextStep is where a job goes from s when all is well: Pending's way on

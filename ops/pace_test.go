@@ -47,14 +47,32 @@ func TestPaceEstimates(t *testing.T) {
 	if eta := p.JobETA(queue.Notify, 1); eta == nil || eta.Seconds != 10 {
 		t.Fatalf("Notify ETA %+v, want 10 s (its queue drains one in 10 s; nothing after)", eta)
 	}
+	// A job whose step a busy server deferred leaves its state no sooner
+	// than its next try (before, its ETA was the queue's rate alone:
+	// seconds away, before the next try its message named); a next try
+	// past changes nothing.
+	plain := p.JobETA(queue.Downloading, 1)
+	if plain == nil || plain.Seconds != 22 {
+		t.Fatalf("Downloading ETA %+v, want 22 s", plain)
+	}
+	if eta := p.JobETANotBefore(queue.Downloading, 1, now.Add(-time.Minute)); eta == nil || *eta != *plain {
+		t.Errorf("a next try past: ETA %+v, want %+v", eta, plain)
+	}
+	eta = p.JobETANotBefore(queue.Downloading, 1, now.Add(5*time.Minute))
+	if eta == nil || eta.Seconds != 312 || !strings.Contains(eta.Basis, "its next try in Downloading at 2026-11-23T12:06:00Z") {
+		t.Fatalf("deferred 5 min: ETA %+v, want 312 s from its next try", eta)
+	}
 	for _, s := range []queue.State{queue.Held, queue.Failed, queue.Completed} {
 		if p.JobETA(s, 1) != nil {
 			t.Errorf("an ETA for a %s job", s)
 		}
 	}
 	// Two finishes 10 s apart: 0.1 jobs/s, so 5 jobs take 50 s.
-	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 {
-		t.Fatalf("batch ETA %+v, want 50 s", eta)
+	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 || !strings.HasPrefix(eta.Basis, "5 unfinished jobs at") {
+		t.Fatalf("batch ETA %+v, want 50 s for 5 unfinished jobs", eta)
+	}
+	if eta := p.BatchETA(1); eta == nil || !strings.HasPrefix(eta.Basis, "1 unfinished job at") { // was "1 unfinished jobs"
+		t.Fatalf("batch ETA %+v, want its basis of 1 unfinished job", eta)
 	}
 	// A cancel is no pace: its failures do not count as finishes.
 	for i := range 100 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -186,5 +187,9 @@ func (s *Service) JobETA(j *queue.Job, place *Place) *ETA {
 	if place == nil {
 		return nil
 	}
-	return s.Pace.JobETA(j.State(), place.Position)
+	var nextTry time.Time
+	if d := j.Status.Deferred; d != nil {
+		nextTry = d.Until
+	}
+	return s.Pace.JobETANotBefore(j.State(), place.Position, nextTry)
 }

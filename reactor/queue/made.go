@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,8 +58,10 @@ func (q *Queue) madeIn(ctx context.Context, folder, node, id string) (bool, erro
 
 // givenOut tells whether the number of id (bid…, jid… or qid…) is one
 // that its folder's sequence, whose stat is st, has given out: below the
-// folder's cversion. A number past int64 was never given.
+// folder's cversion, and written as ZooKeeper writes a sequence number,
+// ten digits (jid7 is no name the sequence gives: jid0000000007 is). A
+// number past int64 was never given.
 func givenOut(id string, st *zk.Stat) bool {
 	n, err := strconv.ParseInt(id[3:], 10, 64)
-	return err == nil && n < int64(st.Cversion)
+	return err == nil && n < int64(st.Cversion) && id[3:] == fmt.Sprintf("%010d", n)
 }

@@ -58,34 +58,76 @@ func TestListedBatchSaysItWaitsForABusyServer(t *testing.T) {
 // said nothing for as long as --fetch-busy-limit.
 func TestSubmitWaitSaysAJobWaitsForABusyServer(t *testing.T) {
 	t.Parallel()
+	web, stderr, asked := submitWaitOnABusyServer(t, "/a.txt", 1, "1")
+	want := regexp.MustCompile(`note: job jid\d+ of batch bid\d+ is waiting for a busy server: producer/a\.txt: download ` +
+		regexp.QuoteMeta(web) + `/a\.txt: HTTP 503 Service Unavailable; it asked to be asked again in \S+ \(Retry-After\); next try at [^;]+; ` +
+		`.*\(its batch's other waits for a busy server are not said\)\n`)
+	if n := len(want.FindAllString(stderr, -1)); n != 1 || asked != 2 {
+		t.Errorf("the busy server asked %d times; submit --wait said its wait %d times, want once:\n%s", asked, n, stderr)
+	}
+}
+
+// A depositor following its batch (submit --wait) hears, once, that the
+// batch waits for its busy payload server, in the words `ls batches` notes.
+// Before, --wait showed `0/? jobs finished` and nothing else for as long as
+// --fetch-busy-limit: the batch's wait publishes no event.
+func TestSubmitWaitSaysItsBatchWaitsForABusyServer(t *testing.T) {
+	t.Parallel()
+	// Busy for two answers of 2 s each: the batch waits longer than two
+	// of --wait's polls.
+	web, stderr, asked := submitWaitOnABusyServer(t, "/object.checkm", 2, "2")
+	want := regexp.MustCompile(`note: batch bid\d+ is waiting for a busy server: fetch ` + regexp.QuoteMeta(web) +
+		`/object\.checkm: HTTP 503 Service Unavailable; it asked to be asked again in \S+ \(Retry-After\); next try at [^,]+, ` +
+		`spending no attempt; the batch fails if it is still busy at .*\n`)
+	if n := len(want.FindAllString(stderr, -1)); n != 1 || asked < 3 {
+		t.Errorf("the busy server asked %d times; submit --wait said the batch's wait %d times, want once:\n%s", asked, n, stderr)
+	}
+}
+
+// submitWaitOnABusyServer runs `submit --wait` of an object manifest,
+// /object.checkm, of one file, /a.txt, on a real daemon; the web server
+// answers busy (503, Retry-After: retryAfter) the first busyAnswers asks
+// of busyPath (one of the two). It gives the web server's URL, submit's
+// stderr (its stdout too when it did not exit 0) and how often busyPath
+// was asked.
+func submitWaitOnABusyServer(t *testing.T, busyPath string, busyAnswers int32, retryAfter string) (web, stderr string, asked int32) {
+	t.Helper()
 	e := newEnv(t)
 	content := []byte("served when asked again\n")
-	var asked atomic.Int32
+	var n atomic.Int32
 	mux := http.NewServeMux()
-	web := httptest.NewServer(mux)
-	t.Cleanup(web.Close)
-	mux.HandleFunc("/a.txt", func(w http.ResponseWriter, r *http.Request) {
-		if asked.Add(1) == 1 {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	busy := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == busyPath && n.Add(1) <= busyAnswers {
+				w.Header().Set("Retry-After", retryAfter)
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			h(w, r)
 		}
+	}
+	mux.HandleFunc("/a.txt", busy(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "a.txt", time.Time{}, bytes.NewReader(content))
-	})
-	mux.HandleFunc("/object.checkm", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest\n"+
-			"#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n"+
-			"#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n"+
-			fmt.Sprintf("%s/a.txt | sha256 | %x | %d | | a.txt\n#%%eof\n", web.URL, sha256.Sum256(content), len(content)))
-	})
+	}))
+	mux.HandleFunc("/object.checkm", busy(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, objectManifestOfA(srv.URL, content))
+	}))
 	nats := closedAddr(t)
 	serve(t, zktest.Shared(t).Addr, e.root, "--nats-listen", nats)
-	out, stderr, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", web.URL+"/object.checkm")
-	wantCode(t, code, 0)
-	want := regexp.MustCompile(`note: job jid\d+ of batch bid\d+ is waiting for a busy server: producer/a\.txt: download ` +
-		regexp.QuoteMeta(web.URL) + `/a\.txt: HTTP 503 Service Unavailable; it asked to be asked again in \S+ \(Retry-After\); next try at [^;]+; ` +
-		`.*\(its batch's other waits for a busy server are not said\)\n`)
-	if n := len(want.FindAllString(stderr, -1)); n != 1 || asked.Load() != 2 {
-		t.Errorf("the busy server asked %d times; submit --wait said its wait %d times, want once:\n%s%s", asked.Load(), n, out, stderr)
+	out, stderr, code := e.run("--nats", "nats://"+nats, "submit", "--profile", "demo", "--wait", srv.URL+"/object.checkm")
+	if code != 0 {
+		t.Errorf("submit --wait exited %d:\n%s%s", code, out, stderr)
 	}
+	return srv.URL, stderr, n.Load()
+}
+
+// objectManifestOfA is an object manifest of one file, web's /a.txt, whose
+// bytes are content.
+func objectManifestOfA(web string, content []byte) string {
+	return "#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest\n" +
+		"#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n" +
+		"#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n" +
+		fmt.Sprintf("%s/a.txt | sha256 | %x | %d | | a.txt\n#%%eof\n", web, sha256.Sum256(content), len(content))
 }

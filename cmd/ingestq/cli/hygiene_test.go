@@ -90,16 +90,44 @@ func TestForgetRefusesAHostThatNeverRan(t *testing.T) {
 func TestShowNeverMadeSaysSoOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for id, want := range map[string]string{
+	wantShowRefuses(t, e, map[string]string{
 		"bid9": "ingestq: batch bid9: no such batch (this queue has not made it)\n",
 		"jid9": "ingestq: job jid9: no such job (this queue has not made it)\n",
-	} {
+	})
+}
+
+// wantShowRefuses runs show with each id, which exits 1 with its stderr.
+func wantShowRefuses(t *testing.T, e *env, stderrs map[string]string) {
+	t.Helper()
+	for id, want := range stderrs {
 		_, stderr, code := e.run("show", id)
 		wantCode(t, code, 1)
 		if stderr != want {
 			t.Errorf("show %s: stderr %q, want %q", id, stderr, want)
 		}
 	}
+}
+
+// An id not written as ZooKeeper writes a sequence number (jid7, bid1) is
+// never made, though its number is below what the queue gave out: it was
+// said to be removed, with a replay command that found nothing (exit 0).
+// jid0000000007, removed, is still said to be removed.
+func TestShowAnUnpaddedIdIsNeverMade(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, folder := range []string{"/batches/bid", "/jobs/jid"} {
+		for range 10 {
+			_, err := e.conn.Create(e.root+folder, nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+			e.ok(err)
+		}
+	}
+	e.ok(e.conn.Delete(e.root+"/jobs/jid0000000007", -1))
+	wantShowRefuses(t, e, map[string]string{
+		"jid7":          "ingestq: job jid7: no such job (this queue has not made it)\n",
+		"jid07":         "ingestq: job jid07: no such job (this queue has not made it)\n",
+		"bid1":          "ingestq: batch bid1: no such batch (this queue has not made it)\n",
+		"jid0000000007": "ingestq: job jid0000000007 was removed from the queue (by ingestq delete or cleanup); its history: ingestq events replay --job jid0000000007\n",
+	})
 }
 
 // A queue made anew within a minute (a wiped ZooKeeper, the same root and

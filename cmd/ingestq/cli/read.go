@@ -147,13 +147,19 @@ func (a *app) note(format string, args ...any) {
 	fmt.Fprintln(a.logs, "note: "+visible.Text(fmt.Sprintf(format, args...)))
 }
 
+// waitsForBusyServer tells whether b is Pending while its payload server
+// answers busy: its message says so.
+func waitsForBusyServer(b *queue.Batch) bool {
+	return b.State() == queue.Pending && strings.HasPrefix(b.Status.Message, stalled.BusyServerPrefix)
+}
+
 // noteHolds says on stderr why Pending batches are not taken: their
 // payload server is busy (a Pending batch with no job, its submission's
 // time, read as stuck), the ingest queue, or their collection, is held.
 func (a *app) noteHolds(ctx context.Context, q *queue.Queue, batches []*queue.Batch) {
 	for _, b := range batches {
-		if msg := b.Status.Message; b.State() == queue.Pending && strings.HasPrefix(msg, stalled.BusyServerPrefix) {
-			a.note("batch %s is %s", b.ID, msg)
+		if waitsForBusyServer(b) {
+			a.note("batch %s is %s", b.ID, b.Status.Message)
 		}
 	}
 	holds, err := q.Holds(ctx)

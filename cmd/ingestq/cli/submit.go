@@ -431,15 +431,16 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 
 // follower is followBatch's view of the batch.
 type follower struct {
-	a         *app
-	q         *queue.Queue
-	bid       string
-	t         *tally
-	p         *progressLine
-	lastEvent time.Time       // when the last event of the batch came
-	counting  bool            // the batch has its jobs: count them
-	roomNoted map[string]bool // "state limit": the limits (--max-fill, --space-margin) said to hold jobs back there
-	busyNoted bool            // a job waiting for a busy server was said
+	a              *app
+	q              *queue.Queue
+	bid            string
+	t              *tally
+	p              *progressLine
+	lastEvent      time.Time       // when the last event of the batch came
+	counting       bool            // the batch has its jobs: count them
+	roomNoted      map[string]bool // "state limit": the limits (--max-fill, --space-margin) said to hold jobs back there
+	busyNoted      bool            // a job waiting for a busy server was said
+	batchBusyNoted bool            // the batch waiting for its busy payload server was said
 }
 
 func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
@@ -489,7 +490,9 @@ func (f *follower) noteBusyServer(ev events.Event) {
 // dropped connection, lost events), and recounts its jobs; it returns the
 // state the batch reported, once it has.
 func (f *follower) onPoll(ctx context.Context) (reported string) {
-	if time.Since(f.lastEvent) >= waitQuiet {
+	// Before its jobs are made the batch itself is read each poll: a
+	// batch waiting for its busy payload server publishes no event.
+	if !f.counting || time.Since(f.lastEvent) >= waitQuiet {
 		b, err := f.q.LoadBatch(ctx, f.bid)
 		switch {
 		case err != nil:
@@ -498,6 +501,9 @@ func (f *follower) onPoll(ctx context.Context) (reported string) {
 			return string(b.State())
 		case b.State() != queue.Pending && b.State() != queue.Held:
 			f.counting = true
+		case waitsForBusyServer(b) && !f.batchBusyNoted:
+			f.batchBusyNoted = true
+			f.a.note("batch %s is %s", b.ID, b.Status.Message)
 		}
 	}
 	if f.counting {
