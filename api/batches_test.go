@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/profile"
@@ -363,5 +364,36 @@ func TestListedBatchSaysItWaitsForABusyServer(t *testing.T) {
 	b.do("GET", "batches", readToken, nil).ok(t, http.StatusOK, &page)
 	if len(page.Items) != 1 || page.Items[0].BID != busy.ID || page.Items[0].Message != msg {
 		t.Errorf("GET /batches: %+v; want %s with its message %q", page.Items, busy.ID, msg)
+	}
+}
+
+// A batch whose unfinished job waits for a busy server has an ETA no
+// sooner than its next try, read from the job statuses the batch's view
+// reads anyway. Before, the finish rate alone: 10 s for a job deferred
+// 15 minutes.
+func TestBatchETAWaitsForABusyServer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bt := b.batch("uuid-eta-busy", "demo")
+	waiting := b.job(bt.ID, 5, 100, queue.Estimating, queue.Provisioning, queue.Downloading)
+	b.processing(bt.ID)
+	j, err := b.q.LockJob(t.Context(), waiting)
+	must(t, err)
+	until := time.Now().Add(15 * time.Minute).UTC().Truncate(time.Second)
+	must(t, b.q.UpdateJob(t.Context(), j, queue.JobChange{Message: "waiting for a busy server", Release: true,
+		Deferred: &queue.Deferral{Until: until, Host: "test"}}))
+	now := time.Now().UTC()
+	for i, jid := range []string{"jid9999999990", "jid9999999991"} { // other batches' jobs finish one in 10 s
+		b.bus.Publish(events.Event{Kind: events.KindJob, JobID: jid, From: string(queue.Notify), To: string(queue.Completed),
+			Time: now.Add(time.Duration(i-2) * 10 * time.Second)})
+	}
+	flush(t, b.bus)
+	var st ops.BatchStatus
+	eventually(t, "a batch ETA", func() bool {
+		b.do("GET", "batches/"+bt.ID, readToken, nil).ok(t, http.StatusOK, &st)
+		return st.ETA != nil
+	})
+	if d := st.ETA.At.Sub(until).Abs(); d > time.Second || !strings.Contains(st.ETA.Basis, "busy server (1 of 1 unfinished job), at "+until.Format(time.RFC3339)) {
+		t.Fatalf("ETA %+v, want at its job's next try %s", st.ETA, until)
 	}
 }

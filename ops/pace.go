@@ -177,6 +177,14 @@ func (p *Pace) JobETANotBefore(state queue.State, place int, nextTry time.Time) 
 // assumes that rate goes to this batch: with other batches ahead of it,
 // it is later.
 func (p *Pace) BatchETA(unfinished int) *ETA {
+	return p.BatchETANotBefore(unfinished, 0, time.Time{})
+}
+
+// BatchETANotBefore is BatchETA for a batch of which deferred unfinished
+// jobs wait for a busy server, the latest until nextTry (zero: none): it
+// reports no sooner than that. The finish rate alone put the ETA of a
+// batch whose last job waited 15 minutes for its server 12 s away.
+func (p *Pace) BatchETANotBefore(unfinished, deferred int, nextTry time.Time) *ETA {
 	if p == nil || unfinished < 1 {
 		return nil
 	}
@@ -187,7 +195,13 @@ func (p *Pace) BatchETA(unfinished int) *ETA {
 		return nil
 	}
 	left := time.Duration(float64(unfinished) / r * float64(time.Second))
-	return p.eta(left, fmt.Sprintf("%s at the rate jobs finished over the last %v (%.2f/s)", count(unfinished, "unfinished job"), paceWindow, r))
+	basis := fmt.Sprintf("%s at the rate jobs finished over the last %v (%.2f/s)", count(unfinished, "unfinished job"), paceWindow, r)
+	if wait := nextTry.Sub(p.now()); wait > left {
+		left = wait
+		basis = fmt.Sprintf("not before the latest next try of its jobs that wait for a busy server (%d of %s), at %s, which the server asked for",
+			deferred, count(unfinished, "unfinished job"), nextTry.UTC().Format(time.RFC3339))
+	}
+	return p.eta(left, basis)
 }
 
 // nextStep is where a job goes from s when all is well: Pending's way on

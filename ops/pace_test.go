@@ -74,6 +74,17 @@ func TestPaceEstimates(t *testing.T) {
 	if eta := p.BatchETA(1); eta == nil || !strings.HasPrefix(eta.Basis, "1 unfinished job at") { // was "1 unfinished jobs"
 		t.Fatalf("batch ETA %+v, want its basis of 1 unfinished job", eta)
 	}
+	// A batch whose unfinished jobs wait for a busy server reports no sooner
+	// than the latest next try (before, the finish rate alone: 10 s for a
+	// job waiting 15 minutes); a next try past changes nothing.
+	plainBatch := p.BatchETA(2)
+	if eta := p.BatchETANotBefore(2, 1, now.Add(-time.Minute)); eta == nil || *eta != *plainBatch {
+		t.Errorf("a next try past: batch ETA %+v, want %+v", eta, plainBatch)
+	}
+	eta = p.BatchETANotBefore(2, 1, now.Add(15*time.Minute))
+	if eta == nil || eta.Seconds != 900 || eta.Basis != "not before the latest next try of its jobs that wait for a busy server (1 of 2 unfinished jobs), at 2026-11-23T12:16:00Z, which the server asked for" {
+		t.Fatalf("a job deferred 15 min: batch ETA %+v, want 900 s from its next try", eta)
+	}
 	// A cancel is no pace: its failures do not count as finishes.
 	for i := range 100 {
 		p.Observe(events.Event{Kind: events.KindJob, JobID: "c" + strings.Repeat("x", i), From: "Pending", To: "Failed",

@@ -131,9 +131,26 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 		st.Percent.Bytes = percent(st.Bytes.Done, st.Bytes.Total)
 	}
 	if slices.Contains([]queue.State{queue.Processing, queue.UpdateReporting}, b.State()) {
-		st.ETA = s.Pace.BatchETA(st.Jobs.Total - st.Jobs.Finished)
+		deferred, nextTry := latestNextTry(statuses)
+		st.ETA = s.Pace.BatchETANotBefore(st.Jobs.Total-st.Jobs.Finished, deferred, nextTry)
 	}
 	return st, nil
+}
+
+// latestNextTry is how many of the jobs whose statuses these are wait for
+// a busy server still, and the latest of their next tries: from the
+// statuses the batch's view reads anyway, none more.
+func latestNextTry(statuses map[string]queue.JobStatus) (deferred int, latest time.Time) {
+	now := time.Now()
+	for _, js := range statuses {
+		if d := js.Deferred; d != nil && d.Until.After(now) {
+			deferred++
+			if d.Until.After(latest) {
+				latest = d.Until
+			}
+		}
+	}
+	return deferred, latest
 }
 
 // pastDownload tells whether a job in state s has downloaded its bytes:

@@ -10,9 +10,12 @@ import (
 
 // progress is what a waiting submit's progress line shows.
 type progress struct {
-	finished, failed, total int     // jobs: finished (failed included), failed, all (-1 until counted)
-	bytes, bytesTotal       int64   // downloaded so far; the estimate (0 = unknown)
-	rate                    float64 // bytes per second while downloading (0 = unknown)
+	finished, failed, total int       // jobs: finished (failed included), failed, all (-1 until counted)
+	bytes, bytesTotal       int64     // downloaded so far; the estimate, a failed job's at what it downloaded (0 = unknown)
+	rate                    float64   // bytes per second while downloading (0 = unknown)
+	busy                    int       // unfinished jobs waiting for a busy server
+	nextTry                 time.Time // the latest of their next tries (zero = not said)
+	at                      time.Time // when these numbers were taken
 }
 
 // text renders the numbers: "2/4 jobs finished (1 completed, 1 failed),
@@ -28,15 +31,42 @@ func (n progress) text(bid string, tty bool) string {
 		s += " downloaded"
 		if n.rate > 0 {
 			s += ", " + humanBytes(int64(n.rate)) + "/s"
-			if left := n.bytesTotal - n.bytes; n.bytesTotal > 0 && left > 0 {
-				s += ", ETA " + (time.Duration(float64(left)/n.rate) * time.Second).Round(time.Second).String()
-			}
 		}
+	}
+	if eta := n.eta(); eta != "" {
+		s += ", " + eta
 	}
 	if !tty {
 		return bid + ": " + s
 	}
 	return n.bar(20) + " " + s
+}
+
+// eta is the time the bytes left take at the rate ("ETA 5s"), unless jobs
+// wait for a busy server and it would end before their latest next try,
+// or none is left to download, or every unfinished job waits: then that
+// they wait, and until when ("ETA after 05:41:37: 1 job waits for a busy
+// server"). The bytes alone said "ETA 0s" for as long as the last job
+// waited, an hour at most. "" when nothing is known.
+func (n progress) eta() string {
+	var left time.Duration
+	if n.rate > 0 && n.bytesTotal > n.bytes {
+		left = (time.Duration(float64(n.bytesTotal-n.bytes)/n.rate) * time.Second).Round(time.Second)
+	}
+	if n.busy > 0 && (left == 0 || n.busy >= n.total-n.finished || n.at.Add(left).Before(n.nextTry)) {
+		when, verb := "ETA after "+n.nextTry.Local().Format(time.TimeOnly), "wait"
+		if n.nextTry.IsZero() {
+			when = "ETA unknown"
+		}
+		if n.busy == 1 {
+			verb = "waits"
+		}
+		return fmt.Sprintf("%s: %s %s for a busy server", when, plural(n.busy, "job"), verb)
+	}
+	if left > 0 {
+		return "ETA " + left.String()
+	}
+	return ""
 }
 
 // jobs is "2/4 jobs finished (1 completed, 1 failed)"; "?" while the total

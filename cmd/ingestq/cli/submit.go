@@ -248,6 +248,7 @@ type tally struct {
 	bytes        map[string]int64                     // jid → bytes downloaded, from progress events
 	estimate     map[string]int64                     // jid → bytes it needs, from its estimate or its download (0 = unknown)
 	waiting      map[queue.State]map[string]time.Time // of each roomStates: jid → since when it is there, as the events say
+	busy         map[string]time.Time                 // jid → its next try (zero: not said), while it waits for a busy server
 
 	// The download rate is measured from the first progress event to the
 	// last one that brought more bytes.
@@ -257,7 +258,7 @@ type tally struct {
 
 func newTally() *tally {
 	t := &tally{total: -1, jobs: map[string]string{}, bytes: map[string]int64{}, estimate: map[string]int64{},
-		waiting: map[queue.State]map[string]time.Time{}}
+		waiting: map[queue.State]map[string]time.Time{}, busy: map[string]time.Time{}}
 	for _, state := range roomStates {
 		t.waiting[state] = map[string]time.Time{}
 	}
@@ -273,13 +274,23 @@ func (t *tally) downloaded() int64 {
 	return n
 }
 
-// sawEvent takes what a job event or a progress event says about bytes.
+// sawEvent takes what a job event or a progress event says about bytes,
+// and about a wait for a busy server (a move, another wait, or more bytes
+// end it).
 func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	if n, ok := ev.Attrs["space_needed"].(float64); ok && ev.Kind == events.KindJob {
 		t.estimate[ev.JobID] = int64(n)
 	}
 	if ev.Kind != events.KindProgress {
+		delete(t.busy, ev.JobID)
 		return
+	}
+	if ev.Attrs["waiting"] == true {
+		delete(t.busy, ev.JobID)
+		if strings.HasPrefix(ev.Message, stalled.BusyServerPrefix) {
+			next, _ := ev.Attrs["next_try"].(string)
+			t.busy[ev.JobID], _ = time.Parse(time.RFC3339, next) // zero when not said
+		}
 	}
 	if n, ok := ev.Attrs["bytes_total"].(float64); ok && n > 0 {
 		t.estimate[ev.JobID] = int64(n)
@@ -287,6 +298,9 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	n, ok := ev.Attrs["bytes_done"].(float64)
 	if !ok {
 		return // a wait's progress event (attrs.waiting): no download has begun, the rate's clock neither
+	}
+	if int64(n) > t.bytes[ev.JobID] {
+		delete(t.busy, ev.JobID) // its server answered
 	}
 	t.bytes[ev.JobID] = int64(n)
 	switch all := t.downloaded(); {
@@ -297,20 +311,43 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	}
 }
 
-// progress is the numbers to show.
-func (t *tally) progress() progress {
+// progress is the numbers to show at now.
+func (t *tally) progress(now time.Time) progress {
 	done, failed, total := t.counts()
-	n := progress{finished: done, failed: failed, total: total, bytes: t.downloaded()}
+	n := progress{finished: done, failed: failed, total: total, bytes: t.downloaded(), at: now}
 	if took := t.lastAt.Sub(t.firstAt); took >= time.Second {
 		n.rate = float64(t.lastBytes-t.firstBytes) / took.Seconds()
 	}
-	if total > 0 && len(t.estimate) == total {
-		for _, b := range t.estimate {
-			if b <= 0 {
-				return n // one unknown size: no total
+	for jid, next := range t.busy {
+		if finished, _ := jobDone(t.jobs[jid]); !finished {
+			n.busy++
+			if next.After(n.nextTry) {
+				n.nextTry = next // zero stays when none was said
 			}
-			n.bytesTotal += b
 		}
+	}
+	// A failed job's size is what it downloaded: the rest never will be
+	// (its estimate in the total left "293.7 KiB of 294.2 KiB" at the end).
+	sized := 0
+	var sum int64
+	for jid, state := range t.jobs {
+		if queue.State(state) == queue.Failed {
+			sized++
+			sum += t.bytes[jid]
+		}
+	}
+	for jid, b := range t.estimate {
+		if queue.State(t.jobs[jid]) == queue.Failed {
+			continue
+		}
+		if b <= 0 {
+			return n // one unknown size: no total
+		}
+		sized++
+		sum += b
+	}
+	if total > 0 && sized == total {
+		n.bytesTotal = sum
 	}
 	return n
 }
@@ -443,7 +480,10 @@ type follower struct {
 	batchBusyNoted bool            // the batch waiting for its busy payload server was said
 }
 
-func (f *follower) show(force bool) { f.p.update(f.t.progress(), time.Now(), force) }
+func (f *follower) show(force bool) {
+	now := time.Now()
+	f.p.update(f.t.progress(now), now, force)
+}
 
 // onMessage takes an event of the batch; it returns the state the batch
 // reported, once it has.
@@ -632,7 +672,7 @@ func (a *app) stoppedWaiting(ctx context.Context, q *queue.Queue, bid string, t 
 		}
 	}
 	return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped waiting: batch %s %s, %s; %s (ingestq show %s)",
-		bid, state, t.progress().jobs(), fate, bid)}
+		bid, state, t.progress(time.Now()).jobs(), fate, bid)}
 }
 
 // exitInterrupted is the exit code of a command stopped by Ctrl-C: 128 + SIGINT.
