@@ -97,6 +97,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 			p.endWaits(j.ID)
 		}
 	}()
+	asked := p.askedAgain(ctx, s)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.PerJob)
 	for i, f := range files {
@@ -121,7 +122,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 				p.log.Warn("downloading: a kept file no longer verifies; fetching it again", "job", j.ID, "file", f.Name, "err", err)
 				_ = os.Remove(dest)
 			}
-			res, err := client.Download(gctx, f.URL, dest, want, pr.add)
+			res, err := client.Download(fetch.WithRetryNote(gctx, asked(f.Name)), f.URL, dest, want, pr.add)
 			if busy.add(f.Name, err) {
 				return nil // the job's other files go on; then it waits for this one
 			}
@@ -187,6 +188,24 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 	}
 	return reactor.Result{Change: queue.JobChange{SpaceNeeded: &space, Config: p.placed(j, work)},
 		Attrs: map[string]any{"files": len(files), "bytes": pr.bytes.Load(), "skipped": pr.skipped.Load()}}, nil
+}
+
+// askedAgain is, for a file's name, the note (fetch.WithRetryNote) of the
+// step's download of it asked again in the fetch client: the job's message
+// and progress event (sayWhyItWaits), once a request. A server that stalls
+// mid-body holds the job a --fetch-timeout per request, five by default,
+// and only the daemon's log said why. The files download at once and their
+// notes change the job's status, which sayWhyItWaits reads: one at a time.
+func (p *Pipeline) askedAgain(ctx context.Context, s *reactor.Step) func(name string) func(fetch.Retry) {
+	var saying sync.Mutex
+	return func(name string) func(fetch.Retry) {
+		return func(r fetch.Retry) {
+			saying.Lock()
+			defer saying.Unlock()
+			p.sayWhyItWaits(ctx, s, fmt.Sprintf("downloading %s: %s; asked again (request %d of %d, --fetch-attempts)",
+				name, fetch.Plain(r.Err), r.Request, r.Of), nil)
+		}
+	}
 }
 
 // overran tells whether err is a write that found the working storage

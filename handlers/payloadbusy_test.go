@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 			t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
 		}
 		svc.checkWaitedAsFor(t, svc.busyAnswers())
-		checkWaitsHeard(t, r.jobEvents(j.ID), svc.busyAnswers(), "waiting for a busy server: producer/a.txt: ")
+		checkWaitsHeard(t, r.jobEvents(j.ID), "waiting for a busy server: producer/a.txt: ")
 		if waits := len(obs.states); waits != svc.busyAnswers() {
 			t.Errorf("the job waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, svc.busyAnswers())
 		}
@@ -86,27 +87,61 @@ func TestPayloadServerBusyWaitsForIt(t *testing.T) {
 	})
 }
 
-// checkWaitsHeard checks that a job's events say each of its waits (want)
-// as a progress event: its message, beginning with prefix, and when it
-// tries again.
-func checkWaitsHeard(t *testing.T, evs []events.Event, want int, prefix string) {
+// checkWaitsHeard checks that a job's events say its wait, each answer
+// of a busy server (prefixes, one for each answer in turn), as one
+// progress event: its message, beginning with the answer's prefix, and
+// when it tries again.
+func checkWaitsHeard(t *testing.T, evs []events.Event, prefixes ...string) {
 	t.Helper()
-	heard := 0
+	var heard []string
 	for _, ev := range evs {
 		if ev.Kind != events.KindProgress || ev.Attrs["waiting"] != true {
 			continue
 		}
-		heard++
-		if !strings.HasPrefix(ev.Message, prefix) || ev.To != string(queue.Downloading) {
-			t.Errorf("a wait's progress event in %s says %q; want it to begin %q", ev.To, ev.Message, prefix)
+		heard = append(heard, ev.Message)
+		if i := len(heard) - 1; i >= len(prefixes) || !strings.HasPrefix(ev.Message, prefixes[i]) || ev.To != string(queue.Downloading) {
+			t.Errorf("wait %d's progress event in %s says %q; want one for each of %q in turn", i+1, ev.To, ev.Message, prefixes)
 		}
 		if next, _ := ev.Attrs["next_try"].(string); !strings.Contains(ev.Message, "next try at ") || next == "" {
 			t.Errorf("a wait's progress event (%q) gives its next try as %q", ev.Message, next)
 		}
 	}
-	if heard != want {
-		t.Errorf("%d waits heard as progress events, want %d (one a busy answer)", heard, want)
+	if len(heard) != len(prefixes) {
+		t.Errorf("%d waits heard as progress events, want %d (one an answer waited for, not one a try): %q", len(heard), len(prefixes), heard)
 	}
+}
+
+// A job whose file's server answers 503 three times in a row, then 429,
+// then serves: its events say its wait once for each answer, with the
+// first try's message and next try, though each try writes its message and
+// deferral. Before, each try published one (4 here): a job waiting an hour
+// made 70 to 180 near-identical rows of its timeline.
+func TestABusyWaitIsOneEventPerAnswer(t *testing.T) {
+	t.Parallel()
+	answers := []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusTooManyRequests}
+	var asked atomic.Int32
+	data := []byte("alpha\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if i := int(asked.Add(1)) - 1; i < len(answers) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy: answered by the test", answers[i])
+			return
+		}
+		http.ServeContent(w, req, "a.txt", time.Time{}, bytes.NewReader(data))
+	}))
+	t.Cleanup(srv.Close)
+	var logs logtest.Buffer
+	r := newRig(t, nil, withLogs(t, &logs))
+	busyRow := fileRow(srv.URL+"/a.txt", "a.txt", data)
+	b := r.submit(r.content.put("/answers.checkm", manifest("mrt-ingest-manifest", busyRow)))
+	if b = r.waitBatch(b.ID, queue.Completed, queue.Failed); b.State() != queue.Completed {
+		t.Fatalf("batch %s (%s), want Completed once the server serves", b.State(), b.Status.Message)
+	}
+	if waits := logs.Lines("a depositor's server is busy; job waits"); len(waits) != len(answers) {
+		t.Fatalf("the job waited %d times; want %d, one a busy answer", len(waits), len(answers))
+	}
+	download := "waiting for a busy server: producer/a.txt: download " + busyRow.url + ": "
+	checkWaitsHeard(t, r.jobEvents(r.jobsOf(b.ID)["manifest"].ID), download+"HTTP 503 Service Unavailable; ", download+"HTTP 429 Too Many Requests; ")
 }
 
 // busyAnswer is a busy answer with a Retry-After, as a depositor's server

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,8 +157,9 @@ func (p *Pipeline) lockedElsewhere(ctx context.Context, what, ark string, l queu
 // following the job's events hears why it stands still (an hour, for a
 // busy server) without reading its status; but a wait for room's numbers
 // move with every download of the daemon, so its message is written at
-// nearly every test (--provision-wait), and its event is said again only
-// when the limit holding the job back changes.
+// nearly every test (--provision-wait), and a busy server's at every try
+// (its next try), so their event is said again only when what holds the
+// job back changes (sameWait).
 func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg string, deferred *queue.Deferral) {
 	was := s.Job.Status.Message
 	if was == queue.KeepNote(msg, was) && deferred == nil {
@@ -167,7 +169,7 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 		p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		return
 	}
-	if p.cfg.Bus == nil || deferred == nil && RoomLimit(was) != "" && RoomLimit(was) == RoomLimit(msg) {
+	if p.cfg.Bus == nil || sameWait(was, msg) {
 		return
 	}
 	attrs := map[string]any{"waiting": true}
@@ -176,6 +178,38 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 	}
 	p.cfg.Bus.Publish(events.Event{Kind: events.KindProgress, BatchID: s.Job.BatchID, JobID: s.Job.ID,
 		To: string(s.Job.State()), Message: msg, Attrs: attrs})
+}
+
+// sameWait tells whether msg, a job's wait, waits for what was, the
+// message it replaces, waited for: the same limit of room (RoomLimit), or
+// the same file's same busy answer (busyWaitFor). Its event is not said
+// again: a wait for room's MiB, a busy server's next try and Retry-After
+// change at every test or try, 70 to 180 events an hour per job, and a
+// thousand jobs on one busy server made about 17 a second.
+func sameWait(was, msg string) bool {
+	for _, waitsFor := range []func(string) string{RoomLimit, busyWaitFor} {
+		if w := waitsFor(was); w != "" && w == waitsFor(msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// busyTally is what a busy wait's message says of its requests and other
+// files, which change from try to try while the same file waits for the
+// same answer.
+var busyTally = regexp.MustCompile(`( \(\d+ requests\))?( \(and \d+ other files\))?$`)
+
+// busyWaitFor is the file and answer a busy-server wait's message (busyWait)
+// waits for, "waiting for a busy server: producer/a.txt: download URL: HTTP
+// 503 Service Unavailable", without when it asked to be asked again or is
+// tried next; "" for any other message.
+func busyWaitFor(msg string) string {
+	if !strings.HasPrefix(msg, stalled.BusyServerPrefix+": ") {
+		return ""
+	}
+	what, _, _ := strings.Cut(msg, "; ")
+	return busyTally.ReplaceAllString(what, "")
 }
 
 // A depositor's server that answers a download 503 or 429 (busy: S3's
@@ -187,8 +221,9 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 // holding no worker, its other files downloaded meanwhile.
 
 // busyAnswers are the busy answers of a step's requests (a download's
-// files, a job's object manifest, a batch's payload): the first one's
-// name ("" for the manifest and the payload) and error, how many, and the
+// files, a job's object manifest, a batch's payload): the least of their
+// names ("" for the manifest and the payload; the least, so that each try
+// of the same files names the same one) and its error, how many, and the
 // latest time one asked to be asked again (zero: none said), so that no
 // server is asked sooner.
 type busyAnswers struct {
@@ -210,7 +245,7 @@ func (b *busyAnswers) add(name string, err error) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.n == 0 {
+	if b.n == 0 || name < b.name { // the same file named at each try, whichever answered first
 		b.name, b.err = name, err
 	}
 	b.n++

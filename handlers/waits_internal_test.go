@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,31 @@ func TestWaitsOfARunningTryAreKept(t *testing.T) {
 	p.nextWait("other", nil)
 	if _, kept := p.waits.Load("downloading"); kept {
 		t.Error("the waits of a job whose try ended, untouched past the bound, were kept")
+	}
+}
+
+// A busy-server wait is the same while its file's answer is: the requests
+// the fetch client made, the other busy files, when the server asked to be
+// asked again and the next try change from try to try. Another file or
+// another answer is another wait, as is any message not a busy wait.
+func TestSameBusyWait(t *testing.T) {
+	const first = "waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503 Service Unavailable"
+	tail := "; it asked to be asked again in 20s (Retry-After); next try at 2026-11-28 05:55:45, spending no attempt; the job fails if it is still busy at 2026-11-28 06:55:44 (--fetch-busy-limit 1h)"
+	for _, c := range []struct {
+		was, msg string
+		same     bool
+	}{
+		{first + tail, first + "; next try at 2026-11-28 05:56:45, spending no attempt", true},
+		{first + " (and 2 other files)" + tail, first + " (3 requests) (and 1 other files)" + tail, true},
+		{"waiting for a busy server: object manifest: fetch https://example.org/m: HTTP 429 Too Many Requests" + tail,
+			"waiting for a busy server: object manifest: fetch https://example.org/m: HTTP 429 Too Many Requests (2 requests)", true},
+		{first + tail, strings.Replace(first, "a.txt", "b.txt", 2) + tail, false},
+		{first + tail, strings.Replace(first, "503 Service Unavailable", "429 Too Many Requests", 1) + tail, false},
+		{"retrying after error (attempt 1 of 3): boom", first + tail, false},
+		{"", first + tail, false},
+	} {
+		if got := sameWait(c.was, c.msg); got != c.same {
+			t.Errorf("sameWait(%q, %q) = %v, want %v", c.was, c.msg, got, c.same)
+		}
 	}
 }

@@ -392,7 +392,8 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		// `show` find it (the next transition replaces it). Not written, the
 		// retry goes on; the fenced write also tells whether the job is still
 		// this worker's. ZooKeeper away is waited out above, not noted.
-		werr := g.write(func() error { return r.note(ctx, j, retryingMessage(attempt, attempts, err)) })
+		msg := retryingMessage(attempt, attempts, err)
+		werr := g.write(func() error { return r.note(ctx, j, msg) })
 		if errors.Is(werr, queue.ErrStale) {
 			ran(StepAbandoned)
 			r.abandon(j, s, werr, err)
@@ -400,6 +401,13 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		}
 		ran(StepRetry)
 		wait := backoff.Delay(r.cfg.Backoff, time.Minute, attempt)
+		if werr == nil {
+			// Also the job's progress event, as a wait's message is
+			// (handlers' sayWhyItWaits): a depositor following the job's
+			// events hears why it stands still, not only a reader of its status.
+			r.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: j.BatchID, JobID: j.ID, To: string(s), Message: msg,
+				Attrs: map[string]any{"waiting": true, "next_try": time.Now().Add(wait).UTC().Format(time.RFC3339)}})
+		}
 		r.log.Warn("reactor: step failed; retrying", "job", j.ID, "state", s, "attempt", attempt, "in", wait, "err", err)
 		if !r.pause(ctx, wait) {
 			r.stopped(ctx, j, s, attempt, err)

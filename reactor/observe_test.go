@@ -43,10 +43,12 @@ func (o *tally) Transferred(what reactor.Transfer, n int64) {
 // The daemon tells its observer of every step's run and result, every
 // commit and the bytes a step reports; a step that fails and is retried
 // says so in the job's status message (what `ls jobs --stalled` shows)
-// while it backs off, and the next transition clears it.
+// while it backs off, and as the job's progress event (as a wait's message
+// is), and the next transition clears it.
 func TestObserverAndRetryMessage(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
+	progress := e.outside("ingestq.job.progress.>")
 	obs := &tally{steps: map[string]int{}, moves: map[string]int{}, bytes: map[reactor.Transfer]int64{}}
 	var tries atomic.Int32
 	seen := make(chan string, 1) // the job's status message at the second try
@@ -76,6 +78,15 @@ func TestObserverAndRetryMessage(t *testing.T) {
 	msg := <-seen
 	if !reactor.Retrying(msg) || !strings.Contains(msg, "(attempt 1 of 3): GET https://example.org/f: 503") {
 		t.Errorf("status message while retrying: %q", msg)
+	}
+	select {
+	case ev := <-progress:
+		next, _ := ev.Attrs["next_try"].(string)
+		if ev.Message != msg || ev.BatchID != b.ID || ev.To != string(queue.Downloading) || ev.Attrs["waiting"] != true || next == "" {
+			t.Errorf("the retry's progress event %+v; want its status message %q, in Downloading, waiting until a next try", ev, msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no progress event said the retry")
 	}
 	j := e.firstCompleted(b.ID)
 	if j.Status.Message != "" {

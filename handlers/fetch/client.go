@@ -154,6 +154,12 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 	retry, err2 := retryPolicy(ctx, resp, err)
 	if retry {
 		c.logFailure(ctx, resp, err)
+		if d, ok := ctx.Value(downloadKey{}).(*download); ok {
+			d.failure = err // for the note of its next request (logAttempt)
+			if err == nil {
+				d.failure = statusError(resp)
+			}
+		}
 	}
 	return retry, err2
 }

@@ -63,6 +63,7 @@ type download struct {
 	wb        *durable.Writeback // of f's bytes from offset on
 	resumed   bool               // the bytes in f did not all come from one response from zero
 	validator string             // ETag or Last-Modified of the first response, for If-Range
+	failure   error              // why the client last asked the request again (checkRetry)
 }
 
 type downloadKey struct{}

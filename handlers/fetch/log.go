@@ -33,10 +33,34 @@ func (c *Client) logger(ctx context.Context) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// Retry is a download's request asked again in the client after a
+// failure: the Request-th of at most Of, after Err.
+type Retry struct {
+	Request, Of int
+	Err         error
+}
+
+type retryNoteKey struct{}
+
+// WithRetryNote returns ctx whose downloads (Download) call note each time
+// the client asks their request again, as it sends it: a server that
+// stalls mid-body costs a Timeout per request, five by default, and only
+// the log said why the job stood still. note runs in the goroutine that
+// called Download.
+func WithRetryNote(ctx context.Context, note func(Retry)) context.Context {
+	return context.WithValue(ctx, retryNoteKey{}, note)
+}
+
 // logAttempt is the retrying client's RequestLogHook: each attempt, at
-// debug, through the request's logger.
+// debug, through the request's logger; a download's request asked again
+// is also its caller's note (WithRetryNote).
 func (c *Client) logAttempt(_ retryablehttp.Logger, req *http.Request, retry int) {
-	c.logger(req.Context()).Debug("http: request", "method", req.Method, "url", shown(req.URL), "attempt", retry+1)
+	ctx := req.Context()
+	c.logger(ctx).Debug("http: request", "method", req.Method, "url", shown(req.URL), "attempt", retry+1)
+	note, _ := ctx.Value(retryNoteKey{}).(func(Retry))
+	if d, ok := ctx.Value(downloadKey{}).(*download); ok && note != nil && retry > 0 && d.failure != nil {
+		note(Retry{Request: retry + 1, Of: c.cfg.Attempts, Err: d.failure})
+	}
 }
 
 // logFailure logs, through the request's logger, an attempt that failed in

@@ -83,15 +83,41 @@ func ReadFacts(ctx context.Context, q *queue.Queue) (Facts, error) {
 }
 
 // Check flags job j, which entered its state at since, when it has stayed
-// there past its state's threshold at now, with the reason f shows.
+// there past its state's threshold at now, or waits for a busy server past
+// half its --fetch-busy-limit (busyAtRisk), with the reason f shows.
 func Check(j *queue.Job, since time.Time, f Facts, th Thresholds, now time.Time) (Stall, bool) {
-	s := j.State()
-	if !th.Over(s, since, now) {
+	if !stalls(j, since, th, now) {
 		return Stall{}, false
 	}
+	s := j.State()
 	st := Stall{JID: j.ID, State: s, Since: since, For: now.Sub(since)}
 	st.Kind, st.Reason = f.reason(j)
 	return st, true
+}
+
+// stalls tells whether job j, in its state since since, is stalled at
+// now: past its state's threshold, or waiting for a busy server past half
+// its --fetch-busy-limit (busyAtRisk) in a state that has one.
+func stalls(j *queue.Job, since time.Time, th Thresholds, now time.Time) bool {
+	_, watched := th[j.State()]
+	return th.Over(j.State(), since, now) || watched && busyAtRisk(j.Status.Message, since, now)
+}
+
+// busyAtRisk tells whether a job whose message msg says it waits for a
+// busy server has been in its state, since since, longer than half the
+// --fetch-busy-limit the message gives (handlers: "… (--fetch-busy-limit
+// 1h)"). That limit fails the job (an hour by default) before its state's
+// threshold (Downloading's two) is reached: by the threshold alone it was
+// never listed. Half leaves an operator half the limit to ask the
+// depositor, or fail the job, before it fails by itself; a server that
+// asks for a few minutes now and then stays off the list.
+func busyAtRisk(msg string, since, now time.Time) bool {
+	if !strings.HasPrefix(msg, BusyServerPrefix) || since.IsZero() {
+		return false
+	}
+	_, limit, ok := strings.Cut(msg, "(--fetch-busy-limit ")
+	d, err := time.ParseDuration(strings.TrimSuffix(limit, ")"))
+	return ok && err == nil && now.Sub(since) > d/2
 }
 
 // reason says what holds j back, the first of Kind's order that applies.
@@ -212,8 +238,8 @@ func Find(ctx context.Context, q *queue.Queue, jobs []*queue.Job, th Thresholds,
 }
 
 // Lister flags jobs one at a time, as a listing reads them page by page,
-// at now: it reads the Facts once, at the first job in its state for longer
-// than its threshold, and shares them with the rest of the listing.
+// at now: it reads the Facts once, at the first job that stalls, and
+// shares them with the rest of the listing.
 func Lister(ctx context.Context, q *queue.Queue, th Thresholds, now time.Time) func(*queue.Job) (*Stall, error) {
 	var facts *Facts
 	return func(j *queue.Job) (*Stall, error) {
@@ -225,7 +251,7 @@ func Lister(ctx context.Context, q *queue.Queue, th Thresholds, now time.Time) f
 			return nil, fmt.Errorf("stalled work: %w", err)
 		}
 		since, ok := times[j.Ref()]
-		if !ok || !th.Over(j.State(), since, now) {
+		if !ok || !stalls(j, since, th, now) {
 			return nil, nil
 		}
 		if facts == nil {

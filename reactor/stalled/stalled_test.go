@@ -196,6 +196,44 @@ func TestEachReason(t *testing.T) {
 	}
 }
 
+// With the default thresholds a job waiting for a busy server is listed
+// (busy_server) once it has been in its state for half the
+// --fetch-busy-limit its message gives, in Downloading (threshold 2 h) and
+// Estimating (1 h) alike. Before, the limit (1 h) failed it before
+// Downloading's threshold, so `ls jobs --stalled` never listed it. A busy
+// message without the limit is listed at the threshold, as any other
+// wait; a state not watched is not.
+func TestBusyServerListedAtHalfItsLimit(t *testing.T) {
+	e := newEnv(t)
+	e.other("h1", upTo...)
+	const busy = "waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503 Service Unavailable; " +
+		"next try at 2026-11-28 01:25:58, spending no attempt; the job fails if it is still busy at 2026-11-28 02:25:57 (--fetch-busy-limit 1h)"
+	downloading := e.job(queue.JobSpec{}, busy, upTo[:3]...)
+	estimating := e.job(queue.JobSpec{}, busy, upTo[:1]...)
+	noLimit := e.job(queue.JobSpec{}, "waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503 Service Unavailable", upTo[:3]...)
+	plain := e.job(queue.JobSpec{}, "", upTo[:3]...)
+	th := stalled.Defaults()
+	if got := e.find(th, time.Now().Add(29*time.Minute)); len(got) != 0 {
+		t.Errorf("29 minutes into a wait of at most an hour, flagged %v", got)
+	}
+	found := e.find(th, time.Now().Add(31*time.Minute))
+	for _, jid := range []string{downloading, estimating} {
+		if st, ok := found[jid]; !ok || st.Kind != stalled.KindBusyServer || st.Reason != busy {
+			t.Errorf("%s, 31 minutes into a wait of at most an hour: %+v (flagged %v); want busy_server, its message", jid, st, ok)
+		}
+	}
+	if len(found) != 2 {
+		t.Errorf("flagged %v; want only the two jobs whose message gives the limit (not %s, %s)", found, noLimit, plain)
+	}
+	if _, ok := e.find(th, time.Now().Add(2*time.Hour+time.Minute))[noLimit]; !ok {
+		t.Errorf("%s, waiting for a busy server past Downloading's threshold, not flagged", noLimit)
+	}
+	delete(th, queue.Downloading)
+	if _, ok := e.find(th, time.Now().Add(31*time.Minute))[downloading]; ok {
+		t.Errorf("%s flagged in Downloading, a state given no threshold", downloading)
+	}
+}
+
 // The thresholds: defaults, one duration for every state, per-state
 // overrides in any order, and clear refusals.
 func TestParse(t *testing.T) {

@@ -317,8 +317,8 @@ func (a *app) replayCommand() *cobra.Command {
 			if a.json() {
 				return a.writeJSON(evs)
 			}
-			if len(evs) == 0 {
-				a.log.Info("events replay: no recorded event matches")
+			if len(evs) == 0 { // a sentence, as an empty ls says it, not a log line
+				a.println(noneOf("events", "recorded", since+batch+job+access != ""))
 				return nil
 			}
 			for _, ev := range evs {

@@ -21,7 +21,7 @@ type stalledFlags struct {
 
 func (a *app) stalledFlagSet(cmd *cobra.Command, f *stalledFlags, filter bool) {
 	if filter {
-		cmd.Flags().BoolVar(&f.only, "stalled", false, "only jobs stalled in their state (past --stalled-after), with the reason the queue shows")
+		cmd.Flags().BoolVar(&f.only, "stalled", false, "only jobs stalled in their state (past --stalled-after, or waiting for a busy server past half its --fetch-busy-limit), with the reason the queue shows")
 	}
 	cmd.Flags().StringVar(&f.spec, "stalled-after", a.env(EnvStalledAfter, ""), stalledAfterUsage())
 }
