@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -115,10 +116,17 @@ func busyAtRisk(msg string, since, now time.Time) bool {
 	if !strings.HasPrefix(msg, BusyServerPrefix) || since.IsZero() {
 		return false
 	}
-	_, limit, ok := strings.Cut(msg, "(--fetch-busy-limit ")
-	d, err := time.ParseDuration(strings.TrimSuffix(limit, ")"))
-	return ok && err == nil && now.Sub(since) > d/2
+	m := busyLimitGiven.FindStringSubmatch(msg)
+	if m == nil {
+		return false
+	}
+	d, err := time.ParseDuration(m[1])
+	return err == nil && now.Sub(since) > d/2
 }
+
+// busyLimitGiven is the --fetch-busy-limit a busy wait's message gives,
+// wherever it stands: a job's note (queue.KeepNote) follows it.
+var busyLimitGiven = regexp.MustCompile(`\(--fetch-busy-limit ([^)]+)\)`)
 
 // reason says what holds j back, the first of Kind's order that applies.
 func (f Facts) reason(j *queue.Job) (Kind, string) {

@@ -212,18 +212,27 @@ func TestBusyServerListedAtHalfItsLimit(t *testing.T) {
 	estimating := e.job(queue.JobSpec{}, busy, upTo[:1]...)
 	noLimit := e.job(queue.JobSpec{}, "waiting for a busy server: producer/a.txt: download https://example.org/a.txt: HTTP 503 Service Unavailable", upTo[:3]...)
 	plain := e.job(queue.JobSpec{}, "", upTo[:3]...)
+	// A job's note follows the limit (queue.KeepNote): read before, 1h); note: … did not parse.
+	noted := e.job(queue.JobSpec{}, busy+"; note: every file is stored under its own name, but a.txt and A.txt share one", upTo[:3]...)
+	longer := e.job(queue.JobSpec{}, strings.Replace(busy, "(--fetch-busy-limit 1h)", "(--fetch-busy-limit 1h30m)", 1), upTo[:3]...)
 	th := stalled.Defaults()
 	if got := e.find(th, time.Now().Add(29*time.Minute)); len(got) != 0 {
 		t.Errorf("29 minutes into a wait of at most an hour, flagged %v", got)
 	}
 	found := e.find(th, time.Now().Add(31*time.Minute))
-	for _, jid := range []string{downloading, estimating} {
-		if st, ok := found[jid]; !ok || st.Kind != stalled.KindBusyServer || st.Reason != busy {
-			t.Errorf("%s, 31 minutes into a wait of at most an hour: %+v (flagged %v); want busy_server, its message", jid, st, ok)
+	for _, jid := range []string{downloading, estimating, noted} {
+		if st, ok := found[jid]; !ok || st.Kind != stalled.KindBusyServer {
+			t.Errorf("%s, 31 minutes into a wait of at most an hour: %+v (flagged %v); want busy_server", jid, st, ok)
 		}
 	}
-	if len(found) != 2 {
-		t.Errorf("flagged %v; want only the two jobs whose message gives the limit (not %s, %s)", found, noLimit, plain)
+	if st := found[downloading]; st.Reason != busy {
+		t.Errorf("%s's reason %q, want its message", downloading, st.Reason)
+	}
+	if len(found) != 3 {
+		t.Errorf("flagged %v; want only the three jobs whose message gives a limit of 1h (not %s, %s, %s)", found, noLimit, plain, longer)
+	}
+	if _, ok := e.find(th, time.Now().Add(46*time.Minute))[longer]; !ok {
+		t.Errorf("%s, 46 minutes into a wait of at most 1h30m, not flagged", longer)
 	}
 	if _, ok := e.find(th, time.Now().Add(2*time.Hour+time.Minute))[noLimit]; !ok {
 		t.Errorf("%s, waiting for a busy server past Downloading's threshold, not flagged", noLimit)

@@ -136,6 +136,11 @@ func TestTallyBusyServerAndFailedBytes(t *testing.T) {
 	if n.bytesTotal != 1500 || n.busy != 1 || !n.nextTry.Equal(next) {
 		t.Fatalf("%+v: want a total of 1500 bytes (jid2 failed at 200 of 500), 1 job waiting until %s", n, next)
 	}
+	// Its next try gone by, the job still waits (a steady busy wait's later
+	// tries publish no event): their time is unknown, not the past one.
+	if n = tl.progress(next.Add(time.Minute)); n.busy != 1 || !n.nextTry.IsZero() || !strings.HasPrefix(n.eta(), "ETA unknown: 1 job waits") {
+		t.Fatalf("%+v (%q): want 1 job waiting, its next try unknown once %s has gone by", n, n.eta(), next)
+	}
 	tl.sawEvent(got("jid3", 100, 300), t0.Add(2*time.Second)) // its server answered
 	if n = tl.progress(t0); n.busy != 0 {
 		t.Fatalf("%+v: want none waiting once bytes came", n)

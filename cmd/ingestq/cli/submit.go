@@ -321,7 +321,11 @@ func (t *tally) progress(now time.Time) progress {
 	for jid, next := range t.busy {
 		if finished, _ := jobDone(t.jobs[jid]); !finished {
 			n.busy++
-			if next.After(n.nextTry) {
+			// A next try gone by is not said: a busy wait's event is the
+			// first try's (one while the same file has the same answer), so
+			// a later try's time is never heard, and the first's, past,
+			// stood as "ETA after" it for as long as the job waited.
+			if next.After(n.nextTry) && next.After(now) {
 				n.nextTry = next // zero stays when none was said
 			}
 		}
