@@ -141,6 +141,12 @@ func TestTallyBusyServerAndFailedBytes(t *testing.T) {
 	if n = tl.progress(next.Add(time.Minute)); n.busy != 1 || !n.nextTry.IsZero() || !strings.HasPrefix(n.eta(), "ETA unknown: 1 job waits") {
 		t.Fatalf("%+v (%q): want 1 job waiting, its next try unknown once %s has gone by", n, n.eta(), next)
 	}
+	tl.total = 4 // a fourth job, deleted at 50 of 700 bytes, owes no more either
+	tl.sawEvent(got("jid4", 50, 700), t0)
+	tl.set("jid4", "Deleted")
+	if n = tl.progress(t0); n.bytesTotal != 1550 {
+		t.Fatalf("%+v: want a total of 1550 bytes (jid4 deleted at 50 of 700)", n)
+	}
 	tl.sawEvent(got("jid3", 100, 300), t0.Add(2*time.Second)) // its server answered
 	if n = tl.progress(t0); n.busy != 0 {
 		t.Fatalf("%+v: want none waiting once bytes came", n)

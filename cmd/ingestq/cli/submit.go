@@ -330,18 +330,19 @@ func (t *tally) progress(now time.Time) progress {
 			}
 		}
 	}
-	// A failed job's size is what it downloaded: the rest never will be
-	// (its estimate in the total left "293.7 KiB of 294.2 KiB" at the end).
+	// A failed or deleted job's size is what it downloaded: the rest never
+	// will be (its estimate in the total left "293.7 KiB of 294.2 KiB" at
+	// the end).
 	sized := 0
 	var sum int64
 	for jid, state := range t.jobs {
-		if queue.State(state) == queue.Failed {
+		if downloadsNoMore(state) {
 			sized++
 			sum += t.bytes[jid]
 		}
 	}
 	for jid, b := range t.estimate {
-		if queue.State(t.jobs[jid]) == queue.Failed {
+		if downloadsNoMore(t.jobs[jid]) {
 			continue
 		}
 		if b <= 0 {
@@ -364,6 +365,12 @@ func jobDone(state string) (done, failed bool) {
 		return true, false
 	}
 	return false, false
+}
+
+// downloadsNoMore tells whether a job in state ended short of its
+// estimate's bytes: it failed, or was deleted (ingestq delete).
+func downloadsNoMore(state string) bool {
+	return queue.State(state) == queue.Failed || queue.State(state) == queue.Deleted
 }
 
 func (t *tally) set(jid, state string) {
