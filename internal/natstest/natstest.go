@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ingestq/ingestq/internal/freeport"
+	"github.com/ingestq/ingestq/internal/logtest"
 )
 
 // FreeAddr is a 127.0.0.1 address whose port was free a moment ago, for a
@@ -83,7 +83,7 @@ func Run(t testing.TB, opts *server.Options) *server.Server {
 	go ns.Start()
 	if err := waitReady(ns, log); err != nil {
 		ns.Shutdown()
-		t.Fatalf("%s %v; it logged:\n%s", what, err, log)
+		t.Fatalf("%s %v; it logged:\n%s", what, err, log.lines.String())
 	}
 	ns.SetLoggerV2(nil, false, false, false) // started: the test's own logger, if any, from here
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
@@ -131,8 +131,7 @@ func startStacks() string {
 type startLog struct {
 	start time.Time
 	fatal chan string
-	mu    sync.Mutex
-	lines []string
+	lines logtest.Buffer
 }
 
 func newStartLog() *startLog {
@@ -141,16 +140,8 @@ func newStartLog() *startLog {
 
 func (l *startLog) add(level, format string, v []any) string {
 	msg := fmt.Sprintf(format, v...)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf("%8.3fs [%s] %s", time.Since(l.start).Seconds(), level, msg))
+	fmt.Fprintf(&l.lines, "%8.3fs [%s] %s\n", time.Since(l.start).Seconds(), level, msg)
 	return msg
-}
-
-func (l *startLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }
 
 func (l *startLog) Noticef(format string, v ...any) { l.add("INF", format, v) }
