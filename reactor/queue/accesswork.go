@@ -62,7 +62,7 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 		case !slices.Contains(states, a.State()) || (takes != nil && !takes(a)):
 			continue
 		case a.Locked && a.lockHere && takes != nil:
-			released, err := q.releaseOwn(ctx, lock)
+			released, err := q.releaseOwn(ctx, lock, nil)
 			if err != nil || !released {
 				q.log.Warn("queue: could not release an orphaned lock of this session", "request", a.Ref(), "err", err)
 				continue

@@ -603,7 +603,7 @@ func (q *Queue) holdsBatch(bid string) bool {
 // Only a look in the batch's turn calls it: no other acquisition here is
 // then between its commit and its mark. It tells whether the lock is gone.
 func (q *Queue) releaseOrphan(ctx context.Context, bid string) bool {
-	released, err := q.releaseOwn(ctx, q.batchPath(bid, "lock"))
+	released, err := q.releaseOwn(ctx, q.batchPath(bid, "lock"), nil)
 	if err != nil {
 		q.log.Warn("queue: could not release an orphaned lock of this session", "batch", bid, "err", err)
 		return false

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,12 +55,12 @@ func (q *Queue) madeIn(ctx context.Context, folder, node, id string) (bool, erro
 	return givenOut(id, st), nil
 }
 
-// givenOut tells whether the number of id (bid…, jid… or qid…) is one
-// that its folder's sequence, whose stat is st, has given out: below the
-// folder's cversion, and written as ZooKeeper writes a sequence number,
-// ten digits (jid7 is no name the sequence gives: jid0000000007 is). A
-// number past int64 was never given.
+// givenOut tells whether the number of id (bid…, jid… or qid…, a
+// validName: digits) is one that its folder's sequence, whose stat is st,
+// has given out: below the folder's cversion, and written as ZooKeeper
+// writes a sequence number, ten digits (jid7 is no name the sequence
+// gives: jid0000000007 is).
 func givenOut(id string, st *zk.Stat) bool {
 	n, err := strconv.ParseInt(id[3:], 10, 64)
-	return err == nil && n < int64(st.Cversion) && id[3:] == fmt.Sprintf("%010d", n)
+	return len(id[3:]) == 10 && err == nil && n < int64(st.Cversion)
 }

@@ -200,7 +200,7 @@ type Job struct {
 	version int32  // version of the status node this view was read at
 	owner   bool   // this Queue's session took the lock
 	// lockMade is the zxid of the lock's creation, learnt by the first
-	// try of its unlock (releaseMade).
+	// try of its unlock (releaseOwn).
 	lockMade int64
 }
 

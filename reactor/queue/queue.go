@@ -226,21 +226,17 @@ func each(n, limit int, fn func(i int)) {
 
 // releaseOwnLock deletes an ephemeral lock only if this session owns it.
 func (q *Queue) releaseOwnLock(ctx context.Context, p string) error {
-	_, err := q.releaseOwn(ctx, p)
+	_, err := q.releaseOwn(ctx, p, nil)
 	return err
 }
 
-// releaseOwn is releaseOwnLock, telling whether it deleted the lock.
-func (q *Queue) releaseOwn(ctx context.Context, p string) (bool, error) {
-	return q.releaseMade(ctx, p, nil)
-}
-
-// releaseMade is releaseOwn of the one lock a holder took: made (nil:
-// any of this session's) keeps that lock's creation (its zxid), learnt at
-// the first try. A try after one whose delete landed but whose reply was
-// lost finds there a lock another acquisition of this session took since,
-// as much this session's: it leaves it.
-func (q *Queue) releaseMade(ctx context.Context, p string, made *int64) (bool, error) {
+// releaseOwn is releaseOwnLock, telling whether it deleted the lock. With
+// made (nil: any of this session's locks) it releases the one lock a
+// holder took: made keeps that lock's creation (its zxid), learnt at the
+// first try. A try after one whose delete landed but whose reply was lost
+// finds there a lock another acquisition of this session took since, as
+// much this session's: it leaves it.
+func (q *Queue) releaseOwn(ctx context.Context, p string, made *int64) (bool, error) {
 	ok, st, err := q.zk.exists(ctx, p)
 	if err != nil || !ok || !q.zk.owns(st) {
 		return false, err
@@ -280,12 +276,12 @@ func lockToLoad[T any](ctx context.Context, q *Queue, kind, id, p string, load f
 }
 
 // unlockHeld releases the lock at p of the kind id, which this session
-// must hold (owner), the one made names (releaseMade).
+// must hold (owner), the one made names (releaseOwn).
 func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool, made *int64) error {
 	if !owner {
 		return fmt.Errorf("%s %s: this session does not hold its lock", kind, id)
 	}
-	_, err := q.releaseMade(ctx, p, made)
+	_, err := q.releaseOwn(ctx, p, made)
 	return err
 }
 

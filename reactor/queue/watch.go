@@ -67,7 +67,7 @@ func gone() <-chan zk.Event {
 // tells whether it did: for a lock whose acquisition's reply was lost and
 // that no worker uses.
 func (q *Queue) ReleaseOwnJobLock(ctx context.Context, jid string) (bool, error) {
-	return q.releaseOwn(ctx, q.jobPath(jid, "lock"))
+	return q.releaseOwn(ctx, q.jobPath(jid, "lock"), nil)
 }
 
 // JobLockWait is the wait for a job's lock, held elsewhere, to go.
