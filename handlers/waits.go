@@ -108,26 +108,21 @@ func (p *Pipeline) forgetLeftWaits(now time.Time) {
 	})
 }
 
-// verifiedBefore is what job jid's last try here verified before it waited
-// for a busy server: a file still as it was then (size, inode and
-// modification time) is not read again. Reading them all at each try held
-// a Downloading worker for as long (2 s a GiB by MD5 here), at each of
-// dozens of tries an hour. nil when the job is not waiting so here.
-func (p *Pipeline) verifiedBefore(jid string) *digests {
-	if v, ok := p.waits.Load(jid); ok {
-		return v.(waitsInRow).verified
-	}
-	return nil
-}
-
-// tryAfterWaits is verifiedBefore for a download's try of job jid, whose
-// waits in a row are kept until done is called, however long it runs: a
-// try that downloads a big file while another stays busy outlasts the
-// sweep's bound (forgetLeftWaits), and forgotten at its end, the job's
-// busy clock started again.
+// tryAfterWaits is what job jid's last try here verified before it waited
+// for a busy server (nil when it is not waiting so here), for a download's
+// try of it: a file still as it was then (size, inode and modification
+// time) is not read again. Reading them all at each try held a Downloading
+// worker for as long (2 s a GiB by MD5 here), at each of dozens of tries
+// an hour. The job's waits in a row are kept until done is called, however
+// long the try runs: one that downloads a big file while another stays
+// busy outlasts the sweep's bound (forgetLeftWaits), and forgotten at its
+// end, the job's busy clock started again.
 func (p *Pipeline) tryAfterWaits(jid string) (verified *digests, done func()) {
 	p.trying.Store(jid, struct{}{})
-	return p.verifiedBefore(jid), func() { p.trying.Delete(jid) }
+	if v, ok := p.waits.Load(jid); ok {
+		verified = v.(waitsInRow).verified
+	}
+	return verified, func() { p.trying.Delete(jid) }
 }
 
 // endWaits forgets job jid's waits in a row: at its step's first outcome
@@ -232,7 +227,7 @@ type busyAnswers struct {
 	name   string
 	err    error
 	asked  time.Time
-	unread atomic.Int64 // files verified by the try before, unchanged, not read again (verifiedBefore)
+	unread atomic.Int64 // files verified by the try before, unchanged, not read again (tryAfterWaits)
 }
 
 // add notes err, the error of request name (a file's download; "" for an
@@ -256,8 +251,9 @@ func (b *busyAnswers) add(name string, err error) bool {
 }
 
 // waitForBusyServer is the Result of a job's step whose requests' servers
-// answered busy (b: Downloading's files, either step's object manifest): the job waits (busyWait), deferred in its status, or
-// fails past BusyLimit.
+// answered busy (b: Downloading's files, either step's object manifest):
+// the job waits (busyWait), deferred in its status, or fails past
+// BusyLimit.
 func (p *Pipeline) waitForBusyServer(ctx context.Context, s *reactor.Step, b *busyAnswers, verified *digests) (reactor.Result, error) {
 	jid := s.Job.ID
 	next, msg, err := p.busyWait(p.nextWait(jid, verified), jid, "job", b)

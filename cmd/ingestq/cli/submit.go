@@ -287,10 +287,10 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	}
 	if ev.Attrs["waiting"] == true {
 		delete(t.busy, ev.JobID)
-		if strings.HasPrefix(ev.Message, stalled.BusyServerPrefix) {
-			next, _ := ev.Attrs["next_try"].(string)
-			t.busy[ev.JobID], _ = time.Parse(time.RFC3339, next) // zero when not said
-		}
+	}
+	if waitsForBusyServerEvent(ev) {
+		next, _ := ev.Attrs["next_try"].(string)
+		t.busy[ev.JobID], _ = time.Parse(time.RFC3339, next) // zero when not said
 	}
 	if n, ok := ev.Attrs["bytes_total"].(float64); ok && n > 0 {
 		t.estimate[ev.JobID] = int64(n)
@@ -309,6 +309,12 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 	case all > t.lastBytes:
 		t.lastAt, t.lastBytes = now, all
 	}
+}
+
+// waitsForBusyServerEvent tells whether ev is a job's progress event
+// saying it waits for a busy server (handlers' sayWhyItWaits).
+func waitsForBusyServerEvent(ev events.Event) bool {
+	return ev.Kind == events.KindProgress && ev.Attrs["waiting"] == true && strings.HasPrefix(ev.Message, stalled.BusyServerPrefix)
 }
 
 // progress is the numbers to show at now.
@@ -530,7 +536,7 @@ func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string)
 // may hold the batch up to --fetch-busy-limit. Once: a batch of a thousand
 // objects on one busy server would say it a thousand times.
 func (f *follower) noteBusyServer(ev events.Event) {
-	if f.busyNoted || ev.Attrs["waiting"] != true || !strings.HasPrefix(ev.Message, stalled.BusyServerPrefix) {
+	if f.busyNoted || !waitsForBusyServerEvent(ev) {
 		return
 	}
 	f.busyNoted = true
