@@ -125,6 +125,16 @@ type running struct {
 	began time.Time
 }
 
+// stepBegan lists jid's step as under way, until the returned func: which
+// removes this step's entry only, as its move may have handed the job on
+// to the next state's worker here, whose step is listed before this one's
+// end (the next step's wait was lost from the host node).
+func (r *Reactor) stepBegan(jid string, step *Step) (ended func()) {
+	run := &running{step: step, began: time.Now()}
+	r.steps.Store(jid, run)
+	return func() { r.steps.CompareAndDelete(jid, run) }
+}
+
 // jobsInHand counts the jobs this daemon's workers hold.
 func (r *Reactor) jobsInHand() int {
 	n := 0

@@ -331,8 +331,7 @@ func (r *Reactor) runJob(ctx context.Context, s queue.State, j *queue.Job) {
 		return g.write(func() error { return r.q.UpdateJob(ctx, j, c) })
 	})
 	step.obs = r.cfg.Observer
-	r.steps.Store(j.ID, &running{step: step, began: time.Now()})
-	defer r.steps.Delete(j.ID)
+	defer r.stepBegan(j.ID, step)()
 	attempts := cmp.Or(r.cfg.StateAttempts[s], r.cfg.Attempts)
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
