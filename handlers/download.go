@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -98,6 +101,7 @@ func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Res
 		}
 	}()
 	asked := p.askedAgain(ctx, s)
+	s.Doing(depositorServers(files))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.PerJob)
 	for i, f := range files {
@@ -206,6 +210,29 @@ func (p *Pipeline) askedAgain(ctx context.Context, s *reactor.Step) func(name st
 				name, fetch.Plain(r.Err), r.Request, r.Of), nil)
 		}
 	}
+}
+
+// depositorServers names the servers a job's downloads wait on (Step.Doing:
+// a download running long is listed with them in its host's node, and `ls
+// jobs --stalled` says them), where only "lock held by" said a download of
+// hours. Never a back end's name: a step that succeeds got an answer from
+// each, and no outage is ever named after a depositor's server.
+func depositorServers(files []file) string {
+	var hosts []string
+	for _, f := range files {
+		if u, err := url.Parse(f.URL); err == nil && u.Host != "" && !slices.Contains(hosts, u.Host) {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	switch len(hosts) {
+	case 0:
+		return "the depositor's files"
+	case 1:
+		return "the depositor's server " + hosts[0]
+	case 2, 3:
+		return "the depositor's servers " + strings.Join(hosts, ", ")
+	}
+	return fmt.Sprintf("the depositor's servers %s and %d more", strings.Join(hosts[:3], ", "), len(hosts)-3)
 }
 
 // overran tells whether err is a write that found the working storage

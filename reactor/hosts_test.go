@@ -2,11 +2,11 @@ package reactor_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/reactor/stalled"
@@ -19,7 +19,7 @@ func TestHostNodeSaysJobsInHandSoon(t *testing.T) {
 	e := newEnv(t)
 	stepHeld(t, e, queue.Downloading, "")
 	// Ten times hostCheck: the node was rewritten only every 15 s before.
-	awaitHostNode(t, e, "host-a", 10*time.Second, "1 job in hand", func(h reactor.HostInfo) bool { return h.JobsInHand == 1 })
+	queuetest.AwaitHostNode(t, e.q, "host-a", 10*time.Second, "1 job in hand", func(h reactor.HostInfo) bool { return h.JobsInHand == 1 })
 }
 
 // stepHeld runs daemon host-a, whose step of state holds its job until the
@@ -42,40 +42,13 @@ func stepHeld(t *testing.T, e *env, state queue.State, doing string) string {
 	return await(t, started, "the step's start")
 }
 
-// awaitHostNode waits until host's node says what cond looks for, failing
-// after within.
-func awaitHostNode(t *testing.T, e *env, host string, within time.Duration, what string, cond func(reactor.HostInfo) bool) {
-	t.Helper()
-	deadline := time.After(within)
-	_, _, wait, err := e.q.LiveHost(t.Context(), host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		fired, _, err := e.q.WatchOnce(t.Context(), wait) // set before the read: no change missed
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, alive, _, err := e.q.LiveHost(t.Context(), host)
-		var info reactor.HostInfo
-		if err == nil && alive && json.Unmarshal(h.Data, &info) == nil && cond(info) {
-			return
-		}
-		select {
-		case <-fired:
-		case <-deadline:
-			t.Fatalf("after %v, %s's node says %s; want %s", within, host, h.Data, what)
-		}
-	}
-}
-
 // A step that runs long is listed in its host's node with what it waits
 // on (Step.Doing), and `ls jobs --stalled` says it of its locked job: a
 // back end that hung kept a job locked with nothing but "lock held by".
 func TestSlowStepSaysWhatItWaitsOn(t *testing.T) {
 	e := newEnv(t)
 	jid := stepHeld(t, e, queue.Storing, "storage target s3://b/ocfl")
-	awaitHostNode(t, e, "host-a", time.Minute, "the step's wait", func(h reactor.HostInfo) bool {
+	queuetest.AwaitHostNode(t, e.q, "host-a", time.Minute, "the step's wait", func(h reactor.HostInfo) bool {
 		return h.Waits[jid].What == "storage target s3://b/ocfl"
 	})
 	j, err := e.q.LoadJob(t.Context(), jid)

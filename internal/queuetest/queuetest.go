@@ -5,8 +5,10 @@ package queuetest
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -37,4 +39,31 @@ func Queue(t testing.TB, s *zkwatch.Session, root string, log *slog.Logger) *que
 		t.Fatal(err)
 	}
 	return q
+}
+
+// AwaitHostNode waits until host's node on q, read as a T (a
+// reactor.HostInfo), says what cond looks for, failing after within.
+func AwaitHostNode[T any](t testing.TB, q *queue.Queue, host string, within time.Duration, what string, cond func(T) bool) {
+	t.Helper()
+	deadline := time.After(within)
+	_, _, wait, err := q.LiveHost(t.Context(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		fired, _, err := q.WatchOnce(t.Context(), wait) // set before the read: no change missed
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, alive, _, err := q.LiveHost(t.Context(), host)
+		var info T
+		if err == nil && alive && json.Unmarshal(h.Data, &info) == nil && cond(info) {
+			return
+		}
+		select {
+		case <-fired:
+		case <-deadline:
+			t.Fatalf("after %v, %s's node says %s; want %s", within, host, h.Data, what)
+		}
+	}
 }
