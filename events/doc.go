@@ -8,6 +8,7 @@
 //	ingestq.job.<state>.<jid>       a job entered <state> (lower case)
 //	ingestq.job.progress.<jid>      progress of a job's current step
 //	ingestq.batch.<state>.<bid>     a batch entered <state> (lower case)
+//	ingestq.batch.progress.<bid>    a Pending batch waits (its payload server busy)
 //	ingestq.admin.<action>          an operator's action (hold, release, ...)
 //	ingestq.access.<state>.<ref>    an access request entered <state> (lower case)
 //	_ingestq.<host>.<...>           a daemon's own wake-up signals, never recorded

@@ -11,7 +11,7 @@ import (
 const (
 	KindJob      = "job"      // a job changed state
 	KindBatch    = "batch"    // a batch changed state
-	KindProgress = "progress" // progress within a job's step
+	KindProgress = "progress" // progress within a job's step, or a Pending batch's wait (no JobID)
 	KindAdmin    = "admin"    // an operator's action
 	KindAccess   = "access"   // an access (assembly) request changed state
 )
@@ -77,6 +77,7 @@ type Event struct {
 //	job      ingestq.job.<lower(To)>.<JobID>
 //	batch    ingestq.batch.<lower(To)>.<BatchID>
 //	progress ingestq.job.progress.<JobID>
+//	         ingestq.batch.progress.<BatchID> (a batch's, without JobID)
 //	admin    ingestq.admin.<To>
 //	access   ingestq.access.<lower(To)>.<AccessID>
 //
@@ -90,6 +91,11 @@ func (e Event) Subject() string {
 	case KindBatch:
 		return "ingestq.batch." + token(strings.ToLower(e.To)) + "." + token(e.BatchID)
 	case KindProgress:
+		if e.JobID == "" {
+			// A batch's wait: heard where its moves are (ingestq.batch.>),
+			// by a follower of the batch's events.
+			return "ingestq.batch.progress." + token(e.BatchID)
+		}
 		return progressSubjectPrefix + token(e.JobID)
 	case KindAdmin:
 		return "ingestq.admin." + token(e.To)

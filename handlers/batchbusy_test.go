@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/fetch"
 	"github.com/ingestq/ingestq/internal/logtest"
@@ -74,6 +75,7 @@ func TestPayloadServerBusyBatchWaitsForIt(t *testing.T) {
 		if waits := len(logs.Lines(batchWaits, busy.ID)); waits != n {
 			t.Errorf("the batch waited %d times for %d busy answers; want a wait after each, no request asked again in the fetch client", waits, n)
 		}
+		r.checkBatchWaitHeard(t, busy.ID, fmt.Sprintf("waiting for a busy server: fetch %s: HTTP %d %s; ", url, c.status, http.StatusText(c.status)))
 		if retried := logs.Lines("batch handler failed; retrying"); len(retried) > 0 {
 			t.Errorf("the batch spent attempts: %q", retried)
 		}
@@ -115,6 +117,29 @@ func TestPayloadServerBusyBatchDeferredOnEveryDaemon(t *testing.T) {
 		t.Fatalf("batch %s (%s), want Completed", b.State(), b.Status.Message)
 	}
 	svc.checkWaitedAsFor(t, 3)
+	r.checkBatchWaitHeard(t, b.ID, "waiting for a busy server: fetch ")
+}
+
+// checkBatchWaitHeard checks that batch bid's events said its wait for
+// its busy payload server once, as one progress event of the batch (no
+// job), in Pending: its message, beginning with prefix, and when it tries
+// again. Before, a batch's events were its moves only.
+func (r *rig) checkBatchWaitHeard(t *testing.T, bid, prefix string) {
+	t.Helper()
+	var heard []events.Event
+	for _, ev := range r.jobEvents("") { // the rig files progress events by job
+		if ev.BatchID == bid {
+			heard = append(heard, ev)
+		}
+	}
+	if len(heard) != 1 {
+		t.Fatalf("batch %s's wait heard as %d events, want one (not one a try): %+v", bid, len(heard), heard)
+	}
+	ev := heard[0]
+	next, _ := ev.Attrs["next_try"].(string)
+	if ev.Kind != events.KindProgress || ev.To != string(queue.Pending) || ev.Attrs["waiting"] != true || !strings.HasPrefix(ev.Message, prefix) || next == "" {
+		t.Errorf("batch %s's wait heard as %+v; want a progress event in Pending, attrs.waiting and next_try, its message starting %q", bid, ev, prefix)
+	}
 }
 
 // anotherHost is a second daemon's host name.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/handlers/container"
 	"github.com/ingestq/ingestq/handlers/fetch"
@@ -59,6 +60,12 @@ func (p *Pipeline) Objects(ctx context.Context, b *queue.Batch) ([]reactor.Objec
 	if err != nil {
 		return nil, err
 	}
+	// Its progress event, as a job's wait's is (sayWhyItWaits): a batch's
+	// events were its moves only, and a depositor following them heard
+	// `→ Pending`, then nothing for up to --fetch-busy-limit. Said just
+	// before the reactor writes msg into its status (Later); each try
+	// of the same wait writes it, not its event.
+	p.publishWait(b.Status.Message, events.Event{BatchID: b.ID, To: string(b.State()), Message: msg}, next)
 	p.log.Info("payload: a depositor's server is busy; batch waits", "batch", b.ID, "err", busy.err, "retest_in", time.Until(next))
 	return nil, reactor.Later(next, msg)
 }

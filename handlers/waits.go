@@ -164,23 +164,35 @@ func (p *Pipeline) sayWhyItWaits(ctx context.Context, s *reactor.Step, msg strin
 		p.log.Warn("waiting message not written", "job", s.Job.ID, "state", s.Job.State(), "err", err)
 		return
 	}
-	if p.cfg.Bus == nil || sameWait(was, msg) {
-		return
-	}
-	attrs := map[string]any{"waiting": true}
+	var next time.Time
 	if deferred != nil {
-		attrs["next_try"] = deferred.Until.UTC().Format(time.RFC3339)
+		next = deferred.Until
 	}
-	p.cfg.Bus.Publish(events.Event{Kind: events.KindProgress, BatchID: s.Job.BatchID, JobID: s.Job.ID,
-		To: string(s.Job.State()), Message: msg, Attrs: attrs})
+	p.publishWait(was, events.Event{BatchID: s.Job.BatchID, JobID: s.Job.ID, To: string(s.Job.State()), Message: msg}, next)
 }
 
-// sameWait tells whether msg, a job's wait, waits for what was, the
-// message it replaces, waited for: the same limit of room (RoomLimit), or
-// the same file's same busy answer (busyWaitFor). Its event is not said
-// again: a wait for room's MiB, a busy server's next try and Retry-After
-// change at every test or try, 70 to 180 events an hour per job, and a
-// thousand jobs on one busy server made about 17 a second.
+// publishWait publishes ev, whose Message is a job's or a batch's wait
+// replacing its message was, as its progress event: attrs.waiting, and
+// attrs.next_try when next is not zero. Not when it waits for what was
+// waited for (sameWait), nor without a bus.
+func (p *Pipeline) publishWait(was string, ev events.Event, next time.Time) {
+	if p.cfg.Bus == nil || sameWait(was, ev.Message) {
+		return
+	}
+	ev.Kind, ev.Attrs = events.KindProgress, map[string]any{"waiting": true}
+	if !next.IsZero() {
+		ev.Attrs["next_try"] = next.UTC().Format(time.RFC3339)
+	}
+	p.cfg.Bus.Publish(ev)
+}
+
+// sameWait tells whether msg, a job's or batch's wait, waits for what
+// was, the message it replaces, waited for: the same limit of room
+// (RoomLimit), or the same file's same busy answer (busyWaitFor). Its
+// event is not said again: a wait for room's MiB, a busy server's next
+// try and Retry-After change at every test or try, 70 to 180 events an
+// hour per job, and a thousand jobs on one busy server made about 17 a
+// second.
 func sameWait(was, msg string) bool {
 	for _, waitsFor := range []func(string) string{RoomLimit, busyWaitFor} {
 		if w := waitsFor(was); w != "" && w == waitsFor(msg) {

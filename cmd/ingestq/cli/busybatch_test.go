@@ -79,8 +79,8 @@ func TestSubmitWaitSaysItsBatchWaitsForABusyServer(t *testing.T) {
 	want := regexp.MustCompile(`note: batch bid\d+ is waiting for a busy server: fetch ` + regexp.QuoteMeta(web) +
 		`/object\.checkm: HTTP 503 Service Unavailable; it asked to be asked again in \S+ \(Retry-After\); next try at [^,]+, ` +
 		`spending no attempt; the batch fails if it is still busy at .*\n`)
-	if n := len(want.FindAllString(stderr, -1)); n != 1 || asked < 3 {
-		t.Errorf("the busy server asked %d times; submit --wait said the batch's wait %d times, want once:\n%s", asked, n, stderr)
+	if n := len(want.FindAllString(stderr, -1)); n != 1 || asked < 3 || strings.Contains(stderr, "note: job ") {
+		t.Errorf("the busy server asked %d times; submit --wait said the batch's wait %d times, want once, and no job's:\n%s", asked, n, stderr)
 	}
 }
 

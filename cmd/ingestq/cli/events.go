@@ -399,6 +399,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // time to the millisecond, live (tail) or replayed alike:
 //
 //	2006-01-02 15:04:05.000 host  job jid0000000012 (bid0000000003)  Downloading → Processing  [message]  priority=5
+//	2006-01-02 15:04:05.000 host  progress batch bid0000000003  [waiting for a busy server: …]  next_try=… waiting=yes
 //
 // An event a host published for another's move (recovered) has "-" for its
 // host and says "recovered by NAME".
@@ -418,7 +419,11 @@ func eventLine(ev events.Event) string {
 	case events.KindBatch:
 		b.WriteString("batch " + ev.BatchID + "  " + eventTransition(ev))
 	case events.KindProgress:
-		b.WriteString("progress " + strings.TrimPrefix(job(), "job "))
+		if ev.JobID == "" { // a Pending batch's wait
+			b.WriteString("progress batch " + ev.BatchID)
+		} else {
+			b.WriteString("progress " + strings.TrimPrefix(job(), "job "))
+		}
 	case events.KindAccess:
 		b.WriteString("access " + ev.AccessID + "  " + eventTransition(ev))
 	case events.KindAdmin:

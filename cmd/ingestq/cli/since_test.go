@@ -54,3 +54,13 @@ func TestEventLineSaysRecovered(t *testing.T) {
 		t.Errorf("recovered event line %q: want host - and \"recovered by vm\"", got)
 	}
 }
+
+// A batch's wait (a progress event with no job) is a line of the batch's
+// in `events tail` and `replay`. Before, it read "progress  (bid…)".
+func TestEventLineOfABatchWait(t *testing.T) {
+	ev := events.Event{Kind: events.KindProgress, Time: time.Now(), Host: "h", BatchID: "bid0000000003", To: "Pending",
+		Message: "waiting for a busy server: fetch …", Attrs: map[string]any{"waiting": true}}
+	if got := eventLine(ev); !strings.Contains(got, " h  progress batch bid0000000003  [waiting for a busy server: fetch …]  waiting=yes") {
+		t.Errorf("a batch's wait reads %q; want it named as the batch's progress", got)
+	}
+}

@@ -312,9 +312,11 @@ func (t *tally) sawEvent(ev events.Event, now time.Time) {
 }
 
 // waitsForBusyServerEvent tells whether ev is a job's progress event
-// saying it waits for a busy server (handlers' sayWhyItWaits).
+// saying it waits for a busy server (handlers' sayWhyItWaits). Not the
+// batch's own wait (no job): taken for a job's, it was noted as "job  of
+// batch …"; onPoll says it from the batch's status.
 func waitsForBusyServerEvent(ev events.Event) bool {
-	return ev.Kind == events.KindProgress && ev.Attrs["waiting"] == true && strings.HasPrefix(ev.Message, stalled.BusyServerPrefix)
+	return ev.Kind == events.KindProgress && ev.JobID != "" && ev.Attrs["waiting"] == true && strings.HasPrefix(ev.Message, stalled.BusyServerPrefix)
 }
 
 // progress is the numbers to show at now.
@@ -547,8 +549,10 @@ func (f *follower) noteBusyServer(ev events.Event) {
 // dropped connection, lost events), and recounts its jobs; it returns the
 // state the batch reported, once it has.
 func (f *follower) onPoll(ctx context.Context) (reported string) {
-	// Before its jobs are made the batch itself is read each poll: a
-	// batch waiting for its busy payload server publishes no event.
+	// Before its jobs are made the batch itself is read each poll. Its
+	// wait for a busy payload server has an event, but one for the same
+	// wait, not one a try: an hour's wait is quiet after it, and the read
+	// also finds within a poll a move to Processing whose event was lost.
 	if !f.counting || time.Since(f.lastEvent) >= waitQuiet {
 		b, err := f.q.LoadBatch(ctx, f.bid)
 		switch {
