@@ -34,13 +34,13 @@ func TestBackEndOutWaitsAsAsked(t *testing.T) {
 		{name: "alone, asked 3 s", asked: near, least: near, atMost: 4 * time.Second, answered: true},
 	}
 	for i, c := range cases {
-		jid := string(rune('a' + i))
+		ref := "05-jid" + string(rune('a'+i))
 		what := "storage target " + c.name
 		if c.answered {
-			o.down(queue.Storing, jid, Unavailable(what, errors.New("out")), time.Millisecond)
+			o.down(queue.Storing, ref, Unavailable(what, errors.New("out")), time.Millisecond)
 			o.answered([]string{what})
 		}
-		until, alone := o.down(queue.Storing, jid, Unavailable(what, askedErr{c.asked}), time.Second)
+		until, alone := o.down(queue.Storing, ref, Unavailable(what, askedErr{c.asked}), time.Second)
 		if alone != c.answered || until.Before(c.least) || time.Until(until) > c.atMost {
 			t.Errorf("%s: waits until %v (in %v), alone %v; want from %v, in at most %v, alone %v",
 				c.name, until, time.Until(until).Round(time.Millisecond), alone, c.least, c.atMost, c.answered)

@@ -3,12 +3,15 @@ package reactor_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -108,18 +111,33 @@ func TestLongStepStopsWhenItsJobChangesUnderIt(t *testing.T) {
 func TestStopLeavesARetryingJobForTheNextAttempt(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
-	failed := make(chan string, 1)
+	failing, stopping := make(chan string, 1), make(chan struct{})
+	logs := &logtest.Buffer{}
 	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
-		queue.Downloading: reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+		queue.Downloading: reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 			if calls.Add(1) == 1 {
-				failed <- s.Job.ID
+				// Fails once the daemon is stopping: the wait for the next
+				// attempt (200 ms) then begins after the stop, however late
+				// a loaded machine runs the test (a stop called after the
+				// first attempt had returned came after a second, at times).
+				failing <- s.Job.ID
+				select {
+				case <-stopping:
+				case <-ctx.Done():
+				}
 			}
 			return reactor.Result{}, errors.New("the depositor's server is down")
 		}),
-	}, func(c *reactor.Config) { c.Backoff, c.Attempts = 200*time.Millisecond, 3 })
+	}, func(c *reactor.Config) {
+		c.Backoff, c.Attempts = 200*time.Millisecond, 3
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	e.submit(map[string]any{"payload_url": "passthrough:1"})
-	jid := await(t, failed, "the step's first failure")
-	stop()
+	jid := await(t, failing, "the step's first attempt")
+	go stop()
+	logs.WaitFor(t, "reactor: stopping; running steps may finish")
+	close(stopping)
+	stop() // waits for the first call's end
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the step ran %d times; after the stop, no attempt more", n)
 	}

@@ -571,7 +571,7 @@ func (r *Reactor) releaseKept(jid string) {
 // state, its attempts unspent, until the back end's next try (decision
 // 252). The job's status message says what it waits for.
 func (r *Reactor) waitForBackEnd(ctx context.Context, s queue.State, j *queue.Job, g *guard, err error) {
-	until, alone := r.outages.down(s, j.ID, err, r.cfg.Backoff) // deferred until then, or the outage's end (waitForBackEndUntil)
+	until, alone := r.outages.down(s, j.Ref(), err, r.cfg.Backoff) // deferred until then, or the outage's end (waitForBackEndUntil)
 	d := time.Until(until)
 	msg := fmt.Sprintf("%s: %v", WaitingPrefix, err)
 	if alone {

@@ -3,6 +3,7 @@ package reactor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,7 +77,12 @@ type outages struct {
 	// step while they waited for it (jid → the back end): one that then
 	// finds it out again, while no other step does, waits alone (down).
 	answeredOthers map[string]waitingJob
-	tell           func(what string, out bool)
+	// Each state's folder as its watch last listed it (sorted), and how
+	// many listings of it came: a job found waiting is judged gone from
+	// its state only by a listing taken after it arrived (waitingJob).
+	last     map[queue.State][]string
+	listings map[queue.State]int
+	tell     func(what string, out bool)
 	// wait defers job jid of state s until t; a zero t ends its deferral.
 	// Called under mu: an end that came between a finding and its
 	// deferral was undone by it, and the job waited out the back end's
@@ -85,10 +91,27 @@ type outages struct {
 }
 
 // waitingJob is a job this daemon saw wait for a back end, in state.
+// A listing that lacks it ends its wait when it was taken after the job
+// arrived: a job handed on to a worker here finds its back end out before
+// the watch's listing comes, which may have been taken before the job
+// arrived (that one ended the back end's outage while it was still out).
+// So it is judged by a listing once one has shown it (seen), or by the
+// listing after the next one from when it was found waiting (listing),
+// taken after that one came.
 type waitingJob struct {
 	backEnd string
 	state   queue.State
-	streak  int // in answeredOthers: its findings since
+	streak  int    // in answeredOthers: its findings since
+	ref     string // in state's folder
+	seen    bool   // in a listing of state's folder since it arrived
+	listing int    // the listings of state's folder come when it was found waiting
+}
+
+// waitingIn is job ref waiting for back end what in state s, as listings
+// of s have shown it so far.
+func (o *outages) waitingIn(s queue.State, ref, what string) waitingJob {
+	_, seen := slices.BinarySearch(o.last[s], ref)
+	return waitingJob{backEnd: what, state: s, ref: ref, seen: seen, listing: o.listings[s]}
 }
 
 // BackEndObserver is an Observer also told when this daemon's steps find a
@@ -105,14 +128,14 @@ type outage struct {
 
 func newOutages(obs Observer, wait func(s queue.State, jid string, t time.Time)) *outages {
 	o := &outages{backEnds: map[string]*outage{}, waitingOn: map[string]waitingJob{}, answeredOthers: map[string]waitingJob{},
-		tell: func(string, bool) {}, wait: wait}
+		last: map[queue.State][]string{}, listings: map[queue.State]int{}, tell: func(string, bool) {}, wait: wait}
 	if b, ok := obs.(BackEndObserver); ok {
 		o.tell = b.BackEnd
 	}
 	return o
 }
 
-// down notes that job jid's step in s found err's back end out, defers the
+// down notes that job ref's step in s found err's back end out, defers the
 // job until the back end's next try, and returns it: base after the first
 // finding, doubled at each later one, at most outageMax. alone: the back
 // end answered other jobs' steps since this job first found it out, and
@@ -120,7 +143,8 @@ func newOutages(obs Observer, wait func(s queue.State, jid string, t time.Time))
 // key, forever; decision 891): the job waits by itself, its own finding
 // neither the back end's outage (the gauge) nor a pause of its state,
 // which held every other job of the state up to a minute at a time.
-func (o *outages) down(s queue.State, jid string, err error, base time.Duration) (until time.Time, alone bool) {
+func (o *outages) down(s queue.State, ref string, err error, base time.Duration) (until time.Time, alone bool) {
+	jid := jidOf(ref)
 	var u *unavailableError
 	errors.As(err, &u)
 	o.mu.Lock()
@@ -128,7 +152,9 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 	now := time.Now()
 	asked := askedWait(err)
 	if mine := o.answeredOthers[jid]; mine.backEnd == u.what && o.backEnds[u.what] == nil {
-		mine.streak++
+		streak := mine.streak + 1
+		mine = o.waitingIn(s, ref, u.what)
+		mine.streak = streak
 		o.answeredOthers[jid] = mine
 		until = backoff.NotBeforeAsked(now.Add(backoff.Delay(base, outageMax, mine.streak)), asked, now, outageMax)
 		o.wait(s, jid, until)
@@ -150,7 +176,7 @@ func (o *outages) down(s queue.State, jid string, err error, base time.Duration)
 		b.states[s] = true
 	}
 	before, waited := o.waitingOn[jid]
-	o.waitingOn[jid] = waitingJob{backEnd: u.what, state: s}
+	o.waitingOn[jid] = o.waitingIn(s, ref, u.what)
 	o.wait(s, jid, b.until)
 	if waited && before.backEnd != u.what {
 		o.endUnlessWaitedFor(before.backEnd) // this job waits for it no more; the step may not have reached it (Storing reads the inventory before storage)
@@ -196,25 +222,28 @@ func (o *outages) answered(backEnds []string) {
 	}
 }
 
-// listed takes state s's folder as its watch listed it (refs): a job seen
-// waiting in s (or waiting alone) that it lacks waits here no more, and a
-// back end no job waits for any longer is no longer known out.
+// listed takes state s's folder as its watch listed it (refs, sorted): a
+// job seen waiting in s (or waiting alone) that it lacks waits here no
+// more, when the listing was taken after the job arrived (waitingJob), and
+// a back end no job waits for any longer is no longer known out.
 func (o *outages) listed(s queue.State, refs []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.last[s] = refs
+	o.listings[s]++
 	unlisted := map[string]bool{}
 	for _, jobs := range []map[string]waitingJob{o.waitingOn, o.answeredOthers} {
 		for jid, w := range jobs {
-			if w.state == s {
+			if w.state != s {
+				continue
+			}
+			if _, there := slices.BinarySearch(refs, w.ref); there {
+				w.seen = true
+				jobs[jid] = w
+			} else if w.seen || w.listing < o.listings[s]-1 {
 				unlisted[jid] = true
 			}
 		}
-	}
-	for _, ref := range refs {
-		if len(unlisted) == 0 {
-			return // the usual case, nothing waiting here, reads no ref
-		}
-		delete(unlisted, jidOf(ref))
 	}
 	for jid := range unlisted {
 		o.goneLocked(jid)

@@ -90,16 +90,23 @@ func (p *pool) drain(acquire, work context.Context) {
 // wait for releases them.
 type deferrals struct {
 	mu    sync.Mutex
-	until map[string]time.Time
+	until map[string]deferral
 	byKey map[string][]string // what they wait for (a batch, a host) → jids
+}
+
+// deferral is a job's wait: until t at the latest, or until what it waits
+// for (key; "" for nothing but t) releases it.
+type deferral struct {
+	t   time.Time
+	key string
 }
 
 // addFor defers jid until what it waits for (key: a batch id, a host)
 // releases it, or t at the latest (a release whose news was lost).
 func (d *deferrals) addFor(jid, key string, t time.Time) {
-	d.add(jid, t)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.set(jid, deferral{t: t, key: key})
 	if d.byKey == nil {
 		d.byKey = map[string][]string{}
 	}
@@ -107,33 +114,44 @@ func (d *deferrals) addFor(jid, key string, t time.Time) {
 }
 
 // release ends the deferral of the jobs waiting for key, and says how
-// many there were.
+// many there were. A job deferred again since for another reason (its
+// step asked to wait, another host to wait for) still waits: the release
+// is of this key's deferral, not of the job's.
 func (d *deferrals) release(key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	jids := d.byKey[key]
 	delete(d.byKey, key)
+	n := 0
 	for _, jid := range jids {
-		delete(d.until, jid)
+		if w, ok := d.until[jid]; ok && w.key == key {
+			delete(d.until, jid)
+			n++
+		}
 	}
-	return len(jids)
+	return n
 }
 
 func (d *deferrals) add(jid string, t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.set(jid, deferral{t: t})
+}
+
+// set defers jid as w says, in place of any deferral before; d.mu is held.
+func (d *deferrals) set(jid string, w deferral) {
 	if d.until == nil {
-		d.until = map[string]time.Time{}
+		d.until = map[string]deferral{}
 	}
-	d.until[jid] = t
+	d.until[jid] = w
 }
 
 // skip tells whether jid still waits; it forgets jobs whose time has come.
 func (d *deferrals) skip(jid string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t, ok := d.until[jid]
-	if ok && time.Now().Before(t) {
+	w, ok := d.until[jid]
+	if ok && time.Now().Before(w.t) {
 		return true
 	}
 	delete(d.until, jid)

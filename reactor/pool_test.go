@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -77,5 +78,27 @@ func TestReportTriesABatchOnceAtATime(t *testing.T) {
 	r.doneReport([]string{"bid1"}, true)
 	if ids, ok := r.nextReport(); ok {
 		t.Fatalf("next report %v after bid1 was taken, want none: its news was answered", ids)
+	}
+}
+
+// The release of what a job waited for (a host, a batch) ends that wait
+// only: the job's deferral since for another reason stands. Its first
+// wait, passed by its time, left its name under its key; the key's
+// release then ended the wait its step had asked for since, and the job
+// was taken before its time.
+func TestAReleaseLeavesAJobsLaterDeferral(t *testing.T) {
+	var d deferrals
+	now := time.Now()
+	d.addFor("jid1", "host host-b", now.Add(-time.Second)) // its time passed: taken here
+	if d.skip("jid1") {
+		t.Fatal("a job whose deferral's time has passed is passed over")
+	}
+	d.add("jid1", now.Add(time.Hour)) // its step asked to wait an hour
+	if n := d.release("host host-b"); n != 0 || !d.skip("jid1") {
+		t.Fatalf("the host's release ended %d waits, and the job is passed over: %v; want 0, and passed over (its step's wait)", n, d.skip("jid1"))
+	}
+	d.addFor("jid2", "bid1", now.Add(time.Hour))
+	if n := d.release("bid1"); n != 1 || d.skip("jid2") {
+		t.Fatalf("its batch's release ended %d waits, and the job is passed over: %v; want 1, and taken", n, d.skip("jid2"))
 	}
 }
