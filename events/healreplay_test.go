@@ -38,7 +38,9 @@ func TestReplayWaitsForTheClusterToReform(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err := Replay(short, cli, "", Filter{}, func(Event) error { return nil })
-	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "the event stream did not answer") || took > 4*time.Second {
+	// By its deadline: without it the replay waited for the quorum, for
+	// good. The bound leaves a loaded machine's late wake-up its slack.
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "the event stream did not answer") || took > 10*time.Second {
 		t.Errorf("a replay without a quorum, deadline 3 s: %v after %v; want it to say the stream did not answer, by its deadline", err, took)
 	}
 

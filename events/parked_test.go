@@ -383,9 +383,11 @@ func TestEventsQueuedAreSentBeforeAProbeOfASilentStream(t *testing.T) {
 	for i := range n {
 		receiveSent(t, sent, fmt.Sprintf("later-%d", i))
 	}
-	if took := time.Since(start); took > 2*askTimeout {
-		t.Errorf("%d events published while one is parked were sent in %v, want within %v (one probe of the silent stream at most)",
-			n, took.Round(time.Millisecond), 2*askTimeout)
+	// Waiting for a probe each, they took n asks (40 s); one probe at most
+	// is 2 asks. The bound is wider than that, for a loaded machine.
+	if within := 5 * askTimeout; time.Since(start) > within {
+		t.Errorf("%d events published while one is parked were sent in %v, want within %v (one probe of the silent stream at most, not one each)",
+			n, time.Since(start).Round(time.Millisecond), within)
 	}
 }
 

@@ -34,7 +34,7 @@ func TestNotZooKeeper(t *testing.T) {
 			took := time.Since(start)
 			wantCode(t, code, 1)
 			wantErrLine(t, stderr, c.addr+" takes connections but does not answer as ZooKeeper", c.says, "--zk")
-			if took > 8*time.Second {
+			if took > 15*time.Second { // not INGESTQ_CONNECT_TIMEOUT's 30 s: a loaded machine's slack aside
 				t.Errorf("took %v to say so", took)
 			}
 		})
