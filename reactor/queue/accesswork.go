@@ -120,7 +120,7 @@ func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, c Acce
 	if release && a.owner {
 		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
 	}
-	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
+	if _, err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		return err
 	}
 	a.Status, a.version = st, a.version+1

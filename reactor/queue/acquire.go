@@ -100,7 +100,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		defer close(read)
 		j, readErr = q.jobAfter(ctx, jid, known)
 	}()
-	err := q.commit(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)})
+	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)}, false)
 	<-read
 	switch {
 	case errors.Is(err, ErrStale):
@@ -118,7 +118,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		return nil, nil
 	}
 	j.ref = ref
-	j.version, j.owner, j.Locked = h.status.stat.Version+1, true, true
+	j.version, j.owner, j.Locked, j.lockMade = h.status.stat.Version+1, true, true, made
 	return j, nil
 }
 
@@ -212,11 +212,11 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	if admit != nil && !admit(view) {
 		return nil, nil
 	}
-	err := q.commit(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), mustJSON(view.Status), view.version)})
+	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), mustJSON(view.Status), view.version)}, false)
 	if err != nil {
 		return nil, err
 	}
-	view.version, view.owner, view.Locked, view.lockMade = view.version+1, true, true, 0 // a new lock
+	view.version, view.owner, view.Locked, view.lockMade = view.version+1, true, true, made // a new lock
 	return view, nil
 }
 

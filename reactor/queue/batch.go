@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
+
+	"github.com/ingestq/ingestq/internal/backoff"
 )
 
 func (q *Queue) batchPath(bid string, child ...string) string {
@@ -551,7 +553,11 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 		return nil, waits, nil
 	}
 	if b.Locked && b.lockHere && !q.holdsBatch(bid) {
-		b.Locked = !q.releaseOrphan(ctx, bid)
+		released, err := q.releaseOrphan(ctx, bid)
+		if err != nil {
+			q.log.Warn("queue: could not release an orphaned lock of this session", "batch", bid, "err", err)
+		}
+		b.Locked = !released
 	}
 	if b.Locked {
 		return nil, []Wait{{Path: q.batchPath(bid, "lock"), Present: true}}, nil
@@ -573,7 +579,7 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 	if b.State() == Pending && !b.Acquired {
 		ops = append(ops, createRef(q.batchPath(bid, "states")))
 	}
-	err = q.commit(ctx, ops)
+	made, err := q.commitLanded(ctx, ops, false)
 	if errors.Is(err, ErrLocked) {
 		return nil, append(waits, Wait{Path: q.batchPath(bid, "lock"), Present: true}), nil
 	}
@@ -583,7 +589,7 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 	if err != nil {
 		return nil, nil, err
 	}
-	b.owner, b.Locked = true, true
+	b.owner, b.Locked, b.lockMade = true, true, made
 	b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
 	q.heldBatches.Store(bid, b) // in the turn: no look here sees the lock unmarked
 	return b, nil, nil
@@ -602,23 +608,54 @@ func (q *Queue) holdsBatch(bid string) bool {
 // the session, and every look, here and on every host, would wait on it.
 // Only a look in the batch's turn calls it: no other acquisition here is
 // then between its commit and its mark. It tells whether the lock is gone.
-func (q *Queue) releaseOrphan(ctx context.Context, bid string) bool {
+func (q *Queue) releaseOrphan(ctx context.Context, bid string) (bool, error) {
 	released, err := q.releaseOwn(ctx, q.batchPath(bid, "lock"), nil)
-	if err != nil {
-		q.log.Warn("queue: could not release an orphaned lock of this session", "batch", bid, "err", err)
-		return false
-	}
 	if released {
 		q.log.Warn("queue: released a lock this session held but no worker used", "batch", bid)
 	}
-	return released
+	return released, err
+}
+
+// releaseOrphanLater is releaseOrphan, in the batch's turn and unless a view
+// here holds the batch, tried until ZooKeeper answers: for an admin's
+// LockBatch that failed after its create may have landed (its reply lost
+// and not confirmed before maxOutages or the request's end, or the lock's
+// release after a failed load unanswered). No look on an admin's session
+// releases an orphan (the API's Queue acquires only in StopFeeding), and
+// every host's looks waited on it until the daemon restarted. It stops
+// once the Queue or its connection is closed (the lock goes with the
+// session), or its session is no longer the lock's (an expired session's
+// locks went with it).
+func (q *Queue) releaseOrphanLater(bid string) {
+	session := q.zk.conn.SessionID()
+	for try := 1; ; try++ {
+		var err error
+		if done, terr := q.batchTurn(context.Background(), bid); terr == nil { // no context: it never ends
+			if !q.holdsBatch(bid) {
+				_, err = q.releaseOrphan(context.Background(), bid)
+			}
+			done()
+		}
+		if !Transient(err) || errors.Is(err, zk.ErrClosing) || q.closed() || q.zk.conn.SessionID() != session {
+			if err != nil {
+				q.log.Warn("queue: could not release a lock an admin's failed lock may have left", "batch", bid, "err", err)
+			}
+			return
+		}
+		if try == 1 {
+			q.log.Info("queue: an admin's lock may have landed unconfirmed; released once ZooKeeper answers", "batch", bid, "err", err)
+		}
+		backoff.Sleep(context.Background(), backoff.Delay(50*time.Millisecond, 2*time.Second, try))
+	}
 }
 
 // LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
 // It takes the batch's turn only to mark its view held (heldBatches); it
 // reads no lock first: run it on a session no batch worker uses (decision
 // 226): else, a reply lost, the admin or the worker takes the other's lock
-// for its own (applied knows the session).
+// for its own (applied knows the session). Failing for another reason than
+// those two (ZooKeeper unanswering), it may have left a lock of its own,
+// released later (releaseOrphanLater).
 func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 	done, err := q.batchTurn(ctx, bid)
 	if err != nil {
@@ -627,6 +664,9 @@ func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
 	defer done()
 	b, err := lockToLoad(ctx, q, "batch", bid, q.batchPath(bid, "lock"), q.LoadBatch)
 	if err != nil {
+		if !errors.Is(err, ErrLocked) && !errors.Is(err, ErrNotFound) {
+			go q.releaseOrphanLater(bid) // after this turn: done is deferred
+		}
 		return nil, err
 	}
 	b.owner, b.Locked = true, true
@@ -729,7 +769,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	if c.Release && b.owner {
 		ops = append(ops, delIfThere(q.batchPath(b.ID, "lock")))
 	}
-	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
+	if _, err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		return q.letGoIfStale(ctx, b, err)
 	}
 	b.Status, b.version = st, b.version+1

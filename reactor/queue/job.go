@@ -399,7 +399,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	if c.Release && j.owner {
 		ops = append(ops, delIfThere(q.jobPath(j.ID, "lock")))
 	}
-	if err := q.commitLanded(ctx, ops, c.Retried); err != nil {
+	if _, err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		if errors.Is(err, ErrStale) && j.owner {
 			_ = q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock"))
 			j.owner, j.Locked = false, false

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -83,12 +86,18 @@ func TestAdminLockWhoseReplyWasLost(t *testing.T) {
 	r.ok(r.q.UnlockJob(t.Context(), held))
 }
 
+// lostReplyTimeout is how long these tests' queues wait for a reply: a
+// reply held in the paused proxy is lost after it. Each such loss costs
+// it, and a reply not held must come within it: at 300 ms, under other
+// tests' load, about 1 run in 100 had one of those late.
+const lostReplyTimeout = time.Second
+
 // proxiedQueue is a queue whose session reaches the shared server through
-// a proxy, with requests given up on after 300 ms.
+// a proxy, with requests given up on after lostReplyTimeout.
 func proxiedQueue(t *testing.T, root string) (*queue.Queue, *zktest.Proxy) {
 	proxy := zktest.ProxyToShared(t)
 	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(testLogger(t)),
-		queue.WithRequestTimeout(300*time.Millisecond))
+		queue.WithRequestTimeout(lostReplyTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +166,7 @@ func TestMintWhoseReplyWasLostToARacer(t *testing.T) {
 			once.Do(func() { proxy.Pause(); close(held) })
 		}
 	}))
-	qa, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	qa, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +269,7 @@ func TestTwoReportersOfOneSessionLookAtOneBatch(t *testing.T) {
 			close(held)
 		}
 	}))
-	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout))
 	r.ok(err)
 	acquire := func(got chan result[*queue.Batch], done chan struct{}) {
 		defer close(done)
@@ -352,7 +361,7 @@ func TestBatchUnlockTriedAgainLeavesAnotherWorkersLock(t *testing.T) {
 			proxy.Pause() // the unlock's delete is held: its reply comes too late
 		}
 	}))
-	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), r.root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout))
 	r.ok(err)
 	first, _, err := q.AcquireCompletedBatch(ctx, []string{b.ID}, nil)
 	if err != nil || first == nil {
@@ -375,15 +384,12 @@ func TestBatchUnlockTriedAgainLeavesAnotherWorkersLock(t *testing.T) {
 	r.ok(q.UnlockBatch(ctx, second))
 }
 
-// lostCommitQueue is a proxied queue (as proxiedQueue) and lose, which runs
-// call so that its first multi lands but call sees an error: the multi is
-// held in the paused proxy past the request timeout, and call's context
-// ends at the request that follows it (the check whether it landed), as
-// when ZooKeeper cannot say before maxOutages. The proxy resumes once call
-// has returned: the multi lands, ahead of the session's next requests.
-// warned counts the warnings that an orphaned lock was released.
-func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call func(context.Context) error) error, warned *atomic.Int32) {
-	proxy := zktest.ProxyToShared(t)
+// hookedQueue is a proxied queue (as proxiedQueue) whose requests are
+// told, by op, to the hook onRequest sets (nil: none), on the goroutine
+// that sends them, before they are sent. warned counts the warnings that
+// an orphaned lock was released.
+func hookedQueue(t *testing.T, root string) (q *queue.Queue, proxy *zktest.Proxy, onRequest func(func(op string)), warned *atomic.Int32) {
+	proxy = zktest.ProxyToShared(t)
 	var hook atomic.Pointer[func(op string)]
 	warned = new(atomic.Int32)
 	log := slog.New(onLog(func(msg, op string) {
@@ -394,15 +400,38 @@ func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call 
 			(*f)(op)
 		}
 	}))
-	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(300*time.Millisecond))
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lose = func(call func(context.Context) error) error {
+	onRequest = func(f func(op string)) {
+		if f == nil {
+			hook.Store(nil)
+			return
+		}
+		hook.Store(&f)
+	}
+	return q, proxy, onRequest, warned
+}
+
+// lostCommitQueue is a hookedQueue and lose, which runs call so that its
+// first multi lands but call sees an error: the multi is held in the
+// paused proxy past the request timeout, and call's context ends at the
+// request that follows it (the check whether it landed), as when ZooKeeper
+// cannot say before maxOutages. The proxy resumes once call has returned:
+// the multi lands, ahead of the session's next requests.
+func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call func(context.Context) error) error, warned *atomic.Int32) {
+	q, proxy, onRequest, warned := hookedQueue(t, root)
+	return q, loseOn(t, proxy, onRequest), warned
+}
+
+// loseOn is lostCommitQueue's lose for a hookedQueue's proxy and hook.
+func loseOn(t *testing.T, proxy *zktest.Proxy, onRequest func(func(op string))) func(call func(context.Context) error) error {
+	return func(call func(context.Context) error) error {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		sent := false
-		f := func(op string) { // on call's goroutine: the queue logs a request before it sends it
+		onRequest(func(op string) { // on call's goroutine: the queue logs a request before it sends it
 			switch {
 			case op == "multi" && !sent:
 				sent = true
@@ -410,14 +439,12 @@ func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call 
 			case sent:
 				cancel()
 			}
-		}
-		hook.Store(&f)
+		})
 		err := call(ctx)
-		hook.Store(nil)
+		onRequest(nil)
 		proxy.Resume()
 		return err
 	}
-	return q, lose, warned
 }
 
 // A batch acquisition whose commit landed although its caller saw an error:
@@ -470,16 +497,27 @@ func lostMoveTakenOver(t *testing.T, r *run) (q *queue.Queue, intake *queue.Batc
 	if err != nil || intake == nil {
 		t.Fatalf("the intake acquired %s (%v); want the batch", idOf(intake), err)
 	}
-	none := 0
-	move = queue.BatchChange{JobCount: &none, Release: true, At: q.Now()}
-	if err := lose(func(ctx context.Context) error { return q.SetBatchStatus(ctx, intake, queue.Processing, move) }); err == nil || errors.Is(err, queue.ErrStale) {
-		t.Fatalf("a move whose reply was lost: %v; want an error, not a stale view", err)
-	}
+	move = lostMove(t, q, lose, intake)
 	reporter, _, err = q.AcquireCompletedBatch(ctx, []string{intake.ID}, nil)
 	if err != nil || reporter == nil {
 		t.Fatalf("the reporter acquired %s (%v); want %s: the move landed", idOf(reporter), err, intake.ID)
 	}
 	return q, intake, move, reporter
+}
+
+// lostMove runs on q (lose its lostCommitQueue's) the move of a new batch
+// the intake acquired to Processing, which releases its lock, so that it
+// lands but its caller sees an error that is not a stale view: the
+// intake's view is still marked as the batch's holder, its lock gone, as
+// after a session expiry. It returns the move.
+func lostMove(t *testing.T, q *queue.Queue, lose func(call func(context.Context) error) error, intake *queue.Batch) (move queue.BatchChange) {
+	t.Helper()
+	none := 0
+	move = queue.BatchChange{JobCount: &none, Release: true, At: q.Now()}
+	if err := lose(func(ctx context.Context) error { return q.SetBatchStatus(ctx, intake, queue.Processing, move) }); err == nil || errors.Is(err, queue.ErrStale) {
+		t.Fatalf("a move whose reply was lost: %v; want an error, not a stale view", err)
+	}
+	return move
 }
 
 // The intake's move of a batch to Processing, which releases its lock,
@@ -522,5 +560,140 @@ func TestUnlockAfterALostMoveLeavesAnotherWorkersBatchLock(t *testing.T) {
 	r.ok(q.UnlockBatch(ctx, reporter))
 	if after, err := r.q.LoadBatch(ctx, intake.ID); err != nil || after.Locked {
 		t.Fatalf("after the reporter's unlock, the batch is locked: %v (%v); want false", after != nil && after.Locked, err)
+	}
+}
+
+// 1147's window, and 1138's expired session: the intake's view is still
+// marked as the batch's holder, its lock gone (its move lost as above; an
+// expired session leaves a view the same), and a reporter of the same
+// Queue has taken the batch but not yet marked its view (its commit's reply
+// held, then confirmed) when the intake unlocks. The mark is the intake's,
+// so the unlock's first try read the lock there, the session's, and took
+// it for the intake's own: the reporter went on with its batch unlocked,
+// free for any look to take and report again. Now the intake's view knows
+// its lock's creation from its acquisition, whether its reply came or was
+// lost and the lock then found.
+func TestUnlockLeavesALockTakenHereBeforeItsMark(t *testing.T) {
+	for _, lostReply := range []bool{false, true} {
+		t.Run(fmt.Sprint("acquisition's reply lost: ", lostReply), func(t *testing.T) {
+			unlockInTheMarksWindow(t, lostReply)
+		})
+	}
+}
+
+// unlockInTheMarksWindow is one run of it, the intake's acquisition's reply
+// lost (and the lock then found) or not.
+func unlockInTheMarksWindow(t *testing.T, lostReply bool) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.batch()
+	q, proxy, onRequest, _ := hookedQueue(t, r.root)
+	var mu sync.Mutex
+	step := 0
+	on := func(steps ...func(op string) bool) { // each step, once, on the op it waits for
+		mu.Lock()
+		defer mu.Unlock()
+		step = 0
+		onRequest(func(op string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if step < len(steps) && steps[step](op) {
+				step++
+			}
+		})
+	}
+	if lostReply { // held past the request timeout, then let through at the check whether it landed
+		on(func(op string) bool { return op == "multi" && pause(proxy) },
+			func(op string) bool { return op == "exists" && resume(proxy) })
+	}
+	intake, _, err := q.AcquirePendingBatch(ctx, nil)
+	onRequest(nil)
+	if err != nil || intake == nil {
+		t.Fatalf("the intake acquired %s (%v); want the batch", idOf(intake), err)
+	}
+	lostMove(t, q, loseOn(t, proxy, onRequest), intake)
+
+	confirming := make(chan struct{})
+	on(func(op string) bool { return op == "multi" && pause(proxy) }, // the reporter's commit, held: it lands at Resume
+		func(op string) bool { // the reporter's check whether it landed, held behind it
+			if op == "exists" {
+				close(confirming)
+			}
+			return op == "exists"
+		},
+		func(op string) bool { return op == "exists" && resume(proxy) }) // the intake's unlock's read, behind both
+	got := make(chan result[*queue.Batch], 1)
+	go func() {
+		b, _, err := q.AcquireCompletedBatch(ctx, []string{intake.ID}, nil)
+		got <- result[*queue.Batch]{b, err}
+	}()
+	select {
+	case <-confirming:
+	case g := <-got:
+		t.Fatalf("the reporter's acquisition returned %s (%v) before checking its commit", idOf(g.v), g.err)
+	}
+	r.ok(q.UnlockBatch(ctx, intake))
+	reporter := <-got
+	onRequest(nil)
+	if reporter.err != nil || reporter.v == nil {
+		t.Fatalf("the reporter acquired %s (%v); want %s, its commit confirmed", idOf(reporter.v), reporter.err, intake.ID)
+	}
+	if after, err := r.q.LoadBatch(ctx, intake.ID); err != nil || !after.Locked {
+		t.Fatalf("after the intake's unlock, the batch the reporter holds is locked: %v (%v); want true, its lock left", after != nil && after.Locked, err)
+	}
+	r.ok(q.UnlockBatch(ctx, reporter.v))
+}
+
+// pause and resume pause and resume proxy, and say true (for a step of
+// unlockInTheMarksWindow's).
+func pause(proxy *zktest.Proxy) bool  { proxy.Pause(); return true }
+func resume(proxy *zktest.Proxy) bool { proxy.Resume(); return true }
+
+// An admin's batch lock (LockBatch on a session of its own, as the API's)
+// whose create landed although LockBatch failed (its reply lost, and
+// ZooKeeper unable to say before the request ended): no look on that
+// session releases it, and every host's looks wait on it. Before, the
+// batch stayed locked, never reported, until the daemon restarted. Now the
+// lock is released once ZooKeeper answers, and another session takes the
+// batch.
+func TestAdminBatchLockWhoseReplyWasLostIsReleased(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	b, _, _ := r.twoDoneJobs()
+	admin, lose, _ := lostCommitQueue(t, r.root)
+	lock := r.q.Path("/batches/" + b.ID + "/lock")
+	there, _, created, err := r.conn.ExistsW(lock) // set first: the lock may come and go at once
+	if err != nil || there {
+		t.Fatalf("before the admin's lock, %s is there: %v (%v)", lock, there, err)
+	}
+	err = lose(func(ctx context.Context) error {
+		_, err := admin.LockBatch(ctx, b.ID)
+		return err
+	})
+	if err == nil {
+		t.Fatal("an admin's lock whose reply was lost and could not be confirmed returned no error")
+	}
+	waitEvent(t, created, zk.EventNodeCreated, "the admin's lock to land")
+	there, _, gone, err := r.conn.ExistsW(lock)
+	r.ok(err)
+	if there {
+		waitEvent(t, gone, zk.EventNodeDeleted, "the admin's failed lock to be released")
+	}
+	if got, _, err := r.q.AcquireCompletedBatch(ctx, []string{b.ID}, nil); err != nil || got == nil {
+		t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+	}
+}
+
+// waitEvent waits up to 15 s for a watch's event of type want; what names
+// what it waits for.
+func waitEvent(t *testing.T, ev <-chan zk.Event, want zk.EventType, what string) {
+	t.Helper()
+	select {
+	case e := <-ev:
+		if e.Type != want {
+			t.Fatalf("waiting for %s: %v; want %v", what, e.Type, want)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("waited 15 s for %s", what)
 	}
 }

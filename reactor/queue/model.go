@@ -199,8 +199,11 @@ type Job struct {
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
 	version int32  // version of the status node this view was read at
 	owner   bool   // this Queue's session took the lock
-	// lockMade is the zxid of the lock's creation, learnt by the first
-	// try of its unlock (releaseOwn).
+	// lockMade is the zxid of the lock's creation: an acquisition's, known
+	// from its multi() (commitLanded); else (an admin's lock, a create
+	// whose reply holds no zxid) learnt by the first try of its unlock
+	// (releaseOwn). Known, even a first try leaves a lock of this session
+	// made since (after an expiry of the session that made this one).
 	lockMade int64
 }
 

@@ -232,10 +232,10 @@ func (q *Queue) releaseOwnLock(ctx context.Context, p string) error {
 
 // releaseOwn is releaseOwnLock, telling whether it deleted the lock. With
 // made (nil: any of this session's locks) it releases the one lock a
-// holder took: made keeps that lock's creation (its zxid), learnt at the
-// first try. A try after one whose delete landed but whose reply was lost
-// finds there a lock another acquisition of this session took since, as
-// much this session's: it leaves it.
+// holder took: made keeps that lock's creation (its zxid), known from the
+// acquisition or learnt at the first try. A try after one whose delete
+// landed but whose reply was lost finds there a lock another acquisition
+// of this session took since, as much this session's: it leaves it.
 func (q *Queue) releaseOwn(ctx context.Context, p string, made *int64) (bool, error) {
 	ok, st, err := q.zk.exists(ctx, p)
 	if err != nil || !ok || !q.zk.owns(st) {

@@ -261,22 +261,30 @@ func (q *Queue) outage(ctx context.Context, n int) bool {
 
 // commit runs ops as one multi(), recovering failed ops as they ask, and
 // trying again while the connection is in trouble.
-func (q *Queue) commit(ctx context.Context, ops []op) error { return q.commitLanded(ctx, ops, false) }
+func (q *Queue) commit(ctx context.Context, ops []op) error {
+	_, err := q.commitLanded(ctx, ops, false)
+	return err
+}
 
 // commitLanded is commit for a change whose earlier try (an earlier call)
 // may have landed (maybe): a fence that fails is then checked against the
 // change's own bytes first, as for a try of this call whose reply was lost.
-func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
+// zxid is the transaction's (every op of a multi() has the one zxid: a
+// lock it creates was made at it), from its fencing write's reply or, the
+// reply lost, from the node that showed it landed (applied); 0 when
+// neither tells.
+func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) (zxid int64, err error) {
 	lost := maybe // a try's reply was lost: it may have been applied
 	outages := 0
 	pause := func() bool { outages++; return q.outage(ctx, outages) }
-	// confirm asks whether a try whose reply was lost took effect; while
-	// ZooKeeper cannot say, it asks again after a pause.
-	confirm := func() bool {
+	// confirm asks whether a try whose reply was lost took effect (the
+	// zxid it landed at; 0, not); while ZooKeeper cannot say, it asks again
+	// after a pause.
+	confirm := func() int64 {
 		for {
-			ok, err := q.applied(ctx, ops)
+			zxid, err := q.applied(ctx, ops)
 			if err == nil || !Transient(err) || !pause() {
-				return ok
+				return zxid
 			}
 		}
 	}
@@ -287,37 +295,39 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
 		}
 		resp, err := q.zk.multi(ctx, reqs...)
 		if err == nil {
-			return nil
+			return madeAt(resp), nil
 		}
 		if Transient(err) {
 			// The request may have been applied before the reply was lost;
 			// if ZooKeeper cannot say yet, try again after a pause.
-			if ok, _ := q.applied(ctx, ops); ok {
-				return nil
+			if zxid, _ := q.applied(ctx, ops); zxid != 0 {
+				return zxid, nil
 			}
 			lost = true
 			if !pause() {
-				return fmt.Errorf("zookeeper multi: %w", err)
+				return 0, fmt.Errorf("zookeeper multi: %w", err)
 			}
 			continue
 		}
-		if lost && confirm() {
-			return nil // an earlier try whose reply was lost had done it
+		if lost {
+			if zxid := confirm(); zxid != 0 {
+				return zxid, nil // an earlier try whose reply was lost had done it
+			}
 		}
 		i, opErr := failedOp(resp)
 		if i < 0 {
-			return fmt.Errorf("zookeeper multi: %w", err)
+			return 0, fmt.Errorf("zookeeper multi: %w", err)
 		}
 		o := ops[i]
 		if o.fence {
-			return &StaleError{Path: q.rel(reqPath(o.req)), Reason: staleReason(opErr), MaybeApplied: lost}
+			return 0, &StaleError{Path: q.rel(reqPath(o.req)), Reason: staleReason(opErr), MaybeApplied: lost}
 		}
 		if o.recover == nil {
-			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), opErr)
+			return 0, fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), opErr)
 		}
 		repl, rerr := o.recover(ctx, opErr)
 		if rerr != nil {
-			return fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), rerr)
+			return 0, fmt.Errorf("%s %s: %w", reqVerb(o.req), q.rel(reqPath(o.req)), rerr)
 		}
 		if len(repl) == 0 {
 			q.log.Debug("queue: repaired a change", "op", reqVerb(o.req), "path", q.rel(reqPath(o.req)), "was", opErr)
@@ -325,14 +335,26 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
 		ops = slices.Concat(ops[:i], repl, ops[i+1:])
 		repairs++
 		if len(ops) == 0 {
-			return nil
+			return 0, nil
 		}
 	}
-	return fmt.Errorf("zookeeper multi: still failing after %d repairs", maxAttempts)
+	return 0, fmt.Errorf("zookeeper multi: still failing after %d repairs", maxAttempts)
 }
 
-// applied tells whether a transaction whose reply was lost took effect, or
-// why it cannot tell. A lock it creates is the proof when there is one (an
+// madeAt is the zxid of a multi() that landed, from its first reply with
+// a stat (a setData's: its mzxid), or 0.
+func madeAt(resp []zk.MultiResponse) int64 {
+	for _, r := range resp {
+		if r.Stat != nil {
+			return r.Stat.Mzxid
+		}
+	}
+	return 0
+}
+
+// applied tells whether a transaction whose reply was lost took effect (the
+// zxid it landed at, read from the node that shows it; 0, not), or why it
+// cannot tell. A lock it creates is the proof when there is one (an
 // acquisition rewrites the status unchanged, so another session's
 // acquisition would look the same): there, owned by this session. Else its
 // witness create (there, with our data): a node only this change makes.
@@ -340,26 +362,35 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) error {
 // racer writing the same bytes matches too: two minters of one counter
 // both write n+1, and the one whose reply was lost took the other's for
 // its own.
-func (q *Queue) applied(ctx context.Context, ops []op) (bool, error) {
+func (q *Queue) applied(ctx context.Context, ops []op) (zxid int64, err error) {
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
 			ok, st, err := q.zk.exists(ctx, r.Path)
-			return err == nil && ok && q.zk.owns(st), err
+			if err == nil && ok && q.zk.owns(st) {
+				return st.Czxid, nil
+			}
+			return 0, err
 		}
 	}
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && o.witness {
-			data, _, err := q.zk.get(ctx, r.Path)
-			return err == nil && bytes.Equal(data, r.Data), ignoreNoNode(err)
+			data, st, err := q.zk.get(ctx, r.Path)
+			if err == nil && bytes.Equal(data, r.Data) {
+				return st.Czxid, nil
+			}
+			return 0, ignoreNoNode(err)
 		}
 	}
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.SetDataRequest); ok && o.fence {
 			data, st, err := q.zk.get(ctx, r.Path)
-			return err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data), ignoreNoNode(err)
+			if err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data) {
+				return st.Mzxid, nil
+			}
+			return 0, ignoreNoNode(err)
 		}
 	}
-	return false, nil
+	return 0, nil
 }
 
 // ignoreNoNode is err, except that a missing node is an answer, not an error.
