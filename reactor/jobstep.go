@@ -177,21 +177,15 @@ func (r *Reactor) dropClaim(jid string, c *claim) {
 // (another daemon's job, mostly on its way to its next state).
 func (r *Reactor) wakeOnUnlock(s queue.State, ref string) {
 	jid := jidOf(ref)
-	if _, busy := r.working.Load(jid); !busy {
-		// This session's lock, yet no worker here holds the job: an
-		// acquisition whose reply was lost and could not be confirmed. (Only
-		// the reactor takes job locks on its session: `serve` gives the
-		// API's and the dashboard's operator actions a session of their own.)
-		released, err := r.q.ReleaseOwnJobLock(r.work, jid)
-		if err != nil {
-			// The lock stays: the next wake-up or rescan tries again.
-			r.log.Warn("reactor: could not release an orphaned lock of this session; will retry", "job", jid, "err", err)
-		}
-		if released {
-			r.log.Warn("reactor: released a lock this session held but no worker used", "job", jid)
-			r.pools[sigJob(s)].Wake()
-			return
-		}
+	released, err := r.releaseOrphanJob(jid)
+	if err != nil {
+		// The lock stays: the next wake-up or rescan tries again.
+		r.log.Warn("reactor: could not release an orphaned lock of this session; will retry", "job", jid, "err", err)
+	}
+	if released {
+		r.log.Warn("reactor: released a lock this session held but no worker used", "job", jid)
+		r.pools[sigJob(s)].Wake()
+		return
 	}
 	p := r.pools[sigJob(s)].(*jobPool)
 	p.left(ref)
@@ -199,6 +193,23 @@ func (r *Reactor) wakeOnUnlock(s queue.State, ref string) {
 		p.gone.Delete(ref)
 		p.Wake()
 	})
+}
+
+// releaseOrphanJob releases job jid's lock when it is this session's and
+// no worker here holds the job: an acquisition whose reply was lost and
+// could not be confirmed. (Only the reactor takes job locks on its
+// session: `serve` gives the API's and the dashboard's operator actions a
+// session of their own.) It claims the job meanwhile, as tryJob does
+// before acquiring: checked unclaimed and then released, two releases of
+// one orphan, one after the other, took the lock a worker here acquired
+// between them for the orphan, and the job's step ran unlocked.
+func (r *Reactor) releaseOrphanJob(jid string) (bool, error) {
+	c := new(claim)
+	if _, busy := r.working.LoadOrStore(jid, c); busy {
+		return false, nil
+	}
+	defer r.dropClaim(jid, c)
+	return r.q.ReleaseOwnJobLock(r.work, jid)
 }
 
 // admit tells whether an acquired-to-be job may start its step now. A
