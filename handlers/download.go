@@ -220,8 +220,8 @@ func (p *Pipeline) askedAgain(ctx context.Context, s *reactor.Step) func(name st
 func depositorServers(files []file) string {
 	var hosts []string
 	for _, f := range files {
-		if u, err := url.Parse(f.URL); err == nil && u.Host != "" && !slices.Contains(hosts, u.Host) {
-			hosts = append(hosts, u.Host)
+		if h := serverOf(f.URL); h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
 		}
 	}
 	switch len(hosts) {
@@ -233,6 +233,27 @@ func depositorServers(files []file) string {
 		return "the depositor's servers " + strings.Join(hosts, ", ")
 	}
 	return fmt.Sprintf("the depositor's servers %s and %d more", strings.Join(hosts[:3], ", "), len(hosts)-3)
+}
+
+// serverOf is rawURL's host, or "" when it has none or when the URL, its
+// secrets masked (redact.URLs), has another host: url.Parse reads a
+// password's start as a port where the password holds "?", "/" or "#"
+// (https://user:12?ss@host/f has host "user:12"), and the host node would
+// show the user name and those digits, which every log masks. Only a URL
+// with an "@" has a user's secret (a manifest's thousands of others are
+// not masked for nothing).
+func serverOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	if !strings.Contains(rawURL, "@") {
+		return u.Host
+	}
+	if shown, err := url.Parse(redact.URLs(rawURL)); err != nil || shown.Host != u.Host {
+		return ""
+	}
+	return u.Host
 }
 
 // overran tells whether err is a write that found the working storage

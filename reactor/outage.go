@@ -95,15 +95,15 @@ type outages struct {
 // arrived: a job handed on to a worker here finds its back end out before
 // the watch's listing comes, which may have been taken before the job
 // arrived (that one ended the back end's outage while it was still out).
-// So it is judged by a listing once one has shown it (seen), or by the
-// listing after the next one from when it was found waiting (listing),
+// So it is judged by the next listing when the last one before its finding
+// showed it (seen), else by the listing after the next one (listing),
 // taken after that one came.
 type waitingJob struct {
 	backEnd string
 	state   queue.State
 	streak  int    // in answeredOthers: its findings since
 	ref     string // in state's folder
-	seen    bool   // in a listing of state's folder since it arrived
+	seen    bool   // in the listing of state's folder before it was found waiting
 	listing int    // the listings of state's folder come when it was found waiting
 }
 
@@ -237,10 +237,7 @@ func (o *outages) listed(s queue.State, refs []string) {
 			if w.state != s {
 				continue
 			}
-			if _, there := slices.BinarySearch(refs, w.ref); there {
-				w.seen = true
-				jobs[jid] = w
-			} else if w.seen || w.listing < o.listings[s]-1 {
+			if _, there := slices.BinarySearch(refs, w.ref); !there && (w.seen || w.listing < o.listings[s]-1) {
 				unlisted[jid] = true
 			}
 		}
