@@ -129,6 +129,9 @@ func (p *Pipeline) objectManifest(ctx context.Context, j *queue.Job, prof *profi
 		if err := durable.WriteFile(keep+retrySuffix, []byte(strconv.Itoa(j.Status.RetryCount))); err != nil {
 			return nil, err
 		}
+		// The folder now exists here, and another host may download the
+		// job and end it: it goes when the job ends, wherever it ends.
+		p.tend(j.ID, p.workDir(j))
 	} else if err != nil {
 		return nil, err
 	}

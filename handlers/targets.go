@@ -59,8 +59,11 @@ func (p *Pipeline) openStore(ctx context.Context, url string, create bool) (stor
 	if !create && errors.Is(err, fs.ErrNotExist) {
 		return nil, noRoot(fmt.Errorf("%w at %s (no such folder)", ocfl.ErrNoRoot, url))
 	}
-	if err != nil {
+	if errors.Is(err, place.ErrForm) {
 		return nil, fmt.Errorf("%w; or http(s)://… for a storage service", err) // the place names only the OCFL roots
+	}
+	if err != nil {
+		return nil, err
 	}
 	st, err := openRoot(ctx, pl)
 	if errors.Is(err, ocfl.ErrNoRoot) {

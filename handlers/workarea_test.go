@@ -34,24 +34,9 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 	logs := &logtest.Buffer{}
 	// This daemon does not work Recording: the jobs wait there, their
 	// folders in place, for the foreign worker.
-	r := newRig(t, nil, withLogs(t, logs), func(_ *handlers.Config, rc *reactor.Config) {
-		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.JobRole(queue.Recording) })
-	})
-	recording := make(chan string, 2)
-	if _, err := r.bus.Subscribe("ingestq.job.recording.*", func(e events.Event) { recording <- e.JobID }); err != nil {
-		t.Fatal(err)
-	}
+	r, recording := newRigWithout(t, logs, queue.Recording, 2)
 	b, _ := r.submitBatch("ended", []object{{"a.txt": []byte("alpha\n")}, {"b.txt": []byte("bravo\n")}})
-	var jids []string
-	for range 2 {
-		select {
-		case jid := <-recording:
-			jids = append(jids, jid)
-		case <-time.After(2 * time.Minute):
-			r.dump()
-			t.Fatalf("jobs of batch %s in Recording: %v, want 2", b.ID, jids)
-		}
-	}
+	jids := r.arrivals(b, recording, queue.Recording, 2)
 	folder := func(jid string) string { return filepath.Join(r.data, "work", jid) }
 	for _, jid := range jids {
 		if _, err := os.Stat(folder(jid)); err != nil {
@@ -107,6 +92,35 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 	}
 	if got := ops.WorkGone(done); !strings.Contains(got, "by the daemon on test") {
 		t.Errorf("show of the completed job says its working folder is %q, want it to name the daemon on test", got)
+	}
+}
+
+// The folder Estimating makes on its host (the object manifest's copy)
+// goes when the job ends, though another host downloaded the job and ended
+// it. Before, it stayed until this daemon's next start: a walk-through's
+// three hosts, all running every state, kept 8 to 20 such folders each
+// after 120 jobs ("removed working folders no job needs folders=20" at
+// the restart).
+func TestEstimatingHostsFolderGoesWhenTheJobEndsElsewhere(t *testing.T) {
+	t.Parallel()
+	logs := &logtest.Buffer{}
+	// This daemon estimates and provisions; the job waits in Downloading,
+	// as it does for the host that takes it there.
+	r, downloading := newRigWithout(t, logs, queue.Downloading, 1)
+	b, _ := r.submitBatch("estimated", []object{{"a.txt": []byte("alpha\n")}})
+	jid := r.arrivals(b, downloading, queue.Downloading, 1)[0]
+	folder := filepath.Join(r.data, "work", jid)
+	if _, err := os.Stat(folder); err != nil {
+		t.Fatalf("job %s in Downloading has no folder of Estimating's here: %v", jid, err)
+	}
+	// The host that downloads it fails it; an operator deletes it.
+	ctx := t.Context()
+	r.ok(r.q.FailJob(ctx, jid, "", false))
+	_, _, err := r.q.DeleteJob(ctx, jid, false)
+	r.ok(err)
+	logs.WaitFor(t, "working folder removed", "job="+jid)
+	if _, err := os.Stat(folder); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("job %s ended elsewhere: the folder Estimating made here is still here (%v)", jid, err)
 	}
 }
 
@@ -215,6 +229,37 @@ func TestUnusableProcessingSaysHowToRunItAgain(t *testing.T) {
 
 // emptyIdentifiers writes j's identifiers node as a foreign writer that
 // lost its primary_id would, and drops them from the job the step reads.
+// newRigWithout is a rig whose daemon does not work state s, and the jids
+// of the jobs that arrive there (room for n), where they wait for another
+// worker.
+func newRigWithout(t *testing.T, logs *logtest.Buffer, s queue.State, n int) (*rig, <-chan string) {
+	t.Helper()
+	r := newRig(t, nil, withLogs(t, logs), func(_ *handlers.Config, rc *reactor.Config) {
+		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.JobRole(s) })
+	})
+	arrived := make(chan string, n)
+	if _, err := r.bus.Subscribe("ingestq.job."+strings.ToLower(string(s))+".*", func(e events.Event) { arrived <- e.JobID }); err != nil {
+		t.Fatal(err)
+	}
+	return r, arrived
+}
+
+// arrivals waits for n jobs of batch b to arrive in state s.
+func (r *rig) arrivals(b *queue.Batch, arrived <-chan string, s queue.State, n int) []string {
+	r.t.Helper()
+	var jids []string
+	for range n {
+		select {
+		case jid := <-arrived:
+			jids = append(jids, jid)
+		case <-time.After(2 * time.Minute):
+			r.dump()
+			r.t.Fatalf("jobs of batch %s in %s: %v, want %d", b.ID, s, jids, n)
+		}
+	}
+	return jids
+}
+
 func emptyIdentifiers(r *rig, j *queue.Job) error {
 	_, err := r.qs.Conn.Set(r.q.Path("/jobs/"+j.ID+"/identifiers"), []byte(`{"primary_id":"","local_id":[]}`), -1)
 	j.Identifiers = nil

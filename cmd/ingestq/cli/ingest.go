@@ -67,7 +67,7 @@ func (a *app) ingestFlagSet(fl *pflag.FlagSet, f *ingestFlags) {
 	fl.BoolVar(&f.workShared, "work-shared", a.env(EnvWorkShared, "") == "true", "--work-dir is mounted at the same path on every host (NFS, ZFS over the network): any host takes any step of a job.\n"+
 		"Without it, the steps after Downloading go to the host holding the job's files while it lives (env "+EnvWorkShared+")")
 	fl.StringVar(&f.storage, "storage", a.env(EnvStorage, ""), "where objects are stored, for profiles that name no storage: comma-separated targets, the primary first\n"+
-		"(a folder or file:// URL, or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R: an OCFL storage root; or an http(s) storage service;\n"+
+		"(a folder or file:// URL, or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R[&secure=false for an endpoint without TLS]: an OCFL storage root; or an http(s) storage service;\n"+
 		"env "+EnvStorage+"; default: an OCFL root in the data folder)")
 	fl.StringVar(&f.inventory, "inventory", a.env(EnvInventory, ""), "the inventory of profiles that name none: postgres://USER@HOST/DB (shared by every host),\n"+
 		"an http(s) inventory service, or a bbolt file (env "+EnvInventory+"; default: inventory.db in the data folder)")

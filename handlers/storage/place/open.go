@@ -2,6 +2,7 @@ package place
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,6 +12,17 @@ import (
 
 // acceptedForms is named by every error about a place URL.
 const acceptedForms = "a folder path, file:///absolute/path, or s3://bucket/prefix?endpoint=host:port&region=R"
+
+// ErrForm is in every error about a URL that is none of acceptedForms, so
+// that a caller with forms of its own (the pipeline's storage services)
+// names them there, and only there.
+var ErrForm = errors.New("not a place's form")
+
+// formError is err, a URL of none of acceptedForms.
+type formError struct{ err error }
+
+func (e formError) Error() string   { return e.err.Error() }
+func (e formError) Unwrap() []error { return []error{e.err, ErrForm} }
 
 // Open opens the place rawURL names: a folder (a plain path or a file://
 // URL) through NewLocal, or an S3 bucket and prefix (s3://…) through NewS3.
@@ -48,22 +60,22 @@ func open(ctx context.Context, rawURL string, local func(dir string) (*Local, er
 // or "s3" with the URL.
 func placeKind(rawURL string) (kind, target string, err error) {
 	if rawURL == "" {
-		return "", "", fmt.Errorf("place: no place given; want %s", acceptedForms)
+		return "", "", formError{fmt.Errorf("place: no place given; want %s", acceptedForms)}
 	}
 	if !strings.Contains(rawURL, "://") {
 		return "local", rawURL, nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", "", fmt.Errorf("place: %q: %s; want %s", redact.Location(rawURL), redact.In(err.Error(), rawURL), acceptedForms)
+		return "", "", formError{fmt.Errorf("place: %q: %s; want %s", redact.Location(rawURL), redact.In(err.Error(), rawURL), acceptedForms)}
 	}
 	switch {
 	case u.Scheme == "s3":
 		return "s3", rawURL, nil
 	case u.Scheme != "file":
-		return "", "", fmt.Errorf("place: %s: unknown scheme %q; want %s", redact.Location(rawURL), u.Scheme, acceptedForms)
+		return "", "", formError{fmt.Errorf("place: %s: unknown scheme %q; want %s", redact.Location(rawURL), u.Scheme, acceptedForms)}
 	case u.Host != "" && u.Host != "localhost", u.Path == "", u.RawQuery != "", u.Fragment != "":
-		return "", "", fmt.Errorf("place: %s: a file URL is file:///absolute/path; want %s", redact.Location(rawURL), acceptedForms)
+		return "", "", formError{fmt.Errorf("place: %s: a file URL is file:///absolute/path; want %s", redact.Location(rawURL), acceptedForms)}
 	}
 	return "local", u.Path, nil
 }

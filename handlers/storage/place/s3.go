@@ -70,6 +70,12 @@ func NewS3(ctx context.Context, rawURL string) (*S3, error) {
 	}
 	s.core = minio.Core{Client: client}
 	ok, err := client.BucketExists(ctx, c.bucket)
+	if c.secure && errors.Is(err, http.ErrSchemeMismatch) {
+		// An endpoint without TLS (a MinIO or versitygw on the private
+		// network): Go's words alone do not name the URL's setting.
+		return nil, fmt.Errorf("place: %s at %s answers plain HTTP, not HTTPS: add &secure=false to the URL for an endpoint without TLS (%w)",
+			s, c.endpoint, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("place: %s at %s: %w", s, c.endpoint, s.asked.busy(err))
 	}

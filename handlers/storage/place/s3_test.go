@@ -229,6 +229,20 @@ func TestNewS3WithoutCredentials(t *testing.T) {
 	}
 }
 
+// An endpoint without TLS, named without secure=false, is refused saying
+// which setting of the URL fixes it. Before, the error was Go's alone
+// ("http: server gave HTTP response to HTTPS client"), and the README
+// named no secure parameter: an operator's walk-through stopped there.
+func TestS3PlainHTTPEndpointNamesSecureFalse(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	url := strings.TrimSuffix(srv.URL(srv.Addr, "root"), "&secure=false")
+	_, err := NewS3(ctxT(t), url)
+	if err == nil || !strings.Contains(err.Error(), "add &secure=false to the URL") || !strings.Contains(err.Error(), srv.Addr) {
+		t.Fatalf("NewS3(%s) = %v; want an error naming %s and &secure=false", url, err, srv.Addr)
+	}
+}
+
 // A Put while the server is down returns within its deadline; once the
 // server is back, the same Put succeeds.
 func TestS3PutServerStopped(t *testing.T) {
