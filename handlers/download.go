@@ -390,6 +390,7 @@ func (p *Pipeline) newProgress(s *reactor.Step, files []file) *progress {
 // add counts bytes as they arrive.
 func (pr *progress) add(delta int64) {
 	pr.bytes.Add(delta)
+	pr.step.Moved()
 	pr.step.Transferred(reactor.Downloaded, delta)
 	pr.mu.Lock()
 	due := time.Since(pr.lastPublish) >= progressEvery

@@ -33,14 +33,56 @@ type Step struct {
 	save  func(ctx context.Context, c queue.JobChange) error
 	obs   Observer                  // told of Transferred bytes; nil for none
 	doing atomic.Pointer[WaitingOn] // what it waits on now (Doing)
+	moved atomic.Int64              // when bytes last moved with it (Moved), in Unix ns; 0: never
 	mu    sync.Mutex
 	named []string // every back end it waited on: a step that succeeds got an answer from each
 }
 
-// WaitingOn is what a running step waits on, and since when.
+// WaitingOn is what a running step waits on, and since when. For a step
+// that moves bytes with it (Moved: a download), Moving says bytes moved
+// within slowStep, however slowly; else NoByteSince says when the last
+// came (zero: none ever did). Neither changes while bytes keep moving or
+// keep not moving: the host node is rewritten at a change only.
 type WaitingOn struct {
-	What  string    `json:"what"`
-	Since time.Time `json:"since"`
+	What        string    `json:"what"`
+	Since       time.Time `json:"since"`
+	Moving      bool      `json:"moving,omitempty"`
+	NoByteSince time.Time `json:"no_byte_since,omitzero"`
+}
+
+// String says it for an operator: "waits on WHAT since T", with "no byte
+// since T2" when bytes had moved, or "moves bytes with WHAT (since T)"
+// while they do. A download streaming slowly and one whose server hangs
+// read alike before.
+func (w WaitingOn) String() string {
+	switch {
+	case w.Moving:
+		return fmt.Sprintf("moves bytes with %s (since %s)", w.What, queue.TextTime(w.Since))
+	case !w.NoByteSince.IsZero():
+		return fmt.Sprintf("waits on %s since %s, no byte since %s", w.What, queue.TextTime(w.Since), queue.TextTime(w.NoByteSince))
+	}
+	return fmt.Sprintf("waits on %s since %s", w.What, queue.TextTime(w.Since))
+}
+
+// Moved says bytes moved with what the step waits on just now (a
+// download's progress), for WaitingOn's Moving and NoByteSince.
+func (s *Step) Moved() { s.moved.Store(time.Now().UnixNano()) }
+
+// waitingOn is what the step waits on at now (nil: it named nothing).
+func (s *Step) waitingOn(now time.Time) *WaitingOn {
+	w := s.doing.Load()
+	if w == nil {
+		return nil
+	}
+	out := *w
+	if ns := s.moved.Load(); ns != 0 {
+		last := time.Unix(0, ns)
+		out.Moving = now.Sub(last) < slowStep
+		if !out.Moving {
+			out.NoByteSince = last.UTC().Truncate(time.Second)
+		}
+	}
+	return &out
 }
 
 // Doing says what the step waits on from now on (a back end: "storage

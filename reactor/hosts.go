@@ -106,9 +106,10 @@ func (r *Reactor) hostInfo(since time.Time) HostInfo {
 // jid (nil when none).
 func (r *Reactor) slowSteps() map[string]WaitingOn {
 	var out map[string]WaitingOn
+	now := time.Now()
 	r.steps.Range(func(k, v any) bool {
 		run := v.(*running)
-		if w := run.step.doing.Load(); w != nil && time.Since(run.began) > slowStep {
+		if w := run.step.waitingOn(now); w != nil && now.Sub(run.began) > slowStep {
 			if out == nil {
 				out = map[string]WaitingOn{}
 			}

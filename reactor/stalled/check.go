@@ -140,7 +140,7 @@ func (f Facts) reason(j *queue.Job) (Kind, string) {
 			return KindRetrying, msg + "; " + lock
 		}
 		if w, ok := h.Info.Waits[j.ID]; ok {
-			lock += fmt.Sprintf("; its step waits on %s since %s", w.What, stamp(w.Since))
+			lock += "; its step " + w.String()
 		}
 		return KindLocked, lock
 	case s == queue.Held:

@@ -27,7 +27,7 @@ func (a *app) hostsCommand() *cobra.Command {
 			"shows late until its ZooKeeper session ends and it leaves the list. HTTP is where other hosts reach its\n" +
 			"HTTP server (serve --advertise; the API is under /api/v1, the dashboard under /ui/), NATS ROUTE where\n" +
 			"the other daemons' NATS servers route to its own (serve --nats-cluster). Below the table, each step\n" +
-			"running longer than 10 s: its job, what it waits on (a back end) and since when. Hosts taken out for\n" +
+			"running longer than 10 s: its job, what it waits on (a back end, a depositor's server) and since when, or that its bytes move. Hosts taken out for\n" +
 			"good (hosts forget) are listed after.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
@@ -93,7 +93,7 @@ func (a *app) printWaits(hosts []reactor.HostInfo) {
 	for _, h := range hosts {
 		for _, jid := range slices.Sorted(maps.Keys(h.Waits)) {
 			w := h.Waits[jid]
-			a.println("%s: %s waits on %s since %s", h.Name, jid, w.What, when(w.Since))
+			a.println("%s: %s %s", h.Name, jid, w)
 		}
 	}
 }
