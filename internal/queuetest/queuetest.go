@@ -28,10 +28,12 @@ func Session(t testing.TB, log *slog.Logger) *zkwatch.Session {
 	return s
 }
 
-// Queue opens the queue under root on s and makes its folders.
+// Queue opens the queue under root on s and makes its folders. Like the
+// daemon's, it knows when s is closed (WithClosed): what it runs in the
+// background then stops, which a closed connection alone does not tell.
 func Queue(t testing.TB, s *zkwatch.Session, root string, log *slog.Logger) *queue.Queue {
 	t.Helper()
-	q, err := queue.New(s.Conn, root, queue.WithLogger(log))
+	q, err := queue.New(s.Conn, root, queue.WithLogger(log), queue.WithClosed(s.Closed))
 	if err != nil {
 		t.Fatal(err)
 	}

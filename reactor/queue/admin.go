@@ -33,7 +33,7 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 	}
 	defer func() {
 		if j.owner {
-			_ = q.UnlockJob(ctx, j)
+			_ = q.UnlockJob(context.WithoutCancel(ctx), j) // as a batch's (unlockAdminBatch)
 		}
 	}()
 	return fn(j)
@@ -112,10 +112,24 @@ func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error
 	}
 	defer func() {
 		if b.owner {
-			_ = q.UnlockBatch(ctx, b)
+			q.unlockAdminBatch(ctx, b)
 		}
 	}()
 	return fn(b)
+}
+
+// unlockAdminBatch releases an admin action's batch lock. It outlives the
+// action's request (an API client gone): the lock is the API's long-lived
+// session's, no look there releases it, and every host's looks would wait
+// on it until the daemon restarted. An unlock that fails (ZooKeeper
+// silent) unmarks b, so that the lock there, if this session's, is an
+// orphan to release once ZooKeeper answers (releaseOrphanLater).
+func (q *Queue) unlockAdminBatch(ctx context.Context, b *Batch) {
+	if err := q.UnlockBatch(context.WithoutCancel(ctx), b); err != nil {
+		q.log.Warn("queue: could not release an admin's batch lock; released once ZooKeeper answers", "batch", b.ID, "err", err)
+		q.heldBatches.CompareAndDelete(b.ID, b)
+		go q.releaseOrphanLater(b.ID)
+	}
 }
 
 // HoldJob moves a Pending job to Held. changed is false when it was Held

@@ -620,12 +620,15 @@ func (q *Queue) releaseOrphan(ctx context.Context, bid string) (bool, error) {
 // here holds the batch, tried until ZooKeeper answers: for an admin's
 // LockBatch that failed after its create may have landed (its reply lost
 // and not confirmed before maxOutages or the request's end, or the lock's
-// release after a failed load unanswered). No look on an admin's session
-// releases an orphan (the API's Queue acquires only in StopFeeding), and
-// every host's looks waited on it until the daemon restarted. It stops
-// once the Queue or its connection is closed (the lock goes with the
-// session), or its session is no longer the lock's (an expired session's
-// locks went with it).
+// release after a failed load unanswered), and for an admin's unlock that
+// failed (unlockAdminBatch). No look on an admin's session releases an
+// orphan (the API's Queue acquires only in StopFeeding), and every host's
+// looks waited on it until the daemon restarted. It stops
+// once the Queue is closed (WithClosed; the lock goes with the session),
+// or its session is no longer the lock's (an expired session's locks went
+// with it). Without WithClosed, only a request in flight at the close
+// tells (ErrClosing): a closed connection answers every later request
+// ErrConnectionClosed, as a broken one does.
 func (q *Queue) releaseOrphanLater(bid string) {
 	session := q.zk.conn.SessionID()
 	for try := 1; ; try++ {
@@ -638,12 +641,12 @@ func (q *Queue) releaseOrphanLater(bid string) {
 		}
 		if !Transient(err) || errors.Is(err, zk.ErrClosing) || q.closed() || q.zk.conn.SessionID() != session {
 			if err != nil {
-				q.log.Warn("queue: could not release a lock an admin's failed lock may have left", "batch", bid, "err", err)
+				q.log.Warn("queue: could not release a lock an admin's failed lock or unlock may have left", "batch", bid, "err", err)
 			}
 			return
 		}
 		if try == 1 {
-			q.log.Info("queue: an admin's lock may have landed unconfirmed; released once ZooKeeper answers", "batch", bid, "err", err)
+			q.log.Info("queue: an admin's failed lock or unlock may have left its lock; released once ZooKeeper answers", "batch", bid, "err", err)
 		}
 		backoff.Sleep(context.Background(), backoff.Delay(50*time.Millisecond, 2*time.Second, try))
 	}

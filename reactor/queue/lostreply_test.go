@@ -14,7 +14,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -400,10 +402,15 @@ func hookedQueue(t *testing.T, root string) (q *queue.Queue, proxy *zktest.Proxy
 			(*f)(op)
 		}
 	}))
-	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout))
+	var closed atomic.Bool
+	q, err := queue.New(zktest.Connect(t, proxy.Addr()), root, queue.WithLogger(log), queue.WithRequestTimeout(lostReplyTimeout),
+		queue.WithClosed(closed.Load))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the connection's close (cleanups run last first): an admin's
+	// releaser whose request the close cuts short then stops, as on serve's.
+	t.Cleanup(func() { closed.Store(true) })
 	onRequest = func(f func(op string)) {
 		if f == nil {
 			hook.Store(nil)
@@ -425,21 +432,29 @@ func lostCommitQueue(t *testing.T, root string) (q *queue.Queue, lose func(call 
 	return q, loseOn(t, proxy, onRequest), warned
 }
 
+// holdCommit is a request hook (on the caller's goroutine: the queue logs
+// a request before it sends it) that holds the call's first multi in the
+// paused proxy and ends the call's context (cancel) at the request that
+// follows it.
+func holdCommit(proxy *zktest.Proxy, cancel context.CancelFunc) func(op string) {
+	sent := false
+	return func(op string) {
+		switch {
+		case op == "multi" && !sent:
+			sent = true
+			proxy.Pause()
+		case sent:
+			cancel()
+		}
+	}
+}
+
 // loseOn is lostCommitQueue's lose for a hookedQueue's proxy and hook.
 func loseOn(t *testing.T, proxy *zktest.Proxy, onRequest func(func(op string))) func(call func(context.Context) error) error {
 	return func(call func(context.Context) error) error {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		sent := false
-		onRequest(func(op string) { // on call's goroutine: the queue logs a request before it sends it
-			switch {
-			case op == "multi" && !sent:
-				sent = true
-				proxy.Pause()
-			case sent:
-				cancel()
-			}
-		})
+		onRequest(holdCommit(proxy, cancel))
 		err := call(ctx)
 		onRequest(nil)
 		proxy.Resume()
@@ -695,5 +710,115 @@ func waitEvent(t *testing.T, ev <-chan zk.Event, want zk.EventType, what string)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatalf("waited 15 s for %s", what)
+	}
+}
+
+// The releaser an admin's failed LockBatch starts (releaseOrphanLater)
+// ends once its session is closed: the lock, if any, went with it. A
+// closed connection answers every request ErrConnectionClosed, as a broken
+// one does, so only WithClosed tells the queue; the harness's queue had
+// none, and the releaser tried every 2 s until the test binary ended
+// (goleak fails the package on it).
+func TestAdminLockReleaserEndsWhenItsSessionCloses(t *testing.T) {
+	r := newRun(t)
+	b, _, _ := r.twoDoneJobs()
+	proxy := zktest.ProxyToShared(t)
+	var hook atomic.Pointer[func(op string)]
+	trying, ended := make(chan struct{}), make(chan struct{})
+	var tryingOnce, endedOnce sync.Once
+	log := slog.New(onLog(func(msg, op string) {
+		switch msg {
+		case "queue: an admin's failed lock or unlock may have left its lock; released once ZooKeeper answers":
+			tryingOnce.Do(func() { close(trying) })
+		case "queue: could not release a lock an admin's failed lock or unlock may have left":
+			endedOnce.Do(func() { close(ended) })
+		}
+		if f := hook.Load(); f != nil && op != "" {
+			(*f)(op)
+		}
+	}))
+	s, err := zkwatch.Dial(t.Context(), zkwatch.Config{Servers: []string{proxy.Addr()}, SessionTimeout: zktest.SessionTimeout, Logger: log})
+	r.ok(err)
+	t.Cleanup(s.Close)
+	admin := queuetest.Queue(t, s, r.root, log)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	f := holdCommit(proxy, cancel) // the proxy stays paused after LockBatch: the releaser's first try is unanswered
+	hook.Store(&f)
+	_, err = admin.LockBatch(ctx, b.ID)
+	hook.Store(nil)
+	if err == nil {
+		t.Fatal("an admin's lock whose reply was lost and could not be confirmed returned no error")
+	}
+	waitClosed(t, trying, "the releaser's first try, unanswered (the proxy still paused)")
+	s.Close()
+	waitClosed(t, ended, "the releaser to stop after its session was closed")
+}
+
+// waitClosed waits up to 15 s for ch to be closed; what names what it
+// waits for.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("waited 15 s for %s", what)
+	}
+}
+
+// An admin action's lock whose unlock fails, its request ended (the API's
+// client gone: the unlock was then never sent) or ZooKeeper silent: the
+// lock, the API session's, stayed, and every host's looks waited on it
+// until the daemon restarted (1179's orphan, left by the unlock). Now the
+// unlock outlives the request, and a batch's that fails is tried again
+// once ZooKeeper answers (a job's has no releaser: 1181).
+func TestAdminUnlockThatFailedIsReleased(t *testing.T) {
+	for _, c := range []struct {
+		kind   string
+		silent bool
+	}{{"batch", false}, {"batch", true}, {"job", false}} {
+		t.Run(fmt.Sprintf("%s, ZooKeeper silent: %v", c.kind, c.silent), func(t *testing.T) {
+			r := newRun(t)
+			b, j, _ := r.twoDoneJobs()
+			admin, proxy, onRequest, _ := hookedQueue(t, r.root)
+			lock, hold := r.q.Path("/batches/"+b.ID+"/lock"), func(ctx context.Context) error { // refused: the batch is Processing
+				_, err := admin.HoldBatch(ctx, b.ID)
+				return err
+			}
+			if c.kind == "job" {
+				lock, hold = r.q.Path("/jobs/"+j.ID+"/lock"), func(ctx context.Context) error { // refused: the job is Completed
+					_, err := admin.HoldJob(ctx, j.ID)
+					return err
+				}
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var gone <-chan zk.Event
+			onRequest(func(op string) {
+				if op != "exists" || gone != nil { // the unlock's read, after the refusal
+					return
+				}
+				there, _, ev, err := r.conn.ExistsW(lock)
+				if err != nil || !there {
+					t.Errorf("at the admin's unlock, %s is there: %v (%v); want true", lock, there, err)
+				}
+				gone = ev
+				if c.silent {
+					proxy.Pause()
+				} else {
+					cancel()
+				}
+			})
+			err := hold(ctx)
+			onRequest(nil)
+			proxy.Resume()
+			if !errors.Is(err, queue.ErrRefused) {
+				t.Fatalf("holding a %s that cannot be held: %v; want a refusal", c.kind, err)
+			}
+			if gone == nil {
+				t.Fatal("the admin's action sent no unlock")
+			}
+			waitEvent(t, gone, zk.EventNodeDeleted, "the admin's lock to be released")
+		})
 	}
 }

@@ -52,7 +52,10 @@ func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 
 // WithClosed tells the queue how to know that its connection was closed on
 // purpose (zkwatch.Session.Closed): a change then stops trying again
-// through the outage at once, instead of after its whole back-off.
+// through the outage at once, instead of after its whole back-off, and the
+// releaser of an admin's failed batch lock or unlock stops
+// (releaseOrphanLater), which else tries until the process ends: a closed
+// connection tells nothing.
 func WithClosed(closed func() bool) Option { return func(q *Queue) { q.closed = closed } }
 
 // WithNameWait makes RegisterHost and AnnounceRoute wait up to d for a
