@@ -116,7 +116,7 @@ func (a *API) handle(method, path string, role Role, h handler) {
 	a.mux.HandleFunc(method+" "+strings.TrimSuffix(Prefix, "/")+path, func(w http.ResponseWriter, r *http.Request) {
 		caller, err := a.cfg.Tokens.caller(r, role)
 		if role != RoleNone && caller.Role < RoleAdmin {
-			w = pathHider{w} // only an admin token sees the server's paths
+			w = pathHider{w, a.cfg.Ops.Q.Root()} // only an admin token sees the server's paths
 		}
 		if err == nil {
 			// The token's name is the actor of what the request changes.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingestq/ingestq/cmd/ingestq/cli"
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/serverpath"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -371,5 +372,33 @@ func TestBrokenJobNamedToEveryToken(t *testing.T) {
 	must(t, err)
 	for _, token := range []string{readToken, adminToken} {
 		b.do("GET", "jobs/"+jid, token, nil).problem(t, http.StatusInternalServerError, "corrupt", "/jobs/"+jid+"/status: bad JSON")
+	}
+}
+
+// With ZooKeeper out of reach, the folder a listing could not read is
+// named to every token, under the queue's root too: it is the queue's,
+// not the server's (a read token was told "list [server path hidden]:
+// …"). ZooKeeper gone (a closed connection) names the folder, ZooKeeper
+// silent its node under the root.
+func TestUnlistedFolderNamedToEveryToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opt  func(*options)
+		node func(b *bundle) string
+	}{
+		{"gone", func(o *options) { o.zkGone = true }, func(*bundle) string { return "list /batches: zk: connection closed" }},
+		{"silent", func(o *options) { o.zkSilent = true }, func(b *bundle) string { return "zookeeper list " + b.root + "/batches: no answer" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, c.opt)
+			for _, token := range []string{readToken, adminToken} {
+				p := b.do("GET", "batches", token, nil).problem(t, http.StatusServiceUnavailable, "unavailable", c.node(b))
+				if strings.Contains(p.Detail, serverpath.Hidden) {
+					t.Errorf("detail %q hides a path", p.Detail)
+				}
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ type options struct {
 	pipeline  *pipelineDaemon // a daemon of the ingest pipeline and the access queues, the API's inventory its
 	audit     *audit.Auditor
 	zkGone    bool     // the API's ZooKeeper connection is closed once the queue is made: ZooKeeper out of reach
+	zkSilent  bool     // the API's ZooKeeper stops answering once the queue is made (a paused proxy): each request gives up after 1 s
 	tokens    []string // more lines of the tokens file
 }
 
@@ -73,14 +74,27 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	log := slog.New(slog.NewTextHandler(logtest.NewT(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	root := zktest.Root(t)
-	conn := zktest.Connect(t)
+	var proxy *zktest.Proxy
+	var servers []string
+	if o.zkSilent {
+		proxy = zktest.ProxyToShared(t)
+		servers = append(servers, proxy.Addr())
+	}
+	conn := zktest.Connect(t, servers...)
 	var closed atomic.Bool
-	q, err := queue.New(conn, root, queue.WithClosed(closed.Load))
+	qopts := []queue.Option{queue.WithClosed(closed.Load)}
+	if o.zkSilent {
+		qopts = append(qopts, queue.WithRequestTimeout(time.Second))
+	}
+	q, err := queue.New(conn, root, qopts...)
 	must(t, err)
 	must(t, q.Init(t.Context()))
 	if o.zkGone {
 		closed.Store(true) // a write gives up at once, not after its back-off through an outage
 		conn.Close()
+	}
+	if o.zkSilent {
+		proxy.Pause()
 	}
 	bus, err := events.Open(context.Background(), events.Config{DataDir: t.TempDir(), Host: "test", Logger: log})
 	must(t, err)

@@ -13,11 +13,15 @@ import (
 // API's own paths (/api/v1/…) stay.
 
 // pathHider writes what it is given with its paths hidden. Each write is
-// a whole answer or a whole event, so that no path is cut in two.
-type pathHider struct{ http.ResponseWriter }
+// a whole answer or a whole event, so that no path is cut in two. root is
+// the queue's ZooKeeper root, whose nodes are shown.
+type pathHider struct {
+	http.ResponseWriter
+	root string
+}
 
 func (h pathHider) Write(p []byte) (int, error) {
-	if _, err := h.ResponseWriter.Write(serverpath.Hide(p, strings.TrimSuffix(Prefix, "/"))); err != nil {
+	if _, err := h.ResponseWriter.Write(serverpath.Hide(p, h.root, strings.TrimSuffix(Prefix, "/"))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

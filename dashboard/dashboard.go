@@ -303,7 +303,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	}
 	out := b.Bytes()
 	if p.Caller.Role < api.RoleAdmin {
-		out = hidePaths(out) // as the API's answers: only an admin sees the server's paths
+		out = hidePaths(out, d.cfg.Ops.Q.Root()) // as the API's answers: only an admin sees the server's paths
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -270,6 +271,27 @@ func TestTimelineNamesWhoActed(t *testing.T) {
 	a.is(t, http.StatusOK, "Pending → Held <small>by alice</small>")
 	if n := strings.Count(a.body, "<small>by alice</small>"); n != 2 {
 		t.Errorf("%d timeline lines by alice, want 2 (the move and its admin event):\n%s", n, a.body)
+	}
+}
+
+// A job's timeline shows each run of its progress events as its last, as
+// events replay does (a 4-hour download's page listed about 28,800), and
+// says how many it leaves out; a wait's progress event is shown.
+func TestTimelineShowsAProgressRunAsItsLast(t *testing.T) {
+	b := setup(t)
+	bt := b.batch("uuid-progress")
+	jid := b.job(bt)
+	for n := range 5 {
+		b.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: bt.ID, JobID: jid, To: "Downloading",
+			Attrs: map[string]any{"bytes_done": n, "bytes_total": 5}})
+	}
+	b.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: bt.ID, JobID: jid, To: "Downloading",
+		Message: "waiting for room", Attrs: map[string]any{"waiting": true}})
+	must(t, b.bus.Flush(t.Context()))
+	a := b.get(readToken, "/ui/jobs/"+jid)
+	a.is(t, http.StatusOK, "waiting for room", "4 progress events not shown")
+	if n := strings.Count(a.body, "<b>progress</b>"); n != 2 {
+		t.Errorf("%d progress lines in the timeline, want 2 (the last of the run, the wait):\n%s", n, a.body)
 	}
 }
 

@@ -247,6 +247,7 @@ type jobPage struct {
 	Stalled         *stalled.Stall
 	Timeline        []events.Event
 	TimelineProblem string
+	ProgressLeft    int // progress events not shown: each run of them is shown as its last (events.LastOfProgressRuns)
 	Actions         []Action
 	Others          []string // other jobs of the same ARK
 }
@@ -298,6 +299,8 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 		p.Stalled = d.cfg.Stalled(r.Context())(j)
 	}
 	p.Timeline, p.TimelineProblem = api.Timeline(r.Context(), d.cfg.Bus, j)
+	// A download's progress, two events a second, as events replay shows it.
+	p.Timeline, p.ProgressLeft = events.LastOfProgressRuns(p.Timeline)
 	d.render(w, r, status, "job", page{Title: "Job " + j.ID, Caller: caller, Flash: f, Data: p})
 }
 

@@ -14,10 +14,11 @@ import (
 // by the API's rule (package serverpath), in the page's text and its
 // attributes' values. The page is read as HTML, not as bytes: its values
 // are escaped (a quote is &#39;), which the rule would cut in two. The
-// dashboard's links (/ui/…) and the API's requests named in advice stay.
-func hidePaths(page []byte) []byte {
+// dashboard's links (/ui/…), the API's requests named in advice, and the
+// nodes of the queue at root stay.
+func hidePaths(page []byte, root string) []byte {
 	hide := func(s string) string {
-		return string(serverpath.Hide([]byte(s), Prefix, api.Prefix))
+		return string(serverpath.Hide([]byte(s), root, Prefix, api.Prefix))
 	}
 	z := html.NewTokenizer(bytes.NewReader(page))
 	var out bytes.Buffer

@@ -14,12 +14,14 @@ import (
 )
 
 // With ZooKeeper out of reach a page answers 503 and says when to ask
-// again, as the API does (decision 543 (g): neither did).
+// again, as the API does (decision 543 (g): neither did). It names the
+// queue's folder it could not list to a read user too: ZooKeeper's, not
+// a server path (it said "list [server path hidden]: …").
 func TestUnreachableZooKeeperPageSaysWhenToAskAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.zkGone = true })
 	a := b.get(readToken, dashboard.Prefix+"batches")
-	a.is(t, http.StatusServiceUnavailable)
+	a.is(t, http.StatusServiceUnavailable, "list /batches: zk: connection closed")
 	if got := a.header.Get("Retry-After"); got != strconv.Itoa(api.RetryAfterSeconds) {
 		t.Errorf("Retry-After %q, want %d", got, api.RetryAfterSeconds)
 	}

@@ -146,6 +146,42 @@ func Timeline(evs []Event) []Event {
 	return out
 }
 
+// LastOfProgressRuns keeps, of each run of a job's progress events (a
+// download's bytes, published twice a second), its last: a run is the
+// job's progress events from one host with none of its other events
+// between them, so a move, a wait or an operator's action, or another
+// host taking the download over, ends one. A wait's progress event
+// (attrs.waiting: it says why the job waits) and a batch's own (no job)
+// are always kept. It returns the events kept, in their order, and how
+// many were left out. Text for people (events replay, the dashboard's
+// timeline) shows these; machines (-o json, the API) get every event.
+func LastOfProgressRuns(evs []Event) ([]Event, int) {
+	inRun := func(ev Event) bool {
+		return ev.Kind == KindProgress && ev.JobID != "" && ev.Attrs["waiting"] != true
+	}
+	// later is, by job, the host of the job's next event when that one is
+	// of a run: an event of the run before it is left out.
+	later := map[string]string{}
+	kept := make([]Event, 0, len(evs))
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := evs[i]
+		switch {
+		case ev.JobID == "":
+		case !inRun(ev):
+			delete(later, ev.JobID)
+		default:
+			host, ok := later[ev.JobID]
+			later[ev.JobID] = ev.Host
+			if ok && host == ev.Host {
+				continue
+			}
+		}
+		kept = append(kept, ev)
+	}
+	slices.Reverse(kept)
+	return kept, len(evs) - len(kept)
+}
+
 // timelineLane is one job's events (or the batch's), in their order, and
 // the next to merge.
 type timelineLane struct {

@@ -66,10 +66,18 @@ type HostInfo struct {
 // OwnsAll tells whether the host works every role (serve --states all).
 func (h HostInfo) OwnsAll() bool { return len(h.States) == len(AllRoles()) }
 
-// Late tells whether the host has not rewritten its node for over twice
-// HostRewrite: a daemon dead or cut off, listed until its session ends.
+// lateMargin is how long past HostRewrite a node's write may be before its
+// host is late: the rewrite's own check period (hostCheck) and write, and
+// a few seconds between the clocks of ZooKeeper, which stamps the node,
+// and of the reader. Twice HostRewrite (30 s) was more than a session of
+// 10 s and a rewrite: a killed daemon's node went before it was late.
+const lateMargin = 5 * time.Second
+
+// Late tells whether the host has not rewritten its node for over
+// HostRewrite and lateMargin: a daemon dead or cut off, listed until its
+// session ends. `ingestq hosts` and the dashboard both ask it.
 func (h HostInfo) Late(now time.Time) bool {
-	return !h.Seen.IsZero() && now.Sub(h.Seen) > 2*HostRewrite
+	return !h.Seen.IsZero() && now.Sub(h.Seen) > HostRewrite+lateMargin
 }
 
 // Works tells whether the host works job state s (its States list it).

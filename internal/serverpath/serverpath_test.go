@@ -21,8 +21,39 @@ func TestHide(t *testing.T) {
 		"/batches/bid0000000901/states/batch-failed/jid0000000900": "/batches/bid0000000901/states/batch-failed/jid0000000900",
 		"/batch-uuids/uni-0001":                                    "/batch-uuids/uni-0001",
 	} {
-		if got := string(Hide([]byte(in), "/api/v1", "/ui/")); got != want {
+		if got := string(Hide([]byte(in), "", "/api/v1", "/ui/")); got != want {
 			t.Errorf("Hide(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A queue's folders are its nodes too, under its root or as the queue
+// names them: ZooKeeper out of reach, a read token was told "list [server
+// path hidden]: …" for the /batches it could not list. A server's path
+// under a folder of the same name, or beside the root, stays hidden.
+func TestQueueFoldersShown(t *testing.T) {
+	const root = "/ingestq"
+	for in, want := range map[string]string{
+		"list /batches: zookeeper list /ingestq/batches: no answer": "list /batches: zookeeper list /ingestq/batches: no answer",
+		"/jobs":                               "/jobs",
+		"/jobs/states":                        "/jobs/states",
+		"/ingestq/jobs/states/downloading":    "/ingestq/jobs/states/downloading",
+		"/ingestq/jobs/jid0000000900/status":  "/ingestq/jobs/jid0000000900/status",
+		"/batch-uuids":                        "/batch-uuids",
+		"/access/small":                       "/access/small",
+		"/ingestq/access/large/qid0000000003": "/ingestq/access/large/qid0000000003",
+		"/locks/collections":                  "/locks/collections",
+		"/ingestq/ingestq/hosts/ingest1":      "/ingestq/ingestq/hosts/ingest1",
+		"create /ingestq: no answer":          "create /ingestq: no answer",
+		"write /ingestq/jobs/jid1/producer/a": "write " + Hidden, // a working area at /ingestq/jobs
+		"open /ingestq/work/jid0000000900":    "open " + Hidden,
+		"open /ingestq-data/batches":          "open " + Hidden,
+		"open /srv/batches":                   "open " + Hidden,
+		"open /var/lib/ingestq/jobs/states":   "open " + Hidden,
+		"open /ingestq/hosts/ingest1":         "open " + Hidden, // the host nodes' folder is under the root's /ingestq
+	} {
+		if got := string(Hide([]byte(in), root, "/api/v1")); got != want {
+			t.Errorf("Hide(%q) under root %s = %q, want %q", in, root, got, want)
 		}
 	}
 }

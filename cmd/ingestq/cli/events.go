@@ -244,14 +244,18 @@ func (a *app) tailCommand() *cobra.Command {
 
 func (a *app) replayCommand() *cobra.Command {
 	var since, batch, job, access string
+	var allProgress bool
 	var from time.Time
 	cmd := &cobra.Command{
-		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access REF]",
+		Use:   "replay [--since DURATION|TIME] [--batch BID|UUID] [--job JID] [--access REF] [--progress]",
 		Short: "Print the recorded events as a timeline",
 		Long: "replay prints the events recorded in the stream, oldest first, each with its date and time:\n" +
 			"with --batch or --job, in the order they happened (the batch's and each job's own in\n" +
 			"order, an event published late for a move that had none in its place, merged by time).\n" +
-			"-o json prints a JSON array, in the same order. --since takes a duration back from now\n" +
+			"A download's progress events (two a second) are printed as their last: each run of a\n" +
+			"job's progress events from one host, between its other events, as its last one (a\n" +
+			"wait's is always printed); --progress prints every one. -o json prints a JSON array of\n" +
+			"every event, in the same order. --since takes a duration back from now\n" +
 			"(10m, 2h, 1d, 2w, 1d12h) or a time (RFC 3339, or 2006-01-02 15:04:05 in local time).\n" +
 			"A --batch or --job this queue never made is refused (exit 1); a removed one's history is replayed.\n" +
 			"A stream that does not answer (a NATS cluster electing or re-forming) is waited for up to 30 s.",
@@ -321,13 +325,21 @@ func (a *app) replayCommand() *cobra.Command {
 				a.println(noneOf("events", "recorded", since+batch+job+access != ""))
 				return nil
 			}
+			left := 0
+			if !allProgress {
+				evs, left = events.LastOfProgressRuns(evs)
+			}
 			for _, ev := range evs {
 				a.println("%s", eventLine(ev))
+			}
+			if left > 0 {
+				a.note("%d progress events not printed: each run of a job's progress events is printed as its last (--progress prints every one)", left)
 			}
 			return nil
 		},
 	}
 	fl := cmd.Flags()
+	fl.BoolVar(&allProgress, "progress", false, "print every progress event, not only the last of each run of a job's (-o json prints every one)")
 	fl.StringVar(&since, "since", "", "only events since a duration back (10m, 1d, 2w) or a time (RFC 3339, or \"2006-01-02 15:04:05\")")
 	fl.StringVar(&batch, "batch", "", "only the events of this batch (bid… or batch uuid) and its jobs")
 	fl.StringVar(&job, "job", "", "only the events of this job")

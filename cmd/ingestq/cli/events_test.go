@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +35,20 @@ func parseEvents(t *testing.T, out string) []events.Event {
 	return evs
 }
 
-func TestEventsReplay(t *testing.T) {
-	t.Parallel()
+// ingested starts a daemon and submits to it a batch of n pass-through
+// jobs, waiting until the batch is done: the events replays read.
+func ingested(t *testing.T, n int) (*daemon, *queue.Batch) {
+	t.Helper()
 	d := newDaemon(t)
 	d.start()
-	_, _, code := d.cli("submit", "--profile", "demo", "--wait", "passthrough:5")
+	_, _, code := d.cli("submit", "--profile", "demo", "--wait", "passthrough:"+strconv.Itoa(n))
 	wantCode(t, code, 0)
-	b := d.onlyBatch()
+	return d, d.onlyBatch()
+}
+
+func TestEventsReplay(t *testing.T) {
+	t.Parallel()
+	d, b := ingested(t, 5)
 	d.flush()
 
 	// Text, by batch: one timeline, in the order things happened: the
@@ -164,6 +172,100 @@ func TestEventsReplay(t *testing.T) {
 		if out != "" {
 			t.Errorf("events replay %v printed %q", c, out)
 		}
+	}
+}
+
+// A text replay prints each run of a job's progress events as its last
+// (a batch of 20 downloads of 1 MB printed 861 progress lines of 1,025):
+// a wait's progress event, a batch's own, and the run another host
+// began after taking the download over are printed; --progress prints
+// every one, -o json has every one.
+func TestReplayPrintsAProgressRunAsItsLast(t *testing.T) {
+	t.Parallel()
+	d, b := ingested(t, 2)
+	j1, j2 := b.Report.SuccessfulJobs[0], b.Report.SuccessfulJobs[1]
+	progress := func(jid, host string, n int) {
+		d.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: b.ID, JobID: jid, Host: host, To: "Downloading",
+			Attrs: map[string]any{"bytes_done": n, "bytes_total": 100}})
+	}
+	wait := func(jid string) {
+		d.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: b.ID, JobID: jid, To: "Downloading",
+			Message: "waiting for room", Attrs: map[string]any{"waiting": true}})
+	}
+	for n := 1; n <= 4; n++ { // two jobs' downloads at once
+		progress(j1, "test", n)
+		progress(j2, "test", n)
+	}
+	wait(j1)
+	progress(j1, "test", 5)
+	progress(j1, "test", 6)
+	progress(j1, "other", 1) // the other host took the download over
+	progress(j1, "other", 2)
+	progress(j1, "other", 3)
+	wait("") // the batch's own, twice
+	wait("")
+	d.flush()
+
+	// progressLines are a text replay's progress lines, each as "HOST
+	// JID bytes_done" ("batch" for the batch's, "waiting" for a wait's).
+	progressRE := regexp.MustCompile(`^[\d-]+ [\d:.]+ (\S+)  progress (jid\d+|batch) `)
+	progressLines := func(out string) []string {
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			m := progressRE.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			n := "waiting"
+			if _, v, ok := strings.Cut(l, "bytes_done="); ok {
+				n, _, _ = strings.Cut(v, " ")
+			}
+			got = append(got, m[1]+" "+m[2]+" "+n)
+		}
+		return got
+	}
+	want := []string{"test " + j1 + " 4", "test " + j2 + " 4", "test " + j1 + " waiting", "test " + j1 + " 6",
+		"other " + j1 + " 3", "test batch waiting", "test batch waiting"}
+	out, stderr, code := d.cli("events", "replay", "--batch", b.ID)
+	wantCode(t, code, 0)
+	if got := progressLines(out); !slices.Equal(got, want) {
+		t.Errorf("--batch: progress lines %q, want %q\n%s", got, want, out)
+	}
+	if !strings.Contains(stderr, "note: 9 progress events not printed") || !strings.Contains(stderr, "--progress") {
+		t.Errorf("--batch: stderr %q, want a note of the 9 progress events not printed", stderr)
+	}
+	moves := 0
+	for _, l := range strings.Split(out, "\n") {
+		if lineRE.MatchString(l) {
+			moves++
+		}
+	}
+	if moves != 2*len(jobTimeline) {
+		t.Errorf("--batch: %d job moves printed, want %d:\n%s", moves, 2*len(jobTimeline), out)
+	}
+
+	out, _, code = d.cli("events", "replay", "--job", j1)
+	wantCode(t, code, 0)
+	if got, want := progressLines(out), []string{"test " + j1 + " 4", "test " + j1 + " waiting", "test " + j1 + " 6", "other " + j1 + " 3"}; !slices.Equal(got, want) {
+		t.Errorf("--job: progress lines %q, want %q", got, want)
+	}
+
+	out, stderr, code = d.cli("events", "replay", "--batch", b.ID, "--progress")
+	wantCode(t, code, 0)
+	if got := progressLines(out); len(got) != 16 || stderr != "" {
+		t.Errorf("--progress: %d progress lines %q, stderr %q; want all 16, nothing on stderr", len(got), got, stderr)
+	}
+
+	out, _, code = d.cli("events", "replay", "-o", "json", "--batch", b.ID)
+	wantCode(t, code, 0)
+	n := 0
+	for _, ev := range parseEvents(t, out) {
+		if ev.Kind == events.KindProgress {
+			n++
+		}
+	}
+	if n != 16 {
+		t.Errorf("-o json: %d progress events, want all 16", n)
 	}
 }
 

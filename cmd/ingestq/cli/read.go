@@ -65,7 +65,7 @@ func (a *app) lsBatchesCommand() *cobra.Command {
 	var state queue.State
 	cmd := &cobra.Command{
 		Use:   "batches",
-		Short: "List batches: status, uuid, profile and their jobs per bucket",
+		Short: "List batches: status, uuid, profile, and their jobs: unfinished, completed, failed, deleted",
 		Args:  args(),
 		PreRunE: func(*cobra.Command, []string) (err error) {
 			state, err = parseState(stateFlag, queue.ParseBatchState)
@@ -116,8 +116,10 @@ func noneOf(what, state string, filtered bool) string {
 	return s
 }
 
-// jobCounts renders a batch's buckets as "3 processing, 1 failed", its
-// archived jobs and its objects with no job yet.
+// jobCounts renders a batch's buckets as "3 unfinished, 1 failed", its
+// archived jobs and its objects with no job yet. batch-processing holds
+// the jobs in any state short of an end, not only Processing ones: it is
+// said "unfinished", as the dashboard's bar counts the finished ones.
 func jobCounts(buckets map[string][]string, archived, unmade int) string {
 	if buckets == nil {
 		return "?"
@@ -125,7 +127,11 @@ func jobCounts(buckets map[string][]string, archived, unmade int) string {
 	var parts []string
 	for _, b := range queue.Buckets {
 		if n := len(buckets[b]); n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, strings.TrimPrefix(b, "batch-")))
+			word := strings.TrimPrefix(b, "batch-")
+			if b == queue.BucketProcessing {
+				word = "unfinished"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", n, word))
 		}
 	}
 	if archived > 0 {

@@ -107,11 +107,11 @@ func TestLsBatches(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(rows))
 	}
-	want := []string{f.b1, "Pending", "uuid-b1", "demo", "2 processing, 1 failed"}
+	want := []string{f.b1, "Pending", "uuid-b1", "demo", "2 unfinished, 1 failed"}
 	if !slices.Equal(rows[0][:5], want) {
 		t.Errorf("row of b1 %q, want %q…", rows[0], want)
 	}
-	if rows[1][0] != f.b2 || rows[1][1] != "Held" || rows[1][4] != "1 processing" {
+	if rows[1][0] != f.b2 || rows[1][1] != "Held" || rows[1][4] != "1 unfinished" {
 		t.Errorf("row of b2 %q", rows[1])
 	}
 
