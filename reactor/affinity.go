@@ -32,9 +32,7 @@ func (r *Reactor) heldElsewhere(s queue.State, j *queue.Job) bool {
 		return true
 	}
 	if !alive || !works(host.Data, s) {
-		r.log.Info("reactor: taking over a job whose files are on a host that is gone or does not work its state",
-			"job", j.ID, "state", s, "files_on", h, "alive", alive)
-		return false
+		return false // taken here: said by tookOver once the lock is won
 	}
 	r.passOverUntil(s, j.ID, "host "+h, wait)
 	return true

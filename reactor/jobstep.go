@@ -88,6 +88,7 @@ func (r *Reactor) tryJob(ctx context.Context, s queue.State, ref string) {
 	case j == nil:
 		return
 	}
+	r.tookOver(s, j)
 	if s == queue.Pending {
 		r.startJob(j)
 	} else {

@@ -1,7 +1,6 @@
 package reactor
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,25 +10,6 @@ import (
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
-
-// onRequest is a log handler calling hook with each ZooKeeper request the
-// queue logs (at debug level, before it is sent).
-type onRequest struct{ hook func(path string) }
-
-func (h onRequest) Enabled(context.Context, slog.Level) bool { return true }
-func (h onRequest) Handle(_ context.Context, rec slog.Record) error {
-	if rec.Message == "zookeeper request" {
-		rec.Attrs(func(a slog.Attr) bool {
-			if a.Key == "path" {
-				h.hook(a.Value.String())
-			}
-			return true
-		})
-	}
-	return nil
-}
-func (h onRequest) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h onRequest) WithGroup(string) slog.Handler      { return h }
 
 // The release of an orphaned job lock (this session's, no worker here on
 // the job) holds the job while its requests run, as an acquisition does:
@@ -43,7 +23,7 @@ func TestAnOrphansReleaseHoldsItsJob(t *testing.T) {
 	var jid string
 	claimedDuring := map[bool]int{} // a worker's claim tried during a request on the lock: busy → count
 	s := queuetest.Session(t, slog.New(slog.DiscardHandler))
-	q, err := queue.New(s.Conn, zktest.Root(t), queue.WithLogger(slog.New(onRequest{func(path string) {
+	q, err := queue.New(s.Conn, zktest.Root(t), queue.WithLogger(slog.New(queuetest.OnRequest(func(path string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if jid != "" && strings.HasSuffix(path, "/jobs/"+jid+"/lock") {
@@ -54,7 +34,7 @@ func TestAnOrphansReleaseHoldsItsJob(t *testing.T) {
 				claimedDuring[true]++
 			}
 		}
-	}})))
+	}))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -297,7 +297,10 @@ func (r *clusterRig) assertEveryTimeline(batches map[string][]string, through ma
 // Two daemons that start at the same instant make one NATS cluster and run
 // a batch; a third started later joins them, and the stream gets three
 // replicas; each daemon's listener replays both batches whole, whichever
-// daemon ran each step.
+// daemon ran each step. The third's start costs the other two no refused
+// route: its URL is announced once its server listens (each warned
+// "Error trying to connect to route (attempt 1) … connection refused"
+// twice, at every start of another host, when it was announced before).
 func TestNATSClusterOfDaemons(t *testing.T) {
 	t.Parallel()
 	r := newClusterRig(t)
@@ -308,9 +311,16 @@ func TestNATSClusterOfDaemons(t *testing.T) {
 	bid1, jids1 := r.batch()
 	t.Logf("batch %s done after %v", bid1, time.Since(start).Round(time.Millisecond))
 
+	const refused = "Error trying to connect to route"
+	before := map[string]int{"d1": len(r.hosts["d1"].logLines(refused)), "d2": len(r.hosts["d2"].logLines(refused))}
 	r.start("d3")
 	r.waitStream("d3", 3, "")
 	t.Logf("d3 joined, three replicas after %v", time.Since(start).Round(time.Millisecond))
+	for name, n := range before {
+		if lines := r.hosts[name].logLines(refused); len(lines) > n {
+			t.Errorf("%s, routed already, at d3's start: %q", name, lines[n:])
+		}
+	}
 	bid2, jids2 := r.batch()
 	t.Logf("batch %s done after %v", bid2, time.Since(start).Round(time.Millisecond))
 	r.assertEveryTimeline(map[string][]string{bid1: jids1, bid2: jids2}, r.listeners("d1", "d2", "d3"))

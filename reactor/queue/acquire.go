@@ -100,7 +100,8 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		defer close(read)
 		j, readErr = q.jobAfter(ctx, jid, known)
 	}()
-	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), h.status.data, h.status.stat.Version)}, false)
+	held, data := q.heldHere(h.st, h.status.data)
+	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), data, h.status.stat.Version)}, false)
 	<-read
 	switch {
 	case errors.Is(err, ErrStale):
@@ -119,7 +120,39 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 	}
 	j.ref = ref
 	j.version, j.owner, j.Locked, j.lockMade = h.status.stat.Version+1, true, true, made
+	j.TakenFrom, j.Status.Holder = takenFrom(j.Status.Holder, held), held
 	return j, nil
+}
+
+// holder is this daemon as a job's holder; nil in a Queue that registered
+// no host (a CLI's), whose acquisitions leave the status as it is.
+func (q *Queue) holder() *JobHolder {
+	name := q.host.Load()
+	if name == nil {
+		return nil
+	}
+	return &JobHolder{Host: *name, Session: q.zk.conn.SessionID()}
+}
+
+// heldHere is what an acquisition writes, fenced, over status st (read as
+// data): st with this daemon as its holder, or data unchanged (holder),
+// and the holder the status then names.
+func (q *Queue) heldHere(st JobStatus, data []byte) (*JobHolder, []byte) {
+	h := q.holder()
+	if h == nil {
+		return st.Holder, data
+	}
+	st.Holder = h
+	return h, mustJSON(st)
+}
+
+// takenFrom is the holder a status named before this session's
+// acquisition (was), when another than this one (now).
+func takenFrom(was, now *JobHolder) *JobHolder {
+	if was == nil || now == nil || *was == *now {
+		return nil
+	}
+	return was
 }
 
 // acquirable tells whether a job read for an acquisition in state s from
@@ -158,7 +191,8 @@ func (q *Queue) tellUnreadable(admit Admission, jid string, status read, fenced 
 // head is a job's status and lock, read before the rest of it.
 type head struct {
 	status, lock read
-	sound        bool // the status was there and could be decoded
+	st           JobStatus // the status decoded, when sound
+	sound        bool      // the status was there and could be decoded
 }
 
 // movedOrLocked reads only a job's status and lock (two reads, where the
@@ -182,7 +216,7 @@ func (q *Queue) movedOrLocked(ctx context.Context, s State, jid string) (h head,
 	case r[1].err == nil:
 		return h, false, fmt.Errorf("job %s: %w", jid, ErrLocked)
 	}
-	h.sound = true
+	h.st, h.sound = st, true
 	return h, false, nil
 }
 
@@ -212,11 +246,13 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	if admit != nil && !admit(view) {
 		return nil, nil
 	}
-	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), mustJSON(view.Status), view.version)}, false)
+	held, data := q.heldHere(view.Status, mustJSON(view.Status))
+	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), data, view.version)}, false)
 	if err != nil {
 		return nil, err
 	}
 	view.version, view.owner, view.Locked, view.lockMade = view.version+1, true, true, made // a new lock
+	view.TakenFrom, view.Status.Holder = takenFrom(view.Status.Holder, held), held
 	return view, nil
 }
 

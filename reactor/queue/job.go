@@ -339,6 +339,9 @@ func (q *Queue) SetJobStatus(ctx context.Context, j *Job, to State, c JobChange)
 	if c.requeue {
 		st.RetryCount++
 	}
+	if !c.Release && j.owner {
+		st.Holder = q.holder() // it keeps the lock, to run the next state's step
+	}
 	return q.writeJob(ctx, j, st, c)
 }
 

@@ -63,9 +63,20 @@ type JobStatus struct {
 	// ingestq move drops it; mrt-zk's moves copy the status and keep it,
 	// which is harmless: it is over within a minute of its write.
 	Deferred *Deferral `json:"deferred,omitempty"`
+	// Holder is the daemon that took the job in its state (its acquisition,
+	// or its own move that kept the lock): ingestq's own, as Deferred. A
+	// move that releases the lock drops it. Read by the next acquirer, it
+	// tells a job taken from a daemon that lost it (Job.TakenFrom).
+	Holder *JobHolder `json:"holder,omitempty"`
 	// Mtime is when the node was last written, by ZooKeeper's clock to
 	// the millisecond, as read (zero when not read from ZooKeeper).
 	Mtime time.Time `json:"-"`
+}
+
+// JobHolder is a daemon holding a job: its host name and ZooKeeper session.
+type JobHolder struct {
+	Host    string `json:"host"`
+	Session int64  `json:"session"`
 }
 
 // Deferral is a job's step, or a Pending batch's, deferred until a time (a
@@ -195,6 +206,12 @@ type Job struct {
 	// and LockedAt when it was taken, when Locked.
 	LockSession int64
 	LockedAt    time.Time
+	// TakenFrom, on a view this session acquired, is the holder the
+	// job's status named then, when another (JobStatus.Holder): that
+	// daemon, or this host's earlier session, took the job in this state
+	// and did not move it on. Whether it let go or lost it, its host node
+	// tells (Queue.LiveHost).
+	TakenFrom *JobHolder
 
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"
 	version int32  // version of the status node this view was read at

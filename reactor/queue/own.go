@@ -253,6 +253,7 @@ func (q *Queue) RegisterHost(ctx context.Context, name string, data []byte) erro
 	if err := q.claimOwn(ctx, hostsDir, name, data); err != nil {
 		return fmt.Errorf("register host %s: %w", name, err)
 	}
+	q.host.Store(&name)
 	if err := q.ensureDirs(ctx, knownDir+"/"+name); err != nil {
 		return fmt.Errorf("register host %s: record its name: %w", name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -42,6 +43,9 @@ type Queue struct {
 	// nameWait is how long RegisterHost and AnnounceRoute wait for another
 	// session's node of their name to go (WithNameWait).
 	nameWait time.Duration
+	// host is the name RegisterHost registered: the Holder an
+	// acquisition writes into a job's status.
+	host atomic.Pointer[string]
 }
 
 // Option configures a Queue.

@@ -31,13 +31,15 @@ type natsRoutes struct {
 	log  *slog.Logger
 }
 
-// announce claims this daemon's route node (a live daemon of the same name
-// is refused) and returns the other daemons' route URLs.
-func (n *natsRoutes) announce(ctx context.Context) ([]string, error) {
-	if err := n.q.AnnounceRoute(ctx, n.host, n.url); err != nil {
-		return nil, err
-	}
-	return n.others(ctx)
+// announce claims this daemon's route node with its URL (a live daemon of
+// the same name is refused), once its server listens: the other daemons
+// dial it as soon as they read it, and a URL announced before the server
+// listened got each of them a refused connection (nats-server's warning
+// "Error trying to connect to route") at every start. The node is never
+// written without its URL, which a daemon of an earlier release would
+// take for a route.
+func (n *natsRoutes) announce(ctx context.Context) error {
+	return n.q.AnnounceRoute(ctx, n.host, n.url)
 }
 
 // comeBack readies a host that an operator had forgotten (ingestq hosts

@@ -740,15 +740,16 @@ func (a *app) natsRoutes(q *queue.Queue, f serveFlags) (*natsRoutes, error) {
 	return &natsRoutes{q: q, host: f.host, url: url, log: a.log}, nil
 }
 
-// startBus announces this daemon's NATS route (with --nats-cluster: the
-// other daemons then route to it), routes its server to theirs, and starts
-// the bus.
+// startBus, with --nats-cluster, routes this daemon's server to the other
+// daemons'; starts the bus; and then announces its route, once the server
+// listens (the other daemons then route to it). The host node, registered
+// before, refused a name a live daemon holds already (decision 257).
 func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes, dataDir string) error {
 	if routes != nil {
 		if err := routes.comeBack(ctx, dataDir); err != nil {
 			return &exitError{code: 1, err: err}
 		}
-		peers, err := routes.announce(ctx)
+		peers, err := routes.others(ctx)
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}
@@ -761,6 +762,9 @@ func (a *app) startBus(ctx context.Context, bus *events.Bus, routes *natsRoutes,
 	if err != nil && a.natsFromEnv {
 		err = fmt.Errorf("%w (%s is set, to %s: serve joins that NATS rather than embed one; for an embedded server "+
 			"give --nats-listen ADDR, or unset %s for serve)", err, EnvNATS, a.natsShown(), EnvNATS)
+	}
+	if err == nil && routes != nil {
+		err = routes.announce(ctx)
 	}
 	if err != nil {
 		return &exitError{code: 1, err: err}

@@ -1,0 +1,155 @@
+package reactor_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/queuetest"
+	"github.com/ingestq/ingestq/reactor"
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// A job taken over in Downloading from a daemon whose session ended says so
+// in the taker's log and in the job's events, which showed the dead
+// host's progress, a silence, and another host's progress from the start.
+// A job its holder let go while it lives (a wait) is taken as any other:
+// nothing said.
+func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	batches := e.outside("ingestq.batch.>")
+	dead := e.session()
+	dq := e.queue(dead)
+	if err := dq.RegisterHost(ctx, "host-dead", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	b, jobs := foreignBatch(e, dq, 2)
+	foreignProcessing(t, dq, b, 2)
+	// Lost: walked to Downloading by moves that keep its lock, as a daemon
+	// running each next step itself does, and held there.
+	lost, err := dq.TryAcquireJob(ctx, queue.Pending, jobs[0].Ref(), queue.Admission{})
+	if err != nil || lost == nil {
+		t.Fatalf("acquire %s: %v %v", jobs[0].ID, lost, err)
+	}
+	for _, to := range []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading} {
+		if err := dq.SetJobStatus(ctx, lost, to, queue.JobChange{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let go: acquired in Downloading and unlocked, as a step's wait does.
+	letGo := walkWithoutEvents(t, dq, jobs[1], queue.Downloading)
+	letGo, err = dq.TryAcquireJob(ctx, queue.Downloading, letGo.Ref(), queue.Admission{})
+	if err != nil || letGo == nil {
+		t.Fatalf("acquire %s in Downloading: %v %v", jobs[1].ID, letGo, err)
+	}
+	if err := dq.UnlockJob(ctx, letGo); err != nil {
+		t.Fatal(err)
+	}
+
+	jobEvents := e.outside("ingestq.job.>")
+	logs := &logtest.Buffer{}
+	e.daemon("host-a", func(c *reactor.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	// takeOvers reads the jobs' events until jid completes, and returns
+	// the take-overs among them.
+	takeOvers := func(jid string) (said []events.Event) {
+		for {
+			ev := await(t, jobEvents, jid+"'s completion")
+			if ev.Attrs["taken_over_from"] != nil {
+				said = append(said, ev)
+			}
+			if ev.Kind == events.KindJob && ev.To == "Completed" && ev.JobID == jid {
+				return said
+			}
+		}
+	}
+	if said := takeOvers(letGo.ID); len(said) > 0 {
+		t.Fatalf("take-over events %+v of a job its live holder let go", said)
+	}
+	dead.Close() // host-dead's node and its lock on the lost job go
+	said := takeOvers(lost.ID)
+	want := "taken over from host-dead (its session ended) in Downloading"
+	if len(said) != 1 || said[0].JobID != lost.ID || said[0].Kind != events.KindProgress || said[0].Message != want || said[0].Attrs["taken_over_from"] != "host-dead" {
+		t.Fatalf("take-over events %+v; want one progress event of %s: %q, taken_over_from host-dead", said, lost.ID, want)
+	}
+	if rep := e.waitBatch(batches, b.ID); rep.To != "Completed" {
+		t.Fatalf("batch ended %s: %s", rep.To, rep.Message)
+	}
+	if lines := logs.Lines("taken over from host-dead"); len(lines) != 1 || !strings.Contains(lines[0], "job="+lost.ID) {
+		t.Fatalf("host-a logged %q; want one line of the take-over of %s", lines, lost.ID)
+	}
+}
+
+// Only the daemon that wins a job's lock says it takes over a job whose
+// files are on a host that is gone: it was said in the admission, before
+// the lock, and two hosts said it of one job that one of them ran.
+func TestOnlyTheWinnerSaysItTakesOverAJob(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	b, jobs := foreignBatch(e, e.q, 1)
+	foreignProcessing(t, e.q, b, 1)
+	j := walkWithoutEvents(t, e.q, jobs[0], queue.Processing)
+	j, err := e.q.TryAcquireJob(ctx, queue.Processing, j.Ref(), queue.Admission{})
+	if err != nil || j == nil {
+		t.Fatalf("acquire %s: %v %v", jobs[0].ID, j, err)
+	}
+	cfg := j.Config
+	cfg.WorkingDir, cfg.WorkingHost = "/work/"+j.ID, "host-gone" // downloaded there
+	if err := e.q.UpdateJob(ctx, j, queue.JobChange{Config: &cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.q.UnlockJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another session takes the lock once host-a has found the files' host
+	// gone, before its own lock: host-a loses the job.
+	other := e.queue(e.session())
+	var mu sync.Mutex
+	var held *queue.Job
+	lost, looked := make(chan struct{}), false
+	hook := queuetest.OnRequest(func(path string) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case held == nil && strings.HasSuffix(path, "/hosts/host-gone"):
+			var err error
+			if held, err = other.LockJob(context.Background(), j.ID); err != nil {
+				t.Error(err)
+			}
+		case held != nil && !looked && strings.HasSuffix(path, "/jobs/"+j.ID+"/lock"):
+			looked = true
+			close(lost) // host-a's look at the lock that beat it (an orphan of its own?)
+		}
+	})
+	logs := &logtest.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	done := e.outside("ingestq.job.completed." + j.ID)
+	e.daemon("host-a", func(c *reactor.Config) {
+		var err error
+		c.Logger = log
+		if c.Queue, err = queue.New(c.Session.Conn, e.root, queue.WithLogger(slog.New(hook))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	await(t, lost, "host-a to lose the job's lock")
+	if lines := logs.Lines("taking over a job whose files are on a host that is gone"); len(lines) > 0 {
+		t.Fatalf("host-a, which lost the lock, logged %q", lines)
+	}
+	mu.Lock()
+	err = other.UnlockJob(ctx, held)
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, done, "the job to complete on host-a")
+	// (Once in Processing: the pass-through step does not fetch the files
+	// here, and the next states find them on host-gone still.)
+	if lines := logs.Lines("taking over a job whose files are on a host that is gone", "job="+j.ID, "state=Processing", "files_on=host-gone"); len(lines) != 1 {
+		t.Fatalf("host-a, which won the lock, logged %q; want one line", lines)
+	}
+}
