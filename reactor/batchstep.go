@@ -553,8 +553,7 @@ func (r *Reactor) moveBatch(b *queue.Batch, to queue.State, c queue.BatchChange,
 		r.cfg.Observer.Moved("batch", from, Unknown)
 		return false
 	case errors.Is(err, queue.ErrStale):
-		r.log.Info("reactor: batch moved by another session; result abandoned", "batch", b.ID, "err", err)
-		r.cfg.Observer.Moved("batch", from, Abandoned)
+		r.resultAbandoned("batch", b.ID, from, err)
 		return false
 	case queue.OutcomeUnknown(err):
 		// As for a job's move: the next mover reads where the batch is,

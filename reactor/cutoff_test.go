@@ -25,6 +25,32 @@ func (o moves) Moved(kind string, from queue.State, outcome string) {
 	}
 }
 
+// proxiedSession is a daemon's session that reaches the shared ZooKeeper
+// through a proxy, for a test to pause; both end with the test.
+func (e *env) proxiedSession() (*zktest.Proxy, *zkwatch.Session) {
+	proxy, err := zktest.StartProxy(zktest.Shared(e.t).Addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = proxy.Close() })
+	s, err := zkwatch.Dial(e.t.Context(), zkwatch.Config{Servers: []string{proxy.Addr()}, SessionTimeout: zktest.SessionTimeout, Logger: e.log})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Close)
+	return proxy, s
+}
+
+// heldStep is a step that says it started on started and ends, successful,
+// when proceed is closed, even after the daemon began to stop.
+func heldStep(started chan<- string, proceed <-chan struct{}) reactor.JobHandler {
+	return reactor.JobHandlerFunc(func(_ context.Context, s *reactor.Step) (reactor.Result, error) {
+		started <- string(s.Job.State())
+		<-proceed
+		return reactor.Result{}, nil
+	})
+}
+
 // A move whose commit ZooKeeper has not answered when the shutdown's grace
 // period ends may have landed: it is reported as of unknown outcome, not as
 // a commit that failed and left the job in its state. Whatever the server
@@ -32,25 +58,12 @@ func (o moves) Moved(kind string, from queue.State, outcome string) {
 func TestCommitCutOffAtShutdownIsUnknown(t *testing.T) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
-	proxy, err := zktest.StartProxy(zktest.Shared(t).Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	s, err := zkwatch.Dial(t.Context(), zkwatch.Config{Servers: []string{proxy.Addr()}, SessionTimeout: zktest.SessionTimeout, Logger: e.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	proxy, s := e.proxiedSession()
 
 	obs := moves{outcomes: make(chan string, 4)}
 	started, proceed := make(chan string, 1), make(chan struct{})
 	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
-		queue.Downloading: reactor.JobHandlerFunc(func(context.Context, *reactor.Step) (reactor.Result, error) {
-			started <- "downloading"
-			<-proceed
-			return reactor.Result{}, nil
-		}),
+		queue.Downloading: heldStep(started, proceed),
 	}, func(c *reactor.Config) {
 		c.Session, c.Queue, c.Observer, c.Grace = s, e.queue(s), obs, 300*time.Millisecond
 	})

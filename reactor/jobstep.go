@@ -465,7 +465,9 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	switch {
 	case queue.MaybeApplied(err):
 		// Our commit may have landed before the reply was lost, and the
-		// job moved on since: the stream may lack this transition.
+		// job moved on past it since: the stream may lack this transition.
+		// (A job whose next version is another's change, as after a
+		// take-over, is known not moved by us: a plain stale view.)
 		r.log.Warn("reactor: commit outcome unknown (its reply was lost, then the job moved on); its event is counted lost",
 			"job", j.ID, "from", from, "to", to, "err", err)
 		if next != nil {
@@ -475,8 +477,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		r.cfg.Observer.Moved("job", from, Unknown)
 		return
 	case errors.Is(err, queue.ErrStale):
-		r.log.Info("reactor: job moved by another session; result abandoned", "job", j.ID, "state", from, "err", err)
-		r.cfg.Observer.Moved("job", from, Abandoned)
+		r.resultAbandoned("job", j.ID, from, err)
 		return
 	case queue.OutcomeUnknown(err):
 		// Given up at shutdown with ZooKeeper silent: the commit may have
@@ -527,6 +528,49 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 		p.arrived(j.Handoff())
 		p.Wake()
 	}
+}
+
+// resultAbandoned logs and counts a move of a job or batch (kind, id) that
+// is known not to have landed: the item changed since this daemon read it
+// (err, the stale view; not queue.MaybeApplied). When another session has
+// locked the item since, this daemon's lock went with its session, expired
+// while the step ran (a pause, a stall, ZooKeeper away past the session
+// timeout), and that session took the item over: the line names who. The
+// read is for those words only; the fence decided.
+func (r *Reactor) resultAbandoned(kind, id string, from queue.State, err error) {
+	if who := r.takenOverBy(kind, id); who != "" {
+		r.log.Info("reactor: result abandoned: this daemon's session expired while the step ran and "+who+" took the "+kind+" over",
+			kind, id, "state", from, "err", err)
+	} else {
+		r.log.Info("reactor: "+kind+" moved by another session; result abandoned", kind, id, "state", from, "err", err)
+	}
+	r.cfg.Observer.Moved(kind, from, Abandoned)
+}
+
+// takenOverBy names who holds job or batch id (kind) when a session other
+// than this daemon's has it locked (queue.Holder's words); "" when it is
+// not locked, is locked by this session, or cannot be read.
+func (r *Reactor) takenOverBy(kind, id string) string {
+	var locked bool
+	var session int64
+	switch kind {
+	case "job":
+		j, err := r.q.LoadJob(r.work, id)
+		if err != nil {
+			return ""
+		}
+		locked, session = j.Locked, j.LockSession
+	case "batch":
+		b, err := r.q.LoadBatch(r.work, id)
+		if err != nil {
+			return ""
+		}
+		locked, session = b.Locked, b.LockSession
+	}
+	if !locked || session == r.cfg.Session.Conn.SessionID() {
+		return ""
+	}
+	return r.q.SessionHolder(r.work, session)
 }
 
 // nextHere is the pool of state to when this daemon may run the job's step

@@ -100,6 +100,9 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	}
 	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil,
 		lockHere: r[5].err == nil && q.zk.owns(r[5].stat), JobCount: -1}
+	if b.Locked {
+		b.LockSession = r[5].stat.EphemeralOwner
+	}
 	var err error
 	if r[6].err == nil {
 		n, err := decodeInt(q.rel(q.batchPath(bid, "job-count")), r[6].data)

@@ -33,7 +33,9 @@ type StaleError struct {
 	Reason string
 	// MaybeApplied: an earlier try of the same change lost its reply, so
 	// that try may have been applied before the other session moved on.
-	// The change's outcome is unknown, not known to be refused.
+	// The change's outcome is unknown, not known to be refused. Unset when
+	// the version the change would have made holds other bytes: no try
+	// of it landed.
 	MaybeApplied bool
 }
 

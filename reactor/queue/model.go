@@ -264,6 +264,9 @@ type Batch struct {
 	Report   *StatusReport
 	Acquired bool // has a `states` child: no longer pending for mrt-zk
 	Locked   bool
+	// LockSession is the session holding the lock (its ephemeral owner),
+	// when Locked.
+	LockSession int64
 	// JobCount is how many jobs the batch handler made (its job-count
 	// node, written with the move to Processing), or -1 when not recorded
 	// (a batch whose jobs another library made).

@@ -235,21 +235,48 @@ func TestStorageLockOfAnEndedSession(t *testing.T) {
 	}
 }
 
+// A batch's move tried again after its first try got no answer (Retried),
+// whose batch another writer moved first, is stale and known not to have
+// landed, as a job's is (TestRetriedChangeRecognisesItsLandedTry): the
+// reactor abandons it rather than count its event lost.
+func TestRetriedBatchMoveOvertakenIsKnownNotLanded(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	r.batch()
+	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
+	r.ok(err)
+	view := *b // as read before the first try
+	none := 0
+	move := queue.BatchChange{JobCount: &none, Release: true, At: r.q.Now()}
+	other := move
+	other.Message = "another writer's"
+	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, other))
+	move.Retried = true
+	if err := r.q.SetBatchStatus(ctx, &view, queue.Processing, move); !errors.Is(err, queue.ErrStale) || queue.MaybeApplied(err) {
+		t.Fatalf("the move tried again: %v (maybe applied %v); want a stale view, not maybe applied", err, queue.MaybeApplied(err))
+	}
+}
+
 // A change tried again after an earlier call's try got no answer (Retried)
 // is recognised by its own bytes when that try had landed: the fence it
 // now fails (the status moved on, by that very try) is its success. A
-// change that is not marked so is stale, and one marked so whose fence
-// another writer moved is stale with its outcome said unknown.
+// change that is not marked so is stale. One marked so whose fence another
+// writer moved first is stale, known not to have landed: the version it
+// would have made holds the other's bytes. Only when the status has moved
+// past that version (the try landed, then another writer moved the job on)
+// is its outcome said unknown.
 func TestRetriedChangeRecognisesItsLandedTry(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		retried, foreign bool
+		after            bool  // another writer moves the job on after the first try landed
 		wantErr          error // nil: the try is recognised as landed
 		maybe            bool
 	}{
-		{"retried", true, false, nil, false},
-		{"not marked", false, false, queue.ErrStale, false},
-		{"another writer", true, true, queue.ErrStale, true},
+		{"retried", true, false, false, nil, false},
+		{"not marked", false, false, false, queue.ErrStale, false},
+		{"another writer", true, true, false, queue.ErrStale, false},
+		{"landed, then another writer", true, false, true, queue.ErrStale, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRun(t)
@@ -266,6 +293,9 @@ func TestRetriedChangeRecognisesItsLandedTry(t *testing.T) {
 				r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, c2))
 			} else {
 				r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, c)) // lands; say its reply was lost
+			}
+			if tc.after {
+				r.ok(r.q.UpdateJob(t.Context(), j, queue.JobChange{Message: "another writer's note"}))
 			}
 			c.Retried = tc.retried
 			err = r.q.SetJobStatus(t.Context(), &view, queue.Estimating, c)

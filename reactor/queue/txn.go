@@ -278,13 +278,13 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) (zxid in
 	outages := 0
 	pause := func() bool { outages++; return q.outage(ctx, outages) }
 	// confirm asks whether a try whose reply was lost took effect (the
-	// zxid it landed at; 0, not); while ZooKeeper cannot say, it asks again
-	// after a pause.
-	confirm := func() int64 {
+	// zxid it landed at; 0, not) or is known not to have (overtaken); while
+	// ZooKeeper cannot say, it asks again after a pause.
+	confirm := func() (zxid int64, overtaken bool) {
 		for {
-			zxid, err := q.applied(ctx, ops)
+			zxid, overtaken, err := q.applied(ctx, ops)
 			if err == nil || !Transient(err) || !pause() {
-				return zxid
+				return zxid, overtaken
 			}
 		}
 	}
@@ -300,7 +300,7 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) (zxid in
 		if Transient(err) {
 			// The request may have been applied before the reply was lost;
 			// if ZooKeeper cannot say yet, try again after a pause.
-			if zxid, _ := q.applied(ctx, ops); zxid != 0 {
+			if zxid, _, _ := q.applied(ctx, ops); zxid != 0 {
 				return zxid, nil
 			}
 			lost = true
@@ -310,9 +310,11 @@ func (q *Queue) commitLanded(ctx context.Context, ops []op, maybe bool) (zxid in
 			continue
 		}
 		if lost {
-			if zxid := confirm(); zxid != 0 {
+			zxid, overtaken := confirm()
+			if zxid != 0 {
 				return zxid, nil // an earlier try whose reply was lost had done it
 			}
+			lost = !overtaken // else no try landed: another writer's change took its place
 		}
 		i, opErr := failedOp(resp)
 		if i < 0 {
@@ -354,7 +356,10 @@ func madeAt(resp []zk.MultiResponse) int64 {
 
 // applied tells whether a transaction whose reply was lost took effect (the
 // zxid it landed at, read from the node that shows it; 0, not), or why it
-// cannot tell. A lock it creates is the proof when there is one (an
+// cannot tell. overtaken says it is known not to have: its fencing write's
+// version (the one it would have made, which ZooKeeper makes once) holds
+// other bytes, another writer's, so no try of it landed. A version past
+// that one tells nothing: a try may have landed and been written over. A lock it creates is the proof when there is one (an
 // acquisition rewrites the status unchanged, so another session's
 // acquisition would look the same): there, owned by this session. Else its
 // witness create (there, with our data): a node only this change makes.
@@ -362,35 +367,38 @@ func madeAt(resp []zk.MultiResponse) int64 {
 // racer writing the same bytes matches too: two minters of one counter
 // both write n+1, and the one whose reply was lost took the other's for
 // its own.
-func (q *Queue) applied(ctx context.Context, ops []op) (zxid int64, err error) {
+func (q *Queue) applied(ctx context.Context, ops []op) (zxid int64, overtaken bool, err error) {
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && r.Flags&zk.FlagEphemeral != 0 {
 			ok, st, err := q.zk.exists(ctx, r.Path)
 			if err == nil && ok && q.zk.owns(st) {
-				return st.Czxid, nil
+				return st.Czxid, false, nil
 			}
-			return 0, err
+			return 0, false, err
 		}
 	}
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.CreateRequest); ok && o.witness {
 			data, st, err := q.zk.get(ctx, r.Path)
 			if err == nil && bytes.Equal(data, r.Data) {
-				return st.Czxid, nil
+				return st.Czxid, false, nil
 			}
-			return 0, ignoreNoNode(err)
+			return 0, false, ignoreNoNode(err)
 		}
 	}
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.SetDataRequest); ok && o.fence {
 			data, st, err := q.zk.get(ctx, r.Path)
-			if err == nil && st.Version == r.Version+1 && bytes.Equal(data, r.Data) {
-				return st.Mzxid, nil
+			if err != nil || st.Version != r.Version+1 {
+				return 0, false, ignoreNoNode(err)
 			}
-			return 0, ignoreNoNode(err)
+			if bytes.Equal(data, r.Data) {
+				return st.Mzxid, false, nil
+			}
+			return 0, true, nil
 		}
 	}
-	return 0, nil
+	return 0, false, nil
 }
 
 // ignoreNoNode is err, except that a missing node is an answer, not an error.
