@@ -105,11 +105,13 @@ type Pipeline struct {
 	unpacking uint64 // bytes the zips being unpacked here at once were found room for (roomToUnpack)
 
 	// The working folders here whose job's status is watched, to remove
-	// each once its job ends, whoever ends it (tend): jid → folder.
-	tending sync.Map
-	tenders sync.WaitGroup
-	closing context.Context // ends at Close, and with it the watches
-	stop    context.CancelFunc
+	// each once its job ends, whoever ends it (tend): jid → *tended.
+	tending   sync.Map
+	tendStart sync.Once     // tendLoop's start, at the first tend
+	tendNow   chan struct{} // wakes tendLoop for a folder just tended
+	tenders   sync.WaitGroup
+	closing   context.Context // ends at Close, and with it the watches
+	stop      context.CancelFunc
 }
 
 // ErrConfig marks a Config that New refuses (errors.Is).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/internal/backoff"
 	"github.com/ingestq/ingestq/reactor"
@@ -173,35 +174,107 @@ func ended(j *queue.Job, err error) bool {
 // program (a Merritt worker taking the job at Recording or Notify, an
 // operator's delete, a purge from another host) tells no one. A one-shot
 // watch on the job's status fires at each of its changes and at its
-// removal, so the folder goes at once, with no polling; one watch a
-// folder, however many jobs the queue holds. It ends at Close.
+// removal, so the folder goes within tendEvery, with no polling of
+// ZooKeeper; one watch a folder, however many jobs the queue holds. The
+// watches are looked at by one goroutine (tendLoop), not one each: a host
+// that estimated 100,000 jobs of object manifests keeps a folder of each
+// until another host downloads and ends it, and a goroutine a folder cost
+// 6.9 kB each (690 MB). It ends at Close.
 func (p *Pipeline) tend(jid, dir string) {
-	if _, watched := p.tending.LoadOrStore(jid, dir); watched || p.closing.Err() != nil {
+	if p.closing.Err() != nil {
 		return
 	}
-	p.tenders.Go(func() {
-		defer p.tending.Delete(jid)
-		for outages := 0; ; {
-			next, err := p.look(jid, dir)
-			switch {
-			case err != nil: // ZooKeeper out of reach: look again after a while
-				p.log.Debug("working folder: job not read; trying again", "job", jid, "err", err)
-				outages++
-				if !backoff.Sleep(p.closing, backoff.Delay(time.Second, time.Minute, outages)) {
-					return
-				}
-				continue
-			case next == nil:
-				return
-			}
-			outages = 0
-			select {
-			case <-next:
-			case <-p.closing.Done():
-				return
-			}
-		}
+	if _, watched := p.tending.LoadOrStore(jid, &tended{dir: dir}); watched {
+		return
+	}
+	p.tendStart.Do(func() {
+		p.tendNow = make(chan struct{}, 1)
+		p.tenders.Go(p.tendLoop)
 	})
+	select { // its first look now, not at the next tick
+	case p.tendNow <- struct{}{}:
+	default:
+	}
+}
+
+// tended is a folder tend keeps: what fires at its job's next change (nil:
+// look now, or at retry after ZooKeeper did not answer).
+type tended struct {
+	dir     string
+	next    <-chan zk.Event
+	outages int
+	retry   time.Time
+}
+
+// tendEvery is how often tendLoop looks for fired watches; tendLooks how
+// many jobs it reads at once.
+const (
+	tendEvery = time.Second
+	tendLooks = 16
+)
+
+// tendLoop looks at each tended job whose watch fired, until Close.
+func (p *Pipeline) tendLoop() {
+	t := time.NewTicker(tendEvery)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		var due []string
+		p.tending.Range(func(k, v any) bool {
+			if v.(*tended).due(now) {
+				due = append(due, k.(string))
+			}
+			return true
+		})
+		var g errgroup.Group
+		g.SetLimit(tendLooks)
+		for _, jid := range due {
+			g.Go(func() error { p.lookAgain(jid); return nil })
+		}
+		_ = g.Wait()
+		select {
+		case <-p.closing.Done():
+			return
+		case <-t.C:
+		case <-p.tendNow:
+		}
+	}
+}
+
+// due tells whether the folder's job is to be read now: its watch fired,
+// or its retry came.
+func (w *tended) due(now time.Time) bool {
+	if w.next == nil {
+		return !now.Before(w.retry)
+	}
+	select {
+	case <-w.next:
+		w.next = nil
+		return true
+	default:
+		return false
+	}
+}
+
+// lookAgain reads job jid's status for its tended folder (look), and
+// forgets the folder once removed.
+func (p *Pipeline) lookAgain(jid string) {
+	v, ok := p.tending.Load(jid)
+	if !ok {
+		return
+	}
+	w := v.(*tended)
+	next, err := p.look(jid, w.dir)
+	switch {
+	case err != nil: // ZooKeeper out of reach: look again after a while
+		p.log.Debug("working folder: job not read; trying again", "job", jid, "err", err)
+		w.outages++
+		w.retry = time.Now().Add(backoff.Delay(time.Second, time.Minute, w.outages))
+	case next == nil:
+		p.tending.Delete(jid)
+	default:
+		w.outages, w.next = 0, next
+	}
 }
 
 // look removes job jid's folder dir when the job has ended and no session

@@ -227,8 +227,6 @@ func TestUnusableProcessingSaysHowToRunItAgain(t *testing.T) {
 	}
 }
 
-// emptyIdentifiers writes j's identifiers node as a foreign writer that
-// lost its primary_id would, and drops them from the job the step reads.
 // newRigWithout is a rig whose daemon does not work state s, and the jids
 // of the jobs that arrive there (room for n), where they wait for another
 // worker.
@@ -260,6 +258,8 @@ func (r *rig) arrivals(b *queue.Batch, arrived <-chan string, s queue.State, n i
 	return jids
 }
 
+// emptyIdentifiers writes j's identifiers node as a foreign writer that
+// lost its primary_id would, and drops them from the job the step reads.
 func emptyIdentifiers(r *rig, j *queue.Job) error {
 	_, err := r.qs.Conn.Set(r.q.Path("/jobs/"+j.ID+"/identifiers"), []byte(`{"primary_id":"","local_id":[]}`), -1)
 	j.Identifiers = nil

@@ -91,6 +91,9 @@ func (s *Step) waitingOn(now time.Time) *WaitingOn {
 // `ingestq ls jobs --stalled` finds it. A step that succeeds got an answer
 // from each back end it named: one this daemon found out is back.
 func (s *Step) Doing(what string) {
+	// Bytes moved before were another wait's: a job taken over runs its
+	// download, then its storage put, in one step.
+	s.moved.Store(0)
 	s.doing.Store(&WaitingOn{What: what, Since: time.Now().UTC().Truncate(time.Second)})
 	s.mu.Lock()
 	defer s.mu.Unlock()
