@@ -2,8 +2,13 @@ package queue_test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
+	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
 // A daemon's acquisition names it in the job's status (holder), kept by a
@@ -62,5 +67,58 @@ func TestAcquisitionNamesTheJobsHolder(t *testing.T) {
 	}
 	if h := holder(queue.Provisioning); h == nil || *h != a {
 		t.Fatalf("holder %+v after the CLI's acquisition, want a's still (%+v)", h, a)
+	}
+}
+
+// A move that keeps the lock names the session that took the job (its
+// acquisition's holder), not the Queue's session at the move: after that
+// session expired, a move (the reactor's retryMove going on through the
+// outage) named the new session, which holds no lock, so that the next
+// taker said nothing of a job whose holder's session had ended, and a try
+// of the move made again after one whose reply was lost wrote other bytes
+// than the first, which then could not be confirmed as landed.
+func TestAKeptLockMoveNamesTheSessionThatTookTheJob(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	proxy := zktest.ProxyToShared(t)
+	t.Cleanup(func() { _ = proxy.Close() })
+	s, err := zkwatch.Dial(ctx, zkwatch.Config{Servers: []string{proxy.Addr()}, SessionTimeout: time.Second, Logger: testLogger(t)})
+	r.ok(err)
+	t.Cleanup(s.Close)
+	qa, err := queue.New(s.Conn, r.root, queue.WithLogger(testLogger(t)))
+	r.ok(err)
+	r.ok(qa.RegisterHost(ctx, "a", nil))
+	j := r.job(r.processing(true), "jid0", 5, nil)
+	got, err := qa.TryAcquireJob(ctx, queue.Pending, j.Ref(), queue.Admission{})
+	if err != nil || got == nil {
+		t.Fatalf("a's acquisition: %+v %v, want the job", got, err)
+	}
+	took := queue.JobHolder{Host: "a", Session: s.Conn.SessionID()}
+
+	// The session expires under the held job (its lock goes), and a new one
+	// is opened.
+	ok, _, lockGone, err := r.conn.ExistsW(r.q.Path("/jobs/" + j.ID + "/lock"))
+	if err != nil || !ok {
+		t.Fatalf("a's lock: %v %v, want it there", ok, err)
+	}
+	expired := s.Expirations()
+	proxy.Pause()
+	proxy.Cut()
+	select {
+	case ev := <-lockGone:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Fatalf("watch on the lock: %v", ev.Type)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused session's lock outlived it")
+	}
+	proxy.Resume()
+	r.ok(s.WaitExpirations(ctx, expired+1))
+
+	r.ok(qa.SetJobStatus(ctx, got, queue.Estimating, queue.JobChange{}))
+	after, err := r.q.LoadJob(ctx, j.ID)
+	r.ok(err)
+	if h := after.Status.Holder; h == nil || *h != took {
+		t.Fatalf("holder %+v after a's move that kept the lock, want the session that took the job (%+v; now 0x%x)", h, took, s.Conn.SessionID())
 	}
 }
