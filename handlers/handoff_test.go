@@ -10,13 +10,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/checkm"
 	"github.com/ingestq/ingestq/reactor"
@@ -58,28 +56,16 @@ func TestHandoffServed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	// This daemon does not work Recording: the job waits there, its
 	// working folder still in place, for another consumer.
-	r := newRig(t, nil, func(hc *handlers.Config, rc *reactor.Config) {
-		hc.Advertise = srv.URL
-		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.JobRole(queue.Recording) })
-	})
+	r, recording := newRigWithout(t, queue.Recording, 1, func(hc *handlers.Config, _ *reactor.Config) { hc.Advertise = srv.URL })
 	mux.Handle(handlers.HandoffPrefix, r.p.Handoff())
-	recording := make(chan string, 1)
-	if _, err := r.bus.Subscribe("ingestq.job.recording.*", func(e events.Event) { recording <- e.JobID }); err != nil {
-		t.Fatal(err)
-	}
 
 	files := object{"a.txt": []byte("alpha\n"), "sub/b c.txt": bytes.Repeat([]byte("bravo "), 5000)}
 	var rows []row
 	for name, data := range files {
 		rows = append(rows, fileRow(r.content.put("/obj/"+strings.ReplaceAll(name, " ", "_"), data), name, data))
 	}
-	r.submit(r.content.put("/obj.checkm", manifest("mrt-ingest-manifest", rows...)))
-	var jid string
-	select {
-	case jid = <-recording:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the job did not reach Recording")
-	}
+	b := r.submit(r.content.put("/obj.checkm", manifest("mrt-ingest-manifest", rows...)))
+	jid := r.arrivals(b, recording, queue.Recording, 1)[0]
 	j, err := r.q.LoadJob(t.Context(), jid)
 	if err != nil {
 		t.Fatal(err)

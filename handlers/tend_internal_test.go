@@ -15,7 +15,6 @@ import (
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
-	"github.com/ingestq/ingestq/zkwatch"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -26,15 +25,9 @@ import (
 // goroutines. A job removed still has its folder removed.
 func TestTendedFoldersHoldNoGoroutineEach(t *testing.T) {
 	const n = 200
-	ctx := t.Context()
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	s, err := zkwatch.Dial(ctx, zkwatch.Config{Servers: []string{zktest.Shared(t).Addr}, SessionTimeout: zktest.SessionTimeout, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	q := queuetest.Queue(t, s, zktest.Root(t), log)
+	q := queuetest.Queue(t, queuetest.Session(t, log), zktest.Root(t), log)
 	status, err := json.Marshal(queue.JobStatus{Status: queue.Downloading})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestWorkingFolderGoesWhenAnotherProgramEndsTheJob(t *testing.T) {
 	logs := &logtest.Buffer{}
 	// This daemon does not work Recording: the jobs wait there, their
 	// folders in place, for the foreign worker.
-	r, recording := newRigWithout(t, logs, queue.Recording, 2)
+	r, recording := newRigWithout(t, queue.Recording, 2, withLogs(t, logs))
 	b, _ := r.submitBatch("ended", []object{{"a.txt": []byte("alpha\n")}, {"b.txt": []byte("bravo\n")}})
 	jids := r.arrivals(b, recording, queue.Recording, 2)
 	folder := func(jid string) string { return filepath.Join(r.data, "work", jid) }
@@ -106,7 +106,7 @@ func TestEstimatingHostsFolderGoesWhenTheJobEndsElsewhere(t *testing.T) {
 	logs := &logtest.Buffer{}
 	// This daemon estimates and provisions; the job waits in Downloading,
 	// as it does for the host that takes it there.
-	r, downloading := newRigWithout(t, logs, queue.Downloading, 1)
+	r, downloading := newRigWithout(t, queue.Downloading, 1, withLogs(t, logs))
 	b, _ := r.submitBatch("estimated", []object{{"a.txt": []byte("alpha\n")}})
 	jid := r.arrivals(b, downloading, queue.Downloading, 1)[0]
 	folder := filepath.Join(r.data, "work", jid)
@@ -227,14 +227,14 @@ func TestUnusableProcessingSaysHowToRunItAgain(t *testing.T) {
 	}
 }
 
-// newRigWithout is a rig whose daemon does not work state s, and the jids
-// of the jobs that arrive there (room for n), where they wait for another
-// worker.
-func newRigWithout(t *testing.T, logs *logtest.Buffer, s queue.State, n int) (*rig, <-chan string) {
+// newRigWithout is a rig (with opts) whose daemon does not work state s,
+// and the jids of the jobs that arrive there (room for n), where they wait
+// for another worker.
+func newRigWithout(t *testing.T, s queue.State, n int, opts ...rigOption) (*rig, <-chan string) {
 	t.Helper()
-	r := newRig(t, nil, withLogs(t, logs), func(_ *handlers.Config, rc *reactor.Config) {
+	r := newRig(t, nil, append(opts, func(_ *handlers.Config, rc *reactor.Config) {
 		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.JobRole(s) })
-	})
+	})...)
 	arrived := make(chan string, n)
 	if _, err := r.bus.Subscribe("ingestq.job."+strings.ToLower(string(s))+".*", func(e events.Event) { arrived <- e.JobID }); err != nil {
 		t.Fatal(err)

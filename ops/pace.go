@@ -137,17 +137,13 @@ func median(ds []time.Duration) time.Duration {
 // JobETA estimates when a job in state, place-th in its state's queue
 // (1 first), completes: the time its state's queue takes to drain that
 // far, at the rate jobs left it recently, and then the median time recent
-// jobs spent in each later state. nil when a state has no recent measure,
-// and for a job waiting on an operator (Held, Failed) or done.
-func (p *Pace) JobETA(state queue.State, place int) *ETA {
-	return p.JobETANotBefore(state, place, time.Time{})
-}
-
-// JobETANotBefore is JobETA for a job whose step is deferred until
-// nextTry (a busy server asked to be asked again then; zero: none): its
-// state is left no sooner than that. The queue's rate alone put the ETA of
-// a job waiting an hour for its server seconds away, before its next try.
-func (p *Pace) JobETANotBefore(state queue.State, place int, nextTry time.Time) *ETA {
+// jobs spent in each later state. A job whose step is deferred until
+// nextTry (a busy server asked to be asked again then; zero: none) leaves
+// its state no sooner than that: the queue's rate alone put the ETA of a
+// job waiting an hour for its server seconds away, before its next try.
+// nil when a state has no recent measure, and for a job waiting on an
+// operator (Held, Failed) or done.
+func (p *Pace) JobETA(state queue.State, place int, nextTry time.Time) *ETA {
 	if p == nil || place < 1 || state == queue.Held || done(state) {
 		return nil
 	}
@@ -175,16 +171,11 @@ func (p *Pace) JobETANotBefore(state queue.State, place int, nextTry time.Time) 
 // BatchETA estimates when a batch with unfinished jobs left reports: at the
 // rate jobs finished recently (every batch's), the time they take. It
 // assumes that rate goes to this batch: with other batches ahead of it,
-// it is later.
-func (p *Pace) BatchETA(unfinished int) *ETA {
-	return p.BatchETANotBefore(unfinished, 0, time.Time{})
-}
-
-// BatchETANotBefore is BatchETA for a batch of which deferred unfinished
-// jobs wait for a busy server, the latest until nextTry (zero: none): it
-// reports no sooner than that. The finish rate alone put the ETA of a
-// batch whose last job waited 15 minutes for its server 12 s away.
-func (p *Pace) BatchETANotBefore(unfinished, deferred int, nextTry time.Time) *ETA {
+// it is later. Of its unfinished jobs, deferred wait for a busy server,
+// the latest until nextTry (zero: none): it reports no sooner than that.
+// The finish rate alone put the ETA of a batch whose last job waited 15
+// minutes for its server 12 s away.
+func (p *Pace) BatchETA(unfinished, deferred int, nextTry time.Time) *ETA {
 	if p == nil || unfinished < 1 {
 		return nil
 	}

@@ -17,7 +17,7 @@ func TestPaceEstimates(t *testing.T) {
 	p := NewPace()
 	now := t0
 	p.now = func() time.Time { return now }
-	if p.JobETA(queue.Pending, 1) != nil || p.BatchETA(5) != nil {
+	if p.JobETA(queue.Pending, 1, time.Time{}) != nil || p.BatchETA(5, 0, time.Time{}) != nil {
 		t.Fatal("an estimate before anything was seen")
 	}
 	move := func(jid string, at time.Duration, from, to queue.State) {
@@ -40,48 +40,48 @@ func TestPaceEstimates(t *testing.T) {
 	now = t0.Add(time.Minute)
 	// Pending drained one job in 10 s: 3rd in line is 30 s away, then
 	// Estimating … Notify: 6 × 2 s + 6 s = 18 s.
-	eta := p.JobETA(queue.Pending, 3)
+	eta := p.JobETA(queue.Pending, 3, time.Time{})
 	if eta == nil || eta.Seconds != 48 || !eta.At.Equal(now.Add(48*time.Second)) || !strings.Contains(eta.Basis, "place 3 in Pending") {
 		t.Fatalf("Pending ETA %+v, want 48 s", eta)
 	}
-	if eta := p.JobETA(queue.Notify, 1); eta == nil || eta.Seconds != 10 {
+	if eta := p.JobETA(queue.Notify, 1, time.Time{}); eta == nil || eta.Seconds != 10 {
 		t.Fatalf("Notify ETA %+v, want 10 s (its queue drains one in 10 s; nothing after)", eta)
 	}
 	// A job whose step a busy server deferred leaves its state no sooner
 	// than its next try (before, its ETA was the queue's rate alone:
 	// seconds away, before the next try its message named); a next try
 	// past changes nothing.
-	plain := p.JobETA(queue.Downloading, 1)
+	plain := p.JobETA(queue.Downloading, 1, time.Time{})
 	if plain == nil || plain.Seconds != 22 {
 		t.Fatalf("Downloading ETA %+v, want 22 s", plain)
 	}
-	if eta := p.JobETANotBefore(queue.Downloading, 1, now.Add(-time.Minute)); eta == nil || *eta != *plain {
+	if eta := p.JobETA(queue.Downloading, 1, now.Add(-time.Minute)); eta == nil || *eta != *plain {
 		t.Errorf("a next try past: ETA %+v, want %+v", eta, plain)
 	}
-	eta = p.JobETANotBefore(queue.Downloading, 1, now.Add(5*time.Minute))
+	eta = p.JobETA(queue.Downloading, 1, now.Add(5*time.Minute))
 	if eta == nil || eta.Seconds != 312 || !strings.Contains(eta.Basis, "its next try in Downloading at 2026-11-23T12:06:00Z") {
 		t.Fatalf("deferred 5 min: ETA %+v, want 312 s from its next try", eta)
 	}
 	for _, s := range []queue.State{queue.Held, queue.Failed, queue.Completed} {
-		if p.JobETA(s, 1) != nil {
+		if p.JobETA(s, 1, time.Time{}) != nil {
 			t.Errorf("an ETA for a %s job", s)
 		}
 	}
 	// Two finishes 10 s apart: 0.1 jobs/s, so 5 jobs take 50 s.
-	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 || !strings.HasPrefix(eta.Basis, "5 unfinished jobs at") {
+	if eta := p.BatchETA(5, 0, time.Time{}); eta == nil || eta.Seconds != 50 || !strings.HasPrefix(eta.Basis, "5 unfinished jobs at") {
 		t.Fatalf("batch ETA %+v, want 50 s for 5 unfinished jobs", eta)
 	}
-	if eta := p.BatchETA(1); eta == nil || !strings.HasPrefix(eta.Basis, "1 unfinished job at") { // was "1 unfinished jobs"
+	if eta := p.BatchETA(1, 0, time.Time{}); eta == nil || !strings.HasPrefix(eta.Basis, "1 unfinished job at") { // was "1 unfinished jobs"
 		t.Fatalf("batch ETA %+v, want its basis of 1 unfinished job", eta)
 	}
 	// A batch whose unfinished jobs wait for a busy server reports no sooner
 	// than the latest next try (before, the finish rate alone: 10 s for a
 	// job waiting 15 minutes); a next try past changes nothing.
-	plainBatch := p.BatchETA(2)
-	if eta := p.BatchETANotBefore(2, 1, now.Add(-time.Minute)); eta == nil || *eta != *plainBatch {
+	plainBatch := p.BatchETA(2, 0, time.Time{})
+	if eta := p.BatchETA(2, 1, now.Add(-time.Minute)); eta == nil || *eta != *plainBatch {
 		t.Errorf("a next try past: batch ETA %+v, want %+v", eta, plainBatch)
 	}
-	eta = p.BatchETANotBefore(2, 1, now.Add(15*time.Minute))
+	eta = p.BatchETA(2, 1, now.Add(15*time.Minute))
 	if eta == nil || eta.Seconds != 900 || eta.Basis != "not before the latest next try of its jobs that wait for a busy server (1 of 2 unfinished jobs), at 2026-11-23T12:16:00Z, which the server asked for" {
 		t.Fatalf("a job deferred 15 min: batch ETA %+v, want 900 s from its next try", eta)
 	}
@@ -90,12 +90,12 @@ func TestPaceEstimates(t *testing.T) {
 		p.Observe(events.Event{Kind: events.KindJob, JobID: "c" + strings.Repeat("x", i), From: "Pending", To: "Failed",
 			Time: t0.Add(30 * time.Second), Attrs: map[string]any{"action": "cancel"}})
 	}
-	if eta := p.BatchETA(5); eta == nil || eta.Seconds != 50 {
+	if eta := p.BatchETA(5, 0, time.Time{}); eta == nil || eta.Seconds != 50 {
 		t.Fatalf("batch ETA after a cancel %+v, want 50 s still", eta)
 	}
 	// Long after, the rates are stale: unknown again.
 	now = t0.Add(time.Hour)
-	if p.JobETA(queue.Pending, 1) != nil || p.BatchETA(5) != nil {
+	if p.JobETA(queue.Pending, 1, time.Time{}) != nil || p.BatchETA(5, 0, time.Time{}) != nil {
 		t.Fatal("an estimate from rates an hour old")
 	}
 	// A job never seen entering a state gives no step time.

@@ -132,7 +132,7 @@ func (s *Service) BatchStatus(ctx context.Context, id string) (*BatchStatus, err
 	}
 	if slices.Contains([]queue.State{queue.Processing, queue.UpdateReporting}, b.State()) {
 		deferred, nextTry := latestNextTry(statuses)
-		st.ETA = s.Pace.BatchETANotBefore(st.Jobs.Total-st.Jobs.Finished, deferred, nextTry)
+		st.ETA = s.Pace.BatchETA(st.Jobs.Total-st.Jobs.Finished, deferred, nextTry)
 	}
 	return st, nil
 }
@@ -208,5 +208,5 @@ func (s *Service) JobETA(j *queue.Job, place *Place) *ETA {
 	if d := j.Status.Deferred; d != nil {
 		nextTry = d.Until
 	}
-	return s.Pace.JobETANotBefore(j.State(), place.Position, nextTry)
+	return s.Pace.JobETA(j.State(), place.Position, nextTry)
 }
