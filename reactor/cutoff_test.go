@@ -28,11 +28,7 @@ func (o moves) Moved(kind string, from queue.State, outcome string) {
 // proxiedSession is a daemon's session that reaches the shared ZooKeeper
 // through a proxy, for a test to pause; both end with the test.
 func (e *env) proxiedSession() (*zktest.Proxy, *zkwatch.Session) {
-	proxy, err := zktest.StartProxy(zktest.Shared(e.t).Addr)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = proxy.Close() })
+	proxy := zktest.ProxyToShared(e.t)
 	s, err := zkwatch.Dial(e.t.Context(), zkwatch.Config{Servers: []string{proxy.Addr()}, SessionTimeout: zktest.SessionTimeout, Logger: e.log})
 	if err != nil {
 		e.t.Fatal(err)

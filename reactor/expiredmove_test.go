@@ -1,37 +1,15 @@
 package reactor_test
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ingestq/ingestq/internal/logtest"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
-
-// onRequest is a slog handler that calls f with the op of each ZooKeeper
-// request the queue logs (at debug level, before sending it).
-type onRequest func(op string)
-
-func (f onRequest) Enabled(context.Context, slog.Level) bool { return true }
-func (f onRequest) WithAttrs([]slog.Attr) slog.Handler       { return f }
-func (f onRequest) WithGroup(string) slog.Handler            { return f }
-func (f onRequest) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "zookeeper request" {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "op" {
-			f(a.Value.String())
-		}
-		return true
-	})
-	return nil
-}
 
 // A daemon whose ZooKeeper session expires while its step runs (paused
 // past the session timeout: a VM pause, a GC stall) finishes the step and
@@ -51,7 +29,7 @@ func TestMoveAfterAnExpiredSessionsTakeOverIsAbandoned(t *testing.T) {
 	// multi it sends while paused says so on multis.
 	multis := make(chan struct{}, 16)
 	qa, err := queue.New(s.Conn, e.root, queue.WithRequestTimeout(time.Second),
-		queue.WithLogger(slog.New(onRequest(func(op string) {
+		queue.WithLogger(slog.New(queuetest.OnRequest(func(op, _ string) {
 			if op == "multi" {
 				select {
 				case multis <- struct{}{}:
@@ -62,8 +40,7 @@ func TestMoveAfterAnExpiredSessionsTakeOverIsAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logtest.Buffer{}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logs, log := e.logged()
 
 	obs := moves{outcomes: make(chan string, 4)}
 	startedA, proceedA := make(chan string, 1), make(chan struct{})

@@ -3,15 +3,12 @@ package reactor_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -112,7 +109,7 @@ func TestStopLeavesARetryingJobForTheNextAttempt(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
 	failing, stopping := make(chan string, 1), make(chan struct{})
-	logs := &logtest.Buffer{}
+	logs, log := e.logged()
 	stop := e.run("host-a", map[queue.State]reactor.JobHandler{
 		queue.Downloading: reactor.JobHandlerFunc(func(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 			if calls.Add(1) == 1 {
@@ -130,7 +127,7 @@ func TestStopLeavesARetryingJobForTheNextAttempt(t *testing.T) {
 		}),
 	}, func(c *reactor.Config) {
 		c.Backoff, c.Attempts = 200*time.Millisecond, 3
-		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = log
 	})
 	e.submit(map[string]any{"payload_url": "passthrough:1"})
 	jid := await(t, failing, "the step's first attempt")

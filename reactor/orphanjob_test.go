@@ -23,7 +23,7 @@ func TestAnOrphansReleaseHoldsItsJob(t *testing.T) {
 	var jid string
 	claimedDuring := map[bool]int{} // a worker's claim tried during a request on the lock: busy → count
 	s := queuetest.Session(t, slog.New(slog.DiscardHandler))
-	q, err := queue.New(s.Conn, zktest.Root(t), queue.WithLogger(slog.New(queuetest.OnRequest(func(path string) {
+	q, err := queue.New(s.Conn, zktest.Root(t), queue.WithLogger(slog.New(queuetest.OnRequest(func(_, path string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if jid != "" && strings.HasSuffix(path, "/jobs/"+jid+"/lock") {

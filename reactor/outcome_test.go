@@ -1,11 +1,8 @@
 package reactor_test
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 
-	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -15,9 +12,9 @@ import (
 // reason, one line per batch report with its counts.
 func TestOutcomesLogged(t *testing.T) {
 	e := newEnv(t)
-	logs := &logtest.Buffer{}
+	logs, log := e.logged()
 	e.daemon("host-a", func(c *reactor.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = log
 	})
 	b := e.submit(map[string]any{"payload_url": "passthrough:3", "fail_at": "Storing", "fail_job": 1})
 	logs.WaitFor(t, "reactor: batch reported", "batch="+b.ID)

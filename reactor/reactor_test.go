@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -45,6 +47,13 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, root: zktest.Root(t), bus: bus, log: log}
 	e.q = e.queue(e.session())
 	return e
+}
+
+// logged is a daemon's logger, at info, writing to the test's log and to
+// logs, whose lines a test reads or waits for.
+func (e *env) logged() (logs *logtest.Buffer, log *slog.Logger) {
+	logs = &logtest.Buffer{}
+	return logs, slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{e.t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 func (e *env) session() *zkwatch.Session { return queuetest.Session(e.t, e.log) }

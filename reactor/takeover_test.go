@@ -112,7 +112,7 @@ func TestOnlyTheWinnerSaysItTakesOverAJob(t *testing.T) {
 	var mu sync.Mutex
 	var held *queue.Job
 	lost, looked := make(chan struct{}), false
-	hook := queuetest.OnRequest(func(path string) {
+	hook := queuetest.OnRequest(func(_, path string) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

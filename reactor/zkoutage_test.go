@@ -2,13 +2,10 @@ package reactor_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch"
@@ -135,10 +132,10 @@ func TestReportAndAccessWaitForZooKeeper(t *testing.T) {
 			ends := e.outside("ingestq.>")
 			o := newOutage(e)
 			h := &queueReader{q: o.q, started: make(chan struct{}, 1), proceed: make(chan struct{})}
-			logs := &logtest.Buffer{}
+			logs, log := e.logged()
 			e.run("host-a", nil, func(c *reactor.Config) {
 				c.Session, c.Queue, c.Attempts = o.s, o.q, 2
-				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+				c.Logger = log
 				if step == "reporter" {
 					c.Reporter = h
 				} else {

@@ -71,20 +71,27 @@ func AwaitHostNode[T any](t testing.TB, q *queue.Queue, host string, within time
 }
 
 // OnRequest is a log handler for a queue (queue.WithLogger) calling hook
-// with the path of each ZooKeeper request the queue logs (at debug level,
-// before it is sent): a test acts between two of the queue's requests.
-type OnRequest func(path string)
+// with the op ("get", "multi" …) and the path of each ZooKeeper request
+// the queue logs (at debug level, before it is sent): a test acts between
+// two of the queue's requests.
+type OnRequest func(op, path string)
 
 func (h OnRequest) Enabled(context.Context, slog.Level) bool { return true }
 func (h OnRequest) Handle(_ context.Context, rec slog.Record) error {
-	if rec.Message == "zookeeper request" {
-		rec.Attrs(func(a slog.Attr) bool {
-			if a.Key == "path" {
-				h(a.Value.String())
-			}
-			return true
-		})
+	if rec.Message != "zookeeper request" {
+		return nil
 	}
+	var op, path string
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "op":
+			op = a.Value.String()
+		case "path":
+			path = a.Value.String()
+		}
+		return true
+	})
+	h(op, path)
 	return nil
 }
 func (h OnRequest) WithAttrs([]slog.Attr) slog.Handler { return h }
