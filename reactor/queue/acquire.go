@@ -100,8 +100,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		defer close(read)
 		j, readErr = q.jobAfter(ctx, jid, known)
 	}()
-	held, data := q.heldHere(h.st, h.status.data)
-	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), data, h.status.stat.Version)}, false)
+	held, made, err := q.lockFenced(ctx, jid, h.st, h.status.data, h.status.stat.Version)
 	<-read
 	switch {
 	case errors.Is(err, ErrStale):
@@ -119,8 +118,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		return nil, nil
 	}
 	j.ref = ref
-	j.version, j.owner, j.Locked, j.lockMade = h.status.stat.Version+1, true, true, made
-	j.TakenFrom, j.Status.Holder = takenFrom(j.Status.Holder, held), held
+	j.taken(h.status.stat.Version+1, made, held)
 	return j, nil
 }
 
@@ -134,25 +132,30 @@ func (q *Queue) holder() *JobHolder {
 	return &JobHolder{Host: *name, Session: q.zk.conn.SessionID()}
 }
 
-// heldHere is what an acquisition writes, fenced, over status st (read as
-// data): st with this daemon as its holder, or data unchanged (holder),
-// and the holder the status then names.
-func (q *Queue) heldHere(st JobStatus, data []byte) (*JobHolder, []byte) {
-	h := q.holder()
-	if h == nil {
-		return st.Holder, data
+// lockFenced is an acquisition's multi(): job jid's lock, and over its
+// status at version (st, read as data) st with this daemon as its holder,
+// or data unchanged (holder). It returns the holder the status then names
+// and the lock's zxid (commitLanded).
+func (q *Queue) lockFenced(ctx context.Context, jid string, st JobStatus, data []byte, version int32) (held *JobHolder, made int64, err error) {
+	held = st.Holder
+	if h := q.holder(); h != nil {
+		st.Holder = h
+		held, data = h, mustJSON(st)
 	}
-	st.Holder = h
-	return h, mustJSON(st)
+	made, err = q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), data, version)}, false)
+	return held, made, err
 }
 
-// takenFrom is the holder a status named before this session's
-// acquisition (was), when another than this one (now).
-func takenFrom(was, now *JobHolder) *JobHolder {
-	if was == nil || now == nil || *was == *now {
-		return nil
+// taken marks j acquired by this session (lockFenced): its status now at
+// version and naming held, its lock made at made. TakenFrom is the holder
+// the status named before, when another than held.
+func (j *Job) taken(version int32, made int64, held *JobHolder) {
+	j.version, j.owner, j.Locked, j.lockMade = version, true, true, made
+	j.TakenFrom = nil
+	if was := j.Status.Holder; was != nil && held != nil && *was != *held {
+		j.TakenFrom = was
 	}
-	return was
+	j.Status.Holder = held
 }
 
 // acquirable tells whether a job read for an acquisition in state s from
@@ -246,13 +249,11 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	if admit != nil && !admit(view) {
 		return nil, nil
 	}
-	held, data := q.heldHere(view.Status, mustJSON(view.Status))
-	made, err := q.commitLanded(ctx, []op{lockOp(q.jobPath(view.ID, "lock")), fenceSet(q.jobPath(view.ID, "status"), data, view.version)}, false)
+	held, made, err := q.lockFenced(ctx, view.ID, view.Status, mustJSON(view.Status), view.version)
 	if err != nil {
 		return nil, err
 	}
-	view.version, view.owner, view.Locked, view.lockMade = view.version+1, true, true, made // a new lock
-	view.TakenFrom, view.Status.Holder = takenFrom(view.Status.Holder, held), held
+	view.taken(view.version+1, made, held) // a new lock
 	return view, nil
 }
 

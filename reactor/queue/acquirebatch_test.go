@@ -54,9 +54,7 @@ func TestAcquirePendingBatchOfReadsOnlyTheNamedBatches(t *testing.T) {
 func TestAcquireCompletedBatchNamedReadsOnce(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	j := r.job(b, "jid0", 5, nil)
 	one := 1
 	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &one, Release: true}))

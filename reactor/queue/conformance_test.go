@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 	"gopkg.in/yaml.v3"
@@ -119,14 +118,7 @@ func (r *run) closeAndWait(conn *zk.Conn, p string) {
 		r.t.Fatalf("%s is not there", p)
 	}
 	conn.Close()
-	select {
-	case e := <-ev:
-		if e.Type != zk.EventNodeDeleted {
-			r.t.Fatalf("watch on %s: %v", p, e.Type)
-		}
-	case <-time.After(30 * time.Second):
-		r.t.Fatalf("%s outlived its session", p)
-	}
+	waitEvent(r.t, ev, zk.EventNodeDeleted, p+" to go with its session")
 }
 
 // load creates the input nodes: null → empty, string as is, int as decimal

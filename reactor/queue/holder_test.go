@@ -104,14 +104,7 @@ func TestAKeptLockMoveNamesTheSessionThatTookTheJob(t *testing.T) {
 	expired := s.Expirations()
 	proxy.Pause()
 	proxy.Cut()
-	select {
-	case ev := <-lockGone:
-		if ev.Type != zk.EventNodeDeleted {
-			t.Fatalf("watch on the lock: %v", ev.Type)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the paused session's lock outlived it")
-	}
+	waitEvent(t, lockGone, zk.EventNodeDeleted, "the paused session's lock to go with it")
 	proxy.Resume()
 	r.ok(s.WaitExpirations(ctx, expired+1))
 

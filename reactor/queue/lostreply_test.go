@@ -699,17 +699,17 @@ func TestAdminBatchLockWhoseReplyWasLostIsReleased(t *testing.T) {
 	}
 }
 
-// waitEvent waits up to 15 s for a watch's event of type want; what names
+// waitEvent waits up to 30 s for a watch's event of type want; what names
 // what it waits for.
-func waitEvent(t *testing.T, ev <-chan zk.Event, want zk.EventType, what string) {
+func waitEvent(t testing.TB, ev <-chan zk.Event, want zk.EventType, what string) {
 	t.Helper()
 	select {
 	case e := <-ev:
 		if e.Type != want {
 			t.Fatalf("waiting for %s: %v; want %v", what, e.Type, want)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("waited 15 s for %s", what)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for %s", what)
 	}
 }
 

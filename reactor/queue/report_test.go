@@ -15,9 +15,7 @@ import (
 func TestReadyToReportCountsJobs(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	a := r.job(b, "jid0", 5, nil)
 	c := r.job(b, "jid1", 5, nil)
 	two := 2
@@ -123,9 +121,7 @@ func TestRefsLeftInBatchProcessingDoNotHoldTheReport(t *testing.T) {
 // Completed.
 func (r *run) twoDoneJobs() (*queue.Batch, *queue.Job, *queue.Job) {
 	ctx := context.Background()
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	a, c := r.job(b, "jid0", 5, nil), r.job(b, "jid1", 5, nil)
 	two := 2
 	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &two, Release: true}))

@@ -200,12 +200,18 @@ func (r *run) batch() *queue.Batch {
 	return b
 }
 
+// acquiredBatch creates bid0 and acquires it: Pending, locked by r.q.
+func (r *run) acquiredBatch() *queue.Batch {
+	r.batch()
+	b, _, err := r.q.AcquirePendingBatch(r.t.Context(), nil)
+	r.ok(err)
+	return b
+}
+
 // processing creates bid0, acquires it and moves it to Processing; the lock
 // is released unless keep.
 func (r *run) processing(release bool) *queue.Batch {
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	r.ok(r.q.SetBatchStatus(r.t.Context(), b, queue.Processing, queue.BatchChange{Release: release}))
 	return b
 }

@@ -156,10 +156,8 @@ func second[T any](_ T, err error) error { return err }
 // the stale creation stays, not even the empty jid node.
 func TestStaleBatchViewCreatesNoJob(t *testing.T) {
 	r := newRun(t)
-	r.batch()
-	mine, _, err := r.q.AcquirePendingBatch(context.Background(), nil)
-	r.ok(err)
-	_, err = r.q.CreateJob(t.Context(), mine, queue.JobSpec{Priority: 5})
+	mine := r.acquiredBatch()
+	_, err := r.q.CreateJob(t.Context(), mine, queue.JobSpec{Priority: 5})
 	r.ok(err)
 	// Its lock goes (as with an expired session); another session takes
 	// the batch over.
@@ -242,9 +240,7 @@ func TestStorageLockOfAnEndedSession(t *testing.T) {
 func TestRetriedBatchMoveOvertakenIsKnownNotLanded(t *testing.T) {
 	r := newRun(t)
 	ctx := t.Context()
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(ctx, nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	view := *b // as read before the first try
 	none := 0
 	move := queue.BatchChange{JobCount: &none, Release: true, At: r.q.Now()}

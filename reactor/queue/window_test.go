@@ -12,14 +12,12 @@ import (
 // there stay, and the feed says every chunk is there.
 func TestWriteObjectsAfterACutShortRun(t *testing.T) {
 	r := newRun(t)
-	r.batch()
-	b, _, err := r.q.AcquirePendingBatch(t.Context(), nil)
-	r.ok(err)
+	b := r.acquiredBatch()
 	objs := make([]queue.Object, 30)
 	for i := range objs {
 		objs[i] = queue.Object{Key: fmt.Sprintf("o%02d", i), Spec: queue.JobSpec{Priority: 5}}
 	}
-	_, err = r.q.WriteObjects(t.Context(), b, objs, 1) // 30 chunks
+	_, err := r.q.WriteObjects(t.Context(), b, objs, 1) // 30 chunks
 	r.ok(err)
 	// The crash came before the feed was written (it is written last).
 	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/feed"), -1))
