@@ -289,7 +289,8 @@ func TestTimelineShowsAProgressRunAsItsLast(t *testing.T) {
 		Message: "waiting for room", Attrs: map[string]any{"waiting": true}})
 	must(t, b.bus.Flush(t.Context()))
 	a := b.get(readToken, "/ui/jobs/"+jid)
-	a.is(t, http.StatusOK, "waiting for room", "4 progress events not shown")
+	a.is(t, http.StatusOK, "waiting for room", "4 progress events not shown",
+		"ingestq events replay --job "+jid+" --progress")
 	if n := strings.Count(a.body, "<b>progress</b>"); n != 2 {
 		t.Errorf("%d progress lines in the timeline, want 2 (the last of the run, the wait):\n%s", n, a.body)
 	}
