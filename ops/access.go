@@ -125,8 +125,11 @@ func CheckAccessRequest(r AccessRequest) error {
 	}
 	seen := map[string]bool{}
 	for _, f := range r.Files {
-		if f == "" || seen[f] {
-			return &FieldError{Field: "file", Value: strconv.Quote(f), Problem: "empty, or named twice"}
+		switch {
+		case f == "":
+			return &FieldError{Field: "file", Value: `""`, Problem: "empty: want a file of the object, as stored (producer/…)"}
+		case seen[f]:
+			return &FieldError{Field: "file", Value: strconv.Quote(f), Problem: "named twice"}
 		}
 		seen[f] = true
 	}
@@ -151,7 +154,7 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	if r.Version > 0 {
 		i = slices.IndexFunc(vs, func(v inventory.Record) bool { return v.Version == r.Version })
 		if i < 0 {
-			return 0, fmt.Errorf("%s: %w", storage.NoVersion(r.ARK, r.Version, vs[len(vs)-1].Version), queue.ErrNotFound)
+			return 0, queue.Missing("%s", storage.NoVersion(r.ARK, r.Version, vs[len(vs)-1].Version))
 		}
 	}
 	v := vs[i]
@@ -163,7 +166,7 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	for _, name := range r.Files {
 		j := slices.IndexFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name })
 		if j < 0 {
-			missing = append(missing, strconv.Quote(name))
+			missing = append(missing, strconv.Quote(name)+inOtherVersion(vs, v.Version, name))
 			continue
 		}
 		n += v.Files[j].Size
@@ -172,6 +175,18 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 		return 0, queue.Missing("object %s version %d has no file %s", r.ARK, v.Version, strings.Join(missing, ", "))
 	}
 	return n, nil
+}
+
+// inOtherVersion names the latest version other than skip that has the
+// file name, so that a request for a file since removed, or added later,
+// says which version to ask for; "" when none has it.
+func inOtherVersion(vs []inventory.Record, skip int, name string) string {
+	for _, v := range slices.Backward(vs) {
+		if v.Version != skip && slices.ContainsFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name }) {
+			return fmt.Sprintf(" (version %d has it)", v.Version)
+		}
+	}
+	return ""
 }
 
 func filesSize(files []inventory.FileRow) int64 {

@@ -26,8 +26,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
+	"github.com/ingestq/ingestq/handlers"
 	"github.com/ingestq/ingestq/handlers/storage"
 	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/durable"
@@ -52,6 +56,9 @@ type Config struct {
 	Host      string        // this daemon's name, in the packages it makes
 	Expiry    time.Duration // how long a package stays; default DefaultExpiry
 	Now       func() time.Time
+	// FreeSpace is the room left in Dir's file system; default what df
+	// counts free (handlers.DiskSpace).
+	FreeSpace func(dir string) (uint64, error)
 	Logger    *slog.Logger
 }
 
@@ -87,6 +94,12 @@ func New(ctx context.Context, cfg Config) (*Assembler, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.FreeSpace == nil {
+		cfg.FreeSpace = func(dir string) (uint64, error) {
+			free, _, err := handlers.DiskSpace(dir)
+			return free, err
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -165,8 +178,11 @@ func (as *Assembler) Assemble(ctx context.Context, a *queue.Access) (map[string]
 		return failed(a, t, err)
 	}
 	pkg, url, err := as.make(ctx, t, o, entries)
+	if errors.Is(err, syscall.ENOSPC) {
+		err = as.noRoom(a, entries)
+	}
 	var fe *fixityError
-	if errors.As(err, &fe) || errors.As(err, new(unservedError)) {
+	if errors.As(err, &fe) || errors.As(err, new(unservedError)) || errors.As(err, new(noRoomError)) {
 		return failed(a, t, err)
 	}
 	if err != nil {
@@ -208,6 +224,19 @@ func (as *Assembler) make(ctx context.Context, t queue.AccessToken, o storage.St
 		as.mu.Unlock()
 		_ = os.Remove(tmp) // gone once published; a failed try's leftovers
 	}()
+	// A zip stores its files as they are: one larger than the room left
+	// is refused before a byte is written, rather than filling the disk
+	// (the data folder's, by default) until the write fails. A tar.gz's
+	// size is known only once compressed.
+	if t.Format == queue.FormatZip {
+		free, err := as.cfg.FreeSpace(as.cfg.Dir)
+		if fi, serr := os.Stat(tmp); serr == nil {
+			free += uint64(fi.Size()) // a killed try's partial file, replaced
+		}
+		if err == nil && uint64(filesSize(entries)) > free {
+			return nil, "", syscall.ENOSPC
+		}
+	}
 	began := time.Now()
 	size, sum, err := writeFile(ctx, tmp, t, o, entries)
 	if err != nil {
@@ -229,6 +258,34 @@ func (as *Assembler) make(ctx context.Context, t queue.AccessToken, o storage.St
 		"published_in", time.Since(verified).Round(time.Millisecond))
 	return &queue.AccessPackage{Name: name, Size: size, SHA256: sum, Entries: len(entries), Expires: expires.Format(time.RFC3339),
 		Where: dest.kind(), Location: dest.location(), Host: as.cfg.Host}, url, nil
+}
+
+// noRoomError is a package the folder has no room for: the request
+// fails, naming the folder and what to do; a retry would fill the disk
+// again.
+type noRoomError struct{ msg string }
+
+func (e noRoomError) Error() string { return e.msg }
+
+// noRoom is the error of a's package that does not fit in the folder,
+// with the room now left.
+func (as *Assembler) noRoom(a *queue.Access, entries []entry) error {
+	free := "unknown"
+	if n, err := as.cfg.FreeSpace(as.cfg.Dir); err == nil {
+		free = humanize.IBytes(n)
+	}
+	return noRoomError{fmt.Sprintf("no room for the package in %s (--access-dir, where every package is written first): "+
+		"its files come to %s, %s is free; free some space there or give --access-dir a larger folder, "+
+		"then ingestq access requeue %s", as.cfg.Dir, humanize.IBytes(uint64(filesSize(entries))), free, a.Ref())}
+}
+
+// filesSize is the recorded size of entries' files together.
+func filesSize(entries []entry) int64 {
+	var n int64
+	for _, e := range entries {
+		n += e.file.Size
+	}
+	return n
 }
 
 // writeFile writes the package to path (replacing a partial one a killed

@@ -35,18 +35,24 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 	r := newRig(t, rigConfig{})
 	ctx := t.Context()
 	ark := r.deposit("obj-2", v1Files)
+	r.deposit("obj-3", v1Files)
+	two := r.deposit("obj-3", v2Files)
 	for _, c := range []struct {
 		req  ops.AccessRequest
 		want string
 	}{
+		// A file of another version names it; the version's own words end the message.
+		{ops.AccessRequest{ARK: two, Version: 1, Files: []string{"producer/d.txt"}},
+			"object " + two + ` version 1 has no file "producer/d.txt" (version 2 has it)`},
+		{ops.AccessRequest{ARK: two, Version: 7}, "object " + two + " has no version 7 (it has versions 1 to 2)"},
 		{ops.AccessRequest{ARK: "ark:/99999/fk4nothere"}, "object ark:/99999/fk4nothere is not in the inventory"},
 		{ops.AccessRequest{ARK: ark, Version: 7}, "object " + ark + " has no version 7 (it has only version 1)"},
 		{ops.AccessRequest{ARK: ark, Files: []string{"producer/a.txt", "producer/nope.txt"}}, `has no file "producer/nope.txt"`},
 		{ops.AccessRequest{ARK: ark, Format: "rar"}, `format "rar": want zip or tar.gz`},
-		{ops.AccessRequest{ARK: "not-an-ark"}, `ark "not-an-ark": want an ARK`},
+		{ops.AccessRequest{ARK: "not-an-ark"}, `ark "not-an-ark": want an ARK (ark:/NAAN/NAME)`},
 	} {
 		_, err := r.ops.RequestAccess(ctx, c.req)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !(errors.Is(err, queue.ErrNotFound) || errors.Is(err, ops.ErrInvalid)) {
+		if err == nil || !strings.HasSuffix(err.Error(), c.want) || !(errors.Is(err, queue.ErrNotFound) || errors.Is(err, ops.ErrInvalid)) {
 			t.Errorf("request %+v: %v, want not found or invalid, saying %q", c.req, err, c.want)
 		}
 	}
@@ -376,4 +382,35 @@ func keysAt(t *testing.T, target string) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// A zip package larger than the room left in the folder fails at its first
+// try, before a byte is written, naming the folder, the sizes and what to
+// do; it is not tried again (each try would fill the disk, the data
+// folder's by default, until the write failed). A tar.gz, whose size is
+// known only once compressed, is written. Before, the zip was written
+// until the disk was full, three tries, and failed "no space left on
+// device".
+func TestAPackageLargerThanTheRoomLeftFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, rigConfig{free: func(string) (uint64, error) { return 1000, nil }})
+	ark := r.deposit("obj-room", v1Files)
+	before := r.sourced.Load()
+	v, e := r.request(ops.AccessRequest{ARK: ark})
+	dir := filepath.Join(r.data, "access")
+	for _, want := range []string{"no room for the package in " + dir + " (--access-dir", "1000 B is free",
+		"give --access-dir a larger folder, then ingestq access requeue " + v.Ref} {
+		if e.To != string(queue.Failed) || !strings.Contains(v.Message, want) {
+			t.Fatalf("%s: %s %q, want Failed saying %q", v.Ref, e.To, v.Message, want)
+		}
+	}
+	if tries := r.sourced.Load() - before; tries != 1 {
+		t.Errorf("the request was tried %d times, want once", tries)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Errorf("the folder holds %v (%v), want nothing", left, err)
+	}
+	if v, e := r.request(ops.AccessRequest{ARK: ark, Format: queue.FormatTarGz}); e.To != string(queue.Completed) {
+		t.Errorf("the tar.gz: %s %q, want Completed", e.To, v.Message)
+	}
 }

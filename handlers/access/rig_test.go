@@ -69,9 +69,10 @@ type rigConfig struct {
 	workers   map[string]int // access workers per queue
 	threshold int64          // of the large queue
 	source    func(storage.Reader) storage.Reader
-	profiles  []*profile.Profile // beside the default one, "demo"
-	now       func() time.Time   // the assembler's clock (expiry)
-	sweep     time.Duration      // between sweeps; default the reactor's
+	profiles  []*profile.Profile               // beside the default one, "demo"
+	now       func() time.Time                 // the assembler's clock (expiry)
+	sweep     time.Duration                    // between sweeps; default the reactor's
+	free      func(dir string) (uint64, error) // the room left in the packages folder; default the disk's
 }
 
 func newRig(t testing.TB, c rigConfig) *rig {
@@ -129,7 +130,7 @@ func (r *rig) start(c rigConfig) {
 		return r.source(src), nil
 	}
 	r.as, err = access.New(r.t.Context(), access.Config{Queue: q, Source: source, Dir: filepath.Join(r.data, "access"), To: c.to,
-		Advertise: r.web.URL, Host: "test", Now: c.now, Logger: r.log})
+		Advertise: r.web.URL, Host: "test", Now: c.now, FreeSpace: c.free, Logger: r.log})
 	if err != nil {
 		r.t.Fatal(err)
 	}

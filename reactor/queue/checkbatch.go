@@ -14,8 +14,9 @@ import (
 
 // CheckOptions tune CheckAll.
 type CheckOptions struct {
-	// LockAge is the age past which a job, batch or object lock is
-	// reported as a warning (a step that long may be stuck). Default 1 hour.
+	// LockAge is the age past which a job, batch, object or access
+	// request lock is reported as a warning (a step that long may be
+	// stuck). Default 1 hour.
 	LockAge time.Duration
 }
 
@@ -288,10 +289,16 @@ func (q *Queue) duplicateObjects(ctx context.Context, bid string, buckets map[st
 // stopped holds back every store of the object until it is deleted.
 func (q *Queue) oldLocks(ctx context.Context, age time.Duration) ([]Violation, error) {
 	var paths []string
-	for _, dir := range []string{"/jobs", "/batches", "/locks/storage", "/locks/inventory", "/locks/localid"} {
+	// An access request's lock too: an assembly stuck that long holds its
+	// request Processing, and no other daemon takes it while the lock lives.
+	dirs := []string{"/jobs", "/batches", "/locks/storage", "/locks/inventory", "/locks/localid"}
+	for _, name := range AccessQueues {
+		dirs = append(dirs, "/access/"+name)
+	}
+	for _, dir := range dirs {
 		kids, err := q.children(ctx, q.Path(dir))
-		if errors.Is(err, zk.ErrNoNode) && strings.HasPrefix(dir, "/locks/") {
-			continue // a tree Merritt's Ruby made has no /locks/localid
+		if errors.Is(err, zk.ErrNoNode) && dir != "/jobs" && dir != "/batches" {
+			continue // a tree Merritt's Ruby made has no /locks/localid, nor maybe access queues
 		}
 		if err != nil {
 			return nil, err
@@ -300,7 +307,7 @@ func (q *Queue) oldLocks(ctx context.Context, age time.Duration) ([]Violation, e
 			switch {
 			case strings.HasPrefix(dir, "/locks/"):
 				paths = append(paths, q.Path(dir+"/"+k))
-			case validName(k, "jid") || validName(k, "bid"):
+			case validName(k, "jid") || validName(k, "bid") || validName(k, "qid"):
 				paths = append(paths, q.Path(dir+"/"+k+"/lock"))
 			}
 		}

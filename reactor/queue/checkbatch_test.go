@@ -207,3 +207,29 @@ func TestCheckTakesJobsDeletedByMerrittsTools(t *testing.T) {
 		t.Fatalf("warnings %+v, want one on /batches/%s saying %q", w, b.ID, want)
 	}
 }
+
+// An access request's lock held past LockAge is a warning, as a job's is:
+// before, check looked at no access request's lock, and an assembly stuck
+// for hours, its request held Processing, went unsaid.
+func TestCheckWarnsOfAnOldAccessLock(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	a, err := r.q.CreateAccess(ctx, queue.AccessLarge, ourToken("ark:/1/a"))
+	r.ok(err)
+	taken, err := r.q.AcquireAccess(ctx, queue.AccessLarge)
+	r.ok(err)
+	if taken == nil || taken.ID != a.ID {
+		t.Fatalf("acquired %v, want %s", taken, a.Ref())
+	}
+	_, w, err := r.q.CheckAll(ctx, queue.CheckOptions{})
+	r.ok(err)
+	if len(w) != 0 {
+		t.Fatalf("a fresh lock: warnings %v, want none", w)
+	}
+	_, w, err = r.q.CheckAll(ctx, queue.CheckOptions{LockAge: time.Nanosecond})
+	r.ok(err)
+	want := "/access/large/" + a.ID + "/lock"
+	if len(w) != 1 || w[0].Path != want || !strings.Contains(w[0].Problem, "held for ") {
+		t.Fatalf("warnings %v, want one: %s held for …", w, want)
+	}
+}

@@ -74,6 +74,11 @@ func (a *app) accessRequestCommand() *cobra.Command {
 			if threshold, err = profile.ParseByteSize(f.threshold); err != nil {
 				return usagef("access request: --threshold %v", err)
 			}
+			// A --version given is one version: 0 is none, as the API's
+			// "version": 0, not a second way to ask for every version.
+			if cmd.Flags().Changed("version") && f.version < 1 {
+				return usagef("access request: --version %d: want 1 or more (leave --version out for every version)", f.version)
+			}
 			err = ops.CheckAccessRequest(ops.AccessRequest{ARK: args[0], Version: f.version, Files: f.files, Format: f.format})
 			var fe *ops.FieldError
 			if !errors.As(err, &fe) {

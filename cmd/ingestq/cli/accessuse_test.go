@@ -32,8 +32,10 @@ func TestAccessRequestUsageErrors(t *testing.T) {
 		{[]string{"notanark"}, []string{`ARK "notanark"`, "want an ARK"}},
 		{[]string{ark, "--format", "rar"}, []string{`--format "rar"`, "zip or tar.gz"}},
 		{[]string{ark, "--version", "-1"}, []string{"--version -1", "1 or more"}},
-		{[]string{ark, "--file", ""}, []string{`--file ""`}},
-		{[]string{ark, "--file", "a", "--file", "a"}, []string{`--file "a"`, "named twice"}},
+		// 0 given is no version, as the API's "version": 0, not every version.
+		{[]string{ark, "--version", "0"}, []string{"--version 0", "1 or more", "leave --version out"}},
+		{[]string{ark, "--file", ""}, []string{`--file "": empty: want a file`}},
+		{[]string{ark, "--file", "a", "--file", "a"}, []string{`--file "a": named twice`}},
 		{[]string{ark, "--threshold", "big"}, []string{"--threshold", `"big"`}},
 		{[]string{}, []string{"missing ARK"}},
 		{[]string{ark, "--bogus"}, []string{"--bogus"}},

@@ -660,7 +660,7 @@ func (a *app) checkCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	durationVar(cmd.Flags(), &opts.LockAge, "lock-age", time.Hour, "warn about job, batch and object (storage, inventory, local id) locks older than this")
+	durationVar(cmd.Flags(), &opts.LockAge, "lock-age", time.Hour, "warn about job, batch, object (storage, inventory, local id) and access request locks older than this")
 	return cmd
 }
 
