@@ -20,8 +20,22 @@ import (
 // missing from the stream. It is abandoned, said at info with the host that
 // took the job over; nothing is counted lost. Before, the outcome was said
 // unknown ("commit outcome unknown … its event is counted lost") and the
-// bus counted a lost event, which fires IngestqEventsLost.
+// bus counted a lost event, which fires IngestqEventsLost. The same holds
+// when the other daemon has moved the job on (the status past that
+// version): its holder names the version its acquisition made, the one the
+// move would have made; before, that move was still counted lost.
 func TestMoveAfterAnExpiredSessionsTakeOverIsAbandoned(t *testing.T) {
+	for _, movedOn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "taker in Downloading", true: "taker moved on to Processing"}[movedOn], func(t *testing.T) {
+			moveAfterATakeOver(t, movedOn)
+		})
+	}
+}
+
+// moveAfterATakeOver is TestMoveAfterAnExpiredSessionsTakeOverIsAbandoned,
+// whose taker holds the job in Downloading, or has moved it on (movedOn)
+// and holds it in Processing, when the paused daemon's move is tried.
+func moveAfterATakeOver(t *testing.T, movedOn bool) {
 	e := newEnv(t)
 	batches := e.outside("ingestq.batch.>")
 	proxy, s := e.proxiedSession()
@@ -58,10 +72,11 @@ func TestMoveAfterAnExpiredSessionsTakeOverIsAbandoned(t *testing.T) {
 	await(t, startedA, "host-a's step's start")
 	proxy.Pause() // host-a hears nothing from now on; the server expires its session
 
-	startedB := make(chan string, 1)
-	e.run("host-b", map[queue.State]reactor.JobHandler{
-		queue.Downloading: heldStep(startedB, proceedB),
-	})
+	startedB, heldB := make(chan string, 1), queue.Downloading
+	if movedOn {
+		heldB = queue.Processing
+	}
+	e.run("host-b", map[queue.State]reactor.JobHandler{heldB: heldStep(startedB, proceedB)})
 	await(t, startedB, "host-b's take-over of the job") // host-a's lock went with its session
 
 	lostBefore := e.bus.Stats().Lost

@@ -121,6 +121,12 @@ type Reactor struct {
 	batchDir     string // "/…/batches", to recognise batch folders
 	feeds        *feeds // windowed batches (feed.go)
 
+	// sessions are the ZooKeeper sessions this process's acquisitions
+	// held jobs under (tookOver): a job this host held under another was
+	// held before its restart.
+	sessions sync.Map
+	resumed  resumed // jobs resumed after this host's restart, said together
+
 	// deferredBatches are the Pending batches deferred (this daemon's
 	// handler's Later, or a deferral in a batch's status, batchDeferred),
 	// by bid, passed over here unread until then.
@@ -396,6 +402,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 	}
 	r.waits.stop()
 	r.watcher.Close()
+	r.resumed.say(r.log)
 	return nil
 }
 

@@ -2,6 +2,9 @@ package reactor
 
 import (
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -19,14 +22,22 @@ import (
 // session: logged, and published as the job's progress event, so that
 // replay and the timeline explain the silence since its last progress and
 // a step run again from its start. A holder whose session lives let the
-// job go itself (a wait, a back end away): an ordinary take, not said.
+// job go itself (a wait, a back end away): an ordinary take, not said. A
+// job this host held before its restart is resumed (resumeAfterRestart).
 func (r *Reactor) tookOver(s queue.State, j *queue.Job) {
 	if h := j.Config.WorkingHost; h != "" && h != r.cfg.Host && NeedsFiles(s) {
 		r.log.Info("reactor: taking over a job whose files are on a host that is gone or does not work its state",
 			"job", j.ID, "state", s, "files_on", h)
 	}
+	if held := j.Status.Holder; held != nil {
+		r.sessions.LoadOrStore(held.Session, true)
+	}
 	from := j.TakenFrom
 	if from == nil {
+		return
+	}
+	if _, ours := r.sessions.Load(from.Session); from.Host == r.cfg.Host && !ours {
+		r.resumeAfterRestart(s, j, from)
 		return
 	}
 	host, alive, _, err := r.q.LiveHost(r.work, from.Host)
@@ -44,4 +55,55 @@ func (r *Reactor) tookOver(s queue.State, j *queue.Job) {
 	r.log.Info("reactor: "+msg, "job", j.ID, "state", s, "taken_over_from", from.Host, "session", fmt.Sprintf("0x%x", from.Session))
 	r.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: j.BatchID, JobID: j.ID, To: string(s), Message: msg,
 		Attrs: map[string]any{"taken_over_from": from.Host}})
+}
+
+// resumeAfterRestart says that this host resumes j in s, which it held
+// under from, a session of the process it ran before its restart (a stop,
+// a crash): the job's progress event says so, for replay and the timeline
+// (its step runs again from its start), and the log says how many jobs
+// were resumed together, in one line (resumed). Each said it was taken
+// over from this very host: a line and an event per job of a restart.
+func (r *Reactor) resumeAfterRestart(s queue.State, j *queue.Job, from *queue.JobHolder) {
+	session := fmt.Sprintf("0x%x", from.Session)
+	msg := fmt.Sprintf("resumed after this host's restart in %s", s)
+	r.log.Debug("reactor: "+msg, "job", j.ID, "state", s, "session", session)
+	r.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: j.BatchID, JobID: j.ID, To: string(s), Message: msg,
+		Attrs: map[string]any{"resumed_from_session": session}})
+	r.resumed.add(r.log)
+}
+
+// resumedWindow is how long after the first job resumed after a restart
+// the count is said: a restart's pools take every job they can at their
+// first listing, well within it. A job taken later (its state's workers
+// busy till then) starts a count of its own.
+const resumedWindow = 5 * time.Second
+
+// resumed counts the jobs resumed after this host's restart, said in one
+// log line resumedWindow after the first, or at the reactor's stop.
+type resumed struct {
+	mu    sync.Mutex
+	n     int
+	timer *time.Timer
+}
+
+func (c *resumed) add(log *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.timer == nil {
+		c.timer = time.AfterFunc(resumedWindow, func() { c.say(log) })
+	}
+}
+
+// say logs the count, if any, and starts a new one.
+func (c *resumed) say(log *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.n > 0 {
+		log.Info("reactor: resumed the jobs this host held before its restart", "jobs", c.n)
+	}
+	c.n, c.timer = 0, nil
 }

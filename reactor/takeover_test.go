@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
 )
 
 // A job taken over in Downloading from a daemon whose session ended says so
@@ -23,27 +24,11 @@ func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	batches := e.outside("ingestq.batch.>")
-	dead := e.session()
-	dq := e.queue(dead)
-	if err := dq.RegisterHost(ctx, "host-dead", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	b, jobs := foreignBatch(e, dq, 2)
-	foreignProcessing(t, dq, b, 2)
-	// Lost: walked to Downloading by moves that keep its lock, as a daemon
-	// running each next step itself does, and held there.
-	lost, err := dq.TryAcquireJob(ctx, queue.Pending, jobs[0].Ref(), queue.Admission{})
-	if err != nil || lost == nil {
-		t.Fatalf("acquire %s: %v %v", jobs[0].ID, lost, err)
-	}
-	for _, to := range []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading} {
-		if err := dq.SetJobStatus(ctx, lost, to, queue.JobChange{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dead, dq, b, jobs := hostsBatch(e, "host-dead", 2)
+	lost := heldInDownloading(t, dq, jobs[0])
 	// Let go: acquired in Downloading and unlocked, as a step's wait does.
 	letGo := walkWithoutEvents(t, dq, jobs[1], queue.Downloading)
-	letGo, err = dq.TryAcquireJob(ctx, queue.Downloading, letGo.Ref(), queue.Admission{})
+	letGo, err := dq.TryAcquireJob(ctx, queue.Downloading, letGo.Ref(), queue.Admission{})
 	if err != nil || letGo == nil {
 		t.Fatalf("acquire %s in Downloading: %v %v", jobs[1].ID, letGo, err)
 	}
@@ -81,6 +66,75 @@ func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
 	}
 	if lines := logs.Lines("taken over from host-dead"); len(lines) != 1 || !strings.Contains(lines[0], "job="+lost.ID) {
 		t.Fatalf("host-a logged %q; want one line of the take-over of %s", lines, lost.ID)
+	}
+}
+
+// hostsBatch is a session registered as host, its Queue, and a batch of n
+// jobs it made and moved to Processing.
+func hostsBatch(e *env, host string, n int) (*zkwatch.Session, *queue.Queue, *queue.Batch, []*queue.Job) {
+	s := e.session()
+	q := e.queue(s)
+	if err := q.RegisterHost(e.t.Context(), host, []byte(`{}`)); err != nil {
+		e.t.Fatal(err)
+	}
+	b, jobs := foreignBatch(e, q, n)
+	foreignProcessing(e.t, q, b, n)
+	return s, q, b, jobs
+}
+
+// heldInDownloading walks j to Downloading by moves that keep its lock, as
+// a daemon running each next step itself does, and holds it there: q's
+// session and host are its holder.
+func heldInDownloading(t *testing.T, q *queue.Queue, j *queue.Job) *queue.Job {
+	t.Helper()
+	held, err := q.TryAcquireJob(t.Context(), queue.Pending, j.Ref(), queue.Admission{})
+	if err != nil || held == nil {
+		t.Fatalf("acquire %s: %v %v", j.ID, held, err)
+	}
+	for _, to := range []queue.State{queue.Estimating, queue.Provisioning, queue.Downloading} {
+		if err := q.SetJobStatus(t.Context(), held, to, queue.JobChange{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return held
+}
+
+// Jobs this host held before its restart (its session ended: a stop, a
+// crash; then the same --host again) are resumed: each job's event says
+// "resumed after this host's restart", and the log says how many in one
+// line. Before, each logged and published "taken over from host-a's
+// earlier session (it ended)": noise in the operator's log and the
+// depositor's events, as if another host had died.
+func TestJobsResumedAfterARestartAreCountedInOneLine(t *testing.T) {
+	e := newEnv(t)
+	earlier, eq, _, jobs := hostsBatch(e, "host-a", 2)
+	for _, j := range jobs {
+		heldInDownloading(t, eq, j)
+	}
+	earlier.Close() // host-a stops: its node and its locks go
+
+	jobEvents := e.outside("ingestq.job.>")
+	logs, log := e.logged()
+	e.daemon("host-a", func(c *reactor.Config) { c.Logger = log })
+	resumed := map[string][]events.Event{}
+	for done := 0; done < len(jobs); {
+		ev := await(t, jobEvents, "both jobs' completion")
+		if ev.Kind == events.KindProgress && (ev.Attrs["resumed_from_session"] != nil || ev.Attrs["taken_over_from"] != nil) {
+			resumed[ev.JobID] = append(resumed[ev.JobID], ev)
+		}
+		if ev.Kind == events.KindJob && ev.To == "Completed" {
+			done++
+		}
+	}
+	want := "resumed after this host's restart in Downloading"
+	for _, j := range jobs {
+		if said := resumed[j.ID]; len(said) != 1 || said[0].Message != want || said[0].Attrs["taken_over_from"] != nil {
+			t.Errorf("%s's events of its resumption %+v; want one progress event %q, no taken_over_from", j.ID, said, want)
+		}
+	}
+	logs.WaitFor(t, "reactor: resumed the jobs this host held before its restart", "jobs=2")
+	if lines := logs.Lines("taken over"); len(lines) > 0 {
+		t.Errorf("host-a logged %q; want no take-over of its own jobs", lines)
 	}
 }
 

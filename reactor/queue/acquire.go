@@ -137,8 +137,10 @@ func (q *Queue) holder() *JobHolder {
 // or data unchanged (holder). It returns the holder the status then names
 // and the lock's zxid (commitLanded).
 func (q *Queue) lockFenced(ctx context.Context, jid string, st JobStatus, data []byte, version int32) (held *JobHolder, made int64, err error) {
+	q.takesJobs.Store(true)
 	held = st.Holder
 	if h := q.holder(); h != nil {
+		h.Version = version + 1
 		st.Holder = h
 		held, data = h, mustJSON(st)
 	}
@@ -152,7 +154,7 @@ func (q *Queue) lockFenced(ctx context.Context, jid string, st JobStatus, data [
 func (j *Job) taken(version int32, made int64, held *JobHolder) {
 	j.version, j.owner, j.Locked, j.lockMade = version, true, true, made
 	j.TakenFrom = nil
-	if was := j.Status.Holder; was != nil && held != nil && *was != *held {
+	if was := j.Status.Holder; was != nil && held != nil && !was.same(*held) {
 		j.TakenFrom = was
 	}
 	j.Status.Holder = held
@@ -257,14 +259,15 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	return view, nil
 }
 
-// LockJob takes a job's lock for an admin action, or fails with ErrLocked.
+// LockJob takes a job's lock for an admin action, or fails with ErrLocked
+// (lockToLoad).
 func (q *Queue) LockJob(ctx context.Context, jid string) (*Job, error) { return q.lockJob(ctx, jid) }
 
 func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 	if !validName(jid, "jid") {
 		return nil, fmt.Errorf("%q is not a job id (want jid followed by digits)", jid)
 	}
-	j, err := lockToLoad(ctx, q, "job", jid, q.jobPath(jid, "lock"), q.LoadJob)
+	j, err := lockToLoad(ctx, q, "job", jid, q.LoadJob)
 	if err != nil {
 		return nil, err
 	}
@@ -272,9 +275,9 @@ func (q *Queue) lockJob(ctx context.Context, jid string) (*Job, error) {
 	return j, nil
 }
 
-// UnlockJob releases a lock this session took.
+// UnlockJob releases a lock this session took (unlockHeld).
 func (q *Queue) UnlockJob(ctx context.Context, j *Job) error {
-	if err := q.unlockHeld(ctx, "job", j.ID, q.jobPath(j.ID, "lock"), j.owner, &j.lockMade); err != nil {
+	if err := q.unlockHeld(ctx, "job", j.ID, j, j.owner, &j.lockMade); err != nil {
 		return err
 	}
 	j.owner, j.Locked = false, false

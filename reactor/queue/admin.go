@@ -31,11 +31,7 @@ func (q *Queue) withJob(ctx context.Context, jid, action string, fn func(*Job) e
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if j.owner {
-			_ = q.UnlockJob(context.WithoutCancel(ctx), j) // as a batch's (unlockAdminBatch)
-		}
-	}()
+	defer q.unlockAdminJob(ctx, j)
 	return fn(j)
 }
 
@@ -112,23 +108,32 @@ func (q *Queue) withBatch(ctx context.Context, bid string, fn func(*Batch) error
 	}
 	defer func() {
 		if b.owner {
-			q.unlockAdminBatch(ctx, b)
+			q.unlockAdmin(ctx, "batch", b.ID, b, func(ctx context.Context) error { return q.UnlockBatch(ctx, b) })
 		}
 	}()
 	return fn(b)
 }
 
-// unlockAdminBatch releases an admin action's batch lock. It outlives the
-// action's request (an API client gone): the lock is the API's long-lived
-// session's, no look there releases it, and every host's looks would wait
-// on it until the daemon restarted. An unlock that fails (ZooKeeper
-// silent) unmarks b, so that the lock there, if this session's, is an
-// orphan to release once ZooKeeper answers (releaseOrphanLater).
-func (q *Queue) unlockAdminBatch(ctx context.Context, b *Batch) {
-	if err := q.UnlockBatch(context.WithoutCancel(ctx), b); err != nil {
-		q.log.Warn("queue: could not release an admin's batch lock; released once ZooKeeper answers", "batch", b.ID, "err", err)
-		q.heldBatches.CompareAndDelete(b.ID, b)
-		go q.releaseOrphanLater(b.ID)
+// unlockAdmin releases an admin action's lock of the kind id, which view
+// holds, by unlock. It outlives the action's request (an API client gone):
+// the lock is the API's long-lived session's, nothing there releases it,
+// and every host would wait on it until the daemon restarted. An unlock
+// that fails (ZooKeeper silent) unmarks view, so that the lock there, if
+// this session's, is an orphan to release once ZooKeeper answers
+// (releaseOrphanLater).
+func (q *Queue) unlockAdmin(ctx context.Context, kind, id string, view any, unlock func(context.Context) error) {
+	if err := unlock(context.WithoutCancel(ctx)); err != nil {
+		q.log.Warn("queue: could not release an admin's lock; released once ZooKeeper answers", kind, id, "err", err)
+		q.held.CompareAndDelete(id, view)
+		go q.releaseOrphanLater(kind, id)
+	}
+}
+
+// unlockAdminJob is unlockAdmin for an admin's job view j, if it still
+// holds the lock (a change that released it did not).
+func (q *Queue) unlockAdminJob(ctx context.Context, j *Job) {
+	if j.owner {
+		q.unlockAdmin(ctx, "job", j.ID, j, func(ctx context.Context) error { return q.UnlockJob(ctx, j) })
 	}
 }
 
@@ -303,6 +308,7 @@ func (q *Queue) removeJob(ctx context.Context, j *Job, countDown bool) error {
 		return err
 	}
 	j.owner, j.Locked = false, false
+	q.held.CompareAndDelete(j.ID, j)
 	return nil
 }
 
@@ -441,9 +447,7 @@ func (q *Queue) removeBatch(ctx context.Context, b *Batch) error {
 
 func (q *Queue) unlockAll(ctx context.Context, jobs []*Job) {
 	for _, j := range jobs {
-		if j.owner {
-			_ = q.UnlockJob(ctx, j)
-		}
+		q.unlockAdminJob(ctx, j)
 	}
 }
 
@@ -626,9 +630,7 @@ func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State
 		}
 		state, err = j.State(), nil
 		if !Cancellable(state) {
-			if j.owner {
-				_ = q.UnlockJob(ctx, j)
-			}
+			q.unlockAdminJob(ctx, j)
 			return state, false, nil
 		}
 		c := JobChange{Message: message, Release: j.owner}
@@ -636,9 +638,7 @@ func (q *Queue) CancelJob(ctx context.Context, jid, message string) (state State
 			c.via = Pending
 		}
 		err = q.SetJobStatus(ctx, j, Failed, c)
-		if j.owner {
-			_ = q.UnlockJob(ctx, j)
-		}
+		q.unlockAdminJob(ctx, j)
 		if !errors.Is(err, ErrStale) {
 			return state, err == nil, err
 		}

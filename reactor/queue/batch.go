@@ -490,7 +490,7 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 		// worker's (applied): two of them reading and locking one batch at
 		// once could each take it for its own. So they take turns; the
 		// second reads after the first's commit, and sees its lock.
-		done, err := q.batchTurn(ctx, bid)
+		done, err := q.turn(ctx, bid)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -504,19 +504,20 @@ func (q *Queue) acquireBatch(ctx context.Context, batchIDs []string, states []St
 	return nil, waits, nil
 }
 
-// batchTurn waits until no other acquisition of this Queue is looking at
-// batch bid, and claims it until done is called. A look waits rather than
-// passing the batch over: the one under way may be for other states (the
-// intake's, for Pending, finding it Processing), and would leave the batch
-// unread by the look its wake-up was for.
-func (q *Queue) batchTurn(ctx context.Context, bid string) (done func(), err error) {
+// turn waits until no other acquisition of this Queue is looking at batch
+// or job id (a job's: an admin's lock, a releaser), and claims it until
+// done is called. A look waits rather than passing the batch over: the one
+// under way may be for other states (the intake's, for Pending, finding it
+// Processing), and would leave the batch unread by the look its wake-up
+// was for.
+func (q *Queue) turn(ctx context.Context, id string) (done func(), err error) {
 	mine := make(chan struct{})
 	for {
-		other, busy := q.acquiringBatches.LoadOrStore(bid, mine)
+		other, busy := q.turns.LoadOrStore(id, mine)
 		if !busy {
-			return func() { q.acquiringBatches.Delete(bid); close(mine) }, nil
+			return func() { q.turns.Delete(id); close(mine) }, nil
 		}
-		q.log.Debug("queue: another acquisition here is looking at the batch; waiting for its turn", "batch", bid)
+		q.log.Debug("queue: another acquisition here is looking at the batch or job; waiting for its turn", "id", id)
 		select {
 		case <-other.(chan struct{}):
 		case <-ctx.Done():
@@ -555,8 +556,8 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 		}
 		return nil, waits, nil
 	}
-	if b.Locked && b.lockHere && !q.holdsBatch(bid) {
-		released, err := q.releaseOrphan(ctx, bid)
+	if b.Locked && b.lockHere && !q.holds(bid) {
+		released, err := q.releaseOrphan(ctx, "batch", bid, nil)
 		if err != nil {
 			q.log.Warn("queue: could not release an orphaned lock of this session", "batch", bid, "err", err)
 		}
@@ -594,109 +595,98 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 	}
 	b.owner, b.Locked, b.lockMade = true, true, made
 	b.Status, b.version, b.Acquired = st, b.version+1, b.Acquired || b.State() == Pending
-	q.heldBatches.Store(bid, b) // in the turn: no look here sees the lock unmarked
+	q.held.Store(bid, b) // in the turn: no look here sees the lock unmarked
 	return b, nil, nil
 }
 
-// holdsBatch tells whether a view of this Queue holds batch bid's lock.
-func (q *Queue) holdsBatch(bid string) bool {
-	_, ok := q.heldBatches.Load(bid)
+// holds tells whether a view of this Queue holds the lock of batch (or,
+// an admin's view, job) id.
+func (q *Queue) holds(id string) bool {
+	_, ok := q.held.Load(id)
 	return ok
 }
 
-// releaseOrphan lets go of batch bid's lock, this session's while no view
-// here holds the batch: an acquisition whose commit landed although its
-// caller saw an error (a reply lost that applied could not confirm, then
-// maxOutages or the context's end). Left, the lock would stay as long as
-// the session, and every look, here and on every host, would wait on it.
-// Only a look in the batch's turn calls it: no other acquisition here is
-// then between its commit and its mark. It tells whether the lock is gone.
-func (q *Queue) releaseOrphan(ctx context.Context, bid string) (bool, error) {
-	released, err := q.releaseOwn(ctx, q.batchPath(bid, "lock"), nil)
+// releaseOrphan lets go of the lock of the kind id, this session's while no
+// view here holds the item: an acquisition whose commit landed although
+// its caller saw an error (a reply lost that applied could not confirm,
+// then maxOutages or the context's end), or an admin's unlock that failed.
+// Left, the lock would stay as long as the session, and every look, here
+// and on every host, would wait on it. Only a caller in the item's turn
+// calls it: no other acquisition here is then between its commit and its
+// mark. made is releaseOwn's (nil: any lock of this session). A job's lock
+// is left on a Queue whose session takes jobs as a worker: it may be a
+// worker's, which the reactor's claims alone tell (releaseOrphanJob). It
+// tells whether the lock is gone.
+func (q *Queue) releaseOrphan(ctx context.Context, kind, id string, made *int64) (bool, error) {
+	if kind == "job" && q.takesJobs.Load() {
+		q.log.Warn("queue: an admin's job lock on a worker's session is left to the reactor's release of orphans", "job", id)
+		return false, nil
+	}
+	released, err := q.releaseOwn(ctx, q.lockPath(kind, id), made)
 	if released {
-		q.log.Warn("queue: released a lock this session held but no worker used", "batch", bid)
+		q.log.Warn("queue: released a lock this session held but no worker used", kind, id)
 	}
 	return released, err
 }
 
-// releaseOrphanLater is releaseOrphan, in the batch's turn and unless a view
-// here holds the batch, tried until ZooKeeper answers: for an admin's
-// LockBatch that failed after its create may have landed (its reply lost
-// and not confirmed before maxOutages or the request's end, or the lock's
-// release after a failed load unanswered), and for an admin's unlock that
-// failed (unlockAdminBatch). No look on an admin's session releases an
-// orphan (the API's Queue acquires only in StopFeeding), and every host's
-// looks waited on it until the daemon restarted. It stops
+// releaseOrphanLater is releaseOrphan of the kind id, in the item's turn
+// and unless a view here holds it, tried until ZooKeeper answers: for an
+// admin's lock (lockToLoad) that failed after its create may have landed
+// (its reply lost and not confirmed before maxOutages or the request's
+// end, or the lock's release after a failed load unanswered), and for an
+// admin's unlock that failed (unlockAdmin). No look on an admin's session
+// releases an orphan (the API's Queue acquires only batches, in
+// StopFeeding; the reactor watches a job's as another session's), and
+// every host waited on it until the daemon restarted. A newer admin lock
+// here marks its view in the turn; a lock made after the first one found
+// (the first's delete landed, its reply lost) is left (made). It stops
 // once the Queue is closed (WithClosed; the lock goes with the session),
 // or its session is no longer the lock's (an expired session's locks went
 // with it). Without WithClosed, only a request in flight at the close
 // tells (ErrClosing): a closed connection answers every later request
 // ErrConnectionClosed, as a broken one does.
-func (q *Queue) releaseOrphanLater(bid string) {
+func (q *Queue) releaseOrphanLater(kind, id string) {
 	session := q.zk.conn.SessionID()
+	var made int64
 	for try := 1; ; try++ {
 		var err error
-		if done, terr := q.batchTurn(context.Background(), bid); terr == nil { // no context: it never ends
-			if !q.holdsBatch(bid) {
-				_, err = q.releaseOrphan(context.Background(), bid)
+		if done, terr := q.turn(context.Background(), id); terr == nil { // no context: it never ends
+			if !q.holds(id) {
+				_, err = q.releaseOrphan(context.Background(), kind, id, &made)
 			}
 			done()
 		}
 		if !Transient(err) || errors.Is(err, zk.ErrClosing) || q.closed() || q.zk.conn.SessionID() != session {
 			if err != nil {
-				q.log.Warn("queue: could not release a lock an admin's failed lock or unlock may have left", "batch", bid, "err", err)
+				q.log.Warn("queue: could not release a lock an admin's failed lock or unlock may have left", kind, id, "err", err)
 			}
 			return
 		}
 		if try == 1 {
-			q.log.Info("queue: an admin's failed lock or unlock may have left its lock; released once ZooKeeper answers", "batch", bid, "err", err)
+			q.log.Info("queue: an admin's failed lock or unlock may have left its lock; released once ZooKeeper answers", kind, id, "err", err)
 		}
 		backoff.Sleep(context.Background(), backoff.Delay(50*time.Millisecond, 2*time.Second, try))
 	}
 }
 
-// LockBatch takes a batch's lock for an admin action, or fails with ErrLocked.
-// It takes the batch's turn only to mark its view held (heldBatches); it
-// reads no lock first: run it on a session no batch worker uses (decision
-// 226): else, a reply lost, the admin or the worker takes the other's lock
-// for its own (applied knows the session). Failing for another reason than
-// those two (ZooKeeper unanswering), it may have left a lock of its own,
-// released later (releaseOrphanLater).
+// LockBatch takes a batch's lock for an admin action, or fails with
+// ErrLocked (lockToLoad).
 func (q *Queue) LockBatch(ctx context.Context, bid string) (*Batch, error) {
-	done, err := q.batchTurn(ctx, bid)
+	b, err := lockToLoad(ctx, q, "batch", bid, q.LoadBatch)
 	if err != nil {
-		return nil, err
-	}
-	defer done()
-	b, err := lockToLoad(ctx, q, "batch", bid, q.batchPath(bid, "lock"), q.LoadBatch)
-	if err != nil {
-		if !errors.Is(err, ErrLocked) && !errors.Is(err, ErrNotFound) {
-			go q.releaseOrphanLater(bid) // after this turn: done is deferred
-		}
 		return nil, err
 	}
 	b.owner, b.Locked = true, true
-	q.heldBatches.Store(bid, b)
 	return b, nil
 }
 
-// UnlockBatch releases a lock this session took. A stale view releases
-// nothing but the session's own lock node, and nothing while another view
-// here is marked as the batch's holder: b's lock went (a move that landed
-// unconfirmed, an expired session) and an acquisition here took the batch
-// since, so the lock there, the session's, is that view's. It takes no
-// turn: an acquisition between its commit and its mark is not seen.
+// UnlockBatch releases a lock this session took (unlockHeld). A stale view
+// releases nothing but the session's own lock node.
 func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
-	if held, ok := q.heldBatches.Load(b.ID); ok && held != b && b.owner {
-		q.log.Info("queue: the batch's lock went from this view and another worker here holds the batch; left", "batch", b.ID)
-		b.owner, b.Locked = false, false
-		return nil
-	}
-	if err := q.unlockHeld(ctx, "batch", b.ID, q.batchPath(b.ID, "lock"), b.owner, &b.lockMade); err != nil {
+	if err := q.unlockHeld(ctx, "batch", b.ID, b, b.owner, &b.lockMade); err != nil {
 		return err
 	}
 	b.owner, b.Locked = false, false
-	q.heldBatches.CompareAndDelete(b.ID, b) // after the delete: else a look here could take the lock for an orphan
 	return nil
 }
 
@@ -730,8 +720,8 @@ func (q *Queue) letGoIfStale(ctx context.Context, b *Batch, err error) error {
 		return err
 	}
 	b.owner = false
-	done, terr := q.batchTurn(ctx, b.ID)
-	if q.heldBatches.CompareAndDelete(b.ID, b) && terr == nil {
+	done, terr := q.turn(ctx, b.ID)
+	if q.held.CompareAndDelete(b.ID, b) && terr == nil {
 		_ = q.releaseOwnLock(ctx, q.batchPath(b.ID, "lock")) // failing, an orphan for the next look
 	}
 	if terr == nil {
@@ -787,7 +777,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	}
 	if c.Release {
 		b.owner, b.Locked = false, false
-		q.heldBatches.CompareAndDelete(b.ID, b)
+		q.held.CompareAndDelete(b.ID, b)
 	}
 	moved := *b
 	tellMoved(ctx, Moved{Batch: &moved, From: left})

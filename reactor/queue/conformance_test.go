@@ -109,6 +109,16 @@ func (r *run) second() (*zk.Conn, *queue.Queue) {
 	return conn, q
 }
 
+// hostsAB are two more sessions' queues, registered as hosts "a" and "b",
+// with a's connection.
+func (r *run) hostsAB() (connA *zk.Conn, qa, qb *queue.Queue) {
+	connA, qa = r.second()
+	_, qb = r.second()
+	r.ok(qa.RegisterHost(r.t.Context(), "a", nil))
+	r.ok(qb.RegisterHost(r.t.Context(), "b", nil))
+	return connA, qa, qb
+}
+
 // closeAndWait closes a session and waits for its ephemeral node p to go.
 func (r *run) closeAndWait(conn *zk.Conn, p string) {
 	r.t.Helper()

@@ -19,13 +19,10 @@ import (
 func TestAcquisitionNamesTheJobsHolder(t *testing.T) {
 	r := newRun(t)
 	ctx := t.Context()
-	connA, qa := r.second()
-	_, qb := r.second()
-	r.ok(qa.RegisterHost(ctx, "a", nil))
-	r.ok(qb.RegisterHost(ctx, "b", nil))
+	connA, qa, qb := r.hostsAB()
 	b := r.processing(true)
 	j := r.job(b, "jid0", 5, nil)
-	a := queue.JobHolder{Host: "a", Session: connA.SessionID()}
+	a := queue.JobHolder{Host: "a", Session: connA.SessionID(), Version: 1} // its acquisition of the new job (version 0)
 	holder := func(s queue.State) *queue.JobHolder {
 		t.Helper()
 		got, err := r.q.LoadJob(ctx, j.ID)
@@ -65,6 +62,7 @@ func TestAcquisitionNamesTheJobsHolder(t *testing.T) {
 	if err != nil || got == nil || got.TakenFrom != nil {
 		t.Fatalf("the CLI's acquisition: %+v %v, want the job, taken from none", got, err)
 	}
+	a.Version = 5 // a's second acquisition: after its move, b's acquisition and b's move
 	if h := holder(queue.Provisioning); h == nil || *h != a {
 		t.Fatalf("holder %+v after the CLI's acquisition, want a's still (%+v)", h, a)
 	}
@@ -93,7 +91,7 @@ func TestAKeptLockMoveNamesTheSessionThatTookTheJob(t *testing.T) {
 	if err != nil || got == nil {
 		t.Fatalf("a's acquisition: %+v %v, want the job", got, err)
 	}
-	took := queue.JobHolder{Host: "a", Session: s.Conn.SessionID()}
+	took := queue.JobHolder{Host: "a", Session: s.Conn.SessionID(), Version: 1}
 
 	// The session expires under the held job (its lock goes), and a new one
 	// is opened.

@@ -410,6 +410,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 		if errors.Is(err, ErrStale) && j.owner {
 			_ = q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock"))
 			j.owner, j.Locked = false, false
+			q.held.CompareAndDelete(j.ID, j) // an admin's view
 		}
 		return err
 	}
@@ -431,6 +432,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	}
 	if c.Release {
 		j.owner, j.Locked = false, false
+		q.held.CompareAndDelete(j.ID, j) // an admin's view
 	}
 	if from != to {
 		moved := *j

@@ -337,7 +337,7 @@ func TestAReportLookWaitsForAnIntakeLookAtTheBatch(t *testing.T) {
 
 // waitingForTurn begins the message a queue logs when one of its
 // acquisitions waits for another's look at a batch to end.
-const waitingForTurn = "queue: another acquisition here is looking at the batch"
+const waitingForTurn = "queue: another acquisition here is looking at the batch or job"
 
 func idOf(b *queue.Batch) string {
 	if b == nil {
@@ -664,38 +664,72 @@ func unlockInTheMarksWindow(t *testing.T, lostReply bool) {
 func pause(proxy *zktest.Proxy) bool  { proxy.Pause(); return true }
 func resume(proxy *zktest.Proxy) bool { proxy.Resume(); return true }
 
-// An admin's batch lock (LockBatch on a session of its own, as the API's)
-// whose create landed although LockBatch failed (its reply lost, and
-// ZooKeeper unable to say before the request ended): no look on that
-// session releases it, and every host's looks wait on it. Before, the
-// batch stayed locked, never reported, until the daemon restarted. Now the
-// lock is released once ZooKeeper answers, and another session takes the
-// batch.
-func TestAdminBatchLockWhoseReplyWasLostIsReleased(t *testing.T) {
-	r := newRun(t)
-	ctx := t.Context()
+// An admin's batch or job lock (LockBatch, LockJob on a session of its
+// own, as the API's) whose create landed although the lock failed (its
+// reply lost, and ZooKeeper unable to say before the request ended): no
+// look on that session releases it, and every host waits on it. Before,
+// the batch stayed locked, never reported, and the job never taken, until
+// the daemon restarted. Now the lock is released once ZooKeeper answers,
+// and another session takes the batch, or the job.
+func TestAdminLockWhoseReplyWasLostIsReleased(t *testing.T) {
+	for _, kind := range []string{"batch", "job"} {
+		t.Run(kind, func(t *testing.T) {
+			r := newRun(t)
+			admin, lose, _ := lostCommitQueue(t, r.root)
+			a := r.adminItem(admin, kind)
+			there, _, created, err := r.conn.ExistsW(a.lock) // set first: the lock may come and go at once
+			if err != nil || there {
+				t.Fatalf("before the admin's lock, %s is there: %v (%v)", a.lock, there, err)
+			}
+			if err := lose(a.lockIt); err == nil {
+				t.Fatal("an admin's lock whose reply was lost and could not be confirmed returned no error")
+			}
+			waitEvent(t, created, zk.EventNodeCreated, "the admin's lock to land")
+			there, _, gone, err := r.conn.ExistsW(a.lock)
+			r.ok(err)
+			if there {
+				waitEvent(t, gone, zk.EventNodeDeleted, "the admin's failed lock to be released")
+			}
+			a.take()
+		})
+	}
+}
+
+// adminItem is what an admin test does with one batch or job (kind): a
+// Processing batch whose jobs are done, or a Pending job, of a run.
+type adminItem struct {
+	lock    string                          // its lock's path
+	lockIt  func(ctx context.Context) error // the admin's lock alone
+	refused func(ctx context.Context) error // an admin action refused: its lock, then its unlock
+	take    func()                          // r.q's worker takes it, or fails the test
+}
+
+func (r *run) adminItem(admin *queue.Queue, kind string) adminItem {
+	if kind == "job" {
+		_, j := r.oneJob()
+		return adminItem{
+			lock:   r.q.Path("/jobs/" + j.ID + "/lock"),
+			lockIt: func(ctx context.Context) error { _, err := admin.LockJob(ctx, j.ID); return err },
+			refused: func(ctx context.Context) error { // only a Failed job can be requeued
+				_, err := admin.RequeueJob(ctx, j.ID, "")
+				return err
+			},
+			take: func() { r.acquire(queue.Pending, j.ID) },
+		}
+	}
 	b, _, _ := r.twoDoneJobs()
-	admin, lose, _ := lostCommitQueue(t, r.root)
-	lock := r.q.Path("/batches/" + b.ID + "/lock")
-	there, _, created, err := r.conn.ExistsW(lock) // set first: the lock may come and go at once
-	if err != nil || there {
-		t.Fatalf("before the admin's lock, %s is there: %v (%v)", lock, there, err)
-	}
-	err = lose(func(ctx context.Context) error {
-		_, err := admin.LockBatch(ctx, b.ID)
-		return err
-	})
-	if err == nil {
-		t.Fatal("an admin's lock whose reply was lost and could not be confirmed returned no error")
-	}
-	waitEvent(t, created, zk.EventNodeCreated, "the admin's lock to land")
-	there, _, gone, err := r.conn.ExistsW(lock)
-	r.ok(err)
-	if there {
-		waitEvent(t, gone, zk.EventNodeDeleted, "the admin's failed lock to be released")
-	}
-	if got, _, err := r.q.AcquireCompletedBatch(ctx, []string{b.ID}, nil); err != nil || got == nil {
-		t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+	return adminItem{
+		lock:   r.q.Path("/batches/" + b.ID + "/lock"),
+		lockIt: func(ctx context.Context) error { _, err := admin.LockBatch(ctx, b.ID); return err },
+		refused: func(ctx context.Context) error { // only a Pending batch can be held
+			_, err := admin.HoldBatch(ctx, b.ID)
+			return err
+		},
+		take: func() {
+			if got, _, err := r.q.AcquireCompletedBatch(r.t.Context(), []string{b.ID}, nil); err != nil || got == nil {
+				r.t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+			}
+		},
 	}
 }
 
@@ -768,29 +802,19 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 
 // An admin action's lock whose unlock fails, its request ended (the API's
 // client gone: the unlock was then never sent) or ZooKeeper silent: the
-// lock, the API session's, stayed, and every host's looks waited on it
-// until the daemon restarted (1179's orphan, left by the unlock). Now the
-// unlock outlives the request, and a batch's that fails is tried again
-// once ZooKeeper answers (a job's has no releaser: 1181).
+// lock, the API session's, stayed, and every host waited on it until the
+// daemon restarted (1179's orphan, left by the unlock). Now the unlock
+// outlives the request, and one that fails is tried again once ZooKeeper
+// answers; a worker of another session then takes the batch or the job.
 func TestAdminUnlockThatFailedIsReleased(t *testing.T) {
 	for _, c := range []struct {
 		kind   string
 		silent bool
-	}{{"batch", false}, {"batch", true}, {"job", false}} {
+	}{{"batch", false}, {"batch", true}, {"job", false}, {"job", true}} {
 		t.Run(fmt.Sprintf("%s, ZooKeeper silent: %v", c.kind, c.silent), func(t *testing.T) {
 			r := newRun(t)
-			b, j, _ := r.twoDoneJobs()
 			admin, proxy, onRequest, _ := hookedQueue(t, r.root)
-			lock, hold := r.q.Path("/batches/"+b.ID+"/lock"), func(ctx context.Context) error { // refused: the batch is Processing
-				_, err := admin.HoldBatch(ctx, b.ID)
-				return err
-			}
-			if c.kind == "job" {
-				lock, hold = r.q.Path("/jobs/"+j.ID+"/lock"), func(ctx context.Context) error { // refused: the job is Completed
-					_, err := admin.HoldJob(ctx, j.ID)
-					return err
-				}
-			}
+			a := r.adminItem(admin, c.kind)
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			var gone <-chan zk.Event
@@ -798,9 +822,9 @@ func TestAdminUnlockThatFailedIsReleased(t *testing.T) {
 				if op != "exists" || gone != nil { // the unlock's read, after the refusal
 					return
 				}
-				there, _, ev, err := r.conn.ExistsW(lock)
+				there, _, ev, err := r.conn.ExistsW(a.lock)
 				if err != nil || !there {
-					t.Errorf("at the admin's unlock, %s is there: %v (%v); want true", lock, there, err)
+					t.Errorf("at the admin's unlock, %s is there: %v (%v); want true", a.lock, there, err)
 				}
 				gone = ev
 				if c.silent {
@@ -809,16 +833,17 @@ func TestAdminUnlockThatFailedIsReleased(t *testing.T) {
 					cancel()
 				}
 			})
-			err := hold(ctx)
+			err := a.refused(ctx)
 			onRequest(nil)
 			proxy.Resume()
 			if !errors.Is(err, queue.ErrRefused) {
-				t.Fatalf("holding a %s that cannot be held: %v; want a refusal", c.kind, err)
+				t.Fatalf("an admin action the %s's state refuses: %v; want a refusal", c.kind, err)
 			}
 			if gone == nil {
 				t.Fatal("the admin's action sent no unlock")
 			}
 			waitEvent(t, gone, zk.EventNodeDeleted, "the admin's lock to be released")
+			a.take()
 		})
 	}
 }

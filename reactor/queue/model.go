@@ -77,7 +77,14 @@ type JobStatus struct {
 type JobHolder struct {
 	Host    string `json:"host"`
 	Session int64  `json:"session"`
+	// Version is the status version its acquisition wrote: a change
+	// fenced on the version before that one never landed (applied), even
+	// once the holder has moved the job on.
+	Version int32 `json:"version,omitempty"`
 }
+
+// same tells whether h and o name one session of one host.
+func (h JobHolder) same(o JobHolder) bool { return h.Host == o.Host && h.Session == o.Session }
 
 // Deferral is a job's step, or a Pending batch's, deferred until a time (a
 // depositor's busy server asked for it) by the daemon of Host, which takes
@@ -207,10 +214,10 @@ type Job struct {
 	LockSession int64
 	LockedAt    time.Time
 	// TakenFrom, on a view this session acquired, is the holder the
-	// job's status named then, when another (JobStatus.Holder): that
-	// daemon, or this host's earlier session, took the job in this state
-	// and did not move it on. Whether it let go or lost it, its host node
-	// tells (Queue.LiveHost).
+	// job's status named then, when another host or session
+	// (JobStatus.Holder): that daemon, or this host's earlier session,
+	// took the job in this state and did not move it on. Whether it let
+	// go or lost it, its host node tells (Queue.LiveHost).
 	TakenFrom *JobHolder
 
 	ref     string // its ref's name under /jobs/states/<state>, "05-jid…"

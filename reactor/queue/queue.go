@@ -31,15 +31,21 @@ type Queue struct {
 	// their reads (TryAcquireJob), by id and status version: read before
 	// they are locked, until they change.
 	unreadable seen
-	// acquiringBatches are the batches an acquisition of this Queue is
-	// reading and locking, each with a channel closed when it is done
-	// (batchTurn).
-	acquiringBatches sync.Map
-	// heldBatches are the batches whose lock a view of this Queue holds,
-	// each with that view (*Batch): marked in the batch's turn as the
-	// lock is taken, unmarked once the view lets go. A lock of this
-	// session on a batch not here is an orphan (tryBatch).
-	heldBatches sync.Map
+	// turns are the batches and jobs (by id: a bid and a jid never
+	// share one) an acquisition of this Queue is reading and locking,
+	// each with a channel closed when it is done (turn). A job's is taken
+	// by an admin's lock only.
+	turns sync.Map
+	// held are the batches whose lock a view of this Queue holds, and the
+	// jobs an admin's view holds, each with that view (*Batch, *Job):
+	// marked in the turn as the lock is taken, unmarked once the view
+	// lets go. A lock of this session on a batch not here is an orphan
+	// (tryBatch), and so is an admin's on a job (releaseOrphanLater).
+	held sync.Map
+	// takesJobs is set once a worker acquired a job through this Queue:
+	// its session's job locks are then workers', which only the
+	// reactor's claims tell from an orphan (decisions 226, 1184).
+	takesJobs atomic.Bool
 	// nameWait is how long RegisterHost and AnnounceRoute wait for another
 	// session's node of their name to go (WithNameWait).
 	nameWait time.Duration
@@ -57,7 +63,7 @@ func WithLogger(l *slog.Logger) Option { return func(q *Queue) { q.log = l } }
 // WithClosed tells the queue how to know that its connection was closed on
 // purpose (zkwatch.Session.Closed): a change then stops trying again
 // through the outage at once, instead of after its whole back-off, and the
-// releaser of an admin's failed batch lock or unlock stops
+// releaser of an admin's failed lock or unlock stops
 // (releaseOrphanLater), which else tries until the process ends: a closed
 // connection tells nothing.
 func WithClosed(closed func() bool) Option { return func(q *Queue) { q.closed = closed } }
@@ -260,36 +266,71 @@ func (q *Queue) releaseOwn(ctx context.Context, p string, made *int64) (bool, er
 	return true, nil
 }
 
-// lockToLoad takes the lock at p for an admin action on the kind id (a
-// job, a batch), then loads what it guards; the lock is let go again when
-// that fails.
-func lockToLoad[T any](ctx context.Context, q *Queue, kind, id, p string, load func(context.Context, string) (T, error)) (T, error) {
+// lockToLoad takes the lock of the kind id (a job, a batch) for an admin
+// action, then loads what it guards, and marks that view held (held), in
+// the item's turn; the lock is let go again when the load fails. It reads
+// no lock first: run it on a session no worker uses (decision 226): else,
+// a reply lost, the admin or the worker takes the other's lock for its own
+// (applied knows the session). Failing for another reason than ErrLocked
+// or ErrNotFound (ZooKeeper unanswering), it may have left a lock of its
+// own, released later (releaseOrphanLater).
+func lockToLoad[T any](ctx context.Context, q *Queue, kind, id string, load func(context.Context, string) (T, error)) (T, error) {
 	var none T
+	done, err := q.turn(ctx, id)
+	if err != nil {
+		return none, err
+	}
+	defer done()
+	p := q.lockPath(kind, id)
 	ok, err := q.tryLock(ctx, p, "")
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return none, notFound(kind, id)
 	case err != nil:
+		go q.releaseOrphanLater(kind, id) // after this turn: done is deferred
 		return none, err
 	case !ok:
 		return none, fmt.Errorf("%s %s: %w", kind, id, ErrLocked)
 	}
 	v, err := load(ctx, id)
 	if err != nil {
-		_ = q.releaseOwnLock(ctx, p)
+		if rerr := q.releaseOwnLock(ctx, p); rerr != nil {
+			go q.releaseOrphanLater(kind, id)
+		}
 		return none, err
 	}
+	q.held.Store(id, v) // in the turn: no releaser here sees the lock unmarked
 	return v, nil
 }
 
-// unlockHeld releases the lock at p of the kind id, which this session
-// must hold (owner), the one made names (releaseOwn).
-func (q *Queue) unlockHeld(ctx context.Context, kind, id, p string, owner bool, made *int64) error {
+// unlockHeld releases the lock of the kind id, which this session must
+// hold (owner) through view, the one made names (releaseOwn), and unmarks
+// view. It releases nothing while another view here is marked as the
+// holder: view's lock went (a move that landed unconfirmed, an expired
+// session) and an acquisition here took the item since, so the lock
+// there, the session's, is that view's. It takes no turn: an acquisition
+// between its commit and its mark is not seen.
+func (q *Queue) unlockHeld(ctx context.Context, kind, id string, view any, owner bool, made *int64) error {
 	if !owner {
 		return fmt.Errorf("%s %s: this session does not hold its lock", kind, id)
 	}
-	_, err := q.releaseOwn(ctx, p, made)
-	return err
+	if held, ok := q.held.Load(id); ok && held != view {
+		q.log.Info("queue: the lock went from this view and another view here holds it; left", kind, id)
+		return nil
+	}
+	if _, err := q.releaseOwn(ctx, q.lockPath(kind, id), made); err != nil {
+		return err
+	}
+	q.held.CompareAndDelete(id, view) // after the delete: else a look here could take the lock for an orphan
+	return nil
+}
+
+// lockPath is the lock node of the kind ("batch", "job") id.
+func (q *Queue) lockPath(kind, id string) string {
+	if kind == "job" {
+		return q.jobPath(id, "lock")
+	}
+	return q.batchPath(id, "lock")
 }
 
 // Now is the queue's clock (last_modified stamps use it).

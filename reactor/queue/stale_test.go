@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -300,6 +301,48 @@ func TestRetriedChangeRecognisesItsLandedTry(t *testing.T) {
 			}
 			if err == nil && view.State() != queue.Estimating {
 				t.Fatalf("the view after a recognised try is %s, want Estimating", view.State())
+			}
+		})
+	}
+}
+
+// A kept-lock move whose reply was lost, tried again after the job's lock
+// went (its session expired) and another daemon took the job and moved it
+// on: the status is past the version the move would have made, so its
+// bytes tell nothing, but its holder names that version as the one its
+// acquisition made, and ZooKeeper makes a version once: the move never
+// landed. Before, it was of unknown outcome (MaybeApplied), and the
+// reactor counted its event lost. A move that did land, then the other
+// daemon's acquisition and move, is still unknown.
+func TestRetriedMoveOvertakenAndMovedOnIsKnownNotLanded(t *testing.T) {
+	for _, landed := range []bool{false, true} {
+		t.Run(fmt.Sprint("landed: ", landed), func(t *testing.T) {
+			r := newRun(t)
+			ctx := t.Context()
+			_, qa, qb := r.hostsAB()
+			j := r.job(r.processing(true), "jid0", 5, nil)
+			got, err := qa.TryAcquireJob(ctx, queue.Pending, j.Ref(), queue.Admission{})
+			if err != nil || got == nil {
+				t.Fatalf("a's acquisition: %+v %v, want the job", got, err)
+			}
+			view := *got                        // as read before the first try
+			c := queue.JobChange{At: r.q.Now()} // keeps the lock: a runs Estimating too
+			in := queue.Pending
+			if landed {
+				r.ok(qa.SetJobStatus(ctx, got, queue.Estimating, c)) // lands; say its reply was lost
+				in = queue.Estimating
+			}
+			r.ok(r.conn.Delete(r.q.Path("/jobs/"+j.ID+"/lock"), -1)) // a's session expired
+			taken, err := qb.TryAcquireJob(ctx, in, j.Ref(), queue.Admission{})
+			if err != nil || taken == nil {
+				t.Fatalf("b's acquisition in %s: %+v %v, want the job", in, taken, err)
+			}
+			next := map[queue.State]queue.State{queue.Pending: queue.Estimating, queue.Estimating: queue.Provisioning}[in]
+			r.ok(qb.SetJobStatus(ctx, taken, next, queue.JobChange{})) // b moves it on, keeping the lock
+			c.Retried = true
+			err = qa.SetJobStatus(ctx, &view, queue.Estimating, c)
+			if !errors.Is(err, queue.ErrStale) || queue.MaybeApplied(err) != landed {
+				t.Fatalf("a's move tried again: %v (maybe applied %v); want stale, maybe applied %v", err, queue.MaybeApplied(err), landed)
 			}
 		})
 	}

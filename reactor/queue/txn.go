@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -358,8 +359,10 @@ func madeAt(resp []zk.MultiResponse) int64 {
 // zxid it landed at, read from the node that shows it; 0, not), or why it
 // cannot tell. overtaken says it is known not to have: its fencing write's
 // version (the one it would have made, which ZooKeeper makes once) holds
-// other bytes, another writer's, so no try of it landed. A version past
-// that one tells nothing: a try may have landed and been written over. A lock it creates is the proof when there is one (an
+// other bytes, another writer's, or, the node past it, the job's holder
+// names that version as the one its acquisition made; so no try of it
+// landed. Else a version past that one tells nothing: a try may have
+// landed and been written over. A lock it creates is the proof when there is one (an
 // acquisition rewrites the status unchanged, so another session's
 // acquisition would look the same): there, owned by this session. Else its
 // witness create (there, with our data): a node only this change makes.
@@ -389,16 +392,31 @@ func (q *Queue) applied(ctx context.Context, ops []op) (zxid int64, overtaken bo
 	for _, o := range ops {
 		if r, ok := o.req.(*zk.SetDataRequest); ok && o.fence {
 			data, st, err := q.zk.get(ctx, r.Path)
-			if err != nil || st.Version != r.Version+1 {
+			switch {
+			case err != nil:
 				return 0, false, ignoreNoNode(err)
-			}
-			if bytes.Equal(data, r.Data) {
+			case st.Version == r.Version+1 && bytes.Equal(data, r.Data):
 				return st.Mzxid, false, nil
 			}
-			return 0, true, nil
+			return 0, st.Version == r.Version+1 || acquiredAt(data) == r.Version+1, nil
 		}
 	}
 	return 0, false, nil
+}
+
+// acquiredAt is the status version that the acquisition of the job's
+// holder named in status data made (JobHolder.Version), or 0: a status of
+// no holder, or not a job's. A job's holder moves it on under its lock,
+// keeping that version, so a change fenced on the version before it is
+// known not to have landed however far the holder went since.
+func acquiredAt(data []byte) int32 {
+	var st struct {
+		Holder *JobHolder `json:"holder"`
+	}
+	if json.Unmarshal(data, &st) != nil || st.Holder == nil {
+		return 0
+	}
+	return st.Holder.Version
 }
 
 // ignoreNoNode is err, except that a missing node is an answer, not an error.
