@@ -111,7 +111,7 @@ func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, c Acce
 	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000)}
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000), Extra: a.Status.Extra}
 	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
 	if c.Token != nil {
 		ops = append(ops, upsert(q.accessPath(a.Queue, a.ID, "token"), mustJSON(c.Token), true))

@@ -62,10 +62,13 @@ func (q *Queue) SessionHolder(ctx context.Context, session int64) string {
 // NAME" when host, the live ingestq host whose session it is (its host node
 // and the lock have the same ephemeral owner), is known; else the session:
 // another program's, or a daemon's that died and whose session has not
-// expired yet.
+// expired yet; session 0 is a persistent lock node, which no expiry removes.
 func Holder(host string, session int64) string {
 	if host != "" {
 		return "host " + host
+	}
+	if session == 0 {
+		return "a persistent lock node (another program's: no session holds it, it stays until deleted)"
 	}
 	return fmt.Sprintf("session 0x%x (no live ingestq host: another program, or a daemon that died)", session)
 }

@@ -294,7 +294,8 @@ const settle = 500 * time.Millisecond
 // made, that many are in the other buckets: a job between mrt-zk's delete
 // and create is in no bucket, so an empty folder alone proves nothing.
 // Without a count (a batch whose jobs another library made), the folder
-// must exist, and stay empty and unchanged for settle. Refs a foreign
+// must exist, and stay empty and unchanged for settle, and no job naming
+// the batch be outside its buckets (noJobOutside). Refs a foreign
 // writer left in batch-processing do not count in a look at every batch
 // (every: leftRefs), nor, in the count, jobs Merritt's tools deleted
 // (jobsDeleted).
@@ -360,7 +361,10 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every b
 		// for the folder, as mrt-zk's own reporter does.
 		return false, []Wait{{Path: paths[processing]}}
 	}
-	return q.settled(ctx, procPath, procRead), nil // empty, or holding left refs alone
+	// Empty, or holding left refs alone; a job still naming the batch but
+	// in none of its buckets is between a foreign mover's delete and create
+	// of its ref (or its mover died there): waited for, however long.
+	return q.settled(ctx, procPath, procRead) && q.noJobOutside(ctx, b.ID), nil
 }
 
 // jobsDeleted tells whether the jobs a batch lacks (fewer done than its
@@ -577,7 +581,7 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 	if to != "" && b.State() == Processing {
 		// The message of a batch that failed before it had jobs is kept
 		// for its report.
-		st = BatchStatus{Status: to, LastModified: q.stamp(), Message: b.Status.Message}
+		st = BatchStatus{Status: to, LastModified: q.stamp(), Message: b.Status.Message, Extra: b.Status.Extra}
 	}
 	ops := []op{lockOp(q.batchPath(bid, "lock")), fenceSet(q.batchPath(bid, "status"), mustJSON(st), b.version)}
 	if b.State() == Pending && !b.Acquired {
@@ -754,7 +758,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	if err := BatchMachine.Check(b.ID, from, to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: c.Message}
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: c.Message, Extra: b.Status.Extra}
 	ops := []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}
 	if c.Report != nil {
 		ops = append(ops, upsert(q.batchPath(b.ID, "status-report"), mustJSON(c.Report), b.Report != nil))

@@ -200,7 +200,7 @@ func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 	for range 10 {
 		_, st1, err := q.zk.get(ctx, q.jobPath(jid, "status"))
 		if errors.Is(err, zk.ErrNoNode) {
-			return q.checkHusk(ctx, jid)
+			return q.checkHusk(ctx, q.jobPath(jid), "job")
 		}
 		if err != nil {
 			return []Violation{{Path: q.rel(q.jobPath(jid)), Problem: err.Error()}}
@@ -221,17 +221,18 @@ func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 	return nil // busy the whole time: it moves, so it is not stuck
 }
 
-// checkHusk reports a job node without a status once it is older than a
-// creation can take: a creation cut short between its two steps.
-func (q *Queue) checkHusk(ctx context.Context, jid string) []Violation {
-	ok, st, err := q.zk.exists(ctx, q.jobPath(jid))
+// checkHusk reports a job or batch node (kind) at p without a status once
+// it is older than a creation can take: a creation cut short between its
+// steps.
+func (q *Queue) checkHusk(ctx context.Context, p, kind string) []Violation {
+	ok, st, err := q.zk.exists(ctx, p)
 	if err != nil || !ok || st.Ctime > q.now().Add(-huskAge).UnixMilli() {
 		return nil
 	}
 	if st.NumChildren == 0 {
-		return []Violation{{Path: q.rel(q.jobPath(jid)), Problem: "empty job node (a creation cut short); cleanup removes it"}}
+		return []Violation{{Path: q.rel(p), Problem: "empty " + kind + " node (a creation cut short); cleanup removes it"}}
 	}
-	return []Violation{{Path: q.rel(q.jobPath(jid, "status")), Problem: "missing"}}
+	return []Violation{{Path: q.rel(p + "/status"), Problem: "missing"}}
 }
 
 // listedAt finds, by exists() on each place the job could be listed, where

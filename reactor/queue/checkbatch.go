@@ -65,8 +65,13 @@ func (q *Queue) CheckAll(ctx context.Context, opts CheckOptions) (violations, wa
 func (q *Queue) checkBatch(ctx context.Context, bid string) (violations, warnings []Violation, err error) {
 	for range 5 {
 		b, err := q.LoadBatch(ctx, bid)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
-			return nil, nil, nil // gone, or reported with the jobs' problems
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, nil, nil // gone
+		case errors.Is(err, ErrIncomplete):
+			return q.checkHusk(ctx, q.batchPath(bid), "batch"), nil, nil
+		case errors.Is(err, ErrCorrupt):
+			return []Violation{{Path: q.rel(q.batchPath(bid)), Problem: err.Error()}}, nil, nil
 		}
 		if err != nil {
 			return nil, nil, err

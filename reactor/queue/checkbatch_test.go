@@ -233,3 +233,41 @@ func TestCheckWarnsOfAnOldAccessLock(t *testing.T) {
 		t.Fatalf("warnings %v, want one: %s held for …", w, want)
 	}
 }
+
+// A batch whose status cannot be read (bad JSON, a state no machine knows)
+// is a violation named with its node; one whose status is missing is a
+// creation between its writes while young (mrt-zk's createBatch writes the
+// status last) and a violation once older than a creation takes.
+func TestCheckNamesUnreadableBatches(t *testing.T) {
+	r := newRun(t)
+	bad := map[string]string{"bad JSON": `{"status":"Processing",`, `unknown batch state "Weird"`: `{"status":"Weird","message":""}`}
+	at := map[string]string{}
+	newBatch := func() *queue.Batch {
+		b, err := r.q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile_name": "demo"}))
+		r.ok(err)
+		return b
+	}
+	for problem, status := range bad {
+		b := newBatch()
+		r.raw("/batches/"+b.ID+"/status", status)
+		at["/batches/"+b.ID] = problem
+	}
+	husk := newBatch()
+	r.ok(r.conn.Delete(r.q.Path("/batches/"+husk.ID+"/status"), -1))
+
+	v, _, err := r.q.CheckAll(t.Context(), queue.CheckOptions{})
+	r.ok(err)
+	if len(v) != len(at) {
+		t.Errorf("violations %v, want one for each of %v", v, at)
+	}
+	for _, x := range v {
+		if want, ok := at[x.Path]; !ok || !strings.Contains(x.Problem, want) {
+			t.Errorf("violation %v, want %q at its batch", x, want)
+		}
+	}
+	v, _, err = r.later().CheckAll(t.Context(), queue.CheckOptions{})
+	r.ok(err)
+	if !strings.Contains(fmt.Sprint(v), "/batches/"+husk.ID+"/status: missing") {
+		t.Errorf("check 11 minutes later: %v, want the batch without a status named", v)
+	}
+}

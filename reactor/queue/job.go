@@ -334,7 +334,7 @@ func (q *Queue) SetJobStatus(ctx context.Context, j *Job, to State, c JobChange)
 	st := JobStatus{
 		Status: to, LastModified: q.stampAt(c.At), Message: c.Message,
 		LastSuccessfulStatus: nextLastSuccessful(lss, from, to),
-		RetryCount:           j.Status.RetryCount,
+		RetryCount:           j.Status.RetryCount, Extra: j.Status.Extra,
 	}
 	if c.requeue {
 		st.RetryCount++

@@ -169,3 +169,91 @@ func TestCheckWarnsOfOldObjectLocks(t *testing.T) {
 		t.Errorf("with the default lock age, warnings %v, want none", w)
 	}
 }
+
+// mrt-zk's setStatus copies the old status JSON and puts its own keys over
+// it, so a key another writer added survives Merritt's moves. ingestq's
+// moves keep it too, on a job, a batch and an access request; its own
+// fields are still written as ingestq means them.
+func TestForeignStatusKeysSurviveMoves(t *testing.T) {
+	r := newRun(t)
+	const foreign = `"merritt_note":{"by":"admin","n":2}`
+	withForeign := func(p string) {
+		t.Helper()
+		data, _, err := r.conn.Get(r.q.Path(p))
+		r.ok(err)
+		r.raw(p, strings.Replace(string(data), "{", "{"+foreign+",", 1))
+	}
+	kept := func(p string, want queue.State) {
+		t.Helper()
+		data, _, err := r.conn.Get(r.q.Path(p))
+		r.ok(err)
+		if !strings.Contains(string(data), foreign) || !strings.Contains(string(data), fmt.Sprintf(`"status":%q`, want)) {
+			t.Errorf("%s after the move to %s: %s; want %s kept", p, want, data, foreign)
+		}
+	}
+	b := r.batch()
+	withForeign("/batches/" + b.ID + "/status")
+	b, _, err := r.q.AcquirePendingBatch(t.Context(), nil)
+	r.ok(err)
+	r.ok(r.q.SetBatchStatus(t.Context(), b, queue.Processing, queue.BatchChange{Release: true}))
+	kept("/batches/"+b.ID+"/status", queue.Processing)
+
+	j := r.job(b, "jid0", 5, nil)
+	withForeign("/jobs/" + j.ID + "/status")
+	j = r.acquire(queue.Pending, j.ID)
+	r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
+	kept("/jobs/"+j.ID+"/status", queue.Estimating)
+
+	a, err := r.q.CreateAccess(t.Context(), queue.AccessSmall, map[string]any{"token": "abc"})
+	r.ok(err)
+	withForeign("/access/small/" + a.ID + "/status")
+	a, err = r.q.AcquireAccess(t.Context(), queue.AccessSmall)
+	r.ok(err)
+	r.ok(r.q.MoveAccess(t.Context(), a, queue.Processing, "", nil))
+	kept("/access/small/"+a.ID+"/status", queue.Processing)
+}
+
+// A job lock that is a persistent node (another program's: mrt-zk's Java
+// takes its storage locks so) has no session: it is named as such, not as
+// a session that may yet expire.
+func TestPersistentJobLockIsNamed(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	j := r.job(b, "jid0", 5, nil)
+	r.raw("/jobs/"+j.ID+"/lock", "")
+	j, err := r.q.LoadJob(t.Context(), j.ID)
+	r.ok(err)
+	if got := r.q.SessionHolder(t.Context(), j.LockSession); !j.Locked || !strings.Contains(got, "persistent") || strings.Contains(got, "died") {
+		t.Errorf("locked %v by %q; want a persistent lock named", j.Locked, got)
+	}
+}
+
+// mrt-zk moves a job's batch ref by a delete, then a create: a Merritt
+// service paused between the two (a long GC, a slow server, a crash) leaves
+// the batch-processing of a batch whose jobs it made (no job-count) empty
+// for longer than settle. The job's node still names the batch, so the
+// batch is not reported until the job's ref is back and done.
+func TestCountlessBatchWaitsForAJobBetweenItsRefs(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	j := r.job(b, "jid0", 5, nil)
+	// Merritt's Estimating consumer (mrt-ingest's EstimateConsumer): status
+	// Estimating, state ref moved, the batch ref deleted, and no create yet.
+	r.raw("/jobs/"+j.ID+"/status", fmt.Sprintf(`{"status":"Estimating","last_modified":%q,"message":"","last_successful_status":"Pending","retry_count":0}`,
+		time.Now().Format(queue.TimeLayout)))
+	r.ok(r.conn.Delete(r.q.Path("/jobs/states/pending/05-"+j.ID), -1))
+	r.raw("/jobs/states/estimating/05-"+j.ID, "")
+	r.ok(r.conn.Delete(r.q.Path("/batches/"+b.ID+"/states/batch-processing/"+j.ID), -1))
+
+	got, _, err := r.q.AcquireCompletedBatch(t.Context(), []string{b.ID}, nil)
+	r.ok(err)
+	if got != nil {
+		t.Fatalf("batch %s taken for its report while its job %s is between its batch refs", got.ID, j.ID)
+	}
+	r.raw("/batches/"+b.ID+"/states/batch-completed/"+j.ID, "")
+	got, _, err = r.q.AcquireCompletedBatch(t.Context(), []string{b.ID}, nil)
+	r.ok(err)
+	if got == nil || got.ID != b.ID {
+		t.Fatalf("once its job's ref is back in a done bucket, acquired %v; want %s", got, b.ID)
+	}
+}

@@ -68,9 +68,24 @@ type JobStatus struct {
 	// move that releases the lock drops it. Read by the next acquirer, it
 	// tells a job taken from a daemon that lost it (Job.TakenFrom).
 	Holder *JobHolder `json:"holder,omitempty"`
+	// Extra holds the keys another writer added, written back by every
+	// move as mrt-zk's setStatus keeps them.
+	Extra Extra `json:"-"`
 	// Mtime is when the node was last written, by ZooKeeper's clock to
 	// the millisecond, as read (zero when not read from ZooKeeper).
 	Mtime time.Time `json:"-"`
+}
+
+// UnmarshalJSON reads a job status, keeping other writers' keys in Extra.
+func (s *JobStatus) UnmarshalJSON(data []byte) error {
+	type plain JobStatus
+	return decodeStatus(data, (*plain)(s), &s.Extra)
+}
+
+// MarshalJSON writes the fields over Extra.
+func (s JobStatus) MarshalJSON() ([]byte, error) {
+	type plain JobStatus
+	return encodeRecord(plain(s), s.Extra)
 }
 
 // JobHolder is a daemon holding a job: its host name and ZooKeeper session.
@@ -106,8 +121,21 @@ type BatchStatus struct {
 	// Deferred is as JobStatus's, for a Pending batch whose payload server
 	// is busy: every daemon passes over the batch until then.
 	Deferred *Deferral `json:"deferred,omitempty"`
-	// Mtime is as JobStatus's.
+	// Extra and Mtime are as JobStatus's.
+	Extra Extra     `json:"-"`
 	Mtime time.Time `json:"-"`
+}
+
+// UnmarshalJSON reads a batch or access status, keeping other writers' keys in Extra.
+func (s *BatchStatus) UnmarshalJSON(data []byte) error {
+	type plain BatchStatus
+	return decodeStatus(data, (*plain)(s), &s.Extra)
+}
+
+// MarshalJSON writes the fields over Extra.
+func (s BatchStatus) MarshalJSON() ([]byte, error) {
+	type plain BatchStatus
+	return encodeRecord(plain(s), s.Extra)
 }
 
 // MovedAt is when the move that wrote this status was made, as precisely

@@ -149,6 +149,28 @@ func decodeRecord(data []byte, dst any, extra *Extra) error {
 	return nil
 }
 
+// decodeStatus fills *dst (a pointer to a status struct) strictly, as a
+// status must be read, and leaves in extra the keys it has no field for: a
+// foreign writer's, which mrt-zk's setStatus carries over on every move.
+func decodeStatus(data []byte, dst any, extra *Extra) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return err
+	}
+	t := reflect.TypeOf(dst).Elem()
+	for i := range t.NumField() {
+		delete(m, jsonName(t.Field(i)))
+	}
+	*extra = nil
+	if len(m) > 0 {
+		*extra = m
+	}
+	return nil
+}
+
 // encodeRecord writes the fields of rec over a copy of extra.
 func encodeRecord(rec any, extra Extra) ([]byte, error) {
 	fields, err := json.Marshal(rec)
