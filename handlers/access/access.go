@@ -77,6 +77,11 @@ type Assembler struct {
 
 	mu      sync.Mutex
 	writing map[string]bool // package names being written here
+
+	roomMu  sync.Mutex
+	writers int           // packages past claimRoom, being written here
+	claimed uint64        // the files of the zips among them
+	ended   chan struct{} // closed, and replaced, when one of them ends
 }
 
 var _ reactor.AccessHandler = (*Assembler)(nil)
@@ -112,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Assembler, error) {
 		return nil, fmt.Errorf("access: folder %s: %w", cfg.Dir, err)
 	}
 	cfg.Dir = dir
-	as := &Assembler{cfg: cfg, log: cfg.Logger, byPro: map[string]destination{}, writing: map[string]bool{}}
+	as := &Assembler{cfg: cfg, log: cfg.Logger, byPro: map[string]destination{}, writing: map[string]bool{}, ended: make(chan struct{})}
 	if as.dflt, err = openDestination(ctx, cfg.To, dir, cfg.Advertise); err != nil {
 		return nil, fmt.Errorf("access: %w", err)
 	}
@@ -218,24 +223,19 @@ func (as *Assembler) make(ctx context.Context, t queue.AccessToken, o storage.St
 	as.mu.Lock()
 	as.writing[name] = true
 	as.mu.Unlock()
+	var release func()
 	defer func() {
 		as.mu.Lock()
 		delete(as.writing, name)
 		as.mu.Unlock()
 		_ = os.Remove(tmp) // gone once published; a failed try's leftovers
+		if release != nil {
+			release() // once the partial file is gone: a zip waiting sees its room
+		}
 	}()
-	// A zip stores its files as they are: one larger than the room left
-	// is refused before a byte is written, rather than filling the disk
-	// (the data folder's, by default) until the write fails. A tar.gz's
-	// size is known only once compressed.
-	if t.Format == queue.FormatZip {
-		free, err := as.cfg.FreeSpace(as.cfg.Dir)
-		if fi, serr := os.Stat(tmp); serr == nil {
-			free += uint64(fi.Size()) // a killed try's partial file, replaced
-		}
-		if err == nil && uint64(filesSize(entries)) > free {
-			return nil, "", syscall.ENOSPC
-		}
+	release, err := as.claimRoom(ctx, tmp, t.Format, uint64(filesSize(entries)))
+	if err != nil {
+		return nil, "", err
 	}
 	began := time.Now()
 	size, sum, err := writeFile(ctx, tmp, t, o, entries)
@@ -258,6 +258,60 @@ func (as *Assembler) make(ctx context.Context, t queue.AccessToken, o storage.St
 		"published_in", time.Since(verified).Round(time.Millisecond))
 	return &queue.AccessPackage{Name: name, Size: size, SHA256: sum, Entries: len(entries), Expires: expires.Format(time.RFC3339),
 		Where: dest.kind(), Location: dest.location(), Host: as.cfg.Host}, url, nil
+}
+
+// claimRoom waits until a package of format, its files size bytes, fits
+// in the folder, and claims that room until release. A zip stores its
+// files as they are: one larger than the room left is refused before a
+// byte is written (syscall.ENOSPC), rather than filling the disk (the data
+// folder's, by default) until the write fails. A tar.gz's size is known
+// only once compressed: it claims nothing. The room left counts a killed
+// try's partial file (tmp, replaced) as free, and the zips being written
+// here as taken whole (what they wrote already twice: two zips checked at
+// once no longer both start and fill the disk). A zip that does not fit
+// while other packages are being written here waits for one to end (its
+// partial file leaves for S3, or becomes a package, or goes); it is
+// refused once none is.
+func (as *Assembler) claimRoom(ctx context.Context, tmp, format string, size uint64) (release func(), err error) {
+	if format != queue.FormatZip {
+		size = 0
+	}
+	as.roomMu.Lock()
+	defer as.roomMu.Unlock()
+	for size > 0 {
+		free, ferr := as.cfg.FreeSpace(as.cfg.Dir)
+		if ferr != nil {
+			break // the room unknown: a full disk still stops the write
+		}
+		if fi, serr := os.Stat(tmp); serr == nil {
+			free += uint64(fi.Size())
+		}
+		if size <= free-min(free, as.claimed) {
+			break
+		}
+		if as.writers == 0 {
+			return nil, syscall.ENOSPC
+		}
+		ended := as.ended
+		as.roomMu.Unlock()
+		select {
+		case <-ended:
+			as.roomMu.Lock()
+		case <-ctx.Done():
+			as.roomMu.Lock()
+			return nil, ctx.Err()
+		}
+	}
+	as.writers++
+	as.claimed += size
+	return func() {
+		as.roomMu.Lock()
+		defer as.roomMu.Unlock()
+		as.writers--
+		as.claimed -= size
+		close(as.ended)
+		as.ended = make(chan struct{})
+	}, nil
 }
 
 // noRoomError is a package the folder has no room for: the request

@@ -414,3 +414,58 @@ func TestAPackageLargerThanTheRoomLeftFails(t *testing.T) {
 		t.Errorf("the tar.gz: %s %q, want Completed", e.To, v.Message)
 	}
 }
+
+// A zip that fits the room left only while another package being written
+// here is counted as not yet written waits for that one to end, and is
+// refused then if the room it left does not hold it: two zips checked at
+// once against the same free space no longer both start and fill the disk.
+// Before, the second passed its check while the first was mid-stream (the
+// first's partial file still empty) and was written beside it: two 16 KiB
+// packages in a 24 KiB folder.
+func TestZipsWrittenAtOnceShareTheRoom(t *testing.T) {
+	t.Parallel()
+	stall := newStall()
+	const room = 24 << 10
+	var dir atomic.Value
+	checked := make(chan struct{}, 16) // each look at the room
+	free := func(string) (uint64, error) {
+		used := uint64(0)
+		des, err := os.ReadDir(dir.Load().(string))
+		for _, de := range des {
+			if fi, ierr := de.Info(); ierr == nil {
+				used += uint64(fi.Size())
+			}
+		}
+		select {
+		case checked <- struct{}{}:
+		default:
+		}
+		return room - min(room, used), err
+	}
+	r := newRig(t, rigConfig{workers: map[string]int{queue.AccessSmall: 2}, free: free, source: stall.wrap})
+	dir.Store(filepath.Join(r.data, "access"))
+	block := []byte(strings.Repeat("0123456789abcdef", 1024)) // 16 KiB
+	first, second := r.deposit("room-1", map[string][]byte{"one.bin": block}), r.deposit("room-2", map[string][]byte{"two.bin": block})
+	stall.arm("one.bin")
+	a, err := r.ops.RequestAccess(t.Context(), ops.AccessRequest{ARK: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stall.reached // the first zip is being written
+	for len(checked) > 0 {
+		<-checked
+	}
+	b, err := r.ops.RequestAccess(t.Context(), ops.AccessRequest{ARK: second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-checked // the second has looked at the room while the first is written
+	stall.release()
+	if e := r.waitFor(a.Ref, queue.Completed, queue.Failed); e.To != string(queue.Completed) {
+		t.Fatalf("the first zip: %s %q, want Completed", e.To, e.Message)
+	}
+	want := "no room for the package in " + dir.Load().(string)
+	if e := r.waitFor(b.Ref, queue.Completed, queue.Failed); e.To != string(queue.Failed) || !strings.Contains(e.Message, want) {
+		t.Fatalf("the second zip: %s %q, want Failed saying %q", e.To, e.Message, want)
+	}
+}
