@@ -103,6 +103,9 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	if b.Locked {
 		b.LockSession = r[5].stat.EphemeralOwner
 	}
+	if b.lockHere {
+		b.lockMade = r[5].stat.Czxid // an admin's lock, loaded in its turn (lockToLoad)
+	}
 	var err error
 	if r[6].err == nil {
 		n, err := decodeInt(q.rel(q.batchPath(bid, "job-count")), r[6].data)

@@ -172,6 +172,9 @@ func (q *Queue) jobAfter(ctx context.Context, jid string, known map[string]read)
 	}
 	if l, ok := got["lock"]; ok {
 		j.Locked, j.LockSession, j.LockedAt = true, l.stat.EphemeralOwner, time.UnixMilli(l.stat.Ctime)
+		if q.zk.owns(l.stat) {
+			j.lockMade = l.stat.Czxid // an admin's lock, loaded in its turn (lockToLoad)
+		}
 	}
 	var err error
 	if j.Status, err = decodeJobStatus(rel("status"), st.data); err != nil {

@@ -698,38 +698,94 @@ func TestAdminLockWhoseReplyWasLostIsReleased(t *testing.T) {
 // adminItem is what an admin test does with one batch or job (kind): a
 // Processing batch whose jobs are done, or a Pending job, of a run.
 type adminItem struct {
-	lock    string                          // its lock's path
-	lockIt  func(ctx context.Context) error // the admin's lock alone
-	refused func(ctx context.Context) error // an admin action refused: its lock, then its unlock
-	take    func()                          // r.q's worker takes it, or fails the test
+	lock    string                                                                    // its lock's path
+	locked  func(ctx context.Context) (unlock func(context.Context) error, err error) // the admin's lock, and its view's unlock
+	lockIt  func(ctx context.Context) error                                           // the admin's lock alone
+	refused func(ctx context.Context) error                                           // an admin action refused: its lock, then its unlock
+	take    func()                                                                    // r.q's worker takes it, or fails the test
 }
 
 func (r *run) adminItem(admin *queue.Queue, kind string) adminItem {
+	var a adminItem
 	if kind == "job" {
 		_, j := r.oneJob()
-		return adminItem{
-			lock:   r.q.Path("/jobs/" + j.ID + "/lock"),
-			lockIt: func(ctx context.Context) error { _, err := admin.LockJob(ctx, j.ID); return err },
+		a = adminItem{
+			lock: r.q.Path("/jobs/" + j.ID + "/lock"),
+			locked: func(ctx context.Context) (func(context.Context) error, error) {
+				view, err := admin.LockJob(ctx, j.ID)
+				return func(ctx context.Context) error { return admin.UnlockJob(ctx, view) }, err
+			},
 			refused: func(ctx context.Context) error { // only a Failed job can be requeued
 				_, err := admin.RequeueJob(ctx, j.ID, "")
 				return err
 			},
 			take: func() { r.acquire(queue.Pending, j.ID) },
 		}
+	} else {
+		b, _, _ := r.twoDoneJobs()
+		a = adminItem{
+			lock: r.q.Path("/batches/" + b.ID + "/lock"),
+			locked: func(ctx context.Context) (func(context.Context) error, error) {
+				view, err := admin.LockBatch(ctx, b.ID)
+				return func(ctx context.Context) error { return admin.UnlockBatch(ctx, view) }, err
+			},
+			refused: func(ctx context.Context) error { // only a Pending batch can be held
+				_, err := admin.HoldBatch(ctx, b.ID)
+				return err
+			},
+			take: func() {
+				if got, _, err := r.q.AcquireCompletedBatch(r.t.Context(), []string{b.ID}, nil); err != nil || got == nil {
+					r.t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+				}
+			},
+		}
 	}
-	b, _, _ := r.twoDoneJobs()
-	return adminItem{
-		lock:   r.q.Path("/batches/" + b.ID + "/lock"),
-		lockIt: func(ctx context.Context) error { _, err := admin.LockBatch(ctx, b.ID); return err },
-		refused: func(ctx context.Context) error { // only a Pending batch can be held
-			_, err := admin.HoldBatch(ctx, b.ID)
-			return err
-		},
-		take: func() {
-			if got, _, err := r.q.AcquireCompletedBatch(r.t.Context(), []string{b.ID}, nil); err != nil || got == nil {
-				r.t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+	a.lockIt = func(ctx context.Context) error { _, err := a.locked(ctx); return err }
+	return a
+}
+
+// Two admin actions on one batch or job, on one session (the API's): the
+// first one's lock went without its view knowing (its release move landed,
+// its reply lost and not confirmed; an expired session leaves a view the
+// same), and the second one locks the item while the first's unlock is
+// between its look at the marks (the first's view still marked) and its
+// read of the lock. An admin's view knew no lock creation, so that unlock
+// took the lock there, the session's, for its own and deleted the second
+// action's: a worker could take the item while that admin held it, whose
+// fenced change then failed as stale.
+// Now an admin's view knows its lock's creation from its load, and the
+// unlock leaves a lock made since.
+func TestAdminUnlockLeavesANewerAdminsLock(t *testing.T) {
+	for _, kind := range []string{"batch", "job"} {
+		t.Run(kind, func(t *testing.T) {
+			r := newRun(t)
+			ctx := t.Context()
+			admin, _, onRequest, _ := hookedQueue(t, r.root)
+			a := r.adminItem(admin, kind)
+			unlockFirst, err := a.locked(ctx)
+			r.ok(err)
+			r.ok(r.conn.Delete(a.lock, -1)) // the first's lock gone, its view still marked
+			var unlockSecond func(context.Context) error
+			var secondErr error
+			onRequest(func(op string) {
+				if op != "exists" { // the first's unlock's read of the lock
+					return
+				}
+				onRequest(nil)
+				unlockSecond, secondErr = a.locked(ctx)
+			})
+			err = unlockFirst(ctx)
+			onRequest(nil)
+			r.ok(err)
+			if unlockSecond == nil || secondErr != nil {
+				t.Fatalf("the second admin's lock, in the first's unlock: %v (%v); want it taken", unlockSecond != nil, secondErr)
 			}
-		},
+			if there, _, err := r.conn.Exists(a.lock); err != nil || !there {
+				t.Fatalf("after the first admin's unlock, the second's lock is there: %v (%v); want true, left", there, err)
+			}
+			r.ok(unlockSecond(ctx))
+			a.take()
+		})
 	}
 }
 

@@ -252,10 +252,12 @@ type Job struct {
 	version int32  // version of the status node this view was read at
 	owner   bool   // this Queue's session took the lock
 	// lockMade is the zxid of the lock's creation: an acquisition's, known
-	// from its multi() (commitLanded); else (an admin's lock, a create
-	// whose reply holds no zxid) learnt by the first try of its unlock
-	// (releaseOwn). Known, even a first try leaves a lock of this session
-	// made since (after an expiry of the session that made this one).
+	// from its multi() (commitLanded); an admin's (a create whose reply
+	// holds no zxid), read by the load that follows it in the item's turn
+	// (lockToLoad); else learnt by the first try of its unlock (releaseOwn).
+	// Known, even a first try leaves a lock of this session made since
+	// (after an expiry of the session that made this one, or another
+	// admin's, taken while an unlock without a turn read the marks).
 	lockMade int64
 }
 
