@@ -224,6 +224,17 @@ func TestJobActionsRefuseAsTheCLIDoes(t *testing.T) {
 	if o.State != queue.Provisioning || o.Message != "job "+failed+" requeued: it resumes at Provisioning (retry 1)" {
 		t.Fatalf("requeue: %+v", o)
 	}
+	// A job whose last_successful_status is Failed (mrt-zk's requeue writes
+	// that) starts over, and the answer says why.
+	merritt := b.job(bt.ID, 5, 0, queue.Estimating, queue.Failed)
+	_, err := zktest.Connect(t).Set(b.q.Path("/jobs/"+merritt+"/status"), []byte(`{"status":"Failed","last_modified":"2026-11-28 10:00:00 +0000",`+
+		`"message":"notify failed","retry_count":1,"last_successful_status":"Failed"}`), -1)
+	must(t, err)
+	b.do("POST", "jobs/"+merritt+"/requeue", operateToken, nil).ok(t, http.StatusOK, &o)
+	if o.State != queue.Pending || !strings.HasSuffix(o.Message, "(retry 2); it starts over: its last_successful_status is Failed "+
+		"(as Merritt's requeue writes it), which does not say where it stopped") {
+		t.Fatalf("requeue after Merritt's: %+v", o)
+	}
 	b.do("POST", "jobs/"+failed+"/fail", operateToken, map[string]any{"message": "withdrawn"}).ok(t, http.StatusOK, &o)
 	if o.Message != "job "+failed+" is Failed: withdrawn" || b.jobState(failed).Status.Message != "withdrawn" {
 		t.Fatalf("fail: %+v", o)
@@ -360,7 +371,8 @@ func TestUnknownRoutes(t *testing.T) {
 	}
 }
 
-// A job a foreign writer broke is named by its node in the problem a token
+// A job a foreign writer broke is named by its node in the problem (409:
+// no fault of this server, and asking again does not mend it) a token
 // below admin gets, as ingestq check names it: the node's path is the
 // queue's, not the server's (the detail was "[server path hidden]: bad
 // JSON …").
@@ -371,7 +383,7 @@ func TestBrokenJobNamedToEveryToken(t *testing.T) {
 	_, err := zktest.Connect(t).Set(b.q.Path("/jobs/"+jid+"/status"), []byte(`{"status": "Pending", `), -1)
 	must(t, err)
 	for _, token := range []string{readToken, adminToken} {
-		b.do("GET", "jobs/"+jid, token, nil).problem(t, http.StatusInternalServerError, "corrupt", "/jobs/"+jid+"/status: bad JSON")
+		b.do("GET", "jobs/"+jid, token, nil).problem(t, http.StatusConflict, "corrupt", "/jobs/"+jid+"/status: bad JSON")
 	}
 }
 

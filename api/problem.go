@@ -78,7 +78,11 @@ var kinds = []struct {
 	{queue.ErrLocked, http.StatusConflict, "locked"},
 	{queue.ErrStale, http.StatusConflict, "stale"},
 	{queue.ErrRefused, http.StatusConflict, "refused"},
-	{queue.ErrCorrupt, http.StatusInternalServerError, "corrupt"},
+	// A foreign writer's item caught mid-creation is there whole in a
+	// moment; one it broke stays so until mended: no fault of this server,
+	// nor of the request, and asking again does not help.
+	{queue.ErrCreating, http.StatusServiceUnavailable, "being-created"},
+	{queue.ErrCorrupt, http.StatusConflict, "corrupt"},
 }
 
 // ForCaller is err as caller is told it. A read token, or one scoped to

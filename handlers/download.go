@@ -49,7 +49,7 @@ const (
 // only checks it again. A container is then unpacked into producer/.
 func (p *Pipeline) download(ctx context.Context, s *reactor.Step) (_ reactor.Result, err error) {
 	j := s.Job
-	prof, err := p.profile(j.Profile())
+	prof, err := p.jobProfile(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}

@@ -24,7 +24,7 @@ import (
 // past --fetch-busy-limit, as Downloading would.
 func (p *Pipeline) estimate(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
-	prof, err := p.profile(j.Profile())
+	prof, err := p.jobProfile(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}

@@ -194,3 +194,38 @@ func TestBatchWithoutASubmissionSaysSo(t *testing.T) {
 		t.Errorf("batch %s %q, want Failed %q", b.State(), b.Status.Message, want)
 	}
 }
+
+// A job configuration as Merritt's ingest service writes it (its package
+// type, file name and no payload_type) fails saying Merritt's type was
+// seen and not read as ingestq's; an empty one fails saying it is empty
+// (`payload_type ""` and `unknown profile ""` before).
+func TestMerrittOrEmptyJobConfigurationSaysWhatWasSeen(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil, func(_ *handlers.Config, rc *reactor.Config) {
+		rc.Roles = slices.DeleteFunc(reactor.AllRoles(), func(x reactor.Role) bool { return x == reactor.RoleIntake })
+	})
+	ctx := t.Context()
+	b, err := r.q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"batchID": "bid-" + uuid.NewString(), "profile": r.prof.Name, "type": "file"}))
+	r.ok(err)
+	b, _, err = r.q.AcquirePendingBatch(ctx, func(x *queue.Batch) bool { return x.ID == b.ID })
+	r.ok(err)
+	want := map[string]string{}
+	merritt, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5, Config: queue.JobConfigOf(map[string]any{"profile": r.prof.Name,
+		"type": "file", "filename": "hello.txt", "payload_url": r.content.put("/merritt/job/hello.txt", []byte("hello\n"))})})
+	r.ok(err)
+	want[merritt.ID] = `configuration: no payload_type, only Merritt's type "file", which is not read as ingestq's: want payload_type file, container or object_manifest`
+	empty, err := r.q.CreateJob(ctx, b, queue.JobSpec{Priority: 5})
+	r.ok(err)
+	want[empty.ID] = "the job's configuration is empty (/jobs/" + empty.ID + "/configuration: missing, empty or {})"
+	n := len(want)
+	r.ok(r.q.SetBatchStatus(ctx, b, queue.Processing, queue.BatchChange{JobCount: &n, Release: true}))
+
+	r.waitBatch(b.ID, queue.Completed, queue.Failed)
+	for jid, msg := range want {
+		j, err := r.q.LoadJob(ctx, jid)
+		r.ok(err)
+		if j.State() != queue.Failed || !strings.Contains(j.Status.Message, msg) {
+			t.Errorf("job %s: %s %q, want Failed saying %q", jid, j.State(), j.Status.Message, msg)
+		}
+	}
+}

@@ -82,6 +82,12 @@ func (p *Pipeline) jobFiles(ctx context.Context, j *queue.Job, prof *profile.Pro
 		}
 		return files, nil
 	default:
+		if theirs, ok := cfg.Extra["type"]; ok && typ == "" {
+			// Merritt's ingest service writes its package type so, for a
+			// file on its own disk: not a payload ingestq fetches.
+			return nil, reactor.Fatal(fmt.Errorf("configuration: no payload_type, only Merritt's type %s, which is not read as ingestq's: want payload_type %s, %s or %s",
+				theirs, TypeFile, TypeContainer, TypeManifest))
+		}
 		return nil, reactor.Fatal(fmt.Errorf("configuration: payload_type %q: want %s, %s or %s", typ, TypeFile, TypeContainer, TypeManifest))
 	}
 }

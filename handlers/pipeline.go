@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,6 +246,19 @@ func (p *Pipeline) profile(name string) (*profile.Profile, error) {
 		return nil, reactor.Fatal(fmt.Errorf("unknown profile %q (profiles here: %v)", name, p.cfg.Profiles.Names()))
 	}
 	return prof, nil
+}
+
+// jobProfile is the profile of job j. A configuration without one says
+// what was seen: empty (mrt-zk reads an empty node as {} too), or naming
+// no profile (it said `unknown profile ""`, of either).
+func (p *Pipeline) jobProfile(j *queue.Job) (*profile.Profile, error) {
+	switch at := "/jobs/" + j.ID + "/configuration"; {
+	case reflect.ValueOf(j.Config).IsZero():
+		return nil, reactor.Fatal(fmt.Errorf("the job's configuration is empty (%s: missing, empty or {})", at))
+	case j.Profile() == "":
+		return nil, reactor.Fatal(fmt.Errorf("the job's configuration names no profile (%s: no profile_name, nor Merritt's profile)", at))
+	}
+	return p.profile(j.Profile())
 }
 
 // client is the fetch client a profile may use.

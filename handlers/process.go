@@ -33,7 +33,7 @@ import (
 // with the step's transition (decision 214).
 func (p *Pipeline) process(ctx context.Context, s *reactor.Step) (reactor.Result, error) {
 	j := s.Job
-	prof, err := p.profile(j.Profile())
+	prof, err := p.jobProfile(j)
 	if err != nil {
 		return reactor.Result{}, err
 	}

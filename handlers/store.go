@@ -477,7 +477,7 @@ func (p *Pipeline) underLock(ctx context.Context, what, ark, jid string, fn func
 
 // identified is the profile and the ARK of a job past Processing.
 func (p *Pipeline) identified(j *queue.Job) (*profile.Profile, string, error) {
-	prof, err := p.profile(j.Profile())
+	prof, err := p.jobProfile(j)
 	if err != nil {
 		return nil, "", err
 	}

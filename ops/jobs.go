@@ -67,6 +67,11 @@ func (s *Service) RequeueJob(ctx context.Context, jid string) (Outcome, error) {
 	o := Outcome{ID: jid, Changed: true, State: to}
 	if j, err := s.Q.LoadJob(ctx, jid); err == nil && j.State() == to {
 		msg += fmt.Sprintf(" (retry %d)", j.Status.RetryCount)
+		if lss := j.Status.LastSuccessfulStatus; to == queue.Pending && lss != nil && *lss == queue.Failed {
+			// mrt-zk's admin requeue (setStatusWithRetry) writes it; a
+			// requeue leaves it so (a move from Failed is no success).
+			msg += "; it starts over: its last_successful_status is Failed (as Merritt's requeue writes it), which does not say where it stopped"
+		}
 		if refetches(j) {
 			msg += "; its object manifest is fetched again, so a fixed manifest is read " +
 				"(files already verified are kept)"

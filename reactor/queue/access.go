@@ -88,7 +88,7 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	}
 	statusPath := q.rel(q.accessPath(queue, qid, "status"))
 	if r[1].err != nil {
-		return nil, missingStatus(statusPath) // a creation under way (mrt-zk writes the nodes one by one)
+		return nil, q.missingStatus(statusPath, r[0].stat) // a creation under way (mrt-zk writes the nodes one by one)
 	}
 	a := &Access{Queue: queue, ID: qid, Made: time.UnixMilli(r[0].stat.Ctime), version: r[1].stat.Version, Locked: r[3].err == nil,
 		lockHere: r[3].err == nil && q.zk.owns(r[3].stat)}

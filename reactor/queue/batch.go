@@ -96,7 +96,7 @@ func (q *Queue) decodeBatch(bid string, r []read) (*Batch, error) {
 	}
 	statusPath := q.rel(q.batchPath(bid, "status"))
 	if r[1].err != nil {
-		return nil, missingStatus(statusPath)
+		return nil, q.missingStatus(statusPath, r[0].stat)
 	}
 	b := &Batch{ID: bid, version: r[1].stat.Version, Acquired: r[4].err == nil, Locked: r[5].err == nil,
 		lockHere: r[5].err == nil && q.zk.owns(r[5].stat), JobCount: -1}
@@ -145,7 +145,13 @@ func (q *Queue) FindBatch(ctx context.Context, id string) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.LoadBatch(ctx, strings.TrimSpace(string(data)))
+	bid := strings.TrimSpace(string(data))
+	b, err := q.LoadBatch(ctx, bid)
+	if errors.Is(err, ErrNotFound) {
+		return nil, missingError{also: ErrBatchGone, msg: fmt.Sprintf(
+			"batch uuid %s names %s, which is gone (a creation cut short, or a batch removed without its uuid)", id, bid)}
+	}
+	return b, err
 }
 
 // BatchIDs lists the batch ids in creation order.
@@ -533,6 +539,11 @@ func (q *Queue) turn(ctx context.Context, id string) (done func(), err error) {
 	}
 }
 
+// unreadableRepeat is how often tryBatch says again that a batch it
+// skips is unreadable the same way: a look a second would say it 3,600
+// times an hour (a walk beside Merritt counted 14 lines a batch in 2 minutes).
+const unreadableRepeat = 10 * time.Minute
+
 // tryBatch is acquireBatch's look at batch bid: the batch, acquired, or
 // what to watch for it.
 func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready func(*Batch, []read) (bool, []Wait),
@@ -550,7 +561,12 @@ func (q *Queue) tryBatch(ctx context.Context, bid string, states []State, ready 
 		// status is what makes it a batch.
 		return nil, []Wait{{Path: q.batchPath(bid, "status")}}, nil
 	case err != nil:
-		q.log.Warn("queue: skipping unreadable batch", "err", err)
+		// Every look at the queue reads it again: one line a period, not one a look.
+		said := bid + "\x00" + err.Error() + "\x00" + strconv.FormatInt(q.now().UnixNano()/int64(unreadableRepeat), 10)
+		if !q.badBatches.has(said) {
+			q.badBatches.saw(said)
+			q.log.Warn("queue: skipping unreadable batch", "err", err, "repeats", "when it changes, or every "+unreadableRepeat.String())
+		}
 		return nil, nil, nil
 	}
 	if !slices.Contains(states, b.State()) {

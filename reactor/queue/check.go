@@ -226,7 +226,7 @@ func (q *Queue) verifyJob(ctx context.Context, jid string) []Violation {
 // steps.
 func (q *Queue) checkHusk(ctx context.Context, p, kind string) []Violation {
 	ok, st, err := q.zk.exists(ctx, p)
-	if err != nil || !ok || st.Ctime > q.now().Add(-huskAge).UnixMilli() {
+	if err != nil || !ok || q.young(st.Ctime) {
 		return nil
 	}
 	if st.NumChildren == 0 {

@@ -53,10 +53,75 @@ func (q *Queue) CheckAll(ctx context.Context, opts CheckOptions) (violations, wa
 		return nil, nil, err
 	}
 	warnings = append(warnings, w...)
+	w, err = q.goneBatchUUIDs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, w...)
 	for _, l := range [][]Violation{violations, warnings} {
 		slices.SortFunc(l, func(a, b Violation) int { return strings.Compare(a.Path, b.Path) })
 	}
 	return violations, warnings, nil
+}
+
+// goneBatchUUIDs names each /batch-uuids node whose batch is gone: a
+// warning, as no worker reads it, but its batchID is refused as already
+// used. It is left by a creation cut short (mrt-zk writes the uuid right
+// after the bid node) whose empty bid node cleanup removed, or by a batch
+// removed without it. A young one is passed (a creation or removal may be
+// under way), and so is one gone by the time its batch is found gone.
+func (q *Queue) goneBatchUUIDs(ctx context.Context) ([]Violation, error) {
+	uuids, err := q.children(ctx, q.Path("/batch-uuids"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(uuids)
+	paths := make([]string, len(uuids))
+	for i, u := range uuids {
+		paths[i] = q.Path("/batch-uuids/" + u)
+	}
+	named := q.getAll(ctx, paths...)
+	bids := make([]string, len(uuids))
+	var bidPaths []string
+	for i, r := range named {
+		if r.err != nil {
+			if errors.Is(r.err, zk.ErrNoNode) {
+				continue
+			}
+			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), r.err)
+		}
+		if bids[i] = strings.TrimSpace(string(r.data)); !validName(bids[i], "bid") || q.young(r.stat.Ctime) {
+			bids[i] = "" // passed
+			continue
+		}
+		bidPaths = append(bidPaths, q.batchPath(bids[i]))
+	}
+	batches := q.getAll(ctx, bidPaths...)
+	var goneAt []int
+	for i, n := 0, 0; i < len(uuids); i++ {
+		if bids[i] == "" {
+			continue
+		}
+		switch err := batches[n].err; {
+		case errors.Is(err, zk.ErrNoNode):
+			goneAt = append(goneAt, i)
+		case err != nil:
+			return nil, fmt.Errorf("read %s: %w", q.rel(bidPaths[n]), err)
+		}
+		n++
+	}
+	var out []Violation
+	for _, i := range goneAt {
+		if ok, st, err := q.zk.exists(ctx, paths[i]); err != nil {
+			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), err)
+		} else if !ok || st.Czxid != named[i].stat.Czxid {
+			continue // removed with its batch meanwhile
+		}
+		out = append(out, Violation{Path: q.rel(paths[i]), Problem: fmt.Sprintf(
+			"names %s, which is gone (a creation cut short, or a batch removed without its uuid): batchID %s is refused as already used while this node is there",
+			bids[i], uuids[i])})
+	}
+	return out, nil
 }
 
 // checkBatch compares a batch with its jobs. What a daemon may be changing

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -25,6 +27,13 @@ var (
 	// under way (mrt-zk writes a new item's nodes one by one), or one that a
 	// crash cut short. It is also an ErrCorrupt.
 	ErrIncomplete = errors.New("incomplete")
+	// ErrCreating is an ErrIncomplete item young enough (under huskAge)
+	// that its creation may still be going on: asked again in a moment,
+	// it is there whole.
+	ErrCreating = errors.New("being created")
+	// ErrBatchGone means a batch uuid names a batch that is no more: the
+	// uuid's node was left behind. It is also an ErrNotFound.
+	ErrBatchGone = errors.New("batch gone")
 )
 
 // StaleError says whose view was stale and why.
@@ -70,19 +79,29 @@ type CorruptError struct {
 	Path       string
 	Reason     string
 	incomplete bool // its status is missing
+	creating   bool // and its node is young: a creation may be going on
 }
 
 func (e *CorruptError) Error() string { return fmt.Sprintf("%s: %s", e.Path, e.Reason) }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptError) Is(target error) bool {
-	return target == ErrCorrupt || (e.incomplete && target == ErrIncomplete)
+	return target == ErrCorrupt || (e.incomplete && target == ErrIncomplete) || (e.creating && target == ErrCreating)
 }
 
-// missingStatus is the error of an item whose status node is not there.
-func missingStatus(path string) error {
+// missingStatus is the error of an item whose status node is not there;
+// made is its item node's (nil: not read).
+func (q *Queue) missingStatus(path string, made *zk.Stat) error {
+	if made != nil && q.young(made.Ctime) {
+		return &CorruptError{Path: path, incomplete: true, creating: true,
+			Reason: "missing: being created by another program (it writes the item's nodes one by one); ask again in a moment"}
+	}
 	return &CorruptError{Path: path, Reason: "missing (a creation that did not finish?)", incomplete: true}
 }
+
+// young tells whether a node made at ctime (ms) is younger than a
+// creation can take (huskAge): a part of it missing may still come.
+func (q *Queue) young(ctime int64) bool { return ctime > q.now().Add(-huskAge).UnixMilli() }
 
 func corrupt(path, format string, args ...any) error {
 	return &CorruptError{Path: path, Reason: fmt.Sprintf(format, args...)}
@@ -101,15 +120,20 @@ func busy(format string, args ...any) error {
 
 // missingError says in its own words that something does not exist; it
 // is an ErrNotFound without ending in "not found" a second time.
-type missingError struct{ msg string }
+type missingError struct {
+	msg  string
+	also error // another sentinel it is, or nil
+}
 
-func (e missingError) Error() string        { return e.msg }
-func (e missingError) Is(target error) bool { return target == ErrNotFound }
+func (e missingError) Error() string { return e.msg }
+func (e missingError) Is(target error) bool {
+	return target == ErrNotFound || e.also != nil && target == e.also
+}
 
 // Missing is an ErrNotFound whose message, worded whole, already says so
 // ("no such batch", "is not in the inventory").
 func Missing(format string, args ...any) error {
-	return missingError{fmt.Sprintf(format, args...)}
+	return missingError{msg: fmt.Sprintf(format, args...)}
 }
 
 func notFound(kind, id string) error {

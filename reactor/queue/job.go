@@ -164,7 +164,7 @@ func (q *Queue) jobAfter(ctx context.Context, jid string, known map[string]read)
 	rel := func(c string) string { return q.rel(q.jobPath(jid, c)) }
 	st, ok := got["status"]
 	if !ok {
-		return nil, missingStatus(rel("status"))
+		return nil, q.missingStatus(rel("status"), r[0].stat)
 	}
 	j := &Job{ID: jid, version: st.stat.Version, Priority: DefaultPriority}
 	if r[0].stat != nil {

@@ -31,6 +31,10 @@ type Queue struct {
 	// their reads (TryAcquireJob), by id and status version: read before
 	// they are locked, until they change.
 	unreadable seen
+	// badBatches are the unreadable batches tryBatch has warned of, by id,
+	// what was wrong and the period (unreadableRepeat) it was said in:
+	// said once a period, and at once when what is wrong changes.
+	badBatches seen
 	// turns are the batches and jobs (by id: a bid and a jid never
 	// share one) an acquisition of this Queue is reading and locking,
 	// each with a channel closed when it is done (turn). A job's is taken

@@ -190,6 +190,22 @@ func TestRequeue(t *testing.T) {
 	if want := "its batch " + bid + " has reported (Failed): once the job is done, `ingestq report " + bid + "` reports it again"; !strings.Contains(out, want) {
 		t.Errorf("requeue of a reported batch's job: %q, want it to say %q", out, want)
 	}
+
+	// A job Merritt's requeue sent on, which then failed again: mrt-zk's
+	// setStatusWithRetry writes last_successful_status "Failed", so it
+	// starts over, and the requeue says why (it said only "resumes at
+	// Pending", of a job that had passed Storing).
+	merritt := f.job(f.b1, 5, "demo")
+	f.moveJob(merritt, "notify failed", queue.Estimating, queue.Failed)
+	_, err = f.conn.Set(f.root+"/jobs/"+merritt+"/status", []byte(`{"status":"Failed","last_modified":"2026-11-28 10:00:00 +0000",`+
+		`"message":"notify failed","retry_count":1,"last_successful_status":"Failed"}`), -1)
+	f.ok(err)
+	out, _, code = f.run("requeue", merritt)
+	wantCode(t, code, 0)
+	if want := "job " + merritt + " requeued: it resumes at Pending (retry 2); it starts over: its last_successful_status is Failed " +
+		"(as Merritt's requeue writes it), which does not say where it stopped\n"; out != want {
+		t.Errorf("requeue after Merritt's: %q, want %q", out, want)
+	}
 }
 
 func TestFail(t *testing.T) {

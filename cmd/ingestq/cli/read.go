@@ -299,8 +299,9 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 }
 
 // removedOrNever says of a jid or bid show did not find (err) whether
-// this queue removed it (delete, cleanup), naming where its
-// history still is, or never made it. Any other error is err.
+// it was removed (by ingestq's delete or cleanup, or by another writer of
+// the queue: Merritt's sweep removes Completed batches and their jobs),
+// naming where its history still is, or never made. Any other error is err.
 func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err error) error {
 	what := map[string]string{"jid": "job", "bid": "batch"}[id[:min(3, len(id))]]
 	if what == "" || !errors.Is(err, queue.ErrNotFound) {
@@ -309,7 +310,8 @@ func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err
 	if never := a.ops(q).CheckEverMade(ctx, id, what); never != nil {
 		return never
 	}
-	return fmt.Errorf("%s %s was removed from the queue (by ingestq delete or cleanup); its history: ingestq events replay --%s %s",
+	return fmt.Errorf("%s %s was removed from the queue (by ingestq delete or cleanup, or by another program such as Merritt's "+
+		"delete_completed_batches); its history: ingestq events replay --%s %s",
 		what, id, what, id)
 }
 
@@ -354,7 +356,7 @@ func (a *app) showCommand() *cobra.Command {
 				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
-			if errors.Is(err, queue.ErrNotFound) && !ops.IsBatchID(args[0]) {
+			if errors.Is(err, queue.ErrNotFound) && !errors.Is(err, queue.ErrBatchGone) && !ops.IsBatchID(args[0]) {
 				return fmt.Errorf("batch uuid %q: not found (show takes a JID, a BID, a batch UUID or an ARK; for an object's local id: ingestq ls jobs --local-id %s)",
 					args[0], args[0])
 			}

@@ -1,0 +1,45 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/reactor/queue"
+)
+
+// An item node without its status is being created while it is younger
+// than a creation can take (ErrCreating: the API answers 503), and a
+// creation cut short after (ErrIncomplete only).
+func TestItemWithoutStatusIsBeingCreatedWhileYoung(t *testing.T) {
+	r := newRun(t)
+	ctx := context.Background()
+	half := func(folder, prefix string) string {
+		p, err := r.conn.Create(r.q.Path(folder+prefix), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		r.ok(err)
+		return p[strings.LastIndex(p, "/")+1:]
+	}
+	bid, jid, qid := half("/batches/", "bid"), half("/jobs/", "jid"), half("/access/small/", "qid")
+	load := map[string]func(*queue.Queue) error{
+		"batch": func(q *queue.Queue) error { _, err := q.LoadBatch(ctx, bid); return err },
+		"job":   func(q *queue.Queue) error { _, err := q.LoadJob(ctx, jid); return err },
+		"access": func(q *queue.Queue) error {
+			_, err := q.LoadAccess(ctx, "small", qid)
+			return err
+		},
+	}
+	later := r.later()
+	for kind, f := range load {
+		if err := f(r.q); !errors.Is(err, queue.ErrCreating) || !errors.Is(err, queue.ErrIncomplete) ||
+			!strings.Contains(err.Error(), "being created by another program") {
+			t.Errorf("young %s: %v, want it being created", kind, err)
+		}
+		if err := f(later); errors.Is(err, queue.ErrCreating) || !errors.Is(err, queue.ErrIncomplete) ||
+			!strings.Contains(err.Error(), "a creation that did not finish") {
+			t.Errorf("%s after huskAge: %v, want a creation cut short", kind, err)
+		}
+	}
+}
