@@ -106,7 +106,7 @@ func (a *API) getAccess(w http.ResponseWriter, r *http.Request, caller Caller) e
 	if err := a.accessGoneTo(r.Context(), caller, accessRef(r), v, err); err != nil {
 		return err
 	}
-	v.LastModified = queue.JSONTime(v.LastModified)
+	v.LastModified, v.Unreachable = queue.JSONTime(v.LastModified), a.cfg.Ops.Unreachable(r.Context(), v)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

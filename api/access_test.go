@@ -261,3 +261,38 @@ func TestAccessListReadsWhatItLists(t *testing.T) {
 		t.Errorf("GET /access?state=Failed read %d nodes; want %d", reads-reads0, want)
 	}
 }
+
+// GET of a request names the host assembling it while it is Processing,
+// and says when its Completed package's folder is on a host that is not
+// running.
+func TestAccessSaysWhoAssemblesItAndWhetherItsHostRuns(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4who"
+	b := setup(t, withObject(t, ark, 3))
+	ctx := t.Context()
+	var v, got ops.AccessView
+	b.do("POST", "access", operateToken, map[string]any{"ark": ark}).ok(t, http.StatusCreated, &v)
+	dq, err := queue.New(zktest.Connect(t), b.root) // a daemon's, on host h1
+	must(t, err)
+	must(t, dq.RegisterHost(ctx, "h1", nil))
+	a, _, err := dq.AcquireAccessWork(ctx, v.Queue, nil)
+	if err != nil || a == nil {
+		t.Fatalf("acquire %s: %v %v", v.Ref, a, err)
+	}
+	must(t, dq.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}))
+	b.do("GET", "access/"+v.Ref, readToken, nil).ok(t, http.StatusOK, &got)
+	if got.State != queue.Processing || got.Holder == nil || got.Holder.Host != "h1" || got.Unreachable != "" {
+		t.Fatalf("GET in Processing: %+v, want holder h1", got)
+	}
+	tok, err := a.AccessToken()
+	must(t, err)
+	tok.TokenStatus, tok.URL = queue.TokenReady, "http://h9/access/x.zip"
+	tok.Package = &queue.AccessPackage{Name: "x.zip", Where: "folder", Location: "/data/access", Host: "h9",
+		Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+	must(t, dq.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}))
+	got = ops.AccessView{}
+	b.do("GET", "access/"+v.Ref, readToken, nil).ok(t, http.StatusOK, &got)
+	if want := "its host h9 is not running: the package is reachable again when h9 is back, or ask again"; got.Holder != nil || got.Unreachable != want {
+		t.Fatalf("GET of a package of h9: %+v, want no holder, unreachable %q", got, want)
+	}
+}

@@ -62,12 +62,7 @@ func TestAccessPageListsAndActs(t *testing.T) {
 func TestRemovedAccessRequestAnswersGone(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
-	ref := b.request("ark:/99999/fk4gone", time.Now())
-	a, err := b.q.FindAccess(ctx, ref)
-	must(t, err)
-	a, _, err = b.q.AcquireAccessWork(ctx, a.Queue, nil)
-	must(t, err)
-	must(t, b.q.MoveAccess(ctx, a, queue.Processing, "", nil))
+	ref, a := b.processing("ark:/99999/fk4gone")
 	must(t, b.q.MoveAccess(ctx, a, queue.Failed, "storage has no such object", nil))
 	del := url.Values{"action": {"delete"}}
 	b.post(adminToken, "/ui/access/"+ref, del).is(t, http.StatusOK, "access request "+ref+" is Deleted")
@@ -77,4 +72,26 @@ func TestRemovedAccessRequestAnswersGone(t *testing.T) {
 		"refused: access request "+ref+" was deleted by admin token at ", `ask again with POST /api/v1/access {"ark": ARK}`)
 	b.post(adminToken, "/ui/access/"+ref, del).is(t, http.StatusGone, "refused: access request "+ref+" was deleted by admin token at ")
 	b.post(adminToken, "/ui/access/small/qid0000009999", del).is(t, http.StatusNotFound, "qid0000009999")
+}
+
+// A request being assembled names the host assembling it.
+func TestAccessPageNamesTheHostAssembling(t *testing.T) {
+	b := setup(t)
+	must(t, b.q.RegisterHost(t.Context(), "h1", nil)) // the test's queue works as the daemon of host h1
+	b.processing("ark:/99999/fk4who")
+	b.get(readToken, "/ui/access").is(t, http.StatusOK, "(assembling on h1)")
+}
+
+// processing requests ark and moves the request to Processing, as a
+// daemon does (the test's queue takes it), and returns its ref and view.
+func (b *bundle) processing(ark string) (string, *queue.Access) {
+	b.t.Helper()
+	ctx := b.t.Context()
+	ref := b.request(ark, time.Now())
+	a, err := b.q.FindAccess(ctx, ref)
+	must(b.t, err)
+	a, _, err = b.q.AcquireAccessWork(ctx, a.Queue, nil)
+	must(b.t, err)
+	must(b.t, b.q.MoveAccess(ctx, a, queue.Processing, "", nil))
+	return ref, a
 }

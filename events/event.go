@@ -11,7 +11,7 @@ import (
 const (
 	KindJob      = "job"      // a job changed state
 	KindBatch    = "batch"    // a batch changed state
-	KindProgress = "progress" // progress within a job's step, or a Pending batch's wait (no JobID)
+	KindProgress = "progress" // progress within a job's step, or a Pending batch's wait (no JobID); an access request taken over (AccessID)
 	KindAdmin    = "admin"    // an operator's action
 	KindAccess   = "access"   // an access (assembly) request changed state
 )
@@ -78,6 +78,7 @@ type Event struct {
 //	batch    ingestq.batch.<lower(To)>.<BatchID>
 //	progress ingestq.job.progress.<JobID>
 //	         ingestq.batch.progress.<BatchID> (a batch's, without JobID)
+//	         ingestq.access.progress.<AccessID> (an access request's)
 //	admin    ingestq.admin.<To>
 //	access   ingestq.access.<lower(To)>.<AccessID>
 //
@@ -91,6 +92,9 @@ func (e Event) Subject() string {
 	case KindBatch:
 		return "ingestq.batch." + token(strings.ToLower(e.To)) + "." + token(e.BatchID)
 	case KindProgress:
+		if e.AccessID != "" { // heard where the request's moves are (ingestq.access.>)
+			return "ingestq.access.progress." + token(e.AccessID)
+		}
 		if e.JobID == "" {
 			// A batch's wait: heard where its moves are (ingestq.batch.>),
 			// by a follower of the batch's events.

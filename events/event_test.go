@@ -12,6 +12,7 @@ func TestSubject(t *testing.T) {
 		{"batch", Event{Kind: KindBatch, To: "Reporting", BatchID: "bid0007"}, "ingestq.batch.reporting.bid0007"},
 		{"progress", Event{Kind: KindProgress, To: "Downloading", JobID: "jid0042"}, "ingestq.job.progress.jid0042"},
 		{"batch progress", Event{Kind: KindProgress, To: "Pending", BatchID: "bid0007"}, "ingestq.batch.progress.bid0007"},
+		{"access progress", Event{Kind: KindProgress, To: "Processing", AccessID: "small/qid0000000003"}, "ingestq.access.progress.small/qid0000000003"},
 		{"admin", Event{Kind: KindAdmin, To: "hold", JobID: "jid1"}, "ingestq.admin.hold"},
 		{"access", Event{Kind: KindAccess, To: "Completed", AccessID: "qid0000000007"}, "ingestq.access.completed.qid0000000007"},
 		{"hostile access", Event{Kind: KindAccess, To: "Failed", AccessID: "qid.*"}, "ingestq.access.failed.qid__"},

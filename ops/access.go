@@ -43,20 +43,28 @@ type AccessRequest struct {
 
 // AccessView is an access request as the CLI and the API show it.
 type AccessView struct {
-	Ref          string            `json:"ref"` // queue/qid: each queue numbers its own
-	ID           string            `json:"id"`
-	Queue        string            `json:"queue"` // small or large
-	State        queue.State       `json:"state"`
-	Message      string            `json:"message,omitempty"`
-	LastModified string            `json:"last_modified"`
-	Locked       bool              `json:"locked"` // a daemon is assembling it
-	Token        queue.AccessToken `json:"token"`
+	Ref          string      `json:"ref"` // queue/qid: each queue numbers its own
+	ID           string      `json:"id"`
+	Queue        string      `json:"queue"` // small or large
+	State        queue.State `json:"state"`
+	Message      string      `json:"message,omitempty"`
+	LastModified string      `json:"last_modified"`
+	Locked       bool        `json:"locked"` // a daemon is assembling it
+	// Holder is the daemon that took it to assemble it (its host and
+	// session), while it is Pending or Processing; none once it ends, or
+	// for another tool's request.
+	Holder *queue.JobHolder  `json:"holder,omitempty"`
+	Token  queue.AccessToken `json:"token"`
+	// Unreachable says why a Completed package cannot be downloaded now:
+	// its folder's host is not running (Service.Unreachable; set by the
+	// show of one request).
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 func accessView(a *queue.Access) AccessView {
 	t, _ := a.AccessToken() // another tool's token shows what it shares with ours
 	return AccessView{Ref: a.Ref(), ID: a.ID, Queue: a.Queue, State: a.State(), Message: a.Status.Message,
-		LastModified: a.Status.LastModified, Locked: a.Locked, Token: t}
+		LastModified: a.Status.LastModified, Locked: a.Locked, Holder: a.Status.Holder, Token: t}
 }
 
 // MissingObject is an access request's refusal of an ARK the inventory
@@ -239,6 +247,22 @@ func (s *Service) ShowAccess(ctx context.Context, ref string) (AccessView, error
 	return accessView(a), nil
 }
 
+// Unreachable says why request v's Completed package cannot be had now: a
+// folder is served only by the daemon that made it, so while that host is
+// not among the queue's live hosts its URL answers nothing. "" when it can,
+// or when the hosts cannot be read (show says what it knows). One read of
+// ZooKeeper: the show of one request asks it, not a listing.
+func (s *Service) Unreachable(ctx context.Context, v AccessView) string {
+	p := v.Token.Package
+	if v.State != queue.Completed || p == nil || p.Where != "folder" || p.Host == "" {
+		return ""
+	}
+	if _, alive, _, err := s.Q.LiveHost(ctx, p.Host); err != nil || alive {
+		return ""
+	}
+	return fmt.Sprintf("its host %s is not running: the package is reachable again when %s is back, or ask again", p.Host, p.Host)
+}
+
 // AccessHold is the hold of an access queue (small or large) while it is
 // held, else nil: the queue then takes no new request.
 func (s *Service) AccessHold(ctx context.Context, name string) (*queue.Hold, error) {
@@ -274,8 +298,7 @@ func (s *Service) RequeueAccess(ctx context.Context, ref string) (Outcome, error
 }
 
 // DeleteAccess deletes a request: a Failed one becomes Deleted; a
-// Completed or Deleted one is removed, and the sweep of the daemon that
-// holds its package removes the package.
+// Completed or Deleted one is removed, and so is its package (packageGone).
 func (s *Service) DeleteAccess(ctx context.Context, ref string) (Outcome, error) {
 	if err := checkAccessRef(ref); err != nil {
 		return Outcome{}, err
@@ -286,8 +309,34 @@ func (s *Service) DeleteAccess(ctx context.Context, ref string) (Outcome, error)
 	}
 	o := Outcome{ID: a.Ref(), Changed: true, State: queue.Deleted, Message: fmt.Sprintf("access request %s is Deleted", a.Ref())}
 	if removed {
-		o.State, o.Message = "", fmt.Sprintf("access request %s removed (its package goes at the next sweep)", a.Ref())
+		o.State, o.Message = "", fmt.Sprintf("access request %s removed%s", a.Ref(), s.packageGone(ctx, a))
 	}
 	s.Announce(ctx, "delete", events.Event{AccessID: a.Ref(), Message: o.Message})
 	return o, nil
+}
+
+// packageGone removes the package of request a, just removed, where it can
+// at once, and says what became of it. A folder's is refused (410) by its
+// host's server from now on and removed at that host's next sweep; an S3
+// one is deleted now (RemovePackage) when this door can reach the bucket,
+// else its presigned URL works until the next sweep of a daemon writing
+// there deletes it.
+func (s *Service) packageGone(ctx context.Context, a *queue.Access) string {
+	t, err := a.AccessToken()
+	if err != nil || t.Package == nil {
+		return ""
+	}
+	p := t.Package
+	if p.Where != "s3" {
+		return fmt.Sprintf(" (its host %s refuses its package from now on, and removes it at its next sweep)", p.Host)
+	}
+	err = errors.New("no S3 access here")
+	if s.RemovePackage != nil {
+		err = s.RemovePackage(ctx, p)
+	}
+	if err != nil {
+		return fmt.Sprintf(" (its package %s in %s could not be deleted now: %v; its URL works until the next sweep of a daemon writing there deletes it)",
+			p.Name, p.Location, err)
+	}
+	return fmt.Sprintf(" (its package %s deleted from %s)", p.Name, p.Location)
 }

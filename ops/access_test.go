@@ -157,3 +157,59 @@ func TestWhatBecameOfARequestIsOneReplay(t *testing.T) {
 		}
 	}
 }
+
+// Show of a Completed folder package whose host is not among the queue's
+// live hosts says so (its URL answers nothing: a folder is served by its
+// host alone); one whose host lives, or an S3 one, says nothing of it. The
+// request being assembled names the daemon assembling it.
+func TestShowSaysAFolderPackagesHostIsNotRunning(t *testing.T) {
+	t.Parallel()
+	const ark = "ark:/99999/fk4host"
+	q, _, inv := accessSetup(t, ark)
+	ctx := t.Context()
+	if err := q.RegisterHost(ctx, "h1", nil); err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{Q: q, Inventory: inv}
+	// completed has a request assembled by h1 (q) into a package at where
+	// of host, and returns its view.
+	completed := func(where, host string) AccessView {
+		t.Helper()
+		v, err := s.RequestAccess(ctx, AccessRequest{ARK: ark})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _, err := q.AcquireAccessWork(ctx, v.Queue, nil)
+		if err != nil || a == nil || a.Ref() != v.Ref {
+			t.Fatalf("acquire %s: %+v %v", v.Ref, a, err)
+		}
+		if err := q.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = s.ShowAccess(ctx, v.Ref); err != nil || v.Holder == nil || v.Holder.Host != "h1" {
+			t.Fatalf("show of %s in Processing: %+v %v, want its holder h1", a.Ref(), v, err)
+		}
+		tok, err := a.AccessToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.TokenStatus, tok.URL = queue.TokenReady, "http://"+host+"/access/x.zip"
+		tok.Package = &queue.AccessPackage{Name: "x.zip", Where: where, Location: "/data/access", Host: host,
+			Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+		if err := q.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = s.ShowAccess(ctx, v.Ref); err != nil || v.Holder != nil {
+			t.Fatalf("show of Completed %s: %+v %v, want no holder", a.Ref(), v, err)
+		}
+		return v
+	}
+	if v := completed("folder", "h2"); s.Unreachable(ctx, v) != "its host h2 is not running: the package is reachable again when h2 is back, or ask again" {
+		t.Errorf("show of a package of h2, not running: unreachable %q", s.Unreachable(ctx, v))
+	}
+	for _, v := range []AccessView{completed("folder", "h1"), completed("s3", "h2")} {
+		if got := s.Unreachable(ctx, v); got != "" {
+			t.Errorf("show of a package %s of %s: unreachable %q, want none", v.Token.Package.Where, v.Token.Package.Host, got)
+		}
+	}
+}

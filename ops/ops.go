@@ -51,6 +51,10 @@ type Service struct {
 	// the large queue (0: DefaultAccessThreshold).
 	Inventory       ObjectReader
 	AccessThreshold int64
+	// RemovePackage deletes an S3 package at once when its request is
+	// deleted (access.RemovePackage); nil, or an error, leaves it to the
+	// next sweep of a daemon writing there.
+	RemovePackage func(ctx context.Context, p *queue.AccessPackage) error
 }
 
 // ErrInvalid marks bad input: a malformed id, a missing or bad field, an

@@ -129,8 +129,14 @@ func (r *Reactor) accessStep(ctx context.Context, name string, h *accessHands) (
 }
 
 // runAccess moves a Pending request to Processing (a Processing one was
-// left by a dead worker, or requeued), assembles it, and moves it on.
+// left by a dead worker, which it says (takenOver), or requeued),
+// assembles it, and moves it on.
 func (r *Reactor) runAccess(ctx context.Context, a *queue.Access) {
+	if msg := r.takenOver(a.TakenFrom, a.State(), "request", a.Ref()); msg != "" {
+		// A progress event, not a move: the request stays where it was.
+		r.bus.Publish(events.Event{Kind: events.KindProgress, AccessID: a.Ref(), To: string(a.State()), Message: msg,
+			Attrs: map[string]any{"queue": a.Queue, "taken_over_from": a.TakenFrom.Host}})
+	}
 	if a.State() == queue.Pending {
 		if !r.moveAccess(a, queue.Processing, "", nil) {
 			return

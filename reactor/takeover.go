@@ -19,7 +19,7 @@ import (
 // admission let it through, heldElsewhere) is logged. A job its previous
 // holder (queue.Job.TakenFrom) took in s and did not move on is taken over
 // when that holder's session has ended, its host gone or back with another
-// session: logged, and published as the job's progress event, so that
+// session (takenOver): logged, and published as the job's progress event, so that
 // replay and the timeline explain the silence since its last progress and
 // a step run again from its start. A holder whose session lives let the
 // job go itself (a wait, a back end away): an ordinary take, not said. A
@@ -33,28 +33,41 @@ func (r *Reactor) tookOver(s queue.State, j *queue.Job) {
 		r.sessions.LoadOrStore(held.Session, true)
 	}
 	from := j.TakenFrom
-	if from == nil {
-		return
+	if from != nil && from.Host == r.cfg.Host {
+		if _, ours := r.sessions.Load(from.Session); !ours {
+			r.resumeAfterRestart(s, j, from)
+			return
+		}
 	}
-	if _, ours := r.sessions.Load(from.Session); from.Host == r.cfg.Host && !ours {
-		r.resumeAfterRestart(s, j, from)
-		return
+	if msg := r.takenOver(from, s, "job", j.ID); msg != "" {
+		r.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: j.BatchID, JobID: j.ID, To: string(s), Message: msg,
+			Attrs: map[string]any{"taken_over_from": from.Host}})
+	}
+}
+
+// takenOver tells whether this daemon, having acquired an item (named by
+// item, a log attribute pair) in state s from holder from (its status
+// named that holder, queue's TakenFrom), takes it over: from's session
+// has ended. It logs it and returns the words its event says; "" when
+// from is nil or its session lives (it let the item go itself).
+func (r *Reactor) takenOver(from *queue.JobHolder, s queue.State, item ...any) string {
+	if from == nil {
+		return ""
 	}
 	host, alive, _, err := r.q.LiveHost(r.work, from.Host)
 	if err != nil {
-		r.log.Warn("reactor: cannot tell whether a job's previous holder lives", "job", j.ID, "state", s, "held_by", from.Host, "err", err)
-		return
+		r.log.Warn("reactor: cannot tell whether the previous holder lives", append(item, "state", s, "held_by", from.Host, "err", err)...)
+		return ""
 	}
 	if alive && host.Session == from.Session {
-		return
+		return ""
 	}
 	msg := fmt.Sprintf("taken over from %s (its session ended) in %s", from.Host, s)
-	if from.Host == r.cfg.Host { // this daemon's session expired, and it took the job back
+	if from.Host == r.cfg.Host { // this daemon's session expired, and it took the item back
 		msg = fmt.Sprintf("taken over from %s's earlier session (it ended) in %s", from.Host, s)
 	}
-	r.log.Info("reactor: "+msg, "job", j.ID, "state", s, "taken_over_from", from.Host, "session", fmt.Sprintf("0x%x", from.Session))
-	r.bus.Publish(events.Event{Kind: events.KindProgress, BatchID: j.BatchID, JobID: j.ID, To: string(s), Message: msg,
-		Attrs: map[string]any{"taken_over_from": from.Host}})
+	r.log.Info("reactor: "+msg, append(item, "state", s, "taken_over_from", from.Host, "session", fmt.Sprintf("0x%x", from.Session))...)
+	return msg
 }
 
 // resumeAfterRestart says that this host resumes j in s, which it held

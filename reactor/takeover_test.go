@@ -39,18 +39,10 @@ func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
 	jobEvents := e.outside("ingestq.job.>")
 	logs := &logtest.Buffer{}
 	e.daemon("host-a", func(c *reactor.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
-	// takeOvers reads the jobs' events until jid completes, and returns
-	// the take-overs among them.
-	takeOvers := func(jid string) (said []events.Event) {
-		for {
-			ev := await(t, jobEvents, jid+"'s completion")
-			if ev.Attrs["taken_over_from"] != nil {
-				said = append(said, ev)
-			}
-			if ev.Kind == events.KindJob && ev.To == "Completed" && ev.JobID == jid {
-				return said
-			}
-		}
+	takeOvers := func(jid string) []events.Event {
+		return takeOversUntil(t, jobEvents, jid, func(ev events.Event) bool {
+			return ev.Kind == events.KindJob && ev.To == "Completed" && ev.JobID == jid
+		})
 	}
 	if said := takeOvers(letGo.ID); len(said) > 0 {
 		t.Fatalf("take-over events %+v of a job its live holder let go", said)
@@ -205,5 +197,92 @@ func TestOnlyTheWinnerSaysItTakesOverAJob(t *testing.T) {
 	// here, and the next states find them on host-gone still.)
 	if lines := logs.Lines("taking over a job whose files are on a host that is gone", "job="+j.ID, "state=Processing", "files_on=host-gone"); len(lines) != 1 {
 		t.Fatalf("host-a, which won the lock, logged %q; want one line", lines)
+	}
+}
+
+// An access request taken over in Processing from a daemon whose session
+// ended says so in the taker's log and as the request's progress event (not
+// a move), heard on ingestq.access.>; the taker's status names it while it
+// assembles, and a request its holder let go while it lives is taken with
+// nothing said.
+func TestAnAccessRequestTakenFromADeadHostSaysSo(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	dead := e.session()
+	dq := e.queue(dead)
+	if err := dq.RegisterHost(ctx, "host-dead", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	// processing takes the oldest Pending request on dq to Processing, as
+	// host-dead's worker does before it assembles.
+	processing := func(ark string) *queue.Access {
+		t.Helper()
+		made := e.accessRequest(ark)
+		a, _, err := dq.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+		if err != nil || a == nil || a.Ref() != made.Ref() {
+			t.Fatalf("host-dead's acquisition: %+v %v, want %s", a, err, made.Ref())
+		}
+		if err := dq.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	letGo := processing("ark:/1/let-go")
+	lost := processing("ark:/1/lost")
+	if err := dq.UnlockAccess(ctx, letGo); err != nil {
+		t.Fatal(err)
+	}
+
+	requests := e.outside("ingestq.access.>")
+	logs := &logtest.Buffer{}
+	proceed := make(chan struct{}, 2) // a token for each assembly
+	proceed <- struct{}{}             // the let-go request's
+	h := newAssembler(proceed)
+	e.daemon("host-a", func(c *reactor.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.Access, c.AccessWorkers = h, map[string]int{queue.AccessSmall: 1, queue.AccessLarge: 0}
+	})
+	takeOvers := func(ref string) []events.Event {
+		return takeOversUntil(t, requests, ref, func(ev events.Event) bool {
+			return ev.Kind == events.KindAccess && ev.To == "Completed" && ev.AccessID == ref
+		})
+	}
+	if got := await(t, h.started, "the let-go request's assembly"); got != letGo.Ref() {
+		t.Fatalf("assembled %s first, want %s", got, letGo.Ref())
+	}
+	if said := takeOvers(letGo.Ref()); len(said) > 0 {
+		t.Fatalf("take-over events %+v of a request its live holder let go", said)
+	}
+	dead.Close() // host-dead's node and its lock on the lost request go
+	if got := await(t, h.started, "the lost request's assembly"); got != lost.Ref() {
+		t.Fatalf("assembled %s, want %s", got, lost.Ref())
+	}
+	if a, err := e.q.LoadAccess(ctx, lost.Queue, lost.ID); err != nil || a.Status.Holder == nil || a.Status.Holder.Host != "host-a" {
+		t.Fatalf("the lost request while host-a assembles it: %+v %v, want its holder host-a", a, err)
+	}
+	proceed <- struct{}{}
+	said := takeOvers(lost.Ref())
+	want := "taken over from host-dead (its session ended) in Processing"
+	if len(said) != 1 || said[0].AccessID != lost.Ref() || said[0].Kind != events.KindProgress || said[0].Message != want ||
+		said[0].Attrs["taken_over_from"] != "host-dead" {
+		t.Fatalf("take-over events %+v; want one progress event of %s: %q, taken_over_from host-dead", said, lost.Ref(), want)
+	}
+	if lines := logs.Lines("taken over from host-dead"); len(lines) != 1 || !strings.Contains(lines[0], "request="+lost.Ref()) {
+		t.Fatalf("host-a logged %q; want one line of the take-over of %s", lines, lost.Ref())
+	}
+}
+
+// takeOversUntil reads events from ch until done says id completed, and
+// returns the take-overs among them.
+func takeOversUntil(t *testing.T, ch <-chan events.Event, id string, done func(events.Event) bool) (said []events.Event) {
+	t.Helper()
+	for {
+		ev := await(t, ch, id+"'s completion")
+		if ev.Attrs["taken_over_from"] != nil {
+			said = append(said, ev)
+		}
+		if done(ev) {
+			return said
+		}
 	}
 }

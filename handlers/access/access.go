@@ -59,7 +59,11 @@ type Config struct {
 	// FreeSpace is the room left in Dir's file system; default what df
 	// counts free (handlers.DiskSpace).
 	FreeSpace func(dir string) (uint64, error)
-	Logger    *slog.Logger
+	// Gone says what became of access request ref, no longer in the queue
+	// (who deleted it and when, from the recorded events), with how to ask
+	// again, for the folder server's 410; nil: it says what ZooKeeper tells.
+	Gone   func(ctx context.Context, ref string) error
+	Logger *slog.Logger
 }
 
 // DefaultExpiry is how long a package stays by default.
@@ -77,6 +81,7 @@ type Assembler struct {
 
 	mu      sync.Mutex
 	writing map[string]bool // package names being written here
+	served  served          // the folder's packages' requests
 
 	roomMu  sync.Mutex
 	writers int           // packages past claimRoom, being written here
@@ -187,13 +192,17 @@ func (as *Assembler) Assemble(ctx context.Context, a *queue.Access) (map[string]
 		err = as.noRoom(a, entries)
 	}
 	var fe *fixityError
-	if errors.As(err, &fe) || errors.As(err, new(unservedError)) || errors.As(err, new(noRoomError)) {
+	if errors.As(err, &fe) {
+		fe.ref = a.Ref()
+	}
+	if fe != nil || errors.As(err, new(unservedError)) || errors.As(err, new(noRoomError)) {
 		return failed(a, t, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	t.TokenStatus, t.URL, t.Package = queue.TokenReady, url, pkg
+	as.served.remember(pkg.Name, servedBy{ref: a.Ref(), ark: t.ARK})
 	return t.Map(a.Token), nil
 }
 

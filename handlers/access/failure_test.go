@@ -252,12 +252,8 @@ func TestExpiryAndSweep(t *testing.T) {
 
 func get(t *testing.T, url string) int {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := getText(t, url)
+	return code
 }
 
 // waitGone waits for files to be removed (the sweep announces no

@@ -3,6 +3,7 @@ package access
 import (
 	"archive/tar"
 	"archive/zip"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -78,11 +79,21 @@ type fixityError struct {
 	sha256   string
 	wantSize int64
 	want     string
+	copy     string // where it was read (storage.Locator); "" when storage does not say
+	ref      string // the request (Assemble sets it)
 }
 
+// Error says what was read, from which copy, and what to do: the audit
+// checks every copy, and the request is assembled again once the file is
+// restored.
 func (e *fixityError) Error() string {
-	return fmt.Sprintf("stored file %q of %s version %d reads as %d bytes with sha256 %s; recorded: %d bytes with sha256 %s",
-		e.name, e.ark, e.version, e.size, e.sha256, e.wantSize, e.want)
+	read := ""
+	if e.copy != "" {
+		read = " (the copy read: " + e.copy + ")"
+	}
+	return fmt.Sprintf("stored file %q of %s version %d reads as %d bytes with sha256 %s; recorded: %d bytes with sha256 %s%s; "+
+		"`ingestq audit %s` checks every stored copy of the object: restore this file from a sound copy, then `ingestq access requeue %s`",
+		e.name, e.ark, e.version, e.size, e.sha256, e.wantSize, e.want, read, e.ark, cmp.Or(e.ref, "REF"))
 }
 
 // unservedError is a stored file that storage says it does not have, or
@@ -131,7 +142,11 @@ func copyEntry(ctx context.Context, a archiver, ark string, o storage.Stored, e 
 		n++ // at least one byte more than recorded
 	}
 	if n != e.file.Size || sum != e.file.SHA256 {
-		return &fixityError{ark: ark, version: e.version, name: e.file.Name, size: n, sha256: sum, wantSize: e.file.Size, want: e.file.SHA256}
+		fe := &fixityError{ark: ark, version: e.version, name: e.file.Name, size: n, sha256: sum, wantSize: e.file.Size, want: e.file.SHA256}
+		if l, ok := o.(storage.Locator); ok {
+			fe.copy = l.Location(e.version, e.file.Name)
+		}
+		return fe
 	}
 	return nil
 }

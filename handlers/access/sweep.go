@@ -43,6 +43,12 @@ func (as *Assembler) Sweep(ctx context.Context) ([]*queue.Access, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, d := range dests {
+		if d.kind() == "folder" {
+			as.served.keepOnly(listed[i])
+		}
+	}
+	as.served.learn(reqs)
 	live := map[string]bool{}
 	var expired []*queue.Access
 	var errs []error

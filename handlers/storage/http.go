@@ -277,10 +277,17 @@ func (s *latestStored) Open(ctx context.Context, n int, name string) (io.ReadClo
 	return rc, err
 }
 
+// contentURL is where the service gives file name of version n.
+func (s *httpStored) contentURL(n int, name string) string {
+	return s.h.endpoint + "/content/" + url.PathEscape(s.ark) + "?" + url.Values{"version": {strconv.Itoa(n)}, "file": {name}}.Encode()
+}
+
+// Location is the service's URL Open reads, as shown (Locator).
+func (s *httpStored) Location(n int, name string) string { return s.h.at(s.contentURL(n, name)) }
+
 // Open streams file name of version n from the service.
 func (s *httpStored) Open(ctx context.Context, n int, name string) (io.ReadCloser, error) {
-	target := s.h.endpoint + "/content/" + url.PathEscape(s.ark) + "?" +
-		url.Values{"version": {strconv.Itoa(n)}, "file": {name}}.Encode()
+	target := s.contentURL(n, name)
 	resp, err := s.h.get(ctx, target, "application/octet-stream")
 	if err != nil {
 		return nil, fmt.Errorf("storage: file %q of version %d of %s from %s: %w", name, n, s.ark, s.h.at(target), err)

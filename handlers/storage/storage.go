@@ -290,6 +290,13 @@ type Stored interface {
 	Open(ctx context.Context, n int, name string) (io.ReadCloser, error)
 }
 
+// Locator is a Stored that says where Open reads file name of version n
+// from, for a person to find that copy: the storage target and the key,
+// path or URL in it ("" when the object has no such file).
+type Locator interface {
+	Location(n int, name string) string
+}
+
 // LatestOnly is a Stored that holds its object's latest version alone (its
 // Number may be above 1): what a storage service that serves no older
 // version gives ([HTTP.Read]). Why wraps ErrLatestOnly, naming the service.

@@ -25,10 +25,14 @@ type Access struct {
 	// Made is when ZooKeeper made the request's node (by its clock, in the
 	// order of the queue's sequential names).
 	Made time.Time
+	// TakenFrom, on a view this session acquired, is the holder its
+	// status named then, when another (as Job.TakenFrom).
+	TakenFrom *JobHolder
 
-	version  int32
-	owner    bool // this view took the lock
-	lockHere bool // the lock is this session's
+	version    int32
+	statusData []byte // the status as read: an acquisition that names no holder writes it unchanged
+	owner      bool   // this view took the lock
+	lockHere   bool   // the lock is this session's
 }
 
 // State is the request's current status.
@@ -90,7 +94,7 @@ func (q *Queue) LoadAccess(ctx context.Context, queue, qid string) (*Access, err
 	if r[1].err != nil {
 		return nil, q.missingStatus(statusPath, r[0].stat) // a creation under way (mrt-zk writes the nodes one by one)
 	}
-	a := &Access{Queue: queue, ID: qid, Made: time.UnixMilli(r[0].stat.Ctime), version: r[1].stat.Version, Locked: r[3].err == nil,
+	a := &Access{Queue: queue, ID: qid, Made: time.UnixMilli(r[0].stat.Ctime), version: r[1].stat.Version, statusData: r[1].data, Locked: r[3].err == nil,
 		lockHere: r[3].err == nil && q.zk.owns(r[3].stat)}
 	var err error
 	if a.Status, err = decodeBatchStatus(AccessMachine, statusPath, r[1].data); err != nil {

@@ -74,9 +74,14 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 			waits = append(waits, Wait{Path: lock, Present: true})
 			continue
 		}
-		// Locked and re-fenced in one multi(), as in AcquireJob.
-		err = q.commit(ctx, []op{lockOp(lock),
-			fenceSet(q.accessPath(queue, qid, "status"), mustJSON(a.Status), a.version)})
+		// Locked and re-fenced in one multi(), as in AcquireJob: ingestq's
+		// own request names this daemon its holder; another tool's status
+		// is written back as read.
+		var withHolder func(*JobHolder) []byte
+		if a.Ours() {
+			withHolder = func(by *JobHolder) []byte { st := a.Status; st.Holder = by; return mustJSON(st) }
+		}
+		held, _, err := q.lockFenced(ctx, lock, q.accessPath(queue, qid, "status"), a.statusData, a.version, a.Status.Holder, withHolder)
 		if errors.Is(err, ErrLocked) || errors.Is(err, ErrStale) {
 			continue
 		}
@@ -85,6 +90,7 @@ func (q *Queue) acquireAccess(ctx context.Context, queue string, states []State,
 		}
 		a.version++
 		a.owner, a.Locked, a.lockHere = true, true, true
+		a.TakenFrom, a.Status.Holder = takenFrom(a.Status.Holder, held), held
 		return a, nil, nil
 	}
 	return nil, waits, nil
@@ -111,12 +117,13 @@ func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, c Acce
 	if err := AccessMachine.Check(a.ID, a.State(), to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000), Extra: a.Status.Extra}
+	release := to == Completed || to == Failed
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000), Extra: a.Status.Extra,
+		Holder: q.keptHolder(!release && a.owner, a.Status.Holder)} // Pending → Processing keeps who assembles it
 	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
 	if c.Token != nil {
 		ops = append(ops, upsert(q.accessPath(a.Queue, a.ID, "token"), mustJSON(c.Token), true))
 	}
-	release := to == Completed || to == Failed
 	if release && a.owner {
 		ops = append(ops, delIfThere(q.accessPath(a.Queue, a.ID, "lock")))
 	}

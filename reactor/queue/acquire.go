@@ -100,7 +100,7 @@ func (q *Queue) lockReading(ctx context.Context, s State, ref, jid string, h hea
 		defer close(read)
 		j, readErr = q.jobAfter(ctx, jid, known)
 	}()
-	held, made, err := q.lockFenced(ctx, jid, h.st, h.status.data, h.status.stat.Version)
+	held, made, err := q.lockFencedJob(ctx, jid, h.st, h.status.data, h.status.stat.Version)
 	<-read
 	switch {
 	case errors.Is(err, ErrStale):
@@ -132,31 +132,59 @@ func (q *Queue) holder() *JobHolder {
 	return &JobHolder{Host: *name, Session: q.zk.conn.SessionID()}
 }
 
-// lockFenced is an acquisition's multi(): job jid's lock, and over its
-// status at version (st, read as data) st with this daemon as its holder,
-// or data unchanged (holder). It returns the holder the status then names
-// and the lock's zxid (commitLanded).
-func (q *Queue) lockFenced(ctx context.Context, jid string, st JobStatus, data []byte, version int32) (held *JobHolder, made int64, err error) {
-	q.takesJobs.Store(true)
-	held = st.Holder
-	if h := q.holder(); h != nil {
+// lockFenced is an acquisition's multi(): the lock at lock, and over the
+// status at status (read at version as data) with this daemon as its
+// holder (the status withHolder encodes), or data unchanged (a Queue with
+// no host, or withHolder nil: another tool's item). It returns the holder
+// the status then names (named when unchanged) and the lock's zxid
+// (commitLanded).
+func (q *Queue) lockFenced(ctx context.Context, lock, status string, data []byte, version int32, named *JobHolder,
+	withHolder func(*JobHolder) []byte) (held *JobHolder, made int64, err error) {
+	held = named
+	if h := q.holder(); h != nil && withHolder != nil {
 		h.Version = version + 1
-		st.Holder = h
-		held, data = h, mustJSON(st)
+		held, data = h, withHolder(h)
 	}
-	made, err = q.commitLanded(ctx, []op{lockOp(q.jobPath(jid, "lock")), fenceSet(q.jobPath(jid, "status"), data, version)}, false)
+	made, err = q.commitLanded(ctx, []op{lockOp(lock), fenceSet(status, data, version)}, false)
 	return held, made, err
 }
 
+// lockFencedJob is lockFenced of job jid, whose status st was read at
+// version as data.
+func (q *Queue) lockFencedJob(ctx context.Context, jid string, st JobStatus, data []byte, version int32) (held *JobHolder, made int64, err error) {
+	q.takesJobs.Store(true)
+	return q.lockFenced(ctx, q.jobPath(jid, "lock"), q.jobPath(jid, "status"), data, version, st.Holder,
+		func(by *JobHolder) []byte { st.Holder = by; return mustJSON(st) })
+}
+
+// keptHolder is the holder a move writes: the one the taking acquisition
+// wrote (held), when the move keeps the lock this daemon's view took; none
+// for a move that releases it, or an operator's (a Queue with no host).
+// The session that took the lock, not this Queue's now (another after an
+// expiry, 0 while it reconnects), so a try made again writes the first
+// try's bytes.
+func (q *Queue) keptHolder(keeps bool, held *JobHolder) *JobHolder {
+	if keeps && q.host.Load() != nil {
+		return held
+	}
+	return nil
+}
+
+// takenFrom is the holder a status named before an acquisition (was),
+// when another than the one it names now (held): that daemon, or this
+// host's earlier session, took the item and did not move it on.
+func takenFrom(was, held *JobHolder) *JobHolder {
+	if was != nil && held != nil && !was.same(*held) {
+		return was
+	}
+	return nil
+}
+
 // taken marks j acquired by this session (lockFenced): its status now at
-// version and naming held, its lock made at made. TakenFrom is the holder
-// the status named before, when another than held.
+// version and naming held, its lock made at made.
 func (j *Job) taken(version int32, made int64, held *JobHolder) {
 	j.version, j.owner, j.Locked, j.lockMade = version, true, true, made
-	j.TakenFrom = nil
-	if was := j.Status.Holder; was != nil && held != nil && !was.same(*held) {
-		j.TakenFrom = was
-	}
+	j.TakenFrom = takenFrom(j.Status.Holder, held)
 	j.Status.Holder = held
 }
 
@@ -251,7 +279,7 @@ func (q *Queue) AcquireView(ctx context.Context, view *Job, admit func(*Job) boo
 	if admit != nil && !admit(view) {
 		return nil, nil
 	}
-	held, made, err := q.lockFenced(ctx, view.ID, view.Status, mustJSON(view.Status), view.version)
+	held, made, err := q.lockFencedJob(ctx, view.ID, view.Status, mustJSON(view.Status), view.version)
 	if err != nil {
 		return nil, err
 	}

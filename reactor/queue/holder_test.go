@@ -113,3 +113,64 @@ func TestAKeptLockMoveNamesTheSessionThatTookTheJob(t *testing.T) {
 		t.Fatalf("holder %+v after a's move that kept the lock, want the session that took the job (%+v; now 0x%x)", h, took, s.Conn.SessionID())
 	}
 }
+
+// An access request's status names its holder as a job's does: written by
+// a daemon's acquisition, kept by its move to Processing, dropped by the
+// move that ends it; the next daemon to take a Processing request its
+// holder did not move on learns that holder. Another tool's request is
+// taken with its status written back byte for byte, naming no holder.
+func TestAcquisitionNamesTheAccessRequestsHolder(t *testing.T) {
+	r := newRun(t)
+	ctx := t.Context()
+	connA, qa, qb := r.hostsAB()
+	a := queue.JobHolder{Host: "a", Session: connA.SessionID(), Version: 1} // its acquisition of the new request (version 0)
+	tok := queue.AccessToken{Token: "t-holder", ARK: "ark:/1/holder", Format: queue.FormatZip, TokenStatus: queue.TokenNotReady}
+	made, err := r.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
+	r.ok(err)
+	holder := func(s queue.State) *queue.JobHolder {
+		t.Helper()
+		got, err := r.q.LoadAccess(ctx, made.Queue, made.ID)
+		r.ok(err)
+		if got.State() != s {
+			t.Fatalf("request %s, want %s", got.State(), s)
+		}
+		return got.Status.Holder
+	}
+
+	got, _, err := qa.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+	if err != nil || got == nil || got.Ref() != made.Ref() || got.TakenFrom != nil {
+		t.Fatalf("a's acquisition: %+v %v, want %s, taken from none", got, err, made.Ref())
+	}
+	if h := holder(queue.Pending); h == nil || *h != a {
+		t.Fatalf("holder %+v after a's acquisition, want %+v", h, a)
+	}
+	r.ok(qa.SetAccessStatus(ctx, got, queue.Processing, queue.AccessChange{}))
+	if h := holder(queue.Processing); h == nil || *h != a {
+		t.Fatalf("holder %+v after a's move to Processing, want %+v", h, a)
+	}
+	r.ok(qa.UnlockAccess(ctx, got)) // a's lock gone, the request not moved on
+	got, _, err = qb.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+	if err != nil || got == nil || got.TakenFrom == nil || *got.TakenFrom != a {
+		t.Fatalf("b's acquisition in Processing: %+v %v, want %s taken from %+v", got, err, made.Ref(), a)
+	}
+	r.ok(qb.SetAccessStatus(ctx, got, queue.Completed, queue.AccessChange{}))
+	if h := holder(queue.Completed); h != nil {
+		t.Fatalf("holder %+v of a Completed request, want none", h)
+	}
+
+	// Another tool's request, its status as that tool wrote it.
+	p, err := r.conn.Create(r.q.Path("/access/small/qid"), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	r.ok(err)
+	status := []byte(`{"status": "Pending", "last_modified": "2026-11-28T10:00:00+0000", "message": "", "retry": 0}`)
+	_, err = r.conn.Create(p+"/token", []byte(`{"cloud-content-byte": 10}`), 0, zk.WorldACL(zk.PermAll))
+	r.ok(err)
+	_, err = r.conn.Create(p+"/status", status, 0, zk.WorldACL(zk.PermAll))
+	r.ok(err)
+	got, _, err = qa.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+	if err != nil || got == nil || got.Status.Holder != nil {
+		t.Fatalf("a's acquisition of another tool's request: %+v %v, want it, naming no holder", got, err)
+	}
+	if data, _, err := r.conn.Get(p + "/status"); err != nil || string(data) != string(status) {
+		t.Fatalf("another tool's status after a's acquisition: %s %v, want it as written: %s", data, err, status)
+	}
+}

@@ -342,13 +342,7 @@ func (q *Queue) SetJobStatus(ctx context.Context, j *Job, to State, c JobChange)
 	if c.requeue {
 		st.RetryCount++
 	}
-	if !c.Release && j.owner && q.host.Load() != nil {
-		// It keeps the lock, to run the next state's step: the holder stays
-		// the session that took the lock (its acquisition's), not this
-		// Queue's now (another after an expiry, 0 while it reconnects), and
-		// a try made again writes the first try's bytes.
-		st.Holder = j.Status.Holder
-	}
+	st.Holder = q.keptHolder(!c.Release && j.owner, j.Status.Holder) // kept to run the next state's step
 	return q.writeJob(ctx, j, st, c)
 }
 

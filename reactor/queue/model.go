@@ -121,6 +121,10 @@ type BatchStatus struct {
 	// Deferred is as JobStatus's, for a Pending batch whose payload server
 	// is busy: every daemon passes over the batch until then.
 	Deferred *Deferral `json:"deferred,omitempty"`
+	// Holder is, in an access request's status, the daemon assembling it
+	// (its acquisition, kept by its move to Processing), as JobStatus's;
+	// a batch's names none.
+	Holder *JobHolder `json:"holder,omitempty"`
 	// Extra and Mtime are as JobStatus's.
 	Extra Extra     `json:"-"`
 	Mtime time.Time `json:"-"`

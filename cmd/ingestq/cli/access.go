@@ -245,6 +245,7 @@ func (a *app) accessShowCommand() *cobra.Command {
 				// One no longer in the queue is gone, as in the API, when the events tell it was made.
 				return a.ops(q).AccessGone(ctx, args[0], v, err)
 			}
+			v.Unreachable = a.ops(q).Unreachable(ctx, v)
 			return a.printAccess(ctx, q, v)
 		}),
 	}
@@ -282,9 +283,15 @@ func (a *app) printAccess(ctx context.Context, q *queue.Queue, v ops.AccessView)
 	fields := []field{{"ref", v.Ref}, {"status", string(v.State)}, {"held", held}, {"message", v.Message}, {"last_modified", nodeTime(v.LastModified)},
 		{"ark", t.ARK}, {"what", accessWhat(t)}, {"format", t.Format}, {"estimated", humanize.IBytes(uint64(t.ContentBytes))},
 		{"requested", nodeTime(t.Requested)}, {"requested_by", t.RequestedBy}, {"url", t.URL}}
+	if h := v.Holder; h != nil && v.State == queue.Processing {
+		fields = append(fields, field{"assembling_on", h.Host})
+	}
 	if p := t.Package; p != nil {
 		fields = append(fields, field{"size", accessSize(t)}, field{"sha256", p.SHA256}, field{"entries", p.Entries},
 			field{"expires", nodeTime(p.Expires)}, field{"where", p.Where + " " + p.Location + " (" + p.Host + ")"})
+	}
+	if v.Unreachable != "" {
+		fields = append(fields, field{"unreachable", v.Unreachable})
 	}
 	return a.writeFields(fields)
 }

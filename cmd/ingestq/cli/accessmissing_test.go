@@ -1,7 +1,10 @@
 package cli_test
 
 import (
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -38,5 +41,35 @@ func TestAccessNotFoundSaysWhetherThisQueueMadeIt(t *testing.T) {
 		_, stderr, code := d.cli("access", "show", ref)
 		wantCode(t, code, 1)
 		wantErrLine(t, stderr, "ingestq: access request "+ref+want)
+	}
+}
+
+// show names the host assembling a Processing request, and says of a
+// Completed folder package whose host is not running that its URL answers
+// nothing until that host is back.
+func TestAccessShowSaysWhoAssemblesAndWhetherItsHostRuns(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	ctx := t.Context()
+	d.ok(d.q.RegisterHost(ctx, "h1", nil)) // the test's queue works as the daemon of host h1
+	tok := queue.AccessToken{Token: "t-who", ARK: "ark:/99999/fk4who", Format: queue.FormatZip, TokenStatus: queue.TokenNotReady}
+	_, err := d.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
+	d.ok(err)
+	a, _, err := d.q.AcquireAccessWork(ctx, queue.AccessSmall, nil)
+	d.ok(err)
+	d.ok(d.q.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}))
+	out, _, code := d.cli("access", "show", a.Ref())
+	wantCode(t, code, 0)
+	if !regexp.MustCompile(`(?m)^assembling_on: +h1$`).MatchString(out) {
+		t.Errorf("show of a request h1 assembles:\n%s\nwant assembling_on: h1", out)
+	}
+	tok.TokenStatus, tok.Package = queue.TokenReady, &queue.AccessPackage{Name: "x.zip", Where: "folder", Location: "/data/access", Host: "h9",
+		Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+	d.ok(d.q.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}))
+	out, _, code = d.cli("access", "show", a.Ref())
+	wantCode(t, code, 0)
+	want := regexp.MustCompile(`(?m)^unreachable: +its host h9 is not running: the package is reachable again when h9 is back, or ask again$`)
+	if !want.MatchString(out) || strings.Contains(out, "assembling_on") {
+		t.Errorf("show of a package of h9:\n%s\nwant it unreachable, no assembling_on", out)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"time"
 
@@ -62,7 +63,12 @@ func (a *app) startAccess(ctx context.Context, q *queue.Queue, ing *handlers.Pip
 		dir = filepath.Join(dataDir, "access")
 	}
 	as, err := access.New(ctx, access.Config{Queue: q, Source: ing.ReaderFor, Dir: dir, To: f.to, ProfileTo: ing.AccessTargets(),
-		Advertise: advertise, Host: host, Expiry: f.expiry, Logger: a.log})
+		Advertise: advertise, Host: host, Expiry: f.expiry, Logger: a.log, Gone: func(ctx context.Context, ref string) error {
+			if err := svc.AccessGone(ctx, ref, ops.AccessView{}, queue.ErrNotFound); errors.Is(err, ops.ErrGone) {
+				return err // who deleted it and when, as the recorded events tell
+			}
+			return nil
+		}})
 	if err != nil {
 		return nil, nil, &exitError{code: 1, err: err}
 	}

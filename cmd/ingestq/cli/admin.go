@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ingestq/ingestq/events"
+	"github.com/ingestq/ingestq/handlers/access"
 	"github.com/ingestq/ingestq/handlers/mint"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -385,7 +386,7 @@ func sweepable(ctx context.Context, q *queue.Queue, gone func(jid string) (bool,
 // the user running the command as their actor.
 func (a *app) ops(q *queue.Queue) *ops.Service {
 	publish := func(ev events.Event) { a.publishBestEffort(q, ev) }
-	return &ops.Service{Q: q, Publish: publish, Recorded: a.recorded, Actor: a.user()}
+	return &ops.Service{Q: q, Publish: publish, Recorded: a.recorded, Actor: a.user(), RemovePackage: access.RemovePackage}
 }
 
 // printOutcome prints what a change did, or returns its error.

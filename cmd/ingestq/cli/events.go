@@ -431,9 +431,12 @@ func eventLine(ev events.Event) string {
 	case events.KindBatch:
 		b.WriteString("batch " + ev.BatchID + "  " + eventTransition(ev))
 	case events.KindProgress:
-		if ev.JobID == "" { // a Pending batch's wait
+		switch {
+		case ev.AccessID != "": // an access request taken over
+			b.WriteString("progress access " + ev.AccessID)
+		case ev.JobID == "": // a Pending batch's wait
 			b.WriteString("progress batch " + ev.BatchID)
-		} else {
+		default:
 			b.WriteString("progress " + strings.TrimPrefix(job(), "job "))
 		}
 	case events.KindAccess:

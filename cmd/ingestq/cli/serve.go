@@ -24,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/dashboard"
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers"
+	"github.com/ingestq/ingestq/handlers/access"
 	"github.com/ingestq/ingestq/handlers/audit"
 	"github.com/ingestq/ingestq/handlers/inventory"
 	"github.com/ingestq/ingestq/handlers/profile"
@@ -378,7 +379,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	// The API's audit of storage: none without storage (passthrough).
 	var auditor *audit.Auditor
 	var profiles *profile.Set // published once the bus runs: to a user, a published profile says the daemon is up
-	svc := &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay}
+	svc := &ops.Service{Q: q, Publish: bus.Publish, Recorded: bus.Replay, RemovePackage: access.RemovePackage}
 	opsSession := a.session
 	if web != nil {
 		// Operators' actions through the API and the dashboard run on a

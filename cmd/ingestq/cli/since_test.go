@@ -64,3 +64,14 @@ func TestEventLineOfABatchWait(t *testing.T) {
 		t.Errorf("a batch's wait reads %q; want it named as the batch's progress", got)
 	}
 }
+
+// An access request's take-over (a progress event of the request) is a line
+// of the request's in `events replay --access`. Before, it read "progress  (…)"
+// with no request.
+func TestEventLineOfAnAccessTakeOver(t *testing.T) {
+	ev := events.Event{Kind: events.KindProgress, Time: time.Now(), Host: "h2", AccessID: "large/qid0000000001", To: "Processing",
+		Message: "taken over from h1 (its session ended) in Processing", Attrs: map[string]any{"taken_over_from": "h1"}}
+	if got := eventLine(ev); !strings.Contains(got, " h2  progress access large/qid0000000001  [taken over from h1 (its session ended) in Processing]") {
+		t.Errorf("an access request's take-over reads %q; want it named as the request's progress", got)
+	}
+}

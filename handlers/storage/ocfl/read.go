@@ -76,8 +76,29 @@ func (o *stored) Open(ctx context.Context, n int, name string) (io.ReadCloser, e
 	if n < 1 || n > len(o.versions) {
 		return nil, fmt.Errorf("ocfl: %s has no version %d: %w", o.inv.ID, n, storage.ErrNotFound)
 	}
-	if digest, ok := o.digests[n-1][name]; ok {
-		return o.s.p.Open(ctx, o.root+"/"+o.inv.Manifest[digest][0])
+	if key, ok := o.contentKey(n, name); ok {
+		return o.s.p.Open(ctx, key)
 	}
 	return nil, fmt.Errorf("ocfl: %s version %d has no file %q: %w", o.inv.ID, n, name, storage.ErrNotFound)
+}
+
+// Location is the URL of the content file Open reads (storage.Locator).
+func (o *stored) Location(n int, name string) string {
+	if key, ok := o.contentKey(n, name); ok {
+		return o.s.location(key)
+	}
+	return ""
+}
+
+// contentKey is the key, in the root's place, of the content file that
+// holds the digest of name in version n (1 to the last).
+func (o *stored) contentKey(n int, name string) (string, bool) {
+	if n < 1 || n > len(o.digests) {
+		return "", false
+	}
+	digest, ok := o.digests[n-1][name]
+	if !ok {
+		return "", false
+	}
+	return o.root + "/" + o.inv.Manifest[digest][0], true
 }
