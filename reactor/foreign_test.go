@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/reactor"
 	"github.com/ingestq/ingestq/reactor/queue"
+	"github.com/ingestq/ingestq/zkwatch"
 )
 
 // Tests of a queue shared with Merritt's own library (mrt-zk), whose
@@ -144,29 +145,7 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 			s := e.session()
 			foreign := e.queue(s)
 
-			b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
-			taken, _, err := foreign.AcquirePendingBatch(context.Background(), nil)
-			if err != nil || taken == nil || taken.ID != b.ID {
-				t.Fatalf("acquire: %v %v", taken, err)
-			}
-			j, err := foreign.CreateJob(t.Context(), taken, queue.JobSpec{Priority: queue.DefaultPriority})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The foreign consumer holds the job while it works it, so the
-			// daemon never takes it.
-			locked, err := foreign.LockJob(t.Context(), j.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := queue.BatchChange{Release: true}
-			if counted {
-				one := 1
-				c.JobCount = &one
-			}
-			if err := foreign.SetBatchStatus(t.Context(), taken, queue.Processing, c); err != nil {
-				t.Fatal(err)
-			}
+			b, j := e.foreignJob(foreign, counted)
 			e.daemon("host-a")
 
 			ref := e.q.Path("/batches/" + b.ID + "/states/batch-processing/" + j.ID)
@@ -183,38 +162,9 @@ func TestForeignRefMovesNeverReportEarly(t *testing.T) {
 				t.Fatalf("after %d foreign ref moves the batch is %s (%v), want Processing", trials, st, err)
 			}
 
-			// The job's last step, as mrt-zk writes it: status, then the
-			// job's ref, then the batch ref (delete, create), then unlock.
-			done := time.Now()
-			status := fmt.Sprintf(`{"status":"Completed","last_modified":%q,"message":"","last_successful_status":"Notify","retry_count":0}`,
-				done.Format(queue.TimeLayout))
-			mustDo(t, func() error { _, err := s.Conn.Set(e.q.Path("/jobs/"+j.ID+"/status"), []byte(status), -1); return err })
-			mustDo(t, func() error { return s.Conn.Delete(e.q.Path("/jobs/states/pending/"+locked.Ref()), -1) })
-			mustDo(t, func() error {
-				_, err := s.Conn.Create(e.q.Path("/jobs/states/completed/"+locked.Ref()), nil, 0, zk.WorldACL(zk.PermAll))
-				return err
-			})
-			mustDo(t, func() error { return s.Conn.Delete(ref, -1) })
-			mustDo(t, func() error {
-				_, err := s.Conn.Create(e.q.Path("/batches/"+b.ID+"/states/batch-completed"), nil, 0, zk.WorldACL(zk.PermAll))
-				return err
-			})
-			mustDo(t, func() error {
-				_, err := s.Conn.Create(e.q.Path("/batches/"+b.ID+"/states/batch-completed/"+j.ID), nil, 0, zk.WorldACL(zk.PermAll))
-				return err
-			})
-			if err := foreign.UnlockJob(t.Context(), locked); err != nil {
-				t.Fatal(err)
-			}
-
+			e.mrtzkComplete(s, foreign, b.ID, j, nil)
 			steps := untilReported(t, batchEvents, b.ID)
-			got, err := e.q.LoadBatch(t.Context(), b.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.State() != queue.Completed || got.Report == nil || !slices.Equal(got.Report.SuccessfulJobs, []string{j.ID}) {
-				t.Fatalf("batch %s, report %+v; want Completed naming %s", got.State(), got.Report, j.ID)
-			}
+			e.reportNames(b.ID, j.ID)
 			drain(batchEvents, b.ID, &steps)
 			// The move to Processing was the foreign intake's: recovered
 			// (no "from") before the report's (decision 222).
@@ -453,5 +403,94 @@ func (e *env) mrtzkBatchStatus(bid string, state queue.State) {
 	status := fmt.Sprintf(`{"last_modified":%q,"message":"","status":%q}`, time.Now().Format(queue.TimeLayout), state)
 	if _, err := e.session().Conn.Set(e.q.Path("/batches/"+bid+"/status"), []byte(status), -1); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// A job of a batch Merritt's batch handler made (no job-count) whose
+// mover pauses between mrt-zk's delete of its batch-processing ref and the
+// create of its batch-completed one, on its last step, holds the report
+// while the ref is missing (noJobOutside), and the report follows the
+// ref's return without waiting for the safety rescan (here an hour): the
+// ref comes back in a bucket no folder watch follows. The pause is the
+// mover's, longer than the daemon's look at the emptied folder takes.
+func TestCountlessBatchReportsWhenItsLastRefReturns(t *testing.T) {
+	const pause = 3 * time.Second
+	e := newEnv(t)
+	batchEvents := e.outside("ingestq.batch.>")
+	s := e.session()
+	foreign := e.queue(s)
+	b, j := e.foreignJob(foreign, false)
+	e.daemon("host-a", func(c *reactor.Config) { c.Rescan = time.Hour })
+
+	e.mrtzkComplete(s, foreign, b.ID, j, func() {
+		time.Sleep(pause) // the mover's pause (a GC, a slow server), not a synchronisation
+		if st, err := e.q.BatchState(t.Context(), b.ID); err != nil || st != queue.Processing {
+			t.Fatalf("after the mover's pause the batch is %s (%v), want Processing: its job's ref is not back", st, err)
+		}
+	})
+	untilReported(t, batchEvents, b.ID)
+	e.reportNames(b.ID, j.ID)
+}
+
+// foreignJob makes a batch of one job as a foreign batch handler does, in
+// Processing with a job-count when counted (ingestq's way) or none
+// (Merritt's); its job is locked by the foreign consumer that works it, so
+// the daemon never takes it.
+func (e *env) foreignJob(foreign *queue.Queue, counted bool) (*queue.Batch, *queue.Job) {
+	e.t.Helper()
+	b := e.submit(map[string]any{"profile_name": "demo", "payload_url": "passthrough:1"})
+	taken, _, err := foreign.AcquirePendingBatch(context.Background(), nil)
+	if err != nil || taken == nil || taken.ID != b.ID {
+		e.t.Fatalf("acquire: %v %v", taken, err)
+	}
+	j, err := foreign.CreateJob(e.t.Context(), taken, queue.JobSpec{Priority: queue.DefaultPriority})
+	mustDo(e.t, func() error { return err })
+	locked, err := foreign.LockJob(e.t.Context(), j.ID)
+	mustDo(e.t, func() error { return err })
+	c := queue.BatchChange{Release: true}
+	if counted {
+		one := 1
+		c.JobCount = &one
+	}
+	mustDo(e.t, func() error { return foreign.SetBatchStatus(e.t.Context(), taken, queue.Processing, c) })
+	return b, locked
+}
+
+// mrtzkComplete makes the last step of locked, a job of batch bid in
+// Pending, as mrt-zk writes it: status, then the job's ref, then the batch
+// ref (delete, create), then unlock; between (nil: nothing) runs between
+// the batch ref's delete and its create.
+func (e *env) mrtzkComplete(s *zkwatch.Session, foreign *queue.Queue, bid string, locked *queue.Job, between func()) {
+	e.t.Helper()
+	status := fmt.Sprintf(`{"status":"Completed","last_modified":%q,"message":"","last_successful_status":"Notify","retry_count":0}`,
+		time.Now().Format(queue.TimeLayout))
+	create := func(p string) error {
+		_, err := s.Conn.Create(e.q.Path(p), nil, 0, zk.WorldACL(zk.PermAll))
+		return err
+	}
+	mustDo(e.t, func() error {
+		_, err := s.Conn.Set(e.q.Path("/jobs/"+locked.ID+"/status"), []byte(status), -1)
+		return err
+	})
+	mustDo(e.t, func() error { return s.Conn.Delete(e.q.Path("/jobs/states/pending/"+locked.Ref()), -1) })
+	mustDo(e.t, func() error { return create("/jobs/states/completed/" + locked.Ref()) })
+	mustDo(e.t, func() error {
+		return s.Conn.Delete(e.q.Path("/batches/"+bid+"/states/batch-processing/"+locked.ID), -1)
+	})
+	if between != nil {
+		between()
+	}
+	mustDo(e.t, func() error { return create("/batches/" + bid + "/states/batch-completed") })
+	mustDo(e.t, func() error { return create("/batches/" + bid + "/states/batch-completed/" + locked.ID) })
+	mustDo(e.t, func() error { return foreign.UnlockJob(e.t.Context(), locked) })
+}
+
+// reportNames checks that batch bid reported Completed, naming job jid.
+func (e *env) reportNames(bid, jid string) {
+	e.t.Helper()
+	got, err := e.q.LoadBatch(e.t.Context(), bid)
+	mustDo(e.t, func() error { return err })
+	if got.State() != queue.Completed || got.Report == nil || !slices.Equal(got.Report.SuccessfulJobs, []string{jid}) {
+		e.t.Fatalf("batch %s, report %+v; want Completed naming %s", got.State(), got.Report, jid)
 	}
 }

@@ -352,17 +352,7 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every b
 		if q.jobsDeleted(ctx, b, paths, r) { // its settle of every bucket settles left refs too
 			return true, nil
 		}
-		var waits []Wait
-		for i, bucket := range Buckets {
-			if bucket != BucketProcessing {
-				w := Wait{Path: paths[i], Children: true, Present: r[i].err == nil}
-				if w.Present {
-					w.Cversion = r[i].stat.Cversion
-				}
-				waits = append(waits, w)
-			}
-		}
-		return false, waits
+		return false, doneBucketWaits(paths, r)
 	}
 	if r[processing].err != nil {
 		// No folder and no count: a batch whose jobs another library is
@@ -372,8 +362,32 @@ func (q *Queue) readyToReport(ctx context.Context, b *Batch, pre []read, every b
 	}
 	// Empty, or holding left refs alone; a job still naming the batch but
 	// in none of its buckets is between a foreign mover's delete and create
-	// of its ref (or its mover died there): waited for, however long.
-	return q.settled(ctx, procPath, procRead) && q.noJobOutside(ctx, b.ID), nil
+	// of its ref (or its mover died there): waited for, however long. On
+	// its last step the ref comes back in a done bucket, which no folder
+	// watch follows: watched here.
+	if !q.settled(ctx, procPath, procRead) {
+		return false, nil
+	}
+	if !q.noJobOutside(ctx, b.ID) {
+		return false, doneBucketWaits(paths, r)
+	}
+	return true, nil
+}
+
+// doneBucketWaits are the waits for a job's ref to come into one of a
+// batch's done buckets (paths, read as r, in the order of Buckets).
+func doneBucketWaits(paths []string, r []read) []Wait {
+	var waits []Wait
+	for i, bucket := range Buckets {
+		if bucket != BucketProcessing {
+			w := Wait{Path: paths[i], Children: true, Present: r[i].err == nil}
+			if w.Present {
+				w.Cversion = r[i].stat.Cversion
+			}
+			waits = append(waits, w)
+		}
+	}
+	return waits
 }
 
 // jobsDeleted tells whether the jobs a batch lacks (fewer done than its

@@ -257,3 +257,26 @@ func TestCountlessBatchWaitsForAJobBetweenItsRefs(t *testing.T) {
 		t.Fatalf("once its job's ref is back in a done bucket, acquired %v; want %s", got, b.ID)
 	}
 }
+
+// encoding/json reads a status key of another case into the field
+// ("Holder" as holder): such a key is the field's, not another writer's,
+// so a move that drops the field (a release drops holder) does not write
+// it back.
+func TestStatusKeyOfAnotherCaseIsNotKept(t *testing.T) {
+	r := newRun(t)
+	b := r.processing(true)
+	j := r.job(b, "jid0", 5, nil)
+	p := "/jobs/" + j.ID + "/status"
+	data, _, err := r.conn.Get(r.q.Path(p))
+	r.ok(err)
+	r.raw(p, strings.Replace(string(data), "{", `{"Holder":{"host":"gone","session":5},`, 1))
+	j = r.acquire(queue.Pending, j.ID)
+	r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
+	got, err := r.q.LoadJob(t.Context(), j.ID)
+	r.ok(err)
+	data, _, err = r.conn.Get(r.q.Path(p))
+	r.ok(err)
+	if got.Status.Holder != nil || strings.Contains(strings.ToLower(string(data)), `"holder"`) {
+		t.Errorf("after a move that released the job, holder %+v, status %s; want none", got.Status.Holder, data)
+	}
+}

@@ -79,7 +79,7 @@ type JobStatus struct {
 // UnmarshalJSON reads a job status, keeping other writers' keys in Extra.
 func (s *JobStatus) UnmarshalJSON(data []byte) error {
 	type plain JobStatus
-	return decodeStatus(data, (*plain)(s), &s.Extra)
+	return decodeStatus(data, "JobStatus", (*plain)(s), &s.Extra)
 }
 
 // MarshalJSON writes the fields over Extra.
@@ -133,7 +133,7 @@ type BatchStatus struct {
 // UnmarshalJSON reads a batch or access status, keeping other writers' keys in Extra.
 func (s *BatchStatus) UnmarshalJSON(data []byte) error {
 	type plain BatchStatus
-	return decodeStatus(data, (*plain)(s), &s.Extra)
+	return decodeStatus(data, "BatchStatus", (*plain)(s), &s.Extra)
 }
 
 // MarshalJSON writes the fields over Extra.

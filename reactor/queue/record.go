@@ -2,6 +2,7 @@ package queue
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -149,20 +150,36 @@ func decodeRecord(data []byte, dst any, extra *Extra) error {
 	return nil
 }
 
-// decodeStatus fills *dst (a pointer to a status struct) strictly, as a
+// decodeStatus fills *dst (a pointer to the status struct name) strictly, as a
 // status must be read, and leaves in extra the keys it has no field for: a
 // foreign writer's, which mrt-zk's setStatus carries over on every move.
-func decodeStatus(data []byte, dst any, extra *Extra) error {
+func decodeStatus(data []byte, name string, dst any, extra *Extra) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
+		// The error names dst's type, the callers' local "plain": name
+		// the record instead, as the operator reads it.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Struct = name
+		}
 		return err
 	}
 	t := reflect.TypeOf(dst).Elem()
 	for i := range t.NumField() {
 		delete(m, jsonName(t.Field(i)))
+	}
+	// encoding/json fills a field from a key of any case ("Holder" too):
+	// such a key is the field's, or a move that drops the field (holder,
+	// deferred: omitempty) would write it back from extra.
+	for key := range m {
+		for i := range t.NumField() {
+			if name := jsonName(t.Field(i)); name != "" && strings.EqualFold(key, name) {
+				delete(m, key)
+			}
+		}
 	}
 	*extra = nil
 	if len(m) > 0 {

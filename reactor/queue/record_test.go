@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -62,5 +63,23 @@ func TestRecordLenient(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`[1,2]`), &c); err == nil {
 		t.Error("an array was read as a configuration")
+	}
+}
+
+// A status field of the wrong type is named by the record's type, as
+// check, ls and the API print it, not by the decoder's local alias.
+func TestStatusTypeErrorNamesTheRecord(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dst  any
+		data string
+	}{
+		{"JobStatus.retry_count", &queue.JobStatus{}, `{"status":"Pending","retry_count":"x"}`},
+		{"BatchStatus.message", &queue.BatchStatus{}, `{"status":"Pending","message":7}`},
+	} {
+		err := json.Unmarshal([]byte(c.data), c.dst)
+		if err == nil || !strings.Contains(err.Error(), "Go struct field "+c.name+" ") {
+			t.Errorf("%s: error %v, want it to name %s", c.data, err, c.name)
+		}
 	}
 }
