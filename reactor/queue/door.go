@@ -201,6 +201,15 @@ func (d door) delete(ctx context.Context, p string, version int32) error {
 	return err
 }
 
+// deleteWhile deletes p at version in one multi with a check that node is
+// there (deleteOwn): a write, logged as the delete it is.
+func (d door) deleteWhile(ctx context.Context, node, p string, version int32) ([]zk.MultiResponse, error) {
+	d.sent.Writes.Add(1)
+	return await(ctx, d, "delete", p, func() ([]zk.MultiResponse, error) {
+		return d.conn.Multi(&zk.CheckVersionRequest{Path: node, Version: -1}, &zk.DeleteRequest{Path: p, Version: version})
+	})
+}
+
 func (d door) multi(ctx context.Context, reqs ...any) ([]zk.MultiResponse, error) {
 	d.sent.Writes.Add(1)
 	return await(ctx, d, "multi", "", func() ([]zk.MultiResponse, error) {

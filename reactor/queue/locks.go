@@ -251,14 +251,11 @@ func (q *Queue) deleteOwnFlagOnce(ctx context.Context, rel string) (bool, error)
 	if err != nil || !owned {
 		return false, err
 	}
-	err = q.zk.delete(ctx, q.Path(rel), st.Version)
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-		return false, nil
-	}
+	deleted, err := q.deleteOwn(ctx, q.Path(rel), st)
 	if err != nil {
 		return false, fmt.Errorf("delete %s: %w", rel, err)
 	}
-	return true, nil
+	return deleted, nil
 }
 
 // ownFlag tells whether the ephemeral node rel exists and this session

@@ -24,6 +24,7 @@ const (
 	hostsDir    = "/ingestq/hosts"    // <name> → a live daemon's description (ephemeral)
 	routesDir   = "/ingestq/routes"   // <name> → a live daemon's NATS route URL (ephemeral)
 	knownDir    = "/ingestq/known"    // <name> → nothing: a name a daemon registered under, ever (persistent)
+	sessionsDir = "/ingestq/sessions" // <session>-<seq> → nothing: a live session that released a lock (ephemeral; fence.go)
 )
 
 // maxRepairs bounds how often one Mint remakes folders deleted under it, so

@@ -56,6 +56,9 @@ type Queue struct {
 	// host is the name RegisterHost registered: the Holder an
 	// acquisition writes into a job's status.
 	host atomic.Pointer[string]
+	// fence is the session's own node that a lock's delete checks
+	// (deleteOwn).
+	fence fenceNode
 }
 
 // Option configures a Queue.
@@ -264,10 +267,10 @@ func (q *Queue) releaseOwn(ctx context.Context, p string, made *int64) (bool, er
 		}
 		*made = st.Czxid
 	}
-	if err := q.zk.delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if _, err := q.deleteOwn(ctx, p, st); err != nil {
 		return false, fmt.Errorf("unlock %s: %w", q.rel(p), err)
 	}
-	return true, nil
+	return true, nil // deleted, or gone with its session
 }
 
 // lockToLoad takes the lock of the kind id (a job, a batch) for an admin

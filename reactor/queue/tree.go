@@ -21,8 +21,9 @@ type Entry struct {
 
 // Tree lists the nodes under rel ("" or "/" for the whole queue) the way the
 // mrt-zk test harness does: every node with its value, in path order, but
-// leaving out /zookeeper, the queue's fixed folders (Roots), and any node
-// that has children and no data. Values are decoded as JSON objects, then
+// leaving out /zookeeper, the queue's fixed folders (Roots), any node that
+// has children and no data, and, unless asked for, the sessions' own
+// nodes (/ingestq/sessions). Values are decoded as JSON objects, then
 // integers, else strings; empty data is nil.
 func (q *Queue) Tree(ctx context.Context, rel string) ([]Entry, error) {
 	rel = strings.TrimSuffix(rel, "/")
@@ -48,8 +49,8 @@ func (q *Queue) Tree(ctx context.Context, rel string) ([]Entry, error) {
 			return err
 		}
 		r := q.rel(p)
-		if r == "/zookeeper" && q.root == "" {
-			return nil
+		if (r == "/zookeeper" && q.root == "") || (r == sessionsDir && p != start) {
+			return nil // ZooKeeper's own; the live sessions' own nodes (deleteOwn), not the queue's state
 		}
 		listed := p != "/" && r != "" && !skip[r] && !(st.NumChildren > 0 && len(data) == 0)
 		if listed {
