@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -479,8 +480,9 @@ func (q *Queue) removeTree(ctx context.Context, root string, extra ...op) error 
 }
 
 // Cleanup deletes every Completed batch with its jobs, the empty job and
-// batch nodes that creations cut short by a crash left behind, and the refs
-// foreign writers left beside a job's own (LeftRef). It returns the
+// batch nodes that creations cut short by a crash left behind, the batch
+// uuids whose batch is gone (GoneUUID), and the refs foreign writers left
+// beside a job's own (LeftRef). It returns the
 // ids of the batches it removed; a batch it could not remove is reported in
 // problems and does not stop the sweep.
 func (q *Queue) Cleanup(ctx context.Context) (removed []string, problems []error, err error) {
@@ -503,6 +505,9 @@ type CleanupResult struct {
 	Removed []string // the Completed batches
 	Kept    []string // Completed batches kept by CompletedBefore
 	Husks   []string // empty bid/jid nodes, relative to the root
+	// UUIDs are the /batch-uuids nodes whose batch is gone, older than
+	// huskAge (check's warning): their batchIDs can be used again.
+	UUIDs []GoneUUID
 	// LeftRefs are the refs foreign writers left (decision 352) that
 	// were removed; LeftYoung counts those kept, younger than huskAge or
 	// of a locked job.
@@ -548,6 +553,13 @@ func (q *Queue) CleanupWith(ctx context.Context, o CleanupOptions) (CleanupResul
 		if err != nil {
 			r.Problems = append(r.Problems, err)
 		}
+	}
+	// After the husks: a bid husk removed (in a dry run, found) just now
+	// makes its uuid gone in this same run.
+	uuids, err := q.removeGoneUUIDs(ctx, r.Husks, o.DryRun)
+	r.UUIDs = uuids
+	if err != nil {
+		r.Problems = append(r.Problems, err)
 	}
 	left, young, err := q.findLeftRefs(ctx)
 	if err != nil {
@@ -603,6 +615,38 @@ func (q *Queue) removeHusks(ctx context.Context, folder string, dryRun bool) ([]
 		husks = append(husks, q.rel(p))
 	}
 	return husks, nil
+}
+
+// removeGoneUUIDs deletes the /batch-uuids nodes whose batch is gone
+// (findGoneUUIDs), each at the version read: one rewritten since is left.
+// husks are the nodes removeHusks returned: in a dry run their bids are
+// still there, and count as gone. It returns those it removed (dryRun:
+// found, and left).
+func (q *Queue) removeGoneUUIDs(ctx context.Context, husks []string, dryRun bool) ([]GoneUUID, error) {
+	huskBids := map[string]bool{}
+	for _, h := range husks {
+		if bid, ok := strings.CutPrefix(h, "/batches/"); ok {
+			huskBids[bid] = true
+		}
+	}
+	gone, err := q.findGoneUUIDs(ctx, huskBids)
+	if err != nil {
+		return nil, fmt.Errorf("batch uuids not looked for: %w", err)
+	}
+	var removed []GoneUUID
+	for _, g := range gone {
+		if !dryRun {
+			err := q.zk.delete(ctx, q.Path(g.Path), g.version)
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+				continue
+			}
+			if err != nil {
+				return removed, fmt.Errorf("remove %s: %w", g.Path, err)
+			}
+		}
+		removed = append(removed, g)
+	}
+	return removed, nil
 }
 
 // Cancellable tells whether cancelling a batch stops a job in state s: it

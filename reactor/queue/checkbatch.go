@@ -64,13 +64,39 @@ func (q *Queue) CheckAll(ctx context.Context, opts CheckOptions) (violations, wa
 	return violations, warnings, nil
 }
 
-// goneBatchUUIDs names each /batch-uuids node whose batch is gone: a
-// warning, as no worker reads it, but its batchID is refused as already
-// used. It is left by a creation cut short (mrt-zk writes the uuid right
-// after the bid node) whose empty bid node cleanup removed, or by a batch
-// removed without it. A young one is passed (a creation or removal may be
-// under way), and so is one gone by the time its batch is found gone.
+// goneBatchUUIDs names each /batch-uuids node whose batch is gone
+// (findGoneUUIDs): a warning, as no worker reads it, but its batchID is
+// refused as already used.
 func (q *Queue) goneBatchUUIDs(ctx context.Context) ([]Violation, error) {
+	gone, err := q.findGoneUUIDs(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Violation, len(gone))
+	for i, g := range gone {
+		out[i] = Violation{Path: g.Path, Problem: fmt.Sprintf(
+			"names %s, which is gone (a creation cut short, or a batch removed without its uuid): batchID %s is refused as already used while this node is there (`ingestq cleanup` removes it)",
+			g.BID, g.UUID)}
+	}
+	return out, nil
+}
+
+// GoneUUID is a /batch-uuids node whose batch is gone.
+type GoneUUID struct {
+	Path    string `json:"path"` // relative to the root
+	UUID    string `json:"uuid"` // the batchID it refuses
+	BID     string `json:"bid"`  // the batch it names
+	version int32  // as read: cleanup deletes it at this version
+}
+
+// findGoneUUIDs finds the /batch-uuids nodes whose batch is gone. It is
+// left by a creation cut short (mrt-zk writes the uuid right after the bid
+// node) whose empty bid node cleanup removed, or by a batch removed
+// without it. A young one is passed (a creation or removal may be under
+// way), and so is one gone or made again by the time its batch is found
+// gone, and one whose content is no bid. A bid in assumeGone counts as
+// gone: the husks a dry run of cleanup would remove.
+func (q *Queue) findGoneUUIDs(ctx context.Context, assumeGone map[string]bool) ([]GoneUUID, error) {
 	uuids, err := q.children(ctx, q.Path("/batch-uuids"))
 	if err != nil {
 		return nil, err
@@ -103,23 +129,21 @@ func (q *Queue) goneBatchUUIDs(ctx context.Context) ([]Violation, error) {
 			continue
 		}
 		switch err := batches[n].err; {
-		case errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zk.ErrNoNode) || err == nil && assumeGone[bids[i]]:
 			goneAt = append(goneAt, i)
 		case err != nil:
 			return nil, fmt.Errorf("read %s: %w", q.rel(bidPaths[n]), err)
 		}
 		n++
 	}
-	var out []Violation
+	var out []GoneUUID
 	for _, i := range goneAt {
 		if ok, st, err := q.zk.exists(ctx, paths[i]); err != nil {
 			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), err)
 		} else if !ok || st.Czxid != named[i].stat.Czxid {
-			continue // removed with its batch meanwhile
+			continue // removed with its batch, or made again, meanwhile
 		}
-		out = append(out, Violation{Path: q.rel(paths[i]), Problem: fmt.Sprintf(
-			"names %s, which is gone (a creation cut short, or a batch removed without its uuid): batchID %s is refused as already used while this node is there",
-			bids[i], uuids[i])})
+		out = append(out, GoneUUID{Path: q.rel(paths[i]), UUID: uuids[i], BID: bids[i], version: named[i].stat.Version})
 	}
 	return out, nil
 }

@@ -230,7 +230,8 @@ func (a *app) cleanupCommand() *cobra.Command {
 		Long: "cleanup removes the batches that completed more than --older-than ago (default 1h; 0 for\n" +
 			"every Completed batch), with their jobs; a batch that completed since, or whose time it\n" +
 			"cannot read, is kept and counted. It also removes the empty batch and job nodes that\n" +
-			"creations cut short by a crash left (older than 10 minutes), the minting records of\n" +
+			"creations cut short by a crash left (older than 10 minutes), the batch uuids that name\n" +
+			"a batch that is gone (10 minutes old: the batchID can be used again), the minting records of\n" +
 			"deleted jobs, and the refs Merritt's tools left of a job beside the one its status names,\n" +
 			"or of a job that is gone (unchanged for 10 minutes; each removal is fenced on the job's\n" +
 			"status, so a job that moves meanwhile keeps its ref until the next cleanup). --dry-run\n" +
@@ -278,17 +279,18 @@ func (a *app) cleanupCommand() *cobra.Command {
 					notCleaned[i] = p.Error()
 				}
 				return a.writeJSON(struct {
-					DryRun         bool            `json:"dry_run"`
-					Removed        []string        `json:"removed_batches"`
-					Kept           []string        `json:"kept_batches"`
-					OlderThan      string          `json:"older_than"`
-					Leftovers      []string        `json:"leftover_nodes_removed"`
-					MintingRecords int             `json:"minting_records_removed"`
-					LeftRefs       []queue.LeftRef `json:"left_refs_removed"`
-					LeftKept       int             `json:"left_refs_kept"`
-					NotCleaned     []string        `json:"not_cleaned_up"`
+					DryRun         bool             `json:"dry_run"`
+					Removed        []string         `json:"removed_batches"`
+					Kept           []string         `json:"kept_batches"`
+					OlderThan      string           `json:"older_than"`
+					Leftovers      []string         `json:"leftover_nodes_removed"`
+					MintingRecords int              `json:"minting_records_removed"`
+					UUIDs          []queue.GoneUUID `json:"batch_uuids_removed"`
+					LeftRefs       []queue.LeftRef  `json:"left_refs_removed"`
+					LeftKept       int              `json:"left_refs_kept"`
+					NotCleaned     []string         `json:"not_cleaned_up"`
 				}{dryRun, append([]string{}, r.Removed...), append([]string{}, r.Kept...), shortDuration(olderThan),
-					append([]string{}, r.Husks...), len(forgot), append([]queue.LeftRef{}, r.LeftRefs...), r.LeftYoung, notCleaned})
+					append([]string{}, r.Husks...), len(forgot), append([]queue.GoneUUID{}, r.UUIDs...), append([]queue.LeftRef{}, r.LeftRefs...), r.LeftYoung, notCleaned})
 			}
 			remove, removed := "removed", "removed"
 			if dryRun {
@@ -299,6 +301,9 @@ func (a *app) cleanupCommand() *cobra.Command {
 			}
 			for _, n := range r.Husks {
 				a.println("%s empty node %s (a creation cut short)", remove, n)
+			}
+			for _, u := range r.UUIDs {
+				a.println("%s batch uuid %s: it names %s, which is gone (batchID %s can be used again)", remove, u.Path, u.BID, u.UUID)
 			}
 			for _, l := range r.LeftRefs {
 				a.println("%s left ref %s (%s)", remove, l.Path, l.Why)
