@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -21,7 +22,19 @@ type served struct {
 	byPkg map[string]servedBy // package name → its request; a zero value: no request names it
 }
 
-type servedBy struct{ ref, ark string }
+type servedBy struct {
+	ref, ark string
+	// doubted, for a name no readable request named while some request
+	// could not be read (why), is when the queues are read again for it:
+	// until then its downloads are 503 without a read, so that each
+	// download of it is not a read of every request.
+	doubted time.Time
+	why     error
+}
+
+// retryAfter is how long a download refused while its request's state is
+// unknown waits before it asks again (503's Retry-After).
+const retryAfter = 10 * time.Second
 
 func (s *served) remember(name string, by servedBy) {
 	s.mu.Lock()
@@ -72,18 +85,28 @@ func (s *served) learn(reqs []*queue.Access) {
 
 // requestOf is the request that names package name: from the map, else
 // from a read of the queues (which feeds the map). A name no request
-// names is remembered as such when every request could be read.
+// names is remembered as such when every request could be read, else as
+// in doubt for retryAfter.
 func (as *Assembler) requestOf(ctx context.Context, name string) (servedBy, error) {
-	if by, ok := as.served.lookup(name); ok {
+	now := as.cfg.Now()
+	switch by, ok := as.served.lookup(name); {
+	case ok && by.doubted.IsZero():
 		return by, nil
+	case ok && now.Before(by.doubted):
+		return servedBy{}, by.why
 	}
 	reqs, problems, err := as.cfg.Queue.AccessRequests(ctx)
 	if err != nil {
 		return servedBy{}, err
 	}
 	as.served.learn(reqs)
-	if by, ok := as.served.lookup(name); ok || len(problems) > 0 {
-		return by, errors.Join(problems...)
+	if by, ok := as.served.lookup(name); ok && by.doubted.IsZero() {
+		return by, nil // read: the requests that could not be read do not matter
+	}
+	if len(problems) > 0 {
+		why := errors.Join(problems...) // one of them may name it
+		as.served.remember(name, servedBy{doubted: now.Add(retryAfter), why: why})
+		return servedBy{}, why
 	}
 	as.served.remember(name, servedBy{})
 	return servedBy{}, nil
@@ -136,6 +159,9 @@ func (as *Assembler) deleted(ctx context.Context, name string, by servedBy) stri
 func RemovePackage(ctx context.Context, p *queue.AccessPackage) error {
 	if p.Where != "s3" {
 		return fmt.Errorf("package %s is in the folder of host %s, which removes it", p.Name, p.Host)
+	}
+	if !isPackage(p.Name) { // the token is ZooKeeper's data: the prefix may hold others' keys (the sweep's rule)
+		return fmt.Errorf("%q in %s is not a package's name (WHAT-TOKEN.zip or .tar.gz): left as it is", p.Name, p.Location)
 	}
 	d, err := openDestination(ctx, p.Location, "", "")
 	if err != nil {

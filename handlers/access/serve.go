@@ -4,6 +4,7 @@ import (
 	"mime"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ingestq/ingestq/handlers/internal/plainfile"
@@ -34,8 +35,8 @@ func (as *Assembler) Handler() http.Handler {
 		switch {
 		case err != nil:
 			as.log.Warn("access: cannot tell whether a package's request still stands; not served", "name", name, "err", err)
-			w.Header().Set("Retry-After", "10")
-			http.Error(w, "package "+name+": cannot tell now whether its access request still stands (ZooKeeper does not answer); try again", http.StatusServiceUnavailable)
+			w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter.Seconds())))
+			http.Error(w, "package "+name+": cannot tell now whether its access request still stands (ZooKeeper does not answer, or a request cannot be read); try again", http.StatusServiceUnavailable)
 			return
 		case gone != "":
 			http.Error(w, gone, http.StatusGone)

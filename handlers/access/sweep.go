@@ -43,11 +43,13 @@ func (as *Assembler) Sweep(ctx context.Context) ([]*queue.Access, error) {
 	if err != nil {
 		return nil, err
 	}
+	var inFolder []string // what the folder's server may serve; none when packages go to S3 alone
 	for i, d := range dests {
 		if d.kind() == "folder" {
-			as.served.keepOnly(listed[i])
+			inFolder = append(inFolder, listed[i]...)
 		}
 	}
+	as.served.keepOnly(inFolder) // else every request ever made stays remembered
 	as.served.learn(reqs)
 	live := map[string]bool{}
 	var expired []*queue.Access
