@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -214,6 +215,12 @@ func (a answer) problem(t *testing.T, status int, kind string, parts ...string) 
 	}
 	if ct := a.header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	// The kinds a client may meet are one list with the OpenAPI document's.
+	desc, _ := schemaProps(t, "Problem", "")["type"]["description"].(string)
+	_, list, _ := strings.Cut(strings.TrimSuffix(desc, "."), "a kind: ")
+	if !slices.Contains(strings.Split(list, ", "), kind) {
+		t.Errorf("problem kind %s is not in the OpenAPI document's Problem.type: %q", kind, desc)
 	}
 	for _, part := range parts {
 		if !strings.Contains(p.Detail, part) {

@@ -102,48 +102,58 @@ func (q *Queue) findGoneUUIDs(ctx context.Context, assumeGone map[string]bool) (
 		return nil, err
 	}
 	slices.Sort(uuids)
-	paths := make([]string, len(uuids))
-	for i, u := range uuids {
-		paths[i] = q.Path("/batch-uuids/" + u)
+	uuidPath := func(i int) string { return q.Path("/batch-uuids/" + uuids[i]) }
+	// Each pass reads a chunk at a time (scan): a queue keeps a uuid per
+	// batch ever made, and one read of them all outlasted the request
+	// timeout (100,000: "no answer from ZooKeeper within 5s").
+	type named struct {
+		i       int // in uuids
+		bid     string
+		czxid   int64
+		version int32
 	}
-	named := q.getAll(ctx, paths...)
-	bids := make([]string, len(uuids))
-	var bidPaths []string
-	for i, r := range named {
-		if r.err != nil {
-			if errors.Is(r.err, zk.ErrNoNode) {
-				continue
-			}
-			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), r.err)
+	var old, gone []named
+	err = q.scan(ctx, len(uuids), uuidPath, func(i int, r read) error {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			return nil
+		case r.err != nil:
+			return fmt.Errorf("read %s: %w", q.rel(uuidPath(i)), r.err)
 		}
-		if bids[i] = strings.TrimSpace(string(r.data)); !validName(bids[i], "bid") || q.young(r.stat.Ctime) {
-			bids[i] = "" // passed
-			continue
+		if bid := strings.TrimSpace(string(r.data)); validName(bid, "bid") && !q.young(r.stat.Ctime) {
+			old = append(old, named{i, bid, r.stat.Czxid, r.stat.Version})
 		}
-		bidPaths = append(bidPaths, q.batchPath(bids[i]))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	batches := q.getAll(ctx, bidPaths...)
-	var goneAt []int
-	for i, n := 0, 0; i < len(uuids); i++ {
-		if bids[i] == "" {
-			continue
+	err = q.scan(ctx, len(old), func(k int) string { return q.batchPath(old[k].bid) }, func(k int, r read) error {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode) || r.err == nil && assumeGone[old[k].bid]:
+			gone = append(gone, old[k])
+		case r.err != nil:
+			return fmt.Errorf("read %s: %w", q.rel(q.batchPath(old[k].bid)), r.err)
 		}
-		switch err := batches[n].err; {
-		case errors.Is(err, zk.ErrNoNode) || err == nil && assumeGone[bids[i]]:
-			goneAt = append(goneAt, i)
-		case err != nil:
-			return nil, fmt.Errorf("read %s: %w", q.rel(bidPaths[n]), err)
-		}
-		n++
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []GoneUUID
-	for _, i := range goneAt {
-		if ok, st, err := q.zk.exists(ctx, paths[i]); err != nil {
-			return nil, fmt.Errorf("read %s: %w", q.rel(paths[i]), err)
-		} else if !ok || st.Czxid != named[i].stat.Czxid {
-			continue // removed with its batch, or made again, meanwhile
+	err = q.scan(ctx, len(gone), func(k int) string { return uuidPath(gone[k].i) }, func(k int, r read) error {
+		switch u := gone[k]; {
+		case errors.Is(r.err, zk.ErrNoNode) || r.err == nil && r.stat.Czxid != u.czxid:
+			return nil // removed with its batch, or made again, meanwhile
+		case r.err != nil:
+			return fmt.Errorf("read %s: %w", q.rel(uuidPath(u.i)), r.err)
+		default:
+			out = append(out, GoneUUID{Path: q.rel(uuidPath(u.i)), UUID: uuids[u.i], BID: u.bid, version: u.version})
+			return nil
 		}
-		out = append(out, GoneUUID{Path: q.rel(paths[i]), UUID: uuids[i], BID: bids[i], version: named[i].stat.Version})
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -2,12 +2,15 @@ package queue_test
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ingestq/ingestq/reactor/queue"
 )
@@ -138,5 +141,57 @@ func TestCleanupLeavesAUUIDChangedSinceItsRead(t *testing.T) {
 	r.ok(err)
 	if len(res.UUIDs) != 1 || r.there("/batch-uuids/uuid-changed") {
 		t.Errorf("cleanup of the uuid left unchanged: %+v, want it removed", res.UUIDs)
+	}
+}
+
+// check and cleanup read a queue's batch uuids (one per batch ever made)
+// a chunk at a time: read all at once, 50,000 outlasted a 2 s request
+// timeout ("no answer from ZooKeeper within 2s"; 100,000 the default
+// 5 s), so check failed and cleanup left every uuid. The one uuid whose
+// batch is gone is still named, and removed.
+func TestGoneUUIDsFoundAmongMany(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50,000 nodes")
+	}
+	r := newRun(t)
+	b := r.batch()
+	const n = 50_000
+	uuidPath := func(i int) string { return r.q.Path(fmt.Sprintf("/batch-uuids/many-%06d", i)) }
+	// Each multi stays under ZooKeeper's 1 MB request.
+	inMultis := func(op func(i int) any) {
+		var g errgroup.Group
+		g.SetLimit(4)
+		for lo := 0; lo < n; lo += 1000 {
+			g.Go(func() error {
+				var ops []any
+				for i := lo; i < min(lo+1000, n); i++ {
+					ops = append(ops, op(i))
+				}
+				_, err := r.conn.Multi(ops...)
+				return err
+			})
+		}
+		r.ok(g.Wait())
+	}
+	inMultis(func(i int) any {
+		return &zk.CreateRequest{Path: uuidPath(i), Data: []byte(b.ID), Acl: zk.WorldACL(zk.PermAll)}
+	})
+	t.Cleanup(func() { inMultis(func(i int) any { return &zk.DeleteRequest{Path: uuidPath(i), Version: -1} }) })
+	r.raw("/batch-uuids/uuid-never", "bid9999999999")
+	later, err := queue.New(r.conn, r.root, queue.WithRequestTimeout(2*time.Second),
+		queue.WithLogger(slog.New(slog.NewTextHandler(tWriter{t}, nil))), // not each read's path
+		queue.WithClock(func() time.Time { return time.Now().Add(11 * time.Minute) }))
+	r.ok(err)
+	start := time.Now()
+	v, w, err := later.CheckAll(t.Context(), queue.CheckOptions{})
+	r.ok(err)
+	t.Logf("check of %d batch uuids: %v", n+2, time.Since(start))
+	if len(v) != 0 || len(w) != 1 || !strings.Contains(w[0].String(), "/batch-uuids/uuid-never: names bid9999999999, which is gone") {
+		t.Errorf("violations %v, warnings %v; want the one uuid whose batch is gone", v, w)
+	}
+	res, err := later.CleanupWith(t.Context(), queue.CleanupOptions{})
+	r.ok(err)
+	if len(res.UUIDs) != 1 || res.UUIDs[0].UUID != "uuid-never" || len(res.Problems) != 0 || r.there("/batch-uuids/uuid-never") {
+		t.Errorf("cleanup: uuids %v, problems %v; want uuid-never removed", res.UUIDs, res.Problems)
 	}
 }

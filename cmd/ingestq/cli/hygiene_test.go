@@ -114,7 +114,9 @@ func wantShowRefuses(t *testing.T, e *env, stderrs map[string]string) {
 // jid0000000007 and bid0000000003, removed (here by another program, as
 // Merritt's sweep removes Completed batches and their jobs), are still
 // said to be removed, by whom they may have been; a uuid naming
-// bid0000000003 says so (it was "not found").
+// bid0000000003 says so (it was "not found"), and so does one written as
+// Merritt writes its uuids, "bid-" and a UUID (it was "batch bid-…: no
+// such batch (this queue has not made it)": taken for a bid).
 func TestShowAnUnpaddedIdIsNeverMade(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -128,12 +130,16 @@ func TestShowAnUnpaddedIdIsNeverMade(t *testing.T) {
 	e.ok(e.conn.Delete(e.root+"/batches/bid0000000003", -1))
 	// A uuid left naming a batch that is gone: mrt-zk writes it right after
 	// the bid node, and cleanup removes a bid node a creation left empty.
-	_, err := e.conn.Create(e.root+"/batch-uuids/uuid-left", []byte("bid0000000003"), 0, zk.WorldACL(zk.PermAll))
-	e.ok(err)
+	const merritts = "bid-2b1e7c0a-4f3d-4c61-9a0e-5d7b8c9e1f20"
+	for _, uuid := range []string{"uuid-left", merritts} {
+		_, err := e.conn.Create(e.root+"/batch-uuids/"+uuid, []byte("bid0000000003"), 0, zk.WorldACL(zk.PermAll))
+		e.ok(err)
+	}
 	wantShowRefuses(t, e, map[string]string{
 		"bid0000000003": "ingestq: batch bid0000000003 was removed from the queue (by ingestq delete or cleanup, or by another program such as " +
 			"Merritt's delete_completed_batches); its history: ingestq events replay --batch bid0000000003\n",
 		"uuid-left": "ingestq: batch uuid uuid-left names bid0000000003, which is gone (a creation cut short, or a batch removed without its uuid)\n",
+		merritts:    "ingestq: batch uuid " + merritts + " names bid0000000003, which is gone (a creation cut short, or a batch removed without its uuid)\n",
 		"jid7":      "ingestq: job jid7: no such job (this queue has not made it)\n",
 		"jid07":     "ingestq: job jid07: no such job (this queue has not made it)\n",
 		"bid1":      "ingestq: batch bid1: no such batch (this queue has not made it)\n",

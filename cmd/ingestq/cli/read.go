@@ -356,7 +356,10 @@ func (a *app) showCommand() *cobra.Command {
 				return a.writeFields(append(jobFields(j, a.ops(q).Situation(ctx)), field{"stalled", stall}))
 			}
 			b, err := a.ops(q).FindBatch(ctx, args[0])
-			if errors.Is(err, queue.ErrNotFound) && !errors.Is(err, queue.ErrBatchGone) && !ops.IsBatchID(args[0]) {
+			if errors.Is(err, queue.ErrBatchGone) {
+				return err // it names the uuid and its bid; removedOrNever takes Merritt's uuids (bid-…) for bids
+			}
+			if errors.Is(err, queue.ErrNotFound) && !ops.IsBatchID(args[0]) {
 				return fmt.Errorf("batch uuid %q: not found (show takes a JID, a BID, a batch UUID or an ARK; for an object's local id: ingestq ls jobs --local-id %s)",
 					args[0], args[0])
 			}
