@@ -67,12 +67,19 @@ func (q *Queue) sessionNode(ctx context.Context, sid int64) (string, error) {
 	if sid != q.zk.conn.SessionID() {
 		return "", nil
 	}
-	if err := q.ensureDirs(ctx, sessionsDir); err != nil {
-		return "", err
-	}
-	p, err := q.zk.create(ctx, q.Path(fmt.Sprintf("%s/0x%x-", sessionsDir, sid)), nil, zk.FlagEphemeral|zk.FlagSequence)
-	if errors.Is(err, zk.ErrNoNode) {
-		q.folders.forget(q.Path(sessionsDir)) // deleted by hand: made again at the next try
+	var p string
+	var err error
+	for remade := false; ; remade = true {
+		if err = q.ensureDirs(ctx, sessionsDir); err != nil {
+			return "", err
+		}
+		p, err = q.zk.create(ctx, q.Path(fmt.Sprintf("%s/0x%x-", sessionsDir, sid)), nil, zk.FlagEphemeral|zk.FlagSequence)
+		if !errors.Is(err, zk.ErrNoNode) || remade {
+			break
+		}
+		// The folder was deleted by hand: made again now, for NoNode is no
+		// transient error, and an unlock failing with it is given up.
+		q.folders.forget(q.Path(sessionsDir))
 	}
 	if err != nil {
 		return "", fmt.Errorf("create this session's node in %s: %w", sessionsDir, err)

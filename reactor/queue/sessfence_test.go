@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,68 @@ func TestAnUnlockQueuedThroughAnExpiryLeavesAnotherSessionsLock(t *testing.T) {
 					err, ok, rerr)
 			}
 			r.ok(r.q.UnlockBatch(ctx, other))
+		})
+	}
+}
+
+// The session's own node deleted by hand while the session lives, and its
+// folder with it (zkCli's deleteall /ingestq/sessions): the next unlock
+// makes them again and releases the lock. Before, with the folder gone,
+// the unlock failed with NoNode, which is not transient: the reactor's
+// retry, releaseOrphanLater and the store step's unlock gave it up, and
+// the lock stayed for as long as the daemon's session.
+func TestAnUnlockAfterTheSessionsNodeWasDeletedReleasesTheLock(t *testing.T) {
+	const ark = "ark:/99999/fk4fence"
+	for _, tc := range []struct {
+		name            string
+		folder, storage bool
+	}{
+		{"the node, a batch lock", false, false},
+		{"the node and its folder, a batch lock", true, false},
+		{"the node and its folder, a storage lock", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t)
+			ctx := t.Context()
+			b := r.acquiredBatch()
+			r.ok(r.q.UnlockBatch(ctx, b)) // makes the session's node
+			sessions := r.q.Path("/ingestq/sessions")
+			kids, _, err := r.conn.Children(sessions)
+			if err != nil || len(kids) != 1 {
+				t.Fatalf("the sessions' nodes after an unlock: %v (%v); want this session's", kids, err)
+			}
+			r.ok(r.conn.Delete(sessions+"/"+kids[0], -1))
+			if tc.folder {
+				r.ok(r.conn.Delete(sessions, -1))
+			}
+
+			lock := r.q.Path("/batches/" + b.ID + "/lock")
+			var unlock func() error
+			if tc.storage {
+				lock = r.q.Path("/locks/storage/" + queue.LockName(ark))
+				if ok, err := r.q.LockStorage(ctx, ark, ""); err != nil || !ok {
+					t.Fatalf("storage lock of %s: %v (%v); want taken", ark, ok, err)
+				}
+				unlock = func() error {
+					deleted, err := r.q.UnlockStorage(ctx, ark)
+					if err == nil && !deleted {
+						return errors.New("UnlockStorage deleted nothing")
+					}
+					return err
+				}
+			} else {
+				held, _, err := r.q.AcquirePendingBatch(ctx, nil)
+				if err != nil || held == nil {
+					t.Fatalf("acquired %s (%v); want %s", idOf(held), err, b.ID)
+				}
+				unlock = func() error { return r.q.UnlockBatch(ctx, held) }
+			}
+			if err := unlock(); err != nil {
+				t.Fatalf("the unlock after its session's node was deleted: %v; want nil", err)
+			}
+			if ok, _, err := r.conn.Exists(lock); err != nil || ok {
+				t.Fatalf("%s after the unlock is there: %v (%v); want gone", lock, ok, err)
+			}
 		})
 	}
 }
