@@ -10,6 +10,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
@@ -275,21 +276,12 @@ func TestAccessSaysWhoAssemblesItAndWhetherItsHostRuns(t *testing.T) {
 	dq, err := queue.New(zktest.Connect(t), b.root) // a daemon's, on host h1
 	must(t, err)
 	must(t, dq.RegisterHost(ctx, "h1", nil))
-	a, _, err := dq.AcquireAccessWork(ctx, v.Queue, nil)
-	if err != nil || a == nil {
-		t.Fatalf("acquire %s: %v %v", v.Ref, a, err)
-	}
-	must(t, dq.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}))
+	a := queuetest.TakeAccess(t, dq, v.Ref)
 	b.do("GET", "access/"+v.Ref, readToken, nil).ok(t, http.StatusOK, &got)
 	if got.State != queue.Processing || got.Holder == nil || got.Holder.Host != "h1" || got.Unreachable != "" {
 		t.Fatalf("GET in Processing: %+v, want holder h1", got)
 	}
-	tok, err := a.AccessToken()
-	must(t, err)
-	tok.TokenStatus, tok.URL = queue.TokenReady, "http://h9/access/x.zip"
-	tok.Package = &queue.AccessPackage{Name: "x.zip", Where: "folder", Location: "/data/access", Host: "h9",
-		Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
-	must(t, dq.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}))
+	queuetest.CompleteAccess(t, dq, a, "folder", "h9")
 	got = ops.AccessView{}
 	b.do("GET", "access/"+v.Ref, readToken, nil).ok(t, http.StatusOK, &got)
 	if want := "its host h9 is not running: the package is reachable again when h9 is back, or ask again"; got.Holder != nil || got.Unreachable != want {

@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"net/http"
-	"strconv"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -27,7 +26,7 @@ func TestItemBeingCreatedIsUnavailableForAMoment(t *testing.T) {
 		"access/small/" + half("/access/small/", "qid")} {
 		a := b.do("GET", item, readToken, nil)
 		a.problem(t, http.StatusServiceUnavailable, "being-created", item+"/status", "being created by another program")
-		if got := a.header.Get("Retry-After"); got != strconv.Itoa(10) {
+		if got := a.header.Get("Retry-After"); got != "10" {
 			t.Errorf("%s: Retry-After %q, want 10", item, got)
 		}
 	}

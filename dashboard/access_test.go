@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -86,12 +87,6 @@ func TestAccessPageNamesTheHostAssembling(t *testing.T) {
 // daemon does (the test's queue takes it), and returns its ref and view.
 func (b *bundle) processing(ark string) (string, *queue.Access) {
 	b.t.Helper()
-	ctx := b.t.Context()
 	ref := b.request(ark, time.Now())
-	a, err := b.q.FindAccess(ctx, ref)
-	must(b.t, err)
-	a, _, err = b.q.AcquireAccessWork(ctx, a.Queue, nil)
-	must(b.t, err)
-	must(b.t, b.q.MoveAccess(ctx, a, queue.Processing, "", nil))
-	return ref, a
+	return ref, queuetest.TakeAccess(b.t, b.q, ref)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/inventory"
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
@@ -179,26 +180,11 @@ func TestShowSaysAFolderPackagesHostIsNotRunning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, _, err := q.AcquireAccessWork(ctx, v.Queue, nil)
-		if err != nil || a == nil || a.Ref() != v.Ref {
-			t.Fatalf("acquire %s: %+v %v", v.Ref, a, err)
-		}
-		if err := q.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}); err != nil {
-			t.Fatal(err)
-		}
+		a := queuetest.TakeAccess(t, q, v.Ref)
 		if v, err = s.ShowAccess(ctx, v.Ref); err != nil || v.Holder == nil || v.Holder.Host != "h1" {
 			t.Fatalf("show of %s in Processing: %+v %v, want its holder h1", a.Ref(), v, err)
 		}
-		tok, err := a.AccessToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok.TokenStatus, tok.URL = queue.TokenReady, "http://"+host+"/access/x.zip"
-		tok.Package = &queue.AccessPackage{Name: "x.zip", Where: where, Location: "/data/access", Host: host,
-			Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
-		if err := q.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}); err != nil {
-			t.Fatal(err)
-		}
+		queuetest.CompleteAccess(t, q, a, where, host)
 		if v, err = s.ShowAccess(ctx, v.Ref); err != nil || v.Holder != nil {
 			t.Fatalf("show of Completed %s: %+v %v, want no holder", a.Ref(), v, err)
 		}

@@ -250,12 +250,6 @@ func TestExpiryAndSweep(t *testing.T) {
 	waitGone(t, filepath.Join(dir, kept.Token.Package.Name))
 }
 
-func get(t *testing.T, url string) int {
-	t.Helper()
-	code, _ := getText(t, url)
-	return code
-}
-
 // waitGone waits for files to be removed (the sweep announces no
 // removal but an expiry's).
 func waitGone(t *testing.T, paths ...string) {
@@ -463,5 +457,41 @@ func TestZipsWrittenAtOnceShareTheRoom(t *testing.T) {
 	want := "no room for the package in " + dir.Load().(string)
 	if e := r.waitFor(b.Ref, queue.Completed, queue.Failed); e.To != string(queue.Failed) || !strings.Contains(e.Message, want) {
 		t.Fatalf("the second zip: %s %q, want Failed saying %q", e.To, e.Message, want)
+	}
+}
+
+// A stored file that reads other bytes than recorded fails its request
+// naming the copy read (the OCFL root in a bucket, and the content key),
+// and what to do: audit, restore, requeue.
+func TestADamagedStoredFileNamesTheCopyRead(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
+	root := srv.URL(srv.Addr, "ocfl")
+	r := newRig(t, rigConfig{storage: []string{root}})
+	ark := r.deposit("obj-1", v1Files)
+	a := producer(r.stored(ark)[0], "a.txt")
+	keys := keysAt(t, root)
+	i := slices.IndexFunc(keys, func(k string) bool { return strings.HasSuffix(k, "/v1/content/"+a) })
+	if i < 0 {
+		t.Fatalf("no content key of %s among %q", a, keys)
+	}
+	pl, err := place.OpenExisting(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := []byte("ALPHA\n")
+	if err := pl.Put(t.Context(), keys[i], strings.NewReader(string(damaged)), int64(len(damaged)), sum(damaged)); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := r.request(ops.AccessRequest{ARK: ark})
+	for _, want := range []string{
+		"stored file \"" + a + "\" of " + ark + " version 1 reads as 6 bytes with sha256 " + sum(damaged),
+		"(the copy read: s3://",
+		"/" + keys[i] + ")",
+		"`ingestq audit " + ark + "` checks every stored copy of the object: restore this file from a sound copy, then `ingestq access requeue " + v.Ref + "`",
+	} {
+		if v.State != queue.Failed || !strings.Contains(v.Message, want) {
+			t.Errorf("request: %s %q; want Failed saying %q", v.State, v.Message, want)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package access_test
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,21 +16,6 @@ import (
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
-
-// getText fetches url and returns its status and body.
-func getText(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
 
 // A folder package whose request another session deleted, or whose expiry
 // has passed, is 410 Gone at once, saying which and how to ask again, while
@@ -106,38 +90,27 @@ func TestDeletingAnS3PackagesRequestDeletesItsKey(t *testing.T) {
 	}
 }
 
-// A stored file that reads other bytes than recorded fails its request
-// naming the copy read (the OCFL root in a bucket, and the content key),
-// and what to do: audit, restore, requeue.
-func TestADamagedStoredFileNamesTheCopyRead(t *testing.T) {
+// Deleting a request's package deletes only a package's key: a token that
+// names another key (a request written by hand or by another tool) leaves
+// it, as the sweep leaves whatever else shares the prefix. Before, any key
+// the token named was deleted with the process's credentials.
+func TestRemovePackageDeletesOnlyAPackage(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
-	root := srv.URL(srv.Addr, "ocfl")
-	r := newRig(t, rigConfig{storage: []string{root}})
-	ark := r.deposit("obj-1", v1Files)
-	a := producer(r.stored(ark)[0], "a.txt")
-	keys := keysAt(t, root)
-	i := slices.IndexFunc(keys, func(k string) bool { return strings.HasSuffix(k, "/v1/content/"+a) })
-	if i < 0 {
-		t.Fatalf("no content key of %s among %q", a, keys)
-	}
-	pl, err := place.OpenExisting(t.Context(), root)
+	shared := srv.URL(srv.Addr, "shared")
+	pl, err := place.NewS3(t.Context(), shared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := []byte("ALPHA\n")
-	if err := pl.Put(t.Context(), keys[i], strings.NewReader(string(damaged)), int64(len(damaged)), sum(damaged)); err != nil {
+	kept := []byte("not a package\n")
+	if err := pl.Put(t.Context(), "inventory.json", strings.NewReader(string(kept)), int64(len(kept)), sum(kept)); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := r.request(ops.AccessRequest{ARK: ark})
-	for _, want := range []string{
-		"stored file \"" + a + "\" of " + ark + " version 1 reads as 6 bytes with sha256 " + sum(damaged),
-		"(the copy read: s3://",
-		"/" + keys[i] + ")",
-		"`ingestq audit " + ark + "` checks every stored copy of the object: restore this file from a sound copy, then `ingestq access requeue " + v.Ref + "`",
-	} {
-		if v.State != queue.Failed || !strings.Contains(v.Message, want) {
-			t.Errorf("request: %s %q; want Failed saying %q", v.State, v.Message, want)
-		}
+	err = access.RemovePackage(t.Context(), &queue.AccessPackage{Name: "inventory.json", Where: "s3", Location: shared})
+	if err == nil || !strings.Contains(err.Error(), `"inventory.json" in `+shared+" is not a package's name") {
+		t.Errorf("RemovePackage of inventory.json: %v; want refused, naming the key and the place", err)
+	}
+	if keys := keysAt(t, shared); !slices.Contains(keys, "inventory.json") {
+		t.Errorf("%s holds %q after RemovePackage; want inventory.json kept", shared, keys)
 	}
 }

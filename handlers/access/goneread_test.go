@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/ingestq/ingestq/handlers/access"
 	"github.com/ingestq/ingestq/handlers/storage"
-	"github.com/ingestq/ingestq/handlers/storage/place"
 	"github.com/ingestq/ingestq/internal/s3test"
 	"github.com/ingestq/ingestq/ops"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -90,31 +88,6 @@ func restartedBesideAnUnreadableRequest(t *testing.T) (ops.AccessView, string, *
 	srv := httptest.NewServer(restarted.Handler())
 	t.Cleanup(srv.Close)
 	return v, srv.URL, q
-}
-
-// Deleting a request's package deletes only a package's key: a token that
-// names another key (a request written by hand or by another tool) leaves
-// it, as the sweep leaves whatever else shares the prefix. Before, any key
-// the token named was deleted with the process's credentials.
-func TestRemovePackageDeletesOnlyAPackage(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.SetEnv(t) // not parallel: the AWS_* variables are the process's
-	shared := srv.URL(srv.Addr, "shared")
-	pl, err := place.NewS3(t.Context(), shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := []byte("not a package\n")
-	if err := pl.Put(t.Context(), "inventory.json", strings.NewReader(string(kept)), int64(len(kept)), sum(kept)); err != nil {
-		t.Fatal(err)
-	}
-	err = access.RemovePackage(t.Context(), &queue.AccessPackage{Name: "inventory.json", Where: "s3", Location: shared})
-	if err == nil || !strings.Contains(err.Error(), `"inventory.json" in `+shared+" is not a package's name") {
-		t.Errorf("RemovePackage of inventory.json: %v; want refused, naming the key and the place", err)
-	}
-	if keys := keysAt(t, shared); !slices.Contains(keys, "inventory.json") {
-		t.Errorf("%s holds %q after RemovePackage; want inventory.json kept", shared, keys)
-	}
 }
 
 // A daemon whose packages go to S3 alone forgets, at its sweep, the

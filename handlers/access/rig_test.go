@@ -283,6 +283,28 @@ func (r *rig) stored(ark string) []map[string]string {
 	return out
 }
 
+// getText fetches url and returns its status and body.
+func getText(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// get is getText's status alone.
+func get(t *testing.T, url string) int {
+	t.Helper()
+	code, _ := getText(t, url)
+	return code
+}
+
 // fetch downloads a package from its URL (the folder's server, or a
 // presigned S3 URL: no credentials either way) and returns its entries,
 // name → sha256, and its own sha256.

@@ -4,8 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
 )
 
@@ -53,19 +53,15 @@ func TestAccessShowSaysWhoAssemblesAndWhetherItsHostRuns(t *testing.T) {
 	ctx := t.Context()
 	d.ok(d.q.RegisterHost(ctx, "h1", nil)) // the test's queue works as the daemon of host h1
 	tok := queue.AccessToken{Token: "t-who", ARK: "ark:/99999/fk4who", Format: queue.FormatZip, TokenStatus: queue.TokenNotReady}
-	_, err := d.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
+	created, err := d.q.CreateAccess(ctx, queue.AccessSmall, tok.Map(nil))
 	d.ok(err)
-	a, _, err := d.q.AcquireAccessWork(ctx, queue.AccessSmall, nil)
-	d.ok(err)
-	d.ok(d.q.SetAccessStatus(ctx, a, queue.Processing, queue.AccessChange{}))
+	a := queuetest.TakeAccess(t, d.q, created.Ref())
 	out, _, code := d.cli("access", "show", a.Ref())
 	wantCode(t, code, 0)
 	if !regexp.MustCompile(`(?m)^assembling_on: +h1$`).MatchString(out) {
 		t.Errorf("show of a request h1 assembles:\n%s\nwant assembling_on: h1", out)
 	}
-	tok.TokenStatus, tok.Package = queue.TokenReady, &queue.AccessPackage{Name: "x.zip", Where: "folder", Location: "/data/access", Host: "h9",
-		Expires: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
-	d.ok(d.q.SetAccessStatus(ctx, a, queue.Completed, queue.AccessChange{Token: tok.Map(a.Token)}))
+	queuetest.CompleteAccess(t, d.q, a, "folder", "h9")
 	out, _, code = d.cli("access", "show", a.Ref())
 	wantCode(t, code, 0)
 	want := regexp.MustCompile(`(?m)^unreachable: +its host h9 is not running: the package is reachable again when h9 is back, or ask again$`)
