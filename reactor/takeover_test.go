@@ -37,8 +37,8 @@ func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
 	}
 
 	jobEvents := e.outside("ingestq.job.>")
-	logs := &logtest.Buffer{}
-	e.daemon("host-a", func(c *reactor.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	logs, log := e.logged()
+	e.daemon("host-a", func(c *reactor.Config) { c.Logger = log })
 	takeOvers := func(jid string) []events.Event {
 		return takeOversUntil(t, jobEvents, jid, func(ev events.Event) bool {
 			return ev.Kind == events.KindJob && ev.To == "Completed" && ev.JobID == jid
@@ -61,14 +61,20 @@ func TestAJobTakenFromADeadHostSaysSo(t *testing.T) {
 	}
 }
 
-// hostsBatch is a session registered as host, its Queue, and a batch of n
-// jobs it made and moved to Processing.
-func hostsBatch(e *env, host string, n int) (*zkwatch.Session, *queue.Queue, *queue.Batch, []*queue.Job) {
+// hostSession is a session registered as host, and its Queue.
+func hostSession(e *env, host string) (*zkwatch.Session, *queue.Queue) {
 	s := e.session()
 	q := e.queue(s)
 	if err := q.RegisterHost(e.t.Context(), host, []byte(`{}`)); err != nil {
 		e.t.Fatal(err)
 	}
+	return s, q
+}
+
+// hostsBatch is hostSession, and a batch of n jobs it made and moved to
+// Processing.
+func hostsBatch(e *env, host string, n int) (*zkwatch.Session, *queue.Queue, *queue.Batch, []*queue.Job) {
+	s, q := hostSession(e, host)
 	b, jobs := foreignBatch(e, q, n)
 	foreignProcessing(e.t, q, b, n)
 	return s, q, b, jobs
@@ -208,11 +214,7 @@ func TestOnlyTheWinnerSaysItTakesOverAJob(t *testing.T) {
 func TestAnAccessRequestTakenFromADeadHostSaysSo(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	dead := e.session()
-	dq := e.queue(dead)
-	if err := dq.RegisterHost(ctx, "host-dead", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	dead, dq := hostSession(e, "host-dead")
 	// processing takes the oldest Pending request on dq to Processing, as
 	// host-dead's worker does before it assembles.
 	processing := func(ark string) *queue.Access {
@@ -234,12 +236,12 @@ func TestAnAccessRequestTakenFromADeadHostSaysSo(t *testing.T) {
 	}
 
 	requests := e.outside("ingestq.access.>")
-	logs := &logtest.Buffer{}
+	logs, log := e.logged()
 	proceed := make(chan struct{}, 2) // a token for each assembly
 	proceed <- struct{}{}             // the let-go request's
 	h := newAssembler(proceed)
 	e.daemon("host-a", func(c *reactor.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.Logger = log
 		c.Access, c.AccessWorkers = h, map[string]int{queue.AccessSmall: 1, queue.AccessLarge: 0}
 	})
 	takeOvers := func(ref string) []events.Event {

@@ -311,9 +311,16 @@ func (q *Queue) removeJob(ctx context.Context, j *Job, countDown bool) error {
 	if err := q.commit(ctx, ops); err != nil {
 		return err
 	}
+	q.letGoJob(j)
+	return nil
+}
+
+// letGoJob marks view j as no longer holding the job's lock (a change
+// released it or found j stale) and, an admin's view (lockToLoad), no
+// longer held here.
+func (q *Queue) letGoJob(j *Job) {
 	j.owner, j.Locked = false, false
 	q.held.CompareAndDelete(j.ID, j)
-	return nil
 }
 
 // countDown is the op that lowers a batch's job-count by one, at the

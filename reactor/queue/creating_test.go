@@ -17,12 +17,7 @@ import (
 func TestItemWithoutStatusIsBeingCreatedWhileYoung(t *testing.T) {
 	r := newRun(t)
 	ctx := context.Background()
-	half := func(folder, prefix string) string {
-		p, err := r.conn.Create(r.q.Path(folder+prefix), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		r.ok(err)
-		return p[strings.LastIndex(p, "/")+1:]
-	}
-	bid, jid, qid := half("/batches/", "bid"), half("/jobs/", "jid"), half("/access/small/", "qid")
+	bid, jid, qid := r.husk("/batches/", "bid"), r.husk("/jobs/", "jid"), r.husk("/access/small/", "qid")
 	load := map[string]func(*queue.Queue) error{
 		"batch": func(q *queue.Queue) error { _, err := q.LoadBatch(ctx, bid); return err },
 		"job":   func(q *queue.Queue) error { _, err := q.LoadJob(ctx, jid); return err },
@@ -42,4 +37,14 @@ func TestItemWithoutStatusIsBeingCreatedWhileYoung(t *testing.T) {
 			t.Errorf("%s after huskAge: %v, want a creation cut short", kind, err)
 		}
 	}
+}
+
+// husk makes an item node as a creation cut short (or under way) leaves
+// it: named in folder by the sequence after prefix, with nothing under it.
+// It returns the item's id.
+func (r *run) husk(folder, prefix string) string {
+	r.t.Helper()
+	p, err := r.conn.Create(r.q.Path(folder+prefix), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	r.ok(err)
+	return p[strings.LastIndex(p, "/")+1:]
 }

@@ -19,9 +19,7 @@ import (
 // uuid leaves: an empty bid node, and uuid naming it. It returns the bid.
 func (r *run) cutShortCreation(uuid string) string {
 	r.t.Helper()
-	p, err := r.conn.Create(r.q.Path("/batches/bid"), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
-	r.ok(err)
-	bid := p[strings.LastIndex(p, "/")+1:]
+	bid := r.husk("/batches/", "bid")
 	r.raw("/batch-uuids/"+uuid, bid)
 	return bid
 }
@@ -178,10 +176,8 @@ func TestGoneUUIDsFoundAmongMany(t *testing.T) {
 	})
 	t.Cleanup(func() { inMultis(func(i int) any { return &zk.DeleteRequest{Path: uuidPath(i), Version: -1} }) })
 	r.raw("/batch-uuids/uuid-never", "bid9999999999")
-	later, err := queue.New(r.conn, r.root, queue.WithRequestTimeout(2*time.Second),
-		queue.WithLogger(slog.New(slog.NewTextHandler(tWriter{t}, nil))), // not each read's path
-		queue.WithClock(func() time.Time { return time.Now().Add(11 * time.Minute) }))
-	r.ok(err)
+	later := r.later(queue.WithRequestTimeout(2*time.Second),
+		queue.WithLogger(slog.New(slog.NewTextHandler(tWriter{t}, nil)))) // not each read's path
 	start := time.Now()
 	v, w, err := later.CheckAll(t.Context(), queue.CheckOptions{})
 	r.ok(err)

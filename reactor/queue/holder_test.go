@@ -159,8 +159,7 @@ func TestAcquisitionNamesTheAccessRequestsHolder(t *testing.T) {
 	}
 
 	// Another tool's request, its status as that tool wrote it.
-	p, err := r.conn.Create(r.q.Path("/access/small/qid"), nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
-	r.ok(err)
+	p := r.q.Path("/access/small/" + r.husk("/access/small/", "qid"))
 	status := []byte(`{"status": "Pending", "last_modified": "2026-11-28T10:00:00+0000", "message": "", "retry": 0}`)
 	_, err = r.conn.Create(p+"/token", []byte(`{"cloud-content-byte": 10}`), 0, zk.WorldACL(zk.PermAll))
 	r.ok(err)

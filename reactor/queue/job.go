@@ -406,8 +406,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 	if _, err := q.commitLanded(ctx, ops, c.Retried); err != nil {
 		if errors.Is(err, ErrStale) && j.owner {
 			_ = q.releaseOwnLock(ctx, q.jobPath(j.ID, "lock"))
-			j.owner, j.Locked = false, false
-			q.held.CompareAndDelete(j.ID, j) // an admin's view
+			q.letGoJob(j)
 		}
 		return err
 	}
@@ -428,8 +427,7 @@ func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange)
 		j.Config = *c.Config
 	}
 	if c.Release {
-		j.owner, j.Locked = false, false
-		q.held.CompareAndDelete(j.ID, j) // an admin's view
+		q.letGoJob(j)
 	}
 	if from != to {
 		moved := *j

@@ -14,10 +14,11 @@ import (
 )
 
 // later is a second view of r's queue whose clock is 11 minutes ahead:
-// what r's test made is then older than cleanup's 10 minutes.
-func (r *run) later() *queue.Queue {
-	q, err := queue.New(r.conn, r.root, queue.WithLogger(testLogger(r.t)),
-		queue.WithClock(func() time.Time { return time.Now().Add(11 * time.Minute) }))
+// what r's test made is then older than cleanup's 10 minutes. opts are
+// applied after its own (a logger of the test's replaces testLogger).
+func (r *run) later(opts ...queue.Option) *queue.Queue {
+	q, err := queue.New(r.conn, r.root, append([]queue.Option{queue.WithLogger(testLogger(r.t)),
+		queue.WithClock(func() time.Time { return time.Now().Add(11 * time.Minute) })}, opts...)...)
 	r.ok(err)
 	return q
 }

@@ -681,7 +681,7 @@ func TestAdminLockWhoseReplyWasLostIsReleased(t *testing.T) {
 			if err != nil || there {
 				t.Fatalf("before the admin's lock, %s is there: %v (%v)", a.lock, there, err)
 			}
-			if err := lose(a.lockIt); err == nil {
+			if err := lose(func(ctx context.Context) error { _, err := a.locked(ctx); return err }); err == nil {
 				t.Fatal("an admin's lock whose reply was lost and could not be confirmed returned no error")
 			}
 			waitEvent(t, created, zk.EventNodeCreated, "the admin's lock to land")
@@ -700,16 +700,14 @@ func TestAdminLockWhoseReplyWasLostIsReleased(t *testing.T) {
 type adminItem struct {
 	lock    string                                                                    // its lock's path
 	locked  func(ctx context.Context) (unlock func(context.Context) error, err error) // the admin's lock, and its view's unlock
-	lockIt  func(ctx context.Context) error                                           // the admin's lock alone
 	refused func(ctx context.Context) error                                           // an admin action refused: its lock, then its unlock
 	take    func()                                                                    // r.q's worker takes it, or fails the test
 }
 
 func (r *run) adminItem(admin *queue.Queue, kind string) adminItem {
-	var a adminItem
 	if kind == "job" {
 		_, j := r.oneJob()
-		a = adminItem{
+		return adminItem{
 			lock: r.q.Path("/jobs/" + j.ID + "/lock"),
 			locked: func(ctx context.Context) (func(context.Context) error, error) {
 				view, err := admin.LockJob(ctx, j.ID)
@@ -721,27 +719,24 @@ func (r *run) adminItem(admin *queue.Queue, kind string) adminItem {
 			},
 			take: func() { r.acquire(queue.Pending, j.ID) },
 		}
-	} else {
-		b, _, _ := r.twoDoneJobs()
-		a = adminItem{
-			lock: r.q.Path("/batches/" + b.ID + "/lock"),
-			locked: func(ctx context.Context) (func(context.Context) error, error) {
-				view, err := admin.LockBatch(ctx, b.ID)
-				return func(ctx context.Context) error { return admin.UnlockBatch(ctx, view) }, err
-			},
-			refused: func(ctx context.Context) error { // only a Pending batch can be held
-				_, err := admin.HoldBatch(ctx, b.ID)
-				return err
-			},
-			take: func() {
-				if got, _, err := r.q.AcquireCompletedBatch(r.t.Context(), []string{b.ID}, nil); err != nil || got == nil {
-					r.t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
-				}
-			},
-		}
 	}
-	a.lockIt = func(ctx context.Context) error { _, err := a.locked(ctx); return err }
-	return a
+	b, _, _ := r.twoDoneJobs()
+	return adminItem{
+		lock: r.q.Path("/batches/" + b.ID + "/lock"),
+		locked: func(ctx context.Context) (func(context.Context) error, error) {
+			view, err := admin.LockBatch(ctx, b.ID)
+			return func(ctx context.Context) error { return admin.UnlockBatch(ctx, view) }, err
+		},
+		refused: func(ctx context.Context) error { // only a Pending batch can be held
+			_, err := admin.HoldBatch(ctx, b.ID)
+			return err
+		},
+		take: func() {
+			if got, _, err := r.q.AcquireCompletedBatch(r.t.Context(), []string{b.ID}, nil); err != nil || got == nil {
+				r.t.Fatalf("another session's look acquired %s (%v); want %s, the admin's lock gone", idOf(got), err, b.ID)
+			}
+		},
+	}
 }
 
 // Two admin actions on one batch or job, on one session (the API's): the

@@ -167,16 +167,13 @@ func decodeStatus(data []byte, name string, dst any, extra *Extra) error {
 		}
 		return err
 	}
-	t := reflect.TypeOf(dst).Elem()
-	for i := range t.NumField() {
-		delete(m, jsonName(t.Field(i)))
-	}
-	// encoding/json fills a field from a key of any case ("Holder" too):
+	// encoding/json fills a field from its key in any case ("Holder" too):
 	// such a key is the field's, or a move that drops the field (holder,
 	// deferred: omitempty) would write it back from extra.
+	t := reflect.TypeOf(dst).Elem()
 	for key := range m {
 		for i := range t.NumField() {
-			if name := jsonName(t.Field(i)); name != "" && strings.EqualFold(key, name) {
+			if strings.EqualFold(key, jsonName(t.Field(i))) {
 				delete(m, key)
 			}
 		}
