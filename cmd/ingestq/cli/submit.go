@@ -63,7 +63,8 @@ func (a *app) submitCommand() *cobra.Command {
 			"--wait follows the batch on the daemon's NATS (--nats, default nats://127.0.0.1:4222):\n" +
 			"progress on stderr, then the batch's report (each completed job with its object's ARK and\n" +
 			"local ids, each failed job with its reason); exit 0 when it is Completed, 1 when it is\n" +
-			"Failed. Ctrl-C stops waiting (exit 130), not the batch: it keeps running in the daemon.\n\n" +
+			"Failed, 3 when it is removed or stays unreadable for 3 reads (about 4 s) before it reports.\n" +
+			"Ctrl-C stops waiting (exit 130), not the batch: it keeps running in the daemon.\n\n" +
 			"passthrough:N, for a daemon run with serve --pipeline passthrough, makes N jobs that do\n" +
 			"nothing and succeed at every step, to measure the queue alone (its --profile need not be\n" +
 			"published).",
@@ -476,7 +477,12 @@ func (a *app) followBatch(ctx context.Context, q *queue.Queue, bid string, msgs 
 				return f.finish(ctx, to)
 			}
 		case <-poll.C:
-			if to := f.onPoll(ctx); to != "" {
+			to, err := f.onPoll(ctx)
+			if err != nil {
+				f.p.end()
+				return err
+			}
+			if to != "" {
 				return f.finish(ctx, to)
 			}
 		case <-redraw.C:
@@ -497,6 +503,7 @@ type follower struct {
 	roomNoted      map[string]bool // "state limit": the limits (--max-fill, --space-margin) said to hold jobs back there
 	busyNoted      bool            // a job waiting for a busy server was said
 	batchBusyNoted bool            // the batch waiting for its busy payload server was said
+	misses         int             // reads in a row that found the batch gone or unreadable
 }
 
 func (f *follower) show(force bool) {
@@ -526,7 +533,13 @@ func (f *follower) onMessage(ctx context.Context, m *nats.Msg) (reported string)
 		case queue.Completed, queue.Failed:
 			return ev.To
 		case queue.Held:
-			f.a.note("batch %s is Held (its collection is held): waiting until it is released", f.bid)
+			// An operator's hold names its actor; a daemon holds a
+			// batch only for its collection.
+			why := "its collection is held"
+			if ev.Actor != "" {
+				why = "held by " + ev.Actor
+			}
+			f.a.note("batch %s is Held (%s): waiting until it is released", f.bid, why)
 		}
 	}
 	f.show(false)
@@ -547,19 +560,29 @@ func (f *follower) noteBusyServer(ev events.Event) {
 
 // onPoll asks ZooKeeper how the batch stands after a while without news (a
 // dropped connection, lost events), and recounts its jobs; it returns the
-// state the batch reported, once it has.
-func (f *follower) onPoll(ctx context.Context) (reported string) {
+// state the batch reported, once it has, or why the wait ends without one
+// (the batch is gone or unreadable).
+func (f *follower) onPoll(ctx context.Context) (reported string, lost error) {
 	// Before its jobs are made the batch itself is read each poll. Its
 	// wait for a busy payload server has an event, but one for the same
 	// wait, not one a try: an hour's wait is quiet after it, and the read
 	// also finds within a poll a move to Processing whose event was lost.
-	if !f.counting || time.Since(f.lastEvent) >= waitQuiet {
+	// A batch found gone or unreadable is read each poll until it is
+	// readable again or waitMisses reads have found it so.
+	if !f.counting || f.misses > 0 || time.Since(f.lastEvent) >= waitQuiet {
 		b, err := f.q.LoadBatch(ctx, f.bid)
+		if err == nil {
+			f.misses = 0
+		}
 		switch {
-		case err != nil:
+		case errors.Is(err, queue.ErrNotFound) || errors.Is(err, queue.ErrCorrupt):
+			if lost := f.missed(ctx, err); lost != nil {
+				return "", lost
+			}
+		case err != nil: // ZooKeeper unreachable for now: its client connects again
 			f.a.log.Debug("submit --wait: cannot read the batch", "batch", f.bid, "err", err)
 		case b.State() == queue.Completed || b.State() == queue.Failed:
-			return string(b.State())
+			return string(b.State()), nil
 		case b.State() != queue.Pending && b.State() != queue.Held:
 			f.counting = true
 		case waitsForBusyServer(b) && !f.batchBusyNoted:
@@ -572,7 +595,40 @@ func (f *follower) onPoll(ctx context.Context) (reported string) {
 	}
 	f.noteRoom(ctx)
 	f.show(false)
-	return ""
+	return "", nil
+}
+
+// waitMisses is how many reads in a row, a poll apart, may find the batch
+// gone or unreadable before submit --wait ends: about (waitMisses-1) *
+// waitPoll, 4 s by default. Another program rewriting the status (mrt-zk
+// writes an item's nodes one by one) leaves it so for milliseconds; our own
+// batch was made whole, so ErrCreating's 10 minutes (huskAge) would only
+// keep a script waiting for a batch that is gone.
+const waitMisses = 3
+
+// exitBatchLost is submit --wait's exit code when the batch is removed or
+// unreadable before it reports: its outcome is unknown, neither Completed
+// (0) nor Failed (1).
+const exitBatchLost = 3
+
+// missed takes a read that found the batch gone or unreadable (err): the
+// first says so on a note, the waitMisses-th in a row ends the wait, naming
+// who may have removed it (as show does) or the node and what is wrong.
+func (f *follower) missed(ctx context.Context, err error) error {
+	f.misses++
+	if f.misses < waitMisses {
+		if f.misses == 1 {
+			f.a.note("reading batch %s failed (%v); reading it again, %d times %s apart, in case another program is rewriting it",
+				f.bid, err, waitMisses-1, waitPoll)
+		}
+		return nil
+	}
+	if errors.Is(err, queue.ErrNotFound) {
+		err = f.a.removedOrNever(ctx, f.q, f.bid, err)
+	} else {
+		err = fmt.Errorf("batch %s cannot be read: %w", f.bid, err)
+	}
+	return &exitError{code: exitBatchLost, err: fmt.Errorf("stopped waiting, its outcome unknown: %w", err)}
 }
 
 // noteRoom says why the batch's jobs sit in Provisioning, or a zip in

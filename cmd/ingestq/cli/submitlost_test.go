@@ -1,0 +1,92 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/zkwatch/zktest"
+)
+
+// lostWait starts submit --wait of three objects on a daemon with no
+// reactor (the batch stays Pending, read each poll) and returns it once it
+// has printed its batch id.
+func (d *daemon) lostWait(t *testing.T) (*background, string) {
+	t.Helper()
+	c := runBackground(t, "--zk", zktest.Shared(t).Addr, "--zk-root", d.root, "--nats", d.bus.ClientURL(),
+		"submit", "--profile", "demo", "--wait", "passthrough:3")
+	c.waitFor(t, "printed no batch id", func(out, _ string) bool { return strings.HasSuffix(out, "\n") })
+	return c, d.onlyBatch().ID
+}
+
+// wantLost waits until the wait c ends (a minute at most, exit's bound),
+// and wants exit 3 and stderr's last line to hold each of parts; it
+// returns stderr.
+func wantLost(t *testing.T, c *background, parts ...string) string {
+	t.Helper()
+	_, errb, code := c.exit(t)
+	wantCode(t, code, 3)
+	s := strings.TrimSuffix(errb, "\n")
+	last := s[strings.LastIndex(s, "\n")+1:]
+	for _, want := range parts {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q: want %q", last, want)
+		}
+	}
+	return errb
+}
+
+// A batch removed while submit --wait follows it ends the wait (exit 3),
+// naming the batch and who may have removed it, as show does. Before, the
+// wait went on for ever: here exit's bound (a minute) failed the test.
+func TestSubmitWaitEndsWhenItsBatchIsRemoved(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	c, bid := d.lostWait(t)
+	_, _, code := d.cli("hold", "batch", bid) // only a Held batch (of those not finished) can be deleted
+	wantCode(t, code, 0)
+	_, _, code = d.cli("delete", bid)
+	wantCode(t, code, 0)
+	errb := wantLost(t, c, "ingestq: stopped waiting, its outcome unknown: batch "+bid+" was removed from the queue",
+		"by ingestq delete or cleanup", "ingestq events replay --batch "+bid)
+	// The operator's hold is said as theirs, not as a collection's.
+	if !strings.Contains(errb, "note: batch "+bid+" is Held (held by ") {
+		t.Errorf("stderr %q: the operator's hold not said as theirs", errb)
+	}
+}
+
+// A batch whose status stays unreadable ends the wait (exit 3), naming its
+// node and the reader's words. Before, the wait went on for ever.
+func TestSubmitWaitEndsWhenItsBatchIsUnreadable(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	c, bid := d.lostWait(t)
+	_, err := d.conn.Set(d.root+"/batches/"+bid+"/status", []byte("{not json"), -1)
+	d.ok(err)
+	errb := wantLost(t, c, "ingestq: stopped waiting, its outcome unknown: batch "+bid+" cannot be read: ",
+		"/batches/"+bid+"/status: bad JSON", "invalid character")
+	if !strings.Contains(errb, "note: reading batch "+bid+" failed (/batches/"+bid+"/status: ") {
+		t.Errorf("stderr %q: no note of the first unreadable read", errb)
+	}
+}
+
+// A status unreadable for a moment (another program rewriting it) does not
+// end the wait: the batch, readable again, is followed to its report.
+func TestSubmitWaitRidesOutAMomentarilyUnreadableBatch(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	c, bid := d.lostWait(t)
+	status := d.root + "/batches/" + bid + "/status"
+	good, _, err := d.conn.Get(status)
+	d.ok(err)
+	_, err = d.conn.Set(status, []byte("{not json"), -1)
+	d.ok(err)
+	c.waitFor(t, "noted no unreadable read", func(_, errb string) bool { return strings.Contains(errb, "note: reading batch "+bid+" failed") })
+	_, err = d.conn.Set(status, good, -1)
+	d.ok(err)
+	d.start()
+	out, errb, code := c.exit(t)
+	wantCode(t, code, 0)
+	if !strings.Contains(out, "successful jobs: 3\n") || strings.Contains(errb, "stopped waiting") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errb)
+	}
+}
