@@ -7,8 +7,9 @@
 // submission is accepted; the other commands on the queue refuse a root
 // with none, so a mistyped --zk-root creates nothing. A command does one
 // thing and exits: 0 on success, 1 with one line "ingestq: <reason>" on
-// stderr when ZooKeeper or the queue says no, 2 on a usage error, 130 when
-// Ctrl-C stops a wait. Read commands print text, or JSON with -o json. Logs
+// stderr when ZooKeeper or the queue says no, 2 on a usage error, 3 when
+// submit --wait's batch is removed or unreadable before it reports, 130
+// when Ctrl-C stops a wait. Read commands print text, or JSON with -o json. Logs
 // and warnings (unreadable nodes skipped by a listing) go to stderr through
 // log/slog.
 package cli

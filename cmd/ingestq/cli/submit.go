@@ -760,7 +760,14 @@ const exitInterrupted = 130
 func (a *app) batchReport(ctx context.Context, q *queue.Queue, bid, to string) error {
 	b, err := q.LoadBatch(ctx, bid)
 	if err != nil {
-		return fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, err)
+		removed := errors.Is(err, queue.ErrNotFound)
+		err = fmt.Errorf("batch %s reported %s, but its report cannot be read: %w", bid, to, a.removedOrNever(ctx, q, bid, err))
+		if removed && to == string(queue.Completed) {
+			// Removed once it reported (cleanup --older-than 0, Merritt's
+			// sweep): its outcome is known, and the exit code follows it.
+			return &exitError{code: 0, err: err}
+		}
+		return err
 	}
 	// object is a job's object: its local ids, and its ARK once one was
 	// given; a failed job's too (which object to fix and send again).

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/zkwatch/zktest"
 )
 
@@ -16,6 +17,16 @@ func (d *daemon) lostWait(t *testing.T) (*background, string) {
 		"submit", "--profile", "demo", "--wait", "passthrough:3")
 	c.waitFor(t, "printed no batch id", func(out, _ string) bool { return strings.HasSuffix(out, "\n") })
 	return c, d.onlyBatch().ID
+}
+
+// remove holds the batch bid (only a Held batch, of those not finished,
+// can be deleted), then deletes it, as an operator would.
+func (d *daemon) remove(t *testing.T, bid string) {
+	t.Helper()
+	for _, args := range [][]string{{"hold", "batch", bid}, {"delete", bid}} {
+		_, _, code := d.cli(args...)
+		wantCode(t, code, 0)
+	}
 }
 
 // wantLost waits until the wait c ends (a minute at most, exit's bound),
@@ -42,10 +53,7 @@ func TestSubmitWaitEndsWhenItsBatchIsRemoved(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	c, bid := d.lostWait(t)
-	_, _, code := d.cli("hold", "batch", bid) // only a Held batch (of those not finished) can be deleted
-	wantCode(t, code, 0)
-	_, _, code = d.cli("delete", bid)
-	wantCode(t, code, 0)
+	d.remove(t, bid)
 	errb := wantLost(t, c, "ingestq: stopped waiting, its outcome unknown: batch "+bid+" was removed from the queue",
 		"by ingestq delete or cleanup", "ingestq events replay --batch "+bid)
 	// The operator's hold is said as theirs, not as a collection's.
@@ -88,5 +96,25 @@ func TestSubmitWaitRidesOutAMomentarilyUnreadableBatch(t *testing.T) {
 	wantCode(t, code, 0)
 	if !strings.Contains(out, "successful jobs: 3\n") || strings.Contains(errb, "stopped waiting") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errb)
+	}
+}
+
+// A batch removed right after it reports (cleanup --older-than 0 or
+// Merritt's sweep between its Completed event and the report's read) ends
+// the wait by its report: exit 0 for Completed, saying the report is gone
+// and where its history is. Before, it exited 1, as a Failed batch does.
+func TestSubmitWaitExitsByTheReportOfABatchRemovedAfterIt(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	c, bid := d.lostWait(t)
+	d.remove(t, bid)
+	d.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: bid, From: "Held", To: "Completed"})
+	_, errb, code := c.exit(t)
+	wantCode(t, code, 0)
+	for _, want := range []string{"ingestq: batch " + bid + " reported Completed, but its report cannot be read: batch " + bid +
+		" was removed from the queue", "ingestq events replay --batch " + bid} {
+		if !strings.Contains(errb, want) {
+			t.Errorf("stderr %q: want %q", errb, want)
+		}
 	}
 }
