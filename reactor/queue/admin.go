@@ -599,7 +599,7 @@ func (q *Queue) removeHusks(ctx context.Context, folder string, dryRun bool) ([]
 		return nil, err
 	}
 	prefix := map[string]string{"/batches": "bid", "/jobs": "jid"}[folder]
-	cutoff := q.now().Add(-huskAge).UnixMilli()
+	cutoff := q.huskCutoff()
 	var husks []string
 	for _, k := range kids {
 		if !validName(k, prefix) {

@@ -101,7 +101,11 @@ func (q *Queue) missingStatus(path string, made *zk.Stat) error {
 
 // young tells whether a node made at ctime (ms) is younger than a
 // creation can take (huskAge): a part of it missing may still come.
-func (q *Queue) young(ctime int64) bool { return ctime > q.now().Add(-huskAge).UnixMilli() }
+func (q *Queue) young(ctime int64) bool { return ctime > q.huskCutoff() }
+
+// huskCutoff is the time (ms) a node must be written before to be older
+// than huskAge: young's rule, read once for a walk of many nodes.
+func (q *Queue) huskCutoff() int64 { return q.now().Add(-huskAge).UnixMilli() }
 
 func corrupt(path, format string, args ...any) error {
 	return &CorruptError{Path: path, Reason: fmt.Sprintf(format, args...)}

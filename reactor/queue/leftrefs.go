@@ -52,7 +52,7 @@ func (q *Queue) findLeftRefs(ctx context.Context) (left []LeftRef, young int, er
 		}
 	}
 	reads := q.getAll(ctx, paths...)
-	cutoff := q.now().Add(-huskAge).UnixMilli()
+	cutoff := q.huskCutoff()
 	var found []LeftRef
 	for i, jid := range jids {
 		status, lock := reads[2*i], reads[2*i+1]
