@@ -7,7 +7,7 @@ BENCHTIME ?= 3s
 BENCH_SHORT ?=
 bench_flags = $(if $(BENCH_SHORT),-short -benchtime 1x -count 1,$(1))
 
-.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big fmt
+.PHONY: help deps build demo demo-cluster test bench bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big bench-window fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -35,7 +35,7 @@ test: deps ## install what the tests start if missing, then vet and every test w
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
+bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench-access bench-ocfl bench-place bench-api bench-audit bench-cluster bench-big bench-window ## install what the benchmarks start if missing, then every measure of PERFORMANCE.md beside its baseline (BENCH_SHORT=1: each once, tiny)
 
 bench-queue: ## queue transitions and lifecycles beside raw multi() (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . $(call bench_flags,-benchtime $(BENCHTIME) -count 3) ./reactor/queue/
@@ -74,6 +74,9 @@ bench-cluster: ## throughput of one host against three, real daemons on a ZooKee
 
 bench-big: ## issue 13's points 4 and 6: a 100,000-object single-file batch manifest rehearsed by a real daemon beside a batch of 1,000, its RSS and heap profile; INGESTQ_BIG_PIPELINE=ingest INGESTQ_BIG_OBJECTS=10000 for the whole pipeline (PERFORMANCE.md; BENCH_SHORT: 6,000 objects)
 	INGESTQ_TEST_NORACE=1 $(GO) test -run '^$$' -bench BigBatch $(call bench_flags,-benchtime 1x) -timeout 3h ./cmd/ingestq/
+
+bench-window: ## the operator's window at scale: every API, dashboard and /metrics page of a real daemon on a queue of a 100,000-object windowed batch and 1,000 batches, beside raw ZooKeeper reads of the same nodes; the daemon's RSS; live updates (PERFORMANCE.md; BENCH_SHORT: 10,000 objects, 100 batches)
+	INGESTQ_TEST_NORACE=1 $(GO) test -v -run '^$$' -bench WindowAtScale $(call bench_flags,-benchtime 1x) -timeout 1h ./cmd/ingestq/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')

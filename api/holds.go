@@ -23,14 +23,24 @@ func (a *API) holdRoutes() {
 }
 
 func (a *API) listHolds(w http.ResponseWriter, r *http.Request, _ Caller) error {
-	if _, err := readQuery(r); err != nil {
-		return err
-	}
-	items, problems, err := a.cfg.Ops.HeldItems(r.Context(), ops.HTTP)
+	v, err := readQuery(r, "limit", "after")
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, newPage(items, "", problems))
+	p, err := pageOf(v)
+	if err != nil {
+		return err
+	}
+	if !refCursor.MatchString(p.After) {
+		if err := checkCursor(p.After, bidCursor, "a bid, or a Held job's ref PP-jid…"); err != nil {
+			return err
+		}
+	}
+	items, next, problems, err := a.cfg.Ops.HeldItems(r.Context(), ops.HTTP, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, newPage(items, next, problems))
 	return nil
 }
 

@@ -288,15 +288,20 @@ func HoldItems(holds []queue.Hold, d Door) []HeldItem {
 }
 
 // HeldItems lists everything held: the queue and collection holds in
-// force, then the Held batches and jobs, each with since when, what its
-// hold stops and how a caller at d releases it. problems are the batches
-// and jobs that could not be read.
-func (s *Service) HeldItems(ctx context.Context, d Door) (items []HeldItem, problems []error, err error) {
+// force (on the first page), then the Held batches and jobs, each with
+// since when, what its hold stops and how a caller at d releases it, p's
+// page of them: at most p.Limit batches and jobs (0: all) after p.After,
+// a bid or a Held job's ref. next is the cursor of the page after, ""
+// on the last. problems are the batches and jobs that could not be read.
+func (s *Service) HeldItems(ctx context.Context, d Door, p Page) (items []HeldItem, next string, problems []error, err error) {
 	holds, err := s.Holds(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	items = HoldItems(holds, d)
+	items = []HeldItem{}
+	if p.After == "" {
+		items = HoldItems(holds, d)
+	}
 	x := Situation{holds: holds}
 	item := func(kind, id, profile, lastModified string) HeldItem {
 		it := HeldItem{Kind: kind, Name: id, Effect: HoldEffect(kind, id), Release: x.Releases(kind, id, profile, d)}
@@ -309,19 +314,28 @@ func (s *Service) HeldItems(ctx context.Context, d Door) (items []HeldItem, prob
 		}
 		return it
 	}
-	batches, err := s.ListBatches(ctx, BatchFilter{State: queue.Held}, Page{})
-	if err != nil {
-		return nil, nil, err
+	var batches BatchList
+	if !strings.Contains(p.After, "-jid") { // not past the batches yet
+		if batches, err = s.ListBatches(ctx, BatchFilter{State: queue.Held}, p); err != nil {
+			return nil, "", nil, err
+		}
+		for _, b := range batches.Batches {
+			items = append(items, item("batch", b.ID, b.Profile(), b.Status.LastModified))
+		}
+		switch {
+		case batches.Next != "":
+			return items, batches.Next, batches.Problems, nil
+		case p.Limit > 0 && len(batches.Batches) == p.Limit:
+			return items, batches.Batches[p.Limit-1].ID, batches.Problems, nil // the jobs on the next page
+		}
+		p = Page{Limit: max(p.Limit-len(batches.Batches), 0)} // the jobs from their first
 	}
-	jobs, err := s.ListJobs(ctx, JobFilter{State: queue.Held}, Page{})
+	jobs, err := s.ListJobs(ctx, JobFilter{State: queue.Held}, p)
 	if err != nil {
-		return nil, nil, err
-	}
-	for _, b := range batches.Batches {
-		items = append(items, item("batch", b.ID, b.Profile(), b.Status.LastModified))
+		return nil, "", nil, err
 	}
 	for _, j := range jobs.Jobs {
 		items = append(items, item("job", j.ID, j.Profile(), j.Status.LastModified))
 	}
-	return items, append(batches.Problems, jobs.Problems...), nil
+	return items, jobs.Next, append(batches.Problems, jobs.Problems...), nil
 }

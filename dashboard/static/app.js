@@ -1,7 +1,8 @@
 // ingestq dashboard: live updates. The server says on /ui/live (server-sent
 // events) when the queue changed; the page then fetches its own address
 // again and swaps in its main part. One fetch at a time: changes that come
-// meanwhile cause one more fetch after it. No timer polls anything.
+// meanwhile cause one more fetch after it, after a rest as long as the fetch
+// took. No timer polls anything.
 (function () {
   "use strict";
   // After an action's POST the address is the job's page: make reloading
@@ -33,9 +34,15 @@
     try {
       do {
         again = false;
+        const began = Date.now();
         const resp = await fetch(location.href, { headers: { "X-Live": "1" }, cache: "no-store" });
         main.innerHTML = await resp.text(); // the server's own page, escaped by its templates
         main.dataset.refreshed = String(Date.now());
+        if (again) {
+          // The queue moved meanwhile: rest as long as the fetch took, so that a
+          // page open on a busy queue has its daemon reading half the time at most.
+          await new Promise(function (done) { setTimeout(done, Date.now() - began); });
+        }
       } while (again && !editing());
     } catch (e) {
       say("offline", "down");

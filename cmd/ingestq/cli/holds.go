@@ -29,7 +29,7 @@ func (a *app) holdsCommand() *cobra.Command {
 			"releases it. A job or batch whose collection is held is released after its collection.",
 		Args: args(),
 		RunE: a.action(func(ctx context.Context, q *queue.Queue, _ []string) error {
-			items, problems, err := a.ops(q).HeldItems(ctx, ops.CLI)
+			items, _, problems, err := a.ops(q).HeldItems(ctx, ops.CLI, ops.Page{})
 			if err != nil {
 				return err
 			}
