@@ -288,3 +288,19 @@ func TestAccessSaysWhoAssemblesItAndWhetherItsHostRuns(t *testing.T) {
 		t.Fatalf("GET of a package of h9: %+v, want no holder, unreachable %q", got, want)
 	}
 }
+
+// A body over the limit says what to send instead: an access request's is
+// its list of files, so fewer files a request, or a whole version; any
+// other, less in each request. Before, it said "body over 1048576 bytes".
+func TestABodyTooLargeSaysWhatToSendInstead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withObject(t, "ark:/99999/fk4big", 3))
+	files := make([]string, 60_000)
+	for i := range files {
+		files[i] = fmt.Sprintf("producer/file-%06d.txt", i)
+	}
+	b.do("POST", "access", operateToken, map[string]any{"ark": "ark:/99999/fk4big", "files": files}).problem(t, http.StatusRequestEntityTooLarge,
+		"too-large", "body over 1048576 bytes (1 MiB): name fewer files in each request (ask in several), or leave files out to ask for a whole version")
+	b.do("POST", "batches", operateToken, map[string]any{"profile": "demo", "payload": strings.Repeat("x", 1<<20)}).problem(t,
+		http.StatusRequestEntityTooLarge, "too-large", "body over 1048576 bytes (1 MiB): send less in each request")
+}

@@ -210,7 +210,7 @@ func (a *API) getBatch(w http.ResponseWriter, r *http.Request, caller Caller) er
 	}
 	st, err := a.cfg.Ops.BatchStatus(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return err
+		return RemovedTo(r.Context(), a.cfg.Ops, caller, r.PathValue("id"), err)
 	}
 	if !caller.Sees(st.Profile) {
 		return missingBatch(r.PathValue("id"))

@@ -152,7 +152,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request, caller Caller) erro
 	}
 	j, _, _, err := a.cfg.Ops.FindJob(r.Context(), r.PathValue("jid"))
 	if err != nil {
-		return err
+		return RemovedTo(r.Context(), a.cfg.Ops, caller, r.PathValue("jid"), err)
 	}
 	if !caller.Sees(j.Profile()) {
 		return missingJob(r.PathValue("jid"))

@@ -190,7 +190,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return &apiError{status: http.StatusRequestEntityTooLarge, kind: "too-large", msg: fmt.Sprintf("body over %d bytes", maxBody)}
+		advice := "send less in each request"
+		if strings.HasSuffix(r.URL.Path, "/access") { // an access request's size is its list of files
+			advice = "name fewer files in each request (ask in several), or leave files out to ask for a whole version"
+		}
+		return &apiError{status: http.StatusRequestEntityTooLarge, kind: "too-large", msg: fmt.Sprintf("body over %d bytes (1 MiB): %s", maxBody, advice)}
 	case err != nil:
 		return badRequest("reading the body: %v", err)
 	}

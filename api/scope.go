@@ -108,6 +108,15 @@ func missingAccess(r *http.Request) error { return missingAccessRef(accessRef(r)
 // hears too of one outside its profiles, or gone, whatever the queue made.
 func missingAccessRef(ref string) error { return ops.NeverMade(ref, "access request") }
 
+// RemovedTo is ops.Removed as caller may hear it: a scoped caller learns
+// nothing of a batch or job removed, whose profile went with it.
+func RemovedTo(ctx context.Context, s *ops.Service, c Caller, id string, err error) error {
+	if c.Scoped() {
+		return err
+	}
+	return s.Removed(ctx, id, err)
+}
+
 // seesAccess refuses, as missing, the access request r's path names when
 // its object is outside the caller's profiles (a request another tool
 // made, with no profile in its token, is outside every scope).

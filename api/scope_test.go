@@ -324,3 +324,20 @@ func TestScopedStreamEndsWhenItsTokenIsNarrowed(t *testing.T) {
 		}
 	}
 }
+
+// A removed batch, asked for by its bid, names who removed it and when to
+// an unscoped token (the recorded delete); to a scoped one, whose profile
+// went with the batch, it is a batch never made. Before, both were the
+// same "not found", which named no remover.
+func TestARemovedBatchNamesItsRemoverToAnUnscopedToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withDepositors)
+	o := b.batch("uuid-removed-beta", "beta")
+	b.do("POST", "batches/"+o.ID+"/hold", adminToken, nil).ok(t, http.StatusOK, nil)
+	b.do("DELETE", "batches/"+o.ID, adminToken, nil).ok(t, http.StatusOK, nil)
+	flush(t, b.bus)
+	b.do("GET", "batches/"+o.ID, readToken, nil).problem(t, http.StatusNotFound, "not-found",
+		"batch "+o.ID+" was removed from the queue by admin token at ", " (delete)")
+	const never = "bid0000009999"
+	hiddenAsMissing(t, b.do("GET", "batches/"+o.ID, betaToken, nil), b.do("GET", "batches/"+never, readToken, nil), o.ID, never)
+}

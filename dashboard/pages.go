@@ -169,7 +169,7 @@ type stateN struct {
 func (d *Dashboard) batch(w http.ResponseWriter, r *http.Request, caller api.Caller) {
 	st, err := d.cfg.Ops.BatchStatus(r.Context(), r.PathValue("id"))
 	if err != nil {
-		d.problem(w, r, caller, err)
+		d.problem(w, r, caller, api.RemovedTo(r.Context(), d.cfg.Ops, caller, r.PathValue("id"), err))
 		return
 	}
 	list, err := d.cfg.Ops.ListJobs(r.Context(), ops.JobFilter{Batch: st.BID}, ops.Page{Limit: jobsPerPage, After: r.URL.Query().Get("after")})
@@ -288,6 +288,8 @@ func (d *Dashboard) showJob(w http.ResponseWriter, r *http.Request, caller api.C
 	var place *ops.Place
 	if err == nil {
 		place, err = d.cfg.Ops.PlaceOf(r.Context(), j)
+	} else {
+		err = api.RemovedTo(r.Context(), d.cfg.Ops, caller, id, err)
 	}
 	if err != nil {
 		status, msg := statusOf(d.toldTo(caller, err, "path", r.URL.Path))

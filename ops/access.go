@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/ingestq/ingestq/events"
 	"github.com/ingestq/ingestq/handlers/inventory"
@@ -171,13 +172,23 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	}
 	var n int64
 	var missing []string
+	var byNFC map[string]string // v's names by their NFC form, made at the first name missing
 	for _, name := range r.Files {
-		j := slices.IndexFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name })
-		if j < 0 {
-			missing = append(missing, strconv.Quote(name)+inOtherVersion(vs, v.Version, name))
+		if j := slices.IndexFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name }); j >= 0 {
+			n += v.Files[j].Size
 			continue
 		}
-		n += v.Files[j].Size
+		if byNFC == nil {
+			byNFC = make(map[string]string, len(v.Files))
+			for _, f := range v.Files {
+				byNFC[norm.NFC.String(f.Name)] = f.Name
+			}
+		}
+		if stored, ok := byNFC[norm.NFC.String(name)]; ok { // café typed on one system, stored from another: %+q shows them apart
+			missing = append(missing, fmt.Sprintf("%+q (stored as %+q, the same name in another Unicode normalization: ask for it as stored)", name, stored))
+		} else {
+			missing = append(missing, strconv.Quote(name)+inOtherVersion(vs, v.Version, name))
+		}
 	}
 	if len(missing) > 0 {
 		return 0, queue.Missing("object %s version %d has no file %s", r.ARK, v.Version, strings.Join(missing, ", "))

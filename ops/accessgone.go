@@ -21,7 +21,7 @@ type goneError struct{ msg string }
 func (e *goneError) Error() string        { return e.msg }
 func (e *goneError) Is(target error) bool { return target == ErrGone }
 
-// recordWait bounds the read of a request's recorded events.
+// recordWait bounds a read of the recorded events (replayed).
 const recordWait = 10 * time.Second
 
 // AccessGone is what each door (the API, the dashboard, the CLI) answers
@@ -105,12 +105,7 @@ type accessRecord struct {
 // nothing.
 func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 	var rec accessRecord
-	if s.Recorded == nil {
-		return rec
-	}
-	ctx, cancel := context.WithTimeout(ctx, recordWait)
-	defer cancel()
-	take := func(ev events.Event) error {
+	s.replayed(ctx, events.Filter{AccessID: ref}, func(ev events.Event) {
 		if ark, ok := ev.Attrs["ark"].(string); ok {
 			rec.ark = ark
 		}
@@ -127,8 +122,6 @@ func (s *Service) recordedAccess(ctx context.Context, ref string) accessRecord {
 				rec.expires, _ = ev.Attrs["expires"].(string)
 			}
 		}
-		return nil
-	}
-	_ = s.Recorded(ctx, s.OfQueue(ctx, events.Filter{AccessID: ref}), take)
+	})
 	return rec
 }

@@ -27,7 +27,8 @@ import (
 )
 
 // A request for what the inventory does not hold is refused at once,
-// naming what is missing; one that reaches the daemon (another tool made
+// naming what is missing (a name stored in another Unicode normalization,
+// the stored one: before, the two looked the same in the message); one that reaches the daemon (another tool made
 // it, or storage lacks what the inventory says) fails with a message that
 // names it, its token marked Failed; a requeue assembles it again.
 func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
@@ -37,6 +38,7 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 	ark := r.deposit("obj-2", v1Files)
 	r.deposit("obj-3", v1Files)
 	two := r.deposit("obj-3", v2Files)
+	nfd := r.deposit("obj-4", map[string][]byte{"cafe\u0301.txt": []byte("NFD\n")}) // as macOS's file system gives names
 	for _, c := range []struct {
 		req  ops.AccessRequest
 		want string
@@ -49,6 +51,9 @@ func TestBadRequestsFailNamingWhatIsMissing(t *testing.T) {
 		{ops.AccessRequest{ARK: ark, Version: 7}, "object " + ark + " has no version 7 (it has only version 1)"},
 		{ops.AccessRequest{ARK: ark, Files: []string{"producer/a.txt", "producer/nope.txt"}}, `has no file "producer/nope.txt"`},
 		{ops.AccessRequest{ARK: ark, Format: "rar"}, `format "rar": want zip or tar.gz`},
+		// One name in another Unicode normalization (typed on another system) names the stored one, apart.
+		{ops.AccessRequest{ARK: nfd, Files: []string{"producer/caf\u00e9.txt"}}, `has no file "producer/caf\u00e9.txt" ` +
+			`(stored as "producer/cafe\u0301.txt", the same name in another Unicode normalization: ask for it as stored)`},
 		{ops.AccessRequest{ARK: "not-an-ark"}, `ark "not-an-ark": want an ARK (ark:/NAAN/NAME)`},
 	} {
 		_, err := r.ops.RequestAccess(ctx, c.req)

@@ -125,7 +125,7 @@ func (as *Assembler) gone(ctx context.Context, name string) (string, error) {
 		return fmt.Sprintf("package %s: no access request names it any more (its request was deleted); "+
 			"`ingestq access request ARK` asks again", name), nil
 	}
-	a, err := as.cfg.Queue.FindAccess(ctx, by.ref)
+	a, err := as.cfg.Queue.FindAccessNow(ctx, by.ref) // a read alone may come from a follower not yet told of a delete
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return as.deleted(ctx, name, by), nil

@@ -170,6 +170,17 @@ func (q *Queue) FindAccess(ctx context.Context, ref string) (*Access, error) {
 	return found, nil
 }
 
+// FindAccessNow is FindAccess after a sync with ZooKeeper's leader: it
+// sees a delete or a move that any client saw finish before the call,
+// which a read alone, from a follower not yet caught up, may not. It
+// costs one more round trip, through the leader.
+func (q *Queue) FindAccessNow(ctx context.Context, ref string) (*Access, error) {
+	if err := q.zk.sync(ctx, q.Path("/access")); err != nil {
+		return nil, fmt.Errorf("read access request %s: %w", ref, err)
+	}
+	return q.FindAccess(ctx, ref)
+}
+
 // AccessRequests reads every request of both queues, oldest first in each;
 // a request that cannot be read is a problem, not a failure of the list.
 func (q *Queue) AccessRequests(ctx context.Context) ([]*Access, []error, error) {

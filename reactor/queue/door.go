@@ -34,7 +34,7 @@ type door struct {
 }
 
 // Requests counts the requests a Queue has sent to ZooKeeper since New:
-// reads (get, exists, list) and writes (create, delete, multi: a multi()
+// reads (get, exists, list, sync) and writes (create, delete, multi: a multi()
 // is one request whatever it holds).
 type Requests struct {
 	Reads, Writes atomic.Uint64
@@ -184,6 +184,16 @@ func (d door) children(ctx context.Context, p string) ([]string, error) {
 		kids, _, err := d.conn.Children(p)
 		return kids, err
 	})
+}
+
+// sync makes this session's server catch up with the leader: a read sent
+// after it sees every write the leader had applied when it answered. A
+// follower answers a read from what it has applied, which may lag the
+// leader's by the commits still on their way to it.
+func (d door) sync(ctx context.Context, p string) error {
+	d.sent.Reads.Add(1)
+	_, err := await(ctx, d, "sync", p, func() (string, error) { return d.conn.Sync(p) })
+	return err
 }
 
 func (d door) create(ctx context.Context, p string, data []byte, flags int32) (string, error) {

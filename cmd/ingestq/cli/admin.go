@@ -394,6 +394,14 @@ func (a *app) ops(q *queue.Queue) *ops.Service {
 	return &ops.Service{Q: q, Publish: publish, Recorded: a.recorded, Actor: a.user(), RemovePackage: access.RemovePackage}
 }
 
+// quietOps is a.ops(q) saying nothing when the recorded events cannot be
+// read: for words that stand without them.
+func (a *app) quietOps(q *queue.Queue) *ops.Service {
+	s := a.ops(q)
+	s.Recorded = a.replayAdmin
+	return s
+}
+
 // printOutcome prints what a change did, or returns its error.
 func (a *app) printOutcome(o ops.Outcome, err error) error {
 	if err != nil {

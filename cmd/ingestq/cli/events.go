@@ -655,16 +655,22 @@ func (a *app) queueAt() string {
 // events' connection. One not read is said: a removed access request is
 // then not found rather than gone.
 func (a *app) recorded(ctx context.Context, f events.Filter, fn func(events.Event) error) error {
-	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
-	err := a.admin.err
-	if err == nil {
-		err = events.Replay(ctx, a.admin.nc, "", f, fn)
-	}
+	err := a.replayAdmin(ctx, f, fn)
 	if err != nil {
 		a.log.Warn("the recorded events were not read: what became of a request no longer in the queue is not known",
 			"nats", a.natsShown(), "err", err)
 	}
 	return err
+}
+
+// replayAdmin is recorded, saying nothing of events not read: for a
+// message whose words stand without them.
+func (a *app) replayAdmin(ctx context.Context, f events.Filter, fn func(events.Event) error) error {
+	a.adminOnce.Do(func() { a.admin = a.dialAdmin() })
+	if a.admin.err != nil {
+		return a.admin.err
+	}
+	return events.Replay(ctx, a.admin.nc, "", f, fn)
 }
 
 func (a *app) dialAdmin() *adminPublisher {

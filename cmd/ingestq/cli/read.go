@@ -301,7 +301,8 @@ func (a *app) findJob(ctx context.Context, q *queue.Queue, id string) (*queue.Jo
 // removedOrNever says of a jid or bid show did not find (err) whether
 // it was removed (by ingestq's delete or cleanup, or by another writer of
 // the queue: Merritt's sweep removes Completed batches and their jobs),
-// naming where its history still is, or never made. Any other error is err.
+// by whom and when if the recorded events tell, naming where its history
+// still is, or never made. Any other error is err.
 func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err error) error {
 	what := map[string]string{"jid": "job", "bid": "batch"}[id[:min(3, len(id))]]
 	if what == "" || !errors.Is(err, queue.ErrNotFound) {
@@ -309,6 +310,9 @@ func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err
 	}
 	if never := a.ops(q).CheckEverMade(ctx, id, what); never != nil {
 		return never
+	}
+	if by := a.quietOps(q).Removed(ctx, id, err); by != err { // else the words below name who may have removed it
+		return fmt.Errorf("%w; its history: ingestq events replay --%s %s", by, what, id)
 	}
 	return fmt.Errorf("%s %s was removed from the queue (by ingestq delete or cleanup, or by another program such as Merritt's "+
 		"delete_completed_batches); its history: ingestq events replay --%s %s",

@@ -612,8 +612,10 @@ const waitMisses = 3
 const exitBatchLost = 3
 
 // missed takes a read that found the batch gone or unreadable (err): the
-// first says so on a note, the waitMisses-th in a row ends the wait, naming
-// who may have removed it (as show does) or the node and what is wrong.
+// first says so on a note, the waitMisses-th in a row ends the wait. A
+// batch gone that the recorded events say reported ends as its report
+// (batchReport); else the wait names who may have removed it (as show
+// does) or the node and what is wrong.
 func (f *follower) missed(ctx context.Context, err error) error {
 	f.misses++
 	if f.misses < waitMisses {
@@ -624,6 +626,9 @@ func (f *follower) missed(ctx context.Context, err error) error {
 		return nil
 	}
 	if errors.Is(err, queue.ErrNotFound) {
+		if to := f.a.quietOps(f.q).BatchReported(ctx, f.bid); to != "" {
+			return f.a.batchReport(ctx, f.q, f.bid, to) // its report event was lost on the way, not in the stream
+		}
 		err = f.a.removedOrNever(ctx, f.q, f.bid, err)
 	} else {
 		err = fmt.Errorf("batch %s cannot be read: %w", f.bid, err)

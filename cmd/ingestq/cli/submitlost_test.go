@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,15 +48,17 @@ func wantLost(t *testing.T, c *background, parts ...string) string {
 }
 
 // A batch removed while submit --wait follows it ends the wait (exit 3),
-// naming the batch and who may have removed it, as show does. Before, the
-// wait went on for ever: here exit's bound (a minute) failed the test.
+// naming the batch and who removed it and when, as show does: the
+// operator's delete is recorded. Before, the wait went on for ever: here
+// exit's bound (a minute) failed the test; then it named who may have
+// removed it, "by ingestq delete or cleanup, or by another program".
 func TestSubmitWaitEndsWhenItsBatchIsRemoved(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	c, bid := d.lostWait(t)
 	d.remove(t, bid)
-	errb := wantLost(t, c, "ingestq: stopped waiting, its outcome unknown: batch "+bid+" was removed from the queue",
-		"by ingestq delete or cleanup", "ingestq events replay --batch "+bid)
+	errb := wantLost(t, c, "ingestq: stopped waiting, its outcome unknown: batch "+bid+" was removed from the queue by ",
+		" (delete); its history: ingestq events replay --batch "+bid)
 	// The operator's hold is said as theirs, not as a collection's.
 	if !strings.Contains(errb, "note: batch "+bid+" is Held (held by ") {
 		t.Errorf("stderr %q: the operator's hold not said as theirs", errb)
@@ -116,5 +119,33 @@ func TestSubmitWaitExitsByTheReportOfABatchRemovedAfterIt(t *testing.T) {
 		if !strings.Contains(errb, want) {
 			t.Errorf("stderr %q: want %q", errb, want)
 		}
+	}
+}
+
+// A batch whose report event the wait did not hear (NATS reconnecting, its
+// channel full), removed before the wait read it again, ends by the report
+// the stream recorded: exit 0 for Completed, as when the event is heard.
+// Here the event is recorded before the wait listens, so it never hears
+// it. Before, the wait ended with exit 3, its outcome unknown.
+func TestSubmitWaitEndsByARecordedReportItMissed(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	_, st, err := d.conn.Get(d.root + "/batches")
+	d.ok(err)
+	next := fmt.Sprintf("bid%010d", st.Cversion) // ZooKeeper's next sequence number under /batches
+	d.bus.Publish(events.Event{Kind: events.KindBatch, BatchID: next, From: "Processing", To: "Completed"})
+	d.flush()
+	c, bid := d.lostWait(t)
+	if bid != next {
+		t.Fatalf("the wait's batch is %s, want %s", bid, next)
+	}
+	d.remove(t, bid)
+	_, errb, code := c.exit(t)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %q", code, errb)
+	}
+	want := "ingestq: batch " + bid + " reported Completed, but its report cannot be read: batch " + bid + " was removed from the queue by "
+	if !strings.Contains(errb, want) {
+		t.Errorf("stderr %q: want %q", errb, want)
 	}
 }
