@@ -159,6 +159,17 @@ func (b *bundle) do(method, path, token string, body any) answer {
 // doAs is do with the body's Content-Type ("" for none).
 func (b *bundle) doAs(method, path, token, contentType string, body any) answer {
 	b.t.Helper()
+	return b.send(b.t.Context(), method, path, token, contentType, body)
+}
+
+// doIn is do under ctx: a test's deadline for the answer.
+func (b *bundle) doIn(ctx context.Context, method, path, token string, body any) answer {
+	b.t.Helper()
+	return b.send(ctx, method, path, token, "application/json", body)
+}
+
+func (b *bundle) send(ctx context.Context, method, path, token, contentType string, body any) answer {
+	b.t.Helper()
 	var rd io.Reader
 	switch x := body.(type) {
 	case nil:
@@ -169,7 +180,7 @@ func (b *bundle) doAs(method, path, token, contentType string, body any) answer 
 		must(b.t, err)
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(b.t.Context(), method, b.base+strings.TrimPrefix(strings.TrimPrefix(path, api.Prefix), "/"), rd)
+	req, err := http.NewRequestWithContext(ctx, method, b.base+strings.TrimPrefix(strings.TrimPrefix(path, api.Prefix), "/"), rd)
 	must(b.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -83,6 +83,10 @@ var kinds = []struct {
 	// nor of the request, and asking again does not help.
 	{queue.ErrCreating, http.StatusServiceUnavailable, "being-created"},
 	{queue.ErrCorrupt, http.StatusConflict, "corrupt"},
+	// What the request asks of ZooKeeper (a body's text, an id in its
+	// URL) is more than it takes in one packet: as a body over maxBody,
+	// the sender's to make smaller.
+	{queue.ErrTooLarge, http.StatusRequestEntityTooLarge, "too-large"},
 }
 
 // ForCaller is err as caller is told it. A read token, or one scoped to

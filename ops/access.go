@@ -105,6 +105,10 @@ func (s *Service) RequestAccess(ctx context.Context, r AccessRequest) (AccessVie
 		Anticipated: now.Add(anticipate(size)).Format(time.RFC3339), ARK: r.ARK, Profile: d.Object.Profile,
 		Version: r.Version, Files: r.Files, Format: r.Format, RequestedBy: r.RequestedBy, Requested: now.Format(time.RFC3339)}
 	a, err := s.Q.CreateAccess(ctx, name, t.Map(nil))
+	if errors.Is(err, queue.ErrTooLarge) {
+		return AccessView{}, fmt.Errorf("access request for %s: more than its node may hold (%d file names, a requested_by of %d bytes); "+
+			"ask for a version (all its files), fewer files, or a shorter requested_by: %w", r.ARK, len(r.Files), len(r.RequestedBy), err)
+	}
 	if err != nil {
 		return AccessView{}, err
 	}
@@ -170,42 +174,57 @@ func estimate(d inventory.ObjectDetail, r AccessRequest) (int64, error) {
 	if len(r.Files) == 0 {
 		return filesSize(v.Files), nil
 	}
+	// By name, not a search of the files for each one asked: 60,000 names
+	// of an object of 60,000 files took a minute of CPU a request.
+	sizes := make(map[string]int64, len(v.Files))
+	for _, f := range v.Files {
+		sizes[f.Name] = f.Size
+	}
 	var n int64
 	var missing []string
-	var byNFC map[string]string // v's names by their NFC form, made at the first name missing
 	for _, name := range r.Files {
-		if j := slices.IndexFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name }); j >= 0 {
-			n += v.Files[j].Size
+		size, ok := sizes[name]
+		if !ok {
+			missing = append(missing, name)
 			continue
 		}
-		if byNFC == nil {
-			byNFC = make(map[string]string, len(v.Files))
-			for _, f := range v.Files {
-				byNFC[norm.NFC.String(f.Name)] = f.Name
-			}
-		}
-		if stored, ok := byNFC[norm.NFC.String(name)]; ok { // café typed on one system, stored from another: %+q shows them apart
-			missing = append(missing, fmt.Sprintf("%+q (stored as %+q, the same name in another Unicode normalization: ask for it as stored)", name, stored))
-		} else {
-			missing = append(missing, strconv.Quote(name)+inOtherVersion(vs, v.Version, name))
-		}
+		n += size
 	}
 	if len(missing) > 0 {
+		had := inOtherVersions(vs, v.Version, missing)
+		byNFC := make(map[string]string, len(v.Files)) // v's names by their NFC form
+		for _, f := range v.Files {
+			byNFC[norm.NFC.String(f.Name)] = f.Name
+		}
+		for i, name := range missing {
+			if stored, ok := byNFC[norm.NFC.String(name)]; ok { // café typed on one system, stored from another: %+q shows them apart
+				missing[i] = fmt.Sprintf("%+q (stored as %+q, the same name in another Unicode normalization: ask for it as stored)", name, stored)
+			} else {
+				missing[i] = strconv.Quote(name) + had[name]
+			}
+		}
 		return 0, queue.Missing("object %s version %d has no file %s", r.ARK, v.Version, strings.Join(missing, ", "))
 	}
 	return n, nil
 }
 
-// inOtherVersion names the latest version other than skip that has the
-// file name, so that a request for a file since removed, or added later,
-// says which version to ask for; "" when none has it.
-func inOtherVersion(vs []inventory.Record, skip int, name string) string {
+// inOtherVersions names, of each of names, the latest version other than
+// skip that has it, so that a request for a file since removed, or added
+// later, says which version to ask for: " (version N has it)", none when
+// no other version has it.
+func inOtherVersions(vs []inventory.Record, skip int, names []string) map[string]string {
+	had := make(map[string]string, len(names))
+	for _, name := range names {
+		had[name] = ""
+	}
 	for _, v := range slices.Backward(vs) {
-		if v.Version != skip && slices.ContainsFunc(v.Files, func(f inventory.FileRow) bool { return f.Name == name }) {
-			return fmt.Sprintf(" (version %d has it)", v.Version)
+		for _, f := range v.Files {
+			if said, ok := had[f.Name]; v.Version != skip && ok && said == "" {
+				had[f.Name] = fmt.Sprintf(" (version %d has it)", v.Version)
+			}
 		}
 	}
-	return ""
+	return had
 }
 
 func filesSize(files []inventory.FileRow) int64 {

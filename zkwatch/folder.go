@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/ingestq/ingestq/internal/backoff"
+	"github.com/ingestq/ingestq/internal/zkconn"
 )
 
 // folder is the watch on one path, run by one goroutine.
@@ -335,7 +336,7 @@ func (f *folder) diagnoseSize(listErr error) {
 	if !ok || st.err != nil || !st.exists {
 		return
 	}
-	limit := juteMaxBuffer
+	limit := zkconn.MaxPacket
 	if m := f.w.s.maxBufferSize; m > 0 {
 		limit = m
 	}

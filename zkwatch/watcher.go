@@ -67,8 +67,7 @@ const (
 	// watcher warns: a ZooKeeper packet over jute.maxbuffer (1 MB by default,
 	// about 60,000 children of job-sized names) fails in Java clients and in
 	// go-zookeeper when capped with Config.MaxBufferSize.
-	largeListing  = 1 << 20
-	juteMaxBuffer = 1<<20 - 1
+	largeListing = 1 << 20
 )
 
 // Watcher keeps child watches on ZooKeeper folders and reports what

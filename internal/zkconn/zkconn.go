@@ -24,6 +24,11 @@ import (
 	"time"
 )
 
+// MaxPacket is ZooKeeper's default limit on one packet (jute.maxbuffer,
+// 1 MB): a server closes the connection of a client that sends a longer
+// one, and a Java client (Merritt's) cannot read one.
+const MaxPacket = 1<<20 - 1
+
 // Limit is the bound for a session of the given timeout: the receive
 // timeout go-zookeeper gives every other packet (two thirds of the session
 // timeout). A tighter one would give up on a server slow under load (a new

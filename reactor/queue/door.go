@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/ingestq/ingestq/internal/zkconn"
 )
 
 // ErrNoAnswer means ZooKeeper did not answer a request in time: the client
@@ -61,6 +63,10 @@ func await[T any](ctx context.Context, d door, verb, path string, call func() (T
 		var zero T
 		return zero, fmt.Errorf("zookeeper %s %s: %w", verb, path, err)
 	}
+	if err := fits(&zk.CheckVersionRequest{Path: path}); err != nil { // a path-only request: a read's size
+		var zero T
+		return zero, err
+	}
 
 	type answer struct {
 		v   T
@@ -98,6 +104,15 @@ func (d door) get(ctx context.Context, p string) ([]byte, *zk.Stat, error) {
 // pipelines the requests on its connection. Each read's error is its own;
 // when the wait ends first, every read has that error.
 func (d door) getMany(ctx context.Context, paths []string) []read {
+	for _, p := range paths {
+		if err := fits(&zk.CheckVersionRequest{Path: p}); err != nil {
+			out := make([]read, len(paths))
+			for i := range out {
+				out[i].err = err
+			}
+			return out
+		}
+	}
 	d.sent.Reads.Add(uint64(len(paths)))
 	nodes := fmt.Sprintf("%d nodes", len(paths))
 	if d.log.Enabled(ctx, slog.LevelDebug) {
@@ -197,6 +212,9 @@ func (d door) sync(ctx context.Context, p string) error {
 }
 
 func (d door) create(ctx context.Context, p string, data []byte, flags int32) (string, error) {
+	if err := fits(&zk.CreateRequest{Path: p, Data: data}); err != nil {
+		return "", err
+	}
 	d.sent.Writes.Add(1)
 	return await(ctx, d, "create", p, func() (string, error) {
 		return d.conn.Create(p, data, flags, acl)
@@ -221,10 +239,48 @@ func (d door) deleteWhile(ctx context.Context, node, p string, version int32) ([
 }
 
 func (d door) multi(ctx context.Context, reqs ...any) ([]zk.MultiResponse, error) {
+	if err := fits(reqs...); err != nil {
+		return nil, err
+	}
 	d.sent.Writes.Add(1)
 	return await(ctx, d, "multi", "", func() ([]zk.MultiResponse, error) {
 		return d.conn.Multi(reqs...)
 	})
+}
+
+// fits refuses a request ZooKeeper would not take: a packet over
+// jute.maxbuffer makes the server close the connection, which go-zookeeper
+// takes for an outage, and a request is tried again through outages, so
+// one oversized request cut every request of the daemon off, again and
+// again: an access request's or a submission's 200 KB of text, which
+// JSON-escapes to over 1 MB (20 s, 13 closes), or a read of an id of 1 MB
+// in a URL (2 closes a read, by any reader). Its size is reckoned high: a
+// request's fixed fields and an ACL are under perOp bytes.
+func fits(reqs ...any) error {
+	const perOp = 64
+	size, biggest, most := 0, "", -1
+	for _, r := range reqs {
+		var data []byte
+		switch r := r.(type) {
+		case *zk.CreateRequest:
+			data = r.Data
+		case *zk.SetDataRequest:
+			data = r.Data
+		}
+		p := reqPath(r)
+		size += perOp + len(p) + len(data)
+		if len(p)+len(data) > most {
+			biggest, most = p, len(p)+len(data)
+		}
+	}
+	if size <= zkconn.MaxPacket {
+		return nil
+	}
+	if len(biggest) > 200 {
+		biggest = fmt.Sprintf("%s… (a path of %d bytes)", biggest[:200], len(biggest))
+	}
+	return fmt.Errorf("%w: node %s: a request of about %d bytes; ZooKeeper takes at most %d in one (jute.maxbuffer)",
+		ErrTooLarge, biggest, size, zkconn.MaxPacket)
 }
 
 // owns tells whether this session holds the ephemeral node st describes.

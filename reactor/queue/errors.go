@@ -31,6 +31,9 @@ var (
 	// that its creation may still be going on: asked again in a moment,
 	// it is there whole.
 	ErrCreating = errors.New("being created")
+	// ErrTooLarge means a request was not sent: it is over the packet
+	// ZooKeeper takes (zkconn.MaxPacket). Nothing was written.
+	ErrTooLarge = errors.New("too large for ZooKeeper")
 	// ErrBatchGone means a batch uuid names a batch that is no more: the
 	// uuid's node was left behind. It is also an ErrNotFound.
 	ErrBatchGone = errors.New("batch gone")
