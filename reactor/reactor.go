@@ -81,6 +81,11 @@ type Config struct {
 	Grace         time.Duration       // how long running steps may finish at shutdown; default 30 s
 	Observer      Observer            // told of steps, commits and bytes (the metrics); default none
 	Logger        *slog.Logger
+	// RecordForeign has the daemon watch every job state folder but
+	// Pending and publish the event of each move another program made
+	// there (foreign.go): at the cost of a read of each job whose ref
+	// appears in a folder, but after this daemon's own moves.
+	RecordForeign bool
 }
 
 // JobStates are the states a reactor works in, in pipeline order.
@@ -115,6 +120,7 @@ type Reactor struct {
 	// few hands its batch to the report pool at once (jobLeft).
 	inProcessing sync.Map
 	published    published // the last move of each job this daemon published
+	foreign      foreignMoves
 	waiting      map[queue.State]*deferrals
 	outages      *outages // states paused here while a back end their steps need is out
 	holds        *holds
@@ -226,7 +232,8 @@ func New(cfg Config) (*Reactor, error) {
 	}
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
-		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds()}
+		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(),
+		foreign: foreignMoves{listed: map[queue.State][]string{}}}
 	r.outages = newOutages(cfg.Observer, r.waitForBackEndUntil)
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)
@@ -364,6 +371,7 @@ func (r *Reactor) Run(ctx context.Context) error {
 			r.watcher.Watch(r.q.Path("/jobs/states/" + s.Folder()))
 		}
 	}
+	r.watchForeign()
 	for _, p := range []string{"/batches", "/locks/queue", "/locks/collections"} {
 		r.watcher.Watch(r.q.Path(p))
 	}
@@ -429,18 +437,25 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 	rel := strings.TrimPrefix(c.Path, r.q.Root())
 	switch {
 	case strings.HasPrefix(rel, "/jobs/states/"):
-		name := "watch.job." + strings.TrimPrefix(rel, "/jobs/states/")
-		if p, ok := r.pools[name].(*jobPool); ok {
-			refs, problems := r.q.ValidRefs(p.state, c.Children)
-			for _, err := range problems {
-				r.log.Warn("reactor: skipping", "err", err)
-			}
-			p.listed(refs) // before the signal: the round it wakes works from it
-			r.outages.listed(p.state, refs)
+		folder := strings.TrimPrefix(rel, "/jobs/states/")
+		name := "watch.job." + folder
+		p, ok := r.pools[name].(*jobPool)
+		if !ok { // watched for foreign moves alone (watchForeign)
+			s, _ := queue.ParseJobState(folder)
+			refs, _ := r.q.ValidRefs(s, c.Children)
+			r.foreignListed(s, refs)
+			return
 		}
+		refs, problems := r.q.ValidRefs(p.state, c.Children)
+		for _, err := range problems {
+			r.log.Warn("reactor: skipping", "err", err)
+		}
+		p.listed(refs) // before the signal: the round it wakes works from it
+		r.outages.listed(p.state, refs)
 		if len(c.Added) > 0 || c.Rescan {
 			r.signal(name, "")
 		}
+		r.foreignListed(p.state, refs)
 	case rel == "/batches":
 		if c.Rescan {
 			r.pastPending.Clear()

@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type published struct {
 type publishedMove struct {
 	id    string
 	state queue.State
+	from  queue.State     // the state the job left, in the foreign watch's memory (foreign.go)
 	acked <-chan struct{} // closed once the stream has its event, or it is lost
 }
 
@@ -140,15 +142,10 @@ func (r *Reactor) recoverEnds(bid string, completed, failed []string) {
 }
 
 // recoverEvent publishes the event of the move that brought j (as read) to
-// its state, unless the stream has it.
+// its state, unless the stream has it: as another program's when the
+// status has no ingestq mark (arrivalEvent).
 func (r *Reactor) recoverEvent(j *queue.Job) {
-	e := events.Event{Kind: events.KindJob, ID: j.ArrivalID(), BatchID: j.BatchID, JobID: j.ID,
-		To: string(j.State()), RecoveredBy: r.cfg.Host,
-		Message: "recovered by " + r.cfg.Host + ": the move had no event when this host looked (its maker stopped before publishing it, or was slow to, or is an operator or another program)"}
-	if j.Priority != 0 {
-		e.Priority = &j.Priority
-	}
-	r.publishUnlessRecorded(e, j.Status.MovedAt(), "job", j.ID)
+	r.publishUnlessRecorded(r.arrivalEvent(j), j.Status.MovedAt(), "job", j.ID)
 }
 
 // publishUnlessRecorded publishes e, the recovered event of a move made at
@@ -171,7 +168,11 @@ func (r *Reactor) publishUnlessRecorded(e events.Event, at time.Time, who ...any
 		r.log.Warn("reactor: cannot look a move up in the stream; its event is not checked", append(who, "state", e.To, "err", err)...)
 		return false
 	case !ok:
-		r.log.Info("reactor: publishing the event of a move made without one", append(who, "state", e.To)...)
+		level := slog.LevelInfo
+		if e.Actor == ForeignActor {
+			level = slog.LevelDebug // routine on a queue shared with another program: one a move
+		}
+		r.log.Log(r.work, level, "reactor: publishing the event of a move made without one", append(who, "state", e.To)...)
 		r.awaitAck(r.bus.PublishAcked(e))
 	}
 	return true

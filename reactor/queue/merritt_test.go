@@ -280,3 +280,33 @@ func TestStatusKeyOfAnotherCaseIsNotKept(t *testing.T) {
 		t.Errorf("after a move that released the job, holder %+v, status %s; want none", got.Status.Holder, data)
 	}
 }
+
+// ingestq's move marks the status as its own (JobStatus.Move), and the
+// acquisition after it keeps the mark; mrt-zk's next move, which copies the
+// status and writes its keys over it, keeps the key but no longer matches
+// it: that move is another program's.
+func TestIngestqMarksOnlyItsOwnMoves(t *testing.T) {
+	r := newRun(t)
+	b := r.batch()
+	b, _, err := r.q.AcquirePendingBatch(t.Context(), nil)
+	r.ok(err)
+	j := r.job(b, "jid0", 5, nil)
+	if got, err := r.q.LoadJob(t.Context(), j.ID); err != nil || got.MovedByIngestq() {
+		t.Fatalf("a new job (%v): marked as moved by ingestq, %+v", err, got.Status)
+	}
+	j = r.acquire(queue.Pending, j.ID)
+	r.ok(r.q.SetJobStatus(t.Context(), j, queue.Estimating, queue.JobChange{Release: true}))
+	j = r.acquire(queue.Estimating, j.ID)
+	if !j.MovedByIngestq() {
+		t.Fatalf("ingestq's move to Estimating, after its acquisition: status %+v, not marked", j.Status)
+	}
+	p := "/jobs/" + j.ID + "/status"
+	data, _, err := r.conn.Get(r.q.Path(p))
+	r.ok(err)
+	r.raw(p, strings.Replace(string(data), `"status":"Estimating"`, `"status":"Provisioning"`, 1))
+	got, err := r.q.LoadJob(t.Context(), j.ID)
+	r.ok(err)
+	if got.Status.Move == "" || got.MovedByIngestq() {
+		t.Fatalf("mrt-zk's move to Provisioning over ingestq's status: mark %q, ingestq's %v; want the old mark kept, not ingestq's", got.Status.Move, got.MovedByIngestq())
+	}
+}

@@ -68,6 +68,12 @@ type JobStatus struct {
 	// move that releases the lock drops it. Read by the next acquirer, it
 	// tells a job taken from a daemon that lost it (Job.TakenFrom).
 	Holder *JobHolder `json:"holder,omitempty"`
+	// Move is the arrival ID (Job.ArrivalID) of the move that wrote this
+	// status, when ingestq made it: ingestq's own, as Deferred. mrt-zk's
+	// setStatus copies the key into its own moves' statuses unchanged,
+	// where it no longer matches their arrival, so it tells an ingestq
+	// move from another program's (Job.MovedByIngestq).
+	Move string `json:"ingestq_move,omitempty"`
 	// Extra holds the keys another writer added, written back by every
 	// move as mrt-zk's setStatus keeps them.
 	Extra Extra `json:"-"`
@@ -274,9 +280,15 @@ func (j *Job) State() State { return j.Status.Status }
 // the status node (the state, last_modified, retry_count), so it stays the
 // same while the job waits, is acquired and checkpoints; two moves to one
 // state within a second (by operator actions) share it.
-func (j *Job) ArrivalID() string {
-	return fmt.Sprintf("%s.%s.%s.%d", j.ID, strings.ToLower(string(j.State())), stampDigits(j.Status.LastModified), j.Status.RetryCount)
+func (j *Job) ArrivalID() string { return arrivalID(j.ID, j.Status) }
+
+func arrivalID(jid string, st JobStatus) string {
+	return fmt.Sprintf("%s.%s.%s.%d", jid, strings.ToLower(string(st.Status)), stampDigits(st.LastModified), st.RetryCount)
 }
+
+// MovedByIngestq tells whether the move that brought j to its state was
+// ingestq's: its status carries that move's own arrival ID (JobStatus.Move).
+func (j *Job) MovedByIngestq() bool { return j.Status.Move == j.ArrivalID() }
 
 // stampDigits is a last_modified stamp's digits, for an ID.
 func stampDigits(stamp string) string {

@@ -102,6 +102,7 @@ type serveFlags struct {
 	attempts     int
 	backoff      time.Duration
 	rescan       time.Duration
+	foreign      bool
 	grace        time.Duration
 	maxAge       time.Duration
 	ingest       ingestFlags
@@ -199,6 +200,8 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.IntVar(&f.attempts, "attempts", reactor.Defaults.Attempts, "tries of a step before its job fails")
 	durationVar(fl, &f.backoff, "backoff", reactor.Defaults.Backoff, "wait before the first retry, doubled each time (at most 1m)")
 	durationVar(fl, &f.rescan, "rescan", reactor.Defaults.Rescan, "safety rescan of every folder")
+	fl.BoolVar(&f.foreign, "foreign-events", true, "record the job moves another program (Merritt's services) makes on the queue as events: every job state\n"+
+		"folder but Pending is watched, and each job whose ref appears in one is read (--foreign-events=false: only ingestq's moves are recorded)")
 	durationVar(fl, &f.grace, "grace", reactor.Defaults.Grace, "how long running steps may finish at shutdown")
 	durationVar(fl, &a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
 	durationVar(fl, &f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
@@ -346,7 +349,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	rcfg := reactor.Config{Queue: q, Session: a.session, Host: f.host, Version: versionText(), Roles: roles, Workers: workers,
 		BatchWorkers: f.batchWorkers, Window: f.window, Attempts: f.attempts, StateAttempts: attempts, Backoff: f.backoff,
-		Rescan: f.rescan, Grace: f.grace, Logger: a.log}
+		Rescan: f.rescan, RecordForeign: f.foreign, Grace: f.grace, Logger: a.log}
 	if err := rcfg.Check(); err != nil {
 		return usagef("%v", err)
 	}
