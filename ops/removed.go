@@ -29,8 +29,11 @@ func (s *Service) replayed(ctx context.Context, f events.Filter, take func(event
 // cleanup that listed the batch; "" when none is recorded (Merritt's sweep
 // publishes none) or the events cannot be read. It reads the subjects of
 // those two actions only, not the items' moves: a batch may have a
-// million.
+// million. Both subjects are read within one recordWait: a stream that
+// does not answer holds a show, a 404 or a page up that long, not twice.
 func (s *Service) RemovedBy(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
 	var by events.Event
 	for _, action := range []string{"delete", "cleanup"} {
 		subject := events.Event{Kind: events.KindAdmin, To: action}.Subject()
