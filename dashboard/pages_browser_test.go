@@ -2,8 +2,12 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,4 +161,58 @@ func TestSearchByLocalIDFindsObject(t *testing.T) {
 	}
 	p.screenshot("found")
 	p.noConsoleErrors("search")
+}
+
+// A live page rests as long as its last fetch took before the next, also
+// when the change that asks for it comes after that fetch ended (a batch
+// whose jobs move one at a time, a little slower than its page reads): it
+// rested only after a change that came during the fetch, so such a trickle
+// kept its daemon reading all the time. The page here is app.js's own,
+// served by a handler that answers each live fetch in hold.
+func TestLivePageRestsAfterEachFetch(t *testing.T) {
+	b := setup(t, noTokens)
+	const hold = 800 * time.Millisecond
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	began := make(chan struct{}, 8)
+	b.web.Handle("GET /rest/{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Live") == "" {
+			_, _ = io.WriteString(w, `<!doctype html><link rel="icon" href="/ui/static/favicon.svg"><script src="/ui/static/app.js" defer></script>`+
+				`<span id="live-status"></span><main id="live" data-live="1">0</main>`)
+			return
+		}
+		mu.Lock()
+		starts = append(starts, time.Now())
+		n := len(starts)
+		mu.Unlock()
+		began <- struct{}{}
+		select { // a page that takes hold to read
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		ends = append(ends, time.Now())
+		mu.Unlock()
+		_, _ = fmt.Fprint(w, n)
+	}))
+	p := newTab(t)
+	p.open(b.base + "/rest/")
+	for i, uuid := range []string{"uuid-rest-1", "uuid-rest-2"} {
+		p.seenWhen(fmt.Sprintf(`document.getElementById("live").textContent === "%d"`, i+1))
+		b.batch(uuid) // a change: the batches folder's watch tells the page
+		select {
+		case <-began:
+		case <-p.ctx.Done():
+			t.Fatalf("change %d: the page fetched nothing", i+1)
+		}
+		p.seen() // fetched and shown: the next change comes after its end
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(starts); i++ {
+		if rest := starts[i].Sub(ends[i-1]); rest < hold {
+			t.Errorf("fetch %d began %v after fetch %d ended, which took %v; want a rest as long", i+1, rest, i, hold)
+		}
+	}
+	p.noConsoleErrors("live updates")
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/ingestq/ingestq/internal/logtest"
 	"github.com/ingestq/ingestq/internal/queuetest"
 	"github.com/ingestq/ingestq/reactor/queue"
@@ -121,5 +123,77 @@ func TestHeldItemsArePaged(t *testing.T) {
 	all, next, _, err := s.HeldItems(ctx, CLI, Page{})
 	if err != nil || next != "" || len(all) != 1+len(want) {
 		t.Errorf("all held at once (the CLI's): %d items, next %q, %v; want %d", len(all), next, err, 1+len(want))
+	}
+}
+
+// Pages follow the refs as the Held folder lists them: a ref a foreign
+// tree filed under another priority than its job's (ingestq check names
+// it) was the page's next as the job's priority would name it, and the
+// page after began there, skipping the refs between.
+func TestHeldPagesFollowTheListedRefs(t *testing.T) {
+	t.Parallel()
+	q, s := newQueue(t)
+	ctx := t.Context()
+	b, err := q.CreateBatch(ctx, queue.SubmissionOf(map[string]any{"profile": "demo"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, prio := range []int{5, 3, 5} {
+		j, err := q.CreateJob(ctx, b, queue.JobSpec{Priority: prio, Config: queue.JobConfig{PayloadURL: "foreign:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.HoldJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "job "+j.ID)
+	}
+	// The first job's ref filed under priority 01, as a foreign tree may.
+	held := "/jobs/states/" + queue.Held.Folder() + "/"
+	jid := strings.TrimPrefix(want[0], "job ")
+	if err := s.Conn.Delete(q.Path(held+"05-"+jid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Conn.Create(q.Path(held+"01-"+jid), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	p := Page{Limit: 1}
+	for range len(want) + 1 {
+		items, next, _, err := (&Service{Q: q}).HeldItems(ctx, HTTP, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			got = append(got, it.Kind+" "+it.Name)
+		}
+		if p.After = next; next == "" {
+			break
+		}
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("Held jobs, a page of one at a time: %s; want %s (01-, 03-, 05- as listed)", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+}
+
+// A batch whose status is missing (a creation cut short, or another
+// program's under way) is a problem of a listing by state, as of a
+// listing of all: its state is unknown, so it may be the state asked.
+// The status read alone took it for a batch gone, and left it unsaid.
+func TestStateFilterReportsABatchWithoutStatus(t *testing.T) {
+	t.Parallel()
+	q, s := newQueue(t)
+	b, err := q.CreateBatch(t.Context(), queue.SubmissionOf(map[string]any{"profile": "demo"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Conn.Delete(q.Path("/batches/"+b.ID+"/status"), -1); err != nil {
+		t.Fatal(err)
+	}
+	list, err := (&Service{Q: q}).ListBatches(t.Context(), BatchFilter{State: queue.Held}, Page{})
+	if err != nil || len(list.Batches) != 0 || len(list.Problems) != 1 ||
+		!strings.Contains(list.Problems[0].Error(), "/batches/"+b.ID+"/status") {
+		t.Errorf("Held batches: %v, problems %v, %v; want none, and the problem of %s's missing status", list.Batches, list.Problems, err, b.ID)
 	}
 }

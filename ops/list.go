@@ -73,19 +73,16 @@ func (s *Service) ListJobs(ctx context.Context, f JobFilter, p Page) (JobList, e
 		}
 		return false
 	}
-	keyOf := func(j *queue.Job) string { return j.ID }
-	if f.State != "" {
-		keyOf = (*queue.Job).Ref
-	}
 	load := func(key string) (*queue.Job, error) { return s.Q.LoadJob(ctx, jidOf(key)) }
-	out.Jobs, out.Next = paginate(keys, p, load, keep, keyOf)
+	out.Jobs, out.Next = paginate(keys, p, load, keep)
 	return out, nil
 }
 
 // paginate reads the items of the sorted keys after p.After, a chunk at a
 // time, keeping those keep says, until it has p.Limit (0: all). next is the
-// last item's key when keys remain.
-func paginate[T any](keys []string, p Page, load func(key string) (T, error), keep func(key string, item T, err error) bool, keyOf func(T) string) (items []T, next string) {
+// last item's key, as listed, when keys remain: an item's own idea of its
+// key (a job's ref by its priority) may sort elsewhere than where it is.
+func paginate[T any](keys []string, p Page, load func(key string) (T, error), keep func(key string, item T, err error) bool) (items []T, next string) {
 	switch {
 	case p.Reverse:
 		if p.After != "" {
@@ -109,15 +106,15 @@ func paginate[T any](keys []string, p Page, load func(key string) (T, error), ke
 		loaded, errs := loadAll(chunk, load)
 		for i, item := range loaded {
 			if p.Limit > 0 && len(items) == p.Limit {
-				return items, keyOf(items[len(items)-1])
+				return items, next
 			}
 			if keep(chunk[i], item, errs[i]) {
-				items = append(items, item)
+				items, next = append(items, item), chunk[i]
 			}
 		}
 		keys = keys[len(chunk):]
 		if p.Limit > 0 && len(items) == p.Limit && len(keys) > 0 {
-			return items, keyOf(items[len(items)-1])
+			return items, next
 		}
 	}
 	return items, ""

@@ -309,8 +309,8 @@ func rawBatch(b *testing.B, conn *zk.Conn, root, bid string) int {
 
 // liveUpdates follows the dashboard's live stream with one page of each
 // of pages, as its script does (on a notice, fetch the page again; one
-// fetch at a time; notices meanwhile make one more fetch after it, after
-// a rest as long as the fetch took), while
+// fetch at a time; notices meanwhile make one more fetch after it; no
+// fetch before the last one's end plus as long as it took), while
 // a pass-through batch of 300 jobs runs (submitted to the queue as the
 // API does), and logs the notices, the
 // fetches and the share of the time each page was being fetched.
@@ -350,11 +350,17 @@ func liveUpdates(b *testing.B, q *queue.Queue, base string, pages []string) {
 		}()
 		go func() {
 			defer wg.Done()
+			var rested time.Time // app.js's rest: no fetch before the last one's end plus as long as it took
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-wake:
+				}
+				time.Sleep(time.Until(rested))
+				select { // notices during the rest: this fetch shows them
+				case <-wake:
+				default:
 				}
 				t0 := time.Now()
 				req, _ := http.NewRequestWithContext(ctx, "GET", base+f.page, nil)
@@ -366,9 +372,7 @@ func liveUpdates(b *testing.B, q *queue.Queue, base string, pages []string) {
 				}
 				took := time.Since(t0)
 				f.busy.Add(int64(took))
-				if len(wake) > 0 {
-					time.Sleep(took) // app.js's rest
-				}
+				rested = time.Now().Add(took)
 			}
 		}()
 	}

@@ -1,8 +1,8 @@
 // ingestq dashboard: live updates. The server says on /ui/live (server-sent
 // events) when the queue changed; the page then fetches its own address
 // again and swaps in its main part. One fetch at a time: changes that come
-// meanwhile cause one more fetch after it, after a rest as long as the fetch
-// took. No timer polls anything.
+// meanwhile cause one more fetch after it. A fetch begins no sooner than the
+// last one's end plus as long as it took. No timer polls anything.
 (function () {
   "use strict";
   // After an action's POST the address is the job's page: make reloading
@@ -21,6 +21,11 @@
 
   let busy = false;
   let again = false;
+  // When the next fetch may begin: the last one's end, plus as long as it
+  // took, so that a page open on a busy queue has its daemon reading half
+  // the time at most, however the changes come (performance.now: a clock
+  // set meanwhile moves no rest).
+  let rested = 0;
   const editing = function () {
     const el = document.activeElement;
     return el && main.contains(el) && (el.tagName === "INPUT" || el.tagName === "TEXTAREA");
@@ -33,16 +38,21 @@
     busy = true;
     try {
       do {
-        again = false;
-        const began = Date.now();
+        const rest = rested - performance.now();
+        if (rest > 0) {
+          await new Promise(function (done) { setTimeout(done, rest); });
+          if (editing()) {
+            again = true; // once the field is left
+            break;
+          }
+        }
+        again = false; // changes from here on need another fetch
+        const began = performance.now();
         const resp = await fetch(location.href, { headers: { "X-Live": "1" }, cache: "no-store" });
         main.innerHTML = await resp.text(); // the server's own page, escaped by its templates
         main.dataset.refreshed = String(Date.now());
-        if (again) {
-          // The queue moved meanwhile: rest as long as the fetch took, so that a
-          // page open on a busy queue has its daemon reading half the time at most.
-          await new Promise(function (done) { setTimeout(done, Date.now() - began); });
-        }
+        const now = performance.now();
+        rested = now + (now - began);
       } while (again && !editing());
     } catch (e) {
       say("offline", "down");
