@@ -53,6 +53,14 @@ func checkAccessQueue(queue string) error {
 	return nil
 }
 
+// accessResultRoom is what a request's last move may add to its token and
+// status (one multi): a package's URL (a presigned one with its query) and
+// description, or a failure's message (4,000 bytes, six each in JSON at
+// most). A token created without it could be refused that move as too
+// large (ErrTooLarge), its request left Processing and assembled again
+// without end.
+const accessResultRoom = 32 << 10
+
 // CreateAccess queues a Pending access request with its token.
 func (q *Queue) CreateAccess(ctx context.Context, queue string, token map[string]any) (*Access, error) {
 	if err := checkAccessQueue(queue); err != nil {
@@ -65,7 +73,15 @@ func (q *Queue) CreateAccess(ctx context.Context, queue string, token map[string
 	a := &Access{Queue: queue, ID: path2name(p), Token: token, Status: BatchStatus{Status: Pending, LastModified: q.stamp()}}
 	status := create(q.accessPath(queue, a.ID, "status"), mustJSON(a.Status))
 	status.witness = true
-	if err := q.commit(ctx, []op{create(q.accessPath(queue, a.ID, "token"), mustJSON(token)), status}); err != nil {
+	// Refused unless the token has room for its result, written into it
+	// with the request's last move.
+	data, tokenPath := mustJSON(token), q.accessPath(queue, a.ID, "token")
+	if err = fits(&zk.CreateRequest{Path: tokenPath, Data: make([]byte, len(data)+accessResultRoom)}); err != nil {
+		err = fmt.Errorf("its token, with %d bytes of room for its result: %w", accessResultRoom, err)
+	} else {
+		err = q.commit(ctx, []op{create(tokenPath, data), status})
+	}
+	if err != nil {
 		_ = q.zk.delete(ctx, p, -1)
 		return nil, fmt.Errorf("create access request %s: %w", a.ID, err)
 	}

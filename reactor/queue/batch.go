@@ -643,7 +643,7 @@ func (q *Queue) UnlockBatch(ctx context.Context, b *Batch) error {
 // session's lock, as a move's does.
 func (q *Queue) NoteBatch(ctx context.Context, b *Batch, msg string, deferred *Deferral) error {
 	st := b.Status
-	st.Message, st.Deferred = msg, deferred
+	st.Message, st.Deferred = truncate(msg, maxMessage), deferred
 	if err := q.commit(ctx, []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}); err != nil {
 		return q.letGoIfStale(ctx, b, err)
 	}
@@ -697,7 +697,7 @@ func (q *Queue) SetBatchStatus(ctx context.Context, b *Batch, to State, c BatchC
 	if err := BatchMachine.Check(b.ID, from, to); err != nil {
 		return err
 	}
-	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: c.Message, Extra: b.Status.Extra}
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, maxMessage), Extra: b.Status.Extra}
 	ops := []op{fenceSet(q.batchPath(b.ID, "status"), mustJSON(st), b.version)}
 	if c.Report != nil {
 		ops = append(ops, upsert(q.batchPath(b.ID, "status-report"), mustJSON(c.Report), b.Report != nil))

@@ -255,10 +255,13 @@ func (d door) multi(ctx context.Context, reqs ...any) ([]zk.MultiResponse, error
 // again: an access request's or a submission's 200 KB of text, which
 // JSON-escapes to over 1 MB (20 s, 13 closes), or a read of an id of 1 MB
 // in a URL (2 closes a read, by any reader). Its size is reckoned high: a
-// request's fixed fields and an ACL are under perOp bytes.
+// request's fixed fields and an ACL are under perOp bytes, and so is the
+// packet's own framing (its header; a multi's op headers and closing one:
+// a multi of one create is 65 bytes over its path and data). The reply to
+// a node's read (its data and a stat, 88 bytes over) then fits too.
 func fits(reqs ...any) error {
 	const perOp = 64
-	size, biggest, most := 0, "", -1
+	size, biggest, most := perOp, "", -1
 	for _, r := range reqs {
 		var data []byte
 		switch r := r.(type) {

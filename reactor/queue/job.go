@@ -390,7 +390,7 @@ func (q *Queue) UpdateJob(ctx context.Context, j *Job, c JobChange) error {
 
 func (q *Queue) writeJob(ctx context.Context, j *Job, st JobStatus, c JobChange) error {
 	from, to := j.State(), st.Status
-	st.Message = KeepNote(st.Message, j.Status.Message)
+	st.Message = KeepNote(truncate(st.Message, maxMessage), j.Status.Message)
 	prio := j.Priority
 	if c.Priority != nil {
 		if err := checkPriority(*c.Priority); err != nil {

@@ -8,6 +8,13 @@ import "strings"
 // "; ", which joins a message's parts.
 const NotePrefix = "note: "
 
+// maxMessage cuts a job's or batch's message (a step's error may quote
+// anything, 300 KB of "<" is 1.8 MB in the status's JSON): written whole,
+// a message over ZooKeeper's packet was refused (ErrTooLarge) and the job
+// left in its state, its step run again without end. A note (4 KB of
+// names at most) is kept after the cut.
+const maxMessage = 16 << 10
+
 // Note is the note among the parts of message, or "".
 func Note(message string) string {
 	for part := range strings.SplitSeq(message, "; ") {
