@@ -40,7 +40,7 @@ bench: deps bench-queue bench-reactor bench-watch bench-fetch bench-ingest bench
 bench-queue: ## queue transitions and lifecycles beside raw multi() (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . $(call bench_flags,-benchtime $(BENCHTIME) -count 3) ./reactor/queue/
 
-bench-reactor: ## issue 13's measures 1-3: throughput with 1, 2, 3 daemons beside the raw multi() ceiling; dispatch and batch completion beside a bare watch (PERFORMANCE.md)
+bench-reactor: ## issue 13's measures 1-3: throughput with 1, 2, 3 daemons (each with and without the foreign watch) beside the raw multi() ceiling; dispatch and batch completion beside a bare watch (PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench Throughput $(call bench_flags,-benchtime 3x -count 2) ./reactor/
 	$(GO) test -run '^$$' -bench Dispatch $(call bench_flags,-benchtime 1000x -count 2) ./reactor/
 	$(GO) test -run '^$$' -bench BatchCompletion $(call bench_flags,-benchtime 1000x -count 2) ./reactor/

@@ -437,40 +437,52 @@ func (e *benv) awaitCompleted(events chan events.Event, jid string) {
 // writes of as many lifecycles as raw multi() calls (18 each: 2 to create,
 // then per step one to acquire and one to move on) from 32 goroutines.
 // pct-of-ceiling is the daemons' rate as a percentage of the ceiling's.
+// ",foreign" runs the daemons as serve does by default (RecordForeign:
+// the done folders watched, listed and diffed too), beside the same count
+// without.
 func BenchmarkThroughput(b *testing.B) {
 	perBatch := 500
 	if testing.Short() {
 		perBatch = 50
 	}
 	for _, n := range []int{1, 2, 3} {
-		b.Run(fmt.Sprintf("daemons=%d", n), func(b *testing.B) {
-			e := newDaemons(b, n)
-			done := e.sub("ingestq.batch.completed.*")
-			reads0, writes0, listings0 := e.requests()
-			var ceiling time.Duration
-			b.ResetTimer()
-			for range b.N {
-				bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
-				if err != nil {
-					b.Fatal(err)
-				}
-				for ev := range done {
-					if ev.BatchID == bt.ID {
-						break
-					}
-				}
-				b.StopTimer()
-				ceiling += rawCeiling(b, perBatch)
-				b.StartTimer()
+		for _, foreign := range []bool{false, true} {
+			name := fmt.Sprintf("daemons=%d", n)
+			if foreign {
+				name += ",foreign"
 			}
-			b.StopTimer()
-			rate, raw := float64(b.N*perBatch)/b.Elapsed().Seconds(), float64(b.N*perBatch)/ceiling.Seconds()
-			b.ReportMetric(rate, "jobs/s")
-			b.ReportMetric(raw, "ceiling-jobs/s")
-			b.ReportMetric(100*rate/raw, "pct-of-ceiling")
-			e.reportRequests(b.N*perBatch, reads0, writes0, listings0)
-		})
+			b.Run(name, func(b *testing.B) { throughput(b, n, perBatch, foreign) })
+		}
 	}
+}
+
+// throughput runs BenchmarkThroughput's measure with n daemons.
+func throughput(b *testing.B, n, perBatch int, foreign bool) {
+	e := newDaemons(b, n, func(c *reactor.Config) { c.RecordForeign = foreign })
+	done := e.sub("ingestq.batch.completed.*")
+	reads0, writes0, listings0 := e.requests()
+	var ceiling time.Duration
+	b.ResetTimer()
+	for range b.N {
+		bt, err := e.q.CreateBatch(b.Context(), queue.SubmissionOf(map[string]any{"payload_url": fmt.Sprintf("passthrough:%d", perBatch)}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for ev := range done {
+			if ev.BatchID == bt.ID {
+				break
+			}
+		}
+		b.StopTimer()
+		ceiling += rawCeiling(b, perBatch)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	rate, raw := float64(b.N*perBatch)/b.Elapsed().Seconds(), float64(b.N*perBatch)/ceiling.Seconds()
+	b.ReportMetric(rate, "jobs/s")
+	b.ReportMetric(raw, "ceiling-jobs/s")
+	b.ReportMetric(100*rate/raw, "pct-of-ceiling")
+	e.reportRequests(b.N*perBatch, reads0, writes0, listings0)
 }
 
 // rawCeiling commits the writes of jobs lifecycles as raw multi() calls

@@ -30,7 +30,27 @@ const ForeignActor = "another program"
 type foreignMoves struct {
 	mu     sync.Mutex
 	listed map[queue.State][]string
+	moving map[string]queue.State // jid → where this daemon's move in flight takes it
 	seen   published
+}
+
+// ownMove notes that this daemon is moving job jid to state to, until the
+// returned func is called (once the move is in published): a listing that
+// shows the ref first reads nothing.
+func (r *Reactor) ownMove(jid string, to queue.State) func() {
+	if !r.cfg.RecordForeign {
+		return func() {}
+	}
+	r.foreign.mu.Lock()
+	r.foreign.moving[jid] = to
+	r.foreign.mu.Unlock()
+	return func() {
+		r.foreign.mu.Lock()
+		if r.foreign.moving[jid] == to { // not the next move's, the job handed on here
+			delete(r.foreign.moving, jid)
+		}
+		r.foreign.mu.Unlock()
+	}
 }
 
 // watchForeign watches the job state folders this daemon works in no role
@@ -50,7 +70,13 @@ func (r *Reactor) watchForeign() {
 
 // foreignListed looks at the refs new in state s's folder since its last
 // listing (none at the first: those moves were made before this daemon
-// started, and were recorded, if at all, by the daemons running then).
+// started, and were recorded, if at all, by the daemons running then). In
+// a folder this daemon works, and after its own move in flight, it only
+// notes where the job is (for "from"), reading nothing: a move there is
+// recorded by whoever takes the job next (recoverArrival), as before the
+// foreign watch. Reading each ref there cost a read per move in a hurry
+// (the job moved on before its listing) and per move another daemon made,
+// in the folder's watch, before its next listing (decision N1).
 func (r *Reactor) foreignListed(s queue.State, refs []string) {
 	if !r.cfg.RecordForeign || s == queue.Pending {
 		return
@@ -67,11 +93,19 @@ func (r *Reactor) foreignListed(s queue.State, refs []string) {
 			continue
 		}
 		_, jid, _ := strings.Cut(ref, "-")
-		if m, ok := r.published.last(jid); ok && m.state == s {
+		r.foreign.mu.Lock()
+		to, moving := r.foreign.moving[jid]
+		r.foreign.mu.Unlock()
+		switch m, ok := r.published.last(jid); {
+		case ok && m.state == s:
 			r.foreign.seen.add(jid, m) // this daemon's own move there: nothing to read
-			continue
+		case r.owns(JobRole(s)) || (moving && to == s):
+			if last := r.lastSeen(jid); last != s { // a ref made again under a new priority is no move
+				r.foreign.seen.add(jid, publishedMove{state: s, from: last})
+			}
+		default:
+			r.foreignRef(s, ref)
 		}
-		r.foreignRef(s, ref)
 	}
 }
 
@@ -93,7 +127,7 @@ func (r *Reactor) foreignRef(s queue.State, ref string) {
 		// Not a ref mrt-zk's Job.load wrote back in a state the job left
 		// (no edge leads there from its status's): its move's status write
 		// is still to come.
-		if last, ok := r.foreign.seen.last(j.ID); ok && last.id == j.ArrivalID() {
+		if last, ok := r.foreign.seen.last(j.ID); ok && seenArrival(last, j) {
 			wt := queue.Wait{Path: r.q.Path("/jobs/" + j.ID + "/status"), Present: true, Data: true, Version: version}
 			r.waits.on(r.work, wt, "foreign", func() { r.foreignRef(s, ref) })
 			return
@@ -133,7 +167,7 @@ func (r *Reactor) foreignArrival(j *queue.Job) {
 // every move but to Failed, Deleted and Held; "" when neither says.
 func (r *Reactor) cameFrom(j *queue.Job) queue.State {
 	if m, ok := r.foreign.seen.last(j.ID); ok {
-		if m.id == j.ArrivalID() {
+		if seenArrival(m, j) {
 			return m.from
 		}
 		return m.state
@@ -142,6 +176,19 @@ func (r *Reactor) cameFrom(j *queue.Job) queue.State {
 		return *lss
 	}
 	return ""
+}
+
+// seenArrival tells whether m, the foreign watch's note of a job, is of
+// the move that brought j (as read) to its state: by its ID, or, noted
+// from a listing of a folder this daemon works (no ID), by its state.
+func seenArrival(m publishedMove, j *queue.Job) bool {
+	return m.id == j.ArrivalID() || (m.id == "" && m.state == j.State())
+}
+
+// lastSeen is the state the foreign watch last saw job jid in, if any.
+func (r *Reactor) lastSeen(jid string) queue.State {
+	m, _ := r.foreign.seen.last(jid)
+	return m.state
 }
 
 func stopOrHeld(s queue.State) bool {

@@ -458,6 +458,7 @@ func (r *Reactor) move(j *queue.Job, to queue.State, c queue.JobChange, attrs ma
 	r.recoverArrival(j, arrival)
 	next := r.nextHere(j, to, c)
 	c.Release, c.At = next == nil, r.q.Now() // one stamp for every try: a landed try is known by its bytes
+	defer r.ownMove(j.ID, to)()
 	err := r.retryMove(func(retried bool) error {
 		c.Retried = retried
 		return r.q.SetJobStatus(r.work, j, to, c)

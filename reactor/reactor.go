@@ -233,7 +233,7 @@ func New(cfg Config) (*Reactor, error) {
 	r := &Reactor{cfg: cfg, q: cfg.Queue, bus: cfg.Bus, log: cfg.Logger.With("host", cfg.Host),
 		pools: map[string]waker{}, waiting: map[queue.State]*deferrals{},
 		batchDir: cfg.Queue.Path("/batches"), waits: newWaiter(cfg.Queue, cfg.Logger), feeds: newFeeds(),
-		foreign: foreignMoves{listed: map[queue.State][]string{}}}
+		foreign: foreignMoves{listed: map[queue.State][]string{}, moving: map[string]queue.State{}}}
 	r.outages = newOutages(cfg.Observer, r.waitForBackEndUntil)
 	r.holds = newHolds(cfg.Queue, r.log, r.wakeAll)
 	r.watcher = zkwatch.NewWatcher(cfg.Session, zkwatch.WatcherConfig{Rescan: cfg.Rescan, Logger: r.log}, r.onChange)

@@ -201,7 +201,8 @@ func (a *app) serveCommand() *cobra.Command {
 	durationVar(fl, &f.backoff, "backoff", reactor.Defaults.Backoff, "wait before the first retry, doubled each time (at most 1m)")
 	durationVar(fl, &f.rescan, "rescan", reactor.Defaults.Rescan, "safety rescan of every folder")
 	fl.BoolVar(&f.foreign, "foreign-events", true, "record the job moves another program (Merritt's services) makes on the queue as events: every job state\n"+
-		"folder but Pending is watched, and each job whose ref appears in one is read (--foreign-events=false: only ingestq's moves are recorded)")
+		"folder but Pending is watched, and each job whose ref appears in one this daemon does not work is read (--foreign-events=false: only\n"+
+		"ingestq's moves are recorded, and moves into the states this daemon works as it moves the jobs on)")
 	durationVar(fl, &f.grace, "grace", reactor.Defaults.Grace, "how long running steps may finish at shutdown")
 	durationVar(fl, &a.sessionTimeout, "zk-session-timeout", sessionTimeout, "ZooKeeper session timeout: how long a dead daemon keeps its locks")
 	durationVar(fl, &f.maxAge, "events-max-age", 7*24*time.Hour, "how long recorded events are kept")
