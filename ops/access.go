@@ -218,8 +218,11 @@ func inOtherVersions(vs []inventory.Record, skip int, names []string) map[string
 		had[name] = ""
 	}
 	for _, v := range slices.Backward(vs) {
+		if v.Version == skip {
+			continue
+		}
 		for _, f := range v.Files {
-			if said, ok := had[f.Name]; v.Version != skip && ok && said == "" {
+			if said, ok := had[f.Name]; ok && said == "" {
 				had[f.Name] = fmt.Sprintf(" (version %d has it)", v.Version)
 			}
 		}

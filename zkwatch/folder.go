@@ -376,11 +376,14 @@ func (f *folder) report(children []string, rescan bool) bool {
 	if len(children) > 0 {
 		f.avgName = total / len(children)
 	}
-	if size := f.listingSize(len(children)); size > largeListing && !f.warned {
+	// A listing over one packet (about 60,000 children of job-sized names)
+	// fails in Java clients and in go-zookeeper capped with
+	// Config.MaxBufferSize.
+	if size := f.listingSize(len(children)); size > zkconn.MaxPacket && !f.warned {
 		f.warned = true
 		f.w.log.Warn("zkwatch: folder listing is over 1 MB: Java clients with the default jute.maxbuffer cannot list it",
 			"path", f.path, "children", len(children), "estimated_bytes", size)
-	} else if size <= largeListing/2 {
+	} else if size <= zkconn.MaxPacket/2 {
 		f.warned = false
 	}
 	if !rescan && len(added) == 0 && len(removed) == 0 {

@@ -62,12 +62,6 @@ const (
 	defaultRescan   = time.Minute
 	backoffStart    = 50 * time.Millisecond
 	backoffMax      = 2 * time.Second
-
-	// largeListing is the estimated size of a listing above which the
-	// watcher warns: a ZooKeeper packet over jute.maxbuffer (1 MB by default,
-	// about 60,000 children of job-sized names) fails in Java clients and in
-	// go-zookeeper when capped with Config.MaxBufferSize.
-	largeListing = 1 << 20
 )
 
 // Watcher keeps child watches on ZooKeeper folders and reports what

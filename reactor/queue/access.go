@@ -55,10 +55,10 @@ func checkAccessQueue(queue string) error {
 
 // accessResultRoom is what a request's last move may add to its token and
 // status (one multi): a package's URL (a presigned one with its query) and
-// description, or a failure's message (4,000 bytes, six each in JSON at
-// most). A token created without it could be refused that move as too
-// large (ErrTooLarge), its request left Processing and assembled again
-// without end.
+// description, or a failure's message (maxAccessMessage bytes, six each
+// in JSON at most). A token created without it could be refused that move
+// as too large (ErrTooLarge), its request left Processing and assembled
+// again without end.
 const accessResultRoom = 32 << 10
 
 // CreateAccess queues a Pending access request with its token.

@@ -118,7 +118,7 @@ func (q *Queue) SetAccessStatus(ctx context.Context, a *Access, to State, c Acce
 		return err
 	}
 	release := to == Completed || to == Failed
-	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, 4000), Extra: a.Status.Extra,
+	st := BatchStatus{Status: to, LastModified: q.stampAt(c.At), Message: truncate(c.Message, maxAccessMessage), Extra: a.Status.Extra,
 		Holder: q.keptHolder(!release && a.owner, a.Status.Holder)} // Pending → Processing keeps who assembles it
 	ops := []op{fenceSet(q.accessPath(a.Queue, a.ID, "status"), mustJSON(st), a.version)}
 	if c.Token != nil {

@@ -15,6 +15,10 @@ const NotePrefix = "note: "
 // names at most) is kept after the cut.
 const maxMessage = 16 << 10
 
+// maxAccessMessage cuts an access request's message: its token, created
+// with room for its result, counts on it (accessResultRoom).
+const maxAccessMessage = 4000
+
 // Note is the note among the parts of message, or "".
 func Note(message string) string {
 	for part := range strings.SplitSeq(message, "; ") {

@@ -311,8 +311,8 @@ func (a *app) removedOrNever(ctx context.Context, q *queue.Queue, id string, err
 	if never := a.ops(q).CheckEverMade(ctx, id, what); never != nil {
 		return never
 	}
-	if by := a.quietOps(q).Removed(ctx, id, err); by != err { // else the words below name who may have removed it
-		return fmt.Errorf("%w; its history: ingestq events replay --%s %s", by, what, id)
+	if by := a.quietOps(q).RemovedBy(ctx, id); by != "" { // else the words below name who may have removed it
+		return queue.Missing("%s %s was removed from the queue%s; its history: ingestq events replay --%s %s", what, id, by, what, id)
 	}
 	return fmt.Errorf("%s %s was removed from the queue (by ingestq delete or cleanup, or by another program such as Merritt's "+
 		"delete_completed_batches); its history: ingestq events replay --%s %s",
