@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,12 +91,20 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	t.Logf("rolling upgrade tested in %v", time.Since(start).Round(time.Millisecond))
 }
 
+// previousBuild makes one test at a time build the previous release.
+var previousBuild sync.Mutex
+
 // buildPreviousRelease builds cmd/ingestq as of previousRelease, as TestMain
 // builds this one, from the repository's git history (git archive, so the
 // working tree is untouched), beside ingestqBin: later tests of the same run
 // reuse it, and the build cache makes later runs cheap.
 func buildPreviousRelease(t *testing.T) string {
 	t.Helper()
+	// Two parallel tests ask for it: the second waits for the first's
+	// build, then finds its binary (a CI run failed when both built at once
+	// and the second's rename found its .tmp renamed by the first).
+	previousBuild.Lock()
+	defer previousBuild.Unlock()
 	bin := filepath.Join(filepath.Dir(ingestqBin), "ingestq-"+previousRelease)
 	if _, err := os.Stat(bin); err == nil {
 		return bin
