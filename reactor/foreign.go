@@ -100,8 +100,8 @@ func (r *Reactor) foreignListed(s queue.State, refs []string) {
 		case ok && m.state == s:
 			r.foreign.seen.add(jid, m) // this daemon's own move there: nothing to read
 		case r.owns(JobRole(s)) || (moving && to == s):
-			if last := r.lastSeen(jid); last != s { // a ref made again under a new priority is no move
-				r.foreign.seen.add(jid, publishedMove{state: s, from: last})
+			if last, _ := r.foreign.seen.last(jid); last.state != s { // a ref made again under a new priority is no move
+				r.foreign.seen.add(jid, publishedMove{state: s, from: last.state})
 			}
 		default:
 			r.foreignRef(s, ref)
@@ -156,7 +156,7 @@ func (r *Reactor) foreignArrival(j *queue.Job) {
 		r.log.Debug("reactor: NATS away; another program's move not recorded here", "job", j.ID, "state", j.State())
 		return
 	}
-	if r.publishUnlessRecorded(r.arrivalEvent(j), j.Status.MovedAt(), "job", j.ID) {
+	if r.recoverEvent(j) {
 		r.published.add(j.ID, publishedMove{id: id, state: j.State()})
 	}
 }
@@ -183,12 +183,6 @@ func (r *Reactor) cameFrom(j *queue.Job) queue.State {
 // from a listing of a folder this daemon works (no ID), by its state.
 func seenArrival(m publishedMove, j *queue.Job) bool {
 	return m.id == j.ArrivalID() || (m.id == "" && m.state == j.State())
-}
-
-// lastSeen is the state the foreign watch last saw job jid in, if any.
-func (r *Reactor) lastSeen(jid string) queue.State {
-	m, _ := r.foreign.seen.last(jid)
-	return m.state
 }
 
 func stopOrHeld(s queue.State) bool {

@@ -439,23 +439,19 @@ func (r *Reactor) onChange(c zkwatch.Change) {
 	case strings.HasPrefix(rel, "/jobs/states/"):
 		folder := strings.TrimPrefix(rel, "/jobs/states/")
 		name := "watch.job." + folder
-		p, ok := r.pools[name].(*jobPool)
-		if !ok { // watched for foreign moves alone (watchForeign)
-			s, _ := queue.ParseJobState(folder)
-			refs, _ := r.q.ValidRefs(s, c.Children)
-			r.foreignListed(s, refs)
-			return
+		s, _ := queue.ParseJobState(folder)
+		refs, problems := r.q.ValidRefs(s, c.Children)
+		if p, ok := r.pools[name].(*jobPool); ok { // else watched for foreign moves alone (watchForeign)
+			for _, err := range problems {
+				r.log.Warn("reactor: skipping", "err", err)
+			}
+			p.listed(refs) // before the signal: the round it wakes works from it
+			r.outages.listed(s, refs)
+			if len(c.Added) > 0 || c.Rescan {
+				r.signal(name, "")
+			}
 		}
-		refs, problems := r.q.ValidRefs(p.state, c.Children)
-		for _, err := range problems {
-			r.log.Warn("reactor: skipping", "err", err)
-		}
-		p.listed(refs) // before the signal: the round it wakes works from it
-		r.outages.listed(p.state, refs)
-		if len(c.Added) > 0 || c.Rescan {
-			r.signal(name, "")
-		}
-		r.foreignListed(p.state, refs)
+		r.foreignListed(s, refs)
 	case rel == "/batches":
 		if c.Rescan {
 			r.pastPending.Clear()

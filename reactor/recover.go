@@ -143,9 +143,10 @@ func (r *Reactor) recoverEnds(bid string, completed, failed []string) {
 
 // recoverEvent publishes the event of the move that brought j (as read) to
 // its state, unless the stream has it: as another program's when the
-// status has no ingestq mark (arrivalEvent).
-func (r *Reactor) recoverEvent(j *queue.Job) {
-	r.publishUnlessRecorded(r.arrivalEvent(j), j.Status.MovedAt(), "job", j.ID)
+// status has no ingestq mark (arrivalEvent). It tells whether the stream
+// has the event now (publishUnlessRecorded).
+func (r *Reactor) recoverEvent(j *queue.Job) bool {
+	return r.publishUnlessRecorded(r.arrivalEvent(j), j.Status.MovedAt(), "job", j.ID)
 }
 
 // publishUnlessRecorded publishes e, the recovered event of a move made at
